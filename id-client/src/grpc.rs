@@ -1,0 +1,133 @@
+//! A [`LeaseSource`] that leases from the id-service over gRPC.
+
+use crate::source::{Lease, LeaseError, LeaseFuture, LeaseSource};
+use codespace::Block;
+use proto::idalloc::v1::{LeaseBlockRequest, id_allocator_client::IdAllocatorClient};
+use std::time::Duration;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+
+/// Where and as whom to lease.
+#[derive(Debug, Clone)]
+pub struct GrpcSourceConfig {
+    /// id-service addresses (`http://host:port`); calls are balanced across them.
+    pub endpoints: Vec<String>,
+    /// The namespace to lease from.
+    pub namespace: String,
+    /// This process's identity in the ledger (for example the pod name).
+    pub holder: String,
+    /// A bearer token, if the id-service requires one.
+    pub token: Option<String>,
+    /// How long to wait for a TCP connection.
+    pub connect_timeout: Duration,
+    /// The deadline of one lease call.
+    pub request_timeout: Duration,
+}
+
+/// Leases blocks from one or more id-service replicas.
+///
+/// The channel connects lazily, so a source can be built while the id-service is down; calls
+/// then fail with [`LeaseError::Unavailable`] until it is back.
+#[derive(Clone)]
+pub struct GrpcLeaseSource {
+    client: IdAllocatorClient<Channel>,
+    namespace: String,
+    holder: String,
+    authorization: Option<MetadataValue<tonic::metadata::Ascii>>,
+}
+
+impl GrpcLeaseSource {
+    /// A source for `config`; fails only on malformed endpoints or token.
+    pub fn new(config: &GrpcSourceConfig) -> Result<Self, LeaseError> {
+        if config.endpoints.is_empty() {
+            return Err(LeaseError::Refused(
+                "no id-service endpoint configured".into(),
+            ));
+        }
+        let endpoints = config
+            .endpoints
+            .iter()
+            .map(|uri| {
+                Endpoint::from_shared(uri.clone())
+                    .map(|e| {
+                        e.connect_timeout(config.connect_timeout)
+                            .timeout(config.request_timeout)
+                            .tcp_nodelay(true)
+                    })
+                    .map_err(|e| {
+                        LeaseError::Refused(format!("bad id-service endpoint {uri:?}: {e}"))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let channel = if endpoints.len() == 1 {
+            endpoints
+                .into_iter()
+                .next()
+                .expect("one endpoint")
+                .connect_lazy()
+        } else {
+            Channel::balance_list(endpoints.into_iter())
+        };
+        let authorization = config
+            .token
+            .as_ref()
+            .map(|t| {
+                format!("Bearer {t}").parse().map_err(|_| {
+                    LeaseError::Refused("the id-service token is not valid header text".into())
+                })
+            })
+            .transpose()?;
+        Ok(Self {
+            client: IdAllocatorClient::new(channel),
+            namespace: config.namespace.clone(),
+            holder: config.holder.clone(),
+            authorization,
+        })
+    }
+}
+
+impl LeaseSource for GrpcLeaseSource {
+    fn lease(&self, size: u64) -> LeaseFuture<'_> {
+        Box::pin(async move {
+            let mut request = tonic::Request::new(LeaseBlockRequest {
+                namespace: self.namespace.clone(),
+                size,
+                holder: self.holder.clone(),
+            });
+            if let Some(value) = &self.authorization {
+                request
+                    .metadata_mut()
+                    .insert("authorization", value.clone());
+            }
+            let lease = self
+                .client
+                .clone()
+                .lease_block(request)
+                .await
+                .map_err(status_to_error)?
+                .into_inner();
+            let block = Block::new(lease.start, lease.end).ok_or_else(|| {
+                LeaseError::Unavailable(format!(
+                    "id-service returned an empty range {}..{}",
+                    lease.start, lease.end
+                ))
+            })?;
+            Ok(Lease {
+                lease_id: lease.lease_id,
+                block,
+            })
+        })
+    }
+}
+
+fn status_to_error(status: tonic::Status) -> LeaseError {
+    use tonic::Code;
+    let message = format!("{}: {}", status.code(), status.message());
+    match status.code() {
+        Code::ResourceExhausted => LeaseError::Exhausted(message),
+        Code::InvalidArgument | Code::Unauthenticated | Code::PermissionDenied | Code::NotFound => {
+            LeaseError::Refused(message)
+        }
+        _ => LeaseError::Unavailable(message),
+    }
+}

@@ -1,0 +1,386 @@
+//! The in-memory ID pool: one block being handed out, one spare, refilled in the background.
+
+use crate::rate::RateEstimator;
+use crate::source::{Lease, LeaseError, LeaseSource};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// How a pool sizes and fetches its blocks.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// The smallest block to ask for.
+    pub min_block: u64,
+    /// The largest block to ask for.
+    pub max_block: u64,
+    /// The block size to ask for before any consumption has been measured.
+    pub initial_block: u64,
+    /// How long a block should last at the measured consumption rate.
+    pub target_block_duration: Duration,
+    /// How long one lease call may take before it counts as failed.
+    pub lease_timeout: Duration,
+    /// The first retry delay after a failed lease; doubles up to `backoff_max`.
+    pub backoff_initial: Duration,
+    /// The longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            min_block: 100,
+            max_block: 1_000_000,
+            initial_block: 1_000,
+            target_block_duration: Duration::from_secs(300),
+            lease_timeout: Duration::from_secs(5),
+            backoff_initial: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why no ID could be handed out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// Both blocks are used up and no new lease has arrived yet (the lease source is slow or
+    /// unreachable). Callers should fail fast and suggest retrying after `retry_after`.
+    #[error("no IDs in hand; the lease source is unavailable")]
+    Exhausted {
+        /// A reasonable delay before retrying.
+        retry_after: Duration,
+    },
+}
+
+/// A snapshot of a pool's state, for metrics and readiness.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolStats {
+    /// IDs left in the current block and the spare.
+    pub ids_in_hand: u64,
+    /// Seconds the IDs in hand last at the current consumption rate (infinite while idle): how
+    /// long an outage of the lease source the pool can ride out.
+    pub runway_seconds: f64,
+    /// The measured consumption rate, IDs per second.
+    pub rate_per_second: f64,
+    /// IDs handed out since the pool started.
+    pub issued: u64,
+    /// Leases received and accepted.
+    pub leases: u64,
+    /// Lease attempts that failed (timeouts, unavailable source, refusals).
+    pub lease_errors: u64,
+    /// Leases refused because they started below a block already seen (alarm: should be 0).
+    pub rewinds: u64,
+    /// The size of the last block received.
+    pub last_block_size: u64,
+    /// The last lease error, if the most recent attempt failed.
+    pub last_error: Option<String>,
+}
+
+struct Cursor {
+    next: u64,
+    end: u64,
+}
+
+struct State {
+    current: Option<Cursor>,
+    spare: Option<Lease>,
+    /// One past the highest ID of any block received: a new block must start at or above it.
+    high_water: u64,
+    issued: u64,
+    leases: u64,
+    lease_errors: u64,
+    rewinds: u64,
+    last_block_size: u64,
+    last_error: Option<String>,
+    rate: RateEstimator,
+}
+
+impl State {
+    fn in_hand(&self) -> u64 {
+        self.current.as_ref().map_or(0, |c| c.end - c.next)
+            + self.spare.as_ref().map_or(0, |l| l.block.len())
+    }
+
+    /// Takes up to `n` IDs from the current block, moving to the spare when it runs out.
+    fn take(&mut self, n: u64, out: &mut Vec<u64>) {
+        while (out.len() as u64) < n {
+            match &mut self.current {
+                Some(c) if c.next < c.end => {
+                    let k = (n - out.len() as u64).min(c.end - c.next);
+                    out.extend(c.next..c.next + k);
+                    c.next += k;
+                    self.issued += k;
+                }
+                _ => match self.spare.take() {
+                    Some(lease) => {
+                        self.current = Some(Cursor {
+                            next: lease.block.start,
+                            end: lease.block.end,
+                        })
+                    }
+                    None => {
+                        self.current = None;
+                        return;
+                    }
+                },
+            }
+        }
+    }
+}
+
+struct Inner {
+    state: Mutex<State>,
+    /// Wakes the refill task when the spare slot is empty.
+    wake: Notify,
+    /// Wakes waiters of [`IdPool::wait_ready`] after each accepted lease.
+    filled: Notify,
+    config: PoolConfig,
+    source: Arc<dyn LeaseSource>,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the counters half-updated in a way that
+        // could repeat an ID (each update is a single assignment), so a poisoned lock is usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Hands out unique IDs from leased blocks; see the crate documentation for its guarantees.
+///
+/// Dropping the pool stops its refill task; IDs it still held are abandoned (a gap).
+pub struct IdPool {
+    inner: Arc<Inner>,
+    task: JoinHandle<()>,
+}
+
+impl IdPool {
+    /// Starts a pool over `source` and begins leasing its first block at once.
+    /// Must be called within a tokio runtime.
+    pub fn start(source: Arc<dyn LeaseSource>, config: PoolConfig) -> Self {
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State {
+                current: None,
+                spare: None,
+                high_water: 0,
+                issued: 0,
+                leases: 0,
+                lease_errors: 0,
+                rewinds: 0,
+                last_block_size: 0,
+                last_error: None,
+                rate: RateEstimator::new(config.target_block_duration / 20, Instant::now()),
+            }),
+            wake: Notify::new(),
+            filled: Notify::new(),
+            config,
+            source,
+        });
+        let task = tokio::spawn(refill(Arc::clone(&inner)));
+        Self { inner, task }
+    }
+
+    /// The next unique ID. Never waits on the network: fails fast when nothing is in hand.
+    pub fn next_id(&self) -> Result<u64, IdError> {
+        let ids = self.next_ids(1)?;
+        Ok(ids[0])
+    }
+
+    /// Up to `n` unique IDs (at least one), in ascending order within each block. Fewer than
+    /// `n` come back only when the pool runs dry part-way.
+    pub fn next_ids(&self, n: usize) -> Result<Vec<u64>, IdError> {
+        let mut out = Vec::with_capacity(n);
+        let spare_missing = {
+            let mut state = self.inner.lock();
+            state.take(n as u64, &mut out);
+            state.spare.is_none()
+        };
+        if spare_missing {
+            self.inner.wake.notify_one();
+        }
+        if out.is_empty() {
+            return Err(IdError::Exhausted {
+                retry_after: Duration::from_secs(1),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Whether at least one ID is in hand.
+    pub fn is_ready(&self) -> bool {
+        self.inner.lock().in_hand() > 0
+    }
+
+    /// Waits until at least one ID is in hand, or `timeout` passes; returns whether it is ready.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.inner.filled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_ready() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.is_ready();
+            }
+        }
+    }
+
+    /// A snapshot of the pool's counters.
+    pub fn stats(&self) -> PoolStats {
+        let mut state = self.inner.lock();
+        let issued = state.issued;
+        state.rate.observe(issued, Instant::now());
+        let rate = state.rate.rate();
+        let in_hand = state.in_hand();
+        PoolStats {
+            ids_in_hand: in_hand,
+            runway_seconds: if rate > 1e-9 {
+                in_hand as f64 / rate
+            } else {
+                f64::INFINITY
+            },
+            rate_per_second: rate,
+            issued,
+            leases: state.leases,
+            lease_errors: state.lease_errors,
+            rewinds: state.rewinds,
+            last_block_size: state.last_block_size,
+            last_error: state.last_error.clone(),
+        }
+    }
+}
+
+impl Drop for IdPool {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The block size to ask for: enough for `target_block_duration` at the measured rate.
+fn block_size(config: &PoolConfig, rate: f64) -> u64 {
+    let wanted = if rate > 1e-9 {
+        (rate * config.target_block_duration.as_secs_f64()).ceil() as u64
+    } else {
+        config.initial_block
+    };
+    wanted.clamp(config.min_block, config.max_block.max(config.min_block))
+}
+
+/// Keeps the spare slot filled: leases whenever it is empty, retries with capped exponential
+/// backoff and jitter, and refuses blocks that go backwards.
+async fn refill(inner: Arc<Inner>) {
+    let config = inner.config.clone();
+    let mut backoff = config.backoff_initial;
+    loop {
+        let size = {
+            let mut state = inner.lock();
+            let issued = state.issued;
+            state.rate.observe(issued, Instant::now());
+            if state.spare.is_some() {
+                None
+            } else {
+                Some(block_size(&config, state.rate.rate()))
+            }
+        };
+        let Some(size) = size else {
+            // Wake on demand, and now and then to keep the rate estimate fresh.
+            tokio::select! {
+                _ = inner.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            continue;
+        };
+        let outcome =
+            match tokio::time::timeout(config.lease_timeout, inner.source.lease(size)).await {
+                Ok(result) => result,
+                Err(_) => Err(LeaseError::Unavailable(format!(
+                    "no lease within {:?}",
+                    config.lease_timeout
+                ))),
+            };
+        match outcome {
+            Ok(lease) => {
+                let mut state = inner.lock();
+                if lease.block.start < state.high_water {
+                    state.rewinds += 1;
+                    state.last_error = Some(format!(
+                        "lease {} starts at {}, below IDs already received (up to {})",
+                        lease.lease_id, lease.block.start, state.high_water
+                    ));
+                    drop(state);
+                    tracing::error!(
+                        lease_id = lease.lease_id,
+                        start = lease.block.start,
+                        end = lease.block.end,
+                        "lease starts below a block already received; refusing it (ledger rewound?)"
+                    );
+                } else {
+                    state.high_water = lease.block.end;
+                    state.leases += 1;
+                    state.last_block_size = lease.block.len();
+                    state.last_error = None;
+                    tracing::debug!(
+                        lease_id = lease.lease_id,
+                        start = lease.block.start,
+                        end = lease.block.end,
+                        "lease received"
+                    );
+                    let current_empty = state.current.as_ref().is_none_or(|c| c.next >= c.end);
+                    if current_empty {
+                        state.current = Some(Cursor {
+                            next: lease.block.start,
+                            end: lease.block.end,
+                        });
+                    } else {
+                        state.spare = Some(lease);
+                    }
+                    drop(state);
+                    inner.filled.notify_waiters();
+                    backoff = config.backoff_initial;
+                    continue;
+                }
+            }
+            Err(error) => {
+                let mut state = inner.lock();
+                state.lease_errors += 1;
+                state.last_error = Some(error.to_string());
+                drop(state);
+                tracing::warn!(%error, retry_in = ?backoff, "lease failed");
+            }
+        }
+        let jitter = rand_fraction() * 0.5 + 0.75;
+        tokio::time::sleep(backoff.mul_f64(jitter)).await;
+        backoff = (backoff * 2).min(config.backoff_max);
+    }
+}
+
+/// A cheap pseudo-random fraction in [0, 1) for retry jitter (not for anything secret).
+fn rand_fraction() -> f64 {
+    use std::hash::{BuildHasher, RandomState};
+    (RandomState::new().hash_one(std::time::SystemTime::now()) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_size_follows_the_rate_within_bounds() {
+        let config = PoolConfig {
+            min_block: 100,
+            max_block: 10_000,
+            initial_block: 500,
+            target_block_duration: Duration::from_secs(60),
+            ..PoolConfig::default()
+        };
+        assert_eq!(block_size(&config, 0.0), 500);
+        assert_eq!(block_size(&config, 0.5), 100);
+        assert_eq!(block_size(&config, 10.0), 600);
+        assert_eq!(block_size(&config, 1e6), 10_000);
+    }
+}

@@ -1,0 +1,42 @@
+//! Where blocks come from.
+
+use codespace::Block;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A block granted by a ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The ledger's identifier of the lease.
+    pub lease_id: u64,
+    /// The IDs granted.
+    pub block: Block,
+}
+
+/// Why a lease could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// The ledger could not be reached or did not answer in time; retrying later may succeed.
+    /// A lease whose reply was lost this way is simply a gap in the ID space.
+    #[error("lease source unavailable: {0}")]
+    Unavailable(String),
+    /// The namespace has no IDs left; retrying will not help.
+    #[error("namespace exhausted: {0}")]
+    Exhausted(String),
+    /// The request was refused as malformed or unauthorised; retrying will not help without a
+    /// configuration change.
+    #[error("lease request refused: {0}")]
+    Refused(String),
+}
+
+/// The boxed future a [`LeaseSource`] returns.
+pub type LeaseFuture<'a> = Pin<Box<dyn Future<Output = Result<Lease, LeaseError>> + Send + 'a>>;
+
+/// A ledger that grants blocks of IDs.
+///
+/// Implementations must only return a lease once it is durably recorded, and must never grant
+/// an ID twice (across calls, processes, restarts and crashes).
+pub trait LeaseSource: Send + Sync + 'static {
+    /// Leases a block of about `size` IDs (the source may adjust the size within its bounds).
+    fn lease(&self, size: u64) -> LeaseFuture<'_>;
+}

@@ -1,0 +1,172 @@
+//! The pool's behaviour over an in-memory ledger whose availability the test controls.
+//! (The real ledgers, PostgreSQL through the id-service and SQLite, have their own tests.)
+
+use codespace::Block;
+use id_client::{IdError, IdPool, Lease, LeaseError, LeaseFuture, LeaseSource, PoolConfig};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Grants consecutive blocks; can be switched off, and can be made to rewind.
+#[derive(Default)]
+struct Ledger {
+    next: AtomicU64,
+    lease_id: AtomicU64,
+    down: AtomicBool,
+    sizes: Mutex<Vec<u64>>,
+}
+
+impl LeaseSource for Ledger {
+    fn lease(&self, size: u64) -> LeaseFuture<'_> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            if self.down.load(Ordering::SeqCst) {
+                return Err(LeaseError::Unavailable("ledger down".into()));
+            }
+            self.sizes.lock().unwrap().push(size);
+            let start = self.next.fetch_add(size, Ordering::SeqCst);
+            Ok(Lease {
+                lease_id: self.lease_id.fetch_add(1, Ordering::SeqCst) + 1,
+                block: Block::new(start, start + size).unwrap(),
+            })
+        })
+    }
+}
+
+fn config(block: u64) -> PoolConfig {
+    PoolConfig {
+        min_block: block,
+        max_block: block,
+        initial_block: block,
+        ..PoolConfig::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ids_keep_coming_without_waiting_while_blocks_roll_over() {
+    let ledger = Arc::new(Ledger::default());
+    let pool = IdPool::start(ledger.clone(), config(10));
+    assert!(pool.wait_ready(Duration::from_secs(1)).await);
+    let mut seen = HashSet::new();
+    for _ in 0..1000 {
+        // Consume slower than a lease takes, as in steady state: the spare is always there.
+        let id = pool
+            .next_id()
+            .expect("an ID is always in hand in steady state");
+        assert!(seen.insert(id), "id {id} handed out twice");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(pool.stats().leases >= 100, "{:?}", pool.stats());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_is_ridden_out_on_ids_in_hand_then_fails_fast_then_recovers() {
+    let ledger = Arc::new(Ledger::default());
+    let pool = IdPool::start(ledger.clone(), config(50));
+    assert!(pool.wait_ready(Duration::from_secs(1)).await);
+    tokio::time::sleep(Duration::from_millis(100)).await; // let the spare arrive
+    assert_eq!(pool.stats().ids_in_hand, 100);
+
+    ledger.down.store(true, Ordering::SeqCst);
+    let mut ids = HashSet::new();
+    for _ in 0..100 {
+        assert!(ids.insert(pool.next_id().expect("current block and spare")));
+    }
+    let started = tokio::time::Instant::now();
+    assert!(matches!(pool.next_id(), Err(IdError::Exhausted { .. })));
+    assert_eq!(started.elapsed(), Duration::ZERO, "failing must not wait");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(pool.next_id().is_err());
+    assert!(pool.stats().lease_errors > 0);
+
+    ledger.down.store(false, Ordering::SeqCst);
+    assert!(
+        pool.wait_ready(Duration::from_secs(30)).await,
+        "pool recovers by itself"
+    );
+    let id = pool.next_id().expect("recovered");
+    assert!(!ids.contains(&id));
+    assert_eq!(pool.stats().last_error, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_below_one_already_seen_is_refused_and_counted() {
+    let ledger = Arc::new(Ledger::default());
+    let pool = IdPool::start(ledger.clone(), config(10));
+    assert!(pool.wait_ready(Duration::from_secs(1)).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let first: Vec<u64> = (0..20).map(|_| pool.next_id().unwrap()).collect();
+    ledger.next.store(0, Ordering::SeqCst); // the ledger goes back in time
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stats = pool.stats();
+    assert!(stats.rewinds >= 1, "{stats:?}");
+    // Nothing from the rewound ledger was handed out.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    while let Ok(id) = pool.next_id() {
+        assert!(!first.contains(&id), "id {id} repeated after a rewind");
+        if id > 200 {
+            break;
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn block_size_adapts_to_the_consumption_rate() {
+    let ledger = Arc::new(Ledger::default());
+    let pool = IdPool::start(
+        ledger.clone(),
+        PoolConfig {
+            min_block: 10,
+            max_block: 100_000,
+            initial_block: 10,
+            target_block_duration: Duration::from_secs(10),
+            ..PoolConfig::default()
+        },
+    );
+    assert!(pool.wait_ready(Duration::from_secs(1)).await);
+    // ~1000 IDs per second for a minute.
+    for _ in 0..60_000 {
+        let _ = pool.next_id();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let last = *ledger.sizes.lock().unwrap().last().unwrap();
+    assert!(
+        (5_000..=20_000).contains(&last),
+        "last block size {last}, want about 10 s x 1000/s"
+    );
+    let stats = pool.stats();
+    assert!(
+        stats.runway_seconds.is_finite() && stats.runway_seconds > 1.0,
+        "{stats:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_tasks_never_get_the_same_id() {
+    let ledger = Arc::new(Ledger::default());
+    let pool = Arc::new(IdPool::start(ledger.clone(), config(1000)));
+    assert!(pool.wait_ready(Duration::from_secs(5)).await);
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while got.len() < 20_000 {
+                    match pool.next_ids(7) {
+                        Ok(ids) => got.extend(ids),
+                        Err(_) => tokio::task::yield_now().await,
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all = HashSet::new();
+    for task in tasks {
+        for id in task.await.unwrap() {
+            assert!(all.insert(id), "id {id} handed out twice");
+        }
+    }
+    assert!(all.len() >= 160_000);
+}

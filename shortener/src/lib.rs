@@ -1,0 +1,7 @@
+//! A URL shortener node.
+//!
+//! Placeholder for the node's library; see the modules.
+
+pub mod cli;
+pub mod codes_cli;
+pub mod keys;
