@@ -1,0 +1,105 @@
+//! Helpers for integration tests that run against a real PostgreSQL.
+//!
+//! [`TestDb::create`] makes a database with a random name on the server named by
+//! `TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`), so tests run in
+//! parallel without sharing state; the database is dropped when the value is dropped.
+//! [`wait_until`] polls a condition against a deadline instead of sleeping a fixed time.
+
+use std::future::Future;
+use std::time::Duration;
+use tokio_postgres::NoTls;
+
+/// The administrative connection string for the test server.
+pub fn admin_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string())
+}
+
+/// A database that exists for one test.
+pub struct TestDb {
+    name: String,
+    url: String,
+}
+
+impl TestDb {
+    /// Creates a fresh, uniquely named database and returns it.
+    ///
+    /// Panics with a clear message when PostgreSQL is unreachable: these tests need it.
+    pub async fn create() -> TestDb {
+        let name = format!("t_{:016x}", rand::random::<u64>());
+        let admin = admin_url();
+        let (client, connection) = tokio_postgres::connect(&admin, NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("connect to PostgreSQL at {admin} (set TEST_DATABASE_URL): {e}"));
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap_or_else(|e| panic!("create test database {name}: {e}"));
+        let url = match admin.rfind('/') {
+            Some(slash) if !admin[..slash].ends_with('/') => format!("{}/{name}", &admin[..slash]),
+            _ => format!("{admin}/{name}"),
+        };
+        TestDb { name, url }
+    }
+
+    /// The connection string of this database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A new connection to this database (the connection task runs on the current runtime).
+    pub async fn connect(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.url, NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("connect to test database {}: {e}", self.name));
+        tokio::spawn(connection);
+        client
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // Drop on a separate thread with its own runtime: Drop may run inside or outside one.
+        let name = self.name.clone();
+        let admin = admin_url();
+        let _ = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            runtime.block_on(async move {
+                if let Ok((client, connection)) = tokio_postgres::connect(&admin, NoTls).await {
+                    tokio::spawn(connection);
+                    let _ = client
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Polls `condition` every 20 ms until it returns true or `timeout` passes; returns its last
+/// answer.
+pub async fn wait_until<F, Fut>(timeout: Duration, mut condition: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if condition().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
