@@ -1,0 +1,61 @@
+//! The admin HTTP port: `/healthz` (live), `/readyz` (ready), `/metrics` (Prometheus text).
+
+use crate::ledger::Ledger;
+use crate::metrics::Metrics;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long `/readyz` waits for the database.
+const READY_PING_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What the admin handlers read.
+#[derive(Clone)]
+pub struct AdminState {
+    /// The ledger, pinged by `/readyz`.
+    pub ledger: Ledger,
+    /// The metrics `/metrics` encodes.
+    pub metrics: Arc<Metrics>,
+    /// Cancelled when the replica starts draining: `/readyz` answers 503 from then on.
+    pub draining: CancellationToken,
+}
+
+/// The admin routes.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<AdminState>) -> (StatusCode, &'static str) {
+    let (status, body) = if state.draining.is_cancelled() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
+    } else if !state.ledger.ping(READY_PING_TIMEOUT).await {
+        (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n")
+    } else {
+        (StatusCode::OK, "ready\n")
+    };
+    state.metrics.set_ready(status == StatusCode::OK);
+    (status, body)
+}
+
+async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(state.ledger.pool()),
+    )
+}

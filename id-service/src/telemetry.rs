@@ -1,0 +1,15 @@
+//! Process-wide logging set-up for the binary.
+
+use crate::config::LogFormat;
+use tracing_subscriber::EnvFilter;
+
+/// Installs a global `tracing` subscriber: `RUST_LOG` filtering (default `info`), text or JSON
+/// lines on stdout. Does nothing if one is installed already (tests may call it repeatedly).
+pub fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
