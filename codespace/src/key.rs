@@ -53,7 +53,7 @@ impl CodeKey {
         }
         let bytes = if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
             hex::decode(text).map_err(|_| KeyError::Malformed)?
-        } else if text.bytes().all(|b| b.is_ascii_hexdigit()) && text.len() % 2 == 0 {
+        } else if text.bytes().all(|b| b.is_ascii_hexdigit()) && text.len().is_multiple_of(2) {
             // Hex, but of the wrong length: say so rather than reading it as base64.
             return Err(KeyError::WrongLength(text.len() / 2));
         } else {

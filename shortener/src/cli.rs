@@ -21,6 +21,10 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve redirects, the JSON API and the admin endpoints (the default).
+    Serve(Box<crate::config::Config>),
+    /// Apply the schema migrations to the configured store and exit.
+    Migrate(Box<crate::config::Config>),
     /// Map IDs to codes and back with a code-space key.
     Codes {
         /// Encode or decode.

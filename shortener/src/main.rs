@@ -3,11 +3,20 @@
 use anyhow::Context;
 use clap::Parser;
 use shortener::cli::{Cli, Command};
-use shortener::{codes_cli, keys};
+use shortener::{App, Config, codes_cli, keys, setup, telemetry};
 
-fn main() -> anyhow::Result<()> {
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        None => serve(Config::from_env_and_defaults()?).await,
+        Some(Command::Serve(config)) => serve(*config).await,
+        Some(Command::Migrate(config)) => {
+            telemetry::init_tracing(config.log_format);
+            setup::prepare(&config).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
         Some(Command::Codes { action }) => {
             let (direction, args) = action.split();
             let key = keys::read_code_key(&args.key_file)?;
@@ -30,6 +39,11 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
-        None => anyhow::bail!("serving is not available yet"),
     }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    telemetry::init_tracing(config.log_format);
+    let app = App::build(config).await?;
+    app.run(telemetry::shutdown_signal()).await
 }

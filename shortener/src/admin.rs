@@ -1,0 +1,66 @@
+//! The admin listener: liveness, readiness and Prometheus metrics.
+
+use crate::metrics::Metrics;
+use crate::service::LinkService;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What the admin handlers share.
+#[derive(Clone)]
+pub struct AdminState {
+    /// The link service (store and ID pool).
+    pub service: Arc<LinkService>,
+    /// Cleared first on shutdown, so load balancers stop sending traffic before the drain.
+    pub accepting: Arc<AtomicBool>,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+}
+
+/// The admin router.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// Ready when the node accepts traffic, the store answers and an ID block is in hand.
+async fn readyz(State(state): State<AdminState>) -> Response {
+    let mut problems = Vec::new();
+    if !state.accepting.load(Ordering::SeqCst) {
+        problems.push("shutting down".to_string());
+    }
+    if let Err(e) = state.service.store().ping().await {
+        problems.push(format!("store: {e}"));
+    }
+    if !state.service.ids().is_ready() {
+        problems.push("no ID block in hand".to_string());
+    }
+    if problems.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {}\n", problems.join("; ")),
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    let body = state.metrics.render(&state.service).await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}

@@ -1,0 +1,226 @@
+//! The node's configuration: flags and environment variables, validated before any port is bound.
+
+use clap::{Args, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Configuration of `shortener serve`. Every flag has an environment variable (12-factor).
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Public HTTP listener: redirects (`GET /{code}`) and the JSON API (`/api/v1/...`).
+    #[arg(long, env = "SHORTENER_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+    /// Internal gRPC listener (`shortener.v1.Links`, health, reflection).
+    #[arg(long, env = "SHORTENER_GRPC_ADDR", default_value = "0.0.0.0:50052")]
+    pub grpc_addr: SocketAddr,
+    /// Admin listener: `/healthz`, `/readyz`, `/metrics`.
+    #[arg(long, env = "SHORTENER_ADMIN_ADDR", default_value = "0.0.0.0:9090")]
+    pub admin_addr: SocketAddr,
+    /// Embedded mode: the directory holding the SQLite file and generated keys.
+    #[arg(long, env = "SHORTENER_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+    /// PostgreSQL connection string; set it for the distributed mode (unset: embedded SQLite).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Most PostgreSQL connections this node opens.
+    #[arg(long, env = "SHORTENER_DATABASE_MAX_CONNECTIONS", default_value_t = 16)]
+    pub database_max_connections: usize,
+    /// id-service addresses, comma-separated (`http://id-service:50051`); required with DATABASE_URL.
+    #[arg(long, env = "SHORTENER_ID_SERVICE", value_delimiter = ',')]
+    pub id_service: Vec<String>,
+    /// Bearer token for the id-service, if it requires one.
+    #[arg(long, env = "SHORTENER_ID_SERVICE_TOKEN", hide_env_values = true)]
+    pub id_service_token: Option<String>,
+    /// The ID namespace this deployment leases from.
+    #[arg(long, env = "SHORTENER_ID_NAMESPACE", default_value = "links")]
+    pub id_namespace: String,
+    /// This node's identity in the lease ledger (default: host name and process id).
+    #[arg(long, env = "SHORTENER_HOLDER")]
+    pub holder: Option<String>,
+    /// Code-space key file (32 bytes as hex or base64); the same on every node.
+    /// Embedded mode default: `<data dir>/code.key`, generated on first start.
+    #[arg(long, env = "SHORTENER_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Code-space key given directly (hex or base64), instead of a file.
+    #[arg(
+        long,
+        env = "SHORTENER_KEY",
+        hide_env_values = true,
+        conflicts_with = "key_file"
+    )]
+    pub key: Option<String>,
+    /// API keys, comma-separated: raw keys or `sha256:<hex digest>`.
+    #[arg(
+        long,
+        env = "SHORTENER_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// File of API keys, one per line (raw or `sha256:<hex digest>`, `#` comments).
+    /// Embedded mode default: `<data dir>/api-keys`, generated on first start.
+    #[arg(long, env = "SHORTENER_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+    /// The public base URL of short links (default: `http://<http addr>/`).
+    #[arg(long, env = "SHORTENER_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Length L of generated codes (4 to 11).
+    #[arg(long, env = "SHORTENER_CODE_LENGTH", default_value_t = codespace::DEFAULT_LENGTH)]
+    pub code_length: usize,
+    /// Redirect status: 301, 302, 307 or 308.
+    #[arg(long, env = "SHORTENER_REDIRECT_STATUS", default_value_t = 302)]
+    pub redirect_status: u16,
+    /// Longest accepted target URL, in bytes.
+    #[arg(long, env = "SHORTENER_MAX_URL_LENGTH", default_value_t = crate::domain::DEFAULT_MAX_URL_LENGTH)]
+    pub max_url_length: usize,
+    /// Smallest ID block to lease.
+    #[arg(long, env = "SHORTENER_MIN_BLOCK", default_value_t = 100)]
+    pub min_block: u64,
+    /// Largest ID block to lease.
+    #[arg(long, env = "SHORTENER_MAX_BLOCK", default_value_t = 100_000)]
+    pub max_block: u64,
+    /// Seconds to drain in-flight requests on SIGTERM.
+    #[arg(long, env = "SHORTENER_DRAIN_TIMEOUT", default_value_t = 20)]
+    pub drain_timeout: u64,
+    /// Log format.
+    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl Config {
+    /// A configuration for tests: every listener on 127.0.0.1 port 0, embedded mode in
+    /// `data_dir`, the given API key.
+    pub fn for_tests(data_dir: PathBuf, api_key: &str) -> Self {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
+        Self {
+            http_addr: any,
+            grpc_addr: any,
+            admin_addr: any,
+            data_dir,
+            database_url: None,
+            database_max_connections: 8,
+            id_service: Vec::new(),
+            id_service_token: None,
+            id_namespace: "links".into(),
+            holder: Some("test-node".into()),
+            key_file: None,
+            key: None,
+            api_keys: vec![api_key.to_string()],
+            api_keys_file: None,
+            public_url: Some("https://sho.rt/".into()),
+            code_length: codespace::DEFAULT_LENGTH,
+            redirect_status: 302,
+            max_url_length: crate::domain::DEFAULT_MAX_URL_LENGTH,
+            min_block: 10,
+            max_block: 100_000,
+            drain_timeout: 5,
+            log_format: LogFormat::Text,
+        }
+    }
+
+    /// The drain bound.
+    pub fn drain(&self) -> Duration {
+        Duration::from_secs(self.drain_timeout)
+    }
+
+    /// Checks everything that can be checked without I/O; the message names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(codespace::MIN_LENGTH..=codespace::MAX_GENERATED_LENGTH).contains(&self.code_length) {
+            return Err(format!(
+                "SHORTENER_CODE_LENGTH must be between {} and {}, not {}",
+                codespace::MIN_LENGTH,
+                codespace::MAX_GENERATED_LENGTH,
+                self.code_length
+            ));
+        }
+        if ![301, 302, 307, 308].contains(&self.redirect_status) {
+            return Err(format!(
+                "SHORTENER_REDIRECT_STATUS must be 301, 302, 307 or 308, not {}",
+                self.redirect_status
+            ));
+        }
+        if !(16..=65_536).contains(&self.max_url_length) {
+            return Err(format!(
+                "SHORTENER_MAX_URL_LENGTH must be between 16 and 65536, not {}",
+                self.max_url_length
+            ));
+        }
+        if self.min_block == 0 || self.min_block > self.max_block {
+            return Err(format!(
+                "SHORTENER_MIN_BLOCK ({}) must be at least 1 and at most SHORTENER_MAX_BLOCK ({})",
+                self.min_block, self.max_block
+            ));
+        }
+        if self.database_url.is_some() {
+            if self.id_service.is_empty() {
+                return Err(
+                    "SHORTENER_ID_SERVICE is required with DATABASE_URL (distributed mode)".into(),
+                );
+            }
+            if self.key_file.is_none() && self.key.is_none() {
+                return Err("SHORTENER_KEY_FILE or SHORTENER_KEY is required with DATABASE_URL: every node must share one key".into());
+            }
+            if self.api_keys.is_empty() && self.api_keys_file.is_none() {
+                return Err(
+                    "SHORTENER_API_KEYS or SHORTENER_API_KEYS_FILE is required with DATABASE_URL"
+                        .into(),
+                );
+            }
+        }
+        for endpoint in &self.id_service {
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err(format!(
+                    "SHORTENER_ID_SERVICE entries must be http:// or https:// URLs, not {endpoint:?}"
+                ));
+            }
+        }
+        let namespace_ok = {
+            let mut chars = self.id_namespace.chars();
+            chars.next().is_some_and(|c| c.is_ascii_lowercase())
+                && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && self.id_namespace.len() <= 63
+        };
+        if !namespace_ok {
+            return Err(format!(
+                "SHORTENER_ID_NAMESPACE must match [a-z][a-z0-9_]{{0,62}}, not {:?}",
+                self.id_namespace
+            ));
+        }
+        if let Some(public) = &self.public_url {
+            let url = url::Url::parse(public)
+                .map_err(|e| format!("SHORTENER_PUBLIC_URL is not a URL: {e}"))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(format!(
+                    "SHORTENER_PUBLIC_URL must be an http(s) URL with a host, not {public:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses only the serve configuration (flags are not accepted here; environment and defaults).
+#[derive(Debug, clap::Parser)]
+struct EnvOnly {
+    #[command(flatten)]
+    config: Config,
+}
+
+impl Config {
+    /// The configuration from environment variables and defaults, for `shortener` run without a
+    /// subcommand.
+    pub fn from_env_and_defaults() -> anyhow::Result<Config> {
+        use clap::Parser;
+        Ok(EnvOnly::try_parse_from(["shortener"])?.config)
+    }
+}

@@ -1,0 +1,90 @@
+//! The errors of the link service. Each transport maps them to its own status in one place.
+
+use std::time::Duration;
+
+/// What went wrong, in terms a caller can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed (JSON, types, unknown fields).
+    #[error("{message}")]
+    BadRequest {
+        /// Stable machine code, e.g. `invalid_json`.
+        code: &'static str,
+        /// Human-readable explanation.
+        message: String,
+    },
+    /// The request is well-formed but a value is not acceptable (URL, alias, expiry).
+    #[error("{message}")]
+    Invalid {
+        /// Stable machine code, e.g. `invalid_url`.
+        code: &'static str,
+        /// Human-readable explanation.
+        message: String,
+    },
+    /// Missing or unknown credentials.
+    #[error("missing or invalid API key")]
+    Unauthenticated,
+    /// No such link.
+    #[error("no link with code {0:?}")]
+    NotFound(String),
+    /// The link exists but was deleted or has expired.
+    #[error("the link {0:?} is gone")]
+    Gone(String),
+    /// The alias is taken.
+    #[error("the alias {0:?} is already taken")]
+    AliasTaken(String),
+    /// The idempotency key was used before with a different request.
+    #[error("the idempotency key was already used for a different request")]
+    IdempotencyMismatch,
+    /// No IDs in hand or the store is unreachable; retry later.
+    #[error("{message}")]
+    Unavailable {
+        /// Human-readable explanation.
+        message: String,
+        /// When a retry is likely to succeed.
+        retry_after: Duration,
+    },
+    /// A fault inside the service; its text is logged, never shown to the caller.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// A validation failure with a machine code.
+    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        Error::Invalid {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A malformed request with a machine code.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Error::BadRequest {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The stable machine code of the error, as sent to clients.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::BadRequest { code, .. } | Error::Invalid { code, .. } => code,
+            Error::Unauthenticated => "unauthorized",
+            Error::NotFound(_) => "not_found",
+            Error::Gone(_) => "gone",
+            Error::AliasTaken(_) => "alias_taken",
+            Error::IdempotencyMismatch => "idempotency_key_reused",
+            Error::Unavailable { .. } => "unavailable",
+            Error::Internal(_) => "internal",
+        }
+    }
+
+    /// The message safe to show a client (internal details are withheld).
+    pub fn public_message(&self) -> String {
+        match self {
+            Error::Internal(_) => "internal error".to_string(),
+            other => other.to_string(),
+        }
+    }
+}

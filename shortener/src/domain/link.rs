@@ -1,0 +1,73 @@
+//! Links as the service sees them.
+
+use super::target::TargetUrl;
+use chrono::{DateTime, Utc};
+
+/// A stored short link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// The short code.
+    pub code: String,
+    /// The target.
+    pub url: String,
+    /// When the link was committed.
+    pub created_at: DateTime<Utc>,
+    /// When it stops redirecting, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was deleted, if it was.
+    pub deleted_at: Option<DateTime<Utc>>,
+    /// Redirect counts (flushed in batches).
+    pub clicks: ClickCounts,
+}
+
+/// Redirect counts of one link.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClickCounts {
+    /// GET redirects to people.
+    pub human: u64,
+    /// HEAD requests.
+    pub head: u64,
+    /// GET redirects to known bots and preview fetchers.
+    pub bot: u64,
+}
+
+/// Whether a link redirects now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// It redirects.
+    Active,
+    /// It was deleted.
+    Deleted,
+    /// Its expiry has passed.
+    Expired,
+}
+
+impl Link {
+    /// The link's state at `now`.
+    pub fn state(&self, now: DateTime<Utc>) -> LinkState {
+        if self.deleted_at.is_some() {
+            LinkState::Deleted
+        } else if self.expires_at.is_some_and(|t| t <= now) {
+            LinkState::Expired
+        } else {
+            LinkState::Active
+        }
+    }
+}
+
+/// A validated request to create a link, independent of transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateRequest {
+    /// The target.
+    pub url: TargetUrl,
+    /// A custom alias (already checked against the alias namespace).
+    pub alias: Option<String>,
+    /// Expiry (already checked to be in the future).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Return the existing generated link for the same URL and expiry.
+    pub dedup: bool,
+    /// Use a random private code.
+    pub private: bool,
+    /// Makes a retried create return the first result.
+    pub idempotency_key: Option<String>,
+}

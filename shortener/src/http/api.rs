@@ -1,0 +1,178 @@
+//! The JSON API under `/api/v1`.
+
+use super::{ApiError, HttpState};
+use crate::auth::Owner;
+use crate::domain::{Error, Link};
+use crate::service::CreateInput;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Deserialize;
+use serde_json::json;
+
+/// The largest create body accepted.
+pub const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// The body of `POST /api/v1/links`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    url: String,
+    #[serde(default)]
+    alias: Option<String>,
+    #[serde(default)]
+    expires_at: Option<String>,
+    #[serde(default)]
+    dedup: bool,
+    #[serde(default)]
+    private: bool,
+}
+
+fn authenticate(state: &HttpState, headers: &HeaderMap) -> Result<Owner, ApiError> {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    Ok(state.keys.authenticate(header)?)
+}
+
+fn time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn link_json(state: &HttpState, link: &Link) -> serde_json::Value {
+    json!({
+        "code": link.code,
+        "short_url": state.service.short_url(&link.code),
+        "url": link.url,
+        "created_at": time(link.created_at),
+        "expires_at": link.expires_at.map(time),
+        "deleted_at": link.deleted_at.map(time),
+        "clicks": { "human": link.clicks.human, "head": link.clicks.head, "bot": link.clicks.bot },
+    })
+}
+
+async fn read_json_body(headers: &HeaderMap, body: Body) -> Result<CreateBody, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the request body as Content-Type: application/json",
+        ));
+    }
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
+            )
+        })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::bad_request("invalid_json", format!("invalid request body: {e}")).into()
+    })
+}
+
+/// `POST /api/v1/links`: creates a link (201), or returns the existing one for a dedup hit or
+/// an idempotent retry (200).
+pub async fn create(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let owner = authenticate(&state, &headers)?;
+    let body = read_json_body(&headers, body).await?;
+    let expires_at = body
+        .expires_at
+        .as_deref()
+        .map(|text| {
+            DateTime::parse_from_rfc3339(text)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| {
+                    Error::invalid(
+                        "invalid_expiry",
+                        format!("expires_at must be an RFC 3339 time: {e}"),
+                    )
+                })
+        })
+        .transpose()?;
+    let idempotency_key = match headers.get("idempotency-key") {
+        None => None,
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| {
+                    Error::bad_request(
+                        "invalid_idempotency_key",
+                        "the Idempotency-Key header must be ASCII",
+                    )
+                })?
+                .to_string(),
+        ),
+    };
+    let input = CreateInput {
+        url: body.url,
+        alias: body.alias,
+        expires_at,
+        dedup: body.dedup,
+        private: body.private,
+        idempotency_key,
+    };
+    let request = state.service.validate(input, Utc::now())?;
+    let (link, created) = state.service.create(&owner, request).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let location = format!("/api/v1/links/{}", link.code);
+    Ok((
+        status,
+        [(header::LOCATION, location)],
+        axum::Json(link_json(&state, &link)),
+    )
+        .into_response())
+}
+
+/// `GET /api/v1/links/{code}`: the link, including deleted and expired ones.
+pub async fn get(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    Path(code): Path<String>,
+) -> Result<Response, ApiError> {
+    authenticate(&state, &headers)?;
+    let link = state.service.get(&code).await?;
+    Ok(axum::Json(link_json(&state, &link)).into_response())
+}
+
+/// `DELETE /api/v1/links/{code}`: 204; the code answers 410 from then on.
+pub async fn delete(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    Path(code): Path<String>,
+) -> Result<Response, ApiError> {
+    authenticate(&state, &headers)?;
+    state.service.delete(&code).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// A method the route does not support.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this method is not supported here",
+    )
+}
+
+/// An unknown API path.
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such API endpoint")
+}

@@ -1,0 +1,44 @@
+//! The public HTTP listener: redirects at the edge and the JSON API.
+
+mod api;
+mod edge;
+mod error;
+
+pub use error::ApiError;
+
+use crate::auth::ApiKeys;
+use crate::service::LinkService;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use std::sync::Arc;
+
+/// What the HTTP handlers share.
+#[derive(Clone)]
+pub struct HttpState {
+    /// The link service.
+    pub service: Arc<LinkService>,
+    /// Accepted API keys.
+    pub keys: Arc<ApiKeys>,
+    /// The status of redirects (301, 302, 307 or 308).
+    pub redirect_status: StatusCode,
+}
+
+/// The router of the public listener.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route(
+            "/api/v1/links",
+            axum::routing::post(api::create).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/links/{code}",
+            get(api::get)
+                .delete(api::delete)
+                .fallback(api::method_not_allowed),
+        )
+        .route("/api/{*rest}", axum::routing::any(api::not_found))
+        .route("/{code}", get(edge::redirect))
+        .fallback(edge::fallback)
+        .with_state(state)
+}

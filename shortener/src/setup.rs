@@ -1,0 +1,176 @@
+//! Turning a [`Config`] into the node's resources: store, keys and lease source.
+//!
+//! Embedded mode (no `DATABASE_URL`): a SQLite file in the data directory holds links and the
+//! lease ledger; a code-space key and an API key are generated there on first start (0600) unless
+//! configured. Distributed mode: PostgreSQL, the id-service, and keys that must be configured.
+
+use crate::auth::{ApiKeys, generate_api_key};
+use crate::config::Config;
+use crate::keys;
+use crate::store::{PgStore, SqliteStore, Store, StoreError};
+use anyhow::{Context, bail};
+use codespace::CodeKey;
+use id_client::{GrpcLeaseSource, GrpcSourceConfig, Lease, LeaseError, LeaseFuture, LeaseSource};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The name of the SQLite file in the data directory.
+pub const DB_FILE: &str = "shortener.db";
+/// The generated code-space key file in the data directory.
+pub const KEY_FILE: &str = "code.key";
+/// The generated API key file in the data directory.
+pub const API_KEYS_FILE: &str = "api-keys";
+
+/// Everything a node needs besides its listeners.
+pub struct Resources {
+    /// The link store.
+    pub store: Store,
+    /// The code-space key.
+    pub key: CodeKey,
+    /// Accepted API keys.
+    pub api_keys: ApiKeys,
+    /// Where IDs come from.
+    pub lease_source: Arc<dyn LeaseSource>,
+    /// Where a generated API key was written, to tell the operator (embedded mode only).
+    pub generated_api_key_file: Option<PathBuf>,
+}
+
+/// Leases from the embedded SQLite ledger.
+struct SqliteLeaseSource {
+    store: SqliteStore,
+    namespace: String,
+    holder: String,
+}
+
+impl LeaseSource for SqliteLeaseSource {
+    fn lease(&self, size: u64) -> LeaseFuture<'_> {
+        Box::pin(async move {
+            match self.store.lease(&self.namespace, size, &self.holder).await {
+                Ok((lease_id, block)) => Ok(Lease { lease_id, block }),
+                Err(StoreError::Unavailable(e)) => Err(LeaseError::Unavailable(e)),
+                Err(StoreError::Internal(e)) => Err(LeaseError::Exhausted(e)),
+            }
+        })
+    }
+}
+
+fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!("{host}-{}", std::process::id())
+}
+
+fn load_key(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<CodeKey> {
+    if let Some(text) = &config.key {
+        return CodeKey::parse(text).context("parse SHORTENER_KEY");
+    }
+    if let Some(path) = &config.key_file {
+        return keys::read_code_key(path);
+    }
+    let path = generated_default
+        .context("a code-space key is required (SHORTENER_KEY_FILE or SHORTENER_KEY)")?;
+    if path.exists() {
+        keys::read_code_key(path)
+    } else {
+        let key = keys::generate_code_key_file(path, false)?;
+        tracing::info!(path = %path.display(), fingerprint = %key.fingerprint(), "generated a code-space key");
+        Ok(key)
+    }
+}
+
+fn load_api_keys(
+    config: &Config,
+    generated_default: Option<&Path>,
+) -> anyhow::Result<(ApiKeys, Option<PathBuf>)> {
+    let mut entries: Vec<String> = config.api_keys.clone();
+    let mut generated = None;
+    let file = match (&config.api_keys_file, generated_default) {
+        (Some(path), _) => Some(path.clone()),
+        (None, Some(default)) if entries.is_empty() => {
+            if !default.exists() {
+                keys::write_secret_file(default, &format!("{}\n", generate_api_key()), false)?;
+                generated = Some(default.to_path_buf());
+            }
+            Some(default.to_path_buf())
+        }
+        _ => None,
+    };
+    if let Some(path) = &file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read API keys file {}", path.display()))?;
+        entries.extend(text.lines().map(str::to_string));
+    }
+    let api_keys =
+        ApiKeys::from_entries(entries.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
+    if api_keys.is_empty() {
+        bail!("no API keys configured (SHORTENER_API_KEYS or SHORTENER_API_KEYS_FILE)");
+    }
+    Ok((api_keys, generated))
+}
+
+/// Builds the store, keys and lease source for `config` and applies migrations.
+pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
+    let holder = config.holder.clone().unwrap_or_else(default_holder);
+    match &config.database_url {
+        Some(url) => {
+            let pg = PgStore::connect(url, config.database_max_connections, Duration::from_secs(3))
+                .context("configure the PostgreSQL pool")?;
+            pg.migrate().await.context("apply PostgreSQL migrations")?;
+            let key = load_key(config, None)?;
+            let (api_keys, _) = load_api_keys(config, None)?;
+            let source = GrpcLeaseSource::new(&GrpcSourceConfig {
+                endpoints: config.id_service.clone(),
+                namespace: config.id_namespace.clone(),
+                holder,
+                token: config.id_service_token.clone(),
+                connect_timeout: Duration::from_secs(2),
+                request_timeout: Duration::from_secs(5),
+            })
+            .context("configure the id-service client")?;
+            Ok(Resources {
+                store: Store::Postgres(pg),
+                key,
+                api_keys,
+                lease_source: Arc::new(source),
+                generated_api_key_file: None,
+            })
+        }
+        None => {
+            let dir = &config.data_dir;
+            create_private_dir(dir)?;
+            let sqlite = SqliteStore::open(&dir.join(DB_FILE)).context("open the SQLite store")?;
+            sqlite.migrate().await.context("apply SQLite migrations")?;
+            let key = load_key(config, Some(&dir.join(KEY_FILE)))?;
+            let (api_keys, generated) = load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
+            let source = SqliteLeaseSource {
+                store: sqlite.clone(),
+                namespace: config.id_namespace.clone(),
+                holder,
+            };
+            Ok(Resources {
+                store: Store::Sqlite(sqlite),
+                key,
+                api_keys,
+                lease_source: Arc::new(source),
+                generated_api_key_file: generated,
+            })
+        }
+    }
+}
+
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("create data directory {}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restrict data directory {}", dir.display()))?;
+    }
+    Ok(())
+}

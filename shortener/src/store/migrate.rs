@@ -1,0 +1,32 @@
+//! Versioned schema migrations for both backends, applied at start-up or by `shortener migrate`.
+//!
+//! Each backend has an ordered list of SQL files; a version table records which ran. On
+//! PostgreSQL the whole run holds a transaction-scoped advisory lock, so several nodes starting
+//! at once apply each migration exactly once; SQLite serialises writers by itself.
+
+/// One migration: a version number and its SQL.
+pub(crate) struct Migration {
+    pub(crate) version: i64,
+    pub(crate) name: &'static str,
+    pub(crate) sql: &'static str,
+}
+
+/// The PostgreSQL migrations, in order.
+pub(crate) const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "links",
+    sql: include_str!("../../migrations/postgres/0001_links.sql"),
+}];
+
+/// The SQLite migrations, in order.
+pub(crate) const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "links",
+    sql: include_str!("../../migrations/sqlite/0001_links.sql"),
+}];
+
+/// The advisory lock key that serialises migrations (`"shortnr"` as an integer).
+pub(crate) const ADVISORY_LOCK: i64 = 0x73686f72746e72;
+
+/// The version table, named apart from other services that may share the database.
+pub(crate) const VERSION_TABLE: &str = "shortener_schema_migrations";

@@ -1,0 +1,318 @@
+//! The embedded SQLite backend: one file holds the links and the lease ledger.
+//!
+//! rusqlite is synchronous, so every call runs on the blocking pool with the connection behind
+//! a mutex. The file runs in WAL mode with `synchronous = FULL`: a commit is on disk before the
+//! call returns, which is what lets a create be acknowledged (I3) and a lease be trusted (I1).
+
+use super::migrate::{SQLITE, VERSION_TABLE};
+use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError};
+use crate::domain::{ClickCounts, Link};
+use chrono::{DateTime, TimeZone, Utc};
+use codespace::Block;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Links (and leases) in a local SQLite file. Cheap to clone.
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at";
+
+fn millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_millis(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
+    Ok(Link {
+        code: row.get(0)?,
+        url: row.get(1)?,
+        created_at: from_millis(row.get(2)?),
+        expires_at: row.get::<_, Option<i64>>(3)?.map(from_millis),
+        deleted_at: row.get::<_, Option<i64>>(4)?.map(from_millis),
+        clicks: ClickCounts::default(),
+    })
+}
+
+fn db_error(e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            StoreError::Unavailable(e.to_string())
+        }
+        _ => StoreError::Internal(e.to_string()),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path`.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path)
+            .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db_error)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db_error)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(db_error)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            // A panic mid-transaction rolls the transaction back when it unwinds, so the
+            // connection is consistent even if the lock is poisoned.
+            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
+    }
+
+    /// Applies pending migrations; returns how many ran.
+    pub async fn migrate(&self) -> Result<usize, StoreError> {
+        self.with(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
+            tx.execute_batch(&format!(
+                "CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+            ))
+            .map_err(db_error)?;
+            let mut ran = 0;
+            for m in SQLITE {
+                let done: Option<i64> = tx
+                    .query_row(&format!("SELECT version FROM {VERSION_TABLE} WHERE version = ?1"), [m.version], |r| r.get(0))
+                    .optional()
+                    .map_err(db_error)?;
+                if done.is_none() {
+                    tx.execute_batch(m.sql).map_err(db_error)?;
+                    tx.execute(
+                        &format!("INSERT INTO {VERSION_TABLE} (version, name, applied_at) VALUES (?1, ?2, ?3)"),
+                        params![m.version, m.name, millis(Utc::now())],
+                    )
+                    .map_err(db_error)?;
+                    ran += 1;
+                }
+            }
+            tx.commit().map_err(db_error)?;
+            Ok(ran)
+        })
+        .await
+    }
+
+    pub(super) async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
+            let now = millis(Utc::now());
+            if let Some(idem) = &link.idempotency {
+                let existing: Option<(Vec<u8>, String)> = tx
+                    .query_row(
+                        "SELECT fingerprint, code FROM idempotency_keys WHERE owner = ?1 AND key = ?2",
+                        params![link.owner, idem.key],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()
+                    .map_err(db_error)?;
+                if let Some((fingerprint, code)) = existing {
+                    if fingerprint != idem.fingerprint {
+                        return Ok(InsertOutcome::IdempotencyMismatch);
+                    }
+                    let first = get_link(&tx, &code)?
+                        .ok_or_else(|| StoreError::Internal(format!("idempotent link {code:?} vanished")))?;
+                    return Ok(InsertOutcome::Replayed(first));
+                }
+            }
+            let inserted = tx
+                .query_row(
+                    &format!(
+                        "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
+                    ),
+                    params![
+                        link.code,
+                        link.url,
+                        link.kind.as_str(),
+                        link.id.map(|id| id as i64),
+                        now,
+                        link.expires_at.map(millis),
+                        link.owner,
+                        link.dedup_key
+                    ],
+                    link_from_row,
+                )
+                .optional()
+                .map_err(db_error)?;
+            let outcome = match inserted {
+                Some(created) => InsertOutcome::Created(created),
+                None => match link.dedup_key.as_ref().map(|k| find_dedup(&tx, k)).transpose()?.flatten() {
+                    Some(twin) => InsertOutcome::Deduplicated(twin),
+                    None => return Ok(InsertOutcome::CodeTaken),
+                },
+            };
+            if let Some(idem) = &link.idempotency {
+                let code = match &outcome {
+                    InsertOutcome::Created(l) | InsertOutcome::Deduplicated(l) => l.code.clone(),
+                    _ => unreachable!("only created or deduplicated reach here"),
+                };
+                tx.execute(
+                    "INSERT INTO idempotency_keys (owner, key, fingerprint, code, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![link.owner, idem.key, idem.fingerprint, code, now],
+                )
+                .map_err(db_error)?;
+            }
+            tx.commit().map_err(db_error)?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    pub(super) async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        let code = code.to_string();
+        self.with(move |conn| get_link(conn, &code)).await
+    }
+
+    pub(super) async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
+        let key = dedup_key.to_vec();
+        self.with(move |conn| find_dedup(conn, &key)).await
+    }
+
+    pub(super) async fn find_idempotent(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
+        let (owner, key) = (owner.to_string(), key.to_string());
+        self.with(move |conn| {
+            let found: Option<(Vec<u8>, String)> = conn
+                .query_row(
+                    "SELECT fingerprint, code FROM idempotency_keys WHERE owner = ?1 AND key = ?2",
+                    params![owner, key],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(db_error)?;
+            match found {
+                Some((fingerprint, code)) => {
+                    Ok(get_link(conn, &code)?.map(|link| (fingerprint, link)))
+                }
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    pub(super) async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
+        let code = code.to_string();
+        self.with(move |conn| {
+            let updated = conn
+                .execute(
+                    "UPDATE links SET deleted_at = ?2, dedup_key = NULL WHERE code = ?1 AND deleted_at IS NULL",
+                    params![code, millis(Utc::now())],
+                )
+                .map_err(db_error)?;
+            if updated == 1 {
+                return Ok(DeleteOutcome::Deleted);
+            }
+            let exists = conn
+                .query_row("SELECT 1 FROM links WHERE code = ?1", [&code], |_| Ok(()))
+                .optional()
+                .map_err(db_error)?;
+            Ok(if exists.is_some() { DeleteOutcome::AlreadyDeleted } else { DeleteOutcome::NotFound })
+        })
+        .await
+    }
+
+    pub(super) async fn ping(&self) -> Result<(), StoreError> {
+        self.with(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_error))
+            .await
+    }
+
+    pub(super) async fn count_links(&self) -> Result<u64, StoreError> {
+        self.with(|conn| {
+            conn.query_row("SELECT count(*) FROM links", [], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(db_error)
+        })
+        .await
+    }
+
+    pub(super) async fn count_generated(&self) -> Result<u64, StoreError> {
+        self.with(|conn| {
+            conn.query_row(
+                "SELECT count(*) FROM links WHERE kind = 'generated'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+            .map_err(db_error)
+        })
+        .await
+    }
+
+    /// Leases the next `size` IDs of `namespace` from the embedded ledger: one immediate
+    /// transaction advances the namespace cursor and records the lease; it returns after the
+    /// commit is on disk. Overlap is refused by a trigger, so the file itself proves disjointness.
+    pub async fn lease(
+        &self,
+        namespace: &str,
+        size: u64,
+        holder: &str,
+    ) -> Result<(u64, Block), StoreError> {
+        let (namespace, holder) = (namespace.to_string(), holder.to_string());
+        self.with(move |conn| {
+            let size = i64::try_from(size).map_err(|_| StoreError::Internal("lease size too large".into()))?;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
+            tx.execute("INSERT INTO id_namespaces (namespace, next_id) VALUES (?1, 0) ON CONFLICT DO NOTHING", [&namespace])
+                .map_err(db_error)?;
+            let start: i64 = tx
+                .query_row("SELECT next_id FROM id_namespaces WHERE namespace = ?1", [&namespace], |r| r.get(0))
+                .map_err(db_error)?;
+            let end = start.checked_add(size).ok_or_else(|| StoreError::Internal(format!("namespace {namespace} exhausted")))?;
+            tx.execute("UPDATE id_namespaces SET next_id = ?2 WHERE namespace = ?1", params![namespace, end])
+                .map_err(db_error)?;
+            tx.execute(
+                "INSERT INTO id_leases (namespace, start_id, end_id, holder, leased_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![namespace, start, end, holder, millis(Utc::now())],
+            )
+            .map_err(db_error)?;
+            let lease_id = tx.last_insert_rowid() as u64;
+            tx.commit().map_err(db_error)?;
+            let block = Block::new(start as u64, end as u64).ok_or_else(|| StoreError::Internal("empty lease".into()))?;
+            Ok((lease_id, block))
+        })
+        .await
+    }
+}
+
+fn get_link(conn: &Connection, code: &str) -> Result<Option<Link>, StoreError> {
+    conn.query_row(
+        &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = ?1"),
+        [code],
+        link_from_row,
+    )
+    .optional()
+    .map_err(db_error)
+}
+
+fn find_dedup(conn: &Connection, key: &[u8]) -> Result<Option<Link>, StoreError> {
+    conn.query_row(
+        &format!("SELECT {LINK_COLUMNS} FROM links WHERE dedup_key = ?1"),
+        [key],
+        link_from_row,
+    )
+    .optional()
+    .map_err(db_error)
+}

@@ -1,0 +1,560 @@
+//! The shortener core through its real interface (a server on a port, a real HTTP client), on
+//! both stores.
+
+mod common;
+
+use chrono::{Duration as ChronoDuration, Utc};
+use common::{API_KEY, Backend, Cluster};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::collections::HashSet;
+use std::time::Duration;
+
+async fn create_redirect_delete_then_gone(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let (status, body) = node
+        .create(json!({ "url": "https://Example.com/a b?x=1" }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let code = body["code"].as_str().expect("code");
+    assert_eq!(code.len(), 7);
+    assert!(code.bytes().all(|b| b.is_ascii_alphanumeric()));
+    assert_eq!(body["url"], "https://example.com/a%20b?x=1");
+    assert_eq!(body["short_url"], format!("https://sho.rt/{code}"));
+    assert!(body["created_at"].as_str().is_some());
+
+    let response = node.visit(code).await;
+    assert_eq!(response.status(), StatusCode::FOUND);
+    assert_eq!(
+        response.headers()["location"],
+        "https://example.com/a%20b?x=1"
+    );
+    let head = node
+        .client
+        .head(format!("{}/{code}", node.base))
+        .send()
+        .await
+        .expect("head");
+    assert_eq!(head.status(), StatusCode::FOUND);
+
+    let (status, got) = node.get(code).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got["code"], code);
+    assert_eq!(got["deleted_at"], serde_json::Value::Null);
+
+    assert_eq!(node.delete(code).await, StatusCode::NO_CONTENT);
+    let gone = node.visit(code).await;
+    assert_eq!(gone.status(), StatusCode::GONE);
+    assert_eq!(gone.headers()["cache-control"], "no-store");
+    let (_, got) = node.get(code).await;
+    assert!(got["deleted_at"].as_str().is_some(), "{got}");
+    assert_eq!(
+        node.delete(code).await,
+        StatusCode::NO_CONTENT,
+        "deleting twice is fine"
+    );
+
+    let unknown = node.visit("zzzzzzz").await;
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    assert_eq!(unknown.headers()["cache-control"], "no-store");
+    assert_eq!(node.delete("zzzzzzz").await, StatusCode::NOT_FOUND);
+    assert_eq!(node.get("zzzzzzz").await.0, StatusCode::NOT_FOUND);
+}
+on_both_stores!(create_redirect_delete_then_gone);
+
+async fn aliases_are_created_once_and_conflicts_are_409(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let (status, body) = node
+        .create(json!({ "url": "https://example.com/1", "alias": "launch-day" }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["code"], "launch-day");
+    let (status, body) = node
+        .create(json!({ "url": "https://example.com/2", "alias": "launch-day" }))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"], "alias_taken");
+    let response = node.visit("launch-day").await;
+    assert_eq!(
+        response.headers()["location"],
+        "https://example.com/1",
+        "the first URL stays"
+    );
+    // Codes are case-sensitive: a different case is a different alias.
+    let (status, _) = node
+        .create(json!({ "url": "https://example.com/3", "alias": "Launch-Day" }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(
+        node.visit("Launch-Day").await.headers()["location"],
+        "https://example.com/3"
+    );
+    assert_eq!(
+        node.visit("launch-day").await.headers()["location"],
+        "https://example.com/1"
+    );
+}
+on_both_stores!(aliases_are_created_once_and_conflicts_are_409);
+
+async fn dedup_under_fifty_concurrent_identical_requests_gives_one_code(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let body = json!({ "url": "https://example.com/popular", "dedup": true });
+    let results = futures::future::join_all((0..50).map(|_| node.create(body.clone()))).await;
+    let mut codes = HashSet::new();
+    let mut created = 0;
+    for (status, body) in &results {
+        assert!(
+            status == &StatusCode::CREATED || status == &StatusCode::OK,
+            "{status} {body}"
+        );
+        created += usize::from(*status == StatusCode::CREATED);
+        codes.insert(body["code"].as_str().expect("code").to_string());
+    }
+    assert_eq!(codes.len(), 1, "{codes:?}");
+    assert_eq!(created, 1);
+    assert_eq!(node.stored_links().await, 1);
+    // Without dedup, a new code; after deleting the deduplicated link, dedup makes a new one.
+    let other = node.create_url("https://example.com/popular").await;
+    assert!(!codes.contains(&other));
+    let code = codes.into_iter().next().expect("one code");
+    assert_eq!(node.delete(&code).await, StatusCode::NO_CONTENT);
+    let (status, again) = node.create(body).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_ne!(again["code"], code.as_str());
+}
+on_both_stores!(dedup_under_fifty_concurrent_identical_requests_gives_one_code);
+
+async fn private_links_get_long_random_codes(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let mut codes = HashSet::new();
+    for _ in 0..5 {
+        let (status, body) = node
+            .create(json!({ "url": "https://example.com/secret", "private": true }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let code = body["code"].as_str().expect("code").to_string();
+        assert!(
+            code.len() >= 12 && code.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{code}"
+        );
+        assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+        assert!(codes.insert(code));
+    }
+}
+on_both_stores!(private_links_get_long_random_codes);
+
+async fn expired_links_answer_410(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let expires = (Utc::now() + ChronoDuration::milliseconds(1500)).to_rfc3339();
+    let (status, body) = node
+        .create(json!({ "url": "https://example.com/soon", "expires_at": expires }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let code = body["code"].as_str().expect("code").to_string();
+    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+    let gone = testkit::wait_until(Duration::from_secs(10), || async {
+        node.visit(&code).await.status() == StatusCode::GONE
+    })
+    .await;
+    assert!(gone, "the link never expired");
+}
+on_both_stores!(expired_links_answer_410);
+
+async fn a_retried_create_with_the_same_idempotency_key_returns_the_same_link(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let body = json!({ "url": "https://example.com/once" });
+    let (first_status, first) = node
+        .create_with(body.clone(), &[("Idempotency-Key", "order-42")])
+        .await;
+    assert_eq!(first_status, StatusCode::CREATED);
+    let retries = futures::future::join_all(
+        (0..10).map(|_| node.create_with(body.clone(), &[("Idempotency-Key", "order-42")])),
+    )
+    .await;
+    for (status, again) in retries {
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(again["code"], first["code"]);
+    }
+    assert_eq!(node.stored_links().await, 1);
+    // The same key with a different request is refused.
+    let (status, err) = node
+        .create_with(
+            json!({ "url": "https://example.com/other" }),
+            &[("Idempotency-Key", "order-42")],
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(err["error"], "idempotency_key_reused");
+    // Concurrent first attempts with a fresh key still create one link.
+    let racing = futures::future::join_all(
+        (0..10).map(|_| node.create_with(body.clone(), &[("Idempotency-Key", "order-43")])),
+    )
+    .await;
+    let codes: HashSet<String> = racing
+        .iter()
+        .map(|(_, b)| b["code"].as_str().expect("code").to_string())
+        .collect();
+    assert_eq!(codes.len(), 1);
+    assert_eq!(node.stored_links().await, 2);
+}
+on_both_stores!(a_retried_create_with_the_same_idempotency_key_returns_the_same_link);
+
+async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let service = node.service.clone();
+    // The IDs after this one come from the same block (blocks hold at least 10 IDs here).
+    let id = service.ids().next_id().expect("an ID in hand");
+    for planted in [id + 1, id + 2] {
+        let link = shortener::store::NewLink {
+            code: service.space().encode(planted),
+            url: "https://planted.example/".into(),
+            kind: shortener::store::Kind::Alias,
+            id: None,
+            expires_at: None,
+            owner: "planter".into(),
+            dedup_key: None,
+            idempotency: None,
+        };
+        assert!(matches!(
+            service.store().insert(link).await.expect("plant"),
+            shortener::store::InsertOutcome::Created(_)
+        ));
+    }
+    let (status, body) = node
+        .create(json!({ "url": "https://example.com/real" }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["code"], service.space().encode(id + 3));
+    assert_eq!(
+        service
+            .counters
+            .generated_conflicts
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    // The planted codes kept their URLs.
+    let planted = node.visit(&service.space().encode(id + 1)).await;
+    assert_eq!(planted.headers()["location"], "https://planted.example/");
+}
+on_both_stores!(a_planted_generated_code_conflict_is_skipped_not_returned);
+
+async fn bad_input_is_refused_and_nothing_is_stored(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let past = (Utc::now() - ChronoDuration::hours(1)).to_rfc3339();
+    let long_url = format!("https://example.com/{}", "a".repeat(2100));
+    let long_body = format!(
+        "{{\"url\": \"https://example.com/{}\"}}",
+        "a".repeat(20_000)
+    );
+    // (body, content type, status, error code)
+    let json_cases: Vec<(String, &str, u16, &str)> = vec![
+        (
+            json!({"url": "javascript:alert(1)"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": " javascript:alert(1)"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "java\tscript:alert(1)"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "JaVaScRiPt:alert(1)"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "data:text/html,<script>alert(1)</script>"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "file:///etc/passwd"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "ftp://example.com/x"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "https://example.com/\r\nSet-Cookie: x=y"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "https://example.com/\nx"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "https://example.com/%0d%0aSet-Cookie:x=y"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "https://example.com/%00"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "https://user:pass@example.com/"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "https://sho.rt/abcdefg"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": long_url}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": ""}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "example.com"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "/relative/path"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            json!({"url": "http://"}).to_string(),
+            "application/json",
+            422,
+            "invalid_url",
+        ),
+        (
+            "not json".to_string(),
+            "application/json",
+            400,
+            "invalid_json",
+        ),
+        ("".to_string(), "application/json", 400, "invalid_json"),
+        ("[]".to_string(), "application/json", 400, "invalid_json"),
+        (
+            json!({"url": 42}).to_string(),
+            "application/json",
+            400,
+            "invalid_json",
+        ),
+        (
+            json!({"url": "https://example.com/", "dedup": "yes"}).to_string(),
+            "application/json",
+            400,
+            "invalid_json",
+        ),
+        (
+            json!({"url": "https://example.com/", "colour": "red"}).to_string(),
+            "application/json",
+            400,
+            "invalid_json",
+        ),
+        (
+            json!({"alias": "no-url"}).to_string(),
+            "application/json",
+            400,
+            "invalid_json",
+        ),
+        (
+            json!({"url": "https://example.com/", "alias": "a/b"}).to_string(),
+            "application/json",
+            422,
+            "invalid_alias",
+        ),
+        (
+            json!({"url": "https://example.com/", "alias": "api"}).to_string(),
+            "application/json",
+            422,
+            "invalid_alias",
+        ),
+        (
+            json!({"url": "https://example.com/", "alias": "metrics"}).to_string(),
+            "application/json",
+            422,
+            "invalid_alias",
+        ),
+        (
+            json!({"url": "https://example.com/", "alias": "abcdefg"}).to_string(),
+            "application/json",
+            422,
+            "invalid_alias",
+        ),
+        (
+            json!({"url": "https://example.com/", "alias": ""}).to_string(),
+            "application/json",
+            422,
+            "invalid_alias",
+        ),
+        (
+            json!({"url": "https://example.com/", "alias": "x".repeat(65) + "-"}).to_string(),
+            "application/json",
+            422,
+            "invalid_alias",
+        ),
+        (
+            json!({"url": "https://example.com/", "alias": "caf\u{e9}-1"}).to_string(),
+            "application/json",
+            422,
+            "invalid_alias",
+        ),
+        (
+            json!({"url": "https://example.com/", "expires_at": past}).to_string(),
+            "application/json",
+            422,
+            "invalid_expiry",
+        ),
+        (
+            json!({"url": "https://example.com/", "expires_at": "tomorrow"}).to_string(),
+            "application/json",
+            422,
+            "invalid_expiry",
+        ),
+        (
+            json!({"url": "https://example.com/", "alias": "my-link", "private": true}).to_string(),
+            "application/json",
+            422,
+            "conflicting_options",
+        ),
+        (
+            json!({"url": "https://example.com/", "dedup": true, "private": true}).to_string(),
+            "application/json",
+            422,
+            "conflicting_options",
+        ),
+        (
+            json!({"url": "https://example.com/"}).to_string(),
+            "text/plain",
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            json!({"url": "https://example.com/"}).to_string(),
+            "",
+            415,
+            "unsupported_media_type",
+        ),
+        (long_body, "application/json", 413, "payload_too_large"),
+    ];
+    assert!(json_cases.len() >= 30);
+    for (body, content_type, status, error) in &json_cases {
+        let mut request = node
+            .client
+            .post(format!("{}/api/v1/links", node.base))
+            .bearer_auth(API_KEY)
+            .body(body.clone());
+        if !content_type.is_empty() {
+            request = request.header("content-type", *content_type);
+        }
+        let response = request.send().await.expect("send");
+        let got = response.status().as_u16();
+        let json: serde_json::Value = response.json().await.unwrap_or_default();
+        assert_eq!(
+            (got, json["error"].as_str().unwrap_or("")),
+            (*status, *error),
+            "body {body:.80}: {json}"
+        );
+        assert!(
+            json["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{json}"
+        );
+    }
+    // Credentials.
+    for auth in [
+        None,
+        Some("Bearer wrong-key-0123456789"),
+        Some("Basic dXNlcjpwYXNz"),
+    ] {
+        let mut request = node
+            .client
+            .post(format!("{}/api/v1/links", node.base))
+            .json(&json!({"url": "https://example.com/"}));
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        let response = request.send().await.expect("send");
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{auth:?}");
+        let json: serde_json::Value = response.json().await.expect("json");
+        assert_eq!(json["error"], "unauthorized");
+    }
+    // A bad idempotency key.
+    let (status, json) = node
+        .create_with(
+            json!({"url": "https://example.com/"}),
+            &[("Idempotency-Key", &"k".repeat(300))],
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), json["error"].as_str()),
+        (400, Some("invalid_idempotency_key"))
+    );
+    assert_eq!(
+        node.stored_links().await,
+        0,
+        "a refused request stored something"
+    );
+    // Paths that cannot be codes are 404 without touching the store; the node keeps serving.
+    for path in [
+        "a/b",
+        "..%2f..%2fetc",
+        "%00",
+        "x".repeat(80).as_str(),
+        "abc.def",
+        "api",
+    ] {
+        let response = node
+            .client
+            .get(format!("{}/{path}", node.base))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
+    }
+    assert_eq!(
+        node.create_url("https://example.com/still-fine")
+            .await
+            .len(),
+        7
+    );
+}
+on_both_stores!(bad_input_is_refused_and_nothing_is_stored);

@@ -1,0 +1,86 @@
+//! Several nodes and restarts: codes stay distinct, links survive, IDs are never reused.
+
+mod common;
+
+use common::{Backend, Cluster, Node};
+use reqwest::StatusCode;
+use std::collections::HashSet;
+
+async fn create_many(node: &Node, tag: &str) -> Vec<String> {
+    let mut codes = Vec::new();
+    for batch in 0..10 {
+        let futures = (0..20)
+            .map(|i| node.create_url_owned(format!("https://example.com/{tag}/{batch}/{i}")));
+        codes.extend(futures::future::join_all(futures).await);
+    }
+    codes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_on_one_postgres_and_one_id_service_create_distinct_codes() {
+    let cluster = Cluster::new(Backend::Postgres).await;
+    let a = cluster.node("node-a").await;
+    let b = cluster.node("node-b").await;
+    let (codes_a, codes_b) = tokio::join!(create_many(&a, "a"), create_many(&b, "b"));
+    let all: HashSet<&String> = codes_a.iter().chain(&codes_b).collect();
+    assert_eq!(all.len(), 400, "duplicate codes across nodes");
+    // Each node can redirect the other's codes (one shared store).
+    assert_eq!(a.visit(&codes_b[0]).await.status(), StatusCode::FOUND);
+    assert_eq!(b.visit(&codes_a[0]).await.status(), StatusCode::FOUND);
+    // Every code decodes to an ID inside a lease held by the node that made it.
+    let db = cluster.db.as_ref().expect("postgres").connect().await;
+    for (codes, holder) in [(&codes_a, "node-a"), (&codes_b, "node-b")] {
+        for code in codes.iter().take(50) {
+            let id = a.service.space().decode(code).expect("generated code") as i64;
+            let rows = db
+                .query("SELECT holder FROM id_leases WHERE ids @> $1::int8", &[&id])
+                .await
+                .expect("query ledger");
+            assert_eq!(rows.len(), 1, "id {id} of {code} in {} leases", rows.len());
+            assert_eq!(rows[0].get::<_, String>(0), holder);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_mode_survives_a_restart_with_links_intact_and_new_ids() {
+    let cluster = Cluster::new(Backend::Sqlite).await;
+    let mut config = cluster.config("embedded");
+    config.key = None; // generate the key in the data dir, as a newcomer's first start does
+    config.api_keys = vec![common::API_KEY.to_string()];
+    let first = Node::start(config.clone()).await;
+    let before: Vec<String> = futures::future::join_all(
+        (0..30).map(|i| first.create_url_owned(format!("https://example.com/{i}"))),
+    )
+    .await;
+    let ids_before: Vec<u64> = before
+        .iter()
+        .map(|c| first.service.space().decode(c).expect("decode"))
+        .collect();
+    first.stop().await;
+
+    let key_file = config.data_dir.join(shortener::setup::KEY_FILE);
+    assert!(key_file.exists(), "the generated key is kept");
+    let second = Node::start(config).await;
+    for (i, code) in before.iter().enumerate() {
+        let response = second.visit(code).await;
+        assert_eq!(response.status(), StatusCode::FOUND, "{code}");
+        assert_eq!(
+            response.headers()["location"],
+            format!("https://example.com/{i}").as_str()
+        );
+    }
+    let after: Vec<String> = futures::future::join_all(
+        (0..30).map(|i| second.create_url_owned(format!("https://example.com/new/{i}"))),
+    )
+    .await;
+    let max_before = ids_before.iter().max().copied().expect("ids");
+    for code in &after {
+        assert!(!before.contains(code));
+        let id = second.service.space().decode(code).expect("decode");
+        assert!(
+            id > max_before,
+            "id {id} after restart is not above {max_before}: a block was resumed"
+        );
+    }
+}
