@@ -28,9 +28,12 @@ impl TestDb {
     pub async fn create() -> TestDb {
         let name = format!("t_{:016x}", rand::random::<u64>());
         let admin = admin_url();
-        let (client, connection) = tokio_postgres::connect(&admin, NoTls)
-            .await
-            .unwrap_or_else(|e| panic!("connect to PostgreSQL at {admin} (set TEST_DATABASE_URL): {e}"));
+        let (client, connection) =
+            tokio_postgres::connect(&admin, NoTls)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("connect to PostgreSQL at {admin} (set TEST_DATABASE_URL): {e}")
+                });
         tokio::spawn(connection);
         client
             .batch_execute(&format!("CREATE DATABASE {name}"))
@@ -69,7 +72,10 @@ impl Drop for TestDb {
         let name = self.name.clone();
         let admin = admin_url();
         let _ = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             runtime.block_on(async move {
