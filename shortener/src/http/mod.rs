@@ -37,8 +37,16 @@ pub fn router(state: HttpState) -> Router {
                 .delete(api::delete)
                 .fallback(api::method_not_allowed),
         )
+        .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))
         .route("/{code}", get(edge::redirect))
         .fallback(edge::fallback)
         .with_state(state)
+}
+
+/// The OpenAPI 3 description of the JSON API.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+async fn openapi() -> impl axum::response::IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI)
 }
