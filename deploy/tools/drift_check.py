@@ -69,6 +69,10 @@ METRICS = {
     "shortener_cache_hits_total",
     "shortener_cache_misses_total",
     "shortener_rate_limited_total",
+    # Beyond the written contract, exported by the sources (the source scan notes renames).
+    "shortener_lease_rewinds_total",
+    "idservice_namespace_last_id",
+    "idservice_unauthenticated_total",
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
