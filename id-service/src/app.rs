@@ -81,8 +81,8 @@ impl App {
     }
 
     /// Serves until `shutdown` is cancelled, then turns readiness off (gRPC health NOT_SERVING,
-    /// `/readyz` 503), stops accepting and lets in-flight calls finish within the drain timeout.
-    /// Both ports are closed when this returns.
+    /// `/readyz` 503), keeps accepting for the shutdown delay, stops accepting and lets in-flight
+    /// calls finish within the drain timeout. Both ports are closed when this returns.
     pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let App {
             config,
@@ -107,7 +107,13 @@ impl App {
             min: config.min_block,
             max: config.max_block,
         };
-        let service = LeaseService::new(ledger.clone(), bounds, Arc::clone(&metrics));
+        let cut_off = CancellationToken::new();
+        let service = LeaseService::new(
+            ledger.clone(),
+            bounds,
+            Arc::clone(&metrics),
+            cut_off.clone(),
+        );
         let token_check = TokenCheck::new(config.token.as_ref(), Arc::clone(&metrics));
 
         let stop_grpc = CancellationToken::new();
@@ -158,18 +164,30 @@ impl App {
         draining.cancel();
         metrics.set_ready(false);
         set_health(&health, ServingStatus::NotServing).await;
-        tracing::info!(drain_timeout = ?config.drain_timeout, "draining");
+        tracing::info!(
+            shutdown_delay = ?config.shutdown_delay,
+            drain_timeout = ?config.drain_timeout,
+            "readiness off; draining"
+        );
+        tokio::time::sleep(config.shutdown_delay).await;
         stop_grpc.cancel();
         match tokio::time::timeout(config.drain_timeout, &mut grpc_task).await {
             Ok(Ok(Ok(()))) => tracing::info!("drained"),
             Ok(Ok(Err(error))) => tracing::warn!(%error, "gRPC server ended with an error"),
             Ok(Err(error)) => tracing::warn!(%error, "gRPC server task failed"),
             Err(_) => {
-                // Calls still running are cut off; a lease committed without its reply
-                // reaching the caller is a gap, never a duplicate.
-                tracing::warn!("drain timeout passed; dropping calls still in flight");
-                grpc_task.abort();
-                let _ = grpc_task.await;
+                // Calls still running end with UNAVAILABLE; a lease committed without its
+                // reply reaching the caller is a gap, never a duplicate. Connections then
+                // close by themselves; health Watch streams are the only calls left open.
+                tracing::warn!("drain timeout passed; cutting off calls still in flight");
+                cut_off.cancel();
+                if tokio::time::timeout(Duration::from_secs(1), &mut grpc_task)
+                    .await
+                    .is_err()
+                {
+                    grpc_task.abort();
+                    let _ = grpc_task.await;
+                }
             }
         }
         stop_admin.cancel();

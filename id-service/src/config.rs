@@ -97,7 +97,11 @@ pub struct Config {
     /// If set, IdAllocator calls must carry `authorization: Bearer <token>`.
     #[arg(long, env = "ID_SERVICE_TOKEN", hide_env_values = true)]
     pub token: Option<Secret>,
-    /// How long in-flight calls may take to finish after shutdown starts.
+    /// How long to keep accepting calls after readiness goes off, so that load balancers
+    /// (Kubernetes endpoints) stop sending new calls before the port closes.
+    #[arg(long, env = "ID_SERVICE_SHUTDOWN_DELAY", default_value = "0s", value_parser = parse_duration)]
+    pub shutdown_delay: Duration,
+    /// How long in-flight calls may take to finish after the port closes.
     #[arg(long, env = "ID_SERVICE_DRAIN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
     /// Deadline of one gRPC call on the server side.
@@ -130,6 +134,7 @@ impl fmt::Debug for Config {
             .field("namespaces", &self.namespaces)
             .field("auto_create_namespaces", &self.auto_create_namespaces)
             .field("token", &self.token)
+            .field("shutdown_delay", &self.shutdown_delay)
             .field("drain_timeout", &self.drain_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("db_pool_size", &self.db_pool_size)
@@ -170,6 +175,7 @@ impl Config {
             namespaces: Vec::new(),
             auto_create_namespaces: true,
             token: None,
+            shutdown_delay: Duration::ZERO,
             drain_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
             db_pool_size: 8,

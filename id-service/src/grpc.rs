@@ -7,8 +7,10 @@ use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use proto::idalloc::v1 as pb;
 use proto::idalloc::v1::id_allocator_server::IdAllocator;
+use std::future::Future;
 use std::sync::Arc;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 /// Serves leases and look-ups from the [`Ledger`].
@@ -17,15 +19,34 @@ pub struct LeaseService {
     ledger: Ledger,
     bounds: BlockBounds,
     metrics: Arc<Metrics>,
+    cut_off: CancellationToken,
 }
 
 impl LeaseService {
-    /// A service over `ledger` that grants blocks within `bounds`.
-    pub fn new(ledger: Ledger, bounds: BlockBounds, metrics: Arc<Metrics>) -> Self {
+    /// A service over `ledger` that grants blocks within `bounds`. Calls still running when
+    /// `cut_off` is cancelled (the drain timeout passed) end with UNAVAILABLE.
+    pub fn new(
+        ledger: Ledger,
+        bounds: BlockBounds,
+        metrics: Arc<Metrics>,
+        cut_off: CancellationToken,
+    ) -> Self {
         Self {
             ledger,
             bounds,
             metrics,
+            cut_off,
+        }
+    }
+
+    /// Runs a handler unless the drain timeout cuts it off. Dropping a grant half-way is safe:
+    /// its transaction either commits (the IDs become a gap) or rolls back.
+    async fn guard<T>(&self, work: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+        tokio::select! {
+            result = work => result,
+            _ = self.cut_off.cancelled() => Err(Status::unavailable(
+                "the id-service is shutting down; retry on another replica",
+            )),
         }
     }
 }
@@ -42,6 +63,29 @@ fn log_failure(method: &'static str, error: &Error) {
 #[tonic::async_trait]
 impl IdAllocator for LeaseService {
     async fn lease_block(
+        &self,
+        request: Request<pb::LeaseBlockRequest>,
+    ) -> Result<Response<pb::Lease>, Status> {
+        self.guard(self.lease_block_inner(request)).await
+    }
+
+    async fn lookup_id(
+        &self,
+        request: Request<pb::LookupIdRequest>,
+    ) -> Result<Response<pb::Lease>, Status> {
+        self.guard(self.lookup_id_inner(request)).await
+    }
+
+    async fn list_leases(
+        &self,
+        request: Request<pb::ListLeasesRequest>,
+    ) -> Result<Response<pb::ListLeasesResponse>, Status> {
+        self.guard(self.list_leases_inner(request)).await
+    }
+}
+
+impl LeaseService {
+    async fn lease_block_inner(
         &self,
         request: Request<pb::LeaseBlockRequest>,
     ) -> Result<Response<pb::Lease>, Status> {
@@ -70,7 +114,7 @@ impl IdAllocator for LeaseService {
         }
     }
 
-    async fn lookup_id(
+    async fn lookup_id_inner(
         &self,
         request: Request<pb::LookupIdRequest>,
     ) -> Result<Response<pb::Lease>, Status> {
@@ -87,7 +131,7 @@ impl IdAllocator for LeaseService {
             })
     }
 
-    async fn list_leases(
+    async fn list_leases_inner(
         &self,
         request: Request<pb::ListLeasesRequest>,
     ) -> Result<Response<pb::ListLeasesResponse>, Status> {

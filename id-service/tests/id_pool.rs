@@ -1,0 +1,105 @@
+//! Invariant I7 end to end: the id-client's `IdPool` over gRPC against the real server.
+
+mod common;
+
+use common::Server;
+use id_client::{GrpcLeaseSource, GrpcSourceConfig, IdError, IdPool, PoolConfig};
+use id_service::Config;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use testkit::TestDb;
+
+const BLOCK: u64 = 100;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_id_pool_rides_out_an_id_service_outage_then_fails_fast_then_recovers() {
+    let db = TestDb::create().await;
+    let server = Server::start(Config::for_tests(db.url())).await;
+    let grpc_addr = server.grpc_addr;
+    let source = GrpcLeaseSource::new(&GrpcSourceConfig {
+        endpoints: vec![server.endpoint()],
+        namespace: "links".into(),
+        holder: "pool-test".into(),
+        token: None,
+        connect_timeout: Duration::from_millis(500),
+        request_timeout: Duration::from_secs(2),
+    })
+    .expect("grpc source");
+    let pool = IdPool::start(
+        Arc::new(source),
+        PoolConfig {
+            min_block: BLOCK,
+            max_block: BLOCK,
+            initial_block: BLOCK,
+            target_block_duration: Duration::from_secs(60),
+            lease_timeout: Duration::from_secs(2),
+            backoff_initial: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(200),
+        },
+    );
+    assert!(
+        pool.wait_ready(Duration::from_secs(5)).await,
+        "no first block"
+    );
+
+    // Steady state: a block lasts ~100 ms here, far longer than a lease takes, so the spare
+    // is always there when the current block runs out and taking an ID never fails.
+    let mut seen = HashSet::new();
+    let mut highest = 0;
+    for _ in 0..2_000 {
+        let id = pool
+            .next_id()
+            .expect("an ID is in hand while leases roll over");
+        assert!(seen.insert(id), "ID {id} handed out twice");
+        highest = highest.max(id);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stats = pool.stats();
+    assert!(stats.leases >= 15, "{stats:?}");
+    assert_eq!(stats.rewinds, 0);
+
+    // Outage: what is in hand is still handed out, then the pool fails fast.
+    server.stop().await;
+    let in_hand = pool.stats().ids_in_hand;
+    assert!(in_hand > 0 && in_hand <= 2 * BLOCK, "in hand: {in_hand}");
+    for _ in 0..in_hand {
+        let id = pool.next_id().expect("IDs in hand outlast the outage");
+        assert!(seen.insert(id), "ID {id} handed out twice");
+        highest = highest.max(id);
+    }
+    for _ in 0..5 {
+        let started = Instant::now();
+        let error = pool.next_id().expect_err("nothing left in hand");
+        assert!(matches!(error, IdError::Exhausted { .. }), "{error:?}");
+        assert!(
+            started.elapsed() < Duration::from_millis(50),
+            "failing waited"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(pool.stats().lease_errors > 0, "{:?}", pool.stats());
+
+    // The id-service comes back on the same address: the pool recovers by itself.
+    let server = Server::start(Config {
+        grpc_addr,
+        ..Config::for_tests(db.url())
+    })
+    .await;
+    assert!(
+        pool.wait_ready(Duration::from_secs(10)).await,
+        "the pool did not recover: {:?}",
+        pool.stats()
+    );
+    for _ in 0..(3 * BLOCK) {
+        let id = pool.next_id().expect("IDs again");
+        assert!(seen.insert(id), "ID {id} handed out twice");
+        assert!(
+            id > highest,
+            "ID {id} is below one handed out before the outage"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(pool.stats().rewinds, 0);
+    server.stop().await;
+}

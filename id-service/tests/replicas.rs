@@ -1,0 +1,128 @@
+//! Invariant I1 across replicas: many id-service processes on one database, many callers.
+
+mod common;
+
+use common::{Server, assert_disjoint, lease, ledger_leases, ledger_overlaps};
+use id_service::Config;
+use proto::idalloc::v1::Lease;
+use std::collections::BTreeSet;
+use testkit::TestDb;
+
+const REPLICAS: usize = 3;
+const CALLERS: usize = 48;
+const LEASES_PER_CALLER: usize = 50;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_on_one_database_never_grant_overlapping_leases_to_concurrent_callers() {
+    let db = TestDb::create().await;
+    // Start the replicas at the same time: migrations and namespace creation race too.
+    let servers = futures::future::join_all(
+        (0..REPLICAS).map(|_| Server::start(Config::for_tests(db.url()))),
+    )
+    .await;
+
+    let mut tasks = Vec::new();
+    for caller in 0..CALLERS {
+        let mut client = servers[caller % REPLICAS].client().await;
+        // Two namespaces: the same IDs may be granted once in each, never twice in one.
+        let namespace = if caller % 4 == 0 { "other" } else { "links" };
+        tasks.push(tokio::spawn(async move {
+            let mut granted = Vec::with_capacity(LEASES_PER_CALLER);
+            for i in 0..LEASES_PER_CALLER {
+                let size = [1, 10, 100, 1000, 37][(caller + i) % 5];
+                let holder = format!("caller-{caller}");
+                granted.push(
+                    lease(&mut client, namespace, size, &holder)
+                        .await
+                        .expect("lease"),
+                );
+            }
+            granted
+        }));
+    }
+    let mut replies: Vec<Lease> = Vec::new();
+    for task in tasks {
+        replies.extend(task.await.expect("join a caller"));
+    }
+    assert_eq!(replies.len(), CALLERS * LEASES_PER_CALLER);
+
+    for namespace in ["links", "other"] {
+        let of_namespace: Vec<Lease> = replies
+            .iter()
+            .filter(|l| l.namespace == namespace)
+            .cloned()
+            .collect();
+        assert_disjoint(&of_namespace);
+    }
+    let ids: BTreeSet<u64> = replies.iter().map(|l| l.lease_id).collect();
+    assert_eq!(ids.len(), replies.len(), "a lease_id was reused");
+
+    // The ledger agrees with the replies exactly, and proves disjointness itself.
+    let conn = db.connect().await;
+    assert_eq!(ledger_overlaps(&conn).await, 0);
+    let ledger: BTreeSet<(String, u64, u64, u64)> =
+        ledger_leases(&conn).await.into_iter().collect();
+    let replied: BTreeSet<(String, u64, u64, u64)> = replies
+        .iter()
+        .map(|l| (l.namespace.clone(), l.start, l.end, l.lease_id))
+        .collect();
+    assert_eq!(ledger, replied);
+
+    for server in servers {
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_ledger_itself_refuses_an_overlapping_lease() {
+    let db = TestDb::create().await;
+    let server = Server::start(Config::for_tests(db.url())).await;
+    let mut client = server.client().await;
+    let granted = lease(&mut client, "links", 100, "pod")
+        .await
+        .expect("lease");
+    let conn = db.connect().await;
+    let error = conn
+        .execute(
+            "INSERT INTO id_leases (namespace, ids, holder) VALUES ('links', int8range($1, $2), 'x')",
+            &[&(granted.start as i64 + 50), &(granted.end as i64 + 50)],
+        )
+        .await
+        .expect_err("the EXCLUDE constraint refuses an overlap");
+    assert_eq!(
+        error.code(),
+        Some(&tokio_postgres::error::SqlState::EXCLUSION_VIOLATION),
+        "{error}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_exhausted_namespace_gives_resource_exhausted_and_never_wraps() {
+    let db = TestDb::create().await;
+    let config = Config {
+        namespace_max: 250,
+        max_block: 100,
+        ..Config::for_tests(db.url())
+    };
+    let server = Server::start(config).await;
+    let mut client = server.client().await;
+    let mut granted = Vec::new();
+    let status = loop {
+        match lease(&mut client, "tiny", 100, "pod").await {
+            Ok(lease) => granted.push(lease),
+            Err(status) => break status,
+        }
+        assert!(granted.len() < 10, "the namespace never ran out");
+    };
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    // 1..=250 in blocks of 100: the last block is cut short at the bound.
+    let ranges: Vec<(u64, u64)> = granted.iter().map(|l| (l.start, l.end)).collect();
+    assert_eq!(ranges, [(1, 101), (101, 201), (201, 251)]);
+    // Still exhausted, still no wrap.
+    let again = lease(&mut client, "tiny", 1, "pod")
+        .await
+        .expect_err("exhausted");
+    assert_eq!(again.code(), tonic::Code::ResourceExhausted);
+    server.stop().await;
+}
