@@ -252,6 +252,11 @@ impl Config {
         if pg.get_hosts().is_empty() {
             return Err(ConfigError::DatabaseUrl("no host given".into()));
         }
+        if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err(ConfigError::DatabaseUrl(
+                "sslmode=require is not supported: this build connects without TLS".into(),
+            ));
+        }
         pg.connect_timeout(self.db_connect_timeout)
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(30));
@@ -345,6 +350,13 @@ mod tests {
                 "no host",
                 Config {
                     database_url: "dbname=x".into(),
+                    ..base.clone()
+                },
+            ),
+            (
+                "tls required",
+                Config {
+                    database_url: "postgres://h/x?sslmode=require".into(),
                     ..base.clone()
                 },
             ),

@@ -183,6 +183,10 @@ async fn grant_once(
         .await?;
     // The size is at most the configured maximum, which validation keeps within i64.
     let size = i64::try_from(request.size).unwrap_or(i64::MAX);
+    // The statement runs in its own implicit transaction, which the server commits when it
+    // processes Sync, before it sends ReadyForQuery. `query_one` reads up to ReadyForQuery, so it
+    // returns the row only after the durable commit, and a failed commit comes back as an error.
+    // Keep it that way: an API that returned at the first DataRow could reply before the commit.
     let row = client
         .query_one(
             &statement,
