@@ -2,29 +2,38 @@
 
 use clap::Parser;
 use id_service::{App, Cli, Command};
+use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     let Cli { command, config } = Cli::parse();
     id_service::init_tracing(config.log_format);
-    match command.unwrap_or(Command::Serve) {
-        Command::Migrate => {
-            let applied = id_service::migrate(&config).await?;
-            tracing::info!(?applied, "migrations up to date");
-            Ok(())
-        }
-        Command::Serve => {
-            let app = App::build(config).await?;
-            let shutdown = CancellationToken::new();
-            tokio::spawn({
-                let shutdown = shutdown.clone();
-                async move {
-                    id_service::shutdown_signal().await;
-                    shutdown.cancel();
-                }
-            });
-            app.run(shutdown).await
+    let outcome = match command.unwrap_or(Command::Serve) {
+        Command::Migrate => id_service::migrate(&config)
+            .await
+            .map(|applied| tracing::info!(?applied, "migrations up to date")),
+        Command::Serve => serve(config).await,
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // The whole context chain on one line: "validate configuration: block bounds: ...".
+            tracing::error!(error = format!("{error:#}"), "id-service failed");
+            ExitCode::FAILURE
         }
     }
+}
+
+async fn serve(config: id_service::Config) -> anyhow::Result<()> {
+    let app = App::build(config).await?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            id_service::shutdown_signal().await;
+            shutdown.cancel();
+        }
+    });
+    app.run(shutdown).await
 }

@@ -1,0 +1,101 @@
+//! The binary's command line: `migrate`, and configuration refused before anything starts.
+
+use std::process::Output;
+use testkit::TestDb;
+
+async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_id-service"));
+    command
+        .args(args)
+        .env("RUST_LOG", "info")
+        .env("ID_SERVICE_LOG_FORMAT", "json");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    tokio::time::timeout(std::time::Duration::from_secs(30), command.output())
+        .await
+        .expect("the binary exits")
+        .expect("run the binary")
+}
+
+#[tokio::test]
+async fn the_migrate_subcommand_applies_migrations_once_and_exits() {
+    let db = TestDb::create().await;
+    for round in 0..2 {
+        let output = run(&["migrate"], &[("DATABASE_URL", db.url())]).await;
+        assert!(
+            output.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let conn = db.connect().await;
+    let versions: Vec<i32> = conn
+        .query(
+            "SELECT version FROM id_schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .expect("read migrations")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, [1]);
+    let leases: i64 = conn
+        .query_one("SELECT count(*) FROM id_leases", &[])
+        .await
+        .expect("the ledger exists")
+        .get(0);
+    assert_eq!(leases, 0);
+}
+
+#[tokio::test]
+async fn an_invalid_configuration_is_refused_before_any_port_is_bound() {
+    let db = TestDb::create().await;
+    let cases: [(&str, &[(&str, &str)]); 4] = [
+        (
+            "min above max",
+            &[
+                ("ID_SERVICE_MIN_BLOCK", "10"),
+                ("ID_SERVICE_MAX_BLOCK", "5"),
+            ],
+        ),
+        ("bad address", &[("ID_SERVICE_GRPC_ADDR", "localhost")]),
+        (
+            "bad namespace",
+            &[("ID_SERVICE_NAMESPACES", "links,Bad-Name")],
+        ),
+        ("bad duration", &[("ID_SERVICE_DRAIN_TIMEOUT", "soon")]),
+    ];
+    for (case, settings) in cases {
+        let mut env = vec![
+            ("DATABASE_URL", db.url()),
+            ("ID_SERVICE_GRPC_ADDR", "127.0.0.1:0"),
+            ("ID_SERVICE_ADMIN_ADDR", "127.0.0.1:0"),
+        ];
+        env.extend_from_slice(settings);
+        let output = run(&[], &env).await;
+        assert!(!output.status.success(), "{case}: started anyway");
+        // clap reports parse errors on stderr; validation errors are logged (stdout).
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            said.contains("ID_SERVICE") || said.contains("--"),
+            "{case}: {said}"
+        );
+    }
+    // Nothing was migrated either: validation comes first.
+    let conn = db.connect().await;
+    let tables: i64 = conn
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'id_schema_migrations'",
+            &[],
+        )
+        .await
+        .expect("pg_tables")
+        .get(0);
+    assert_eq!(tables, 0);
+}
