@@ -24,7 +24,36 @@ struct Process {
 }
 
 impl Process {
+    /// Starts the binary on free ports and waits until it is ready. A port picked as free may
+    /// be taken by the time the process binds it: then the process exits and we try again.
     async fn spawn(database_url: &str) -> Process {
+        for _ in 0..3 {
+            let mut process = Self::start(database_url);
+            let url = format!("http://{}/readyz", process.admin_addr);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                if matches!(reqwest::get(&url).await, Ok(r) if r.status() == 200) {
+                    return process;
+                }
+                if let Ok(Some(status)) = process.child.try_wait() {
+                    eprintln!(
+                        "id-service exited ({status}); log:\n{}",
+                        std::fs::read_to_string(process.log.path()).unwrap_or_default()
+                    );
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the id-service did not become ready; log:\n{}",
+                    std::fs::read_to_string(process.log.path()).unwrap_or_default()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        panic!("the id-service binary did not start in three attempts");
+    }
+
+    fn start(database_url: &str) -> Process {
         let grpc_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let admin_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log = tempfile::NamedTempFile::new().expect("log file");
@@ -34,30 +63,17 @@ impl Process {
             .env("ID_SERVICE_ADMIN_ADDR", admin_addr.to_string())
             .env("ID_SERVICE_DRAIN_TIMEOUT", "5s")
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(log.reopen().expect("reopen the log"))
+            .stdout(log.reopen().expect("reopen the log"))
+            .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .expect("start the id-service binary");
-        let mut process = Process {
+        Process {
             child,
             grpc_addr,
             admin_addr,
             log,
-        };
-        let url = format!("http://{}/readyz", process.admin_addr);
-        let ready = testkit::wait_until(Duration::from_secs(20), || async {
-            matches!(reqwest::get(&url).await, Ok(r) if r.status() == 200)
-        })
-        .await;
-        if !ready {
-            let exited = process.child.try_wait().ok().flatten();
-            panic!(
-                "the id-service did not become ready (exit: {exited:?}); log:\n{}",
-                std::fs::read_to_string(process.log.path()).unwrap_or_default()
-            );
         }
-        process
     }
 
     async fn kill_9(mut self) {
