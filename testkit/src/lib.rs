@@ -4,6 +4,10 @@
 //! `TEST_DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`), so tests run in
 //! parallel without sharing state; the database is dropped when the value is dropped.
 //! [`wait_until`] polls a condition against a deadline instead of sleeping a fixed time.
+//! [`cluster::Cluster`] is a whole throwaway PostgreSQL server for tests that crash it, and
+//! [`free_port`] picks a port for processes that must be told theirs.
+
+pub mod cluster;
 
 use std::future::Future;
 use std::time::Duration;
@@ -108,4 +112,28 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Picks a loopback port that is free right now, for a process that must be told its port and
+/// may be restarted on it.
+///
+/// The port comes from below the kernel's ephemeral range, so the outgoing connections of the
+/// test itself cannot occupy it while its server is down between a crash and a restart. Falls
+/// back to an ephemeral port if none is free there.
+pub fn free_port() -> u16 {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let floor = low.saturating_sub(12_000).max(1024);
+    for _ in 0..200 {
+        let port = rand::random_range(floor..low.max(floor + 1));
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
 }

@@ -1,0 +1,346 @@
+//! A throwaway PostgreSQL cluster that a test may crash.
+//!
+//! `initdb` refuses to run as root, so when the tests run as root (CI does) every PostgreSQL
+//! binary runs as the `postgres` user through `setpriv`, on directories it owns. The cluster
+//! listens on 127.0.0.1 on a free port with its socket in its own directory, so crashing it
+//! never disturbs the shared server on 5432 or another test's cluster; it is stopped and deleted
+//! on drop.
+//!
+//! Faults: [`Cluster::crash`] (immediate shutdown: no checkpoint, crash recovery on the next
+//! start) and [`Cluster::kill`] (`kill -9` of the postmaster, leaving its backends to die and its
+//! lock files behind); [`Cluster::restart`] brings the server back on the same port after
+//! either.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// How long one PostgreSQL tool (initdb, pg_ctl) may run.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A private PostgreSQL server.
+pub struct Cluster {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    as_postgres: bool,
+    port: u16,
+}
+
+impl Cluster {
+    /// Creates and starts a cluster whose `postgresql.conf` also holds `settings`
+    /// (`name = value` lines; later lines win over the defaults written before them).
+    ///
+    /// Panics with the server log when the cluster cannot be created or started.
+    pub async fn start(settings: &[&str]) -> Cluster {
+        let bin = bin_dir();
+        let as_postgres = run_output("id", &["-u"]).await.trim() == "0";
+        let dir = tempfile::Builder::new()
+            .prefix("testkit-pg-")
+            .tempdir()
+            .expect("create a directory for the cluster");
+        let mut cluster = Cluster {
+            dir,
+            bin,
+            as_postgres,
+            port: 0,
+        };
+        if as_postgres {
+            let uid: u32 = parse_id(&run_output("id", &["-u", "postgres"]).await);
+            let gid: u32 = parse_id(&run_output("id", &["-g", "postgres"]).await);
+            std::os::unix::fs::chown(cluster.dir.path(), Some(uid), Some(gid))
+                .expect("give the cluster directory to postgres");
+        }
+        let data = cluster.data_dir();
+        cluster
+            .pg(
+                "initdb",
+                &[
+                    "-D",
+                    path_str(&data),
+                    "-U",
+                    "postgres",
+                    "-A",
+                    "trust",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ],
+            )
+            .await;
+        let mut conf = format!(
+            "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+             shared_buffers = 16MB\nmax_connections = 40\nautovacuum = off\n",
+            path_str(cluster.dir.path())
+        );
+        for setting in settings {
+            conf.push_str(setting);
+            conf.push('\n');
+        }
+        let conf_path = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf_path).expect("read postgresql.conf");
+        text.push_str(&conf);
+        std::fs::write(&conf_path, text).expect("write postgresql.conf");
+
+        // A port free a moment ago may be taken by the time the server binds it: retry.
+        for attempt in 0..5 {
+            cluster.port = crate::free_port();
+            if cluster.try_start().await {
+                return cluster;
+            }
+            eprintln!(
+                "cluster did not start on port {} (attempt {attempt})",
+                cluster.port
+            );
+        }
+        panic!("start a throwaway PostgreSQL; log:\n{}", cluster.log());
+    }
+
+    /// The port the server listens on (the same across restarts).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/postgres`.
+    pub fn url(&self) -> String {
+        self.database_url("postgres")
+    }
+
+    /// The connection string of database `name` on this cluster.
+    pub fn database_url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// A connection to the cluster (its task runs on the current runtime).
+    pub async fn connect(&self) -> tokio_postgres::Client {
+        connect(&self.url()).await
+    }
+
+    /// Creates database `name` (an identifier chosen by the test) and returns its URL.
+    pub async fn create_database(&self, name: &str) -> String {
+        self.connect()
+            .await
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+        self.database_url(name)
+    }
+
+    /// Stops the server like a crash: no checkpoint, no flush of WAL still in memory;
+    /// the next start runs crash recovery.
+    pub async fn crash(&self) {
+        let data = self.data_dir();
+        self.pg(
+            "pg_ctl",
+            &["-D", path_str(&data), "-m", "immediate", "-w", "stop"],
+        )
+        .await;
+    }
+
+    /// `kill -9` of the postmaster. Its backends notice and exit on their own; the lock files
+    /// stay behind and are cleared by [`Cluster::restart`].
+    pub async fn kill(&self) {
+        let pid = self
+            .postmaster_pid()
+            .expect("a running postmaster to kill (postmaster.pid)");
+        let status = tokio::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .await
+            .expect("run kill");
+        assert!(status.success(), "kill -9 {pid} failed");
+        // The backends exit once they notice the postmaster is gone; wait for the port to close
+        // so the restart does not race them.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.accepts_connections().await && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the server cleanly (fast shutdown: a checkpoint, clients disconnected).
+    pub async fn stop(&self) {
+        let data = self.data_dir();
+        self.pg(
+            "pg_ctl",
+            &["-D", path_str(&data), "-m", "fast", "-w", "stop"],
+        )
+        .await;
+    }
+
+    /// Starts the server again on the same port (after [`Cluster::crash`], [`Cluster::kill`]
+    /// or [`Cluster::stop`]). Panics with the server log if it does not come up.
+    pub async fn restart(&self) {
+        self.clear_stale_lock_files().await;
+        assert!(
+            self.try_start().await,
+            "restart the throwaway PostgreSQL; log:\n{}",
+            self.log()
+        );
+    }
+
+    /// Whether the server accepts a connection right now.
+    pub async fn accepts_connections(&self) -> bool {
+        matches!(
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                tokio_postgres::connect(&self.url(), tokio_postgres::NoTls)
+            )
+            .await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The server log so far (empty if there is none yet).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    fn postmaster_pid(&self) -> Option<u32> {
+        let text = std::fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?;
+        text.lines().next()?.trim().parse().ok()
+    }
+
+    /// After a `kill -9` the postmaster leaves `postmaster.pid` and the socket lock file
+    /// behind; PostgreSQL refuses to start while it believes the old server may be alive.
+    async fn clear_stale_lock_files(&self) {
+        let Some(pid) = self.postmaster_pid() else {
+            return;
+        };
+        let alive = tokio::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .stderr(Stdio::null())
+            .status()
+            .await
+            .is_ok_and(|s| s.success());
+        if alive {
+            return;
+        }
+        let _ = std::fs::remove_file(self.data_dir().join("postmaster.pid"));
+        let _ = std::fs::remove_file(self.dir.path().join(format!(".s.PGSQL.{}.lock", self.port)));
+    }
+
+    async fn try_start(&self) -> bool {
+        let data = self.data_dir();
+        let log = self.dir.path().join("server.log");
+        let port = format!("-p {}", self.port);
+        self.command("pg_ctl")
+            .args([
+                "-D",
+                path_str(&data),
+                "-l",
+                path_str(&log),
+                "-w",
+                "-t",
+                "30",
+            ])
+            .args(["-o", &port, "start"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await
+            .map(|s| s.success())
+            .unwrap_or(false)
+    }
+
+    fn command(&self, program: &str) -> tokio::process::Command {
+        let mut command = tokio::process::Command::from(self.std_command(program));
+        command.kill_on_drop(true);
+        command
+    }
+
+    fn std_command(&self, program: &str) -> std::process::Command {
+        let program = self.bin.join(program);
+        let mut command = if self.as_postgres {
+            let mut c = std::process::Command::new("setpriv");
+            c.args([
+                "--reuid=postgres",
+                "--regid=postgres",
+                "--init-groups",
+                "--",
+            ])
+            .arg(program);
+            c
+        } else {
+            std::process::Command::new(program)
+        };
+        command.current_dir(self.dir.path());
+        command
+    }
+
+    async fn pg(&self, program: &str, args: &[&str]) {
+        let output = tokio::time::timeout(TOOL_TIMEOUT, self.command(program).args(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("{program} did not finish within {TOOL_TIMEOUT:?}"))
+            .unwrap_or_else(|e| panic!("run {program}: {e}"));
+        assert!(
+            output.status.success(),
+            "{program} {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        let _ = self
+            .std_command("pg_ctl")
+            .args(["-D", path_str(&data), "-m", "immediate", "-w", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the throwaway cluster at {url}: {e}"));
+    tokio::spawn(connection);
+    client
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin`, or `PG_BIN_DIR`.
+fn bin_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("PG_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL server binaries in /usr/lib/postgresql (or set PG_BIN_DIR)")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .map(|(_, bin)| bin)
+        .expect("an initdb under /usr/lib/postgresql/<version>/bin (or set PG_BIN_DIR)")
+}
+
+async fn run_output(program: &str, args: &[&str]) -> String {
+    let output = tokio::process::Command::new(program)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn parse_id(text: &str) -> u32 {
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("a numeric id, got {text:?}"))
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("temporary paths are UTF-8")
+}

@@ -1,0 +1,206 @@
+//! One fault-injection run from start to verdict: start the system, run the workload with the
+//! nemesis, then check the history against the database and the redirect edge.
+
+use crate::binaries::Binaries;
+use crate::checker::{self, Bounds, Input, Report};
+use crate::history::{History, Outcome, ReadOutcome};
+use crate::nemesis::{self, NemesisConfig};
+use crate::snapshot::Snapshot;
+use crate::system::{API_KEY, CODE_KEY, NAMESPACE, System, SystemConfig};
+use crate::transport::Clients;
+use crate::workload::Workload;
+use anyhow::Context;
+use codespace::{CodeKey, CodeSpace};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// Log lines that are alarms by design: they must never appear.
+const ALARMS: &[&str] = &[
+    "generated code already taken",
+    "lease starts below a block already received",
+];
+
+/// How a run is sized, from the environment.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Seed of the nemesis and the clients (`FAULT_SEED`, random by default).
+    pub seed: u64,
+    /// Seconds of faults after the first round of every kind (`SOAK_SECONDS`, default 30).
+    pub duration: Duration,
+    /// Concurrent clients (`SOAK_CLIENTS`, default 6).
+    pub clients: usize,
+    /// gRPC creates: `auto` (when the nodes serve them), `on` or `off` (`FAULT_GRPC`).
+    pub grpc: String,
+    /// The system's shape.
+    pub system: SystemConfig,
+}
+
+fn env_parse<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
+    match std::env::var(name) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name}={text:?} is not a valid value")),
+        Err(_) => Ok(default),
+    }
+}
+
+impl RunSettings {
+    /// Reads `FAULT_SEED`, `SOAK_SECONDS`, `SOAK_CLIENTS` and `FAULT_GRPC`.
+    pub fn from_env() -> anyhow::Result<Self> {
+        Ok(Self {
+            seed: env_parse("FAULT_SEED", rand::random::<u64>())?,
+            duration: Duration::from_secs(env_parse("SOAK_SECONDS", 30)?),
+            clients: env_parse("SOAK_CLIENTS", 6usize)?.max(1),
+            grpc: env_parse("FAULT_GRPC", "auto".to_string())?,
+            system: SystemConfig {
+                nodes: 3,
+                id_services: 2,
+                min_block: 10,
+                max_block: 60,
+            },
+        })
+    }
+}
+
+/// Runs the whole test and returns the checker's verdict (the caller asserts on it).
+pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
+    let wall = Instant::now();
+    eprintln!(
+        "fault test: seed {} (replay with FAULT_SEED={}), {} clients, {:?} of faults",
+        settings.seed, settings.seed, settings.clients, settings.duration
+    );
+    let binaries = Binaries::locate()?;
+    let mut system = System::start(&binaries, &settings.system).await?;
+    eprintln!(
+        "system up in {:.1}s; logs in {}",
+        wall.elapsed().as_secs_f64(),
+        system.log_dir().display()
+    );
+
+    let history = Arc::new(History::new());
+    let probe = Clients::new(system.topology(), API_KEY);
+    let grpc = match settings.grpc.as_str() {
+        "on" => true,
+        "off" => false,
+        _ => probe.grpc_available().await,
+    };
+    eprintln!(
+        "gRPC creates: {}",
+        if grpc {
+            "on"
+        } else {
+            "off (the nodes do not serve shortener.v1.Links)"
+        }
+    );
+    let workload = Workload::new(Arc::clone(&history), system.topology(), grpc);
+    let mut clients = workload.spawn(settings.clients, settings.seed);
+
+    let nemesis = NemesisConfig {
+        seed: settings.seed,
+        duration: settings.duration,
+        outage_limit: Duration::from_secs(45),
+    };
+    let mut problems = nemesis::run(&mut system, &workload, &history, &nemesis).await;
+    workload.stop();
+    let drained = tokio::time::timeout(Duration::from_secs(60), async {
+        while clients.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        problems.push("the clients did not finish within 60 s of the stop".into());
+        clients.abort_all();
+    }
+    if let Err(e) = system.wait_all_ready(Duration::from_secs(30)).await {
+        problems.push(format!("not ready at the end of the run: {e:#}"));
+    }
+    problems.extend(system.unexpected_exits());
+    for line in system.log_lines_containing(ALARMS) {
+        problems.push(format!("alarm logged: {line}"));
+    }
+
+    let db = system.db().await?;
+    let snapshot = Snapshot::load(&db).await?;
+    let creates = history.creates();
+    let final_reads = sweep(&probe, &creates, system.node_count()).await;
+    let key = CodeKey::parse(CODE_KEY).context("parse the code key")?;
+    let space = CodeSpace::new(&key, codespace::DEFAULT_LENGTH).context("build the code space")?;
+    let reads = history.reads();
+    let faults = history.faults();
+    let mut report = checker::check(&Input {
+        creates: &creates,
+        reads: &reads,
+        faults: &faults,
+        snapshot: &snapshot,
+        final_reads: &final_reads,
+        space: &space,
+        namespace: NAMESPACE,
+        nodes: system.node_count(),
+        bounds: Bounds::default(),
+    });
+    report.violations.extend(problems);
+    report.notes.push(format!(
+        "{} leases, {} links in the database, {} faults, wall time {:.1}s",
+        snapshot.leases.len(),
+        snapshot.links.len(),
+        faults.len(),
+        wall.elapsed().as_secs_f64()
+    ));
+    for note in &report.notes {
+        eprintln!("  {note}");
+    }
+    if !report.passed() {
+        let kept = system.keep_logs();
+        for violation in report.violations.iter().take(40) {
+            eprintln!("VIOLATION: {violation}");
+        }
+        eprintln!(
+            "{} violations; process logs kept in {}; replay with FAULT_SEED={}",
+            report.violations.len(),
+            kept.display(),
+            settings.seed
+        );
+    }
+    println!("{} seed={}", report.summary(), settings.seed);
+    Ok(report)
+}
+
+/// Reads every acknowledged code once through the redirect edge of a node other than the one
+/// that created it (so the creator's cache cannot hide a lost row).
+async fn sweep(
+    clients: &Clients,
+    creates: &[crate::history::CreateOp],
+    nodes: usize,
+) -> Vec<(String, ReadOutcome)> {
+    let mut targets: BTreeMap<String, (String, usize)> = BTreeMap::new();
+    for op in creates {
+        if let Outcome::Acked { code, url } = &op.outcome {
+            targets.insert(code.clone(), (url.clone(), (op.node + 1) % nodes));
+        }
+    }
+    let clients = Arc::new(clients.clone());
+    let limit = Arc::new(Semaphore::new(16));
+    let mut tasks = JoinSet::new();
+    for (code, (url, node)) in targets {
+        let (clients, limit) = (Arc::clone(&clients), Arc::clone(&limit));
+        tasks.spawn(async move {
+            let _permit = limit.acquire_owned().await.expect("semaphore open");
+            let mut outcome = clients.redirect(node, &code, &url).await;
+            // A transient failure (not a wrong answer) is retried once on another node.
+            if matches!(outcome, ReadOutcome::Failed(_)) {
+                outcome = clients.redirect((node + 1) % nodes, &code, &url).await;
+            }
+            (code, outcome)
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok(result) = joined {
+            results.push(result);
+        }
+    }
+    results
+}
