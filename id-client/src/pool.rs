@@ -75,6 +75,8 @@ pub struct PoolStats {
     pub last_block_size: u64,
     /// The last lease error, if the most recent attempt failed.
     pub last_error: Option<String>,
+    /// One past the highest ID of any block received (0 before the first lease).
+    pub high_water: u64,
 }
 
 struct Cursor {
@@ -251,6 +253,7 @@ impl IdPool {
             rewinds: state.rewinds,
             last_block_size: state.last_block_size,
             last_error: state.last_error.clone(),
+            high_water: state.high_water,
         }
     }
 }

@@ -54,7 +54,7 @@ async fn readyz(State(state): State<AdminState>) -> Response {
 }
 
 async fn metrics(State(state): State<AdminState>) -> Response {
-    let body = state.metrics.render(&state.service).await;
+    let body = state.metrics.render();
     (
         [(
             header::CONTENT_TYPE,

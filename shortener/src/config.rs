@@ -95,6 +95,47 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Memory bound of the redirect cache, in bytes.
+    #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub cache_bytes: u64,
+    /// Seconds a cached link is kept (bounds staleness if a change notification is missed).
+    #[arg(long, env = "SHORTENER_CACHE_TTL", default_value_t = 60)]
+    pub cache_ttl: u64,
+    /// Milliseconds an unknown code is remembered.
+    #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_TTL_MS", default_value_t = 2000)]
+    pub negative_cache_ttl_ms: u64,
+    /// Milliseconds between click-count flushes (a crash loses at most this much).
+    #[arg(
+        long,
+        env = "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
+        default_value_t = 1000
+    )]
+    pub click_flush_interval_ms: u64,
+    /// Sustained 404s per second allowed per client address.
+    #[arg(long, env = "SHORTENER_NOT_FOUND_RATE", default_value_t = 5)]
+    pub not_found_rate: u32,
+    /// Burst of 404s allowed per client address.
+    #[arg(long, env = "SHORTENER_NOT_FOUND_BURST", default_value_t = 20)]
+    pub not_found_burst: u32,
+    /// Sustained creates per second allowed per API key.
+    #[arg(long, env = "SHORTENER_CREATE_RATE", default_value_t = 1000)]
+    pub create_rate: u32,
+    /// Burst of creates allowed per API key (at least the batch limit).
+    #[arg(long, env = "SHORTENER_CREATE_BURST", default_value_t = 2000)]
+    pub create_burst: u32,
+    /// Most links in one batch create.
+    #[arg(long, env = "SHORTENER_BATCH_LIMIT", default_value_t = 1000)]
+    pub batch_limit: usize,
+    /// Seconds a client has to send its request headers.
+    #[arg(long, env = "SHORTENER_HEADER_READ_TIMEOUT", default_value_t = 10)]
+    pub header_read_timeout: u64,
+    /// A header with the client address chain (e.g. `x-forwarded-for`), trusted only from
+    /// SHORTENER_TRUSTED_PROXIES.
+    #[arg(long, env = "SHORTENER_CLIENT_IP_HEADER")]
+    pub client_ip_header: Option<String>,
+    /// Networks of trusted proxies, comma-separated CIDRs (e.g. `10.0.0.0/8`).
+    #[arg(long, env = "SHORTENER_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Config {
@@ -125,6 +166,18 @@ impl Config {
             max_block: 100_000,
             drain_timeout: 5,
             log_format: LogFormat::Text,
+            cache_bytes: 16 * 1024 * 1024,
+            cache_ttl: 60,
+            negative_cache_ttl_ms: 500,
+            click_flush_interval_ms: 200,
+            not_found_rate: 1000,
+            not_found_burst: 1000,
+            create_rate: 100_000,
+            create_burst: 100_000,
+            batch_limit: 1000,
+            header_read_timeout: 10,
+            client_ip_header: None,
+            trusted_proxies: Vec::new(),
         }
     }
 
@@ -160,6 +213,32 @@ impl Config {
                 "SHORTENER_MIN_BLOCK ({}) must be at least 1 and at most SHORTENER_MAX_BLOCK ({})",
                 self.min_block, self.max_block
             ));
+        }
+        if self.create_burst < self.batch_limit as u32 {
+            return Err(format!(
+                "SHORTENER_CREATE_BURST ({}) must be at least SHORTENER_BATCH_LIMIT ({})",
+                self.create_burst, self.batch_limit
+            ));
+        }
+        if self.batch_limit == 0 || self.batch_limit > 10_000 {
+            return Err(format!(
+                "SHORTENER_BATCH_LIMIT must be between 1 and 10000, not {}",
+                self.batch_limit
+            ));
+        }
+        if self.header_read_timeout == 0 || self.click_flush_interval_ms == 0 || self.cache_ttl == 0
+        {
+            return Err("SHORTENER_HEADER_READ_TIMEOUT, SHORTENER_CLICK_FLUSH_INTERVAL_MS and SHORTENER_CACHE_TTL must be positive".into());
+        }
+        if let Some(header) = &self.client_ip_header
+            && axum::http::HeaderName::try_from(header.as_str()).is_err()
+        {
+            return Err(format!(
+                "SHORTENER_CLIENT_IP_HEADER is not a valid header name: {header:?}"
+            ));
+        }
+        if self.client_ip_header.is_some() && self.trusted_proxies.is_empty() {
+            return Err("SHORTENER_CLIENT_IP_HEADER needs SHORTENER_TRUSTED_PROXIES (whose connections may set it)".into());
         }
         if self.database_url.is_some() {
             if self.id_service.is_empty() {

@@ -14,12 +14,16 @@
 pub mod admin;
 pub mod app;
 pub mod auth;
+pub mod cache;
 pub mod cli;
+pub mod clicks;
 pub mod codes_cli;
 pub mod config;
 pub mod domain;
+pub mod grpc;
 pub mod http;
 pub mod keys;
+pub mod limits;
 pub mod metrics;
 pub mod service;
 pub mod setup;

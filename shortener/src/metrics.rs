@@ -1,59 +1,243 @@
-//! Prometheus metrics of a node, rendered on the admin port.
+//! Prometheus metrics of a node, rendered on the admin port (`/metrics`).
+//!
+//! Request metrics are recorded as they happen; the ID pool, cache and service counters are
+//! sampled at scrape time by a collector, so the hot path pays for nothing it does not need.
 
 use crate::service::LinkService;
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-/// The node's metrics. Pool and service counters are sampled at scrape time.
-#[derive(Default)]
-pub struct Metrics {}
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// The node's metrics.
+pub struct Metrics {
+    registry: Registry,
+    redirects: Family<Labels, Counter>,
+    redirect_seconds: Family<Labels, Histogram>,
+    creates: Family<Labels, Counter>,
+    create_seconds: Family<Labels, Histogram>,
+    rate_limited: Family<Labels, Counter>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs .. ~1.6 s
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
 
 impl Metrics {
-    /// Renders every metric in the OpenMetrics text format.
-    pub async fn render(&self, service: &LinkService) -> String {
+    /// Registers every metric; `service` is sampled at scrape time.
+    pub fn new(service: &Arc<LinkService>) -> Self {
         let mut registry = Registry::default();
-        let stats = service.ids().stats();
+        let redirects = Family::<Labels, Counter>::default();
+        let redirect_seconds = Family::<Labels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        let creates = Family::<Labels, Counter>::default();
+        let create_seconds = Family::<Labels, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        let rate_limited = Family::<Labels, Counter>::default();
         registry.register(
-            "shortener_ids_in_hand",
-            "IDs left in the current and spare blocks",
-            ConstGauge::new(stats.ids_in_hand as i64),
+            "shortener_redirects",
+            "Redirect requests by HTTP status",
+            redirects.clone(),
         );
         registry.register(
-            "shortener_runway_seconds",
-            "Seconds of id-service outage the node can ride out at its current create rate",
-            ConstGauge::new(if stats.runway_seconds.is_finite() {
-                stats.runway_seconds
-            } else {
-                1e9
-            }),
+            "shortener_redirect_duration_seconds",
+            "Redirect latency by outcome",
+            redirect_seconds.clone(),
         );
         registry.register(
-            "shortener_leases",
-            "ID blocks leased since start",
-            ConstCounter::new(stats.leases),
+            "shortener_creates",
+            "Create requests by outcome",
+            creates.clone(),
         );
         registry.register(
-            "shortener_lease_errors",
-            "Failed lease attempts since start",
-            ConstCounter::new(stats.lease_errors),
+            "shortener_create_duration_seconds",
+            "Create latency by outcome",
+            create_seconds.clone(),
         );
         registry.register(
-            "shortener_lease_rewinds",
-            "Leases refused for starting below a block already seen (alarm)",
-            ConstCounter::new(stats.rewinds),
+            "shortener_rate_limited",
+            "Requests refused by a rate limit, by limit",
+            rate_limited.clone(),
         );
-        registry.register(
-            "shortener_generated_code_conflicts",
-            "Generated codes found already taken (must stay 0: alarm)",
-            ConstCounter::new(service.counters.generated_conflicts.load(Ordering::Relaxed)),
-        );
+        registry.register_collector(Box::new(Sampled(Arc::downgrade(service))));
+        Self {
+            registry,
+            redirects,
+            redirect_seconds,
+            creates,
+            create_seconds,
+            rate_limited,
+        }
+    }
+
+    /// Records one redirect request.
+    pub fn redirect(&self, status: u16, outcome: &'static str, elapsed: Duration) {
+        self.redirects
+            .get_or_create(&vec![("status", status_label(status))])
+            .inc();
+        self.redirect_seconds
+            .get_or_create(&vec![("outcome", outcome)])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one create (or one batch item).
+    pub fn create(&self, outcome: &'static str, elapsed: Duration) {
+        self.creates
+            .get_or_create(&vec![("outcome", outcome)])
+            .inc();
+        self.create_seconds
+            .get_or_create(&vec![("outcome", outcome)])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a refusal by the limit named `limit` (`not_found` or `create`).
+    pub fn rate_limited(&self, limit: &'static str) {
+        self.rate_limited
+            .get_or_create(&vec![("limit", limit)])
+            .inc();
+    }
+
+    /// Renders every metric in the OpenMetrics text format.
+    pub fn render(&self) -> String {
         let mut out = String::new();
-        if encode(&mut out, &registry).is_err() {
+        if encode(&mut out, &self.registry).is_err() {
             tracing::error!("encode metrics");
         }
         out
+    }
+}
+
+fn status_label(status: u16) -> &'static str {
+    match status {
+        301 => "301",
+        302 => "302",
+        307 => "307",
+        308 => "308",
+        404 => "404",
+        410 => "410",
+        429 => "429",
+        503 => "503",
+        _ => "other",
+    }
+}
+
+/// Values owned elsewhere (ID pool, cache, service counters), read at scrape time.
+#[derive(Debug)]
+struct Sampled(Weak<LinkService>);
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: f64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstGauge::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+impl Collector for Sampled {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(service) = self.0.upgrade() else {
+            return Ok(());
+        };
+        let stats = service.ids().stats();
+        let e = &mut encoder;
+        gauge(
+            e,
+            "shortener_ids_in_hand",
+            "IDs left in the current and spare blocks",
+            stats.ids_in_hand as f64,
+        )?;
+        let runway = if stats.runway_seconds.is_finite() {
+            stats.runway_seconds
+        } else {
+            f64::MAX
+        };
+        gauge(
+            e,
+            "shortener_runway_seconds",
+            "Seconds of id-service outage the node can ride out at its current create rate",
+            runway,
+        )?;
+        gauge(
+            e,
+            "shortener_id_rate_per_second",
+            "IDs handed out per second (moving average)",
+            stats.rate_per_second,
+        )?;
+        counter(e, "shortener_leases", "ID blocks leased", stats.leases)?;
+        counter(
+            e,
+            "shortener_lease_errors",
+            "Failed lease attempts",
+            stats.lease_errors,
+        )?;
+        counter(
+            e,
+            "shortener_lease_rewinds",
+            "Leases refused for starting below a block already seen (alarm)",
+            stats.rewinds,
+        )?;
+        let counters = &service.counters;
+        counter(
+            e,
+            "shortener_generated_code_conflicts",
+            "Generated codes found already taken (must stay 0: alarm)",
+            counters.generated_conflicts.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_cache_hits",
+            "Redirect lookups answered from the cache",
+            counters.cache_hits.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_cache_misses",
+            "Redirect lookups that went to the store",
+            counters.cache_misses.load(Ordering::Relaxed),
+        )?;
+        gauge(
+            e,
+            "shortener_cache_entries",
+            "Links held in the cache",
+            service.cache().len() as f64,
+        )?;
+        counter(
+            e,
+            "shortener_clicks_flushed",
+            "Click counts written to the store",
+            service.clicks().flushed.load(Ordering::Relaxed),
+        )?;
+        let utilisation = stats.high_water as f64 / service.space().capacity() as f64;
+        gauge(
+            e,
+            "shortener_code_space_utilisation",
+            "Share of the L-character code space used by leased IDs (n / 62^L)",
+            utilisation,
+        )?;
+        Ok(())
     }
 }

@@ -1,7 +1,9 @@
 //! The link service: what create, get, delete and resolve mean, shared by every transport.
 
 use crate::auth::Owner;
-use crate::domain::{CreateRequest, Error, Link, LinkState, TargetUrl};
+use crate::cache::{Cached, LinkCache};
+use crate::clicks::ClickRecorder;
+use crate::domain::{CreateRequest, Error, Link, TargetUrl};
 use crate::store::{DeleteOutcome, Idempotency, InsertOutcome, Kind, NewLink, Store, StoreError};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
@@ -40,7 +42,7 @@ pub struct CreateInput {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
     /// Redirect to this URL.
-    Redirect(String),
+    Redirect(Arc<str>),
     /// No such code (or a path that cannot be a code).
     NotFound,
     /// Deleted or expired.
@@ -52,6 +54,10 @@ pub enum Resolution {
 pub struct CreateCounters {
     /// Generated codes that were unexpectedly taken (must stay 0: alarm).
     pub generated_conflicts: AtomicU64,
+    /// Redirect lookups answered from the cache.
+    pub cache_hits: AtomicU64,
+    /// Redirect lookups that went to the store.
+    pub cache_misses: AtomicU64,
 }
 
 /// Settings of the service that come from configuration.
@@ -68,6 +74,8 @@ pub struct ServiceSettings {
 /// Creates, reads, deletes and resolves links.
 pub struct LinkService {
     store: Store,
+    cache: LinkCache,
+    clicks: ClickRecorder,
     ids: Arc<IdPool>,
     space: Arc<CodeSpace>,
     settings: ServiceSettings,
@@ -89,17 +97,30 @@ impl LinkService {
     /// A service over `store`, taking IDs from `ids` and codes from `space`.
     pub fn new(
         store: Store,
+        cache: LinkCache,
         ids: Arc<IdPool>,
         space: Arc<CodeSpace>,
         settings: ServiceSettings,
     ) -> Self {
         Self {
             store,
+            cache,
+            clicks: ClickRecorder::default(),
             ids,
             space,
             settings,
             counters: CreateCounters::default(),
         }
+    }
+
+    /// The redirect cache.
+    pub fn cache(&self) -> &LinkCache {
+        &self.cache
+    }
+
+    /// The click recorder.
+    pub fn clicks(&self) -> &ClickRecorder {
+        &self.clicks
     }
 
     /// The store.
@@ -178,6 +199,19 @@ impl LinkService {
     /// Creates a link; returns it and whether it is new (false for dedup and idempotent replays).
     /// The link is committed before this returns (invariant I3).
     pub async fn create(
+        &self,
+        owner: &Owner,
+        request: CreateRequest,
+    ) -> Result<(Link, bool), Error> {
+        let result = self.create_uncached(owner, request).await;
+        if let Ok((link, true)) = &result {
+            // A probe of this code before it existed may have left a negative cache entry.
+            self.cache.invalidate(&link.code);
+        }
+        result
+    }
+
+    async fn create_uncached(
         &self,
         owner: &Owner,
         request: CreateRequest,
@@ -279,7 +313,7 @@ impl LinkService {
             return Err(Error::NotFound(code.to_string()));
         }
         self.store
-            .get(code)
+            .get_with_clicks(code)
             .await
             .map_err(store_error)?
             .ok_or_else(|| Error::NotFound(code.to_string()))
@@ -290,26 +324,52 @@ impl LinkService {
         if shape::classify(code, self.space.length()).is_none() {
             return Err(Error::NotFound(code.to_string()));
         }
-        match self.store.delete(code).await.map_err(store_error)? {
+        let outcome = self.store.delete(code).await.map_err(store_error)?;
+        self.cache.invalidate(code);
+        match outcome {
             DeleteOutcome::Deleted | DeleteOutcome::AlreadyDeleted => Ok(()),
             DeleteOutcome::NotFound => Err(Error::NotFound(code.to_string())),
         }
     }
 
-    /// Where `segment` redirects. A segment that cannot be a code never reaches the store.
+    /// Where `segment` redirects. A segment that cannot be a code never reaches the store, and
+    /// hot codes are answered from the cache.
     pub async fn resolve(&self, segment: &str) -> Result<Resolution, Error> {
         let Some(kind) = shape::classify(segment, self.space.length()) else {
             return Ok(Resolution::NotFound);
         };
-        if kind == CodeKind::Generated && self.space.decode(segment).is_err() {
-            return Ok(Resolution::NotFound);
-        }
-        let Some(link) = self.store.get(segment).await.map_err(store_error)? else {
-            return Ok(Resolution::NotFound);
+        let entry = match self.cache.get(segment) {
+            Some(entry) => {
+                self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                entry
+            }
+            None => {
+                self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+                // A generated-shape code that no ID encodes to was never issued.
+                let entry = if kind == CodeKind::Generated && self.space.decode(segment).is_err() {
+                    Cached::Missing
+                } else {
+                    match self.store.get(segment).await.map_err(store_error)? {
+                        Some(link) => Cached::Link {
+                            url: Arc::from(link.url),
+                            expires_at: link.expires_at,
+                            deleted: link.deleted_at.is_some(),
+                        },
+                        None => Cached::Missing,
+                    }
+                };
+                self.cache.put(segment, entry.clone());
+                entry
+            }
         };
-        Ok(match link.state(Utc::now()) {
-            LinkState::Active => Resolution::Redirect(link.url),
-            LinkState::Deleted | LinkState::Expired => Resolution::Gone,
+        Ok(match entry {
+            Cached::Missing => Resolution::NotFound,
+            Cached::Link { deleted: true, .. } => Resolution::Gone,
+            Cached::Link {
+                expires_at: Some(t),
+                ..
+            } if t <= Utc::now() => Resolution::Gone,
+            Cached::Link { url, .. } => Resolution::Redirect(url),
         })
     }
 }

@@ -44,6 +44,12 @@ pub enum Error {
         /// When a retry is likely to succeed.
         retry_after: Duration,
     },
+    /// The caller exceeded its rate; retry after the delay.
+    #[error("rate limit exceeded; retry in {} s", retry_after.as_secs().max(1))]
+    RateLimited {
+        /// When the next request would be allowed.
+        retry_after: Duration,
+    },
     /// A fault inside the service; its text is logged, never shown to the caller.
     #[error("internal error: {0}")]
     Internal(String),
@@ -76,7 +82,22 @@ impl Error {
             Error::AliasTaken(_) => "alias_taken",
             Error::IdempotencyMismatch => "idempotency_key_reused",
             Error::Unavailable { .. } => "unavailable",
+            Error::RateLimited { .. } => "rate_limited",
             Error::Internal(_) => "internal",
+        }
+    }
+
+    /// A short label of the outcome a failed create had, for metrics.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Error::BadRequest { .. } | Error::Invalid { .. } | Error::IdempotencyMismatch => {
+                "invalid"
+            }
+            Error::Unauthenticated => "unauthorized",
+            Error::AliasTaken(_) => "conflict",
+            Error::Unavailable { .. } => "unavailable",
+            Error::RateLimited { .. } => "rate_limited",
+            Error::NotFound(_) | Error::Gone(_) | Error::Internal(_) => "error",
         }
     }
 

@@ -41,7 +41,7 @@ fn time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-fn link_json(state: &HttpState, link: &Link) -> serde_json::Value {
+pub(crate) fn link_json(state: &HttpState, link: &Link) -> serde_json::Value {
     json!({
         "code": link.code,
         "short_url": state.service.short_url(&link.code),
@@ -82,13 +82,37 @@ async fn read_json_body(headers: &HeaderMap, body: Body) -> Result<CreateBody, A
 
 /// `POST /api/v1/links`: creates a link (201), or returns the existing one for a dedup hit or
 /// an idempotent retry (200).
-pub async fn create(
-    State(state): State<HttpState>,
-    headers: HeaderMap,
+pub async fn create(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+    let started = std::time::Instant::now();
+    let (response, outcome) = match create_inner(&state, &headers, body).await {
+        Ok((response, true)) => (response, "created"),
+        Ok((response, false)) => (response, "existing"),
+        Err((error, outcome)) => (error.into_response(), outcome),
+    };
+    state.metrics.create(outcome, started.elapsed());
+    response
+}
+
+type Failure = (ApiError, &'static str);
+
+fn fail(error: Error) -> Failure {
+    let outcome = error.outcome();
+    (ApiError::from(error), outcome)
+}
+
+async fn create_inner(
+    state: &HttpState,
+    headers: &HeaderMap,
     body: Body,
-) -> Result<Response, ApiError> {
-    let owner = authenticate(&state, &headers)?;
-    let body = read_json_body(&headers, body).await?;
+) -> Result<(Response, bool), Failure> {
+    let owner = authenticate(state, headers).map_err(|e| (e, "unauthorized"))?;
+    if let Err(retry_after) = state.limits.create(&owner.0) {
+        state.metrics.rate_limited("create");
+        return Err(fail(Error::RateLimited { retry_after }));
+    }
+    let body = read_json_body(headers, body)
+        .await
+        .map_err(|e| (e, "invalid"))?;
     let expires_at = body
         .expires_at
         .as_deref()
@@ -102,17 +126,18 @@ pub async fn create(
                     )
                 })
         })
-        .transpose()?;
+        .transpose()
+        .map_err(fail)?;
     let idempotency_key = match headers.get("idempotency-key") {
         None => None,
         Some(value) => Some(
             value
                 .to_str()
                 .map_err(|_| {
-                    Error::bad_request(
+                    fail(Error::bad_request(
                         "invalid_idempotency_key",
                         "the Idempotency-Key header must be ASCII",
-                    )
+                    ))
                 })?
                 .to_string(),
         ),
@@ -125,20 +150,21 @@ pub async fn create(
         private: body.private,
         idempotency_key,
     };
-    let request = state.service.validate(input, Utc::now())?;
-    let (link, created) = state.service.create(&owner, request).await?;
+    let request = state.service.validate(input, Utc::now()).map_err(fail)?;
+    let (link, created) = state.service.create(&owner, request).await.map_err(fail)?;
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
     let location = format!("/api/v1/links/{}", link.code);
-    Ok((
+    let response = (
         status,
         [(header::LOCATION, location)],
-        axum::Json(link_json(&state, &link)),
+        axum::Json(link_json(state, &link)),
     )
-        .into_response())
+        .into_response();
+    Ok((response, created))
 }
 
 /// `GET /api/v1/links/{code}`: the link, including deleted and expired ones.

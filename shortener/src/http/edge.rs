@@ -1,10 +1,13 @@
 //! `GET|HEAD /{code}`: the redirect edge.
 
 use super::HttpState;
+use crate::clicks;
 use crate::service::Resolution;
-use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use std::net::SocketAddr;
+use std::time::Instant;
 
 fn no_store(status: StatusCode, body: &'static str) -> Response {
     (
@@ -16,24 +19,79 @@ fn no_store(status: StatusCode, body: &'static str) -> Response {
 }
 
 /// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted or expired
-/// links. Paths that cannot be codes are answered without touching the store.
-pub async fn redirect(State(state): State<HttpState>, Path(code): Path<String>) -> Response {
-    match state.service.resolve(&code).await {
+/// links, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
+/// without touching the store. Clicks are counted in memory and flushed in batches.
+pub async fn redirect(
+    State(state): State<HttpState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    method: Method,
+    headers: HeaderMap,
+    Path(code): Path<String>,
+) -> Response {
+    let started = Instant::now();
+    let (response, outcome) = match state.service.resolve(&code).await {
         Ok(Resolution::Redirect(url)) => match HeaderValue::from_str(&url) {
-            Ok(location) => (state.redirect_status, [(header::LOCATION, location)]).into_response(),
+            Ok(location) => {
+                let user_agent = headers
+                    .get(header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok());
+                state
+                    .service
+                    .clicks()
+                    .record(&code, clicks::classify(method == Method::HEAD, user_agent));
+                (
+                    (state.redirect_status, [(header::LOCATION, location)]).into_response(),
+                    "redirect",
+                )
+            }
             Err(_) => {
                 // Stored URLs are serialized by the URL parser (ASCII only); this is a bug.
                 tracing::error!(code = %code, "stored URL is not a valid header value");
-                no_store(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+                (
+                    no_store(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n"),
+                    "error",
+                )
             }
         },
-        Ok(Resolution::NotFound) => no_store(StatusCode::NOT_FOUND, "not found\n"),
-        Ok(Resolution::Gone) => no_store(StatusCode::GONE, "this link is no longer available\n"),
-        Err(error) => super::ApiError::from(error).into_response(),
+        Ok(Resolution::NotFound) => (not_found(&state, peer, &headers), "not_found"),
+        Ok(Resolution::Gone) => (
+            no_store(StatusCode::GONE, "this link is no longer available\n"),
+            "gone",
+        ),
+        Err(error) => (super::ApiError::from(error).into_response(), "error"),
+    };
+    state
+        .metrics
+        .redirect(response.status().as_u16(), outcome, started.elapsed());
+    response
+}
+
+/// A 404, or a 429 once the client has spent its 404 budget (code enumeration).
+fn not_found(state: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> Response {
+    let client = state.client_policy.client(peer, headers);
+    match state.limits.not_found(client) {
+        Ok(()) => no_store(StatusCode::NOT_FOUND, "not found\n"),
+        Err(retry_after) => {
+            state.metrics.rate_limited("not_found");
+            let seconds = retry_after.as_secs().max(1);
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+                    (header::RETRY_AFTER, HeaderValue::from(seconds)),
+                ],
+                "too many unknown codes; slow down\n",
+            )
+                .into_response()
+        }
     }
 }
 
-/// Anything else: not a code.
-pub async fn fallback() -> Response {
-    no_store(StatusCode::NOT_FOUND, "not found\n")
+/// Anything that is not a single path segment: not a code.
+pub async fn fallback(
+    State(state): State<HttpState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    not_found(&state, peer, &headers)
 }

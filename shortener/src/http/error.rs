@@ -35,6 +35,7 @@ impl From<Error> for ApiError {
             Error::Gone(_) => StatusCode::GONE,
             Error::AliasTaken(_) => StatusCode::CONFLICT,
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         match &error {
@@ -45,7 +46,9 @@ impl From<Error> for ApiError {
             _ => {}
         }
         let retry_after = match &error {
-            Error::Unavailable { retry_after, .. } => Some(retry_after.as_secs().max(1)),
+            Error::Unavailable { retry_after, .. } | Error::RateLimited { retry_after } => {
+                Some(retry_after.as_secs().max(1))
+            }
             _ => None,
         };
         Self {

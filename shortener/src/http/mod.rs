@@ -3,10 +3,13 @@
 mod api;
 mod edge;
 mod error;
+pub mod serve;
 
 pub use error::ApiError;
 
 use crate::auth::ApiKeys;
+use crate::limits::{ClientAddressPolicy, Limits};
+use crate::metrics::Metrics;
 use crate::service::LinkService;
 use axum::Router;
 use axum::http::StatusCode;
@@ -22,6 +25,12 @@ pub struct HttpState {
     pub keys: Arc<ApiKeys>,
     /// The status of redirects (301, 302, 307 or 308).
     pub redirect_status: StatusCode,
+    /// Rate limits.
+    pub limits: Arc<Limits>,
+    /// How to find the client address.
+    pub client_policy: Arc<ClientAddressPolicy>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The router of the public listener.
@@ -48,5 +57,8 @@ pub fn router(state: HttpState) -> Router {
 pub const OPENAPI: &str = include_str!("openapi.json");
 
 async fn openapi() -> impl axum::response::IntoResponse {
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI)
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        OPENAPI,
+    )
 }

@@ -12,18 +12,32 @@ pub(crate) struct Migration {
 }
 
 /// The PostgreSQL migrations, in order.
-pub(crate) const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "links",
-    sql: include_str!("../../migrations/postgres/0001_links.sql"),
-}];
+pub(crate) const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "links",
+        sql: include_str!("../../migrations/postgres/0001_links.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "clicks",
+        sql: include_str!("../../migrations/postgres/0002_clicks.sql"),
+    },
+];
 
 /// The SQLite migrations, in order.
-pub(crate) const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "links",
-    sql: include_str!("../../migrations/sqlite/0001_links.sql"),
-}];
+pub(crate) const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "links",
+        sql: include_str!("../../migrations/sqlite/0001_links.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "clicks",
+        sql: include_str!("../../migrations/sqlite/0002_clicks.sql"),
+    },
+];
 
 /// The advisory lock key that serialises migrations (`"shortnr"` as an integer).
 pub(crate) const ADVISORY_LOCK: i64 = 0x73686f72746e72;

@@ -14,7 +14,7 @@ mod sqlite;
 
 use crate::domain::Link;
 use chrono::{DateTime, Utc};
-pub use postgres::PgStore;
+pub use postgres::{ListenEvent, NOTIFY_CHANNEL, PgStore};
 pub use sqlite::SqliteStore;
 
 /// What kind of code a row holds.
@@ -132,6 +132,14 @@ impl Store {
         }
     }
 
+    /// Reads a link with its click counts.
+    pub async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        match self {
+            Store::Postgres(s) => s.get_with_clicks(code).await,
+            Store::Sqlite(s) => s.get_with_clicks(code).await,
+        }
+    }
+
     /// The live link with this dedup key, if any.
     pub async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
         match self {
@@ -165,6 +173,17 @@ impl Store {
         match self {
             Store::Postgres(s) => s.ping().await,
             Store::Sqlite(s) => s.ping().await,
+        }
+    }
+
+    /// Adds batched click counts (one statement or transaction for the whole batch).
+    pub async fn add_clicks(
+        &self,
+        rows: &[(String, crate::domain::ClickCounts)],
+    ) -> Result<(), StoreError> {
+        match self {
+            Store::Postgres(s) => s.add_clicks(rows).await,
+            Store::Sqlite(s) => s.add_clicks(rows).await,
         }
     }
 

@@ -6,6 +6,7 @@ use crate::domain::{ClickCounts, Link};
 use deadpool_postgres::{GenericClient, Pool, PoolError, Runtime, Timeouts};
 use std::time::Duration;
 use tokio_postgres::{NoTls, Row};
+use tokio_util::sync::CancellationToken;
 
 /// Links in PostgreSQL. Cheap to clone (a pool handle).
 #[derive(Clone)]
@@ -24,6 +25,102 @@ fn link_from_row(row: &Row) -> Link {
         deleted_at: row.get(4),
         clicks: ClickCounts::default(),
     }
+}
+
+/// The channel deletes are announced on.
+pub const NOTIFY_CHANNEL: &str = "shortener_link_changes";
+
+/// What the change listener reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenEvent {
+    /// This code changed (deleted or disabled).
+    Changed(String),
+    /// Changes may have been missed: forget everything cached.
+    Reset,
+}
+
+async fn listen_once(
+    url: &str,
+    on_event: &impl Fn(ListenEvent),
+    stop: &CancellationToken,
+) -> Result<(), tokio_postgres::Error> {
+    use futures::StreamExt;
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                    if tx.send(Some(n.payload().to_string())).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "link change listener connection failed");
+                    break;
+                }
+            }
+        }
+        let _ = tx.send(None);
+    });
+    client
+        .batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}"))
+        .await?;
+    // Anything that changed before LISTEN took effect is unknown to us.
+    on_event(ListenEvent::Reset);
+    loop {
+        tokio::select! {
+            message = rx.recv() => match message {
+                Some(Some(code)) => on_event(ListenEvent::Changed(code)),
+                _ => break,
+            },
+            () = stop.cancelled() => break,
+        }
+    }
+    driver.abort();
+    Ok(())
+}
+
+fn replay(
+    found: Option<(Vec<u8>, Link)>,
+    key: &str,
+    fingerprint: &[u8],
+) -> Result<InsertOutcome, StoreError> {
+    match found {
+        Some((stored, link)) if stored == fingerprint => Ok(InsertOutcome::Replayed(link)),
+        Some(_) => Ok(InsertOutcome::IdempotencyMismatch),
+        None => Err(StoreError::Internal(format!(
+            "idempotency key {key:?} vanished"
+        ))),
+    }
+}
+
+async fn find_idempotent_on(
+    client: &tokio_postgres::Client,
+    owner: &str,
+    key: &str,
+) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT i.fingerprint, l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at \
+             FROM idempotency_keys i JOIN links l ON l.code = i.code WHERE i.owner = $1 AND i.key = $2",
+            &[&owner, &key],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.map(|r| {
+        let link = Link {
+            code: r.get(1),
+            url: r.get(2),
+            created_at: r.get(3),
+            expires_at: r.get(4),
+            deleted_at: r.get(5),
+            clicks: ClickCounts::default(),
+        };
+        (r.get(0), link)
+    }))
 }
 
 fn db_error(e: tokio_postgres::Error) -> StoreError {
@@ -126,7 +223,10 @@ impl PgStore {
                 .map_err(db_error)?;
             if claimed.is_none() {
                 tx.rollback().await.map_err(db_error)?;
-                return self.replay(&link.owner, &idem.key, &idem.fingerprint).await;
+                // Reuse this connection: taking a second one while holding the first can
+                // exhaust the pool under a burst of retries.
+                let found = find_idempotent_on(&client, &link.owner, &idem.key).await?;
+                return replay(found, &idem.key, &idem.fingerprint);
             }
         }
         let id = link.id.map(|id| id as i64);
@@ -172,21 +272,6 @@ impl PgStore {
         Ok(InsertOutcome::CodeTaken)
     }
 
-    async fn replay(
-        &self,
-        owner: &str,
-        key: &str,
-        fingerprint: &[u8],
-    ) -> Result<InsertOutcome, StoreError> {
-        match self.find_idempotent(owner, key).await? {
-            Some((stored, link)) if stored == fingerprint => Ok(InsertOutcome::Replayed(link)),
-            Some(_) => Ok(InsertOutcome::IdempotencyMismatch),
-            None => Err(StoreError::Internal(format!(
-                "idempotency key {key:?} vanished"
-            ))),
-        }
-    }
-
     pub(super) async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
         let client = self.client().await?;
         let row = client
@@ -197,6 +282,51 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         Ok(row.as_ref().map(link_from_row))
+    }
+
+    pub(super) async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, c.human, c.head, c.bot \
+                 FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE l.code = $1",
+                &[&code],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(row.map(|row| {
+            let mut link = link_from_row(&row);
+            let count = |i: usize| row.get::<_, Option<i64>>(i).unwrap_or(0).max(0) as u64;
+            link.clicks = ClickCounts {
+                human: count(5),
+                head: count(6),
+                bot: count(7),
+            };
+            link
+        }))
+    }
+
+    pub(super) async fn add_clicks(
+        &self,
+        rows: &[(String, ClickCounts)],
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let codes: Vec<&str> = rows.iter().map(|(c, _)| c.as_str()).collect();
+        let column = |f: fn(&ClickCounts) -> u64| -> Vec<i64> {
+            rows.iter().map(|(_, c)| f(c) as i64).collect()
+        };
+        let (human, head, bot) = (column(|c| c.human), column(|c| c.head), column(|c| c.bot));
+        client
+            .execute(
+                "INSERT INTO link_clicks (code, human, head, bot) \
+                 SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) \
+                 ON CONFLICT (code) DO UPDATE SET human = link_clicks.human + EXCLUDED.human, \
+                 head = link_clicks.head + EXCLUDED.head, bot = link_clicks.bot + EXCLUDED.bot",
+                &[&codes, &human, &head, &bot],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(())
     }
 
     pub(super) async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
@@ -217,30 +347,13 @@ impl PgStore {
         key: &str,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT i.fingerprint, l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at \
-                 FROM idempotency_keys i JOIN links l ON l.code = i.code WHERE i.owner = $1 AND i.key = $2",
-                &[&owner, &key],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(row.map(|r| {
-            let link = Link {
-                code: r.get(1),
-                url: r.get(2),
-                created_at: r.get(3),
-                expires_at: r.get(4),
-                deleted_at: r.get(5),
-                clicks: ClickCounts::default(),
-            };
-            (r.get(0), link)
-        }))
+        find_idempotent_on(&client, owner, key).await
     }
 
     pub(super) async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
-        let client = self.client().await?;
-        let updated = client
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        let updated = tx
             .execute(
                 "UPDATE links SET deleted_at = now(), dedup_key = NULL WHERE code = $1 AND deleted_at IS NULL",
                 &[&code],
@@ -248,17 +361,48 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         if updated == 1 {
+            // Delivered to every listening node when (and only if) the delete commits.
+            tx.execute("SELECT pg_notify($1, $2)", &[&NOTIFY_CHANNEL, &code])
+                .await
+                .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)?;
             return Ok(DeleteOutcome::Deleted);
         }
-        let exists = client
+        let exists = tx
             .query_opt("SELECT 1 FROM links WHERE code = $1", &[&code])
             .await
             .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
         Ok(if exists.is_some() {
             DeleteOutcome::AlreadyDeleted
         } else {
             DeleteOutcome::NotFound
         })
+    }
+
+    /// Listens for link changes made by any node and reports them to `on_event` until `stop`:
+    /// [`ListenEvent::Changed`] per changed code, and [`ListenEvent::Reset`] whenever the
+    /// listening connection is (re)established, since changes may have been missed meanwhile.
+    pub async fn listen(
+        url: String,
+        on_event: impl Fn(ListenEvent) + Send + 'static,
+        stop: CancellationToken,
+    ) {
+        let mut backoff = Duration::from_millis(100);
+        while !stop.is_cancelled() {
+            match listen_once(&url, &on_event, &stop).await {
+                Ok(()) => backoff = Duration::from_millis(100),
+                Err(error) => {
+                    tracing::warn!(%error, retry_in = ?backoff, "link change listener disconnected")
+                }
+            }
+            on_event(ListenEvent::Reset);
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = stop.cancelled() => return,
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
     }
 
     pub(super) async fn ping(&self) -> Result<(), StoreError> {

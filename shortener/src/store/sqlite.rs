@@ -184,6 +184,60 @@ impl SqliteStore {
         self.with(move |conn| get_link(conn, &code)).await
     }
 
+    pub(super) async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        let code = code.to_string();
+        self.with(move |conn| {
+            let Some(mut link) = get_link(conn, &code)? else {
+                return Ok(None);
+            };
+            let counts: Option<(i64, i64, i64)> = conn
+                .query_row(
+                    "SELECT human, head, bot FROM link_clicks WHERE code = ?1",
+                    [&code],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()
+                .map_err(db_error)?;
+            if let Some((human, head, bot)) = counts {
+                link.clicks = ClickCounts {
+                    human: human.max(0) as u64,
+                    head: head.max(0) as u64,
+                    bot: bot.max(0) as u64,
+                };
+            }
+            Ok(Some(link))
+        })
+        .await
+    }
+
+    pub(super) async fn add_clicks(
+        &self,
+        rows: &[(String, ClickCounts)],
+    ) -> Result<(), StoreError> {
+        let rows = rows.to_vec();
+        self.with(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_error)?;
+            {
+                let mut upsert = tx
+                    .prepare_cached(
+                        "INSERT INTO link_clicks (code, human, head, bot) VALUES (?1, ?2, ?3, ?4) \
+                         ON CONFLICT (code) DO UPDATE SET human = human + excluded.human, \
+                         head = head + excluded.head, bot = bot + excluded.bot",
+                    )
+                    .map_err(db_error)?;
+                for (code, c) in &rows {
+                    upsert
+                        .execute(params![code, c.human as i64, c.head as i64, c.bot as i64])
+                        .map_err(db_error)?;
+                }
+            }
+            tx.commit().map_err(db_error)
+        })
+        .await
+    }
+
     pub(super) async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
         let key = dedup_key.to_vec();
         self.with(move |conn| find_dedup(conn, &key)).await

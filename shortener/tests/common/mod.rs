@@ -94,6 +94,7 @@ impl Drop for Cluster {
 pub struct Node {
     pub base: String,
     pub admin: String,
+    pub grpc: String,
     pub service: Arc<shortener::service::LinkService>,
     pub client: reqwest::Client,
     shutdown: CancellationToken,
@@ -107,6 +108,7 @@ impl Node {
         let app = App::build(config).await.expect("build node");
         let base = format!("http://{}", app.http_addr());
         let admin = format!("http://{}", app.admin_addr());
+        let grpc = format!("http://{}", app.grpc_addr());
         let service = app.service();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(app.run(shutdown.clone()));
@@ -118,6 +120,7 @@ impl Node {
         let node = Node {
             base,
             admin,
+            grpc,
             service,
             client,
             shutdown,
@@ -203,6 +206,27 @@ impl Node {
             .await
             .expect("send delete")
             .status()
+    }
+
+    /// A gRPC client for the `Links` service.
+    pub async fn links_client(
+        &self,
+    ) -> proto::shortener::v1::links_client::LinksClient<tonic::transport::Channel> {
+        proto::shortener::v1::links_client::LinksClient::connect(self.grpc.clone())
+            .await
+            .expect("connect gRPC")
+    }
+
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.admin))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text")
     }
 
     /// How many links the store holds.

@@ -1,0 +1,6 @@
+CREATE TABLE link_clicks (
+    code   TEXT PRIMARY KEY,
+    human  INTEGER NOT NULL DEFAULT 0,
+    head   INTEGER NOT NULL DEFAULT 0,
+    bot    INTEGER NOT NULL DEFAULT 0
+) STRICT;

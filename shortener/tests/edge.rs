@@ -1,0 +1,462 @@
+//! The node for internal services and the open internet: gRPC API, cache invalidation across
+//! nodes, click analytics, abuse limits and metrics.
+
+mod common;
+
+use common::{API_KEY, Backend, Cluster, Node};
+use proto::shortener::v1 as pb;
+use reqwest::StatusCode;
+use std::time::Duration;
+use tonic::Code;
+
+const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36";
+
+fn authed<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {API_KEY}").parse().expect("ascii"),
+    );
+    request
+}
+
+fn create(url: &str) -> pb::CreateLinkRequest {
+    pb::CreateLinkRequest {
+        url: url.to_string(),
+        ..Default::default()
+    }
+}
+
+async fn grpc_create_get_delete_and_batch(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let mut client = node.links_client().await;
+
+    let link = client
+        .create_link(authed(create("https://example.com/grpc")))
+        .await
+        .expect("create")
+        .into_inner();
+    assert_eq!(link.code.len(), 7);
+    assert_eq!(link.url, "https://example.com/grpc");
+    assert_eq!(link.short_url, format!("https://sho.rt/{}", link.code));
+    assert_eq!(
+        node.visit(&link.code).await.headers()["location"],
+        "https://example.com/grpc"
+    );
+
+    let got = client
+        .get_link(authed(pb::GetLinkRequest {
+            code: link.code.clone(),
+        }))
+        .await
+        .expect("get")
+        .into_inner();
+    assert_eq!(got.code, link.code);
+    assert!(got.deleted_at.is_none());
+
+    // Alias, dedup, private, expiry and idempotency behave as over HTTP.
+    let alias = pb::CreateLinkRequest {
+        alias: Some("grpc-alias".into()),
+        ..create("https://example.com/a")
+    };
+    assert_eq!(
+        client
+            .create_link(authed(alias.clone()))
+            .await
+            .expect("alias")
+            .into_inner()
+            .code,
+        "grpc-alias"
+    );
+    let taken = client.create_link(authed(alias)).await.expect_err("taken");
+    assert_eq!(taken.code(), Code::AlreadyExists);
+    let dedup = pb::CreateLinkRequest {
+        dedup: true,
+        ..create("https://example.com/d")
+    };
+    let d1 = client
+        .create_link(authed(dedup.clone()))
+        .await
+        .expect("dedup")
+        .into_inner();
+    let d2 = client
+        .create_link(authed(dedup))
+        .await
+        .expect("dedup")
+        .into_inner();
+    assert_eq!(d1.code, d2.code);
+    let private = pb::CreateLinkRequest {
+        private: true,
+        ..create("https://example.com/p")
+    };
+    assert_eq!(
+        client
+            .create_link(authed(private))
+            .await
+            .expect("private")
+            .into_inner()
+            .code
+            .len(),
+        16
+    );
+    let idem = pb::CreateLinkRequest {
+        idempotency_key: Some("k-1".into()),
+        ..create("https://example.com/i")
+    };
+    let i1 = client
+        .create_link(authed(idem.clone()))
+        .await
+        .expect("idem")
+        .into_inner();
+    let i2 = client
+        .create_link(authed(idem))
+        .await
+        .expect("idem")
+        .into_inner();
+    assert_eq!(i1.code, i2.code);
+    let past = pb::CreateLinkRequest {
+        expires_at: Some(prost_types::Timestamp {
+            seconds: 1,
+            nanos: 0,
+        }),
+        ..create("https://example.com/e")
+    };
+    assert_eq!(
+        client
+            .create_link(authed(past))
+            .await
+            .expect_err("past")
+            .code(),
+        Code::InvalidArgument
+    );
+
+    // Errors follow gRPC conventions and carry the machine code.
+    let bad = client
+        .create_link(authed(create("javascript:alert(1)")))
+        .await
+        .expect_err("bad url");
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert_eq!(
+        bad.metadata()
+            .get("error-code")
+            .and_then(|v| v.to_str().ok()),
+        Some("invalid_url")
+    );
+    let unauth = client
+        .create_link(tonic::Request::new(create("https://example.com/")))
+        .await
+        .expect_err("no key");
+    assert_eq!(unauth.code(), Code::Unauthenticated);
+    let missing = client
+        .get_link(authed(pb::GetLinkRequest {
+            code: "zzzzzzz".into(),
+        }))
+        .await
+        .expect_err("missing");
+    assert_eq!(missing.code(), Code::NotFound);
+
+    client
+        .delete_link(authed(pb::DeleteLinkRequest {
+            code: link.code.clone(),
+        }))
+        .await
+        .expect("delete");
+    assert_eq!(node.visit(&link.code).await.status(), StatusCode::GONE);
+    let deleted = client
+        .get_link(authed(pb::GetLinkRequest {
+            code: link.code.clone(),
+        }))
+        .await
+        .expect("get")
+        .into_inner();
+    assert!(deleted.deleted_at.is_some());
+
+    // A batch: one bad item does not fail the others; results keep request order.
+    let items = vec![
+        create("https://example.com/b/1"),
+        create("ftp://example.com/nope"),
+        pb::CreateLinkRequest {
+            alias: Some("grpc-alias".into()),
+            ..create("https://example.com/b/taken")
+        },
+        create("https://example.com/b/4"),
+    ];
+    let results = client
+        .batch_create_links(authed(pb::BatchCreateLinksRequest { items }))
+        .await
+        .expect("batch")
+        .into_inner()
+        .results;
+    assert_eq!(results.len(), 4);
+    let outcome = |i: usize| results[i].outcome.clone().expect("outcome");
+    use pb::batch_create_result::Outcome;
+    assert!(matches!(outcome(0), Outcome::Link(l) if l.url == "https://example.com/b/1"));
+    assert!(
+        matches!(outcome(1), Outcome::Error(e) if e.status == Code::InvalidArgument as i32 && e.error == "invalid_url")
+    );
+    assert!(
+        matches!(outcome(2), Outcome::Error(e) if e.status == Code::AlreadyExists as i32 && e.error == "alias_taken")
+    );
+    let Outcome::Link(fourth) = outcome(3) else {
+        panic!("item 4 failed: {:?}", outcome(3))
+    };
+    assert_eq!(
+        node.visit(&fourth.code).await.headers()["location"],
+        "https://example.com/b/4"
+    );
+    let empty = client
+        .batch_create_links(authed(pb::BatchCreateLinksRequest { items: vec![] }))
+        .await
+        .expect_err("empty");
+    assert_eq!(empty.code(), Code::InvalidArgument);
+    let too_many = vec![create("https://example.com/x"); 1001];
+    let over = client
+        .batch_create_links(authed(pb::BatchCreateLinksRequest { items: too_many }))
+        .await
+        .expect_err("over");
+    assert_eq!(over.code(), Code::InvalidArgument);
+
+    // Health and reflection on the same port.
+    let channel = tonic::transport::Channel::from_shared(node.grpc.clone())
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "shortener.v1.Links".into(),
+        })
+        .await
+        .expect("health")
+        .into_inner()
+        .status;
+    assert_eq!(
+        status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+}
+on_both_stores!(grpc_create_get_delete_and_batch);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delete_on_one_node_stops_redirects_on_the_other_within_the_bound() {
+    let cluster = Cluster::new(Backend::Postgres).await;
+    let a = cluster.node("node-a").await;
+    let b = cluster.node("node-b").await;
+    let code = a.create_url("https://example.com/cached").await;
+    // Both nodes cache the link.
+    for node in [&a, &b] {
+        for _ in 0..3 {
+            assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+        }
+    }
+    let hits_before = b
+        .service
+        .counters
+        .cache_hits
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(hits_before >= 2, "node b did not serve from its cache");
+    assert_eq!(a.delete(&code).await, StatusCode::NO_CONTENT);
+    // The cache TTL in the test config is 60 s; the notification must beat it by far.
+    let started = std::time::Instant::now();
+    let gone = testkit::wait_until(Duration::from_secs(5), || async {
+        b.visit(&code).await.status() == StatusCode::GONE
+    })
+    .await;
+    assert!(gone, "node b kept redirecting a deleted link");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+async fn clicks_are_counted_apart_for_people_head_requests_and_bots(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let code = node.create_url("https://example.com/clicks").await;
+    let url = format!("{}/{code}", node.base);
+    let human = (0..25).map(|_| node.client.get(&url).header("user-agent", BROWSER).send());
+    let head = (0..7).map(|_| node.client.head(&url).header("user-agent", BROWSER).send());
+    let bots = (0..4).map(|_| {
+        node.client
+            .get(&url)
+            .header(
+                "user-agent",
+                "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+            )
+            .send()
+    });
+    for response in futures::future::join_all(human.chain(head).chain(bots)).await {
+        assert_eq!(response.expect("visit").status(), StatusCode::FOUND);
+    }
+    let counted = testkit::wait_until(Duration::from_secs(10), || async {
+        let (_, link) = node.get(&code).await;
+        link["clicks"] == serde_json::json!({ "human": 25, "head": 7, "bot": 4 })
+    })
+    .await;
+    let (_, link) = node.get(&code).await;
+    assert!(
+        counted,
+        "click counts never reached 25/7/4: {}",
+        link["clicks"]
+    );
+    let mut client = node.links_client().await;
+    let clicks = client
+        .get_link(authed(pb::GetLinkRequest { code }))
+        .await
+        .expect("get")
+        .into_inner()
+        .clicks
+        .expect("clicks");
+    assert_eq!((clicks.human, clicks.head, clicks.bot), (25, 7, 4));
+}
+on_both_stores!(clicks_are_counted_apart_for_people_head_requests_and_bots);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_404_scanner_gets_429_while_a_normal_client_keeps_getting_302() {
+    let cluster = Cluster::new(Backend::Sqlite).await;
+    let mut config = cluster.config("edge");
+    config.not_found_rate = 1;
+    config.not_found_burst = 10;
+    config.client_ip_header = Some("x-forwarded-for".into());
+    config.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/real").await;
+    let scan = |i: usize| {
+        node.client
+            .get(format!("{}/zz{i:05}", node.base))
+            .header("x-forwarded-for", "203.0.113.66")
+            .send()
+    };
+    let mut limited = 0;
+    for i in 0..40 {
+        let response = scan(i).await.expect("scan");
+        match response.status() {
+            StatusCode::NOT_FOUND => {}
+            StatusCode::TOO_MANY_REQUESTS => {
+                limited += 1;
+                assert!(response.headers().contains_key("retry-after"));
+            }
+            other => panic!("scanner got {other}"),
+        }
+    }
+    assert!(limited >= 25, "only {limited} of 40 scans were limited");
+    // Another client behind the same proxy keeps getting redirects and honest 404s.
+    for _ in 0..20 {
+        let response = node
+            .client
+            .get(format!("{}/{code}", node.base))
+            .header("x-forwarded-for", "198.51.100.7")
+            .send()
+            .await
+            .expect("visit");
+        assert_eq!(response.status(), StatusCode::FOUND);
+    }
+    let honest = node
+        .client
+        .get(format!("{}/zz99999", node.base))
+        .header("x-forwarded-for", "198.51.100.7")
+        .send()
+        .await
+        .expect("visit");
+    assert_eq!(honest.status(), StatusCode::NOT_FOUND);
+    assert!(
+        node.metrics()
+            .await
+            .contains("shortener_rate_limited_total{limit=\"not_found\"}")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_beyond_the_per_key_rate_get_429() {
+    let cluster = Cluster::new(Backend::Sqlite).await;
+    let mut config = cluster.config("limited");
+    config.create_rate = 1;
+    config.create_burst = 5;
+    config.batch_limit = 5;
+    let node = Node::start(config).await;
+    let mut statuses = Vec::new();
+    for i in 0..10 {
+        statuses.push(
+            node.create(serde_json::json!({ "url": format!("https://example.com/{i}") }))
+                .await,
+        );
+    }
+    let limited: Vec<_> = statuses
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::TOO_MANY_REQUESTS)
+        .collect();
+    assert!(limited.len() >= 4, "{statuses:?}");
+    assert_eq!(limited[0].1["error"], "rate_limited");
+    let mut client = node.links_client().await;
+    let refused = client
+        .create_link(authed(create("https://example.com/g")))
+        .await
+        .expect_err("limited");
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert!(refused.metadata().contains_key("retry-after"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cluster = Cluster::new(Backend::Sqlite).await;
+    let mut config = cluster.config("slow");
+    config.header_read_timeout = 1;
+    let node = Node::start(config).await;
+    let addr = node.base.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /abc HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf)).await;
+    assert!(
+        read.is_ok(),
+        "the server kept a slow client's connection open past the timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_present_and_move() {
+    let cluster = Cluster::new(Backend::Sqlite).await;
+    let node = cluster.node("metrics").await;
+    let before = node.metrics().await;
+    for name in [
+        "shortener_ids_in_hand",
+        "shortener_runway_seconds",
+        "shortener_leases_total",
+        "shortener_generated_code_conflicts_total 0",
+        "shortener_code_space_utilisation",
+        "shortener_cache_hits_total",
+        "shortener_clicks_flushed_total",
+    ] {
+        assert!(before.contains(name), "{name} missing from:\n{before}");
+    }
+    let code = node.create_url("https://example.com/m").await;
+    for _ in 0..3 {
+        node.client
+            .get(format!("{}/{code}", node.base))
+            .header("user-agent", BROWSER)
+            .send()
+            .await
+            .expect("visit");
+    }
+    node.visit("zzzzzzz").await;
+    let moved = testkit::wait_until(Duration::from_secs(5), || async {
+        let after = node.metrics().await;
+        after.contains("shortener_creates_total{outcome=\"created\"} 1")
+            && after.contains("shortener_redirects_total{status=\"302\"} 3")
+            && after.contains("shortener_redirects_total{status=\"404\"} 1")
+            && after.contains("shortener_create_duration_seconds_count{outcome=\"created\"} 1")
+            && after.contains("shortener_cache_hits_total 2")
+            && after.contains("shortener_clicks_flushed_total 3")
+    })
+    .await;
+    assert!(
+        moved,
+        "metrics did not move as expected:\n{}",
+        node.metrics().await
+    );
+}
