@@ -95,6 +95,8 @@ impl App {
                 public_url: public_url.clone(),
                 own_host,
                 max_url_length: config.max_url_length,
+                write_batch: config.write_batch,
+                write_concurrency: config.write_concurrency,
             },
         ));
         let metrics = Arc::new(Metrics::new(&service));

@@ -95,6 +95,12 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Most creates written in one batched insert (one statement, one commit).
+    #[arg(long, env = "SHORTENER_WRITE_BATCH", default_value_t = 256)]
+    pub write_batch: usize,
+    /// Most batched inserts in flight at once on PostgreSQL.
+    #[arg(long, env = "SHORTENER_WRITE_CONCURRENCY", default_value_t = 4)]
+    pub write_concurrency: usize,
     /// Memory bound of the redirect cache, in bytes.
     #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub cache_bytes: u64,
@@ -166,6 +172,8 @@ impl Config {
             max_block: 100_000,
             drain_timeout: 5,
             log_format: LogFormat::Text,
+            write_batch: 64,
+            write_concurrency: 4,
             cache_bytes: 16 * 1024 * 1024,
             cache_ttl: 60,
             negative_cache_ttl_ms: 500,
@@ -218,6 +226,13 @@ impl Config {
             return Err(format!(
                 "SHORTENER_CREATE_BURST ({}) must be at least SHORTENER_BATCH_LIMIT ({})",
                 self.create_burst, self.batch_limit
+            ));
+        }
+        if !(1..=10_000).contains(&self.write_batch) || !(1..=64).contains(&self.write_concurrency)
+        {
+            return Err(format!(
+                "SHORTENER_WRITE_BATCH must be 1 to 10000 and SHORTENER_WRITE_CONCURRENCY 1 to 64, not {} and {}",
+                self.write_batch, self.write_concurrency
             ));
         }
         if self.batch_limit == 0 || self.batch_limit > 10_000 {

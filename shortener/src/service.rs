@@ -4,7 +4,9 @@ use crate::auth::Owner;
 use crate::cache::{Cached, LinkCache};
 use crate::clicks::ClickRecorder;
 use crate::domain::{CreateRequest, Error, Link, TargetUrl};
-use crate::store::{DeleteOutcome, Idempotency, InsertOutcome, Kind, NewLink, Store, StoreError};
+use crate::store::{
+    BatchWriter, DeleteOutcome, Idempotency, InsertOutcome, Kind, NewLink, Store, StoreError,
+};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use codespace::shape::{self, CodeKind};
@@ -69,11 +71,16 @@ pub struct ServiceSettings {
     pub own_host: Option<String>,
     /// The longest target URL.
     pub max_url_length: usize,
+    /// Most rows in one batched insert.
+    pub write_batch: usize,
+    /// Most batched inserts in flight at once (PostgreSQL).
+    pub write_concurrency: usize,
 }
 
 /// Creates, reads, deletes and resolves links.
 pub struct LinkService {
     store: Store,
+    writer: BatchWriter,
     cache: LinkCache,
     clicks: ClickRecorder,
     ids: Arc<IdPool>,
@@ -85,7 +92,7 @@ pub struct LinkService {
 
 fn store_error(e: StoreError) -> Error {
     match e {
-        StoreError::Unavailable(message) => Error::Unavailable {
+        StoreError::Unavailable(message) | StoreError::Retry(message) => Error::Unavailable {
             message: format!("the store is unavailable: {message}"),
             retry_after: Duration::from_secs(1),
         },
@@ -102,8 +109,15 @@ impl LinkService {
         space: Arc<CodeSpace>,
         settings: ServiceSettings,
     ) -> Self {
+        // SQLite has one connection: more than one batch in flight would only queue behind it.
+        let in_flight = match store {
+            Store::Sqlite(_) => 1,
+            Store::Postgres(_) => settings.write_concurrency,
+        };
+        let writer = BatchWriter::start(store.clone(), settings.write_batch, in_flight);
         Self {
             store,
+            writer,
             cache,
             clicks: ClickRecorder::default(),
             ids,
@@ -255,7 +269,7 @@ impl LinkService {
                 kind: Kind::Alias,
                 ..base
             };
-            return match self.store.insert(link).await.map_err(store_error)? {
+            return match self.writer.insert(link).await.map_err(store_error)? {
                 InsertOutcome::CodeTaken => Err(Error::AliasTaken(alias.clone())),
                 other => settle(other),
             };
@@ -267,7 +281,7 @@ impl LinkService {
                     kind: Kind::Private,
                     ..base.clone()
                 };
-                match self.store.insert(link).await.map_err(store_error)? {
+                match self.writer.insert(link).await.map_err(store_error)? {
                     InsertOutcome::CodeTaken => continue,
                     other => return settle(other),
                 }
@@ -290,7 +304,7 @@ impl LinkService {
                 id: Some(id),
                 ..base.clone()
             };
-            match self.store.insert(link).await.map_err(store_error)? {
+            match self.writer.insert(link).await.map_err(store_error)? {
                 InsertOutcome::CodeTaken => {
                     // By construction this cannot happen: an ID is leased once and the
                     // permutation is a bijection. If it does, the ledger or key is wrong.

@@ -48,7 +48,9 @@ impl LeaseSource for SqliteLeaseSource {
         Box::pin(async move {
             match self.store.lease(&self.namespace, size, &self.holder).await {
                 Ok((lease_id, block)) => Ok(Lease { lease_id, block }),
-                Err(StoreError::Unavailable(e)) => Err(LeaseError::Unavailable(e)),
+                Err(StoreError::Unavailable(e) | StoreError::Retry(e)) => {
+                    Err(LeaseError::Unavailable(e))
+                }
                 Err(StoreError::Internal(e)) => Err(LeaseError::Exhausted(e)),
             }
         })

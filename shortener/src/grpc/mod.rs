@@ -138,7 +138,7 @@ impl Links for LinksApi {
         // Items run concurrently (bounded) and come back in request order.
         let results: Vec<pb::BatchCreateResult> = futures::stream::iter(items)
             .map(|item| self.create_one(&owner, item))
-            .buffered(16)
+            .buffered(64)
             .map(|result| pb::BatchCreateResult {
                 outcome: Some(match result {
                     Ok(link) => pb::batch_create_result::Outcome::Link(self.to_proto(&link)),

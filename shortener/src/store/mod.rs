@@ -8,11 +8,13 @@
 //! - conflicts are reported, never papered over: a taken code is [`InsertOutcome::CodeTaken`],
 //!   a dedup or idempotency hit returns the existing link.
 
+mod batch;
 mod migrate;
 mod postgres;
 mod sqlite;
 
 use crate::domain::Link;
+pub use batch::BatchWriter;
 use chrono::{DateTime, Utc};
 pub use postgres::{ListenEvent, NOTIFY_CHANNEL, PgStore};
 pub use sqlite::SqliteStore;
@@ -96,8 +98,12 @@ pub enum DeleteOutcome {
 }
 
 /// Storage failures.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
+    /// The statement was rolled back by a deadlock or serialization failure; nothing was
+    /// written and it can be run again at once.
+    #[error("store conflict, retry: {0}")]
+    Retry(String),
     /// The database cannot be reached (or timed out); retrying later may work.
     #[error("store unavailable: {0}")]
     Unavailable(String),
@@ -121,6 +127,15 @@ impl Store {
         match self {
             Store::Postgres(s) => s.insert(link).await,
             Store::Sqlite(s) => s.insert(link).await,
+        }
+    }
+
+    /// Inserts many links (none with an idempotency key) in one round trip and one commit;
+    /// outcomes in input order.
+    pub async fn insert_many(&self, links: &[NewLink]) -> Result<Vec<InsertOutcome>, StoreError> {
+        match self {
+            Store::Postgres(s) => s.insert_many(links).await,
+            Store::Sqlite(s) => s.insert_many(links.to_vec()).await,
         }
     }
 

@@ -124,8 +124,14 @@ async fn find_idempotent_on(
 }
 
 fn db_error(e: tokio_postgres::Error) -> StoreError {
-    // Connection-level failures are transient; anything with a SQLSTATE is a real error.
-    if e.code().is_none() || e.is_closed() {
+    use tokio_postgres::error::SqlState;
+    // Connection-level failures are transient, and so are a deadlock or serialization failure
+    // (the statement rolled back and can be retried); anything else with a SQLSTATE is real.
+    if e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED)
+        || e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
+    {
+        StoreError::Retry(e.to_string())
+    } else if e.code().is_none() || e.is_closed() {
         StoreError::Unavailable(e.to_string())
     } else {
         StoreError::Internal(e.to_string())
@@ -147,21 +153,33 @@ impl PgStore {
         max_connections: usize,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
-        let config = deadpool_postgres::Config {
-            url: Some(url.to_string()),
-            pool: Some(deadpool_postgres::PoolConfig {
-                max_size: max_connections,
-                timeouts: Timeouts {
-                    wait: Some(timeout),
-                    create: Some(timeout),
-                    recycle: Some(timeout),
-                },
-                ..Default::default()
-            }),
-            ..Default::default()
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Internal(format!("parse DATABASE_URL: {e}")))?;
+        // Every session commits synchronously, whatever the server default: an insert is
+        // acknowledged only once it is durable (I3), even as a single autocommit statement.
+        let options = match config.get_options() {
+            Some(existing) => format!("{existing} -c synchronous_commit=on"),
+            None => "-c synchronous_commit=on".to_string(),
         };
-        let pool = config
-            .create_pool(Some(Runtime::Tokio1), NoTls)
+        config.options(&options);
+        config.connect_timeout(timeout);
+        let manager = deadpool_postgres::Manager::from_config(
+            config,
+            NoTls,
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(max_connections)
+            .runtime(Runtime::Tokio1)
+            .timeouts(Timeouts {
+                wait: Some(timeout),
+                create: Some(timeout),
+                recycle: Some(timeout),
+            })
+            .build()
             .map_err(|e| StoreError::Internal(format!("configure the PostgreSQL pool: {e}")))?;
         Ok(Self { pool })
     }
@@ -203,6 +221,84 @@ impl PgStore {
         }
         tx.commit().await.map_err(db_error)?;
         Ok(ran)
+    }
+
+    /// Inserts many links in one statement (one round trip, one commit). Items must not carry
+    /// idempotency keys. Outcomes come back in input order; conflicts are resolved per row.
+    pub(super) async fn insert_many(
+        &self,
+        links: &[NewLink],
+    ) -> Result<Vec<InsertOutcome>, StoreError> {
+        let client = self.client().await?;
+        let insert = client
+            .prepare_cached(&format!(
+                "INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key) \
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], $7::bytea[]) \
+                 ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
+            ))
+            .await
+            .map_err(db_error)?;
+        let codes: Vec<&str> = links.iter().map(|l| l.code.as_str()).collect();
+        let urls: Vec<&str> = links.iter().map(|l| l.url.as_str()).collect();
+        let kinds: Vec<&str> = links.iter().map(|l| l.kind.as_str()).collect();
+        let ids: Vec<Option<i64>> = links.iter().map(|l| l.id.map(|id| id as i64)).collect();
+        let expires: Vec<Option<chrono::DateTime<chrono::Utc>>> =
+            links.iter().map(|l| l.expires_at).collect();
+        let owners: Vec<&str> = links.iter().map(|l| l.owner.as_str()).collect();
+        let dedup: Vec<Option<&[u8]>> = links.iter().map(|l| l.dedup_key.as_deref()).collect();
+        let rows = client
+            .query(
+                &insert,
+                &[&codes, &urls, &kinds, &ids, &expires, &owners, &dedup],
+            )
+            .await
+            .map_err(db_error)?;
+        let mut created: std::collections::HashMap<String, Link> = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), link_from_row(row)))
+            .collect();
+        let mut outcomes: Vec<Option<InsertOutcome>> = links
+            .iter()
+            .map(|l| {
+                let ours = created.get(&l.code).is_some_and(|c| c.url == l.url);
+                ours.then(|| created.remove(&l.code))
+                    .flatten()
+                    .map(InsertOutcome::Created)
+            })
+            .collect();
+        // Rows not inserted: a dedup twin (maybe from this very batch) or a taken code.
+        let wanted: Vec<&[u8]> = links
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| o.is_none())
+            .filter_map(|(l, _)| l.dedup_key.as_deref())
+            .collect();
+        if !wanted.is_empty() {
+            let twins = client
+                .query(
+                    &format!(
+                        "SELECT {LINK_COLUMNS}, dedup_key FROM links WHERE dedup_key = ANY($1)"
+                    ),
+                    &[&wanted],
+                )
+                .await
+                .map_err(db_error)?;
+            let twins: std::collections::HashMap<Vec<u8>, Link> = twins
+                .iter()
+                .map(|row| (row.get::<_, Vec<u8>>(5), link_from_row(row)))
+                .collect();
+            for (link, outcome) in links.iter().zip(outcomes.iter_mut()) {
+                if outcome.is_none()
+                    && let Some(twin) = link.dedup_key.as_ref().and_then(|k| twins.get(k))
+                {
+                    *outcome = Some(InsertOutcome::Deduplicated(twin.clone()));
+                }
+            }
+        }
+        Ok(outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or(InsertOutcome::CodeTaken))
+            .collect())
     }
 
     pub(super) async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {

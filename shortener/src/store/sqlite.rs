@@ -179,6 +179,56 @@ impl SqliteStore {
         .await
     }
 
+    /// Inserts many links (none with an idempotency key) in one transaction: one commit, one
+    /// fsync for the whole batch. Outcomes in input order.
+    pub(super) async fn insert_many(
+        &self,
+        links: Vec<NewLink>,
+    ) -> Result<Vec<InsertOutcome>, StoreError> {
+        self.with(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
+            let now = millis(Utc::now());
+            let mut outcomes = Vec::with_capacity(links.len());
+            {
+                let mut insert = tx
+                    .prepare_cached(&format!(
+                        "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
+                    ))
+                    .map_err(db_error)?;
+                for link in &links {
+                    let inserted = insert
+                        .query_row(
+                            params![
+                                link.code,
+                                link.url,
+                                link.kind.as_str(),
+                                link.id.map(|id| id as i64),
+                                now,
+                                link.expires_at.map(millis),
+                                link.owner,
+                                link.dedup_key
+                            ],
+                            link_from_row,
+                        )
+                        .optional()
+                        .map_err(db_error)?;
+                    let outcome = match inserted {
+                        Some(created) => InsertOutcome::Created(created),
+                        None => match link.dedup_key.as_ref().map(|k| find_dedup(&tx, k)).transpose()?.flatten() {
+                            Some(twin) => InsertOutcome::Deduplicated(twin),
+                            None => InsertOutcome::CodeTaken,
+                        },
+                    };
+                    outcomes.push(outcome);
+                }
+            }
+            tx.commit().map_err(db_error)?;
+            Ok(outcomes)
+        })
+        .await
+    }
+
     pub(super) async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
         let code = code.to_string();
         self.with(move |conn| get_link(conn, &code)).await
