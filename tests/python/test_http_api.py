@@ -106,6 +106,14 @@ def test_create_with_dedup_returns_the_existing_link_with_200(api, unique_url):
     assert again.headers["Location"] == first.headers["Location"]
 
 
+def test_dedup_after_the_link_was_deleted_creates_a_new_link(api, unique_url):
+    first = api.create({"url": unique_url, "dedup": True}).json()
+    api.delete(first["code"])
+    second = api.create({"url": unique_url, "dedup": True}).json()
+    assert second["code"] != first["code"]
+    assert api.create({"url": unique_url, "dedup": True}, status=200).json()["code"] == second["code"]
+
+
 def test_dedup_keys_on_the_expiry_too(api, unique_url):
     expiry = rfc3339(datetime.now(timezone.utc) + timedelta(days=1))
     plain = api.create({"url": unique_url, "dedup": True}).json()
