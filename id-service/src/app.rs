@@ -35,7 +35,6 @@ impl App {
     /// Validates `config`, applies pending migrations, creates the configured namespaces and
     /// binds both ports (port 0 picks a free one).
     pub async fn build(config: Config) -> anyhow::Result<App> {
-        config.validate().context("validate configuration")?;
         migrate(&config).await?;
         let ledger = Ledger::new(
             build_pool(&config)?,
@@ -212,8 +211,10 @@ async fn set_health(health: &tonic_health::server::HealthReporter, status: Servi
     health.set_service_status("", status).await;
 }
 
-/// Applies pending migrations over a dedicated connection; returns the versions applied.
+/// Validates `config` like [`App::build`], then applies pending migrations over a dedicated
+/// connection; returns the versions applied.
 pub async fn migrate(config: &Config) -> anyhow::Result<Vec<i32>> {
+    config.validate().context("validate configuration")?;
     let pg = config.pg_config().context("read DATABASE_URL")?;
     let (mut client, connection) = pg.connect(NoTls).await.context("connect to postgres")?;
     let connection = tokio::spawn(connection);
