@@ -7,11 +7,11 @@
 
 mod common;
 
-use common::cluster::Cluster;
 use common::{Server, assert_disjoint, lease, ledger_leases, ledger_overlaps};
 use id_service::Config;
 use proto::idalloc::v1::Lease;
 use std::time::{Duration, Instant};
+use testkit::cluster::Cluster;
 
 const NAMESPACE: &str = "links";
 
@@ -70,8 +70,26 @@ async fn lease_many(server: &Server, tasks: usize, per_task: usize, holder: &str
     all
 }
 
+/// How the test brings PostgreSQL down.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// `pg_ctl stop -m immediate`: no checkpoint, crash recovery on the next start.
+    ImmediateShutdown,
+    /// `kill -9` of the postmaster.
+    KillPostmaster,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_lease_granted_before_a_postgres_crash_is_granted_again() {
+async fn no_lease_granted_before_a_postgres_immediate_shutdown_is_granted_again() {
+    leases_survive(Fault::ImmediateShutdown).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_lease_granted_before_kill_9_of_the_postmaster_is_granted_again() {
+    leases_survive(Fault::KillPostmaster).await;
+}
+
+async fn leases_survive(fault: Fault) {
     let cluster = Cluster::start(FORGETFUL).await;
     let db = cluster.connect().await;
     let default: String = db
@@ -117,7 +135,10 @@ async fn no_lease_granted_before_a_postgres_crash_is_granted_again() {
         .get(0);
     rolled_back_nextval(&db, &sequence).await;
     drop(db);
-    cluster.crash().await;
+    match fault {
+        Fault::ImmediateShutdown => cluster.crash().await,
+        Fault::KillPostmaster => cluster.kill().await,
+    }
     cluster.restart().await;
 
     let db = cluster.connect().await;

@@ -2,8 +2,6 @@
 //! ledger checks.
 #![allow(dead_code)] // Each test binary uses a different subset.
 
-pub mod cluster;
-
 use id_service::{App, Config};
 use proto::idalloc::v1::id_allocator_client::IdAllocatorClient;
 use proto::idalloc::v1::{Lease, LeaseBlockRequest};
