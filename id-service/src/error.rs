@@ -18,6 +18,10 @@ pub enum Error {
     /// The ledger database cannot be reached right now; retrying later is safe.
     #[error("the lease ledger is unavailable: {0}")]
     Unavailable(String),
+    /// The replica is shutting down and cut the call off at the end of its drain; another
+    /// replica can serve it.
+    #[error("the id-service is shutting down; retry on another replica")]
+    ShuttingDown,
     /// The call did not carry the configured token.
     #[error("{0}")]
     Unauthenticated(String),
@@ -39,6 +43,7 @@ impl Error {
             Self::NotFound(_) => "not_found",
             Self::Exhausted { .. } => "exhausted",
             Self::Unavailable(_) => "unavailable",
+            Self::ShuttingDown => "shutting_down",
             Self::Unauthenticated(_) => "unauthenticated",
             Self::Internal(_) => "internal",
         }
@@ -56,6 +61,7 @@ impl From<Error> for tonic::Status {
             Error::Unavailable(_) => {
                 tonic::Status::unavailable("the lease ledger is unavailable; retry later")
             }
+            e @ Error::ShuttingDown => tonic::Status::unavailable(e.to_string()),
             Error::Unauthenticated(m) => tonic::Status::unauthenticated(m),
             Error::Internal(_) => tonic::Status::internal("internal error"),
         }
@@ -79,6 +85,7 @@ mod tests {
                 Code::ResourceExhausted,
             ),
             (Error::Unavailable("conn refused".into()), Code::Unavailable),
+            (Error::ShuttingDown, Code::Unavailable),
             (Error::Unauthenticated("no".into()), Code::Unauthenticated),
             (Error::Internal("secret detail".into()), Code::Internal),
         ];

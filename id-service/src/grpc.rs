@@ -44,9 +44,7 @@ impl LeaseService {
     async fn guard<T>(&self, work: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
         tokio::select! {
             result = work => result,
-            _ = self.cut_off.cancelled() => Err(Status::unavailable(
-                "the id-service is shutting down; retry on another replica",
-            )),
+            _ = self.cut_off.cancelled() => Err(Error::ShuttingDown.into()),
         }
     }
 }
