@@ -228,8 +228,21 @@ pub async fn migrate(config: &Config) -> anyhow::Result<Vec<i32>> {
 }
 
 fn build_pool(config: &Config) -> anyhow::Result<Pool> {
+    let mut pg = config.pg_config()?;
+    // A call the server gave up on (request timeout) must not keep waiting inside PostgreSQL,
+    // for example on a namespace lock an operator holds, and pin a pooled connection there.
+    // Migrations use their own connection without this bound: they may queue behind another
+    // replica's.
+    let mut options = pg.get_options().unwrap_or_default().to_string();
+    if !options.contains("statement_timeout") {
+        options.push_str(&format!(
+            " -c statement_timeout={}",
+            config.request_timeout.as_millis()
+        ));
+    }
+    pg.options(options.trim());
     let manager = Manager::from_config(
-        config.pg_config()?,
+        pg,
         NoTls,
         ManagerConfig {
             // A closed connection is detected without a round trip; a server that died under

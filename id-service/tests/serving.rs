@@ -246,3 +246,47 @@ async fn the_drain_is_bounded_by_the_drain_timeout() {
     );
     drop(blocker);
 }
+
+#[tokio::test]
+async fn a_lease_stuck_behind_a_lock_gives_up_at_the_request_timeout_inside_postgres_too() {
+    let db = TestDb::create().await;
+    let config = Config {
+        request_timeout: Duration::from_millis(500),
+        ..Config::for_tests(db.url())
+    };
+    let server = Server::start(config).await;
+    let mut client = server.client().await;
+    lease(&mut client, "links", 10, "pod").await.expect("lease");
+
+    let blocker = block_namespace(&db).await;
+    let started = tokio::time::Instant::now();
+    let status = lease(&mut client, "links", 10, "stuck")
+        .await
+        .expect_err("the namespace is locked");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_ne!(status.code(), tonic::Code::Ok);
+    // The statement was cancelled in PostgreSQL as well: nothing keeps waiting on the lock.
+    let conn = db.connect().await;
+    let gone = testkit::wait_until(Duration::from_secs(3), || async {
+        let row = conn
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE wait_event_type = 'Lock' AND query LIKE '%id_grant_lease%'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity");
+        row.get::<_, i64>(0) == 0
+    })
+    .await;
+    assert!(gone, "the grant kept waiting inside PostgreSQL");
+    blocker.batch_execute("ROLLBACK").await.expect("release");
+    lease(&mut client, "links", 10, "pod")
+        .await
+        .expect("leases work again");
+    server.stop().await;
+}
