@@ -127,6 +127,11 @@ impl LinkService {
         }
     }
 
+    /// The base length L of generated codes.
+    pub fn code_length(&self) -> usize {
+        self.space.length()
+    }
+
     /// The redirect cache.
     pub fn cache(&self) -> &LinkCache {
         &self.cache
@@ -397,39 +402,47 @@ fn settle(outcome: InsertOutcome) -> Result<(Link, bool), Error> {
     }
 }
 
+/// SHA-256 over NUL-separated fields, under a domain tag.
+fn digest(tag: &[u8], fields: &[&[u8]]) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update(tag);
+    for field in fields {
+        h.update([0]);
+        h.update(field);
+    }
+    h.finalize().to_vec()
+}
+
+fn expiry_bytes(request: &CreateRequest) -> [u8; 8] {
+    request
+        .expires_at
+        .map_or(i64::MIN, |t| t.timestamp_millis())
+        .to_be_bytes()
+}
+
 /// The digest that tells a true retry (same request) from a reused idempotency key.
 fn fingerprint(request: &CreateRequest) -> Vec<u8> {
-    let mut h = Sha256::new();
-    h.update(b"create v1\0");
-    h.update(request.url.as_str());
-    h.update([0]);
-    h.update(request.alias.as_deref().unwrap_or(""));
-    h.update([0]);
-    h.update(
-        request
-            .expires_at
-            .map(|t| t.timestamp_millis())
-            .unwrap_or(i64::MIN)
-            .to_be_bytes(),
-    );
-    h.update([u8::from(request.dedup), u8::from(request.private)]);
-    h.finalize().to_vec()
+    let flags = [u8::from(request.dedup), u8::from(request.private)];
+    let alias = request.alias.as_deref().unwrap_or("");
+    digest(
+        b"create v1",
+        &[
+            request.url.as_str().as_bytes(),
+            alias.as_bytes(),
+            &expiry_bytes(request),
+            &flags,
+        ],
+    )
 }
 
 /// The dedup key: one live generated link per (owner, URL, expiry).
 fn dedup_key(owner: &Owner, request: &CreateRequest) -> Vec<u8> {
-    let mut h = Sha256::new();
-    h.update(b"dedup v1\0");
-    h.update(&owner.0);
-    h.update([0]);
-    h.update(request.url.as_str());
-    h.update([0]);
-    h.update(
-        request
-            .expires_at
-            .map(|t| t.timestamp_millis())
-            .unwrap_or(i64::MIN)
-            .to_be_bytes(),
-    );
-    h.finalize().to_vec()
+    digest(
+        b"dedup v1",
+        &[
+            owner.0.as_bytes(),
+            request.url.as_str().as_bytes(),
+            &expiry_bytes(request),
+        ],
+    )
 }

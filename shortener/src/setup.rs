@@ -7,7 +7,7 @@
 use crate::auth::{ApiKeys, generate_api_key};
 use crate::config::Config;
 use crate::keys;
-use crate::store::{PgStore, SqliteStore, Store, StoreError};
+use crate::store::{PgStore, SqliteStore, Store};
 use anyhow::{Context, bail};
 use codespace::CodeKey;
 use id_client::{GrpcLeaseSource, GrpcSourceConfig, Lease, LeaseError, LeaseFuture, LeaseSource};
@@ -48,10 +48,8 @@ impl LeaseSource for SqliteLeaseSource {
         Box::pin(async move {
             match self.store.lease(&self.namespace, size, &self.holder).await {
                 Ok((lease_id, block)) => Ok(Lease { lease_id, block }),
-                Err(StoreError::Unavailable(e) | StoreError::Retry(e)) => {
-                    Err(LeaseError::Unavailable(e))
-                }
-                Err(StoreError::Internal(e)) => Err(LeaseError::Exhausted(e)),
+                // The pool retries with backoff and reports the error; the file stays the ledger.
+                Err(error) => Err(LeaseError::Unavailable(error.to_string())),
             }
         })
     }

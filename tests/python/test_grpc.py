@@ -254,8 +254,6 @@ def test_get_and_delete_of_an_unknown_code_are_not_found(pb, links, auth, code):
         assert (status, error) == (grpc.StatusCode.NOT_FOUND, "not_found")
 
 
-@pytest.mark.xfail(strict=True, reason="the proto says a malformed code is INVALID_ARGUMENT; "
-                                       "the server answers NOT_FOUND")
 @pytest.mark.parametrize("code", ["", "a.b", "x" * 65])
 def test_get_of_a_malformed_code_is_invalid_argument(pb, links, auth, code):
     status, _, _ = status_of(lambda: links.GetLink(pb.messages.GetLinkRequest(code=code),

@@ -54,6 +54,17 @@ impl LinksApi {
         self.keys.authenticate(header).map_err(to_status)
     }
 
+    /// Refuses a code that cannot be a generated, private or alias code.
+    fn check_code(&self, code: &str) -> Result<(), Status> {
+        match codespace::shape::classify(code, self.service.code_length()) {
+            Some(_) => Ok(()),
+            None => Err(to_status(Error::invalid(
+                "invalid_code",
+                format!("{code:?} is not a valid code or alias"),
+            ))),
+        }
+    }
+
     fn to_proto(&self, link: &Link) -> pb::Link {
         pb::Link {
             code: link.code.clone(),
@@ -164,6 +175,7 @@ impl Links for LinksApi {
         request: Request<pb::GetLinkRequest>,
     ) -> Result<Response<pb::Link>, Status> {
         self.authenticate(&request)?;
+        self.check_code(&request.get_ref().code)?;
         let link = self
             .service
             .get(&request.get_ref().code)
@@ -177,6 +189,7 @@ impl Links for LinksApi {
         request: Request<pb::DeleteLinkRequest>,
     ) -> Result<Response<pb::DeleteLinkResponse>, Status> {
         self.authenticate(&request)?;
+        self.check_code(&request.get_ref().code)?;
         self.service
             .delete(&request.get_ref().code)
             .await

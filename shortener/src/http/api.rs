@@ -5,6 +5,7 @@ use crate::auth::Owner;
 use crate::domain::{Error, Link};
 use crate::service::CreateInput;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -167,14 +168,19 @@ async fn create_inner(
     Ok((response, created))
 }
 
+/// The path segment, or an empty one (which is no code) when it does not decode to UTF-8.
+pub(crate) fn segment(code: Result<Path<String>, PathRejection>) -> String {
+    code.map(|Path(code)| code).unwrap_or_default()
+}
+
 /// `GET /api/v1/links/{code}`: the link, including deleted and expired ones.
 pub async fn get(
     State(state): State<HttpState>,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     authenticate(&state, &headers)?;
-    let link = state.service.get(&code).await?;
+    let link = state.service.get(&segment(code)).await?;
     Ok(axum::Json(link_json(&state, &link)).into_response())
 }
 
@@ -182,10 +188,10 @@ pub async fn get(
 pub async fn delete(
     State(state): State<HttpState>,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     authenticate(&state, &headers)?;
-    state.service.delete(&code).await?;
+    state.service.delete(&segment(code)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

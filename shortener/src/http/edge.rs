@@ -3,6 +3,7 @@
 use super::HttpState;
 use crate::clicks;
 use crate::service::Resolution;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -26,8 +27,9 @@ pub async fn redirect(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
 ) -> Response {
+    let code = super::api::segment(code);
     let started = Instant::now();
     let (response, outcome) = match state.service.resolve(&code).await {
         Ok(Resolution::Redirect(url)) => match HeaderValue::from_str(&url) {

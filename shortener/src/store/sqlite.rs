@@ -135,32 +135,9 @@ impl SqliteStore {
                     return Ok(InsertOutcome::Replayed(first));
                 }
             }
-            let inserted = tx
-                .query_row(
-                    &format!(
-                        "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
-                    ),
-                    params![
-                        link.code,
-                        link.url,
-                        link.kind.as_str(),
-                        link.id.map(|id| id as i64),
-                        now,
-                        link.expires_at.map(millis),
-                        link.owner,
-                        link.dedup_key
-                    ],
-                    link_from_row,
-                )
-                .optional()
-                .map_err(db_error)?;
-            let outcome = match inserted {
-                Some(created) => InsertOutcome::Created(created),
-                None => match link.dedup_key.as_ref().map(|k| find_dedup(&tx, k)).transpose()?.flatten() {
-                    Some(twin) => InsertOutcome::Deduplicated(twin),
-                    None => return Ok(InsertOutcome::CodeTaken),
-                },
+            let outcome = match insert_row(&tx, &link, now)? {
+                InsertOutcome::CodeTaken => return Ok(InsertOutcome::CodeTaken),
+                other => other,
             };
             if let Some(idem) = &link.idempotency {
                 let code = match &outcome {
@@ -186,43 +163,14 @@ impl SqliteStore {
         links: Vec<NewLink>,
     ) -> Result<Vec<InsertOutcome>, StoreError> {
         self.with(move |conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_error)?;
             let now = millis(Utc::now());
-            let mut outcomes = Vec::with_capacity(links.len());
-            {
-                let mut insert = tx
-                    .prepare_cached(&format!(
-                        "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
-                    ))
-                    .map_err(db_error)?;
-                for link in &links {
-                    let inserted = insert
-                        .query_row(
-                            params![
-                                link.code,
-                                link.url,
-                                link.kind.as_str(),
-                                link.id.map(|id| id as i64),
-                                now,
-                                link.expires_at.map(millis),
-                                link.owner,
-                                link.dedup_key
-                            ],
-                            link_from_row,
-                        )
-                        .optional()
-                        .map_err(db_error)?;
-                    let outcome = match inserted {
-                        Some(created) => InsertOutcome::Created(created),
-                        None => match link.dedup_key.as_ref().map(|k| find_dedup(&tx, k)).transpose()?.flatten() {
-                            Some(twin) => InsertOutcome::Deduplicated(twin),
-                            None => InsertOutcome::CodeTaken,
-                        },
-                    };
-                    outcomes.push(outcome);
-                }
-            }
+            let outcomes = links
+                .iter()
+                .map(|link| insert_row(&tx, link, now))
+                .collect::<Result<Vec<_>, _>>()?;
             tx.commit().map_err(db_error)?;
             Ok(outcomes)
         })
@@ -399,6 +347,46 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the
+/// live twin) or `CodeTaken`.
+fn insert_row(conn: &Connection, link: &NewLink, now: i64) -> Result<InsertOutcome, StoreError> {
+    let mut insert = conn
+        .prepare_cached(&format!(
+            "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
+        ))
+        .map_err(db_error)?;
+    let inserted = insert
+        .query_row(
+            params![
+                link.code,
+                link.url,
+                link.kind.as_str(),
+                link.id.map(|id| id as i64),
+                now,
+                link.expires_at.map(millis),
+                link.owner,
+                link.dedup_key
+            ],
+            link_from_row,
+        )
+        .optional()
+        .map_err(db_error)?;
+    Ok(match inserted {
+        Some(created) => InsertOutcome::Created(created),
+        None => match link
+            .dedup_key
+            .as_ref()
+            .map(|k| find_dedup(conn, k))
+            .transpose()?
+            .flatten()
+        {
+            Some(twin) => InsertOutcome::Deduplicated(twin),
+            None => InsertOutcome::CodeTaken,
+        },
+    })
 }
 
 fn get_link(conn: &Connection, code: &str) -> Result<Option<Link>, StoreError> {
