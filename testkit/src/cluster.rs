@@ -148,11 +148,13 @@ impl Cluster {
             .await
             .expect("run kill");
         assert!(status.success(), "kill -9 {pid} failed");
-        // The backends exit once they notice the postmaster is gone; wait for the port to close
-        // so the restart does not race them.
+        // The backends exit once they notice the postmaster is gone; a restart while they
+        // still hold the shared memory fails, so wait for them.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while self.accepts_connections().await && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        while (process_alive(pid) || !children_of(pid).is_empty())
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -169,12 +171,15 @@ impl Cluster {
     /// Starts the server again on the same port (after [`Cluster::crash`], [`Cluster::kill`]
     /// or [`Cluster::stop`]). Panics with the server log if it does not come up.
     pub async fn restart(&self) {
-        self.clear_stale_lock_files().await;
-        assert!(
-            self.try_start().await,
-            "restart the throwaway PostgreSQL; log:\n{}",
-            self.log()
-        );
+        // Right after a kill the old server's memory may still be in use for a moment: retry.
+        for _ in 0..20 {
+            self.clear_stale_lock_files().await;
+            if self.try_start().await {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        panic!("restart the throwaway PostgreSQL; log:\n{}", self.log());
     }
 
     /// Whether the server accepts a connection right now.
@@ -210,12 +215,7 @@ impl Cluster {
         let Some(pid) = self.postmaster_pid() else {
             return;
         };
-        let alive = tokio::process::Command::new("kill")
-            .args(["-0", &pid.to_string()])
-            .stderr(Stdio::null())
-            .status()
-            .await
-            .is_ok_and(|s| s.success());
+        let alive = process_alive(pid);
         if alive {
             return;
         }
@@ -295,6 +295,42 @@ impl Drop for Cluster {
             .stderr(Stdio::null())
             .status();
     }
+}
+
+/// Whether `pid` is a live process. A killed postmaster may linger as a zombie when nothing
+/// reaps it (its parent is PID 1 in a container); a zombie holds no files or ports.
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name, which may itself contain spaces.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// The live processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = stat.rsplit_once(')')?.1.to_string();
+                    let mut fields = rest.split_whitespace();
+                    let state = fields.next()?.to_string();
+                    let ppid: u32 = fields.next()?.parse().ok()?;
+                    Some(ppid == pid && state != "Z")
+                })
+                .unwrap_or(false)
+        })
+        .collect()
 }
 
 async fn connect(url: &str) -> tokio_postgres::Client {

@@ -150,8 +150,11 @@ pub enum Fault {
     KillIdService(usize),
     /// Both id-service replicas down until every node ran out of IDs, then restarted.
     IdServiceOutage,
-    /// PostgreSQL stopped with an immediate shutdown under load, then restarted.
-    PostgresCrash,
+    /// PostgreSQL stopped abruptly under load, then restarted (crash recovery runs).
+    PostgresCrash {
+        /// `kill -9` of the postmaster instead of an immediate shutdown.
+        kill: bool,
+    },
     /// A node cut off from both id-service replicas through its proxies.
     CutNodeFromIdService {
         /// The node.

@@ -43,7 +43,9 @@ pub async fn run(
         Fault::KillNode(rng.random_range(0..nodes)),
         Fault::KillIdService(rng.random_range(0..id_services)),
         Fault::IdServiceOutage,
-        Fault::PostgresCrash,
+        Fault::PostgresCrash {
+            kill: rng.random_bool(0.5),
+        },
         Fault::CutNodeFromIdService {
             node: rng.random_range(0..nodes),
             blackhole: rng.random_bool(0.5),
@@ -94,7 +96,9 @@ fn random_fault(rng: &mut StdRng, nodes: usize, id_services: usize) -> Fault {
         0 => Fault::KillNode(rng.random_range(0..nodes)),
         1 => Fault::KillIdService(rng.random_range(0..id_services)),
         2 => Fault::IdServiceOutage,
-        3 => Fault::PostgresCrash,
+        3 => Fault::PostgresCrash {
+            kill: rng.random_bool(0.5),
+        },
         4 => Fault::CutNodeFromIdService {
             node: rng.random_range(0..nodes),
             blackhole: rng.random_bool(0.5),
@@ -151,8 +155,12 @@ async fn inject(
             // Stay down a little longer: the nodes must keep failing fast, not hang.
             tokio::time::sleep(pause(rng, 1000, 2500)).await;
         }
-        Fault::PostgresCrash => {
-            system.crash_postgres().await;
+        Fault::PostgresCrash { kill } => {
+            if *kill {
+                system.kill_postgres().await;
+            } else {
+                system.crash_postgres().await;
+            }
             tokio::time::sleep(pause(rng, 300, 2000)).await;
             system.restart_postgres().await;
         }

@@ -59,8 +59,8 @@ impl RunSettings {
             system: SystemConfig {
                 nodes: 3,
                 id_services: 2,
-                min_block: 10,
-                max_block: 60,
+                min_block: 20,
+                max_block: 200,
             },
         })
     }
@@ -151,6 +151,9 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
     ));
     for note in &report.notes {
         eprintln!("  {note}");
+    }
+    if std::env::var_os("FAULT_KEEP_LOGS").is_some() && report.passed() {
+        eprintln!("process logs kept in {}", system.keep_logs().display());
     }
     if !report.passed() {
         let kept = system.keep_logs();

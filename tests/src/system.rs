@@ -366,7 +366,12 @@ impl System {
         self.pg.crash().await;
     }
 
-    /// Starts PostgreSQL again after [`System::crash_postgres`] (crash recovery runs).
+    /// `kill -9` of the PostgreSQL postmaster (its backends follow).
+    pub async fn kill_postgres(&self) {
+        self.pg.kill().await;
+    }
+
+    /// Starts PostgreSQL again after a crash or kill (crash recovery runs).
     pub async fn restart_postgres(&self) {
         self.pg.restart().await;
     }
