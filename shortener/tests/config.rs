@@ -1,0 +1,67 @@
+//! Configuration is validated before any port is bound; each bad setting is named.
+
+use shortener::{App, Config};
+
+fn free_addr() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr")
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    type Edit = fn(&mut Config);
+    let cases: Vec<(&str, Edit)> = vec![
+        ("SHORTENER_CODE_LENGTH", |c| c.code_length = 3),
+        ("SHORTENER_CODE_LENGTH", |c| c.code_length = 12),
+        ("SHORTENER_REDIRECT_STATUS", |c| c.redirect_status = 303),
+        ("SHORTENER_MIN_BLOCK", |c| c.min_block = 0),
+        ("SHORTENER_MIN_BLOCK", |c| {
+            (c.min_block, c.max_block) = (1000, 10)
+        }),
+        ("SHORTENER_MAX_URL_LENGTH", |c| c.max_url_length = 1),
+        ("SHORTENER_ID_SERVICE", |c| {
+            c.database_url = Some("postgres://postgres@127.0.0.1/x".into())
+        }),
+        ("SHORTENER_ID_SERVICE", |c| {
+            c.id_service = vec!["id-service:50051".into()]
+        }),
+        ("SHORTENER_ID_NAMESPACE", |c| {
+            c.id_namespace = "Bad-Namespace".into()
+        }),
+        ("SHORTENER_PUBLIC_URL", |c| {
+            c.public_url = Some("ftp://sho.rt/".into())
+        }),
+        ("SHORTENER_PUBLIC_URL", |c| {
+            c.public_url = Some("not a url".into())
+        }),
+        ("SHORTENER_TRUSTED_PROXIES", |c| {
+            c.client_ip_header = Some("x-forwarded-for".into())
+        }),
+        ("SHORTENER_CLIENT_IP_HEADER", |c| {
+            c.client_ip_header = Some("bad header".into());
+            c.trusted_proxies = vec!["10.0.0.0/8".parse().expect("net")];
+        }),
+        ("SHORTENER_CREATE_BURST", |c| c.create_burst = 10),
+        ("SHORTENER_WRITE_BATCH", |c| c.write_batch = 0),
+        ("SHORTENER_KEY", |c| c.key = Some("abcd".into())),
+        ("API key", |c| c.api_keys = vec!["short".into()]),
+    ];
+    for (name, edit) in cases {
+        let mut config = Config::for_tests(dir.path().join("data"), "test-key-0123456789abcdef");
+        let addr = free_addr();
+        config.http_addr = addr;
+        edit(&mut config);
+        let error = match App::build(config).await {
+            Ok(_) => panic!("a config with a bad {name} was accepted"),
+            Err(error) => format!("{error:#}"),
+        };
+        assert!(
+            error.contains(name),
+            "the error for a bad {name} does not name it: {error}"
+        );
+        // Nothing was bound: the port is still free.
+        std::net::TcpListener::bind(addr)
+            .unwrap_or_else(|e| panic!("{name}: port {addr} was left bound: {e}"));
+    }
+}
