@@ -96,6 +96,13 @@ fn store_error(e: StoreError) -> Error {
             message: format!("the store is unavailable: {message}"),
             retry_after: Duration::from_secs(1),
         },
+        StoreError::Ambiguous(message) => Error::Unavailable {
+            message: format!(
+                "the store connection was lost during the commit, so this create may or may not have been stored \
+                 ({message}); retry with the same Idempotency-Key to be safe"
+            ),
+            retry_after: Duration::from_secs(1),
+        },
         StoreError::Internal(message) => Error::Internal(message),
     }
 }

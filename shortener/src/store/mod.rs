@@ -104,6 +104,9 @@ pub enum StoreError {
     /// written and it can be run again at once.
     #[error("store conflict, retry: {0}")]
     Retry(String),
+    /// The connection failed after a write was sent: it may or may not have been committed.
+    #[error("store connection lost during a write; the outcome is unknown: {0}")]
+    Ambiguous(String),
     /// The database cannot be reached (or timed out); retrying later may work.
     #[error("store unavailable: {0}")]
     Unavailable(String),

@@ -125,16 +125,37 @@ async fn find_idempotent_on(
 
 fn db_error(e: tokio_postgres::Error) -> StoreError {
     use tokio_postgres::error::SqlState;
-    // Connection-level failures are transient, and so are a deadlock or serialization failure
-    // (the statement rolled back and can be retried); anything else with a SQLSTATE is real.
+    // The library's text omits the server's message; keep it for the logs.
+    let text = match e.as_db_error() {
+        Some(db) => format!("{} ({}): {}", e, db.code().code(), db.message()),
+        None => e.to_string(),
+    };
+    let code = e.code().map(SqlState::code).unwrap_or("");
     if e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED)
         || e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
     {
-        StoreError::Retry(e.to_string())
-    } else if e.code().is_none() || e.is_closed() {
-        StoreError::Unavailable(e.to_string())
+        // The statement rolled back and can run again at once.
+        StoreError::Retry(text)
+    } else if e.code().is_none()
+        || e.is_closed()
+        // connection exceptions, insufficient resources, operator intervention (shutdown, crash
+        // recovery, cannot connect now), query cancelled: the database is (for now) not there.
+        || code.starts_with("08")
+        || code.starts_with("53")
+        || code.starts_with("57")
+    {
+        StoreError::Unavailable(text)
     } else {
-        StoreError::Internal(e.to_string())
+        StoreError::Internal(text)
+    }
+}
+
+/// For a failure after a write was sent: if the connection went away, the commit may or may not
+/// have happened.
+fn after_write(error: StoreError) -> StoreError {
+    match error {
+        StoreError::Unavailable(message) => StoreError::Ambiguous(message),
+        other => other,
     }
 }
 
@@ -252,7 +273,7 @@ impl PgStore {
                 &[&codes, &urls, &kinds, &ids, &expires, &owners, &dedup],
             )
             .await
-            .map_err(db_error)?;
+            .map_err(|e| after_write(db_error(e)))?;
         let mut created: std::collections::HashMap<String, Link> = rows
             .iter()
             .map(|row| (row.get::<_, String>(0), link_from_row(row)))
@@ -337,7 +358,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         if let Some(row) = inserted {
-            tx.commit().await.map_err(db_error)?;
+            tx.commit().await.map_err(|e| after_write(db_error(e)))?;
             return Ok(InsertOutcome::Created(link_from_row(&row)));
         }
         // Nothing inserted: a dedup twin (possibly committed a moment ago by a concurrent
