@@ -558,3 +558,76 @@ async fn bad_input_is_refused_and_nothing_is_stored(backend: Backend) {
     );
 }
 on_both_stores!(bad_input_is_refused_and_nothing_is_stored);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_connection_killed_during_a_create_gives_503_with_retry_advice_then_recovery() {
+    let cluster = Cluster::new(Backend::Postgres).await;
+    let node = cluster.node("a").await;
+    node.create_url("https://example.com/warm").await;
+    let db = cluster.db.as_ref().expect("postgres");
+    // Hold the table so the node's INSERT waits inside PostgreSQL, then kill its connection.
+    let mut locker = db.connect().await;
+    let lock = locker.transaction().await.expect("begin");
+    lock.batch_execute("LOCK TABLE links IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let create = tokio::spawn({
+        let (client, base) = (node.client.clone(), node.base.clone());
+        async move {
+            let response = client
+                .post(format!("{base}/api/v1/links"))
+                .bearer_auth(API_KEY)
+                .json(&json!({ "url": "https://example.com/in-flight" }))
+                .send()
+                .await
+                .expect("send");
+            let status = response.status();
+            (
+                status,
+                response
+                    .json::<serde_json::Value>()
+                    .await
+                    .unwrap_or_default(),
+            )
+        }
+    });
+    let admin = db.connect().await;
+    let waiting = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    let blocked = testkit::wait_until(Duration::from_secs(10), || async {
+        !admin
+            .query(waiting, &[])
+            .await
+            .expect("activity")
+            .is_empty()
+    })
+    .await;
+    assert!(blocked, "the create never reached the database");
+    admin
+        .execute(
+            &format!("SELECT pg_terminate_backend(pid) FROM ({waiting}) w"),
+            &[],
+        )
+        .await
+        .expect("terminate");
+    lock.commit().await.expect("unlock");
+    let (status, body) = create.await.expect("join");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"], "unavailable");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Idempotency-Key")),
+        "{body}"
+    );
+    let recovered = testkit::wait_until(Duration::from_secs(10), || async {
+        node.create(json!({ "url": "https://example.com/recovered" }))
+            .await
+            .0
+            == StatusCode::CREATED
+    })
+    .await;
+    assert!(
+        recovered,
+        "the node did not recover after its connection was killed"
+    );
+}
