@@ -14,7 +14,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
@@ -216,7 +215,8 @@ async fn set_health(health: &tonic_health::server::HealthReporter, status: Servi
 pub async fn migrate(config: &Config) -> anyhow::Result<Vec<i32>> {
     config.validate().context("validate configuration")?;
     let pg = config.pg_config().context("read DATABASE_URL")?;
-    let (mut client, connection) = pg.connect(NoTls).await.context("connect to postgres")?;
+    let tls = config.tls().context("configure TLS to postgres")?;
+    let (mut client, connection) = pg.connect(tls).await.context("connect to postgres")?;
     let connection = tokio::spawn(connection);
     let applied = crate::migrate::apply(&mut client)
         .await
@@ -243,7 +243,7 @@ fn build_pool(config: &Config) -> anyhow::Result<Pool> {
     pg.options(options.trim());
     let manager = Manager::from_config(
         pg,
-        NoTls,
+        config.tls()?,
         ManagerConfig {
             // A closed connection is detected without a round trip; a server that died under
             // an open one makes the next query fail with UNAVAILABLE and the pool drops it.

@@ -3,6 +3,7 @@
 use clap::{ArgAction, Parser, Subcommand, ValueEnum};
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -79,6 +80,10 @@ pub struct Config {
     /// PostgreSQL connection string of the ledger (URL or key=value form).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
+    /// PEM file of CA certificates trusted for TLS to PostgreSQL, besides the system's; used
+    /// with `sslmode=require` in DATABASE_URL, which verifies the server's certificate and name.
+    #[arg(long, env = "ID_SERVICE_DATABASE_CA_FILE")]
+    pub database_ca_file: Option<PathBuf>,
     /// Smallest block granted: smaller requests are rounded up to it.
     #[arg(long, env = "ID_SERVICE_MIN_BLOCK", default_value_t = 1)]
     pub min_block: u64,
@@ -128,6 +133,7 @@ impl fmt::Debug for Config {
             .field("grpc_addr", &self.grpc_addr)
             .field("admin_addr", &self.admin_addr)
             .field("database_url", &"<redacted>")
+            .field("database_ca_file", &self.database_ca_file)
             .field("min_block", &self.min_block)
             .field("max_block", &self.max_block)
             .field("namespace_max", &self.namespace_max)
@@ -157,6 +163,9 @@ pub enum ConfigError {
     /// A listed namespace name is malformed.
     #[error("ID_SERVICE_NAMESPACES: {0}")]
     Namespace(String),
+    /// The CA file is unusable, or does not fit the connection string's `sslmode`.
+    #[error("ID_SERVICE_DATABASE_CA_FILE: {0}")]
+    DatabaseTls(pgtls::Error),
     /// Another setting is out of range.
     #[error("{0}")]
     Invalid(String),
@@ -169,6 +178,7 @@ impl Config {
             grpc_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             admin_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             database_url: database_url.to_string(),
+            database_ca_file: None,
             min_block: 1,
             max_block: 10_000_000,
             namespace_max: DEFAULT_NAMESPACE_MAX,
@@ -187,7 +197,7 @@ impl Config {
 
     /// Checks every setting; called by [`crate::App::build`] before any port is bound.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.pg_config()?;
+        self.tls()?;
         if self.min_block == 0 {
             return Err(ConfigError::Blocks(
                 "ID_SERVICE_MIN_BLOCK must be at least 1".into(),
@@ -252,11 +262,6 @@ impl Config {
         if pg.get_hosts().is_empty() {
             return Err(ConfigError::DatabaseUrl("no host given".into()));
         }
-        if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            return Err(ConfigError::DatabaseUrl(
-                "sslmode=require is not supported: this build connects without TLS".into(),
-            ));
-        }
         pg.connect_timeout(self.db_connect_timeout)
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(30));
@@ -264,6 +269,18 @@ impl Config {
             pg.application_name("id-service");
         }
         Ok(pg)
+    }
+}
+
+impl Config {
+    /// The TLS connector for the ledger's connections, following DATABASE_URL's `sslmode`
+    /// (see [`pgtls::connector`]). Reads the CA file, so a bad one is refused at start-up.
+    pub fn tls(&self) -> Result<pgtls::MakeRustlsConnect, ConfigError> {
+        if let Some(path) = &self.database_ca_file {
+            pgtls::load_ca_file(path).map_err(ConfigError::DatabaseTls)?;
+        }
+        pgtls::connector(&self.pg_config()?, self.database_ca_file.as_deref())
+            .map_err(ConfigError::DatabaseTls)
     }
 }
 
@@ -354,9 +371,17 @@ mod tests {
                 },
             ),
             (
-                "tls required",
+                "missing CA file",
                 Config {
                     database_url: "postgres://h/x?sslmode=require".into(),
+                    database_ca_file: Some("/nonexistent/ca.pem".into()),
+                    ..base.clone()
+                },
+            ),
+            (
+                "CA file without certificates",
+                Config {
+                    database_ca_file: Some("/etc/hostname".into()),
                     ..base.clone()
                 },
             ),

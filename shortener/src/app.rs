@@ -9,7 +9,7 @@ use crate::limits::{ClientAddressPolicy, Limits, Rate};
 use crate::metrics::Metrics;
 use crate::service::{LinkService, ServiceSettings};
 use crate::setup;
-use crate::store::{ListenEvent, PgStore, Store};
+use crate::store::{ListenEvent, Store};
 use anyhow::Context;
 use axum::http::StatusCode;
 use codespace::CodeSpace;
@@ -217,11 +217,10 @@ impl App {
                 }
             }
         }));
-        if let (Store::Postgres(_), Some(url)) = (service.store(), config.database_url.clone()) {
+        if let Store::Postgres(pg) = service.store() {
             let cache = service.cache().clone();
             let stop = background.clone();
-            tasks.push(tokio::spawn(PgStore::listen(
-                url,
+            tasks.push(tokio::spawn(pg.clone().listen(
                 move |event| match event {
                     ListenEvent::Changed(code) => cache.invalidate(&code),
                     ListenEvent::Reset => cache.clear(),

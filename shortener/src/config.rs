@@ -35,6 +35,10 @@ pub struct Config {
     /// Most PostgreSQL connections this node opens.
     #[arg(long, env = "SHORTENER_DATABASE_MAX_CONNECTIONS", default_value_t = 16)]
     pub database_max_connections: usize,
+    /// PEM file of CA certificates trusted for TLS to PostgreSQL, besides the system's; used
+    /// with `sslmode=require` in DATABASE_URL, which verifies the server's certificate and name.
+    #[arg(long, env = "SHORTENER_DATABASE_CA_FILE")]
+    pub database_ca_file: Option<PathBuf>,
     /// id-service addresses, comma-separated (`http://id-service:50051`); required with DATABASE_URL.
     #[arg(long, env = "SHORTENER_ID_SERVICE", value_delimiter = ',')]
     pub id_service: Vec<String>,
@@ -156,6 +160,7 @@ impl Config {
             data_dir,
             database_url: None,
             database_max_connections: 8,
+            database_ca_file: None,
             id_service: Vec::new(),
             id_service_token: None,
             id_namespace: "links".into(),
@@ -194,7 +199,8 @@ impl Config {
         Duration::from_secs(self.drain_timeout)
     }
 
-    /// Checks everything that can be checked without I/O; the message names the setting.
+    /// Checks every setting that can be checked without the network (it reads the CA file);
+    /// the message names the setting.
     pub fn validate(&self) -> Result<(), String> {
         if !(codespace::MIN_LENGTH..=codespace::MAX_GENERATED_LENGTH).contains(&self.code_length) {
             return Err(format!(
@@ -255,7 +261,15 @@ impl Config {
         if self.client_ip_header.is_some() && self.trusted_proxies.is_empty() {
             return Err("SHORTENER_CLIENT_IP_HEADER needs SHORTENER_TRUSTED_PROXIES (whose connections may set it)".into());
         }
-        if self.database_url.is_some() {
+        if let Some(path) = &self.database_ca_file {
+            pgtls::load_ca_file(path).map_err(|e| format!("SHORTENER_DATABASE_CA_FILE: {e}"))?;
+        }
+        if let Some(url) = &self.database_url {
+            let pg: tokio_postgres::Config = url.parse().map_err(|e| {
+                format!("DATABASE_URL is not a valid PostgreSQL connection string: {e}")
+            })?;
+            pgtls::connector(&pg, self.database_ca_file.as_deref())
+                .map_err(|e| format!("SHORTENER_DATABASE_CA_FILE with DATABASE_URL: {e}"))?;
             if self.id_service.is_empty() {
                 return Err(
                     "SHORTENER_ID_SERVICE is required with DATABASE_URL (distributed mode)".into(),

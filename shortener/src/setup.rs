@@ -118,8 +118,13 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
     let holder = config.holder.clone().unwrap_or_else(default_holder);
     match &config.database_url {
         Some(url) => {
-            let pg = PgStore::connect(url, config.database_max_connections, Duration::from_secs(3))
-                .context("configure the PostgreSQL pool")?;
+            let pg = PgStore::connect(
+                url,
+                config.database_ca_file.as_deref(),
+                config.database_max_connections,
+                Duration::from_secs(3),
+            )
+            .context("configure the PostgreSQL pool")?;
             pg.migrate().await.context("apply PostgreSQL migrations")?;
             let key = load_key(config, None)?;
             let (api_keys, _) = load_api_keys(config, None)?;

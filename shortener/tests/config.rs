@@ -45,6 +45,12 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
         ("SHORTENER_CREATE_BURST", |c| c.create_burst = 10),
         ("SHORTENER_WRITE_BATCH", |c| c.write_batch = 0),
         ("SHORTENER_KEY", |c| c.key = Some("abcd".into())),
+        ("SHORTENER_DATABASE_CA_FILE", |c| {
+            c.database_ca_file = Some("/nonexistent/ca.pem".into())
+        }),
+        ("SHORTENER_DATABASE_CA_FILE", |c| {
+            c.database_ca_file = Some("/dev/null".into())
+        }),
         ("API key", |c| c.api_keys = vec!["short".into()]),
     ];
     for (name, edit) in cases {

@@ -23,6 +23,8 @@ pub struct Cluster {
     dir: tempfile::TempDir,
     bin: PathBuf,
     as_postgres: bool,
+    /// The uid and gid of `postgres` when the tools run as that user.
+    owner: Option<(u32, u32)>,
     port: u16,
 }
 
@@ -32,24 +34,62 @@ impl Cluster {
     ///
     /// Panics with the server log when the cluster cannot be created or started.
     pub async fn start(settings: &[&str]) -> Cluster {
+        Self::create(settings).await.start_created().await
+    }
+
+    /// Like [`Cluster::start`], with TLS on (`ssl = on`): the server presents
+    /// `certs.server_cert_pem`, whose key is in the data directory with mode 0600 as PostgreSQL
+    /// requires. Plaintext connections are still accepted.
+    pub async fn start_tls(certs: &crate::tls::TestCerts, settings: &[&str]) -> Cluster {
+        let mut all = vec![
+            "ssl = on",
+            "ssl_cert_file = 'server.crt'",
+            "ssl_key_file = 'server.key'",
+        ];
+        all.extend_from_slice(settings);
+        let cluster = Self::create(&all).await;
+        let data = cluster.data_dir();
+        cluster.write_owned(&data.join("server.crt"), &certs.server_cert_pem, 0o644);
+        cluster.write_owned(&data.join("server.key"), &certs.server_key_pem, 0o600);
+        cluster.start_created().await
+    }
+
+    /// Writes a file the server can read: owned by `postgres` when the tests run as root.
+    fn write_owned(&self, path: &Path, contents: &str, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .unwrap_or_else(|e| panic!("restrict {}: {e}", path.display()));
+        if let Some((uid, gid)) = self.owner {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid))
+                .unwrap_or_else(|e| panic!("give {} to postgres: {e}", path.display()));
+        }
+    }
+
+    /// A cluster created with `initdb` and configured, not yet started.
+    async fn create(settings: &[&str]) -> Cluster {
         let bin = bin_dir();
         let as_postgres = run_output("id", &["-u"]).await.trim() == "0";
         let dir = tempfile::Builder::new()
             .prefix("testkit-pg-")
             .tempdir()
             .expect("create a directory for the cluster");
-        let mut cluster = Cluster {
+        let owner = if as_postgres {
+            let uid: u32 = parse_id(&run_output("id", &["-u", "postgres"]).await);
+            let gid: u32 = parse_id(&run_output("id", &["-g", "postgres"]).await);
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
+                .expect("give the cluster directory to postgres");
+            Some((uid, gid))
+        } else {
+            None
+        };
+        let cluster = Cluster {
             dir,
             bin,
             as_postgres,
+            owner,
             port: 0,
         };
-        if as_postgres {
-            let uid: u32 = parse_id(&run_output("id", &["-u", "postgres"]).await);
-            let gid: u32 = parse_id(&run_output("id", &["-g", "postgres"]).await);
-            std::os::unix::fs::chown(cluster.dir.path(), Some(uid), Some(gid))
-                .expect("give the cluster directory to postgres");
-        }
         let data = cluster.data_dir();
         cluster
             .pg(
@@ -80,19 +120,23 @@ impl Cluster {
         let mut text = std::fs::read_to_string(&conf_path).expect("read postgresql.conf");
         text.push_str(&conf);
         std::fs::write(&conf_path, text).expect("write postgresql.conf");
+        cluster
+    }
 
+    /// Starts a cluster made by [`Cluster::create`] on a free port.
+    async fn start_created(mut self) -> Cluster {
         // A port free a moment ago may be taken by the time the server binds it: retry.
         for attempt in 0..5 {
-            cluster.port = crate::free_port();
-            if cluster.try_start().await {
-                return cluster;
+            self.port = crate::free_port();
+            if self.try_start().await {
+                return self;
             }
             eprintln!(
                 "cluster did not start on port {} (attempt {attempt})",
-                cluster.port
+                self.port
             );
         }
-        panic!("start a throwaway PostgreSQL; log:\n{}", cluster.log());
+        panic!("start a throwaway PostgreSQL; log:\n{}", self.log());
     }
 
     /// The port the server listens on (the same across restarts).

@@ -5,9 +5,11 @@
 //! parallel without sharing state; the database is dropped when the value is dropped.
 //! [`wait_until`] polls a condition against a deadline instead of sleeping a fixed time.
 //! [`cluster::Cluster`] is a whole throwaway PostgreSQL server for tests that crash it, and
-//! [`free_port`] picks a port for processes that must be told theirs.
+//! [`free_port`] picks a port for processes that must be told theirs, and [`tls::TestCerts`]
+//! makes certificates for a cluster that serves TLS.
 
 pub mod cluster;
+pub mod tls;
 
 use std::future::Future;
 use std::time::Duration;

@@ -4,14 +4,20 @@ use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
 use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError};
 use crate::domain::{ClickCounts, Link};
 use deadpool_postgres::{GenericClient, Pool, PoolError, Runtime, Timeouts};
+use pgtls::MakeRustlsConnect;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 use tokio_util::sync::CancellationToken;
 
 /// Links in PostgreSQL. Cheap to clone (a pool handle).
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// How the change listener connects: the pool's settings and TLS.
+    config: Arc<tokio_postgres::Config>,
+    tls: MakeRustlsConnect,
 }
 
 const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at";
@@ -40,12 +46,13 @@ pub enum ListenEvent {
 }
 
 async fn listen_once(
-    url: &str,
+    config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
     on_event: &impl Fn(ListenEvent),
     stop: &CancellationToken,
 ) -> Result<(), tokio_postgres::Error> {
     use futures::StreamExt;
-    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+    let (client, mut connection) = config.connect(tls.clone()).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
@@ -125,10 +132,19 @@ async fn find_idempotent_on(
 
 fn db_error(e: tokio_postgres::Error) -> StoreError {
     use tokio_postgres::error::SqlState;
-    // The library's text omits the server's message; keep it for the logs.
+    // The library's text omits the server's message and the cause (a refused connection, an
+    // untrusted certificate); keep them for the logs.
     let text = match e.as_db_error() {
         Some(db) => format!("{} ({}): {}", e, db.code().code(), db.message()),
-        None => e.to_string(),
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            text
+        }
     };
     let code = e.code().map(SqlState::code).unwrap_or("");
     if e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED)
@@ -169,8 +185,10 @@ fn pool_error(e: PoolError) -> StoreError {
 impl PgStore {
     /// Connects a pool of up to `max_connections` to `url`. Connecting is lazy: this succeeds
     /// while the database is down, and calls fail fast (within `timeout`) until it is back.
+    /// TLS follows the URL's `sslmode`; `ca_file` adds trusted roots (see [`pgtls::connector`]).
     pub fn connect(
         url: &str,
+        ca_file: Option<&Path>,
         max_connections: usize,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
@@ -185,9 +203,11 @@ impl PgStore {
         };
         config.options(&options);
         config.connect_timeout(timeout);
+        let tls = pgtls::connector(&config, ca_file)
+            .map_err(|e| StoreError::Internal(format!("configure TLS to PostgreSQL: {e}")))?;
         let manager = deadpool_postgres::Manager::from_config(
-            config,
-            NoTls,
+            config.clone(),
+            tls.clone(),
             deadpool_postgres::ManagerConfig {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
             },
@@ -202,7 +222,11 @@ impl PgStore {
             })
             .build()
             .map_err(|e| StoreError::Internal(format!("configure the PostgreSQL pool: {e}")))?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            config: Arc::new(config),
+            tls,
+        })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -501,13 +525,13 @@ impl PgStore {
     /// [`ListenEvent::Changed`] per changed code, and [`ListenEvent::Reset`] whenever the
     /// listening connection is (re)established, since changes may have been missed meanwhile.
     pub async fn listen(
-        url: String,
+        self,
         on_event: impl Fn(ListenEvent) + Send + 'static,
         stop: CancellationToken,
     ) {
         let mut backoff = Duration::from_millis(100);
         while !stop.is_cancelled() {
-            match listen_once(&url, &on_event, &stop).await {
+            match listen_once(&self.config, &self.tls, &on_event, &stop).await {
                 Ok(()) => backoff = Duration::from_millis(100),
                 Err(error) => {
                     tracing::warn!(%error, retry_in = ?backoff, "link change listener disconnected")
