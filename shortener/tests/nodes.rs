@@ -84,3 +84,60 @@ async fn the_embedded_mode_survives_a_restart_with_links_intact_and_new_ids() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_shutdown_readiness_goes_off_first_and_an_in_flight_create_still_completes() {
+    let cluster = Cluster::new(Backend::Postgres).await;
+    let node = cluster.node("draining").await;
+    node.create_url("https://example.com/warm").await;
+    // Hold the table so a create is in flight inside PostgreSQL when shutdown begins.
+    let mut locker = cluster.db.as_ref().expect("postgres").connect().await;
+    let lock = locker.transaction().await.expect("begin");
+    lock.batch_execute("LOCK TABLE links IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let in_flight = tokio::spawn({
+        let (client, base) = (node.client.clone(), node.base.clone());
+        async move {
+            client
+                .post(format!("{base}/api/v1/links"))
+                .bearer_auth(common::API_KEY)
+                .json(&serde_json::json!({ "url": "https://example.com/in-flight" }))
+                .send()
+                .await
+                .map(|r| r.status())
+        }
+    });
+    let admin = cluster.db.as_ref().expect("postgres").connect().await;
+    let waiting = testkit::wait_until(std::time::Duration::from_secs(10), || async {
+        let rows = admin
+            .query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", &[])
+            .await
+            .expect("activity");
+        !rows.is_empty()
+    })
+    .await;
+    assert!(waiting, "the create never reached the database");
+
+    node.begin_shutdown();
+    let not_ready = testkit::wait_until(std::time::Duration::from_secs(5), || async {
+        matches!(node.client.get(format!("{}/readyz", node.admin)).send().await, Ok(r) if r.status() == 503)
+    })
+    .await;
+    assert!(
+        not_ready,
+        "readiness did not go off while a request was in flight"
+    );
+    assert!(!in_flight.is_finished(), "the in-flight create was cut off");
+
+    lock.commit().await.expect("unlock");
+    let status = in_flight
+        .await
+        .expect("join")
+        .expect("the in-flight create got an answer");
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "the in-flight create was not drained"
+    );
+}

@@ -135,6 +135,11 @@ impl Node {
         node
     }
 
+    /// Starts the shutdown (as SIGTERM does) without waiting for it.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
     /// Stops the node and waits for it to drain.
     pub async fn stop(mut self) {
         self.shutdown.cancel();
