@@ -68,18 +68,35 @@ pub fn classify(is_head: bool, user_agent: Option<&str>) -> Visit {
     }
 }
 
+/// How many independently locked parts the pending counts are split into, so redirects on
+/// different codes (and the flush) rarely wait for one another.
+const SHARDS: usize = 16;
+
+type Pending = HashMap<String, ClickCounts>;
+
 /// Pending counts, flushed in batches.
 #[derive(Default)]
 pub struct ClickRecorder {
-    pending: Mutex<HashMap<String, ClickCounts>>,
+    shards: [Mutex<Pending>; SHARDS],
     /// Clicks written to the store since start.
     pub flushed: AtomicU64,
 }
 
+fn lock(shard: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
+    // Counters stay consistent whatever panicked while holding the lock.
+    shard.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl ClickRecorder {
+    fn shard(&self, code: &str) -> &Mutex<Pending> {
+        // Generated and private codes end in a uniformly random character.
+        let last = code.as_bytes().last().copied().unwrap_or(0);
+        &self.shards[usize::from(last) % SHARDS]
+    }
+
     /// Counts one redirect of `code`.
     pub fn record(&self, code: &str, visit: Visit) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = lock(self.shard(code));
         let counts = match pending.get_mut(code) {
             Some(counts) => counts,
             None => pending.entry(code.to_string()).or_default(),
@@ -91,13 +108,17 @@ impl ClickRecorder {
         }
     }
 
-    fn take(&self) -> HashMap<String, ClickCounts> {
-        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+    fn take(&self) -> Pending {
+        let mut all = Pending::new();
+        for shard in &self.shards {
+            all.extend(std::mem::take(&mut *lock(shard)));
+        }
+        all
     }
 
-    fn restore(&self, batch: HashMap<String, ClickCounts>) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+    fn restore(&self, batch: Pending) {
         for (code, c) in batch {
+            let mut pending = lock(self.shard(&code));
             let counts = pending.entry(code).or_default();
             counts.human += c.human;
             counts.head += c.head;

@@ -21,6 +21,10 @@ type Labels = Vec<(&'static str, &'static str)>;
 /// The node's metrics.
 pub struct Metrics {
     registry: Registry,
+    /// Handles of the redirect series, made once so the hot path neither allocates a label set
+    /// nor takes the family's lock.
+    redirect_by_status: Vec<(u16, Counter)>,
+    redirect_by_outcome: Vec<(&'static str, Histogram)>,
     redirects: Family<Labels, Counter>,
     redirect_seconds: Family<Labels, Histogram>,
     creates: Family<Labels, Counter>,
@@ -72,8 +76,32 @@ impl Metrics {
             rate_limited.clone(),
         );
         registry.register_collector(Box::new(Sampled(Arc::downgrade(service))));
+        let redirect_by_status = [301, 302, 307, 308, 404, 410, 429, 500, 503]
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    redirects
+                        .get_or_create(&vec![("status", status_label(s))])
+                        .clone(),
+                )
+            })
+            .collect();
+        let redirect_by_outcome = ["redirect", "not_found", "gone", "error"]
+            .into_iter()
+            .map(|o| {
+                (
+                    o,
+                    redirect_seconds
+                        .get_or_create(&vec![("outcome", o)])
+                        .clone(),
+                )
+            })
+            .collect();
         Self {
             registry,
+            redirect_by_status,
+            redirect_by_outcome,
             redirects,
             redirect_seconds,
             creates,
@@ -84,12 +112,23 @@ impl Metrics {
 
     /// Records one redirect request.
     pub fn redirect(&self, status: u16, outcome: &'static str, elapsed: Duration) {
-        self.redirects
-            .get_or_create(&vec![("status", status_label(status))])
-            .inc();
-        self.redirect_seconds
-            .get_or_create(&vec![("outcome", outcome)])
-            .observe(elapsed.as_secs_f64());
+        match self.redirect_by_status.iter().find(|(s, _)| *s == status) {
+            Some((_, counter)) => {
+                counter.inc();
+            }
+            None => {
+                self.redirects
+                    .get_or_create(&vec![("status", status_label(status))])
+                    .inc();
+            }
+        }
+        match self.redirect_by_outcome.iter().find(|(o, _)| *o == outcome) {
+            Some((_, histogram)) => histogram.observe(elapsed.as_secs_f64()),
+            None => self
+                .redirect_seconds
+                .get_or_create(&vec![("outcome", outcome)])
+                .observe(elapsed.as_secs_f64()),
+        }
     }
 
     /// Records one create (or one batch item).
@@ -128,6 +167,7 @@ fn status_label(status: u16) -> &'static str {
         404 => "404",
         410 => "410",
         429 => "429",
+        500 => "500",
         503 => "503",
         _ => "other",
     }
