@@ -1,0 +1,142 @@
+//! The database ceilings: pgbench running the node's exact single-row create statement on the
+//! node's schema, and the same single-row insert in its own transaction on SQLite with the
+//! node's durability settings (WAL, `synchronous=FULL`).
+
+use crate::machine::{self, LOAD_CORE};
+use crate::procs::{PgDatabase, target_url};
+use crate::stats::Run;
+use anyhow::{Context, bail};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The shortener's PostgreSQL schema, applied to the pgbench database.
+const PG_SCHEMA: [&str; 2] = [
+    include_str!("../../shortener/migrations/postgres/0001_links.sql"),
+    include_str!("../../shortener/migrations/postgres/0002_clicks.sql"),
+];
+/// The shortener's SQLite schema.
+const SQLITE_SCHEMA: [&str; 2] = [
+    include_str!("../../shortener/migrations/sqlite/0001_links.sql"),
+    include_str!("../../shortener/migrations/sqlite/0002_clicks.sql"),
+];
+
+/// The statement `PgStore::insert` sends for a generated code (shortener/src/store/postgres.rs),
+/// with pgbench variables for its parameters: a random ID, a 7-character code derived from it.
+const PGBENCH_SCRIPT: &str = "\\set id random(1, 9000000000000000000)
+INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key) \
+VALUES (substr(md5(:id::text), 1, 7), 'https://www.example.com/articles/2026/11/a-typical-article-slug-' || :id || '?utm_source=bench', \
+'generated', :id, NULL, 'pgbench', NULL) \
+ON CONFLICT DO NOTHING RETURNING code, long_url, created_at, expires_at, deleted_at;
+";
+
+/// A database with the shortener's schema, for pgbench.
+pub fn pgbench_database() -> anyhow::Result<PgDatabase> {
+    let db = PgDatabase::create("pgbench")?;
+    for sql in PG_SCHEMA {
+        db.execute(sql)?;
+    }
+    Ok(db)
+}
+
+fn pgbench_binary() -> String {
+    let installed = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()
+        .and_then(|dirs| {
+            let mut found: Vec<_> = dirs
+                .filter_map(Result::ok)
+                .map(|d| d.path().join("bin/pgbench"))
+                .filter(|p| p.exists())
+                .collect();
+            found.sort();
+            found.pop()
+        });
+    installed.map_or_else(|| "pgbench".into(), |p| p.display().to_string())
+}
+
+/// pgbench at `clients` connections for `duration` (prepared statements, one transaction per
+/// insert); latencies from its per-transaction log.
+pub fn pgbench(
+    db: &PgDatabase,
+    clients: usize,
+    duration: Duration,
+    dir: &Path,
+) -> anyhow::Result<Run> {
+    let script = dir.join("create.sql");
+    std::fs::write(&script, PGBENCH_SCRIPT).context("write the pgbench script")?;
+    let logs = dir.join(format!("pgbench-{clients}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&logs);
+    std::fs::create_dir_all(&logs)?;
+    let output = machine::pinned(LOAD_CORE, pgbench_binary())
+        .args(["-n", "-M", "prepared", "-l"])
+        .arg(format!("--log-prefix={}", logs.join("log").display()))
+        .args(["-c", &clients.to_string(), "-j", "1"])
+        .args(["-T", &duration.as_secs().max(1).to_string(), "-f"])
+        .arg(&script)
+        .arg(db.url())
+        .output()
+        .context("run pgbench")?;
+    if !output.status.success() {
+        bail!(
+            "pgbench failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let mut latencies = Vec::new();
+    for entry in std::fs::read_dir(&logs)?.filter_map(Result::ok) {
+        let text = std::fs::read_to_string(entry.path())?;
+        // client_id transaction_no latency_us script_no epoch_s epoch_us
+        latencies.extend(
+            text.lines()
+                .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u32>().ok()),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+    let n = latencies.len() as u64;
+    Ok(Run::from_latencies(
+        latencies,
+        n,
+        duration.max(Duration::from_secs(1)),
+        0,
+    ))
+}
+
+/// Single-row inserts, each in its own immediate transaction, on a fresh SQLite file in `dir`
+/// with the node's settings; one writer (SQLite serialises writers anyway).
+pub fn sqlite_single_inserts(dir: &Path, duration: Duration) -> anyhow::Result<Run> {
+    let path = dir.join(format!("baseline-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut conn = Connection::open(&path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    for sql in SQLITE_SCHEMA {
+        conn.execute_batch(sql)?;
+    }
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    let mut id: i64 = 0;
+    while started.elapsed() < duration {
+        let t = Instant::now();
+        id += 1;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let code: Option<String> = tx
+            .query_row(
+                "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+                 VALUES (?1, ?2, 'generated', ?3, ?4, NULL, 'baseline', NULL) ON CONFLICT DO NOTHING \
+                 RETURNING code, long_url, created_at, expires_at, deleted_at",
+                params![format!("{id:07}"), target_url(id as u64), id, 0i64],
+                |r| r.get(0),
+            )
+            .optional()?;
+        tx.commit()?;
+        anyhow::ensure!(code.is_some(), "baseline insert conflicted");
+        latencies.push(t.elapsed().as_micros() as u32);
+    }
+    let elapsed = started.elapsed();
+    drop(conn);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let n = latencies.len() as u64;
+    Ok(Run::from_latencies(latencies, n, elapsed, 0))
+}

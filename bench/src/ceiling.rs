@@ -1,0 +1,36 @@
+//! The redirect ceiling: a minimal hyper 1.x server that answers every request with the same
+//! 302 and `Location`. Nothing a redirect service does per request can cost less, so the node's
+//! redirect rate is reported as a fraction of this one's on the same core and load generator.
+
+use crate::procs::target_url;
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper::{Response, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+/// Serves fixed redirects on `addr` until the process is killed (run as `bench ceiling-server`).
+pub async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let location = header::HeaderValue::from_str(&target_url(0))?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        let location = location.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |_request| {
+                let location = location.clone();
+                async move {
+                    let mut response = Response::new(Empty::<Bytes>::new());
+                    *response.status_mut() = StatusCode::FOUND;
+                    response.headers_mut().insert(header::LOCATION, location);
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,142 @@
+//! Load generators written here: a closed loop that requests every code once (cache warming and
+//! the cache-miss figure), and an open loop at a fixed rate that measures latency from each
+//! request's intended send time, so queueing behind a slow answer is counted (as wrk2 does).
+
+use crate::http::Conn;
+use crate::stats::Run;
+use rand::{Rng, SeedableRng};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Zipf(s) over `n` ranks by inverse CDF.
+pub struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    /// The distribution over ranks `0..n`.
+    pub fn new(n: usize, s: f64) -> Zipf {
+        let mut sum = 0.0;
+        let mut cdf: Vec<f64> = (1..=n)
+            .map(|i| {
+                sum += (i as f64).powf(-s);
+                sum
+            })
+            .collect();
+        for v in &mut cdf {
+            *v /= sum;
+        }
+        Zipf { cdf }
+    }
+
+    /// A rank.
+    pub fn sample(&self, rng: &mut impl Rng) -> usize {
+        let u: f64 = rng.random();
+        self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
+    }
+}
+
+/// Requests each code once over `connections` connections; every answer must be 302.
+pub async fn each_once(
+    addr: SocketAddr,
+    codes: Arc<Vec<String>>,
+    connections: usize,
+) -> anyhow::Result<Run> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let (codes, next) = (Arc::clone(&codes), Arc::clone(&next));
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::connect(addr).await?;
+            let (mut latencies, mut errors) = (Vec::new(), 0u64);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(code) = codes.get(i) else { break };
+                let t = Instant::now();
+                let status = conn.get(&format!("/{code}")).await?;
+                latencies.push(t.elapsed().as_micros() as u32);
+                if status.as_u16() != 302 {
+                    errors += 1;
+                }
+            }
+            anyhow::Ok((latencies, errors))
+        }));
+    }
+    let (mut all, mut errors) = (Vec::new(), 0);
+    for task in tasks {
+        let (latencies, e) = task.await??;
+        all.extend(latencies);
+        errors += e;
+    }
+    let n = all.len() as u64;
+    Ok(Run::from_latencies(all, n, started.elapsed(), errors))
+}
+
+/// Offers `rate` GETs per second of Zipf-chosen codes for `duration` over `connections`
+/// connections (each with its own share of the schedule). Latency runs from the intended send
+/// time to the end of the answer.
+pub async fn open_loop(
+    addr: SocketAddr,
+    codes: Arc<Vec<String>>,
+    rate: f64,
+    duration: Duration,
+    connections: usize,
+) -> anyhow::Result<Run> {
+    let zipf = Arc::new(Zipf::new(codes.len(), 1.0));
+    let mut senders = Vec::new();
+    let mut tasks = Vec::new();
+    for c in 0..connections {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+        senders.push(tx);
+        let (codes, zipf) = (Arc::clone(&codes), Arc::clone(&zipf));
+        let mut conn = Conn::connect(addr).await?;
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(c as u64 * 7919 + 1);
+            let (mut latencies, mut errors) = (Vec::new(), 0u64);
+            while let Some(intended) = rx.recv().await {
+                let code = &codes[zipf.sample(&mut rng)];
+                match conn.get(&format!("/{code}")).await {
+                    Ok(s) if s.as_u16() == 302 => {}
+                    _ => errors += 1,
+                }
+                latencies.push(intended.elapsed().as_micros() as u32);
+            }
+            (latencies, errors)
+        }));
+    }
+    // The schedule runs on its own thread: tokio's timer has 1 ms granularity, which would
+    // bunch sends and add up to a millisecond of false latency at these rates.
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let started = Instant::now();
+    let total = (rate * duration.as_secs_f64()) as u64;
+    let dispatcher = std::thread::spawn(move || {
+        for i in 0..total {
+            let intended = started + interval.mul_f64(i as f64);
+            let now = Instant::now();
+            if intended > now + Duration::from_micros(100) {
+                std::thread::sleep(intended - now - Duration::from_micros(50));
+            }
+            let _ = senders[(i as usize) % senders.len()].send(intended);
+        }
+    });
+    tokio::task::spawn_blocking(move || dispatcher.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("the dispatcher panicked"))?;
+    let (mut all, mut errors) = (Vec::new(), 0);
+    for task in tasks {
+        // A server that cannot keep up leaves a backlog; it is measured, but not forever.
+        match tokio::time::timeout(Duration::from_secs(10), task).await {
+            Ok(joined) => {
+                let (latencies, e) = joined?;
+                all.extend(latencies);
+                errors += e;
+            }
+            Err(_) => errors += 1,
+        }
+    }
+    let n = all.len() as u64;
+    Ok(Run::from_latencies(all, n, started.elapsed(), errors))
+}

@@ -1,0 +1,157 @@
+//! Benchmarks of the shortener beside their baselines, in one bounded command.
+//!
+//! `bench all` starts everything itself (nodes, an id-service, a hyper redirect ceiling,
+//! throwaway PostgreSQL databases), pins servers and load generators to different cores, runs
+//! each point several times, prints Markdown tables, and writes the shortener section of
+//! docs/benchmarks.md (between `<!-- bench:begin -->` and `<!-- bench:end -->`) and the charts
+//! in docs/. Groups run alone with `bench redirects|creates|memory|micro` (print only).
+
+mod baselines;
+mod ceiling;
+mod create_suite;
+mod creates;
+mod http;
+mod load;
+mod machine;
+mod memory;
+mod micro;
+mod node;
+mod plot;
+mod preload;
+mod procs;
+mod redirects;
+mod report;
+mod settings;
+mod stats;
+mod wrk;
+
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Shortener benchmarks beside their baselines.
+#[derive(Debug, Parser)]
+#[command(name = "bench")]
+struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    command: Command,
+    /// The short smoke run (under 2 minutes): one repetition, 1-second points, fewer links.
+    #[arg(long, global = true)]
+    quick: bool,
+    /// Write docs/benchmarks.md and the charts even for --quick or a single group.
+    #[arg(long, global = true)]
+    write_docs: bool,
+    /// Do not write docs/ (print only).
+    #[arg(long, global = true, conflicts_with = "write_docs")]
+    no_docs: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Every group; writes docs/benchmarks.md and docs/bench-*.svg (unless --quick or --no-docs).
+    All,
+    /// Redirects through the edge beside the hyper ceiling.
+    Redirects,
+    /// Creates on PostgreSQL and embedded beside pgbench and SQLite, and block rollovers.
+    Creates,
+    /// Node memory with 0 and N cached links.
+    Memory,
+    /// Code encode/decode and IDs per second, in process.
+    Micro,
+    /// (internal) The hyper redirect ceiling server.
+    #[command(hide = true)]
+    CeilingServer {
+        /// Listen address.
+        #[arg(long)]
+        addr: SocketAddr,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Command::CeilingServer { addr } = cli.command {
+        let runtime = tokio::runtime::Runtime::new()?;
+        return runtime.block_on(ceiling::serve(addr));
+    }
+    if let Some(code) = machine::repin_self()? {
+        std::process::exit(code);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let settings = settings::Settings::new(cli.quick);
+    let scratch = tempfile::Builder::new()
+        .prefix("shortener-bench-")
+        .tempdir()?;
+    let dir = scratch.path();
+    let all = matches!(cli.command, Command::All);
+    let mut report = report::Report {
+        command: format!(
+            "{}{}",
+            format!("{:?}", cli.command).to_lowercase(),
+            if cli.quick { " --quick" } else { "" }
+        ),
+        machine: machine::describe(),
+        ..report::Report::default()
+    };
+    for (k, v) in &report.machine {
+        eprintln!("{k}: {v}");
+    }
+    if all || matches!(cli.command, Command::Micro) {
+        let d = if cli.quick {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(1)
+        };
+        let codes = tokio::task::spawn_blocking(move || micro::code_rates(d)).await??;
+        let ids = micro::pool_ids_per_second(d).await?;
+        report.micro = Some((codes, ids));
+    }
+    if all || matches!(cli.command, Command::Redirects) {
+        report.redirects = Some(redirects::run(&settings, dir).await?);
+    }
+    if all || matches!(cli.command, Command::Creates) {
+        report.creates = Some(create_suite::run(&settings, dir).await?);
+    }
+    if all || matches!(cli.command, Command::Memory) {
+        report.memory = Some(memory::run(&settings, dir).await?);
+    }
+    report.elapsed = started.elapsed();
+    report
+        .machine
+        .push(("load average at end".into(), machine::load_average()));
+    println!("{}", report.markdown(&settings));
+
+    let write = !cli.no_docs && (cli.write_docs || (all && !cli.quick));
+    if write {
+        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
+        let mut extra = String::new();
+        if let Some(r) = &report.redirects {
+            plot::redirect_latency(r, &docs.join("bench-redirect-latency.svg"))?;
+            extra.push_str(
+                "![Redirect latency against offered load](bench-redirect-latency.svg)\n\n",
+            );
+        }
+        if let Some(c) = &report.creates {
+            plot::create_throughput(c, settings.batch, &docs.join("bench-creates.svg"))?;
+            extra.push_str(
+                "![Creates per second against concurrent clients](bench-creates.svg)\n\n",
+            );
+        }
+        let notes = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("notes.md");
+        if let Ok(text) = std::fs::read_to_string(&notes) {
+            extra.push_str(text.trim_end());
+            extra.push_str("\n\n");
+        }
+        report.write_docs(&settings, &docs.join("benchmarks.md"), &extra)?;
+        eprintln!("wrote docs/benchmarks.md and docs/bench-*.svg");
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! Redirects through an embedded node's edge, beside the hyper ceiling on the same core with the
+//! same load generator: cache hits (Zipf over the links), cache misses (cache disabled), a 5%
+//! unknown-code mix, each code once (a cold cache), and open-loop latency at fixed rates.
+
+use crate::load;
+use crate::node::{Backend, Node, NodeSpec};
+use crate::procs::{Server, free_addr};
+use crate::settings::Settings;
+use crate::stats::{Repeated, Run};
+use crate::{preload, wrk};
+use anyhow::Context;
+use codespace::CodeKey;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Connection counts of the closed-loop runs.
+pub const CONNECTIONS: [usize; 2] = [1, 64];
+
+/// One open-loop point for both servers.
+#[derive(Debug, Clone)]
+pub struct OpenPoint {
+    /// The fraction of each server's closed-loop peak (64 connections) offered.
+    pub fraction: f64,
+    /// Requests per second offered to the ceiling.
+    pub ceiling_rate: f64,
+    /// The ceiling's latencies.
+    pub ceiling: Run,
+    /// Requests per second offered to the node.
+    pub node_rate: f64,
+    /// The node's latencies.
+    pub node: Run,
+}
+
+/// Everything the redirect suite measures.
+#[derive(Debug, Clone, Default)]
+pub struct Redirects {
+    /// Links behind the runs.
+    pub links: u64,
+    /// The hyper ceiling, per connection count.
+    pub ceiling: Vec<(usize, Repeated)>,
+    /// Cache hits, Zipf(1) over the links.
+    pub hit: Vec<(usize, Repeated)>,
+    /// Zipf hits plus 5% unknown codes.
+    pub mix404: Vec<(usize, Repeated)>,
+    /// Cache disabled: every request reads SQLite.
+    pub miss: Vec<(usize, Repeated)>,
+    /// Every code requested once on a cold cache (64 connections, this crate's client).
+    pub each_once: Run,
+    /// Open-loop points.
+    pub open: Vec<OpenPoint>,
+}
+
+fn entry(list: &mut Vec<(usize, Repeated)>, conns: usize) -> &mut Repeated {
+    if let Some(i) = list.iter().position(|(c, _)| *c == conns) {
+        return &mut list[i].1;
+    }
+    list.push((conns, Repeated::default()));
+    &mut list.last_mut().expect("just pushed").1
+}
+
+/// The median rate at `conns` in `list`.
+pub fn rate_at(list: &[(usize, Repeated)], conns: usize) -> f64 {
+    list.iter()
+        .find(|(c, _)| *c == conns)
+        .map_or(f64::NAN, |(_, r)| r.rate())
+}
+
+/// Runs the suite with scratch files in `dir`.
+pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
+    let mut out = Redirects {
+        links: settings.links,
+        ..Redirects::default()
+    };
+    let key = CodeKey::generate();
+    let data = dir.join("redirect-node");
+    std::fs::create_dir_all(&data)?;
+    let script = wrk::install_script(dir)?;
+    let node = Node::start(NodeSpec {
+        backend: Backend::Embedded(&data),
+        key_hex: key.to_hex(),
+        cache_bytes: 256 << 20,
+        blocks: None,
+        log_dir: dir.to_path_buf(),
+        name: "redirects".into(),
+    })
+    .await?;
+    let codes = {
+        let (data, key, n) = (data.clone(), key.clone(), settings.links);
+        tokio::task::spawn_blocking(move || preload::links(&data, &key, n)).await??
+    };
+    let codes_file = dir.join("codes.txt");
+    std::fs::write(&codes_file, codes.join("\n") + "\n")?;
+    let codes = Arc::new(codes);
+
+    let ceiling_addr = free_addr()?;
+    let mut ceiling = Server::spawn(
+        "ceiling",
+        &std::env::current_exe()?,
+        &["ceiling-server", "--addr", &ceiling_addr.to_string()],
+        &[],
+        dir.join("ceiling.log"),
+    )?;
+    ceiling.wait_listening(ceiling_addr).await?;
+
+    eprintln!("redirects: each of {} codes once (cold cache)", codes.len());
+    out.each_once = load::each_once(node.http, Arc::clone(&codes), 64)
+        .await
+        .context("warm the cache")?;
+
+    let hits = wrk::Mix {
+        zipf: 1.0,
+        unknown: 0.0,
+    };
+    let mix = wrk::Mix {
+        zipf: 1.0,
+        unknown: 0.05,
+    };
+    let d = settings.redirect;
+    for rep in 0..settings.reps {
+        for conns in CONNECTIONS {
+            eprintln!("redirects: rep {rep}, {conns} connections: ceiling, hits, 5% unknown");
+            let r = wrk::run(
+                &script,
+                &codes_file,
+                ceiling_addr,
+                conns,
+                d,
+                hits,
+                ceiling.pid(),
+            )?;
+            entry(&mut out.ceiling, conns).push(r);
+            let r = wrk::run(
+                &script,
+                &codes_file,
+                node.http,
+                conns,
+                d,
+                hits,
+                node.server.pid(),
+            )?;
+            entry(&mut out.hit, conns).push(r);
+            let r = wrk::run(
+                &script,
+                &codes_file,
+                node.http,
+                conns,
+                d,
+                mix,
+                node.server.pid(),
+            )?;
+            entry(&mut out.mix404, conns).push(r);
+        }
+    }
+
+    let (ceiling_peak, node_peak) = (rate_at(&out.ceiling, 64), rate_at(&out.hit, 64));
+    for &fraction in &settings.open_fractions {
+        eprintln!("redirects: open loop at {:.0}% of peak", fraction * 100.0);
+        let (ceiling_rate, node_rate) = (ceiling_peak * fraction, node_peak * fraction);
+        let c = load::open_loop(ceiling_addr, Arc::clone(&codes), ceiling_rate, d, 64).await?;
+        let n = load::open_loop(node.http, Arc::clone(&codes), node_rate, d, 64).await?;
+        out.open.push(OpenPoint {
+            fraction,
+            ceiling_rate,
+            ceiling: c,
+            node_rate,
+            node: n,
+        });
+    }
+    drop(ceiling);
+    drop(node);
+
+    // A node whose cache holds nothing: every redirect reads the store.
+    let node = Node::start(NodeSpec {
+        backend: Backend::Embedded(&data),
+        key_hex: key.to_hex(),
+        cache_bytes: 1,
+        blocks: None,
+        log_dir: dir.to_path_buf(),
+        name: "no-cache".into(),
+    })
+    .await?;
+    let uniform = wrk::Mix {
+        zipf: 0.0,
+        unknown: 0.0,
+    };
+    for rep in 0..settings.reps {
+        for conns in CONNECTIONS {
+            eprintln!("redirects: rep {rep}, {conns} connections: cache disabled");
+            let r = wrk::run(
+                &script,
+                &codes_file,
+                node.http,
+                conns,
+                d,
+                uniform,
+                node.server.pid(),
+            )?;
+            entry(&mut out.miss, conns).push(r);
+        }
+    }
+    Ok(out)
+}

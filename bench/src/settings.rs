@@ -1,0 +1,62 @@
+//! How long and how often each measurement runs.
+
+use std::time::Duration;
+
+/// Durations, repetitions and sizes of a run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Repetitions of every measured point (the report shows the median and spread).
+    pub reps: usize,
+    /// Length of each redirect measurement.
+    pub redirect: Duration,
+    /// Length of each create measurement (after `warmup`).
+    pub create: Duration,
+    /// Unmeasured lead-in of each create measurement.
+    pub warmup: Duration,
+    /// Links behind the redirect measurements.
+    pub links: u64,
+    /// Cached-link counts at which node memory is measured (besides 0).
+    pub memory_points: Vec<u64>,
+    /// Fractions of peak throughput offered by the open-loop runs.
+    pub open_fractions: Vec<f64>,
+    /// Items per `BatchCreateLinks` call.
+    pub batch: usize,
+    /// Block size (min = max) of the rollover runs.
+    pub rollover_block: u64,
+}
+
+impl Settings {
+    /// The full run (about 10 minutes on 2 cores) or the smoke run (under 2 minutes).
+    pub fn new(quick: bool) -> Settings {
+        if quick {
+            Settings {
+                reps: 1,
+                redirect: Duration::from_secs(1),
+                create: Duration::from_secs(1),
+                warmup: Duration::from_millis(200),
+                links: 20_000,
+                memory_points: vec![10_000, 100_000],
+                open_fractions: vec![0.5],
+                batch: 100,
+                rollover_block: 200,
+            }
+        } else {
+            Settings {
+                reps: 3,
+                redirect: Duration::from_secs(5),
+                create: Duration::from_secs(4),
+                warmup: Duration::from_millis(500),
+                links: 100_000,
+                memory_points: vec![100_000, 1_000_000],
+                open_fractions: vec![0.1, 0.25, 0.5, 0.75, 0.9],
+                batch: 100,
+                rollover_block: 200,
+            }
+        }
+    }
+
+    /// Concurrency levels of the create runs.
+    pub fn clients(&self) -> [usize; 3] {
+        [1, 16, 64]
+    }
+}
