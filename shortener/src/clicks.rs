@@ -57,12 +57,18 @@ pub fn classify(is_head: bool, user_agent: Option<&str>) -> Visit {
     }
     match user_agent {
         Some(ua) => {
-            let ua = ua.to_ascii_lowercase();
-            if BOT_MARKERS.iter().any(|m| ua.contains(m)) {
-                Visit::Bot
-            } else {
-                Visit::Human
+            // Lower-case into a stack buffer: the redirect path should not allocate for this.
+            // Markers sit near the start of real user agents; the tail past 256 bytes is ignored.
+            let mut buf = [0u8; 256];
+            let len = ua.len().min(buf.len());
+            for (dst, src) in buf.iter_mut().zip(ua.as_bytes()) {
+                *dst = src.to_ascii_lowercase();
             }
+            let ua = &buf[..len];
+            let is_bot = BOT_MARKERS
+                .iter()
+                .any(|m| ua.windows(m.len()).any(|w| w == m.as_bytes()));
+            if is_bot { Visit::Bot } else { Visit::Human }
         }
         None => Visit::Bot,
     }

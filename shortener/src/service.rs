@@ -371,8 +371,12 @@ impl LinkService {
             }
             None => {
                 self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
-                // A generated-shape code that no ID encodes to was never issued.
-                let entry = if kind == CodeKind::Generated && self.space.decode(segment).is_err() {
+                // A generated-shape code that no ID encodes to was never issued. Every
+                // L-character code is some ID's code, so only longer ones need the check.
+                let entry = if kind == CodeKind::Generated
+                    && segment.len() > self.space.length()
+                    && self.space.decode(segment).is_err()
+                {
                     Cached::Missing
                 } else {
                     match self.store.get(segment).await.map_err(store_error)? {

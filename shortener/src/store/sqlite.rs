@@ -19,8 +19,6 @@ pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
 }
 
-const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at";
-
 fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
@@ -60,6 +58,10 @@ impl SqliteStore {
             .map_err(db_error)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(db_error)?;
+        // 64 MiB of page cache: random codes touch B-tree pages all over the index.
+        conn.pragma_update(None, "cache_size", -65536)
+            .map_err(db_error)?;
+        conn.set_prepared_statement_cache_capacity(64);
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(db_error)?;
         Ok(Self {
@@ -352,12 +354,7 @@ impl SqliteStore {
 /// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the
 /// live twin) or `CodeTaken`.
 fn insert_row(conn: &Connection, link: &NewLink, now: i64) -> Result<InsertOutcome, StoreError> {
-    let mut insert = conn
-        .prepare_cached(&format!(
-            "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
-        ))
-        .map_err(db_error)?;
+    let mut insert = conn.prepare_cached(INSERT_LINK).map_err(db_error)?;
     let inserted = insert
         .query_row(
             params![
@@ -389,22 +386,28 @@ fn insert_row(conn: &Connection, link: &NewLink, now: i64) -> Result<InsertOutco
     })
 }
 
+// Statements are constants so `prepare_cached` finds them without formatting a string, and
+// SQLite parses each once per connection.
+const INSERT_LINK: &str = "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING \
+     RETURNING code, long_url, created_at, expires_at, deleted_at";
+const SELECT_BY_CODE: &str =
+    "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE code = ?1";
+const SELECT_BY_DEDUP: &str =
+    "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE dedup_key = ?1";
+
 fn get_link(conn: &Connection, code: &str) -> Result<Option<Link>, StoreError> {
-    conn.query_row(
-        &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = ?1"),
-        [code],
-        link_from_row,
-    )
-    .optional()
-    .map_err(db_error)
+    let mut select = conn.prepare_cached(SELECT_BY_CODE).map_err(db_error)?;
+    select
+        .query_row([code], link_from_row)
+        .optional()
+        .map_err(db_error)
 }
 
 fn find_dedup(conn: &Connection, key: &[u8]) -> Result<Option<Link>, StoreError> {
-    conn.query_row(
-        &format!("SELECT {LINK_COLUMNS} FROM links WHERE dedup_key = ?1"),
-        [key],
-        link_from_row,
-    )
-    .optional()
-    .map_err(db_error)
+    let mut select = conn.prepare_cached(SELECT_BY_DEDUP).map_err(db_error)?;
+    select
+        .query_row([key], link_from_row)
+        .optional()
+        .map_err(db_error)
 }
