@@ -356,24 +356,28 @@ impl SqliteStore {
 fn insert_row(conn: &Connection, link: &NewLink, now: i64) -> Result<InsertOutcome, StoreError> {
     let mut insert = conn.prepare_cached(INSERT_LINK).map_err(db_error)?;
     let inserted = insert
-        .query_row(
-            params![
-                link.code,
-                link.url,
-                link.kind.as_str(),
-                link.id.map(|id| id as i64),
-                now,
-                link.expires_at.map(millis),
-                link.owner,
-                link.dedup_key
-            ],
-            link_from_row,
-        )
-        .optional()
+        .execute(params![
+            link.code,
+            link.url,
+            link.kind.as_str(),
+            link.id.map(|id| id as i64),
+            now,
+            link.expires_at.map(millis),
+            link.owner,
+            link.dedup_key
+        ])
         .map_err(db_error)?;
     Ok(match inserted {
-        Some(created) => InsertOutcome::Created(created),
-        None => match link
+        // The row is exactly what was written; no need to read it back.
+        1 => InsertOutcome::Created(Link {
+            code: link.code.clone(),
+            url: link.url.clone(),
+            created_at: from_millis(now),
+            expires_at: link.expires_at.map(|t| from_millis(millis(t))),
+            deleted_at: None,
+            clicks: ClickCounts::default(),
+        }),
+        _ => match link
             .dedup_key
             .as_ref()
             .map(|k| find_dedup(conn, k))
@@ -389,8 +393,7 @@ fn insert_row(conn: &Connection, link: &NewLink, now: i64) -> Result<InsertOutco
 // Statements are constants so `prepare_cached` finds them without formatting a string, and
 // SQLite parses each once per connection.
 const INSERT_LINK: &str = "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING \
-     RETURNING code, long_url, created_at, expires_at, deleted_at";
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING";
 const SELECT_BY_CODE: &str =
     "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE code = ?1";
 const SELECT_BY_DEDUP: &str =
