@@ -6,9 +6,10 @@
 //! TTL bounds staleness when a notification is missed.
 
 use chrono::{DateTime, Utc};
-use moka::sync::Cache;
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the cache knows about a code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,69 +38,96 @@ pub struct CacheConfig {
     pub negative_ttl: Duration,
 }
 
-/// Two bounded caches: found links, and recently unknown codes.
+/// An entry and when it was stored (entries past their lifetime read as absent).
+#[derive(Debug, Clone)]
+struct Stored {
+    entry: Cached,
+    at: Instant,
+}
+
+/// Weighs an entry by the bytes it holds, so the bound is in memory, not in entries.
+#[derive(Debug, Clone, Copy)]
+struct Bytes;
+
+impl Weighter<Arc<str>, Stored> for Bytes {
+    fn weight(&self, code: &Arc<str>, stored: &Stored) -> u64 {
+        let url = match &stored.entry {
+            Cached::Link { url, .. } => url.len(),
+            Cached::Missing => 0,
+        };
+        (code.len() + url + 96) as u64
+    }
+}
+
+/// The redirect cache: a sharded, weight-bounded S3-FIFO cache (quick_cache), chosen for cheap
+/// reads on the redirect path; lifetimes are checked on read.
 #[derive(Clone)]
 pub struct LinkCache {
-    found: Cache<Arc<str>, Cached>,
-    missing: Cache<Arc<str>, ()>,
+    entries: Arc<Cache<Arc<str>, Stored, Bytes>>,
+    ttl: Duration,
+    negative_ttl: Duration,
 }
 
 impl LinkCache {
     /// An empty cache.
     pub fn new(config: CacheConfig) -> Self {
-        let found = Cache::builder()
-            .max_capacity(config.max_bytes)
-            .weigher(|code: &Arc<str>, entry: &Cached| {
-                let url = match entry {
-                    Cached::Link { url, .. } => url.len(),
-                    Cached::Missing => 0,
-                };
-                u32::try_from(code.len() + url + 96).unwrap_or(u32::MAX)
-            })
-            .time_to_live(config.ttl)
-            .build();
-        let missing = Cache::builder()
-            .max_capacity((config.max_bytes / 128).max(1024))
-            .time_to_live(config.negative_ttl)
-            .build();
-        Self { found, missing }
+        // An estimate of the entry count sizes the shards; about 200 bytes per entry.
+        let estimated = usize::try_from(config.max_bytes / 200)
+            .unwrap_or(usize::MAX)
+            .clamp(16, 1 << 24);
+        Self {
+            entries: Arc::new(Cache::with_weighter(
+                estimated,
+                config.max_bytes.max(1),
+                Bytes,
+            )),
+            ttl: config.ttl,
+            negative_ttl: config.negative_ttl,
+        }
     }
 
-    /// The cached answer for `code`, if any.
+    /// The cached answer for `code`, if any and still fresh.
     pub fn get(&self, code: &str) -> Option<Cached> {
-        if let Some(entry) = self.found.get(code) {
-            return Some(entry);
+        let stored = self.entries.get(code)?;
+        let lifetime = match stored.entry {
+            Cached::Missing => self.negative_ttl,
+            Cached::Link { .. } => self.ttl,
+        };
+        if stored.at.elapsed() < lifetime {
+            Some(stored.entry)
+        } else {
+            self.entries.remove(code);
+            None
         }
-        self.missing.get(code).map(|()| Cached::Missing)
     }
 
     /// Remembers what the store said about `code`.
     pub fn put(&self, code: &str, entry: Cached) {
-        let key: Arc<str> = Arc::from(code);
-        match entry {
-            Cached::Missing => self.missing.insert(key, ()),
-            link => self.found.insert(key, link),
-        }
+        self.entries.insert(
+            Arc::from(code),
+            Stored {
+                entry,
+                at: Instant::now(),
+            },
+        );
     }
 
     /// Forgets `code` (it was created, deleted or changed).
     pub fn invalidate(&self, code: &str) {
-        self.found.invalidate(code);
-        self.missing.invalidate(code);
+        self.entries.remove(code);
     }
 
     /// Forgets everything (notifications may have been missed).
     pub fn clear(&self) {
-        self.found.invalidate_all();
-        self.missing.invalidate_all();
+        self.entries.clear();
     }
 
-    /// Approximate number of cached links.
+    /// Number of cached entries (links and unknown codes).
     pub fn len(&self) -> u64 {
-        self.found.entry_count()
+        self.entries.len() as u64
     }
 
-    /// Whether the cache holds no link.
+    /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -137,6 +165,31 @@ mod tests {
     }
 
     #[test]
+    fn entries_past_their_lifetime_read_as_absent() {
+        let cache = LinkCache::new(CacheConfig {
+            max_bytes: 1 << 20,
+            ttl: Duration::from_millis(200),
+            negative_ttl: Duration::from_millis(20),
+        });
+        let link = Cached::Link {
+            url: Arc::from("https://example.com/"),
+            expires_at: None,
+            deleted: false,
+        };
+        cache.put("abc", link.clone());
+        cache.put("zzz", Cached::Missing);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(
+            cache.get("zzz"),
+            None,
+            "the negative entry outlived its lifetime"
+        );
+        assert_eq!(cache.get("abc"), Some(link), "the link expired too early");
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(cache.get("abc"), None, "the link outlived its lifetime");
+    }
+
+    #[test]
     fn memory_stays_within_the_bound() {
         let cache = LinkCache::new(CacheConfig {
             max_bytes: 64 * 1024,
@@ -153,7 +206,6 @@ mod tests {
                 },
             );
         }
-        cache.found.run_pending_tasks();
         assert!(cache.len() < 1000, "{} entries kept", cache.len());
     }
 }

@@ -262,7 +262,7 @@ impl Collector for Sampled {
         gauge(
             e,
             "shortener_cache_entries",
-            "Links held in the cache",
+            "Entries held in the redirect cache (links and recently unknown codes)",
             service.cache().len() as f64,
         )?;
         counter(

@@ -1,6 +1,6 @@
 //! The JSON API under `/api/v1`.
 
-use super::{ApiError, HttpState};
+use super::{ApiError, HttpState, Shared};
 use crate::auth::Owner;
 use crate::domain::{Error, Link};
 use crate::service::CreateInput;
@@ -83,7 +83,7 @@ async fn read_json_body(headers: &HeaderMap, body: Body) -> Result<CreateBody, A
 
 /// `POST /api/v1/links`: creates a link (201), or returns the existing one for a dedup hit or
 /// an idempotent retry (200).
-pub async fn create(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+pub async fn create(State(state): State<Shared>, headers: HeaderMap, body: Body) -> Response {
     let started = std::time::Instant::now();
     let (response, outcome) = match create_inner(&state, &headers, body).await {
         Ok((response, true)) => (response, "created"),
@@ -175,7 +175,7 @@ pub(crate) fn segment(code: Result<Path<String>, PathRejection>) -> String {
 
 /// `GET /api/v1/links/{code}`: the link, including deleted and expired ones.
 pub async fn get(
-    State(state): State<HttpState>,
+    State(state): State<Shared>,
     headers: HeaderMap,
     code: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
@@ -186,7 +186,7 @@ pub async fn get(
 
 /// `DELETE /api/v1/links/{code}`: 204; the code answers 410 from then on.
 pub async fn delete(
-    State(state): State<HttpState>,
+    State(state): State<Shared>,
     headers: HeaderMap,
     code: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {

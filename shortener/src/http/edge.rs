@@ -1,6 +1,6 @@
 //! `GET|HEAD /{code}`: the redirect edge.
 
-use super::HttpState;
+use super::{HttpState, Shared};
 use crate::clicks;
 use crate::service::Resolution;
 use axum::extract::rejection::PathRejection;
@@ -23,13 +23,15 @@ fn no_store(status: StatusCode, body: &'static str) -> Response {
 /// links, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
 /// without touching the store. Clicks are counted in memory and flushed in batches.
 pub async fn redirect(
-    State(state): State<HttpState>,
+    State(state): State<Shared>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    method: Method,
-    headers: HeaderMap,
     code: Result<Path<String>, PathRejection>,
+    // The request itself rather than `HeaderMap` and `Method` extractors, which would clone the
+    // headers on every redirect.
+    request: axum::extract::Request,
 ) -> Response {
     let code = super::api::segment(code);
+    let (method, headers) = (request.method(), request.headers());
     let started = Instant::now();
     let (response, outcome) = match state.service.resolve(&code).await {
         Ok(Resolution::Redirect(url)) => match HeaderValue::from_str(&url) {
@@ -55,7 +57,7 @@ pub async fn redirect(
                 )
             }
         },
-        Ok(Resolution::NotFound) => (not_found(&state, peer, &headers), "not_found"),
+        Ok(Resolution::NotFound) => (not_found(&state, peer, headers), "not_found"),
         Ok(Resolution::Gone) => (
             no_store(StatusCode::GONE, "this link is no longer available\n"),
             "gone",
@@ -91,7 +93,7 @@ fn not_found(state: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> Respon
 
 /// Anything that is not a single path segment: not a code.
 pub async fn fallback(
-    State(state): State<HttpState>,
+    State(state): State<Shared>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {

@@ -33,8 +33,21 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
 }
 
+/// The handlers' shared state behind one `Arc`, so each request clones one pointer rather than
+/// one per field.
+#[derive(Clone)]
+pub struct Shared(Arc<HttpState>);
+
+impl std::ops::Deref for Shared {
+    type Target = HttpState;
+    fn deref(&self) -> &HttpState {
+        &self.0
+    }
+}
+
 /// The router of the public listener.
 pub fn router(state: HttpState) -> Router {
+    let state = Shared(Arc::new(state));
     Router::new()
         .route(
             "/api/v1/links",
