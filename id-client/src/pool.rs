@@ -104,15 +104,18 @@ impl State {
             + self.spare.as_ref().map_or(0, |l| l.block.len())
     }
 
-    /// Takes up to `n` IDs from the current block, moving to the spare when it runs out.
-    fn take(&mut self, n: u64, out: &mut Vec<u64>) {
-        while (out.len() as u64) < n {
+    /// Takes up to `n` IDs from the current block, moving to the spare when it runs out, and
+    /// hands each contiguous run to `emit`; returns how many were taken.
+    fn take(&mut self, n: u64, mut emit: impl FnMut(std::ops::Range<u64>)) -> u64 {
+        let mut taken = 0;
+        while taken < n {
             match &mut self.current {
                 Some(c) if c.next < c.end => {
-                    let k = (n - out.len() as u64).min(c.end - c.next);
-                    out.extend(c.next..c.next + k);
+                    let k = (n - taken).min(c.end - c.next);
+                    emit(c.next..c.next + k);
                     c.next += k;
                     self.issued += k;
+                    taken += k;
                 }
                 _ => match self.spare.take() {
                     Some(lease) => {
@@ -123,11 +126,12 @@ impl State {
                     }
                     None => {
                         self.current = None;
-                        return;
+                        break;
                     }
                 },
             }
         }
+        taken
     }
 }
 
@@ -185,30 +189,39 @@ impl IdPool {
         Self { inner, task }
     }
 
-    /// The next unique ID. Never waits on the network: fails fast when nothing is in hand.
+    /// The next unique ID. Never waits on the network (fails fast when nothing is in hand) and
+    /// never allocates.
     pub fn next_id(&self) -> Result<u64, IdError> {
-        let ids = self.next_ids(1)?;
-        Ok(ids[0])
+        let mut id = 0;
+        self.take(1, |run| id = run.start)?;
+        Ok(id)
     }
 
     /// Up to `n` unique IDs (at least one), in ascending order within each block. Fewer than
     /// `n` come back only when the pool runs dry part-way.
     pub fn next_ids(&self, n: usize) -> Result<Vec<u64>, IdError> {
         let mut out = Vec::with_capacity(n);
-        let spare_missing = {
+        self.take(n as u64, |run| out.extend(run))?;
+        Ok(out)
+    }
+
+    /// Takes up to `n` IDs under the lock and wakes the refill task if the spare slot is empty;
+    /// fails when not even one ID is in hand.
+    fn take(&self, n: u64, emit: impl FnMut(std::ops::Range<u64>)) -> Result<(), IdError> {
+        let (taken, spare_missing) = {
             let mut state = self.inner.lock();
-            state.take(n as u64, &mut out);
-            state.spare.is_none()
+            let taken = state.take(n, emit);
+            (taken, state.spare.is_none())
         };
         if spare_missing {
             self.inner.wake.notify_one();
         }
-        if out.is_empty() {
+        if taken == 0 {
             return Err(IdError::Exhausted {
                 retry_after: Duration::from_secs(1),
             });
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Whether at least one ID is in hand.

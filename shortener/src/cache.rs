@@ -137,25 +137,29 @@ impl LinkCache {
 mod tests {
     use super::*;
 
-    fn cache() -> LinkCache {
+    fn cache(max_bytes: u64, ttl: Duration, negative_ttl: Duration) -> LinkCache {
         LinkCache::new(CacheConfig {
-            max_bytes: 1 << 20,
-            ttl: Duration::from_secs(60),
-            negative_ttl: Duration::from_secs(60),
+            max_bytes,
+            ttl,
+            negative_ttl,
         })
+    }
+
+    fn link(url: &str) -> Cached {
+        Cached::Link {
+            url: Arc::from(url),
+            expires_at: None,
+            deleted: false,
+        }
     }
 
     #[test]
     fn found_and_missing_entries_are_kept_apart_and_invalidated() {
-        let cache = cache();
-        let link = Cached::Link {
-            url: Arc::from("https://example.com/"),
-            expires_at: None,
-            deleted: false,
-        };
-        cache.put("abc", link.clone());
+        let minute = Duration::from_secs(60);
+        let cache = cache(1 << 20, minute, minute);
+        cache.put("abc", link("https://example.com/"));
         cache.put("zzz", Cached::Missing);
-        assert_eq!(cache.get("abc"), Some(link));
+        assert_eq!(cache.get("abc"), Some(link("https://example.com/")));
         assert_eq!(cache.get("zzz"), Some(Cached::Missing));
         assert_eq!(cache.get("other"), None);
         cache.invalidate("abc");
@@ -166,17 +170,13 @@ mod tests {
 
     #[test]
     fn entries_past_their_lifetime_read_as_absent() {
-        let cache = LinkCache::new(CacheConfig {
-            max_bytes: 1 << 20,
-            ttl: Duration::from_millis(200),
-            negative_ttl: Duration::from_millis(20),
-        });
-        let link = Cached::Link {
-            url: Arc::from("https://example.com/"),
-            expires_at: None,
-            deleted: false,
-        };
-        cache.put("abc", link.clone());
+        // Lifetimes are wall-clock durations, so this test lets real time pass.
+        let cache = cache(
+            1 << 20,
+            Duration::from_millis(200),
+            Duration::from_millis(20),
+        );
+        cache.put("abc", link("https://example.com/"));
         cache.put("zzz", Cached::Missing);
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(
@@ -184,26 +184,22 @@ mod tests {
             None,
             "the negative entry outlived its lifetime"
         );
-        assert_eq!(cache.get("abc"), Some(link), "the link expired too early");
+        assert_eq!(
+            cache.get("abc"),
+            Some(link("https://example.com/")),
+            "the link expired too early"
+        );
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(cache.get("abc"), None, "the link outlived its lifetime");
     }
 
     #[test]
     fn memory_stays_within_the_bound() {
-        let cache = LinkCache::new(CacheConfig {
-            max_bytes: 64 * 1024,
-            ttl: Duration::from_secs(60),
-            negative_ttl: Duration::from_secs(1),
-        });
+        let cache = cache(64 * 1024, Duration::from_secs(60), Duration::from_secs(1));
         for i in 0..10_000 {
             cache.put(
                 &format!("code{i}"),
-                Cached::Link {
-                    url: Arc::from(format!("https://example.com/{i}")),
-                    expires_at: None,
-                    deleted: false,
-                },
+                link(&format!("https://example.com/{i}")),
             );
         }
         assert!(cache.len() < 1000, "{} entries kept", cache.len());

@@ -533,7 +533,18 @@ async fn bad_input_is_refused_and_nothing_is_stored(backend: Backend) {
         0,
         "a refused request stored something"
     );
-    // Paths that cannot be codes are 404 without touching the store; the node keeps serving.
+    // Paths that cannot be codes are 404 without touching the cache or the store; the node
+    // keeps serving.
+    let lookups = || {
+        let counters = &node.service.counters;
+        counters
+            .cache_hits
+            .load(std::sync::atomic::Ordering::Relaxed)
+            + counters
+                .cache_misses
+                .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = lookups();
     for path in [
         "a/b",
         "..%2f..%2fetc",
@@ -550,6 +561,11 @@ async fn bad_input_is_refused_and_nothing_is_stored(backend: Backend) {
             .expect("send");
         assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
     }
+    assert_eq!(
+        lookups(),
+        before,
+        "a path that cannot be a code was looked up"
+    );
     assert_eq!(
         node.create_url("https://example.com/still-fine")
             .await

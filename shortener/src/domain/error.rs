@@ -27,9 +27,6 @@ pub enum Error {
     /// No such link.
     #[error("no link with code {0:?}")]
     NotFound(String),
-    /// The link exists but was deleted or has expired.
-    #[error("the link {0:?} is gone")]
-    Gone(String),
     /// The alias is taken.
     #[error("the alias {0:?} is already taken")]
     AliasTaken(String),
@@ -78,7 +75,6 @@ impl Error {
             Error::BadRequest { code, .. } | Error::Invalid { code, .. } => code,
             Error::Unauthenticated => "unauthorized",
             Error::NotFound(_) => "not_found",
-            Error::Gone(_) => "gone",
             Error::AliasTaken(_) => "alias_taken",
             Error::IdempotencyMismatch => "idempotency_key_reused",
             Error::Unavailable { .. } => "unavailable",
@@ -97,7 +93,7 @@ impl Error {
             Error::AliasTaken(_) => "conflict",
             Error::Unavailable { .. } => "unavailable",
             Error::RateLimited { .. } => "rate_limited",
-            Error::NotFound(_) | Error::Gone(_) | Error::Internal(_) => "error",
+            Error::NotFound(_) | Error::Internal(_) => "error",
         }
     }
 

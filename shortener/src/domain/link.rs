@@ -31,30 +31,6 @@ pub struct ClickCounts {
     pub bot: u64,
 }
 
-/// Whether a link redirects now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkState {
-    /// It redirects.
-    Active,
-    /// It was deleted.
-    Deleted,
-    /// Its expiry has passed.
-    Expired,
-}
-
-impl Link {
-    /// The link's state at `now`.
-    pub fn state(&self, now: DateTime<Utc>) -> LinkState {
-        if self.deleted_at.is_some() {
-            LinkState::Deleted
-        } else if self.expires_at.is_some_and(|t| t <= now) {
-            LinkState::Expired
-        } else {
-            LinkState::Active
-        }
-    }
-}
-
 /// A validated request to create a link, independent of transport.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateRequest {

@@ -5,5 +5,5 @@ mod link;
 mod target;
 
 pub use error::Error;
-pub use link::{ClickCounts, CreateRequest, Link, LinkState};
+pub use link::{ClickCounts, CreateRequest, Link};
 pub use target::{DEFAULT_MAX_URL_LENGTH, TargetUrl, UrlError};

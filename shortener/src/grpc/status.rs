@@ -8,7 +8,7 @@ use tonic::{Code, Status};
 pub fn code_of(error: &Error) -> Code {
     match error {
         Error::BadRequest { .. } | Error::Invalid { .. } => Code::InvalidArgument,
-        Error::IdempotencyMismatch | Error::Gone(_) => Code::FailedPrecondition,
+        Error::IdempotencyMismatch => Code::FailedPrecondition,
         Error::Unauthenticated => Code::Unauthenticated,
         Error::NotFound(_) => Code::NotFound,
         Error::AliasTaken(_) => Code::AlreadyExists,

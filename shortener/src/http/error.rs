@@ -32,7 +32,6 @@ impl From<Error> for ApiError {
             Error::Invalid { .. } | Error::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Unauthenticated => StatusCode::UNAUTHORIZED,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::Gone(_) => StatusCode::GONE,
             Error::AliasTaken(_) => StatusCode::CONFLICT,
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,

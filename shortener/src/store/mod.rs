@@ -212,12 +212,4 @@ impl Store {
             Store::Sqlite(s) => s.count_links().await,
         }
     }
-
-    /// How many generated codes exist (for the code-space utilisation figure).
-    pub async fn count_generated(&self) -> Result<u64, StoreError> {
-        match self {
-            Store::Postgres(s) => s.count_generated().await,
-            Store::Sqlite(s) => s.count_generated().await,
-        }
-    }
 }

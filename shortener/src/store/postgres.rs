@@ -560,13 +560,4 @@ impl PgStore {
             .map_err(db_error)?;
         Ok(row.get::<_, i64>(0) as u64)
     }
-
-    pub(super) async fn count_generated(&self) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let row = client
-            .query_one("SELECT count(*) FROM links WHERE kind = 'generated'", &[])
-            .await
-            .map_err(db_error)?;
-        Ok(row.get::<_, i64>(0) as u64)
-    }
 }

@@ -303,19 +303,6 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn count_generated(&self) -> Result<u64, StoreError> {
-        self.with(|conn| {
-            conn.query_row(
-                "SELECT count(*) FROM links WHERE kind = 'generated'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n as u64)
-            .map_err(db_error)
-        })
-        .await
-    }
-
     /// Leases the next `size` IDs of `namespace` from the embedded ledger: one immediate
     /// transaction advances the namespace cursor and records the lease; it returns after the
     /// commit is on disk. Overlap is refused by a trigger, so the file itself proves disjointness.
