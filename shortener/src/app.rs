@@ -263,7 +263,7 @@ impl App {
         let http_stop = CancellationToken::new();
         let http_task = tokio::spawn(http::serve::serve(
             http,
-            http::router(http_state),
+            http::Edge::new(http_state),
             Duration::from_secs(config.header_read_timeout),
             http_stop.clone(),
             drain,

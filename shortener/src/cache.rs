@@ -5,6 +5,7 @@
 //! pushed to every node (PostgreSQL `LISTEN/NOTIFY`, see [`crate::store::PgStore::listen`]); the
 //! TTL bounds staleness when a notification is missed.
 
+use axum::http::HeaderValue;
 use chrono::{DateTime, Utc};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
@@ -16,8 +17,9 @@ use std::time::{Duration, Instant};
 pub enum Cached {
     /// A link: its URL, expiry and whether it is deleted.
     Link {
-        /// The target.
-        url: Arc<str>,
+        /// The target, as the `Location` header value it is sent as (checked once, when the
+        /// entry is made, so a hit costs no validation or copy).
+        location: HeaderValue,
         /// When it expires, if ever.
         expires_at: Option<DateTime<Utc>>,
         /// Whether it was deleted.
@@ -52,7 +54,7 @@ struct Bytes;
 impl Weighter<Arc<str>, Stored> for Bytes {
     fn weight(&self, code: &Arc<str>, stored: &Stored) -> u64 {
         let url = match &stored.entry {
-            Cached::Link { url, .. } => url.len(),
+            Cached::Link { location, .. } => location.len(),
             Cached::Missing => 0,
         };
         (code.len() + url + 96) as u64
@@ -147,7 +149,7 @@ mod tests {
 
     fn link(url: &str) -> Cached {
         Cached::Link {
-            url: Arc::from(url),
+            location: HeaderValue::from_str(url).expect("a valid header value"),
             expires_at: None,
             deleted: false,
         }

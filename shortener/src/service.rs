@@ -7,6 +7,7 @@ use crate::domain::{CreateRequest, Error, Link, TargetUrl};
 use crate::store::{
     BatchWriter, DeleteOutcome, Idempotency, InsertOutcome, Kind, NewLink, Store, StoreError,
 };
+use axum::http::HeaderValue;
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use codespace::shape::{self, CodeKind};
@@ -43,8 +44,8 @@ pub struct CreateInput {
 /// What the edge should do with a code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
-    /// Redirect to this URL.
-    Redirect(Arc<str>),
+    /// Redirect to this URL (the `Location` header value).
+    Redirect(HeaderValue),
     /// No such code (or a path that cannot be a code).
     NotFound,
     /// Deleted or expired.
@@ -381,7 +382,7 @@ impl LinkService {
                 } else {
                     match self.store.get(segment).await.map_err(store_error)? {
                         Some(link) => Cached::Link {
-                            url: Arc::from(link.url),
+                            location: location(segment, link.url)?,
                             expires_at: link.expires_at,
                             deleted: link.deleted_at.is_some(),
                         },
@@ -399,9 +400,18 @@ impl LinkService {
                 expires_at: Some(t),
                 ..
             } if t <= Utc::now() => Resolution::Gone,
-            Cached::Link { url, .. } => Resolution::Redirect(url),
+            Cached::Link { location, .. } => Resolution::Redirect(location),
         })
     }
+}
+
+/// A stored URL as a `Location` header value. Stored URLs are serialized by the URL parser
+/// (ASCII, no control characters), so a failure here is a bug or a hand-edited row.
+fn location(code: &str, url: String) -> Result<HeaderValue, Error> {
+    HeaderValue::try_from(url).map_err(|_| {
+        tracing::error!(code, "stored URL is not a valid header value");
+        Error::Internal(format!("the stored URL of {code} is not a valid Location"))
+    })
 }
 
 fn settle(outcome: InsertOutcome) -> Result<(Link, bool), Error> {

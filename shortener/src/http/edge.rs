@@ -3,6 +3,7 @@
 use super::{HttpState, Shared};
 use crate::clicks;
 use crate::service::Resolution;
+use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -19,9 +20,22 @@ fn no_store(status: StatusCode, body: &'static str) -> Response {
         .into_response()
 }
 
-/// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted or expired
-/// links, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
-/// without touching the store. Clicks are counted in memory and flushed in batches.
+/// The code a request for the redirect edge names, when it can be answered without the router:
+/// `GET` or `HEAD` of one non-empty path segment with nothing to percent-decode. Anything else
+/// (other methods, `/api/...`, several segments, `%`-escapes) goes through the router, whose
+/// `/{code}` route ends in the same [`answer`].
+pub fn direct_code<B>(request: &hyper::Request<B>) -> Option<&str> {
+    let method = request.method();
+    if method != Method::GET && method != Method::HEAD {
+        return None;
+    }
+    let code = request.uri().path().strip_prefix('/')?;
+    let plain = !code.is_empty() && !code.bytes().any(|b| b == b'/' || b == b'%');
+    plain.then_some(code)
+}
+
+/// `GET|HEAD /{code}` through the router (percent-encoded segments; plain ones are dispatched
+/// directly by the accept loop, see [`direct_code`]).
 pub async fn redirect(
     State(state): State<Shared>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -31,33 +45,35 @@ pub async fn redirect(
     request: axum::extract::Request,
 ) -> Response {
     let code = super::api::segment(code);
-    let (method, headers) = (request.method(), request.headers());
+    answer(&state, peer, &code, request.method(), request.headers()).await
+}
+
+/// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted or expired
+/// links, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
+/// without touching the store. Clicks are counted in memory and flushed in batches.
+pub async fn answer(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Response {
     let started = Instant::now();
-    let (response, outcome) = match state.service.resolve(&code).await {
-        Ok(Resolution::Redirect(url)) => match HeaderValue::from_str(&url) {
-            Ok(location) => {
-                let user_agent = headers
-                    .get(header::USER_AGENT)
-                    .and_then(|v| v.to_str().ok());
-                state
-                    .service
-                    .clicks()
-                    .record(&code, clicks::classify(method == Method::HEAD, user_agent));
-                (
-                    (state.redirect_status, [(header::LOCATION, location)]).into_response(),
-                    "redirect",
-                )
-            }
-            Err(_) => {
-                // Stored URLs are serialized by the URL parser (ASCII only); this is a bug.
-                tracing::error!(code = %code, "stored URL is not a valid header value");
-                (
-                    no_store(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n"),
-                    "error",
-                )
-            }
-        },
-        Ok(Resolution::NotFound) => (not_found(&state, peer, headers), "not_found"),
+    let (response, outcome) = match state.service.resolve(code).await {
+        Ok(Resolution::Redirect(location)) => {
+            let user_agent = headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok());
+            state
+                .service
+                .clicks()
+                .record(code, clicks::classify(method == Method::HEAD, user_agent));
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = state.redirect_status;
+            response.headers_mut().insert(header::LOCATION, location);
+            (response, "redirect")
+        }
+        Ok(Resolution::NotFound) => (not_found(state, peer, headers), "not_found"),
         Ok(Resolution::Gone) => (
             no_store(StatusCode::GONE, "this link is no longer available\n"),
             "gone",

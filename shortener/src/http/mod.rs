@@ -12,9 +12,14 @@ use crate::limits::{ClientAddressPolicy, Limits};
 use crate::metrics::Metrics;
 use crate::service::LinkService;
 use axum::Router;
-use axum::http::StatusCode;
+use axum::extract::ConnectInfo;
+use axum::http::{Request, StatusCode};
+use axum::response::Response;
 use axum::routing::get;
+use hyper::body::Incoming;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use tower::ServiceExt;
 
 /// What the HTTP handlers share.
 #[derive(Clone)]
@@ -45,9 +50,44 @@ impl std::ops::Deref for Shared {
     }
 }
 
-/// The router of the public listener.
-pub fn router(state: HttpState) -> Router {
-    let state = Shared(Arc::new(state));
+/// The public listener's request handling: plain `GET|HEAD /{code}` requests, the bulk of the
+/// traffic, go straight to the redirect edge; everything else through the axum router.
+#[derive(Clone)]
+pub struct Edge {
+    state: Shared,
+    router: Router,
+}
+
+impl Edge {
+    /// Handling for the public listener over `state`.
+    pub fn new(state: HttpState) -> Self {
+        let state = Shared(Arc::new(state));
+        Self {
+            router: router(state.clone()),
+            state,
+        }
+    }
+
+    /// Answers one request from `peer`.
+    pub async fn handle(&self, peer: SocketAddr, mut request: Request<Incoming>) -> Response {
+        if let Some(code) = edge::direct_code(&request) {
+            return edge::answer(&self.state, peer, code, request.method(), request.headers())
+                .await;
+        }
+        request.extensions_mut().insert(ConnectInfo(peer));
+        match self
+            .router
+            .clone()
+            .oneshot(request.map(axum::body::Body::new))
+            .await
+        {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+}
+
+fn router(state: Shared) -> Router {
     Router::new()
         .route(
             "/api/v1/links",

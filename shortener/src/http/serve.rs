@@ -2,25 +2,24 @@
 //! request, and a bounded graceful drain.
 //!
 //! `axum::serve` offers neither a header read timeout nor a drain bound, so the loop is written
-//! here on hyper's connection builder; everything else stays in the axum router.
+//! here on hyper's connection builder; requests go to [`Edge::handle`].
 
-use axum::Router;
-use axum::extract::ConnectInfo;
+use super::Edge;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use std::net::SocketAddr;
+use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
-/// Serves `router` on `listener` until `stop` is cancelled, then waits up to `drain` for
+/// Serves `edge` on `listener` until `stop` is cancelled, then waits up to `drain` for
 /// in-flight requests. A client that does not finish sending its headers within
 /// `header_timeout` is disconnected.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    edge: Edge,
     header_timeout: Duration,
     stop: CancellationToken,
     drain: Duration,
@@ -31,6 +30,7 @@ pub async fn serve(
         .header_read_timeout(header_timeout)
         .keep_alive(true);
     let graceful = GracefulShutdown::new();
+    let edge = Arc::new(edge);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -45,12 +45,10 @@ pub async fn serve(
             () = stop.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-            request
-                .extensions_mut()
-                .insert(ConnectInfo::<SocketAddr>(peer));
-            router.clone().oneshot(request.map(axum::body::Body::new))
+        let edge = Arc::clone(&edge);
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let edge = Arc::clone(&edge);
+            async move { Ok::<_, Infallible>(edge.handle(peer, request).await) }
         });
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
