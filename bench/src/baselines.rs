@@ -16,9 +16,10 @@ const PG_SCHEMA: [&str; 2] = [
     include_str!("../../shortener/migrations/postgres/0002_clicks.sql"),
 ];
 /// The shortener's SQLite schema.
-const SQLITE_SCHEMA: [&str; 2] = [
+const SQLITE_SCHEMA: [&str; 3] = [
     include_str!("../../shortener/migrations/sqlite/0001_links.sql"),
     include_str!("../../shortener/migrations/sqlite/0002_clicks.sql"),
+    include_str!("../../shortener/migrations/sqlite/0003_links_by_code.sql"),
 ];
 
 /// The statement `PgStore::insert` sends for a generated code (shortener/src/store/postgres.rs),

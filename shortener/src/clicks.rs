@@ -6,9 +6,10 @@
 
 use crate::domain::ClickCounts;
 use crate::store::Store;
+use aho_corasick::AhoCorasick;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -50,27 +51,22 @@ const BOT_MARKERS: &[&str] = &[
     "wget/",
 ];
 
+/// Finds any of [`BOT_MARKERS`], ignoring ASCII case, in one pass over the user agent.
+static BOT_FINDER: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(BOT_MARKERS)
+        .expect("the bot markers are valid patterns")
+});
+
 /// Classifies a request by method and `User-Agent`.
 pub fn classify(is_head: bool, user_agent: Option<&str>) -> Visit {
     if is_head {
         return Visit::Head;
     }
     match user_agent {
-        Some(ua) => {
-            // Lower-case into a stack buffer: the redirect path should not allocate for this.
-            // Markers sit near the start of real user agents; the tail past 256 bytes is ignored.
-            let mut buf = [0u8; 256];
-            let len = ua.len().min(buf.len());
-            for (dst, src) in buf.iter_mut().zip(ua.as_bytes()) {
-                *dst = src.to_ascii_lowercase();
-            }
-            let ua = &buf[..len];
-            let is_bot = BOT_MARKERS
-                .iter()
-                .any(|m| ua.windows(m.len()).any(|w| w == m.as_bytes()));
-            if is_bot { Visit::Bot } else { Visit::Human }
-        }
-        None => Visit::Bot,
+        Some(ua) if !BOT_FINDER.is_match(ua) => Visit::Human,
+        _ => Visit::Bot,
     }
 }
 
@@ -78,7 +74,18 @@ pub fn classify(is_head: bool, user_agent: Option<&str>) -> Visit {
 /// different codes (and the flush) rarely wait for one another.
 const SHARDS: usize = 16;
 
-type Pending = HashMap<String, ClickCounts>;
+/// Pending counts by code. Only codes that resolved to a link are ever recorded, so the keys are
+/// not attacker-chosen; a fast seeded hash is enough.
+type Pending = HashMap<String, ClickCounts, foldhash::fast::RandomState>;
+
+/// Rows per store write of a flush. Each chunk is its own statement (PostgreSQL) or transaction
+/// (SQLite), followed by a pause of [`FLUSH_PACE`], so a flush of many codes never holds the
+/// store's writer, or on a small machine the CPU, for long at a stretch: redirects and creates
+/// interleave with it instead of queueing behind it.
+const FLUSH_CHUNK: usize = 256;
+
+/// The pause between the chunks of one flush.
+const FLUSH_PACE: Duration = Duration::from_millis(1);
 
 /// Pending counts, flushed in batches.
 #[derive(Default)]
@@ -114,42 +121,51 @@ impl ClickRecorder {
         }
     }
 
-    fn take(&self) -> Pending {
-        let mut all = Pending::new();
-        for shard in &self.shards {
-            all.extend(std::mem::take(&mut *lock(shard)));
+    /// Takes every pending count, sorted by code. Each shard is swapped for an empty map under
+    /// its lock, so redirects wait for a pointer swap, never for the copy.
+    fn take(&self) -> Vec<(String, ClickCounts)> {
+        let taken: Vec<Pending> = self
+            .shards
+            .iter()
+            .map(|shard| std::mem::take(&mut *lock(shard)))
+            .collect();
+        let mut rows = Vec::with_capacity(taken.iter().map(HashMap::len).sum());
+        for shard in taken {
+            rows.extend(shard);
         }
-        all
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        rows
     }
 
-    fn restore(&self, batch: Pending) {
-        for (code, c) in batch {
-            let mut pending = lock(self.shard(&code));
-            let counts = pending.entry(code).or_default();
+    fn restore(&self, rows: &[(String, ClickCounts)]) {
+        for (code, c) in rows {
+            let mut pending = lock(self.shard(code));
+            let counts = pending.entry(code.clone()).or_default();
             counts.human += c.human;
             counts.head += c.head;
             counts.bot += c.bot;
         }
     }
 
-    /// Writes the pending counts to `store` in one batch; on failure they are kept for the next
-    /// flush.
+    /// Writes the pending counts to `store` in chunks of [`FLUSH_CHUNK`] codes, paced by
+    /// [`FLUSH_PACE`]; what fails to be written is kept for the next flush.
     pub async fn flush(&self, store: &Store) {
-        let batch = self.take();
-        if batch.is_empty() {
-            return;
-        }
-        let mut rows: Vec<(String, ClickCounts)> = batch.clone().into_iter().collect();
-        // A fixed order keeps concurrent flushes of several nodes from deadlocking.
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
-        let total: u64 = rows.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
-        match store.add_clicks(&rows).await {
-            Ok(()) => {
-                self.flushed.fetch_add(total, Ordering::Relaxed);
+        // A fixed order (by code) keeps concurrent flushes of several nodes from deadlocking.
+        let mut rows = self.take();
+        while !rows.is_empty() {
+            let rest = rows.split_off(rows.len().min(FLUSH_CHUNK));
+            let chunk: Arc<[(String, ClickCounts)]> = rows.into();
+            let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
+            if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
+                tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
+                self.restore(&chunk);
+                self.restore(&rest);
+                return;
             }
-            Err(error) => {
-                tracing::warn!(%error, codes = rows.len(), "click flush failed; will retry");
-                self.restore(batch);
+            self.flushed.fetch_add(total, Ordering::Relaxed);
+            rows = rest;
+            if !rows.is_empty() {
+                tokio::time::sleep(FLUSH_PACE).await;
             }
         }
     }
@@ -199,8 +215,10 @@ mod tests {
         recorder.record("a", Visit::Bot);
         recorder.record("b", Visit::Head);
         let batch = recorder.take();
+        let codes: Vec<&str> = batch.iter().map(|(code, _)| code.as_str()).collect();
+        assert_eq!(codes, ["a", "b"], "sorted by code");
         assert_eq!(
-            batch["a"],
+            batch[0].1,
             ClickCounts {
                 human: 2,
                 head: 0,
@@ -208,14 +226,97 @@ mod tests {
             }
         );
         assert_eq!(
-            batch["b"],
+            batch[1].1,
             ClickCounts {
                 human: 0,
                 head: 1,
                 bot: 0
             }
         );
-        recorder.restore(batch);
+        recorder.restore(&batch);
         assert_eq!(recorder.take().len(), 2);
+    }
+
+    fn counts(i: u64) -> ClickCounts {
+        ClickCounts {
+            human: i % 7,
+            head: 1,
+            bot: i % 3,
+        }
+    }
+
+    async fn sqlite(dir: &tempfile::TempDir, migrated: bool) -> Store {
+        let sqlite = crate::store::SqliteStore::open(&dir.path().join("clicks.db")).expect("open");
+        if migrated {
+            sqlite.migrate().await.expect("migrate");
+        }
+        Store::Sqlite(sqlite)
+    }
+
+    fn record(recorder: &ClickRecorder, codes: u64) -> u64 {
+        let mut total = 0;
+        for i in 0..codes {
+            let c = counts(i);
+            for (n, visit) in [
+                (c.human, Visit::Human),
+                (c.head, Visit::Head),
+                (c.bot, Visit::Bot),
+            ] {
+                for _ in 0..n {
+                    recorder.record(&format!("code-{i:04}"), visit);
+                }
+                total += n;
+            }
+        }
+        total
+    }
+
+    #[tokio::test]
+    async fn a_flush_of_several_chunks_writes_every_count() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = sqlite(&dir, true).await;
+        let codes = 2 * FLUSH_CHUNK as u64 + 17;
+        let links: Vec<crate::store::NewLink> = (0..codes)
+            .map(|i| crate::store::NewLink {
+                code: format!("code-{i:04}"),
+                url: format!("https://example.com/{i}"),
+                kind: crate::store::Kind::Alias,
+                id: None,
+                expires_at: None,
+                owner: "o".into(),
+                dedup_key: None,
+                idempotency: None,
+            })
+            .collect();
+        store.insert_many(&links).await.expect("links");
+        let recorder = ClickRecorder::default();
+        let total = record(&recorder, codes);
+        recorder.flush(&store).await;
+        assert_eq!(recorder.flushed.load(Ordering::Relaxed), total);
+        assert!(recorder.take().is_empty());
+        for i in [0, FLUSH_CHUNK as u64 - 1, FLUSH_CHUNK as u64, codes - 1] {
+            let link = store
+                .get_with_clicks(&format!("code-{i:04}"))
+                .await
+                .expect("get")
+                .expect("link");
+            assert_eq!(link.clicks, counts(i), "code-{i:04}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_keeps_every_count_for_the_next_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // No migrations: the click table does not exist, so the first chunk fails.
+        let store = sqlite(&dir, false).await;
+        let recorder = ClickRecorder::default();
+        let codes = FLUSH_CHUNK as u64 + 5;
+        let total = record(&recorder, codes);
+        recorder.flush(&store).await;
+        assert_eq!(recorder.flushed.load(Ordering::Relaxed), 0);
+        let kept = recorder.take();
+        assert_eq!(kept.len() as u64, codes);
+        let kept_total: u64 = kept.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
+        assert_eq!(kept_total, total);
     }
 }

@@ -95,3 +95,125 @@ async fn many_concurrent_creates_are_all_committed_with_distinct_codes(backend: 
     }
 }
 on_both_stores!(many_concurrent_creates_are_all_committed_with_distinct_codes);
+
+/// A data directory written before `links` was clustered by code (schema version 2) keeps every
+/// link, deletion and uniqueness rule through migration 3, and comes out WITHOUT ROWID with the
+/// dedup key indexed only where it is set.
+#[tokio::test]
+async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migration() {
+    use shortener::store::{SqliteStore, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("links.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        conn.execute_batch(
+            "CREATE TABLE shortener_schema_migrations (version INTEGER PRIMARY KEY, \
+             name TEXT NOT NULL, applied_at INTEGER NOT NULL); \
+             INSERT INTO shortener_schema_migrations VALUES (1, 'links', 0), (2, 'clicks', 0);",
+        )
+        .expect("version table");
+        conn.execute_batch(include_str!("../migrations/sqlite/0001_links.sql"))
+            .expect("schema 1");
+        conn.execute_batch(include_str!("../migrations/sqlite/0002_clicks.sql"))
+            .expect("schema 2");
+        conn.execute_batch(
+            "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, deleted_at, owner, dedup_key) VALUES \
+             ('gen0001', 'https://example.com/g', 'generated', 7, 1000, NULL, NULL, 'o', NULL), \
+             ('dedup01', 'https://example.com/d', 'generated', 8, 2000, NULL, NULL, 'o', x'0102'), \
+             ('my-alias', 'https://example.com/a', 'alias', NULL, 3000, 4102444800000, NULL, 'o', NULL), \
+             ('gone001', 'https://example.com/x', 'generated', 9, 4000, NULL, 5000, 'o', NULL); \
+             INSERT INTO link_clicks (code, human, head, bot) VALUES ('gen0001', 5, 2, 1);",
+        )
+        .expect("old rows");
+    }
+
+    let sqlite = SqliteStore::open(&path).expect("reopen");
+    assert_eq!(
+        sqlite.migrate().await.expect("migrate"),
+        1,
+        "only migration 3 runs"
+    );
+    assert_eq!(sqlite.migrate().await.expect("migrate again"), 0);
+    let store = Store::Sqlite(sqlite);
+    assert_eq!(store.count_links().await.expect("count"), 4);
+    let alias = store
+        .get("my-alias")
+        .await
+        .expect("get")
+        .expect("alias kept");
+    assert_eq!(alias.url, "https://example.com/a");
+    assert_eq!(alias.created_at.timestamp_millis(), 3000);
+    assert_eq!(
+        alias.expires_at.map(|t| t.timestamp_millis()),
+        Some(4102444800000)
+    );
+    let counted = store
+        .get_with_clicks("gen0001")
+        .await
+        .expect("get")
+        .expect("kept");
+    assert_eq!(
+        (
+            counted.clicks.human,
+            counted.clicks.head,
+            counted.clicks.bot
+        ),
+        (5, 2, 1),
+        "click counts kept"
+    );
+    let gone = store
+        .get("gone001")
+        .await
+        .expect("get")
+        .expect("deleted kept");
+    assert_eq!(gone.deleted_at.map(|t| t.timestamp_millis()), Some(5000));
+
+    // The rules still hold on the migrated table: a taken code, a reused generated ID and a
+    // live dedup key are refused per row, and rows without a dedup key never collide on it.
+    let mut reused_id = link("gen0002", "https://example.com/reused", None);
+    reused_id.kind = Kind::Generated;
+    reused_id.id = Some(7);
+    let outcomes = store
+        .insert_many(&[
+            link("gen0001", "https://example.com/intruder", None),
+            reused_id,
+            link("dedup02", "https://example.com/d", Some(&[1, 2])),
+            link("free-1", "https://example.com/f1", None),
+            link("free-2", "https://example.com/f2", None),
+        ])
+        .await
+        .expect("insert");
+    assert_eq!(outcomes[0], InsertOutcome::CodeTaken);
+    assert_eq!(
+        outcomes[1],
+        InsertOutcome::CodeTaken,
+        "generated ID 7 is used"
+    );
+    assert!(matches!(&outcomes[2], InsertOutcome::Deduplicated(twin) if twin.code == "dedup01"));
+    assert!(matches!(&outcomes[3], InsertOutcome::Created(_)));
+    assert!(matches!(&outcomes[4], InsertOutcome::Created(_)));
+    assert_eq!(
+        store.get("gen0001").await.expect("get").expect("kept").url,
+        "https://example.com/g"
+    );
+    drop(store);
+
+    let conn = rusqlite::Connection::open(&path).expect("inspect");
+    for table in ["links", "link_clicks"] {
+        assert!(
+            conn.prepare(&format!("SELECT rowid FROM {table}")).is_err(),
+            "{table} is WITHOUT ROWID"
+        );
+    }
+    let dedup_index: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'links_dedup_key'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("dedup index");
+    assert!(
+        dedup_index.contains("WHERE dedup_key IS NOT NULL"),
+        "{dedup_index}"
+    );
+}

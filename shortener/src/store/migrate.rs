@@ -37,6 +37,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "clicks",
         sql: include_str!("../../migrations/sqlite/0002_clicks.sql"),
     },
+    Migration {
+        version: 3,
+        name: "links by code",
+        sql: include_str!("../../migrations/sqlite/0003_links_by_code.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migrations (`"shortnr"` as an integer).

@@ -194,13 +194,14 @@ impl Store {
         }
     }
 
-    /// Adds batched click counts (one statement or transaction for the whole batch).
+    /// Adds batched click counts (one statement or transaction for the whole batch). Shared,
+    /// so the caller keeps the rows to retry with and the blocking pool needs no copy.
     pub async fn add_clicks(
         &self,
-        rows: &[(String, crate::domain::ClickCounts)],
+        rows: std::sync::Arc<[(String, crate::domain::ClickCounts)]>,
     ) -> Result<(), StoreError> {
         match self {
-            Store::Postgres(s) => s.add_clicks(rows).await,
+            Store::Postgres(s) => s.add_clicks(&rows).await,
             Store::Sqlite(s) => s.add_clicks(rows).await,
         }
     }

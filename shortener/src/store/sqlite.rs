@@ -1,8 +1,13 @@
 //! The embedded SQLite backend: one file holds the links and the lease ledger.
 //!
-//! rusqlite is synchronous, so every call runs on the blocking pool with the connection behind
+//! rusqlite is synchronous, so every call runs on the blocking pool with its connection behind
 //! a mutex. The file runs in WAL mode with `synchronous = FULL`: a commit is on disk before the
 //! call returns, which is what lets a create be acknowledged (I3) and a lease be trusted (I1).
+//!
+//! Writes go through one connection (SQLite has one writer at a time anyway); reads go through
+//! a few read-only connections of their own, so a redirect that misses the cache never waits
+//! behind a batch of inserts, a click flush or an fsync. WAL gives each read a snapshot of what
+//! was committed when it began, so a read after an acknowledged write sees that write.
 
 use super::migrate::{SQLITE, VERSION_TABLE};
 use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError};
@@ -11,13 +16,24 @@ use chrono::{DateTime, TimeZone, Utc};
 use codespace::Block;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Links (and leases) in a local SQLite file. Cheap to clone.
 #[derive(Clone)]
 pub struct SqliteStore {
-    conn: Arc<Mutex<Connection>>,
+    writer: Arc<Mutex<Connection>>,
+    readers: Arc<Readers>,
 }
+
+/// The read-only connections, handed out in turn.
+struct Readers {
+    connections: Vec<Mutex<Connection>>,
+    next: AtomicUsize,
+}
+
+/// At most this many read connections (fewer on machines with fewer cores, at least two).
+const MAX_READERS: usize = 4;
 
 fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
@@ -52,37 +68,81 @@ fn db_error(e: rusqlite::Error) -> StoreError {
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path`.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let conn = Connection::open(path)
-            .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
+        let open = || {
+            let conn = Connection::open(path)
+                .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
+            conn.set_prepared_statement_cache_capacity(64);
+            conn.busy_timeout(std::time::Duration::from_secs(5))
+                .map_err(db_error)?;
+            Ok::<_, StoreError>(conn)
+        };
+        let writer = open()?;
+        // WAL is a property of the file: set once here, every later connection uses it.
+        writer
+            .pragma_update(None, "journal_mode", "WAL")
             .map_err(db_error)?;
-        conn.pragma_update(None, "synchronous", "FULL")
+        writer
+            .pragma_update(None, "synchronous", "FULL")
             .map_err(db_error)?;
         // 64 MiB of page cache: random codes touch B-tree pages all over the index.
-        conn.pragma_update(None, "cache_size", -65536)
+        writer
+            .pragma_update(None, "cache_size", -65536)
             .map_err(db_error)?;
-        conn.set_prepared_statement_cache_capacity(64);
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(db_error)?;
+        let count = std::thread::available_parallelism()
+            .map_or(2, usize::from)
+            .clamp(2, MAX_READERS);
+        let connections = (0..count)
+            .map(|_| {
+                let reader = open()?;
+                reader
+                    .pragma_update(None, "query_only", true)
+                    .map_err(db_error)?;
+                reader
+                    .pragma_update(None, "cache_size", -16384)
+                    .map_err(db_error)?;
+                Ok(Mutex::new(reader))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(Self {
-            conn: Arc::new(Mutex::new(conn)),
+            writer: Arc::new(Mutex::new(writer)),
+            readers: Arc::new(Readers {
+                connections,
+                next: AtomicUsize::new(0),
+            }),
         })
     }
 
+    /// Runs `f` on the writer connection.
     async fn with<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
+        let conn = Arc::clone(&self.writer);
+        on_blocking_pool(move || {
             // A panic mid-transaction rolls the transaction back when it unwinds, so the
             // connection is consistent even if the lock is poisoned.
             let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
             f(&mut conn)
         })
         .await
-        .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
+    }
+
+    /// Runs `f` on a read-only connection (the next one in turn).
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let readers = Arc::clone(&self.readers);
+        on_blocking_pool(move || {
+            let i = readers.next.fetch_add(1, Ordering::Relaxed) % readers.connections.len();
+            let mut conn = readers.connections[i]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            f(&mut conn)
+        })
+        .await
     }
 
     /// Applies pending migrations; returns how many ran.
@@ -181,12 +241,12 @@ impl SqliteStore {
 
     pub(super) async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
         let code = code.to_string();
-        self.with(move |conn| get_link(conn, &code)).await
+        self.read(move |conn| get_link(conn, &code)).await
     }
 
     pub(super) async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
         let code = code.to_string();
-        self.with(move |conn| {
+        self.read(move |conn| {
             let Some(mut link) = get_link(conn, &code)? else {
                 return Ok(None);
             };
@@ -212,9 +272,8 @@ impl SqliteStore {
 
     pub(super) async fn add_clicks(
         &self,
-        rows: &[(String, ClickCounts)],
+        rows: Arc<[(String, ClickCounts)]>,
     ) -> Result<(), StoreError> {
-        let rows = rows.to_vec();
         self.with(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -227,7 +286,7 @@ impl SqliteStore {
                          head = head + excluded.head, bot = bot + excluded.bot",
                     )
                     .map_err(db_error)?;
-                for (code, c) in &rows {
+                for (code, c) in rows.iter() {
                     upsert
                         .execute(params![code, c.human as i64, c.head as i64, c.bot as i64])
                         .map_err(db_error)?;
@@ -240,7 +299,7 @@ impl SqliteStore {
 
     pub(super) async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
         let key = dedup_key.to_vec();
-        self.with(move |conn| find_dedup(conn, &key)).await
+        self.read(move |conn| find_dedup(conn, &key)).await
     }
 
     pub(super) async fn find_idempotent(
@@ -249,7 +308,7 @@ impl SqliteStore {
         key: &str,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
         let (owner, key) = (owner.to_string(), key.to_string());
-        self.with(move |conn| {
+        self.read(move |conn| {
             let found: Option<(Vec<u8>, String)> = conn
                 .query_row(
                     "SELECT fingerprint, code FROM idempotency_keys WHERE owner = ?1 AND key = ?2",
@@ -290,12 +349,12 @@ impl SqliteStore {
     }
 
     pub(super) async fn ping(&self) -> Result<(), StoreError> {
-        self.with(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_error))
+        self.read(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_error))
             .await
     }
 
     pub(super) async fn count_links(&self) -> Result<u64, StoreError> {
-        self.with(|conn| {
+        self.read(|conn| {
             conn.query_row("SELECT count(*) FROM links", [], |r| r.get::<_, i64>(0))
                 .map(|n| n as u64)
                 .map_err(db_error)
@@ -336,6 +395,17 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// Runs `f` on tokio's blocking pool (rusqlite calls block).
+async fn on_blocking_pool<T, F>(f: F) -> Result<T, StoreError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, StoreError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
 }
 
 /// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the
