@@ -19,7 +19,7 @@ const PG_SCHEMA: [&str; 2] = [
 const SQLITE_SCHEMA: [&str; 3] = [
     include_str!("../../shortener/migrations/sqlite/0001_links.sql"),
     include_str!("../../shortener/migrations/sqlite/0002_clicks.sql"),
-    include_str!("../../shortener/migrations/sqlite/0003_links_by_code.sql"),
+    include_str!("../../shortener/migrations/sqlite/0003_clicks_by_code.sql"),
 ];
 
 /// The statement `PgStore::insert` sends for a generated code (shortener/src/store/postgres.rs),

@@ -39,8 +39,8 @@ pub(crate) const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 3,
-        name: "links by code",
-        sql: include_str!("../../migrations/sqlite/0003_links_by_code.sql"),
+        name: "clicks by code",
+        sql: include_str!("../../migrations/sqlite/0003_clicks_by_code.sql"),
     },
 ];
 
