@@ -11,7 +11,7 @@ use codespace::CodeKey;
 use std::path::Path;
 
 /// Which store a node used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StoreKind {
     /// PostgreSQL with the id-service.
     Postgres,
@@ -175,9 +175,23 @@ fn spec<'a>(
     }
 }
 
-/// Runs the suite with scratch files in `dir`.
-pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Creates> {
+/// Runs the suite with scratch files in `dir`, on both stores or only on `only`.
+pub async fn run(
+    settings: &Settings,
+    dir: &Path,
+    only: Option<StoreKind>,
+) -> anyhow::Result<Creates> {
     let mut out = Creates::default();
+    if only != Some(StoreKind::Embedded) {
+        postgres_suite(settings, dir, &mut out).await?;
+    }
+    if only != Some(StoreKind::Postgres) {
+        embedded_suite(settings, dir, &mut out).await?;
+    }
+    Ok(out)
+}
+
+async fn postgres_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> anyhow::Result<()> {
     let (w, d) = (settings.warmup, settings.create);
 
     // PostgreSQL: the node, the id-service, and pgbench on a database with the same schema.
@@ -225,8 +239,13 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Creates> {
     drop(pgbench_db);
     drop(links_db);
     drop(ids);
+    Ok(())
+}
 
-    // Embedded.
+async fn embedded_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> anyhow::Result<()> {
+    let (w, d) = (settings.warmup, settings.create);
+    let block = settings.rollover_block;
+    let key = CodeKey::generate();
     for rep in 0..settings.reps {
         eprintln!("creates: SQLite single-insert baseline, rep {rep}");
         let dir = dir.to_path_buf();
@@ -264,5 +283,5 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Creates> {
         )
         .await?,
     );
-    Ok(out)
+    Ok(())
 }

@@ -46,6 +46,10 @@ struct Cli {
     /// Do not write docs/ (print only).
     #[arg(long, global = true, conflicts_with = "write_docs")]
     no_docs: bool,
+    /// Measure creates on one store only (print only; ratios against the other's baseline
+    /// read as absent).
+    #[arg(long, global = true, value_enum)]
+    store: Option<create_suite::StoreKind>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,7 +122,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         report.redirects = Some(redirects::run(&settings, dir).await?);
     }
     if all || matches!(cli.command, Command::Creates) {
-        report.creates = Some(create_suite::run(&settings, dir).await?);
+        report.creates = Some(create_suite::run(&settings, dir, cli.store).await?);
     }
     if all || matches!(cli.command, Command::Memory) {
         report.memory = Some(memory::run(&settings, dir).await?);
@@ -129,7 +133,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .push(("load average at end".into(), machine::load_average()));
     println!("{}", report.markdown(&settings));
 
-    let write = !cli.no_docs && (cli.write_docs || (all && !cli.quick));
+    let write = !cli.no_docs && (cli.write_docs || (all && !cli.quick && cli.store.is_none()));
     if write {
         let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
         let mut extra = String::new();
