@@ -5,6 +5,12 @@ use clap::Parser;
 use shortener::cli::{Cli, Command};
 use shortener::{App, Config, codes_cli, keys, setup, telemetry};
 
+/// mimalloc rather than the system allocator: requests allocate many small short-lived
+/// objects on one thread and free them on another (the SQLite blocking pool), where glibc's
+/// malloc spends measurable time consolidating; see docs/benchmarks.md.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
