@@ -86,6 +86,10 @@ impl Report {
         );
         let _ = writeln!(
             s,
+            "    bench/run creates --store embedded   # creates on one store (postgres | embedded); prints only"
+        );
+        let _ = writeln!(
+            s,
             "    cargo run -p bench --release -- all   # the same without the build step (needs target/release/{{shortener,id-service}})\n"
         );
         let _ = writeln!(s, "### Machine\n\n| | |\n|---|---|");
