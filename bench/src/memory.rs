@@ -10,7 +10,7 @@ use crate::stats::Run;
 use codespace::CodeKey;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One memory figure.
 #[derive(Debug, Clone)]
@@ -33,14 +33,22 @@ pub struct Memory {
 }
 
 async fn point(node: &Node, links: u64) -> MemoryPoint {
-    // Let the cache's housekeeping settle before reading.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    MemoryPoint {
-        links,
-        cache_entries: node
+    // Read once the node reports every warmed link cached (or after a bounded wait, in which
+    // case the entry count in the table shows the shortfall).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let cache_entries = loop {
+        let entries = node
             .metric("shortener_cache_entries")
             .await
-            .unwrap_or(f64::NAN),
+            .unwrap_or(f64::NAN);
+        if entries >= links as f64 || Instant::now() > deadline {
+            break entries;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    MemoryPoint {
+        links,
+        cache_entries,
         rss_kib: rss_kib(node.server.pid()).unwrap_or(0),
     }
 }

@@ -28,7 +28,7 @@ pub struct SqliteStore {
 
 /// The read-only connections, handed out in turn.
 struct Readers {
-    connections: Vec<Mutex<Connection>>,
+    connections: Vec<Arc<Mutex<Connection>>>,
     next: AtomicUsize,
 }
 
@@ -100,7 +100,7 @@ impl SqliteStore {
                 reader
                     .pragma_update(None, "cache_size", -16384)
                     .map_err(db_error)?;
-                Ok(Mutex::new(reader))
+                Ok(Arc::new(Mutex::new(reader)))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(Self {
@@ -118,14 +118,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.writer);
-        on_blocking_pool(move || {
-            // A panic mid-transaction rolls the transaction back when it unwinds, so the
-            // connection is consistent even if the lock is poisoned.
-            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut conn)
-        })
-        .await
+        on_blocking_pool(Arc::clone(&self.writer), f).await
     }
 
     /// Runs `f` on a read-only connection (the next one in turn).
@@ -134,15 +127,9 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let readers = Arc::clone(&self.readers);
-        on_blocking_pool(move || {
-            let i = readers.next.fetch_add(1, Ordering::Relaxed) % readers.connections.len();
-            let mut conn = readers.connections[i]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            f(&mut conn)
-        })
-        .await
+        let readers = &self.readers.connections;
+        let i = self.readers.next.fetch_add(1, Ordering::Relaxed) % readers.len();
+        on_blocking_pool(Arc::clone(&readers[i]), f).await
     }
 
     /// Applies pending migrations; returns how many ran.
@@ -397,15 +384,20 @@ impl SqliteStore {
     }
 }
 
-/// Runs `f` on tokio's blocking pool (rusqlite calls block).
-async fn on_blocking_pool<T, F>(f: F) -> Result<T, StoreError>
+/// Runs `f` with `conn` locked, on tokio's blocking pool (rusqlite calls block).
+async fn on_blocking_pool<T, F>(conn: Arc<Mutex<Connection>>, f: F) -> Result<T, StoreError>
 where
     T: Send + 'static,
-    F: FnOnce() -> Result<T, StoreError> + Send + 'static,
+    F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
 {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
+    tokio::task::spawn_blocking(move || {
+        // A panic mid-transaction rolls the transaction back when it unwinds, so the
+        // connection is consistent even if the lock is poisoned.
+        let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn)
+    })
+    .await
+    .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
 }
 
 /// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the
