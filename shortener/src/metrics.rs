@@ -271,6 +271,52 @@ impl Collector for Sampled {
             "Click counts written to the store",
             service.clicks().flushed.load(Ordering::Relaxed),
         )?;
+        let writer = service.writer_stats();
+        counter(
+            e,
+            "shortener_write_batches",
+            "Batched inserts committed or attempted (one commit each)",
+            writer.batches.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_write_batch_rows",
+            "Rows carried by batched inserts (divide by shortener_write_batches for the mean batch size)",
+            writer.rows.load(Ordering::Relaxed),
+        )?;
+        if let crate::store::Store::Sqlite(sqlite) = service.store() {
+            let d = sqlite.durability();
+            counter(
+                e,
+                "shortener_sqlite_wal_syncs",
+                "Fsyncs of the SQLite write-ahead log (each makes every write before it durable)",
+                d.wal_syncs,
+            )?;
+            counter(
+                e,
+                "shortener_sqlite_writes",
+                "Write transactions on the SQLite writer connection",
+                d.writes,
+            )?;
+            counter(
+                e,
+                "shortener_sqlite_checkpoints",
+                "Background checkpoints of the SQLite write-ahead log",
+                d.checkpoints,
+            )?;
+            counter(
+                e,
+                "shortener_sqlite_checkpoint_errors",
+                "Background checkpoints that failed (the writer's own checkpoints still run)",
+                d.checkpoint_errors,
+            )?;
+            gauge(
+                e,
+                "shortener_sqlite_wal_frames",
+                "Frames in the SQLite write-ahead log at the last background checkpoint",
+                d.wal_frames as f64,
+            )?;
+        }
         let utilisation = stats.high_water as f64 / service.space().capacity() as f64;
         gauge(
             e,

@@ -117,9 +117,10 @@ impl LinkService {
         space: Arc<CodeSpace>,
         settings: ServiceSettings,
     ) -> Self {
-        // SQLite has one connection: more than one batch in flight would only queue behind it.
+        // SQLite has one writer connection; a second batch in flight runs its inserts while the
+        // first waits for the fsync that makes it durable (see store/walsync.rs).
         let in_flight = match store {
-            Store::Sqlite(_) => 1,
+            Store::Sqlite(_) => 2,
             Store::Postgres(_) => settings.write_concurrency,
         };
         let writer = BatchWriter::start(store.clone(), settings.write_batch, in_flight);
@@ -148,6 +149,11 @@ impl LinkService {
     /// The click recorder.
     pub fn clicks(&self) -> &ClickRecorder {
         &self.clicks
+    }
+
+    /// The batching writer's counts.
+    pub fn writer_stats(&self) -> &crate::store::WriterStats {
+        self.writer.stats()
     }
 
     /// The store.

@@ -203,3 +203,68 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
         "link_clicks is WITHOUT ROWID"
     );
 }
+
+/// Group commit on the embedded store: a write returns only once an fsync of the WAL covers
+/// it, concurrent writes share fsyncs, a read never waits when nothing is pending, and the
+/// background checkpointer copies committed frames into the database file.
+#[tokio::test]
+async fn embedded_writes_return_only_when_a_wal_fsync_covers_them() {
+    use shortener::store::{SqliteStore, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sqlite = SqliteStore::open(&dir.path().join("links.db")).expect("open");
+    let store = Store::Sqlite(sqlite.clone());
+    sqlite.migrate().await.expect("migrate");
+
+    // One writer at a time: every write is durable the moment it returns.
+    for i in 0..20 {
+        let outcome = store
+            .insert(link(&format!("seq-{i:03}"), "https://example.com/s", None))
+            .await
+            .expect("insert");
+        assert!(matches!(outcome, InsertOutcome::Created(_)));
+        let d = sqlite.durability();
+        assert_eq!(
+            d.durable_writes, d.writes,
+            "write {i} returned before an fsync covered it: {d:?}"
+        );
+    }
+    let before = sqlite.durability();
+
+    // Many at once: all durable on return, and they need no more fsyncs than writes.
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let (store, sqlite) = (store.clone(), sqlite.clone());
+            tokio::spawn(async move {
+                store
+                    .insert_many(&[link(&format!("par-{i:03}"), "https://example.com/p", None)])
+                    .await
+                    .expect("insert");
+                let d = sqlite.durability();
+                d.durable_writes
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert!(task.await.expect("task") > before.writes);
+    }
+    let after = sqlite.durability();
+    assert_eq!(after.durable_writes, after.writes);
+    assert!(after.wal_syncs - before.wal_syncs <= after.writes - before.writes);
+    assert_eq!(store.count_links().await.expect("count"), 84);
+
+    // A read with nothing pending starts no fsync.
+    let syncs = sqlite.durability().wal_syncs;
+    assert!(store.get("seq-000").await.expect("get").is_some());
+    assert_eq!(sqlite.durability().wal_syncs, syncs);
+
+    // The background checkpointer has run (it is woken by commits).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sqlite.durability().checkpoints == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no background checkpoint ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(sqlite.durability().checkpoint_errors, 0);
+}

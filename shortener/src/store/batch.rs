@@ -9,6 +9,7 @@
 
 use super::{InsertOutcome, NewLink, Store, StoreError};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 type Reply = oneshot::Sender<Result<InsertOutcome, StoreError>>;
@@ -18,6 +19,16 @@ type Reply = oneshot::Sender<Result<InsertOutcome, StoreError>>;
 pub struct BatchWriter {
     store: Store,
     jobs: mpsc::Sender<(NewLink, Reply)>,
+    stats: Arc<WriterStats>,
+}
+
+/// What the writer has done since it started (read by the metrics at scrape time).
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// Batched inserts run (each one statement per row and one commit).
+    pub batches: AtomicU64,
+    /// Rows those batches carried; `rows / batches` is the mean batch size.
+    pub rows: AtomicU64,
 }
 
 /// How often a batch rolled back by a deadlock is run again before its callers see an error.
@@ -30,6 +41,8 @@ impl BatchWriter {
         let (jobs, mut queue) = mpsc::channel::<(NewLink, Reply)>(max_batch * max_in_flight * 4);
         let permits = Arc::new(Semaphore::new(max_in_flight.max(1)));
         let writer_store = store.clone();
+        let stats = Arc::new(WriterStats::default());
+        let writer_stats = Arc::clone(&stats);
         tokio::spawn(async move {
             loop {
                 let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
@@ -45,6 +58,10 @@ impl BatchWriter {
                         Err(_) => break,
                     }
                 }
+                writer_stats.batches.fetch_add(1, Ordering::Relaxed);
+                writer_stats
+                    .rows
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
                 let store = writer_store.clone();
                 tokio::spawn(async move {
                     write(&store, batch).await;
@@ -52,7 +69,12 @@ impl BatchWriter {
                 });
             }
         });
-        Self { store, jobs }
+        Self { store, jobs, stats }
+    }
+
+    /// Counts of batches and rows written so far.
+    pub fn stats(&self) -> &WriterStats {
+        &self.stats
     }
 
     /// Inserts one link, batched with concurrent ones; returns after the commit. Links with an

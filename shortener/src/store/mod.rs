@@ -12,12 +12,13 @@ mod batch;
 mod migrate;
 mod postgres;
 mod sqlite;
+mod walsync;
 
 use crate::domain::Link;
-pub use batch::BatchWriter;
+pub use batch::{BatchWriter, WriterStats};
 use chrono::{DateTime, Utc};
 pub use postgres::{ListenEvent, NOTIFY_CHANNEL, PgStore};
-pub use sqlite::SqliteStore;
+pub use sqlite::{Durability, SqliteStore};
 
 /// What kind of code a row holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

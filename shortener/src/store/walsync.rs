@@ -1,0 +1,204 @@
+//! Group commit for the SQLite store: one fsync of the WAL makes many commits durable, and it
+//! runs beside the next transaction instead of in front of it.
+//!
+//! The writer connection runs with `synchronous = NORMAL`: a commit appends its frames to the
+//! WAL and returns without an fsync (SQLite still syncs around every checkpoint and when the WAL
+//! starts over, so the file is consistent after any crash). Durability is then this module's
+//! job: a write is answered only after a [`WalSync::barrier`] has returned, that is after an
+//! fsync of the WAL that began after the commit. A dedicated thread runs those fsyncs; callers
+//! that arrive while one is running share the next. So a batch's fsync overlaps the next batch's
+//! inserts, and the writer connection never sits idle waiting for the disk.
+//!
+//! Reads must not reveal a commit that a crash could still take back (a dedup hit answered from
+//! a row whose fsync has not finished would acknowledge a link that may vanish). A read
+//! therefore calls [`WalSync::reveal`] before it answers: free when every commit so far is
+//! synced, one shared fsync otherwise.
+//!
+//! An fsync error is final: the kernel may have dropped the dirty pages, so a later fsync that
+//! succeeds proves nothing. From then on every write and read of the store fails, and the node
+//! must be restarted (SQLite recovers the file from its WAL on open).
+
+use super::StoreError;
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use tokio::sync::oneshot;
+
+type Waiter = oneshot::Sender<Result<(), String>>;
+
+/// Makes commits of one SQLite file durable in groups. Dropping it stops its thread.
+pub(super) struct WalSync {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// The WAL file (the same inode SQLite writes: SQLite removes it only when the last
+    /// connection closes, and the store keeps its connections open as long as this lives).
+    wal: File,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// True while the writer runs a write (from before `BEGIN` to after `COMMIT`).
+    writing: AtomicBool,
+    /// Writes finished on the writer connection.
+    written: AtomicU64,
+    /// `written` as it was when the last successful fsync began.
+    synced: AtomicU64,
+    /// Set by the first failed fsync; nothing is trusted after it.
+    failed: OnceLock<String>,
+    /// Fsyncs run.
+    syncs: AtomicU64,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiters: Vec<Waiter>,
+    stop: bool,
+}
+
+impl WalSync {
+    /// Opens the WAL of the database at `db` and starts the sync thread.
+    pub(super) fn start(db: &Path) -> Result<Self, StoreError> {
+        let mut name = db.as_os_str().to_owned();
+        name.push("-wal");
+        let wal = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&name)
+            .map_err(|e| {
+                StoreError::Internal(format!("open {}: {e}", Path::new(&name).display()))
+            })?;
+        let shared = Arc::new(Shared {
+            wal,
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            writing: AtomicBool::new(false),
+            written: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            failed: OnceLock::new(),
+            syncs: AtomicU64::new(0),
+        });
+        let worker = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("sqlite-wal-sync".into())
+            .spawn(move || worker.run())
+            .map_err(|e| StoreError::Internal(format!("start the WAL sync thread: {e}")))?;
+        Ok(Self { shared })
+    }
+
+    /// Runs `write` (a whole transaction on the writer connection) marked as in progress, so
+    /// that a concurrent read that sees its commit also waits for its fsync.
+    pub(super) fn writing<T>(&self, write: impl FnOnce() -> T) -> T {
+        let s = &self.shared;
+        s.writing.store(true, Ordering::SeqCst);
+        let result = write();
+        s.written.fetch_add(1, Ordering::SeqCst);
+        s.writing.store(false, Ordering::SeqCst);
+        result
+    }
+
+    /// Returns once everything written to the WAL before this call is on disk.
+    pub(super) async fn barrier(&self) -> Result<(), StoreError> {
+        let s = &self.shared;
+        if let Some(error) = s.failed.get() {
+            return Err(failure(error));
+        }
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut queue = s.queue.lock().unwrap_or_else(|p| p.into_inner());
+            queue.waiters.push(tx);
+        }
+        s.wake.notify_one();
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(failure(&error)),
+            Err(_) => Err(StoreError::Unavailable(
+                "the WAL sync thread has stopped".into(),
+            )),
+        }
+    }
+
+    /// Returns once every commit a read that has just finished could have seen is on disk:
+    /// at once when nothing is waiting for an fsync.
+    pub(super) async fn reveal(&self) -> Result<(), StoreError> {
+        let s = &self.shared;
+        // Order matters: a read that saw a commit saw `writing` set before it; if `writing` is
+        // clear now, that commit's `written` increment is already visible.
+        let writing = s.writing.load(Ordering::SeqCst);
+        let written = s.written.load(Ordering::SeqCst);
+        if writing || written > s.synced.load(Ordering::SeqCst) || s.failed.get().is_some() {
+            self.barrier().await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Fsyncs run so far, writes finished, and how many of those writes are known durable.
+    pub(super) fn counts(&self) -> (u64, u64, u64) {
+        let s = &self.shared;
+        (
+            s.syncs.load(Ordering::SeqCst),
+            s.written.load(Ordering::SeqCst),
+            s.synced.load(Ordering::SeqCst),
+        )
+    }
+}
+
+impl Drop for WalSync {
+    fn drop(&mut self) {
+        self.shared
+            .queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stop = true;
+        self.shared.wake.notify_one();
+    }
+}
+
+fn failure(error: &str) -> StoreError {
+    StoreError::Internal(format!(
+        "the database's write-ahead log could not be synced to disk ({error}); writes since \
+         the last successful sync may be lost, so the store refuses all requests until the node \
+         is restarted"
+    ))
+}
+
+impl Shared {
+    fn run(&self) {
+        loop {
+            let waiters = {
+                let mut queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+                while queue.waiters.is_empty() && !queue.stop {
+                    queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+                }
+                if queue.waiters.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut queue.waiters)
+            };
+            // Every waiter registered before this point; every write it depends on finished
+            // before it registered, so it is covered by the fsync that starts now.
+            let target = self.written.load(Ordering::SeqCst);
+            let result = match self.failed.get() {
+                Some(error) => Err(error.clone()),
+                None => self.wal.sync_data().map_err(|e| e.to_string()),
+            };
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            match &result {
+                Ok(()) => {
+                    self.synced.fetch_max(target, Ordering::SeqCst);
+                }
+                Err(error) => {
+                    if self.failed.set(error.clone()).is_ok() {
+                        tracing::error!(%error, "fsync of the SQLite WAL failed; refusing all requests until restart");
+                    }
+                }
+            }
+            for waiter in waiters {
+                let _ = waiter.send(result.clone());
+            }
+        }
+    }
+}
