@@ -1,6 +1,7 @@
 //! The database ceilings: pgbench running the node's exact single-row create statement on the
 //! node's schema, and the same single-row insert in its own transaction on SQLite with the
-//! node's durability settings (WAL, `synchronous=FULL`).
+//! node's durability guarantee: WAL, and each commit on disk before it returns
+//! (`synchronous=FULL`; the node gets the same guarantee from its group-commit fsync).
 
 use crate::machine::{self, LOAD_CORE};
 use crate::procs::{PgDatabase, target_url};
