@@ -25,6 +25,8 @@ pub struct Metrics {
     /// nor takes the family's lock.
     redirect_by_status: Vec<(u16, Counter)>,
     redirect_by_outcome: Vec<(&'static str, Histogram)>,
+    /// The same for creates, by outcome.
+    create_by_outcome: Vec<(&'static str, Counter, Histogram)>,
     redirects: Family<Labels, Counter>,
     redirect_seconds: Family<Labels, Histogram>,
     creates: Family<Labels, Counter>,
@@ -98,10 +100,31 @@ impl Metrics {
                 )
             })
             .collect();
+        let create_by_outcome = [
+            "created",
+            "existing",
+            "invalid",
+            "conflict",
+            "unavailable",
+            "rate_limited",
+            "unauthorized",
+            "error",
+        ]
+        .into_iter()
+        .map(|o| {
+            let labels = vec![("outcome", o)];
+            (
+                o,
+                creates.get_or_create(&labels).clone(),
+                create_seconds.get_or_create(&labels).clone(),
+            )
+        })
+        .collect();
         Self {
             registry,
             redirect_by_status,
             redirect_by_outcome,
+            create_by_outcome,
             redirects,
             redirect_seconds,
             creates,
@@ -133,12 +156,19 @@ impl Metrics {
 
     /// Records one create (or one batch item).
     pub fn create(&self, outcome: &'static str, elapsed: Duration) {
-        self.creates
-            .get_or_create(&vec![("outcome", outcome)])
-            .inc();
-        self.create_seconds
-            .get_or_create(&vec![("outcome", outcome)])
-            .observe(elapsed.as_secs_f64());
+        match self.create_by_outcome.iter().find(|(o, ..)| *o == outcome) {
+            Some((_, counter, histogram)) => {
+                counter.inc();
+                histogram.observe(elapsed.as_secs_f64());
+            }
+            None => {
+                let labels = vec![("outcome", outcome)];
+                self.creates.get_or_create(&labels).inc();
+                self.create_seconds
+                    .get_or_create(&labels)
+                    .observe(elapsed.as_secs_f64());
+            }
+        }
     }
 
     /// Records a refusal by the limit named `limit` (`not_found` or `create`).

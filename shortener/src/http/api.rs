@@ -10,8 +10,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 /// The largest create body accepted.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -42,16 +41,39 @@ fn time(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-pub(crate) fn link_json(state: &HttpState, link: &Link) -> serde_json::Value {
-    json!({
-        "code": link.code,
-        "short_url": state.service.short_url(&link.code),
-        "url": link.url,
-        "created_at": time(link.created_at),
-        "expires_at": link.expires_at.map(time),
-        "deleted_at": link.deleted_at.map(time),
-        "clicks": { "human": link.clicks.human, "head": link.clicks.head, "bot": link.clicks.bot },
-    })
+/// A link as the API shows it (serialized straight from the link, no intermediate JSON tree).
+#[derive(Serialize)]
+pub(crate) struct LinkJson<'a> {
+    code: &'a str,
+    short_url: String,
+    url: &'a str,
+    created_at: String,
+    expires_at: Option<String>,
+    deleted_at: Option<String>,
+    clicks: ClicksJson,
+}
+
+#[derive(Serialize)]
+struct ClicksJson {
+    human: u64,
+    head: u64,
+    bot: u64,
+}
+
+pub(crate) fn link_json<'a>(state: &HttpState, link: &'a Link) -> LinkJson<'a> {
+    LinkJson {
+        code: &link.code,
+        short_url: state.service.short_url(&link.code),
+        url: &link.url,
+        created_at: time(link.created_at),
+        expires_at: link.expires_at.map(time),
+        deleted_at: link.deleted_at.map(time),
+        clicks: ClicksJson {
+            human: link.clicks.human,
+            head: link.clicks.head,
+            bot: link.clicks.bot,
+        },
+    }
 }
 
 async fn read_json_body(headers: &HeaderMap, body: Body) -> Result<CreateBody, ApiError> {
@@ -83,9 +105,11 @@ async fn read_json_body(headers: &HeaderMap, body: Body) -> Result<CreateBody, A
 
 /// `POST /api/v1/links`: creates a link (201), or returns the existing one for a dedup hit or
 /// an idempotent retry (200).
-pub async fn create(State(state): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+pub async fn create(State(state): State<Shared>, request: axum::extract::Request) -> Response {
     let started = std::time::Instant::now();
-    let (response, outcome) = match create_inner(&state, &headers, body).await {
+    // The request taken apart rather than a `HeaderMap` extractor, which clones the headers.
+    let (parts, body) = request.into_parts();
+    let (response, outcome) = match create_inner(&state, &parts.headers, body).await {
         Ok((response, true)) => (response, "created"),
         Ok((response, false)) => (response, "existing"),
         Err((error, outcome)) => (error.into_response(), outcome),
