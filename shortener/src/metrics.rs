@@ -328,24 +328,6 @@ impl Collector for Sampled {
                 "Write transactions on the SQLite writer connection",
                 d.writes,
             )?;
-            counter(
-                e,
-                "shortener_sqlite_checkpoints",
-                "Background checkpoints of the SQLite write-ahead log",
-                d.checkpoints,
-            )?;
-            counter(
-                e,
-                "shortener_sqlite_checkpoint_errors",
-                "Background checkpoints that failed (the writer's own checkpoints still run)",
-                d.checkpoint_errors,
-            )?;
-            gauge(
-                e,
-                "shortener_sqlite_wal_frames",
-                "Frames in the SQLite write-ahead log at the last background checkpoint",
-                d.wal_frames as f64,
-            )?;
         }
         let utilisation = stats.high_water as f64 / service.space().capacity() as f64;
         gauge(

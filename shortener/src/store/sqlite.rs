@@ -9,9 +9,7 @@
 //! Writes go through one connection (SQLite has one writer at a time anyway); reads go through
 //! a few read-only connections of their own, so a redirect that misses the cache never waits
 //! behind a batch of inserts or a click flush. WAL gives each read a snapshot of what was
-//! committed when it began, so a read after an acknowledged write sees that write. Committed
-//! frames are copied into the database file by a background checkpointer ([`Checkpointer`]),
-//! not by the commit that happens to fill the WAL.
+//! committed when it began, so a read after an acknowledged write sees that write.
 
 use super::migrate::{SQLITE, VERSION_TABLE};
 use super::walsync::WalSync;
@@ -21,16 +19,14 @@ use chrono::{DateTime, TimeZone, Utc};
 use codespace::Block;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Links (and leases) in a local SQLite file. Cheap to clone.
 #[derive(Clone)]
 pub struct SqliteStore {
     writer: Arc<Mutex<Connection>>,
     readers: Arc<Readers>,
-    checkpoints: Arc<Checkpointer>,
     sync: Arc<WalSync>,
 }
 
@@ -92,9 +88,6 @@ impl SqliteStore {
         writer
             .pragma_update(None, "synchronous", "NORMAL")
             .map_err(db_error)?;
-        writer
-            .pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_FRAMES)
-            .map_err(db_error)?;
         // 64 MiB of page cache: random codes touch B-tree pages all over the index.
         writer
             .pragma_update(None, "cache_size", -65536)
@@ -114,7 +107,6 @@ impl SqliteStore {
                 Ok(Arc::new(Mutex::new(reader)))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let checkpoints = Checkpointer::start(open()?)?;
         let sync = Arc::new(WalSync::start(path)?);
         Ok(Self {
             writer: Arc::new(Mutex::new(writer)),
@@ -122,22 +114,17 @@ impl SqliteStore {
                 connections,
                 next: AtomicUsize::new(0),
             }),
-            checkpoints,
             sync,
         })
     }
 
-    /// What the group commit and the background checkpointer have done so far.
+    /// What the group commit has done so far.
     pub fn durability(&self) -> Durability {
         let (wal_syncs, writes, durable_writes) = self.sync.counts();
-        let stats = &self.checkpoints.shared.stats;
         Durability {
             wal_syncs,
             writes,
             durable_writes,
-            checkpoints: stats.runs.load(Ordering::Relaxed),
-            checkpoint_errors: stats.errors.load(Ordering::Relaxed),
-            wal_frames: stats.wal_frames.load(Ordering::Relaxed),
         }
     }
 
@@ -152,7 +139,6 @@ impl SqliteStore {
             sync.writing(|| f(conn))
         })
         .await;
-        self.checkpoints.committed();
         let value = result?;
         self.sync.barrier().await?;
         Ok(value)
@@ -423,31 +409,6 @@ impl SqliteStore {
     }
 }
 
-/// The writer's own (built-in) checkpoint runs when the WAL holds this many frames after a
-/// commit. The background checkpointer has normally copied all but the last few of them by
-/// then, so the writer only copies that tail, syncs, and lets the next write start the WAL over.
-const WRITER_CHECKPOINT_FRAMES: u32 = 10_000;
-
-/// At most one background checkpoint per this interval: frequent enough that the writer's
-/// tail stays small, rare enough that an index page rewritten by many batches is copied into
-/// the database file once rather than once per batch.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(250);
-
-/// Copies committed WAL frames into the database file on a thread and connection of its own
-/// (passive checkpoints: they never block the writer or readers). Without it, the writer runs
-/// every checkpoint itself right after the commit that fills the WAL, and every create queued
-/// behind that commit waits for thousands of page copies and an fsync of the database file.
-struct Checkpointer {
-    shared: Arc<CheckpointShared>,
-}
-
-struct CheckpointShared {
-    /// Whether a commit happened since the last checkpoint began; `None` once the store is gone.
-    pending: Mutex<Option<bool>>,
-    wake: Condvar,
-    stats: CheckpointStats,
-}
-
 /// A snapshot of [`SqliteStore::durability`].
 #[derive(Debug, Clone, Copy)]
 pub struct Durability {
@@ -457,94 +418,6 @@ pub struct Durability {
     pub writes: u64,
     /// How many of them an fsync is known to cover.
     pub durable_writes: u64,
-    /// Background checkpoints run.
-    pub checkpoints: u64,
-    /// Background checkpoints that failed.
-    pub checkpoint_errors: u64,
-    /// Frames in the WAL at the last background checkpoint.
-    pub wal_frames: u64,
-}
-
-#[derive(Debug, Default)]
-struct CheckpointStats {
-    runs: AtomicU64,
-    wal_frames: AtomicU64,
-    errors: AtomicU64,
-}
-
-impl Checkpointer {
-    fn start(conn: Connection) -> Result<Arc<Self>, StoreError> {
-        let shared = Arc::new(CheckpointShared {
-            pending: Mutex::new(Some(false)),
-            wake: Condvar::new(),
-            stats: CheckpointStats::default(),
-        });
-        let worker = Arc::clone(&shared);
-        std::thread::Builder::new()
-            .name("sqlite-checkpoint".into())
-            .spawn(move || worker.run(&conn))
-            .map_err(|e| StoreError::Internal(format!("start the checkpoint thread: {e}")))?;
-        Ok(Arc::new(Self { shared }))
-    }
-
-    /// Tells the checkpointer that the WAL has new frames.
-    fn committed(&self) {
-        let mut pending = self
-            .shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(false) = *pending {
-            *pending = Some(true);
-            self.shared.wake.notify_one();
-        }
-    }
-}
-
-impl Drop for Checkpointer {
-    fn drop(&mut self) {
-        *self
-            .shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = None;
-        self.shared.wake.notify_one();
-    }
-}
-
-impl CheckpointShared {
-    fn run(&self, conn: &Connection) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            match *pending {
-                None => return,
-                Some(false) => {
-                    pending = self.wake.wait(pending).unwrap_or_else(|p| p.into_inner());
-                    continue;
-                }
-                Some(true) => *pending = Some(false),
-            }
-            drop(pending);
-            match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1)) {
-                Ok(frames) => {
-                    self.stats.runs.fetch_add(1, Ordering::Relaxed);
-                    self.stats
-                        .wal_frames
-                        .store(frames.max(0) as u64, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(error = %e, "background WAL checkpoint failed; the writer's own checkpoints still run");
-                }
-            }
-            pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            pending = self
-                .wake
-                .wait_timeout_while(pending, CHECKPOINT_INTERVAL, |p| p.is_some())
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
 }
 
 /// Runs `f` with `conn` locked, on tokio's blocking pool (rusqlite calls block).
