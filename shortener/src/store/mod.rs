@@ -18,7 +18,8 @@ use crate::domain::Link;
 pub use batch::{BatchWriter, WriterStats};
 use chrono::{DateTime, Utc};
 pub use postgres::{ListenEvent, NOTIFY_CHANNEL, PgStore};
-pub use sqlite::{Durability, SqliteStore};
+pub use sqlite::SqliteStore;
+pub use walsync::Durability;
 
 /// What kind of code a row holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

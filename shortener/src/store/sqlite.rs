@@ -12,7 +12,7 @@
 //! committed when it began, so a read after an acknowledged write sees that write.
 
 use super::migrate::{SQLITE, VERSION_TABLE};
-use super::walsync::WalSync;
+use super::walsync::{Durability, WalSync};
 use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError};
 use crate::domain::{ClickCounts, Link};
 use chrono::{DateTime, TimeZone, Utc};
@@ -120,12 +120,7 @@ impl SqliteStore {
 
     /// What the group commit has done so far.
     pub fn durability(&self) -> Durability {
-        let (wal_syncs, writes, durable_writes) = self.sync.counts();
-        Durability {
-            wal_syncs,
-            writes,
-            durable_writes,
-        }
+        self.sync.durability()
     }
 
     /// Runs `f` on the writer connection.
@@ -407,17 +402,6 @@ impl SqliteStore {
         })
         .await
     }
-}
-
-/// A snapshot of [`SqliteStore::durability`].
-#[derive(Debug, Clone, Copy)]
-pub struct Durability {
-    /// Fsyncs of the WAL run by the group commit.
-    pub wal_syncs: u64,
-    /// Write transactions finished on the writer connection.
-    pub writes: u64,
-    /// How many of them an fsync is known to cover.
-    pub durable_writes: u64,
 }
 
 /// Runs `f` with `conn` locked, on tokio's blocking pool (rusqlite calls block).

@@ -27,6 +27,17 @@ use tokio::sync::oneshot;
 
 type Waiter = oneshot::Sender<Result<(), String>>;
 
+/// A snapshot of what the group commit has done ([`super::SqliteStore::durability`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Durability {
+    /// Fsyncs of the WAL run so far.
+    pub wal_syncs: u64,
+    /// Write transactions finished on the writer connection.
+    pub writes: u64,
+    /// How many of them an fsync is known to cover.
+    pub durable_writes: u64,
+}
+
 /// Makes commits of one SQLite file durable in groups. Dropping it stops its thread.
 pub(super) struct WalSync {
     shared: Arc<Shared>,
@@ -135,14 +146,14 @@ impl WalSync {
         }
     }
 
-    /// Fsyncs run so far, writes finished, and how many of those writes are known durable.
-    pub(super) fn counts(&self) -> (u64, u64, u64) {
+    /// What the group commit has done so far.
+    pub(super) fn durability(&self) -> Durability {
         let s = &self.shared;
-        (
-            s.syncs.load(Ordering::SeqCst),
-            s.written.load(Ordering::SeqCst),
-            s.synced.load(Ordering::SeqCst),
-        )
+        Durability {
+            wal_syncs: s.syncs.load(Ordering::SeqCst),
+            writes: s.written.load(Ordering::SeqCst),
+            durable_writes: s.synced.load(Ordering::SeqCst),
+        }
     }
 }
 
@@ -200,5 +211,84 @@ impl Shared {
                 let _ = waiter.send(result.clone());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start() -> (tempfile::TempDir, WalSync) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sync = WalSync::start(&dir.path().join("links.db")).expect("start");
+        (dir, sync)
+    }
+
+    /// A read after a write that no fsync covers yet waits for one; a second read does not.
+    #[tokio::test]
+    async fn a_read_after_an_unsynced_write_waits_for_an_fsync() {
+        let (_dir, sync) = start();
+        sync.reveal().await.expect("reveal");
+        assert_eq!(sync.durability().wal_syncs, 0, "nothing pending, no fsync");
+
+        sync.writing(|| ());
+        let d = sync.durability();
+        assert_eq!((d.writes, d.durable_writes), (1, 0));
+        sync.reveal().await.expect("reveal");
+        let d = sync.durability();
+        assert_eq!((d.wal_syncs, d.durable_writes), (1, 1));
+
+        sync.reveal().await.expect("reveal");
+        assert_eq!(sync.durability().wal_syncs, 1);
+    }
+
+    /// While a write is in progress, a read cannot tell whether it saw that write's commit, so
+    /// it waits for an fsync even though every finished write is already covered.
+    #[tokio::test]
+    async fn a_read_during_a_write_waits_for_an_fsync() {
+        let (_dir, sync) = start();
+        let sync = Arc::new(sync);
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let writer = {
+            let sync = Arc::clone(&sync);
+            std::thread::spawn(move || {
+                sync.writing(|| {
+                    entered_tx.send(()).expect("signal");
+                    release_rx.recv().expect("release");
+                })
+            })
+        };
+        entered_rx.recv().expect("writer entered");
+        let d = sync.durability();
+        assert_eq!((d.writes, d.durable_writes), (0, 0));
+        sync.reveal().await.expect("reveal");
+        assert_eq!(sync.durability().wal_syncs, 1);
+        release_tx.send(()).expect("release");
+        writer.join().expect("writer");
+    }
+
+    /// Writes waiting at the same time share fsyncs, and each returns covered.
+    #[tokio::test]
+    async fn concurrent_barriers_share_fsyncs() {
+        let (_dir, sync) = start();
+        let sync = Arc::new(sync);
+        let tasks: Vec<_> = (0..32)
+            .map(|_| {
+                let sync = Arc::clone(&sync);
+                tokio::spawn(async move {
+                    sync.writing(|| ());
+                    sync.barrier().await.expect("barrier");
+                    let d = sync.durability();
+                    assert!(d.durable_writes >= 1);
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task");
+        }
+        let d = sync.durability();
+        assert_eq!((d.writes, d.durable_writes), (32, 32));
+        assert!(d.wal_syncs <= 32);
     }
 }
