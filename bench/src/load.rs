@@ -76,9 +76,36 @@ pub async fn each_once(
 }
 
 /// Offers `rate` GETs per second of Zipf-chosen codes for `duration` over `connections`
-/// connections (each with its own share of the schedule). Latency runs from the intended send
-/// time to the end of the answer.
+/// connections (request `i` goes to connection `i % connections`). Latency runs from the
+/// intended send time to the end of the answer, so a request queued behind a slow answer
+/// counts its wait.
+///
+/// The generator runs on a thread of its own with a single-threaded runtime whose dispatcher
+/// never sleeps: it hands each request to its connection as its time comes and yields, so the
+/// runtime polls the sockets in between. Sleeping on tokio's 1 ms timer would bunch sends, and
+/// handing them over from another thread would add a cross-thread wake-up (and a context switch
+/// on the one load core) to every request; either adds latency that belongs to the generator.
 pub async fn open_loop(
+    addr: SocketAddr,
+    codes: Arc<Vec<String>>,
+    rate: f64,
+    duration: Duration,
+    connections: usize,
+) -> anyhow::Result<Run> {
+    let generator = std::thread::Builder::new()
+        .name("open-loop".into())
+        .spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+                .block_on(open_loop_here(addr, codes, rate, duration, connections))
+        })?;
+    tokio::task::spawn_blocking(move || generator.join())
+        .await?
+        .map_err(|_| anyhow::anyhow!("the open-loop generator panicked"))?
+}
+
+async fn open_loop_here(
     addr: SocketAddr,
     codes: Arc<Vec<String>>,
     rate: f64,
@@ -107,24 +134,25 @@ pub async fn open_loop(
             (latencies, errors)
         }));
     }
-    // The schedule runs on its own thread: tokio's timer has 1 ms granularity, which would
-    // bunch sends and add up to a millisecond of false latency at these rates.
     let interval = Duration::from_secs_f64(1.0 / rate);
-    let started = Instant::now();
     let total = (rate * duration.as_secs_f64()) as u64;
-    let dispatcher = std::thread::spawn(move || {
-        for i in 0..total {
-            let intended = started + interval.mul_f64(i as f64);
+    let started = Instant::now();
+    let dispatcher = tokio::spawn(async move {
+        let mut next = 0u64;
+        while next < total {
             let now = Instant::now();
-            if intended > now + Duration::from_micros(100) {
-                std::thread::sleep(intended - now - Duration::from_micros(50));
+            loop {
+                let intended = started + interval.mul_f64(next as f64);
+                if next >= total || intended > now {
+                    break;
+                }
+                let _ = senders[(next as usize) % senders.len()].send(intended);
+                next += 1;
             }
-            let _ = senders[(i as usize) % senders.len()].send(intended);
+            tokio::task::yield_now().await;
         }
     });
-    tokio::task::spawn_blocking(move || dispatcher.join())
-        .await?
-        .map_err(|_| anyhow::anyhow!("the dispatcher panicked"))?;
+    dispatcher.await?;
     let (mut all, mut errors) = (Vec::new(), 0);
     for task in tasks {
         // A server that cannot keep up leaves a backlog; it is measured, but not forever.

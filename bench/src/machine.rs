@@ -99,6 +99,60 @@ pub fn load_average() -> String {
         .unwrap_or_default()
 }
 
+/// Sleeps of [`WAKE_SLEEP`] the wake-up probe takes.
+const WAKE_SAMPLES: usize = 4000;
+/// The length of each of those sleeps.
+const WAKE_SLEEP: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// How late a thread on an otherwise idle core wakes from short sleeps: the oversleep's p50,
+/// p99, p99.9 and maximum in microseconds, space-separated. On a virtual machine an idle vCPU
+/// may be descheduled by the host, and every server pays that delay when a request wakes it;
+/// no server can show a tail shorter than its core's.
+pub fn wake_probe() -> String {
+    let mut late: Vec<u64> = (0..WAKE_SAMPLES)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            std::thread::sleep(WAKE_SLEEP);
+            started.elapsed().saturating_sub(WAKE_SLEEP).as_micros() as u64
+        })
+        .collect();
+    late.sort_unstable();
+    let at = |q: f64| late[((late.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "{} {} {} {}",
+        at(0.5),
+        at(0.99),
+        at(0.999),
+        late[late.len() - 1]
+    )
+}
+
+/// Runs [`wake_probe`] on `core` (in a child process pinned there); a table cell.
+fn wake_delays(core: &str) -> String {
+    let output = std::env::current_exe().and_then(|exe| {
+        let mut command = pinned(core, exe);
+        command.arg("wake-probe").output()
+    });
+    let Ok(output) = output else {
+        return "?".into();
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    match v[..] {
+        [p50, p99, p999, max] => format!(
+            "p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
+            p50 / 1000.0,
+            p99 / 1000.0,
+            p999 / 1000.0,
+            max / 1000.0
+        ),
+        _ => "?".into(),
+    }
+}
+
 /// A short description of the machine and the tools, for the report.
 pub fn describe() -> Vec<(String, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -134,14 +188,32 @@ pub fn describe() -> Vec<(String, String)> {
             "SELECT split_part(version(), ' ', 2) || ', synchronous_commit=' || current_setting('synchronous_commit') || ', fsync=' || current_setting('fsync')",
         ],
     );
-    let pinning = if pinning() {
+    let pinned_cores = pinning();
+    let pinning = if pinned_cores {
         format!(
             "servers on core {SERVER_CORE}, load generators on core {LOAD_CORE} (taskset); PostgreSQL unpinned"
         )
     } else {
         "off (fewer than 2 cores, no taskset, or BENCH_NO_PIN)".into()
     };
-    vec![
+    let wake = if pinned_cores {
+        vec![
+            (
+                format!("wake-up delay of idle core {SERVER_CORE} (servers) after 0.5 ms sleeps"),
+                wake_delays(SERVER_CORE),
+            ),
+            (
+                format!("the same on core {LOAD_CORE} (load generators)"),
+                wake_delays(LOAD_CORE),
+            ),
+        ]
+    } else {
+        vec![(
+            "wake-up delay after 0.5 ms sleeps".into(),
+            wake_delays(SERVER_CORE),
+        )]
+    };
+    let mut rows = vec![
         ("cores (nproc)".into(), online_cpus().to_string()),
         ("CPU".into(), model),
         ("memory".into(), memory),
@@ -154,5 +226,7 @@ pub fn describe() -> Vec<(String, String)> {
             "load average at start (1, 5, 15 min)".into(),
             load_average(),
         ),
-    ]
+    ];
+    rows.extend(wake);
+    rows
 }

@@ -64,6 +64,9 @@ enum Command {
     Memory,
     /// Code encode/decode and IDs per second, in process.
     Micro,
+    /// (internal) Measures how late this core wakes from short sleeps; prints one line.
+    #[command(hide = true)]
+    WakeProbe,
     /// (internal) The hyper redirect ceiling server.
     #[command(hide = true)]
     CeilingServer {
@@ -78,6 +81,10 @@ fn main() -> anyhow::Result<()> {
     if let Command::CeilingServer { addr } = cli.command {
         let runtime = tokio::runtime::Runtime::new()?;
         return runtime.block_on(ceiling::serve(addr));
+    }
+    if let Command::WakeProbe = cli.command {
+        println!("{}", machine::wake_probe());
+        return Ok(());
     }
     if let Some(code) = machine::repin_self()? {
         std::process::exit(code);
