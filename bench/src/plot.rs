@@ -111,22 +111,22 @@ pub fn redirect_latency(redirects: &Redirects, path: &Path) -> anyhow::Result<()
         (
             "hyper ceiling p50".into(),
             LIGHT_CEILING,
-            pick(&|p| (p.ceiling_rate, p.ceiling.p50_ms)),
+            pick(&|p| (p.rate, p.ceiling.p50_ms)),
         ),
         (
             "hyper ceiling p99".into(),
             CEILING,
-            pick(&|p| (p.ceiling_rate, p.ceiling.p99_ms)),
+            pick(&|p| (p.rate, p.ceiling.p99_ms)),
         ),
         (
             "node, cache hits p50".into(),
             LIGHT_NODE,
-            pick(&|p| (p.node_rate, p.node.p50_ms)),
+            pick(&|p| (p.rate, p.node.p50_ms)),
         ),
         (
             "node, cache hits p99".into(),
             NODE,
-            pick(&|p| (p.node_rate, p.node.p99_ms)),
+            pick(&|p| (p.rate, p.node.p99_ms)),
         ),
     ];
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
