@@ -114,6 +114,10 @@ pub fn sqlite_single_inserts(dir: &Path, duration: Duration) -> anyhow::Result<R
     for sql in SQLITE_SCHEMA {
         conn.execute_batch(sql)?;
     }
+    // Codes as the node makes them (FF1 of sequential IDs), so each insert lands at a random
+    // place in the code index as the node's do, not at its end.
+    let space =
+        codespace::CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)?;
     let started = Instant::now();
     let mut latencies = Vec::new();
     let mut id: i64 = 0;
@@ -126,7 +130,7 @@ pub fn sqlite_single_inserts(dir: &Path, duration: Duration) -> anyhow::Result<R
                 "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
                  VALUES (?1, ?2, 'generated', ?3, ?4, NULL, 'baseline', NULL) ON CONFLICT DO NOTHING \
                  RETURNING code, long_url, created_at, expires_at, deleted_at",
-                params![format!("{id:07}"), target_url(id as u64), id, 0i64],
+                params![space.encode(id as u64), target_url(id as u64), id, 0i64],
                 |r| r.get(0),
             )
             .optional()?;
