@@ -92,6 +92,10 @@ pub async fn open_loop(
     duration: Duration,
     connections: usize,
 ) -> anyhow::Result<Run> {
+    anyhow::ensure!(
+        rate.is_finite() && rate > 0.0,
+        "open loop: the rate {rate} is not a positive number"
+    );
     let generator = std::thread::Builder::new()
         .name("open-loop".into())
         .spawn(move || {
@@ -136,35 +140,48 @@ async fn open_loop_here(
     }
     let interval = Duration::from_secs_f64(1.0 / rate);
     let total = (rate * duration.as_secs_f64()) as u64;
+    // Without a core of its own the generator must not spin through long gaps: it would take
+    // the CPU from the server it measures. It sleeps until shortly before the next send.
+    let spin_only = crate::machine::pinning();
     let started = Instant::now();
     let dispatcher = tokio::spawn(async move {
-        let mut next = 0u64;
+        let (mut next, mut behind) = (0u64, Duration::ZERO);
         while next < total {
             let now = Instant::now();
-            loop {
-                let intended = started + interval.mul_f64(next as f64);
-                if next >= total || intended > now {
-                    break;
-                }
+            let mut intended = started + interval.mul_f64(next as f64);
+            while next < total && intended <= now {
+                behind = behind.max(now - intended);
                 let _ = senders[(next as usize) % senders.len()].send(intended);
                 next += 1;
+                intended = started + interval.mul_f64(next as f64);
             }
-            tokio::task::yield_now().await;
+            let gap = intended.saturating_duration_since(now);
+            if !spin_only && gap > Duration::from_millis(3) {
+                tokio::time::sleep(gap - Duration::from_millis(2)).await;
+            } else {
+                tokio::task::yield_now().await;
+            }
         }
+        behind
     });
-    dispatcher.await?;
-    let (mut all, mut errors) = (Vec::new(), 0);
+    let behind = dispatcher.await?;
+    // A server that cannot keep up leaves a backlog; it is measured, but not forever.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (mut all, mut errors, mut lost) = (Vec::new(), 0, 0);
     for task in tasks {
-        // A server that cannot keep up leaves a backlog; it is measured, but not forever.
-        match tokio::time::timeout(Duration::from_secs(10), task).await {
+        match tokio::time::timeout_at(deadline, task).await {
             Ok(joined) => {
                 let (latencies, e) = joined?;
                 all.extend(latencies);
                 errors += e;
             }
-            Err(_) => errors += 1,
+            // Its connection's latencies are lost with it: counted as one error.
+            Err(_) => lost += 1,
         }
     }
-    let n = all.len() as u64;
-    Ok(Run::from_latencies(all, n, started.elapsed(), errors))
+    // Only redirects count as answered.
+    let answered = all.len() as u64 - errors;
+    let mut run = Run::from_latencies(all, answered, started.elapsed(), errors + lost);
+    run.behind_ms = Some(behind.as_secs_f64() * 1e3);
+    Ok(run)
 }

@@ -1,5 +1,6 @@
 //! The machine: its description, core pinning, and per-process figures from `/proc`.
 
+use crate::stats::percentile;
 use anyhow::Context;
 use std::process::Command;
 
@@ -105,26 +106,19 @@ const WAKE_SAMPLES: usize = 4000;
 const WAKE_SLEEP: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// How late a thread on an otherwise idle core wakes from short sleeps: the oversleep's p50,
-/// p99, p99.9 and maximum in microseconds, space-separated. On a virtual machine an idle vCPU
-/// may be descheduled by the host, and every server pays that delay when a request wakes it;
-/// no server can show a tail shorter than its core's.
+/// p99, p99.9 and maximum in milliseconds, space-separated. On a virtual machine an idle vCPU
+/// may be descheduled by the host, and a server pays that delay when a request wakes it.
 pub fn wake_probe() -> String {
-    let mut late: Vec<u64> = (0..WAKE_SAMPLES)
+    let mut late: Vec<u32> = (0..WAKE_SAMPLES)
         .map(|_| {
             let started = std::time::Instant::now();
             std::thread::sleep(WAKE_SLEEP);
-            started.elapsed().saturating_sub(WAKE_SLEEP).as_micros() as u64
+            started.elapsed().saturating_sub(WAKE_SLEEP).as_micros() as u32
         })
         .collect();
     late.sort_unstable();
-    let at = |q: f64| late[((late.len() - 1) as f64 * q).round() as usize];
-    format!(
-        "{} {} {} {}",
-        at(0.5),
-        at(0.99),
-        at(0.999),
-        late[late.len() - 1]
-    )
+    let [p50, p99, p999, max] = [0.5, 0.99, 0.999, 1.0].map(|q| percentile(&late, q));
+    format!("{p50} {p99} {p999} {max}")
 }
 
 /// Runs [`wake_probe`] on `core` (in a child process pinned there); a table cell.
@@ -142,13 +136,9 @@ fn wake_delays(core: &str) -> String {
         .filter_map(|x| x.parse().ok())
         .collect();
     match v[..] {
-        [p50, p99, p999, max] => format!(
-            "p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
-            p50 / 1000.0,
-            p99 / 1000.0,
-            p999 / 1000.0,
-            max / 1000.0
-        ),
+        [p50, p99, p999, max] => {
+            format!("p50 {p50:.2} ms, p99 {p99:.2} ms, p99.9 {p999:.2} ms, max {max:.2} ms")
+        }
         _ => "?".into(),
     }
 }

@@ -109,7 +109,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             format!("{:?}", cli.command).to_lowercase(),
             if cli.quick { " --quick" } else { "" }
         ),
-        machine: machine::describe(),
+        // Blocking: it runs psql, wrk -v and the wake-up probes (seconds).
+        machine: tokio::task::spawn_blocking(machine::describe).await?,
         ..report::Report::default()
     };
     for (k, v) in &report.machine {

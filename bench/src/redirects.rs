@@ -151,9 +151,18 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
     }
 
     // Both servers get the same rates, fractions of the node's peak: at equal load, the
-    // difference in latency is what the node adds (and the generator stays below its own limit).
+    // difference in latency is what the node adds. (The ceiling's own peak would also take the
+    // higher fractions past what the generator can send.)
     let node_peak = rate_at(&out.hit, 64);
-    for &fraction in &settings.open_fractions {
+    if !(node_peak.is_finite() && node_peak > 0.0) {
+        eprintln!("redirects: no cache-hit peak measured; open loop skipped");
+    }
+    let fractions = if node_peak.is_finite() && node_peak > 0.0 {
+        settings.open_fractions.as_slice()
+    } else {
+        &[]
+    };
+    for &fraction in fractions {
         eprintln!(
             "redirects: open loop at {:.0}% of the node's peak",
             fraction * 100.0

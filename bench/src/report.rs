@@ -310,12 +310,13 @@ fn redirects(s: &mut String, r: &Redirects, settings: &Settings) {
         );
         let _ = writeln!(
             s,
-            "| offered (of the node's peak) | req/s, to each | ceiling p50 ms | p99 ms | p99.9 ms | node p50 ms | p99 ms | p99.9 ms |"
+            "| offered (of the node's peak) | req/s, to each | ceiling p50 ms | p99 ms | p99.9 ms | node p50 ms | p99 ms | p99.9 ms | generator behind, ms (ceiling / node) |"
         );
-        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|");
-        // Answers that fell behind the schedule: the run measured a backlog, not latency.
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        // Runs the generator could not hold to its schedule, or whose answers fell behind it.
         let behind = |run: &Run, offered: f64| {
-            if run.per_second < 0.97 * offered {
+            let late = run.behind_ms.is_some_and(|ms| ms > 1.0);
+            if late || run.per_second < 0.97 * offered || run.errors > 0 {
                 " †"
             } else {
                 ""
@@ -327,7 +328,7 @@ fn redirects(s: &mut String, r: &Redirects, settings: &Settings) {
             any_behind |= !c.is_empty() || !n.is_empty();
             let _ = writeln!(
                 s,
-                "| {:.0}% | {} | {} | {} | {}{} | {} | {} | {}{} |",
+                "| {:.0}% | {} | {} | {} | {}{} | {} | {} | {}{} | {} / {} |",
                 p.fraction * 100.0,
                 rate(p.rate),
                 ms(p.ceiling.p50_ms),
@@ -337,15 +338,18 @@ fn redirects(s: &mut String, r: &Redirects, settings: &Settings) {
                 ms(p.node.p50_ms),
                 ms(p.node.p99_ms),
                 ms(p.node.p999_ms),
-                n
+                n,
+                ms(p.ceiling.behind_ms.unwrap_or(f64::NAN)),
+                ms(p.node.behind_ms.unwrap_or(f64::NAN))
             );
         }
         if any_behind {
             let _ = writeln!(
                 s,
-                "\n† Answered below 97% of the offered rate: the server or the generator (one core, \
-                 hyper's client) was saturated, so that row measures a growing backlog rather \
-                 than the server's latency."
+                "\n† The generator fell more than 1 ms behind its own schedule, or answers came back \
+                 below 97% of the offered rate, or some requests failed: part of that row's tail \
+                 belongs to the generator (one core, hyper's client) or to a backlog, not to the \
+                 server's latency alone."
             );
         }
         s.push('\n');

@@ -17,7 +17,8 @@ pub struct Settings {
     pub links: u64,
     /// Cached-link counts at which node memory is measured (besides 0).
     pub memory_points: Vec<u64>,
-    /// Fractions of peak throughput offered by the open-loop runs.
+    /// Fractions of the node's cache-hit peak offered (to it and the ceiling) by the open-loop
+    /// runs.
     pub open_fractions: Vec<f64>,
     /// Items per `BatchCreateLinks` call.
     pub batch: usize,

@@ -17,6 +17,9 @@ pub struct Run {
     pub cpu_us: Option<f64>,
     /// Operations that failed (non-2xx/3xx answers where success was expected, transport errors).
     pub errors: u64,
+    /// Open loop only: how far behind its own schedule the generator fell at worst, in
+    /// milliseconds (its thread was descheduled, or busy reading a burst of answers).
+    pub behind_ms: Option<f64>,
 }
 
 impl Run {
@@ -31,6 +34,7 @@ impl Run {
             p999_ms: percentile(&micros, 0.999),
             cpu_us: None,
             errors,
+            behind_ms: None,
         }
     }
 }

@@ -87,5 +87,6 @@ pub fn run(
         p999_ms: p999 / 1000.0,
         cpu_us,
         errors: errors as u64,
+        behind_ms: None,
     })
 }
