@@ -7,8 +7,9 @@
 
 use axum::http::HeaderValue;
 use chrono::{DateTime, Utc};
-use quick_cache::Weighter;
 use quick_cache::sync::Cache;
+use quick_cache::{Equivalent, Weighter};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,56 @@ pub struct CacheConfig {
     pub negative_ttl: Duration,
 }
 
+/// Bytes of a code kept inside the key itself; generated codes are far shorter.
+const INLINE: usize = 22;
+
+/// A cache key. Codes of up to [`INLINE`] bytes are stored in the key, so a lookup compares
+/// them without following a pointer to the heap (on a hit for a code outside the hottest few
+/// thousand, that pointer is a cache miss); longer codes (aliases) live on the heap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Arc<str>),
+}
+
+impl Key {
+    fn new(code: &str) -> Key {
+        match u8::try_from(code.len()) {
+            Ok(len) if code.len() <= INLINE => {
+                let mut bytes = [0; INLINE];
+                bytes[..code.len()].copy_from_slice(code.as_bytes());
+                Key::Inline { len, bytes }
+            }
+            _ => Key::Heap(Arc::from(code)),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Key::Heap(code) => code.as_bytes(),
+        }
+    }
+}
+
+/// Hashes exactly as `str` does, so a lookup by `&str` finds the key.
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            Key::Inline { .. } => std::str::from_utf8(self.as_bytes())
+                .expect("made from a str")
+                .hash(state),
+            Key::Heap(code) => code.hash(state),
+        }
+    }
+}
+
+impl Equivalent<Key> for str {
+    fn equivalent(&self, key: &Key) -> bool {
+        self.as_bytes() == key.as_bytes()
+    }
+}
+
 /// An entry and when it was stored (entries past their lifetime read as absent).
 #[derive(Debug, Clone)]
 struct Stored {
@@ -51,13 +102,13 @@ struct Stored {
 #[derive(Debug, Clone, Copy)]
 struct Bytes;
 
-impl Weighter<Arc<str>, Stored> for Bytes {
-    fn weight(&self, code: &Arc<str>, stored: &Stored) -> u64 {
+impl Weighter<Key, Stored> for Bytes {
+    fn weight(&self, code: &Key, stored: &Stored) -> u64 {
         let url = match &stored.entry {
             Cached::Link { location, .. } => location.len(),
             Cached::Missing => 0,
         };
-        (code.len() + url + 96) as u64
+        (code.as_bytes().len() + url + 96) as u64
     }
 }
 
@@ -65,7 +116,7 @@ impl Weighter<Arc<str>, Stored> for Bytes {
 /// reads on the redirect path; lifetimes are checked on read.
 #[derive(Clone)]
 pub struct LinkCache {
-    entries: Arc<Cache<Arc<str>, Stored, Bytes>>,
+    entries: Arc<Cache<Key, Stored, Bytes>>,
     ttl: Duration,
     negative_ttl: Duration,
 }
@@ -106,7 +157,7 @@ impl LinkCache {
     /// Remembers what the store said about `code`.
     pub fn put(&self, code: &str, entry: Cached) {
         self.entries.insert(
-            Arc::from(code),
+            Key::new(code),
             Stored {
                 entry,
                 at: Instant::now(),
@@ -193,6 +244,31 @@ mod tests {
         );
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(cache.get("abc"), None, "the link outlived its lifetime");
+    }
+
+    #[test]
+    fn short_and_long_codes_are_found_by_their_text() {
+        let minute = Duration::from_secs(60);
+        let cache = cache(1 << 20, minute, minute);
+        let exactly_inline = "a".repeat(INLINE);
+        let long = "an-alias-longer-than-the-inline-key-holds";
+        for code in ["abc", exactly_inline.as_str(), long] {
+            cache.put(code, link(&format!("https://example.com/{code}")));
+        }
+        for code in ["abc", exactly_inline.as_str(), long] {
+            assert_eq!(
+                cache.get(code),
+                Some(link(&format!("https://example.com/{code}"))),
+                "{code}"
+            );
+        }
+        // A prefix or an extension of a stored code is a different key.
+        assert_eq!(cache.get("ab"), None);
+        assert_eq!(cache.get("abc\0"), None);
+        assert_eq!(cache.get(&long[..INLINE]), None);
+        cache.invalidate(long);
+        assert_eq!(cache.get(long), None);
+        assert_eq!(cache.get("abc"), Some(link("https://example.com/abc")));
     }
 
     #[test]
