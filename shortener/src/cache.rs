@@ -55,13 +55,14 @@ enum Key {
 
 impl Key {
     fn new(code: &str) -> Key {
-        match u8::try_from(code.len()) {
-            Ok(len) if code.len() <= INLINE => {
-                let mut bytes = [0; INLINE];
-                bytes[..code.len()].copy_from_slice(code.as_bytes());
-                Key::Inline { len, bytes }
-            }
-            _ => Key::Heap(Arc::from(code)),
+        if code.len() > INLINE {
+            return Key::Heap(Arc::from(code));
+        }
+        let mut bytes = [0; INLINE];
+        bytes[..code.len()].copy_from_slice(code.as_bytes());
+        Key::Inline {
+            len: code.len() as u8,
+            bytes,
         }
     }
 
