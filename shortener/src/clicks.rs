@@ -246,7 +246,12 @@ mod tests {
     }
 
     async fn sqlite(dir: &tempfile::TempDir, migrated: bool) -> Store {
-        let sqlite = crate::store::SqliteStore::open(&dir.path().join("clicks.db")).expect("open");
+        let sqlite = crate::store::SqliteStore::open(
+            &dir.path().join("clicks.db"),
+            &codespace::CodeKey::generate(),
+            codespace::DEFAULT_LENGTH,
+        )
+        .expect("open");
         if migrated {
             sqlite.migrate().await.expect("migrate");
         }

@@ -148,9 +148,10 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
         None => {
             let dir = &config.data_dir;
             create_private_dir(dir)?;
-            let sqlite = SqliteStore::open(&dir.join(DB_FILE)).context("open the SQLite store")?;
-            sqlite.migrate().await.context("apply SQLite migrations")?;
             let key = load_key(config, Some(&dir.join(KEY_FILE)))?;
+            let sqlite = SqliteStore::open(&dir.join(DB_FILE), &key, config.code_length)
+                .context("open the SQLite store")?;
+            sqlite.migrate().await.context("apply SQLite migrations")?;
             let (api_keys, generated) = load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
             let source = SqliteLeaseSource {
                 store: sqlite.clone(),

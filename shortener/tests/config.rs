@@ -71,3 +71,44 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
             .unwrap_or_else(|e| panic!("{name}: port {addr} was left bound: {e}"));
     }
 }
+
+/// An embedded data directory keeps the code space its links were made in: a start with
+/// another key or another code length is refused before any port is bound, and the original
+/// settings still start.
+#[tokio::test]
+async fn an_embedded_data_directory_refuses_another_code_key_or_length() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let config = || Config::for_tests(data.clone(), "test-key-0123456789abcdef");
+    // The first start generates the key file and records its code space.
+    drop(App::build(config()).await.expect("first start"));
+
+    type Edit = fn(&mut Config);
+    let cases: Vec<(&str, Edit)> = vec![
+        ("another key", |c| {
+            c.key = Some(codespace::CodeKey::generate().to_hex())
+        }),
+        ("another length", |c| c.code_length = 8),
+    ];
+    for (why, edit) in cases {
+        let mut changed = config();
+        let addr = free_addr();
+        changed.http_addr = addr;
+        edit(&mut changed);
+        let error = match App::build(changed).await {
+            Ok(_) => panic!("a start with {why} was accepted"),
+            Err(error) => format!("{error:#}"),
+        };
+        assert!(
+            error.contains("start it with the original key"),
+            "{why}: {error}"
+        );
+        std::net::TcpListener::bind(addr)
+            .unwrap_or_else(|e| panic!("{why}: port {addr} was left bound: {e}"));
+    }
+    drop(
+        App::build(config())
+            .await
+            .expect("the original settings start"),
+    );
+}

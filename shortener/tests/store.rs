@@ -2,6 +2,7 @@
 
 mod common;
 
+use codespace::{CodeKey, CodeSpace};
 use common::{Backend, Cluster};
 use shortener::store::{InsertOutcome, Kind, NewLink};
 
@@ -96,41 +97,55 @@ async fn many_concurrent_creates_are_all_committed_with_distinct_codes(backend: 
 }
 on_both_stores!(many_concurrent_creates_are_all_committed_with_distinct_codes);
 
+/// A schema-version-2 file made with `key`: three generated links (IDs 7, 8 and 9, one
+/// deduplicated, one deleted), an alias and a click count. Returns the generated codes.
+fn schema_2_file(path: &std::path::Path, key: &CodeKey) -> [String; 3] {
+    let space = CodeSpace::new(key, codespace::DEFAULT_LENGTH).expect("space");
+    let codes = [7, 8, 9].map(|id| space.encode(id));
+    let conn = rusqlite::Connection::open(path).expect("open");
+    conn.execute_batch(
+        "CREATE TABLE shortener_schema_migrations (version INTEGER PRIMARY KEY, \
+         name TEXT NOT NULL, applied_at INTEGER NOT NULL); \
+         INSERT INTO shortener_schema_migrations VALUES (1, 'links', 0), (2, 'clicks', 0);",
+    )
+    .expect("version table");
+    conn.execute_batch(include_str!("../migrations/sqlite/0001_links.sql"))
+        .expect("schema 1");
+    conn.execute_batch(include_str!("../migrations/sqlite/0002_clicks.sql"))
+        .expect("schema 2");
+    conn.execute(
+        "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, deleted_at, owner, dedup_key) VALUES \
+         (?1, 'https://example.com/g', 'generated', 7, 1000, NULL, NULL, 'o', NULL), \
+         (?2, 'https://example.com/d', 'generated', 8, 2000, NULL, NULL, 'o', x'0102'), \
+         ('my-alias', 'https://example.com/a', 'alias', NULL, 3000, 4102444800000, NULL, 'o', NULL), \
+         (?3, 'https://example.com/x', 'generated', 9, 4000, NULL, 5000, 'o', NULL)",
+        rusqlite::params![codes[0], codes[1], codes[2]],
+    )
+    .expect("old rows");
+    conn.execute(
+        "INSERT INTO link_clicks (code, human, head, bot) VALUES (?1, 5, 2, 1)",
+        [&codes[0]],
+    )
+    .expect("old clicks");
+    codes
+}
+
 /// A data directory of schema version 2 keeps every link, click count, deletion and uniqueness
-/// rule through migration 3, which rebuilds the click table clustered by code.
+/// rule through migration 3 (the click table clustered by code) and migration 4 (generated
+/// links at the rowid of their ID, a code index for the rest only).
 #[tokio::test]
-async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migration() {
+async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrations() {
     use shortener::store::{SqliteStore, Store};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("links.db");
-    {
-        let conn = rusqlite::Connection::open(&path).expect("open");
-        conn.execute_batch(
-            "CREATE TABLE shortener_schema_migrations (version INTEGER PRIMARY KEY, \
-             name TEXT NOT NULL, applied_at INTEGER NOT NULL); \
-             INSERT INTO shortener_schema_migrations VALUES (1, 'links', 0), (2, 'clicks', 0);",
-        )
-        .expect("version table");
-        conn.execute_batch(include_str!("../migrations/sqlite/0001_links.sql"))
-            .expect("schema 1");
-        conn.execute_batch(include_str!("../migrations/sqlite/0002_clicks.sql"))
-            .expect("schema 2");
-        conn.execute_batch(
-            "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, deleted_at, owner, dedup_key) VALUES \
-             ('gen0001', 'https://example.com/g', 'generated', 7, 1000, NULL, NULL, 'o', NULL), \
-             ('dedup01', 'https://example.com/d', 'generated', 8, 2000, NULL, NULL, 'o', x'0102'), \
-             ('my-alias', 'https://example.com/a', 'alias', NULL, 3000, 4102444800000, NULL, 'o', NULL), \
-             ('gone001', 'https://example.com/x', 'generated', 9, 4000, NULL, 5000, 'o', NULL); \
-             INSERT INTO link_clicks (code, human, head, bot) VALUES ('gen0001', 5, 2, 1);",
-        )
-        .expect("old rows");
-    }
+    let key = CodeKey::generate();
+    let [generated, deduplicated, gone] = schema_2_file(&path, &key);
 
-    let sqlite = SqliteStore::open(&path).expect("reopen");
+    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("reopen");
     assert_eq!(
         sqlite.migrate().await.expect("migrate"),
-        1,
-        "only migration 3 runs"
+        2,
+        "migrations 3 and 4 run"
     );
     assert_eq!(sqlite.migrate().await.expect("migrate again"), 0);
     let store = Store::Sqlite(sqlite);
@@ -147,10 +162,11 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
         Some(4102444800000)
     );
     let counted = store
-        .get_with_clicks("gen0001")
+        .get_with_clicks(&generated)
         .await
         .expect("get")
         .expect("kept");
+    assert_eq!(counted.url, "https://example.com/g");
     assert_eq!(
         (
             counted.clicks.human,
@@ -160,21 +176,17 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
         (5, 2, 1),
         "click counts kept"
     );
-    let gone = store
-        .get("gone001")
-        .await
-        .expect("get")
-        .expect("deleted kept");
-    assert_eq!(gone.deleted_at.map(|t| t.timestamp_millis()), Some(5000));
+    let deleted = store.get(&gone).await.expect("get").expect("deleted kept");
+    assert_eq!(deleted.deleted_at.map(|t| t.timestamp_millis()), Some(5000));
 
-    // The rules still hold after the migration: a taken code, a reused generated ID and a live
+    // The rules still hold after the migrations: a taken code, a reused generated ID and a live
     // dedup key are refused per row, and rows without a dedup key never collide on it.
     let mut reused_id = link("gen0002", "https://example.com/reused", None);
     reused_id.kind = Kind::Generated;
     reused_id.id = Some(7);
     let outcomes = store
         .insert_many(&[
-            link("gen0001", "https://example.com/intruder", None),
+            link("my-alias", "https://example.com/intruder", None),
             reused_id,
             link("dedup02", "https://example.com/d", Some(&[1, 2])),
             link("free-1", "https://example.com/f1", None),
@@ -188,11 +200,11 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
         InsertOutcome::CodeTaken,
         "generated ID 7 is used"
     );
-    assert!(matches!(&outcomes[2], InsertOutcome::Deduplicated(twin) if twin.code == "dedup01"));
+    assert!(matches!(&outcomes[2], InsertOutcome::Deduplicated(twin) if twin.code == deduplicated));
     assert!(matches!(&outcomes[3], InsertOutcome::Created(_)));
     assert!(matches!(&outcomes[4], InsertOutcome::Created(_)));
     assert_eq!(
-        store.get("gen0001").await.expect("get").expect("kept").url,
+        store.get(&generated).await.expect("get").expect("kept").url,
         "https://example.com/g"
     );
     drop(store);
@@ -202,6 +214,166 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
         conn.prepare("SELECT rowid FROM link_clicks").is_err(),
         "link_clicks is WITHOUT ROWID"
     );
+    let placed: Vec<(i64, String)> = conn
+        .prepare("SELECT slot, code FROM links ORDER BY slot")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(
+        placed,
+        vec![
+            (-5, "free-2".to_string()),
+            (-4, "free-1".to_string()),
+            (-3, "my-alias".to_string()),
+            (7, generated),
+            (8, deduplicated),
+            (9, gone),
+        ],
+        "generated rows sit at their ID, the rest below zero"
+    );
+}
+
+/// The file records the code space its generated links were made in. Opening it with another
+/// key or another base length is refused before anything is served or written, and a file
+/// whose generated rows another key made is refused on first use.
+#[tokio::test]
+async fn an_embedded_file_refuses_a_code_space_other_than_the_one_that_made_its_links() {
+    use shortener::store::{SqliteStore, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("links.db");
+    let key = CodeKey::generate();
+    let [generated, ..] = schema_2_file(&path, &key);
+
+    let other = CodeKey::generate();
+    let refused = SqliteStore::open(&path, &other, codespace::DEFAULT_LENGTH)
+        .expect("open")
+        .migrate()
+        .await
+        .expect_err("rows made by another key");
+    assert!(
+        refused
+            .to_string()
+            .contains("were not made with the configured code key"),
+        "{refused}"
+    );
+    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
+    assert_eq!(
+        sqlite.migrate().await.expect("migrate"),
+        2,
+        "the refused start changed nothing"
+    );
+    drop(sqlite);
+
+    for (key, length, why) in [
+        (&other, codespace::DEFAULT_LENGTH, "another key"),
+        (&key, codespace::DEFAULT_LENGTH + 1, "another length"),
+    ] {
+        let refused = SqliteStore::open(&path, key, length)
+            .expect("open")
+            .migrate()
+            .await
+            .expect_err(why);
+        let message = refused.to_string();
+        assert!(
+            message.contains(&key.fingerprint())
+                && message.contains("start it with the original key"),
+            "{why}: {message}"
+        );
+    }
+    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
+    assert_eq!(sqlite.migrate().await.expect("migrate"), 0);
+    let store = Store::Sqlite(sqlite);
+    assert_eq!(
+        store.get(&generated).await.expect("get").expect("kept").url,
+        "https://example.com/g"
+    );
+}
+
+/// A code is unique across both placements: a row without an ID cannot take a code a generated
+/// row holds, nor the reverse; both are found, deleted and counted by their code.
+#[tokio::test]
+async fn an_embedded_code_is_unique_across_generated_and_named_rows() {
+    use shortener::store::{DeleteOutcome, SqliteStore, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = CodeKey::generate();
+    let space = CodeSpace::new(&key, codespace::DEFAULT_LENGTH).expect("space");
+    let sqlite = SqliteStore::open(
+        &dir.path().join("links.db"),
+        &key,
+        codespace::DEFAULT_LENGTH,
+    )
+    .expect("open");
+    sqlite.migrate().await.expect("migrate");
+    let store = Store::Sqlite(sqlite);
+    let generated = |id: u64, url: &str| {
+        let mut l = link(&space.encode(id), url, None);
+        l.kind = Kind::Generated;
+        l.id = Some(id);
+        l
+    };
+
+    let first = store
+        .insert_many(&[
+            generated(1, "https://example.com/g1"),
+            link(&space.encode(2), "https://example.com/named", None),
+        ])
+        .await
+        .expect("plant");
+    assert!(matches!(&first[0], InsertOutcome::Created(_)));
+    assert!(matches!(&first[1], InsertOutcome::Created(_)));
+
+    let second = store
+        .insert_many(&[
+            link(&space.encode(1), "https://example.com/intruder", None),
+            generated(2, "https://example.com/intruder"),
+            generated(3, "https://example.com/g3"),
+        ])
+        .await
+        .expect("insert");
+    assert_eq!(
+        second[0],
+        InsertOutcome::CodeTaken,
+        "a named row cannot take a generated row's code"
+    );
+    assert_eq!(
+        second[1],
+        InsertOutcome::CodeTaken,
+        "a generated row cannot take a named row's code"
+    );
+    assert!(matches!(&second[2], InsertOutcome::Created(_)));
+
+    for (code, url) in [
+        (space.encode(1), "https://example.com/g1"),
+        (space.encode(2), "https://example.com/named"),
+        (space.encode(3), "https://example.com/g3"),
+    ] {
+        assert_eq!(
+            store.get(&code).await.expect("get").expect("found").url,
+            url
+        );
+    }
+    assert_eq!(store.count_links().await.expect("count"), 3);
+    // A code of generated shape that nothing holds, and one of each placement, deleted twice.
+    assert!(store.get(&space.encode(4)).await.expect("get").is_none());
+    assert_eq!(
+        store.delete(&space.encode(4)).await.expect("delete"),
+        DeleteOutcome::NotFound
+    );
+    for id in [1, 2] {
+        let code = space.encode(id);
+        assert_eq!(
+            store.delete(&code).await.expect("delete"),
+            DeleteOutcome::Deleted
+        );
+        assert_eq!(
+            store.delete(&code).await.expect("delete"),
+            DeleteOutcome::AlreadyDeleted
+        );
+        let gone = store.get(&code).await.expect("get").expect("kept");
+        assert!(gone.deleted_at.is_some(), "{code} is marked deleted");
+    }
 }
 
 /// Group commit on the embedded store: a write returns only once an fsync of the WAL covers
@@ -210,7 +382,12 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
 async fn embedded_writes_return_only_when_a_wal_fsync_covers_them() {
     use shortener::store::{SqliteStore, Store};
     let dir = tempfile::tempdir().expect("tempdir");
-    let sqlite = SqliteStore::open(&dir.path().join("links.db")).expect("open");
+    let sqlite = SqliteStore::open(
+        &dir.path().join("links.db"),
+        &CodeKey::generate(),
+        codespace::DEFAULT_LENGTH,
+    )
+    .expect("open");
     let store = Store::Sqlite(sqlite.clone());
     sqlite.migrate().await.expect("migrate");
 

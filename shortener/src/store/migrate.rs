@@ -42,6 +42,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "clicks by code",
         sql: include_str!("../../migrations/sqlite/0003_clicks_by_code.sql"),
     },
+    Migration {
+        version: 4,
+        name: "links by id",
+        sql: include_str!("../../migrations/sqlite/0004_links_by_id.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migrations (`"shortnr"` as an integer).

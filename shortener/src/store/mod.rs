@@ -1,8 +1,10 @@
 //! Link storage behind one narrow interface, with a PostgreSQL and an embedded SQLite backend.
 //!
 //! Both backends keep the same guarantees:
-//! - a code maps to at most one row, ever (`PRIMARY KEY(code)`, byte-wise comparison), and a
-//!   stored URL never changes (there is no update of `long_url`);
+//! - a code maps to at most one row, ever (byte-wise comparison: `PRIMARY KEY(code)` on
+//!   PostgreSQL; on SQLite a generated row sits at the rowid of its ID and other codes have a
+//!   unique index, see [`SqliteStore`]), and a stored URL never changes (there is no update of
+//!   `long_url`);
 //! - [`Store::insert`] returns only after the row is committed (synchronous commit), so an
 //!   acknowledged create is never lost;
 //! - conflicts are reported, never papered over: a taken code is [`InsertOutcome::CodeTaken`],

@@ -10,13 +10,19 @@
 //! a few read-only connections of their own, so a redirect that misses the cache never waits
 //! behind a batch of inserts or a click flush. WAL gives each read a snapshot of what was
 //! committed when it began, so a read after an acknowledged write sees that write.
+//!
+//! Generated links are stored at the rowid of their ID (migration 4): a create appends to the
+//! end of the table instead of dirtying a random page of a code index, and a lookup decodes the
+//! code to find the row. Codes without an ID (aliases, private codes) keep a unique index of
+//! their own. The file records the code space (key fingerprint and base length) its generated
+//! rows were made in and refuses to open under another, since only that code space finds them.
 
 use super::migrate::{SQLITE, VERSION_TABLE};
 use super::walsync::{Durability, WalSync};
 use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError};
 use crate::domain::{ClickCounts, Link};
 use chrono::{DateTime, TimeZone, Utc};
-use codespace::Block;
+use codespace::{Block, CodeKey, CodeSpace};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,6 +34,23 @@ pub struct SqliteStore {
     writer: Arc<Mutex<Connection>>,
     readers: Arc<Readers>,
     sync: Arc<WalSync>,
+    space: Arc<Space>,
+}
+
+/// The code space that places generated rows, and the fingerprint of its key.
+struct Space {
+    codes: CodeSpace,
+    fingerprint: String,
+}
+
+impl Space {
+    /// The rowid of the generated row `code` would be, if it can be a generated code.
+    fn slot(&self, code: &str) -> Option<i64> {
+        self.codes
+            .decode(code)
+            .ok()
+            .and_then(|id| i64::try_from(id).ok())
+    }
 }
 
 /// The read-only connections, handed out in turn.
@@ -70,8 +93,16 @@ fn db_error(e: rusqlite::Error) -> StoreError {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database file at `path`.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    /// Opens (creating if needed) the database file at `path`, whose generated codes are made
+    /// with `key` at base length `length`. [`migrate`](Self::migrate) checks that the file
+    /// agrees.
+    pub fn open(path: &Path, key: &CodeKey, length: usize) -> Result<Self, StoreError> {
+        let codes = CodeSpace::new(key, length)
+            .map_err(|e| StoreError::Internal(format!("code space: {e}")))?;
+        let space = Arc::new(Space {
+            codes,
+            fingerprint: key.fingerprint(),
+        });
         let open = || {
             let conn = Connection::open(path)
                 .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
@@ -115,6 +146,7 @@ impl SqliteStore {
                 next: AtomicUsize::new(0),
             }),
             sync,
+            space,
         })
     }
 
@@ -152,9 +184,11 @@ impl SqliteStore {
         Ok(value)
     }
 
-    /// Applies pending migrations; returns how many ran.
+    /// Applies pending migrations and checks the file's code space (recording it on first use);
+    /// returns how many migrations ran.
     pub async fn migrate(&self) -> Result<usize, StoreError> {
-        self.with(|conn| {
+        let space = Arc::clone(&self.space);
+        self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
             tx.execute_batch(&format!(
                 "CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
@@ -176,6 +210,7 @@ impl SqliteStore {
                     ran += 1;
                 }
             }
+            check_code_space(&tx, &space)?;
             tx.commit().map_err(db_error)?;
             Ok(ran)
         })
@@ -183,6 +218,7 @@ impl SqliteStore {
     }
 
     pub(super) async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
+        let space = Arc::clone(&self.space);
         self.with(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
             let now = millis(Utc::now());
@@ -199,12 +235,12 @@ impl SqliteStore {
                     if fingerprint != idem.fingerprint {
                         return Ok(InsertOutcome::IdempotencyMismatch);
                     }
-                    let first = get_link(&tx, &code)?
+                    let first = get_link(&tx, &space, &code)?
                         .ok_or_else(|| StoreError::Internal(format!("idempotent link {code:?} vanished")))?;
                     return Ok(InsertOutcome::Replayed(first));
                 }
             }
-            let outcome = match insert_row(&tx, &link, now)? {
+            let outcome = match insert_row(&tx, &space, &link, now)? {
                 InsertOutcome::CodeTaken => return Ok(InsertOutcome::CodeTaken),
                 other => other,
             };
@@ -231,6 +267,7 @@ impl SqliteStore {
         &self,
         links: Vec<NewLink>,
     ) -> Result<Vec<InsertOutcome>, StoreError> {
+        let space = Arc::clone(&self.space);
         self.with(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -238,7 +275,7 @@ impl SqliteStore {
             let now = millis(Utc::now());
             let outcomes = links
                 .iter()
-                .map(|link| insert_row(&tx, link, now))
+                .map(|link| insert_row(&tx, &space, link, now))
                 .collect::<Result<Vec<_>, _>>()?;
             tx.commit().map_err(db_error)?;
             Ok(outcomes)
@@ -247,14 +284,14 @@ impl SqliteStore {
     }
 
     pub(super) async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        let code = code.to_string();
-        self.read(move |conn| get_link(conn, &code)).await
+        let (code, space) = (code.to_string(), Arc::clone(&self.space));
+        self.read(move |conn| get_link(conn, &space, &code)).await
     }
 
     pub(super) async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        let code = code.to_string();
+        let (code, space) = (code.to_string(), Arc::clone(&self.space));
         self.read(move |conn| {
-            let Some(mut link) = get_link(conn, &code)? else {
+            let Some(mut link) = get_link(conn, &space, &code)? else {
                 return Ok(None);
             };
             let counts: Option<(i64, i64, i64)> = conn
@@ -315,6 +352,7 @@ impl SqliteStore {
         key: &str,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
         let (owner, key) = (owner.to_string(), key.to_string());
+        let space = Arc::clone(&self.space);
         self.read(move |conn| {
             let found: Option<(Vec<u8>, String)> = conn
                 .query_row(
@@ -326,7 +364,7 @@ impl SqliteStore {
                 .map_err(db_error)?;
             match found {
                 Some((fingerprint, code)) => {
-                    Ok(get_link(conn, &code)?.map(|link| (fingerprint, link)))
+                    Ok(get_link(conn, &space, &code)?.map(|link| (fingerprint, link)))
                 }
                 None => Ok(None),
             }
@@ -335,22 +373,18 @@ impl SqliteStore {
     }
 
     pub(super) async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
-        let code = code.to_string();
+        let (code, space) = (code.to_string(), Arc::clone(&self.space));
         self.with(move |conn| {
+            let Some(slot) = find_slot(conn, &space, &code)? else {
+                return Ok(DeleteOutcome::NotFound);
+            };
             let updated = conn
                 .execute(
-                    "UPDATE links SET deleted_at = ?2, dedup_key = NULL WHERE code = ?1 AND deleted_at IS NULL",
-                    params![code, millis(Utc::now())],
+                    "UPDATE links SET deleted_at = ?2, dedup_key = NULL WHERE slot = ?1 AND deleted_at IS NULL",
+                    params![slot, millis(Utc::now())],
                 )
                 .map_err(db_error)?;
-            if updated == 1 {
-                return Ok(DeleteOutcome::Deleted);
-            }
-            let exists = conn
-                .query_row("SELECT 1 FROM links WHERE code = ?1", [&code], |_| Ok(()))
-                .optional()
-                .map_err(db_error)?;
-            Ok(if exists.is_some() { DeleteOutcome::AlreadyDeleted } else { DeleteOutcome::NotFound })
+            Ok(if updated == 1 { DeleteOutcome::Deleted } else { DeleteOutcome::AlreadyDeleted })
         })
         .await
     }
@@ -422,20 +456,50 @@ where
 
 /// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the
 /// live twin) or `CodeTaken`.
-fn insert_row(conn: &Connection, link: &NewLink, now: i64) -> Result<InsertOutcome, StoreError> {
-    let mut insert = conn.prepare_cached(INSERT_LINK).map_err(db_error)?;
-    let inserted = insert
-        .execute(params![
-            link.code,
-            link.url,
-            link.kind.as_str(),
-            link.id.map(|id| id as i64),
-            now,
-            link.expires_at.map(millis),
-            link.owner,
-            link.dedup_key
-        ])
-        .map_err(db_error)?;
+///
+/// A row with an ID goes to the rowid of that ID (its code must be the one the file's code
+/// space gives the ID, as the service makes it); a row without one goes below zero, with its
+/// code in the named-code index. A code is checked against the other placement first, so it is
+/// unique across both.
+fn insert_row(
+    conn: &Connection,
+    space: &Space,
+    link: &NewLink,
+    now: i64,
+) -> Result<InsertOutcome, StoreError> {
+    let id = link
+        .id
+        .map(|id| {
+            i64::try_from(id).map_err(|_| StoreError::Internal(format!("ID {id} out of range")))
+        })
+        .transpose()?;
+    let taken_elsewhere = match id {
+        Some(_) => named_slot(conn, &link.code)?.is_some(),
+        None => generated_slot(conn, space, &link.code)?.is_some(),
+    };
+    let inserted = if taken_elsewhere {
+        0
+    } else {
+        let mut insert = conn
+            .prepare_cached(if id.is_some() {
+                INSERT_GENERATED
+            } else {
+                INSERT_NAMED
+            })
+            .map_err(db_error)?;
+        insert
+            .execute(params![
+                link.code,
+                link.url,
+                link.kind.as_str(),
+                id,
+                now,
+                link.expires_at.map(millis),
+                link.owner,
+                link.dedup_key
+            ])
+            .map_err(db_error)?
+    };
     Ok(match inserted {
         // The row is exactly what was written; no need to read it back.
         1 => InsertOutcome::Created(Link {
@@ -461,19 +525,119 @@ fn insert_row(conn: &Connection, link: &NewLink, now: i64) -> Result<InsertOutco
 
 // Statements are constants so `prepare_cached` finds them without formatting a string, and
 // SQLite parses each once per connection.
-const INSERT_LINK: &str = "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING";
-const SELECT_BY_CODE: &str =
-    "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE code = ?1";
+const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING";
+/// The next free negative slot: one below the lowest (`min(slot)` reads one end of the table).
+const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING";
+const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE slot = ?1 AND code = ?2";
+const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE code = ?1 AND id IS NULL";
+const SLOT_BY_SLOT: &str = "SELECT slot FROM links WHERE slot = ?1 AND code = ?2";
+const SLOT_NAMED: &str = "SELECT slot FROM links WHERE code = ?1 AND id IS NULL";
 const SELECT_BY_DEDUP: &str =
     "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE dedup_key = ?1";
 
-fn get_link(conn: &Connection, code: &str) -> Result<Option<Link>, StoreError> {
-    let mut select = conn.prepare_cached(SELECT_BY_CODE).map_err(db_error)?;
+/// The link with `code`, wherever it is placed.
+fn get_link(conn: &Connection, space: &Space, code: &str) -> Result<Option<Link>, StoreError> {
+    if let Some(slot) = space.slot(code) {
+        let mut select = conn.prepare_cached(SELECT_BY_SLOT).map_err(db_error)?;
+        let found = select
+            .query_row(params![slot, code], link_from_row)
+            .optional()
+            .map_err(db_error)?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    let mut select = conn.prepare_cached(SELECT_NAMED).map_err(db_error)?;
     select
         .query_row([code], link_from_row)
         .optional()
         .map_err(db_error)
+}
+
+/// The slot of the row holding `code`, wherever it is placed.
+fn find_slot(conn: &Connection, space: &Space, code: &str) -> Result<Option<i64>, StoreError> {
+    match generated_slot(conn, space, code)? {
+        Some(slot) => Ok(Some(slot)),
+        None => named_slot(conn, code),
+    }
+}
+
+/// The slot of the generated row holding `code` (at the rowid its code decodes to).
+fn generated_slot(conn: &Connection, space: &Space, code: &str) -> Result<Option<i64>, StoreError> {
+    let Some(slot) = space.slot(code) else {
+        return Ok(None);
+    };
+    let mut select = conn.prepare_cached(SLOT_BY_SLOT).map_err(db_error)?;
+    select
+        .query_row(params![slot, code], |r| r.get(0))
+        .optional()
+        .map_err(db_error)
+}
+
+/// The slot of the ID-less row holding `code`.
+fn named_slot(conn: &Connection, code: &str) -> Result<Option<i64>, StoreError> {
+    let mut select = conn.prepare_cached(SLOT_NAMED).map_err(db_error)?;
+    select
+        .query_row([code], |r| r.get(0))
+        .optional()
+        .map_err(db_error)
+}
+
+/// Records the file's code space on first use and refuses another one later. Generated rows
+/// are found by decoding their code, so only the key and base length that made them find them;
+/// under another key a new ID's code could also equal an old row's code. On first use every
+/// generated row is checked to sit where this code space puts it (one encode per row, once).
+fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> {
+    let length = space.codes.length() as i64;
+    let recorded: Option<(String, i64)> = conn
+        .query_row(
+            "SELECT fingerprint, length FROM code_space WHERE only = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(db_error)?;
+    if let Some((fingerprint, recorded_length)) = recorded {
+        if fingerprint == space.fingerprint && recorded_length == length {
+            return Ok(());
+        }
+        return Err(StoreError::Internal(format!(
+            "this database's generated links were made with the code key of fingerprint {fingerprint} \
+             and code length {recorded_length}, but the node is configured with fingerprint {} and \
+             length {length}; start it with the original key (the data directory's code.key unless \
+             SHORTENER_KEY or SHORTENER_KEY_FILE was set) and length",
+            space.fingerprint
+        )));
+    }
+    let mut rows = conn
+        .prepare("SELECT slot, code FROM links WHERE slot >= 0")
+        .map_err(db_error)?;
+    let mut rows = rows.query([]).map_err(db_error)?;
+    let (mut misplaced, mut example) = (0u64, None);
+    while let Some(row) = rows.next().map_err(db_error)? {
+        let (slot, code): (i64, String) =
+            (row.get(0).map_err(db_error)?, row.get(1).map_err(db_error)?);
+        if space.codes.encode(slot as u64) != code {
+            misplaced += 1;
+            example.get_or_insert(code);
+        }
+    }
+    if let Some(example) = example {
+        return Err(StoreError::Internal(format!(
+            "{misplaced} generated links in this database (e.g. {example:?}) were not made with the \
+             configured code key (fingerprint {}) and length {length}; start the node with the key \
+             and length that made them",
+            space.fingerprint
+        )));
+    }
+    conn.execute(
+        "INSERT INTO code_space (only, fingerprint, length) VALUES (1, ?1, ?2)",
+        params![space.fingerprint, length],
+    )
+    .map_err(db_error)?;
+    Ok(())
 }
 
 fn find_dedup(conn: &Connection, key: &[u8]) -> Result<Option<Link>, StoreError> {
