@@ -17,10 +17,11 @@ const PG_SCHEMA: [&str; 2] = [
     include_str!("../../shortener/migrations/postgres/0002_clicks.sql"),
 ];
 /// The shortener's SQLite schema.
-const SQLITE_SCHEMA: [&str; 3] = [
+const SQLITE_SCHEMA: [&str; 4] = [
     include_str!("../../shortener/migrations/sqlite/0001_links.sql"),
     include_str!("../../shortener/migrations/sqlite/0002_clicks.sql"),
     include_str!("../../shortener/migrations/sqlite/0003_clicks_by_code.sql"),
+    include_str!("../../shortener/migrations/sqlite/0004_links_by_id.sql"),
 ];
 
 /// The statement `PgStore::insert` sends for a generated code (shortener/src/store/postgres.rs),
@@ -114,8 +115,8 @@ pub fn sqlite_single_inserts(dir: &Path, duration: Duration) -> anyhow::Result<R
     for sql in SQLITE_SCHEMA {
         conn.execute_batch(sql)?;
     }
-    // Codes as the node makes them (FF1 of sequential IDs), so each insert lands at a random
-    // place in the code index as the node's do, not at its end.
+    // Codes as the node makes them (FF1 of sequential IDs), each row at the rowid of its ID as
+    // the node's are (migration 4).
     let space =
         codespace::CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)?;
     let started = Instant::now();
@@ -127,8 +128,8 @@ pub fn sqlite_single_inserts(dir: &Path, duration: Duration) -> anyhow::Result<R
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let code: Option<String> = tx
             .query_row(
-                "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-                 VALUES (?1, ?2, 'generated', ?3, ?4, NULL, 'baseline', NULL) ON CONFLICT DO NOTHING \
+                "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+                 VALUES (?3, ?1, ?2, 'generated', ?3, ?4, NULL, 'baseline', NULL) ON CONFLICT DO NOTHING \
                  RETURNING code, long_url, created_at, expires_at, deleted_at",
                 params![space.encode(id as u64), target_url(id as u64), id, 0i64],
                 |r| r.get(0),

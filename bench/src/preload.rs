@@ -1,6 +1,7 @@
 //! Loading many links into an embedded node's SQLite file directly, in one transaction, the way
 //! the node itself would record them: a lease of the ID range in the ledger (so the node never
-//! hands those IDs out), then one row per ID with the code the node's key gives it.
+//! hands those IDs out), then one row per ID, at the rowid of its ID, with the code the node's
+//! key gives it.
 
 use crate::procs::target_url;
 use codespace::{CodeKey, CodeSpace};
@@ -39,8 +40,8 @@ pub fn links(data_dir: &Path, key: &CodeKey, n: u64) -> anyhow::Result<Vec<Strin
     let mut codes = Vec::with_capacity(n as usize);
     {
         let mut insert = tx.prepare(
-            "INSERT INTO links (code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-             VALUES (?1, ?2, 'generated', ?3, ?4, NULL, 'bench', NULL)",
+            "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+             VALUES (?3, ?1, ?2, 'generated', ?3, ?4, NULL, 'bench', NULL)",
         )?;
         for id in start..end {
             let code = space.encode(id as u64);
