@@ -13,31 +13,30 @@ pub const fn digit_value(byte: u8) -> Option<u16> {
     }
 }
 
-/// Writes `value` as exactly `len` base-62 digit values, most significant first.
-/// The caller guarantees `value < 62^len`.
-pub(crate) fn to_digits(mut value: u128, len: usize) -> Vec<u16> {
-    let mut digits = vec![0u16; len];
-    for slot in digits.iter_mut().rev() {
-        *slot = (value % 62) as u16;
+/// Writes `value` as exactly `len` base-62 characters, most significant first.
+/// The caller guarantees `value < 62^len` and `len <= 22`.
+pub(crate) fn render(mut value: u128, len: usize) -> String {
+    let mut text = [b'0'; 22];
+    for slot in text[..len].iter_mut().rev() {
+        *slot = ALPHABET[(value % 62) as usize];
         value /= 62;
     }
     debug_assert_eq!(value, 0, "value does not fit in {len} digits");
-    digits
+    text[..len].iter().map(|&b| b as char).collect()
 }
 
-/// Reads digit values (each < 62), most significant first.
-pub(crate) fn from_digits(digits: &[u16]) -> u128 {
-    digits
-        .iter()
-        .fold(0u128, |acc, &d| acc * 62 + u128::from(d))
-}
-
-/// Renders digit values as text.
-pub(crate) fn render(digits: &[u16]) -> String {
-    digits
-        .iter()
-        .map(|&d| ALPHABET[usize::from(d)] as char)
-        .collect()
+/// The value of a base-62 text, most significant first, or the first character that is not a
+/// base-62 digit and its position. The caller guarantees at most 21 characters (`62^21 < 2^128`).
+pub(crate) fn parse(text: &str) -> Result<u128, (char, usize)> {
+    text.chars()
+        .enumerate()
+        .try_fold(0u128, |acc, (position, character)| {
+            let digit = u8::try_from(character)
+                .ok()
+                .and_then(digit_value)
+                .ok_or((character, position))?;
+            Ok(acc * 62 + u128::from(digit))
+        })
 }
 
 #[cfg(test)]
@@ -55,19 +54,23 @@ mod tests {
     }
 
     #[test]
-    fn digits_round_trip_at_fixed_length() {
+    fn values_round_trip_at_fixed_length() {
         for (value, len) in [
             (0u128, 4),
             (61, 4),
             (62, 4),
             (62u128.pow(4) - 1, 4),
             (12345, 7),
+            (u128::from(u64::MAX), 11),
         ] {
-            let digits = to_digits(value, len);
-            assert_eq!(digits.len(), len);
-            assert_eq!(from_digits(&digits), value);
+            let text = render(value, len);
+            assert_eq!(text.len(), len);
+            assert_eq!(parse(&text), Ok(value));
         }
-        assert_eq!(render(&to_digits(0, 4)), "0000");
-        assert_eq!(render(&to_digits(62u128.pow(4) - 1, 4)), "zzzz");
+        assert_eq!(render(0, 4), "0000");
+        assert_eq!(render(62u128.pow(4) - 1, 4), "zzzz");
+        assert_eq!(render(62, 4), "0010");
+        assert_eq!(parse("00-1"), Err(('-', 2)));
+        assert_eq!(parse("é1"), Err(('é', 0)));
     }
 }

@@ -13,6 +13,7 @@
 mod base62;
 mod block;
 mod key;
+mod numeral;
 pub mod shape;
 mod space;
 

@@ -1,8 +1,9 @@
 //! The keyed permutation of IDs onto fixed-length base62 codes.
 
-use crate::base62::{digit_value, from_digits, render, to_digits};
+use crate::base62::{parse, render};
 use crate::key::CodeKey;
-use fpe::ff1::{FF1, FlexibleNumeralString};
+use crate::numeral::Numeral;
+use fpe::ff1::FF1;
 
 /// The default length `L` of generated codes: `62^7 ≈ 3.52e12` IDs.
 pub const DEFAULT_LENGTH: usize = 7;
@@ -100,13 +101,12 @@ impl CodeSpace {
     /// The code for `id`.
     pub fn encode(&self, id: u64) -> String {
         let len = self.code_length(id);
-        let plain = FlexibleNumeralString::from(to_digits(u128::from(id), len));
-        let cipher: Vec<u16> = self
+        let plain = Numeral::new(u128::from(id), len, 62).expect("an ID fits in its code length");
+        let cipher = self
             .ff1
             .encrypt(&[], &plain)
-            .expect("base62 digits of a supported length are valid FF1 input")
-            .into();
-        render(&cipher)
+            .expect("base62 numerals of a supported length are valid FF1 input");
+        render(cipher.value(), len)
     }
 
     /// The ID that `code` was generated from.
@@ -118,20 +118,16 @@ impl CodeSpace {
                 got: len,
             });
         }
-        let mut digits = Vec::with_capacity(len);
-        for (position, character) in code.chars().enumerate() {
-            let value = u8::try_from(character).ok().and_then(digit_value);
-            digits.push(value.ok_or(CodeError::BadCharacter {
-                character,
-                position,
-            })?);
-        }
-        let plain: Vec<u16> = self
+        let cipher = parse(code).map_err(|(character, position)| CodeError::BadCharacter {
+            character,
+            position,
+        })?;
+        let cipher = Numeral::new(cipher, len, 62).expect("len base62 digits are below 62^len");
+        let value = self
             .ff1
-            .decrypt(&[], &FlexibleNumeralString::from(digits))
-            .expect("base62 digits of a supported length are valid FF1 input")
-            .into();
-        let value = from_digits(&plain);
+            .decrypt(&[], &cipher)
+            .expect("base62 numerals of a supported length are valid FF1 input")
+            .value();
         // A k-character code with k > L is only generated for IDs in 62^(k-1)..62^k.
         if len > self.length && value < pow62(len - 1) {
             return Err(CodeError::OutsideDomain);
