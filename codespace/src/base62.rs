@@ -15,13 +15,23 @@ pub const fn digit_value(byte: u8) -> Option<u16> {
 
 /// Writes `value` as exactly `len` base-62 characters, most significant first.
 /// The caller guarantees `value < 62^len` and `len <= 22`.
-pub(crate) fn render(mut value: u128, len: usize) -> String {
+pub(crate) fn render(value: u128, len: usize) -> String {
     let mut text = [b'0'; 22];
-    for slot in text[..len].iter_mut().rev() {
-        *slot = ALPHABET[(value % 62) as usize];
-        value /= 62;
+    let mut slots = text[..len].iter_mut().rev();
+    // 128-bit division is a library call; below 2^64 (every code of up to 10 characters) the
+    // digits come from plain 64-bit divisions.
+    let mut wide = value;
+    while wide > u128::from(u64::MAX) {
+        let slot = slots.next().expect("value fits in len digits");
+        *slot = ALPHABET[(wide % 62) as usize];
+        wide /= 62;
     }
-    debug_assert_eq!(value, 0, "value does not fit in {len} digits");
+    let mut narrow = wide as u64;
+    for slot in slots {
+        *slot = ALPHABET[(narrow % 62) as usize];
+        narrow /= 62;
+    }
+    debug_assert_eq!(narrow, 0, "value does not fit in {len} digits");
     text[..len].iter().map(|&b| b as char).collect()
 }
 

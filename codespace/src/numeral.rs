@@ -99,9 +99,18 @@ impl AsRef<[u8]> for BeBytes {
 impl Half {
     /// `NUM(bytes) mod radix^m`, read big-endian.
     fn reduce(bytes: impl Iterator<Item = u8>, modulus: u128) -> u128 {
-        // The modulus is at most radix^ceil(len / 2) of a string below 2^128, so below 2^80:
-        // `acc * 256 + byte` cannot overflow.
-        bytes.fold(0u128, |acc, byte| (acc * 256 + u128::from(byte)) % modulus)
+        // FF1 asks for d = 4 * ceil(b / 4) + 4 bytes, where b is the byte length of a half.
+        // A half is below radix^ceil(len / 2) <= 2^72 for a string below 2^128, so b <= 9 and
+        // d <= 12: the bytes fit a u128 as they are and need one (128-bit, slow) division,
+        // not one per byte.
+        let (value, count) = bytes.fold((0u128, 0usize), |(acc, count), byte| {
+            (acc << 8 | u128::from(byte), count + 1)
+        });
+        assert!(
+            count <= 16,
+            "FF1 asked for {count} bytes; at most 12 fit a half"
+        );
+        value % modulus
     }
 
     fn modulus(radix: u32, m: usize) -> u128 {
