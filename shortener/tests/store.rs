@@ -98,7 +98,8 @@ async fn many_concurrent_creates_are_all_committed_with_distinct_codes(backend: 
 on_both_stores!(many_concurrent_creates_are_all_committed_with_distinct_codes);
 
 /// A schema-version-2 file made with `key`: three generated links (IDs 7, 8 and 9, one
-/// deduplicated, one deleted), an alias and a click count. Returns the generated codes.
+/// deduplicated, one deleted), an alias, a row at a negative rowid, a generated row without an
+/// ID, and a click count. Returns the generated codes.
 fn schema_2_file(path: &std::path::Path, key: &CodeKey) -> [String; 3] {
     let space = CodeSpace::new(key, codespace::DEFAULT_LENGTH).expect("space");
     let codes = [7, 8, 9].map(|id| space.encode(id));
@@ -122,6 +123,13 @@ fn schema_2_file(path: &std::path::Path, key: &CodeKey) -> [String; 3] {
         rusqlite::params![codes[0], codes[1], codes[2]],
     )
     .expect("old rows");
+    conn.execute_batch(
+        "INSERT INTO links (rowid, code, long_url, kind, id, created_at, owner) VALUES \
+         (-5, 'odd-rowid', 'https://example.com/n', 'alias', NULL, 5000, 'o'); \
+         INSERT INTO links (code, long_url, kind, id, created_at, owner) VALUES \
+         ('legacy_1', 'https://example.com/l', 'generated', NULL, 6000, 'o');",
+    )
+    .expect("unusual rows");
     conn.execute(
         "INSERT INTO link_clicks (code, human, head, bot) VALUES (?1, 5, 2, 1)",
         [&codes[0]],
@@ -149,7 +157,13 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
     );
     assert_eq!(sqlite.migrate().await.expect("migrate again"), 0);
     let store = Store::Sqlite(sqlite);
-    assert_eq!(store.count_links().await.expect("count"), 4);
+    assert_eq!(store.count_links().await.expect("count"), 6);
+    for (code, url) in [
+        ("odd-rowid", "https://example.com/n"),
+        ("legacy_1", "https://example.com/l"),
+    ] {
+        assert_eq!(store.get(code).await.expect("get").expect("kept").url, url);
+    }
     let alias = store
         .get("my-alias")
         .await
@@ -181,7 +195,8 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
 
     // The rules still hold after the migrations: a taken code, a reused generated ID and a live
     // dedup key are refused per row, and rows without a dedup key never collide on it.
-    let mut reused_id = link("gen0002", "https://example.com/reused", None);
+    let space = CodeSpace::new(&key, codespace::DEFAULT_LENGTH).expect("space");
+    let mut reused_id = link(&space.encode(7), "https://example.com/reused", None);
     reused_id.kind = Kind::Generated;
     reused_id.id = Some(7);
     let outcomes = store
@@ -226,7 +241,9 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
         vec![
             (-5, "free-2".to_string()),
             (-4, "free-1".to_string()),
-            (-3, "my-alias".to_string()),
+            (-3, "legacy_1".to_string()),
+            (-2, "my-alias".to_string()),
+            (-1, "odd-rowid".to_string()),
             (7, generated),
             (8, deduplicated),
             (9, gone),
@@ -237,7 +254,7 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
 
 /// The file records the code space its generated links were made in. Opening it with another
 /// key or another base length is refused before anything is served or written, and a file
-/// whose generated rows another key made is refused on first use.
+/// whose generated rows another key made (all of them) is refused on first use.
 #[tokio::test]
 async fn an_embedded_file_refuses_a_code_space_other_than_the_one_that_made_its_links() {
     use shortener::store::{SqliteStore, Store};
@@ -255,7 +272,7 @@ async fn an_embedded_file_refuses_a_code_space_other_than_the_one_that_made_its_
     assert!(
         refused
             .to_string()
-            .contains("were not made with the configured code key"),
+            .contains("was made with the configured code key"),
         "{refused}"
     );
     let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
@@ -374,6 +391,101 @@ async fn an_embedded_code_is_unique_across_generated_and_named_rows() {
         let gone = store.get(&code).await.expect("get").expect("kept");
         assert!(gone.deleted_at.is_some(), "{code} is marked deleted");
     }
+}
+
+/// A file whose past holds generated links of another code key (or length) keeps them: on
+/// first use they move to the named placement and are still found, deleted and unique, while
+/// the rows the configured key made stay at their ID.
+#[tokio::test]
+async fn generated_links_of_an_earlier_code_space_stay_reachable_after_the_migration() {
+    use shortener::store::{DeleteOutcome, SqliteStore, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("links.db");
+    let key = CodeKey::generate();
+    let [generated, ..] = schema_2_file(&path, &key);
+    let earlier = CodeSpace::new(&CodeKey::generate(), codespace::DEFAULT_LENGTH).expect("space");
+    let old_code = earlier.encode(10);
+    rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute(
+            "INSERT INTO links (code, long_url, kind, id, created_at, owner) \
+             VALUES (?1, 'https://example.com/earlier', 'generated', 10, 7000, 'o')",
+            [&old_code],
+        )
+        .expect("earlier row");
+
+    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
+    assert_eq!(sqlite.migrate().await.expect("migrate"), 2);
+    let store = Store::Sqlite(sqlite);
+    assert_eq!(
+        store.get(&old_code).await.expect("get").expect("kept").url,
+        "https://example.com/earlier"
+    );
+    assert_eq!(
+        store.get(&generated).await.expect("get").expect("kept").url,
+        "https://example.com/g"
+    );
+    let intruder = link(&old_code, "https://example.com/intruder", None);
+    assert_eq!(
+        store.insert_many(&[intruder]).await.expect("insert")[0],
+        InsertOutcome::CodeTaken
+    );
+    assert_eq!(
+        store.delete(&old_code).await.expect("delete"),
+        DeleteOutcome::Deleted
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).expect("inspect");
+    let (slot, id): (i64, Option<i64>) = conn
+        .query_row(
+            "SELECT slot, id FROM links WHERE code = ?1",
+            [&old_code],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("moved row");
+    assert!(
+        slot < 0 && id.is_none(),
+        "moved to the named placement: {slot} {id:?}"
+    );
+    let placed: i64 = conn
+        .query_row(
+            "SELECT slot FROM links WHERE code = ?1",
+            [&generated],
+            |r| r.get(0),
+        )
+        .expect("placed row");
+    assert_eq!(placed, 7);
+}
+
+/// A row is found by its code only: a row at the slot a code decodes to, holding another code,
+/// is neither returned nor deleted for it.
+#[tokio::test]
+async fn an_embedded_lookup_compares_the_stored_code() {
+    use shortener::store::{DeleteOutcome, SqliteStore, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("links.db");
+    let key = CodeKey::generate();
+    let space = CodeSpace::new(&key, codespace::DEFAULT_LENGTH).expect("space");
+    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
+    sqlite.migrate().await.expect("migrate");
+    let asked = space.encode(42);
+    let other = space.encode(43);
+    rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute(
+            "INSERT INTO links (slot, code, long_url, kind, id, created_at, owner) \
+             VALUES (42, ?1, 'https://example.com/other', 'generated', 42, 0, 'o')",
+            [&other],
+        )
+        .expect("plant");
+    let store = Store::Sqlite(sqlite);
+    assert!(store.get(&asked).await.expect("get").is_none());
+    assert!(store.get_with_clicks(&asked).await.expect("get").is_none());
+    assert_eq!(
+        store.delete(&asked).await.expect("delete"),
+        DeleteOutcome::NotFound
+    );
+    assert_eq!(store.count_links().await.expect("count"), 1);
 }
 
 /// Group commit on the embedded store: a write returns only once an fsync of the WAL covers

@@ -23,8 +23,10 @@ CREATE TABLE links_by_slot (
     CHECK ((id IS NULL) = (slot < 0))
 ) STRICT;
 
+-- Rows without an ID are numbered -1, -2, ... in their old order.
 INSERT INTO links_by_slot (slot, code, long_url, kind, id, created_at, expires_at, deleted_at, owner, dedup_key)
-SELECT coalesce(id, -rowid), code, long_url, kind, id, created_at, expires_at, deleted_at, owner, dedup_key
+SELECT coalesce(id, -(row_number() OVER (PARTITION BY id IS NULL ORDER BY rowid))),
+       code, long_url, kind, id, created_at, expires_at, deleted_at, owner, dedup_key
 FROM links ORDER BY rowid;
 
 DROP TABLE links;

@@ -63,7 +63,8 @@ pub struct NewLink {
     pub url: String,
     /// The code's kind.
     pub kind: Kind,
-    /// The generated ID, for generated codes.
+    /// The generated ID, for generated codes; `code` must then be the code space's code for
+    /// it (the embedded store files the row under the ID and finds it by decoding the code).
     pub id: Option<u64>,
     /// Expiry.
     pub expires_at: Option<DateTime<Utc>>,

@@ -473,6 +473,12 @@ fn insert_row(
             i64::try_from(id).map_err(|_| StoreError::Internal(format!("ID {id} out of range")))
         })
         .transpose()?;
+    debug_assert!(
+        id.is_none() || space.slot(&link.code) == id,
+        "code {:?} is not the code of ID {:?}",
+        link.code,
+        link.id
+    );
     let taken_elsewhere = match id {
         Some(_) => named_slot(conn, &link.code)?.is_some(),
         None => generated_slot(conn, space, &link.code)?.is_some(),
@@ -587,8 +593,13 @@ fn named_slot(conn: &Connection, code: &str) -> Result<Option<i64>, StoreError> 
 
 /// Records the file's code space on first use and refuses another one later. Generated rows
 /// are found by decoding their code, so only the key and base length that made them find them;
-/// under another key a new ID's code could also equal an old row's code. On first use every
-/// generated row is checked to sit where this code space puts it (one encode per row, once).
+/// under another key a new ID's code could also equal an old row's code.
+///
+/// On first use (a file from before migration 4, or a new one) every generated row is checked
+/// against the configured code space, one encode per row, once. Rows it did not make (a key or
+/// length changed in the file's past) are moved to the named placement, where their code is
+/// indexed and still found. If it made none of them, the node is most likely configured with
+/// the wrong key, and the file is refused instead.
 fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> {
     let length = space.codes.length() as i64;
     let recorded: Option<(String, i64)> = conn
@@ -611,27 +622,49 @@ fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> 
             space.fingerprint
         )));
     }
-    let mut rows = conn
-        .prepare("SELECT slot, code FROM links WHERE slot >= 0")
-        .map_err(db_error)?;
-    let mut rows = rows.query([]).map_err(db_error)?;
-    let (mut misplaced, mut example) = (0u64, None);
-    while let Some(row) = rows.next().map_err(db_error)? {
-        let (slot, code): (i64, String) =
-            (row.get(0).map_err(db_error)?, row.get(1).map_err(db_error)?);
-        if space.codes.encode(slot as u64) != code {
-            misplaced += 1;
-            example.get_or_insert(code);
+    let started = std::time::Instant::now();
+    let (mut placed, mut misplaced) = (0u64, Vec::new());
+    {
+        let mut rows = conn
+            .prepare("SELECT slot, code FROM links WHERE slot >= 0")
+            .map_err(db_error)?;
+        let mut rows = rows.query([]).map_err(db_error)?;
+        while let Some(row) = rows.next().map_err(db_error)? {
+            let slot: i64 = row.get(0).map_err(db_error)?;
+            let code: String = row.get(1).map_err(db_error)?;
+            if space.codes.encode(slot as u64) == code {
+                placed += 1;
+            } else {
+                misplaced.push((slot, code));
+            }
         }
     }
-    if let Some(example) = example {
+    if placed == 0 && !misplaced.is_empty() {
         return Err(StoreError::Internal(format!(
-            "{misplaced} generated links in this database (e.g. {example:?}) were not made with the \
+            "none of the {} generated links in this database (e.g. {:?}) was made with the \
              configured code key (fingerprint {}) and length {length}; start the node with the key \
              and length that made them",
+            misplaced.len(),
+            misplaced[0].1,
             space.fingerprint
         )));
     }
+    for (slot, _) in &misplaced {
+        conn.execute(
+            "UPDATE links SET slot = (SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), id = NULL \
+             WHERE slot = ?1",
+            [slot],
+        )
+        .map_err(db_error)?;
+    }
+    tracing::info!(
+        generated = placed,
+        moved = misplaced.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        fingerprint = %space.fingerprint,
+        length,
+        "recorded the code space of the embedded database"
+    );
     conn.execute(
         "INSERT INTO code_space (only, fingerprint, length) VALUES (1, ?1, ?2)",
         params![space.fingerprint, length],
