@@ -72,6 +72,8 @@ mod tests {
             (62u128.pow(4) - 1, 4),
             (12345, 7),
             (u128::from(u64::MAX), 11),
+            (u128::from(u64::MAX) + 1, 11),
+            (62u128.pow(11) - 1, 11),
         ] {
             let text = render(value, len);
             assert_eq!(text.len(), len);
@@ -80,6 +82,7 @@ mod tests {
         assert_eq!(render(0, 4), "0000");
         assert_eq!(render(62u128.pow(4) - 1, 4), "zzzz");
         assert_eq!(render(62, 4), "0010");
+        assert_eq!(render(62u128.pow(11) - 1, 11), "zzzzzzzzzzz");
         assert_eq!(parse("00-1"), Err(('-', 2)));
         assert_eq!(parse("é1"), Err(('é', 0)));
     }

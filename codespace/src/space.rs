@@ -65,6 +65,7 @@ pub enum CodeError {
 pub struct CodeSpace {
     ff1: FF1<aes::Aes256>,
     length: usize,
+    fingerprint: String,
 }
 
 impl CodeSpace {
@@ -74,7 +75,17 @@ impl CodeSpace {
             return Err(CodeError::InvalidLength(length));
         }
         let ff1 = FF1::<aes::Aes256>::new(key.as_bytes(), 62).expect("62 is a valid FF1 radix");
-        Ok(Self { ff1, length })
+        Ok(Self {
+            ff1,
+            length,
+            fingerprint: key.fingerprint(),
+        })
+    }
+
+    /// The fingerprint of the key ([`CodeKey::fingerprint`]): with [`length`](Self::length),
+    /// what identifies this code space without revealing the key.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// The base length `L`.

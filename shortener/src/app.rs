@@ -12,7 +12,6 @@ use crate::setup;
 use crate::store::{ListenEvent, Store};
 use anyhow::Context;
 use axum::http::StatusCode;
-use codespace::CodeSpace;
 use id_client::{IdPool, PoolConfig};
 use proto::shortener::v1::links_server::LinksServer;
 use std::net::SocketAddr;
@@ -44,9 +43,6 @@ impl App {
             .map_err(anyhow::Error::msg)
             .context("validate configuration")?;
         let resources = setup::prepare(&config).await?;
-        let space = CodeSpace::new(&resources.key, config.code_length)
-            .context("configure the code space")?;
-        tracing::info!(fingerprint = %resources.key.fingerprint(), length = config.code_length, "code space ready");
 
         let http = TcpListener::bind(config.http_addr)
             .await
@@ -90,7 +86,7 @@ impl App {
             resources.store,
             cache,
             Arc::new(pool),
-            Arc::new(space),
+            Arc::clone(&resources.space),
             ServiceSettings {
                 public_url: public_url.clone(),
                 own_host,

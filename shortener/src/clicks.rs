@@ -248,8 +248,13 @@ mod tests {
     async fn sqlite(dir: &tempfile::TempDir, migrated: bool) -> Store {
         let sqlite = crate::store::SqliteStore::open(
             &dir.path().join("clicks.db"),
-            &codespace::CodeKey::generate(),
-            codespace::DEFAULT_LENGTH,
+            std::sync::Arc::new(
+                codespace::CodeSpace::new(
+                    &codespace::CodeKey::generate(),
+                    codespace::DEFAULT_LENGTH,
+                )
+                .expect("space"),
+            ),
         )
         .expect("open");
         if migrated {

@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::keys;
 use crate::store::{PgStore, SqliteStore, Store};
 use anyhow::{Context, bail};
-use codespace::CodeKey;
+use codespace::{CodeKey, CodeSpace};
 use id_client::{GrpcLeaseSource, GrpcSourceConfig, Lease, LeaseError, LeaseFuture, LeaseSource};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,8 +26,8 @@ pub const API_KEYS_FILE: &str = "api-keys";
 pub struct Resources {
     /// The link store.
     pub store: Store,
-    /// The code-space key.
-    pub key: CodeKey,
+    /// The code space (key and base length), shared by the service and the embedded store.
+    pub space: Arc<CodeSpace>,
     /// Accepted API keys.
     pub api_keys: ApiKeys,
     /// Where IDs come from.
@@ -83,6 +83,14 @@ fn load_key(config: &Config, generated_default: Option<&Path>) -> anyhow::Result
     }
 }
 
+/// The code space of `config`: its key (loaded or, embedded, generated) and base length.
+fn code_space(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<Arc<CodeSpace>> {
+    let key = load_key(config, generated_default)?;
+    let space = CodeSpace::new(&key, config.code_length).context("configure the code space")?;
+    tracing::info!(fingerprint = %space.fingerprint(), length = config.code_length, "code space ready");
+    Ok(Arc::new(space))
+}
+
 fn load_api_keys(
     config: &Config,
     generated_default: Option<&Path>,
@@ -126,7 +134,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             )
             .context("configure the PostgreSQL pool")?;
             pg.migrate().await.context("apply PostgreSQL migrations")?;
-            let key = load_key(config, None)?;
+            let space = code_space(config, None)?;
             let (api_keys, _) = load_api_keys(config, None)?;
             let source = GrpcLeaseSource::new(&GrpcSourceConfig {
                 endpoints: config.id_service.clone(),
@@ -139,7 +147,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             .context("configure the id-service client")?;
             Ok(Resources {
                 store: Store::Postgres(pg),
-                key,
+                space,
                 api_keys,
                 lease_source: Arc::new(source),
                 generated_api_key_file: None,
@@ -148,8 +156,8 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
         None => {
             let dir = &config.data_dir;
             create_private_dir(dir)?;
-            let key = load_key(config, Some(&dir.join(KEY_FILE)))?;
-            let sqlite = SqliteStore::open(&dir.join(DB_FILE), &key, config.code_length)
+            let space = code_space(config, Some(&dir.join(KEY_FILE)))?;
+            let sqlite = SqliteStore::open(&dir.join(DB_FILE), Arc::clone(&space))
                 .context("open the SQLite store")?;
             sqlite.migrate().await.context("apply SQLite migrations")?;
             let (api_keys, generated) = load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
@@ -160,7 +168,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             };
             Ok(Resources {
                 store: Store::Sqlite(sqlite),
-                key,
+                space,
                 api_keys,
                 lease_source: Arc::new(source),
                 generated_api_key_file: generated,

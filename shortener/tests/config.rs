@@ -7,6 +7,20 @@ fn free_addr() -> std::net::SocketAddr {
     listener.local_addr().expect("addr")
 }
 
+/// Builds an app from `config` with a free HTTP port, expects the build to fail, checks that
+/// the port was left free, and returns the error with its causes.
+async fn refused_before_binding(mut config: Config, what: &str) -> String {
+    let addr = free_addr();
+    config.http_addr = addr;
+    let error = match App::build(config).await {
+        Ok(_) => panic!("{what} was accepted"),
+        Err(error) => format!("{error:#}"),
+    };
+    std::net::TcpListener::bind(addr)
+        .unwrap_or_else(|e| panic!("{what}: port {addr} was left bound: {e}"));
+    error
+}
+
 #[tokio::test]
 async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -55,20 +69,12 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
     ];
     for (name, edit) in cases {
         let mut config = Config::for_tests(dir.path().join("data"), "test-key-0123456789abcdef");
-        let addr = free_addr();
-        config.http_addr = addr;
         edit(&mut config);
-        let error = match App::build(config).await {
-            Ok(_) => panic!("a config with a bad {name} was accepted"),
-            Err(error) => format!("{error:#}"),
-        };
+        let error = refused_before_binding(config, &format!("a config with a bad {name}")).await;
         assert!(
             error.contains(name),
             "the error for a bad {name} does not name it: {error}"
         );
-        // Nothing was bound: the port is still free.
-        std::net::TcpListener::bind(addr)
-            .unwrap_or_else(|e| panic!("{name}: port {addr} was left bound: {e}"));
     }
 }
 
@@ -92,19 +98,12 @@ async fn an_embedded_data_directory_refuses_another_code_key_or_length() {
     ];
     for (why, edit) in cases {
         let mut changed = config();
-        let addr = free_addr();
-        changed.http_addr = addr;
         edit(&mut changed);
-        let error = match App::build(changed).await {
-            Ok(_) => panic!("a start with {why} was accepted"),
-            Err(error) => format!("{error:#}"),
-        };
+        let error = refused_before_binding(changed, &format!("a start with {why}")).await;
         assert!(
             error.contains("start it with the original key"),
             "{why}: {error}"
         );
-        std::net::TcpListener::bind(addr)
-            .unwrap_or_else(|e| panic!("{why}: port {addr} was left bound: {e}"));
     }
     drop(
         App::build(config())

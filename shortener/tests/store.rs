@@ -97,6 +97,19 @@ async fn many_concurrent_creates_are_all_committed_with_distinct_codes(backend: 
 }
 on_both_stores!(many_concurrent_creates_are_all_committed_with_distinct_codes);
 
+/// Opens the embedded store at `path` for the codes of `key` at base length `length` and runs
+/// its migrations: the store and how many ran, or the refusal.
+async fn open_migrated(
+    path: &std::path::Path,
+    key: &CodeKey,
+    length: usize,
+) -> Result<(shortener::store::SqliteStore, usize), shortener::store::StoreError> {
+    let space = std::sync::Arc::new(CodeSpace::new(key, length).expect("space"));
+    let store = shortener::store::SqliteStore::open(path, space).expect("open");
+    let ran = store.migrate().await?;
+    Ok((store, ran))
+}
+
 /// A schema-version-2 file made with `key`: three generated links (IDs 7, 8 and 9, one
 /// deduplicated, one deleted), an alias, a row at a negative rowid, a generated row without an
 /// ID, and a click count. Returns the generated codes.
@@ -143,18 +156,16 @@ fn schema_2_file(path: &std::path::Path, key: &CodeKey) -> [String; 3] {
 /// links at the rowid of their ID, a code index for the rest only).
 #[tokio::test]
 async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrations() {
-    use shortener::store::{SqliteStore, Store};
+    use shortener::store::Store;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("links.db");
     let key = CodeKey::generate();
     let [generated, deduplicated, gone] = schema_2_file(&path, &key);
 
-    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("reopen");
-    assert_eq!(
-        sqlite.migrate().await.expect("migrate"),
-        2,
-        "migrations 3 and 4 run"
-    );
+    let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
+        .await
+        .expect("migrate");
+    assert_eq!(ran, 2, "migrations 3 and 4 run");
     assert_eq!(sqlite.migrate().await.expect("migrate again"), 0);
     let store = Store::Sqlite(sqlite);
     assert_eq!(store.count_links().await.expect("count"), 6);
@@ -257,41 +268,34 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
 /// whose generated rows another key made (all of them) is refused on first use.
 #[tokio::test]
 async fn an_embedded_file_refuses_a_code_space_other_than_the_one_that_made_its_links() {
-    use shortener::store::{SqliteStore, Store};
+    use shortener::store::Store;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("links.db");
     let key = CodeKey::generate();
     let [generated, ..] = schema_2_file(&path, &key);
 
     let other = CodeKey::generate();
-    let refused = SqliteStore::open(&path, &other, codespace::DEFAULT_LENGTH)
-        .expect("open")
-        .migrate()
+    let refused = open_migrated(&path, &other, codespace::DEFAULT_LENGTH)
         .await
-        .expect_err("rows made by another key");
+        .err()
+        .expect("rows made by another key are refused");
     assert!(
         refused
             .to_string()
             .contains("was made with the configured code key"),
         "{refused}"
     );
-    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
-    assert_eq!(
-        sqlite.migrate().await.expect("migrate"),
-        2,
-        "the refused start changed nothing"
-    );
+    let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
+        .await
+        .expect("migrate");
+    assert_eq!(ran, 2, "the refused start changed nothing");
     drop(sqlite);
 
     for (key, length, why) in [
         (&other, codespace::DEFAULT_LENGTH, "another key"),
         (&key, codespace::DEFAULT_LENGTH + 1, "another length"),
     ] {
-        let refused = SqliteStore::open(&path, key, length)
-            .expect("open")
-            .migrate()
-            .await
-            .expect_err(why);
+        let refused = open_migrated(&path, key, length).await.err().expect(why);
         let message = refused.to_string();
         assert!(
             message.contains(&key.fingerprint())
@@ -299,8 +303,10 @@ async fn an_embedded_file_refuses_a_code_space_other_than_the_one_that_made_its_
             "{why}: {message}"
         );
     }
-    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
-    assert_eq!(sqlite.migrate().await.expect("migrate"), 0);
+    let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
+        .await
+        .expect("migrate");
+    assert_eq!(ran, 0);
     let store = Store::Sqlite(sqlite);
     assert_eq!(
         store.get(&generated).await.expect("get").expect("kept").url,
@@ -312,17 +318,17 @@ async fn an_embedded_file_refuses_a_code_space_other_than_the_one_that_made_its_
 /// row holds, nor the reverse; both are found, deleted and counted by their code.
 #[tokio::test]
 async fn an_embedded_code_is_unique_across_generated_and_named_rows() {
-    use shortener::store::{DeleteOutcome, SqliteStore, Store};
+    use shortener::store::{DeleteOutcome, Store};
     let dir = tempfile::tempdir().expect("tempdir");
     let key = CodeKey::generate();
     let space = CodeSpace::new(&key, codespace::DEFAULT_LENGTH).expect("space");
-    let sqlite = SqliteStore::open(
+    let (sqlite, _) = open_migrated(
         &dir.path().join("links.db"),
         &key,
         codespace::DEFAULT_LENGTH,
     )
-    .expect("open");
-    sqlite.migrate().await.expect("migrate");
+    .await
+    .expect("migrate");
     let store = Store::Sqlite(sqlite);
     let generated = |id: u64, url: &str| {
         let mut l = link(&space.encode(id), url, None);
@@ -398,7 +404,7 @@ async fn an_embedded_code_is_unique_across_generated_and_named_rows() {
 /// the rows the configured key made stay at their ID.
 #[tokio::test]
 async fn generated_links_of_an_earlier_code_space_stay_reachable_after_the_migration() {
-    use shortener::store::{DeleteOutcome, SqliteStore, Store};
+    use shortener::store::{DeleteOutcome, Store};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("links.db");
     let key = CodeKey::generate();
@@ -414,8 +420,10 @@ async fn generated_links_of_an_earlier_code_space_stay_reachable_after_the_migra
         )
         .expect("earlier row");
 
-    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
-    assert_eq!(sqlite.migrate().await.expect("migrate"), 2);
+    let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
+        .await
+        .expect("migrate");
+    assert_eq!(ran, 2);
     let store = Store::Sqlite(sqlite);
     assert_eq!(
         store.get(&old_code).await.expect("get").expect("kept").url,
@@ -461,13 +469,14 @@ async fn generated_links_of_an_earlier_code_space_stay_reachable_after_the_migra
 /// is neither returned nor deleted for it.
 #[tokio::test]
 async fn an_embedded_lookup_compares_the_stored_code() {
-    use shortener::store::{DeleteOutcome, SqliteStore, Store};
+    use shortener::store::{DeleteOutcome, Store};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("links.db");
     let key = CodeKey::generate();
     let space = CodeSpace::new(&key, codespace::DEFAULT_LENGTH).expect("space");
-    let sqlite = SqliteStore::open(&path, &key, codespace::DEFAULT_LENGTH).expect("open");
-    sqlite.migrate().await.expect("migrate");
+    let (sqlite, _) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
+        .await
+        .expect("migrate");
     let asked = space.encode(42);
     let other = space.encode(43);
     rusqlite::Connection::open(&path)
@@ -492,16 +501,16 @@ async fn an_embedded_lookup_compares_the_stored_code() {
 /// it, concurrent writes share fsyncs, and a read never waits when nothing is pending.
 #[tokio::test]
 async fn embedded_writes_return_only_when_a_wal_fsync_covers_them() {
-    use shortener::store::{SqliteStore, Store};
+    use shortener::store::Store;
     let dir = tempfile::tempdir().expect("tempdir");
-    let sqlite = SqliteStore::open(
+    let (sqlite, _) = open_migrated(
         &dir.path().join("links.db"),
         &CodeKey::generate(),
         codespace::DEFAULT_LENGTH,
     )
-    .expect("open");
+    .await
+    .expect("migrate");
     let store = Store::Sqlite(sqlite.clone());
-    sqlite.migrate().await.expect("migrate");
 
     // One writer at a time: every write is durable the moment it returns.
     for i in 0..20 {

@@ -22,7 +22,7 @@ use super::walsync::{Durability, WalSync};
 use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError};
 use crate::domain::{ClickCounts, Link};
 use chrono::{DateTime, TimeZone, Utc};
-use codespace::{Block, CodeKey, CodeSpace};
+use codespace::{Block, CodeSpace};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,23 +34,15 @@ pub struct SqliteStore {
     writer: Arc<Mutex<Connection>>,
     readers: Arc<Readers>,
     sync: Arc<WalSync>,
-    space: Arc<Space>,
+    space: Arc<CodeSpace>,
 }
 
-/// The code space that places generated rows, and the fingerprint of its key.
-struct Space {
-    codes: CodeSpace,
-    fingerprint: String,
-}
-
-impl Space {
-    /// The rowid of the generated row `code` would be, if it can be a generated code.
-    fn slot(&self, code: &str) -> Option<i64> {
-        self.codes
-            .decode(code)
-            .ok()
-            .and_then(|id| i64::try_from(id).ok())
-    }
+/// The rowid of the generated row `code` would be, if it can be a generated code.
+fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
+    space
+        .decode(code)
+        .ok()
+        .and_then(|id| i64::try_from(id).ok())
 }
 
 /// The read-only connections, handed out in turn.
@@ -94,15 +86,8 @@ fn db_error(e: rusqlite::Error) -> StoreError {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path`, whose generated codes are made
-    /// with `key` at base length `length`. [`migrate`](Self::migrate) checks that the file
-    /// agrees.
-    pub fn open(path: &Path, key: &CodeKey, length: usize) -> Result<Self, StoreError> {
-        let codes = CodeSpace::new(key, length)
-            .map_err(|e| StoreError::Internal(format!("code space: {e}")))?;
-        let space = Arc::new(Space {
-            codes,
-            fingerprint: key.fingerprint(),
-        });
+    /// in `space`. [`migrate`](Self::migrate) checks that the file agrees.
+    pub fn open(path: &Path, space: Arc<CodeSpace>) -> Result<Self, StoreError> {
         let open = || {
             let conn = Connection::open(path)
                 .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
@@ -463,7 +448,7 @@ where
 /// unique across both.
 fn insert_row(
     conn: &Connection,
-    space: &Space,
+    space: &CodeSpace,
     link: &NewLink,
     now: i64,
 ) -> Result<InsertOutcome, StoreError> {
@@ -474,7 +459,7 @@ fn insert_row(
         })
         .transpose()?;
     debug_assert!(
-        id.is_none() || space.slot(&link.code) == id,
+        id.is_none() || slot(space, &link.code) == id,
         "code {:?} is not the code of ID {:?}",
         link.code,
         link.id
@@ -544,8 +529,8 @@ const SELECT_BY_DEDUP: &str =
     "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE dedup_key = ?1";
 
 /// The link with `code`, wherever it is placed.
-fn get_link(conn: &Connection, space: &Space, code: &str) -> Result<Option<Link>, StoreError> {
-    if let Some(slot) = space.slot(code) {
+fn get_link(conn: &Connection, space: &CodeSpace, code: &str) -> Result<Option<Link>, StoreError> {
+    if let Some(slot) = slot(space, code) {
         let mut select = conn.prepare_cached(SELECT_BY_SLOT).map_err(db_error)?;
         let found = select
             .query_row(params![slot, code], link_from_row)
@@ -563,7 +548,7 @@ fn get_link(conn: &Connection, space: &Space, code: &str) -> Result<Option<Link>
 }
 
 /// The slot of the row holding `code`, wherever it is placed.
-fn find_slot(conn: &Connection, space: &Space, code: &str) -> Result<Option<i64>, StoreError> {
+fn find_slot(conn: &Connection, space: &CodeSpace, code: &str) -> Result<Option<i64>, StoreError> {
     match generated_slot(conn, space, code)? {
         Some(slot) => Ok(Some(slot)),
         None => named_slot(conn, code),
@@ -571,8 +556,12 @@ fn find_slot(conn: &Connection, space: &Space, code: &str) -> Result<Option<i64>
 }
 
 /// The slot of the generated row holding `code` (at the rowid its code decodes to).
-fn generated_slot(conn: &Connection, space: &Space, code: &str) -> Result<Option<i64>, StoreError> {
-    let Some(slot) = space.slot(code) else {
+fn generated_slot(
+    conn: &Connection,
+    space: &CodeSpace,
+    code: &str,
+) -> Result<Option<i64>, StoreError> {
+    let Some(slot) = slot(space, code) else {
         return Ok(None);
     };
     let mut select = conn.prepare_cached(SLOT_BY_SLOT).map_err(db_error)?;
@@ -600,8 +589,8 @@ fn named_slot(conn: &Connection, code: &str) -> Result<Option<i64>, StoreError> 
 /// length changed in the file's past) are moved to the named placement, where their code is
 /// indexed and still found. If it made none of them, the node is most likely configured with
 /// the wrong key, and the file is refused instead.
-fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> {
-    let length = space.codes.length() as i64;
+fn check_code_space(conn: &Connection, space: &CodeSpace) -> Result<(), StoreError> {
+    let length = space.length() as i64;
     let recorded: Option<(String, i64)> = conn
         .query_row(
             "SELECT fingerprint, length FROM code_space WHERE only = 1",
@@ -611,7 +600,7 @@ fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> 
         .optional()
         .map_err(db_error)?;
     if let Some((fingerprint, recorded_length)) = recorded {
-        if fingerprint == space.fingerprint && recorded_length == length {
+        if fingerprint == space.fingerprint() && recorded_length == length {
             return Ok(());
         }
         return Err(StoreError::Internal(format!(
@@ -619,7 +608,7 @@ fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> 
              and code length {recorded_length}, but the node is configured with fingerprint {} and \
              length {length}; start it with the original key (the data directory's code.key unless \
              SHORTENER_KEY or SHORTENER_KEY_FILE was set) and length",
-            space.fingerprint
+            space.fingerprint()
         )));
     }
     let started = std::time::Instant::now();
@@ -632,7 +621,7 @@ fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> 
         while let Some(row) = rows.next().map_err(db_error)? {
             let slot: i64 = row.get(0).map_err(db_error)?;
             let code: String = row.get(1).map_err(db_error)?;
-            if space.codes.encode(slot as u64) == code {
+            if space.encode(slot as u64) == code {
                 placed += 1;
             } else {
                 misplaced.push((slot, code));
@@ -646,7 +635,7 @@ fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> 
              and length that made them",
             misplaced.len(),
             misplaced[0].1,
-            space.fingerprint
+            space.fingerprint()
         )));
     }
     for (slot, _) in &misplaced {
@@ -661,13 +650,13 @@ fn check_code_space(conn: &Connection, space: &Space) -> Result<(), StoreError> 
         generated = placed,
         moved = misplaced.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,
-        fingerprint = %space.fingerprint,
+        fingerprint = %space.fingerprint(),
         length,
         "recorded the code space of the embedded database"
     );
     conn.execute(
         "INSERT INTO code_space (only, fingerprint, length) VALUES (1, ?1, ?2)",
-        params![space.fingerprint, length],
+        params![space.fingerprint(), length],
     )
     .map_err(db_error)?;
     Ok(())
