@@ -117,13 +117,12 @@ impl LinkService {
         space: Arc<CodeSpace>,
         settings: ServiceSettings,
     ) -> Self {
-        // SQLite has one writer connection; a second batch in flight runs its inserts while the
-        // first waits for the fsync that makes it durable (see store/walsync.rs).
-        let in_flight = match store {
-            Store::Sqlite(_) => 2,
-            Store::Postgres(_) => settings.write_concurrency,
-        };
-        let writer = BatchWriter::start(store.clone(), settings.write_batch, in_flight);
+        // On SQLite the writer runs one batch at a time whatever this says (store/batch.rs).
+        let writer = BatchWriter::start(
+            store.clone(),
+            settings.write_batch,
+            settings.write_concurrency,
+        );
         Self {
             store,
             writer,

@@ -554,3 +554,70 @@ async fn embedded_writes_return_only_when_a_wal_fsync_covers_them() {
     assert!(store.get("seq-000").await.expect("get").is_some());
     assert_eq!(sqlite.durability().wal_syncs, syncs);
 }
+
+/// The embedded batching writer runs on a thread of its own: each create returns only after
+/// the fsync that follows its batch's commit, rows that wait together share one batch, and a
+/// taken code in a batch fails only its own row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_writer_answers_each_batch_after_its_own_fsync() {
+    use shortener::store::{BatchWriter, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sqlite, _) = open_migrated(
+        &dir.path().join("links.db"),
+        &CodeKey::generate(),
+        codespace::DEFAULT_LENGTH,
+    )
+    .await
+    .expect("migrate");
+    let writes_before = sqlite.durability().writes;
+    let writer = BatchWriter::start(Store::Sqlite(sqlite.clone()), 64, 4);
+
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let (writer, sqlite) = (writer.clone(), sqlite.clone());
+            // Codes repeat every 150, so 50 rows find theirs taken.
+            let code = format!("thread-{:03}", i % 150);
+            tokio::spawn(async move {
+                let committed_before = sqlite.durability().writes;
+                let outcome = writer
+                    .insert(link(&code, "https://example.com/t", None))
+                    .await
+                    .expect("insert");
+                // Its batch committed as a later write than any finished before it was sent,
+                // and no barrier waiter runs here, so only the writer's own fsync covers it.
+                let durable = sqlite.durability().durable_writes;
+                assert!(
+                    durable > committed_before,
+                    "answered before an fsync covered its batch: {durable} <= {committed_before}"
+                );
+                outcome
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            InsertOutcome::Created(_) => created += 1,
+            InsertOutcome::CodeTaken => {}
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    assert_eq!(created, 150);
+    let stats = writer.stats();
+    let (batches, rows) = (
+        stats.batches.load(std::sync::atomic::Ordering::Relaxed),
+        stats.rows.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    assert_eq!(rows, 200);
+    assert!(
+        batches < rows,
+        "no two rows shared a batch ({batches} batches)"
+    );
+    let d = sqlite.durability();
+    assert_eq!(d.durable_writes, d.writes);
+    assert_eq!(d.writes - writes_before, batches, "one write per batch");
+    assert_eq!(
+        Store::Sqlite(sqlite).count_links().await.expect("count"),
+        150
+    );
+}

@@ -6,8 +6,17 @@
 //! waits for a batch to fill: a lone request goes out at once, and under load batches grow by
 //! themselves while earlier ones are in flight. Each caller is answered only after the commit
 //! (I3), and conflicts are still resolved per row.
+//!
+//! On SQLite the writer is a thread of its own instead of a task (`sqlite-writer`): it takes
+//! the waiting rows, inserts and commits them, fsyncs the WAL and answers, then takes the rows
+//! that arrived meanwhile. One batch at a time suits a store with one writer connection, and
+//! the rows that arrive during a batch's fsync make the next batch, so the batch grows with the
+//! disk's latency. Running the whole cycle on one thread, rather than handing each batch to the
+//! blocking pool and its fsync to the WAL sync thread, saves those threads' wake-ups: under
+//! load the writer thread never sleeps, and a batch costs two context switches (around its
+//! fsync) instead of about eight. See docs/shortener.md, "SQLite durability".
 
-use super::{InsertOutcome, NewLink, Store, StoreError};
+use super::{InsertOutcome, NewLink, SqliteStore, Store, StoreError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -35,14 +44,45 @@ pub struct WriterStats {
 const RETRIES: usize = 3;
 
 impl BatchWriter {
-    /// Starts the writer task over `store` (within a tokio runtime). The task ends when every
-    /// handle is dropped.
+    /// Starts the writer over `store` (within a tokio runtime): a task with up to
+    /// `max_in_flight` batches at once on PostgreSQL, a thread with one batch at a time on
+    /// SQLite. It ends when every handle is dropped.
     pub fn start(store: Store, max_batch: usize, max_in_flight: usize) -> Self {
-        let (jobs, mut queue) = mpsc::channel::<(NewLink, Reply)>(max_batch * max_in_flight * 4);
-        let permits = Arc::new(Semaphore::new(max_in_flight.max(1)));
-        let writer_store = store.clone();
+        let max_in_flight = match store {
+            Store::Sqlite(_) => 1,
+            Store::Postgres(_) => max_in_flight.max(1),
+        };
+        let (jobs, queue) = mpsc::channel::<(NewLink, Reply)>(max_batch * max_in_flight * 4);
         let stats = Arc::new(WriterStats::default());
-        let writer_stats = Arc::clone(&stats);
+        if let Store::Sqlite(sqlite) = &store {
+            let (sqlite, stats) = (sqlite.clone(), Arc::clone(&stats));
+            let spawned = std::thread::Builder::new()
+                .name("sqlite-writer".into())
+                .spawn(move || write_sqlite(&sqlite, queue, max_batch, &stats));
+            if let Err(error) = spawned {
+                // The queue went with the closure: every insert answers "the writer has stopped".
+                tracing::error!(%error, "could not start the SQLite writer thread");
+            }
+        } else {
+            Self::spawn_task(
+                store.clone(),
+                queue,
+                max_batch,
+                max_in_flight,
+                Arc::clone(&stats),
+            );
+        }
+        Self { store, jobs, stats }
+    }
+
+    fn spawn_task(
+        store: Store,
+        mut queue: mpsc::Receiver<(NewLink, Reply)>,
+        max_batch: usize,
+        max_in_flight: usize,
+        writer_stats: Arc<WriterStats>,
+    ) {
+        let permits = Arc::new(Semaphore::new(max_in_flight));
         tokio::spawn(async move {
             loop {
                 let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
@@ -51,25 +91,14 @@ impl BatchWriter {
                 let Some(first) = queue.recv().await else {
                     return;
                 };
-                let mut batch = vec![first];
-                while batch.len() < max_batch {
-                    match queue.try_recv() {
-                        Ok(job) => batch.push(job),
-                        Err(_) => break,
-                    }
-                }
-                writer_stats.batches.fetch_add(1, Ordering::Relaxed);
-                writer_stats
-                    .rows
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-                let store = writer_store.clone();
+                let batch = gather(first, &mut queue, max_batch, &writer_stats);
+                let store = store.clone();
                 tokio::spawn(async move {
                     write(&store, batch).await;
                     drop(permit);
                 });
             }
         });
-        Self { store, jobs, stats }
     }
 
     /// Counts of batches and rows written so far.
@@ -94,18 +123,41 @@ impl BatchWriter {
     }
 }
 
-async fn write(store: &Store, batch: Vec<(NewLink, Reply)>) {
-    let (links, replies): (Vec<NewLink>, Vec<Reply>) = batch.into_iter().unzip();
-    let mut attempt = 0;
-    let result = loop {
-        match store.insert_many(&links).await {
-            Err(StoreError::Retry(message)) if attempt < RETRIES => {
-                attempt += 1;
-                tracing::debug!(%message, attempt, size = links.len(), "batch rolled back; running it again");
-            }
-            other => break other,
+/// `first` and whatever else is waiting, up to `max_batch` rows; counted in `stats`.
+fn gather(
+    first: (NewLink, Reply),
+    queue: &mut mpsc::Receiver<(NewLink, Reply)>,
+    max_batch: usize,
+    stats: &WriterStats,
+) -> Vec<(NewLink, Reply)> {
+    let mut batch = vec![first];
+    while batch.len() < max_batch {
+        match queue.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
         }
-    };
+    }
+    stats.batches.fetch_add(1, Ordering::Relaxed);
+    stats.rows.fetch_add(batch.len() as u64, Ordering::Relaxed);
+    batch
+}
+
+/// The SQLite writer thread: one batch at a time, each answered after its own fsync.
+fn write_sqlite(
+    store: &SqliteStore,
+    mut queue: mpsc::Receiver<(NewLink, Reply)>,
+    max_batch: usize,
+    stats: &WriterStats,
+) {
+    while let Some(first) = queue.blocking_recv() {
+        let batch = gather(first, &mut queue, max_batch, stats);
+        let (links, replies): (Vec<NewLink>, Vec<Reply>) = batch.into_iter().unzip();
+        answer(replies, store.insert_many_blocking(&links));
+    }
+}
+
+/// Sends each caller its row's outcome, or the batch's error.
+fn answer(replies: Vec<Reply>, result: Result<Vec<InsertOutcome>, StoreError>) {
     match result {
         Ok(outcomes) => {
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
@@ -118,4 +170,19 @@ async fn write(store: &Store, batch: Vec<(NewLink, Reply)>) {
             }
         }
     }
+}
+
+async fn write(store: &Store, batch: Vec<(NewLink, Reply)>) {
+    let (links, replies): (Vec<NewLink>, Vec<Reply>) = batch.into_iter().unzip();
+    let mut attempt = 0;
+    let result = loop {
+        match store.insert_many(&links).await {
+            Err(StoreError::Retry(message)) if attempt < RETRIES => {
+                attempt += 1;
+                tracing::debug!(%message, attempt, size = links.len(), "batch rolled back; running it again");
+            }
+            other => break other,
+        }
+    };
+    answer(replies, result);
 }

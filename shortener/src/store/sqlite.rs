@@ -1,10 +1,10 @@
 //! The embedded SQLite backend: one file holds the links and the lease ledger.
 //!
-//! rusqlite is synchronous, so every call runs on the blocking pool with its connection behind
-//! a mutex. The file runs in WAL mode. Every write returns only after an fsync of the WAL that
-//! began after its commit ([`WalSync`], group commit on a thread of its own), which is what lets
-//! a create be acknowledged (I3) and a lease be trusted (I1); a read returns only what such an
-//! fsync already covers.
+//! rusqlite is synchronous, so every call runs on the blocking pool (batched creates: on the
+//! writer thread of `store/batch.rs`) with its connection behind a mutex. The file runs in WAL
+//! mode. Every write returns only after an fsync of the WAL that began after its commit
+//! ([`WalSync`], group commit), which is what lets a create be acknowledged (I3) and a lease be
+//! trusted (I1); a read returns only what such an fsync already covers.
 //!
 //! Writes go through one connection (SQLite has one writer at a time anyway); reads go through
 //! a few read-only connections of their own, so a redirect that misses the cache never waits
@@ -253,19 +253,24 @@ impl SqliteStore {
         links: Vec<NewLink>,
     ) -> Result<Vec<InsertOutcome>, StoreError> {
         let space = Arc::clone(&self.space);
-        self.with(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db_error)?;
-            let now = millis(Utc::now());
-            let outcomes = links
-                .iter()
-                .map(|link| insert_row(&tx, &space, link, now))
-                .collect::<Result<Vec<_>, _>>()?;
-            tx.commit().map_err(db_error)?;
-            Ok(outcomes)
-        })
-        .await
+        self.with(move |conn| insert_all(conn, &space, &links))
+            .await
+    }
+
+    /// [`insert_many`](Self::insert_many) on the calling thread, for the dedicated writer
+    /// thread (see `store/batch.rs`): it blocks through the insert, the commit and then an
+    /// fsync of the WAL, so it returns only when the batch is durable.
+    pub(super) fn insert_many_blocking(
+        &self,
+        links: &[NewLink],
+    ) -> Result<Vec<InsertOutcome>, StoreError> {
+        let outcomes = {
+            let mut conn = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+            self.sync
+                .writing(|| insert_all(&mut conn, &self.space, links))?
+        };
+        self.sync.sync_now()?;
+        Ok(outcomes)
     }
 
     pub(super) async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
@@ -437,6 +442,24 @@ where
     })
     .await
     .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
+}
+
+/// Inserts `links` in one immediate transaction; outcomes in input order.
+fn insert_all(
+    conn: &mut Connection,
+    space: &CodeSpace,
+    links: &[NewLink],
+) -> Result<Vec<InsertOutcome>, StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let now = millis(Utc::now());
+    let outcomes = links
+        .iter()
+        .map(|link| insert_row(&tx, space, link, now))
+        .collect::<Result<Vec<_>, _>>()?;
+    tx.commit().map_err(db_error)?;
+    Ok(outcomes)
 }
 
 /// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the

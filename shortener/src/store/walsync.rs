@@ -4,10 +4,11 @@
 //! The writer connection runs with `synchronous = NORMAL`: a commit appends its frames to the
 //! WAL and returns without an fsync (SQLite still syncs around every checkpoint and when the WAL
 //! starts over, so the file is consistent after any crash). Durability is then this module's
-//! job: a write is answered only after a [`WalSync::barrier`] has returned, that is after an
-//! fsync of the WAL that began after the commit. A dedicated thread runs those fsyncs; callers
-//! that arrive while one is running share the next. So a batch's fsync overlaps the next batch's
-//! inserts, and the writer connection never sits idle waiting for the disk.
+//! job: a write is answered only after an fsync of the WAL that began after the commit. Either
+//! the writing thread runs it itself ([`WalSync::sync_now`], the batching writer's thread after
+//! each batch), or it waits at a [`WalSync::barrier`] for a dedicated thread that runs those
+//! fsyncs back to back; callers that arrive while one is running share the next. Either way the
+//! writer connection is free while the disk works.
 //!
 //! Reads must not reveal a commit that a crash could still take back (a dedup hit answered from
 //! a row whose fsync has not finished would acknowledge a link that may vanish). A read
@@ -131,6 +132,21 @@ impl WalSync {
         }
     }
 
+    /// Fsyncs the WAL on the calling thread (a blocking call): when it returns `Ok`, every
+    /// write finished before the call is on disk. Barrier waiters already queued share this
+    /// fsync, since their writes finished before they queued. The SQLite writer thread uses it
+    /// right after each batch's commit, so a batch needs no hand-off to the sync thread.
+    pub(super) fn sync_now(&self) -> Result<(), StoreError> {
+        let s = &self.shared;
+        let waiters =
+            std::mem::take(&mut s.queue.lock().unwrap_or_else(|p| p.into_inner()).waiters);
+        let result = s.sync_once();
+        for waiter in waiters {
+            let _ = waiter.send(result.clone());
+        }
+        result.map_err(|error| failure(&error))
+    }
+
     /// Returns once every commit a read that has just finished could have seen is on disk:
     /// at once when nothing is waiting for an fsync.
     pub(super) async fn reveal(&self) -> Result<(), StoreError> {
@@ -177,6 +193,27 @@ fn failure(error: &str) -> StoreError {
 }
 
 impl Shared {
+    /// One fsync of the WAL, covering every write finished before it began.
+    fn sync_once(&self) -> Result<(), String> {
+        let target = self.written.load(Ordering::SeqCst);
+        let result = match self.failed.get() {
+            Some(error) => Err(error.clone()),
+            None => self.wal.sync_data().map_err(|e| e.to_string()),
+        };
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        match &result {
+            Ok(()) => {
+                self.synced.fetch_max(target, Ordering::SeqCst);
+            }
+            Err(error) => {
+                if self.failed.set(error.clone()).is_ok() {
+                    tracing::error!(%error, "fsync of the SQLite WAL failed; refusing all requests until restart");
+                }
+            }
+        }
+        result
+    }
+
     fn run(&self) {
         loop {
             let waiters = {
@@ -191,22 +228,7 @@ impl Shared {
             };
             // Every waiter registered before this point; every write it depends on finished
             // before it registered, so it is covered by the fsync that starts now.
-            let target = self.written.load(Ordering::SeqCst);
-            let result = match self.failed.get() {
-                Some(error) => Err(error.clone()),
-                None => self.wal.sync_data().map_err(|e| e.to_string()),
-            };
-            self.syncs.fetch_add(1, Ordering::Relaxed);
-            match &result {
-                Ok(()) => {
-                    self.synced.fetch_max(target, Ordering::SeqCst);
-                }
-                Err(error) => {
-                    if self.failed.set(error.clone()).is_ok() {
-                        tracing::error!(%error, "fsync of the SQLite WAL failed; refusing all requests until restart");
-                    }
-                }
-            }
+            let result = self.sync_once();
             for waiter in waiters {
                 let _ = waiter.send(result.clone());
             }
