@@ -123,14 +123,41 @@ pub async fn run(
     warmup: Duration,
     duration: Duration,
 ) -> anyhow::Result<Run> {
-    let cpu_before = crate::machine::cpu_seconds(node.server.pid());
+    let target = Target {
+        http: node.http,
+        grpc: node.grpc,
+        pid: Some(node.server.pid()),
+    };
+    run_at(target, transport, clients, warmup, duration).await
+}
+
+/// Where [`run_at`] sends its creates.
+#[derive(Debug, Clone, Copy)]
+pub struct Target {
+    /// The node's public HTTP address.
+    pub http: SocketAddr,
+    /// Its gRPC address.
+    pub grpc: SocketAddr,
+    /// Its process, for CPU per link (none: not measured).
+    pub pid: Option<u32>,
+}
+
+/// [`run`] against any node, also one started by hand (`bench drive`, for profiling).
+pub async fn run_at(
+    target: Target,
+    transport: Transport,
+    clients: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> anyhow::Result<Run> {
+    let cpu_before = target.pid.and_then(crate::machine::cpu_seconds);
     let start = Instant::now() + warmup;
     let end = start + duration;
     let mut tasks = Vec::new();
     for _ in 0..clients {
         let mut client = match transport {
-            Transport::Http => Client::Http(Conn::connect(node.http).await?),
-            _ => Client::Grpc(channel(node.grpc).await?),
+            Transport::Http => Client::Http(Conn::connect(target.http).await?),
+            _ => Client::Grpc(channel(target.grpc).await?),
         };
         tasks.push(tokio::spawn(async move {
             let (mut latencies, mut links, mut errors, mut all_links) =
@@ -159,7 +186,7 @@ pub async fn run(
         errors += e;
         all_links += a;
     }
-    let cpu_after = crate::machine::cpu_seconds(node.server.pid());
+    let cpu_after = target.pid.and_then(crate::machine::cpu_seconds);
     // Calls still in flight at `end` finished after it: measure to the last completion.
     let elapsed = Instant::now()
         .saturating_duration_since(start)

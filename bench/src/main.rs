@@ -64,6 +64,28 @@ enum Command {
     Memory,
     /// Code encode/decode and IDs per second, in process.
     Micro,
+    /// Drives creates at a node that is already running (for profiling it); prints one line.
+    /// Give the node's API key `bench-api-key-0123456789abcdef`.
+    Drive {
+        /// The node's public HTTP address (for `--transport http`).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        http: SocketAddr,
+        /// The node's gRPC address (for `--transport grpc|batch`).
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        grpc: SocketAddr,
+        /// `http`, `grpc`, or `batch` (gRPC `BatchCreateLinks` of 100).
+        #[arg(long, default_value = "http")]
+        transport: String,
+        /// Concurrent clients, one call in flight each.
+        #[arg(long, default_value_t = 64)]
+        clients: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// The node's process ID, to report its CPU per link.
+        #[arg(long)]
+        pid: Option<u32>,
+    },
     /// (internal) Measures how late this core wakes from short sleeps; prints one line.
     #[command(hide = true)]
     WakeProbe,
@@ -96,6 +118,27 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Command::Drive {
+        http,
+        grpc,
+        transport,
+        clients,
+        seconds,
+        pid,
+    } = &cli.command
+    {
+        return drive(
+            creates::Target {
+                http: *http,
+                grpc: *grpc,
+                pid: *pid,
+            },
+            transport,
+            *clients,
+            Duration::from_secs(*seconds),
+        )
+        .await;
+    }
     let started = Instant::now();
     let settings = settings::Settings::new(cli.quick);
     let scratch = tempfile::Builder::new()
@@ -165,5 +208,38 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         report.write_docs(&settings, &docs.join("benchmarks.md"), &extra)?;
         eprintln!("wrote docs/benchmarks.md and docs/bench-*.svg");
     }
+    Ok(())
+}
+
+/// `bench drive`: one create point against a running node.
+async fn drive(
+    target: creates::Target,
+    transport: &str,
+    clients: usize,
+    duration: Duration,
+) -> anyhow::Result<()> {
+    let transport = match transport {
+        "http" => creates::Transport::Http,
+        "grpc" => creates::Transport::Grpc,
+        "batch" => creates::Transport::GrpcBatch(100),
+        other => anyhow::bail!("unknown transport {other:?}: use http, grpc or batch"),
+    };
+    let run = creates::run_at(
+        target,
+        transport,
+        clients,
+        Duration::from_millis(500),
+        duration,
+    )
+    .await?;
+    println!(
+        "{} x{clients}: {:.0} links/s, p50 {:.2} ms, p99 {:.2} ms, node CPU {} us/link, {} errors",
+        transport.label(),
+        run.per_second,
+        run.p50_ms,
+        run.p99_ms,
+        run.cpu_us.map_or("-".into(), |us| format!("{us:.1}")),
+        run.errors
+    );
     Ok(())
 }

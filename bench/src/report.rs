@@ -90,7 +90,11 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "    cargo run -p bench --release -- all   # the same without the build step (needs target/release/{{shortener,id-service}})\n"
+            "    cargo run -p bench --release -- all   # the same without the build step (needs target/release/{{shortener,id-service}})"
+        );
+        let _ = writeln!(
+            s,
+            "    target/release/bench drive --transport grpc --grpc ADDR --pid PID   # creates at a node started by hand, to profile it\n"
         );
         let _ = writeln!(s, "### Machine\n\n| | |\n|---|---|");
         for (k, v) in &self.machine {
