@@ -255,6 +255,7 @@ mod tests {
                 )
                 .expect("space"),
             ),
+            256,
         )
         .expect("open");
         if migrated {

@@ -157,8 +157,9 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             let dir = &config.data_dir;
             create_private_dir(dir)?;
             let space = code_space(config, Some(&dir.join(KEY_FILE)))?;
-            let sqlite = SqliteStore::open(&dir.join(DB_FILE), Arc::clone(&space))
-                .context("open the SQLite store")?;
+            let sqlite =
+                SqliteStore::open(&dir.join(DB_FILE), Arc::clone(&space), config.write_batch)
+                    .context("open the SQLite store")?;
             sqlite.migrate().await.context("apply SQLite migrations")?;
             let (api_keys, generated) = load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
             let source = SqliteLeaseSource {

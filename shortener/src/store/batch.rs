@@ -7,28 +7,31 @@
 //! themselves while earlier ones are in flight. Each caller is answered only after the commit
 //! (I3), and conflicts are still resolved per row.
 //!
-//! On SQLite the writer is a thread of its own instead of a task (`sqlite-writer`): it takes
-//! the waiting rows, inserts and commits them, fsyncs the WAL and answers, then takes the rows
-//! that arrived meanwhile. One batch at a time suits a store with one writer connection, and
-//! the rows that arrive during a batch's fsync make the next batch, so the batch grows with the
-//! disk's latency. Running the whole cycle on one thread, rather than handing each batch to the
-//! blocking pool and its fsync to the WAL sync thread, saves those threads' wake-ups: under
-//! load the writer thread never sleeps, and a batch costs two context switches (around its
-//! fsync) instead of about eight. See docs/shortener.md, "SQLite durability".
+//! On SQLite the batching is the store's own: its writer thread takes the waiting rows and
+//! every other write together, commits, fsyncs once and answers (`store/sqlite_writer.rs`).
 
 use super::{InsertOutcome, NewLink, SqliteStore, Store, StoreError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-type Reply = oneshot::Sender<Result<InsertOutcome, StoreError>>;
+/// Where one create's outcome goes.
+pub(super) type Reply = oneshot::Sender<Result<InsertOutcome, StoreError>>;
 
-/// A handle to the writer task; cheap to clone.
+/// A handle to the writer; cheap to clone.
 #[derive(Clone)]
 pub struct BatchWriter {
     store: Store,
-    jobs: mpsc::Sender<(NewLink, Reply)>,
+    route: Route,
     stats: Arc<WriterStats>,
+}
+
+#[derive(Clone)]
+enum Route {
+    /// To the writer task (PostgreSQL).
+    Task(mpsc::Sender<(NewLink, Reply)>),
+    /// To the store's writer thread (SQLite).
+    Sqlite(SqliteStore),
 }
 
 /// What the writer has done since it started (read by the metrics at scrape time).
@@ -44,35 +47,32 @@ pub struct WriterStats {
 const RETRIES: usize = 3;
 
 impl BatchWriter {
-    /// Starts the writer over `store` (within a tokio runtime): a task with up to
-    /// `max_in_flight` batches at once on PostgreSQL, a thread with one batch at a time on
-    /// SQLite. It ends when every handle is dropped.
+    /// Starts the writer over `store` (within a tokio runtime): on PostgreSQL a task with up
+    /// to `max_in_flight` batches of up to `max_batch` rows at once, ending when every handle
+    /// is dropped; on SQLite the store's writer thread, which batches by itself.
     pub fn start(store: Store, max_batch: usize, max_in_flight: usize) -> Self {
-        let max_in_flight = match store {
-            Store::Sqlite(_) => 1,
-            Store::Postgres(_) => max_in_flight.max(1),
-        };
+        if let Store::Sqlite(sqlite) = &store {
+            return Self {
+                route: Route::Sqlite(sqlite.clone()),
+                stats: sqlite.writer_stats(),
+                store,
+            };
+        }
+        let max_in_flight = max_in_flight.max(1);
         let (jobs, queue) = mpsc::channel::<(NewLink, Reply)>(max_batch * max_in_flight * 4);
         let stats = Arc::new(WriterStats::default());
-        if let Store::Sqlite(sqlite) = &store {
-            let (sqlite, stats) = (sqlite.clone(), Arc::clone(&stats));
-            let spawned = std::thread::Builder::new()
-                .name("sqlite-writer".into())
-                .spawn(move || write_sqlite(&sqlite, queue, max_batch, &stats));
-            if let Err(error) = spawned {
-                // The queue went with the closure: every insert answers "the writer has stopped".
-                tracing::error!(%error, "could not start the SQLite writer thread");
-            }
-        } else {
-            Self::spawn_task(
-                store.clone(),
-                queue,
-                max_batch,
-                max_in_flight,
-                Arc::clone(&stats),
-            );
+        Self::spawn_task(
+            store.clone(),
+            queue,
+            max_batch,
+            max_in_flight,
+            Arc::clone(&stats),
+        );
+        Self {
+            store,
+            route: Route::Task(jobs),
+            stats,
         }
-        Self { store, jobs, stats }
     }
 
     fn spawn_task(
@@ -112,9 +112,12 @@ impl BatchWriter {
         if link.idempotency.is_some() {
             return self.store.insert(link).await;
         }
+        let jobs = match &self.route {
+            Route::Sqlite(sqlite) => return sqlite.insert_batched(link).await,
+            Route::Task(jobs) => jobs,
+        };
         let (reply, outcome) = oneshot::channel();
-        self.jobs
-            .send((link, reply))
+        jobs.send((link, reply))
             .await
             .map_err(|_| StoreError::Unavailable("the writer has stopped".into()))?;
         outcome
@@ -142,22 +145,8 @@ fn gather(
     batch
 }
 
-/// The SQLite writer thread: one batch at a time, each answered after its own fsync.
-fn write_sqlite(
-    store: &SqliteStore,
-    mut queue: mpsc::Receiver<(NewLink, Reply)>,
-    max_batch: usize,
-    stats: &WriterStats,
-) {
-    while let Some(first) = queue.blocking_recv() {
-        let batch = gather(first, &mut queue, max_batch, stats);
-        let (links, replies): (Vec<NewLink>, Vec<Reply>) = batch.into_iter().unzip();
-        answer(replies, store.insert_many_blocking(&links));
-    }
-}
-
 /// Sends each caller its row's outcome, or the batch's error.
-fn answer(replies: Vec<Reply>, result: Result<Vec<InsertOutcome>, StoreError>) {
+pub(super) fn answer(replies: Vec<Reply>, result: Result<Vec<InsertOutcome>, StoreError>) {
     match result {
         Ok(outcomes) => {
             for (reply, outcome) in replies.into_iter().zip(outcomes) {

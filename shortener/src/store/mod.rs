@@ -14,6 +14,7 @@ mod batch;
 mod migrate;
 mod postgres;
 mod sqlite;
+mod sqlite_writer;
 mod walsync;
 
 use crate::domain::Link;

@@ -1,13 +1,13 @@
 //! The embedded SQLite backend: one file holds the links and the lease ledger.
 //!
-//! rusqlite is synchronous, so every call runs on the blocking pool (batched creates: on the
-//! writer thread of `store/batch.rs`) with its connection behind a mutex. The file runs in WAL
-//! mode. Every write returns only after an fsync of the WAL that began after its commit
+//! rusqlite is synchronous, so nothing here runs on the runtime's threads: every write runs on
+//! the store's writer thread (`store/sqlite_writer.rs`), which owns the one writer connection
+//! (SQLite has one writer at a time anyway), and reads run on the blocking pool. The file runs
+//! in WAL mode. Every write returns only after an fsync of the WAL that began after its commit
 //! ([`WalSync`], group commit), which is what lets a create be acknowledged (I3) and a lease be
 //! trusted (I1); a read returns only what such an fsync already covers.
 //!
-//! Writes go through one connection (SQLite has one writer at a time anyway); reads go through
-//! a few read-only connections of their own, so a redirect that misses the cache never waits
+//! Reads go through a few read-only connections of their own, so a redirect that misses the cache never waits
 //! behind a batch of inserts or a click flush. WAL gives each read a snapshot of what was
 //! committed when it began, so a read after an acknowledged write sees that write.
 //!
@@ -18,8 +18,9 @@
 //! rows were made in and refuses to open under another, since only that code space finds them.
 
 use super::migrate::{SQLITE, VERSION_TABLE};
+use super::sqlite_writer::Writer;
 use super::walsync::{Durability, WalSync};
-use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError};
+use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError, WriterStats};
 use crate::domain::{ClickCounts, Link};
 use chrono::{DateTime, TimeZone, Utc};
 use codespace::{Block, CodeSpace};
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex};
 /// Links (and leases) in a local SQLite file. Cheap to clone.
 #[derive(Clone)]
 pub struct SqliteStore {
-    writer: Arc<Mutex<Connection>>,
+    writer: Writer,
     readers: Arc<Readers>,
     sync: Arc<WalSync>,
     space: Arc<CodeSpace>,
@@ -86,8 +87,9 @@ fn db_error(e: rusqlite::Error) -> StoreError {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path`, whose generated codes are made
-    /// in `space`. [`migrate`](Self::migrate) checks that the file agrees.
-    pub fn open(path: &Path, space: Arc<CodeSpace>) -> Result<Self, StoreError> {
+    /// in `space`, with at most `max_batch` creates in one insert transaction.
+    /// [`migrate`](Self::migrate) checks that the file agrees.
+    pub fn open(path: &Path, space: Arc<CodeSpace>, max_batch: usize) -> Result<Self, StoreError> {
         let open = || {
             let conn = Connection::open(path)
                 .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
@@ -124,8 +126,9 @@ impl SqliteStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let sync = Arc::new(WalSync::start(path)?);
+        let writer = Writer::start(writer, Arc::clone(&sync), Arc::clone(&space), max_batch)?;
         Ok(Self {
-            writer: Arc::new(Mutex::new(writer)),
+            writer,
             readers: Arc::new(Readers {
                 connections,
                 next: AtomicUsize::new(0),
@@ -140,20 +143,25 @@ impl SqliteStore {
         self.sync.durability()
     }
 
-    /// Runs `f` on the writer connection.
+    /// What the writer thread has batched so far.
+    pub fn writer_stats(&self) -> Arc<WriterStats> {
+        Arc::clone(self.writer.stats())
+    }
+
+    /// Runs `f` on the writer connection, as a transaction of its own on the writer thread;
+    /// returns once an fsync covers it.
     async fn with<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let sync = Arc::clone(&self.sync);
-        let result = on_blocking_pool(Arc::clone(&self.writer), move |conn| {
-            sync.writing(|| f(conn))
-        })
-        .await;
-        let value = result?;
-        self.sync.barrier().await?;
-        Ok(value)
+        self.writer.run(f).await
+    }
+
+    /// Inserts one link (without an idempotency key) in the writer thread's next batch of
+    /// creates; returns once an fsync covers it.
+    pub(super) async fn insert_batched(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
+        self.writer.insert(link).await
     }
 
     /// Runs `f` on a read-only connection (the next one in turn).
@@ -255,22 +263,6 @@ impl SqliteStore {
         let space = Arc::clone(&self.space);
         self.with(move |conn| insert_all(conn, &space, &links))
             .await
-    }
-
-    /// [`insert_many`](Self::insert_many) on the calling thread, for the dedicated writer
-    /// thread (see `store/batch.rs`): it blocks through the insert, the commit and then an
-    /// fsync of the WAL, so it returns only when the batch is durable.
-    pub(super) fn insert_many_blocking(
-        &self,
-        links: &[NewLink],
-    ) -> Result<Vec<InsertOutcome>, StoreError> {
-        let outcomes = {
-            let mut conn = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-            self.sync
-                .writing(|| insert_all(&mut conn, &self.space, links))?
-        };
-        self.sync.sync_now()?;
-        Ok(outcomes)
     }
 
     pub(super) async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
@@ -445,7 +437,7 @@ where
 }
 
 /// Inserts `links` in one immediate transaction; outcomes in input order.
-fn insert_all(
+pub(super) fn insert_all(
     conn: &mut Connection,
     space: &CodeSpace,
     links: &[NewLink],

@@ -4,11 +4,10 @@
 //! The writer connection runs with `synchronous = NORMAL`: a commit appends its frames to the
 //! WAL and returns without an fsync (SQLite still syncs around every checkpoint and when the WAL
 //! starts over, so the file is consistent after any crash). Durability is then this module's
-//! job: a write is answered only after an fsync of the WAL that began after the commit. Either
-//! the writing thread runs it itself ([`WalSync::sync_now`], the batching writer's thread after
-//! each batch), or it waits at a [`WalSync::barrier`] for a dedicated thread that runs those
-//! fsyncs back to back; callers that arrive while one is running share the next. Either way the
-//! writer connection is free while the disk works.
+//! job: a write is answered only after an fsync of the WAL that began after the commit. The
+//! store's writer thread runs one itself after each round of writes ([`WalSync::sync_now`]);
+//! anyone else waits at a [`WalSync::barrier`] for a dedicated thread that runs fsyncs back to
+//! back, where callers that arrive while one is running share the next.
 //!
 //! Reads must not reveal a commit that a crash could still take back (a dedup hit answered from
 //! a row whose fsync has not finished would acknowledge a link that may vanish). A read
