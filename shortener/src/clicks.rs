@@ -151,20 +151,24 @@ impl ClickRecorder {
     /// [`FLUSH_PACE`]; what fails to be written is kept for the next flush.
     pub async fn flush(&self, store: &Store) {
         // A fixed order (by code) keeps concurrent flushes of several nodes from deadlocking.
-        let mut rows = self.take();
-        while !rows.is_empty() {
-            let rest = rows.split_off(rows.len().min(FLUSH_CHUNK));
-            let chunk: Arc<[(String, ClickCounts)]> = rows.into();
+        // Chunks are moved off the front one by one (moving, not copying, what is left behind
+        // them: a `split_off` per chunk copied the remainder each time).
+        let mut rows = self.take().into_iter();
+        loop {
+            let chunk: Arc<[(String, ClickCounts)]> = rows.by_ref().take(FLUSH_CHUNK).collect();
+            if chunk.is_empty() {
+                return;
+            }
             let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
             if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
+                let rest: Vec<_> = rows.collect();
                 tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
                 self.restore(&chunk);
                 self.restore(&rest);
                 return;
             }
             self.flushed.fetch_add(total, Ordering::Relaxed);
-            rows = rest;
-            if !rows.is_empty() {
+            if rows.len() > 0 {
                 tokio::time::sleep(FLUSH_PACE).await;
             }
         }
