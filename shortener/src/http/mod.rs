@@ -81,12 +81,7 @@ impl Edge {
             return api::create(State(self.state.clone()), request.map(Body::new)).await;
         }
         request.extensions_mut().insert(ConnectInfo(peer));
-        match self
-            .router
-            .clone()
-            .oneshot(request.map(Body::new))
-            .await
-        {
+        match self.router.clone().oneshot(request.map(Body::new)).await {
             Ok(response) => response,
             Err(never) => match never {},
         }
