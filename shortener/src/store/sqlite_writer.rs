@@ -96,9 +96,7 @@ impl Writer {
     {
         let (reply, value) = oneshot::channel();
         let job: Run = Box::new(move |conn| {
-            // A panic unwinds through the transaction, which rolls it back.
-            let result =
-                catch_unwind(AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| Err(panicked()));
+            let result = guarded(conn, f);
             Box::new(move |synced| {
                 let _ = reply.send(result.and_then(|v| synced.map(|()| v)));
             })
@@ -106,6 +104,21 @@ impl Writer {
         self.jobs.send(Job::Run(job)).await.map_err(|_| stopped())?;
         value.await.map_err(|_| stopped())?
     }
+}
+
+/// Runs `f` on `conn`; a panic becomes an error. A panic unwinds through the transaction,
+/// which rolls it back; should one have begun without a guard, it is rolled back here, so the
+/// next write starts clean.
+fn guarded<T>(
+    conn: &mut Connection,
+    f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    catch_unwind(AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        Err(panicked())
+    })
 }
 
 /// The thread: rounds of writes until every handle is dropped.
@@ -133,10 +146,8 @@ fn rounds(
             }
         }
         let (inserted, done) = sync.writing(|| {
-            let inserted = (!links.is_empty()).then(|| {
-                catch_unwind(AssertUnwindSafe(|| insert_all(&mut conn, space, &links)))
-                    .unwrap_or_else(|_| Err(panicked()))
-            });
+            let inserted = (!links.is_empty())
+                .then(|| guarded(&mut conn, |conn| insert_all(conn, space, &links)));
             let done: Vec<Done> = runs.into_iter().map(|run| run(&mut conn)).collect();
             (inserted, done)
         });
@@ -193,6 +204,17 @@ mod tests {
             matches!(panicked, Err(StoreError::Internal(_))),
             "{panicked:?}"
         );
+        let unguarded = writer
+            .run(|conn| -> Result<(), StoreError> {
+                conn.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (2)")
+                    .expect("begin");
+                panic!("a bug inside a transaction begun by hand");
+            })
+            .await;
+        assert!(
+            matches!(unguarded, Err(StoreError::Internal(_))),
+            "{unguarded:?}"
+        );
         let refused = writer
             .run(|_| -> Result<(), StoreError> { Err(StoreError::Internal("refused".into())) })
             .await;
@@ -204,8 +226,8 @@ mod tests {
             })
             .await
             .expect("count");
-        assert_eq!(rows, 0, "the panicking write was rolled back");
+        assert_eq!(rows, 0, "both panicking writes were rolled back");
         let d = sync.durability();
-        assert_eq!((d.writes, d.durable_writes), (4, 4));
+        assert_eq!((d.writes, d.durable_writes), (5, 5));
     }
 }
