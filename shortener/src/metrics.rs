@@ -325,7 +325,7 @@ impl Collector for Sampled {
             counter(
                 e,
                 "shortener_sqlite_writes",
-                "Write transactions on the SQLite writer connection",
+                "Rounds of writes on the SQLite writer connection (each one or more transactions, one fsync)",
                 d.writes,
             )?;
         }

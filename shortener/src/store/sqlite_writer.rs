@@ -27,8 +27,9 @@ use tokio::sync::{mpsc, oneshot};
 
 /// What answers a write once the fsync after it has finished (with that fsync's outcome).
 type Done = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
-/// A write of its own: runs its transaction, returns how to answer it.
-type Run = Box<dyn FnOnce(&mut Connection) -> Done + Send>;
+/// A write of its own: runs its transaction (given a connection; given none, it is refused
+/// unrun), returns how to answer it.
+type Run = Box<dyn FnOnce(Option<&mut Connection>) -> Done + Send>;
 
 enum Job {
     /// A create row, batched with the others waiting.
@@ -49,7 +50,9 @@ fn stopped() -> StoreError {
 }
 
 fn panicked() -> StoreError {
-    StoreError::Internal("a write to the SQLite store panicked and was rolled back".into())
+    StoreError::Internal(
+        "a write to the SQLite store panicked; what it had not committed was rolled back".into(),
+    )
 }
 
 impl Writer {
@@ -96,9 +99,14 @@ impl Writer {
     {
         let (reply, value) = oneshot::channel();
         let job: Run = Box::new(move |conn| {
-            let result = guarded(conn, f);
-            Box::new(move |synced| {
-                let _ = reply.send(result.and_then(|v| synced.map(|()| v)));
+            let result = conn.map(|conn| guarded(conn, f));
+            Box::new(move |synced: Result<(), StoreError>| {
+                let answer = match result {
+                    Some(result) => result.and_then(|v| synced.map(|()| v)),
+                    // Refused unrun: `synced` carries the reason.
+                    None => synced.and_then(|()| Err(stopped())),
+                };
+                let _ = reply.send(answer);
             })
         });
         self.jobs.send(Job::Run(job)).await.map_err(|_| stopped())?;
@@ -107,18 +115,20 @@ impl Writer {
 }
 
 /// Runs `f` on `conn`; a panic becomes an error. A panic unwinds through the transaction,
-/// which rolls it back; should one have begun without a guard, it is rolled back here, so the
-/// next write starts clean.
+/// which rolls it back. A transaction left open (begun by hand, then a panic or a return
+/// without `COMMIT`) is rolled back here and fails the write, so the next write starts clean.
 fn guarded<T>(
     conn: &mut Connection,
     f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
-    catch_unwind(AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| {
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        Err(panicked())
-    })
+    let result = catch_unwind(AssertUnwindSafe(|| f(conn))).unwrap_or_else(|_| Err(panicked()));
+    if conn.is_autocommit() {
+        return result;
+    }
+    let _ = conn.execute_batch("ROLLBACK");
+    result.and(Err(StoreError::Internal(
+        "a write to the SQLite store left its transaction open; it was rolled back".into(),
+    )))
 }
 
 /// The thread: rounds of writes until every handle is dropped.
@@ -145,10 +155,18 @@ fn rounds(
                 next = queue.try_recv().ok();
             }
         }
+        if let Some(error) = sync.failed() {
+            // Nothing is trusted after a failed fsync: run nothing more, answer the error.
+            answer(replies, Err(error.clone()));
+            for run in runs {
+                run(None)(Err(error.clone()));
+            }
+            continue;
+        }
         let (inserted, done) = sync.writing(|| {
             let inserted = (!links.is_empty())
                 .then(|| guarded(&mut conn, |conn| insert_all(conn, space, &links)));
-            let done: Vec<Done> = runs.into_iter().map(|run| run(&mut conn)).collect();
+            let done: Vec<Done> = runs.into_iter().map(|run| run(Some(&mut conn))).collect();
             (inserted, done)
         });
         let synced = sync.sync_now();
@@ -166,6 +184,7 @@ fn rounds(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
 
     fn start() -> (tempfile::TempDir, Writer, Arc<WalSync>) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -215,6 +234,16 @@ mod tests {
             matches!(unguarded, Err(StoreError::Internal(_))),
             "{unguarded:?}"
         );
+        let left_open = writer
+            .run(|conn| {
+                conn.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (3)")
+                    .map_err(|e| StoreError::Internal(e.to_string()))
+            })
+            .await;
+        assert!(
+            matches!(left_open, Err(StoreError::Internal(_))),
+            "{left_open:?}"
+        );
         let refused = writer
             .run(|_| -> Result<(), StoreError> { Err(StoreError::Internal("refused".into())) })
             .await;
@@ -226,8 +255,37 @@ mod tests {
             })
             .await
             .expect("count");
-        assert_eq!(rows, 0, "both panicking writes were rolled back");
+        assert_eq!(rows, 0, "every failed write was rolled back");
         let d = sync.durability();
-        assert_eq!((d.writes, d.durable_writes), (5, 5));
+        assert_eq!((d.writes, d.durable_writes), (6, 6));
+    }
+
+    /// After a failed fsync the writer runs nothing more: every write is refused unrun, with
+    /// the fsync's error.
+    #[tokio::test]
+    async fn after_a_failed_fsync_writes_are_refused_unrun() {
+        let (_dir, writer, sync) = start();
+        writer
+            .run(|_| Ok(()))
+            .await
+            .expect("a write before the failure");
+        sync.fail_for_test("EIO (simulated)");
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&ran);
+        let refused = writer
+            .run(move |_| {
+                flag.store(true, Ordering::SeqCst);
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(&refused, Err(StoreError::Internal(m)) if m.contains("EIO (simulated)")),
+            "{refused:?}"
+        );
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "a write ran after the fsync failed"
+        );
+        assert_eq!(sync.durability().writes, 1);
     }
 }

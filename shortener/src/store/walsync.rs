@@ -1,5 +1,4 @@
-//! Group commit for the SQLite store: one fsync of the WAL makes many commits durable, and it
-//! runs beside the next transaction instead of in front of it.
+//! Group commit for the SQLite store: one fsync of the WAL makes many commits durable.
 //!
 //! The writer connection runs with `synchronous = NORMAL`: a commit appends its frames to the
 //! WAL and returns without an fsync (SQLite still syncs around every checkpoint and when the WAL
@@ -32,7 +31,7 @@ type Waiter = oneshot::Sender<Result<(), String>>;
 pub struct Durability {
     /// Fsyncs of the WAL run so far.
     pub wal_syncs: u64,
-    /// Write transactions finished on the writer connection.
+    /// Rounds of writes finished on the writer connection (each one or more transactions).
     pub writes: u64,
     /// How many of them an fsync is known to cover.
     pub durable_writes: u64,
@@ -49,9 +48,10 @@ struct Shared {
     wal: File,
     queue: Mutex<Queue>,
     wake: Condvar,
-    /// True while the writer runs a write (from before `BEGIN` to after `COMMIT`).
+    /// True while the writer runs a round of writes (from before the first `BEGIN` to after
+    /// the last `COMMIT`).
     writing: AtomicBool,
-    /// Writes finished on the writer connection.
+    /// Rounds of writes finished on the writer connection.
     written: AtomicU64,
     /// `written` as it was when the last successful fsync began.
     synced: AtomicU64,
@@ -59,6 +59,10 @@ struct Shared {
     failed: OnceLock<String>,
     /// Fsyncs run.
     syncs: AtomicU64,
+    /// Held through each fsync. Linux reports a writeback error to one fsync per open file
+    /// description: with two at once on `wal`, the one that sees the error could be the one
+    /// whose writes were not lost, and the other would wrongly succeed.
+    one_at_a_time: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -90,6 +94,7 @@ impl WalSync {
             synced: AtomicU64::new(0),
             failed: OnceLock::new(),
             syncs: AtomicU64::new(0),
+            one_at_a_time: Mutex::new(()),
         });
         let worker = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -146,6 +151,17 @@ impl WalSync {
         result.map_err(|error| failure(&error))
     }
 
+    /// Records a failed fsync as if one had happened (tests of what follows one).
+    #[cfg(test)]
+    pub(super) fn fail_for_test(&self, error: &str) {
+        let _ = self.shared.failed.set(error.to_string());
+    }
+
+    /// The error that stopped the store, once an fsync has failed.
+    pub(super) fn failed(&self) -> Option<StoreError> {
+        self.shared.failed.get().map(|error| failure(error))
+    }
+
     /// Returns once every commit a read that has just finished could have seen is on disk:
     /// at once when nothing is waiting for an fsync.
     pub(super) async fn reveal(&self) -> Result<(), StoreError> {
@@ -192,13 +208,15 @@ fn failure(error: &str) -> StoreError {
 }
 
 impl Shared {
-    /// One fsync of the WAL, covering every write finished before it began.
+    /// One fsync of the WAL, covering every write finished before it began; fsyncs from
+    /// different threads run one after another.
     fn sync_once(&self) -> Result<(), String> {
+        let _one = self.one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(error) = self.failed.get() {
+            return Err(error.clone());
+        }
         let target = self.written.load(Ordering::SeqCst);
-        let result = match self.failed.get() {
-            Some(error) => Err(error.clone()),
-            None => self.wal.sync_data().map_err(|e| e.to_string()),
-        };
+        let result = self.wal.sync_data().map_err(|e| e.to_string());
         self.syncs.fetch_add(1, Ordering::Relaxed);
         match &result {
             Ok(()) => {
