@@ -117,7 +117,8 @@ impl LinkService {
         space: Arc<CodeSpace>,
         settings: ServiceSettings,
     ) -> Self {
-        // On SQLite the writer runs one batch at a time whatever this says (store/batch.rs).
+        // On SQLite the store's writer thread batches by itself (its batch size was given when
+        // the store was opened); these settings shape the PostgreSQL writer task.
         let writer = BatchWriter::start(
             store.clone(),
             settings.write_batch,

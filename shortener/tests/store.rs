@@ -110,6 +110,19 @@ async fn open_migrated(
     Ok((store, ran))
 }
 
+/// A migrated embedded store on a new file with a new key (the directory holds the file).
+async fn fresh_embedded() -> (tempfile::TempDir, shortener::store::SqliteStore) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sqlite, _) = open_migrated(
+        &dir.path().join("links.db"),
+        &CodeKey::generate(),
+        codespace::DEFAULT_LENGTH,
+    )
+    .await
+    .expect("migrate");
+    (dir, sqlite)
+}
+
 /// A schema-version-2 file made with `key`: three generated links (IDs 7, 8 and 9, one
 /// deduplicated, one deleted), an alias, a row at a negative rowid, a generated row without an
 /// ID, and a click count. Returns the generated codes.
@@ -502,14 +515,7 @@ async fn an_embedded_lookup_compares_the_stored_code() {
 #[tokio::test]
 async fn embedded_writes_return_only_when_a_wal_fsync_covers_them() {
     use shortener::store::Store;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (sqlite, _) = open_migrated(
-        &dir.path().join("links.db"),
-        &CodeKey::generate(),
-        codespace::DEFAULT_LENGTH,
-    )
-    .await
-    .expect("migrate");
+    let (_dir, sqlite) = fresh_embedded().await;
     let store = Store::Sqlite(sqlite.clone());
 
     // One writer at a time: every write is durable the moment it returns.
@@ -562,14 +568,7 @@ async fn embedded_writes_return_only_when_a_wal_fsync_covers_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_embedded_writer_answers_each_batch_after_its_own_fsync() {
     use shortener::store::{BatchWriter, Store};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (sqlite, _) = open_migrated(
-        &dir.path().join("links.db"),
-        &CodeKey::generate(),
-        codespace::DEFAULT_LENGTH,
-    )
-    .await
-    .expect("migrate");
+    let (_dir, sqlite) = fresh_embedded().await;
     let before = sqlite.durability();
     let writer = BatchWriter::start(Store::Sqlite(sqlite.clone()), 64, 4);
     let leases: Vec<_> = (0..20)

@@ -7,9 +7,9 @@
 //! ([`WalSync`], group commit), which is what lets a create be acknowledged (I3) and a lease be
 //! trusted (I1); a read returns only what such an fsync already covers.
 //!
-//! Reads go through a few read-only connections of their own, so a redirect that misses the cache never waits
-//! behind a batch of inserts or a click flush. WAL gives each read a snapshot of what was
-//! committed when it began, so a read after an acknowledged write sees that write.
+//! Reads go through a few read-only connections of their own, so a redirect that misses the
+//! cache never waits behind a batch of inserts or a click flush. WAL gives each read a snapshot
+//! of what was committed when it began, so a read after an acknowledged write sees that write.
 //!
 //! Generated links are stored at the rowid of their ID (migration 4): a create appends to the
 //! end of the table instead of dirtying a random page of a code index, and a lookup decodes the
@@ -76,7 +76,7 @@ fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
     })
 }
 
-fn db_error(e: rusqlite::Error) -> StoreError {
+pub(super) fn db_error(e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
             StoreError::Unavailable(e.to_string())

@@ -183,8 +183,12 @@ fn rounds(
 
 #[cfg(test)]
 mod tests {
+    use super::super::sqlite::db_error;
     use super::*;
     use std::sync::atomic::AtomicBool;
+
+    /// A test write with nothing to return.
+    type TestWrite = Box<dyn FnOnce(&mut Connection) -> Result<(), StoreError> + Send>;
 
     fn start() -> (tempfile::TempDir, Writer, Arc<WalSync>) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -208,42 +212,35 @@ mod tests {
         writer
             .run(|conn| {
                 conn.execute_batch("CREATE TABLE t (v INTEGER)")
-                    .map_err(|e| StoreError::Internal(e.to_string()))
+                    .map_err(db_error)
             })
             .await
             .expect("create table");
-        let panicked = writer
-            .run(|conn| -> Result<(), StoreError> {
+        // A panic inside a rusqlite transaction, a panic inside one begun by hand, and a
+        // return that leaves one begun by hand open: each fails alone and is rolled back.
+        let failing: [TestWrite; 3] = [
+            Box::new(|conn| {
                 let tx = conn.transaction().expect("begin");
                 tx.execute("INSERT INTO t VALUES (1)", []).expect("insert");
                 panic!("a bug in a write");
-            })
-            .await;
-        assert!(
-            matches!(panicked, Err(StoreError::Internal(_))),
-            "{panicked:?}"
-        );
-        let unguarded = writer
-            .run(|conn| -> Result<(), StoreError> {
+            }),
+            Box::new(|conn| {
                 conn.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (2)")
                     .expect("begin");
                 panic!("a bug inside a transaction begun by hand");
-            })
-            .await;
-        assert!(
-            matches!(unguarded, Err(StoreError::Internal(_))),
-            "{unguarded:?}"
-        );
-        let left_open = writer
-            .run(|conn| {
+            }),
+            Box::new(|conn| {
                 conn.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (3)")
-                    .map_err(|e| StoreError::Internal(e.to_string()))
-            })
-            .await;
-        assert!(
-            matches!(left_open, Err(StoreError::Internal(_))),
-            "{left_open:?}"
-        );
+                    .map_err(db_error)
+            }),
+        ];
+        for (i, write) in failing.into_iter().enumerate() {
+            let outcome = writer.run(write).await;
+            assert!(
+                matches!(outcome, Err(StoreError::Internal(_))),
+                "case {i}: {outcome:?}"
+            );
+        }
         let refused = writer
             .run(|_| -> Result<(), StoreError> { Err(StoreError::Internal("refused".into())) })
             .await;
@@ -251,7 +248,7 @@ mod tests {
         let rows: i64 = writer
             .run(|conn| {
                 conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-                    .map_err(|e| StoreError::Internal(e.to_string()))
+                    .map_err(db_error)
             })
             .await
             .expect("count");
