@@ -7,8 +7,9 @@
 
 use axum::http::HeaderValue;
 use chrono::{DateTime, Utc};
+use quick_cache::Weighter;
 use quick_cache::sync::Cache;
-use quick_cache::{Equivalent, Weighter};
+use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,51 +45,55 @@ pub struct CacheConfig {
 /// Bytes of a code kept inside the key itself; generated codes are far shorter.
 const INLINE: usize = 22;
 
-/// A cache key. Codes of up to [`INLINE`] bytes are stored in the key, so a lookup compares
-/// them without following a pointer to the heap (on a hit for a code outside the hottest few
-/// thousand, that pointer is a cache miss); longer codes (aliases) live on the heap.
+/// A code as a map key. Codes of up to [`INLINE`] bytes are stored in the key, so a lookup
+/// compares them without following a pointer to the heap (on a hit for a code outside the
+/// hottest few thousand, that pointer is a cache miss) and making one allocates nothing;
+/// longer codes (aliases) live on the heap. Hashes and compares as the `str` it holds, so maps
+/// keyed by it are searched with a `&str`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Key {
+pub struct CodeKey(Repr);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Repr {
     Inline { len: u8, bytes: [u8; INLINE] },
     Heap(Arc<str>),
 }
 
-impl Key {
-    fn new(code: &str) -> Key {
+impl CodeKey {
+    /// The key of `code`.
+    pub fn new(code: &str) -> CodeKey {
         if code.len() > INLINE {
-            return Key::Heap(Arc::from(code));
+            return CodeKey(Repr::Heap(Arc::from(code)));
         }
         let mut bytes = [0; INLINE];
         bytes[..code.len()].copy_from_slice(code.as_bytes());
-        Key::Inline {
+        CodeKey(Repr::Inline {
             len: code.len() as u8,
             bytes,
-        }
+        })
     }
 
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Key::Heap(code) => code.as_bytes(),
+    /// The code.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).expect("made from a str")
+            }
+            Repr::Heap(code) => code,
         }
     }
 }
 
 /// Hashes exactly as `str` does, so a lookup by `&str` finds the key.
-impl Hash for Key {
+impl Hash for CodeKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        match self {
-            Key::Inline { .. } => std::str::from_utf8(self.as_bytes())
-                .expect("made from a str")
-                .hash(state),
-            Key::Heap(code) => code.hash(state),
-        }
+        self.as_str().hash(state)
     }
 }
 
-impl Equivalent<Key> for str {
-    fn equivalent(&self, key: &Key) -> bool {
-        self.as_bytes() == key.as_bytes()
+impl Borrow<str> for CodeKey {
+    fn borrow(&self) -> &str {
+        self.as_str()
     }
 }
 
@@ -103,13 +108,13 @@ struct Stored {
 #[derive(Debug, Clone, Copy)]
 struct Bytes;
 
-impl Weighter<Key, Stored> for Bytes {
-    fn weight(&self, code: &Key, stored: &Stored) -> u64 {
+impl Weighter<CodeKey, Stored> for Bytes {
+    fn weight(&self, code: &CodeKey, stored: &Stored) -> u64 {
         let url = match &stored.entry {
             Cached::Link { location, .. } => location.len(),
             Cached::Missing => 0,
         };
-        (code.as_bytes().len() + url + 96) as u64
+        (code.as_str().len() + url + 96) as u64
     }
 }
 
@@ -117,7 +122,7 @@ impl Weighter<Key, Stored> for Bytes {
 /// reads on the redirect path; lifetimes are checked on read.
 #[derive(Clone)]
 pub struct LinkCache {
-    entries: Arc<Cache<Key, Stored, Bytes>>,
+    entries: Arc<Cache<CodeKey, Stored, Bytes>>,
     ttl: Duration,
     negative_ttl: Duration,
 }
@@ -158,7 +163,7 @@ impl LinkCache {
     /// Remembers what the store said about `code`.
     pub fn put(&self, code: &str, entry: Cached) {
         self.entries.insert(
-            Key::new(code),
+            CodeKey::new(code),
             Stored {
                 entry,
                 at: Instant::now(),

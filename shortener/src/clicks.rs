@@ -2,8 +2,10 @@
 //!
 //! A redirect only bumps an in-memory counter; a background task writes the accumulated counts
 //! in one batched statement per flush interval (never a write per redirect, never a trigger on
-//! the link row). A crash loses at most the counts of one flush interval.
+//! the link row). A crash loses at most the counts of one flush interval (and of the flush
+//! that was writing them).
 
+use crate::cache::CodeKey;
 use crate::domain::ClickCounts;
 use crate::store::Store;
 use aho_corasick::AhoCorasick;
@@ -75,8 +77,9 @@ pub fn classify(is_head: bool, user_agent: Option<&str>) -> Visit {
 const SHARDS: usize = 16;
 
 /// Pending counts by code. Only codes that resolved to a link are ever recorded, so the keys are
-/// not attacker-chosen; a fast seeded hash is enough.
-type Pending = HashMap<String, ClickCounts, foldhash::fast::RandomState>;
+/// not attacker-chosen; a fast seeded hash is enough. Keys hold short codes inline: recording a
+/// code's first click of an interval allocates nothing, and a lookup follows no pointer.
+type Pending = HashMap<CodeKey, ClickCounts, foldhash::fast::RandomState>;
 
 /// Rows per store write of a flush. Each chunk is its own statement (PostgreSQL) or transaction
 /// (SQLite), followed by a pause of [`FLUSH_PACE`], so a flush of many codes never holds the
@@ -112,7 +115,7 @@ impl ClickRecorder {
         let mut pending = lock(self.shard(code));
         let counts = match pending.get_mut(code) {
             Some(counts) => counts,
-            None => pending.entry(code.to_string()).or_default(),
+            None => pending.entry(CodeKey::new(code)).or_default(),
         };
         match visit {
             Visit::Human => counts.human += 1,
@@ -121,17 +124,27 @@ impl ClickRecorder {
         }
     }
 
-    /// Takes every pending count, sorted by code. Each shard is swapped for an empty map under
-    /// its lock, so redirects wait for a pointer swap, never for the copy.
+    /// Takes every pending count, sorted by code. Each shard is swapped under its lock for an
+    /// empty map as large as the one taken (the next interval has about as many codes, and a
+    /// map growing from nothing rehashes on the redirect path), so redirects wait for a
+    /// pointer swap, never for the copy.
     fn take(&self) -> Vec<(String, ClickCounts)> {
         let taken: Vec<Pending> = self
             .shards
             .iter()
-            .map(|shard| std::mem::take(&mut *lock(shard)))
+            .map(|shard| {
+                let capacity = lock(shard).len();
+                let empty = Pending::with_capacity_and_hasher(capacity, Default::default());
+                std::mem::replace(&mut *lock(shard), empty)
+            })
             .collect();
         let mut rows = Vec::with_capacity(taken.iter().map(HashMap::len).sum());
         for shard in taken {
-            rows.extend(shard);
+            rows.extend(
+                shard
+                    .into_iter()
+                    .map(|(code, counts)| (code.as_str().to_string(), counts)),
+            );
         }
         rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         rows
@@ -140,7 +153,7 @@ impl ClickRecorder {
     fn restore(&self, rows: &[(String, ClickCounts)]) {
         for (code, c) in rows {
             let mut pending = lock(self.shard(code));
-            let counts = pending.entry(code.clone()).or_default();
+            let counts = pending.entry(CodeKey::new(code)).or_default();
             counts.human += c.human;
             counts.head += c.head;
             counts.bot += c.bot;
@@ -148,16 +161,28 @@ impl ClickRecorder {
     }
 
     /// Writes the pending counts to `store` in chunks of [`FLUSH_CHUNK`] codes, paced by
-    /// [`FLUSH_PACE`]; what fails to be written is kept for the next flush.
+    /// [`FLUSH_PACE`], then makes them durable together ([`Store::sync_clicks`]: one fsync per
+    /// flush on SQLite, not one per chunk); what fails to be written is kept for the next flush.
     pub async fn flush(&self, store: &Store) {
+        if self.write_chunks(store).await
+            && let Err(error) = store.sync_clicks().await
+        {
+            // Committed but perhaps not on disk: the store now refuses writes until restart.
+            tracing::warn!(%error, "click counts were written but could not be synced");
+        }
+    }
+
+    /// Writes the chunks; returns whether any was written.
+    async fn write_chunks(&self, store: &Store) -> bool {
         // A fixed order (by code) keeps concurrent flushes of several nodes from deadlocking.
         // Chunks are moved off the front one by one (moving, not copying, what is left behind
         // them: a `split_off` per chunk copied the remainder each time).
         let mut rows = self.take().into_iter();
+        let mut written = false;
         loop {
             let chunk: Arc<[(String, ClickCounts)]> = rows.by_ref().take(FLUSH_CHUNK).collect();
             if chunk.is_empty() {
-                return;
+                return written;
             }
             let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
             if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
@@ -165,8 +190,9 @@ impl ClickRecorder {
                 tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
                 self.restore(&chunk);
                 self.restore(&rest);
-                return;
+                return written;
             }
+            written = true;
             self.flushed.fetch_add(total, Ordering::Relaxed);
             if rows.len() > 0 {
                 tokio::time::sleep(FLUSH_PACE).await;
@@ -218,9 +244,16 @@ mod tests {
         recorder.record("a", Visit::Human);
         recorder.record("a", Visit::Bot);
         recorder.record("b", Visit::Head);
+        // An alias too long for an inline key, and one sharing its first 22 bytes.
+        let long = "c-an-alias-longer-than-an-inline-key";
+        recorder.record(long, Visit::Human);
+        recorder.record(long, Visit::Human);
+        recorder.record(&long[..22], Visit::Bot);
         let batch = recorder.take();
         let codes: Vec<&str> = batch.iter().map(|(code, _)| code.as_str()).collect();
-        assert_eq!(codes, ["a", "b"], "sorted by code");
+        assert_eq!(codes, ["a", "b", &long[..22], long], "sorted by code");
+        assert_eq!((batch[2].1.human, batch[2].1.bot), (0, 1));
+        assert_eq!((batch[3].1.human, batch[3].1.bot), (2, 0));
         assert_eq!(
             batch[0].1,
             ClickCounts {
@@ -238,7 +271,7 @@ mod tests {
             }
         );
         recorder.restore(&batch);
-        assert_eq!(recorder.take().len(), 2);
+        assert_eq!(recorder.take().len(), 4);
     }
 
     fn counts(i: u64) -> ClickCounts {
@@ -306,7 +339,19 @@ mod tests {
         store.insert_many(&links).await.expect("links");
         let recorder = ClickRecorder::default();
         let total = record(&recorder, codes);
+        let Store::Sqlite(sqlite) = &store else {
+            unreachable!("an SQLite store")
+        };
+        let before = sqlite.durability();
         recorder.flush(&store).await;
+        let after = sqlite.durability();
+        assert_eq!(
+            after.wal_syncs - before.wal_syncs,
+            1,
+            "one fsync for the whole flush of three chunks"
+        );
+        assert_eq!(after.writes - before.writes, 4, "three chunks and the sync");
+        assert_eq!(after.durable_writes, after.writes, "all of it durable");
         assert_eq!(recorder.flushed.load(Ordering::Relaxed), total);
         assert!(recorder.take().is_empty());
         for i in [0, FLUSH_CHUNK as u64 - 1, FLUSH_CHUNK as u64, codes - 1] {

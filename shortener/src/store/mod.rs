@@ -201,7 +201,8 @@ impl Store {
     }
 
     /// Adds batched click counts (one statement or transaction for the whole batch). Shared,
-    /// so the caller keeps the rows to retry with and the blocking pool needs no copy.
+    /// so the caller keeps the rows to retry with and the writer needs no copy. On SQLite the
+    /// batch is committed but not yet fsynced when this returns: see [`Store::sync_clicks`].
     pub async fn add_clicks(
         &self,
         rows: std::sync::Arc<[(String, crate::domain::ClickCounts)]>,
@@ -209,6 +210,15 @@ impl Store {
         match self {
             Store::Postgres(s) => s.add_clicks(&rows).await,
             Store::Sqlite(s) => s.add_clicks(rows).await,
+        }
+    }
+
+    /// Returns once every click count added so far is durable: one fsync on SQLite (one per
+    /// flush instead of one per batch), nothing on PostgreSQL, where each commit is durable.
+    pub async fn sync_clicks(&self) -> Result<(), StoreError> {
+        match self {
+            Store::Postgres(_) => Ok(()),
+            Store::Sqlite(s) => s.sync_clicks().await,
         }
     }
 

@@ -296,31 +296,39 @@ impl SqliteStore {
         .await
     }
 
+    /// Adds a chunk of click counts in a transaction of its own, answered at its commit: the
+    /// flush makes all its chunks durable at once ([`SqliteStore::sync_clicks`]).
     pub(super) async fn add_clicks(
         &self,
         rows: Arc<[(String, ClickCounts)]>,
     ) -> Result<(), StoreError> {
-        self.with(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db_error)?;
-            {
-                let mut upsert = tx
+        self.writer
+            .run_unsynced(move |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(db_error)?;
+                {
+                    let mut upsert = tx
                     .prepare_cached(
                         "INSERT INTO link_clicks (code, human, head, bot) VALUES (?1, ?2, ?3, ?4) \
                          ON CONFLICT (code) DO UPDATE SET human = human + excluded.human, \
                          head = head + excluded.head, bot = bot + excluded.bot",
                     )
                     .map_err(db_error)?;
-                for (code, c) in rows.iter() {
-                    upsert
-                        .execute(params![code, c.human as i64, c.head as i64, c.bot as i64])
-                        .map_err(db_error)?;
+                    for (code, c) in rows.iter() {
+                        upsert
+                            .execute(params![code, c.human as i64, c.head as i64, c.bot as i64])
+                            .map_err(db_error)?;
+                    }
                 }
-            }
-            tx.commit().map_err(db_error)
-        })
-        .await
+                tx.commit().map_err(db_error)
+            })
+            .await
+    }
+
+    /// Returns once an fsync covers every click count added before the call.
+    pub(super) async fn sync_clicks(&self) -> Result<(), StoreError> {
+        self.with(|_| Ok(())).await
     }
 
     pub(super) async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {

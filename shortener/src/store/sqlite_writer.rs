@@ -5,7 +5,9 @@
 //! transaction together; any other write (a lease, a delete, a click flush, a create with an
 //! idempotency key, a migration) runs as a transaction of its own. Then the thread fsyncs the
 //! WAL ([`WalSync::sync_now`]) and answers the whole round, and starts the next with what
-//! arrived meanwhile, so rounds grow with the disk's latency.
+//! arrived meanwhile, so rounds grow with the disk's latency. A write that needs no fsync of
+//! its own (a chunk of click counts, made durable later by one fsync for the whole flush) is
+//! answered at its commit, and a round of nothing else runs no fsync.
 //!
 //! One thread doing the whole cycle keeps the hand-offs to a minimum: under load it never
 //! sleeps except in its fsync, so a round costs two context switches. (Running each write on
@@ -34,8 +36,10 @@ type Run = Box<dyn FnOnce(Option<&mut Connection>) -> Done + Send>;
 enum Job {
     /// A create row, batched with the others waiting.
     Insert(NewLink, Reply),
-    /// A transaction of its own.
+    /// A transaction of its own, answered after an fsync covers it.
     Run(Run),
+    /// A transaction of its own, answered at its commit: no fsync waits for it.
+    RunUnsynced(Run),
 }
 
 /// A handle to the writer thread; cheap to clone. The thread ends when every handle is gone.
@@ -97,8 +101,28 @@ impl Writer {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
+        self.submit(f, Job::Run).await
+    }
+
+    /// Runs `f` as a transaction of its own in the next round and returns its value once it
+    /// has committed, without waiting for an fsync: a crash of the machine (not only of the
+    /// process) can still take it back, until a later [`Writer::run`] returns. Reads that see
+    /// it still wait for an fsync ([`WalSync::reveal`]).
+    pub(super) async fn run_unsynced<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.submit(f, Job::RunUnsynced).await
+    }
+
+    async fn submit<T, F>(&self, f: F, job: fn(Run) -> Job) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
         let (reply, value) = oneshot::channel();
-        let job: Run = Box::new(move |conn| {
+        let run: Run = Box::new(move |conn| {
             let result = conn.map(|conn| guarded(conn, f));
             Box::new(move |synced: Result<(), StoreError>| {
                 let answer = match result {
@@ -109,7 +133,7 @@ impl Writer {
                 let _ = reply.send(answer);
             })
         });
-        self.jobs.send(Job::Run(job)).await.map_err(|_| stopped())?;
+        self.jobs.send(job(run)).await.map_err(|_| stopped())?;
         value.await.map_err(|_| stopped())?
     }
 }
@@ -142,14 +166,21 @@ fn rounds(
 ) {
     while let Some(first) = queue.blocking_recv() {
         let (mut links, mut replies, mut runs) = (Vec::new(), Vec::new(), Vec::new());
+        // Whether anything in the round waits for an fsync.
+        let mut durable = false;
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
                 Job::Insert(link, reply) => {
                     links.push(link);
                     replies.push(reply);
+                    durable = true;
                 }
-                Job::Run(run) => runs.push(run),
+                Job::Run(run) => {
+                    runs.push(run);
+                    durable = true;
+                }
+                Job::RunUnsynced(run) => runs.push(run),
             }
             if links.len() < max_batch && runs.len() < max_batch {
                 next = queue.try_recv().ok();
@@ -169,7 +200,7 @@ fn rounds(
             let done: Vec<Done> = runs.into_iter().map(|run| run(Some(&mut conn))).collect();
             (inserted, done)
         });
-        let synced = sync.sync_now();
+        let synced = if durable { sync.sync_now() } else { Ok(()) };
         if let Some(result) = inserted {
             stats.batches.fetch_add(1, Ordering::Relaxed);
             stats.rows.fetch_add(links.len() as u64, Ordering::Relaxed);
@@ -255,6 +286,61 @@ mod tests {
         assert_eq!(rows, 0, "every failed write was rolled back");
         let d = sync.durability();
         assert_eq!((d.writes, d.durable_writes), (6, 6));
+    }
+
+    /// An unsynced write is answered at its commit, with no fsync of its own; the next
+    /// durable write's fsync covers it, and reads that see it still wait for one.
+    #[tokio::test]
+    async fn unsynced_writes_wait_for_no_fsync_until_a_durable_one() {
+        let (_dir, writer, sync) = start();
+        writer
+            .run(|conn| {
+                conn.execute_batch("CREATE TABLE t (v INTEGER)")
+                    .map_err(db_error)
+            })
+            .await
+            .expect("create table");
+        let before = sync.durability();
+        for v in 0..5 {
+            writer
+                .run_unsynced(move |conn| {
+                    conn.execute("INSERT INTO t VALUES (?1)", [v])
+                        .map(drop)
+                        .map_err(db_error)
+                })
+                .await
+                .expect("unsynced insert");
+        }
+        let unsynced = sync.durability();
+        assert_eq!(unsynced.wal_syncs, before.wal_syncs, "no fsync for them");
+        assert_eq!(unsynced.writes, before.writes + 5);
+        assert_eq!(
+            unsynced.durable_writes, before.durable_writes,
+            "not yet covered"
+        );
+        sync.reveal().await.expect("a read that saw them");
+        let revealed = sync.durability();
+        assert_eq!(
+            revealed.wal_syncs,
+            before.wal_syncs + 1,
+            "a read waits for one"
+        );
+        assert_eq!(revealed.durable_writes, revealed.writes);
+        writer
+            .run_unsynced(|conn| {
+                conn.execute("INSERT INTO t VALUES (5)", [])
+                    .map(drop)
+                    .map_err(db_error)
+            })
+            .await
+            .expect("unsynced insert");
+        writer.run(|_| Ok(())).await.expect("a durable write");
+        let after = sync.durability();
+        assert_eq!(after.wal_syncs, revealed.wal_syncs + 1);
+        assert_eq!(
+            after.durable_writes, after.writes,
+            "the durable write's fsync covers it"
+        );
     }
 
     /// After a failed fsync the writer runs nothing more: every write is refused unrun, with
