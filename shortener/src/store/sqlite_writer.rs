@@ -7,7 +7,8 @@
 //! WAL ([`WalSync::sync_now`]) and answers the whole round, and starts the next with what
 //! arrived meanwhile, so rounds grow with the disk's latency. A write that needs no fsync of
 //! its own (a chunk of click counts, made durable later by one fsync for the whole flush) is
-//! answered at its commit, and a round of nothing else runs no fsync.
+//! answered at its commit; a round of nothing else runs no fsync, and reads need not wait for
+//! one to reveal it.
 //!
 //! One thread doing the whole cycle keeps the hand-offs to a minimum: under load it never
 //! sleeps except in its fsync, so a round costs two context switches. (Running each write on
@@ -106,8 +107,10 @@ impl Writer {
 
     /// Runs `f` as a transaction of its own in the next round and returns its value once it
     /// has committed, without waiting for an fsync: a crash of the machine (not only of the
-    /// process) can still take it back, until a later [`Writer::run`] returns. Reads that see
-    /// it still wait for an fsync ([`WalSync::reveal`]).
+    /// process) can take it back until a later [`Writer::run`] returns. Reads may see it
+    /// before then without waiting for an fsync ([`WalSync::reveal`] does not count a round of
+    /// such writes), so it is only for data whose loss in a machine crash is acceptable and
+    /// that nothing acknowledged depends on: click counts, never links or leases.
     pub(super) async fn run_unsynced<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -194,12 +197,19 @@ fn rounds(
             }
             continue;
         }
-        let (inserted, done) = sync.writing(|| {
+        let write = || {
             let inserted = (!links.is_empty())
                 .then(|| guarded(&mut conn, |conn| insert_all(conn, space, &links)));
             let done: Vec<Done> = runs.into_iter().map(|run| run(Some(&mut conn))).collect();
             (inserted, done)
-        });
+        };
+        // A round of unsynced writes only is not marked as writing: reads may reveal it
+        // before an fsync (see `Writer::run_unsynced`).
+        let (inserted, done) = if durable {
+            sync.writing(write)
+        } else {
+            write()
+        };
         let synced = if durable { sync.sync_now() } else { Ok(()) };
         if let Some(result) = inserted {
             stats.batches.fetch_add(1, Ordering::Relaxed);
@@ -288,8 +298,8 @@ mod tests {
         assert_eq!((d.writes, d.durable_writes), (6, 6));
     }
 
-    /// An unsynced write is answered at its commit, with no fsync of its own; the next
-    /// durable write's fsync covers it, and reads that see it still wait for one.
+    /// An unsynced write is answered at its commit, with no fsync of its own; reads do not
+    /// wait for one to reveal it, and the next durable write's fsync covers it.
     #[tokio::test]
     async fn unsynced_writes_wait_for_no_fsync_until_a_durable_one() {
         let (_dir, writer, sync) = start();
@@ -311,21 +321,16 @@ mod tests {
                 .await
                 .expect("unsynced insert");
         }
-        let unsynced = sync.durability();
-        assert_eq!(unsynced.wal_syncs, before.wal_syncs, "no fsync for them");
-        assert_eq!(unsynced.writes, before.writes + 5);
-        assert_eq!(
-            unsynced.durable_writes, before.durable_writes,
-            "not yet covered"
-        );
         sync.reveal().await.expect("a read that saw them");
         let revealed = sync.durability();
         assert_eq!(
-            revealed.wal_syncs,
-            before.wal_syncs + 1,
-            "a read waits for one"
+            revealed.wal_syncs, before.wal_syncs,
+            "no fsync for them, not even for a read that saw them"
         );
-        assert_eq!(revealed.durable_writes, revealed.writes);
+        assert_eq!(
+            revealed.writes, before.writes,
+            "not counted as durable writes"
+        );
         writer
             .run_unsynced(|conn| {
                 conn.execute("INSERT INTO t VALUES (5)", [])
