@@ -15,7 +15,16 @@ pub async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let location = header::HeaderValue::from_str(&target_url(0))?;
     loop {
-        let (stream, _) = listener.accept().await?;
+        // A failed accept (a connection reset while queued, out of descriptors) must not end
+        // the server in the middle of a run, as it would not end the node's accept loop.
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                eprintln!("ceiling: accept failed: {error}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
         stream.set_nodelay(true)?;
         let location = location.clone();
         tokio::spawn(async move {

@@ -71,7 +71,8 @@ impl Server {
     /// Fails with the tail of the log if the process has exited.
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
         if let Some(status) = self.child.try_wait()? {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let log = std::fs::read(&self.log).unwrap_or_default();
+            let log = String::from_utf8_lossy(&log);
             let tail: Vec<&str> = log.lines().rev().take(15).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             bail!("{} exited ({status}):\n{}", self.name, tail.join("\n"));

@@ -73,7 +73,7 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
     let data = dir.join("redirect-node");
     std::fs::create_dir_all(&data)?;
     let script = wrk::install_script(dir)?;
-    let node = Node::start(NodeSpec {
+    let mut node = Node::start(NodeSpec {
         backend: Backend::Embedded(&data),
         key_hex: key.to_hex(),
         cache_bytes: 256 << 20,
@@ -177,6 +177,9 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
             node,
         });
     }
+    // A server that died during the runs is reported with its log, not by whatever fails next.
+    ceiling.check_alive()?;
+    node.server.check_alive()?;
     drop(ceiling);
     drop(node);
 
