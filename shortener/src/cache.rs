@@ -5,12 +5,11 @@
 //! pushed to every node (PostgreSQL `LISTEN/NOTIFY`, see [`crate::store::PgStore::listen`]); the
 //! TTL bounds staleness when a notification is missed.
 
+use crate::code_key::CodeKey;
 use axum::http::HeaderValue;
 use chrono::{DateTime, Utc};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
-use std::borrow::Borrow;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,61 +39,6 @@ pub struct CacheConfig {
     pub ttl: Duration,
     /// How long an unknown code is remembered.
     pub negative_ttl: Duration,
-}
-
-/// Bytes of a code kept inside the key itself; generated codes are far shorter.
-const INLINE: usize = 22;
-
-/// A code as a map key. Codes of up to [`INLINE`] bytes are stored in the key, so a lookup
-/// compares them without following a pointer to the heap (on a hit for a code outside the
-/// hottest few thousand, that pointer is a cache miss) and making one allocates nothing;
-/// longer codes (aliases) live on the heap. Hashes and compares as the `str` it holds, so maps
-/// keyed by it are searched with a `&str`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CodeKey(Repr);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Repr {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Heap(Arc<str>),
-}
-
-impl CodeKey {
-    /// The key of `code`.
-    pub fn new(code: &str) -> CodeKey {
-        if code.len() > INLINE {
-            return CodeKey(Repr::Heap(Arc::from(code)));
-        }
-        let mut bytes = [0; INLINE];
-        bytes[..code.len()].copy_from_slice(code.as_bytes());
-        CodeKey(Repr::Inline {
-            len: code.len() as u8,
-            bytes,
-        })
-    }
-
-    /// The code.
-    pub fn as_str(&self) -> &str {
-        match &self.0 {
-            Repr::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).expect("made from a str")
-            }
-            Repr::Heap(code) => code,
-        }
-    }
-}
-
-/// Hashes exactly as `str` does, so a lookup by `&str` finds the key.
-impl Hash for CodeKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state)
-    }
-}
-
-impl Borrow<str> for CodeKey {
-    fn borrow(&self) -> &str {
-        self.as_str()
-    }
 }
 
 /// An entry and when it was stored (entries past their lifetime read as absent).
@@ -195,6 +139,7 @@ impl LinkCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::code_key::INLINE;
 
     fn cache(max_bytes: u64, ttl: Duration, negative_ttl: Duration) -> LinkCache {
         LinkCache::new(CacheConfig {

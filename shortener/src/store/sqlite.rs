@@ -21,6 +21,7 @@ use super::migrate::{SQLITE, VERSION_TABLE};
 use super::sqlite_writer::Writer;
 use super::walsync::{Durability, WalSync};
 use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError, WriterStats};
+use crate::code_key::CodeKey;
 use crate::domain::{ClickCounts, Link};
 use chrono::{DateTime, TimeZone, Utc};
 use codespace::{Block, CodeSpace};
@@ -300,7 +301,7 @@ impl SqliteStore {
     /// flush makes all its chunks durable at once ([`SqliteStore::sync_clicks`]).
     pub(super) async fn add_clicks(
         &self,
-        rows: Arc<[(String, ClickCounts)]>,
+        rows: Arc<[(CodeKey, ClickCounts)]>,
     ) -> Result<(), StoreError> {
         self.writer
             .run_unsynced(move |conn| {
@@ -317,7 +318,12 @@ impl SqliteStore {
                     .map_err(db_error)?;
                     for (code, c) in rows.iter() {
                         upsert
-                            .execute(params![code, c.human as i64, c.head as i64, c.bot as i64])
+                            .execute(params![
+                                code.as_str(),
+                                c.human as i64,
+                                c.head as i64,
+                                c.bot as i64
+                            ])
                             .map_err(db_error)?;
                     }
                 }

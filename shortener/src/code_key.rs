@@ -1,0 +1,101 @@
+//! Codes as map keys: the redirect cache's and the pending click counts'.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Bytes of a code kept inside the key itself; generated codes are far shorter.
+pub(crate) const INLINE: usize = 22;
+
+/// A code as a map key. Codes of up to [`INLINE`] bytes are stored in the key, so a lookup
+/// compares them without following a pointer to the heap (on a hit for a code outside the
+/// hottest few thousand, that pointer is a cache miss) and making one allocates nothing;
+/// longer codes (aliases) live on the heap. Hashes and compares as the `str` it holds, so maps
+/// keyed by it are searched with a `&str`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeKey(Repr);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Arc<str>),
+}
+
+impl CodeKey {
+    /// The key of `code`.
+    pub fn new(code: &str) -> CodeKey {
+        if code.len() > INLINE {
+            return CodeKey(Repr::Heap(Arc::from(code)));
+        }
+        let mut bytes = [0; INLINE];
+        bytes[..code.len()].copy_from_slice(code.as_bytes());
+        CodeKey(Repr::Inline {
+            len: code.len() as u8,
+            bytes,
+        })
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Heap(code) => code.as_bytes(),
+        }
+    }
+
+    /// The code.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).expect("made from a str")
+            }
+            Repr::Heap(code) => code,
+        }
+    }
+}
+
+/// Hashes exactly as `str` does, so a lookup by `&str` finds the key.
+impl Hash for CodeKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl Borrow<str> for CodeKey {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+/// Orders as the codes' text does (byte order is `str` order), without checking the bytes
+/// again: sorting a flush's codes compares keys in place, never following a pointer for a
+/// short code.
+impl Ord for CodeKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl PartialOrd for CodeKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_order_and_read_back_as_their_text() {
+        let long = "an-alias-longer-than-the-inline-key-holds";
+        let mut codes = vec!["b", "a", "", "ab", long, &long[..INLINE], "Z", "aa"];
+        let mut keys: Vec<CodeKey> = codes.iter().map(|c| CodeKey::new(c)).collect();
+        codes.sort_unstable();
+        keys.sort_unstable();
+        let sorted: Vec<&str> = keys.iter().map(CodeKey::as_str).collect();
+        assert_eq!(sorted, codes);
+        let borrowed: &str = keys[1].borrow();
+        assert_eq!(borrowed, codes[1]);
+    }
+}
