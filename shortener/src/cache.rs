@@ -5,7 +5,7 @@
 //! pushed to every node (PostgreSQL `LISTEN/NOTIFY`, see [`crate::store::PgStore::listen`]); the
 //! TTL bounds staleness when a notification is missed.
 
-use crate::code_key::CodeKey;
+use crate::code_map_key::CodeMapKey;
 use axum::http::HeaderValue;
 use chrono::{DateTime, Utc};
 use quick_cache::Weighter;
@@ -52,8 +52,8 @@ struct Stored {
 #[derive(Debug, Clone, Copy)]
 struct Bytes;
 
-impl Weighter<CodeKey, Stored> for Bytes {
-    fn weight(&self, code: &CodeKey, stored: &Stored) -> u64 {
+impl Weighter<CodeMapKey, Stored> for Bytes {
+    fn weight(&self, code: &CodeMapKey, stored: &Stored) -> u64 {
         let url = match &stored.entry {
             Cached::Link { location, .. } => location.len(),
             Cached::Missing => 0,
@@ -66,7 +66,7 @@ impl Weighter<CodeKey, Stored> for Bytes {
 /// reads on the redirect path; lifetimes are checked on read.
 #[derive(Clone)]
 pub struct LinkCache {
-    entries: Arc<Cache<CodeKey, Stored, Bytes>>,
+    entries: Arc<Cache<CodeMapKey, Stored, Bytes>>,
     ttl: Duration,
     negative_ttl: Duration,
 }
@@ -107,7 +107,7 @@ impl LinkCache {
     /// Remembers what the store said about `code`.
     pub fn put(&self, code: &str, entry: Cached) {
         self.entries.insert(
-            CodeKey::new(code),
+            CodeMapKey::new(code),
             Stored {
                 entry,
                 at: Instant::now(),
@@ -139,7 +139,7 @@ impl LinkCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::code_key::INLINE;
+    use crate::code_map_key::INLINE;
 
     fn cache(max_bytes: u64, ttl: Duration, negative_ttl: Duration) -> LinkCache {
         LinkCache::new(CacheConfig {

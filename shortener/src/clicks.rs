@@ -5,7 +5,7 @@
 //! the link row). A crash loses at most the counts of one flush interval (and of the flush
 //! that was writing them).
 
-use crate::code_key::CodeKey;
+use crate::code_map_key::CodeMapKey;
 use crate::domain::ClickCounts;
 use crate::store::Store;
 use aho_corasick::AhoCorasick;
@@ -79,7 +79,7 @@ const SHARDS: usize = 16;
 /// Pending counts by code. Only codes that resolved to a link are ever recorded, so the keys are
 /// not attacker-chosen; a fast seeded hash is enough. Keys hold short codes inline: recording a
 /// code's first click of an interval allocates nothing, and a lookup follows no pointer.
-type Pending = HashMap<CodeKey, ClickCounts, foldhash::fast::RandomState>;
+type Pending = HashMap<CodeMapKey, ClickCounts, foldhash::fast::RandomState>;
 
 /// Rows per store write of a flush. Each chunk is its own statement (PostgreSQL) or transaction
 /// (SQLite), followed by a pause of [`FLUSH_PACE`], so a flush of many codes never holds the
@@ -115,7 +115,7 @@ impl ClickRecorder {
         let mut pending = lock(self.shard(code));
         let counts = match pending.get_mut(code) {
             Some(counts) => counts,
-            None => pending.entry(CodeKey::new(code)).or_default(),
+            None => pending.entry(CodeMapKey::new(code)).or_default(),
         };
         match visit {
             Visit::Human => counts.human += 1,
@@ -125,10 +125,10 @@ impl ClickRecorder {
     }
 
     /// Takes every pending count, sorted by code. Each shard is swapped under its lock for an
-    /// empty map as large as the one taken (the next interval has about as many codes, and a
-    /// map growing from nothing rehashes on the redirect path), so redirects wait for a
-    /// pointer swap, never for the copy.
-    fn take(&self) -> Vec<(CodeKey, ClickCounts)> {
+    /// empty map with room for as many codes as the one taken held (the next interval has about
+    /// as many, and a map growing from nothing rehashes on the redirect path), so redirects
+    /// wait for a pointer swap, never for the copy.
+    fn take(&self) -> Vec<(CodeMapKey, ClickCounts)> {
         let taken: Vec<Pending> = self
             .shards
             .iter()
@@ -148,7 +148,7 @@ impl ClickRecorder {
         rows
     }
 
-    fn restore(&self, rows: &[(CodeKey, ClickCounts)]) {
+    fn restore(&self, rows: &[(CodeMapKey, ClickCounts)]) {
         for (code, c) in rows {
             let mut pending = lock(self.shard(code.as_str()));
             let counts = pending.entry(code.clone()).or_default();
@@ -165,8 +165,9 @@ impl ClickRecorder {
         if self.write_chunks(store).await
             && let Err(error) = store.sync_clicks().await
         {
-            // Committed but perhaps not on disk: the store now refuses writes until restart.
-            tracing::warn!(%error, "click counts were written but could not be synced");
+            // Committed, but no fsync is known to cover them yet (the store is stopping, or an
+            // fsync failed and it refuses writes until restart).
+            tracing::warn!(%error, "click counts were written but are not known to be on disk");
         }
     }
 
@@ -178,7 +179,7 @@ impl ClickRecorder {
         let mut rows = self.take().into_iter();
         let mut written = false;
         loop {
-            let chunk: Arc<[(CodeKey, ClickCounts)]> = rows.by_ref().take(FLUSH_CHUNK).collect();
+            let chunk: Arc<[(CodeMapKey, ClickCounts)]> = rows.by_ref().take(FLUSH_CHUNK).collect();
             if chunk.is_empty() {
                 return written;
             }

@@ -17,7 +17,7 @@ pub mod auth;
 pub mod cache;
 pub mod cli;
 pub mod clicks;
-pub mod code_key;
+pub mod code_map_key;
 pub mod codes_cli;
 pub mod config;
 pub mod domain;

@@ -325,7 +325,7 @@ impl Collector for Sampled {
             counter(
                 e,
                 "shortener_sqlite_writes",
-                "Rounds of writes on the SQLite writer connection (each one or more transactions, one fsync)",
+                "Rounds of durable writes on the SQLite writer connection (each one or more transactions, one fsync; click-count chunks committed without one are not counted)",
                 d.writes,
             )?;
         }

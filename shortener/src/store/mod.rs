@@ -205,7 +205,7 @@ impl Store {
     /// batch is committed but not yet fsynced when this returns: see [`Store::sync_clicks`].
     pub async fn add_clicks(
         &self,
-        rows: std::sync::Arc<[(crate::code_key::CodeKey, crate::domain::ClickCounts)]>,
+        rows: std::sync::Arc<[(crate::code_map_key::CodeMapKey, crate::domain::ClickCounts)]>,
     ) -> Result<(), StoreError> {
         match self {
             Store::Postgres(s) => s.add_clicks(&rows).await,

@@ -2,7 +2,7 @@
 
 use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
 use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError};
-use crate::code_key::CodeKey;
+use crate::code_map_key::CodeMapKey;
 use crate::domain::{ClickCounts, Link};
 use deadpool_postgres::{GenericClient, Pool, PoolError, Runtime, Timeouts};
 use pgtls::MakeRustlsConnect;
@@ -450,7 +450,7 @@ impl PgStore {
 
     pub(super) async fn add_clicks(
         &self,
-        rows: &[(CodeKey, ClickCounts)],
+        rows: &[(CodeMapKey, ClickCounts)],
     ) -> Result<(), StoreError> {
         let client = self.client().await?;
         let codes: Vec<&str> = rows.iter().map(|(c, _)| c.as_str()).collect();

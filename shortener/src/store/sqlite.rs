@@ -21,7 +21,7 @@ use super::migrate::{SQLITE, VERSION_TABLE};
 use super::sqlite_writer::Writer;
 use super::walsync::{Durability, WalSync};
 use super::{DeleteOutcome, InsertOutcome, NewLink, StoreError, WriterStats};
-use crate::code_key::CodeKey;
+use crate::code_map_key::CodeMapKey;
 use crate::domain::{ClickCounts, Link};
 use chrono::{DateTime, TimeZone, Utc};
 use codespace::{Block, CodeSpace};
@@ -301,7 +301,7 @@ impl SqliteStore {
     /// flush makes all its chunks durable at once ([`SqliteStore::sync_clicks`]).
     pub(super) async fn add_clicks(
         &self,
-        rows: Arc<[(CodeKey, ClickCounts)]>,
+        rows: Arc<[(CodeMapKey, ClickCounts)]>,
     ) -> Result<(), StoreError> {
         self.writer
             .run_unsynced(move |conn| {

@@ -2,13 +2,15 @@
 //! round of writes is made durable by one fsync of the WAL before anyone is answered.
 //!
 //! A round takes everything waiting: create rows (up to the batch limit) go into one
-//! transaction together; any other write (a lease, a delete, a click flush, a create with an
-//! idempotency key, a migration) runs as a transaction of its own. Then the thread fsyncs the
-//! WAL ([`WalSync::sync_now`]) and answers the whole round, and starts the next with what
-//! arrived meanwhile, so rounds grow with the disk's latency. A write that needs no fsync of
-//! its own (a chunk of click counts, made durable later by one fsync for the whole flush) is
-//! answered at its commit; a round of nothing else runs no fsync, and reads need not wait for
-//! one to reveal it.
+//! transaction together; any other write (a lease, a delete, a click-flush chunk, a create
+//! with an idempotency key, a migration) runs as a transaction of its own. Then the thread
+//! fsyncs the WAL ([`WalSync::sync_now`]) and answers the whole round, and starts the next with
+//! what arrived meanwhile, so rounds grow with the disk's latency.
+//!
+//! The one exception is a write that needs no fsync of its own (a chunk of click counts, made
+//! durable later by one fsync for the whole flush): a round holding nothing else runs no fsync,
+//! answers at its commits, and is not counted as a write that reads must wait for. In a round
+//! with durable writes it is answered with them, after their fsync.
 //!
 //! One thread doing the whole cycle keeps the hand-offs to a minimum: under load it never
 //! sleeps except in its fsync, so a round costs two context switches. (Running each write on
@@ -106,7 +108,8 @@ impl Writer {
     }
 
     /// Runs `f` as a transaction of its own in the next round and returns its value once it
-    /// has committed, without waiting for an fsync: a crash of the machine (not only of the
+    /// has committed (or, in a round with durable writes, once their fsync is done), without
+    /// waiting for an fsync of its own: a crash of the machine (not only of the
     /// process) can take it back until a later [`Writer::run`] returns. Reads may see it
     /// before then without waiting for an fsync ([`WalSync::reveal`] does not count a round of
     /// such writes), so it is only for data whose loss in a machine crash is acceptable and

@@ -31,7 +31,8 @@ type Waiter = oneshot::Sender<Result<(), String>>;
 pub struct Durability {
     /// Fsyncs of the WAL run so far.
     pub wal_syncs: u64,
-    /// Rounds of writes finished on the writer connection (each one or more transactions).
+    /// Rounds of durable writes finished on the writer connection (each one or more
+    /// transactions; rounds of unsynced click counts only are not counted).
     pub writes: u64,
     /// How many of them an fsync is known to cover.
     pub durable_writes: u64,
@@ -51,7 +52,7 @@ struct Shared {
     /// True while the writer runs a round of writes (from before the first `BEGIN` to after
     /// the last `COMMIT`).
     writing: AtomicBool,
-    /// Rounds of writes finished on the writer connection.
+    /// Rounds of durable writes finished on the writer connection (what reads wait for).
     written: AtomicU64,
     /// `written` as it was when the last successful fsync began.
     synced: AtomicU64,

@@ -1,4 +1,5 @@
-//! Codes as map keys: the redirect cache's and the pending click counts'.
+//! Codes as map keys: the redirect cache's and the pending click counts' (not to be confused
+//! with [`codespace::CodeKey`], the secret that turns IDs into codes).
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -14,7 +15,7 @@ pub(crate) const INLINE: usize = 22;
 /// longer codes (aliases) live on the heap. Hashes and compares as the `str` it holds, so maps
 /// keyed by it are searched with a `&str`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CodeKey(Repr);
+pub struct CodeMapKey(Repr);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Repr {
@@ -22,15 +23,15 @@ enum Repr {
     Heap(Arc<str>),
 }
 
-impl CodeKey {
+impl CodeMapKey {
     /// The key of `code`.
-    pub fn new(code: &str) -> CodeKey {
+    pub fn new(code: &str) -> CodeMapKey {
         if code.len() > INLINE {
-            return CodeKey(Repr::Heap(Arc::from(code)));
+            return CodeMapKey(Repr::Heap(Arc::from(code)));
         }
         let mut bytes = [0; INLINE];
         bytes[..code.len()].copy_from_slice(code.as_bytes());
-        CodeKey(Repr::Inline {
+        CodeMapKey(Repr::Inline {
             len: code.len() as u8,
             bytes,
         })
@@ -55,13 +56,13 @@ impl CodeKey {
 }
 
 /// Hashes exactly as `str` does, so a lookup by `&str` finds the key.
-impl Hash for CodeKey {
+impl Hash for CodeMapKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.as_str().hash(state)
     }
 }
 
-impl Borrow<str> for CodeKey {
+impl Borrow<str> for CodeMapKey {
     fn borrow(&self) -> &str {
         self.as_str()
     }
@@ -70,13 +71,13 @@ impl Borrow<str> for CodeKey {
 /// Orders as the codes' text does (byte order is `str` order), without checking the bytes
 /// again: sorting a flush's codes compares keys in place, never following a pointer for a
 /// short code.
-impl Ord for CodeKey {
+impl Ord for CodeMapKey {
     fn cmp(&self, other: &Self) -> Ordering {
         self.as_bytes().cmp(other.as_bytes())
     }
 }
 
-impl PartialOrd for CodeKey {
+impl PartialOrd for CodeMapKey {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
@@ -90,12 +91,37 @@ mod tests {
     fn keys_order_and_read_back_as_their_text() {
         let long = "an-alias-longer-than-the-inline-key-holds";
         let mut codes = vec!["b", "a", "", "ab", long, &long[..INLINE], "Z", "aa"];
-        let mut keys: Vec<CodeKey> = codes.iter().map(|c| CodeKey::new(c)).collect();
+        let mut keys: Vec<CodeMapKey> = codes.iter().map(|c| CodeMapKey::new(c)).collect();
         codes.sort_unstable();
         keys.sort_unstable();
-        let sorted: Vec<&str> = keys.iter().map(CodeKey::as_str).collect();
+        let sorted: Vec<&str> = keys.iter().map(CodeMapKey::as_str).collect();
         assert_eq!(sorted, codes);
         let borrowed: &str = keys[1].borrow();
         assert_eq!(borrowed, codes[1]);
+    }
+
+    /// A map keyed by `CodeMapKey` is searched with a `&str`: `Hash`, `Eq` and `Borrow` agree
+    /// with `str` for every length around the inline limit and for non-ASCII text.
+    #[test]
+    fn maps_keyed_by_it_are_searched_by_text() {
+        let codes = [
+            String::new(),
+            "a".repeat(INLINE - 1),
+            "a".repeat(INLINE),
+            "a".repeat(INLINE + 1),
+            "é-ü-ß".to_string(),
+            "ü".repeat(INLINE),
+        ];
+        let map: std::collections::HashMap<CodeMapKey, usize> = codes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (CodeMapKey::new(c), i))
+            .collect();
+        assert_eq!(map.len(), codes.len(), "no two codes share a key");
+        for (i, code) in codes.iter().enumerate() {
+            assert_eq!(map.get(code.as_str()), Some(&i), "{code:?}");
+            assert_eq!(CodeMapKey::new(code).as_str(), code);
+        }
+        assert_eq!(map.get("a".repeat(INLINE + 2).as_str()), None);
     }
 }
