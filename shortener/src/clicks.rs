@@ -133,6 +133,8 @@ impl ClickRecorder {
             .shards
             .iter()
             .map(|shard| {
+                // Sized under one lock and swapped under another, so the allocation does not
+                // hold up redirects (codes recorded in between go with the swap).
                 let capacity = lock(shard).len();
                 let empty = Pending::with_capacity_and_hasher(capacity, Default::default());
                 std::mem::replace(&mut *lock(shard), empty)

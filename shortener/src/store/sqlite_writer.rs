@@ -206,14 +206,13 @@ fn rounds(
             let done: Vec<Done> = runs.into_iter().map(|run| run(Some(&mut conn))).collect();
             (inserted, done)
         };
-        // A round of unsynced writes only is not marked as writing: reads may reveal it
-        // before an fsync (see `Writer::run_unsynced`).
-        let (inserted, done) = if durable {
-            sync.writing(write)
+        // A round of unsynced writes only is neither marked as writing nor fsynced: reads may
+        // reveal it before an fsync (see `Writer::run_unsynced`).
+        let ((inserted, done), synced) = if durable {
+            (sync.writing(write), sync.sync_now())
         } else {
-            write()
+            (write(), Ok(()))
         };
-        let synced = if durable { sync.sync_now() } else { Ok(()) };
         if let Some(result) = inserted {
             stats.batches.fetch_add(1, Ordering::Relaxed);
             stats.rows.fetch_add(links.len() as u64, Ordering::Relaxed);
@@ -249,10 +248,9 @@ mod tests {
         (dir, writer, sync)
     }
 
-    /// A write that panics fails alone, rolled back, and the thread goes on writing.
-    #[tokio::test]
-    async fn a_panicking_write_fails_alone_and_the_thread_goes_on() {
-        let (_dir, writer, sync) = start();
+    /// A writer over a file with one table `t (v INTEGER)`, created by one durable write.
+    async fn start_with_table() -> (tempfile::TempDir, Writer, Arc<WalSync>) {
+        let (dir, writer, sync) = start();
         writer
             .run(|conn| {
                 conn.execute_batch("CREATE TABLE t (v INTEGER)")
@@ -260,6 +258,13 @@ mod tests {
             })
             .await
             .expect("create table");
+        (dir, writer, sync)
+    }
+
+    /// A write that panics fails alone, rolled back, and the thread goes on writing.
+    #[tokio::test]
+    async fn a_panicking_write_fails_alone_and_the_thread_goes_on() {
+        let (_dir, writer, sync) = start_with_table().await;
         // A panic inside a rusqlite transaction, a panic inside one begun by hand, and a
         // return that leaves one begun by hand open: each fails alone and is rolled back.
         let failing: [TestWrite; 3] = [
@@ -305,14 +310,7 @@ mod tests {
     /// wait for one to reveal it, and the next durable write's fsync covers it.
     #[tokio::test]
     async fn unsynced_writes_wait_for_no_fsync_until_a_durable_one() {
-        let (_dir, writer, sync) = start();
-        writer
-            .run(|conn| {
-                conn.execute_batch("CREATE TABLE t (v INTEGER)")
-                    .map_err(db_error)
-            })
-            .await
-            .expect("create table");
+        let (_dir, writer, sync) = start_with_table().await;
         let before = sync.durability();
         for v in 0..5 {
             writer
