@@ -76,6 +76,36 @@ pub fn classify(is_head: bool, user_agent: Option<&str>) -> Visit {
 /// different codes (and the flush) rarely wait for one another.
 const SHARDS: usize = 16;
 
+/// The shard of a code by its first byte, in byte order: every code of shard `i` sorts before
+/// every code of shard `i + 1`. A flush can then take, sort and write one shard at a time and
+/// still write all codes in order (so each page of the click table is written once per flush),
+/// without ever holding the runtime's thread for a sort of every pending code. Generated and
+/// private codes start with a uniformly random base62 character, so the 62 characters are
+/// spread evenly; other bytes go to the shard of the nearest base62 character below them.
+const SHARD_OF_FIRST_BYTE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    let mut below = 0; // base62 characters that sort before `byte`
+    while byte < 256 {
+        let shard = below * SHARDS / 62;
+        table[byte] = if shard < SHARDS {
+            shard as u8
+        } else {
+            (SHARDS - 1) as u8
+        };
+        if (byte as u8).is_ascii_alphanumeric() {
+            below += 1;
+        }
+        byte += 1;
+    }
+    table
+};
+
+fn shard_of(code: &str) -> usize {
+    let first = code.as_bytes().first().copied().unwrap_or(0);
+    usize::from(SHARD_OF_FIRST_BYTE[usize::from(first)])
+}
+
 /// Pending counts by code. Only codes that resolved to a link are ever recorded, so the keys are
 /// not attacker-chosen; a fast seeded hash is enough. Keys hold short codes inline: recording a
 /// code's first click of an interval allocates nothing, and a lookup follows no pointer.
@@ -105,9 +135,7 @@ fn lock(shard: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
 
 impl ClickRecorder {
     fn shard(&self, code: &str) -> &Mutex<Pending> {
-        // Generated and private codes end in a uniformly random character.
-        let last = code.as_bytes().last().copied().unwrap_or(0);
-        &self.shards[usize::from(last) % SHARDS]
+        &self.shards[shard_of(code)]
     }
 
     /// Counts one redirect of `code`.
@@ -124,30 +152,29 @@ impl ClickRecorder {
         }
     }
 
-    /// Takes every pending count, sorted by code. Each shard is swapped under its lock for an
-    /// empty map with room for as many codes as the one taken held (the next interval has about
-    /// as many, and a map growing from nothing rehashes on the redirect path), so redirects
-    /// wait for a pointer swap, never for the copy.
-    fn take(&self) -> Vec<(CodeMapKey, ClickCounts)> {
-        let taken: Vec<Pending> = self
-            .shards
-            .iter()
-            .map(|shard| {
-                // Sized under one lock and swapped under another, so the allocation does not
-                // hold up redirects (codes recorded in between go with the swap).
-                let capacity = lock(shard).len();
-                let empty = Pending::with_capacity_and_hasher(capacity, Default::default());
-                std::mem::replace(&mut *lock(shard), empty)
-            })
-            .collect();
-        let mut rows = Vec::with_capacity(taken.iter().map(HashMap::len).sum());
-        for shard in taken {
-            rows.extend(shard);
-        }
-        // Keys compare in place (no pointer to follow for a short code, nothing to allocate):
-        // sorting ~30k of them holds the runtime's thread for less than `String`s did.
+    /// Takes the pending counts of one shard, sorted by code. The shard is swapped under its lock
+    /// for an empty map with room for as many codes as the one taken held (the next interval has
+    /// about as many, and a map growing from nothing rehashes on the redirect path), so
+    /// redirects wait for a pointer swap, never for the copy or the sort.
+    fn take_shard(&self, shard: usize) -> Vec<(CodeMapKey, ClickCounts)> {
+        let shard = &self.shards[shard];
+        // Sized under one lock and swapped under another, so the allocation does not hold up
+        // redirects (codes recorded in between go with the swap).
+        let capacity = lock(shard).len();
+        let empty = Pending::with_capacity_and_hasher(capacity, Default::default());
+        let taken = std::mem::replace(&mut *lock(shard), empty);
+        let mut rows: Vec<_> = taken.into_iter().collect();
+        // Keys compare in place (no pointer to follow for a short code, nothing to allocate).
         rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         rows
+    }
+
+    /// Takes every pending count, sorted by code.
+    #[cfg(test)]
+    fn take(&self) -> Vec<(CodeMapKey, ClickCounts)> {
+        (0..SHARDS)
+            .flat_map(|shard| self.take_shard(shard))
+            .collect()
     }
 
     fn restore(&self, rows: &[(CodeMapKey, ClickCounts)]) {
@@ -173,32 +200,38 @@ impl ClickRecorder {
         }
     }
 
-    /// Writes the chunks; returns whether any was written.
+    /// Writes the chunks, shard by shard in code order; returns whether any was written. A
+    /// failed chunk puts its shard's remaining counts back and ends the flush: the shards not
+    /// yet taken keep theirs for the next one.
     async fn write_chunks(&self, store: &Store) -> bool {
         // A fixed order (by code) keeps concurrent flushes of several nodes from deadlocking.
-        // Chunks are moved off the front one by one (moving, not copying, what is left behind
-        // them: a `split_off` per chunk copied the remainder each time).
-        let mut rows = self.take().into_iter();
         let mut written = false;
-        loop {
-            let chunk: Arc<[(CodeMapKey, ClickCounts)]> = rows.by_ref().take(FLUSH_CHUNK).collect();
-            if chunk.is_empty() {
-                return written;
-            }
-            let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
-            if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
-                let rest: Vec<_> = rows.collect();
-                tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
-                self.restore(&chunk);
-                self.restore(&rest);
-                return written;
-            }
-            written = true;
-            self.flushed.fetch_add(total, Ordering::Relaxed);
-            if rows.len() > 0 {
-                tokio::time::sleep(FLUSH_PACE).await;
+        for shard in 0..SHARDS {
+            // Chunks are moved off the front one by one (moving, not copying, what is left
+            // behind them: a `split_off` per chunk copied the remainder each time).
+            let mut rows = self.take_shard(shard).into_iter();
+            loop {
+                let chunk: Arc<[(CodeMapKey, ClickCounts)]> =
+                    rows.by_ref().take(FLUSH_CHUNK).collect();
+                if chunk.is_empty() {
+                    break;
+                }
+                if written {
+                    tokio::time::sleep(FLUSH_PACE).await;
+                }
+                let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
+                if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
+                    let rest: Vec<_> = rows.collect();
+                    tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
+                    self.restore(&chunk);
+                    self.restore(&rest);
+                    return written;
+                }
+                written = true;
+                self.flushed.fetch_add(total, Ordering::Relaxed);
             }
         }
+        written
     }
 
     /// Flushes every `interval` until `stop`, then once more.
@@ -275,6 +308,49 @@ mod tests {
         assert_eq!(recorder.take().len(), 4);
     }
 
+    #[test]
+    fn shards_split_codes_in_byte_order_and_evenly() {
+        for byte in 0..255 {
+            assert!(
+                SHARD_OF_FIRST_BYTE[byte] <= SHARD_OF_FIRST_BYTE[byte + 1],
+                "shard of byte {byte} after the next byte's"
+            );
+        }
+        let mut per_shard = [0; SHARDS];
+        for byte in (0..=u8::MAX).filter(u8::is_ascii_alphanumeric) {
+            per_shard[usize::from(SHARD_OF_FIRST_BYTE[usize::from(byte)])] += 1;
+        }
+        assert!(
+            per_shard.iter().all(|&n| n == 3 || n == 4),
+            "base62 characters per shard: {per_shard:?}"
+        );
+        // Taken shard by shard, codes come out in byte order.
+        let recorder = ClickRecorder::default();
+        let codes = [
+            "zz",
+            "Z9",
+            "0a",
+            "a0",
+            "",
+            "-x",
+            "9",
+            "A",
+            "~",
+            "\u{e9}t\u{e9}",
+        ];
+        for code in codes {
+            recorder.record(code, Visit::Human);
+        }
+        let mut sorted = codes;
+        sorted.sort_unstable();
+        let taken: Vec<String> = recorder
+            .take()
+            .iter()
+            .map(|(code, _)| code.as_str().to_string())
+            .collect();
+        assert_eq!(taken, sorted);
+    }
+
     fn counts(i: u64) -> ClickCounts {
         ClickCounts {
             human: i % 7,
@@ -302,6 +378,23 @@ mod tests {
         Store::Sqlite(sqlite)
     }
 
+    /// Links `code-0000`, `code-0001`, ... (`n` of them).
+    async fn insert_links(store: &Store, n: u64) {
+        let links: Vec<crate::store::NewLink> = (0..n)
+            .map(|i| crate::store::NewLink {
+                code: format!("code-{i:04}"),
+                url: format!("https://example.com/{i}"),
+                kind: crate::store::Kind::Alias,
+                id: None,
+                expires_at: None,
+                owner: "o".into(),
+                dedup_key: None,
+                idempotency: None,
+            })
+            .collect();
+        store.insert_many(&links).await.expect("links");
+    }
+
     fn record(recorder: &ClickRecorder, codes: u64) -> u64 {
         let mut total = 0;
         for i in 0..codes {
@@ -325,19 +418,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = sqlite(&dir, true).await;
         let codes = 2 * FLUSH_CHUNK as u64 + 17;
-        let links: Vec<crate::store::NewLink> = (0..codes)
-            .map(|i| crate::store::NewLink {
-                code: format!("code-{i:04}"),
-                url: format!("https://example.com/{i}"),
-                kind: crate::store::Kind::Alias,
-                id: None,
-                expires_at: None,
-                owner: "o".into(),
-                dedup_key: None,
-                idempotency: None,
-            })
-            .collect();
-        store.insert_many(&links).await.expect("links");
+        insert_links(&store, codes).await;
         let recorder = ClickRecorder::default();
         let total = record(&recorder, codes);
         let Store::Sqlite(sqlite) = &store else {
@@ -367,6 +448,49 @@ mod tests {
                 .expect("link");
             assert_eq!(link.clicks, counts(i), "code-{i:04}");
         }
+    }
+
+    #[tokio::test]
+    async fn later_flushes_add_to_the_stored_counts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = sqlite(&dir, true).await;
+        let codes = FLUSH_CHUNK as u64 + 3;
+        insert_links(&store, codes + 1).await;
+        let recorder = ClickRecorder::default();
+        record(&recorder, codes);
+        recorder.flush(&store).await;
+        // The same codes again (each now has a row) and one code seen for the first time.
+        record(&recorder, codes);
+        let new = format!("code-{codes:04}");
+        recorder.record(&new, Visit::Head);
+        recorder.flush(&store).await;
+        for i in [0, FLUSH_CHUNK as u64, codes - 1] {
+            let link = store
+                .get_with_clicks(&format!("code-{i:04}"))
+                .await
+                .expect("get")
+                .expect("link");
+            let once = counts(i);
+            let twice = ClickCounts {
+                human: 2 * once.human,
+                head: 2 * once.head,
+                bot: 2 * once.bot,
+            };
+            assert_eq!(link.clicks, twice, "code-{i:04}");
+        }
+        let link = store
+            .get_with_clicks(&new)
+            .await
+            .expect("get")
+            .expect("link");
+        assert_eq!(
+            link.clicks,
+            ClickCounts {
+                human: 0,
+                head: 1,
+                bot: 0
+            }
+        );
     }
 
     #[tokio::test]

@@ -309,22 +309,28 @@ impl SqliteStore {
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(db_error)?;
                 {
-                    let mut upsert = tx
-                    .prepare_cached(
-                        "INSERT INTO link_clicks (code, human, head, bot) VALUES (?1, ?2, ?3, ?4) \
-                         ON CONFLICT (code) DO UPDATE SET human = human + excluded.human, \
-                         head = head + excluded.head, bot = bot + excluded.bot",
-                    )
-                    .map_err(db_error)?;
+                    // Most codes already have a row: an UPDATE finds it with one search of the
+                    // key, where an upsert searches for the conflict and then again to update.
+                    let mut update = tx
+                        .prepare_cached(
+                            "UPDATE link_clicks SET human = human + ?2, head = head + ?3, \
+                             bot = bot + ?4 WHERE code = ?1",
+                        )
+                        .map_err(db_error)?;
+                    let mut insert = tx
+                        .prepare_cached(
+                            "INSERT INTO link_clicks (code, human, head, bot) \
+                             VALUES (?1, ?2, ?3, ?4)",
+                        )
+                        .map_err(db_error)?;
                     for (code, c) in rows.iter() {
-                        upsert
-                            .execute(params![
-                                code.as_str(),
-                                c.human as i64,
-                                c.head as i64,
-                                c.bot as i64
-                            ])
-                            .map_err(db_error)?;
+                        let values =
+                            params![code.as_str(), c.human as i64, c.head as i64, c.bot as i64];
+                        // Only this transaction writes the table, so a code the UPDATE did not
+                        // find is still absent for the INSERT.
+                        if update.execute(values).map_err(db_error)? == 0 {
+                            insert.execute(values).map_err(db_error)?;
+                        }
                     }
                 }
                 tx.commit().map_err(db_error)
