@@ -114,11 +114,14 @@ pub struct Config {
     /// Milliseconds an unknown code is remembered.
     #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_TTL_MS", default_value_t = 2000)]
     pub negative_cache_ttl_ms: u64,
-    /// Milliseconds between click-count flushes (a crash loses at most this much).
+    /// Milliseconds between click-count flushes (a crash loses at most this much). A flush
+    /// writes one row per code clicked since the last, so a longer interval writes less under
+    /// skewed traffic: at 130k redirects/s over 100k links, 5 s cost the store's writer 13 ms of
+    /// CPU a second where 1 s cost 35 ms.
     #[arg(
         long,
         env = "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
-        default_value_t = 1000
+        default_value_t = 5000
     )]
     pub click_flush_interval_ms: u64,
     /// Sustained 404s per second allowed per client address.
