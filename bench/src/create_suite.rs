@@ -251,8 +251,8 @@ async fn embedded_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> a
     {
         let node = Node::start(spec(Backend::Embedded(&data), &key, "embedded", None, dir)).await?;
         // The baseline is an fsync figure and this VM's disk speeds up and slows down over
-        // minutes, so each repetition of the baseline runs right before the node's points of
-        // the same repetition (as pgbench runs beside each PostgreSQL point).
+        // minutes, so the baseline runs once per repetition, interleaved with the node's
+        // points: right before that repetition's points at every client count.
         for rep in 0..settings.reps {
             eprintln!("creates: SQLite single-insert baseline, rep {rep}");
             let scratch = dir.to_path_buf();

@@ -1,8 +1,8 @@
 //! Click counting off the redirect path.
 //!
 //! A redirect only bumps an in-memory counter; a background task writes the accumulated counts
-//! in one batched statement per flush interval (never a write per redirect, never a trigger on
-//! the link row). A crash loses at most the counts of one flush interval (and of the flush
+//! every flush interval in chunks of [`FLUSH_CHUNK`] codes, one batched write each (never a
+//! write per redirect, never a trigger on the link row). A crash loses at most the counts of one flush interval (and of the flush
 //! that was writing them).
 
 use crate::code_map_key::CodeMapKey;
@@ -78,7 +78,8 @@ const SHARDS: usize = 16;
 
 /// The shard of a code by its first byte, in byte order: every code of shard `i` sorts before
 /// every code of shard `i + 1`. A flush can then take, sort and write one shard at a time and
-/// still write all codes in order (so each page of the click table is written once per flush),
+/// still write all codes in order (so each page of the click table is written about once per
+/// flush),
 /// without ever holding the runtime's thread for a sort of every pending code. Generated and
 /// private codes start with a uniformly random base62 character, so the 62 characters are
 /// spread evenly; other bytes go to the shard of the nearest base62 character below them.
@@ -200,38 +201,32 @@ impl ClickRecorder {
         }
     }
 
-    /// Writes the chunks, shard by shard in code order; returns whether any was written. A
-    /// failed chunk puts its shard's remaining counts back and ends the flush: the shards not
-    /// yet taken keep theirs for the next one.
+    /// Writes the pending counts in chunks ([`Chunks`]); returns whether any was written. A
+    /// failed chunk puts itself and the rest of the shard it was cut from back and ends the
+    /// flush: the shards not yet taken keep their counts for the next one.
     async fn write_chunks(&self, store: &Store) -> bool {
-        // A fixed order (by code) keeps concurrent flushes of several nodes from deadlocking.
+        let mut chunks = Chunks::new(self);
         let mut written = false;
-        for shard in 0..SHARDS {
-            // Chunks are moved off the front one by one (moving, not copying, what is left
-            // behind them: a `split_off` per chunk copied the remainder each time).
-            let mut rows = self.take_shard(shard).into_iter();
-            loop {
-                let chunk: Arc<[(CodeMapKey, ClickCounts)]> =
-                    rows.by_ref().take(FLUSH_CHUNK).collect();
-                if chunk.is_empty() {
-                    break;
-                }
-                if written {
-                    tokio::time::sleep(FLUSH_PACE).await;
-                }
-                let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
-                if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
-                    let rest: Vec<_> = rows.collect();
-                    tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
-                    self.restore(&chunk);
-                    self.restore(&rest);
-                    return written;
-                }
-                written = true;
-                self.flushed.fetch_add(total, Ordering::Relaxed);
+        loop {
+            let chunk = chunks.next_chunk();
+            if chunk.is_empty() {
+                return written;
             }
+            if written {
+                tokio::time::sleep(FLUSH_PACE).await;
+            }
+            let chunk: Arc<[(CodeMapKey, ClickCounts)]> = chunk.into();
+            let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
+            if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
+                let rest = chunks.rest_of_shard();
+                tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
+                self.restore(&chunk);
+                self.restore(rest);
+                return written;
+            }
+            written = true;
+            self.flushed.fetch_add(total, Ordering::Relaxed);
         }
-        written
     }
 
     /// Flushes every `interval` until `stop`, then once more.
@@ -245,6 +240,48 @@ impl ClickRecorder {
             }
         }
         self.flush(&store).await;
+    }
+}
+
+/// The chunks of one flush, in code order (a fixed order keeps concurrent flushes of several
+/// nodes from deadlocking). A shard is taken only when the chunks before it have used up the
+/// one before, and a chunk runs on into the next shard, so a flush of a few codes is one chunk,
+/// not one per shard.
+struct Chunks<'a> {
+    recorder: &'a ClickRecorder,
+    shards: std::ops::Range<usize>,
+    /// The rest of the shard taken last; rows move off its front one by one (moving, not
+    /// copying, what is left behind them).
+    current: std::vec::IntoIter<(CodeMapKey, ClickCounts)>,
+}
+
+impl<'a> Chunks<'a> {
+    fn new(recorder: &'a ClickRecorder) -> Self {
+        Self {
+            recorder,
+            shards: 0..SHARDS,
+            current: Vec::new().into_iter(),
+        }
+    }
+
+    /// The next chunk of up to [`FLUSH_CHUNK`] codes; empty when every shard is used up.
+    fn next_chunk(&mut self) -> Vec<(CodeMapKey, ClickCounts)> {
+        let mut chunk = Vec::with_capacity(FLUSH_CHUNK);
+        loop {
+            chunk.extend(self.current.by_ref().take(FLUSH_CHUNK - chunk.len()));
+            if chunk.len() == FLUSH_CHUNK {
+                return chunk;
+            }
+            match self.shards.next() {
+                Some(shard) => self.current = self.recorder.take_shard(shard).into_iter(),
+                None => return chunk,
+            }
+        }
+    }
+
+    /// What is left of the shard the last chunk ended in.
+    fn rest_of_shard(&self) -> &[(CodeMapKey, ClickCounts)] {
+        self.current.as_slice()
     }
 }
 
@@ -351,6 +388,35 @@ mod tests {
         assert_eq!(taken, sorted);
     }
 
+    #[test]
+    fn chunks_are_full_run_across_shards_and_keep_code_order() {
+        let recorder = ClickRecorder::default();
+        let codes = 2 * FLUSH_CHUNK as u64 + 17;
+        record(&recorder, codes);
+        let mut chunks = Chunks::new(&recorder);
+        let mut sizes = Vec::new();
+        let mut all: Vec<String> = Vec::new();
+        loop {
+            let chunk = chunks.next_chunk();
+            if chunk.is_empty() {
+                break;
+            }
+            sizes.push(chunk.len());
+            all.extend(chunk.iter().map(|(code, _)| code.as_str().to_string()));
+        }
+        assert_eq!(sizes, [FLUSH_CHUNK, FLUSH_CHUNK, 17]);
+        let mut sorted: Vec<String> = (0..codes).map(code).collect();
+        sorted.sort_unstable();
+        assert_eq!(all, sorted);
+
+        // A few codes, one in each shard, make one chunk.
+        let recorder = ClickRecorder::default();
+        record(&recorder, 62);
+        let mut chunks = Chunks::new(&recorder);
+        assert_eq!(chunks.next_chunk().len(), 62);
+        assert!(chunks.next_chunk().is_empty());
+    }
+
     fn counts(i: u64) -> ClickCounts {
         ClickCounts {
             human: i % 7,
@@ -378,11 +444,18 @@ mod tests {
         Store::Sqlite(sqlite)
     }
 
-    /// Links `code-0000`, `code-0001`, ... (`n` of them).
+    /// The `i`-th test code. Codes start with each base62 character in turn, so they fall in
+    /// every shard.
+    fn code(i: u64) -> String {
+        const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        format!("{}-{i:04}", char::from(BASE62[(i % 62) as usize]))
+    }
+
+    /// Links for the first `n` test codes.
     async fn insert_links(store: &Store, n: u64) {
         let links: Vec<crate::store::NewLink> = (0..n)
             .map(|i| crate::store::NewLink {
-                code: format!("code-{i:04}"),
+                code: code(i),
                 url: format!("https://example.com/{i}"),
                 kind: crate::store::Kind::Alias,
                 id: None,
@@ -405,7 +478,7 @@ mod tests {
                 (c.bot, Visit::Bot),
             ] {
                 for _ in 0..n {
-                    recorder.record(&format!("code-{i:04}"), visit);
+                    recorder.record(&code(i), visit);
                 }
                 total += n;
             }
@@ -442,11 +515,11 @@ mod tests {
         assert!(recorder.take().is_empty());
         for i in [0, FLUSH_CHUNK as u64 - 1, FLUSH_CHUNK as u64, codes - 1] {
             let link = store
-                .get_with_clicks(&format!("code-{i:04}"))
+                .get_with_clicks(&code(i))
                 .await
                 .expect("get")
                 .expect("link");
-            assert_eq!(link.clicks, counts(i), "code-{i:04}");
+            assert_eq!(link.clicks, counts(i), "{}", code(i));
         }
     }
 
@@ -461,12 +534,12 @@ mod tests {
         recorder.flush(&store).await;
         // The same codes again (each now has a row) and one code seen for the first time.
         record(&recorder, codes);
-        let new = format!("code-{codes:04}");
+        let new = code(codes);
         recorder.record(&new, Visit::Head);
         recorder.flush(&store).await;
         for i in [0, FLUSH_CHUNK as u64, codes - 1] {
             let link = store
-                .get_with_clicks(&format!("code-{i:04}"))
+                .get_with_clicks(&code(i))
                 .await
                 .expect("get")
                 .expect("link");
@@ -476,7 +549,7 @@ mod tests {
                 head: 2 * once.head,
                 bot: 2 * once.bot,
             };
-            assert_eq!(link.clicks, twice, "code-{i:04}");
+            assert_eq!(link.clicks, twice, "{}", code(i));
         }
         let link = store
             .get_with_clicks(&new)

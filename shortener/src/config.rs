@@ -117,7 +117,7 @@ pub struct Config {
     /// Milliseconds between click-count flushes (a crash loses at most this much). A flush
     /// writes one row per code clicked since the last, so a longer interval writes less under
     /// skewed traffic: at 130k redirects/s over 100k links, 5 s cost the store's writer 13 ms of
-    /// CPU a second where 1 s cost 35 ms.
+    /// CPU a second where 1 s cost 33-36 ms.
     #[arg(
         long,
         env = "SHORTENER_CLICK_FLUSH_INTERVAL_MS",

@@ -326,8 +326,9 @@ impl SqliteStore {
                     for (code, c) in rows.iter() {
                         let values =
                             params![code.as_str(), c.human as i64, c.head as i64, c.bot as i64];
-                        // Only this transaction writes the table, so a code the UPDATE did not
-                        // find is still absent for the INSERT.
+                        // `BEGIN IMMEDIATE` holds SQLite's write lock for the whole chunk, so no
+                        // connection can add a code between the UPDATE that missed it and the
+                        // INSERT.
                         if update.execute(values).map_err(db_error)? == 0 {
                             insert.execute(values).map_err(db_error)?;
                         }
