@@ -88,13 +88,13 @@ const SHARD_OF_FIRST_BYTE: [u8; 256] = {
     let mut byte = 0;
     let mut below = 0; // base62 characters that sort before `byte`
     while byte < 256 {
-        let shard = below * SHARDS / 62;
+        let shard = below * SHARDS / codespace::ALPHABET.len();
         table[byte] = if shard < SHARDS {
             shard as u8
         } else {
             (SHARDS - 1) as u8
         };
-        if (byte as u8).is_ascii_alphanumeric() {
+        if codespace::digit_value(byte as u8).is_some() {
             below += 1;
         }
         byte += 1;
@@ -354,7 +354,7 @@ mod tests {
             );
         }
         let mut per_shard = [0; SHARDS];
-        for byte in (0..=u8::MAX).filter(u8::is_ascii_alphanumeric) {
+        for &byte in codespace::ALPHABET {
             per_shard[usize::from(SHARD_OF_FIRST_BYTE[usize::from(byte)])] += 1;
         }
         assert!(
@@ -447,8 +447,8 @@ mod tests {
     /// The `i`-th test code. Codes start with each base62 character in turn, so they fall in
     /// every shard.
     fn code(i: u64) -> String {
-        const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-        format!("{}-{i:04}", char::from(BASE62[(i % 62) as usize]))
+        let alphabet = codespace::ALPHABET;
+        format!("{}-{i:04}", char::from(alphabet[(i % 62) as usize]))
     }
 
     /// Links for the first `n` test codes.

@@ -47,9 +47,7 @@ impl CodeMapKey {
     /// The code.
     pub fn as_str(&self) -> &str {
         match &self.0 {
-            Repr::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).expect("made from a str")
-            }
+            Repr::Inline { .. } => std::str::from_utf8(self.as_bytes()).expect("made from a str"),
             Repr::Heap(code) => code,
         }
     }
