@@ -1,22 +1,54 @@
-//! The HTTP/1 accept loop: per-connection header read timeout, the peer address in every
-//! request, and a bounded graceful drain.
+//! The HTTP/1 accept loop: a per-connection watchdog for clients that are slow to send request
+//! heads, the peer address in every request, and a bounded graceful drain.
 //!
 //! `axum::serve` offers neither a header read timeout nor a drain bound, so the loop is written
 //! here on hyper's connection builder; requests go to [`Edge::handle`].
+//!
+//! hyper's own `header_read_timeout` is not used: it boxes and registers a fresh timer for every
+//! request on a keep-alive connection (about a sixth of the user-space instructions of a cached
+//! redirect). The watchdog here costs each connection one timer, re-armed once per timeout, and
+//! each request two stores to a counter that only its connection's task writes.
 
 use super::Edge;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+/// What every request of one connection shares: the edge, the peer, and the connection's progress.
+struct Connection {
+    edge: Arc<Edge>,
+    peer: SocketAddr,
+    /// Request heads received plus responses made, on this connection: odd while a request is
+    /// being answered, even while the connection waits for its next request head (or writes a
+    /// response). Written only by the connection's own task, so a plain load and store suffice.
+    progress: AtomicU64,
+}
+
+impl Connection {
+    fn step(&self) {
+        let now = self.progress.load(Ordering::Relaxed);
+        self.progress.store(now.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    fn progress(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
+    }
+}
+
 /// Serves `edge` on `listener` until `stop` is cancelled, then waits up to `drain` for
 /// in-flight requests. A client that does not finish sending its headers within
-/// `header_timeout` is disconnected.
+/// `header_timeout` is disconnected: a connection that waits for a request head through a
+/// whole `header_timeout` (a new connection, an idle keep-alive one, or one whose client sends
+/// its head slowly) is closed between one and two `header_timeout`s after the wait began. A
+/// request being answered, its body included, is never cut by this timeout.
 pub async fn serve(
     listener: TcpListener,
     edge: Edge,
@@ -25,10 +57,8 @@ pub async fn serve(
     drain: Duration,
 ) {
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
-        .keep_alive(true);
+    // No timer for hyper: the watchdog in each connection's task bounds header reads instead.
+    builder.header_read_timeout(None).keep_alive(true);
     let graceful = GracefulShutdown::new();
     let edge = Arc::new(edge);
     loop {
@@ -45,18 +75,23 @@ pub async fn serve(
             () = stop.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let edge = Arc::clone(&edge);
-        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-            let edge = Arc::clone(&edge);
-            async move { Ok::<_, Infallible>(edge.handle(peer, request).await) }
+        let connection = Arc::new(Connection {
+            edge: Arc::clone(&edge),
+            peer,
+            progress: AtomicU64::new(0),
         });
-        let connection = builder.serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, %peer, "connection ended with an error");
+        let requests = Arc::clone(&connection);
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let connection = Arc::clone(&requests);
+            connection.step();
+            async move {
+                let response = connection.edge.handle(connection.peer, request).await;
+                connection.step();
+                Ok::<_, Infallible>(response)
             }
         });
+        let serving = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(watched(serving, connection, header_timeout));
     }
     drop(listener);
     if tokio::time::timeout(drain, graceful.shutdown())
@@ -64,5 +99,38 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!(?drain, "drain bound reached; closing remaining connections");
+    }
+}
+
+/// Drives one connection until it ends, closing it (by dropping it) when it has waited for a
+/// request head through a whole `header_timeout`: the watchdog wakes once per `header_timeout`
+/// and closes the connection if its progress is even (waiting) and has not moved since the last
+/// wake.
+async fn watched<F>(serving: F, connection: Arc<Connection>, header_timeout: Duration)
+where
+    F: Future<Output = Result<(), hyper::Error>>,
+{
+    let mut serving = pin!(serving);
+    let mut watchdog = pin!(tokio::time::sleep(header_timeout));
+    let mut seen = connection.progress();
+    loop {
+        tokio::select! {
+            biased;
+            ended = serving.as_mut() => {
+                if let Err(error) = ended {
+                    tracing::debug!(%error, peer = %connection.peer, "connection ended with an error");
+                }
+                return;
+            }
+            () = watchdog.as_mut() => {
+                let progress = connection.progress();
+                if progress == seen && progress.is_multiple_of(2) {
+                    tracing::debug!(peer = %connection.peer, ?header_timeout, "no request head within the header read timeout; closing");
+                    return;
+                }
+                seen = progress;
+                watchdog.as_mut().reset(tokio::time::Instant::now() + header_timeout);
+            }
+        }
     }
 }
