@@ -89,14 +89,15 @@ impl LinkCache {
         }
     }
 
-    /// The cached answer for `code`, if any and still fresh.
-    pub fn get(&self, code: &str) -> Option<Cached> {
+    /// The cached answer for `code`, if any and still fresh at `now` (a time the caller has
+    /// already read; entries stored after it count as fresh).
+    pub fn get(&self, code: &str, now: Instant) -> Option<Cached> {
         let stored = self.entries.get(code)?;
         let lifetime = match stored.entry {
             Cached::Missing => self.negative_ttl,
             Cached::Link { .. } => self.ttl,
         };
-        if stored.at.elapsed() < lifetime {
+        if now.saturating_duration_since(stored.at) < lifetime {
             Some(stored.entry)
         } else {
             self.entries.remove(code);
@@ -163,13 +164,16 @@ mod tests {
         let cache = cache(1 << 20, minute, minute);
         cache.put("abc", link("https://example.com/"));
         cache.put("zzz", Cached::Missing);
-        assert_eq!(cache.get("abc"), Some(link("https://example.com/")));
-        assert_eq!(cache.get("zzz"), Some(Cached::Missing));
-        assert_eq!(cache.get("other"), None);
+        assert_eq!(
+            cache.get("abc", Instant::now()),
+            Some(link("https://example.com/"))
+        );
+        assert_eq!(cache.get("zzz", Instant::now()), Some(Cached::Missing));
+        assert_eq!(cache.get("other", Instant::now()), None);
         cache.invalidate("abc");
         cache.invalidate("zzz");
-        assert_eq!(cache.get("abc"), None);
-        assert_eq!(cache.get("zzz"), None);
+        assert_eq!(cache.get("abc", Instant::now()), None);
+        assert_eq!(cache.get("zzz", Instant::now()), None);
     }
 
     #[test]
@@ -184,17 +188,44 @@ mod tests {
         cache.put("zzz", Cached::Missing);
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(
-            cache.get("zzz"),
+            cache.get("zzz", Instant::now()),
             None,
             "the negative entry outlived its lifetime"
         );
         assert_eq!(
-            cache.get("abc"),
+            cache.get("abc", Instant::now()),
             Some(link("https://example.com/")),
             "the link expired too early"
         );
         std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(cache.get("abc"), None, "the link outlived its lifetime");
+        assert_eq!(
+            cache.get("abc", Instant::now()),
+            None,
+            "the link outlived its lifetime"
+        );
+    }
+
+    #[test]
+    fn lifetimes_are_checked_against_the_callers_clock() {
+        let (ttl, negative_ttl) = (Duration::from_secs(60), Duration::from_secs(5));
+        let cache = cache(1 << 20, ttl, negative_ttl);
+        let before = Instant::now();
+        cache.put("abc", link("https://example.com/"));
+        cache.put("zzz", Cached::Missing);
+        let after = Instant::now();
+        // A time read before the entry was stored (a request that raced the insert) is fresh.
+        assert_eq!(cache.get("abc", before), Some(link("https://example.com/")));
+        assert_eq!(cache.get("zzz", before), Some(Cached::Missing));
+        // Each lifetime is its own: the negative one ends first.
+        let between = after + negative_ttl;
+        assert_eq!(cache.get("zzz", between), None);
+        assert_eq!(
+            cache.get("abc", between),
+            Some(link("https://example.com/"))
+        );
+        assert_eq!(cache.get("abc", after + ttl), None);
+        // An expired entry is dropped, not just hidden.
+        assert_eq!(cache.get("abc", after), None);
     }
 
     #[test]
@@ -208,18 +239,21 @@ mod tests {
         }
         for code in ["abc", exactly_inline.as_str(), long] {
             assert_eq!(
-                cache.get(code),
+                cache.get(code, Instant::now()),
                 Some(link(&format!("https://example.com/{code}"))),
                 "{code}"
             );
         }
         // A prefix or an extension of a stored code is a different key.
-        assert_eq!(cache.get("ab"), None);
-        assert_eq!(cache.get("abc\0"), None);
-        assert_eq!(cache.get(&long[..INLINE]), None);
+        assert_eq!(cache.get("ab", Instant::now()), None);
+        assert_eq!(cache.get("abc\0", Instant::now()), None);
+        assert_eq!(cache.get(&long[..INLINE], Instant::now()), None);
         cache.invalidate(long);
-        assert_eq!(cache.get(long), None);
-        assert_eq!(cache.get("abc"), Some(link("https://example.com/abc")));
+        assert_eq!(cache.get(long, Instant::now()), None);
+        assert_eq!(
+            cache.get("abc", Instant::now()),
+            Some(link("https://example.com/abc"))
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use id_client::{IdError, IdPool};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How many generated IDs one create may skip over planted or unexpected conflicts.
 const MAX_GENERATED_ATTEMPTS: usize = 16;
@@ -365,13 +365,15 @@ impl LinkService {
         }
     }
 
-    /// Where `segment` redirects. A segment that cannot be a code never reaches the store, and
-    /// hot codes are answered from the cache.
-    pub async fn resolve(&self, segment: &str) -> Result<Resolution, Error> {
+    /// Where `segment` redirects, as of `now` (the request's arrival: the cache's lifetimes are
+    /// checked against it, so a redirect reads the clock once for both this and its latency). A
+    /// segment that cannot be a code never reaches the store, and hot codes are answered from the
+    /// cache.
+    pub async fn resolve(&self, segment: &str, now: Instant) -> Result<Resolution, Error> {
         let Some(kind) = shape::classify(segment, self.space.length()) else {
             return Ok(Resolution::NotFound);
         };
-        let entry = match self.cache.get(segment) {
+        let entry = match self.cache.get(segment, now) {
             Some(entry) => {
                 self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
                 entry

@@ -59,7 +59,7 @@ pub async fn answer(
     headers: &HeaderMap,
 ) -> Response {
     let started = Instant::now();
-    let (response, outcome) = match state.service.resolve(code).await {
+    let (response, outcome) = match state.service.resolve(code, started).await {
         Ok(Resolution::Redirect(location)) => {
             let user_agent = headers
                 .get(header::USER_AGENT)
