@@ -58,7 +58,7 @@ impl Weighter<CodeMapKey, Stored> for Bytes {
             Cached::Link { location, .. } => location.len(),
             Cached::Missing => 0,
         };
-        (code.as_str().len() + url + 96) as u64
+        (code.as_bytes().len() + url + 96) as u64
     }
 }
 
@@ -92,7 +92,7 @@ impl LinkCache {
     /// The cached answer for `code`, if any and still fresh at `now` (a time the caller has
     /// already read; entries stored after it count as fresh).
     pub fn get(&self, code: &str, now: Instant) -> Option<Cached> {
-        let stored = self.entries.get(code)?;
+        let stored = self.entries.get(code.as_bytes())?;
         let lifetime = match stored.entry {
             Cached::Missing => self.negative_ttl,
             Cached::Link { .. } => self.ttl,
@@ -100,7 +100,7 @@ impl LinkCache {
         if now.saturating_duration_since(stored.at) < lifetime {
             Some(stored.entry)
         } else {
-            self.entries.remove(code);
+            self.entries.remove(code.as_bytes());
             None
         }
     }
@@ -118,7 +118,7 @@ impl LinkCache {
 
     /// Forgets `code` (it was created, deleted or changed).
     pub fn invalidate(&self, code: &str) {
-        self.entries.remove(code);
+        self.entries.remove(code.as_bytes());
     }
 
     /// Forgets everything (notifications may have been missed).

@@ -142,7 +142,7 @@ impl ClickRecorder {
     /// Counts one redirect of `code`.
     pub fn record(&self, code: &str, visit: Visit) {
         let mut pending = lock(self.shard(code));
-        let counts = match pending.get_mut(code) {
+        let counts = match pending.get_mut(code.as_bytes()) {
             Some(counts) => counts,
             None => pending.entry(CodeMapKey::new(code)).or_default(),
         };
