@@ -366,50 +366,60 @@ impl LinkService {
     }
 
     /// Where `segment` redirects, as of `now` (the request's arrival: the cache's lifetimes are
-    /// checked against it, so a redirect reads the clock once for both this and its latency). A
-    /// segment that cannot be a code never reaches the store, and hot codes are answered from the
-    /// cache.
-    pub async fn resolve(&self, segment: &str, now: Instant) -> Result<Resolution, Error> {
+    /// checked against it, so a redirect reads the clock once for both this and its latency),
+    /// when that is known without the store: a segment that cannot be a code, or a cached code.
+    /// `None` means the store must be asked ([`LinkService::resolve`]).
+    pub fn resolve_cached(&self, segment: &str, now: Instant) -> Option<Resolution> {
         let Some(kind) = shape::classify(segment, self.space.length()) else {
-            return Ok(Resolution::NotFound);
+            return Some(Resolution::NotFound);
         };
-        let entry = match self.cache.get(segment, now) {
-            Some(entry) => {
-                self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-                entry
-            }
-            None => {
-                self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
-                // A generated-shape code that no ID encodes to was never issued. Every
-                // L-character code is some ID's code, so only longer ones need the check.
-                let entry = if kind == CodeKind::Generated
-                    && segment.len() > self.space.length()
-                    && self.space.decode(segment).is_err()
-                {
-                    Cached::Missing
-                } else {
-                    match self.store.get(segment).await.map_err(store_error)? {
-                        Some(link) => Cached::Link {
-                            location: location(segment, link.url)?,
-                            expires_at: link.expires_at,
-                            deleted: link.deleted_at.is_some(),
-                        },
-                        None => Cached::Missing,
-                    }
-                };
-                self.cache.put(segment, entry.clone());
-                entry
-            }
+        if let Some(entry) = self.cache.get(segment, now) {
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Some(resolution(entry));
+        }
+        // A generated-shape code that no ID encodes to was never issued. Every L-character code
+        // is some ID's code, so only longer ones need the check.
+        if kind == CodeKind::Generated
+            && segment.len() > self.space.length()
+            && self.space.decode(segment).is_err()
+        {
+            self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+            self.cache.put(segment, Cached::Missing);
+            return Some(Resolution::NotFound);
+        }
+        None
+    }
+
+    /// Where `segment` redirects, as of `now`: [`LinkService::resolve_cached`], else the store
+    /// (and the answer is cached).
+    pub async fn resolve(&self, segment: &str, now: Instant) -> Result<Resolution, Error> {
+        if let Some(resolution) = self.resolve_cached(segment, now) {
+            return Ok(resolution);
+        }
+        self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+        let entry = match self.store.get(segment).await.map_err(store_error)? {
+            Some(link) => Cached::Link {
+                location: location(segment, link.url)?,
+                expires_at: link.expires_at,
+                deleted: link.deleted_at.is_some(),
+            },
+            None => Cached::Missing,
         };
-        Ok(match entry {
-            Cached::Missing => Resolution::NotFound,
-            Cached::Link { deleted: true, .. } => Resolution::Gone,
-            Cached::Link {
-                expires_at: Some(t),
-                ..
-            } if t <= Utc::now() => Resolution::Gone,
-            Cached::Link { location, .. } => Resolution::Redirect(location),
-        })
+        self.cache.put(segment, entry.clone());
+        Ok(resolution(entry))
+    }
+}
+
+/// What a cache entry says about a redirect.
+fn resolution(entry: Cached) -> Resolution {
+    match entry {
+        Cached::Missing => Resolution::NotFound,
+        Cached::Link { deleted: true, .. } => Resolution::Gone,
+        Cached::Link {
+            expires_at: Some(t),
+            ..
+        } if t <= Utc::now() => Resolution::Gone,
+        Cached::Link { location, .. } => Resolution::Redirect(location),
     }
 }
 

@@ -616,3 +616,52 @@ async fn the_direct_redirect_path_and_the_router_agree(backend: Backend) {
     assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
 on_both_stores!(the_direct_redirect_path_and_the_router_agree);
+
+/// A redirect answered from the cache (at once, while the server reads the request) is the
+/// answer the store gave on the first visit: the same status, headers and body for a live
+/// link, a `HEAD`, a deleted link and an unknown code.
+async fn a_cached_answer_is_the_answer_the_store_gave(backend: Backend) {
+    let cluster = Cluster::new(backend).await;
+    let node = cluster.node("a").await;
+    let live = node.create_url("https://example.com/cached-answer").await;
+    let deleted = node.create_url("https://example.com/deleted-answer").await;
+    assert_eq!(node.delete(&deleted).await, StatusCode::NO_CONTENT);
+    let hits = || {
+        node.service
+            .counters
+            .cache_hits
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    for (method, code, status) in [
+        (reqwest::Method::GET, live.as_str(), StatusCode::FOUND),
+        (reqwest::Method::HEAD, live.as_str(), StatusCode::FOUND),
+        (reqwest::Method::GET, deleted.as_str(), StatusCode::GONE),
+        (reqwest::Method::GET, "zzzzzzz", StatusCode::NOT_FOUND),
+    ] {
+        let visit = || async {
+            let response = node
+                .client
+                .request(method.clone(), format!("{}/{code}", node.base))
+                .header("user-agent", BROWSER)
+                .send()
+                .await
+                .expect("visit");
+            let status = response.status();
+            let headers: Vec<_> = ["location", "cache-control", "content-length"]
+                .iter()
+                .map(|h| response.headers().get(*h).cloned())
+                .collect();
+            (status, headers, response.text().await.expect("body"))
+        };
+        let before = hits();
+        let first = visit().await;
+        let second = visit().await;
+        assert_eq!(first.0, status, "{method} /{code}");
+        assert_eq!(second, first, "{method} /{code}: the cached answer differs");
+        assert!(
+            hits() > before,
+            "{method} /{code}: the second visit was not answered from the cache"
+        );
+    }
+}
+on_both_stores!(a_cached_answer_is_the_answer_the_store_gave);

@@ -59,7 +59,43 @@ pub async fn answer(
     headers: &HeaderMap,
 ) -> Response {
     let started = Instant::now();
-    let (response, outcome) = match state.service.resolve(code, started).await {
+    let resolution = state.service.resolve(code, started).await;
+    respond(state, peer, code, method, headers, resolution, started)
+}
+
+/// [`answer`] without waiting: `Some` when the answer is known without the store (a cached
+/// code, or a path that cannot be a code), `None` when the store must be asked.
+pub fn answer_cached(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    let started = Instant::now();
+    let resolution = state.service.resolve_cached(code, started)?;
+    Some(respond(
+        state,
+        peer,
+        code,
+        method,
+        headers,
+        Ok(resolution),
+        started,
+    ))
+}
+
+/// The response to a resolved redirect request, counted in the click counts and the metrics.
+fn respond(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    method: &Method,
+    headers: &HeaderMap,
+    resolution: Result<Resolution, crate::domain::Error>,
+    started: Instant,
+) -> Response {
+    let (response, outcome) = match resolution {
         Ok(Resolution::Redirect(location)) => {
             let user_agent = headers
                 .get(header::USER_AGENT)

@@ -70,6 +70,14 @@ impl Edge {
         }
     }
 
+    /// Answers `request` from `peer` at once when no store read is needed: a plain
+    /// `GET|HEAD /{code}` whose code is cached (or cannot be a code). `None`: call
+    /// [`Edge::handle`].
+    pub fn handle_cached(&self, peer: SocketAddr, request: &Request<Incoming>) -> Option<Response> {
+        let code = edge::direct_code(request)?;
+        edge::answer_cached(&self.state, peer, code, request.method(), request.headers())
+    }
+
     /// Answers one request from `peer`.
     pub async fn handle(&self, peer: SocketAddr, mut request: Request<Incoming>) -> Response {
         if let Some(code) = edge::direct_code(&request) {

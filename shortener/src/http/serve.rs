@@ -10,6 +10,7 @@
 //! each request two stores to a counter that only its connection's task writes.
 
 use super::Edge;
+use futures::future::Either;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -82,13 +83,22 @@ pub async fn serve(
         });
         let requests = Arc::clone(&connection);
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            requests.step();
+            // A cached redirect is answered here, while hyper calls the service, and the
+            // request is dropped before hyper reads on. A request held until its future is
+            // first polled still shares hyper's read buffer when hyper tries its next read, so
+            // hyper would allocate a new buffer (8 KiB) for every request.
+            if let Some(response) = requests.edge.handle_cached(requests.peer, &request) {
+                drop(request);
+                requests.step();
+                return Either::Left(std::future::ready(Ok::<_, Infallible>(response)));
+            }
             let connection = Arc::clone(&requests);
-            connection.step();
-            async move {
+            Either::Right(async move {
                 let response = connection.edge.handle(connection.peer, request).await;
                 connection.step();
                 Ok::<_, Infallible>(response)
-            }
+            })
         });
         let serving = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(watched(serving, connection, header_timeout));
