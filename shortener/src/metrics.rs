@@ -4,13 +4,15 @@
 //! sampled at scrape time by a collector, so the hot path pays for nothing it does not need.
 
 use crate::service::LinkService;
+mod latency;
+
+use latency::LatencyHistogram;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -24,19 +26,14 @@ pub struct Metrics {
     /// Handles of the redirect series, made once so the hot path neither allocates a label set
     /// nor takes the family's lock.
     redirect_by_status: Vec<(u16, Counter)>,
-    redirect_by_outcome: Vec<(&'static str, Histogram)>,
+    redirect_by_outcome: Vec<(&'static str, LatencyHistogram)>,
     /// The same for creates, by outcome.
-    create_by_outcome: Vec<(&'static str, Counter, Histogram)>,
+    create_by_outcome: Vec<(&'static str, Counter, LatencyHistogram)>,
     redirects: Family<Labels, Counter>,
-    redirect_seconds: Family<Labels, Histogram>,
+    redirect_seconds: Family<Labels, LatencyHistogram>,
     creates: Family<Labels, Counter>,
-    create_seconds: Family<Labels, Histogram>,
+    create_seconds: Family<Labels, LatencyHistogram>,
     rate_limited: Family<Labels, Counter>,
-}
-
-fn latency_histogram() -> Histogram {
-    // 50 µs .. ~1.6 s
-    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
 }
 
 impl Metrics {
@@ -44,13 +41,9 @@ impl Metrics {
     pub fn new(service: &Arc<LinkService>) -> Self {
         let mut registry = Registry::default();
         let redirects = Family::<Labels, Counter>::default();
-        let redirect_seconds = Family::<Labels, Histogram>::new_with_constructor(
-            latency_histogram as fn() -> Histogram,
-        );
+        let redirect_seconds = Family::<Labels, LatencyHistogram>::default();
         let creates = Family::<Labels, Counter>::default();
-        let create_seconds = Family::<Labels, Histogram>::new_with_constructor(
-            latency_histogram as fn() -> Histogram,
-        );
+        let create_seconds = Family::<Labels, LatencyHistogram>::default();
         let rate_limited = Family::<Labels, Counter>::default();
         registry.register(
             "shortener_redirects",
@@ -146,11 +139,11 @@ impl Metrics {
             }
         }
         match self.redirect_by_outcome.iter().find(|(o, _)| *o == outcome) {
-            Some((_, histogram)) => histogram.observe(elapsed.as_secs_f64()),
+            Some((_, histogram)) => histogram.observe(elapsed),
             None => self
                 .redirect_seconds
                 .get_or_create(&vec![("outcome", outcome)])
-                .observe(elapsed.as_secs_f64()),
+                .observe(elapsed),
         }
     }
 
@@ -159,14 +152,12 @@ impl Metrics {
         match self.create_by_outcome.iter().find(|(o, ..)| *o == outcome) {
             Some((_, counter, histogram)) => {
                 counter.inc();
-                histogram.observe(elapsed.as_secs_f64());
+                histogram.observe(elapsed);
             }
             None => {
                 let labels = vec![("outcome", outcome)];
                 self.creates.get_or_create(&labels).inc();
-                self.create_seconds
-                    .get_or_create(&labels)
-                    .observe(elapsed.as_secs_f64());
+                self.create_seconds.get_or_create(&labels).observe(elapsed);
             }
         }
     }
