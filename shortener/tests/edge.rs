@@ -395,17 +395,26 @@ async fn creates_beyond_the_per_key_rate_get_429() {
     assert!(refused.metadata().contains_key("retry-after"));
 }
 
+/// An embedded node whose header read timeout is one second (the cluster must outlive it).
+async fn node_with_a_one_second_header_timeout(name: &str) -> (Cluster, Node) {
+    let cluster = Cluster::new(Backend::Sqlite).await;
+    let mut config = cluster.config(name);
+    config.header_read_timeout = 1;
+    let node = Node::start(config).await;
+    (cluster, node)
+}
+
+/// A raw TCP connection to `node`'s public HTTP port.
+async fn connect(node: &Node) -> tokio::net::TcpStream {
+    let addr = node.base.trim_start_matches("http://");
+    tokio::net::TcpStream::connect(addr).await.expect("connect")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_finishes_its_headers_is_disconnected() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let cluster = Cluster::new(Backend::Sqlite).await;
-    let mut config = cluster.config("slow");
-    config.header_read_timeout = 1;
-    let node = Node::start(config).await;
-    let addr = node.base.trim_start_matches("http://").to_string();
-    let mut stream = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
+    let (_cluster, node) = node_with_a_one_second_header_timeout("slow").await;
+    let mut stream = connect(&node).await;
     stream
         .write_all(b"GET /abc HTTP/1.1\r\nHost: x\r\n")
         .await
@@ -456,15 +465,9 @@ async fn read_response(stream: &mut tokio::net::TcpStream) -> Option<(u16, Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_keep_alive_connection_outlives_the_header_timeout_and_an_idle_one_does_not() {
     use tokio::io::AsyncWriteExt;
-    let cluster = Cluster::new(Backend::Sqlite).await;
-    let mut config = cluster.config("keepalive");
-    config.header_read_timeout = 1;
-    let node = Node::start(config).await;
+    let (_cluster, node) = node_with_a_one_second_header_timeout("keepalive").await;
     let code = node.create_url("https://example.com/keep-alive").await;
-    let addr = node.base.trim_start_matches("http://").to_string();
-    let mut stream = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
+    let mut stream = connect(&node).await;
     let request = format!("GET /{code} HTTP/1.1\r\nHost: x\r\n\r\n");
     // Eight requests 400 ms apart: 3.2 s on one connection, over three header timeouts.
     for i in 0..8 {
@@ -496,14 +499,8 @@ async fn a_busy_keep_alive_connection_outlives_the_header_timeout_and_an_idle_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slowly_sent_body_is_not_cut_by_the_header_timeout() {
     use tokio::io::AsyncWriteExt;
-    let cluster = Cluster::new(Backend::Sqlite).await;
-    let mut config = cluster.config("slow-body");
-    config.header_read_timeout = 1;
-    let node = Node::start(config).await;
-    let addr = node.base.trim_start_matches("http://").to_string();
-    let mut stream = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
+    let (_cluster, node) = node_with_a_one_second_header_timeout("slow-body").await;
+    let mut stream = connect(&node).await;
     let body = br#"{"url":"https://example.com/slow-body"}"#;
     let head = format!(
         "POST /api/v1/links HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n\
