@@ -1,9 +1,9 @@
 //! Click counting off the redirect path.
 //!
 //! A redirect only bumps an in-memory counter; a background task writes the accumulated counts
-//! every flush interval in chunks of [`FLUSH_CHUNK`] codes, one batched write each (never a
-//! write per redirect, never a trigger on the link row). A crash loses at most the counts of one flush interval (and of the flush
-//! that was writing them).
+//! every flush interval in chunks of `FLUSH_CHUNK` (256) codes, one batched write each (never
+//! a write per redirect, never a trigger on the link row). A crash loses at most the counts of
+//! one flush interval (and of the flush that was writing them).
 
 use crate::code_map_key::CodeMapKey;
 use crate::domain::ClickCounts;
@@ -188,8 +188,8 @@ impl ClickRecorder {
         }
     }
 
-    /// Writes the pending counts to `store` in chunks of [`FLUSH_CHUNK`] codes, paced by
-    /// [`FLUSH_PACE`], then makes them durable together ([`Store::sync_clicks`]: one fsync per
+    /// Writes the pending counts to `store` in chunks of `FLUSH_CHUNK` (256) codes, paced by
+    /// `FLUSH_PACE` (1 ms), then makes them durable together ([`Store::sync_clicks`]: one fsync per
     /// flush on SQLite, not one per chunk); what fails to be written is kept for the next flush.
     pub async fn flush(&self, store: &Store) {
         if self.write_chunks(store).await

@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// Bytes of a code kept inside the key itself; generated codes are far shorter.
 pub(crate) const INLINE: usize = 22;
 
-/// A code as a map key. Codes of up to [`INLINE`] bytes are stored in the key, so a lookup
+/// A code as a map key. Codes of up to `INLINE` (22) bytes are stored in the key, so a lookup
 /// compares them without following a pointer to the heap (on a hit for a code outside the
 /// hottest few thousand, that pointer is a cache miss) and making one allocates nothing;
 /// longer codes (aliases) live on the heap. Hashes and compares as the bytes of the code it
