@@ -25,6 +25,7 @@ mod settings;
 mod stats;
 mod wrk;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,6 +87,22 @@ enum Command {
         #[arg(long)]
         pid: Option<u32>,
     },
+    /// Offers redirects at a fixed rate to a server that is already running (the open loop of
+    /// `redirects`, one point); prints one line.
+    OpenLoop {
+        /// The server's HTTP address.
+        #[arg(long)]
+        addr: SocketAddr,
+        /// Codes to request, one per line (chosen by Zipf(1) rank in file order).
+        #[arg(long)]
+        codes: PathBuf,
+        /// Requests per second.
+        #[arg(long)]
+        rate: f64,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+    },
     /// (internal) Measures how late this core wakes from short sleeps; prints one line.
     #[command(hide = true)]
     WakeProbe,
@@ -138,6 +155,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Duration::from_secs(*seconds),
         )
         .await;
+    }
+    if let Command::OpenLoop {
+        addr,
+        codes,
+        rate,
+        seconds,
+    } = &cli.command
+    {
+        let codes: Vec<String> = std::fs::read_to_string(codes)
+            .with_context(|| format!("read {}", codes.display()))?
+            .lines()
+            .filter(|line| !line.is_empty())
+            .map(str::to_owned)
+            .collect();
+        anyhow::ensure!(!codes.is_empty(), "no codes to request");
+        let r = load::open_loop(
+            *addr,
+            std::sync::Arc::new(codes),
+            *rate,
+            Duration::from_secs(*seconds),
+            64,
+        )
+        .await?;
+        println!(
+            "open loop at {rate:.0}/s x64: {:.0} answered/s, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, generator behind {:.2} ms at worst, {} errors",
+            r.per_second,
+            r.p50_ms,
+            r.p99_ms,
+            r.p999_ms,
+            r.behind_ms.unwrap_or(f64::NAN),
+            r.errors
+        );
+        return Ok(());
     }
     let started = Instant::now();
     let settings = settings::Settings::new(cli.quick);

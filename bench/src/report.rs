@@ -94,7 +94,11 @@ impl Report {
         );
         let _ = writeln!(
             s,
-            "    target/release/bench drive --transport grpc --grpc ADDR --pid PID   # creates at a node started by hand, to profile it\n"
+            "    target/release/bench drive --transport grpc --grpc ADDR --pid PID   # creates at a node started by hand, to profile it"
+        );
+        let _ = writeln!(
+            s,
+            "    target/release/bench open-loop --addr ADDR --codes FILE --rate 75000   # one open-loop point at a server started by hand\n"
         );
         let _ = writeln!(s, "### Machine\n\n| | |\n|---|---|");
         for (k, v) in &self.machine {
