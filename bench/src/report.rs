@@ -356,7 +356,7 @@ fn redirects(s: &mut String, r: &Redirects, settings: &Settings) {
                 s,
                 "\n† The generator fell more than 1 ms behind its own schedule, or answers came back \
                  below 97% of the offered rate, or some requests failed: part of that row's tail \
-                 belongs to the generator (one core, hyper's client) or to a backlog, not to the \
+                 belongs to the generator (stalled on its one core) or to a backlog, not to the \
                  server's latency alone."
             );
         }
