@@ -1,11 +1,11 @@
 //! The checker: judges a run's [`History`](crate::history::History) against the database
 //! snapshot and a final sweep through the redirect edge.
 //!
-//! - [`links`]: no code maps to two URLs, every acknowledged create is stored and redirects
+//! - `links`: no code maps to two URLs, every acknowledged create is stored and redirects
 //!   (lost = 0), indeterminate creates are stored at most once, refused ones never.
-//! - [`ids`]: every generated code decodes to an ID used once, inside a lease of the node
+//! - `ids`: every generated code decodes to an ID used once, inside a lease of the node
 //!   incarnation that created it; no two leases overlap.
-//! - [`timing`]: during an id-service outage every node kept creating from its runway, then
+//! - `timing`: during an id-service outage every node kept creating from its runway, then
 //!   refused quickly, never hung, kept redirecting, and recovered.
 //!
 //! The checks are pure functions of their input, so they are unit-tested on made-up histories.
