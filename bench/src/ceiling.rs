@@ -12,7 +12,11 @@ use std::net::SocketAddr;
 
 /// Serves fixed redirects on `addr` until the process is killed (run as `bench ceiling-server`).
 pub async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    serve_on(tokio::net::TcpListener::bind(addr).await?).await
+}
+
+/// Serves fixed redirects on `listener`, forever.
+pub async fn serve_on(listener: tokio::net::TcpListener) -> anyhow::Result<()> {
     let location = header::HeaderValue::from_str(&target_url(0))?;
     loop {
         // A failed accept (a connection reset while queued, out of descriptors) must not end

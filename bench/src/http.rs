@@ -213,14 +213,10 @@ mod tests {
 
     #[tokio::test]
     async fn raw_connections_keep_alive_against_the_ceiling() {
-        let addr = crate::procs::free_addr().unwrap();
-        tokio::spawn(crate::ceiling::serve(addr));
-        let mut conn = loop {
-            match RawConn::connect(addr).await {
-                Ok(conn) => break conn,
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-            }
-        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(crate::ceiling::serve_on(listener));
+        let mut conn = RawConn::connect(addr).await.unwrap();
         for i in 0..100 {
             assert_eq!(conn.get(&format!("/code{i}")).await.unwrap(), 302);
         }

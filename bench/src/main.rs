@@ -170,6 +170,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .map(str::to_owned)
             .collect();
         anyhow::ensure!(!codes.is_empty(), "no codes to request");
+        anyhow::ensure!(*seconds > 0, "--seconds must be at least 1");
         let r = load::open_loop(
             *addr,
             std::sync::Arc::new(codes),
