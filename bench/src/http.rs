@@ -9,6 +9,15 @@ use hyper::{Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 
+/// A TCP connection to `addr` with TCP_NODELAY, like the servers'.
+async fn connect_tcp(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect to {addr}"))?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
 /// One keep-alive connection.
 pub struct Conn {
     sender: SendRequest<Full<Bytes>>,
@@ -18,11 +27,7 @@ pub struct Conn {
 impl Conn {
     /// Connects to `addr` (TCP_NODELAY, like the servers).
     pub async fn connect(addr: SocketAddr) -> anyhow::Result<Conn> {
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .with_context(|| format!("connect to {addr}"))?;
-        stream.set_nodelay(true)?;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+        let (sender, connection) = http1::handshake(TokioIo::new(connect_tcp(addr).await?)).await?;
         tokio::spawn(async move {
             let _ = connection.await;
         });
@@ -99,12 +104,8 @@ pub struct RawConn {
 impl RawConn {
     /// Connects to `addr` (TCP_NODELAY, like the servers).
     pub async fn connect(addr: SocketAddr) -> anyhow::Result<RawConn> {
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .with_context(|| format!("connect to {addr}"))?;
-        stream.set_nodelay(true)?;
         Ok(RawConn {
-            stream,
+            stream: connect_tcp(addr).await?,
             host: addr.to_string(),
             request: Vec::with_capacity(256),
             input: Vec::with_capacity(4096),
