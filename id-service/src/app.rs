@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use tonic_health::ServingStatus;
+use proto::server::Health;
 
 /// A built id-service: migrated, with both ports bound, ready to [`App::run`].
 pub struct App {
@@ -91,16 +91,11 @@ impl App {
             grpc_addr,
             admin_addr,
         } = self;
-        let (health, health_service) = tonic_health::server::health_reporter();
-        let reflection = || {
-            tonic_reflection::server::Builder::configure()
-                .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
-                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        };
-        let reflection_v1 = reflection().build_v1().context("build reflection v1")?;
-        let reflection_v1alpha = reflection()
-            .build_v1alpha()
-            .context("build reflection v1alpha")?;
+        let (health, health_service) = Health::new(&[
+            <IdAllocatorServer<LeaseService> as tonic::server::NamedService>::NAME,
+        ]);
+        let (reflection_v1, reflection_v1alpha) =
+            proto::server::reflection().context("build the reflection services")?;
         let bounds = BlockBounds {
             min: config.min_block,
             max: config.max_block,
@@ -140,7 +135,7 @@ impl App {
         .with_graceful_shutdown(stop_admin.clone().cancelled_owned());
         let admin_task = tokio::spawn(admin.into_future());
 
-        set_health(&health, ServingStatus::Serving).await;
+        health.set(true).await;
         metrics.set_ready(true);
         tracing::info!(%grpc_addr, %admin_addr, "serving");
 
@@ -161,7 +156,7 @@ impl App {
         // Readiness goes off before anything stops, so balancers move traffic away first.
         draining.cancel();
         metrics.set_ready(false);
-        set_health(&health, ServingStatus::NotServing).await;
+        health.set(false).await;
         tracing::info!(
             shutdown_delay = ?config.shutdown_delay,
             drain_timeout = ?config.drain_timeout,
@@ -198,16 +193,6 @@ impl App {
         ledger.pool().close();
         Ok(())
     }
-}
-
-async fn set_health(health: &tonic_health::server::HealthReporter, status: ServingStatus) {
-    health
-        .set_service_status(
-            <IdAllocatorServer<LeaseService> as tonic::server::NamedService>::NAME,
-            status,
-        )
-        .await;
-    health.set_service_status("", status).await;
 }
 
 /// Validates `config` like [`App::build`], then applies pending migrations over a dedicated

@@ -5,6 +5,8 @@
 //!
 //! [`FILE_DESCRIPTOR_SET`] holds the encoded descriptors of both packages (with their imports)
 //! so servers can offer gRPC reflection and clients can be built from the running server.
+//! With the `server` feature, [`server`] sets up health and reflection the same way for every
+//! server of the project.
 
 /// The `idalloc.*` protobuf packages.
 pub mod idalloc {
@@ -23,6 +25,9 @@ pub mod shortener {
         tonic::include_proto!("shortener.v1");
     }
 }
+
+#[cfg(feature = "server")]
+pub mod server;
 
 /// The encoded `FileDescriptorSet` of every package above, for `tonic-reflection`.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptor.bin"));
