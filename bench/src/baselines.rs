@@ -4,6 +4,7 @@
 //! (`synchronous=FULL`; the node gets the same guarantee from its group-commit fsync).
 
 use crate::machine::{self, LOAD_CORE};
+use crate::preload;
 use crate::procs::{PgDatabase, target_url};
 use crate::stats::Run;
 use anyhow::{Context, bail};
@@ -11,20 +12,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The shortener's PostgreSQL schema, applied to the pgbench database.
-const PG_SCHEMA: [&str; 2] = [
-    include_str!("../../shortener/migrations/postgres/0001_links.sql"),
-    include_str!("../../shortener/migrations/postgres/0002_clicks.sql"),
-];
-/// The shortener's SQLite schema.
-const SQLITE_SCHEMA: [&str; 4] = [
-    include_str!("../../shortener/migrations/sqlite/0001_links.sql"),
-    include_str!("../../shortener/migrations/sqlite/0002_clicks.sql"),
-    include_str!("../../shortener/migrations/sqlite/0003_clicks_by_code.sql"),
-    include_str!("../../shortener/migrations/sqlite/0004_links_by_id.sql"),
-];
-
-/// The statement `PgStore::insert` sends for a generated code (shortener/src/store/postgres.rs),
+/// The statement the PostgreSQL store sends for a generated code (`insert_one` in
+/// shortener/src/store/postgres/insert.rs),
 /// with pgbench variables for its parameters: a random ID, a 7-character code derived from it.
 const PGBENCH_SCRIPT: &str = "\\set id random(1, 9000000000000000000)
 INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key) \
@@ -36,9 +25,7 @@ ON CONFLICT DO NOTHING RETURNING code, long_url, created_at, expires_at, deleted
 /// A database with the shortener's schema, for pgbench.
 pub fn pgbench_database() -> anyhow::Result<PgDatabase> {
     let db = PgDatabase::create("pgbench")?;
-    for sql in PG_SCHEMA {
-        db.execute(sql)?;
-    }
+    preload::migrate_postgres(&db.url())?;
     Ok(db)
 }
 
@@ -107,18 +94,17 @@ pub fn pgbench(
 /// Single-row inserts, each in its own immediate transaction, on a fresh SQLite file in `dir`
 /// with the node's settings; one writer (SQLite serialises writers anyway).
 pub fn sqlite_single_inserts(dir: &Path, duration: Duration) -> anyhow::Result<Run> {
-    let path = dir.join(format!("baseline-{}.db", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let data = dir.join(format!("baseline-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    std::fs::create_dir_all(&data)?;
+    let key = codespace::CodeKey::generate();
+    let path = preload::migrated_sqlite(&data, &key)?;
     let mut conn = Connection::open(&path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
-    for sql in SQLITE_SCHEMA {
-        conn.execute_batch(sql)?;
-    }
     // Codes as the node makes them (FF1 of sequential IDs), each row at the rowid of its ID as
     // the node's are (migration 4).
-    let space =
-        codespace::CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)?;
+    let space = codespace::CodeSpace::new(&key, codespace::DEFAULT_LENGTH)?;
     let started = Instant::now();
     let mut latencies = Vec::new();
     let mut id: i64 = 0;
@@ -141,9 +127,7 @@ pub fn sqlite_single_inserts(dir: &Path, duration: Duration) -> anyhow::Result<R
     }
     let elapsed = started.elapsed();
     drop(conn);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    let _ = std::fs::remove_dir_all(&data);
     let n = latencies.len() as u64;
     Ok(Run::from_latencies(latencies, n, elapsed, 0))
 }

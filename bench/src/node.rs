@@ -1,8 +1,9 @@
 //! Starting shortener nodes (embedded or PostgreSQL + id-service) configured for benchmarking.
 
-use crate::procs::{PgDatabase, Server, free_addr, sibling_binary};
+use crate::procs::{PgDatabase, Server, sibling_binary};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use testkit::free_addr;
 
 /// The API key every benchmark node accepts.
 pub const API_KEY: &str = "bench-api-key-0123456789abcdef";
@@ -51,7 +52,7 @@ pub struct Node {
 impl Node {
     /// Starts a node and waits until it is ready (store reachable, IDs in hand).
     pub async fn start(spec: NodeSpec<'_>) -> anyhow::Result<Node> {
-        let (http, grpc, admin) = (free_addr()?, free_addr()?, free_addr()?);
+        let (http, grpc, admin) = (free_addr(), free_addr(), free_addr());
         let mut env: Vec<(String, String)> = vec![
             ("SHORTENER_HTTP_ADDR".into(), http.to_string()),
             ("SHORTENER_GRPC_ADDR".into(), grpc.to_string()),
@@ -131,7 +132,7 @@ impl IdService {
     /// Starts an id-service over a fresh database.
     pub async fn start(log_dir: &Path) -> anyhow::Result<IdService> {
         let db = PgDatabase::create("ids")?;
-        let (grpc, admin) = (free_addr()?, free_addr()?);
+        let (grpc, admin) = (free_addr(), free_addr());
         let env: Vec<(String, String)> = vec![
             ("DATABASE_URL".into(), db.url()),
             ("ID_SERVICE_GRPC_ADDR".into(), grpc.to_string()),

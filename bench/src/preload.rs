@@ -1,60 +1,87 @@
-//! Loading many links into an embedded node's SQLite file directly, in one transaction, the way
-//! the node itself would record them: a lease of the ID range in the ledger (so the node never
-//! hands those IDs out), then one row per ID, at the rowid of its ID, with the code the node's
-//! key gives it.
+//! The node's own code for setting up a benchmark's store: `shortener migrate` creates the
+//! schema of a baseline's database, and `shortener preload` writes many generated links the way
+//! creates write them (leased IDs, the key's codes, the store's insert path). Neither the
+//! schema nor the rows are written here, so a change to either cannot leave the benchmark
+//! measuring something the node no longer does.
 
-use crate::procs::target_url;
-use codespace::{CodeKey, CodeSpace};
-use rusqlite::{Connection, TransactionBehavior, params};
+use crate::node::API_KEY;
+use crate::procs::sibling_binary;
+use anyhow::{Context, bail};
+use codespace::CodeKey;
 use std::path::Path;
+use std::process::Command;
 
-/// The SQLite file of a node's data directory (`shortener::setup::DB_FILE`).
+/// The SQLite file of a node's data directory (`shortener::app::DB_FILE`).
 pub const DB_FILE: &str = "shortener.db";
 
-/// Inserts `n` generated links into the node database at `data_dir`; returns their codes in ID
-/// order (which the keyed permutation makes a random order of codes).
-pub fn links(data_dir: &Path, key: &CodeKey, n: u64) -> anyhow::Result<Vec<String>> {
-    let space = CodeSpace::new(key, codespace::DEFAULT_LENGTH)?;
-    let mut conn = Connection::open(data_dir.join(DB_FILE))?;
-    conn.busy_timeout(std::time::Duration::from_secs(30))?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute(
-        "INSERT INTO id_namespaces (namespace, next_id) VALUES ('links', 0) ON CONFLICT DO NOTHING",
-        [],
-    )?;
-    let start: i64 = tx.query_row(
-        "SELECT next_id FROM id_namespaces WHERE namespace = 'links'",
-        [],
-        |r| r.get(0),
-    )?;
-    let end = start + n as i64;
-    tx.execute(
-        "UPDATE id_namespaces SET next_id = ?1 WHERE namespace = 'links'",
-        [end],
-    )?;
-    let now = chrono_millis();
-    tx.execute(
-        "INSERT INTO id_leases (namespace, start_id, end_id, holder, leased_at) VALUES ('links', ?1, ?2, 'bench-preload', ?3)",
-        params![start, end, now],
-    )?;
-    let mut codes = Vec::with_capacity(n as usize);
-    {
-        let mut insert = tx.prepare(
-            "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-             VALUES (?3, ?1, ?2, 'generated', ?3, ?4, NULL, 'bench', NULL)",
-        )?;
-        for id in start..end {
-            let code = space.encode(id as u64);
-            insert.execute(params![code, target_url(id as u64), id, now])?;
-            codes.push(code);
-        }
+/// The target URL of the links the benchmarks make, with `{id}` for the ID
+/// ([`crate::procs::target_url`] gives the same URL for an ID).
+pub const URL_PATTERN: &str =
+    "https://www.example.com/articles/2026/11/a-typical-article-slug-{id}?utm_source=bench";
+
+/// `shortener <args>` in the environment of an embedded node on `data_dir` with `key`;
+/// returns its standard output.
+fn shortener(data_dir: &Path, key: &CodeKey, args: &[&str]) -> anyhow::Result<String> {
+    let output = Command::new(sibling_binary("shortener")?)
+        .args(args)
+        .env("SHORTENER_DATA_DIR", data_dir)
+        .env("SHORTENER_KEY", key.to_hex())
+        .env("SHORTENER_API_KEYS", API_KEY)
+        .env("SHORTENER_HOLDER", "bench-preload")
+        .env("RUST_LOG", "warn")
+        .output()
+        .with_context(|| format!("run shortener {}", args.join(" ")))?;
+    if !output.status.success() {
+        bail!(
+            "shortener {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
-    tx.commit()?;
+    String::from_utf8(output.stdout).context("read the output of shortener")
+}
+
+/// Writes `n` generated links into the embedded store at `data_dir` (a node may be running on
+/// it); returns their codes in ID order (which the keyed permutation makes a random order of
+/// codes).
+pub fn links(data_dir: &Path, key: &CodeKey, n: u64) -> anyhow::Result<Vec<String>> {
+    let count = n.to_string();
+    let out = shortener(
+        data_dir,
+        key,
+        &["preload", "--count", &count, "--url-pattern", URL_PATTERN],
+    )?;
+    let codes: Vec<String> = out.lines().map(str::to_string).collect();
+    if codes.len() as u64 != n {
+        bail!("shortener preload wrote {} links, not {n}", codes.len());
+    }
     Ok(codes)
 }
 
-fn chrono_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// An embedded store with the node's current schema, made by `shortener migrate` in
+/// `data_dir`; returns the path of its SQLite file.
+pub fn migrated_sqlite(data_dir: &Path, key: &CodeKey) -> anyhow::Result<std::path::PathBuf> {
+    shortener(data_dir, key, &["migrate"])?;
+    Ok(data_dir.join(DB_FILE))
+}
+
+/// Applies the node's PostgreSQL schema to the database at `url` with `shortener migrate`.
+pub fn migrate_postgres(url: &str) -> anyhow::Result<()> {
+    let output = Command::new(sibling_binary("shortener")?)
+        .arg("migrate")
+        .env("DATABASE_URL", url)
+        // Required with DATABASE_URL, never contacted by `migrate`.
+        .env("SHORTENER_ID_SERVICE", "http://127.0.0.1:9")
+        .env("SHORTENER_KEY", CodeKey::generate().to_hex())
+        .env("SHORTENER_API_KEYS", API_KEY)
+        .env("RUST_LOG", "warn")
+        .output()
+        .context("run shortener migrate")?;
+    if !output.status.success() {
+        bail!(
+            "shortener migrate failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
 }

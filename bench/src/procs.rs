@@ -11,12 +11,6 @@ use std::time::{Duration, Instant};
 /// The PostgreSQL server the benchmarks use (trust auth as `postgres`).
 pub const PG_HOST: &str = "127.0.0.1";
 
-/// A free 127.0.0.1 port (bound and released; good enough for a benchmark).
-pub fn free_addr() -> anyhow::Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("pick a free port")?;
-    Ok(listener.local_addr()?)
-}
-
 /// A binary built next to this one (`target/release/<name>`).
 pub fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("find this executable")?;
@@ -170,11 +164,6 @@ impl PgDatabase {
     /// Its connection URL.
     pub fn url(&self) -> String {
         format!("postgres://postgres@{PG_HOST}:5432/{}", self.name)
-    }
-
-    /// Runs SQL in it.
-    pub fn execute(&self, sql: &str) -> anyhow::Result<()> {
-        psql(&self.name, sql)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::load;
 use crate::node::{Backend, Node, NodeSpec};
-use crate::procs::{Server, free_addr};
+use crate::procs::Server;
 use crate::settings::Settings;
 use crate::stats::{Repeated, Run};
 use crate::{preload, wrk};
@@ -12,6 +12,7 @@ use anyhow::Context;
 use codespace::CodeKey;
 use std::path::Path;
 use std::sync::Arc;
+use testkit::free_addr;
 
 /// Connection counts of the closed-loop runs.
 pub const CONNECTIONS: [usize; 2] = [1, 64];
@@ -90,7 +91,7 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
     std::fs::write(&codes_file, codes.join("\n") + "\n")?;
     let codes = Arc::new(codes);
 
-    let ceiling_addr = free_addr()?;
+    let ceiling_addr = free_addr();
     let mut ceiling = Server::spawn(
         "ceiling",
         &std::env::current_exe()?,

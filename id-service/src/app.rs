@@ -9,6 +9,7 @@ use crate::metrics::Metrics;
 use anyhow::Context;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use proto::idalloc::v1::id_allocator_server::IdAllocatorServer;
+use proto::server::Health;
 use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,7 +18,6 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use proto::server::Health;
 
 /// A built id-service: migrated, with both ports bound, ready to [`App::run`].
 pub struct App {
@@ -91,9 +91,8 @@ impl App {
             grpc_addr,
             admin_addr,
         } = self;
-        let (health, health_service) = Health::new(&[
-            <IdAllocatorServer<LeaseService> as tonic::server::NamedService>::NAME,
-        ]);
+        let (health, health_service) =
+            Health::new(&[<IdAllocatorServer<LeaseService> as tonic::server::NamedService>::NAME]);
         let (reflection_v1, reflection_v1alpha) =
             proto::server::reflection().context("build the reflection services")?;
         let bounds = BlockBounds {

@@ -1,20 +1,23 @@
 //! The admin listener: liveness, readiness and Prometheus metrics.
 
 use crate::metrics::Metrics;
-use crate::service::LinkService;
+use crate::store::{LinkStore, Store};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use id_client::IdPool;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the admin handlers share.
 #[derive(Clone)]
 pub struct AdminState {
-    /// The link service (store and ID pool).
-    pub service: Arc<LinkService>,
+    /// The store, which must answer.
+    pub store: Store,
+    /// The ID pool, which must hold a block.
+    pub ids: Arc<IdPool>,
     /// Cleared first on shutdown, so load balancers stop sending traffic before the drain.
     pub accepting: Arc<AtomicBool>,
     /// The metrics registry.
@@ -36,10 +39,10 @@ async fn readyz(State(state): State<AdminState>) -> Response {
     if !state.accepting.load(Ordering::SeqCst) {
         problems.push("shutting down".to_string());
     }
-    if let Err(e) = state.service.store().ping().await {
+    if let Err(e) = state.store.ping().await {
         problems.push(format!("store: {e}"));
     }
-    if !state.service.ids().is_ready() {
+    if !state.ids.is_ready() {
         problems.push("no ID block in hand".to_string());
     }
     if problems.is_empty() {

@@ -1,33 +1,52 @@
-//! A URL shortener node.
+//! A URL shortener node: redirects at the edge, a JSON and a gRPC API for internal services,
+//! over PostgreSQL or an embedded SQLite file. The design and its invariants (I1-I7) are in
+//! `docs/design.md`.
 //!
-//! The crate owns everything a node does: the redirect edge and JSON API ([`http`]), the admin
-//! endpoints ([`admin`]), the link service ([`service`]) over a store ([`store`]: PostgreSQL or
-//! an embedded SQLite file), and start-up ([`app`], [`setup`]).
+//! # Map
 //!
-//! A create flows: HTTP handler -> [`service::LinkService::validate`] (wire input becomes a
-//! domain [`domain::CreateRequest`]) -> [`service::LinkService::create`], which takes the next
-//! ID from the in-memory [`id_client::IdPool`], permutes it into a code with the
-//! [`codespace::CodeSpace`], and inserts the row with `ON CONFLICT DO NOTHING`; the reply goes
-//! out after the commit. A redirect flows: `GET /{code}` -> shape check (no store access for
-//! paths that cannot be codes) -> store -> 302 with `Location`.
+//! - [`app`]: building and running a node (wiring, listeners, background tasks, drain).
+//! - [`config`]: flags and environment variables, validated before anything is bound.
+//! - [`domain`]: links, creates, codes, callers, errors; no transport or store types.
+//! - [`links`]: the link service (create, get, delete).
+//! - [`access`]: API keys and the one admission of every API request (authentication, rate
+//!   limits, batch bounds); [`limits`]: the token buckets and the client address.
+//! - [`http`]: the public listener: redirects ([`http::redirect`]: resolver and cache) and the
+//!   JSON API; [`grpc`]: the `shortener.v1.Links` service; [`admin`]: health and metrics.
+//! - [`clicks`]: click counting off the redirect path, flushed in batches.
+//! - [`store`]: the store interface and its PostgreSQL and SQLite backends.
+//! - [`metrics`]: Prometheus metrics; [`telemetry`], [`shutdown`]: logs and the signal.
+//! - [`cli`]: the binary's subcommands; [`secrets`]: key files.
+//!
+//! # A create
+//!
+//! HTTP `POST /api/v1/links` or gRPC `CreateLink` -> [`access::Admission::admit`] (key, rate)
+//! -> the transport's one conversion to a [`domain::CreateInput`] -> [`domain::CreateRequest::parse`]
+//! (every rule, nothing stored on a refusal) -> [`links::LinkService::create`]: the next ID
+//! from the in-memory [`id_client::IdPool`], permuted into a code by the
+//! [`codespace::CodeSpace`], inserted with `ON CONFLICT DO NOTHING` through the store's
+//! batching ([`store::LinkStore::insert`]); the reply goes out after the commit.
+//!
+//! # A redirect
+//!
+//! `GET /{code}` -> [`http::redirect::Resolver`]: a path that cannot be a code is answered 404
+//! without the store; a cached code is answered at once; otherwise the store is read and the
+//! answer cached -> 302 with `Location` (404, 410), the click counted in memory
+//! ([`clicks::ClickRecorder`]).
 
+pub mod access;
 pub mod admin;
 pub mod app;
-pub mod auth;
-pub mod cache;
 pub mod cli;
 pub mod clicks;
-pub mod code_map_key;
-pub mod codes_cli;
 pub mod config;
 pub mod domain;
 pub mod grpc;
 pub mod http;
-pub mod keys;
 pub mod limits;
+pub mod links;
 pub mod metrics;
-pub mod service;
-pub mod setup;
+pub mod secrets;
+pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 

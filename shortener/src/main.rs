@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use clap::Parser;
-use shortener::cli::{Cli, Command};
-use shortener::{App, Config, codes_cli, keys, setup, telemetry};
+use shortener::cli::{Cli, Command, codes, preload};
+use shortener::{App, Config, app, secrets, shutdown, telemetry};
 
 /// mimalloc rather than the system allocator: requests allocate many small short-lived
 /// objects on one thread and free them on another (the SQLite blocking pool), where glibc's
@@ -13,31 +13,26 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {
+    match Cli::parse().command {
         None => serve(Config::from_env_and_defaults()?).await,
         Some(Command::Serve(config)) => serve(*config).await,
         Some(Command::Migrate(config)) => {
             telemetry::init_tracing(config.log_format);
-            setup::prepare(&config).await?;
+            config.validate().context("validate configuration")?;
+            app::prepare(&config).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
         Some(Command::Codes { action }) => {
             let (direction, args) = action.split();
-            let key = keys::read_code_key(&args.key_file)?;
+            let key = secrets::read_code_key(&args.key_file)?;
             let space =
                 codespace::CodeSpace::new(&key, args.length).context("configure the code space")?;
-            codes_cli::run(
-                &space,
-                direction,
-                &args.items,
-                std::io::stdin().lock(),
-                std::io::stdout().lock(),
-            )
+            let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
+            codes::run(&space, direction, &args.items, input, output)
         }
         Some(Command::Keygen { out, force }) => {
-            let key = keys::generate_code_key_file(&out, force)?;
+            let key = secrets::generate_code_key_file(&out, force)?;
             eprintln!(
                 "wrote a new code-space key to {} (fingerprint {})",
                 out.display(),
@@ -45,11 +40,12 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Some(Command::Preload(args)) => preload::run(&args, std::io::stdout().lock()).await,
     }
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     telemetry::init_tracing(config.log_format);
     let app = App::build(config).await?;
-    app.run(telemetry::shutdown_signal()).await
+    app.run(shutdown::shutdown_signal()).await
 }

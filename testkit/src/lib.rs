@@ -5,7 +5,7 @@
 //! parallel without sharing state; the database is dropped when the value is dropped.
 //! [`wait_until`] polls a condition against a deadline instead of sleeping a fixed time.
 //! [`cluster::Cluster`] is a whole throwaway PostgreSQL server for tests that crash it, and
-//! [`free_port`] picks a port for processes that must be told theirs, and [`tls::TestCerts`]
+//! [`free_port`] and [`free_addr`] pick ports for processes that must be told theirs, and [`tls::TestCerts`]
 //! makes certificates for a cluster that serves TLS.
 
 pub mod cluster;
@@ -114,6 +114,14 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A loopback address with a port that was free a moment ago (the kernel's pick), for a server
+/// that must be told its address before it binds.
+pub fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral loopback port")
 }
 
 /// Picks a loopback port that is free right now, for a process that must be told its port and

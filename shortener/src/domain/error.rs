@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// What went wrong, in terms a caller can act on.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The request is malformed (JSON, types, unknown fields).
     #[error("{message}")]

@@ -1,6 +1,5 @@
 //! Links as the service sees them.
 
-use super::target::TargetUrl;
 use chrono::{DateTime, Utc};
 
 /// A stored short link.
@@ -29,21 +28,4 @@ pub struct ClickCounts {
     pub head: u64,
     /// GET redirects to known bots and preview fetchers.
     pub bot: u64,
-}
-
-/// A validated request to create a link, independent of transport.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CreateRequest {
-    /// The target.
-    pub url: TargetUrl,
-    /// A custom alias (already checked against the alias namespace).
-    pub alias: Option<String>,
-    /// Expiry (already checked to be in the future).
-    pub expires_at: Option<DateTime<Utc>>,
-    /// Return the existing generated link for the same URL and expiry.
-    pub dedup: bool,
-    /// Use a random private code.
-    pub private: bool,
-    /// Makes a retried create return the first result.
-    pub idempotency_key: Option<String>,
 }

@@ -1,16 +1,23 @@
 //! The public HTTP listener: redirects at the edge and the JSON API.
+//!
+//! [`PublicService`] is what the accept loop ([`serve`]) hands each request to: plain
+//! `GET|HEAD /{code}` requests, the bulk of the traffic, go straight to the redirect edge
+//! ([`redirect`]), `POST /api/v1/links` straight to the create handler (`api`), and everything
+//! else through the axum router. Domain errors become responses in one place ([`ApiError`]).
 
 mod api;
-mod edge;
 mod error;
+pub mod redirect;
 pub mod serve;
 
 pub use error::ApiError;
 
-use crate::auth::ApiKeys;
+use crate::access::Admission;
+use crate::clicks::ClickRecorder;
+use crate::domain::{CreateRules, PublicBase};
 use crate::limits::{ClientAddressPolicy, Limits};
+use crate::links::LinkService;
 use crate::metrics::Metrics;
-use crate::service::LinkService;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -18,75 +25,69 @@ use axum::http::{Method, Request, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use hyper::body::Incoming;
+use redirect::Resolver;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tower::ServiceExt;
 
 /// What the HTTP handlers share.
-#[derive(Clone)]
 pub struct HttpState {
-    /// The link service.
-    pub service: Arc<LinkService>,
-    /// Accepted API keys.
-    pub keys: Arc<ApiKeys>,
+    /// Creates, reads and deletes links.
+    pub links: Arc<LinkService>,
+    /// Where codes redirect.
+    pub resolver: Arc<Resolver>,
+    /// Counts redirects.
+    pub clicks: Arc<ClickRecorder>,
+    /// Admits API requests.
+    pub admission: Arc<Admission>,
+    /// What a create must pass.
+    pub rules: CreateRules,
+    /// The base of short URLs.
+    pub public: PublicBase,
     /// The status of redirects (301, 302, 307 or 308).
     pub redirect_status: StatusCode,
-    /// Rate limits.
+    /// The 404 budget per client.
     pub limits: Arc<Limits>,
     /// How to find the client address.
-    pub client_policy: Arc<ClientAddressPolicy>,
+    pub client_policy: ClientAddressPolicy,
     /// Metrics.
     pub metrics: Arc<Metrics>,
 }
 
-/// The handlers' shared state behind one `Arc`, so each request clones one pointer rather than
-/// one per field.
+/// The public listener's request handling. Cheap to clone.
 #[derive(Clone)]
-pub struct Shared(Arc<HttpState>);
-
-impl std::ops::Deref for Shared {
-    type Target = HttpState;
-    fn deref(&self) -> &HttpState {
-        &self.0
-    }
-}
-
-/// The public listener's request handling: plain `GET|HEAD /{code}` requests, the bulk of the
-/// traffic, go straight to the redirect edge, and `POST /api/v1/links` straight to the create
-/// handler; everything else through the axum router.
-#[derive(Clone)]
-pub struct Edge {
-    state: Shared,
+pub struct PublicService {
+    state: Arc<HttpState>,
     router: Router,
 }
 
-impl Edge {
+impl PublicService {
     /// Handling for the public listener over `state`.
     pub fn new(state: HttpState) -> Self {
-        let state = Shared(Arc::new(state));
+        let state = Arc::new(state);
         Self {
-            router: router(state.clone()),
+            router: router(Arc::clone(&state)),
             state,
         }
     }
 
     /// Answers `request` from `peer` at once when no store read is needed: a plain
     /// `GET|HEAD /{code}` whose code is cached (or cannot be a code). `None`: call
-    /// [`Edge::handle`].
+    /// [`PublicService::handle`].
     pub fn handle_cached(&self, peer: SocketAddr, request: &Request<Incoming>) -> Option<Response> {
-        let code = edge::direct_code(request)?;
-        edge::answer_cached(&self.state, peer, code, request.method(), request.headers())
+        let code = redirect::direct_code(request)?;
+        redirect::answer_cached(&self.state, peer, code, request.method(), request.headers())
     }
 
     /// Answers one request from `peer`.
     pub async fn handle(&self, peer: SocketAddr, mut request: Request<Incoming>) -> Response {
-        if let Some(code) = edge::direct_code(&request) {
-            return edge::answer(&self.state, peer, code, request.method(), request.headers())
+        if let Some(code) = redirect::direct_code(&request) {
+            return redirect::answer(&self.state, peer, code, request.method(), request.headers())
                 .await;
         }
         if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
             // The route the router would pick, without its matching and boxed futures.
-            return api::create(State(self.state.clone()), request.map(Body::new)).await;
+            return api::create(State(Arc::clone(&self.state)), request.map(Body::new)).await;
         }
         request.extensions_mut().insert(ConnectInfo(peer));
         match self.router.clone().oneshot(request.map(Body::new)).await {
@@ -99,7 +100,7 @@ impl Edge {
 /// Where links are created.
 const CREATE_PATH: &str = "/api/v1/links";
 
-fn router(state: Shared) -> Router {
+fn router(state: Arc<HttpState>) -> Router {
     Router::new()
         .route(
             CREATE_PATH,
@@ -113,8 +114,8 @@ fn router(state: Shared) -> Router {
         )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))
-        .route("/{code}", get(edge::redirect))
-        .fallback(edge::fallback)
+        .route("/{code}", get(redirect::redirect))
+        .fallback(redirect::fallback)
         .with_state(state)
 }
 

@@ -2,15 +2,15 @@
 //! heads, the peer address in every request, and a bounded graceful drain.
 //!
 //! `axum::serve` offers neither a header read timeout nor a drain bound, so the loop is written
-//! here on hyper's connection builder. Each request is first offered to [`Edge::handle_cached`],
-//! which answers cached redirects at once; the rest go to [`Edge::handle`].
+//! here on hyper's connection builder. Each request is first offered to [`PublicService::handle_cached`],
+//! which answers cached redirects at once; the rest go to [`PublicService::handle`].
 //!
 //! hyper's own `header_read_timeout` is not used: it boxes and registers a fresh timer for every
 //! request on a keep-alive connection (about an eighth of the user-space instructions of a
 //! cached redirect). The watchdog here costs each connection one timer, re-armed once per timeout, and
 //! each request two stores to a counter that only its connection's task writes.
 
-use super::Edge;
+use super::PublicService;
 use futures::future::Either;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -24,9 +24,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// What every request of one connection shares: the edge, the peer, and the connection's progress.
+/// What every request of one connection shares: the service, the peer, and the connection's progress.
 struct Connection {
-    edge: Arc<Edge>,
+    service: Arc<PublicService>,
     peer: SocketAddr,
     /// Request heads received plus responses made, on this connection: odd while a request is
     /// being answered, even while the connection waits for its next request head (or writes a
@@ -45,7 +45,7 @@ impl Connection {
     }
 }
 
-/// Serves `edge` on `listener` until `stop` is cancelled, then waits up to `drain` for
+/// Serves `service` on `listener` until `stop` is cancelled, then waits up to `drain` for
 /// in-flight requests. A client that does not finish sending its headers within
 /// `header_timeout` is disconnected: a connection that waits for a request head through a
 /// whole `header_timeout` (a new connection, an idle keep-alive one, or one whose client sends
@@ -53,7 +53,7 @@ impl Connection {
 /// request being answered, its body included, is never cut by this timeout.
 pub async fn serve(
     listener: TcpListener,
-    edge: Edge,
+    service: PublicService,
     header_timeout: Duration,
     stop: CancellationToken,
     drain: Duration,
@@ -62,7 +62,7 @@ pub async fn serve(
     // No timer for hyper: the watchdog in each connection's task bounds header reads instead.
     builder.header_read_timeout(None).keep_alive(true);
     let graceful = GracefulShutdown::new();
-    let edge = Arc::new(edge);
+    let service = Arc::new(service);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -78,7 +78,7 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let connection = Arc::new(Connection {
-            edge: Arc::clone(&edge),
+            service: Arc::clone(&service),
             peer,
             progress: AtomicU64::new(0),
         });
@@ -89,14 +89,14 @@ pub async fn serve(
             // request is dropped before hyper reads on. A request held until its future is
             // first polled still shares hyper's read buffer when hyper tries its next read, so
             // hyper would allocate a new buffer (8 KiB) for every request.
-            if let Some(response) = requests.edge.handle_cached(requests.peer, &request) {
+            if let Some(response) = requests.service.handle_cached(requests.peer, &request) {
                 drop(request);
                 requests.step();
                 return Either::Left(std::future::ready(Ok::<_, Infallible>(response)));
             }
             let connection = Arc::clone(&requests);
             Either::Right(async move {
-                let response = connection.edge.handle(connection.peer, request).await;
+                let response = connection.service.handle(connection.peer, request).await;
                 connection.step();
                 Ok::<_, Infallible>(response)
             })

@@ -1,127 +1,123 @@
-//! Link storage behind one narrow interface, with a PostgreSQL and an embedded SQLite backend.
+//! Link storage behind one interface ([`LinkStore`]), with a PostgreSQL and an embedded SQLite
+//! backend; [`Store`] holds either and is what the rest of the node uses.
 //!
 //! Both backends keep the same guarantees:
 //! - a code maps to at most one row, ever (byte-wise comparison: `PRIMARY KEY(code)` on
 //!   PostgreSQL; on SQLite a generated row sits at the rowid of its ID and other codes have a
-//!   unique index, see [`SqliteStore`]), and a stored URL never changes (there is no update of
+//!   unique index, see [`sqlite`]), and a stored URL never changes (there is no update of
 //!   `long_url`);
-//! - [`Store::insert`] returns only after the row is committed (synchronous commit), so an
+//! - [`LinkStore::insert`] returns only after the row is committed and durable, so an
 //!   acknowledged create is never lost;
 //! - conflicts are reported, never papered over: a taken code is [`InsertOutcome::CodeTaken`],
 //!   a dedup or idempotency hit returns the existing link.
+//!
+//! Each backend batches concurrent creates itself: PostgreSQL through a writer task that sends
+//! whatever rows are waiting as one statement ([`postgres`]), SQLite on the writer thread that
+//! owns the file's one writer connection and fsyncs each round once ([`sqlite`]).
+//!
+//! Layout: [`model`] (the values that cross the interface), `migrate` (the versioned schema
+//! of both backends), `reply` (answering the callers of one batch), one folder per backend.
 
-mod batch;
 mod migrate;
-mod postgres;
-mod sqlite;
-mod sqlite_writer;
-mod walsync;
+pub mod model;
+pub mod postgres;
+mod reply;
+pub mod sqlite;
 
-use crate::domain::Link;
-pub use batch::{BatchWriter, WriterStats};
-use chrono::{DateTime, Utc};
-pub use postgres::{ListenEvent, NOTIFY_CHANNEL, PgStore};
-pub use sqlite::SqliteStore;
-pub use walsync::Durability;
+use crate::domain::{ClickCounts, CompactCode, Link};
+use id_client::LeaseSource;
+pub use model::{
+    ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError, WriterStats,
+    kind_name,
+};
+pub use postgres::{ChangeFeed, PgSettings, PgStore};
+pub use sqlite::{Durability, SqliteStore};
+use std::future::Future;
+use std::sync::Arc;
 
-/// What kind of code a row holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Derived from a leased ID.
-    Generated,
-    /// Random and unguessable.
-    Private,
-    /// Chosen by the caller.
-    Alias,
+/// Click counts of several codes, written in one batch. Shared, so the caller keeps the rows to
+/// retry with and a backend that writes on another thread needs no copy.
+pub type ClickRows = Arc<[(CompactCode, ClickCounts)]>;
+
+/// What a link store does. Both backends implement it with the same signatures and the same
+/// guarantees (see the [module](self) docs); [`Store`] dispatches to one of them.
+pub trait LinkStore: Send + Sync {
+    /// Applies pending migrations (and, embedded, checks the file's code space); returns how
+    /// many ran.
+    fn migrate(&self) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    /// Inserts one link (see [`InsertOutcome`]), batched with concurrent inserts where it can
+    /// be (a link with an idempotency key takes a transaction of its own); returns after the
+    /// commit is durable.
+    fn insert(
+        &self,
+        link: NewLink,
+    ) -> impl Future<Output = Result<InsertOutcome, StoreError>> + Send;
+
+    /// Inserts many links (none with an idempotency key) with one commit; outcomes in input
+    /// order, each row's conflicts resolved on its own.
+    fn insert_many(
+        &self,
+        links: Vec<NewLink>,
+    ) -> impl Future<Output = Result<Vec<InsertOutcome>, StoreError>> + Send;
+
+    /// Reads a link by code (live, deleted or expired), without its click counts.
+    fn get(&self, code: &str) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
+
+    /// Reads a link with its click counts.
+    fn get_with_clicks(
+        &self,
+        code: &str,
+    ) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
+
+    /// The live link with this dedup key, if any.
+    fn find_dedup(
+        &self,
+        dedup_key: &[u8],
+    ) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
+
+    /// The fingerprint and link of an idempotency key already used by `owner`.
+    fn find_idempotent(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<(Vec<u8>, Link)>, StoreError>> + Send;
+
+    /// Marks a link deleted (it answers 410 from then on) and frees its dedup key.
+    fn delete(&self, code: &str) -> impl Future<Output = Result<DeleteOutcome, StoreError>> + Send;
+
+    /// Checks the store answers.
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Adds batched click counts (one statement or transaction for the batch). On SQLite the
+    /// batch is committed but not yet fsynced when this returns: see
+    /// [`LinkStore::sync_clicks`].
+    fn add_clicks(&self, rows: ClickRows) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Returns once every click count added so far is durable: one fsync on SQLite (one per
+    /// flush instead of one per batch), nothing on PostgreSQL, where each commit is durable.
+    fn sync_clicks(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// How many links exist, of every kind and state (a full count: for tests and tools, never
+    /// for a request path).
+    fn count_links(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// What the backend's write batching has done so far.
+    fn writer_stats(&self) -> &WriterStats;
+
+    /// What the group commit has done so far, where the backend has one (SQLite).
+    fn durability(&self) -> Option<Durability>;
+
+    /// The feed of changes made by other nodes, where several nodes share the store
+    /// (PostgreSQL). `None` where this node is the only writer.
+    fn change_feed(&self) -> Option<ChangeFeed>;
+
+    /// A lease source over the store's own ledger, where the store is one (embedded SQLite);
+    /// `None` where IDs come from the id-service.
+    fn embedded_lease_source(&self, namespace: &str, holder: &str) -> Option<Arc<dyn LeaseSource>>;
 }
 
-impl Kind {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Generated => "generated",
-            Kind::Private => "private",
-            Kind::Alias => "alias",
-        }
-    }
-}
-
-/// An idempotency key claimed by a create.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Idempotency {
-    /// The caller's key.
-    pub key: String,
-    /// A digest of the request, to tell a true retry from a reused key.
-    pub fingerprint: Vec<u8>,
-}
-
-/// A row to insert.
-#[derive(Debug, Clone)]
-pub struct NewLink {
-    /// The code.
-    pub code: String,
-    /// The serialized target URL.
-    pub url: String,
-    /// The code's kind.
-    pub kind: Kind,
-    /// The generated ID, for generated codes; `code` must then be the code space's code for
-    /// it (the embedded store files the row under the ID and finds it by decoding the code).
-    pub id: Option<u64>,
-    /// Expiry.
-    pub expires_at: Option<DateTime<Utc>>,
-    /// The API key (its id) that created it.
-    pub owner: String,
-    /// Dedup key, for dedup creates.
-    pub dedup_key: Option<Vec<u8>>,
-    /// Idempotency claim, if the request carried a key.
-    pub idempotency: Option<Idempotency>,
-}
-
-/// The result of an insert.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InsertOutcome {
-    /// The row was committed.
-    Created(Link),
-    /// The code is already taken; nothing was written.
-    CodeTaken,
-    /// A live link with the same dedup key exists; it is returned and nothing new was written.
-    Deduplicated(Link),
-    /// The idempotency key was used before for the same request: the first result.
-    Replayed(Link),
-    /// The idempotency key was used before for a different request; nothing was written.
-    IdempotencyMismatch,
-}
-
-/// The result of a delete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeleteOutcome {
-    /// The link was live and is now deleted.
-    Deleted,
-    /// The link had been deleted before.
-    AlreadyDeleted,
-    /// No such code.
-    NotFound,
-}
-
-/// Storage failures.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    /// The statement was rolled back by a deadlock or serialization failure; nothing was
-    /// written and it can be run again at once.
-    #[error("store conflict, retry: {0}")]
-    Retry(String),
-    /// The connection failed after a write was sent: it may or may not have been committed.
-    #[error("store connection lost during a write; the outcome is unknown: {0}")]
-    Ambiguous(String),
-    /// The database cannot be reached (or timed out); retrying later may work.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// Anything else (a bug or a schema problem).
-    #[error("store error: {0}")]
-    Internal(String),
-}
-
-/// The store of one node: PostgreSQL (distributed) or SQLite (embedded).
+/// The store of one node: PostgreSQL (distributed) or SQLite (embedded). Cheap to clone.
 #[derive(Clone)]
 pub enum Store {
     /// Shared PostgreSQL.
@@ -130,103 +126,83 @@ pub enum Store {
     Sqlite(SqliteStore),
 }
 
-impl Store {
-    /// Inserts a link (see [`InsertOutcome`]); returns after commit.
-    pub async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
-        match self {
-            Store::Postgres(s) => s.insert(link).await,
-            Store::Sqlite(s) => s.insert(link).await,
+/// Runs the same call on whichever backend `store` holds. The only place that looks at the
+/// variant.
+macro_rules! dispatch {
+    ($store:expr, $backend:ident => $call:expr) => {
+        match $store {
+            Store::Postgres($backend) => $call,
+            Store::Sqlite($backend) => $call,
         }
+    };
+}
+
+impl LinkStore for Store {
+    async fn migrate(&self) -> Result<usize, StoreError> {
+        dispatch!(self, s => s.migrate().await)
     }
 
-    /// Inserts many links (none with an idempotency key) in one round trip and one commit;
-    /// outcomes in input order.
-    pub async fn insert_many(&self, links: &[NewLink]) -> Result<Vec<InsertOutcome>, StoreError> {
-        match self {
-            Store::Postgres(s) => s.insert_many(links).await,
-            Store::Sqlite(s) => s.insert_many(links.to_vec()).await,
-        }
+    async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
+        dispatch!(self, s => s.insert(link).await)
     }
 
-    /// Reads a link by code (live, deleted or expired).
-    pub async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        match self {
-            Store::Postgres(s) => s.get(code).await,
-            Store::Sqlite(s) => s.get(code).await,
-        }
+    async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
+        dispatch!(self, s => s.insert_many(links).await)
     }
 
-    /// Reads a link with its click counts.
-    pub async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        match self {
-            Store::Postgres(s) => s.get_with_clicks(code).await,
-            Store::Sqlite(s) => s.get_with_clicks(code).await,
-        }
+    async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        dispatch!(self, s => s.get(code).await)
     }
 
-    /// The live link with this dedup key, if any.
-    pub async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
-        match self {
-            Store::Postgres(s) => s.find_dedup(dedup_key).await,
-            Store::Sqlite(s) => s.find_dedup(dedup_key).await,
-        }
+    async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        dispatch!(self, s => s.get_with_clicks(code).await)
     }
 
-    /// The fingerprint and link of an idempotency key already used by `owner`.
-    pub async fn find_idempotent(
+    async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
+        dispatch!(self, s => s.find_dedup(dedup_key).await)
+    }
+
+    async fn find_idempotent(
         &self,
         owner: &str,
         key: &str,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
-        match self {
-            Store::Postgres(s) => s.find_idempotent(owner, key).await,
-            Store::Sqlite(s) => s.find_idempotent(owner, key).await,
-        }
+        dispatch!(self, s => s.find_idempotent(owner, key).await)
     }
 
-    /// Marks a link deleted (it answers 410 from then on) and frees its dedup key.
-    pub async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
-        match self {
-            Store::Postgres(s) => s.delete(code).await,
-            Store::Sqlite(s) => s.delete(code).await,
-        }
+    async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
+        dispatch!(self, s => s.delete(code).await)
     }
 
-    /// Checks the store answers.
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        match self {
-            Store::Postgres(s) => s.ping().await,
-            Store::Sqlite(s) => s.ping().await,
-        }
+    async fn ping(&self) -> Result<(), StoreError> {
+        dispatch!(self, s => s.ping().await)
     }
 
-    /// Adds batched click counts (one statement or transaction for the whole batch). Shared,
-    /// so the caller keeps the rows to retry with and the writer needs no copy. On SQLite the
-    /// batch is committed but not yet fsynced when this returns: see [`Store::sync_clicks`].
-    pub async fn add_clicks(
-        &self,
-        rows: std::sync::Arc<[(crate::code_map_key::CodeMapKey, crate::domain::ClickCounts)]>,
-    ) -> Result<(), StoreError> {
-        match self {
-            Store::Postgres(s) => s.add_clicks(&rows).await,
-            Store::Sqlite(s) => s.add_clicks(rows).await,
-        }
+    async fn add_clicks(&self, rows: ClickRows) -> Result<(), StoreError> {
+        dispatch!(self, s => s.add_clicks(rows).await)
     }
 
-    /// Returns once every click count added so far is durable: one fsync on SQLite (one per
-    /// flush instead of one per batch), nothing on PostgreSQL, where each commit is durable.
-    pub async fn sync_clicks(&self) -> Result<(), StoreError> {
-        match self {
-            Store::Postgres(_) => Ok(()),
-            Store::Sqlite(s) => s.sync_clicks().await,
-        }
+    async fn sync_clicks(&self) -> Result<(), StoreError> {
+        dispatch!(self, s => s.sync_clicks().await)
     }
 
-    /// How many links exist, of every kind and state.
-    pub async fn count_links(&self) -> Result<u64, StoreError> {
-        match self {
-            Store::Postgres(s) => s.count_links().await,
-            Store::Sqlite(s) => s.count_links().await,
-        }
+    async fn count_links(&self) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.count_links().await)
+    }
+
+    fn writer_stats(&self) -> &WriterStats {
+        dispatch!(self, s => s.writer_stats())
+    }
+
+    fn durability(&self) -> Option<Durability> {
+        dispatch!(self, s => s.durability())
+    }
+
+    fn change_feed(&self) -> Option<ChangeFeed> {
+        dispatch!(self, s => s.change_feed())
+    }
+
+    fn embedded_lease_source(&self, namespace: &str, holder: &str) -> Option<Arc<dyn LeaseSource>> {
+        dispatch!(self, s => s.embedded_lease_source(namespace, holder))
     }
 }

@@ -1,0 +1,114 @@
+//! Building and running a node: the same code for `main` and for tests.
+//!
+//! [`App::build`] validates the configuration, opens the store and keys (`resources`), binds
+//! the three listeners and wires the node's parts (`node`). [`App::run`] starts the listeners
+//! (`servers`) and the background tasks (`tasks`), waits for the shutdown signal, then drains:
+//! readiness off, in-flight requests finished within the bound, background work (the last
+//! click flush) stopped, the admin port last.
+
+mod node;
+mod resources;
+mod servers;
+mod tasks;
+
+pub use node::Node;
+pub use resources::{API_KEYS_FILE, DB_FILE, KEY_FILE, Resources, prepare};
+
+use crate::config::Config;
+use anyhow::Context;
+use servers::{Listeners, Servers};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tasks::Tasks;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// How long a background task may take to stop (the last click flush among them).
+const TASK_STOP: Duration = Duration::from_secs(5);
+
+/// A node with its listeners bound, ready to [`run`](App::run).
+pub struct App {
+    config: Config,
+    listeners: Listeners,
+    addrs: [SocketAddr; 3],
+    node: Arc<Node>,
+}
+
+impl App {
+    /// Validates `config`, prepares the store, keys and ID pool, and binds every listener
+    /// (port 0 picks a free port).
+    pub async fn build(config: Config) -> anyhow::Result<App> {
+        config.validate().context("validate configuration")?;
+        let resources = resources::prepare(&config).await?;
+        let bind = |addr: SocketAddr, what: &'static str| async move {
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind {what} listener {addr}"))
+        };
+        let listeners = Listeners {
+            http: bind(config.http_addr, "HTTP").await?,
+            grpc: bind(config.grpc_addr, "gRPC").await?,
+            admin: bind(config.admin_addr, "admin").await?,
+        };
+        let addrs = [
+            listeners.http.local_addr().context("read HTTP address")?,
+            listeners.grpc.local_addr().context("read gRPC address")?,
+            listeners.admin.local_addr().context("read admin address")?,
+        ];
+        let node = Arc::new(Node::wire(&config, resources, addrs[0])?);
+        Ok(App {
+            config,
+            listeners,
+            addrs,
+            node,
+        })
+    }
+
+    /// The bound public HTTP address.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.addrs[0]
+    }
+
+    /// The bound gRPC address.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.addrs[1]
+    }
+
+    /// The bound admin address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.addrs[2]
+    }
+
+    /// The node's parts (for tests and embedding: its store, ID pool, counters).
+    pub fn node(&self) -> Arc<Node> {
+        Arc::clone(&self.node)
+    }
+
+    /// Serves until `shutdown` is cancelled; then readiness goes off first (`/readyz` 503, gRPC
+    /// health NOT_SERVING) and in-flight requests drain within the configured bound. Pending
+    /// click counts are flushed last.
+    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let App {
+            config,
+            listeners,
+            addrs: [http_addr, grpc_addr, admin_addr],
+            node,
+        } = self;
+        let tasks = Tasks::start(&node, Duration::from_millis(config.click_flush_interval_ms));
+        let mut servers = Servers::start(&node, &config, listeners).await?;
+        let ready = node.ids.wait_ready(Duration::from_secs(5)).await;
+        tracing::info!(%http_addr, %grpc_addr, %admin_addr, ids_ready = ready, "shortener serving");
+        if let Some(banner) = node.banner() {
+            tracing::info!("{banner}");
+        }
+
+        shutdown.cancelled().await;
+        let drain = config.drain();
+        tracing::info!(?drain, "shutting down: readiness off, draining");
+        servers.drain(&node, drain).await;
+        tasks.stop(TASK_STOP).await;
+        servers.stop_admin().await;
+        Ok(())
+    }
+}

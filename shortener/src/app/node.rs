@@ -1,0 +1,214 @@
+//! Wiring: every long-lived part of a node, made once from its configuration and resources,
+//! and the state each listener is given.
+
+use super::resources::Resources;
+use crate::access::Admission;
+use crate::admin::AdminState;
+use crate::clicks::ClickRecorder;
+use crate::config::Config;
+use crate::domain::{CreateRules, PublicBase};
+use crate::grpc::LinksApi;
+use crate::http::HttpState;
+use crate::http::redirect::{CacheConfig, LinkCache, Resolver};
+use crate::limits::{ClientAddressPolicy, Limits, Rate};
+use crate::links::LinkService;
+use crate::metrics::{Metrics, Sources};
+use crate::store::Store;
+use anyhow::Context;
+use axum::http::StatusCode;
+use codespace::CodeSpace;
+use id_client::{IdPool, PoolConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// The parts of a running node. Each is shared by the listeners and tasks that need it; none
+/// reaches another through this struct.
+pub struct Node {
+    /// The link store.
+    pub store: Store,
+    /// IDs in hand.
+    pub ids: Arc<IdPool>,
+    /// The code space (key and base length).
+    pub space: Arc<CodeSpace>,
+    /// The redirect cache.
+    pub cache: LinkCache,
+    /// Creates, reads and deletes links.
+    pub links: Arc<LinkService>,
+    /// Where codes redirect.
+    pub resolver: Arc<Resolver>,
+    /// Pending click counts.
+    pub clicks: Arc<ClickRecorder>,
+    /// Rate limits.
+    pub limits: Arc<Limits>,
+    /// Admits API requests.
+    pub admission: Arc<Admission>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// What a create must pass.
+    pub rules: CreateRules,
+    /// The base of short URLs.
+    pub public: PublicBase,
+    /// Cleared first on shutdown, so load balancers stop sending traffic before the drain.
+    pub accepting: Arc<AtomicBool>,
+    /// Where a generated API key was written, to tell the operator (embedded mode only).
+    pub generated_api_key_file: Option<PathBuf>,
+}
+
+impl Node {
+    /// Wires a node for `config` over `resources`, serving public HTTP on `http_addr` (the base
+    /// of short URLs unless `SHORTENER_PUBLIC_URL` sets one). The ID pool starts leasing at once.
+    pub fn wire(
+        config: &Config,
+        resources: Resources,
+        http_addr: SocketAddr,
+    ) -> anyhow::Result<Self> {
+        let public = PublicBase::new(
+            &config
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{}", display_addr(http_addr))),
+        );
+        let rules = CreateRules {
+            max_url_length: config.max_url_length,
+            own_host: public.host(),
+            code_length: resources.space.length(),
+        };
+        let ids = Arc::new(IdPool::start(
+            resources.lease_source,
+            PoolConfig {
+                min_block: config.min_block,
+                max_block: config.max_block,
+                initial_block: config.min_block.max(1000).min(config.max_block),
+                ..PoolConfig::default()
+            },
+        ));
+        let cache = LinkCache::new(CacheConfig {
+            max_bytes: config.cache_bytes,
+            ttl: Duration::from_secs(config.cache_ttl),
+            negative_ttl: Duration::from_millis(config.negative_cache_ttl_ms),
+        });
+        let store = resources.store;
+        let links = Arc::new(LinkService::new(
+            store.clone(),
+            Arc::clone(&ids),
+            Arc::clone(&resources.space),
+            Arc::new(cache.clone()),
+        ));
+        let resolver = Arc::new(Resolver::new(
+            store.clone(),
+            cache.clone(),
+            Arc::clone(&resources.space),
+        ));
+        let clicks = Arc::new(ClickRecorder::default());
+        let metrics = Arc::new(Metrics::new(Sources {
+            ids: Arc::clone(&ids),
+            lookups: resolver.counters(),
+            creates: links.counters(),
+            cache: cache.clone(),
+            clicks: Arc::clone(&clicks),
+            store: store.clone(),
+            capacity: resources.space.capacity(),
+        }));
+        let limits = Arc::new(Limits::new(
+            Rate {
+                per_second: config.not_found_rate,
+                burst: config.not_found_burst,
+            },
+            Rate {
+                per_second: config.create_rate,
+                burst: config.create_burst,
+            },
+        ));
+        let admission = Arc::new(Admission::new(
+            resources.api_keys,
+            Arc::clone(&limits),
+            Arc::clone(&metrics),
+            config.batch_limit,
+        ));
+        Ok(Self {
+            store,
+            ids,
+            space: resources.space,
+            cache,
+            links,
+            resolver,
+            clicks,
+            limits,
+            admission,
+            metrics,
+            rules,
+            public,
+            accepting: Arc::new(AtomicBool::new(true)),
+            generated_api_key_file: resources.generated_api_key_file,
+        })
+    }
+
+    /// The public listener's state.
+    pub fn http_state(&self, config: &Config) -> anyhow::Result<HttpState> {
+        let header = config
+            .client_ip_header
+            .as_deref()
+            .map(axum::http::HeaderName::try_from)
+            .transpose()
+            .context("client IP header")?;
+        Ok(HttpState {
+            links: Arc::clone(&self.links),
+            resolver: Arc::clone(&self.resolver),
+            clicks: Arc::clone(&self.clicks),
+            admission: Arc::clone(&self.admission),
+            rules: self.rules.clone(),
+            public: self.public.clone(),
+            redirect_status: StatusCode::from_u16(config.redirect_status)
+                .context("redirect status")?,
+            limits: Arc::clone(&self.limits),
+            client_policy: ClientAddressPolicy {
+                header,
+                trusted: config.trusted_proxies.clone(),
+            },
+            metrics: Arc::clone(&self.metrics),
+        })
+    }
+
+    /// The gRPC `Links` service.
+    pub fn links_api(&self) -> LinksApi {
+        LinksApi {
+            links: Arc::clone(&self.links),
+            admission: Arc::clone(&self.admission),
+            rules: self.rules.clone(),
+            public: self.public.clone(),
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
+
+    /// The admin listener's state.
+    pub fn admin_state(&self) -> AdminState {
+        AdminState {
+            store: self.store.clone(),
+            ids: Arc::clone(&self.ids),
+            accepting: Arc::clone(&self.accepting),
+            metrics: Arc::clone(&self.metrics),
+        }
+    }
+
+    /// What to tell the operator at start-up about a generated API key, if one was made.
+    pub fn banner(&self) -> Option<String> {
+        self.generated_api_key_file.as_ref().map(|path| {
+            format!(
+                "generated an API key in {path}; try:\n  curl -i -H \"Authorization: Bearer $(head -1 {path})\" -H 'Content-Type: application/json' -d '{{\"url\":\"https://example.com/\"}}' {public}api/v1/links",
+                path = path.display(),
+                public = self.public.as_str(),
+            )
+        })
+    }
+}
+
+fn display_addr(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        format!("localhost:{}", addr.port())
+    } else {
+        addr.to_string()
+    }
+}

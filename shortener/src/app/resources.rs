@@ -1,0 +1,175 @@
+//! Turning a [`Config`] into what a node runs on: its store (migrated), code space, API keys
+//! and lease source. `serve`, `migrate` and `preload` all start here.
+//!
+//! Embedded mode (no `DATABASE_URL`): a SQLite file in the data directory holds links and the
+//! lease ledger; a code-space key and an API key are generated there on first start (0600) unless
+//! configured. Distributed mode: PostgreSQL, the id-service, and keys that must be configured.
+
+use crate::access::{ApiKeys, generate_api_key};
+use crate::config::Config;
+use crate::secrets;
+use crate::store::{LinkStore, PgSettings, PgStore, SqliteStore, Store};
+use anyhow::{Context, bail};
+use codespace::{CodeKey, CodeSpace};
+use id_client::{GrpcLeaseSource, GrpcSourceConfig, LeaseSource};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The name of the SQLite file in the data directory.
+pub const DB_FILE: &str = "shortener.db";
+/// The generated code-space key file in the data directory.
+pub const KEY_FILE: &str = "code.key";
+/// The generated API key file in the data directory.
+pub const API_KEYS_FILE: &str = "api-keys";
+
+/// Everything a node needs besides its listeners.
+pub struct Resources {
+    /// The link store.
+    pub store: Store,
+    /// The code space (key and base length), shared by the service and the embedded store.
+    pub space: Arc<CodeSpace>,
+    /// Accepted API keys.
+    pub api_keys: ApiKeys,
+    /// Where IDs come from.
+    pub lease_source: Arc<dyn LeaseSource>,
+    /// Where a generated API key was written, to tell the operator (embedded mode only).
+    pub generated_api_key_file: Option<PathBuf>,
+}
+
+fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into());
+    format!("{host}-{}", std::process::id())
+}
+
+fn load_key(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<CodeKey> {
+    if let Some(text) = &config.key {
+        return CodeKey::parse(text).context("parse SHORTENER_KEY");
+    }
+    if let Some(path) = &config.key_file {
+        return secrets::read_code_key(path);
+    }
+    let path = generated_default
+        .context("a code-space key is required (SHORTENER_KEY_FILE or SHORTENER_KEY)")?;
+    if path.exists() {
+        secrets::read_code_key(path)
+    } else {
+        let key = secrets::generate_code_key_file(path, false)?;
+        tracing::info!(path = %path.display(), fingerprint = %key.fingerprint(), "generated a code-space key");
+        Ok(key)
+    }
+}
+
+/// The code space of `config`: its key (loaded or, embedded, generated) and base length.
+fn code_space(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<Arc<CodeSpace>> {
+    let key = load_key(config, generated_default)?;
+    let space = CodeSpace::new(&key, config.code_length).context("configure the code space")?;
+    tracing::info!(fingerprint = %space.fingerprint(), length = config.code_length, "code space ready");
+    Ok(Arc::new(space))
+}
+
+fn load_api_keys(
+    config: &Config,
+    generated_default: Option<&Path>,
+) -> anyhow::Result<(ApiKeys, Option<PathBuf>)> {
+    let mut entries: Vec<String> = config.api_keys.clone();
+    let mut generated = None;
+    let file = match (&config.api_keys_file, generated_default) {
+        (Some(path), _) => Some(path.clone()),
+        (None, Some(default)) if entries.is_empty() => {
+            if !default.exists() {
+                secrets::write_secret_file(default, &format!("{}\n", generate_api_key()), false)?;
+                generated = Some(default.to_path_buf());
+            }
+            Some(default.to_path_buf())
+        }
+        _ => None,
+    };
+    if let Some(path) = &file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read API keys file {}", path.display()))?;
+        entries.extend(text.lines().map(str::to_string));
+    }
+    let api_keys =
+        ApiKeys::from_entries(entries.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
+    if api_keys.is_empty() {
+        bail!("no API keys configured (SHORTENER_API_KEYS or SHORTENER_API_KEYS_FILE)");
+    }
+    Ok((api_keys, generated))
+}
+
+/// Builds the store, keys and lease source for `config` and applies migrations (within a
+/// tokio runtime: the PostgreSQL store starts its writer task).
+pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
+    let holder = config.holder.clone().unwrap_or_else(default_holder);
+    match &config.database_url {
+        Some(url) => {
+            let pg = PgStore::connect(&PgSettings {
+                url: url.clone(),
+                ca_file: config.database_ca_file.clone(),
+                max_connections: config.database_max_connections,
+                timeout: Duration::from_secs(3),
+                write_batch: config.write_batch,
+                write_concurrency: config.write_concurrency,
+            })
+            .context("configure the PostgreSQL pool")?;
+            pg.migrate().await.context("apply PostgreSQL migrations")?;
+            let space = code_space(config, None)?;
+            let (api_keys, _) = load_api_keys(config, None)?;
+            let source = GrpcLeaseSource::new(&GrpcSourceConfig {
+                endpoints: config.id_service.clone(),
+                namespace: config.id_namespace.clone(),
+                holder,
+                token: config.id_service_token.clone(),
+                connect_timeout: Duration::from_secs(2),
+                request_timeout: Duration::from_secs(5),
+            })
+            .context("configure the id-service client")?;
+            Ok(Resources {
+                store: Store::Postgres(pg),
+                space,
+                api_keys,
+                lease_source: Arc::new(source),
+                generated_api_key_file: None,
+            })
+        }
+        None => {
+            let dir = &config.data_dir;
+            create_private_dir(dir)?;
+            let space = code_space(config, Some(&dir.join(KEY_FILE)))?;
+            let sqlite =
+                SqliteStore::open(&dir.join(DB_FILE), Arc::clone(&space), config.write_batch)
+                    .context("open the SQLite store")?;
+            sqlite.migrate().await.context("apply SQLite migrations")?;
+            let (api_keys, generated) = load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
+            let store = Store::Sqlite(sqlite);
+            let lease_source = store
+                .embedded_lease_source(&config.id_namespace, &holder)
+                .context("the embedded store keeps its own lease ledger")?;
+            Ok(Resources {
+                store,
+                space,
+                api_keys,
+                lease_source,
+                generated_api_key_file: generated,
+            })
+        }
+    }
+}
+
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("create data directory {}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("restrict data directory {}", dir.display()))?;
+    }
+    Ok(())
+}

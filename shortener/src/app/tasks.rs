@@ -1,0 +1,61 @@
+//! The node's background work: the click flush, forgetting idle rate-limit clients, and (on a
+//! shared store) the change feed that keeps the redirect cache in step with other nodes.
+
+use super::node::Node;
+use crate::store::{ChangeEvent, LinkStore};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How often idle clients are dropped from the rate limiters.
+const HOUSEKEEPING: Duration = Duration::from_secs(60);
+
+/// The running background tasks.
+pub(super) struct Tasks {
+    stop: CancellationToken,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Tasks {
+    /// Starts every background task of `node`, flushing clicks every `click_flush`.
+    pub(super) fn start(node: &Node, click_flush: Duration) -> Self {
+        let stop = CancellationToken::new();
+        let mut handles = vec![
+            tokio::spawn({
+                let (clicks, store, stop) = (node.clicks.clone(), node.store.clone(), stop.clone());
+                async move { clicks.run(store, click_flush, stop).await }
+            }),
+            tokio::spawn({
+                let (limits, stop) = (node.limits.clone(), stop.clone());
+                async move {
+                    while tokio::time::timeout(HOUSEKEEPING, stop.cancelled())
+                        .await
+                        .is_err()
+                    {
+                        limits.housekeeping();
+                    }
+                }
+            }),
+        ];
+        if let Some(feed) = node.store.change_feed() {
+            let cache = node.cache.clone();
+            handles.push(tokio::spawn(feed.run(
+                move |event| match event {
+                    ChangeEvent::Changed(code) => cache.invalidate(&code),
+                    ChangeEvent::Reset => cache.clear(),
+                },
+                stop.clone(),
+            )));
+        }
+        Self { stop, handles }
+    }
+
+    /// Stops every task and waits for each up to `bound`; the click flush writes what is
+    /// pending before it ends.
+    pub(super) async fn stop(self, bound: Duration) {
+        self.stop.cancel();
+        for handle in self.handles {
+            let _ = tokio::time::timeout(bound, handle).await;
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! `shortener preload`: many generated links written the way creates write them, so a
+//! benchmark's store holds exactly what a node would have made.
+//!
+//! IDs are leased from the configured lease source (the embedded ledger or the id-service), so
+//! a node started on the same store never hands them out again; each row is the code the
+//! configured key gives its ID, inserted through [`LinkStore::insert_many`] in batches.
+
+use crate::app;
+use crate::config::Config;
+use crate::store::{InsertOutcome, LinkStore, NewLink};
+use anyhow::{Context, bail};
+use codespace::shape::CodeKind;
+use std::io::Write;
+
+/// Arguments of `shortener preload`.
+#[derive(Debug, clap::Args)]
+pub struct PreloadArgs {
+    /// How many links to write.
+    #[arg(long)]
+    pub count: u64,
+    /// Target URL of each link; `{id}` becomes its ID, zero-padded to 8 digits.
+    #[arg(long, default_value = "https://example.com/{id}")]
+    pub url_pattern: String,
+    /// The store, key and lease source to use, as for `serve`.
+    #[command(flatten)]
+    pub config: Config,
+}
+
+/// IDs leased at a time.
+const LEASE: u64 = 100_000;
+/// Rows per insert.
+const BATCH: usize = 2_000;
+
+/// Writes `args.count` links and prints one code per line to `out`, in ID order.
+pub async fn run(args: &PreloadArgs, out: impl Write) -> anyhow::Result<()> {
+    args.config.validate().context("validate configuration")?;
+    let resources = app::prepare(&args.config).await?;
+    let mut out = std::io::BufWriter::new(out);
+    let mut written = 0;
+    while written < args.count {
+        let lease = resources
+            .lease_source
+            .lease((args.count - written).min(LEASE))
+            .await
+            .context("lease IDs")?;
+        // A block larger than asked for leaves a gap, as any node's unused IDs do.
+        let ids: Vec<u64> = (lease.block.start..lease.block.end)
+            .take((args.count - written) as usize)
+            .collect();
+        for chunk in ids.chunks(BATCH) {
+            let links: Vec<NewLink> = chunk
+                .iter()
+                .map(|&id| NewLink {
+                    code: resources.space.encode(id),
+                    url: args.url_pattern.replace("{id}", &format!("{id:08}")),
+                    kind: CodeKind::Generated,
+                    id: Some(id),
+                    expires_at: None,
+                    owner: "preload".into(),
+                    dedup_key: None,
+                    idempotency: None,
+                })
+                .collect();
+            let outcomes = resources
+                .store
+                .insert_many(links)
+                .await
+                .context("insert links")?;
+            for outcome in outcomes {
+                match outcome {
+                    InsertOutcome::Created(link) => writeln!(out, "{}", link.code)?,
+                    other => bail!("a preloaded link was not created: {other:?}"),
+                }
+            }
+            written += chunk.len() as u64;
+        }
+    }
+    out.flush().context("write the codes")?;
+    Ok(())
+}

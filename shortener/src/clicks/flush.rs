@@ -1,0 +1,314 @@
+//! Writing the pending counts: shard by shard in code order, in chunks paced so that
+//! redirects and creates interleave with a large flush.
+
+use super::{ClickRecorder, SHARDS};
+use crate::domain::{ClickCounts, CompactCode};
+use crate::store::{LinkStore, Store};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Rows per store write of a flush. Each chunk is its own statement (PostgreSQL) or transaction
+/// (SQLite), followed by a pause of [`FLUSH_PACE`], so a flush of many codes never holds the
+/// store's writer, or on a small machine the CPU, for long at a stretch: redirects and creates
+/// interleave with it instead of queueing behind it.
+const FLUSH_CHUNK: usize = 256;
+
+/// The pause between the chunks of one flush.
+const FLUSH_PACE: Duration = Duration::from_millis(1);
+
+impl ClickRecorder {
+    /// Writes the pending counts to `store` in chunks of `FLUSH_CHUNK` (256) codes, paced by
+    /// `FLUSH_PACE` (1 ms), then makes them durable together ([`LinkStore::sync_clicks`]: one fsync per
+    /// flush on SQLite, not one per chunk); what fails to be written is kept for the next flush.
+    pub async fn flush(&self, store: &Store) {
+        if self.write_chunks(store).await
+            && let Err(error) = store.sync_clicks().await
+        {
+            // Committed, but no fsync is known to cover them yet (the store is stopping, or an
+            // fsync failed and it refuses writes until restart).
+            tracing::warn!(%error, "click counts were written but are not known to be on disk");
+        }
+    }
+
+    /// Writes the pending counts in chunks ([`Chunks`]); returns whether any was written. A
+    /// failed chunk puts itself and the rest of the shard it was cut from back and ends the
+    /// flush: the shards not yet taken keep their counts for the next one.
+    async fn write_chunks(&self, store: &Store) -> bool {
+        let mut chunks = Chunks::new(self);
+        let mut written = false;
+        loop {
+            let chunk = chunks.next_chunk();
+            if chunk.is_empty() {
+                return written;
+            }
+            if written {
+                tokio::time::sleep(FLUSH_PACE).await;
+            }
+            let chunk: Arc<[(CompactCode, ClickCounts)]> = chunk.into();
+            let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
+            if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
+                let rest = chunks.rest_of_shard();
+                tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
+                self.restore(&chunk);
+                self.restore(rest);
+                return written;
+            }
+            written = true;
+            self.flushed.fetch_add(total, Ordering::Relaxed);
+        }
+    }
+
+    /// Flushes every `interval` until `stop`, then once more.
+    pub async fn run(&self, store: Store, interval: Duration, stop: CancellationToken) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => self.flush(&store).await,
+                () = stop.cancelled() => break,
+            }
+        }
+        self.flush(&store).await;
+    }
+}
+
+/// The chunks of one flush, in code order (a fixed order keeps concurrent flushes of several
+/// nodes from deadlocking). A shard is taken only when the chunks before it have used up the
+/// one before, and a chunk runs on into the next shard, so a flush of a few codes is one chunk,
+/// not one per shard.
+struct Chunks<'a> {
+    recorder: &'a ClickRecorder,
+    shards: std::ops::Range<usize>,
+    /// The rest of the shard taken last; rows move off its front one by one (moving, not
+    /// copying, what is left behind them).
+    current: std::vec::IntoIter<(CompactCode, ClickCounts)>,
+}
+
+impl<'a> Chunks<'a> {
+    fn new(recorder: &'a ClickRecorder) -> Self {
+        Self {
+            recorder,
+            shards: 0..SHARDS,
+            current: Vec::new().into_iter(),
+        }
+    }
+
+    /// The next chunk of up to [`FLUSH_CHUNK`] codes; empty when every shard is used up.
+    fn next_chunk(&mut self) -> Vec<(CompactCode, ClickCounts)> {
+        let mut chunk = Vec::with_capacity(FLUSH_CHUNK);
+        loop {
+            chunk.extend(self.current.by_ref().take(FLUSH_CHUNK - chunk.len()));
+            if chunk.len() == FLUSH_CHUNK {
+                return chunk;
+            }
+            match self.shards.next() {
+                Some(shard) => self.current = self.recorder.take_shard(shard).into_iter(),
+                None => return chunk,
+            }
+        }
+    }
+
+    /// What is left of the shard the last chunk ended in.
+    fn rest_of_shard(&self) -> &[(CompactCode, ClickCounts)] {
+        self.current.as_slice()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clicks::Visit;
+
+    #[test]
+    fn chunks_are_full_run_across_shards_and_keep_code_order() {
+        let recorder = ClickRecorder::default();
+        let codes = 2 * FLUSH_CHUNK as u64 + 17;
+        record(&recorder, codes);
+        let mut chunks = Chunks::new(&recorder);
+        let mut sizes = Vec::new();
+        let mut all: Vec<String> = Vec::new();
+        loop {
+            let chunk = chunks.next_chunk();
+            if chunk.is_empty() {
+                break;
+            }
+            sizes.push(chunk.len());
+            all.extend(chunk.iter().map(|(code, _)| code.as_str().to_string()));
+        }
+        assert_eq!(sizes, [FLUSH_CHUNK, FLUSH_CHUNK, 17]);
+        let mut sorted: Vec<String> = (0..codes).map(code).collect();
+        sorted.sort_unstable();
+        assert_eq!(all, sorted);
+
+        // A few codes, one in each shard, make one chunk.
+        let recorder = ClickRecorder::default();
+        record(&recorder, 62);
+        let mut chunks = Chunks::new(&recorder);
+        assert_eq!(chunks.next_chunk().len(), 62);
+        assert!(chunks.next_chunk().is_empty());
+    }
+
+    fn counts(i: u64) -> ClickCounts {
+        ClickCounts {
+            human: i % 7,
+            head: 1,
+            bot: i % 3,
+        }
+    }
+
+    async fn sqlite(dir: &tempfile::TempDir, migrated: bool) -> Store {
+        let sqlite = crate::store::SqliteStore::open(
+            &dir.path().join("clicks.db"),
+            std::sync::Arc::new(
+                codespace::CodeSpace::new(
+                    &codespace::CodeKey::generate(),
+                    codespace::DEFAULT_LENGTH,
+                )
+                .expect("space"),
+            ),
+            256,
+        )
+        .expect("open");
+        if migrated {
+            sqlite.migrate().await.expect("migrate");
+        }
+        Store::Sqlite(sqlite)
+    }
+
+    /// The `i`-th test code. Codes start with each base62 character in turn, so they fall in
+    /// every shard.
+    fn code(i: u64) -> String {
+        let alphabet = codespace::ALPHABET;
+        format!("{}-{i:04}", char::from(alphabet[(i % 62) as usize]))
+    }
+
+    /// Links for the first `n` test codes.
+    async fn insert_links(store: &Store, n: u64) {
+        let links: Vec<crate::store::NewLink> = (0..n)
+            .map(|i| crate::store::NewLink {
+                code: code(i),
+                url: format!("https://example.com/{i}"),
+                kind: codespace::shape::CodeKind::Alias,
+                id: None,
+                expires_at: None,
+                owner: "o".into(),
+                dedup_key: None,
+                idempotency: None,
+            })
+            .collect();
+        store.insert_many(links).await.expect("links");
+    }
+
+    fn record(recorder: &ClickRecorder, codes: u64) -> u64 {
+        let mut total = 0;
+        for i in 0..codes {
+            let c = counts(i);
+            for (n, visit) in [
+                (c.human, Visit::Human),
+                (c.head, Visit::Head),
+                (c.bot, Visit::Bot),
+            ] {
+                for _ in 0..n {
+                    recorder.record(&code(i), visit);
+                }
+                total += n;
+            }
+        }
+        total
+    }
+
+    #[tokio::test]
+    async fn a_flush_of_several_chunks_writes_every_count() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = sqlite(&dir, true).await;
+        let codes = 2 * FLUSH_CHUNK as u64 + 17;
+        insert_links(&store, codes).await;
+        let recorder = ClickRecorder::default();
+        let total = record(&recorder, codes);
+        let before = store.durability().expect("an SQLite store");
+        recorder.flush(&store).await;
+        let after = store.durability().expect("an SQLite store");
+        assert_eq!(
+            after.wal_syncs - before.wal_syncs,
+            1,
+            "one fsync for the whole flush of three chunks"
+        );
+        assert_eq!(
+            after.writes - before.writes,
+            1,
+            "only the sync counts as a durable write"
+        );
+        assert_eq!(after.durable_writes, after.writes, "all of it durable");
+        assert_eq!(recorder.flushed.load(Ordering::Relaxed), total);
+        assert!(recorder.take().is_empty());
+        for i in [0, FLUSH_CHUNK as u64 - 1, FLUSH_CHUNK as u64, codes - 1] {
+            let link = store
+                .get_with_clicks(&code(i))
+                .await
+                .expect("get")
+                .expect("link");
+            assert_eq!(link.clicks, counts(i), "{}", code(i));
+        }
+    }
+
+    #[tokio::test]
+    async fn later_flushes_add_to_the_stored_counts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = sqlite(&dir, true).await;
+        let codes = FLUSH_CHUNK as u64 + 3;
+        insert_links(&store, codes + 1).await;
+        let recorder = ClickRecorder::default();
+        record(&recorder, codes);
+        recorder.flush(&store).await;
+        // The same codes again (each now has a row) and one code seen for the first time.
+        record(&recorder, codes);
+        let new = code(codes);
+        recorder.record(&new, Visit::Head);
+        recorder.flush(&store).await;
+        for i in [0, FLUSH_CHUNK as u64, codes - 1] {
+            let link = store
+                .get_with_clicks(&code(i))
+                .await
+                .expect("get")
+                .expect("link");
+            let once = counts(i);
+            let twice = ClickCounts {
+                human: 2 * once.human,
+                head: 2 * once.head,
+                bot: 2 * once.bot,
+            };
+            assert_eq!(link.clicks, twice, "{}", code(i));
+        }
+        let link = store
+            .get_with_clicks(&new)
+            .await
+            .expect("get")
+            .expect("link");
+        assert_eq!(
+            link.clicks,
+            ClickCounts {
+                human: 0,
+                head: 1,
+                bot: 0
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_keeps_every_count_for_the_next_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // No migrations: the click table does not exist, so the first chunk fails.
+        let store = sqlite(&dir, false).await;
+        let recorder = ClickRecorder::default();
+        let codes = FLUSH_CHUNK as u64 + 5;
+        let total = record(&recorder, codes);
+        recorder.flush(&store).await;
+        assert_eq!(recorder.flushed.load(Ordering::Relaxed), 0);
+        let kept = recorder.take();
+        assert_eq!(kept.len() as u64, codes);
+        let kept_total: u64 = kept.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
+        assert_eq!(kept_total, total);
+    }
+}

@@ -1,0 +1,210 @@
+//! Click counting off the redirect path.
+//!
+//! A redirect only bumps an in-memory counter ([`ClickRecorder::record`]); a background task
+//! writes the accumulated counts every flush interval in chunks, one batched write each (never a
+//! write per redirect, never a trigger on the link row; `flush`). A crash loses at most the
+//! counts of one flush interval (and of the flush that was writing them). [`classify`] tells
+//! people from bots and HEAD requests.
+
+mod classify;
+mod flush;
+
+pub use classify::{Visit, classify};
+
+use crate::domain::{ClickCounts, CompactCode};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
+/// How many independently locked parts the pending counts are split into, so redirects on
+/// different codes (and the flush) rarely wait for one another.
+const SHARDS: usize = 16;
+
+/// The shard of a code by its first byte, in byte order: every code of shard `i` sorts before
+/// every code of shard `i + 1`. A flush can then take, sort and write one shard at a time and
+/// still write all codes in order (so each page of the click table is written about once per
+/// flush),
+/// without ever holding the runtime's thread for a sort of every pending code. Generated and
+/// private codes start with a uniformly random base62 character, so the 62 characters are
+/// spread evenly; other bytes go to the shard of the nearest base62 character below them.
+const SHARD_OF_FIRST_BYTE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    let mut below = 0; // base62 characters that sort before `byte`
+    while byte < 256 {
+        let shard = below * SHARDS / codespace::ALPHABET.len();
+        table[byte] = if shard < SHARDS {
+            shard as u8
+        } else {
+            (SHARDS - 1) as u8
+        };
+        if codespace::digit_value(byte as u8).is_some() {
+            below += 1;
+        }
+        byte += 1;
+    }
+    table
+};
+
+fn shard_of(code: &str) -> usize {
+    let first = code.as_bytes().first().copied().unwrap_or(0);
+    usize::from(SHARD_OF_FIRST_BYTE[usize::from(first)])
+}
+
+/// Pending counts by code. Only codes that resolved to a link are ever recorded, so the keys are
+/// not attacker-chosen; a fast seeded hash is enough. Keys hold short codes inline: recording a
+/// code's first click of an interval allocates nothing, and a lookup follows no pointer.
+type Pending = HashMap<CompactCode, ClickCounts, foldhash::fast::RandomState>;
+
+/// Pending counts, flushed in batches.
+#[derive(Default)]
+pub struct ClickRecorder {
+    shards: [Mutex<Pending>; SHARDS],
+    /// Clicks written to the store since start.
+    pub flushed: AtomicU64,
+}
+
+fn lock(shard: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
+    // Counters stay consistent whatever panicked while holding the lock.
+    shard.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ClickRecorder {
+    fn shard(&self, code: &str) -> &Mutex<Pending> {
+        &self.shards[shard_of(code)]
+    }
+
+    /// Counts one redirect of `code`.
+    pub fn record(&self, code: &str, visit: Visit) {
+        let mut pending = lock(self.shard(code));
+        let counts = match pending.get_mut(code.as_bytes()) {
+            Some(counts) => counts,
+            None => pending.entry(CompactCode::new(code)).or_default(),
+        };
+        match visit {
+            Visit::Human => counts.human += 1,
+            Visit::Head => counts.head += 1,
+            Visit::Bot => counts.bot += 1,
+        }
+    }
+
+    /// Takes the pending counts of one shard, sorted by code. The shard is swapped under its lock
+    /// for an empty map with room for as many codes as the one taken held (the next interval has
+    /// about as many, and a map growing from nothing rehashes on the redirect path), so
+    /// redirects wait for a pointer swap, never for the copy or the sort.
+    fn take_shard(&self, shard: usize) -> Vec<(CompactCode, ClickCounts)> {
+        let shard = &self.shards[shard];
+        // Sized under one lock and swapped under another, so the allocation does not hold up
+        // redirects (codes recorded in between go with the swap).
+        let capacity = lock(shard).len();
+        let empty = Pending::with_capacity_and_hasher(capacity, Default::default());
+        let taken = std::mem::replace(&mut *lock(shard), empty);
+        let mut rows: Vec<_> = taken.into_iter().collect();
+        // Keys compare in place (no pointer to follow for a short code, nothing to allocate).
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        rows
+    }
+
+    /// Takes every pending count, sorted by code.
+    #[cfg(test)]
+    fn take(&self) -> Vec<(CompactCode, ClickCounts)> {
+        (0..SHARDS)
+            .flat_map(|shard| self.take_shard(shard))
+            .collect()
+    }
+
+    fn restore(&self, rows: &[(CompactCode, ClickCounts)]) {
+        for (code, c) in rows {
+            let mut pending = lock(self.shard(code.as_str()));
+            let counts = pending.entry(code.clone()).or_default();
+            counts.human += c.human;
+            counts.head += c.head;
+            counts.bot += c.bot;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_accumulate_per_code() {
+        let recorder = ClickRecorder::default();
+        recorder.record("a", Visit::Human);
+        recorder.record("a", Visit::Human);
+        recorder.record("a", Visit::Bot);
+        recorder.record("b", Visit::Head);
+        // An alias too long for an inline key, and one sharing its first 22 bytes.
+        let long = "c-an-alias-longer-than-an-inline-key";
+        recorder.record(long, Visit::Human);
+        recorder.record(long, Visit::Human);
+        recorder.record(&long[..22], Visit::Bot);
+        let batch = recorder.take();
+        let codes: Vec<&str> = batch.iter().map(|(code, _)| code.as_str()).collect();
+        assert_eq!(codes, ["a", "b", &long[..22], long], "sorted by code");
+        assert_eq!((batch[2].1.human, batch[2].1.bot), (0, 1));
+        assert_eq!((batch[3].1.human, batch[3].1.bot), (2, 0));
+        assert_eq!(
+            batch[0].1,
+            ClickCounts {
+                human: 2,
+                head: 0,
+                bot: 1
+            }
+        );
+        assert_eq!(
+            batch[1].1,
+            ClickCounts {
+                human: 0,
+                head: 1,
+                bot: 0
+            }
+        );
+        recorder.restore(&batch);
+        assert_eq!(recorder.take().len(), 4);
+    }
+
+    #[test]
+    fn shards_split_codes_in_byte_order_and_evenly() {
+        for byte in 0..255 {
+            assert!(
+                SHARD_OF_FIRST_BYTE[byte] <= SHARD_OF_FIRST_BYTE[byte + 1],
+                "shard of byte {byte} after the next byte's"
+            );
+        }
+        let mut per_shard = [0; SHARDS];
+        for &byte in codespace::ALPHABET {
+            per_shard[usize::from(SHARD_OF_FIRST_BYTE[usize::from(byte)])] += 1;
+        }
+        assert!(
+            per_shard.iter().all(|&n| n == 3 || n == 4),
+            "base62 characters per shard: {per_shard:?}"
+        );
+        // Taken shard by shard, codes come out in byte order.
+        let recorder = ClickRecorder::default();
+        let codes = [
+            "zz",
+            "Z9",
+            "0a",
+            "a0",
+            "",
+            "-x",
+            "9",
+            "A",
+            "~",
+            "\u{e9}t\u{e9}",
+        ];
+        for code in codes {
+            recorder.record(code, Visit::Human);
+        }
+        let mut sorted = codes;
+        sorted.sort_unstable();
+        let taken: Vec<String> = recorder
+            .take()
+            .iter()
+            .map(|(code, _)| code.as_str().to_string())
+            .collect();
+        assert_eq!(taken, sorted);
+    }
+}

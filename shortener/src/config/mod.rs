@@ -1,0 +1,224 @@
+//! The node's configuration: flags and environment variables, validated before any port is
+//! bound (`validate`, which names the setting in every [`ConfigError`]).
+
+mod validate;
+
+pub use validate::ConfigError;
+
+use clap::{Args, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Configuration of `shortener serve`. Every flag has an environment variable (12-factor).
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Public HTTP listener: redirects (`GET /{code}`) and the JSON API (`/api/v1/...`).
+    #[arg(long, env = "SHORTENER_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+    /// Internal gRPC listener (`shortener.v1.Links`, health, reflection).
+    #[arg(long, env = "SHORTENER_GRPC_ADDR", default_value = "0.0.0.0:50052")]
+    pub grpc_addr: SocketAddr,
+    /// Admin listener: `/healthz`, `/readyz`, `/metrics`.
+    #[arg(long, env = "SHORTENER_ADMIN_ADDR", default_value = "0.0.0.0:9090")]
+    pub admin_addr: SocketAddr,
+    /// Embedded mode: the directory holding the SQLite file and generated keys.
+    #[arg(long, env = "SHORTENER_DATA_DIR", default_value = "data")]
+    pub data_dir: PathBuf,
+    /// PostgreSQL connection string; set it for the distributed mode (unset: embedded SQLite).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Most PostgreSQL connections this node opens.
+    #[arg(long, env = "SHORTENER_DATABASE_MAX_CONNECTIONS", default_value_t = 16)]
+    pub database_max_connections: usize,
+    /// PEM file of CA certificates trusted for TLS to PostgreSQL, besides the system's; used
+    /// with `sslmode=require` in DATABASE_URL, which verifies the server's certificate and name.
+    #[arg(long, env = "SHORTENER_DATABASE_CA_FILE")]
+    pub database_ca_file: Option<PathBuf>,
+    /// id-service addresses, comma-separated (`http://id-service:50051`); required with DATABASE_URL.
+    #[arg(long, env = "SHORTENER_ID_SERVICE", value_delimiter = ',')]
+    pub id_service: Vec<String>,
+    /// Bearer token for the id-service, if it requires one.
+    #[arg(long, env = "SHORTENER_ID_SERVICE_TOKEN", hide_env_values = true)]
+    pub id_service_token: Option<String>,
+    /// The ID namespace this deployment leases from.
+    #[arg(long, env = "SHORTENER_ID_NAMESPACE", default_value = "links")]
+    pub id_namespace: String,
+    /// This node's identity in the lease ledger (default: host name and process id).
+    #[arg(long, env = "SHORTENER_HOLDER")]
+    pub holder: Option<String>,
+    /// Code-space key file (32 bytes as hex or base64); the same on every node.
+    /// Embedded mode default: `<data dir>/code.key`, generated on first start.
+    #[arg(long, env = "SHORTENER_KEY_FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Code-space key given directly (hex or base64), instead of a file.
+    #[arg(
+        long,
+        env = "SHORTENER_KEY",
+        hide_env_values = true,
+        conflicts_with = "key_file"
+    )]
+    pub key: Option<String>,
+    /// API keys, comma-separated: raw keys or `sha256:<hex digest>`.
+    #[arg(
+        long,
+        env = "SHORTENER_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// File of API keys, one per line (raw or `sha256:<hex digest>`, `#` comments).
+    /// Embedded mode default: `<data dir>/api-keys`, generated on first start.
+    #[arg(long, env = "SHORTENER_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+    /// The public base URL of short links (default: `http://<http addr>/`).
+    #[arg(long, env = "SHORTENER_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Length L of generated codes (4 to 11).
+    #[arg(long, env = "SHORTENER_CODE_LENGTH", default_value_t = codespace::DEFAULT_LENGTH)]
+    pub code_length: usize,
+    /// Redirect status: 301, 302, 307 or 308.
+    #[arg(long, env = "SHORTENER_REDIRECT_STATUS", default_value_t = 302)]
+    pub redirect_status: u16,
+    /// Longest accepted target URL, in bytes.
+    #[arg(long, env = "SHORTENER_MAX_URL_LENGTH", default_value_t = crate::domain::DEFAULT_MAX_URL_LENGTH)]
+    pub max_url_length: usize,
+    /// Smallest ID block to lease.
+    #[arg(long, env = "SHORTENER_MIN_BLOCK", default_value_t = 100)]
+    pub min_block: u64,
+    /// Largest ID block to lease.
+    #[arg(long, env = "SHORTENER_MAX_BLOCK", default_value_t = 100_000)]
+    pub max_block: u64,
+    /// Seconds to drain in-flight requests on SIGTERM.
+    #[arg(long, env = "SHORTENER_DRAIN_TIMEOUT", default_value_t = 20)]
+    pub drain_timeout: u64,
+    /// Log format.
+    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Most creates written in one batched insert (one statement, one commit).
+    #[arg(long, env = "SHORTENER_WRITE_BATCH", default_value_t = 256)]
+    pub write_batch: usize,
+    /// Most batched inserts in flight at once on PostgreSQL.
+    #[arg(long, env = "SHORTENER_WRITE_CONCURRENCY", default_value_t = 4)]
+    pub write_concurrency: usize,
+    /// Memory bound of the redirect cache, in bytes.
+    #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub cache_bytes: u64,
+    /// Seconds a cached link is kept (bounds staleness if a change notification is missed).
+    #[arg(long, env = "SHORTENER_CACHE_TTL", default_value_t = 60)]
+    pub cache_ttl: u64,
+    /// Milliseconds an unknown code is remembered.
+    #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_TTL_MS", default_value_t = 2000)]
+    pub negative_cache_ttl_ms: u64,
+    /// Milliseconds between click-count flushes (a crash loses at most this much). A flush
+    /// writes one row per code clicked since the last, so a longer interval writes less under
+    /// skewed traffic.
+    #[arg(
+        long,
+        env = "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
+        default_value_t = 5000
+    )]
+    pub click_flush_interval_ms: u64,
+    /// Sustained 404s per second allowed per client address.
+    #[arg(long, env = "SHORTENER_NOT_FOUND_RATE", default_value_t = 5)]
+    pub not_found_rate: u32,
+    /// Burst of 404s allowed per client address.
+    #[arg(long, env = "SHORTENER_NOT_FOUND_BURST", default_value_t = 20)]
+    pub not_found_burst: u32,
+    /// Sustained creates per second allowed per API key.
+    #[arg(long, env = "SHORTENER_CREATE_RATE", default_value_t = 1000)]
+    pub create_rate: u32,
+    /// Burst of creates allowed per API key (at least the batch limit).
+    #[arg(long, env = "SHORTENER_CREATE_BURST", default_value_t = 2000)]
+    pub create_burst: u32,
+    /// Most links in one batch create.
+    #[arg(long, env = "SHORTENER_BATCH_LIMIT", default_value_t = 1000)]
+    pub batch_limit: usize,
+    /// Seconds a client has to send its request headers.
+    #[arg(long, env = "SHORTENER_HEADER_READ_TIMEOUT", default_value_t = 10)]
+    pub header_read_timeout: u64,
+    /// A header with the client address chain (e.g. `x-forwarded-for`), trusted only from
+    /// SHORTENER_TRUSTED_PROXIES.
+    #[arg(long, env = "SHORTENER_CLIENT_IP_HEADER")]
+    pub client_ip_header: Option<String>,
+    /// Networks of trusted proxies, comma-separated CIDRs (e.g. `10.0.0.0/8`).
+    #[arg(long, env = "SHORTENER_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+impl Config {
+    /// A configuration for tests: every listener on 127.0.0.1 port 0, embedded mode in
+    /// `data_dir`, the given API key.
+    pub fn for_tests(data_dir: PathBuf, api_key: &str) -> Self {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
+        Self {
+            http_addr: any,
+            grpc_addr: any,
+            admin_addr: any,
+            data_dir,
+            database_url: None,
+            database_max_connections: 8,
+            database_ca_file: None,
+            id_service: Vec::new(),
+            id_service_token: None,
+            id_namespace: "links".into(),
+            holder: Some("test-node".into()),
+            key_file: None,
+            key: None,
+            api_keys: vec![api_key.to_string()],
+            api_keys_file: None,
+            public_url: Some("https://sho.rt/".into()),
+            code_length: codespace::DEFAULT_LENGTH,
+            redirect_status: 302,
+            max_url_length: crate::domain::DEFAULT_MAX_URL_LENGTH,
+            min_block: 10,
+            max_block: 100_000,
+            drain_timeout: 5,
+            log_format: LogFormat::Text,
+            write_batch: 64,
+            write_concurrency: 4,
+            cache_bytes: 16 * 1024 * 1024,
+            cache_ttl: 60,
+            negative_cache_ttl_ms: 500,
+            click_flush_interval_ms: 200,
+            not_found_rate: 1000,
+            not_found_burst: 1000,
+            create_rate: 100_000,
+            create_burst: 100_000,
+            batch_limit: 1000,
+            header_read_timeout: 10,
+            client_ip_header: None,
+            trusted_proxies: Vec::new(),
+        }
+    }
+
+    /// The drain bound.
+    pub fn drain(&self) -> Duration {
+        Duration::from_secs(self.drain_timeout)
+    }
+}
+
+/// Parses only the serve configuration (flags are not accepted here; environment and defaults).
+#[derive(Debug, clap::Parser)]
+struct EnvOnly {
+    #[command(flatten)]
+    config: Config,
+}
+
+impl Config {
+    /// The configuration from environment variables and defaults, for `shortener` run without a
+    /// subcommand.
+    pub fn from_env_and_defaults() -> anyhow::Result<Config> {
+        use clap::Parser;
+        Ok(EnvOnly::try_parse_from(["shortener"])?.config)
+    }
+}

@@ -1,0 +1,109 @@
+//! A create, from what a transport received ([`CreateInput`]) to what the service runs
+//! ([`CreateRequest`]): every rule a create must pass, checked in one place (invariant I6:
+//! nothing is stored for a refused request).
+
+use super::{Error, TargetUrl};
+use chrono::{DateTime, Utc};
+use codespace::shape;
+
+/// The longest idempotency key.
+const MAX_IDEMPOTENCY_KEY: usize = 200;
+
+/// A create as it arrives from a transport, its wire types already converted, not yet checked.
+#[derive(Debug, Clone, Default)]
+pub struct CreateInput {
+    /// The target URL as given.
+    pub url: String,
+    /// A custom alias.
+    pub alias: Option<String>,
+    /// Expiry.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Dedup flag.
+    pub dedup: bool,
+    /// Private flag.
+    pub private: bool,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+}
+
+/// The rules of a deployment that a create is checked against.
+#[derive(Debug, Clone)]
+pub struct CreateRules {
+    /// The longest target URL, in bytes.
+    pub max_url_length: usize,
+    /// The public host of short links, refused as a target.
+    pub own_host: Option<String>,
+    /// The base length L of generated codes (aliases must not take their shape).
+    pub code_length: usize,
+}
+
+/// A validated request to create a link, independent of transport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateRequest {
+    /// The target.
+    pub url: TargetUrl,
+    /// A custom alias (already checked against the alias namespace).
+    pub alias: Option<String>,
+    /// Expiry (already checked to be in the future).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Return the existing generated link for the same URL and expiry.
+    pub dedup: bool,
+    /// Use a random private code.
+    pub private: bool,
+    /// Makes a retried create return the first result.
+    pub idempotency_key: Option<String>,
+}
+
+impl CreateRequest {
+    /// Checks `input` against `rules` as of `now`.
+    pub fn parse(
+        input: CreateInput,
+        rules: &CreateRules,
+        now: DateTime<Utc>,
+    ) -> Result<Self, Error> {
+        let url = TargetUrl::parse(&input.url, rules.max_url_length, rules.own_host.as_deref())
+            .map_err(|e| Error::invalid("invalid_url", e.to_string()))?;
+        if let Some(alias) = &input.alias {
+            shape::validate_alias(alias, rules.code_length)
+                .map_err(|e| Error::invalid("invalid_alias", e.to_string()))?;
+        }
+        let options = [input.alias.is_some(), input.dedup, input.private]
+            .iter()
+            .filter(|&&b| b)
+            .count();
+        if options > 1 {
+            return Err(Error::invalid(
+                "conflicting_options",
+                "alias, dedup and private cannot be combined",
+            ));
+        }
+        if let Some(expires_at) = input.expires_at
+            && expires_at <= now
+        {
+            return Err(Error::invalid(
+                "invalid_expiry",
+                "expires_at must be in the future",
+            ));
+        }
+        if let Some(key) = &input.idempotency_key
+            && (key.is_empty()
+                || key.len() > MAX_IDEMPOTENCY_KEY
+                || !key.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(Error::bad_request(
+                "invalid_idempotency_key",
+                format!(
+                    "the idempotency key must be 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters"
+                ),
+            ));
+        }
+        Ok(CreateRequest {
+            url,
+            alias: input.alias,
+            expires_at: input.expires_at,
+            dedup: input.dedup,
+            private: input.private,
+            idempotency_key: input.idempotency_key,
+        })
+    }
+}

@@ -1,0 +1,119 @@
+//! The JSON API under `/api/v1`. Each handler admits its request ([`crate::access`]), turns
+//! the wire request into a domain request once (`wire`), and calls the link service.
+
+mod wire;
+
+use super::{ApiError, HttpState};
+use crate::access::Operation;
+use crate::domain::{Caller, CreateRequest, Error, ShortCode};
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use std::sync::Arc;
+use wire::LinkJson;
+
+fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result<Caller, Error> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    state.admission.admit(authorization, operation)
+}
+
+/// The code a path names, parsed for this node (a segment that does not decode to UTF-8 is no
+/// code either).
+fn code(state: &HttpState, code: Result<Path<String>, PathRejection>) -> Result<ShortCode, Error> {
+    let text = code.map(|Path(code)| code).unwrap_or_default();
+    ShortCode::parse(&text, state.rules.code_length)
+}
+
+/// `POST /api/v1/links`: creates a link (201), or returns the existing one for a dedup hit or
+/// an idempotent retry (200).
+pub async fn create(
+    State(state): State<Arc<HttpState>>,
+    request: axum::extract::Request,
+) -> Response {
+    let started = std::time::Instant::now();
+    // The request taken apart rather than a `HeaderMap` extractor, which clones the headers.
+    let (parts, body) = request.into_parts();
+    let (response, outcome) = match create_inner(&state, &parts.headers, body).await {
+        Ok((response, true)) => (response, "created"),
+        Ok((response, false)) => (response, "existing"),
+        Err((error, outcome)) => (error.into_response(), outcome),
+    };
+    state.metrics.create(outcome, started.elapsed());
+    response
+}
+
+/// A refused create: its response and its outcome label for the metrics.
+type Failure = (ApiError, &'static str);
+
+fn fail(error: Error) -> Failure {
+    let outcome = error.outcome();
+    (ApiError::from(error), outcome)
+}
+
+async fn create_inner(
+    state: &HttpState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Response, bool), Failure> {
+    let caller = admit(state, headers, Operation::Create).map_err(fail)?;
+    let body = wire::read_json_body(headers, body)
+        .await
+        .map_err(|e| (e, "invalid"))?;
+    let input = body.into_input(headers).map_err(fail)?;
+    let request = CreateRequest::parse(input, &state.rules, Utc::now()).map_err(fail)?;
+    let (link, created) = state.links.create(&caller, request).await.map_err(fail)?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let location = format!("/api/v1/links/{}", link.code);
+    let response = (
+        status,
+        [(header::LOCATION, location)],
+        axum::Json(LinkJson::new(&state.public, &link)),
+    )
+        .into_response();
+    Ok((response, created))
+}
+
+/// `GET /api/v1/links/{code}`: the link, including deleted and expired ones.
+pub async fn get(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    admit(&state, &headers, Operation::Read)?;
+    let link = state.links.get(&code(&state, path)?).await?;
+    Ok(axum::Json(LinkJson::new(&state.public, &link)).into_response())
+}
+
+/// `DELETE /api/v1/links/{code}`: 204; the code answers 410 from then on.
+pub async fn delete(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    admit(&state, &headers, Operation::Delete)?;
+    state.links.delete(&code(&state, path)?).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// A method the route does not support.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this method is not supported here",
+    )
+}
+
+/// An unknown API path.
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such API endpoint")
+}

@@ -1,0 +1,278 @@
+//! The redirect cache in front of the store.
+//!
+//! Hot codes are answered from memory: found links for up to the positive TTL, unknown codes for
+//! a short negative TTL. Memory is bounded by the total size of the cached entries. Deletes are
+//! pushed to every node (PostgreSQL `LISTEN/NOTIFY`, see [`crate::store::ChangeFeed`]); the
+//! TTL bounds staleness when a notification is missed. Entries hold the target as the
+//! `Location` header value it is sent as, so this cache belongs to the HTTP edge.
+
+use crate::domain::CompactCode;
+use crate::links::LinkChanges;
+use axum::http::HeaderValue;
+use chrono::{DateTime, Utc};
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the cache knows about a code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cached {
+    /// A link: its URL, expiry and whether it is deleted.
+    Link {
+        /// The target, as the `Location` header value it is sent as (checked once, when the
+        /// entry is made, so a hit costs no validation or copy).
+        location: HeaderValue,
+        /// When it expires, if ever.
+        expires_at: Option<DateTime<Utc>>,
+        /// Whether it was deleted.
+        deleted: bool,
+    },
+    /// No such code (cached briefly).
+    Missing,
+}
+
+/// Sizes and lifetimes of the cache.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheConfig {
+    /// Upper bound of the memory held by cached links, in bytes (approximate).
+    pub max_bytes: u64,
+    /// How long a found link is kept.
+    pub ttl: Duration,
+    /// How long an unknown code is remembered.
+    pub negative_ttl: Duration,
+}
+
+/// An entry and when it was stored (entries past their lifetime read as absent).
+#[derive(Debug, Clone)]
+struct Stored {
+    entry: Cached,
+    at: Instant,
+}
+
+/// Weighs an entry by the bytes it holds, so the bound is in memory, not in entries.
+#[derive(Debug, Clone, Copy)]
+struct Bytes;
+
+impl Weighter<CompactCode, Stored> for Bytes {
+    fn weight(&self, code: &CompactCode, stored: &Stored) -> u64 {
+        let url = match &stored.entry {
+            Cached::Link { location, .. } => location.len(),
+            Cached::Missing => 0,
+        };
+        (code.as_bytes().len() + url + 96) as u64
+    }
+}
+
+/// The redirect cache: a sharded, weight-bounded S3-FIFO cache (quick_cache), chosen for cheap
+/// reads on the redirect path; lifetimes are checked on read.
+#[derive(Clone)]
+pub struct LinkCache {
+    entries: Arc<Cache<CompactCode, Stored, Bytes>>,
+    ttl: Duration,
+    negative_ttl: Duration,
+}
+
+impl LinkCache {
+    /// An empty cache.
+    pub fn new(config: CacheConfig) -> Self {
+        // An estimate of the entry count sizes the shards; about 200 bytes per entry.
+        let estimated = usize::try_from(config.max_bytes / 200)
+            .unwrap_or(usize::MAX)
+            .clamp(16, 1 << 24);
+        Self {
+            entries: Arc::new(Cache::with_weighter(
+                estimated,
+                config.max_bytes.max(1),
+                Bytes,
+            )),
+            ttl: config.ttl,
+            negative_ttl: config.negative_ttl,
+        }
+    }
+
+    /// The cached answer for `code`, if any and still fresh at `now` (a time the caller has
+    /// already read; entries stored after it count as fresh).
+    pub fn get(&self, code: &str, now: Instant) -> Option<Cached> {
+        let stored = self.entries.get(code.as_bytes())?;
+        let lifetime = match stored.entry {
+            Cached::Missing => self.negative_ttl,
+            Cached::Link { .. } => self.ttl,
+        };
+        if now.saturating_duration_since(stored.at) < lifetime {
+            Some(stored.entry)
+        } else {
+            self.entries.remove(code.as_bytes());
+            None
+        }
+    }
+
+    /// Remembers what the store said about `code`.
+    pub fn put(&self, code: &str, entry: Cached) {
+        self.entries.insert(
+            CompactCode::new(code),
+            Stored {
+                entry,
+                at: Instant::now(),
+            },
+        );
+    }
+
+    /// Forgets `code` (it was created, deleted or changed).
+    pub fn invalidate(&self, code: &str) {
+        self.entries.remove(code.as_bytes());
+    }
+
+    /// Forgets everything (notifications may have been missed).
+    pub fn clear(&self) {
+        self.entries.clear();
+    }
+
+    /// Number of cached entries (links and unknown codes).
+    pub fn len(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl LinkChanges for LinkCache {
+    fn changed(&self, code: &str) {
+        self.invalidate(code);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::compact_code::INLINE;
+
+    fn cache(max_bytes: u64, ttl: Duration, negative_ttl: Duration) -> LinkCache {
+        LinkCache::new(CacheConfig {
+            max_bytes,
+            ttl,
+            negative_ttl,
+        })
+    }
+
+    fn link(url: &str) -> Cached {
+        Cached::Link {
+            location: HeaderValue::from_str(url).expect("a valid header value"),
+            expires_at: None,
+            deleted: false,
+        }
+    }
+
+    #[test]
+    fn found_and_missing_entries_are_kept_apart_and_invalidated() {
+        let minute = Duration::from_secs(60);
+        let cache = cache(1 << 20, minute, minute);
+        cache.put("abc", link("https://example.com/"));
+        cache.put("zzz", Cached::Missing);
+        assert_eq!(
+            cache.get("abc", Instant::now()),
+            Some(link("https://example.com/"))
+        );
+        assert_eq!(cache.get("zzz", Instant::now()), Some(Cached::Missing));
+        assert_eq!(cache.get("other", Instant::now()), None);
+        cache.invalidate("abc");
+        cache.invalidate("zzz");
+        assert_eq!(cache.get("abc", Instant::now()), None);
+        assert_eq!(cache.get("zzz", Instant::now()), None);
+    }
+
+    #[test]
+    fn entries_past_their_lifetime_read_as_absent() {
+        // Lifetimes are wall-clock durations, so this test lets real time pass.
+        let cache = cache(
+            1 << 20,
+            Duration::from_millis(200),
+            Duration::from_millis(20),
+        );
+        cache.put("abc", link("https://example.com/"));
+        cache.put("zzz", Cached::Missing);
+        std::thread::sleep(Duration::from_millis(60));
+        assert_eq!(
+            cache.get("zzz", Instant::now()),
+            None,
+            "the negative entry outlived its lifetime"
+        );
+        assert_eq!(
+            cache.get("abc", Instant::now()),
+            Some(link("https://example.com/")),
+            "the link expired too early"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(
+            cache.get("abc", Instant::now()),
+            None,
+            "the link outlived its lifetime"
+        );
+    }
+
+    #[test]
+    fn lifetimes_are_checked_against_the_callers_clock() {
+        let (ttl, negative_ttl) = (Duration::from_secs(60), Duration::from_secs(5));
+        let cache = cache(1 << 20, ttl, negative_ttl);
+        let before = Instant::now();
+        cache.put("abc", link("https://example.com/"));
+        cache.put("zzz", Cached::Missing);
+        let after = Instant::now();
+        // A time read before the entry was stored (a request that raced the insert) is fresh.
+        assert_eq!(cache.get("abc", before), Some(link("https://example.com/")));
+        assert_eq!(cache.get("zzz", before), Some(Cached::Missing));
+        // Each lifetime is its own: the negative one ends first.
+        let between = after + negative_ttl;
+        assert_eq!(cache.get("zzz", between), None);
+        assert_eq!(
+            cache.get("abc", between),
+            Some(link("https://example.com/"))
+        );
+        assert_eq!(cache.get("abc", after + ttl), None);
+        // An expired entry is dropped, not just hidden.
+        assert_eq!(cache.get("abc", after), None);
+    }
+
+    #[test]
+    fn short_and_long_codes_are_found_by_their_text() {
+        let minute = Duration::from_secs(60);
+        let cache = cache(1 << 20, minute, minute);
+        let exactly_inline = "a".repeat(INLINE);
+        let long = "an-alias-longer-than-the-inline-key-holds";
+        for code in ["abc", exactly_inline.as_str(), long] {
+            cache.put(code, link(&format!("https://example.com/{code}")));
+        }
+        for code in ["abc", exactly_inline.as_str(), long] {
+            assert_eq!(
+                cache.get(code, Instant::now()),
+                Some(link(&format!("https://example.com/{code}"))),
+                "{code}"
+            );
+        }
+        // A prefix or an extension of a stored code is a different key.
+        assert_eq!(cache.get("ab", Instant::now()), None);
+        assert_eq!(cache.get("abc\0", Instant::now()), None);
+        assert_eq!(cache.get(&long[..INLINE], Instant::now()), None);
+        cache.invalidate(long);
+        assert_eq!(cache.get(long, Instant::now()), None);
+        assert_eq!(
+            cache.get("abc", Instant::now()),
+            Some(link("https://example.com/abc"))
+        );
+    }
+
+    #[test]
+    fn memory_stays_within_the_bound() {
+        let cache = cache(64 * 1024, Duration::from_secs(60), Duration::from_secs(1));
+        for i in 0..10_000 {
+            cache.put(
+                &format!("code{i}"),
+                link(&format!("https://example.com/{i}")),
+            );
+        }
+        assert!(cache.len() < 1000, "{} entries kept", cache.len());
+    }
+}

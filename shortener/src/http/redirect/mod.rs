@@ -1,0 +1,162 @@
+//! `GET|HEAD /{code}`: the redirect edge.
+//!
+//! The [`Resolver`] says where a code goes, from the [`LinkCache`] when it can and the store
+//! when it must; the handlers here turn that into the response, count the click and the
+//! metrics, and spend the client's 404 budget on unknown codes.
+
+mod cache;
+mod resolver;
+
+pub use cache::{CacheConfig, Cached, LinkCache};
+pub use resolver::{LookupCounters, Resolution, Resolver};
+
+use super::HttpState;
+use crate::clicks;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn no_store(status: StatusCode, body: &'static str) -> Response {
+    (
+        status,
+        [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        body,
+    )
+        .into_response()
+}
+
+/// The code a request for the redirect edge names, when it can be answered without the router:
+/// `GET` or `HEAD` of one non-empty path segment with nothing to percent-decode. Anything else
+/// (other methods, `/api/...`, several segments, `%`-escapes) goes through the router, whose
+/// `/{code}` route ends in the same [`answer`].
+pub fn direct_code<B>(request: &hyper::Request<B>) -> Option<&str> {
+    let method = request.method();
+    if method != Method::GET && method != Method::HEAD {
+        return None;
+    }
+    let code = request.uri().path().strip_prefix('/')?;
+    let plain = !code.is_empty() && !code.bytes().any(|b| b == b'/' || b == b'%');
+    plain.then_some(code)
+}
+
+/// `GET|HEAD /{code}` through the router (percent-encoded segments; plain ones are dispatched
+/// directly by the accept loop, see [`direct_code`]).
+pub async fn redirect(
+    State(state): State<Arc<HttpState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    code: Result<Path<String>, PathRejection>,
+    // The request itself rather than `HeaderMap` and `Method` extractors, which would clone the
+    // headers on every redirect.
+    request: axum::extract::Request,
+) -> Response {
+    let code = code.map(|Path(code)| code).unwrap_or_default();
+    answer(&state, peer, &code, request.method(), request.headers()).await
+}
+
+/// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted or expired
+/// links, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
+/// without touching the store. Clicks are counted in memory and flushed in batches.
+pub async fn answer(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    let resolution = state.resolver.resolve(code, started).await;
+    respond(state, peer, code, method, headers, resolution, started)
+}
+
+/// [`answer`] without waiting: `Some` when the answer is known without the store (a cached
+/// code, or a path that cannot be a code), `None` when the store must be asked.
+pub fn answer_cached(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    let started = Instant::now();
+    let resolution = state.resolver.resolve_cached(code, started)?;
+    Some(respond(
+        state,
+        peer,
+        code,
+        method,
+        headers,
+        Ok(resolution),
+        started,
+    ))
+}
+
+/// The response to a resolved redirect request, counted in the click counts and the metrics.
+fn respond(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    method: &Method,
+    headers: &HeaderMap,
+    resolution: Result<Resolution, crate::domain::Error>,
+    started: Instant,
+) -> Response {
+    let (response, outcome) = match resolution {
+        Ok(Resolution::Redirect(location)) => {
+            let user_agent = headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok());
+            state
+                .clicks
+                .record(code, clicks::classify(method == Method::HEAD, user_agent));
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = state.redirect_status;
+            response.headers_mut().insert(header::LOCATION, location);
+            (response, "redirect")
+        }
+        Ok(Resolution::NotFound) => (not_found(state, peer, headers), "not_found"),
+        Ok(Resolution::Gone) => (
+            no_store(StatusCode::GONE, "this link is no longer available\n"),
+            "gone",
+        ),
+        Err(error) => (super::ApiError::from(error).into_response(), "error"),
+    };
+    state
+        .metrics
+        .redirect(response.status().as_u16(), outcome, started.elapsed());
+    response
+}
+
+/// A 404, or a 429 once the client has spent its 404 budget (code enumeration).
+fn not_found(state: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> Response {
+    let client = state.client_policy.client(peer, headers);
+    match state.limits.not_found(client) {
+        Ok(()) => no_store(StatusCode::NOT_FOUND, "not found\n"),
+        Err(retry_after) => {
+            state.metrics.rate_limited("not_found");
+            let seconds = retry_after.as_secs().max(1);
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+                    (header::RETRY_AFTER, HeaderValue::from(seconds)),
+                ],
+                "too many unknown codes; slow down\n",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Anything that is not a single path segment: not a code.
+pub async fn fallback(
+    State(state): State<Arc<HttpState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    not_found(&state, peer, &headers)
+}

@@ -1,0 +1,124 @@
+//! Where a code redirects: the cache first, then the store, and paths that cannot be codes
+//! answered without either.
+
+use super::cache::{Cached, LinkCache};
+use crate::domain::Error;
+use crate::store::{LinkStore, Store};
+use axum::http::HeaderValue;
+use chrono::Utc;
+use codespace::CodeSpace;
+use codespace::shape::{self, CodeKind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// What the edge should do with a code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// Redirect to this URL (the `Location` header value).
+    Redirect(HeaderValue),
+    /// No such code (or a path that cannot be a code).
+    NotFound,
+    /// Deleted or expired.
+    Gone,
+}
+
+/// Counts of redirect lookups, read by the metrics endpoint.
+#[derive(Debug, Default)]
+pub struct LookupCounters {
+    /// Lookups answered from the cache.
+    pub cache_hits: AtomicU64,
+    /// Lookups that went to the store.
+    pub cache_misses: AtomicU64,
+}
+
+/// Resolves codes for redirects.
+pub struct Resolver {
+    store: Store,
+    cache: LinkCache,
+    space: Arc<CodeSpace>,
+    counters: Arc<LookupCounters>,
+}
+
+impl Resolver {
+    /// A resolver over `store` behind `cache`, for codes of `space`.
+    pub fn new(store: Store, cache: LinkCache, space: Arc<CodeSpace>) -> Self {
+        Self {
+            store,
+            cache,
+            space,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The lookup counters.
+    pub fn counters(&self) -> Arc<LookupCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// Where `segment` redirects, as of `now` (the request's arrival: the cache's lifetimes are
+    /// checked against it, so a redirect reads the clock once for both this and its latency),
+    /// when that is known without the store: a segment that cannot be a code, or a cached code.
+    /// `None` means the store must be asked ([`Resolver::resolve`]).
+    pub fn resolve_cached(&self, segment: &str, now: Instant) -> Option<Resolution> {
+        let Some(kind) = shape::classify(segment, self.space.length()) else {
+            return Some(Resolution::NotFound);
+        };
+        if let Some(entry) = self.cache.get(segment, now) {
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Some(resolution(entry));
+        }
+        // A generated-shape code that no ID encodes to was never issued. Every L-character code
+        // is some ID's code, so only longer ones need the check.
+        if kind == CodeKind::Generated
+            && segment.len() > self.space.length()
+            && self.space.decode(segment).is_err()
+        {
+            self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+            self.cache.put(segment, Cached::Missing);
+            return Some(Resolution::NotFound);
+        }
+        None
+    }
+
+    /// Where `segment` redirects, as of `now`: [`Resolver::resolve_cached`], else the store
+    /// (and the answer is cached).
+    pub async fn resolve(&self, segment: &str, now: Instant) -> Result<Resolution, Error> {
+        if let Some(resolution) = self.resolve_cached(segment, now) {
+            return Ok(resolution);
+        }
+        self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+        let entry = match self.store.get(segment).await? {
+            Some(link) => Cached::Link {
+                location: location(segment, link.url)?,
+                expires_at: link.expires_at,
+                deleted: link.deleted_at.is_some(),
+            },
+            None => Cached::Missing,
+        };
+        self.cache.put(segment, entry.clone());
+        Ok(resolution(entry))
+    }
+}
+
+/// What a cache entry says about a redirect.
+fn resolution(entry: Cached) -> Resolution {
+    match entry {
+        Cached::Missing => Resolution::NotFound,
+        Cached::Link { deleted: true, .. } => Resolution::Gone,
+        Cached::Link {
+            expires_at: Some(t),
+            ..
+        } if t <= Utc::now() => Resolution::Gone,
+        Cached::Link { location, .. } => Resolution::Redirect(location),
+    }
+}
+
+/// A stored URL as a `Location` header value. Stored URLs are serialized by the URL parser
+/// (ASCII, no control characters), so a failure here is a bug or a hand-edited row.
+fn location(code: &str, url: String) -> Result<HeaderValue, Error> {
+    HeaderValue::try_from(url).map_err(|_| {
+        tracing::error!(code, "stored URL is not a valid header value");
+        Error::Internal(format!("the stored URL of {code} is not a valid Location"))
+    })
+}

@@ -1,0 +1,113 @@
+//! Abuse limits: 404s per client address (against code enumeration) and creates per API key,
+//! both token buckets; and the client address itself, from the socket or a trusted proxy
+//! (`client_ip`).
+
+mod client_ip;
+
+pub use client_ip::ClientAddressPolicy;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota};
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+/// Token-bucket settings: a sustained rate per second and a burst.
+#[derive(Debug, Clone, Copy)]
+pub struct Rate {
+    /// Tokens added per second.
+    pub per_second: u32,
+    /// Bucket size.
+    pub burst: u32,
+}
+
+/// The keyed limiters of a node.
+pub struct Limits {
+    not_found: DefaultKeyedRateLimiter<IpAddr>,
+    create: DefaultKeyedRateLimiter<String>,
+    clock: DefaultClock,
+}
+
+fn quota(rate: Rate) -> Quota {
+    let per_second = NonZeroU32::new(rate.per_second.max(1)).expect("at least 1");
+    let burst = NonZeroU32::new(rate.burst.max(1)).expect("at least 1");
+    Quota::per_second(per_second).allow_burst(burst)
+}
+
+impl Limits {
+    /// Limiters with the given rates.
+    pub fn new(not_found: Rate, create: Rate) -> Self {
+        Self {
+            not_found: DefaultKeyedRateLimiter::keyed(quota(not_found)),
+            create: DefaultKeyedRateLimiter::keyed(quota(create)),
+            clock: DefaultClock::default(),
+        }
+    }
+
+    /// Takes one token for a 404 answered to `client`; `Err(retry_after)` once the budget is spent.
+    pub fn not_found(&self, client: IpAddr) -> Result<(), Duration> {
+        self.not_found
+            .check_key(&client)
+            .map_err(|nu| nu.wait_time_from(self.clock.now()))
+    }
+
+    /// Takes one token for a create by `owner`.
+    pub fn create(&self, owner: &str) -> Result<(), Duration> {
+        self.create
+            .check_key(&owner.to_string())
+            .map_err(|nu| nu.wait_time_from(self.clock.now()))
+    }
+
+    /// Takes `n` tokens for a batch create by `owner`.
+    pub fn create_n(&self, owner: &str, n: u32) -> Result<(), Duration> {
+        let Some(n) = NonZeroU32::new(n) else {
+            return Ok(());
+        };
+        match self.create.check_key_n(&owner.to_string(), n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(nu)) => Err(nu.wait_time_from(self.clock.now())),
+            // More than the burst can ever hold: refuse with a nominal delay.
+            Err(_) => Err(Duration::from_secs(1)),
+        }
+    }
+
+    /// Forgets idle clients so memory stays bounded (call periodically).
+    pub fn housekeeping(&self) {
+        self.not_found.retain_recent();
+        self.not_found.shrink_to_fit();
+        self.create.retain_recent();
+        self.create.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_over_its_404_budget_is_refused_while_others_are_not() {
+        let limits = Limits::new(
+            Rate {
+                per_second: 1,
+                burst: 3,
+            },
+            Rate {
+                per_second: 1,
+                burst: 1,
+            },
+        );
+        let scanner: IpAddr = "10.0.0.1".parse().expect("ip");
+        let other: IpAddr = "10.0.0.2".parse().expect("ip");
+        for _ in 0..3 {
+            assert!(limits.not_found(scanner).is_ok());
+        }
+        let retry = limits.not_found(scanner).expect_err("over budget");
+        assert!(
+            retry > Duration::ZERO && retry <= Duration::from_secs(1),
+            "{retry:?}"
+        );
+        assert!(limits.not_found(other).is_ok());
+        assert!(limits.create("k").is_ok());
+        assert!(limits.create("k").is_err());
+        assert!(limits.create_n("j", 5).is_err(), "more than the burst");
+    }
+}

@@ -1,0 +1,106 @@
+//! The three ways a new row is written: an alias as given, a random private code, or the code
+//! of the next leased ID.
+
+use super::CreateCounters;
+use crate::domain::{Error, Link};
+use crate::store::{Idempotency, InsertOutcome, LinkStore, NewLink, Store};
+use chrono::{DateTime, Utc};
+use codespace::CodeSpace;
+use codespace::shape::{self, CodeKind};
+use id_client::{IdError, IdPool};
+use std::sync::atomic::Ordering;
+
+/// How many generated IDs one create may skip over planted or unexpected conflicts.
+const MAX_GENERATED_ATTEMPTS: usize = 16;
+/// How many random private codes one create may try.
+const MAX_PRIVATE_ATTEMPTS: usize = 8;
+
+/// Everything of a new row but its code.
+pub(super) struct Row {
+    pub(super) url: String,
+    pub(super) expires_at: Option<DateTime<Utc>>,
+    pub(super) owner: String,
+    pub(super) dedup_key: Option<Vec<u8>>,
+    pub(super) idempotency: Option<Idempotency>,
+}
+
+impl Row {
+    fn with_code(&self, code: String, kind: CodeKind, id: Option<u64>) -> NewLink {
+        NewLink {
+            code,
+            url: self.url.clone(),
+            kind,
+            id,
+            expires_at: self.expires_at,
+            owner: self.owner.clone(),
+            dedup_key: self.dedup_key.clone(),
+            idempotency: self.idempotency.clone(),
+        }
+    }
+}
+
+/// A link under the caller's alias; a taken alias is [`Error::AliasTaken`].
+pub(super) async fn alias(store: &Store, row: Row, alias: String) -> Result<(Link, bool), Error> {
+    let link = row.with_code(alias.clone(), CodeKind::Alias, None);
+    match store.insert(link).await? {
+        InsertOutcome::CodeTaken => Err(Error::AliasTaken(alias)),
+        other => settle(other),
+    }
+}
+
+/// A link under a fresh random private code (a taken one, vanishingly rare, is redrawn).
+pub(super) async fn private(store: &Store, row: Row) -> Result<(Link, bool), Error> {
+    for _ in 0..MAX_PRIVATE_ATTEMPTS {
+        let link = row.with_code(shape::generate_private_code(), CodeKind::Private, None);
+        match store.insert(link).await? {
+            InsertOutcome::CodeTaken => continue,
+            other => return settle(other),
+        }
+    }
+    Err(Error::Internal(
+        "no free private code after several attempts".into(),
+    ))
+}
+
+/// A link under the code of the next ID in hand. A taken code cannot happen by construction
+/// (an ID is leased once, the permutation is a bijection); if it does, it is counted and
+/// logged as an alarm and the next ID is tried.
+pub(super) async fn generated(
+    store: &Store,
+    ids: &IdPool,
+    space: &CodeSpace,
+    counters: &CreateCounters,
+    row: Row,
+) -> Result<(Link, bool), Error> {
+    for _ in 0..MAX_GENERATED_ATTEMPTS {
+        let id = ids
+            .next_id()
+            .map_err(|IdError::Exhausted { retry_after }| Error::Unavailable {
+                message: "no IDs in hand: the id-service is unreachable; retry shortly".into(),
+                retry_after,
+            })?;
+        let code = space.encode(id);
+        match store
+            .insert(row.with_code(code.clone(), CodeKind::Generated, Some(id)))
+            .await?
+        {
+            InsertOutcome::CodeTaken => {
+                counters.generated_conflicts.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(id, code = %code, "generated code already taken; skipping to the next ID (check the lease ledger and key)");
+            }
+            other => return settle(other),
+        }
+    }
+    Err(Error::Internal(
+        "too many conflicts on generated codes".into(),
+    ))
+}
+
+fn settle(outcome: InsertOutcome) -> Result<(Link, bool), Error> {
+    match outcome {
+        InsertOutcome::Created(link) => Ok((link, true)),
+        InsertOutcome::Deduplicated(link) | InsertOutcome::Replayed(link) => Ok((link, false)),
+        InsertOutcome::IdempotencyMismatch => Err(Error::IdempotencyMismatch),
+        InsertOutcome::CodeTaken => Err(Error::Internal("code taken".into())),
+    }
+}

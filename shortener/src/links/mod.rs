@@ -1,0 +1,139 @@
+//! The link service: what create, get and delete mean, shared by every transport.
+//!
+//! A create takes a checked [`CreateRequest`] and an authenticated [`Caller`], replays an
+//! idempotent retry or a dedup twin, else writes a new row one of three ways (`create`): an
+//! alias as given, a random private code, or the code of the next ID from the node's
+//! [`IdPool`]. The store answers only after the commit (invariant I3). Whatever this node
+//! changes is told to its [`LinkChanges`] listener (the redirect cache), so a probe of a code
+//! before it existed, or a cached copy of a deleted link, is dropped at once.
+
+mod create;
+mod digest;
+
+use crate::domain::{Caller, CreateRequest, Error, Link, ShortCode};
+use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
+use codespace::CodeSpace;
+use id_client::IdPool;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+/// Told of every link this node creates or changes.
+pub trait LinkChanges: Send + Sync {
+    /// `code` was created, changed or deleted: forget what is known of it.
+    fn changed(&self, code: &str);
+}
+
+/// Counters of the create path, read by the metrics endpoint.
+#[derive(Debug, Default)]
+pub struct CreateCounters {
+    /// Generated codes that were unexpectedly taken (must stay 0: alarm).
+    pub generated_conflicts: AtomicU64,
+}
+
+/// Creates, reads and deletes links.
+pub struct LinkService {
+    store: Store,
+    ids: Arc<IdPool>,
+    space: Arc<CodeSpace>,
+    changes: Arc<dyn LinkChanges>,
+    counters: Arc<CreateCounters>,
+}
+
+impl LinkService {
+    /// A service over `store`, taking IDs from `ids` and codes from `space`, telling
+    /// `changes` what it changes.
+    pub fn new(
+        store: Store,
+        ids: Arc<IdPool>,
+        space: Arc<CodeSpace>,
+        changes: Arc<dyn LinkChanges>,
+    ) -> Self {
+        Self {
+            store,
+            ids,
+            space,
+            changes,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The create path's counters.
+    pub fn counters(&self) -> Arc<CreateCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// Creates a link for `caller`; returns it and whether it is new (false for dedup and
+    /// idempotent replays). The link is committed before this returns (invariant I3).
+    pub async fn create(
+        &self,
+        caller: &Caller,
+        request: CreateRequest,
+    ) -> Result<(Link, bool), Error> {
+        let result = self.create_uncached(caller, request).await;
+        if let Ok((link, true)) = &result {
+            // A probe of this code before it existed may have left a negative cache entry.
+            self.changes.changed(&link.code);
+        }
+        result
+    }
+
+    async fn create_uncached(
+        &self,
+        caller: &Caller,
+        request: CreateRequest,
+    ) -> Result<(Link, bool), Error> {
+        let idempotency = request.idempotency_key.as_ref().map(|key| Idempotency {
+            key: key.clone(),
+            fingerprint: digest::fingerprint(&request),
+        });
+        if let Some(idem) = &idempotency
+            && let Some((stored, link)) = self.store.find_idempotent(&caller.id, &idem.key).await?
+        {
+            return if stored == idem.fingerprint {
+                Ok((link, false))
+            } else {
+                Err(Error::IdempotencyMismatch)
+            };
+        }
+        let dedup_key = request
+            .dedup
+            .then(|| digest::dedup_key(&caller.id, &request));
+        if let Some(key) = &dedup_key
+            && let Some(link) = self.store.find_dedup(key).await?
+        {
+            return Ok((link, false));
+        }
+        let row = create::Row {
+            url: request.url.as_str().to_string(),
+            expires_at: request.expires_at,
+            owner: caller.id.clone(),
+            dedup_key,
+            idempotency,
+        };
+        if let Some(alias) = request.alias {
+            create::alias(&self.store, row, alias).await
+        } else if request.private {
+            create::private(&self.store, row).await
+        } else {
+            create::generated(&self.store, &self.ids, &self.space, &self.counters, row).await
+        }
+    }
+
+    /// Reads a link (including deleted and expired ones) with its click counts.
+    pub async fn get(&self, code: &ShortCode) -> Result<Link, Error> {
+        self.store
+            .get_with_clicks(code.as_str())
+            .await?
+            .ok_or_else(|| Error::NotFound(code.as_str().to_string()))
+    }
+
+    /// Deletes a link; deleting twice is not an error.
+    pub async fn delete(&self, code: &ShortCode) -> Result<(), Error> {
+        let outcome = self.store.delete(code.as_str()).await?;
+        self.changes.changed(code.as_str());
+        match outcome {
+            DeleteOutcome::Deleted | DeleteOutcome::AlreadyDeleted => Ok(()),
+            DeleteOutcome::NotFound => Err(Error::NotFound(code.as_str().to_string())),
+        }
+    }
+}

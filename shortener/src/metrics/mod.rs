@@ -1,0 +1,192 @@
+//! Prometheus metrics of a node, rendered on the admin port (`/metrics`).
+//!
+//! Request metrics are recorded as they happen (this module); the ID pool, cache, store and
+//! service counters are sampled at scrape time from explicit handles (`sampled`), so the hot
+//! path pays for nothing it does not need. Latency histograms are lock-free (`latency`).
+
+mod latency;
+mod sampled;
+
+use latency::LatencyHistogram;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+pub use sampled::Sources;
+use std::time::Duration;
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// The node's metrics.
+pub struct Metrics {
+    registry: Registry,
+    /// Handles of the redirect series, made once so the hot path neither allocates a label set
+    /// nor takes the family's lock.
+    redirect_by_status: Vec<(u16, Counter)>,
+    redirect_by_outcome: Vec<(&'static str, LatencyHistogram)>,
+    /// The same for creates, by outcome.
+    create_by_outcome: Vec<(&'static str, Counter, LatencyHistogram)>,
+    redirects: Family<Labels, Counter>,
+    redirect_seconds: Family<Labels, LatencyHistogram>,
+    creates: Family<Labels, Counter>,
+    create_seconds: Family<Labels, LatencyHistogram>,
+    rate_limited: Family<Labels, Counter>,
+}
+
+impl Metrics {
+    /// Registers every metric; `sources` are sampled at scrape time.
+    pub fn new(sources: Sources) -> Self {
+        let mut registry = Registry::default();
+        let redirects = Family::<Labels, Counter>::default();
+        let redirect_seconds = Family::<Labels, LatencyHistogram>::default();
+        let creates = Family::<Labels, Counter>::default();
+        let create_seconds = Family::<Labels, LatencyHistogram>::default();
+        let rate_limited = Family::<Labels, Counter>::default();
+        registry.register(
+            "shortener_redirects",
+            "Redirect requests by HTTP status",
+            redirects.clone(),
+        );
+        registry.register(
+            "shortener_redirect_duration_seconds",
+            "Redirect latency by outcome",
+            redirect_seconds.clone(),
+        );
+        registry.register(
+            "shortener_creates",
+            "Create requests by outcome",
+            creates.clone(),
+        );
+        registry.register(
+            "shortener_create_duration_seconds",
+            "Create latency by outcome",
+            create_seconds.clone(),
+        );
+        registry.register(
+            "shortener_rate_limited",
+            "Requests refused by a rate limit, by limit",
+            rate_limited.clone(),
+        );
+        registry.register_collector(Box::new(sources));
+        let redirect_by_status = [301, 302, 307, 308, 404, 410, 429, 500, 503]
+            .into_iter()
+            .map(|s| {
+                (
+                    s,
+                    redirects
+                        .get_or_create(&vec![("status", status_label(s))])
+                        .clone(),
+                )
+            })
+            .collect();
+        let redirect_by_outcome = ["redirect", "not_found", "gone", "error"]
+            .into_iter()
+            .map(|o| {
+                (
+                    o,
+                    redirect_seconds
+                        .get_or_create(&vec![("outcome", o)])
+                        .clone(),
+                )
+            })
+            .collect();
+        let create_by_outcome = [
+            "created",
+            "existing",
+            "invalid",
+            "conflict",
+            "unavailable",
+            "rate_limited",
+            "unauthorized",
+            "error",
+        ]
+        .into_iter()
+        .map(|o| {
+            let labels = vec![("outcome", o)];
+            (
+                o,
+                creates.get_or_create(&labels).clone(),
+                create_seconds.get_or_create(&labels).clone(),
+            )
+        })
+        .collect();
+        Self {
+            registry,
+            redirect_by_status,
+            redirect_by_outcome,
+            create_by_outcome,
+            redirects,
+            redirect_seconds,
+            creates,
+            create_seconds,
+            rate_limited,
+        }
+    }
+
+    /// Records one redirect request.
+    pub fn redirect(&self, status: u16, outcome: &'static str, elapsed: Duration) {
+        match self.redirect_by_status.iter().find(|(s, _)| *s == status) {
+            Some((_, counter)) => {
+                counter.inc();
+            }
+            None => {
+                self.redirects
+                    .get_or_create(&vec![("status", status_label(status))])
+                    .inc();
+            }
+        }
+        match self.redirect_by_outcome.iter().find(|(o, _)| *o == outcome) {
+            Some((_, histogram)) => histogram.observe(elapsed),
+            None => self
+                .redirect_seconds
+                .get_or_create(&vec![("outcome", outcome)])
+                .observe(elapsed),
+        }
+    }
+
+    /// Records one create (or one batch item).
+    pub fn create(&self, outcome: &'static str, elapsed: Duration) {
+        match self.create_by_outcome.iter().find(|(o, ..)| *o == outcome) {
+            Some((_, counter, histogram)) => {
+                counter.inc();
+                histogram.observe(elapsed);
+            }
+            None => {
+                let labels = vec![("outcome", outcome)];
+                self.creates.get_or_create(&labels).inc();
+                self.create_seconds.get_or_create(&labels).observe(elapsed);
+            }
+        }
+    }
+
+    /// Records a refusal by the limit named `limit` (`not_found` or `create`).
+    pub fn rate_limited(&self, limit: &'static str) {
+        self.rate_limited
+            .get_or_create(&vec![("limit", limit)])
+            .inc();
+    }
+
+    /// Renders every metric in the OpenMetrics text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            tracing::error!("encode metrics");
+        }
+        out
+    }
+}
+
+fn status_label(status: u16) -> &'static str {
+    match status {
+        301 => "301",
+        302 => "302",
+        307 => "307",
+        308 => "308",
+        404 => "404",
+        410 => "410",
+        429 => "429",
+        500 => "500",
+        503 => "503",
+        _ => "other",
+    }
+}

@@ -1,0 +1,165 @@
+//! Values owned elsewhere (ID pool, cache, store, service counters), read at scrape time.
+
+use crate::clicks::ClickRecorder;
+use crate::http::redirect::{LinkCache, LookupCounters};
+use crate::links::CreateCounters;
+use crate::store::{LinkStore, Store};
+use id_client::IdPool;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// The handles the collector reads, each owned by the part of the node that updates it.
+pub struct Sources {
+    /// The ID pool (IDs in hand, runway, leases).
+    pub ids: Arc<IdPool>,
+    /// Redirect lookups.
+    pub lookups: Arc<LookupCounters>,
+    /// The create path's alarms.
+    pub creates: Arc<CreateCounters>,
+    /// The redirect cache.
+    pub cache: LinkCache,
+    /// Pending and flushed click counts.
+    pub clicks: Arc<ClickRecorder>,
+    /// The store (batching and, embedded, group-commit counts).
+    pub store: Store,
+    /// The size of the L-character code space, 62^L.
+    pub capacity: u128,
+}
+
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sources").finish_non_exhaustive()
+    }
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: f64,
+) -> Result<(), std::fmt::Error> {
+    let metric = ConstGauge::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+impl Collector for Sources {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = self.ids.stats();
+        let e = &mut encoder;
+        gauge(
+            e,
+            "shortener_ids_in_hand",
+            "IDs left in the current and spare blocks",
+            stats.ids_in_hand as f64,
+        )?;
+        let runway = if stats.runway_seconds.is_finite() {
+            stats.runway_seconds
+        } else {
+            f64::MAX
+        };
+        gauge(
+            e,
+            "shortener_runway_seconds",
+            "Seconds of id-service outage the node can ride out at its current create rate",
+            runway,
+        )?;
+        gauge(
+            e,
+            "shortener_id_rate_per_second",
+            "IDs handed out per second (moving average)",
+            stats.rate_per_second,
+        )?;
+        counter(e, "shortener_leases", "ID blocks leased", stats.leases)?;
+        counter(
+            e,
+            "shortener_lease_errors",
+            "Failed lease attempts",
+            stats.lease_errors,
+        )?;
+        counter(
+            e,
+            "shortener_lease_rewinds",
+            "Leases refused for starting below a block already seen (alarm)",
+            stats.rewinds,
+        )?;
+        counter(
+            e,
+            "shortener_generated_code_conflicts",
+            "Generated codes found already taken (must stay 0: alarm)",
+            self.creates.generated_conflicts.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_cache_hits",
+            "Redirect lookups answered from the cache",
+            self.lookups.cache_hits.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_cache_misses",
+            "Redirect lookups that went to the store",
+            self.lookups.cache_misses.load(Ordering::Relaxed),
+        )?;
+        gauge(
+            e,
+            "shortener_cache_entries",
+            "Entries held in the redirect cache (links and recently unknown codes)",
+            self.cache.len() as f64,
+        )?;
+        counter(
+            e,
+            "shortener_clicks_flushed",
+            "Click counts written to the store",
+            self.clicks.flushed.load(Ordering::Relaxed),
+        )?;
+        let writer = self.store.writer_stats();
+        counter(
+            e,
+            "shortener_write_batches",
+            "Batched inserts committed or attempted (one commit each)",
+            writer.batches.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_write_batch_rows",
+            "Rows carried by batched inserts (divide by shortener_write_batches for the mean batch size)",
+            writer.rows.load(Ordering::Relaxed),
+        )?;
+        if let Some(d) = self.store.durability() {
+            counter(
+                e,
+                "shortener_sqlite_wal_syncs",
+                "Fsyncs of the SQLite write-ahead log (each makes every write before it durable)",
+                d.wal_syncs,
+            )?;
+            counter(
+                e,
+                "shortener_sqlite_writes",
+                "Rounds of durable writes on the SQLite writer connection (each one or more transactions, one fsync; click-count chunks committed without one are not counted)",
+                d.writes,
+            )?;
+        }
+        let utilisation = stats.high_water as f64 / self.capacity as f64;
+        gauge(
+            e,
+            "shortener_code_space_utilisation",
+            "Share of the L-character code space used by leased IDs (n / 62^L)",
+            utilisation,
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! What goes into and comes out of a store, the same for both backends.
+
+use crate::domain::Link;
+use chrono::{DateTime, Utc};
+use codespace::shape::CodeKind;
+use std::sync::atomic::AtomicU64;
+
+/// The name a code's kind is stored under (`links.kind`).
+pub fn kind_name(kind: CodeKind) -> &'static str {
+    match kind {
+        CodeKind::Generated => "generated",
+        CodeKind::Private => "private",
+        CodeKind::Alias => "alias",
+    }
+}
+
+/// An idempotency key claimed by a create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idempotency {
+    /// The caller's key.
+    pub key: String,
+    /// A digest of the request, to tell a true retry from a reused key.
+    pub fingerprint: Vec<u8>,
+}
+
+/// A row to insert.
+#[derive(Debug, Clone)]
+pub struct NewLink {
+    /// The code.
+    pub code: String,
+    /// The serialized target URL.
+    pub url: String,
+    /// The code's kind.
+    pub kind: CodeKind,
+    /// The generated ID, for generated codes; `code` must then be the code space's code for
+    /// it (the embedded store files the row under the ID and finds it by decoding the code).
+    pub id: Option<u64>,
+    /// Expiry.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// The caller (its id) that created it.
+    pub owner: String,
+    /// Dedup key, for dedup creates.
+    pub dedup_key: Option<Vec<u8>>,
+    /// Idempotency claim, if the request carried a key.
+    pub idempotency: Option<Idempotency>,
+}
+
+/// The result of an insert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// The row was committed.
+    Created(Link),
+    /// The code is already taken; nothing was written.
+    CodeTaken,
+    /// A live link with the same dedup key exists; it is returned and nothing new was written.
+    Deduplicated(Link),
+    /// The idempotency key was used before for the same request: the first result.
+    Replayed(Link),
+    /// The idempotency key was used before for a different request; nothing was written.
+    IdempotencyMismatch,
+}
+
+/// The result of a delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// The link was live and is now deleted.
+    Deleted,
+    /// The link had been deleted before.
+    AlreadyDeleted,
+    /// No such code.
+    NotFound,
+}
+
+/// Storage failures.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The statement was rolled back by a deadlock or serialization failure; nothing was
+    /// written and it can be run again at once.
+    #[error("store conflict, retry: {0}")]
+    Retry(String),
+    /// The connection failed after a write was sent: it may or may not have been committed.
+    #[error("store connection lost during a write; the outcome is unknown: {0}")]
+    Ambiguous(String),
+    /// The database cannot be reached (or timed out); retrying later may work.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else (a bug or a schema problem).
+    #[error("store error: {0}")]
+    Internal(String),
+}
+
+/// What a backend's write batching has done since it started (read by the metrics at scrape
+/// time).
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// Batched inserts run (each one commit).
+    pub batches: AtomicU64,
+    /// Rows those batches carried; `rows / batches` is the mean batch size.
+    pub rows: AtomicU64,
+}
+
+/// A change to a link made by some node, as the change feed reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeEvent {
+    /// This code changed (deleted or disabled).
+    Changed(String),
+    /// Changes may have been missed: forget everything cached.
+    Reset,
+}
+
+/// What a store failure means to a caller: the one place it becomes a domain error.
+impl From<StoreError> for crate::domain::Error {
+    fn from(e: StoreError) -> Self {
+        use crate::domain::Error;
+        use std::time::Duration;
+        match e {
+            StoreError::Unavailable(message) | StoreError::Retry(message) => Error::Unavailable {
+                message: format!("the store is unavailable: {message}"),
+                retry_after: Duration::from_secs(1),
+            },
+            StoreError::Ambiguous(message) => Error::Unavailable {
+                message: format!(
+                    "the store connection was lost during the commit, so this create may or may not have been stored \
+                     ({message}); retry with the same Idempotency-Key to be safe"
+                ),
+                retry_after: Duration::from_secs(1),
+            },
+            StoreError::Internal(message) => Error::Internal(message),
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! PostgreSQL failures as [`StoreError`]s: what can be retried at once, what means the database
+//! is not there, and what leaves a write's outcome unknown.
+
+use crate::store::StoreError;
+use deadpool_postgres::PoolError;
+
+/// Classifies a tokio-postgres error.
+pub(super) fn db_error(e: tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
+    // The library's text omits the server's message and the cause (a refused connection, an
+    // untrusted certificate); keep them for the logs.
+    let text = match e.as_db_error() {
+        Some(db) => format!("{} ({}): {}", e, db.code().code(), db.message()),
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            text
+        }
+    };
+    let code = e.code().map(SqlState::code).unwrap_or("");
+    if e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED)
+        || e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
+    {
+        // The statement rolled back and can run again at once.
+        StoreError::Retry(text)
+    } else if e.code().is_none()
+        || e.is_closed()
+        // connection exceptions, insufficient resources, operator intervention (shutdown, crash
+        // recovery, cannot connect now), query cancelled: the database is (for now) not there.
+        || code.starts_with("08")
+        || code.starts_with("53")
+        || code.starts_with("57")
+    {
+        StoreError::Unavailable(text)
+    } else {
+        StoreError::Internal(text)
+    }
+}
+
+/// For a failure after a write was sent: if the connection went away, the commit may or may not
+/// have happened.
+pub(super) fn after_write(error: StoreError) -> StoreError {
+    match error {
+        StoreError::Unavailable(message) => StoreError::Ambiguous(message),
+        other => other,
+    }
+}
+
+/// A failure to take a connection from the pool.
+pub(super) fn pool_error(e: PoolError) -> StoreError {
+    match e {
+        PoolError::Backend(e) => db_error(e),
+        other => StoreError::Unavailable(other.to_string()),
+    }
+}

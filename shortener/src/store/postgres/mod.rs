@@ -1,0 +1,240 @@
+//! The PostgreSQL backend (deadpool-postgres over tokio-postgres), shared by every node of a
+//! distributed deployment.
+//!
+//! `insert` batches concurrent creates (`batch`), `insert_rows` and `insert_one` are the two
+//! ways a row is written (`insert`), reads and the other writes are in `read` and `write`,
+//! and [`ChangeFeed`] tells every node what any node changed (`listen`).
+
+mod batch;
+mod error;
+mod insert;
+mod listen;
+mod read;
+mod write;
+
+use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
+use super::{
+    ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink, StoreError,
+    WriterStats,
+};
+use crate::domain::{ClickCounts, Link};
+use batch::Batcher;
+use deadpool_postgres::{Pool, Runtime, Timeouts};
+use error::{db_error, pool_error};
+use id_client::LeaseSource;
+pub use listen::{ChangeFeed, NOTIFY_CHANNEL};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_postgres::Row;
+
+/// How to connect and batch.
+#[derive(Debug, Clone)]
+pub struct PgSettings {
+    /// The connection string (`DATABASE_URL`).
+    pub url: String,
+    /// PEM CA bundle trusted besides the system roots, for `sslmode=require`.
+    pub ca_file: Option<PathBuf>,
+    /// Most connections in the pool.
+    pub max_connections: usize,
+    /// Bound of connecting, waiting for a pooled connection and recycling one.
+    pub timeout: Duration,
+    /// Most rows in one batched insert.
+    pub write_batch: usize,
+    /// Most batched inserts in flight at once.
+    pub write_concurrency: usize,
+}
+
+/// Links in PostgreSQL. Cheap to clone (a pool handle and a writer handle).
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+    feed: ChangeFeed,
+    batcher: Batcher,
+}
+
+const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at";
+
+fn link_from_row(row: &Row) -> Link {
+    Link {
+        code: row.get(0),
+        url: row.get(1),
+        created_at: row.get(2),
+        expires_at: row.get(3),
+        deleted_at: row.get(4),
+        clicks: ClickCounts::default(),
+    }
+}
+
+impl PgStore {
+    /// A pool for `settings` and its batching writer (started on the current tokio runtime).
+    /// Connecting is lazy: this succeeds while the database is down, and calls fail fast
+    /// (within the timeout) until it is back. TLS follows the URL's `sslmode`; the CA file adds
+    /// trusted roots (see [`pgtls::connector`]).
+    pub fn connect(settings: &PgSettings) -> Result<Self, StoreError> {
+        let mut config: tokio_postgres::Config = settings
+            .url
+            .parse()
+            .map_err(|e| StoreError::Internal(format!("parse DATABASE_URL: {e}")))?;
+        // Every session commits synchronously, whatever the server default: an insert is
+        // acknowledged only once it is durable (I3), even as a single autocommit statement.
+        let options = match config.get_options() {
+            Some(existing) => format!("{existing} -c synchronous_commit=on"),
+            None => "-c synchronous_commit=on".to_string(),
+        };
+        config.options(&options);
+        config.connect_timeout(settings.timeout);
+        let tls = pgtls::connector(&config, settings.ca_file.as_deref())
+            .map_err(|e| StoreError::Internal(format!("configure TLS to PostgreSQL: {e}")))?;
+        let manager = deadpool_postgres::Manager::from_config(
+            config.clone(),
+            tls.clone(),
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(settings.max_connections)
+            .runtime(Runtime::Tokio1)
+            .timeouts(Timeouts {
+                wait: Some(settings.timeout),
+                create: Some(settings.timeout),
+                recycle: Some(settings.timeout),
+            })
+            .build()
+            .map_err(|e| StoreError::Internal(format!("configure the PostgreSQL pool: {e}")))?;
+        let batcher = Batcher::start(
+            pool.clone(),
+            settings.write_batch,
+            settings.write_concurrency,
+        );
+        Ok(Self {
+            pool,
+            feed: ChangeFeed {
+                config: Arc::new(config),
+                tls,
+            },
+            batcher,
+        })
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+}
+
+impl LinkStore for PgStore {
+    /// Applies pending migrations under an advisory lock, so several nodes starting at once
+    /// apply each exactly once.
+    async fn migrate(&self) -> Result<usize, StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_error)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ADVISORY_LOCK])
+            .await
+            .map_err(db_error)?;
+        tx.batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version bigint PRIMARY KEY, name text NOT NULL, \
+             applied_at timestamptz NOT NULL DEFAULT now())"
+        ))
+        .await
+        .map_err(db_error)?;
+        let applied: Vec<i64> = tx
+            .query(&format!("SELECT version FROM {VERSION_TABLE}"), &[])
+            .await
+            .map_err(db_error)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let mut ran = 0;
+        for m in POSTGRES.iter().filter(|m| !applied.contains(&m.version)) {
+            tx.batch_execute(m.sql).await.map_err(db_error)?;
+            tx.execute(
+                &format!("INSERT INTO {VERSION_TABLE} (version, name) VALUES ($1, $2)"),
+                &[&m.version, &m.name],
+            )
+            .await
+            .map_err(db_error)?;
+            ran += 1;
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(ran)
+    }
+
+    async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
+        if link.idempotency.is_some() {
+            // The claim needs the row's own transaction.
+            return insert::insert_one(&mut self.client().await?, link).await;
+        }
+        self.batcher.insert(link).await
+    }
+
+    async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
+        let client = self.client().await?;
+        insert::insert_rows(&client, &links).await
+    }
+
+    async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        let client = self.client().await?;
+        read::get(&client, code).await
+    }
+
+    async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        let client = self.client().await?;
+        read::get_with_clicks(&client, code).await
+    }
+
+    async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
+        let client = self.client().await?;
+        read::find_dedup(&client, dedup_key).await
+    }
+
+    async fn find_idempotent(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
+        let client = self.client().await?;
+        insert::find_idempotent_on(&client, owner, key).await
+    }
+
+    async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
+        write::delete(&mut self.client().await?, code).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client.simple_query("SELECT 1").await.map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn add_clicks(&self, rows: ClickRows) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        write::add_clicks(&client, &rows).await
+    }
+
+    async fn sync_clicks(&self) -> Result<(), StoreError> {
+        // Each commit is durable already.
+        Ok(())
+    }
+
+    async fn count_links(&self) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        read::count(&client).await
+    }
+
+    fn writer_stats(&self) -> &WriterStats {
+        self.batcher.stats()
+    }
+
+    fn durability(&self) -> Option<Durability> {
+        None
+    }
+
+    fn change_feed(&self) -> Option<ChangeFeed> {
+        Some(self.feed.clone())
+    }
+
+    fn embedded_lease_source(&self, _: &str, _: &str) -> Option<Arc<dyn LeaseSource>> {
+        None
+    }
+}

@@ -1,0 +1,63 @@
+//! Writes other than inserts: deletes and click counts.
+
+use super::NOTIFY_CHANNEL;
+use super::error::db_error;
+use crate::domain::{ClickCounts, CompactCode};
+use crate::store::{DeleteOutcome, StoreError};
+
+/// Marks `code` deleted and frees its dedup key; the change is announced to every node in the
+/// same transaction.
+pub(super) async fn delete(
+    client: &mut deadpool_postgres::Object,
+    code: &str,
+) -> Result<DeleteOutcome, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let updated = tx
+        .execute(
+            "UPDATE links SET deleted_at = now(), dedup_key = NULL WHERE code = $1 AND deleted_at IS NULL",
+            &[&code],
+        )
+        .await
+        .map_err(db_error)?;
+    if updated == 1 {
+        // Delivered to every listening node when (and only if) the delete commits.
+        tx.execute("SELECT pg_notify($1, $2)", &[&NOTIFY_CHANNEL, &code])
+            .await
+            .map_err(db_error)?;
+        tx.commit().await.map_err(db_error)?;
+        return Ok(DeleteOutcome::Deleted);
+    }
+    let exists = tx
+        .query_opt("SELECT 1 FROM links WHERE code = $1", &[&code])
+        .await
+        .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(if exists.is_some() {
+        DeleteOutcome::AlreadyDeleted
+    } else {
+        DeleteOutcome::NotFound
+    })
+}
+
+/// Adds the counts of `rows` with one upsert.
+pub(super) async fn add_clicks(
+    client: &tokio_postgres::Client,
+    rows: &[(CompactCode, ClickCounts)],
+) -> Result<(), StoreError> {
+    let codes: Vec<&str> = rows.iter().map(|(c, _)| c.as_str()).collect();
+    let column = |f: fn(&ClickCounts) -> u64| -> Vec<i64> {
+        rows.iter().map(|(_, c)| f(c) as i64).collect()
+    };
+    let (human, head, bot) = (column(|c| c.human), column(|c| c.head), column(|c| c.bot));
+    client
+        .execute(
+            "INSERT INTO link_clicks (code, human, head, bot) \
+             SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) \
+             ON CONFLICT (code) DO UPDATE SET human = link_clicks.human + EXCLUDED.human, \
+             head = link_clicks.head + EXCLUDED.head, bot = link_clicks.bot + EXCLUDED.bot",
+            &[&codes, &human, &head, &bot],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}

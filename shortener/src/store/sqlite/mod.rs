@@ -1,0 +1,364 @@
+//! The embedded SQLite backend: one file holds the links and the lease ledger.
+//!
+//! rusqlite is synchronous, so nothing here runs on the runtime's threads: every write runs on
+//! the store's writer thread (`writer`), which owns the one writer connection (SQLite has one
+//! writer at a time anyway), and reads run on the blocking pool. The file runs in WAL mode.
+//! Every write returns only after an fsync of the WAL that began after its commit (`walsync`,
+//! group commit), which is what lets a create be acknowledged (I3) and a lease be trusted (I1);
+//! a read returns only what such an fsync already covers.
+//!
+//! Reads go through a few read-only connections of their own, so a redirect that misses the
+//! cache never waits behind a batch of inserts or a click flush. WAL gives each read a snapshot
+//! of what was committed when it began, so a read after an acknowledged write sees that write.
+//!
+//! Generated links are stored at the rowid of their ID (migration 4): a create appends to the
+//! end of the table instead of dirtying a random page of a code index, and a lookup decodes the
+//! code to find the row (`rows`). Codes without an ID (aliases, private codes) keep a unique
+//! index of their own. The file records the code space (key fingerprint and base length) its
+//! generated rows were made in and refuses to open under another (`code_space`), since only
+//! that code space finds them. The lease ledger is in `ledger`.
+
+mod code_space;
+mod ledger;
+mod rows;
+mod walsync;
+mod writer;
+
+use super::migrate::{SQLITE, VERSION_TABLE};
+use super::{
+    ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink, StoreError,
+    WriterStats,
+};
+use crate::domain::Link;
+use chrono::Utc;
+use codespace::CodeSpace;
+use id_client::LeaseSource;
+use rows::{db_error, millis};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+pub use walsync::Durability;
+use walsync::WalSync;
+use writer::Writer;
+
+/// Links (and leases) in a local SQLite file. Cheap to clone.
+#[derive(Clone)]
+pub struct SqliteStore {
+    writer: Writer,
+    readers: Arc<Readers>,
+    sync: Arc<WalSync>,
+    space: Arc<CodeSpace>,
+}
+
+/// The read-only connections, handed out in turn.
+struct Readers {
+    connections: Vec<Arc<Mutex<Connection>>>,
+    next: AtomicUsize,
+}
+
+/// At most this many read connections (fewer on machines with fewer cores, at least two).
+const MAX_READERS: usize = 4;
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file at `path`, whose generated codes are made
+    /// in `space`, with at most `max_batch` creates in one insert transaction.
+    /// [`migrate`](LinkStore::migrate) checks that the file agrees.
+    pub fn open(path: &Path, space: Arc<CodeSpace>, max_batch: usize) -> Result<Self, StoreError> {
+        let open = || {
+            let conn = Connection::open(path)
+                .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
+            conn.set_prepared_statement_cache_capacity(64);
+            conn.busy_timeout(std::time::Duration::from_secs(5))
+                .map_err(db_error)?;
+            Ok::<_, StoreError>(conn)
+        };
+        let writer = open()?;
+        // WAL is a property of the file: set once here, every later connection uses it.
+        writer
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(db_error)?;
+        writer
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(db_error)?;
+        // 64 MiB of page cache: random codes touch B-tree pages all over the index.
+        writer
+            .pragma_update(None, "cache_size", -65536)
+            .map_err(db_error)?;
+        let count = std::thread::available_parallelism()
+            .map_or(2, usize::from)
+            .clamp(2, MAX_READERS);
+        let connections = (0..count)
+            .map(|_| {
+                let reader = open()?;
+                reader
+                    .pragma_update(None, "query_only", true)
+                    .map_err(db_error)?;
+                reader
+                    .pragma_update(None, "cache_size", -16384)
+                    .map_err(db_error)?;
+                Ok(Arc::new(Mutex::new(reader)))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let sync = Arc::new(WalSync::start(path)?);
+        let writer = Writer::start(writer, Arc::clone(&sync), Arc::clone(&space), max_batch)?;
+        Ok(Self {
+            writer,
+            readers: Arc::new(Readers {
+                connections,
+                next: AtomicUsize::new(0),
+            }),
+            sync,
+            space,
+        })
+    }
+
+    /// Runs `f` on the writer connection, as a transaction of its own on the writer thread;
+    /// returns once an fsync covers it.
+    async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.writer.run(f).await
+    }
+
+    /// Runs `f` on a read-only connection (the next one in turn); returns once what it read is
+    /// covered by an fsync.
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let readers = &self.readers.connections;
+        let i = self.readers.next.fetch_add(1, Ordering::Relaxed) % readers.len();
+        let value = on_blocking_pool(Arc::clone(&readers[i]), f).await?;
+        self.sync.reveal().await?;
+        Ok(value)
+    }
+}
+
+impl LinkStore for SqliteStore {
+    async fn migrate(&self) -> Result<usize, StoreError> {
+        let space = Arc::clone(&self.space);
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_error)?;
+            tx.execute_batch(&format!(
+                "CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+            ))
+            .map_err(db_error)?;
+            let mut ran = 0;
+            for m in SQLITE {
+                let done: Option<i64> = tx
+                    .query_row(
+                        &format!("SELECT version FROM {VERSION_TABLE} WHERE version = ?1"),
+                        [m.version],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(db_error)?;
+                if done.is_none() {
+                    tx.execute_batch(m.sql).map_err(db_error)?;
+                    tx.execute(
+                        &format!("INSERT INTO {VERSION_TABLE} (version, name, applied_at) VALUES (?1, ?2, ?3)"),
+                        params![m.version, m.name, millis(Utc::now())],
+                    )
+                    .map_err(db_error)?;
+                    ran += 1;
+                }
+            }
+            code_space::check_code_space(&tx, &space)?;
+            tx.commit().map_err(db_error)?;
+            Ok(ran)
+        })
+        .await
+    }
+
+    async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
+        if link.idempotency.is_none() {
+            // Batched with the other creates of the writer thread's next round.
+            return self.writer.insert(link).await;
+        }
+        let space = Arc::clone(&self.space);
+        self.write(move |conn| insert_idempotent(conn, &space, &link))
+            .await
+    }
+
+    async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
+        let space = Arc::clone(&self.space);
+        self.write(move |conn| rows::insert_all(conn, &space, &links))
+            .await
+    }
+
+    async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        let (code, space) = (code.to_string(), Arc::clone(&self.space));
+        self.read(move |conn| rows::get_link(conn, &space, &code))
+            .await
+    }
+
+    async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        let (code, space) = (code.to_string(), Arc::clone(&self.space));
+        self.read(move |conn| rows::get_with_clicks(conn, &space, &code))
+            .await
+    }
+
+    async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
+        let key = dedup_key.to_vec();
+        self.read(move |conn| rows::find_dedup(conn, &key)).await
+    }
+
+    async fn find_idempotent(
+        &self,
+        owner: &str,
+        key: &str,
+    ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
+        let (owner, key) = (owner.to_string(), key.to_string());
+        let space = Arc::clone(&self.space);
+        self.read(move |conn| match idempotency_claim(conn, &owner, &key)? {
+            Some((fingerprint, code)) => {
+                Ok(rows::get_link(conn, &space, &code)?.map(|link| (fingerprint, link)))
+            }
+            None => Ok(None),
+        })
+        .await
+    }
+
+    async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
+        let (code, space) = (code.to_string(), Arc::clone(&self.space));
+        self.write(move |conn| {
+            let Some(slot) = rows::find_slot(conn, &space, &code)? else {
+                return Ok(DeleteOutcome::NotFound);
+            };
+            let updated = conn
+                .execute(
+                    "UPDATE links SET deleted_at = ?2, dedup_key = NULL WHERE slot = ?1 AND deleted_at IS NULL",
+                    params![slot, millis(Utc::now())],
+                )
+                .map_err(db_error)?;
+            Ok(if updated == 1 {
+                DeleteOutcome::Deleted
+            } else {
+                DeleteOutcome::AlreadyDeleted
+            })
+        })
+        .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.read(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_error))
+            .await
+    }
+
+    /// Adds a chunk of click counts in a transaction of its own, answered at its commit: the
+    /// flush makes all its chunks durable at once ([`LinkStore::sync_clicks`]).
+    async fn add_clicks(&self, rows: ClickRows) -> Result<(), StoreError> {
+        self.writer
+            .run_unsynced(move |conn| rows::add_clicks(conn, &rows))
+            .await
+    }
+
+    /// Returns once an fsync covers every click count added before the call.
+    async fn sync_clicks(&self) -> Result<(), StoreError> {
+        self.write(|_| Ok(())).await
+    }
+
+    async fn count_links(&self) -> Result<u64, StoreError> {
+        self.read(|conn| {
+            conn.query_row("SELECT count(*) FROM links", [], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(db_error)
+        })
+        .await
+    }
+
+    fn writer_stats(&self) -> &WriterStats {
+        self.writer.stats()
+    }
+
+    fn durability(&self) -> Option<Durability> {
+        Some(self.sync.durability())
+    }
+
+    fn change_feed(&self) -> Option<ChangeFeed> {
+        // This node is the file's only writer: there is nothing to hear about.
+        None
+    }
+
+    fn embedded_lease_source(&self, namespace: &str, holder: &str) -> Option<Arc<dyn LeaseSource>> {
+        Some(Arc::new(ledger::EmbeddedLeaseSource {
+            store: self.clone(),
+            namespace: namespace.to_string(),
+            holder: holder.to_string(),
+        }))
+    }
+}
+
+/// The fingerprint and code an idempotency key of `owner` was claimed with.
+fn idempotency_claim(
+    conn: &Connection,
+    owner: &str,
+    key: &str,
+) -> Result<Option<(Vec<u8>, String)>, StoreError> {
+    conn.query_row(
+        "SELECT fingerprint, code FROM idempotency_keys WHERE owner = ?1 AND key = ?2",
+        params![owner, key],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+    .map_err(db_error)
+}
+
+/// Inserts `link` and claims its idempotency key in one immediate transaction, or replays the
+/// key's first outcome.
+fn insert_idempotent(
+    conn: &mut Connection,
+    space: &CodeSpace,
+    link: &NewLink,
+) -> Result<InsertOutcome, StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let now = millis(Utc::now());
+    let idem = link
+        .idempotency
+        .as_ref()
+        .ok_or_else(|| StoreError::Internal("no idempotency key to claim".into()))?;
+    if let Some((fingerprint, code)) = idempotency_claim(&tx, &link.owner, &idem.key)? {
+        if fingerprint != idem.fingerprint {
+            return Ok(InsertOutcome::IdempotencyMismatch);
+        }
+        let first = rows::get_link(&tx, space, &code)?
+            .ok_or_else(|| StoreError::Internal(format!("idempotent link {code:?} vanished")))?;
+        return Ok(InsertOutcome::Replayed(first));
+    }
+    let outcome = rows::insert_row(&tx, space, link, now)?;
+    let code = match &outcome {
+        InsertOutcome::Created(l) | InsertOutcome::Deduplicated(l) => l.code.clone(),
+        _ => return Ok(outcome),
+    };
+    tx.execute(
+        "INSERT INTO idempotency_keys (owner, key, fingerprint, code, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![link.owner, idem.key, idem.fingerprint, code, now],
+    )
+    .map_err(db_error)?;
+    tx.commit().map_err(db_error)?;
+    Ok(outcome)
+}
+
+/// Runs `f` with `conn` locked, on tokio's blocking pool (rusqlite calls block).
+async fn on_blocking_pool<T, F>(conn: Arc<Mutex<Connection>>, f: F) -> Result<T, StoreError>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        // A panic mid-transaction rolls the transaction back when it unwinds, so the
+        // connection is consistent even if the lock is poisoned.
+        let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn)
+    })
+    .await
+    .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
+}

@@ -1,0 +1,287 @@
+//! Rows of the links table on one SQLite connection: where a code's row is placed, inserts,
+//! lookups, and click counts. Plain functions over a connection, run on the writer thread or a
+//! read connection by the store.
+//!
+//! A row with an ID (a generated code) sits at the rowid of that ID (`slot = id`); a row
+//! without one (an alias or private code) sits below zero, with its code in the named-code
+//! index. A code is checked against the other placement before it is inserted, so it is unique
+//! across both.
+
+use crate::domain::{ClickCounts, CompactCode, Link};
+use crate::store::{InsertOutcome, NewLink, StoreError, kind_name};
+use chrono::{DateTime, TimeZone, Utc};
+use codespace::CodeSpace;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+
+/// Unix milliseconds, the stored form of times.
+pub(super) fn millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_millis(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// Classifies a rusqlite error: a busy or locked file can be retried later.
+pub(super) fn db_error(e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            StoreError::Unavailable(e.to_string())
+        }
+        _ => StoreError::Internal(e.to_string()),
+    }
+}
+
+fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
+    Ok(Link {
+        code: row.get(0)?,
+        url: row.get(1)?,
+        created_at: from_millis(row.get(2)?),
+        expires_at: row.get::<_, Option<i64>>(3)?.map(from_millis),
+        deleted_at: row.get::<_, Option<i64>>(4)?.map(from_millis),
+        clicks: ClickCounts::default(),
+    })
+}
+
+/// The rowid of the generated row `code` would be, if it can be a generated code.
+fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
+    space
+        .decode(code)
+        .ok()
+        .and_then(|id| i64::try_from(id).ok())
+}
+
+// Statements are constants so `prepare_cached` finds them without formatting a string, and
+// SQLite parses each once per connection.
+const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING";
+/// The next free negative slot: one below the lowest (`min(slot)` reads one end of the table).
+const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
+     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING";
+const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE slot = ?1 AND code = ?2";
+const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE code = ?1 AND id IS NULL";
+const SLOT_BY_SLOT: &str = "SELECT slot FROM links WHERE slot = ?1 AND code = ?2";
+const SLOT_NAMED: &str = "SELECT slot FROM links WHERE code = ?1 AND id IS NULL";
+const SELECT_BY_DEDUP: &str =
+    "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE dedup_key = ?1";
+
+/// Inserts `links` in one immediate transaction; outcomes in input order.
+pub(super) fn insert_all(
+    conn: &mut Connection,
+    space: &CodeSpace,
+    links: &[NewLink],
+) -> Result<Vec<InsertOutcome>, StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let now = millis(Utc::now());
+    let outcomes = links
+        .iter()
+        .map(|link| insert_row(&tx, space, link, now))
+        .collect::<Result<Vec<_>, _>>()?;
+    tx.commit().map_err(db_error)?;
+    Ok(outcomes)
+}
+
+/// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the
+/// live twin) or `CodeTaken`. A row with an ID must carry the code the file's code space gives
+/// that ID, as the service makes it.
+pub(super) fn insert_row(
+    conn: &Connection,
+    space: &CodeSpace,
+    link: &NewLink,
+    now: i64,
+) -> Result<InsertOutcome, StoreError> {
+    let id = link
+        .id
+        .map(|id| {
+            i64::try_from(id).map_err(|_| StoreError::Internal(format!("ID {id} out of range")))
+        })
+        .transpose()?;
+    debug_assert!(
+        id.is_none() || slot(space, &link.code) == id,
+        "code {:?} is not the code of ID {:?}",
+        link.code,
+        link.id
+    );
+    let taken_elsewhere = match id {
+        Some(_) => named_slot(conn, &link.code)?.is_some(),
+        None => generated_slot(conn, space, &link.code)?.is_some(),
+    };
+    let inserted = if taken_elsewhere {
+        0
+    } else {
+        let mut insert = conn
+            .prepare_cached(if id.is_some() {
+                INSERT_GENERATED
+            } else {
+                INSERT_NAMED
+            })
+            .map_err(db_error)?;
+        insert
+            .execute(params![
+                link.code,
+                link.url,
+                kind_name(link.kind),
+                id,
+                now,
+                link.expires_at.map(millis),
+                link.owner,
+                link.dedup_key
+            ])
+            .map_err(db_error)?
+    };
+    Ok(match inserted {
+        // The row is exactly what was written; no need to read it back.
+        1 => InsertOutcome::Created(Link {
+            code: link.code.clone(),
+            url: link.url.clone(),
+            created_at: from_millis(now),
+            expires_at: link.expires_at.map(|t| from_millis(millis(t))),
+            deleted_at: None,
+            clicks: ClickCounts::default(),
+        }),
+        _ => match link
+            .dedup_key
+            .as_ref()
+            .map(|k| find_dedup(conn, k))
+            .transpose()?
+            .flatten()
+        {
+            Some(twin) => InsertOutcome::Deduplicated(twin),
+            None => InsertOutcome::CodeTaken,
+        },
+    })
+}
+
+/// The link with `code`, wherever it is placed.
+pub(super) fn get_link(
+    conn: &Connection,
+    space: &CodeSpace,
+    code: &str,
+) -> Result<Option<Link>, StoreError> {
+    if let Some(slot) = slot(space, code) {
+        let mut select = conn.prepare_cached(SELECT_BY_SLOT).map_err(db_error)?;
+        let found = select
+            .query_row(params![slot, code], link_from_row)
+            .optional()
+            .map_err(db_error)?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    let mut select = conn.prepare_cached(SELECT_NAMED).map_err(db_error)?;
+    select
+        .query_row([code], link_from_row)
+        .optional()
+        .map_err(db_error)
+}
+
+/// The link with `code` and its click counts.
+pub(super) fn get_with_clicks(
+    conn: &Connection,
+    space: &CodeSpace,
+    code: &str,
+) -> Result<Option<Link>, StoreError> {
+    let Some(mut link) = get_link(conn, space, code)? else {
+        return Ok(None);
+    };
+    let counts: Option<(i64, i64, i64)> = conn
+        .query_row(
+            "SELECT human, head, bot FROM link_clicks WHERE code = ?1",
+            [code],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()
+        .map_err(db_error)?;
+    if let Some((human, head, bot)) = counts {
+        link.clicks = ClickCounts {
+            human: human.max(0) as u64,
+            head: head.max(0) as u64,
+            bot: bot.max(0) as u64,
+        };
+    }
+    Ok(Some(link))
+}
+
+/// The slot of the row holding `code`, wherever it is placed.
+pub(super) fn find_slot(
+    conn: &Connection,
+    space: &CodeSpace,
+    code: &str,
+) -> Result<Option<i64>, StoreError> {
+    match generated_slot(conn, space, code)? {
+        Some(slot) => Ok(Some(slot)),
+        None => named_slot(conn, code),
+    }
+}
+
+/// The slot of the generated row holding `code` (at the rowid its code decodes to).
+fn generated_slot(
+    conn: &Connection,
+    space: &CodeSpace,
+    code: &str,
+) -> Result<Option<i64>, StoreError> {
+    let Some(slot) = slot(space, code) else {
+        return Ok(None);
+    };
+    let mut select = conn.prepare_cached(SLOT_BY_SLOT).map_err(db_error)?;
+    select
+        .query_row(params![slot, code], |r| r.get(0))
+        .optional()
+        .map_err(db_error)
+}
+
+/// The slot of the ID-less row holding `code`.
+fn named_slot(conn: &Connection, code: &str) -> Result<Option<i64>, StoreError> {
+    let mut select = conn.prepare_cached(SLOT_NAMED).map_err(db_error)?;
+    select
+        .query_row([code], |r| r.get(0))
+        .optional()
+        .map_err(db_error)
+}
+
+/// The live link with `key` as its dedup key.
+pub(super) fn find_dedup(conn: &Connection, key: &[u8]) -> Result<Option<Link>, StoreError> {
+    let mut select = conn.prepare_cached(SELECT_BY_DEDUP).map_err(db_error)?;
+    select
+        .query_row([key], link_from_row)
+        .optional()
+        .map_err(db_error)
+}
+
+/// Adds a chunk of click counts in a transaction of its own.
+pub(super) fn add_clicks(
+    conn: &mut Connection,
+    rows: &[(CompactCode, ClickCounts)],
+) -> Result<(), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    {
+        // Most codes already have a row: an UPDATE finds it with one search of the key, where
+        // an upsert searches for the conflict and then again to update.
+        let mut update = tx
+            .prepare_cached(
+                "UPDATE link_clicks SET human = human + ?2, head = head + ?3, \
+                 bot = bot + ?4 WHERE code = ?1",
+            )
+            .map_err(db_error)?;
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO link_clicks (code, human, head, bot) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(db_error)?;
+        for (code, c) in rows {
+            let values = params![code.as_str(), c.human as i64, c.head as i64, c.bot as i64];
+            // `BEGIN IMMEDIATE` holds SQLite's write lock for the whole chunk, so no connection
+            // can add a code between the UPDATE that missed it and the INSERT.
+            if update.execute(values).map_err(db_error)? == 0 {
+                insert.execute(values).map_err(db_error)?;
+            }
+        }
+    }
+    tx.commit().map_err(db_error)
+}

@@ -1,0 +1,75 @@
+//! The redirect cache: answers it gives are the store's, and changes made on one node reach
+//! every node's cache within a bound.
+
+use crate::helpers::{BROWSER, Backend, Stack};
+use reqwest::StatusCode;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delete_on_one_node_stops_redirects_on_the_other_within_the_bound() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let a = stack.node("node-a").await;
+    let b = stack.node("node-b").await;
+    let code = a.create_url("https://example.com/cached").await;
+    // Both nodes cache the link.
+    for node in [&a, &b] {
+        for _ in 0..3 {
+            assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+        }
+    }
+    let hits_before = b.cache_hits();
+    assert!(hits_before >= 2, "node b did not serve from its cache");
+    assert_eq!(a.delete(&code).await, StatusCode::NO_CONTENT);
+    // The cache TTL in the test config is 60 s; the notification must beat it by far.
+    let started = std::time::Instant::now();
+    let gone = testkit::wait_until(Duration::from_secs(5), || async {
+        b.visit(&code).await.status() == StatusCode::GONE
+    })
+    .await;
+    assert!(gone, "node b kept redirecting a deleted link");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// A redirect answered from the cache (at once, while the server reads the request) is the
+/// answer the store gave on the first visit: the same status, headers and body for a live
+/// link, a `HEAD`, a deleted link and an unknown code.
+async fn a_cached_answer_is_the_answer_the_store_gave(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let live = node.create_url("https://example.com/cached-answer").await;
+    let deleted = node.create_url("https://example.com/deleted-answer").await;
+    assert_eq!(node.delete(&deleted).await, StatusCode::NO_CONTENT);
+    let hits = || node.cache_hits();
+    for (method, code, status) in [
+        (reqwest::Method::GET, live.as_str(), StatusCode::FOUND),
+        (reqwest::Method::HEAD, live.as_str(), StatusCode::FOUND),
+        (reqwest::Method::GET, deleted.as_str(), StatusCode::GONE),
+        (reqwest::Method::GET, "zzzzzzz", StatusCode::NOT_FOUND),
+    ] {
+        let visit = || async {
+            let response = node
+                .client
+                .request(method.clone(), format!("{}/{code}", node.base))
+                .header("user-agent", BROWSER)
+                .send()
+                .await
+                .expect("visit");
+            let status = response.status();
+            let headers: Vec<_> = ["location", "cache-control", "content-length"]
+                .iter()
+                .map(|h| response.headers().get(*h).cloned())
+                .collect();
+            (status, headers, response.text().await.expect("body"))
+        };
+        let before = hits();
+        let first = visit().await;
+        let second = visit().await;
+        assert_eq!(first.0, status, "{method} /{code}");
+        assert_eq!(second, first, "{method} /{code}: the cached answer differs");
+        assert!(
+            hits() > before,
+            "{method} /{code}: the second visit was not answered from the cache"
+        );
+    }
+}
+on_both_stores!(a_cached_answer_is_the_answer_the_store_gave);

@@ -1,0 +1,109 @@
+//! Configuration is validated before any port is bound; each bad setting is named.
+
+use shortener::{App, Config};
+use testkit::free_addr;
+
+/// Builds an app from `config` with a free HTTP port, expects the build to fail, checks that
+/// the port was left free, and returns the error with its causes.
+async fn refused_before_binding(mut config: Config, what: &str) -> String {
+    let addr = free_addr();
+    config.http_addr = addr;
+    let error = match App::build(config).await {
+        Ok(_) => panic!("{what} was accepted"),
+        Err(error) => format!("{error:#}"),
+    };
+    std::net::TcpListener::bind(addr)
+        .unwrap_or_else(|e| panic!("{what}: port {addr} was left bound: {e}"));
+    error
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    type Edit = fn(&mut Config);
+    let cases: Vec<(&str, Edit)> = vec![
+        ("SHORTENER_CODE_LENGTH", |c| c.code_length = 3),
+        ("SHORTENER_CODE_LENGTH", |c| c.code_length = 12),
+        ("SHORTENER_REDIRECT_STATUS", |c| c.redirect_status = 303),
+        ("SHORTENER_MIN_BLOCK", |c| c.min_block = 0),
+        ("SHORTENER_MIN_BLOCK", |c| {
+            (c.min_block, c.max_block) = (1000, 10)
+        }),
+        ("SHORTENER_MAX_URL_LENGTH", |c| c.max_url_length = 1),
+        ("SHORTENER_ID_SERVICE", |c| {
+            c.database_url = Some("postgres://postgres@127.0.0.1/x".into())
+        }),
+        ("SHORTENER_ID_SERVICE", |c| {
+            c.id_service = vec!["id-service:50051".into()]
+        }),
+        ("SHORTENER_ID_NAMESPACE", |c| {
+            c.id_namespace = "Bad-Namespace".into()
+        }),
+        ("SHORTENER_PUBLIC_URL", |c| {
+            c.public_url = Some("ftp://sho.rt/".into())
+        }),
+        ("SHORTENER_PUBLIC_URL", |c| {
+            c.public_url = Some("not a url".into())
+        }),
+        ("SHORTENER_TRUSTED_PROXIES", |c| {
+            c.client_ip_header = Some("x-forwarded-for".into())
+        }),
+        ("SHORTENER_CLIENT_IP_HEADER", |c| {
+            c.client_ip_header = Some("bad header".into());
+            c.trusted_proxies = vec!["10.0.0.0/8".parse().expect("net")];
+        }),
+        ("SHORTENER_CREATE_BURST", |c| c.create_burst = 10),
+        ("SHORTENER_WRITE_BATCH", |c| c.write_batch = 0),
+        ("SHORTENER_KEY", |c| c.key = Some("abcd".into())),
+        ("SHORTENER_DATABASE_CA_FILE", |c| {
+            c.database_ca_file = Some("/nonexistent/ca.pem".into())
+        }),
+        ("SHORTENER_DATABASE_CA_FILE", |c| {
+            c.database_ca_file = Some("/dev/null".into())
+        }),
+        ("API key", |c| c.api_keys = vec!["short".into()]),
+    ];
+    for (name, edit) in cases {
+        let mut config = Config::for_tests(dir.path().join("data"), "test-key-0123456789abcdef");
+        edit(&mut config);
+        let error = refused_before_binding(config, &format!("a config with a bad {name}")).await;
+        assert!(
+            error.contains(name),
+            "the error for a bad {name} does not name it: {error}"
+        );
+    }
+}
+
+/// An embedded data directory keeps the code space its links were made in: a start with
+/// another key or another code length is refused before any port is bound, and the original
+/// settings still start.
+#[tokio::test]
+async fn an_embedded_data_directory_refuses_another_code_key_or_length() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let config = || Config::for_tests(data.clone(), "test-key-0123456789abcdef");
+    // The first start generates the key file and records its code space.
+    drop(App::build(config()).await.expect("first start"));
+
+    type Edit = fn(&mut Config);
+    let cases: Vec<(&str, Edit)> = vec![
+        ("another key", |c| {
+            c.key = Some(codespace::CodeKey::generate().to_hex())
+        }),
+        ("another length", |c| c.code_length = 8),
+    ];
+    for (why, edit) in cases {
+        let mut changed = config();
+        edit(&mut changed);
+        let error = refused_before_binding(changed, &format!("a start with {why}")).await;
+        assert!(
+            error.contains("start it with the original key"),
+            "{why}: {error}"
+        );
+    }
+    drop(
+        App::build(config())
+            .await
+            .expect("the original settings start"),
+    );
+}

@@ -1,0 +1,306 @@
+//! Starting real shortener nodes for tests: embedded (SQLite in a temp dir) or distributed
+//! (PostgreSQL test database + an in-process id-service on port 0), and talking to them.
+
+use proto::shortener::v1 as pb;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shortener::store::LinkStore;
+use shortener::{App, Config};
+use std::sync::Arc;
+use std::time::Duration;
+use testkit::TestDb;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// The API key every test node accepts.
+pub const API_KEY: &str = "test-key-0123456789abcdef";
+/// A code-space key shared by the nodes of one test.
+pub const CODE_KEY: &str = "5f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
+/// Which store a node runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Embedded SQLite with the in-process lease ledger.
+    Sqlite,
+    /// PostgreSQL with the id-service.
+    Postgres,
+}
+
+/// What the nodes of one test run on: a temp dir, and for PostgreSQL a database and an
+/// id-service.
+pub struct Stack {
+    pub dir: tempfile::TempDir,
+    pub db: Option<TestDb>,
+    id_service: Option<(String, CancellationToken, JoinHandle<()>)>,
+}
+
+impl Stack {
+    /// A fresh stack for `backend`.
+    pub async fn new(backend: Backend) -> Stack {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (db, id_service) = match backend {
+            Backend::Sqlite => (None, None),
+            Backend::Postgres => {
+                let db = TestDb::create().await;
+                let app = id_service::App::build(id_service::Config::for_tests(db.url()))
+                    .await
+                    .expect("build id-service");
+                let addr = format!("http://{}", app.grpc_addr());
+                let token = CancellationToken::new();
+                let task = tokio::spawn({
+                    let token = token.clone();
+                    async move {
+                        app.run(token).await.expect("id-service run");
+                    }
+                });
+                (Some(db), Some((addr, token, task)))
+            }
+        };
+        Stack {
+            dir,
+            db,
+            id_service,
+        }
+    }
+
+    /// A node configuration for this stack, with its own data directory `name`.
+    pub fn config(&self, name: &str) -> Config {
+        let mut config = Config::for_tests(self.dir.path().join(name), API_KEY);
+        config.key = Some(CODE_KEY.to_string());
+        if let (Some(db), Some((addr, _, _))) = (&self.db, &self.id_service) {
+            config.database_url = Some(db.url().to_string());
+            config.id_service = vec![addr.clone()];
+        }
+        config.holder = Some(name.to_string());
+        config
+    }
+
+    /// A node on this stack, started and ready.
+    pub async fn node(&self, name: &str) -> Node {
+        Node::start(self.config(name)).await
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if let Some((_, token, task)) = self.id_service.take() {
+            token.cancel();
+            task.abort();
+        }
+    }
+}
+
+/// A running node and an HTTP client for it.
+pub struct Node {
+    pub base: String,
+    pub admin: String,
+    pub grpc: String,
+    /// The node's parts (store, ID pool, code space, counters), read directly by tests.
+    pub app: Arc<shortener::app::Node>,
+    pub client: reqwest::Client,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Node {
+    /// Starts a node for `config` and waits until it is ready.
+    pub async fn start(config: Config) -> Node {
+        let app = App::build(config).await.expect("build node");
+        let base = format!("http://{}", app.http_addr());
+        let admin = format!("http://{}", app.admin_addr());
+        let grpc = format!("http://{}", app.grpc_addr());
+        let parts = app.node();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(app.run(shutdown.clone()));
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("client");
+        let node = Node {
+            base,
+            admin,
+            grpc,
+            app: parts,
+            client,
+            shutdown,
+            task: Some(task),
+        };
+        let ready = testkit::wait_until(Duration::from_secs(10), || async {
+            matches!(node.client.get(format!("{}/readyz", node.admin)).send().await, Ok(r) if r.status() == 200)
+        })
+        .await;
+        assert!(ready, "node at {} never became ready", node.base);
+        node
+    }
+
+    /// Starts the shutdown (as SIGTERM does) without waiting for it.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Stops the node and waits for it to drain.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.expect("join").expect("run");
+        }
+    }
+
+    /// `POST /api/v1/links` with `body`; returns status and JSON.
+    pub async fn create(&self, body: Value) -> (StatusCode, Value) {
+        self.create_with(body, &[]).await
+    }
+
+    /// `POST /api/v1/links` with extra headers.
+    pub async fn create_with(&self, body: Value, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+        let mut request = self
+            .client
+            .post(format!("{}/api/v1/links", self.base))
+            .bearer_auth(API_KEY)
+            .json(&body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("send create");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Creates a link for `url` and returns its code.
+    pub async fn create_url(&self, url: &str) -> String {
+        let (status, body) = self.create(json!({ "url": url })).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["code"].as_str().expect("code").to_string()
+    }
+
+    /// Like [`Node::create_url`], taking the URL by value (handy with `join_all`).
+    pub async fn create_url_owned(&self, url: String) -> String {
+        self.create_url(&url).await
+    }
+
+    /// `GET /{code}` without following redirects.
+    pub async fn visit(&self, code: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}/{code}", self.base))
+            .send()
+            .await
+            .expect("send visit")
+    }
+
+    /// `GET /api/v1/links/{code}`.
+    pub async fn get(&self, code: &str) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .get(format!("{}/api/v1/links/{code}", self.base))
+            .bearer_auth(API_KEY)
+            .send()
+            .await
+            .expect("send get");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `DELETE /api/v1/links/{code}`.
+    pub async fn delete(&self, code: &str) -> StatusCode {
+        self.client
+            .delete(format!("{}/api/v1/links/{code}", self.base))
+            .bearer_auth(API_KEY)
+            .send()
+            .await
+            .expect("send delete")
+            .status()
+    }
+
+    /// A gRPC client for the `Links` service.
+    pub async fn links_client(
+        &self,
+    ) -> proto::shortener::v1::links_client::LinksClient<tonic::transport::Channel> {
+        proto::shortener::v1::links_client::LinksClient::connect(self.grpc.clone())
+            .await
+            .expect("connect gRPC")
+    }
+
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.admin))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text")
+    }
+
+    /// How many links the store holds.
+    pub async fn stored_links(&self) -> u64 {
+        self.app.store.count_links().await.expect("count links")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl Node {
+    /// The number of cache hits the node has counted.
+    pub fn cache_hits(&self) -> u64 {
+        self.app
+            .resolver
+            .counters()
+            .cache_hits
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Cache hits and misses together: how many lookups reached the cache at all.
+    pub fn lookups_seen(&self) -> u64 {
+        self.cache_hits()
+            + self
+                .app
+                .resolver
+                .counters()
+                .cache_misses
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A user agent of a person's browser.
+pub const BROWSER: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36";
+
+/// `message` with the test API key in its metadata.
+pub fn authed<T>(message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {API_KEY}").parse().expect("ascii"),
+    );
+    request
+}
+
+/// A gRPC create of `url` with no options.
+pub fn create(url: &str) -> pb::CreateLinkRequest {
+    pb::CreateLinkRequest {
+        url: url.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Runs an async test body once per backend, as two `#[tokio::test]`s.
+#[macro_export]
+macro_rules! on_both_stores {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::helpers::Backend::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name($crate::helpers::Backend::Postgres).await
+            }
+        }
+    };
+}

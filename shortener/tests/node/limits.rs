@@ -1,0 +1,90 @@
+//! Abuse limits: a 404 budget per client address and a create rate per API key.
+
+use crate::helpers::{Backend, Node, Stack, authed, create};
+use reqwest::StatusCode;
+use tonic::Code;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_404_scanner_gets_429_while_a_normal_client_keeps_getting_302() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("edge");
+    config.not_found_rate = 1;
+    config.not_found_burst = 10;
+    config.client_ip_header = Some("x-forwarded-for".into());
+    config.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/real").await;
+    let scan = |i: usize| {
+        node.client
+            .get(format!("{}/zz{i:05}", node.base))
+            .header("x-forwarded-for", "203.0.113.66")
+            .send()
+    };
+    let mut limited = 0;
+    for i in 0..40 {
+        let response = scan(i).await.expect("scan");
+        match response.status() {
+            StatusCode::NOT_FOUND => {}
+            StatusCode::TOO_MANY_REQUESTS => {
+                limited += 1;
+                assert!(response.headers().contains_key("retry-after"));
+            }
+            other => panic!("scanner got {other}"),
+        }
+    }
+    assert!(limited >= 25, "only {limited} of 40 scans were limited");
+    // Another client behind the same proxy keeps getting redirects and honest 404s.
+    for _ in 0..20 {
+        let response = node
+            .client
+            .get(format!("{}/{code}", node.base))
+            .header("x-forwarded-for", "198.51.100.7")
+            .send()
+            .await
+            .expect("visit");
+        assert_eq!(response.status(), StatusCode::FOUND);
+    }
+    let honest = node
+        .client
+        .get(format!("{}/zz99999", node.base))
+        .header("x-forwarded-for", "198.51.100.7")
+        .send()
+        .await
+        .expect("visit");
+    assert_eq!(honest.status(), StatusCode::NOT_FOUND);
+    assert!(
+        node.metrics()
+            .await
+            .contains("shortener_rate_limited_total{limit=\"not_found\"}")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_beyond_the_per_key_rate_get_429() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("limited");
+    config.create_rate = 1;
+    config.create_burst = 5;
+    config.batch_limit = 5;
+    let node = Node::start(config).await;
+    let mut statuses = Vec::new();
+    for i in 0..10 {
+        statuses.push(
+            node.create(serde_json::json!({ "url": format!("https://example.com/{i}") }))
+                .await,
+        );
+    }
+    let limited: Vec<_> = statuses
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::TOO_MANY_REQUESTS)
+        .collect();
+    assert!(limited.len() >= 4, "{statuses:?}");
+    assert_eq!(limited[0].1["error"], "rate_limited");
+    let mut client = node.links_client().await;
+    let refused = client
+        .create_link(authed(create("https://example.com/g")))
+        .await
+        .expect_err("limited");
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert!(refused.metadata().contains_key("retry-after"));
+}

@@ -1,0 +1,21 @@
+//! The shortener node through its real interfaces: servers on ports, real HTTP and gRPC
+//! clients, SQLite files and PostgreSQL databases of their own. One test binary, one module per
+//! behaviour; `helpers` starts nodes and talks to them.
+
+#[macro_use]
+mod helpers;
+
+mod bad_input;
+mod cache;
+mod cli;
+mod clicks;
+mod config;
+mod grpc;
+mod limits;
+mod links;
+mod metrics;
+mod nodes;
+mod redirects;
+mod store;
+mod timeouts;
+mod tls;

@@ -1,0 +1,47 @@
+//! The metrics endpoint: every series present, and moving as requests are served.
+
+use crate::helpers::{BROWSER, Backend, Stack};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_present_and_move() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let node = stack.node("metrics").await;
+    let before = node.metrics().await;
+    for name in [
+        "shortener_ids_in_hand",
+        "shortener_runway_seconds",
+        "shortener_leases_total",
+        "shortener_generated_code_conflicts_total 0",
+        "shortener_code_space_utilisation",
+        "shortener_cache_hits_total",
+        "shortener_clicks_flushed_total",
+    ] {
+        assert!(before.contains(name), "{name} missing from:\n{before}");
+    }
+    let code = node.create_url("https://example.com/m").await;
+    for _ in 0..3 {
+        node.client
+            .get(format!("{}/{code}", node.base))
+            .header("user-agent", BROWSER)
+            .send()
+            .await
+            .expect("visit");
+    }
+    node.visit("zzzzzzz").await;
+    let moved = testkit::wait_until(Duration::from_secs(5), || async {
+        let after = node.metrics().await;
+        after.contains("shortener_creates_total{outcome=\"created\"} 1")
+            && after.contains("shortener_redirects_total{status=\"302\"} 3")
+            && after.contains("shortener_redirects_total{status=\"404\"} 1")
+            && after.contains("shortener_create_duration_seconds_count{outcome=\"created\"} 1")
+            && after.contains("shortener_cache_hits_total 2")
+            && after.contains("shortener_clicks_flushed_total 3")
+    })
+    .await;
+    assert!(
+        moved,
+        "metrics did not move as expected:\n{}",
+        node.metrics().await
+    );
+}
