@@ -256,9 +256,9 @@ def test_get_and_delete_of_an_unknown_code_are_not_found(pb, links, auth, code):
 
 @pytest.mark.parametrize("code", ["", "a.b", "x" * 65])
 def test_get_of_a_malformed_code_is_invalid_argument(pb, links, auth, code):
-    status, _, _ = status_of(lambda: links.GetLink(pb.messages.GetLinkRequest(code=code),
-                                                   metadata=auth, timeout=TIMEOUT))
-    assert status == grpc.StatusCode.INVALID_ARGUMENT
+    status, error, _ = status_of(lambda: links.GetLink(pb.messages.GetLinkRequest(code=code),
+                                                       metadata=auth, timeout=TIMEOUT))
+    assert (status, error) == (grpc.StatusCode.INVALID_ARGUMENT, "invalid_code")
 
 
 def test_delete_link_then_get_shows_deleted_and_the_edge_answers_410(pb, links, auth, server):

@@ -272,9 +272,14 @@ def test_get_returns_the_link(api, unique_url):
     assert api.get(created["code"]).json() == created
 
 
-@pytest.mark.parametrize("code", ["zzzzzzz", "no-such-alias", "0000000000000000", "a.b", "%21%21", "x" * 65])
-def test_get_of_an_unknown_or_impossible_code_returns_404(api, code):
+@pytest.mark.parametrize("code", ["zzzzzzz", "no-such-alias", "0000000000000000"])
+def test_get_of_an_unknown_code_returns_404(api, code):
     assert error_of(api.get(code, status=404)) == "not_found"
+
+
+@pytest.mark.parametrize("code", ["a.b", "%21%21", "x" * 65, "api"])
+def test_get_of_an_impossible_code_returns_422_invalid_code(api, code):
+    assert error_of(api.get(code, status=422)) == "invalid_code"
 
 
 # Delete.
@@ -294,9 +299,14 @@ def test_delete_twice_is_not_an_error(api, unique_url):
     api.delete(code)
 
 
-@pytest.mark.parametrize("code", ["zzzzzzz", "no-such-alias", "a.b"])
+@pytest.mark.parametrize("code", ["zzzzzzz", "no-such-alias"])
 def test_delete_of_an_unknown_code_returns_404(api, code):
     assert error_of(api.delete(code, status=404)) == "not_found"
+
+
+@pytest.mark.parametrize("code", ["a.b", "x" * 65])
+def test_delete_of_an_impossible_code_returns_422_invalid_code(api, code):
+    assert error_of(api.delete(code, status=422)) == "invalid_code"
 
 
 def test_a_deleted_alias_is_never_reused(api, unique_url):
@@ -356,11 +366,10 @@ def test_a_code_looked_up_before_it_existed_redirects_once_created(api, unique_u
     assert api.follow(name, 302).headers["Location"] == unique_url
 
 
-@pytest.mark.parametrize("path, template", [("/%FF", "/{code}"), ("/api/v1/links/%FF", "/api/v1/links/{code}")])
-def test_a_segment_that_is_not_utf8_is_not_found(api, path, template):
-    response = api.request("GET", path, template, 404, headers=api.auth())
-    if template != "/{code}":
-        assert error_of(response) == "not_found"
+def test_a_segment_that_is_not_utf8_is_not_found_at_the_edge_and_invalid_in_the_api(api):
+    api.request("GET", "/%FF", "/{code}", 404)
+    response = api.request("GET", "/api/v1/links/%FF", "/api/v1/links/{code}", 422, headers=api.auth())
+    assert error_of(response) == "invalid_code"
 
 
 def test_paths_that_cannot_be_codes_return_404(api, server):

@@ -25,7 +25,12 @@ fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result
 /// The code a path names, parsed for this node (a segment that does not decode to UTF-8 is no
 /// code either).
 fn code(state: &HttpState, code: Result<Path<String>, PathRejection>) -> Result<ShortCode, Error> {
-    let text = code.map(|Path(code)| code).unwrap_or_default();
+    let Ok(Path(text)) = code else {
+        return Err(Error::invalid(
+            "invalid_code",
+            "the code in the path is not valid UTF-8",
+        ));
+    };
     ShortCode::parse(&text, state.rules.code_length)
 }
 
