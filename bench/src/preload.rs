@@ -85,3 +85,18 @@ pub fn migrate_postgres(url: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preloaded_links_point_where_the_benchmarks_create_theirs() {
+        for id in [0, 7, 12_345_678, 99_999_999] {
+            assert_eq!(
+                URL_PATTERN.replace("{id}", &format!("{id:08}")),
+                crate::procs::target_url(id)
+            );
+        }
+    }
+}

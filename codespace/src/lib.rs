@@ -9,6 +9,10 @@
 //!
 //! [`shape`] says which strings can be generated codes, private codes or custom aliases; the
 //! three namespaces are disjoint by construction, so an alias can never shadow a generated code.
+//!
+//! Modules: `space` ([`CodeSpace`]: encode and decode), `numeral` (the FF1 numeral string over
+//! base62 digits), `base62` (the alphabet and fixed-width digits), `key` ([`CodeKey`]: parsing,
+//! generation, fingerprints), `block` ([`Block`]: a leased half-open range), [`shape`].
 
 mod base62;
 mod block;

@@ -19,6 +19,9 @@
 //! - A block that starts below one already seen is refused and counted
 //!   ([`PoolStats::rewinds`]): it means the ledger went back in time (for example a restore), and
 //!   using it could repeat IDs.
+//!
+//! Modules: `pool` ([`IdPool`]), `rate` (the consumption-rate estimate that sizes blocks),
+//! `source` (the [`LeaseSource`] trait and its errors), `grpc` ([`GrpcLeaseSource`]).
 
 mod grpc;
 mod pool;

@@ -10,8 +10,8 @@
 //!
 //! [`App::build`] validates the [`Config`], migrates, and binds both ports; [`App::run`]
 //! serves until cancelled and then drains. `main` and the tests run exactly this code.
-//! `docs/leases.md` explains why leases are durable and disjoint; `docs/id-service.md` lists
-//! the configuration and metrics.
+//! `docs/design.md` states the invariants (I1: no ID twice), `docs/leases.md` explains why
+//! leases are durable and disjoint, and `docs/id-service.md` lists the configuration and metrics.
 
 pub mod admin;
 mod app;

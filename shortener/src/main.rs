@@ -7,7 +7,7 @@ use shortener::{App, Config, app, secrets, shutdown, telemetry};
 
 /// mimalloc rather than the system allocator: requests allocate many small short-lived
 /// objects on one thread and free them on another (the SQLite blocking pool), where glibc's
-/// malloc spends measurable time consolidating; see docs/benchmarks.md.
+/// malloc spends measurable time consolidating (docs/decisions.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -9,6 +9,10 @@
 //! ```
 //!
 //! Everything is killed on drop, also when the test panics.
+//!
+//! This file is longer than most: [`System`] is one type whose methods are the levers the
+//! nemesis pulls (start, kill, restart, cut, heal) over one lifecycle, and splitting them
+//! across files would scatter that lifecycle.
 
 use crate::binaries::Binaries;
 use crate::process::Process;

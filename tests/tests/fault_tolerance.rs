@@ -1,5 +1,5 @@
 //! The cluster under faults: no ID twice, no code twice, no acknowledged link lost, and
-//! bounded degradation while the id-service is down (DESIGN.md I1-I3, I7).
+//! bounded degradation while the id-service is down (invariants I1-I3 and I7, docs/design.md).
 //!
 //! Sized for CI by default; `SOAK_SECONDS`, `SOAK_CLIENTS` and `FAULT_SEED` turn it into a
 //! soak or a replay (see docs/fault-test.md).

@@ -42,7 +42,7 @@ impl ShortCode {
     }
 }
 
-/// `text` quoted for an error message: at most [`ECHOED`] characters, escaped, so a message
+/// `text` quoted for an error message: at most 32 characters, escaped, so a message
 /// never carries a client's megabyte or its control characters back.
 pub fn echo(text: &str) -> String {
     let mut shown: String = text.chars().take(ECHOED).collect();

@@ -6,8 +6,7 @@
 //! which answers cached redirects at once; the rest go to [`PublicService::handle`].
 //!
 //! hyper's own `header_read_timeout` is not used: it boxes and registers a fresh timer for every
-//! request on a keep-alive connection (about an eighth of the user-space instructions of a
-//! cached redirect). The watchdog here costs each connection one timer, re-armed once per timeout, and
+//! request on a keep-alive connection (docs/decisions.md has its cost). The watchdog here costs each connection one timer, re-armed once per timeout, and
 //! each request two stores to a counter that only its connection's task writes.
 
 use super::PublicService;

@@ -13,11 +13,9 @@
 //! with durable writes it is answered with them, after their fsync.
 //!
 //! One thread doing the whole cycle keeps the hand-offs to a minimum: under load it never
-//! sleeps except in its fsync, so a round costs two context switches. (Running each write on
-//! the blocking pool and its fsync on the WAL sync thread cost about eight per batch, the
-//! largest item in an embedded create's profile.) It also means one fsync covers every kind of
-//! write at once: a lease taken in the middle of a stream of creates shares their fsync
-//! instead of adding one of its own.
+//! sleeps except in its fsync, so a round costs two context switches. It also means one fsync
+//! covers every kind of write at once: a lease taken in the middle of a stream of creates
+//! shares their fsync instead of adding one of its own (docs/decisions.md has the figures).
 
 use super::rows::insert_all;
 use super::walsync::WalSync;

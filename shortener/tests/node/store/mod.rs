@@ -1,0 +1,127 @@
+//! The store interface itself, on both backends (batched inserts resolve conflicts per row);
+//! the embedded file's layout and migrations (`embedded`), and its group commit (`durability`).
+
+mod durability;
+mod embedded;
+
+use crate::helpers::{Backend, Stack};
+use codespace::shape::CodeKind;
+use codespace::{CodeKey, CodeSpace};
+use shortener::store::{InsertOutcome, LinkStore, NewLink};
+
+pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
+    NewLink {
+        code: code.to_string(),
+        url: url.to_string(),
+        kind: if dedup.is_some() {
+            CodeKind::Generated
+        } else {
+            CodeKind::Alias
+        },
+        id: None,
+        expires_at: None,
+        owner: "owner".into(),
+        dedup_key: dedup.map(<[u8]>::to_vec),
+        idempotency: None,
+    }
+}
+
+async fn a_batched_insert_resolves_every_row_on_its_own(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let store = node.app.store.clone();
+    let planted = store
+        .insert_many(vec![link("taken-1", "https://example.com/first", None)])
+        .await
+        .expect("plant");
+    assert!(matches!(&planted[0], InsertOutcome::Created(l) if l.code == "taken-1"));
+
+    let batch = vec![
+        link("new-1", "https://example.com/1", None),
+        link("taken-1", "https://example.com/intruder", None),
+        link("dup-a", "https://example.com/d", Some(b"dedup-key-1")),
+        link("dup-b", "https://example.com/d", Some(b"dedup-key-1")),
+        link("same-1", "https://example.com/s1", None),
+        link("same-1", "https://example.com/s2", None),
+        link("new-2", "https://example.com/2", None),
+    ];
+    let outcomes = store.insert_many(batch.clone()).await.expect("batch");
+    assert_eq!(outcomes.len(), batch.len());
+    assert!(
+        matches!(&outcomes[0], InsertOutcome::Created(l) if l.code == "new-1" && l.url == "https://example.com/1")
+    );
+    assert_eq!(
+        outcomes[1],
+        InsertOutcome::CodeTaken,
+        "a taken code is reported, never overwritten"
+    );
+    let InsertOutcome::Created(first) = &outcomes[2] else {
+        panic!("dedup first: {:?}", outcomes[2])
+    };
+    assert!(matches!(&outcomes[3], InsertOutcome::Deduplicated(twin) if twin.code == first.code));
+    assert!(matches!(&outcomes[4], InsertOutcome::Created(l) if l.url == "https://example.com/s1"));
+    assert_eq!(outcomes[5], InsertOutcome::CodeTaken);
+    assert!(matches!(&outcomes[6], InsertOutcome::Created(l) if l.code == "new-2"));
+
+    // The stored URLs are the first ones: nothing was silently replaced (I2).
+    assert_eq!(
+        store
+            .get("taken-1")
+            .await
+            .expect("get")
+            .expect("exists")
+            .url,
+        "https://example.com/first"
+    );
+    assert_eq!(
+        store.get("same-1").await.expect("get").expect("exists").url,
+        "https://example.com/s1"
+    );
+    assert_eq!(store.count_links().await.expect("count"), 5);
+}
+on_both_stores!(a_batched_insert_resolves_every_row_on_its_own);
+
+async fn many_concurrent_creates_are_all_committed_with_distinct_codes(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let codes = futures::future::join_all(
+        (0..300).map(|i| node.create_url_owned(format!("https://example.com/many/{i}"))),
+    )
+    .await;
+    let distinct: std::collections::HashSet<&String> = codes.iter().collect();
+    assert_eq!(distinct.len(), 300);
+    assert_eq!(node.stored_links().await, 300);
+    for (i, code) in codes.iter().enumerate().step_by(37) {
+        assert_eq!(
+            node.visit(code).await.headers()["location"],
+            format!("https://example.com/many/{i}").as_str()
+        );
+    }
+}
+on_both_stores!(many_concurrent_creates_are_all_committed_with_distinct_codes);
+
+/// Opens the embedded store at `path` for the codes of `key` at base length `length` and runs
+/// its migrations: the store and how many ran, or the refusal.
+pub(super) async fn open_migrated(
+    path: &std::path::Path,
+    key: &CodeKey,
+    length: usize,
+) -> Result<(shortener::store::SqliteStore, usize), shortener::store::StoreError> {
+    let space = std::sync::Arc::new(CodeSpace::new(key, length).expect("space"));
+    let store = shortener::store::SqliteStore::open(path, space, 64).expect("open");
+    let ran = store.migrate().await?;
+    Ok((store, ran))
+}
+
+/// A migrated embedded store on a new file with a new key (the directory holds the file).
+pub(super) async fn fresh_embedded() -> (tempfile::TempDir, shortener::store::SqliteStore) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sqlite, _) = open_migrated(
+        &dir.path().join("links.db"),
+        &CodeKey::generate(),
+        codespace::DEFAULT_LENGTH,
+    )
+    .await
+    .expect("migrate");
+    (dir, sqlite)
+}
