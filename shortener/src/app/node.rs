@@ -107,7 +107,10 @@ impl Node {
             ids: Arc::clone(&ids),
             lookups: resolver.counters(),
             creates: links.counters(),
-            cache: cache.clone(),
+            cache_entries: {
+                let cache = cache.clone();
+                Box::new(move || cache.len())
+            },
             clicks: Arc::clone(&clicks),
             store: store.clone(),
             capacity: resources.space.capacity(),

@@ -11,23 +11,16 @@ mod create;
 mod digest;
 
 use crate::domain::{Caller, CreateRequest, Error, Link, ShortCode};
+use crate::metrics::CreateCounters;
 use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
 use codespace::CodeSpace;
 use id_client::IdPool;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 /// Told of every link this node creates or changes.
 pub trait LinkChanges: Send + Sync {
     /// `code` was created, changed or deleted: forget what is known of it.
     fn changed(&self, code: &str);
-}
-
-/// Counters of the create path, read by the metrics endpoint.
-#[derive(Debug, Default)]
-pub struct CreateCounters {
-    /// Generated codes that were unexpectedly taken (must stay 0: alarm).
-    pub generated_conflicts: AtomicU64,
 }
 
 /// Creates, reads and deletes links.

@@ -4,9 +4,11 @@
 //! service counters are sampled at scrape time from explicit handles (`sampled`), so the hot
 //! path pays for nothing it does not need. Latency histograms are lock-free (`latency`).
 
+mod counters;
 mod latency;
 mod sampled;
 
+pub use counters::{CreateCounters, LookupCounters};
 use latency::LatencyHistogram;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;

@@ -1,8 +1,7 @@
 //! Values owned elsewhere (ID pool, cache, store, service counters), read at scrape time.
 
+use super::{CreateCounters, LookupCounters};
 use crate::clicks::ClickRecorder;
-use crate::http::redirect::{LinkCache, LookupCounters};
-use crate::links::CreateCounters;
 use crate::store::{LinkStore, Store};
 use id_client::IdPool;
 use prometheus_client::collector::Collector;
@@ -20,8 +19,8 @@ pub struct Sources {
     pub lookups: Arc<LookupCounters>,
     /// The create path's alarms.
     pub creates: Arc<CreateCounters>,
-    /// The redirect cache.
-    pub cache: LinkCache,
+    /// How many entries the redirect cache holds.
+    pub cache_entries: Box<dyn Fn() -> u64 + Send + Sync>,
     /// Pending and flushed click counts.
     pub clicks: Arc<ClickRecorder>,
     /// The store (batching and, embedded, group-commit counts).
@@ -118,7 +117,7 @@ impl Collector for Sources {
             e,
             "shortener_cache_entries",
             "Entries held in the redirect cache (links and recently unknown codes)",
-            self.cache.len() as f64,
+            (self.cache_entries)() as f64,
         )?;
         counter(
             e,

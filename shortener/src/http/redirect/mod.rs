@@ -8,7 +8,7 @@ mod cache;
 mod resolver;
 
 pub use cache::{CacheConfig, Cached, LinkCache};
-pub use resolver::{LookupCounters, Resolution, Resolver};
+pub use resolver::{Resolution, Resolver};
 
 use super::HttpState;
 use crate::clicks;

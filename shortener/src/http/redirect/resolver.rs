@@ -3,13 +3,14 @@
 
 use super::cache::{Cached, LinkCache};
 use crate::domain::Error;
+use crate::metrics::LookupCounters;
 use crate::store::{LinkStore, Store};
 use axum::http::HeaderValue;
 use chrono::Utc;
 use codespace::CodeSpace;
 use codespace::shape::{self, CodeKind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// What the edge should do with a code.
@@ -21,15 +22,6 @@ pub enum Resolution {
     NotFound,
     /// Deleted or expired.
     Gone,
-}
-
-/// Counts of redirect lookups, read by the metrics endpoint.
-#[derive(Debug, Default)]
-pub struct LookupCounters {
-    /// Lookups answered from the cache.
-    pub cache_hits: AtomicU64,
-    /// Lookups that went to the store.
-    pub cache_misses: AtomicU64,
 }
 
 /// Resolves codes for redirects.

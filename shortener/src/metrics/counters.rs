@@ -1,0 +1,19 @@
+//! Counters bumped on the hot paths by the parts that own them, read at scrape time.
+
+use std::sync::atomic::AtomicU64;
+
+/// Redirect lookups (bumped by the redirect resolver).
+#[derive(Debug, Default)]
+pub struct LookupCounters {
+    /// Lookups answered from the cache.
+    pub cache_hits: AtomicU64,
+    /// Lookups that went to the store.
+    pub cache_misses: AtomicU64,
+}
+
+/// The create path's alarm (bumped by the link service).
+#[derive(Debug, Default)]
+pub struct CreateCounters {
+    /// Generated codes that were unexpectedly taken (must stay 0: alarm).
+    pub generated_conflicts: AtomicU64,
+}
