@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use shortener::cli::{Cli, Command, codes, preload};
+use shortener::cli::{Cli, Command, codes, keys, preload};
 use shortener::{App, Config, app, secrets, shutdown, telemetry};
 
 /// mimalloc rather than the system allocator: requests allocate many small short-lived
@@ -40,6 +40,7 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Some(Command::Keys { action }) => keys::run(&action, std::io::stdout().lock()),
         Some(Command::Preload(args)) => preload::run(&args, std::io::stdout().lock()).await,
     }
 }

@@ -1,57 +1,103 @@
-//! API keys: held only as SHA-256 digests, sent by clients as `Authorization: Bearer <key>`.
+//! API keys: held only as SHA-256 digests, each with its tenant, name, scopes and expiry; sent
+//! by clients as `Authorization: Bearer <key>`.
 
-use crate::domain::{Caller, Error};
+use crate::domain::{Caller, Error, Scopes};
+use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-
-/// The accepted API keys, by digest. Keys themselves are not kept in memory after start-up.
-#[derive(Clone, Default)]
-pub struct ApiKeys {
-    by_digest: HashMap<[u8; 32], Caller>,
-}
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// The shortest API key accepted (so a key cannot be guessed).
 pub const MIN_KEY_LENGTH: usize = 16;
 
-fn digest(key: &str) -> [u8; 32] {
+/// The tenant of keys given without one (`SHORTENER_API_KEYS`, a file of one key per line).
+pub const DEFAULT_TENANT: &str = "default";
+
+/// The SHA-256 digest of a key.
+pub fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
 }
 
-impl ApiKeys {
-    /// Builds the key set from entries that are either a raw key or `sha256:<64 hex digits>`
-    /// (the digest of a key, so the key itself need not be stored on the server).
-    pub fn from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+/// One accepted key, by what the server keeps of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyEntry {
+    /// The tenant whose links the key acts on.
+    pub tenant: String,
+    /// The key's name, unique within its tenant (shown in logs and metrics).
+    pub name: String,
+    /// The SHA-256 of the key.
+    pub digest: [u8; 32],
+    /// What the key may do.
+    pub scopes: Scopes,
+    /// When the key stops working, if ever.
+    pub expires: Option<DateTime<Utc>>,
+}
+
+/// Checks a tenant or key name: 1 to 64 characters of `a-z0-9_-` (a key name may also hold
+/// upper case and `.`), starting with a letter or digit. Names go into logs and metric labels,
+/// so nothing else is allowed.
+pub fn check_name(what: &str, name: &str, key_name: bool) -> Result<(), String> {
+    let allowed = |c: char| {
+        c.is_ascii_lowercase()
+            || c.is_ascii_digit()
+            || c == '_'
+            || c == '-'
+            || (key_name && (c.is_ascii_uppercase() || c == '.'))
+    };
+    let starts_well = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric());
+    if name.len() <= 64 && starts_well && name.chars().all(allowed) {
+        Ok(())
+    } else {
+        let chars = if key_name { "A-Za-z0-9_.-" } else { "a-z0-9_-" };
+        Err(format!(
+            "{what} {} must be 1 to 64 characters of {chars}, starting with a letter or digit",
+            crate::domain::echo(name)
+        ))
+    }
+}
+
+/// A set of accepted keys.
+#[derive(Debug, Clone, Default)]
+pub struct KeySet {
+    by_digest: HashMap<[u8; 32], Arc<Accepted>>,
+}
+
+/// A key as authentication hands it out: the caller it makes, and its expiry.
+#[derive(Debug)]
+struct Accepted {
+    caller: Caller,
+    expires: Option<DateTime<Utc>>,
+}
+
+impl KeySet {
+    /// A set of `entries`; refused when two share a digest or a (tenant, name).
+    pub fn new(entries: Vec<KeyEntry>) -> Result<Self, String> {
         let mut by_digest = HashMap::new();
-        for (n, entry) in entries.into_iter().enumerate() {
-            let entry = entry.trim();
-            if entry.is_empty() || entry.starts_with('#') {
-                continue;
+        let mut names = BTreeSet::new();
+        for entry in entries {
+            if !names.insert((entry.tenant.clone(), entry.name.clone())) {
+                return Err(format!(
+                    "two keys are named {:?} in tenant {:?}",
+                    entry.name, entry.tenant
+                ));
             }
-            let digest: [u8; 32] = if let Some(hex_digest) = entry.strip_prefix("sha256:") {
-                hex::decode(hex_digest)
-                    .ok()
-                    .and_then(|d| d.try_into().ok())
-                    .ok_or_else(|| {
-                        format!(
-                            "API key entry {}: sha256: must be followed by 64 hex digits",
-                            n + 1
-                        )
-                    })?
-            } else {
-                if entry.len() < MIN_KEY_LENGTH || !entry.bytes().all(|b| b.is_ascii_graphic()) {
-                    return Err(format!(
-                        "API key entry {}: keys need at least {MIN_KEY_LENGTH} printable characters without spaces",
-                        n + 1
-                    ));
-                }
-                digest(entry)
-            };
-            by_digest.insert(
-                digest,
-                Caller {
-                    id: hex::encode(&digest[..8]),
+            let accepted = Accepted {
+                caller: Caller {
+                    tenant: Arc::from(entry.tenant.as_str()),
+                    key: Arc::from(entry.name.as_str()),
+                    scopes: entry.scopes,
                 },
-            );
+                expires: entry.expires,
+            };
+            if by_digest.insert(entry.digest, Arc::new(accepted)).is_some() {
+                return Err(format!(
+                    "key {:?} of tenant {:?} has the same digest as another key",
+                    entry.name, entry.tenant
+                ));
+            }
         }
         Ok(Self { by_digest })
     }
@@ -61,13 +107,22 @@ impl ApiKeys {
         self.by_digest.len()
     }
 
-    /// Whether no key is configured.
+    /// Whether no key is accepted.
     pub fn is_empty(&self) -> bool {
         self.by_digest.is_empty()
     }
 
-    /// The caller whose key is in an `Authorization` header value (`Bearer <key>`).
-    pub fn authenticate(&self, header: Option<&str>) -> Result<Caller, Error> {
+    /// The tenants that hold keys, sorted.
+    pub fn tenants(&self) -> BTreeSet<String> {
+        self.by_digest
+            .values()
+            .map(|a| a.caller.tenant.to_string())
+            .collect()
+    }
+
+    /// The caller whose key is in an `Authorization` header value (`Bearer <key>`), as of
+    /// `now`. An unknown, malformed or expired key is [`Error::Unauthenticated`].
+    pub fn authenticate(&self, header: Option<&str>, now: DateTime<Utc>) -> Result<Caller, Error> {
         let key = header
             .and_then(|h| {
                 h.strip_prefix("Bearer ")
@@ -75,10 +130,14 @@ impl ApiKeys {
             })
             .map(str::trim)
             .ok_or(Error::Unauthenticated)?;
-        self.by_digest
+        let accepted = self
+            .by_digest
             .get(&digest(key))
-            .cloned()
-            .ok_or(Error::Unauthenticated)
+            .ok_or(Error::Unauthenticated)?;
+        if accepted.expires.is_some_and(|t| t <= now) {
+            return Err(Error::Unauthenticated);
+        }
+        Ok(accepted.caller.clone())
     }
 }
 
@@ -94,25 +153,46 @@ pub fn generate_api_key() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Scope;
 
-    #[test]
-    fn raw_and_hashed_entries_authenticate_the_same_key() {
-        let key = generate_api_key();
-        let hashed = format!("sha256:{}", hex::encode(digest(&key)));
-        for entry in [key.as_str(), hashed.as_str()] {
-            let keys = ApiKeys::from_entries([entry, "# comment", ""]).expect("valid");
-            assert_eq!(keys.len(), 1);
-            let caller = keys
-                .authenticate(Some(&format!("Bearer {key}")))
-                .expect("known key");
-            assert_eq!(caller.id.len(), 16);
-            assert!(!caller.id.contains(&key));
+    fn entry(tenant: &str, name: &str, key: &str, scopes: Scopes) -> KeyEntry {
+        KeyEntry {
+            tenant: tenant.into(),
+            name: name.into(),
+            digest: digest(key),
+            scopes,
+            expires: None,
         }
     }
 
     #[test]
+    fn a_key_authenticates_as_its_tenant_name_and_scopes_until_it_expires() {
+        let key = generate_api_key();
+        let reader: Scopes = [Scope::LinksRead].into_iter().collect();
+        let mut expiring = entry("acme", "reader", &key, reader);
+        let now = Utc::now();
+        expiring.expires = Some(now + chrono::Duration::hours(1));
+        let keys = KeySet::new(vec![expiring]).expect("valid");
+        let header = format!("Bearer {key}");
+        let caller = keys.authenticate(Some(&header), now).expect("known key");
+        assert_eq!((&*caller.tenant, &*caller.key), ("acme", "reader"));
+        assert_eq!(caller.scopes, reader);
+        let later = now + chrono::Duration::hours(2);
+        assert!(matches!(
+            keys.authenticate(Some(&header), later),
+            Err(Error::Unauthenticated)
+        ));
+    }
+
+    #[test]
     fn missing_or_wrong_credentials_are_refused() {
-        let keys = ApiKeys::from_entries(["0123456789abcdef0123"]).expect("valid");
+        let keys = KeySet::new(vec![entry(
+            "t",
+            "k",
+            "0123456789abcdef0123",
+            Scopes::all_but_admin(),
+        )])
+        .expect("valid");
         for header in [
             None,
             Some(""),
@@ -122,16 +202,32 @@ mod tests {
             Some("0123456789abcdef0123"),
         ] {
             assert!(
-                matches!(keys.authenticate(header), Err(Error::Unauthenticated)),
+                matches!(
+                    keys.authenticate(header, Utc::now()),
+                    Err(Error::Unauthenticated)
+                ),
                 "{header:?}"
             );
         }
     }
 
     #[test]
-    fn weak_or_malformed_entries_are_refused() {
-        assert!(ApiKeys::from_entries(["short"]).is_err());
-        assert!(ApiKeys::from_entries(["has a space in it!!"]).is_err());
-        assert!(ApiKeys::from_entries(["sha256:abcd"]).is_err());
+    fn duplicate_names_or_digests_are_refused_and_names_are_checked() {
+        let all = Scopes::all_but_admin();
+        let same_name = vec![
+            entry("t", "k", "a-key-0123456789", all),
+            entry("t", "k", "b-key-0123456789", all),
+        ];
+        assert!(KeySet::new(same_name).is_err());
+        let same_key = vec![
+            entry("t", "a", "a-key-0123456789", all),
+            entry("u", "b", "a-key-0123456789", all),
+        ];
+        assert!(KeySet::new(same_key).is_err());
+        assert!(check_name("tenant", "acme-1", false).is_ok());
+        assert!(check_name("key", "Deploy.bot_2", true).is_ok());
+        for bad in ["", "-x", "Acme", "a b", "x\u{202e}", &"a".repeat(65)] {
+            assert!(check_name("tenant", bad, false).is_err(), "{bad:?}");
+        }
     }
 }

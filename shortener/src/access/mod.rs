@@ -1,14 +1,26 @@
 //! Who may do what: every API request on either transport is admitted here, in one place.
 //!
-//! [`Admission::admit`] authenticates the request's `Authorization` value against the
-//! [`ApiKeys`] and charges the caller's rate limits for the [`Operation`]; a refusal is counted
-//! in the metrics and returned as the domain error both transports map to their status.
+//! [`Admission::authenticate`] turns the request's `Authorization` value into a [`Caller`]
+//! against the [`ApiKeys`] in force (`keys`, `keyfile`, `reload`); [`Admission::admit`] checks
+//! that the caller's key carries the scope the [`Operation`] needs, keeps a batch within its
+//! bound and charges the key's rate limit. A refusal is counted in the metrics by tenant and
+//! returned as the domain error both transports map to their status. Which links a caller
+//! sees (its own tenant's; every tenant's with `admin`) is [`Caller::sees`], applied by the
+//! link service.
 
+mod keyfile;
 mod keys;
+mod reload;
 
-pub use keys::{ApiKeys, MIN_KEY_LENGTH, generate_api_key};
+pub use keyfile::{
+    HEADER as KEY_FILE_HEADER, is_legacy, parse as parse_key_file, parse_legacy, render,
+};
+pub use keys::{
+    DEFAULT_TENANT, KeyEntry, KeySet, MIN_KEY_LENGTH, check_name, digest, generate_api_key,
+};
+pub use reload::ApiKeys;
 
-use crate::domain::{Caller, Error};
+use crate::domain::{Caller, Error, Scope};
 use crate::limits::Limits;
 use crate::metrics::Metrics;
 use std::sync::Arc;
@@ -29,19 +41,40 @@ pub enum Operation {
     Delete,
 }
 
-/// The admission of API requests: keys, rate limits, and the batch bound.
+impl Operation {
+    /// The scope the operation needs.
+    pub fn scope(self) -> Scope {
+        match self {
+            Operation::Create | Operation::CreateBatch { .. } => Scope::LinksCreate,
+            Operation::Read => Scope::LinksRead,
+            Operation::Delete => Scope::LinksWrite,
+        }
+    }
+
+    /// The operation's label in metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Create => "create",
+            Operation::CreateBatch { .. } => "batch_create",
+            Operation::Read => "read",
+            Operation::Delete => "delete",
+        }
+    }
+}
+
+/// The admission of API requests: keys, scopes, rate limits, and the batch bound.
 pub struct Admission {
-    keys: ApiKeys,
+    keys: Arc<ApiKeys>,
     limits: Arc<Limits>,
     metrics: Arc<Metrics>,
     batch_limit: usize,
 }
 
 impl Admission {
-    /// Admission against `keys` and `limits`, counting refusals in `metrics`; batches hold 1 to
-    /// `batch_limit` items.
+    /// Admission against `keys` and `limits`, counting outcomes in `metrics`; batches hold 1
+    /// to `batch_limit` items.
     pub fn new(
-        keys: ApiKeys,
+        keys: Arc<ApiKeys>,
         limits: Arc<Limits>,
         metrics: Arc<Metrics>,
         batch_limit: usize,
@@ -54,18 +87,48 @@ impl Admission {
         }
     }
 
-    /// The caller of a request whose `Authorization` value is `authorization`, if it may run
-    /// `operation` now: [`Error::Unauthenticated`] without a known key, [`Error::Invalid`]
-    /// `invalid_batch` for a batch outside its bound, [`Error::RateLimited`] past the
-    /// caller's create rate.
-    pub fn admit(
+    /// The keys in force.
+    pub fn keys(&self) -> &Arc<ApiKeys> {
+        &self.keys
+    }
+
+    /// The caller of a request whose `Authorization` value is `authorization`:
+    /// [`Error::Unauthenticated`] without a known, unexpired key.
+    pub fn authenticate(
         &self,
         authorization: Option<&str>,
         operation: Operation,
     ) -> Result<Caller, Error> {
-        let caller = self.keys.authenticate(authorization)?;
+        self.keys.authenticate(authorization).inspect_err(|_| {
+            self.metrics.api_unauthenticated(operation.name());
+        })
+    }
+
+    /// Whether `caller` may run `operation` now: [`Error::Forbidden`] without its scope,
+    /// [`Error::Invalid`] `invalid_batch` for a batch outside its bound,
+    /// [`Error::RateLimited`] past the key's rate (creates and changes share one bucket,
+    /// reads have their own).
+    pub fn admit(&self, caller: &Caller, operation: Operation) -> Result<(), Error> {
+        let outcome = self.check(caller, operation);
+        let label = match &outcome {
+            Ok(()) => "admitted",
+            Err(Error::Forbidden(_)) => "forbidden",
+            Err(Error::RateLimited { .. }) => "rate_limited",
+            Err(_) => "invalid",
+        };
+        self.metrics
+            .api_request(&caller.tenant, operation.name(), label);
+        outcome
+    }
+
+    fn check(&self, caller: &Caller, operation: Operation) -> Result<(), Error> {
+        let scope = operation.scope();
+        if !caller.may(scope) {
+            return Err(Error::Forbidden(scope));
+        }
+        let key = caller.key_id();
         let charged = match operation {
-            Operation::Create => self.limits.create(&caller.id),
+            Operation::Create => self.limits.create(&key),
             Operation::CreateBatch { items } => {
                 if items == 0 || items > self.batch_limit {
                     return Err(Error::invalid(
@@ -73,14 +136,29 @@ impl Admission {
                         format!("a batch holds 1 to {} items, not {items}", self.batch_limit),
                     ));
                 }
-                self.limits.create_n(&caller.id, items as u32)
+                self.limits.create_n(&key, items as u32)
             }
-            Operation::Read | Operation::Delete => Ok(()),
+            Operation::Delete => self.limits.create(&key),
+            Operation::Read => self.limits.read(&key),
         };
-        if let Err(retry_after) = charged {
-            self.metrics.rate_limited("create");
-            return Err(Error::RateLimited { retry_after });
-        }
+        charged.map_err(|retry_after| {
+            self.metrics.rate_limited(match operation {
+                Operation::Read => "read",
+                _ => "create",
+            });
+            Error::RateLimited { retry_after }
+        })
+    }
+
+    /// [`Admission::authenticate`] and [`Admission::admit`] together, for a transport that has
+    /// the header at hand.
+    pub fn admit_request(
+        &self,
+        authorization: Option<&str>,
+        operation: Operation,
+    ) -> Result<Caller, Error> {
+        let caller = self.authenticate(authorization, operation)?;
+        self.admit(&caller, operation)?;
         Ok(caller)
     }
 }

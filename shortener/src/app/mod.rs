@@ -20,7 +20,7 @@ use servers::{Listeners, Servers};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tasks::Tasks;
+use tasks::{Intervals, Tasks};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -95,7 +95,13 @@ impl App {
             addrs: [http_addr, grpc_addr, admin_addr],
             node,
         } = self;
-        let tasks = Tasks::start(&node, Duration::from_millis(config.click_flush_interval_ms));
+        let tasks = Tasks::start(
+            &node,
+            Intervals {
+                click_flush: Duration::from_millis(config.click_flush_interval_ms),
+                reload: Duration::from_millis(config.reload_interval_ms),
+            },
+        );
         let mut servers = Servers::start(&node, &config, listeners).await?;
         let ready = node.ids.wait_ready(Duration::from_secs(5)).await;
         tracing::info!(%http_addr, %grpc_addr, %admin_addr, ids_ready = ready, "shortener serving");

@@ -96,6 +96,7 @@ impl Node {
             Arc::clone(&ids),
             Arc::clone(&resources.space),
             Arc::new(cache.clone()),
+            Duration::from_secs(config.idempotency_ttl),
         ));
         let resolver = Arc::new(Resolver::new(
             store.clone(),
@@ -113,6 +114,7 @@ impl Node {
             },
             clicks: Arc::clone(&clicks),
             store: store.clone(),
+            key_reloads: resources.api_keys.reloads(),
             capacity: resources.space.capacity(),
         }));
         let limits = Arc::new(Limits::new(
@@ -123,6 +125,10 @@ impl Node {
             Rate {
                 per_second: config.create_rate,
                 burst: config.create_burst,
+            },
+            Rate {
+                per_second: config.read_rate,
+                burst: config.read_burst,
             },
         ));
         let admission = Arc::new(Admission::new(

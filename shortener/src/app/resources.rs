@@ -5,11 +5,11 @@
 //! lease ledger; a code-space key and an API key are generated there on first start (0600) unless
 //! configured. Distributed mode: PostgreSQL, the id-service, and keys that must be configured.
 
-use crate::access::{ApiKeys, generate_api_key};
+use crate::access::{ApiKeys, generate_api_key, parse_legacy};
 use crate::config::Config;
 use crate::secrets;
 use crate::store::{LinkStore, PgSettings, PgStore, SqliteStore, Store};
-use anyhow::{Context, bail};
+use anyhow::Context;
 use codespace::{CodeKey, CodeSpace};
 use id_client::{GrpcLeaseSource, GrpcSourceConfig, LeaseSource};
 use std::path::{Path, PathBuf};
@@ -29,8 +29,8 @@ pub struct Resources {
     pub store: Store,
     /// The code space (key and base length), shared by the service and the embedded store.
     pub space: Arc<CodeSpace>,
-    /// Accepted API keys.
-    pub api_keys: ApiKeys,
+    /// Accepted API keys (the keys file is re-read while the node runs).
+    pub api_keys: Arc<ApiKeys>,
     /// Where IDs come from.
     pub lease_source: Arc<dyn LeaseSource>,
     /// Where a generated API key was written, to tell the operator (embedded mode only).
@@ -77,11 +77,12 @@ fn load_api_keys(
     config: &Config,
     generated_default: Option<&Path>,
 ) -> anyhow::Result<(ApiKeys, Option<PathBuf>)> {
-    let mut entries: Vec<String> = config.api_keys.clone();
+    let fixed =
+        parse_legacy(config.api_keys.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
     let mut generated = None;
     let file = match (&config.api_keys_file, generated_default) {
         (Some(path), _) => Some(path.clone()),
-        (None, Some(default)) if entries.is_empty() => {
+        (None, Some(default)) if fixed.is_empty() => {
             if !default.exists() {
                 secrets::write_secret_file(default, &format!("{}\n", generate_api_key()), false)?;
                 generated = Some(default.to_path_buf());
@@ -90,17 +91,8 @@ fn load_api_keys(
         }
         _ => None,
     };
-    if let Some(path) = &file {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("read API keys file {}", path.display()))?;
-        entries.extend(text.lines().map(str::to_string));
-    }
-    let api_keys =
-        ApiKeys::from_entries(entries.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
-    if api_keys.is_empty() {
-        bail!("no API keys configured (SHORTENER_API_KEYS or SHORTENER_API_KEYS_FILE)");
-    }
-    Ok((api_keys, generated))
+    let keys = ApiKeys::load(fixed, file).map_err(anyhow::Error::msg)?;
+    Ok((keys, generated))
 }
 
 /// Builds the store, keys and lease source for `config` and applies migrations (within a
@@ -121,6 +113,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             pg.migrate().await.context("apply PostgreSQL migrations")?;
             let space = code_space(config, None)?;
             let (api_keys, _) = load_api_keys(config, None)?;
+            let api_keys = Arc::new(api_keys);
             let source = GrpcLeaseSource::new(&GrpcSourceConfig {
                 endpoints: config.id_service.clone(),
                 namespace: config.id_namespace.clone(),
@@ -147,6 +140,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                     .context("open the SQLite store")?;
             sqlite.migrate().await.context("apply SQLite migrations")?;
             let (api_keys, generated) = load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
+            let api_keys = Arc::new(api_keys);
             let store = Store::Sqlite(sqlite);
             let lease_source = store
                 .embedded_lease_source(&config.id_namespace, &holder)

@@ -1,14 +1,26 @@
-//! The node's background work: the click flush, forgetting idle rate-limit clients, and (on a
-//! shared store) the change feed that keeps the redirect cache in step with other nodes.
+//! The node's background work: the click flush, forgetting idle rate-limit clients, re-reading
+//! the keys file, purging expired idempotency keys, and (on a shared store) the change feed
+//! that keeps the redirect cache in step with other nodes.
 
 use super::node::Node;
 use crate::store::{ChangeEvent, LinkStore};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// How often idle clients are dropped from the rate limiters.
 const HOUSEKEEPING: Duration = Duration::from_secs(60);
+/// How often expired idempotency keys are deleted.
+const PURGE: Duration = Duration::from_secs(600);
+
+/// How often the periodic tasks run.
+pub(super) struct Intervals {
+    /// Between click flushes.
+    pub(super) click_flush: Duration,
+    /// Between checks of the keys file for changes.
+    pub(super) reload: Duration,
+}
 
 /// The running background tasks.
 pub(super) struct Tasks {
@@ -17,13 +29,30 @@ pub(super) struct Tasks {
 }
 
 impl Tasks {
-    /// Starts every background task of `node`, flushing clicks every `click_flush`.
-    pub(super) fn start(node: &Node, click_flush: Duration) -> Self {
+    /// Starts every background task of `node`.
+    pub(super) fn start(node: &Node, every: Intervals) -> Self {
         let stop = CancellationToken::new();
         let mut handles = vec![
             tokio::spawn({
                 let (clicks, store, stop) = (node.clicks.clone(), node.store.clone(), stop.clone());
-                async move { clicks.run(store, click_flush, stop).await }
+                async move { clicks.run(store, every.click_flush, stop).await }
+            }),
+            tokio::spawn(Arc::clone(node.admission.keys()).watch(every.reload, stop.clone())),
+            tokio::spawn({
+                let (links, store, stop) = (node.links.clone(), node.store.clone(), stop.clone());
+                async move {
+                    while tokio::time::timeout(PURGE, stop.cancelled()).await.is_err() {
+                        match store.purge_idempotency(links.idempotency_cutoff()).await {
+                            Ok(0) => {}
+                            Ok(purged) => {
+                                tracing::info!(purged, "deleted expired idempotency keys")
+                            }
+                            Err(error) => {
+                                tracing::warn!(%error, "purge of expired idempotency keys failed; will retry")
+                            }
+                        }
+                    }
+                }
             }),
             tokio::spawn({
                 let (limits, stop) = (node.limits.clone(), stop.clone());

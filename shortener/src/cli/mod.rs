@@ -1,7 +1,8 @@
 //! The command line of the `shortener` binary: serving is the default; `migrate`, `codes`,
-//! `keygen` and the benchmark's `preload` are the operator's tools.
+//! `keygen`, `keys` and the benchmark's `preload` are the operator's tools.
 
 pub mod codes;
+pub mod keys;
 pub mod preload;
 
 use clap::{Args, Parser, Subcommand};
@@ -43,6 +44,12 @@ pub enum Command {
         /// Replace the file if it exists (codes made under the old key stop decoding).
         #[arg(long)]
         force: bool,
+    },
+    /// Manage API keys.
+    Keys {
+        /// What to do.
+        #[command(subcommand)]
+        action: keys::KeysCommand,
     },
     /// Write synthetic generated links through the store, as creates would (for benchmarks);
     /// prints their codes in ID order.

@@ -56,6 +56,7 @@ pub async fn run(args: &PreloadArgs, out: impl Write) -> anyhow::Result<()> {
                     kind: CodeKind::Generated,
                     id: Some(id),
                     expires_at: None,
+                    tenant: crate::access::DEFAULT_TENANT.into(),
                     owner: "preload".into(),
                     dedup_key: None,
                     idempotency: None,

@@ -193,6 +193,7 @@ mod tests {
                 kind: codespace::shape::CodeKind::Alias,
                 id: None,
                 expires_at: None,
+                tenant: "t".into(),
                 owner: "o".into(),
                 dedup_key: None,
                 idempotency: None,

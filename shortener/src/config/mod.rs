@@ -68,7 +68,8 @@ pub struct Config {
         conflicts_with = "key_file"
     )]
     pub key: Option<String>,
-    /// API keys, comma-separated: raw keys or `sha256:<hex digest>`.
+    /// API keys, comma-separated: raw keys or `sha256:<hex digest>`, each of tenant `default`
+    /// with every scope but `admin`.
     #[arg(
         long,
         env = "SHORTENER_API_KEYS",
@@ -76,8 +77,10 @@ pub struct Config {
         hide_env_values = true
     )]
     pub api_keys: Vec<String>,
-    /// File of API keys, one per line (raw or `sha256:<hex digest>`, `#` comments).
-    /// Embedded mode default: `<data dir>/api-keys`, generated on first start.
+    /// File of API keys: TOML `[[key]]` tables (tenant, name, sha256 digest, scopes, expiry;
+    /// `shortener keys add` writes them), or one key per line (raw or `sha256:<hex>`, tenant
+    /// `default`). Re-read when it changes or on SIGHUP. Embedded mode default:
+    /// `<data dir>/api-keys`, generated on first start.
     #[arg(long, env = "SHORTENER_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
     /// The public base URL of short links (default: `http://<http addr>/`).
@@ -140,6 +143,19 @@ pub struct Config {
     /// Burst of creates allowed per API key (at least the batch limit).
     #[arg(long, env = "SHORTENER_CREATE_BURST", default_value_t = 2000)]
     pub create_burst: u32,
+    /// Sustained API reads per second allowed per API key.
+    #[arg(long, env = "SHORTENER_READ_RATE", default_value_t = 200)]
+    pub read_rate: u32,
+    /// Burst of API reads allowed per API key.
+    #[arg(long, env = "SHORTENER_READ_BURST", default_value_t = 400)]
+    pub read_burst: u32,
+    /// Seconds an idempotency key is remembered; a retry after that creates anew.
+    #[arg(long, env = "SHORTENER_IDEMPOTENCY_TTL", default_value_t = 86_400)]
+    pub idempotency_ttl: u64,
+    /// Milliseconds between checks of the keys file (and the blocklist) for changes; SIGHUP
+    /// re-reads them at once.
+    #[arg(long, env = "SHORTENER_RELOAD_INTERVAL_MS", default_value_t = 2000)]
+    pub reload_interval_ms: u64,
     /// Most links in one batch create.
     #[arg(long, env = "SHORTENER_BATCH_LIMIT", default_value_t = 1000)]
     pub batch_limit: usize,
@@ -194,6 +210,10 @@ impl Config {
             not_found_burst: 1000,
             create_rate: 100_000,
             create_burst: 100_000,
+            read_rate: 100_000,
+            read_burst: 100_000,
+            idempotency_ttl: 86_400,
+            reload_interval_ms: 100,
             batch_limit: 1000,
             header_read_timeout: 10,
             client_ip_header: None,

@@ -92,6 +92,12 @@ impl Config {
                 ),
             ));
         }
+        if self.idempotency_ttl == 0 || self.reload_interval_ms == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_IDEMPOTENCY_TTL",
+                "SHORTENER_IDEMPOTENCY_TTL and SHORTENER_RELOAD_INTERVAL_MS must be positive",
+            ));
+        }
         if self.header_read_timeout == 0 || self.click_flush_interval_ms == 0 || self.cache_ttl == 0
         {
             return Err(ConfigError::new(

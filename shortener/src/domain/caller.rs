@@ -1,9 +1,40 @@
 //! Who is asking: the identity an authenticated request acts as.
 
-/// An authenticated caller. `id` is a short, non-secret id derived from its API key: links
-/// record it as their owner, and dedup and idempotency keys are kept per caller.
+use super::Scopes;
+use super::scope::Scope;
+use std::sync::Arc;
+
+/// An authenticated caller: the tenant whose links it acts on, the name of its API key (shown
+/// in logs, metrics and a link's history, never the secret), and what the key may do.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Caller {
-    /// The caller's id (never the key itself).
-    pub id: String,
+    /// The tenant that owns what this caller creates.
+    pub tenant: Arc<str>,
+    /// The API key's name, unique within its tenant.
+    pub key: Arc<str>,
+    /// What the key may do.
+    pub scopes: Scopes,
+}
+
+impl Caller {
+    /// Whether the caller may act on a link of `tenant`: its own tenant's, or any with `admin`.
+    pub fn sees(&self, tenant: &str) -> bool {
+        self.scopes.is_admin() || *self.tenant == *tenant
+    }
+
+    /// The tenant a store read or write must be confined to: `None` for `admin`, which sees
+    /// every tenant.
+    pub fn tenant_scope(&self) -> Option<&str> {
+        (!self.scopes.is_admin()).then_some(&*self.tenant)
+    }
+
+    /// Whether the caller's key grants `scope`.
+    pub fn may(&self, scope: Scope) -> bool {
+        self.scopes.grants(scope)
+    }
+
+    /// The key's identity across tenants (`tenant/name`), for rate limits.
+    pub fn key_id(&self) -> String {
+        format!("{}/{}", self.tenant, self.key)
+    }
 }

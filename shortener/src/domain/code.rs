@@ -42,14 +42,13 @@ impl ShortCode {
     }
 }
 
-/// `text` quoted for an error message: at most 32 characters, escaped, so a message
-/// never carries a client's megabyte or its control characters back.
+/// `text` quoted for an error message: at most 32 characters, escaped, so a message never
+/// carries a client's megabyte, its control characters or a bidirectional override back.
 pub fn echo(text: &str) -> String {
-    let mut shown: String = text.chars().take(ECHOED).collect();
-    if shown.len() < text.len() {
-        shown.push('…');
-    }
-    format!("{shown:?}")
+    format!(
+        "\"{}\"",
+        super::text::bounded(text, ECHOED).replace('"', "\\\"")
+    )
 }
 
 #[cfg(test)]
@@ -90,6 +89,6 @@ mod tests {
         let message = ShortCode::parse(&huge, 7).expect_err("refused").to_string();
         assert!(message.len() < 100, "{} bytes", message.len());
         assert!(!message.contains('\n') && !message.contains('\u{202e}'));
-        assert_eq!(echo("a\u{202e}b"), "\"a\\u{202e}b\"");
+        assert_eq!(echo("a\u{202e}b\""), "\"a\\u{202e}b\\\"\"");
     }
 }

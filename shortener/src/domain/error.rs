@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// The longest message a client is sent, in characters.
+pub const MAX_MESSAGE: usize = 300;
+
 /// What went wrong, in terms a caller can act on.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
@@ -21,9 +24,12 @@ pub enum Error {
         /// Human-readable explanation.
         message: String,
     },
-    /// Missing or unknown credentials.
+    /// Missing, unknown or expired credentials.
     #[error("missing or invalid API key")]
     Unauthenticated,
+    /// The key is valid but lacks the scope the operation needs.
+    #[error("this API key lacks the {0} scope")]
+    Forbidden(super::Scope),
     /// No such link.
     #[error("no link with code {0:?}")]
     NotFound(String),
@@ -74,6 +80,7 @@ impl Error {
         match self {
             Error::BadRequest { code, .. } | Error::Invalid { code, .. } => code,
             Error::Unauthenticated => "unauthorized",
+            Error::Forbidden(_) => "forbidden",
             Error::NotFound(_) => "not_found",
             Error::AliasTaken(_) => "alias_taken",
             Error::IdempotencyMismatch => "idempotency_key_reused",
@@ -90,6 +97,7 @@ impl Error {
                 "invalid"
             }
             Error::Unauthenticated => "unauthorized",
+            Error::Forbidden(_) => "forbidden",
             Error::AliasTaken(_) => "conflict",
             Error::Unavailable { .. } => "unavailable",
             Error::RateLimited { .. } => "rate_limited",
@@ -98,10 +106,12 @@ impl Error {
     }
 
     /// The message safe to show a client (internal details are withheld).
+    /// At most [`MAX_MESSAGE`] characters, escaped: a message may quote client input (a
+    /// JSON parser's complaint, say), and is never a way to reflect it at length.
     pub fn public_message(&self) -> String {
         match self {
             Error::Internal(_) => "internal error".to_string(),
-            other => other.to_string(),
+            other => super::text::bounded(&other.to_string(), MAX_MESSAGE),
         }
     }
 }

@@ -7,6 +7,8 @@ use chrono::{DateTime, Utc};
 pub struct Link {
     /// The short code.
     pub code: String,
+    /// The tenant that owns it.
+    pub tenant: String,
     /// The target.
     pub url: String,
     /// When the link was committed.

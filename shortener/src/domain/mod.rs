@@ -8,7 +8,9 @@ mod create;
 mod error;
 mod link;
 mod public;
+mod scope;
 mod target;
+pub mod text;
 
 pub use caller::Caller;
 pub use code::{ShortCode, echo};
@@ -17,4 +19,5 @@ pub use create::{CreateInput, CreateRequest, CreateRules};
 pub use error::Error;
 pub use link::{ClickCounts, Link};
 pub use public::PublicBase;
+pub use scope::{Scope, Scopes, unknown_scope};
 pub use target::{DEFAULT_MAX_URL_LENGTH, TargetUrl, UrlError};

@@ -46,7 +46,7 @@ impl LinksApi {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok());
-        self.admission.admit(authorization, operation)
+        self.admission.admit_request(authorization, operation)
     }
 
     fn code(&self, text: &str) -> Result<ShortCode, Error> {
@@ -115,8 +115,11 @@ impl Links for LinksApi {
         &self,
         request: Request<pb::GetLinkRequest>,
     ) -> Result<Response<pb::Link>, Status> {
-        self.admit(&request, Operation::Read)?;
-        let link = self.links.get(&self.code(&request.get_ref().code)?).await?;
+        let caller = self.admit(&request, Operation::Read)?;
+        let link = self
+            .links
+            .get(&caller, &self.code(&request.get_ref().code)?)
+            .await?;
         Ok(Response::new(wire::link(&self.public, &link)))
     }
 
@@ -124,9 +127,9 @@ impl Links for LinksApi {
         &self,
         request: Request<pb::DeleteLinkRequest>,
     ) -> Result<Response<pb::DeleteLinkResponse>, Status> {
-        self.admit(&request, Operation::Delete)?;
+        let caller = self.admit(&request, Operation::Delete)?;
         self.links
-            .delete(&self.code(&request.get_ref().code)?)
+            .delete(&caller, &self.code(&request.get_ref().code)?)
             .await?;
         Ok(Response::new(pb::DeleteLinkResponse {}))
     }

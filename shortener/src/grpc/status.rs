@@ -12,6 +12,7 @@ pub fn code_of(error: &Error) -> Code {
         Error::BadRequest { .. } | Error::Invalid { .. } => Code::InvalidArgument,
         Error::IdempotencyMismatch => Code::FailedPrecondition,
         Error::Unauthenticated => Code::Unauthenticated,
+        Error::Forbidden(_) => Code::PermissionDenied,
         Error::NotFound(_) => Code::NotFound,
         Error::AliasTaken(_) => Code::AlreadyExists,
         Error::Unavailable { .. } => Code::Unavailable,
@@ -74,6 +75,10 @@ mod tests {
             ),
             (Error::IdempotencyMismatch, Code::FailedPrecondition),
             (Error::Unauthenticated, Code::Unauthenticated),
+            (
+                Error::Forbidden(crate::domain::Scope::LinksRead),
+                Code::PermissionDenied,
+            ),
             (Error::NotFound("x".into()), Code::NotFound),
             (Error::AliasTaken("x".into()), Code::AlreadyExists),
             (

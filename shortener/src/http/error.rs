@@ -31,6 +31,7 @@ impl From<Error> for ApiError {
             Error::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Error::Invalid { .. } | Error::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Error::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::AliasTaken(_) => StatusCode::CONFLICT,
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,

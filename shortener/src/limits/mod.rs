@@ -24,6 +24,7 @@ pub struct Rate {
 pub struct Limits {
     not_found: DefaultKeyedRateLimiter<IpAddr>,
     create: DefaultKeyedRateLimiter<String>,
+    read: DefaultKeyedRateLimiter<String>,
     clock: DefaultClock,
 }
 
@@ -34,13 +35,22 @@ fn quota(rate: Rate) -> Quota {
 }
 
 impl Limits {
-    /// Limiters with the given rates.
-    pub fn new(not_found: Rate, create: Rate) -> Self {
+    /// Limiters with the given rates: 404s per client address, creates and changes per API
+    /// key, reads per API key.
+    pub fn new(not_found: Rate, create: Rate, read: Rate) -> Self {
         Self {
             not_found: DefaultKeyedRateLimiter::keyed(quota(not_found)),
             create: DefaultKeyedRateLimiter::keyed(quota(create)),
+            read: DefaultKeyedRateLimiter::keyed(quota(read)),
             clock: DefaultClock::default(),
         }
+    }
+
+    /// Takes one token for an API read by `key`.
+    pub fn read(&self, key: &str) -> Result<(), Duration> {
+        self.read
+            .check_key(&key.to_string())
+            .map_err(|nu| nu.wait_time_from(self.clock.now()))
     }
 
     /// Takes one token for a 404 answered to `client`; `Err(retry_after)` once the budget is spent.
@@ -76,6 +86,8 @@ impl Limits {
         self.not_found.shrink_to_fit();
         self.create.retain_recent();
         self.create.shrink_to_fit();
+        self.read.retain_recent();
+        self.read.shrink_to_fit();
     }
 }
 
@@ -94,6 +106,10 @@ mod tests {
                 per_second: 1,
                 burst: 1,
             },
+            Rate {
+                per_second: 1,
+                burst: 2,
+            },
         );
         let scanner: IpAddr = "10.0.0.1".parse().expect("ip");
         let other: IpAddr = "10.0.0.2".parse().expect("ip");
@@ -109,5 +125,10 @@ mod tests {
         assert!(limits.create("k").is_ok());
         assert!(limits.create("k").is_err());
         assert!(limits.create_n("j", 5).is_err(), "more than the burst");
+        assert!(limits.read("k").is_ok() && limits.read("k").is_ok());
+        assert!(
+            limits.read("k").is_err(),
+            "reads have a bucket of their own"
+        );
     }
 }

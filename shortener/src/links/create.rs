@@ -19,6 +19,7 @@ const MAX_PRIVATE_ATTEMPTS: usize = 8;
 pub(super) struct Row {
     pub(super) url: String,
     pub(super) expires_at: Option<DateTime<Utc>>,
+    pub(super) tenant: String,
     pub(super) owner: String,
     pub(super) dedup_key: Option<Vec<u8>>,
     pub(super) idempotency: Option<Idempotency>,
@@ -32,6 +33,7 @@ impl Row {
             kind,
             id,
             expires_at: self.expires_at,
+            tenant: self.tenant.clone(),
             owner: self.owner.clone(),
             dedup_key: self.dedup_key.clone(),
             idempotency: self.idempotency.clone(),

@@ -36,12 +36,12 @@ pub(super) fn fingerprint(request: &CreateRequest) -> Vec<u8> {
     )
 }
 
-/// The dedup key: one live generated link per (owner, URL, expiry).
-pub(super) fn dedup_key(owner: &str, request: &CreateRequest) -> Vec<u8> {
+/// The dedup key: one live generated link per (tenant, URL, expiry).
+pub(super) fn dedup_key(tenant: &str, request: &CreateRequest) -> Vec<u8> {
     digest(
-        b"dedup v1",
+        b"dedup v2",
         &[
-            owner.as_bytes(),
+            tenant.as_bytes(),
             request.url.as_str().as_bytes(),
             &expiry_bytes(request),
         ],

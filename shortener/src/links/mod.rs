@@ -13,9 +13,11 @@ mod digest;
 use crate::domain::{Caller, CreateRequest, Error, Link, ShortCode};
 use crate::metrics::CreateCounters;
 use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
+use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use id_client::IdPool;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Told of every link this node creates or changes.
 pub trait LinkChanges: Send + Sync {
@@ -30,16 +32,18 @@ pub struct LinkService {
     space: Arc<CodeSpace>,
     changes: Arc<dyn LinkChanges>,
     counters: Arc<CreateCounters>,
+    idempotency_ttl: Duration,
 }
 
 impl LinkService {
     /// A service over `store`, taking IDs from `ids` and codes from `space`, telling
-    /// `changes` what it changes.
+    /// `changes` what it changes; an idempotency key is remembered for `idempotency_ttl`.
     pub fn new(
         store: Store,
         ids: Arc<IdPool>,
         space: Arc<CodeSpace>,
         changes: Arc<dyn LinkChanges>,
+        idempotency_ttl: Duration,
     ) -> Self {
         Self {
             store,
@@ -47,7 +51,14 @@ impl LinkService {
             space,
             changes,
             counters: Arc::default(),
+            idempotency_ttl,
         }
+    }
+
+    /// Claims of idempotency keys made before this have expired.
+    pub fn idempotency_cutoff(&self) -> DateTime<Utc> {
+        Utc::now()
+            - chrono::Duration::from_std(self.idempotency_ttl).unwrap_or(chrono::Duration::MAX)
     }
 
     /// The create path's counters.
@@ -78,9 +89,13 @@ impl LinkService {
         let idempotency = request.idempotency_key.as_ref().map(|key| Idempotency {
             key: key.clone(),
             fingerprint: digest::fingerprint(&request),
+            expired_before: self.idempotency_cutoff(),
         });
         if let Some(idem) = &idempotency
-            && let Some((stored, link)) = self.store.find_idempotent(&caller.id, &idem.key).await?
+            && let Some((stored, link)) = self
+                .store
+                .find_idempotent(&caller.tenant, &idem.key, idem.expired_before)
+                .await?
         {
             return if stored == idem.fingerprint {
                 Ok((link, false))
@@ -90,7 +105,7 @@ impl LinkService {
         }
         let dedup_key = request
             .dedup
-            .then(|| digest::dedup_key(&caller.id, &request));
+            .then(|| digest::dedup_key(&caller.tenant, &request));
         if let Some(key) = &dedup_key
             && let Some(link) = self.store.find_dedup(key).await?
         {
@@ -99,7 +114,8 @@ impl LinkService {
         let row = create::Row {
             url: request.url.as_str().to_string(),
             expires_at: request.expires_at,
-            owner: caller.id.clone(),
+            tenant: caller.tenant.to_string(),
+            owner: caller.key.to_string(),
             dedup_key,
             idempotency,
         };
@@ -112,18 +128,26 @@ impl LinkService {
         }
     }
 
-    /// Reads a link (including deleted and expired ones) with its click counts.
-    pub async fn get(&self, code: &ShortCode) -> Result<Link, Error> {
+    /// Reads a link (including deleted and expired ones) with its click counts. Another
+    /// tenant's link is [`Error::NotFound`], exactly as an unknown code is.
+    pub async fn get(&self, caller: &Caller, code: &ShortCode) -> Result<Link, Error> {
         self.store
             .get_with_clicks(code.as_str())
             .await?
+            .filter(|link| caller.sees(&link.tenant))
             .ok_or_else(|| Error::NotFound(code.as_str().to_string()))
     }
 
-    /// Deletes a link; deleting twice is not an error.
-    pub async fn delete(&self, code: &ShortCode) -> Result<(), Error> {
-        let outcome = self.store.delete(code.as_str()).await?;
-        self.changes.changed(code.as_str());
+    /// Deletes a link of the caller's tenant (any tenant's for `admin`); deleting twice is not
+    /// an error. Another tenant's link is [`Error::NotFound`] and stays as it is.
+    pub async fn delete(&self, caller: &Caller, code: &ShortCode) -> Result<(), Error> {
+        let outcome = self
+            .store
+            .delete(code.as_str(), caller.tenant_scope())
+            .await?;
+        if outcome != DeleteOutcome::NotFound {
+            self.changes.changed(code.as_str());
+        }
         match outcome {
             DeleteOutcome::Deleted | DeleteOutcome::AlreadyDeleted => Ok(()),
             DeleteOutcome::NotFound => Err(Error::NotFound(code.as_str().to_string())),

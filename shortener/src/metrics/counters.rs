@@ -17,3 +17,12 @@ pub struct CreateCounters {
     /// Generated codes that were unexpectedly taken (must stay 0: alarm).
     pub generated_conflicts: AtomicU64,
 }
+
+/// Reloads of a file the node re-reads while it runs (bumped by its watcher).
+#[derive(Debug, Default)]
+pub struct ReloadCounters {
+    /// Reloads that replaced what was in force.
+    pub applied: AtomicU64,
+    /// Reloads refused (the file did not parse); what was in force stayed.
+    pub refused: AtomicU64,
+}

@@ -8,7 +8,7 @@ mod counters;
 mod latency;
 mod sampled;
 
-pub use counters::{CreateCounters, LookupCounters};
+pub use counters::{CreateCounters, LookupCounters, ReloadCounters};
 use latency::LatencyHistogram;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -33,6 +33,9 @@ pub struct Metrics {
     creates: Family<Labels, Counter>,
     create_seconds: Family<Labels, LatencyHistogram>,
     rate_limited: Family<Labels, Counter>,
+    /// By tenant: the label values come from the configured keys, never from a request.
+    api_requests: Family<Vec<(&'static str, String)>, Counter>,
+    api_unauthenticated: Family<Labels, Counter>,
 }
 
 impl Metrics {
@@ -44,6 +47,8 @@ impl Metrics {
         let creates = Family::<Labels, Counter>::default();
         let create_seconds = Family::<Labels, LatencyHistogram>::default();
         let rate_limited = Family::<Labels, Counter>::default();
+        let api_requests = Family::<Vec<(&'static str, String)>, Counter>::default();
+        let api_unauthenticated = Family::<Labels, Counter>::default();
         registry.register(
             "shortener_redirects",
             "Redirect requests by HTTP status",
@@ -68,6 +73,16 @@ impl Metrics {
             "shortener_rate_limited",
             "Requests refused by a rate limit, by limit",
             rate_limited.clone(),
+        );
+        registry.register(
+            "shortener_api_requests",
+            "Authenticated API requests by tenant, operation and admission outcome (admitted, forbidden, rate_limited, invalid)",
+            api_requests.clone(),
+        );
+        registry.register(
+            "shortener_api_unauthenticated",
+            "API requests refused for a missing, unknown or expired key, by operation",
+            api_unauthenticated.clone(),
         );
         registry.register_collector(Box::new(sources));
         let redirect_by_status = [301, 302, 307, 308, 404, 410, 429, 500, 503]
@@ -122,6 +137,8 @@ impl Metrics {
             creates,
             create_seconds,
             rate_limited,
+            api_requests,
+            api_unauthenticated,
         }
     }
 
@@ -161,10 +178,28 @@ impl Metrics {
         }
     }
 
-    /// Records a refusal by the limit named `limit` (`not_found` or `create`).
+    /// Records a refusal by the limit named `limit` (`not_found`, `create` or `read`).
     pub fn rate_limited(&self, limit: &'static str) {
         self.rate_limited
             .get_or_create(&vec![("limit", limit)])
+            .inc();
+    }
+
+    /// Records the admission of an authenticated API request.
+    pub fn api_request(&self, tenant: &str, operation: &'static str, outcome: &'static str) {
+        self.api_requests
+            .get_or_create(&vec![
+                ("tenant", tenant.to_string()),
+                ("operation", operation.to_string()),
+                ("outcome", outcome.to_string()),
+            ])
+            .inc();
+    }
+
+    /// Records an API request refused for its credentials.
+    pub fn api_unauthenticated(&self, operation: &'static str) {
+        self.api_unauthenticated
+            .get_or_create(&vec![("operation", operation)])
             .inc();
     }
 

@@ -1,6 +1,6 @@
 //! Values owned elsewhere (ID pool, cache, store, service counters), read at scrape time.
 
-use super::{CreateCounters, LookupCounters};
+use super::{CreateCounters, LookupCounters, ReloadCounters};
 use crate::clicks::ClickRecorder;
 use crate::store::{LinkStore, Store};
 use id_client::IdPool;
@@ -25,6 +25,8 @@ pub struct Sources {
     pub clicks: Arc<ClickRecorder>,
     /// The store (batching and, embedded, group-commit counts).
     pub store: Store,
+    /// Reloads of the API keys file.
+    pub key_reloads: Arc<ReloadCounters>,
     /// The size of the L-character code space, 62^L.
     pub capacity: u128,
 }
@@ -152,6 +154,18 @@ impl Collector for Sources {
                 d.writes,
             )?;
         }
+        counter(
+            e,
+            "shortener_api_keys_reloads",
+            "Reloads of the API keys file that replaced the keys in force",
+            self.key_reloads.applied.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_api_keys_reloads_refused",
+            "Reloads of the API keys file refused because it did not parse (the keys in force stayed)",
+            self.key_reloads.refused.load(Ordering::Relaxed),
+        )?;
         let utilisation = stats.high_water as f64 / self.capacity as f64;
         gauge(
             e,

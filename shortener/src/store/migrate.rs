@@ -23,6 +23,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "clicks",
         sql: include_str!("../../migrations/postgres/0002_clicks.sql"),
     },
+    Migration {
+        version: 3,
+        name: "tenants",
+        sql: include_str!("../../migrations/postgres/0003_tenants.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -46,6 +51,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 4,
         name: "links by id",
         sql: include_str!("../../migrations/sqlite/0004_links_by_id.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "tenants",
+        sql: include_str!("../../migrations/sqlite/0005_tenants.sql"),
     },
 ];
 

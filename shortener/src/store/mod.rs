@@ -25,6 +25,7 @@ mod reply;
 pub mod sqlite;
 
 use crate::domain::{ClickCounts, CompactCode, Link};
+use chrono::{DateTime, Utc};
 use id_client::LeaseSource;
 pub use model::{
     ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError, WriterStats,
@@ -76,15 +77,29 @@ pub trait LinkStore: Send + Sync {
         dedup_key: &[u8],
     ) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
 
-    /// The fingerprint and link of an idempotency key already used by `owner`.
+    /// The fingerprint and link of an idempotency key claimed by `tenant` at or after
+    /// `expired_before` (older claims have expired).
     fn find_idempotent(
         &self,
-        owner: &str,
+        tenant: &str,
         key: &str,
+        expired_before: DateTime<Utc>,
     ) -> impl Future<Output = Result<Option<(Vec<u8>, Link)>, StoreError>> + Send;
 
-    /// Marks a link deleted (it answers 410 from then on) and frees its dedup key.
-    fn delete(&self, code: &str) -> impl Future<Output = Result<DeleteOutcome, StoreError>> + Send;
+    /// Marks a link deleted (it answers 410 from then on) and frees its dedup key. With a
+    /// `tenant`, only a link of that tenant: another tenant's link is
+    /// [`DeleteOutcome::NotFound`], as an unknown code is.
+    fn delete(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+    ) -> impl Future<Output = Result<DeleteOutcome, StoreError>> + Send;
+
+    /// Deletes idempotency claims made before `expired_before`; returns how many.
+    fn purge_idempotency(
+        &self,
+        expired_before: DateTime<Utc>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
     /// Checks the store answers.
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -164,14 +179,19 @@ impl LinkStore for Store {
 
     async fn find_idempotent(
         &self,
-        owner: &str,
+        tenant: &str,
         key: &str,
+        expired_before: DateTime<Utc>,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
-        dispatch!(self, s => s.find_idempotent(owner, key).await)
+        dispatch!(self, s => s.find_idempotent(tenant, key, expired_before).await)
     }
 
-    async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
-        dispatch!(self, s => s.delete(code).await)
+    async fn delete(&self, code: &str, tenant: Option<&str>) -> Result<DeleteOutcome, StoreError> {
+        dispatch!(self, s => s.delete(code, tenant).await)
+    }
+
+    async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.purge_idempotency(expired_before).await)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

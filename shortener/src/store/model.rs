@@ -21,6 +21,8 @@ pub struct Idempotency {
     pub key: String,
     /// A digest of the request, to tell a true retry from a reused key.
     pub fingerprint: Vec<u8>,
+    /// Claims made before this have expired: the key is free again.
+    pub expired_before: DateTime<Utc>,
 }
 
 /// A row to insert.
@@ -37,7 +39,9 @@ pub struct NewLink {
     pub id: Option<u64>,
     /// Expiry.
     pub expires_at: Option<DateTime<Utc>>,
-    /// The caller (its id) that created it.
+    /// The tenant that owns it.
+    pub tenant: String,
+    /// The name of the API key that created it.
     pub owner: String,
     /// Dedup key, for dedup creates.
     pub dedup_key: Option<Vec<u8>>,

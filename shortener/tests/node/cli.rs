@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-fn shortener(args: &[&str], stdin: &str) -> Output {
+pub(crate) fn shortener(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_shortener"))
         .args(args)
         .env_remove("SHORTENER_KEY_FILE")

@@ -154,10 +154,25 @@ impl Node {
 
     /// `POST /api/v1/links` with extra headers.
     pub async fn create_with(&self, body: Value, headers: &[(&str, &str)]) -> (StatusCode, Value) {
+        self.create_with_key_and(body, API_KEY, headers).await
+    }
+
+    /// `POST /api/v1/links` with API key `key`.
+    pub async fn create_with_key(&self, body: Value, key: &str) -> (StatusCode, Value) {
+        self.create_with_key_and(body, key, &[]).await
+    }
+
+    /// `POST /api/v1/links` with API key `key` and extra headers.
+    pub async fn create_with_key_and(
+        &self,
+        body: Value,
+        key: &str,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
         let mut request = self
             .client
             .post(format!("{}/api/v1/links", self.base))
-            .bearer_auth(API_KEY)
+            .bearer_auth(key)
             .json(&body);
         for (name, value) in headers {
             request = request.header(*name, *value);

@@ -217,6 +217,7 @@ async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Back
             kind: codespace::shape::CodeKind::Alias,
             id: None,
             expires_at: None,
+            tenant: "default".into(),
             owner: "planter".into(),
             dedup_key: None,
             idempotency: None,

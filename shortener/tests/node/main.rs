@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod helpers;
+mod served;
 
 mod bad_input;
 mod cache;
@@ -11,11 +12,13 @@ mod cli;
 mod clicks;
 mod config;
 mod grpc;
+mod keys;
 mod limits;
 mod links;
 mod metrics;
 mod nodes;
 mod redirects;
 mod store;
+mod tenants;
 mod timeouts;
 mod tls;

@@ -19,7 +19,7 @@ fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    state.admission.admit(authorization, operation)
+    state.admission.admit_request(authorization, operation)
 }
 
 /// The code a path names, parsed for this node (a segment that does not decode to UTF-8 is no
@@ -93,8 +93,8 @@ pub async fn get(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    admit(&state, &headers, Operation::Read)?;
-    let link = state.links.get(&code(&state, path)?).await?;
+    let caller = admit(&state, &headers, Operation::Read)?;
+    let link = state.links.get(&caller, &code(&state, path)?).await?;
     Ok(axum::Json(LinkJson::new(&state.public, &link)).into_response())
 }
 
@@ -104,8 +104,8 @@ pub async fn delete(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    admit(&state, &headers, Operation::Delete)?;
-    state.links.delete(&code(&state, path)?).await?;
+    let caller = admit(&state, &headers, Operation::Delete)?;
+    state.links.delete(&caller, &code(&state, path)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

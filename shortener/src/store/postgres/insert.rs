@@ -5,6 +5,7 @@ use super::error::{after_write, db_error};
 use super::{LINK_COLUMNS, link_from_row};
 use crate::domain::{ClickCounts, Link};
 use crate::store::{InsertOutcome, NewLink, StoreError, kind_name};
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
 /// Inserts `links` (none with an idempotency key) in one statement: one round trip, one commit.
@@ -15,8 +16,8 @@ pub(super) async fn insert_rows(
 ) -> Result<Vec<InsertOutcome>, StoreError> {
     let insert = client
         .prepare_cached(&format!(
-            "INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key) \
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], $7::bytea[]) \
+            "INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant) \
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], $7::bytea[], $8::text[]) \
              ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
         ))
         .await
@@ -29,10 +30,13 @@ pub(super) async fn insert_rows(
         links.iter().map(|l| l.expires_at).collect();
     let owners: Vec<&str> = links.iter().map(|l| l.owner.as_str()).collect();
     let dedup: Vec<Option<&[u8]>> = links.iter().map(|l| l.dedup_key.as_deref()).collect();
+    let tenants: Vec<&str> = links.iter().map(|l| l.tenant.as_str()).collect();
     let rows = client
         .query(
             &insert,
-            &[&codes, &urls, &kinds, &ids, &expires, &owners, &dedup],
+            &[
+                &codes, &urls, &kinds, &ids, &expires, &owners, &dedup, &tenants,
+            ],
         )
         .await
         .map_err(|e| after_write(db_error(e)))?;
@@ -66,7 +70,7 @@ pub(super) async fn insert_rows(
             .map_err(db_error)?;
         let twins: HashMap<Vec<u8>, Link> = twins
             .iter()
-            .map(|row| (row.get::<_, Vec<u8>>(5), link_from_row(row)))
+            .map(|row| (row.get::<_, Vec<u8>>(6), link_from_row(row)))
             .collect();
         for (link, outcome) in links.iter().zip(outcomes.iter_mut()) {
             if outcome.is_none()
@@ -94,11 +98,18 @@ pub(super) async fn insert_one(
         .await
         .map_err(db_error)?;
     if let Some(idem) = &link.idempotency {
+        // An expired claim frees its key.
+        tx.execute(
+            "DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2 AND created_at < $3",
+            &[&link.tenant, &idem.key, &idem.expired_before],
+        )
+        .await
+        .map_err(db_error)?;
         let claimed = tx
             .query_opt(
-                "INSERT INTO idempotency_keys (owner, key, fingerprint, code) VALUES ($1, $2, $3, $4) \
+                "INSERT INTO idempotency_keys (tenant, key, fingerprint, code) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT DO NOTHING RETURNING 1",
-                &[&link.owner, &idem.key, &idem.fingerprint, &link.code],
+                &[&link.tenant, &idem.key, &idem.fingerprint, &link.code],
             )
             .await
             .map_err(db_error)?;
@@ -106,7 +117,8 @@ pub(super) async fn insert_one(
             tx.rollback().await.map_err(db_error)?;
             // Reuse this connection: taking a second one while holding the first can exhaust
             // the pool under a burst of retries.
-            let found = find_idempotent_on(client, &link.owner, &idem.key).await?;
+            let found =
+                find_idempotent_on(client, &link.tenant, &idem.key, idem.expired_before).await?;
             return replay(found, &idem.key, &idem.fingerprint);
         }
     }
@@ -114,8 +126,8 @@ pub(super) async fn insert_one(
     let inserted = tx
         .query_opt(
             &format!(
-                "INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
+                "INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
             ),
             &[
                 &link.code,
@@ -125,6 +137,7 @@ pub(super) async fn insert_one(
                 &link.expires_at,
                 &link.owner,
                 &link.dedup_key,
+                &link.tenant,
             ],
         )
         .await
@@ -147,8 +160,8 @@ pub(super) async fn insert_one(
             let twin = link_from_row(&row);
             if let Some(idem) = &link.idempotency {
                 tx.execute(
-                    "UPDATE idempotency_keys SET code = $3 WHERE owner = $1 AND key = $2",
-                    &[&link.owner, &idem.key, &twin.code],
+                    "UPDATE idempotency_keys SET code = $3 WHERE tenant = $1 AND key = $2",
+                    &[&link.tenant, &idem.key, &twin.code],
                 )
                 .await
                 .map_err(db_error)?;
@@ -175,17 +188,20 @@ fn replay(
     }
 }
 
-/// The fingerprint and link of the idempotency key `key` of `owner`, on `client`.
+/// The fingerprint and link of the idempotency key `key` of `tenant`, unless its claim was
+/// made before `expired_before`, on `client`.
 pub(super) async fn find_idempotent_on(
     client: &tokio_postgres::Client,
-    owner: &str,
+    tenant: &str,
     key: &str,
+    expired_before: DateTime<Utc>,
 ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
     let row = client
         .query_opt(
-            "SELECT i.fingerprint, l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at \
-             FROM idempotency_keys i JOIN links l ON l.code = i.code WHERE i.owner = $1 AND i.key = $2",
-            &[&owner, &key],
+            "SELECT i.fingerprint, l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant \
+             FROM idempotency_keys i JOIN links l ON l.code = i.code \
+             WHERE i.tenant = $1 AND i.key = $2 AND i.created_at >= $3",
+            &[&tenant, &key, &expired_before],
         )
         .await
         .map_err(db_error)?;
@@ -196,6 +212,7 @@ pub(super) async fn find_idempotent_on(
             created_at: r.get(3),
             expires_at: r.get(4),
             deleted_at: r.get(5),
+            tenant: r.get(6),
             clicks: ClickCounts::default(),
         };
         (r.get(0), link)

@@ -19,6 +19,7 @@ use super::{
 };
 use crate::domain::{ClickCounts, Link};
 use batch::Batcher;
+use chrono::{DateTime, Utc};
 use deadpool_postgres::{Pool, Runtime, Timeouts};
 use error::{db_error, pool_error};
 use id_client::LeaseSource;
@@ -53,7 +54,7 @@ pub struct PgStore {
     batcher: Batcher,
 }
 
-const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at";
+const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant";
 
 fn link_from_row(row: &Row) -> Link {
     Link {
@@ -62,6 +63,7 @@ fn link_from_row(row: &Row) -> Link {
         created_at: row.get(2),
         expires_at: row.get(3),
         deleted_at: row.get(4),
+        tenant: row.get(5),
         clicks: ClickCounts::default(),
     }
 }
@@ -190,15 +192,21 @@ impl LinkStore for PgStore {
 
     async fn find_idempotent(
         &self,
-        owner: &str,
+        tenant: &str,
         key: &str,
+        expired_before: DateTime<Utc>,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
         let client = self.client().await?;
-        insert::find_idempotent_on(&client, owner, key).await
+        insert::find_idempotent_on(&client, tenant, key, expired_before).await
     }
 
-    async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
-        write::delete(&mut self.client().await?, code).await
+    async fn delete(&self, code: &str, tenant: Option<&str>) -> Result<DeleteOutcome, StoreError> {
+        write::delete(&mut self.client().await?, code, tenant).await
+    }
+
+    async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        write::purge_idempotency(&client, expired_before).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -27,7 +27,7 @@ pub(super) async fn get_with_clicks(
 ) -> Result<Option<Link>, StoreError> {
     let row = client
         .query_opt(
-            "SELECT l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, c.human, c.head, c.bot \
+            "SELECT l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, c.human, c.head, c.bot \
              FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE l.code = $1",
             &[&code],
         )
@@ -37,9 +37,9 @@ pub(super) async fn get_with_clicks(
         let mut link = link_from_row(&row);
         let count = |i: usize| row.get::<_, Option<i64>>(i).unwrap_or(0).max(0) as u64;
         link.clicks = ClickCounts {
-            human: count(5),
-            head: count(6),
-            bot: count(7),
+            human: count(6),
+            head: count(7),
+            bot: count(8),
         };
         link
     }))

@@ -4,18 +4,21 @@ use super::NOTIFY_CHANNEL;
 use super::error::db_error;
 use crate::domain::{ClickCounts, CompactCode};
 use crate::store::{DeleteOutcome, StoreError};
+use chrono::{DateTime, Utc};
 
-/// Marks `code` deleted and frees its dedup key; the change is announced to every node in the
-/// same transaction.
+/// Marks `code` deleted and frees its dedup key, if it belongs to `tenant` (any tenant's for
+/// `None`); the change is announced to every node in the same transaction.
 pub(super) async fn delete(
     client: &mut deadpool_postgres::Object,
     code: &str,
+    tenant: Option<&str>,
 ) -> Result<DeleteOutcome, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     let updated = tx
         .execute(
-            "UPDATE links SET deleted_at = now(), dedup_key = NULL WHERE code = $1 AND deleted_at IS NULL",
-            &[&code],
+            "UPDATE links SET deleted_at = now(), dedup_key = NULL \
+             WHERE code = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR tenant = $2)",
+            &[&code, &tenant],
         )
         .await
         .map_err(db_error)?;
@@ -28,7 +31,10 @@ pub(super) async fn delete(
         return Ok(DeleteOutcome::Deleted);
     }
     let exists = tx
-        .query_opt("SELECT 1 FROM links WHERE code = $1", &[&code])
+        .query_opt(
+            "SELECT 1 FROM links WHERE code = $1 AND ($2::text IS NULL OR tenant = $2)",
+            &[&code, &tenant],
+        )
         .await
         .map_err(db_error)?;
     tx.commit().await.map_err(db_error)?;
@@ -37,6 +43,20 @@ pub(super) async fn delete(
     } else {
         DeleteOutcome::NotFound
     })
+}
+
+/// Deletes idempotency claims made before `expired_before`; returns how many.
+pub(super) async fn purge_idempotency(
+    client: &tokio_postgres::Client,
+    expired_before: DateTime<Utc>,
+) -> Result<u64, StoreError> {
+    client
+        .execute(
+            "DELETE FROM idempotency_keys WHERE created_at < $1",
+            &[&expired_before],
+        )
+        .await
+        .map_err(db_error)
 }
 
 /// Adds the counts of `rows` with one upsert.

@@ -30,7 +30,7 @@ use super::{
     WriterStats,
 };
 use crate::domain::Link;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use id_client::LeaseSource;
 use rows::{db_error, millis};
@@ -211,26 +211,37 @@ impl LinkStore for SqliteStore {
 
     async fn find_idempotent(
         &self,
-        owner: &str,
+        tenant: &str,
         key: &str,
+        expired_before: DateTime<Utc>,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
-        let (owner, key) = (owner.to_string(), key.to_string());
+        let (tenant, key) = (tenant.to_string(), key.to_string());
         let space = Arc::clone(&self.space);
-        self.read(move |conn| match idempotency_claim(conn, &owner, &key)? {
-            Some((fingerprint, code)) => {
-                Ok(rows::get_link(conn, &space, &code)?.map(|link| (fingerprint, link)))
-            }
-            None => Ok(None),
-        })
+        let since = millis(expired_before);
+        self.read(
+            move |conn| match idempotency_claim(conn, &tenant, &key, since)? {
+                Some((fingerprint, code)) => {
+                    Ok(rows::get_link(conn, &space, &code)?.map(|link| (fingerprint, link)))
+                }
+                None => Ok(None),
+            },
+        )
         .await
     }
 
-    async fn delete(&self, code: &str) -> Result<DeleteOutcome, StoreError> {
+    async fn delete(&self, code: &str, tenant: Option<&str>) -> Result<DeleteOutcome, StoreError> {
         let (code, space) = (code.to_string(), Arc::clone(&self.space));
+        let tenant = tenant.map(str::to_string);
         self.write(move |conn| {
             let Some(slot) = rows::find_slot(conn, &space, &code)? else {
                 return Ok(DeleteOutcome::NotFound);
             };
+            let owner: String = conn
+                .query_row("SELECT tenant FROM links WHERE slot = ?1", [slot], |r| r.get(0))
+                .map_err(db_error)?;
+            if tenant.as_ref().is_some_and(|t| *t != owner) {
+                return Ok(DeleteOutcome::NotFound);
+            }
             let updated = conn
                 .execute(
                     "UPDATE links SET deleted_at = ?2, dedup_key = NULL WHERE slot = ?1 AND deleted_at IS NULL",
@@ -242,6 +253,19 @@ impl LinkStore for SqliteStore {
             } else {
                 DeleteOutcome::AlreadyDeleted
             })
+        })
+        .await
+    }
+
+    async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        let before = millis(expired_before);
+        self.write(move |conn| {
+            conn.execute(
+                "DELETE FROM idempotency_keys WHERE created_at < ?1",
+                [before],
+            )
+            .map(|n| n as u64)
+            .map_err(db_error)
         })
         .await
     }
@@ -295,15 +319,17 @@ impl LinkStore for SqliteStore {
     }
 }
 
-/// The fingerprint and code an idempotency key of `owner` was claimed with.
+/// The fingerprint and code an idempotency key of `tenant` was claimed with, unless the claim
+/// is older than `since` (Unix milliseconds).
 fn idempotency_claim(
     conn: &Connection,
-    owner: &str,
+    tenant: &str,
     key: &str,
+    since: i64,
 ) -> Result<Option<(Vec<u8>, String)>, StoreError> {
     conn.query_row(
-        "SELECT fingerprint, code FROM idempotency_keys WHERE owner = ?1 AND key = ?2",
-        params![owner, key],
+        "SELECT fingerprint, code FROM idempotency_keys WHERE tenant = ?1 AND key = ?2 AND created_at >= ?3",
+        params![tenant, key, since],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .optional()
@@ -325,7 +351,8 @@ fn insert_idempotent(
         .idempotency
         .as_ref()
         .ok_or_else(|| StoreError::Internal("no idempotency key to claim".into()))?;
-    if let Some((fingerprint, code)) = idempotency_claim(&tx, &link.owner, &idem.key)? {
+    let since = millis(idem.expired_before);
+    if let Some((fingerprint, code)) = idempotency_claim(&tx, &link.tenant, &idem.key, since)? {
         if fingerprint != idem.fingerprint {
             return Ok(InsertOutcome::IdempotencyMismatch);
         }
@@ -338,9 +365,15 @@ fn insert_idempotent(
         InsertOutcome::Created(l) | InsertOutcome::Deduplicated(l) => l.code.clone(),
         _ => return Ok(outcome),
     };
+    // An expired claim frees its key.
     tx.execute(
-        "INSERT INTO idempotency_keys (owner, key, fingerprint, code, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![link.owner, idem.key, idem.fingerprint, code, now],
+        "DELETE FROM idempotency_keys WHERE tenant = ?1 AND key = ?2",
+        params![link.tenant, idem.key],
+    )
+    .map_err(db_error)?;
+    tx.execute(
+        "INSERT INTO idempotency_keys (tenant, key, fingerprint, code, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![link.tenant, idem.key, idem.fingerprint, code, now],
     )
     .map_err(db_error)?;
     tx.commit().map_err(db_error)?;

@@ -41,6 +41,7 @@ fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
         created_at: from_millis(row.get(2)?),
         expires_at: row.get::<_, Option<i64>>(3)?.map(from_millis),
         deleted_at: row.get::<_, Option<i64>>(4)?.map(from_millis),
+        tenant: row.get(5)?,
         clicks: ClickCounts::default(),
     })
 }
@@ -55,17 +56,16 @@ fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
 
 // Statements are constants so `prepare_cached` finds them without formatting a string, and
 // SQLite parses each once per connection.
-const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING";
+const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant) \
+     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING";
 /// The next free negative slot: one below the lowest (`min(slot)` reads one end of the table).
-const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO NOTHING";
-const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE slot = ?1 AND code = ?2";
-const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE code = ?1 AND id IS NULL";
+const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant) \
+     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING";
+const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant FROM links WHERE slot = ?1 AND code = ?2";
+const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant FROM links WHERE code = ?1 AND id IS NULL";
 const SLOT_BY_SLOT: &str = "SELECT slot FROM links WHERE slot = ?1 AND code = ?2";
 const SLOT_NAMED: &str = "SELECT slot FROM links WHERE code = ?1 AND id IS NULL";
-const SELECT_BY_DEDUP: &str =
-    "SELECT code, long_url, created_at, expires_at, deleted_at FROM links WHERE dedup_key = ?1";
+const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant FROM links WHERE dedup_key = ?1";
 
 /// Inserts `links` in one immediate transaction; outcomes in input order.
 pub(super) fn insert_all(
@@ -129,7 +129,8 @@ pub(super) fn insert_row(
                 now,
                 link.expires_at.map(millis),
                 link.owner,
-                link.dedup_key
+                link.dedup_key,
+                link.tenant
             ])
             .map_err(db_error)?
     };
@@ -141,6 +142,7 @@ pub(super) fn insert_row(
             created_at: from_millis(now),
             expires_at: link.expires_at.map(|t| from_millis(millis(t))),
             deleted_at: None,
+            tenant: link.tenant.clone(),
             clicks: ClickCounts::default(),
         }),
         _ => match link

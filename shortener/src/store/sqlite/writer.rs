@@ -34,6 +34,8 @@ type Done = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// unrun), returns how to answer it.
 type Run = Box<dyn FnOnce(Option<&mut Connection>) -> Done + Send>;
 
+// Creates are nearly every job; boxing their row would add an allocation to each of them.
+#[allow(clippy::large_enum_variant)]
 enum Job {
     /// A create row, batched with the others waiting.
     Insert(NewLink, Reply),

@@ -61,7 +61,7 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
     let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
         .await
         .expect("migrate");
-    assert_eq!(ran, 2, "migrations 3 and 4 run");
+    assert_eq!(ran, 3, "migrations 3, 4 and 5 run");
     assert_eq!(sqlite.migrate().await.expect("migrate again"), 0);
     let store = Store::Sqlite(sqlite);
     assert_eq!(store.count_links().await.expect("count"), 6);
@@ -77,6 +77,10 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
         .expect("get")
         .expect("alias kept");
     assert_eq!(alias.url, "https://example.com/a");
+    assert_eq!(
+        alias.tenant, "default",
+        "links from before tenants belong to the default one"
+    );
     assert_eq!(alias.created_at.timestamp_millis(), 3000);
     assert_eq!(
         alias.expires_at.map(|t| t.timestamp_millis()),
@@ -184,7 +188,7 @@ async fn an_embedded_file_refuses_a_code_space_other_than_the_one_that_made_its_
     let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
         .await
         .expect("migrate");
-    assert_eq!(ran, 2, "the refused start changed nothing");
+    assert_eq!(ran, 3, "the refused start changed nothing");
     drop(sqlite);
 
     for (key, length, why) in [
@@ -277,17 +281,17 @@ async fn an_embedded_code_is_unique_across_generated_and_named_rows() {
     // A code of generated shape that nothing holds, and one of each placement, deleted twice.
     assert!(store.get(&space.encode(4)).await.expect("get").is_none());
     assert_eq!(
-        store.delete(&space.encode(4)).await.expect("delete"),
+        store.delete(&space.encode(4), None).await.expect("delete"),
         DeleteOutcome::NotFound
     );
     for id in [1, 2] {
         let code = space.encode(id);
         assert_eq!(
-            store.delete(&code).await.expect("delete"),
+            store.delete(&code, None).await.expect("delete"),
             DeleteOutcome::Deleted
         );
         assert_eq!(
-            store.delete(&code).await.expect("delete"),
+            store.delete(&code, None).await.expect("delete"),
             DeleteOutcome::AlreadyDeleted
         );
         let gone = store.get(&code).await.expect("get").expect("kept");
@@ -319,7 +323,7 @@ async fn generated_links_of_an_earlier_code_space_stay_reachable_after_the_migra
     let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
         .await
         .expect("migrate");
-    assert_eq!(ran, 2);
+    assert_eq!(ran, 3);
     let store = Store::Sqlite(sqlite);
     assert_eq!(
         store.get(&old_code).await.expect("get").expect("kept").url,
@@ -335,7 +339,7 @@ async fn generated_links_of_an_earlier_code_space_stay_reachable_after_the_migra
         InsertOutcome::CodeTaken
     );
     assert_eq!(
-        store.delete(&old_code).await.expect("delete"),
+        store.delete(&old_code, None).await.expect("delete"),
         DeleteOutcome::Deleted
     );
     drop(store);
@@ -387,7 +391,7 @@ async fn an_embedded_lookup_compares_the_stored_code() {
     assert!(store.get(&asked).await.expect("get").is_none());
     assert!(store.get_with_clicks(&asked).await.expect("get").is_none());
     assert_eq!(
-        store.delete(&asked).await.expect("delete"),
+        store.delete(&asked, None).await.expect("delete"),
         DeleteOutcome::NotFound
     );
     assert_eq!(store.count_links().await.expect("count"), 1);

@@ -20,6 +20,7 @@ pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
         },
         id: None,
         expires_at: None,
+        tenant: "default".into(),
         owner: "owner".into(),
         dedup_key: dedup.map(<[u8]>::to_vec),
         idempotency: None,
