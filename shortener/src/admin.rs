@@ -7,9 +7,12 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use hyper::body::Incoming;
 use id_client::IdPool;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tower::ServiceExt;
 
 /// What the admin handlers share.
 #[derive(Clone)]
@@ -22,6 +25,34 @@ pub struct AdminState {
     pub accepting: Arc<AtomicBool>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
+}
+
+/// The admin listener's handling: every request through the router.
+pub struct AdminService(Router);
+
+impl AdminService {
+    /// Handling over `state`.
+    pub fn new(state: AdminState) -> Self {
+        Self(router(state))
+    }
+}
+
+impl crate::http::serve::Handler for AdminService {
+    fn handle_now(&self, _: SocketAddr, _: &hyper::Request<Incoming>) -> Option<Response> {
+        None
+    }
+
+    async fn handle(&self, _: SocketAddr, request: hyper::Request<Incoming>) -> Response {
+        match self
+            .0
+            .clone()
+            .oneshot(request.map(axum::body::Body::new))
+            .await
+        {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
 }
 
 /// The admin router.

@@ -14,6 +14,8 @@
 //!   JSON API; [`grpc`]: the `shortener.v1.Links` service; [`admin`]: health and metrics.
 //! - [`clicks`]: click counting off the redirect path, flushed in batches.
 //! - [`store`]: the store interface and its PostgreSQL and SQLite backends.
+//! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
+//!   connections.
 //! - [`metrics`]: Prometheus metrics; [`telemetry`], [`shutdown`]: logs and the signal.
 //! - [`cli`]: the binary's subcommands; [`secrets`]: key files.
 //!
@@ -45,6 +47,7 @@ pub mod http;
 pub mod limits;
 pub mod links;
 pub mod metrics;
+pub mod net;
 pub mod secrets;
 pub mod shutdown;
 pub mod store;

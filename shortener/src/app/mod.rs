@@ -15,6 +15,7 @@ pub use node::Node;
 pub use resources::{API_KEYS_FILE, DB_FILE, KEY_FILE, Resources, prepare};
 
 use crate::config::Config;
+use crate::net::{self, Gates, fd::Budget};
 use anyhow::Context;
 use servers::{Listeners, Servers};
 use std::net::SocketAddr;
@@ -56,7 +57,19 @@ impl App {
             listeners.grpc.local_addr().context("read gRPC address")?,
             listeners.admin.local_addr().context("read admin address")?,
         ];
-        let node = Arc::new(Node::wire(&config, resources, addrs[0])?);
+        let open_files = net::fd::raise_open_files();
+        let pool = config
+            .database_url
+            .as_ref()
+            .map_or(8, |_| config.database_max_connections);
+        let budget = Budget::split(open_files, pool, config.public_fd_reserve);
+        tracing::info!(open_files, ?budget, "connection caps");
+        let gates = Gates::new(
+            budget,
+            config.max_connections_per_client,
+            config.ipv6_prefix,
+        );
+        let node = Arc::new(Node::wire(&config, resources, addrs[0], gates)?);
         Ok(App {
             config,
             listeners,

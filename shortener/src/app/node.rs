@@ -13,6 +13,7 @@ use crate::http::redirect::{CacheConfig, LinkCache, Resolver};
 use crate::limits::{ClientAddressPolicy, Limits, Rate};
 use crate::links::LinkService;
 use crate::metrics::{Metrics, Sources};
+use crate::net::Gates;
 use crate::store::Store;
 use anyhow::Context;
 use axum::http::StatusCode;
@@ -55,15 +56,19 @@ pub struct Node {
     pub accepting: Arc<AtomicBool>,
     /// Where a generated API key was written, to tell the operator (embedded mode only).
     pub generated_api_key_file: Option<PathBuf>,
+    /// The listeners' connection caps.
+    pub gates: Gates,
 }
 
 impl Node {
     /// Wires a node for `config` over `resources`, serving public HTTP on `http_addr` (the base
-    /// of short URLs unless `SHORTENER_PUBLIC_URL` sets one). The ID pool starts leasing at once.
+    /// of short URLs unless `SHORTENER_PUBLIC_URL` sets one) behind `gates`. The ID pool starts
+    /// leasing at once.
     pub fn wire(
         config: &Config,
         resources: Resources,
         http_addr: SocketAddr,
+        gates: Gates,
     ) -> anyhow::Result<Self> {
         let public = PublicBase::new(
             &config
@@ -115,6 +120,7 @@ impl Node {
             clicks: Arc::clone(&clicks),
             store: store.clone(),
             key_reloads: resources.api_keys.reloads(),
+            gates: gates.clone(),
             capacity: resources.space.capacity(),
         }));
         let limits = Arc::new(Limits::new(
@@ -152,6 +158,7 @@ impl Node {
             public,
             accepting: Arc::new(AtomicBool::new(true)),
             generated_api_key_file: resources.generated_api_key_file,
+            gates,
         })
     }
 
@@ -176,6 +183,7 @@ impl Node {
             client_policy: ClientAddressPolicy {
                 header,
                 trusted: config.trusted_proxies.clone(),
+                ipv6_prefix: config.ipv6_prefix,
             },
             metrics: Arc::clone(&self.metrics),
         })

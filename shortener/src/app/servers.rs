@@ -1,17 +1,31 @@
 //! The node's three listeners, started together and stopped in the order a drain needs.
 
 use super::node::Node;
+use crate::admin::AdminService;
 use crate::config::Config;
+use crate::grpc::{self, BodyLimits, GuardLayer};
+use crate::http::serve::ServeSettings;
 use crate::http::{self, PublicService};
-use crate::{admin, grpc};
+use crate::net;
 use anyhow::Context;
 use proto::server::Health;
 use proto::shortener::v1::links_server::LinksServer;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+/// How often an idle gRPC connection is pinged, to find peers that went away.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a ping may go unanswered before the connection is closed.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The HTTP/2 flow-control window of one gRPC call, in bytes.
+const STREAM_WINDOW: u32 = 256 * 1024;
+/// The HTTP/2 flow-control window of one gRPC connection, in bytes.
+const CONNECTION_WINDOW: u32 = 1024 * 1024;
 
 /// The bound listeners of a node.
 pub(super) struct Listeners {
@@ -42,14 +56,31 @@ impl Servers {
         let (reflection_v1, reflection_v1alpha) =
             proto::server::reflection().context("build the reflection services")?;
         let stop_traffic = CancellationToken::new();
+        let limits = BodyLimits::new(config.max_url_length, config.batch_limit);
+        let guard = GuardLayer::new(
+            Arc::clone(&node.admission),
+            limits,
+            config.grpc_max_in_flight,
+        );
         let grpc_server = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .max_concurrent_streams(config.grpc_max_streams)
+            // Small windows bound what a connection can make the node buffer for calls it has
+            // not read yet (a refused call's body, say).
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .layer(guard)
             .add_service(health_service)
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
-            .add_service(LinksServer::new(node.links_api()))
+            .add_service(LinksServer::new(node.links_api()).max_decoding_message_size(limits.batch))
             .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listeners.grpc)
-                    .with_nodelay(Some(true)),
+                net::idle::incoming(
+                    listeners.grpc,
+                    Arc::clone(&node.gates.grpc),
+                    Duration::from_secs(config.grpc_idle_timeout),
+                ),
                 stop_traffic.clone().cancelled_owned(),
             );
         let grpc_task = tokio::spawn(async move {
@@ -57,25 +88,28 @@ impl Servers {
                 tracing::error!(%error, "gRPC server failed");
             }
         });
+        let settings = ServeSettings {
+            header_timeout: Duration::from_secs(config.header_read_timeout),
+            drain: config.drain(),
+        };
         let http_task = tokio::spawn(http::serve::serve(
             listeners.http,
             PublicService::new(node.http_state(config)?),
-            Duration::from_secs(config.header_read_timeout),
+            Arc::clone(&node.gates.public),
+            settings,
             stop_traffic.clone(),
-            config.drain(),
         ));
         let stop_admin = CancellationToken::new();
-        let admin_task = tokio::spawn({
-            let (router, stop) = (admin::router(node.admin_state()), stop_admin.clone());
-            async move {
-                if let Err(error) = axum::serve(listeners.admin, router)
-                    .with_graceful_shutdown(stop.cancelled_owned())
-                    .await
-                {
-                    tracing::error!(%error, "admin server failed");
-                }
-            }
-        });
+        let admin_task = tokio::spawn(http::serve::serve(
+            listeners.admin,
+            AdminService::new(node.admin_state()),
+            Arc::clone(&node.gates.admin),
+            ServeSettings {
+                drain: Duration::from_secs(1),
+                ..settings
+            },
+            stop_admin.clone(),
+        ));
         health.set(true).await;
         Ok(Self {
             health,

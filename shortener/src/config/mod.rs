@@ -169,6 +169,30 @@ pub struct Config {
     /// Networks of trusted proxies, comma-separated CIDRs (e.g. `10.0.0.0/8`).
     #[arg(long, env = "SHORTENER_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// IPv6 clients are counted by this many leading bits of their address (one host usually
+    /// holds a whole /64), for the 404 budget and the connection caps.
+    #[arg(long, env = "SHORTENER_IPV6_PREFIX", default_value_t = 64)]
+    pub ipv6_prefix: u8,
+    /// Most connections one client address may hold on each listener.
+    #[arg(
+        long,
+        env = "SHORTENER_MAX_CONNECTIONS_PER_CLIENT",
+        default_value_t = 256
+    )]
+    pub max_connections_per_client: usize,
+    /// Open files kept for the public listener alone, so it keeps accepting when the gRPC and
+    /// admin listeners are full (0: a quarter of the limit).
+    #[arg(long, env = "SHORTENER_PUBLIC_FD_RESERVE", default_value_t = 0)]
+    pub public_fd_reserve: u64,
+    /// Seconds a gRPC connection may stay without a call before it is closed.
+    #[arg(long, env = "SHORTENER_GRPC_IDLE_TIMEOUT", default_value_t = 300)]
+    pub grpc_idle_timeout: u64,
+    /// Most gRPC calls running at once on the node (more get RESOURCE_EXHAUSTED).
+    #[arg(long, env = "SHORTENER_GRPC_MAX_IN_FLIGHT", default_value_t = 1024)]
+    pub grpc_max_in_flight: usize,
+    /// Most concurrent streams (calls) on one gRPC connection.
+    #[arg(long, env = "SHORTENER_GRPC_MAX_STREAMS", default_value_t = 128)]
+    pub grpc_max_streams: u32,
 }
 
 impl Config {
@@ -218,6 +242,12 @@ impl Config {
             header_read_timeout: 10,
             client_ip_header: None,
             trusted_proxies: Vec::new(),
+            ipv6_prefix: 64,
+            max_connections_per_client: 10_000,
+            public_fd_reserve: 0,
+            grpc_idle_timeout: 300,
+            grpc_max_in_flight: 1024,
+            grpc_max_streams: 128,
         }
     }
 

@@ -92,6 +92,25 @@ impl Config {
                 ),
             ));
         }
+        if !(1..=128).contains(&self.ipv6_prefix) {
+            return Err(ConfigError::new(
+                "SHORTENER_IPV6_PREFIX",
+                format!(
+                    "SHORTENER_IPV6_PREFIX must be 1 to 128, not {}",
+                    self.ipv6_prefix
+                ),
+            ));
+        }
+        if self.max_connections_per_client == 0
+            || self.grpc_idle_timeout == 0
+            || self.grpc_max_in_flight == 0
+            || self.grpc_max_streams == 0
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_MAX_CONNECTIONS_PER_CLIENT",
+                "SHORTENER_MAX_CONNECTIONS_PER_CLIENT, SHORTENER_GRPC_IDLE_TIMEOUT, SHORTENER_GRPC_MAX_IN_FLIGHT and SHORTENER_GRPC_MAX_STREAMS must be positive",
+            ));
+        }
         if self.idempotency_ttl == 0 || self.reload_interval_ms == 0 {
             return Err(ConfigError::new(
                 "SHORTENER_IDEMPOTENCY_TTL",

@@ -1,11 +1,16 @@
 //! The internal gRPC API (`shortener.v1.Links`), with the same semantics as the JSON API.
 //!
-//! Each method admits its request ([`crate::access`]), turns the wire message into a domain
-//! request once (`wire`), calls the link service, and lets `?` turn a domain error into its
-//! status (`status`, the one mapping).
+//! A call's key is checked before its message is decoded, and its body bounded by what the
+//! method needs (`guard`, a tower layer in front of the service). Each method then admits the
+//! caller for its operation ([`crate::access`]), turns the wire message into a domain request
+//! once (`wire`), calls the link service, and lets `?` turn a domain error into its status
+//! (`status`, the one mapping).
 
+mod guard;
 mod status;
 mod wire;
+
+pub use guard::{BodyLimits, GuardLayer};
 
 pub use status::code_of;
 
@@ -41,12 +46,15 @@ pub struct LinksApi {
 }
 
 impl LinksApi {
+    /// The caller the guard authenticated, if it may run `operation` (scope, rate, bounds).
     fn admit<T>(&self, request: &Request<T>, operation: Operation) -> Result<Caller, Error> {
-        let authorization = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok());
-        self.admission.admit_request(authorization, operation)
+        let caller = request
+            .extensions()
+            .get::<Caller>()
+            .cloned()
+            .ok_or(Error::Unauthenticated)?;
+        self.admission.admit(&caller, operation)?;
+        Ok(caller)
     }
 
     fn code(&self, text: &str) -> Result<ShortCode, Error> {

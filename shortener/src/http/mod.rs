@@ -61,6 +61,16 @@ pub struct PublicService {
     router: Router,
 }
 
+impl serve::Handler for PublicService {
+    fn handle_now(&self, peer: SocketAddr, request: &Request<Incoming>) -> Option<Response> {
+        self.handle_cached(peer, request)
+    }
+
+    async fn handle(&self, peer: SocketAddr, request: Request<Incoming>) -> Response {
+        PublicService::handle(self, peer, request).await
+    }
+}
+
 impl PublicService {
     /// Handling for the public listener over `state`.
     pub fn new(state: HttpState) -> Self {

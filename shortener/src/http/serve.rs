@@ -1,15 +1,19 @@
-//! The HTTP/1 accept loop: a per-connection watchdog for clients that are slow to send request
-//! heads, the peer address in every request, and a bounded graceful drain.
+//! The HTTP/1 accept loop of the public and admin listeners: connection caps per listener and
+//! client ([`ConnectionGate`]), a per-connection watchdog for clients that are slow to send
+//! request heads (which also closes idle keep-alive connections), the peer address in every
+//! request, and a bounded graceful drain.
 //!
 //! `axum::serve` offers neither a header read timeout nor a drain bound, so the loop is written
-//! here on hyper's connection builder. Each request is first offered to [`PublicService::handle_cached`],
-//! which answers cached redirects at once; the rest go to [`PublicService::handle`].
+//! here on hyper's connection builder. Each request is first offered to
+//! [`Handler::handle_now`] (the public listener answers cached redirects there, at once); the
+//! rest go to [`Handler::handle`].
 //!
 //! hyper's own `header_read_timeout` is not used: it boxes and registers a fresh timer for every
 //! request on a keep-alive connection (docs/decisions.md has its cost). The watchdog here costs each connection one timer, re-armed once per timeout, and
 //! each request two stores to a counter that only its connection's task writes.
 
-use super::PublicService;
+use crate::net::{Admitted, ConnectionGate};
+use axum::response::Response;
 use futures::future::Either;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -23,17 +27,42 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// What every request of one connection shares: the service, the peer, and the connection's progress.
-struct Connection {
-    service: Arc<PublicService>,
+/// How a listener answers requests.
+pub trait Handler: Send + Sync + 'static {
+    /// The answer to `request` from `peer`, when it is known without waiting (`None`: call
+    /// [`Handler::handle`]).
+    fn handle_now(&self, peer: SocketAddr, request: &hyper::Request<Incoming>) -> Option<Response>;
+
+    /// The answer to `request` from `peer`.
+    fn handle(
+        &self,
+        peer: SocketAddr,
+        request: hyper::Request<Incoming>,
+    ) -> impl Future<Output = Response> + Send;
+}
+
+/// How a listener treats slow clients and its drain.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeSettings {
+    /// A connection waiting for a request head longer than this is closed.
+    pub header_timeout: Duration,
+    /// How long in-flight requests may take once the listener stops.
+    pub drain: Duration,
+}
+
+/// What every request of one connection shares: the handler, the peer, and the connection's progress.
+struct Connection<H> {
+    handler: Arc<H>,
     peer: SocketAddr,
+    /// The connection's place in its listener's caps, freed when the connection ends.
+    _admitted: Admitted,
     /// Request heads received plus responses made, on this connection: odd while a request is
     /// being answered, even while the connection waits for its next request head (or writes a
     /// response). Written only by the connection's own task, so a plain load and store suffice.
     progress: AtomicU64,
 }
 
-impl Connection {
+impl<H> Connection<H> {
     fn step(&self) {
         let now = self.progress.load(Ordering::Relaxed);
         self.progress.store(now.wrapping_add(1), Ordering::Relaxed);
@@ -44,24 +73,28 @@ impl Connection {
     }
 }
 
-/// Serves `service` on `listener` until `stop` is cancelled, then waits up to `drain` for
-/// in-flight requests. A client that does not finish sending its headers within
-/// `header_timeout` is disconnected: a connection that waits for a request head through a
-/// whole `header_timeout` (a new connection, an idle keep-alive one, or one whose client sends
-/// its head slowly) is closed between one and two `header_timeout`s after the wait began. A
-/// request being answered, its body included, is never cut by this timeout.
-pub async fn serve(
+/// Serves `handler` on `listener` until `stop` is cancelled, then waits up to the drain bound
+/// for in-flight requests. A connection `gate` refuses is closed at once. A client that does
+/// not finish sending its headers within the header timeout is disconnected: a connection that
+/// waits for a request head through a whole timeout (a new connection, an idle keep-alive one,
+/// or one whose client sends its head slowly) is closed between one and two timeouts after the
+/// wait began. A request being answered, its body included, is never cut by this timeout.
+pub async fn serve<H: Handler>(
     listener: TcpListener,
-    service: PublicService,
-    header_timeout: Duration,
+    handler: H,
+    gate: Arc<ConnectionGate>,
+    settings: ServeSettings,
     stop: CancellationToken,
-    drain: Duration,
 ) {
+    let ServeSettings {
+        header_timeout,
+        drain,
+    } = settings;
     let mut builder = hyper::server::conn::http1::Builder::new();
     // No timer for hyper: the watchdog in each connection's task bounds header reads instead.
     builder.header_read_timeout(None).keep_alive(true);
     let graceful = GracefulShutdown::new();
-    let service = Arc::new(service);
+    let handler = Arc::new(handler);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -75,10 +108,16 @@ pub async fn serve(
             },
             () = stop.cancelled() => break,
         };
+        let Some(admitted) = gate.admit(peer.ip()) else {
+            // Over a cap: closed now, so it neither waits in the backlog nor keeps a descriptor.
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let connection = Arc::new(Connection {
-            service: Arc::clone(&service),
+            handler: Arc::clone(&handler),
             peer,
+            _admitted: admitted,
             progress: AtomicU64::new(0),
         });
         let requests = Arc::clone(&connection);
@@ -88,14 +127,14 @@ pub async fn serve(
             // request is dropped before hyper reads on. A request held until its future is
             // first polled still shares hyper's read buffer when hyper tries its next read, so
             // hyper would allocate a new buffer (8 KiB) for every request.
-            if let Some(response) = requests.service.handle_cached(requests.peer, &request) {
+            if let Some(response) = requests.handler.handle_now(requests.peer, &request) {
                 drop(request);
                 requests.step();
                 return Either::Left(std::future::ready(Ok::<_, Infallible>(response)));
             }
             let connection = Arc::clone(&requests);
             Either::Right(async move {
-                let response = connection.service.handle(connection.peer, request).await;
+                let response = connection.handler.handle(connection.peer, request).await;
                 connection.step();
                 Ok::<_, Infallible>(response)
             })
@@ -116,7 +155,7 @@ pub async fn serve(
 /// request head through a whole `header_timeout`: the watchdog wakes once per `header_timeout`
 /// and closes the connection if its progress is even (waiting) and has not moved since the last
 /// wake.
-async fn watched<F>(serving: F, connection: Arc<Connection>, header_timeout: Duration)
+async fn watched<F, H>(serving: F, connection: Arc<Connection<H>>, header_timeout: Duration)
 where
     F: Future<Output = Result<(), hyper::Error>>,
 {

@@ -4,7 +4,7 @@
 
 mod client_ip;
 
-pub use client_ip::ClientAddressPolicy;
+pub use client_ip::{ClientAddressPolicy, client_key};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use std::net::IpAddr;

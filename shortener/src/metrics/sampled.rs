@@ -27,6 +27,8 @@ pub struct Sources {
     pub store: Store,
     /// Reloads of the API keys file.
     pub key_reloads: Arc<ReloadCounters>,
+    /// The listeners' connection gates.
+    pub gates: crate::net::Gates,
     /// The size of the L-character code space, 62^L.
     pub capacity: u128,
 }
@@ -166,6 +168,37 @@ impl Collector for Sources {
             "Reloads of the API keys file refused because it did not parse (the keys in force stayed)",
             self.key_reloads.refused.load(Ordering::Relaxed),
         )?;
+        let gates = self.gates.snapshots();
+        let mut family = e.encode_descriptor(
+            "shortener_connections",
+            "Connections open on a listener",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for gate in &gates {
+            let labels = [("listener", gate.name)];
+            ConstGauge::new(gate.open as f64).encode(family.encode_family(&labels)?)?;
+        }
+        let mut family = e.encode_descriptor(
+            "shortener_connections_accepted",
+            "Connections a listener admitted",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for gate in &gates {
+            let labels = [("listener", gate.name)];
+            ConstCounter::new(gate.accepted).encode(family.encode_family(&labels)?)?;
+        }
+        let mut family = e.encode_descriptor(
+            "shortener_connections_refused",
+            "Connections closed at once because their listener or their client was at its cap",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for gate in &gates {
+            let labels = [("listener", gate.name)];
+            ConstCounter::new(gate.refused).encode(family.encode_family(&labels)?)?;
+        }
         let utilisation = stats.high_water as f64 / self.capacity as f64;
         gauge(
             e,

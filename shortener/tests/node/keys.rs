@@ -85,7 +85,12 @@ async fn a_changed_keys_file_takes_effect_and_a_broken_one_keeps_the_keys_in_for
         removed,
         "the removed key kept working; file now:\n{}\nmetrics:\n{}",
         std::fs::read_to_string(&file).unwrap_or_default(),
-        node.metrics().await.lines().filter(|l| l.contains("reloads")).collect::<Vec<_>>().join("\n")
+        node.metrics()
+            .await
+            .lines()
+            .filter(|l| l.contains("reloads"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert_eq!(status_with(&node, &second).await, StatusCode::CREATED);
 

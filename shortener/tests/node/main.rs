@@ -12,6 +12,7 @@ mod cli;
 mod clicks;
 mod config;
 mod grpc;
+mod hardening;
 mod keys;
 mod limits;
 mod links;

@@ -1,0 +1,243 @@
+//! What runs before a `Links` call's message is decoded: the key is checked (an unauthenticated
+//! call is refused without reading its body), the body is bounded by what its method needs, and
+//! the node's calls in flight are capped. Health and reflection pass with a small bound of
+//! their own. A message that does not decode is reported as INVALID_ARGUMENT, not INTERNAL.
+
+use crate::access::{Admission, Operation};
+use crate::domain::Error;
+use crate::net::idle::ConnectionInfo;
+use futures::future::BoxFuture;
+use hyper::body::{Body, Bytes, Frame, SizeHint};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::sync::Semaphore;
+use tonic::Status;
+use tonic::codegen::http;
+
+/// The path prefix of the calls that need a key.
+const LINKS: &str = "/shortener.v1.Links/";
+
+/// The most bytes of any other call (health checks, reflection).
+const OTHER_LIMIT: usize = 16 * 1024;
+
+/// How large a request each method may send, in bytes of its body (framing included).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    /// A create of one link.
+    pub create: usize,
+    /// A batch create.
+    pub batch: usize,
+    /// A get or delete (a code).
+    pub small: usize,
+}
+
+impl BodyLimits {
+    /// The limits for target URLs of at most `max_url` bytes and batches of `batch_limit`.
+    pub fn new(max_url: usize, batch_limit: usize) -> Self {
+        let create = max_url + 1024;
+        Self {
+            create,
+            batch: create * batch_limit + 1024,
+            small: 1024,
+        }
+    }
+
+    /// The limit of a call to `method` of `Links`, and the operation it is.
+    fn of(&self, method: &str) -> (usize, Operation) {
+        match method {
+            "CreateLink" => (self.create, Operation::Create),
+            "BatchCreateLinks" => (self.batch, Operation::CreateBatch { items: 0 }),
+            "DeleteLink" => (self.small, Operation::Delete),
+            _ => (self.small, Operation::Read),
+        }
+    }
+}
+
+/// Shared by every connection's guard.
+struct Shared {
+    admission: Arc<Admission>,
+    limits: BodyLimits,
+    in_flight: Arc<Semaphore>,
+}
+
+/// The guard as a tower layer for tonic's server.
+#[derive(Clone)]
+pub struct GuardLayer(Arc<Shared>);
+
+impl GuardLayer {
+    /// A guard admitting through `admission`, bounding bodies by `limits`, and letting at most
+    /// `max_in_flight` calls run at once on the node.
+    pub fn new(admission: Arc<Admission>, limits: BodyLimits, max_in_flight: usize) -> Self {
+        Self(Arc::new(Shared {
+            admission,
+            limits,
+            in_flight: Arc::new(Semaphore::new(max_in_flight.max(1))),
+        }))
+    }
+}
+
+impl<S> tower::Layer<S> for GuardLayer {
+    type Service = Guard<S>;
+
+    fn layer(&self, inner: S) -> Guard<S> {
+        Guard {
+            inner,
+            shared: Arc::clone(&self.0),
+        }
+    }
+}
+
+/// The guard in front of one service.
+#[derive(Clone)]
+pub struct Guard<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+fn refuse(status: Status) -> http::Response<tonic::body::Body> {
+    status.into_http()
+}
+
+impl<S> tower::Service<http::Request<tonic::body::Body>> for Guard<S>
+where
+    S: tower::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
+        let shared = Arc::clone(&self.shared);
+        // The clone is ready only in its own poll_ready; swap so this call uses the one that is.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let call = request
+            .extensions()
+            .get::<ConnectionInfo>()
+            .map(|info| info.activity.call());
+        let Some(method) = request.uri().path().strip_prefix(LINKS).map(str::to_string) else {
+            let request = request.map(|body| bounded(body, OTHER_LIMIT));
+            return Box::pin(async move {
+                let response = inner.call(request).await;
+                drop(call);
+                response
+            });
+        };
+        let Ok(permit) = Arc::clone(&shared.in_flight).try_acquire_owned() else {
+            return Box::pin(std::future::ready(Ok(refuse(Status::from(
+                Error::RateLimited {
+                    retry_after: std::time::Duration::from_secs(1),
+                },
+            )))));
+        };
+        let (limit, operation) = shared.limits.of(&method);
+        let authorization = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        let caller = match shared.admission.authenticate(authorization, operation) {
+            Ok(caller) => caller,
+            Err(error) => return Box::pin(std::future::ready(Ok(refuse(Status::from(error))))),
+        };
+        request.extensions_mut().insert(caller);
+        let request = request.map(|body| bounded(body, limit));
+        Box::pin(async move {
+            let response = inner.call(request).await.map(undecodable_is_invalid);
+            drop((permit, call));
+            response
+        })
+    }
+}
+
+/// A response whose status is INTERNAL without the `error-code` every status of the service
+/// carries came from tonic itself, before the handler ran: the request's message did not
+/// decode. That is the caller's fault, so it is reported as INVALID_ARGUMENT.
+fn undecodable_is_invalid(
+    mut response: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    let headers = response.headers_mut();
+    let internal = headers
+        .get("grpc-status")
+        .is_some_and(|s| s.as_bytes() == (tonic::Code::Internal as i32).to_string().as_bytes());
+    if internal && !headers.contains_key("error-code") {
+        let code = tonic::Code::InvalidArgument as i32;
+        headers.insert("grpc-status", http::HeaderValue::from(code));
+        headers.insert(
+            "grpc-message",
+            http::HeaderValue::from_static(
+                "the request is not a valid protobuf message for this method",
+            ),
+        );
+        headers.insert(
+            "error-code",
+            http::HeaderValue::from_static("invalid_message"),
+        );
+    }
+    response
+}
+
+fn bounded(body: tonic::body::Body, limit: usize) -> tonic::body::Body {
+    tonic::body::Body::new(Bounded {
+        inner: body,
+        left: limit,
+        limit,
+    })
+}
+
+/// A request body cut off with RESOURCE_EXHAUSTED once it passes its method's limit.
+struct Bounded {
+    inner: tonic::body::Body,
+    left: usize,
+    limit: usize,
+}
+
+impl Body for Bounded {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            other => return other,
+        };
+        if let Some(data) = frame.data_ref() {
+            if data.len() > self.left {
+                let limit = self.limit;
+                self.left = 0;
+                let mut status = Status::resource_exhausted(format!(
+                    "the request is larger than the {limit} bytes this method accepts"
+                ));
+                status.metadata_mut().insert(
+                    "error-code",
+                    tonic::metadata::MetadataValue::from_static("payload_too_large"),
+                );
+                return Poll::Ready(Some(Err(status)));
+            }
+            self.left -= data.len();
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,49 @@
+//! Connections and descriptors: what keeps one listener, or one client, from using up what the
+//! others need.
+//!
+//! At start the node raises its soft limit of open files to the hard limit ([`fd`]) and splits
+//! it: the internal listeners (gRPC, admin) share a cap that leaves a reserve, so the public
+//! redirect port keeps accepting when they are full. Every listener caps its connections in
+//! total and per client address ([`ConnectionGate`]); a connection over a cap is accepted and
+//! closed at once, so it neither queues nor holds a descriptor. gRPC connections that stay idle
+//! are closed ([`idle`]).
+
+pub mod fd;
+mod gate;
+pub mod idle;
+
+pub use gate::{Admitted, ConnectionGate, GateSnapshot};
+
+use std::sync::Arc;
+
+/// The connection gates of a node's three listeners.
+#[derive(Clone)]
+pub struct Gates {
+    /// The public listener.
+    pub public: Arc<ConnectionGate>,
+    /// The gRPC listener.
+    pub grpc: Arc<ConnectionGate>,
+    /// The admin listener.
+    pub admin: Arc<ConnectionGate>,
+}
+
+impl Gates {
+    /// Gates for `budget`, each admitting at most `per_client` connections from one client
+    /// (IPv6 clients keyed by `ipv6_prefix` bits).
+    pub fn new(budget: fd::Budget, per_client: usize, ipv6_prefix: u8) -> Self {
+        Self {
+            public: ConnectionGate::new("http", budget.public, per_client, ipv6_prefix),
+            grpc: ConnectionGate::new("grpc", budget.grpc, per_client, ipv6_prefix),
+            admin: ConnectionGate::new("admin", budget.admin, per_client, ipv6_prefix),
+        }
+    }
+
+    /// What each gate holds now.
+    pub fn snapshots(&self) -> [GateSnapshot; 3] {
+        [
+            self.public.snapshot(),
+            self.grpc.snapshot(),
+            self.admin.snapshot(),
+        ]
+    }
+}
