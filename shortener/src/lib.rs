@@ -51,7 +51,9 @@ pub mod net;
 pub mod secrets;
 pub mod shutdown;
 pub mod store;
+pub mod targets;
 pub mod telemetry;
+pub mod watch;
 
 pub use app::App;
 pub use config::Config;

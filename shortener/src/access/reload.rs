@@ -9,8 +9,7 @@ use arc_swap::ArcSwap;
 use chrono::Utc;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The accepted API keys: those given directly, plus those of the keys file, which is re-read
@@ -86,70 +85,14 @@ impl ApiKeys {
         self.current.load().tenants().into_iter().collect()
     }
 
-    /// Re-reads the keys file whenever its metadata changes (checked every `every`) or the
-    /// process gets SIGHUP, until `stop`. A refused file is logged once per change and the keys
-    /// in force stay.
+    /// Re-reads the keys file whenever it changes or the process gets SIGHUP (see
+    /// [`crate::watch`]), until `stop`.
     pub async fn watch(self: Arc<Self>, every: Duration, stop: CancellationToken) {
         let Some(path) = self.file.clone() else {
             return;
         };
-        let mut hangups = hangups();
-        let mut seen = stamp(&path);
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(every) => {
-                    let now = stamp(&path);
-                    if now == seen {
-                        continue;
-                    }
-                    seen = now;
-                }
-                _ = recv(&mut hangups) => {}
-                () = stop.cancelled() => return,
-            }
-            match self.reload() {
-                Ok(count) => {
-                    self.reloads.applied.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(file = %path.display(), keys = count, "reloaded the API keys");
-                }
-                Err(error) => {
-                    self.reloads.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(%error, "refused the new API keys file; the keys in force stay");
-                }
-            }
-        }
+        let keys = Arc::clone(&self);
+        let reload = move || keys.reload().map(|count| format!("{count} keys"));
+        crate::watch::watch_file(path, "API keys", every, &self.reloads, reload, stop).await;
     }
-}
-
-/// What tells a file changed: its modification time, length and inode (a Secret volume swaps
-/// a symlink, which changes the inode).
-fn stamp(path: &std::path::Path) -> Option<(SystemTime, u64, u64)> {
-    let meta = std::fs::metadata(path).ok()?;
-    #[cfg(unix)]
-    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
-    #[cfg(not(unix))]
-    let inode = 0;
-    Some((meta.modified().ok()?, meta.len(), inode))
-}
-
-#[cfg(unix)]
-type Hangups = Option<tokio::signal::unix::Signal>;
-#[cfg(not(unix))]
-type Hangups = ();
-
-#[cfg(unix)]
-fn hangups() -> Hangups {
-    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
-}
-#[cfg(not(unix))]
-fn hangups() -> Hangups {}
-
-/// The next SIGHUP (never, where none can be received).
-async fn recv(hangups: &mut Hangups) {
-    #[cfg(unix)]
-    if let Some(signal) = hangups {
-        signal.recv().await;
-        return;
-    }
-    std::future::pending::<()>().await
 }

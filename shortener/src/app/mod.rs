@@ -69,7 +69,7 @@ impl App {
             config.max_connections_per_client,
             config.ipv6_prefix,
         );
-        let node = Arc::new(Node::wire(&config, resources, addrs[0], gates)?);
+        let node = Arc::new(Node::wire(&config, resources, &addrs, gates)?);
         Ok(App {
             config,
             listeners,

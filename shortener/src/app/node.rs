@@ -6,7 +6,7 @@ use crate::access::Admission;
 use crate::admin::AdminState;
 use crate::clicks::ClickRecorder;
 use crate::config::Config;
-use crate::domain::{CreateRules, PublicBase};
+use crate::domain::{CreateRules, PublicBase, TargetPolicy};
 use crate::grpc::LinksApi;
 use crate::http::HttpState;
 use crate::http::redirect::{CacheConfig, LinkCache, Resolver};
@@ -15,6 +15,7 @@ use crate::links::LinkService;
 use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
 use crate::store::Store;
+use crate::targets::{TargetRules, TargetSettings};
 use anyhow::Context;
 use axum::http::StatusCode;
 use codespace::CodeSpace;
@@ -58,27 +59,48 @@ pub struct Node {
     pub generated_api_key_file: Option<PathBuf>,
     /// The listeners' connection caps.
     pub gates: Gates,
+    /// What targets the deployment refuses (and its blocklist, re-read while it runs).
+    pub targets: Arc<TargetRules>,
 }
 
 impl Node {
-    /// Wires a node for `config` over `resources`, serving public HTTP on `http_addr` (the base
-    /// of short URLs unless `SHORTENER_PUBLIC_URL` sets one) behind `gates`. The ID pool starts
-    /// leasing at once.
+    /// Wires a node for `config` over `resources`, listening on `addrs` (public HTTP first: the
+    /// base of short URLs unless `SHORTENER_PUBLIC_URL` sets one) behind `gates`. The ID pool
+    /// starts leasing at once.
     pub fn wire(
         config: &Config,
         resources: Resources,
-        http_addr: SocketAddr,
+        addrs: &[SocketAddr],
         gates: Gates,
     ) -> anyhow::Result<Self> {
+        let http_addr = addrs[0];
         let public = PublicBase::new(
             &config
                 .public_url
                 .clone()
                 .unwrap_or_else(|| format!("http://{}", display_addr(http_addr))),
         );
+        let targets = Arc::new(
+            TargetRules::load(TargetSettings {
+                own_hosts: public
+                    .host()
+                    .into_iter()
+                    .chain(config.short_domains.iter().cloned())
+                    .collect(),
+                own_ips: addrs
+                    .iter()
+                    .map(|a| a.ip())
+                    .filter(|ip| !ip.is_unspecified())
+                    .collect(),
+                refuse_private: config.refuse_private_targets,
+                blocklist_file: config.blocklist_file.clone(),
+            })
+            .map_err(anyhow::Error::msg)
+            .context("load the target rules")?,
+        );
         let rules = CreateRules {
             max_url_length: config.max_url_length,
-            own_host: public.host(),
+            targets: Arc::clone(&targets) as Arc<dyn TargetPolicy>,
             code_length: resources.space.length(),
         };
         let ids = Arc::new(IdPool::start(
@@ -90,11 +112,14 @@ impl Node {
                 ..PoolConfig::default()
             },
         ));
-        let cache = LinkCache::new(CacheConfig {
-            max_bytes: config.cache_bytes,
-            ttl: Duration::from_secs(config.cache_ttl),
-            negative_ttl: Duration::from_millis(config.negative_cache_ttl_ms),
-        });
+        let cache = LinkCache::new(
+            CacheConfig {
+                max_bytes: config.cache_bytes,
+                ttl: Duration::from_secs(config.cache_ttl),
+                negative_ttl: Duration::from_millis(config.negative_cache_ttl_ms),
+            },
+            targets.generation_source(),
+        );
         let store = resources.store;
         let links = Arc::new(LinkService::new(
             store.clone(),
@@ -107,6 +132,7 @@ impl Node {
             store.clone(),
             cache.clone(),
             Arc::clone(&resources.space),
+            Arc::clone(&targets),
         ));
         let clicks = Arc::new(ClickRecorder::default());
         let metrics = Arc::new(Metrics::new(Sources {
@@ -120,6 +146,7 @@ impl Node {
             clicks: Arc::clone(&clicks),
             store: store.clone(),
             key_reloads: resources.api_keys.reloads(),
+            blocklist_reloads: targets.reloads(),
             gates: gates.clone(),
             capacity: resources.space.capacity(),
         }));
@@ -159,6 +186,7 @@ impl Node {
             accepting: Arc::new(AtomicBool::new(true)),
             generated_api_key_file: resources.generated_api_key_file,
             gates,
+            targets,
         })
     }
 
@@ -179,6 +207,8 @@ impl Node {
             public: self.public.clone(),
             redirect_status: StatusCode::from_u16(config.redirect_status)
                 .context("redirect status")?,
+            blocked_status: StatusCode::from_u16(config.blocked_status)
+                .context("blocked status")?,
             limits: Arc::clone(&self.limits),
             client_policy: ClientAddressPolicy {
                 header,

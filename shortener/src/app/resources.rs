@@ -156,14 +156,36 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
     }
 }
 
+/// Creates the data directory readable by its owner only (0700). An existing directory is
+/// left as it is: if others can read or enter it, that is logged as a warning (the keys and
+/// the links live there), not silently changed.
 fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("create data directory {}", dir.display()))?;
+    if dir.exists() {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir)
+                .with_context(|| format!("read data directory {}", dir.display()))?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    mode = format!("{:o}", mode & 0o777),
+                    "the data directory is open to other users; it holds the code key, the API keys and the links (chmod 700 it)"
+                );
+            }
+        }
+        return Ok(());
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .with_context(|| format!("restrict data directory {}", dir.display()))?;
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
     }
-    Ok(())
+    builder
+        .create(dir)
+        .with_context(|| format!("create data directory {}", dir.display()))
 }

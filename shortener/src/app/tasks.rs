@@ -1,5 +1,5 @@
 //! The node's background work: the click flush, forgetting idle rate-limit clients, re-reading
-//! the keys file, purging expired idempotency keys, and (on a shared store) the change feed
+//! the keys file and the blocklist, purging expired idempotency keys, and (on a shared store) the change feed
 //! that keeps the redirect cache in step with other nodes.
 
 use super::node::Node;
@@ -38,6 +38,7 @@ impl Tasks {
                 async move { clicks.run(store, every.click_flush, stop).await }
             }),
             tokio::spawn(Arc::clone(node.admission.keys()).watch(every.reload, stop.clone())),
+            tokio::spawn(Arc::clone(&node.targets).watch(every.reload, stop.clone())),
             tokio::spawn({
                 let (links, store, stop) = (node.links.clone(), node.store.clone(), stop.clone());
                 async move {

@@ -89,6 +89,22 @@ pub struct Config {
     /// Length L of generated codes (4 to 11).
     #[arg(long, env = "SHORTENER_CODE_LENGTH", default_value_t = codespace::DEFAULT_LENGTH)]
     pub code_length: usize,
+    /// Status of a link whose target domain is on the blocklist: 403, 404, 410 or 451.
+    #[arg(long, env = "SHORTENER_BLOCKED_STATUS", default_value_t = 410)]
+    pub blocked_status: u16,
+    /// File of blocked target domains, one per line (`example.com`; `.example.com` or
+    /// `*.example.com` for a domain and all its subdomains): refused for new links, and
+    /// existing links to them answer SHORTENER_BLOCKED_STATUS. Re-read when it changes.
+    #[arg(long, env = "SHORTENER_BLOCKLIST_FILE")]
+    pub blocklist_file: Option<PathBuf>,
+    /// Refuse targets in loopback, link-local, private and unique-local ranges and cloud
+    /// metadata host names.
+    #[arg(long, env = "SHORTENER_REFUSE_PRIVATE_TARGETS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub refuse_private_targets: bool,
+    /// Other domains this deployment's short links are served under, comma-separated; refused
+    /// as targets with their subdomains, as the public URL's host is.
+    #[arg(long, env = "SHORTENER_SHORT_DOMAINS", value_delimiter = ',')]
+    pub short_domains: Vec<String>,
     /// Redirect status: 301, 302, 307 or 308.
     #[arg(long, env = "SHORTENER_REDIRECT_STATUS", default_value_t = 302)]
     pub redirect_status: u16,
@@ -219,6 +235,10 @@ impl Config {
             public_url: Some("https://sho.rt/".into()),
             code_length: codespace::DEFAULT_LENGTH,
             redirect_status: 302,
+            blocked_status: 410,
+            blocklist_file: None,
+            refuse_private_targets: false,
+            short_domains: Vec::new(),
             max_url_length: crate::domain::DEFAULT_MAX_URL_LENGTH,
             min_block: 10,
             max_block: 100_000,

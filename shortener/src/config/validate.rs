@@ -46,6 +46,15 @@ impl Config {
                 ),
             ));
         }
+        if ![403, 404, 410, 451].contains(&self.blocked_status) {
+            return Err(ConfigError::new(
+                "SHORTENER_BLOCKED_STATUS",
+                format!(
+                    "SHORTENER_BLOCKED_STATUS must be 403, 404, 410 or 451, not {}",
+                    self.blocked_status
+                ),
+            ));
+        }
         if !(16..=65_536).contains(&self.max_url_length) {
             return Err(ConfigError::new(
                 "SHORTENER_MAX_URL_LENGTH",

@@ -2,9 +2,10 @@
 //! ([`CreateRequest`]): every rule a create must pass, checked in one place (invariant I6:
 //! nothing is stored for a refused request).
 
-use super::{Error, TargetUrl};
-use chrono::{DateTime, Utc};
+use super::{Error, TargetPolicy, TargetUrl, UrlError};
+use chrono::{DateTime, Datelike, Utc};
 use codespace::shape;
+use std::sync::Arc;
 
 /// The longest idempotency key.
 const MAX_IDEMPOTENCY_KEY: usize = 200;
@@ -27,14 +28,23 @@ pub struct CreateInput {
 }
 
 /// The rules of a deployment that a create is checked against.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CreateRules {
     /// The longest target URL, in bytes.
     pub max_url_length: usize,
-    /// The public host of short links, refused as a target.
-    pub own_host: Option<String>,
+    /// What the deployment refuses as a target (its own hosts, private ranges, blocked domains).
+    pub targets: Arc<dyn TargetPolicy>,
     /// The base length L of generated codes (aliases must not take their shape).
     pub code_length: usize,
+}
+
+impl std::fmt::Debug for CreateRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateRules")
+            .field("max_url_length", &self.max_url_length)
+            .field("code_length", &self.code_length)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A validated request to create a link, independent of transport.
@@ -61,8 +71,11 @@ impl CreateRequest {
         rules: &CreateRules,
         now: DateTime<Utc>,
     ) -> Result<Self, Error> {
-        let url = TargetUrl::parse(&input.url, rules.max_url_length, rules.own_host.as_deref())
-            .map_err(|e| Error::invalid("invalid_url", e.to_string()))?;
+        let url = TargetUrl::parse(&input.url, rules.max_url_length, rules.targets.as_ref())
+            .map_err(|e| match e {
+                UrlError::Blocked(_) => Error::invalid("blocked_target", e.to_string()),
+                e => Error::invalid("invalid_url", e.to_string()),
+            })?;
         if let Some(alias) = &input.alias {
             shape::validate_alias(alias, rules.code_length)
                 .map_err(|e| Error::invalid("invalid_alias", e.to_string()))?;
@@ -77,13 +90,19 @@ impl CreateRequest {
                 "alias, dedup and private cannot be combined",
             ));
         }
-        if let Some(expires_at) = input.expires_at
-            && expires_at <= now
-        {
-            return Err(Error::invalid(
-                "invalid_expiry",
-                "expires_at must be in the future",
-            ));
+        if let Some(expires_at) = input.expires_at {
+            if expires_at <= now {
+                return Err(Error::invalid(
+                    "invalid_expiry",
+                    "expires_at must be in the future",
+                ));
+            }
+            if expires_at.year() > 9999 {
+                return Err(Error::invalid(
+                    "invalid_expiry",
+                    "expires_at must be before the year 10000 (RFC 3339 cannot write later years)",
+                ));
+            }
         }
         if let Some(key) = &input.idempotency_key
             && (key.is_empty()

@@ -20,4 +20,4 @@ pub use error::Error;
 pub use link::{ClickCounts, Link};
 pub use public::PublicBase;
 pub use scope::{Scope, Scopes, unknown_scope};
-pub use target::{DEFAULT_MAX_URL_LENGTH, TargetUrl, UrlError};
+pub use target::{DEFAULT_MAX_URL_LENGTH, TargetPolicy, TargetUrl, UrlError};

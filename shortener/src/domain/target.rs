@@ -39,15 +39,30 @@ pub enum UrlError {
     /// No host.
     #[error("the url has no host")]
     NoHost,
-    /// A link to this shortener itself (loops and laundering).
-    #[error("links to this shortener's own domain are not allowed")]
+    /// A link to this shortener itself, in any spelling of its host or addresses (loops and
+    /// laundering), or to `localhost`.
+    #[error("links to this shortener's own domains or addresses, or to localhost, are not allowed")]
     OwnDomain,
+    /// An address this deployment does not link to: loopback, link-local, private, unique-local
+    /// or a cloud metadata service.
+    #[error("links to private, link-local or metadata addresses are not allowed here")]
+    PrivateAddress,
+    /// A domain the operator has blocked.
+    #[error("links to {0} are blocked here")]
+    Blocked(String),
+}
+
+/// What a deployment refuses as a link target beyond the rules every target follows: its own
+/// hosts and addresses, private ranges, blocked domains. Implemented by
+/// `crate::targets::TargetRules`.
+pub trait TargetPolicy: Send + Sync {
+    /// Whether `host` (as the WHATWG parser gave it) may be linked to.
+    fn check_host(&self, host: url::Host<&str>) -> Result<(), UrlError>;
 }
 
 impl TargetUrl {
-    /// Parses and checks `input`. `own_host` is this deployment's public host, refused as a
-    /// target.
-    pub fn parse(input: &str, max_len: usize, own_host: Option<&str>) -> Result<Self, UrlError> {
+    /// Parses and checks `input`; `policy` decides on the host.
+    pub fn parse(input: &str, max_len: usize, policy: &dyn TargetPolicy) -> Result<Self, UrlError> {
         if input.is_empty() {
             return Err(UrlError::Empty);
         }
@@ -65,21 +80,16 @@ impl TargetUrl {
         }
         let url = Url::parse(input).map_err(|e| UrlError::Unparseable(e.to_string()))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(UrlError::Scheme(url.scheme().to_string()));
+            return Err(UrlError::Scheme(super::text::bounded(url.scheme(), 20)));
         }
         if !url.username().is_empty() || url.password().is_some() {
             return Err(UrlError::UserInfo);
         }
         let host = url
-            .host_str()
-            .filter(|h| !h.is_empty())
+            .host()
+            .filter(|h| !matches!(h, url::Host::Domain("")))
             .ok_or(UrlError::NoHost)?;
-        if let Some(own) = own_host {
-            let host = host.trim_end_matches('.');
-            if host.eq_ignore_ascii_case(own) {
-                return Err(UrlError::OwnDomain);
-            }
-        }
+        policy.check_host(host)?;
         let serialized = String::from(url);
         if serialized.len() > max_len {
             return Err(UrlError::TooLong {
@@ -129,8 +139,22 @@ fn hex_value(b: u8) -> Option<u8> {
 mod tests {
     use super::*;
 
+    /// Refuses `sho.rt` in any case, with or without a trailing dot.
+    struct OwnHost;
+
+    impl TargetPolicy for OwnHost {
+        fn check_host(&self, host: url::Host<&str>) -> Result<(), UrlError> {
+            match host {
+                url::Host::Domain(d) if d.trim_end_matches('.') == "sho.rt" => {
+                    Err(UrlError::OwnDomain)
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+
     fn parse(input: &str) -> Result<TargetUrl, UrlError> {
-        TargetUrl::parse(input, 100, Some("sho.rt"))
+        TargetUrl::parse(input, 100, &OwnHost)
     }
 
     #[test]

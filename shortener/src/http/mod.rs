@@ -46,6 +46,8 @@ pub struct HttpState {
     pub public: PublicBase,
     /// The status of redirects (301, 302, 307 or 308).
     pub redirect_status: StatusCode,
+    /// The status of links to blocked domains (403, 404, 410 or 451).
+    pub blocked_status: StatusCode,
     /// The 404 budget per client.
     pub limits: Arc<Limits>,
     /// How to find the client address.

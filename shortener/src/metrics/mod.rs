@@ -85,7 +85,7 @@ impl Metrics {
             api_unauthenticated.clone(),
         );
         registry.register_collector(Box::new(sources));
-        let redirect_by_status = [301, 302, 307, 308, 404, 410, 429, 500, 503]
+        let redirect_by_status = [301, 302, 307, 308, 403, 404, 410, 429, 451, 500, 503]
             .into_iter()
             .map(|s| {
                 (
@@ -96,7 +96,7 @@ impl Metrics {
                 )
             })
             .collect();
-        let redirect_by_outcome = ["redirect", "not_found", "gone", "error"]
+        let redirect_by_outcome = ["redirect", "not_found", "gone", "blocked", "error"]
             .into_iter()
             .map(|o| {
                 (
@@ -219,9 +219,11 @@ fn status_label(status: u16) -> &'static str {
         302 => "302",
         307 => "307",
         308 => "308",
+        403 => "403",
         404 => "404",
         410 => "410",
         429 => "429",
+        451 => "451",
         500 => "500",
         503 => "503",
         _ => "other",

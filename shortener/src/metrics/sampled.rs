@@ -27,6 +27,8 @@ pub struct Sources {
     pub store: Store,
     /// Reloads of the API keys file.
     pub key_reloads: Arc<ReloadCounters>,
+    /// Reloads of the blocklist.
+    pub blocklist_reloads: Arc<ReloadCounters>,
     /// The listeners' connection gates.
     pub gates: crate::net::Gates,
     /// The size of the L-character code space, 62^L.
@@ -167,6 +169,18 @@ impl Collector for Sources {
             "shortener_api_keys_reloads_refused",
             "Reloads of the API keys file refused because it did not parse (the keys in force stayed)",
             self.key_reloads.refused.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_blocklist_reloads",
+            "Reloads of the blocklist that replaced the one in force",
+            self.blocklist_reloads.applied.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_blocklist_reloads_refused",
+            "Reloads of the blocklist refused because it did not parse (the one in force stayed)",
+            self.blocklist_reloads.refused.load(Ordering::Relaxed),
         )?;
         let gates = self.gates.snapshots();
         let mut family = e.encode_descriptor(

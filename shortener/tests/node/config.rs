@@ -107,3 +107,37 @@ async fn an_embedded_data_directory_refuses_another_code_key_or_length() {
             .expect("the original settings start"),
     );
 }
+
+/// A new data directory is made private; an existing one keeps the mode its operator gave it
+/// (a looser one is warned about, not changed behind their back).
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_data_directory_is_private_and_an_existing_one_is_left_as_it_is() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mode = |path: &std::path::Path| {
+        std::fs::metadata(path).expect("stat").permissions().mode() & 0o777
+    };
+    let fresh = dir.path().join("fresh");
+    drop(
+        App::build(Config::for_tests(
+            fresh.clone(),
+            "test-key-0123456789abcdef",
+        ))
+        .await
+        .expect("start"),
+    );
+    assert_eq!(mode(&fresh), 0o700);
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    drop(
+        App::build(Config::for_tests(
+            shared.clone(),
+            "test-key-0123456789abcdef",
+        ))
+        .await
+        .expect("start"),
+    );
+    assert_eq!(mode(&shared), 0o755, "the operator's mode was changed");
+}

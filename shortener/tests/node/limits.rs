@@ -88,3 +88,56 @@ async fn creates_beyond_the_per_key_rate_get_429() {
     assert_eq!(refused.code(), Code::ResourceExhausted);
     assert!(refused.metadata().contains_key("retry-after"));
 }
+
+/// Behind a trusted proxy a scanner cannot pick its 404 budget's key: entries it adds to the
+/// left of the chain, with ports or as garbage, change nothing, it cannot spend a victim's
+/// budget, and rotating IPv6 addresses within one /64 is one client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scanner_behind_a_trusted_proxy_cannot_choose_or_spend_anothers_budget() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("proxied");
+    config.not_found_rate = 1;
+    config.not_found_burst = 10;
+    config.client_ip_header = Some("x-forwarded-for".into());
+    config.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    let node = Node::start(config).await;
+    let probe = |i: usize, chain: String| {
+        node.client
+            .get(format!("{}/zz{i:05}", node.base))
+            .header("x-forwarded-for", chain)
+            .send()
+    };
+    let mut limited = 0;
+    for i in 0..40 {
+        // A fresh spoofed entry each time, then the address the proxy saw, with a port.
+        let chain = format!(
+            "198.51.{}.{}, unknown, 203.0.113.66:{}",
+            i / 250,
+            i % 250,
+            40000 + i
+        );
+        if probe(i, chain).await.expect("probe").status() == StatusCode::TOO_MANY_REQUESTS {
+            limited += 1;
+        }
+    }
+    assert!(
+        limited >= 25,
+        "only {limited} of 40 spoofed probes were limited"
+    );
+    // The victim named in the spoofed entries keeps its own budget.
+    let victim = probe(99_999, "198.51.0.1".into()).await.expect("probe");
+    assert_eq!(victim.status(), StatusCode::NOT_FOUND);
+    // Rotating through one /64 is one client.
+    let mut limited = 0;
+    for i in 0..40 {
+        let chain = format!("2001:db8:aa:bb::{:x}", i + 1);
+        if probe(50_000 + i, chain).await.expect("probe").status() == StatusCode::TOO_MANY_REQUESTS
+        {
+            limited += 1;
+        }
+    }
+    assert!(
+        limited >= 25,
+        "only {limited} of 40 rotating IPv6 probes were limited"
+    );
+}

@@ -1,7 +1,7 @@
 //! The shortener core through its real interface (a server on a port, a real HTTP client), on
 //! both stores.
 
-use crate::helpers::{API_KEY, Backend, Stack};
+use crate::helpers::{API_KEY, Backend, Node, Stack};
 use chrono::{Duration as ChronoDuration, Utc};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -318,3 +318,32 @@ async fn a_database_connection_killed_during_a_create_gives_503_with_retry_advic
         "the node did not recover after its connection was killed"
     );
 }
+
+/// An idempotency key is remembered for its lifetime only: after it, the same key and request
+/// create a new link, and the purge deletes the expired claim.
+async fn idempotency_keys_expire_and_are_purged(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let mut config = stack.config("idem-ttl");
+    config.idempotency_ttl = 1;
+    let node = Node::start(config).await;
+    let body = json!({ "url": "https://example.com/once-per-ttl" });
+    let key = [("Idempotency-Key", "expiring-1")];
+    let (status, first) = node.create_with(body.clone(), &key).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    let (status, again) = node.create_with(body.clone(), &key).await;
+    assert_eq!((status, &again["code"]), (StatusCode::OK, &first["code"]));
+    let renewed = testkit::wait_until(Duration::from_secs(10), || async {
+        node.create_with(body.clone(), &key).await.0 == StatusCode::CREATED
+    })
+    .await;
+    assert!(renewed, "the idempotency key never expired");
+    let cutoff = chrono::Utc::now() + chrono::Duration::seconds(1);
+    let purged = node
+        .app
+        .store
+        .purge_idempotency(cutoff)
+        .await
+        .expect("purge");
+    assert!(purged >= 1, "nothing was purged");
+}
+on_both_stores!(idempotency_keys_expire_and_are_purged);

@@ -20,6 +20,7 @@ mod metrics;
 mod nodes;
 mod redirects;
 mod store;
+mod targets;
 mod tenants;
 mod timeouts;
 mod tls;

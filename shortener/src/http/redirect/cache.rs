@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What the cache knows about a code.
@@ -30,6 +31,8 @@ pub enum Cached {
     },
     /// No such code (cached briefly).
     Missing,
+    /// A link to a domain on the operator's blocklist.
+    Blocked,
 }
 
 /// Sizes and lifetimes of the cache.
@@ -48,6 +51,8 @@ pub struct CacheConfig {
 struct Stored {
     entry: Cached,
     at: Instant,
+    /// The target rules' generation the answer was made under.
+    generation: u64,
 }
 
 /// Weighs an entry by the bytes it holds, so the bound is in memory, not in entries.
@@ -58,7 +63,7 @@ impl Weighter<CompactCode, Stored> for Bytes {
     fn weight(&self, code: &CompactCode, stored: &Stored) -> u64 {
         let url = match &stored.entry {
             Cached::Link { location, .. } => location.len(),
-            Cached::Missing => 0,
+            Cached::Missing | Cached::Blocked => 0,
         };
         (code.as_bytes().len() + url + 96) as u64
     }
@@ -71,11 +76,13 @@ pub struct LinkCache {
     entries: Arc<Cache<CompactCode, Stored, Bytes>>,
     ttl: Duration,
     negative_ttl: Duration,
+    generation: Arc<AtomicU64>,
 }
 
 impl LinkCache {
-    /// An empty cache.
-    pub fn new(config: CacheConfig) -> Self {
+    /// An empty cache whose answers are stale once `generation` (the target rules',
+    /// bumped when the blocklist changes) moves past the one they were made under.
+    pub fn new(config: CacheConfig, generation: Arc<AtomicU64>) -> Self {
         // An estimate of the entry count sizes the shards; about 200 bytes per entry.
         let estimated = usize::try_from(config.max_bytes / 200)
             .unwrap_or(usize::MAX)
@@ -88,7 +95,14 @@ impl LinkCache {
             )),
             ttl: config.ttl,
             negative_ttl: config.negative_ttl,
+            generation,
         }
+    }
+
+    /// The target rules' generation now: read it before the store, and store the answer
+    /// under it ([`LinkCache::put_at`]), so an answer that raced a blocklist change is stale.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The cached answer for `code`, if any and still fresh at `now` (a time the caller has
@@ -97,9 +111,11 @@ impl LinkCache {
         let stored = self.entries.get(code.as_bytes())?;
         let lifetime = match stored.entry {
             Cached::Missing => self.negative_ttl,
-            Cached::Link { .. } => self.ttl,
+            Cached::Link { .. } | Cached::Blocked => self.ttl,
         };
-        if now.saturating_duration_since(stored.at) < lifetime {
+        if now.saturating_duration_since(stored.at) < lifetime
+            && stored.generation == self.generation()
+        {
             Some(stored.entry)
         } else {
             self.entries.remove(code.as_bytes());
@@ -107,13 +123,20 @@ impl LinkCache {
         }
     }
 
-    /// Remembers what the store said about `code`.
+    /// Remembers what the store said about `code`, under the generation in force now.
     pub fn put(&self, code: &str, entry: Cached) {
+        self.put_at(code, entry, self.generation());
+    }
+
+    /// Remembers what the store said about `code`, under the generation read before the
+    /// store was asked.
+    pub fn put_at(&self, code: &str, entry: Cached, generation: u64) {
         self.entries.insert(
             CompactCode::new(code),
             Stored {
                 entry,
                 at: Instant::now(),
+                generation,
             },
         );
     }
@@ -151,11 +174,14 @@ mod tests {
     use crate::domain::compact_code::INLINE;
 
     fn cache(max_bytes: u64, ttl: Duration, negative_ttl: Duration) -> LinkCache {
-        LinkCache::new(CacheConfig {
-            max_bytes,
-            ttl,
-            negative_ttl,
-        })
+        LinkCache::new(
+            CacheConfig {
+                max_bytes,
+                ttl,
+                negative_ttl,
+            },
+            Arc::default(),
+        )
     }
 
     fn link(url: &str) -> Cached {
@@ -262,6 +288,29 @@ mod tests {
             cache.get("abc", Instant::now()),
             Some(link("https://example.com/abc"))
         );
+    }
+
+    #[test]
+    fn answers_made_under_an_earlier_generation_are_stale() {
+        let generation = Arc::new(AtomicU64::new(0));
+        let minute = Duration::from_secs(60);
+        let cache = LinkCache::new(
+            CacheConfig {
+                max_bytes: 1 << 20,
+                ttl: minute,
+                negative_ttl: minute,
+            },
+            Arc::clone(&generation),
+        );
+        let read_before = cache.generation();
+        cache.put("abc", link("https://example.com/"));
+        generation.fetch_add(1, Ordering::AcqRel);
+        // An answer computed before the change and stored after it.
+        cache.put_at("raced", link("https://example.com/"), read_before);
+        assert_eq!(cache.get("abc", Instant::now()), None);
+        assert_eq!(cache.get("raced", Instant::now()), None);
+        cache.put("abc", Cached::Blocked);
+        assert_eq!(cache.get("abc", Instant::now()), Some(Cached::Blocked));
     }
 
     #[test]

@@ -123,6 +123,10 @@ fn respond(
             no_store(StatusCode::GONE, "this link is no longer available\n"),
             "gone",
         ),
+        Ok(Resolution::Blocked) => (
+            no_store(state.blocked_status, "this link has been disabled\n"),
+            "blocked",
+        ),
         Err(error) => (super::ApiError::from(error).into_response(), "error"),
     };
     state

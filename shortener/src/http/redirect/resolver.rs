@@ -5,6 +5,7 @@ use super::cache::{Cached, LinkCache};
 use crate::domain::Error;
 use crate::metrics::LookupCounters;
 use crate::store::{LinkStore, Store};
+use crate::targets::TargetRules;
 use axum::http::HeaderValue;
 use chrono::Utc;
 use codespace::CodeSpace;
@@ -22,6 +23,8 @@ pub enum Resolution {
     NotFound,
     /// Deleted or expired.
     Gone,
+    /// The target's domain is on the operator's blocklist.
+    Blocked,
 }
 
 /// Resolves codes for redirects.
@@ -29,16 +32,24 @@ pub struct Resolver {
     store: Store,
     cache: LinkCache,
     space: Arc<CodeSpace>,
+    targets: Arc<TargetRules>,
     counters: Arc<LookupCounters>,
 }
 
 impl Resolver {
-    /// A resolver over `store` behind `cache`, for codes of `space`.
-    pub fn new(store: Store, cache: LinkCache, space: Arc<CodeSpace>) -> Self {
+    /// A resolver over `store` behind `cache`, for codes of `space`, answering links to
+    /// domains the `targets` rules block as blocked.
+    pub fn new(
+        store: Store,
+        cache: LinkCache,
+        space: Arc<CodeSpace>,
+        targets: Arc<TargetRules>,
+    ) -> Self {
         Self {
             store,
             cache,
             space,
+            targets,
             counters: Arc::default(),
         }
     }
@@ -80,7 +91,11 @@ impl Resolver {
             return Ok(resolution);
         }
         self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+        let generation = self.cache.generation();
         let entry = match self.store.get(segment).await? {
+            Some(link) if link.deleted_at.is_none() && self.targets.blocks_stored(&link.url) => {
+                Cached::Blocked
+            }
             Some(link) => Cached::Link {
                 location: location(segment, link.url)?,
                 expires_at: link.expires_at,
@@ -88,7 +103,7 @@ impl Resolver {
             },
             None => Cached::Missing,
         };
-        self.cache.put(segment, entry.clone());
+        self.cache.put_at(segment, entry.clone(), generation);
         Ok(resolution(entry))
     }
 }
@@ -97,6 +112,7 @@ impl Resolver {
 fn resolution(entry: Cached) -> Resolution {
     match entry {
         Cached::Missing => Resolution::NotFound,
+        Cached::Blocked => Resolution::Blocked,
         Cached::Link { deleted: true, .. } => Resolution::Gone,
         Cached::Link {
             expires_at: Some(t),
@@ -107,10 +123,17 @@ fn resolution(entry: Cached) -> Resolution {
 }
 
 /// A stored URL as a `Location` header value. Stored URLs are serialized by the URL parser
-/// (ASCII, no control characters), so a failure here is a bug or a hand-edited row.
+/// (ASCII, no control characters), so a failure here is a bug or a hand-edited row. A private
+/// code is a secret: the log names only its shape.
 fn location(code: &str, url: String) -> Result<HeaderValue, Error> {
     HeaderValue::try_from(url).map_err(|_| {
-        tracing::error!(code, "stored URL is not a valid header value");
-        Error::Internal(format!("the stored URL of {code} is not a valid Location"))
+        let shown = if code.len() == shape::PRIVATE_LENGTH
+            && code.bytes().all(|b| b.is_ascii_alphanumeric())
+        {
+            "<a private code>"
+        } else {
+            code
+        };
+        Error::Internal(format!("the stored URL of {shown} is not a valid Location"))
     })
 }

@@ -1,0 +1,79 @@
+//! Files the node re-reads while it runs (the API keys, the blocklist): checked for a change
+//! every interval, and re-read at once on SIGHUP. A reload that fails leaves what was in force.
+
+use crate::metrics::ReloadCounters;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// Re-reads `path` with `reload` whenever its metadata changes (checked every `every`) or the
+/// process gets SIGHUP, until `stop`; counts each outcome in `counters` and logs it as `what`.
+/// `reload` returns a summary of what is now in force, or why the file was refused.
+pub async fn watch_file(
+    path: PathBuf,
+    what: &'static str,
+    every: Duration,
+    counters: &ReloadCounters,
+    reload: impl Fn() -> Result<String, String>,
+    stop: CancellationToken,
+) {
+    let mut hangups = hangups();
+    let mut seen = stamp(&path);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {
+                let now = stamp(&path);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+            }
+            _ = recv(&mut hangups) => {}
+            () = stop.cancelled() => return,
+        }
+        match reload() {
+            Ok(summary) => {
+                counters.applied.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(file = %path.display(), %summary, "reloaded the {what}");
+            }
+            Err(error) => {
+                counters.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(%error, "refused the new {what} file; what was in force stays");
+            }
+        }
+    }
+}
+
+/// What tells a file changed: its modification time, length and inode (a Secret or ConfigMap
+/// volume swaps a symlink, which changes the inode).
+fn stamp(path: &Path) -> Option<(SystemTime, u64, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Some((meta.modified().ok()?, meta.len(), inode))
+}
+
+#[cfg(unix)]
+type Hangups = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type Hangups = ();
+
+#[cfg(unix)]
+fn hangups() -> Hangups {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
+}
+#[cfg(not(unix))]
+fn hangups() -> Hangups {}
+
+/// The next SIGHUP (never, where none can be received).
+async fn recv(hangups: &mut Hangups) {
+    #[cfg(unix)]
+    if let Some(signal) = hangups {
+        signal.recv().await;
+        return;
+    }
+    std::future::pending::<()>().await
+}
