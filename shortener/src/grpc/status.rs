@@ -23,7 +23,7 @@ pub fn code_of(error: &Error) -> Code {
 
 fn log_internal(error: &Error) {
     if let Error::Internal(detail) = error {
-        tracing::error!(%detail, "internal error");
+        tracing::error!(detail = %crate::domain::text::Untrusted(detail), "internal error");
     }
 }
 

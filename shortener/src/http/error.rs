@@ -39,7 +39,7 @@ impl From<Error> for ApiError {
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         match &error {
-            Error::Internal(detail) => tracing::error!(%detail, "internal error"),
+            Error::Internal(detail) => tracing::error!(detail = %crate::domain::text::Untrusted(detail), "internal error"),
             Error::Unavailable { message, .. } => {
                 tracing::warn!(%message, "request refused: unavailable")
             }

@@ -141,3 +141,28 @@ async fn a_scanner_behind_a_trusted_proxy_cannot_choose_or_spend_anothers_budget
         "only {limited} of 40 rotating IPv6 probes were limited"
     );
 }
+
+/// API reads have a per-key budget of their own: past it, gets answer 429 on both transports
+/// while creates (another bucket) still work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_beyond_the_per_key_rate_get_429() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("read-limited");
+    config.read_rate = 1;
+    config.read_burst = 5;
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/read-me").await;
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(node.get(&code).await.0);
+    }
+    let limited = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert!(limited >= 4, "{statuses:?}");
+    let mut client = node.links_client().await;
+    let refused = client
+        .get_link(authed(proto::shortener::v1::GetLinkRequest { code }))
+        .await
+        .expect_err("limited");
+    assert_eq!(refused.code(), Code::ResourceExhausted);
+    assert_eq!(node.create(serde_json::json!({ "url": "https://example.com/w" })).await.0, StatusCode::CREATED);
+}
