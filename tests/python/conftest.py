@@ -121,8 +121,9 @@ def conformance(openapi_doc: dict) -> Conformance:
 
 
 def client_address() -> str:
-    """A random address from the documentation prefix 2001:db8::/32: a header value only."""
-    return "2001:db8::%x:%x" % (random.getrandbits(16), random.getrandbits(16))
+    """A random address from the documentation prefix 2001:db8::/32, in a /64 of its own (the
+    node counts IPv6 clients by /64): a header value only."""
+    return "2001:db8:%x:%x::1" % (random.getrandbits(16), random.getrandbits(16))
 
 
 class Api:
