@@ -1,7 +1,11 @@
 //! Prometheus metrics, served as text on the admin port's `/metrics`.
+//!
+//! Label values are bounded: namespaces exist only once created (auto-creation is off by
+//! default), callers come from the tokens file, reasons and outcomes are fixed words.
 
-use crate::domain::Lease;
+use crate::domain::{IdRanges, Lease};
 use crate::error::Error;
+use crate::ledger::Skip;
 use deadpool_postgres::Pool;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,14 +27,31 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct LookupLabel {
+struct MethodLabel {
     method: &'static str,
     outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PoolLabel {
+struct CallerLabel {
+    caller: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SkipLabel {
+    namespace: String,
+    cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
     state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
 }
 
 /// Every metric the service exports (names are listed in `docs/id-service.md`).
@@ -41,9 +62,21 @@ pub struct Metrics {
     lease_errors: Family<ReasonLabel, Counter>,
     lease_duration: Histogram,
     last_id: Family<NamespaceLabel, Gauge>,
-    lookups: Family<LookupLabel, Counter>,
+    segments: Family<NamespaceLabel, Counter>,
+    allocations: Family<NamespaceLabel, Counter>,
+    ids_allocated: Family<NamespaceLabel, Counter>,
+    allocate_errors: Family<ReasonLabel, Counter>,
+    allocate_duration: Histogram,
+    segment_ids_in_hand: Family<NamespaceLabel, Gauge>,
+    timeline_jumps: Family<NamespaceLabel, Counter>,
+    ids_skipped: Family<SkipLabel, Counter>,
+    lookups: Family<MethodLabel, Counter>,
+    namespace_admin: Family<MethodLabel, Counter>,
     unauthenticated: Counter,
-    db_connections: Family<PoolLabel, Gauge>,
+    caller_refusals: Family<CallerLabel, Counter>,
+    callers: Gauge,
+    tokens_reloads: Family<OutcomeLabel, Counter>,
+    db_connections: Family<StateLabel, Gauge>,
     ready: Gauge,
 }
 
@@ -53,75 +86,180 @@ impl Default for Metrics {
     }
 }
 
+fn add<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     /// A fresh registry with every metric at zero.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("idservice");
-        let leases = Family::default();
-        registry.register("leases", "Leases granted and committed", leases.clone());
-        let ids_leased = Family::default();
-        registry.register(
-            "ids_leased",
-            "IDs granted in committed leases",
-            ids_leased.clone(),
-        );
-        let lease_errors = Family::default();
-        registry.register(
-            "lease_errors",
-            "LeaseBlock calls that failed, by reason",
-            lease_errors.clone(),
-        );
-        // 0.5 ms .. ~4 s: a lease is one fsync'd commit.
-        let lease_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 14));
-        registry.register(
-            "lease_duration_seconds",
-            "Time to grant a lease, from request to durable commit",
-            lease_duration.clone(),
-        );
-        let last_id = Family::default();
-        registry.register(
-            "namespace_last_id",
-            "One past the highest ID this replica has granted, per namespace",
-            last_id.clone(),
-        );
-        let lookups = Family::default();
-        registry.register(
-            "lookups",
-            "LookupId and ListLeases calls by outcome",
-            lookups.clone(),
-        );
-        let unauthenticated = Counter::default();
-        registry.register(
-            "unauthenticated",
-            "Calls refused for a missing or wrong token",
-            unauthenticated.clone(),
-        );
-        let db_connections = Family::default();
-        registry.register(
-            "db_connections",
-            "PostgreSQL pool connections by state (open, idle, max)",
-            db_connections.clone(),
-        );
-        let ready = Gauge::default();
-        registry.register("ready", "1 while the replica reports ready", ready.clone());
+        let mut r = Registry::with_prefix("idservice");
+        let fast = || Histogram::new(exponential_buckets(0.000_02, 2.0, 16));
         Self {
-            registry,
-            leases,
-            ids_leased,
-            lease_errors,
-            lease_duration,
-            last_id,
-            lookups,
-            unauthenticated,
-            db_connections,
-            ready,
+            leases: add(
+                &mut r,
+                "leases",
+                "Leases granted and committed",
+                Family::default(),
+            ),
+            ids_leased: add(
+                &mut r,
+                "ids_leased",
+                "IDs granted in committed leases",
+                Family::default(),
+            ),
+            lease_errors: add(
+                &mut r,
+                "lease_errors",
+                "LeaseBlock calls that failed, by reason",
+                Family::default(),
+            ),
+            // 0.5 ms .. ~4 s: a lease is one fsync'd commit.
+            lease_duration: add(
+                &mut r,
+                "lease_duration_seconds",
+                "Time to grant a lease, from request to durable commit",
+                Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            ),
+            last_id: add(
+                &mut r,
+                "namespace_last_id",
+                "One past the highest ID this replica has granted, per namespace",
+                Family::default(),
+            ),
+            segments: add(
+                &mut r,
+                "segments",
+                "Segments this replica leased for AllocateIds",
+                Family::default(),
+            ),
+            allocations: add(
+                &mut r,
+                "allocations",
+                "AllocateIds calls answered (gRPC and JSON)",
+                Family::default(),
+            ),
+            ids_allocated: add(
+                &mut r,
+                "ids_allocated",
+                "IDs handed out by AllocateIds",
+                Family::default(),
+            ),
+            allocate_errors: add(
+                &mut r,
+                "allocate_errors",
+                "AllocateIds calls that failed, by reason",
+                Family::default(),
+            ),
+            // 20 us .. ~0.65 s: served from memory, unless a segment must be waited for.
+            allocate_duration: add(
+                &mut r,
+                "allocate_duration_seconds",
+                "Time to answer an AllocateIds call inside the service",
+                fast(),
+            ),
+            segment_ids_in_hand: add(
+                &mut r,
+                "segment_ids_in_hand",
+                "IDs left in this replica's segments, per namespace",
+                Family::default(),
+            ),
+            timeline_jumps: add(
+                &mut r,
+                "timeline_jumps",
+                "Grants that found the database on a new timeline or system and moved the cursor",
+                Family::default(),
+            ),
+            ids_skipped: add(
+                &mut r,
+                "ids_skipped",
+                "IDs the cursor skipped before a grant, by cause (timeline, reported)",
+                Family::default(),
+            ),
+            lookups: add(
+                &mut r,
+                "lookups",
+                "LookupId and ListLeases calls by outcome",
+                Family::default(),
+            ),
+            namespace_admin: add(
+                &mut r,
+                "namespace_admin",
+                "NamespaceAdmin calls by method and outcome",
+                Family::default(),
+            ),
+            unauthenticated: add(
+                &mut r,
+                "unauthenticated",
+                "Calls refused for a missing or unknown token",
+                Counter::default(),
+            ),
+            caller_refusals: add(
+                &mut r,
+                "caller_refusals",
+                "Calls of known callers refused, by reason (permission_denied, quota_exceeded)",
+                Family::default(),
+            ),
+            callers: add(
+                &mut r,
+                "callers",
+                "Callers in the tokens file in use",
+                Gauge::default(),
+            ),
+            tokens_reloads: add(
+                &mut r,
+                "tokens_reloads",
+                "Reloads of the tokens file by outcome (ok, error: the previous callers stay)",
+                Family::default(),
+            ),
+            db_connections: add(
+                &mut r,
+                "db_connections",
+                "PostgreSQL pool connections by state (open, idle, max)",
+                Family::default(),
+            ),
+            ready: add(
+                &mut r,
+                "ready",
+                "1 while the replica reports ready",
+                Gauge::default(),
+            ),
+            registry: r,
+        }
+    }
+
+    fn granted(&self, lease: &Lease, skip: Option<&Skip>) {
+        let label = NamespaceLabel {
+            namespace: lease.namespace.clone(),
+        };
+        let end = i64::try_from(lease.block.end).unwrap_or(i64::MAX);
+        self.last_id
+            .get_or_create(&label)
+            .inner()
+            .fetch_max(end, Ordering::Relaxed);
+        if let Some(skip) = skip {
+            if skip.new_timeline {
+                self.timeline_jumps.get_or_create(&label).inc();
+            }
+            self.ids_skipped
+                .get_or_create(&SkipLabel {
+                    namespace: lease.namespace.clone(),
+                    cause: skip.cause(),
+                })
+                .inc_by(skip.ids());
         }
     }
 
     /// Records the outcome of one LeaseBlock call.
-    pub fn lease(&self, outcome: &Result<Lease, Error>, elapsed: Duration) {
+    pub fn lease(&self, outcome: &Result<(Lease, Option<Skip>), Error>, elapsed: Duration) {
         match outcome {
-            Ok(lease) => {
+            Ok((lease, skip)) => {
                 let label = NamespaceLabel {
                     namespace: lease.namespace.clone(),
                 };
@@ -129,11 +267,7 @@ impl Metrics {
                 self.ids_leased
                     .get_or_create(&label)
                     .inc_by(lease.block.len());
-                let end = i64::try_from(lease.block.end).unwrap_or(i64::MAX);
-                self.last_id
-                    .get_or_create(&label)
-                    .inner()
-                    .fetch_max(end, Ordering::Relaxed);
+                self.granted(lease, skip.as_ref());
                 self.lease_duration.observe(elapsed.as_secs_f64());
             }
             Err(error) => {
@@ -146,20 +280,102 @@ impl Metrics {
         }
     }
 
+    /// Records a segment this replica leased for AllocateIds.
+    pub fn segment(&self, lease: &Lease, skip: Option<&Skip>) {
+        self.segments
+            .get_or_create(&NamespaceLabel {
+                namespace: lease.namespace.clone(),
+            })
+            .inc();
+        self.granted(lease, skip);
+    }
+
+    /// Records the outcome of one AllocateIds call for `namespace`.
+    pub fn allocate(&self, namespace: &str, outcome: &Result<IdRanges, Error>, elapsed: Duration) {
+        match outcome {
+            Ok(ranges) => {
+                let label = NamespaceLabel {
+                    namespace: namespace.to_string(),
+                };
+                self.allocations.get_or_create(&label).inc();
+                self.ids_allocated
+                    .get_or_create(&label)
+                    .inc_by(ranges.count());
+                self.allocate_duration.observe(elapsed.as_secs_f64());
+            }
+            Err(error) => {
+                self.allocate_errors
+                    .get_or_create(&ReasonLabel {
+                        reason: error.reason(),
+                    })
+                    .inc();
+            }
+        }
+    }
+
+    /// Sets the IDs left in this replica's segments of `namespace`.
+    pub fn set_segment_ids_in_hand(&self, namespace: &str, ids: u64) {
+        self.segment_ids_in_hand
+            .get_or_create(&NamespaceLabel {
+                namespace: namespace.to_string(),
+            })
+            .set(i64::try_from(ids).unwrap_or(i64::MAX));
+    }
+
     /// Records the outcome of one look-up call.
     pub fn lookup<T>(&self, method: &'static str, outcome: &Result<T, Error>) {
-        let outcome = match outcome {
-            Ok(_) => "ok",
-            Err(e) => e.reason(),
-        };
         self.lookups
-            .get_or_create(&LookupLabel { method, outcome })
+            .get_or_create(&MethodLabel {
+                method,
+                outcome: outcome_of(outcome),
+            })
+            .inc();
+    }
+
+    /// Records the outcome of one NamespaceAdmin call.
+    pub fn namespace_admin<T>(&self, method: &'static str, outcome: &Result<T, Error>) {
+        self.namespace_admin
+            .get_or_create(&MethodLabel {
+                method,
+                outcome: outcome_of(outcome),
+            })
             .inc();
     }
 
     /// Counts a call refused by the token check.
     pub fn unauthenticated(&self) {
         self.unauthenticated.inc();
+    }
+
+    /// Counts a call of `caller` refused for its scope or namespace.
+    pub fn permission_denied(&self, caller: &str) {
+        self.refused(caller, "permission_denied");
+    }
+
+    /// Counts a call of `caller` refused by its quota.
+    pub fn quota_exceeded(&self, caller: &str) {
+        self.refused(caller, "quota_exceeded");
+    }
+
+    fn refused(&self, caller: &str, reason: &'static str) {
+        self.caller_refusals
+            .get_or_create(&CallerLabel {
+                caller: caller.to_string(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// Sets the number of callers in use.
+    pub fn set_callers(&self, callers: usize) {
+        self.callers.set(i64::try_from(callers).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a reload of the tokens file (`ok` or `error`).
+    pub fn tokens_reload(&self, outcome: &'static str) {
+        self.tokens_reloads
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
     }
 
     /// Sets the readiness gauge.
@@ -176,12 +392,19 @@ impl Metrics {
             ("max", status.max_size),
         ] {
             self.db_connections
-                .get_or_create(&PoolLabel { state })
+                .get_or_create(&StateLabel { state })
                 .set(i64::try_from(value).unwrap_or(i64::MAX));
         }
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+fn outcome_of<T>(outcome: &Result<T, Error>) -> &'static str {
+    match outcome {
+        Ok(_) => "ok",
+        Err(e) => e.reason(),
     }
 }
