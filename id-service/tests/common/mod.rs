@@ -192,21 +192,26 @@ pub fn assert_ranges_disjoint(ranges: &[(u64, u64)]) {
     }
 }
 
-/// Panics unless every range lies inside one lease of `namespace` in the ledger.
+/// Panics unless every range lies inside the leases of `namespace` in the ledger (a range may
+/// span leases that touch: a replica's consecutive segments).
 pub async fn assert_ledger_covers(
     db: &tokio_postgres::Client,
     namespace: &str,
     ranges: &[(u64, u64)],
 ) {
-    let leases: Vec<(u64, u64)> = ledger_leases(db)
-        .await
-        .into_iter()
-        .filter(|(ns, ..)| ns == namespace)
-        .map(|(_, s, e, _)| (s, e))
-        .collect();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for (ns, start, end, _) in ledger_leases(db).await {
+        if ns != namespace {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(run) if run.1 == start => run.1 = end,
+            _ => runs.push((start, end)),
+        }
+    }
     for &(start, end) in ranges {
-        let i = leases.partition_point(|&(s, _)| s <= start);
-        let covered = i > 0 && leases[i - 1].1 >= end;
+        let i = runs.partition_point(|&(s, _)| s <= start);
+        let covered = i > 0 && runs[i - 1].1 >= end;
         assert!(
             covered,
             "range [{start}, {end}) is in no lease of {namespace}"
