@@ -1,7 +1,7 @@
 //! The gate: tokens, scopes, namespaces, holders and reloads.
 
 use super::*;
-use crate::domain::DescribeNamespace;
+use crate::domain::{CallerName, DescribeNamespace, Holder, Namespace};
 
 const TOKEN: &str = "idsvc_unit-test-token-000000000000000000000000";
 
