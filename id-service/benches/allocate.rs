@@ -138,15 +138,37 @@ async fn load(addr: SocketAddr, callers: usize, count: u64, seconds: Duration) -
     }
 }
 
-fn mean(a: Figures, b: Figures) -> Figures {
-    let m = |x: f64, y: f64| (x + y) / 2.0;
+/// The mean of several runs' figures (the maximum of their maxima).
+fn mean(runs: Vec<Figures>) -> Figures {
+    let n = runs.len() as f64;
+    let avg = |f: fn(&Figures) -> f64| runs.iter().map(f).sum::<f64>() / n;
     Figures {
-        calls_per_second: m(a.calls_per_second, b.calls_per_second),
-        p50_ms: m(a.p50_ms, b.p50_ms),
-        p99_ms: m(a.p99_ms, b.p99_ms),
-        p999_ms: m(a.p999_ms, b.p999_ms),
-        max_ms: a.max_ms.max(b.max_ms),
+        calls_per_second: avg(|f| f.calls_per_second),
+        p50_ms: avg(|f| f.p50_ms),
+        p99_ms: avg(|f| f.p99_ms),
+        p999_ms: avg(|f| f.p999_ms),
+        max_ms: runs.iter().map(|f| f.max_ms).fold(f64::NAN, f64::max),
     }
+}
+
+/// Ceiling and service alternately, twice each way (C S S C C S S C): load drifting elsewhere
+/// on the machine hits both sides alike.
+fn paired(
+    clients: &Runtime,
+    ceiling: SocketAddr,
+    service: SocketAddr,
+    callers: usize,
+    count: u64,
+    seconds: Duration,
+) -> (Figures, Figures) {
+    let (mut c, mut s) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        c.push(clients.block_on(load(ceiling, callers, count, seconds)));
+        s.push(clients.block_on(load(service, callers, count, seconds)));
+        s.push(clients.block_on(load(service, callers, count, seconds)));
+        c.push(clients.block_on(load(ceiling, callers, count, seconds)));
+    }
+    (mean(c), mean(s))
 }
 
 /// An id-service on `runtime` with a tokens file holding the bench caller (no quota).
@@ -174,6 +196,7 @@ fn start_service(
     if let Some(size) = segment {
         config.segment_min = size;
         config.segment_max = size;
+        config.allocate_max_count = 100;
     }
     let app = runtime
         .block_on(App::build(config))
@@ -202,7 +225,13 @@ fn main() {
     let db = servers.block_on(testkit::TestDb::create());
     let dir = tempfile::tempdir().expect("tempdir");
     let (service, stop_service) = start_service(&servers, db.url(), dir.path(), None);
-    let (small, stop_small) = start_service(&servers, db.url(), dir.path(), Some(1000));
+    let fixed: Vec<(u64, SocketAddr, CancellationToken)> = [1_000, 100_000, 1_000_000]
+        .into_iter()
+        .map(|size| {
+            let (addr, stop) = start_service(&servers, db.url(), dir.path(), Some(size));
+            (size, addr, stop)
+        })
+        .collect();
     let ceiling = {
         let listener = servers
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -217,25 +246,25 @@ fn main() {
         );
         addr
     };
+    // Warm both sides up once (allocator, connections, the service's first segments).
+    for addr in [ceiling, service] {
+        clients.block_on(load(addr, 16, 100, Duration::from_secs(1)));
+    }
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("## AllocateIds beside a bare tonic server ({seconds:?} per run, {cores} cores)\n");
     println!(
-        "| callers | count | ceiling calls/s | p50 ms | p99 ms | service calls/s | p50 ms | p99 ms | p99.9 ms | service/ceiling |"
+        "| callers | count | ceiling calls/s | p50 ms | p99 ms | p99.9 ms | service calls/s | p50 ms | p99 ms | p99.9 ms | service/ceiling |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for count in [1, 100] {
         for callers in [1, 16, 64] {
-            // Ceiling, service, service, ceiling: drifting load elsewhere hits both alike.
-            let c1 = clients.block_on(load(ceiling, callers, count, seconds));
-            let s1 = clients.block_on(load(service, callers, count, seconds));
-            let s2 = clients.block_on(load(service, callers, count, seconds));
-            let c2 = clients.block_on(load(ceiling, callers, count, seconds));
-            let (c, s) = (mean(c1, c2), mean(s1, s2));
+            let (c, s) = paired(&clients, ceiling, service, callers, count, seconds);
             println!(
-                "| {callers} | {count} | {:.0} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} | {:.3} | {:.2} |",
+                "| {callers} | {count} | {:.0} | {:.3} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} | {:.3} | {:.2} |",
                 c.calls_per_second,
                 c.p50_ms,
                 c.p99_ms,
+                c.p999_ms,
                 s.calls_per_second,
                 s.p50_ms,
                 s.p99_ms,
@@ -244,10 +273,12 @@ fn main() {
             );
         }
     }
-    println!("\n## Across segment refills (16 callers, count 100)\n");
-    println!("| segments | calls/s | p50 ms | p99 ms | p99.9 ms | max ms | segments leased |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    // Both services share the database; only the one under load leases segments meanwhile.
+    println!("\n## Across segment refills (16 callers, count 100, each beside the ceiling)\n");
+    println!(
+        "| segments | segments leased | service calls/s | p50 ms | p99 ms | p99.9 ms | max ms | ceiling calls/s | p99 ms | p99.9 ms | max ms | service/ceiling |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // All services share the database; only the one under load leases segments meanwhile.
     let segments = || -> u64 {
         let conn = servers.block_on(db.connect());
         let n: i64 = servers
@@ -259,24 +290,34 @@ fn main() {
             .get(0);
         n as u64
     };
-    for (label, addr) in [
-        ("adaptive (default)", service),
-        ("fixed 1000 IDs: a refill every 10 calls", small),
-    ] {
+    let mut runs: Vec<(String, SocketAddr)> = vec![("adaptive (default)".into(), service)];
+    runs.extend(
+        fixed
+            .iter()
+            .map(|(size, addr, _)| (format!("fixed, {size} IDs"), *addr)),
+    );
+    for (label, addr) in runs {
         let before = segments();
-        let f = clients.block_on(load(addr, 16, 100, seconds));
+        let (c, s) = paired(&clients, ceiling, addr, 16, 100, seconds);
+        // Four service runs of `seconds` each.
         let leased = segments() - before;
         println!(
-            "| {label} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {leased} |",
-            f.calls_per_second, f.p50_ms, f.p99_ms, f.p999_ms, f.max_ms
+            "| {label} | {leased} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.3} | {:.3} | {:.3} | {:.2} |",
+            s.calls_per_second,
+            s.p50_ms,
+            s.p99_ms,
+            s.p999_ms,
+            s.max_ms,
+            c.calls_per_second,
+            c.p99_ms,
+            c.p999_ms,
+            c.max_ms,
+            s.calls_per_second / c.calls_per_second
         );
     }
-    let c = clients.block_on(load(ceiling, 16, 100, seconds));
-    println!(
-        "| ceiling (no segments) | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | 0 |",
-        c.calls_per_second, c.p50_ms, c.p99_ms, c.p999_ms, c.max_ms
-    );
     stop_service.cancel();
-    stop_small.cancel();
-    servers.block_on(tokio::time::sleep(Duration::from_millis(200)));
+    for (_, _, stop) in &fixed {
+        stop.cancel();
+    }
+    servers.block_on(async { tokio::time::sleep(Duration::from_millis(200)).await });
 }

@@ -42,6 +42,9 @@ impl Shared {
     /// its transaction either commits (the IDs become a gap) or rolls back.
     async fn guard<T>(&self, work: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
         tokio::select! {
+            // The work first: a call served from memory completes on its first poll, and the
+            // cut-off is then never polled (registering its waker takes a lock).
+            biased;
             result = work => result,
             _ = self.cut_off.cancelled() => Err(Error::ShuttingDown.into()),
         }
