@@ -137,12 +137,17 @@ impl IdService {
             ("DATABASE_URL".into(), db.url()),
             ("ID_SERVICE_GRPC_ADDR".into(), grpc.to_string()),
             ("ID_SERVICE_ADMIN_ADDR".into(), admin.to_string()),
+            // The JSON port is not used here; port 0 keeps it out of the way.
+            ("ID_SERVICE_HTTP_ADDR".into(), "127.0.0.1:0".into()),
+            // The nodes' default namespace (the id-service no longer creates one on first use).
+            ("ID_SERVICE_NAMESPACES".into(), "links".into()),
             ("RUST_LOG".into(), "warn".into()),
         ];
         let mut server = Server::spawn(
             "id-service",
             &sibling_binary("id-service")?,
-            &["serve"],
+            // A benchmark on loopback with a throwaway database: no callers to tell apart.
+            &["--insecure-no-auth", "serve"],
             &env,
             log_dir.join("id-service.log"),
         )?;

@@ -13,6 +13,9 @@ The truth comes from the binaries themselves: clap prints every option's environ
   * liveness probes GET /healthz and readiness probes GET /readyz on the admin port, gRPC probes
     hit the gRPC port, and nothing probes with exec (the images have no shell);
   * terminationGracePeriodSeconds exceeds the preStop pause plus the drain timeout;
+  * an id-service server authenticates its callers with ID_SERVICE_TOKENS_FILE or says
+    --insecure-no-auth (never both, never neither: the binary refuses to serve), and the overlay
+    named prod never says --insecure-no-auth;
   * the security context and resources are set.
 
 It also cross-checks the rendered objects against each other (Service target ports, Ingress
@@ -73,6 +76,8 @@ METRICS = {
     "shortener_lease_rewinds_total",
     "idservice_namespace_last_id",
     "idservice_unauthenticated_total",
+    "idservice_timeline_jumps_total",
+    "idservice_caller_refusals_total",
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
@@ -91,7 +96,7 @@ Options:
       --database-url <URL>       [env: DATABASE_URL]
       --min-block <N>            [env: ID_SERVICE_MIN_BLOCK=]
       --max-block <N>            [env: ID_SERVICE_MAX_BLOCK=]
-      --token <TOKEN>            [env: ID_SERVICE_TOKEN]
+      --tokens-file <FILE>       [env: ID_SERVICE_TOKENS_FILE=]
       --namespaces <LIST>        [env: ID_SERVICE_NAMESPACES=]
       --drain-timeout <D>        [env: ID_SERVICE_DRAIN_TIMEOUT=] [default: 10s]
       --log-format <FORMAT>      [env: ID_SERVICE_LOG_FORMAT=] [default: text]
@@ -412,6 +417,20 @@ class Checker:
             return
         self.check_ports_and_probes(where, c, accepted, env)
         self.check_grace(where, spec, c, accepted, env)
+        if binary == "id-service":
+            self.check_id_service_auth(where, args, env)
+
+    def check_id_service_auth(self, where: str, args: list, env: dict) -> None:
+        insecure = "--insecure-no-auth" in args
+        tokens = "ID_SERVICE_TOKENS_FILE" in env
+        if insecure and tokens:
+            self.error(where, "both ID_SERVICE_TOKENS_FILE and --insecure-no-auth: the binary "
+                              "refuses to start")
+        elif not insecure and not tokens:
+            self.error(where, "neither ID_SERVICE_TOKENS_FILE nor --insecure-no-auth: the binary "
+                              "refuses to serve without authentication")
+        if insecure and self.overlay == "prod":
+            self.error(where, "the prod overlay must authenticate callers (--insecure-no-auth)")
 
     def check_files(self, where: str, spec: dict, c: dict, env: dict) -> None:
         """Every *_FILE path points into a mount, at a key its Secret or ConfigMap has."""
@@ -764,11 +783,18 @@ def mutations():
         svc = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "id-service")
         svc["spec"]["ports"][0]["targetPort"] = "grcp"
 
+    def no_auth(docs):
+        main_container(docs, "id-service").pop("args", None)
+
+    def both_auth(docs):
+        main_container(docs, "id-service").setdefault("env", []).append(
+            {"name": "ID_SERVICE_TOKENS_FILE", "value": "/tmp/tokens.toml"})
+
     def key_file(docs):
         env = main_container(docs, "shortener")["env"]
         next(e for e in env if e["name"] == "SHORTENER_KEY_FILE")["value"] = "/etc/shortener/code.key"
 
-    return [key_file, readiness_path, liveness_port, unknown_env, configmap_env, wrong_subcommand,
+    return [no_auth, both_auth, key_file, readiness_path, liveness_port, unknown_env, configmap_env, wrong_subcommand,
             migrate_init, admin_port_moved, grpc_probe_port, grace, root_fs, service_target]
 
 

@@ -1,11 +1,12 @@
 //! A [`LeaseSource`] that leases from the id-service over gRPC.
 
+use crate::channel::{balanced_channel, bearer};
 use crate::source::{Lease, LeaseError, LeaseFuture, LeaseSource};
 use codespace::Block;
 use proto::idalloc::v1::{LeaseBlockRequest, id_allocator_client::IdAllocatorClient};
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// Where and as whom to lease.
 #[derive(Debug, Clone)]
@@ -39,44 +40,13 @@ pub struct GrpcLeaseSource {
 impl GrpcLeaseSource {
     /// A source for `config`; fails only on malformed endpoints or token.
     pub fn new(config: &GrpcSourceConfig) -> Result<Self, LeaseError> {
-        if config.endpoints.is_empty() {
-            return Err(LeaseError::Refused(
-                "no id-service endpoint configured".into(),
-            ));
-        }
-        let endpoints = config
-            .endpoints
-            .iter()
-            .map(|uri| {
-                Endpoint::from_shared(uri.clone())
-                    .map(|e| {
-                        e.connect_timeout(config.connect_timeout)
-                            .timeout(config.request_timeout)
-                            .tcp_nodelay(true)
-                    })
-                    .map_err(|e| {
-                        LeaseError::Refused(format!("bad id-service endpoint {uri:?}: {e}"))
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let channel = if endpoints.len() == 1 {
-            endpoints
-                .into_iter()
-                .next()
-                .expect("one endpoint")
-                .connect_lazy()
-        } else {
-            Channel::balance_list(endpoints.into_iter())
-        };
-        let authorization = config
-            .token
-            .as_ref()
-            .map(|t| {
-                format!("Bearer {t}").parse().map_err(|_| {
-                    LeaseError::Refused("the id-service token is not valid header text".into())
-                })
-            })
-            .transpose()?;
+        let channel = balanced_channel(
+            &config.endpoints,
+            config.connect_timeout,
+            config.request_timeout,
+        )
+        .map_err(LeaseError::Refused)?;
+        let authorization = bearer(config.token.as_deref()).map_err(LeaseError::Refused)?;
         Ok(Self {
             client: IdAllocatorClient::new(channel),
             namespace: config.namespace.clone(),
@@ -88,11 +58,18 @@ impl GrpcLeaseSource {
 
 impl LeaseSource for GrpcLeaseSource {
     fn lease(&self, size: u64) -> LeaseFuture<'_> {
+        self.lease_reporting(size, 0)
+    }
+
+    /// Sends `high_water` with the request, so that after a failover of the id-service's
+    /// database the server grants above every ID this pool has seen.
+    fn lease_reporting(&self, size: u64, high_water: u64) -> LeaseFuture<'_> {
         Box::pin(async move {
             let mut request = tonic::Request::new(LeaseBlockRequest {
                 namespace: self.namespace.clone(),
                 size,
                 holder: self.holder.clone(),
+                high_water: (high_water > 0).then_some(high_water),
             });
             if let Some(value) = &self.authorization {
                 request
@@ -124,10 +101,16 @@ fn status_to_error(status: tonic::Status) -> LeaseError {
     use tonic::Code;
     let message = format!("{}: {}", status.code(), status.message());
     match status.code() {
-        Code::ResourceExhausted => LeaseError::Exhausted(message),
-        Code::InvalidArgument | Code::Unauthenticated | Code::PermissionDenied | Code::NotFound => {
-            LeaseError::Refused(message)
+        // A quota refusal carries retry advice and passes; an exhausted namespace does not.
+        Code::ResourceExhausted if crate::allocate::retry_after(&status).is_some() => {
+            LeaseError::Unavailable(message)
         }
+        Code::ResourceExhausted => LeaseError::Exhausted(message),
+        Code::InvalidArgument
+        | Code::Unauthenticated
+        | Code::PermissionDenied
+        | Code::NotFound
+        | Code::FailedPrecondition => LeaseError::Refused(message),
         _ => LeaseError::Unavailable(message),
     }
 }

@@ -18,16 +18,25 @@
 //!   [`IdError::Exhausted`] and recovers by itself once leases succeed again.
 //! - A block that starts below one already seen is refused and counted
 //!   ([`PoolStats::rewinds`]): it means the ledger went back in time (for example a restore), and
-//!   using it could repeat IDs.
+//!   using it could repeat IDs. Every lease request also reports the pool's high water
+//!   ([`LeaseSource::lease_reporting`]), so that an id-service whose database failed over
+//!   grants above it in the first place.
+//!
+//! Callers that do not want to hold blocks use [`AllocateClient`] instead: one `AllocateIds`
+//! call per batch of IDs, served from segments the id-service holds.
 //!
 //! Modules: `pool` ([`IdPool`]), `rate` (the consumption-rate estimate that sizes blocks),
-//! `source` (the [`LeaseSource`] trait and its errors), `grpc` ([`GrpcLeaseSource`]).
+//! `source` (the [`LeaseSource`] trait and its errors), `grpc` ([`GrpcLeaseSource`]),
+//! `allocate` ([`AllocateClient`]), `channel` (the channel both gRPC clients share).
 
+mod allocate;
+mod channel;
 mod grpc;
 mod pool;
 mod rate;
 mod source;
 
+pub use allocate::{AllocateClient, AllocateClientConfig, AllocateError};
 pub use grpc::{GrpcLeaseSource, GrpcSourceConfig};
 pub use pool::{IdError, IdPool, PoolConfig, PoolStats};
 pub use source::{Lease, LeaseError, LeaseFuture, LeaseSource};

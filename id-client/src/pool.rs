@@ -95,6 +95,8 @@ struct State {
     rewinds: u64,
     last_block_size: u64,
     last_error: Option<String>,
+    /// The error of the most recent lease attempt, if it failed.
+    last_lease_error: Option<LeaseError>,
     rate: RateEstimator,
 }
 
@@ -178,6 +180,7 @@ impl IdPool {
                 rewinds: 0,
                 last_block_size: 0,
                 last_error: None,
+                last_lease_error: None,
                 rate: RateEstimator::new(config.target_block_duration / 20, Instant::now()),
             }),
             wake: Notify::new(),
@@ -203,6 +206,23 @@ impl IdPool {
         let mut out = Vec::with_capacity(n);
         self.take(n as u64, |run| out.extend(run))?;
         Ok(out)
+    }
+
+    /// Up to `n` unique IDs (at least one) as ascending half-open ranges, adjacent runs merged:
+    /// one range unless the IDs span two blocks. Fewer than `n` come back only when the pool
+    /// runs dry part-way. Like [`IdPool::next_id`], never waits and allocates only the result.
+    pub fn next_ranges(&self, n: u64) -> Result<Vec<std::ops::Range<u64>>, IdError> {
+        let mut out: Vec<std::ops::Range<u64>> = Vec::with_capacity(2);
+        self.take(n, |run| match out.last_mut() {
+            Some(last) if last.end == run.start => last.end = run.end,
+            _ => out.push(run),
+        })?;
+        Ok(out)
+    }
+
+    /// Why the most recent lease attempt failed, if it did (`None` once a lease succeeds).
+    pub fn last_lease_error(&self) -> Option<LeaseError> {
+        self.inner.lock().last_lease_error.clone()
     }
 
     /// Takes up to `n` IDs under the lock and wakes the refill task if the spare slot is empty;
@@ -293,17 +313,17 @@ async fn refill(inner: Arc<Inner>) {
     let config = inner.config.clone();
     let mut backoff = config.backoff_initial;
     loop {
-        let size = {
+        let ask = {
             let mut state = inner.lock();
             let issued = state.issued;
             state.rate.observe(issued, Instant::now());
             if state.spare.is_some() {
                 None
             } else {
-                Some(block_size(&config, state.rate.rate()))
+                Some((block_size(&config, state.rate.rate()), state.high_water))
             }
         };
-        let Some(size) = size else {
+        let Some((size, high_water)) = ask else {
             // Wake on demand, and now and then to keep the rate estimate fresh.
             tokio::select! {
                 _ = inner.wake.notified() => {}
@@ -311,23 +331,29 @@ async fn refill(inner: Arc<Inner>) {
             }
             continue;
         };
-        let outcome =
-            match tokio::time::timeout(config.lease_timeout, inner.source.lease(size)).await {
-                Ok(result) => result,
-                Err(_) => Err(LeaseError::Unavailable(format!(
-                    "no lease within {:?}",
-                    config.lease_timeout
-                ))),
-            };
+        let outcome = match tokio::time::timeout(
+            config.lease_timeout,
+            inner.source.lease_reporting(size, high_water),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(LeaseError::Unavailable(format!(
+                "no lease within {:?}",
+                config.lease_timeout
+            ))),
+        };
         match outcome {
             Ok(lease) => {
                 let mut state = inner.lock();
                 if lease.block.start < state.high_water {
                     state.rewinds += 1;
-                    state.last_error = Some(format!(
+                    let message = format!(
                         "lease {} starts at {}, below IDs already received (up to {})",
                         lease.lease_id, lease.block.start, state.high_water
-                    ));
+                    );
+                    state.last_lease_error = Some(LeaseError::Unavailable(message.clone()));
+                    state.last_error = Some(message);
                     drop(state);
                     tracing::error!(
                         lease_id = lease.lease_id,
@@ -340,6 +366,7 @@ async fn refill(inner: Arc<Inner>) {
                     state.leases += 1;
                     state.last_block_size = lease.block.len();
                     state.last_error = None;
+                    state.last_lease_error = None;
                     tracing::debug!(
                         lease_id = lease.lease_id,
                         start = lease.block.start,
@@ -365,6 +392,7 @@ async fn refill(inner: Arc<Inner>) {
                 let mut state = inner.lock();
                 state.lease_errors += 1;
                 state.last_error = Some(error.to_string());
+                state.last_lease_error = Some(error.clone());
                 drop(state);
                 tracing::warn!(%error, retry_in = ?backoff, "lease failed");
             }

@@ -39,4 +39,13 @@ pub type LeaseFuture<'a> = Pin<Box<dyn Future<Output = Result<Lease, LeaseError>
 pub trait LeaseSource: Send + Sync + 'static {
     /// Leases a block of about `size` IDs (the source may adjust the size within its bounds).
     fn lease(&self, size: u64) -> LeaseFuture<'_>;
+
+    /// Like [`LeaseSource::lease`], also telling the source `high_water`: one past the highest
+    /// ID this pool has received so far (0 before the first block). A ledger that may have gone
+    /// back in time (a database failover or restore) uses it to grant above every ID still in
+    /// use. [`crate::IdPool`] always calls this one; the default ignores `high_water`.
+    fn lease_reporting(&self, size: u64, high_water: u64) -> LeaseFuture<'_> {
+        let _ = high_water;
+        self.lease(size)
+    }
 }

@@ -170,3 +170,50 @@ async fn concurrent_tasks_never_get_the_same_id() {
     }
     assert!(all.len() >= 160_000);
 }
+
+/// Grants consecutive blocks and remembers the high water reported with each request.
+#[derive(Default)]
+struct Reporting {
+    next: AtomicU64,
+    reported: Mutex<Vec<u64>>,
+}
+
+impl LeaseSource for Reporting {
+    fn lease(&self, _size: u64) -> LeaseFuture<'_> {
+        Box::pin(async { Err(LeaseError::Refused("the pool must report".into())) })
+    }
+
+    fn lease_reporting(&self, size: u64, high_water: u64) -> LeaseFuture<'_> {
+        Box::pin(async move {
+            self.reported.lock().unwrap().push(high_water);
+            let start = 1 + self.next.fetch_add(size, Ordering::SeqCst);
+            Ok(Lease {
+                lease_id: start,
+                block: Block::new(start, start + size).unwrap(),
+            })
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_lease_request_reports_one_past_the_highest_id_received_so_far() {
+    let source = Arc::new(Reporting::default());
+    let pool = IdPool::start(source.clone(), config(10));
+    assert!(pool.wait_ready(Duration::from_secs(1)).await);
+    let mut ranges = Vec::new();
+    for _ in 0..6 {
+        ranges.extend(pool.next_ranges(7).expect("IDs"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Touching runs come back merged; the 42 IDs are the first 42 of the ledger.
+    assert_eq!(ranges.iter().map(|r| r.end - r.start).sum::<u64>(), 42);
+    assert_eq!(ranges.first().map(|r| r.start), Some(1));
+    let reported = source.reported.lock().unwrap().clone();
+    assert!(reported.len() >= 5, "{reported:?}");
+    // 0 before the first block, then the end of the last block received, every time.
+    let expected: Vec<u64> = (0..reported.len() as u64)
+        .map(|i| if i == 0 { 0 } else { 1 + 10 * i })
+        .collect();
+    assert_eq!(reported, expected);
+    assert_eq!(pool.stats().high_water, *reported.last().unwrap() + 10);
+}

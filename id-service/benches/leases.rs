@@ -61,6 +61,7 @@ async fn through_service(endpoint: &str, callers: usize, seconds: Duration) -> F
                         namespace: NAMESPACE.into(),
                         size: LEASE_SIZE,
                         holder: format!("bench-{caller}"),
+                        high_water: None,
                     })
                     .await
                     .expect("lease");

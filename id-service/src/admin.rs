@@ -2,6 +2,7 @@
 
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
+use crate::segments::Segments;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -21,6 +22,8 @@ pub struct AdminState {
     pub ledger: Ledger,
     /// The metrics `/metrics` encodes.
     pub metrics: Arc<Metrics>,
+    /// The replica's segments, whose IDs in hand `/metrics` reports.
+    pub segments: Arc<Segments>,
     /// Cancelled when the replica starts draining: `/readyz` answers 503 from then on.
     pub draining: CancellationToken,
 }
@@ -51,6 +54,7 @@ async fn readyz(State(state): State<AdminState>) -> (StatusCode, &'static str) {
 }
 
 async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
+    state.segments.report();
     (
         [(
             header::CONTENT_TYPE,

@@ -1,44 +1,55 @@
-//! Start-up (validate, migrate, bind) and the serve-then-drain lifecycle.
+//! Start-up: validate, load the callers, migrate, bind. [`App::run`] is in `serve.rs`.
 
-use crate::admin::{self, AdminState};
+use crate::auth::{CallerSet, Gate, tokens_file};
 use crate::config::Config;
-use crate::domain::{BlockBounds, Namespace};
-use crate::grpc::{LeaseService, TokenCheck};
-use crate::ledger::Ledger;
+use crate::domain::Namespace;
+use crate::ledger::{Failover, Ledger, LedgerSettings};
+use crate::logsafe::Escaped;
 use crate::metrics::Metrics;
 use anyhow::Context;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use proto::idalloc::v1::id_allocator_server::IdAllocatorServer;
-use proto::server::Health;
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 
-/// A built id-service: migrated, with both ports bound, ready to [`App::run`].
+/// A built id-service: callers loaded, database migrated, every port bound, ready to
+/// [`App::run`].
 pub struct App {
-    config: Config,
-    ledger: Ledger,
-    metrics: Arc<Metrics>,
-    grpc_listener: TcpListener,
-    admin_listener: TcpListener,
-    grpc_addr: SocketAddr,
-    admin_addr: SocketAddr,
+    pub(crate) config: Config,
+    pub(crate) ledger: Ledger,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) gate: Arc<Gate>,
+    /// The tokens file's text the callers came from (for the reloader).
+    pub(crate) tokens_text: Option<String>,
+    pub(crate) grpc_listener: TcpListener,
+    pub(crate) http_listener: TcpListener,
+    pub(crate) admin_listener: TcpListener,
 }
 
 impl App {
-    /// Validates `config`, applies pending migrations, creates the configured namespaces and
-    /// binds both ports (port 0 picks a free one).
+    /// Validates `config` and loads the tokens file (refusing to go on without one unless
+    /// `--insecure-no-auth`), applies pending migrations, creates the configured namespaces and
+    /// binds every port (port 0 picks a free one).
     pub async fn build(config: Config) -> anyhow::Result<App> {
+        config.validate().context("validate configuration")?;
+        config
+            .validate_serving()
+            .context("validate configuration")?;
+        let metrics = Arc::new(Metrics::new());
+        let (gate, tokens_text) = load_gate(&config, &metrics)?;
         migrate(&config).await?;
         let ledger = Ledger::new(
             build_pool(&config)?,
-            config.namespace_max,
-            config.auto_create_namespaces,
+            LedgerSettings {
+                namespace_max: config.namespace_max,
+                max_block: config.max_block,
+                auto_create: config.auto_create_namespaces,
+                failover: Failover {
+                    margin_ids: config.failover_margin_ids,
+                    margin_leases: config.failover_margin_leases,
+                    max_reported_ahead: config.max_reported_ahead,
+                },
+            },
         );
         for name in &config.namespaces {
             let namespace = Namespace::parse(name)?;
@@ -47,151 +58,59 @@ impl App {
                 .await
                 .with_context(|| format!("create namespace {namespace}"))?;
         }
-        let grpc_listener = TcpListener::bind(config.grpc_addr)
-            .await
-            .with_context(|| format!("bind the gRPC port {}", config.grpc_addr))?;
-        let admin_listener = TcpListener::bind(config.admin_addr)
-            .await
-            .with_context(|| format!("bind the admin port {}", config.admin_addr))?;
+        let bind = |addr: SocketAddr, what: &'static str| async move {
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("bind the {what} port {addr}"))
+        };
         Ok(App {
-            grpc_addr: grpc_listener
-                .local_addr()
-                .context("read the gRPC address")?,
-            admin_addr: admin_listener
-                .local_addr()
-                .context("read the admin address")?,
+            grpc_listener: bind(config.grpc_addr, "gRPC").await?,
+            http_listener: bind(config.http_addr, "JSON").await?,
+            admin_listener: bind(config.admin_addr, "admin").await?,
             config,
             ledger,
-            metrics: Arc::new(Metrics::new()),
-            grpc_listener,
-            admin_listener,
+            metrics,
+            gate: Arc::new(gate),
+            tokens_text,
         })
     }
 
     /// The bound gRPC address.
     pub fn grpc_addr(&self) -> SocketAddr {
-        self.grpc_addr
+        local(&self.grpc_listener, self.config.grpc_addr)
+    }
+
+    /// The bound address of the JSON endpoint.
+    pub fn http_addr(&self) -> SocketAddr {
+        local(&self.http_listener, self.config.http_addr)
     }
 
     /// The bound admin HTTP address.
     pub fn admin_addr(&self) -> SocketAddr {
-        self.admin_addr
+        local(&self.admin_listener, self.config.admin_addr)
     }
+}
 
-    /// Serves until `shutdown` is cancelled, then turns readiness off (gRPC health NOT_SERVING,
-    /// `/readyz` 503), keeps accepting for the shutdown delay, stops accepting and lets in-flight
-    /// calls finish within the drain timeout. Both ports are closed when this returns.
-    pub async fn run(self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let App {
-            config,
-            ledger,
-            metrics,
-            grpc_listener,
-            admin_listener,
-            grpc_addr,
-            admin_addr,
-        } = self;
-        let (health, health_service) =
-            Health::new(&[<IdAllocatorServer<LeaseService> as tonic::server::NamedService>::NAME]);
-        let (reflection_v1, reflection_v1alpha) =
-            proto::server::reflection().context("build the reflection services")?;
-        let bounds = BlockBounds {
-            min: config.min_block,
-            max: config.max_block,
-        };
-        let cut_off = CancellationToken::new();
-        let service = LeaseService::new(
-            ledger.clone(),
-            bounds,
-            Arc::clone(&metrics),
-            cut_off.clone(),
+fn local(listener: &TcpListener, configured: SocketAddr) -> SocketAddr {
+    listener.local_addr().unwrap_or(configured)
+}
+
+/// The gate for `config`: the tokens file's callers, or everyone with `--insecure-no-auth`.
+fn load_gate(config: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<(Gate, Option<String>)> {
+    let Some(path) = &config.tokens_file else {
+        tracing::warn!(
+            "serving WITHOUT authentication (--insecure-no-auth): anyone who reaches a port may \
+             lease, allocate and manage namespaces"
         );
-        let token_check = TokenCheck::new(config.token.as_ref(), Arc::clone(&metrics));
-
-        let stop_grpc = CancellationToken::new();
-        let grpc = Server::builder()
-            .timeout(config.request_timeout)
-            .add_service(health_service)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(IdAllocatorServer::with_interceptor(service, token_check))
-            .serve_with_incoming_shutdown(
-                TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
-                stop_grpc.clone().cancelled_owned(),
-            );
-        let mut grpc_task = tokio::spawn(grpc);
-
-        let draining = CancellationToken::new();
-        let stop_admin = CancellationToken::new();
-        let admin = axum::serve(
-            admin_listener,
-            admin::router(AdminState {
-                ledger: ledger.clone(),
-                metrics: Arc::clone(&metrics),
-                draining: draining.clone(),
-            }),
-        )
-        .with_graceful_shutdown(stop_admin.clone().cancelled_owned());
-        let admin_task = tokio::spawn(admin.into_future());
-
-        health.set(true).await;
-        metrics.set_ready(true);
-        tracing::info!(%grpc_addr, %admin_addr, "serving");
-
-        let failed = tokio::select! {
-            _ = shutdown.cancelled() => None,
-            result = &mut grpc_task => Some(result),
-        };
-        if let Some(result) = failed {
-            stop_admin.cancel();
-            ledger.pool().close();
-            return match result {
-                Ok(Ok(())) => Err(anyhow::anyhow!("the gRPC server stopped unexpectedly")),
-                Ok(Err(e)) => Err(e).context("serve gRPC"),
-                Err(e) => Err(e).context("join the gRPC server"),
-            };
-        }
-
-        // Readiness goes off before anything stops, so balancers move traffic away first.
-        draining.cancel();
-        metrics.set_ready(false);
-        health.set(false).await;
-        tracing::info!(
-            shutdown_delay = ?config.shutdown_delay,
-            drain_timeout = ?config.drain_timeout,
-            "readiness off; draining"
-        );
-        tokio::time::sleep(config.shutdown_delay).await;
-        stop_grpc.cancel();
-        match tokio::time::timeout(config.drain_timeout, &mut grpc_task).await {
-            Ok(Ok(Ok(()))) => tracing::info!("drained"),
-            Ok(Ok(Err(error))) => tracing::warn!(%error, "gRPC server ended with an error"),
-            Ok(Err(error)) => tracing::warn!(%error, "gRPC server task failed"),
-            Err(_) => {
-                // Calls still running end with UNAVAILABLE; a lease committed without its
-                // reply reaching the caller is a gap, never a duplicate. Connections then
-                // close by themselves; health Watch streams are the only calls left open.
-                tracing::warn!("drain timeout passed; cutting off calls still in flight");
-                cut_off.cancel();
-                if tokio::time::timeout(Duration::from_secs(1), &mut grpc_task)
-                    .await
-                    .is_err()
-                {
-                    grpc_task.abort();
-                    let _ = grpc_task.await;
-                }
-            }
-        }
-        stop_admin.cancel();
-        match tokio::time::timeout(Duration::from_secs(1), admin_task).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(error))) => tracing::warn!(%error, "admin server ended with an error"),
-            Ok(Err(error)) => tracing::warn!(%error, "admin server task failed"),
-            Err(_) => tracing::warn!("admin server did not stop within 1s"),
-        }
-        ledger.pool().close();
-        Ok(())
-    }
+        return Ok((Gate::insecure(Arc::clone(metrics)), None));
+    };
+    let text = tokens_file::read_text(path).context("load ID_SERVICE_TOKENS_FILE")?;
+    let specs = tokens_file::parse(&text)
+        .map_err(|e| anyhow::anyhow!(Escaped(&e.to_string()).to_string()))
+        .context("load ID_SERVICE_TOKENS_FILE")?;
+    tracing::info!(callers = specs.len(), path = %path.display(), "tokens file loaded");
+    let gate = Gate::with_callers(CallerSet::build(specs, None), Arc::clone(metrics));
+    Ok((gate, Some(text)))
 }
 
 /// Validates `config` like [`App::build`], then applies pending migrations over a dedicated

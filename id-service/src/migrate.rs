@@ -18,11 +18,18 @@ pub struct Migration {
 }
 
 /// Every migration this build knows, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "ledger",
-    sql: include_str!("../migrations/0001_ledger.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "ledger",
+        sql: include_str!("../migrations/0001_ledger.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "namespaces_timeline",
+        sql: include_str!("../migrations/0002_namespaces_timeline.sql"),
+    },
+];
 
 /// The advisory lock key that serialises migrations ("idsvc" + 1).
 const MIGRATION_LOCK: i64 = 0x6964_7376_6300_0001;

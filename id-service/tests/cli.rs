@@ -40,7 +40,11 @@ async fn the_migrate_subcommand_applies_migrations_once_and_exits() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [1]);
+    let known: Vec<i32> = id_service::migrate::MIGRATIONS
+        .iter()
+        .map(|m| m.version)
+        .collect();
+    assert_eq!(versions, known);
     let leases: i64 = conn
         .query_one("SELECT count(*) FROM id_leases", &[])
         .await
@@ -98,4 +102,146 @@ async fn an_invalid_configuration_is_refused_before_any_port_is_bound() {
         .expect("pg_tables")
         .get(0);
     assert_eq!(tables, 0);
+}
+
+/// Runs the binary as a server that should refuse to start; returns what it said.
+async fn refused(env: &[(&str, &str)], args: &[&str]) -> String {
+    let db_env = [
+        ("ID_SERVICE_GRPC_ADDR", "127.0.0.1:0"),
+        ("ID_SERVICE_HTTP_ADDR", "127.0.0.1:0"),
+        ("ID_SERVICE_ADMIN_ADDR", "127.0.0.1:0"),
+    ];
+    let mut all: Vec<(&str, &str)> = db_env.to_vec();
+    all.extend_from_slice(env);
+    let output = run(args, &all).await;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!output.status.success(), "started anyway: {said}");
+    said
+}
+
+async fn migrated(db: &TestDb) -> bool {
+    db.connect()
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'id_schema_migrations'",
+            &[],
+        )
+        .await
+        .expect("pg_tables")
+        .get::<_, i64>(0)
+        > 0
+}
+
+#[tokio::test]
+async fn without_a_tokens_file_the_service_refuses_to_serve_unless_told_insecure_explicitly() {
+    let db = TestDb::create().await;
+    let said = refused(&[("DATABASE_URL", db.url())], &[]).await;
+    assert!(
+        said.contains("--insecure-no-auth") && said.contains("ID_SERVICE_TOKENS_FILE"),
+        "{said}"
+    );
+    let said = refused(
+        &[("DATABASE_URL", db.url()), ("ID_SERVICE_TOKEN", "x")],
+        &["--insecure-no-auth"],
+    )
+    .await;
+    assert!(
+        said.contains("ID_SERVICE_TOKEN is no longer read"),
+        "{said}"
+    );
+    assert!(!said.contains("\"x\""), "{said}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("t.toml");
+    std::fs::write(&file, "").expect("write");
+    let path = file.display().to_string();
+    let said = refused(
+        &[
+            ("DATABASE_URL", db.url()),
+            ("ID_SERVICE_TOKENS_FILE", &path),
+        ],
+        &["--insecure-no-auth"],
+    )
+    .await;
+    assert!(said.contains("contradict"), "{said}");
+    assert!(
+        !migrated(&db).await,
+        "a refused start migrated the database"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_tokens_file_is_refused_at_start_with_its_reason_and_without_its_tokens() {
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = "idsvc_a-raw-token-that-must-never-be-logged-0001";
+    let entry = |name: &str, token: &str, scopes: &str| {
+        format!(
+            "[[callers]]\nname = \"{name}\"\ntoken = \"{token}\"\nnamespaces = [\"links\"]\nscopes = [{scopes}]\n"
+        )
+    };
+    let other = "idsvc_another-raw-token-for-the-duplicate-test";
+    let cases = [
+        (
+            "duplicate name",
+            format!(
+                "{}{}",
+                entry("a", secret, "\"lease\""),
+                entry("a", other, "\"lease\"")
+            ),
+            "same name",
+        ),
+        (
+            "unknown scope",
+            entry("a", secret, "\"lease\", \"superuser\""),
+            "unknown scope",
+        ),
+        (
+            "short token",
+            entry("a", "tooshort", "\"lease\""),
+            "at least 32",
+        ),
+        (
+            "bad TOML",
+            format!("[[callers]\ntoken = \"{secret}\""),
+            "line 1",
+        ),
+        (
+            "line separator in a name",
+            entry("a\u{2028}b", secret, "\"lease\""),
+            "\\u{2028}",
+        ),
+        ("missing file", String::new(), "cannot read"),
+    ];
+    for (case, text, reason) in cases {
+        let file = dir.path().join(format!("{}.toml", case.replace(' ', "-")));
+        if case != "missing file" {
+            std::fs::write(&file, text).expect("write");
+        }
+        let path = file.display().to_string();
+        let said = refused(
+            &[
+                ("DATABASE_URL", db.url()),
+                ("ID_SERVICE_TOKENS_FILE", &path),
+            ],
+            &[],
+        )
+        .await;
+        assert!(said.contains(reason), "{case}: {said}");
+        assert!(
+            !said.contains(secret) && !said.contains("tooshort"),
+            "{case}: a token was logged: {said}"
+        );
+        assert!(
+            !said.contains('\u{2028}'),
+            "{case}: a raw separator reached the log"
+        );
+    }
+    assert!(
+        !migrated(&db).await,
+        "a refused start migrated the database"
+    );
 }

@@ -103,3 +103,55 @@ async fn an_id_pool_rides_out_an_id_service_outage_then_fails_fast_then_recovers
     assert_eq!(pool.stats().rewinds, 0);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_with_a_lease_token_authenticates_as_its_caller_like_a_shortener_node() {
+    use common::tokens::{self, Caller};
+    const NODE: Caller = Caller::new("shortener", &["links"], &["lease"]);
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(Config {
+        tokens_file: Some(tokens::write(dir.path(), &[NODE])),
+        insecure_no_auth: false,
+        ..Config::for_tests(db.url())
+    })
+    .await;
+    let source = |token: Option<String>| {
+        GrpcLeaseSource::new(&GrpcSourceConfig {
+            endpoints: vec![server.endpoint()],
+            namespace: "links".into(),
+            holder: "shortener-7d9f-x2".into(),
+            token,
+            connect_timeout: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(2),
+        })
+        .expect("grpc source")
+    };
+    let pool = IdPool::start(Arc::new(source(Some(NODE.token()))), PoolConfig::default());
+    assert!(
+        pool.wait_ready(Duration::from_secs(5)).await,
+        "{:?}",
+        pool.stats()
+    );
+    pool.next_ids(10).expect("IDs");
+    let holders: Vec<String> = db
+        .connect()
+        .await
+        .query("SELECT DISTINCT holder FROM id_leases", &[])
+        .await
+        .expect("holders")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(holders, ["shortener/shortener-7d9f-x2"]);
+
+    // Without the token the pool gets nothing, and says why.
+    let refused = IdPool::start(Arc::new(source(None)), PoolConfig::default());
+    assert!(!refused.wait_ready(Duration::from_millis(500)).await);
+    let error = refused.last_lease_error().expect("a lease error");
+    assert!(
+        matches!(error, id_client::LeaseError::Refused(_)),
+        "{error:?}"
+    );
+    server.stop().await;
+}

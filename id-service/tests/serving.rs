@@ -147,7 +147,7 @@ async fn wait_for_lock_waiter(db: &TestDb) {
         let row = conn
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity
-                  WHERE wait_event_type = 'Lock' AND query LIKE '%id_grant_lease%'",
+                  WHERE wait_event_type = 'Lock' AND query LIKE '%id_grant(%'",
                 &[],
             )
             .await
@@ -275,7 +275,7 @@ async fn a_lease_stuck_behind_a_lock_gives_up_at_the_request_timeout_inside_post
         let row = conn
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity
-                  WHERE wait_event_type = 'Lock' AND query LIKE '%id_grant_lease%'",
+                  WHERE wait_event_type = 'Lock' AND query LIKE '%id_grant(%'",
                 &[],
             )
             .await

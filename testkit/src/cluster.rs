@@ -10,6 +10,10 @@
 //! start) and [`Cluster::kill`] (`kill -9` of the postmaster, leaving its backends to die and its
 //! lock files behind); [`Cluster::restart`] brings the server back on the same port after
 //! either.
+//!
+//! Replication: [`Cluster::start_standby`] makes a streaming standby of a running cluster
+//! (`pg_basebackup -R -X stream`), and [`Cluster::promote`] turns a standby into a primary on
+//! a new timeline, as a failover does.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -66,8 +70,8 @@ impl Cluster {
         }
     }
 
-    /// A cluster created with `initdb` and configured, not yet started.
-    async fn create(settings: &[&str]) -> Cluster {
+    /// A cluster directory (owned by `postgres` when the tests run as root) with nothing in it.
+    async fn empty() -> Cluster {
         let bin = bin_dir();
         let as_postgres = run_output("id", &["-u"]).await.trim() == "0";
         let dir = tempfile::Builder::new()
@@ -83,13 +87,18 @@ impl Cluster {
         } else {
             None
         };
-        let cluster = Cluster {
+        Cluster {
             dir,
             bin,
             as_postgres,
             owner,
             port: 0,
-        };
+        }
+    }
+
+    /// A cluster created with `initdb` and configured, not yet started.
+    async fn create(settings: &[&str]) -> Cluster {
+        let cluster = Self::empty().await;
         let data = cluster.data_dir();
         cluster
             .pg(
@@ -137,6 +146,61 @@ impl Cluster {
             );
         }
         panic!("start a throwaway PostgreSQL; log:\n{}", self.log());
+    }
+
+    /// A streaming standby of this running cluster, started on its own free port: a base
+    /// backup taken with `pg_basebackup -R -X stream` (so it connects back to this cluster as
+    /// its primary), with `settings` appended to its configuration. It replays what the primary
+    /// writes until it is stopped or promoted; it is read-only until [`Cluster::promote`].
+    ///
+    /// Panics with the server log when the standby cannot be made or started.
+    pub async fn start_standby(&self, settings: &[&str]) -> Cluster {
+        let standby = Self::empty().await;
+        let data = standby.data_dir();
+        standby
+            .pg(
+                "pg_basebackup",
+                &[
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "postgres",
+                    "-D",
+                    path_str(&data),
+                    "-R",
+                    "-X",
+                    "stream",
+                    "--no-sync",
+                ],
+            )
+            .await;
+        // The copied configuration points at the primary's socket directory: use our own.
+        let mut conf = format!(
+            "\nunix_socket_directories = '{}'\n",
+            path_str(standby.dir.path())
+        );
+        for setting in settings {
+            conf.push_str(setting);
+            conf.push('\n');
+        }
+        let conf_path = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf_path).expect("read postgresql.conf");
+        text.push_str(&conf);
+        std::fs::write(&conf_path, text).expect("write postgresql.conf");
+        standby.start_created().await
+    }
+
+    /// Promotes a standby to a primary (`pg_ctl promote -w`): it stops replaying, starts a new
+    /// timeline and accepts writes once this returns.
+    pub async fn promote(&self) {
+        let data = self.data_dir();
+        self.pg(
+            "pg_ctl",
+            &["-D", path_str(&data), "-w", "-t", "60", "promote"],
+        )
+        .await;
     }
 
     /// The port the server listens on (the same across restarts).

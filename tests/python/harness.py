@@ -30,7 +30,7 @@ def wait_ready(url: str, pid: int, timeout: float) -> None:
     last = "no answer yet"
     while time.monotonic() < deadline:
         if not Path(f"/proc/{pid}").exists():
-            sys.exit(f"the shortener (pid {pid}) exited before it was ready")
+            sys.exit(f"the server (pid {pid}) exited before it was ready")
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:

@@ -10,6 +10,7 @@ use tokio::process::{Child, Command};
 pub struct Process {
     name: String,
     program: PathBuf,
+    args: Vec<String>,
     env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
@@ -23,11 +24,18 @@ impl Process {
         Self {
             name: name.to_string(),
             program: program.to_path_buf(),
+            args: Vec::new(),
             env,
             log: log_dir.join(format!("{name}.log")),
             child: None,
             starts: 0,
         }
+    }
+
+    /// The same process, started with `args` on its command line.
+    pub fn with_args(mut self, args: &[&str]) -> Self {
+        self.args = args.iter().map(|a| a.to_string()).collect();
+        self
     }
 
     /// The name given at creation.
@@ -75,6 +83,7 @@ impl Process {
         .context("write the log banner")?;
         let mut command = Command::new(&self.program);
         command
+            .args(&self.args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .envs(self.env.iter().map(|(k, v)| (k, v)))

@@ -1,83 +1,10 @@
-//! Domain types: requests are parsed from the wire once, here, and nothing invalid goes further.
+//! `LeaseBlock`, `LookupId` and `ListLeases` requests, and the lease they return.
 
+use super::{Holder, Namespace, Scoped};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use codespace::Block;
 use proto::idalloc::v1 as pb;
-use std::fmt;
-
-/// A validated namespace name: `[a-z][a-z0-9_]{0,62}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Namespace(String);
-
-impl Namespace {
-    /// Parses a namespace name, refusing anything outside `[a-z][a-z0-9_]{0,62}`.
-    pub fn parse(name: &str) -> Result<Self, Error> {
-        let bytes = name.as_bytes();
-        let Some(first) = bytes.first() else {
-            return Err(Error::invalid("namespace is empty"));
-        };
-        if bytes.len() > 63 {
-            return Err(Error::invalid(format!(
-                "namespace is {} characters long; the limit is 63",
-                name.chars().count()
-            )));
-        }
-        let valid = first.is_ascii_lowercase()
-            && bytes
-                .iter()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_');
-        if !valid {
-            return Err(Error::invalid(format!(
-                "namespace {name:?} must match [a-z][a-z0-9_]{{0,62}}"
-            )));
-        }
-        Ok(Self(name.to_string()))
-    }
-
-    /// The name.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Namespace {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A validated holder identity: 1 to 200 characters, none of them control characters.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder(String);
-
-impl Holder {
-    /// The longest holder accepted, in characters.
-    pub const MAX_CHARS: usize = 200;
-
-    /// Parses a holder identity.
-    pub fn parse(holder: &str) -> Result<Self, Error> {
-        let chars = holder.chars().count();
-        if chars == 0 {
-            return Err(Error::invalid("holder is missing"));
-        }
-        if chars > Self::MAX_CHARS {
-            return Err(Error::invalid(format!(
-                "holder is {chars} characters long; the limit is {}",
-                Self::MAX_CHARS
-            )));
-        }
-        if holder.chars().any(char::is_control) {
-            return Err(Error::invalid("holder contains control characters"));
-        }
-        Ok(Self(holder.to_string()))
-    }
-
-    /// The holder text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
 
 /// The server's bounds on block sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,8 +22,10 @@ pub struct LeaseRequest {
     pub namespace: Namespace,
     /// How many IDs to grant, already within the server's bounds.
     pub size: u64,
-    /// Who takes the block.
+    /// Who takes the block, as the caller names it (the instance, with tokens).
     pub holder: Holder,
+    /// One past the highest ID the caller reports holding, if it reported one.
+    pub high_water: Option<u64>,
 }
 
 impl LeaseRequest {
@@ -113,11 +42,28 @@ impl LeaseRequest {
             )));
         }
         let holder = Holder::parse(&request.holder)?;
+        let high_water = match request.high_water {
+            None | Some(0) => None,
+            // IDs are bigint in the ledger: one past the last ID is at most i64::MAX.
+            Some(h) if h > i64::MAX as u64 => {
+                return Err(Error::invalid(format!(
+                    "high_water {h} is above the largest ID a namespace can have"
+                )));
+            }
+            Some(h) => Some(h),
+        };
         Ok(Self {
             namespace,
             size: request.size.max(bounds.min),
             holder,
+            high_water,
         })
+    }
+}
+
+impl Scoped for LeaseRequest {
+    fn namespace(&self) -> Option<&Namespace> {
+        Some(&self.namespace)
     }
 }
 
@@ -137,6 +83,12 @@ impl TryFrom<pb::LookupIdRequest> for LookupRequest {
             namespace: Namespace::parse(&request.namespace)?,
             id: request.id,
         })
+    }
+}
+
+impl Scoped for LookupRequest {
+    fn namespace(&self) -> Option<&Namespace> {
+        Some(&self.namespace)
     }
 }
 
@@ -162,21 +114,29 @@ impl TryFrom<pb::ListLeasesRequest> for ListRequest {
     type Error = Error;
     fn try_from(request: pb::ListLeasesRequest) -> Result<Self, Error> {
         let namespace = Namespace::parse(&request.namespace)?;
-        let limit = match request.limit {
-            0 => Self::DEFAULT_LIMIT,
-            n if n > Self::MAX_LIMIT => {
-                return Err(Error::invalid(format!(
-                    "limit {n} is above the maximum page of {}",
-                    Self::MAX_LIMIT
-                )));
-            }
-            n => n,
-        };
+        let limit = page_limit(request.limit, Self::DEFAULT_LIMIT, Self::MAX_LIMIT)?;
         Ok(Self {
             namespace,
             limit,
             before_lease_id: (request.before_lease_id != 0).then_some(request.before_lease_id),
         })
+    }
+}
+
+impl Scoped for ListRequest {
+    fn namespace(&self) -> Option<&Namespace> {
+        Some(&self.namespace)
+    }
+}
+
+/// A page size: 0 means `default`, above `max` is refused.
+pub(crate) fn page_limit(limit: u32, default: u32, max: u32) -> Result<u32, Error> {
+    match limit {
+        0 => Ok(default),
+        n if n > max => Err(Error::invalid(format!(
+            "limit {n} is above the maximum page of {max}"
+        ))),
+        n => Ok(n),
     }
 }
 
@@ -189,7 +149,7 @@ pub struct Lease {
     pub namespace: String,
     /// The IDs granted.
     pub block: Block,
-    /// Who holds them.
+    /// Who holds them, as recorded.
     pub holder: String,
     /// When the lease was committed.
     pub leased_at: DateTime<Utc>,
@@ -203,11 +163,16 @@ impl From<Lease> for pb::Lease {
             start: lease.block.start,
             end: lease.block.end,
             holder: lease.holder,
-            leased_at: Some(prost_types::Timestamp {
-                seconds: lease.leased_at.timestamp(),
-                nanos: lease.leased_at.timestamp_subsec_nanos() as i32,
-            }),
+            leased_at: Some(timestamp(lease.leased_at)),
         }
+    }
+}
+
+/// A wire timestamp.
+pub(crate) fn timestamp(at: DateTime<Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: at.timestamp(),
+        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
     }
 }
 
@@ -217,50 +182,31 @@ mod tests {
 
     const BOUNDS: BlockBounds = BlockBounds { min: 10, max: 1000 };
 
-    fn lease(namespace: &str, size: u64, holder: &str) -> Result<LeaseRequest, Error> {
+    fn lease(size: u64, high_water: Option<u64>) -> Result<LeaseRequest, Error> {
         LeaseRequest::parse(
             pb::LeaseBlockRequest {
-                namespace: namespace.into(),
+                namespace: "a".into(),
                 size,
-                holder: holder.into(),
+                holder: "h".into(),
+                high_water,
             },
             BOUNDS,
         )
     }
 
     #[test]
-    fn namespace_names_follow_the_documented_pattern() {
-        for good in ["a", "links", "a1_b2", &format!("a{}", "b".repeat(62))] {
-            assert!(Namespace::parse(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            "Links",
-            "1a",
-            "_a",
-            "a-b",
-            "a b",
-            "é",
-            &format!("a{}", "b".repeat(63)),
-        ] {
-            assert!(Namespace::parse(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
     fn sizes_are_rounded_up_to_the_minimum_and_capped_at_the_maximum() {
-        assert_eq!(lease("a", 1, "h").expect("valid").size, 10);
-        assert_eq!(lease("a", 1000, "h").expect("valid").size, 1000);
-        assert!(lease("a", 0, "h").is_err());
-        assert!(lease("a", 1001, "h").is_err());
+        assert_eq!(lease(1, None).expect("valid").size, 10);
+        assert_eq!(lease(1000, None).expect("valid").size, 1000);
+        assert!(lease(0, None).is_err());
+        assert!(lease(1001, None).is_err());
     }
 
     #[test]
-    fn holders_must_be_present_printable_and_short() {
-        assert!(lease("a", 5, "").is_err());
-        assert!(lease("a", 5, "pod\n1").is_err());
-        assert!(lease("a", 5, &"é".repeat(200)).is_ok());
-        assert!(lease("a", 5, &"x".repeat(201)).is_err());
+    fn a_reported_high_water_of_zero_means_none_and_above_the_id_range_is_refused() {
+        assert_eq!(lease(5, Some(0)).expect("valid").high_water, None);
+        assert_eq!(lease(5, Some(77)).expect("valid").high_water, Some(77));
+        assert!(lease(5, Some(u64::MAX)).is_err());
     }
 
     #[test]

@@ -1,0 +1,122 @@
+//! The command line around [`Config`]: subcommands, log format, secrets and durations.
+
+use super::Config;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The command line: `id-service [serve]` runs the server, `id-service migrate` only applies
+/// migrations, `id-service tokens add` adds a caller to a tokens file.
+#[derive(Debug, Parser)]
+#[command(name = "id-service", version, about)]
+pub struct Cli {
+    /// What to do (default: serve).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// The service configuration.
+    #[command(flatten)]
+    pub config: Config,
+}
+
+/// The subcommands of [`Cli`].
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// Serve gRPC, the JSON endpoint and the admin port until SIGTERM or SIGINT (the default).
+    Serve,
+    /// Apply pending database migrations, then exit.
+    Migrate,
+    /// Manage the tokens file (needs no database).
+    #[command(subcommand)]
+    Tokens(TokensCommand),
+}
+
+/// `id-service tokens ...`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum TokensCommand {
+    /// Create a caller with a fresh token: prints the token once, appends its digest to FILE.
+    Add(AddToken),
+}
+
+/// `id-service tokens add`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct AddToken {
+    /// The tokens file (created with mode 0600 if missing).
+    #[arg(long)]
+    pub file: PathBuf,
+    /// The caller's name: [a-z][a-z0-9_-]{0,63}, unique in the file.
+    #[arg(long)]
+    pub name: String,
+    /// Namespaces the caller may use, comma-separated (`*`: every namespace).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub namespaces: Vec<String>,
+    /// Scopes, comma-separated: lease, allocate, lookup, admin.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub scopes: Vec<String>,
+    /// Quota: IDs per second (leases count their size).
+    #[arg(long)]
+    pub ids_per_second: Option<u32>,
+    /// Quota: the most IDs at once (default: ten seconds of --ids-per-second).
+    #[arg(long)]
+    pub ids_burst: Option<u32>,
+    /// Quota: leases per second.
+    #[arg(long)]
+    pub leases_per_second: Option<u32>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// A secret that never shows in `Debug` output or logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret text.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_string()))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Parses `250ms`, `10s`, `2m` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (try 500ms, 10s or 2m)"))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} in {text:?} (use ms, s or m)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+}

@@ -1,0 +1,229 @@
+//! Parsing and validation of the configuration.
+
+use super::*;
+use clap::Parser;
+
+#[test]
+fn durations_parse_with_or_without_units() {
+    assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+    assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+    assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+    assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+    assert!(parse_duration("ten").is_err());
+    assert!(parse_duration("5h").is_err());
+}
+
+#[test]
+fn defaults_bind_loopback_and_create_no_namespace_on_first_use() {
+    let cli =
+        Cli::try_parse_from(["id-service", "--database-url", "postgres://u@h/db"]).expect("parse");
+    assert_eq!(cli.command, None);
+    assert_eq!(cli.config.grpc_addr.to_string(), "127.0.0.1:50051");
+    assert_eq!(cli.config.http_addr.to_string(), "127.0.0.1:8091");
+    assert_eq!(cli.config.admin_addr.to_string(), "127.0.0.1:9091");
+    assert!(!cli.config.auto_create_namespaces);
+    assert!(!cli.config.insecure_no_auth);
+    cli.config.validate().expect("defaults are valid");
+    let cli = Cli::try_parse_from(["id-service", "--database-url", "postgres://h/db", "migrate"])
+        .expect("parse");
+    assert_eq!(cli.command, Some(Command::Migrate));
+}
+
+#[test]
+fn the_tokens_subcommand_needs_no_database() {
+    let cli = Cli::try_parse_from([
+        "id-service",
+        "tokens",
+        "add",
+        "--file",
+        "t.toml",
+        "--name",
+        "billing",
+        "--namespaces",
+        "orders,invoices",
+        "--scopes",
+        "allocate",
+        "--ids-per-second",
+        "100",
+    ])
+    .expect("parse");
+    let Some(Command::Tokens(TokensCommand::Add(add))) = cli.command else {
+        panic!("not tokens add: {:?}", cli.command);
+    };
+    assert_eq!(add.namespaces, ["orders", "invoices"]);
+    assert_eq!(add.ids_per_second, Some(100));
+}
+
+#[test]
+fn serving_needs_a_tokens_file_or_an_explicit_insecure_flag_but_not_both() {
+    let base = Config {
+        insecure_no_auth: false,
+        ..Config::for_tests("postgres://postgres@127.0.0.1/x")
+    };
+    let error = base.validate_serving().expect_err("neither");
+    assert!(error.to_string().contains("--insecure-no-auth"), "{error}");
+    let both = Config {
+        insecure_no_auth: true,
+        tokens_file: Some("tokens.toml".into()),
+        ..base.clone()
+    };
+    assert!(both.validate_serving().is_err());
+    let tokens = Config {
+        tokens_file: Some("tokens.toml".into()),
+        ..base.clone()
+    };
+    tokens.validate_serving().expect("tokens file");
+    let insecure = Config {
+        insecure_no_auth: true,
+        ..base
+    };
+    insecure.validate_serving().expect("insecure by choice");
+}
+
+#[test]
+fn inconsistent_settings_are_refused_with_a_reason() {
+    let base = Config::for_tests("postgres://postgres@127.0.0.1/x");
+    base.validate().expect("test config is valid");
+    let cases: Vec<(&str, Config)> = vec![
+        (
+            "min above max",
+            Config {
+                min_block: 10,
+                max_block: 5,
+                ..base.clone()
+            },
+        ),
+        (
+            "min zero",
+            Config {
+                min_block: 0,
+                ..base.clone()
+            },
+        ),
+        (
+            "no url",
+            Config {
+                database_url: String::new(),
+                ..base.clone()
+            },
+        ),
+        (
+            "bad url",
+            Config {
+                database_url: "postgres://h:notaport/x".into(),
+                ..base.clone()
+            },
+        ),
+        (
+            "no host",
+            Config {
+                database_url: "dbname=x".into(),
+                ..base.clone()
+            },
+        ),
+        (
+            "missing CA file",
+            Config {
+                database_url: "postgres://h/x?sslmode=require".into(),
+                database_ca_file: Some("/nonexistent/ca.pem".into()),
+                ..base.clone()
+            },
+        ),
+        (
+            "CA file without certificates",
+            Config {
+                database_ca_file: Some("/etc/hostname".into()),
+                ..base.clone()
+            },
+        ),
+        (
+            "bad namespace",
+            Config {
+                namespaces: vec!["Links".into()],
+                ..base.clone()
+            },
+        ),
+        (
+            "huge bound",
+            Config {
+                namespace_max: u64::MAX,
+                ..base.clone()
+            },
+        ),
+        (
+            "legacy token",
+            Config {
+                legacy_token: Some("a".parse().expect("infallible")),
+                ..base.clone()
+            },
+        ),
+        (
+            "no pool",
+            Config {
+                db_pool_size: 0,
+                ..base.clone()
+            },
+        ),
+        (
+            "zero drain",
+            Config {
+                drain_timeout: Duration::ZERO,
+                ..base.clone()
+            },
+        ),
+        (
+            "zero count",
+            Config {
+                allocate_max_count: 0,
+                ..base.clone()
+            },
+        ),
+        (
+            "segments below the count",
+            Config {
+                segment_min: 100,
+                allocate_max_count: 1000,
+                ..base.clone()
+            },
+        ),
+        (
+            "segment min above max",
+            Config {
+                segment_min: 20_000,
+                segment_max: 10_000,
+                ..base.clone()
+            },
+        ),
+        (
+            "instance with a newline",
+            Config {
+                instance: Some("a\nb".into()),
+                ..base.clone()
+            },
+        ),
+        (
+            "huge margin",
+            Config {
+                failover_margin_ids: u64::MAX,
+                ..base.clone()
+            },
+        ),
+    ];
+    for (case, config) in cases {
+        let err = config.validate().expect_err(case);
+        assert!(!err.to_string().is_empty(), "{case}");
+    }
+}
+
+#[test]
+fn debug_output_hides_secrets() {
+    let config = Config {
+        legacy_token: Some("hunter2".parse().expect("infallible")),
+        ..Config::for_tests("postgres://u:pa55word@h/db")
+    };
+    let shown = format!("{config:?}");
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("pa55word"),
+        "{shown}"
+    );
+}

@@ -1,0 +1,108 @@
+//! The `NamespaceAdmin` handlers: create, describe and list namespaces (scope `admin`).
+
+use super::{AdminService, Shared, authorization, log_failure};
+use crate::auth::Scope;
+use crate::domain::{CreateNamespace, DescribeNamespace, ListNamespaces};
+use crate::error::Error;
+use proto::idalloc::v1 as pb;
+use proto::idalloc::v1::namespace_admin_server::NamespaceAdmin;
+use tonic::{Request, Response, Status};
+
+#[tonic::async_trait]
+impl NamespaceAdmin for AdminService {
+    async fn create_namespace(
+        &self,
+        request: Request<pb::CreateNamespaceRequest>,
+    ) -> Result<Response<pb::NamespaceInfo>, Status> {
+        let shared = &self.0;
+        let (metadata, _, message) = request.into_parts();
+        let work = async {
+            let (principal, request) =
+                shared
+                    .gate
+                    .admit(authorization(&metadata), Scope::Admin, || {
+                        CreateNamespace::parse(message, shared.namespace_max, shared.bounds.max)
+                    })?;
+            let info = shared.ledger.create_namespace(&request).await?;
+            tracing::info!(
+                namespace = %request.namespace,
+                first_id = request.first_id,
+                max_id = request.max_id,
+                max_block = info.max_block,
+                caller = principal.name(),
+                "namespace created"
+            );
+            Ok(info)
+        };
+        shared
+            .guard(async { finish(shared, "CreateNamespace", work.await) })
+            .await
+            .map(|info| Response::new(info.into()))
+    }
+
+    async fn describe_namespace(
+        &self,
+        request: Request<pb::DescribeNamespaceRequest>,
+    ) -> Result<Response<pb::NamespaceInfo>, Status> {
+        let shared = &self.0;
+        let (metadata, _, message) = request.into_parts();
+        let work = async {
+            let (_, request) = shared
+                .gate
+                .admit(authorization(&metadata), Scope::Admin, || {
+                    DescribeNamespace::try_from(message)
+                })?;
+            shared.ledger.describe_namespace(&request.0).await
+        };
+        shared
+            .guard(async { finish(shared, "DescribeNamespace", work.await) })
+            .await
+            .map(|info| Response::new(info.into()))
+    }
+
+    async fn list_namespaces(
+        &self,
+        request: Request<pb::ListNamespacesRequest>,
+    ) -> Result<Response<pb::ListNamespacesResponse>, Status> {
+        let shared = &self.0;
+        let (metadata, _, message) = request.into_parts();
+        let work = async {
+            let (principal, request) =
+                shared
+                    .gate
+                    .admit(authorization(&metadata), Scope::Admin, || {
+                        ListNamespaces::try_from(message)
+                    })?;
+            let page = shared
+                .ledger
+                .list_namespaces(&request, principal.visible_namespaces())
+                .await?;
+            let full = page.len() == request.limit as usize;
+            let next_after = match page.last() {
+                Some(last) if full => last.name.clone(),
+                _ => String::new(),
+            };
+            Ok(pb::ListNamespacesResponse {
+                namespaces: page.into_iter().map(Into::into).collect(),
+                next_after,
+            })
+        };
+        shared
+            .guard(async { finish(shared, "ListNamespaces", work.await) })
+            .await
+            .map(Response::new)
+    }
+}
+
+/// Counts, logs and converts the outcome of one NamespaceAdmin call.
+fn finish<T>(
+    shared: &Shared,
+    method: &'static str,
+    outcome: Result<T, Error>,
+) -> Result<T, Status> {
+    shared.metrics.namespace_admin(method, &outcome);
+    outcome.map_err(|error| {
+        log_failure(method, "", &error);
+        error.into()
+    })
+}

@@ -1,0 +1,280 @@
+//! The lease ledger in PostgreSQL: grants, look-ups and namespaces.
+//!
+//! A grant is one autocommit call of `id_grant()` (see `migrations/0002_namespaces_timeline.sql`):
+//! it locks the namespace row, moves the cursor forward if the database is on a new timeline or
+//! the caller reports holding IDs above it, advances the namespace's sequence by the lease size,
+//! inserts the lease row and forces `synchronous_commit = on`, all in one transaction. The reply
+//! is built from the row that call returns, so it exists only once the commit is durable.
+
+mod errors;
+mod namespaces;
+
+use crate::domain::{Lease, ListRequest, LookupRequest, Namespace};
+use crate::error::Error;
+use codespace::Block;
+use deadpool_postgres::{Object, Pool};
+pub(crate) use errors::{classify, db_error, pool_error};
+use std::time::Duration;
+use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
+
+/// The columns every lease query returns, in [`lease_from_row`] order.
+const LEASE_COLUMNS: &str = "lease_id, namespace, lower(ids), upper(ids), holder, leased_at";
+
+/// How far a grant may move the cursor before granting (see `docs/leases.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failover {
+    /// On a new timeline or system: skip at least this many IDs past the ledger's end.
+    pub margin_ids: u64,
+    /// ... or this many times the largest of the namespace's last 1000 leases, if more.
+    pub margin_leases: u64,
+    /// The most a caller's reported high water may lie above the cursor.
+    pub max_reported_ahead: u64,
+}
+
+/// What the ledger needs to know about the server's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerSettings {
+    /// MAXVALUE of namespaces created without a bound of their own.
+    pub namespace_max: u64,
+    /// The server's largest block (a namespace's own limit may be lower).
+    pub max_block: u64,
+    /// Whether a grant for an unknown namespace creates it.
+    pub auto_create: bool,
+    /// The failover margins.
+    pub failover: Failover,
+}
+
+/// A grant to make: the holder is already the one to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant<'a> {
+    /// Where to draw from.
+    pub namespace: &'a Namespace,
+    /// How many IDs.
+    pub size: u64,
+    /// The holder to record.
+    pub holder: &'a str,
+    /// One past the highest ID the caller reports holding.
+    pub high_water: Option<u64>,
+}
+
+/// IDs the cursor skipped before a grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    /// The ID the grant would have started at.
+    pub from: u64,
+    /// The ID it started at.
+    pub to: u64,
+    /// The database was on a new timeline or system.
+    pub new_timeline: bool,
+    /// A reported high water moved the cursor (further).
+    pub reported: bool,
+}
+
+impl Skip {
+    /// How many IDs were skipped.
+    pub fn ids(&self) -> u64 {
+        self.to.saturating_sub(self.from)
+    }
+
+    /// `timeline` or `reported`, for metrics and logs.
+    pub fn cause(&self) -> &'static str {
+        if self.new_timeline {
+            "timeline"
+        } else {
+            "reported"
+        }
+    }
+}
+
+/// Grants and reads leases through a connection pool.
+#[derive(Clone)]
+pub struct Ledger {
+    pool: Pool,
+    settings: LedgerSettings,
+}
+
+/// A bigint within the ledger's range, as an ID or a count (validated configuration and
+/// requests keep every such value below `i64::MAX`).
+fn bigint(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl Ledger {
+    /// A ledger over `pool`.
+    pub fn new(pool: Pool, settings: LedgerSettings) -> Self {
+        Self { pool, settings }
+    }
+
+    /// The pool, for status metrics.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    async fn client(&self) -> Result<Object, Error> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// Grants a block, creating the namespace first if it is unknown and auto-creation is on.
+    /// Returns the lease and, if the cursor was moved first, by how much and why.
+    pub async fn grant(&self, grant: &Grant<'_>) -> Result<(Lease, Option<Skip>), Error> {
+        let client = self.client().await?;
+        match self.grant_once(&client, grant).await {
+            Err(e) if e.code() == Some(&SqlState::NO_DATA_FOUND) && self.settings.auto_create => {
+                if self.create_default(&client, grant.namespace).await? {
+                    tracing::info!(namespace = %grant.namespace, "created namespace on first use");
+                }
+                self.grant_once(&client, grant)
+                    .await
+                    .map_err(|e| db_error(e, grant.namespace))
+            }
+            result => result.map_err(|e| db_error(e, grant.namespace)),
+        }
+    }
+
+    async fn grant_once(
+        &self,
+        client: &Object,
+        grant: &Grant<'_>,
+    ) -> Result<(Lease, Option<Skip>), tokio_postgres::Error> {
+        let statement = client
+            .prepare_cached(
+                "SELECT lease_id, first_id, end_id, leased_at, skipped_from, new_timeline,
+                        reported_ahead
+                   FROM id_grant($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .await?;
+        let failover = self.settings.failover;
+        // The statement runs in its own implicit transaction, which the server commits when it
+        // processes Sync, before it sends ReadyForQuery. `query_one` reads up to ReadyForQuery,
+        // so it returns the row only after the durable commit, and a failed commit comes back as
+        // an error. Keep it that way: an API that returned at the first DataRow could reply
+        // before the commit.
+        let row = client
+            .query_one(
+                &statement,
+                &[
+                    &grant.namespace.as_str(),
+                    &bigint(grant.size),
+                    &grant.holder,
+                    &grant.high_water.map(bigint),
+                    &bigint(failover.margin_ids),
+                    &bigint(failover.margin_leases),
+                    &bigint(failover.max_reported_ahead),
+                ],
+            )
+            .await?;
+        let lease_id: i64 = row.try_get(0)?;
+        let first: i64 = row.try_get(1)?;
+        let end: i64 = row.try_get(2)?;
+        let skipped_from: Option<i64> = row.try_get(4)?;
+        let new_timeline: bool = row.try_get(5)?;
+        let reported: bool = row.try_get(6)?;
+        let lease = Lease {
+            lease_id: lease_id as u64,
+            namespace: grant.namespace.as_str().to_string(),
+            // The ledger's CHECK constraints keep ranges non-empty and IDs at least 1.
+            block: Block {
+                start: first as u64,
+                end: end as u64,
+            },
+            holder: grant.holder.to_string(),
+            leased_at: row.try_get(3)?,
+        };
+        let skip = skipped_from.map(|from| Skip {
+            from: from as u64,
+            to: first as u64,
+            new_timeline,
+            reported,
+        });
+        Ok((lease, skip))
+    }
+
+    /// The lease that contains the ID.
+    pub async fn lookup(&self, request: &LookupRequest) -> Result<Lease, Error> {
+        let not_found = || {
+            Error::NotFound(format!(
+                "no lease of namespace {} contains ID {}",
+                request.namespace, request.id
+            ))
+        };
+        let Ok(id) = i64::try_from(request.id) else {
+            return Err(not_found());
+        };
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {LEASE_COLUMNS} FROM id_leases WHERE namespace = $1 AND ids @> $2::int8"
+            ))
+            .await
+            .map_err(|e| db_error(e, &request.namespace))?;
+        let row = client
+            .query_opt(&statement, &[&request.namespace.as_str(), &id])
+            .await
+            .map_err(|e| db_error(e, &request.namespace))?;
+        match row {
+            Some(row) => lease_from_row(&row),
+            None => {
+                self.require_namespace(&client, &request.namespace).await?;
+                Err(not_found())
+            }
+        }
+    }
+
+    /// A page of the namespace's leases, newest first.
+    pub async fn list(&self, request: &ListRequest) -> Result<Vec<Lease>, Error> {
+        let before = request.before_lease_id.map_or(i64::MAX, bigint);
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {LEASE_COLUMNS} FROM id_leases
+                  WHERE namespace = $1 AND lease_id < $2
+                  ORDER BY lease_id DESC LIMIT $3"
+            ))
+            .await
+            .map_err(|e| db_error(e, &request.namespace))?;
+        let rows = client
+            .query(
+                &statement,
+                &[
+                    &request.namespace.as_str(),
+                    &before,
+                    &i64::from(request.limit),
+                ],
+            )
+            .await
+            .map_err(|e| db_error(e, &request.namespace))?;
+        if rows.is_empty() {
+            self.require_namespace(&client, &request.namespace).await?;
+        }
+        rows.iter().map(lease_from_row).collect()
+    }
+
+    /// Whether the database answers within `timeout`.
+    pub async fn ping(&self, timeout: Duration) -> bool {
+        let check = async {
+            let client = self.client().await.ok()?;
+            client.simple_query("SELECT 1").await.ok()
+        };
+        matches!(tokio::time::timeout(timeout, check).await, Ok(Some(_)))
+    }
+}
+
+fn lease_from_row(row: &Row) -> Result<Lease, Error> {
+    let read = || -> Result<Lease, tokio_postgres::Error> {
+        let lease_id: i64 = row.try_get(0)?;
+        let first: i64 = row.try_get(2)?;
+        let end: i64 = row.try_get(3)?;
+        Ok(Lease {
+            lease_id: lease_id as u64,
+            namespace: row.try_get(1)?,
+            block: Block {
+                start: first as u64,
+                end: end as u64,
+            },
+            holder: row.try_get(4)?,
+            leased_at: row.try_get(5)?,
+        })
+    };
+    read().map_err(|e| Error::Internal(format!("decode a lease row: {e}")))
+}
