@@ -2,6 +2,7 @@
 //! ([`CreateRequest`]): every rule a create must pass, checked in one place (invariant I6:
 //! nothing is stored for a refused request).
 
+use super::tags::check_tags;
 use super::{Error, TargetPolicy, TargetUrl, UrlError};
 use chrono::{DateTime, Datelike, Utc};
 use codespace::shape;
@@ -25,6 +26,10 @@ pub struct CreateInput {
     pub private: bool,
     /// Idempotency key.
     pub idempotency_key: Option<String>,
+    /// Tags (checked and sorted by the parse).
+    pub tags: Vec<String>,
+    /// After this many human visits the link answers 410.
+    pub max_visits: Option<u64>,
 }
 
 /// The rules of a deployment that a create is checked against.
@@ -62,6 +67,10 @@ pub struct CreateRequest {
     pub private: bool,
     /// Makes a retried create return the first result.
     pub idempotency_key: Option<String>,
+    /// Tags, sorted, without duplicates.
+    pub tags: Vec<String>,
+    /// After this many human visits the link answers 410.
+    pub max_visits: Option<u64>,
 }
 
 impl CreateRequest {
@@ -116,6 +125,13 @@ impl CreateRequest {
                 ),
             ));
         }
+        if input.max_visits == Some(0) {
+            return Err(Error::invalid(
+                "invalid_max_visits",
+                "max_visits must be at least 1",
+            ));
+        }
+        let tags = check_tags(input.tags)?;
         Ok(CreateRequest {
             url,
             alias: input.alias,
@@ -123,6 +139,8 @@ impl CreateRequest {
             dedup: input.dedup,
             private: input.private,
             idempotency_key: input.idempotency_key,
+            tags,
+            max_visits: input.max_visits,
         })
     }
 }

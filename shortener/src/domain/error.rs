@@ -33,6 +33,9 @@ pub enum Error {
     /// No such link.
     #[error("no link with code {0:?}")]
     NotFound(String),
+    /// The link was deleted, for good: it cannot be changed.
+    #[error("the link {0:?} was deleted; deletes are permanent")]
+    Gone(String),
     /// The alias is taken.
     #[error("the alias {0:?} is already taken")]
     AliasTaken(String),
@@ -82,6 +85,7 @@ impl Error {
             Error::Unauthenticated => "unauthorized",
             Error::Forbidden(_) => "forbidden",
             Error::NotFound(_) => "not_found",
+            Error::Gone(_) => "gone",
             Error::AliasTaken(_) => "alias_taken",
             Error::IdempotencyMismatch => "idempotency_key_reused",
             Error::Unavailable { .. } => "unavailable",
@@ -101,7 +105,7 @@ impl Error {
             Error::AliasTaken(_) => "conflict",
             Error::Unavailable { .. } => "unavailable",
             Error::RateLimited { .. } => "rate_limited",
-            Error::NotFound(_) | Error::Internal(_) => "error",
+            Error::NotFound(_) | Error::Gone(_) | Error::Internal(_) => "error",
         }
     }
 

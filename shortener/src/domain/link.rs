@@ -9,16 +9,66 @@ pub struct Link {
     pub code: String,
     /// The tenant that owns it.
     pub tenant: String,
+    /// The name of the API key that created it.
+    pub owner: String,
     /// The target.
     pub url: String,
-    /// When the link was committed.
+    /// When the link was committed (or, imported, when the other shortener made it).
     pub created_at: DateTime<Utc>,
     /// When it stops redirecting, if ever.
     pub expires_at: Option<DateTime<Utc>>,
     /// When it was deleted, if it was.
     pub deleted_at: Option<DateTime<Utc>>,
+    /// When it was disabled, if it is (it answers 410 until enabled again).
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// After this many human visits it answers 410.
+    pub max_visits: Option<u64>,
+    /// Its tags, sorted.
+    pub tags: Vec<String>,
+    /// The import that brought it under a legacy code, if one did.
+    pub import_batch: Option<i64>,
     /// Redirect counts (flushed in batches).
     pub clicks: ClickCounts,
+}
+
+/// Where a link stands, as of a moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// It redirects.
+    Active,
+    /// Past its expiry.
+    Expired,
+    /// Disabled (reversibly).
+    Disabled,
+    /// Deleted (for good).
+    Deleted,
+}
+
+impl LinkState {
+    /// The state's name in the API (`active`, `expired`, `disabled`, `deleted`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkState::Active => "active",
+            LinkState::Expired => "expired",
+            LinkState::Disabled => "disabled",
+            LinkState::Deleted => "deleted",
+        }
+    }
+}
+
+impl Link {
+    /// The link's state at `now`: deleted before disabled before expired.
+    pub fn state(&self, now: DateTime<Utc>) -> LinkState {
+        if self.deleted_at.is_some() {
+            LinkState::Deleted
+        } else if self.disabled_at.is_some() {
+            LinkState::Disabled
+        } else if self.expires_at.is_some_and(|t| t <= now) {
+            LinkState::Expired
+        } else {
+            LinkState::Active
+        }
+    }
 }
 
 /// Redirect counts of one link.

@@ -28,6 +28,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "tenants",
         sql: include_str!("../../migrations/postgres/0003_tenants.sql"),
     },
+    Migration {
+        version: 4,
+        name: "link management",
+        sql: include_str!("../../migrations/postgres/0004_link_management.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -56,6 +61,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 5,
         name: "tenants",
         sql: include_str!("../../migrations/sqlite/0005_tenants.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "link management",
+        sql: include_str!("../../migrations/sqlite/0006_link_management.sql"),
     },
 ];
 

@@ -24,17 +24,18 @@ pub mod postgres;
 mod reply;
 pub mod sqlite;
 
-use crate::domain::{ClickCounts, CompactCode, Link};
+use crate::domain::{ClickCounts, CompactCode, Event, Link, LinkPatch, ListQuery, Page};
 use chrono::{DateTime, Utc};
 use id_client::LeaseSource;
 pub use model::{
-    ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError, WriterStats,
-    kind_name,
+    ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError, UpdateOutcome,
+    WriterStats, host_rev, kind_name,
 };
 pub use postgres::{ChangeFeed, PgSettings, PgStore};
 pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;
 use std::sync::Arc;
+use tokio::sync::mpsc;
 
 /// Click counts of several codes, written in one batch. Shared, so the caller keeps the rows to
 /// retry with and a backend that writes on another thread needs no copy.
@@ -86,14 +87,49 @@ pub trait LinkStore: Send + Sync {
         expired_before: DateTime<Utc>,
     ) -> impl Future<Output = Result<Option<(Vec<u8>, Link)>, StoreError>> + Send;
 
-    /// Marks a link deleted (it answers 410 from then on) and frees its dedup key. With a
-    /// `tenant`, only a link of that tenant: another tenant's link is
-    /// [`DeleteOutcome::NotFound`], as an unknown code is.
+    /// Marks a link deleted (it answers 410 from then on), frees its dedup key and records the
+    /// delete by `key` in its history. With a `tenant`, only a link of that tenant: another
+    /// tenant's link is [`DeleteOutcome::NotFound`], as an unknown code is.
     fn delete(
         &self,
         code: &str,
         tenant: Option<&str>,
+        key: &str,
     ) -> impl Future<Output = Result<DeleteOutcome, StoreError>> + Send;
+
+    /// Applies `patch` to a link (of `tenant`, or any tenant's for `None`) on behalf of `key`:
+    /// the change, its history events and (on a shared store) its announcement to the other
+    /// nodes commit together. A changed target or expiry frees the dedup key.
+    fn update(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        patch: &LinkPatch,
+        key: &str,
+    ) -> impl Future<Output = Result<UpdateOutcome, StoreError>> + Send;
+
+    /// A link (without click counts) and the events recorded after its creation, oldest first.
+    fn history(
+        &self,
+        code: &str,
+    ) -> impl Future<Output = Result<Option<(Link, Vec<Event>)>, StoreError>> + Send;
+
+    /// One page of a list, newest first, continued by keyset (see [`crate::domain::list`]).
+    fn list(&self, query: &ListQuery) -> impl Future<Output = Result<Page, StoreError>> + Send;
+
+    /// Every link `query` selects (its limit and position aside), from one snapshot, sent to
+    /// `out` in list order; ends when done, on the first error (sent), or when `out` closes.
+    fn export(
+        &self,
+        query: ListQuery,
+        out: mpsc::Sender<Result<Link, StoreError>>,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// The links (with click counts) that hold any of `codes`.
+    fn get_many(
+        &self,
+        codes: &[String],
+    ) -> impl Future<Output = Result<Vec<Link>, StoreError>> + Send;
 
     /// Deletes idempotency claims made before `expired_before`; returns how many.
     fn purge_idempotency(
@@ -186,8 +222,39 @@ impl LinkStore for Store {
         dispatch!(self, s => s.find_idempotent(tenant, key, expired_before).await)
     }
 
-    async fn delete(&self, code: &str, tenant: Option<&str>) -> Result<DeleteOutcome, StoreError> {
-        dispatch!(self, s => s.delete(code, tenant).await)
+    async fn delete(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        key: &str,
+    ) -> Result<DeleteOutcome, StoreError> {
+        dispatch!(self, s => s.delete(code, tenant, key).await)
+    }
+
+    async fn update(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        patch: &LinkPatch,
+        key: &str,
+    ) -> Result<UpdateOutcome, StoreError> {
+        dispatch!(self, s => s.update(code, tenant, patch, key).await)
+    }
+
+    async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
+        dispatch!(self, s => s.history(code).await)
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        dispatch!(self, s => s.list(query).await)
+    }
+
+    async fn export(&self, query: ListQuery, out: mpsc::Sender<Result<Link, StoreError>>) {
+        dispatch!(self, s => s.export(query, out).await)
+    }
+
+    async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {
+        dispatch!(self, s => s.get_many(codes).await)
     }
 
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {

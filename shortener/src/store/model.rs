@@ -47,6 +47,23 @@ pub struct NewLink {
     pub dedup_key: Option<Vec<u8>>,
     /// Idempotency claim, if the request carried a key.
     pub idempotency: Option<Idempotency>,
+    /// Tags, sorted and checked.
+    pub tags: Vec<String>,
+    /// After this many human visits the link answers 410.
+    pub max_visits: Option<u64>,
+    /// The import that brings it from another shortener (its code is a legacy one, kept as it
+    /// was spelled; a generated create whose code it holds steps over it without an alarm).
+    pub import_batch: Option<i64>,
+    /// When the link was made, for an imported one (otherwise the commit time).
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// A target URL's host with its labels reversed (`com.example.www`), the form lists filter by.
+pub fn host_rev(url: &str) -> String {
+    url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(crate::domain::reverse_host))
+        .unwrap_or_default()
 }
 
 /// The result of an insert.
@@ -73,6 +90,17 @@ pub enum DeleteOutcome {
     AlreadyDeleted,
     /// No such code.
     NotFound,
+}
+
+/// The result of an update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    /// The link as it is now (unchanged if the patch asked for what it already was).
+    Updated(Box<Link>),
+    /// No such code in the caller's tenant.
+    NotFound,
+    /// The link was deleted: deletes are for good.
+    Gone,
 }
 
 /// Storage failures.

@@ -2,11 +2,28 @@
 //! transaction of its own with its idempotency claim.
 
 use super::error::{after_write, db_error};
-use super::{LINK_COLUMNS, link_from_row};
-use crate::domain::{ClickCounts, Link};
-use crate::store::{InsertOutcome, NewLink, StoreError, kind_name};
+use super::{L_LINK_COLUMNS, LINK_COLUMN_COUNT, LINK_COLUMNS, link_from_row};
+use crate::domain::Link;
+use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
+
+/// The insert of many rows in one statement: the rows come in as one array per column
+/// (tags as a JSON array per row, since arrays of arrays do not unnest), are inserted with
+/// `ON CONFLICT DO NOTHING`, and the tags of the rows that went in get their `link_tags` rows
+/// in the same statement. Returns the inserted links.
+const INSERT_ROWS: &str = "WITH r AS (\
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], \
+        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[]) \
+     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at)), \
+   ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at) \
+     SELECT code, long_url, kind, id, expires_at, owner, dedup_key, tenant, \
+        ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), max_visits, host_rev, import_batch, coalesce(created_at, now()) \
+     FROM r ON CONFLICT DO NOTHING \
+     RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch), \
+   tagged AS (INSERT INTO link_tags (tenant, tag, created_at, code) \
+     SELECT ins.tenant, t.tag, ins.created_at, ins.code FROM ins, unnest(ins.tags) AS t(tag) ON CONFLICT DO NOTHING) \
+   SELECT * FROM ins";
 
 /// Inserts `links` (none with an idempotency key) in one statement: one round trip, one commit.
 /// Outcomes come back in input order; conflicts are resolved per row.
@@ -14,28 +31,43 @@ pub(super) async fn insert_rows(
     client: &deadpool_postgres::Object,
     links: &[NewLink],
 ) -> Result<Vec<InsertOutcome>, StoreError> {
-    let insert = client
-        .prepare_cached(&format!(
-            "INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant) \
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], $7::bytea[], $8::text[]) \
-             ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
-        ))
-        .await
-        .map_err(db_error)?;
+    let insert = client.prepare_cached(INSERT_ROWS).await.map_err(db_error)?;
     let codes: Vec<&str> = links.iter().map(|l| l.code.as_str()).collect();
     let urls: Vec<&str> = links.iter().map(|l| l.url.as_str()).collect();
     let kinds: Vec<&str> = links.iter().map(|l| kind_name(l.kind)).collect();
     let ids: Vec<Option<i64>> = links.iter().map(|l| l.id.map(|id| id as i64)).collect();
-    let expires: Vec<Option<chrono::DateTime<chrono::Utc>>> =
-        links.iter().map(|l| l.expires_at).collect();
+    let expires: Vec<Option<DateTime<Utc>>> = links.iter().map(|l| l.expires_at).collect();
     let owners: Vec<&str> = links.iter().map(|l| l.owner.as_str()).collect();
     let dedup: Vec<Option<&[u8]>> = links.iter().map(|l| l.dedup_key.as_deref()).collect();
     let tenants: Vec<&str> = links.iter().map(|l| l.tenant.as_str()).collect();
+    let tags: Vec<String> = links
+        .iter()
+        .map(|l| serde_json::to_string(&l.tags).unwrap_or_else(|_| "[]".into()))
+        .collect();
+    let max_visits: Vec<Option<i64>> = links
+        .iter()
+        .map(|l| l.max_visits.map(|n| n as i64))
+        .collect();
+    let hosts: Vec<String> = links.iter().map(|l| host_rev(&l.url)).collect();
+    let imported: Vec<Option<i64>> = links.iter().map(|l| l.import_batch).collect();
+    let created: Vec<Option<DateTime<Utc>>> = links.iter().map(|l| l.created_at).collect();
     let rows = client
         .query(
             &insert,
             &[
-                &codes, &urls, &kinds, &ids, &expires, &owners, &dedup, &tenants,
+                &codes,
+                &urls,
+                &kinds,
+                &ids,
+                &expires,
+                &owners,
+                &dedup,
+                &tenants,
+                &tags,
+                &max_visits,
+                &hosts,
+                &imported,
+                &created,
             ],
         )
         .await
@@ -70,7 +102,7 @@ pub(super) async fn insert_rows(
             .map_err(db_error)?;
         let twins: HashMap<Vec<u8>, Link> = twins
             .iter()
-            .map(|row| (row.get::<_, Vec<u8>>(6), link_from_row(row)))
+            .map(|row| (row.get::<_, Vec<u8>>(LINK_COLUMN_COUNT), link_from_row(row)))
             .collect();
         for (link, outcome) in links.iter().zip(outcomes.iter_mut()) {
             if outcome.is_none()
@@ -123,21 +155,25 @@ pub(super) async fn insert_one(
         }
     }
     let id = link.id.map(|id| id as i64);
+    let tags = serde_json::to_string(&link.tags).unwrap_or_else(|_| "[]".into());
+    let max_visits = link.max_visits.map(|n| n as i64);
     let inserted = tx
         .query_opt(
-            &format!(
-                "INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING {LINK_COLUMNS}"
-            ),
+            INSERT_ROWS,
             &[
-                &link.code,
-                &link.url,
-                &kind_name(link.kind),
-                &id,
-                &link.expires_at,
-                &link.owner,
-                &link.dedup_key,
-                &link.tenant,
+                &[link.code.as_str()].as_slice(),
+                &[link.url.as_str()].as_slice(),
+                &[kind_name(link.kind)].as_slice(),
+                &[id].as_slice(),
+                &[link.expires_at].as_slice(),
+                &[link.owner.as_str()].as_slice(),
+                &[link.dedup_key.as_deref()].as_slice(),
+                &[link.tenant.as_str()].as_slice(),
+                &[tags.as_str()].as_slice(),
+                &[max_visits].as_slice(),
+                &[host_rev(&link.url)].as_slice(),
+                &[link.import_batch].as_slice(),
+                &[link.created_at].as_slice(),
             ],
         )
         .await
@@ -198,23 +234,14 @@ pub(super) async fn find_idempotent_on(
 ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
     let row = client
         .query_opt(
-            "SELECT i.fingerprint, l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant \
-             FROM idempotency_keys i JOIN links l ON l.code = i.code \
-             WHERE i.tenant = $1 AND i.key = $2 AND i.created_at >= $3",
+            &format!(
+                "SELECT {L_LINK_COLUMNS}, i.fingerprint \
+                 FROM idempotency_keys i JOIN links l ON l.code = i.code \
+                 WHERE i.tenant = $1 AND i.key = $2 AND i.created_at >= $3"
+            ),
             &[&tenant, &key, &expired_before],
         )
         .await
         .map_err(db_error)?;
-    Ok(row.map(|r| {
-        let link = Link {
-            code: r.get(1),
-            url: r.get(2),
-            created_at: r.get(3),
-            expires_at: r.get(4),
-            deleted_at: r.get(5),
-            tenant: r.get(6),
-            clicks: ClickCounts::default(),
-        };
-        (r.get(0), link)
-    }))
+    Ok(row.map(|r| (r.get(LINK_COLUMN_COUNT), link_from_row(&r))))
 }

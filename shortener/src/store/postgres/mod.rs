@@ -8,16 +8,18 @@
 mod batch;
 mod error;
 mod insert;
+mod list;
 mod listen;
 mod read;
+mod update;
 mod write;
 
 use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
 use super::{
     ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink, StoreError,
-    WriterStats,
+    UpdateOutcome, WriterStats,
 };
-use crate::domain::{ClickCounts, Link};
+use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Pool, Runtime, Timeouts};
@@ -27,6 +29,7 @@ pub use listen::{ChangeFeed, NOTIFY_CHANNEL};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio_postgres::Row;
 
 /// How to connect and batch.
@@ -54,7 +57,12 @@ pub struct PgStore {
     batcher: Batcher,
 }
 
-const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant";
+/// The columns every read of a link selects, in the order [`link_from_row`] reads them.
+const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch";
+/// [`LINK_COLUMNS`] of the table aliased `l`.
+const L_LINK_COLUMNS: &str = "l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, l.owner, l.disabled_at, l.max_visits, l.tags, l.import_batch";
+/// How many columns [`LINK_COLUMNS`] holds (click counts follow them where a read joins them).
+const LINK_COLUMN_COUNT: usize = 11;
 
 fn link_from_row(row: &Row) -> Link {
     Link {
@@ -64,8 +72,29 @@ fn link_from_row(row: &Row) -> Link {
         expires_at: row.get(3),
         deleted_at: row.get(4),
         tenant: row.get(5),
+        owner: row.get(6),
+        disabled_at: row.get(7),
+        max_visits: row.get::<_, Option<i64>>(8).map(|n| n.max(0) as u64),
+        tags: row.get(9),
+        import_batch: row.get(10),
         clicks: ClickCounts::default(),
     }
+}
+
+/// A link and the click counts that follow its columns in `row`.
+fn link_with_clicks(row: &Row) -> Link {
+    let mut link = link_from_row(row);
+    let count = |i: usize| {
+        row.get::<_, Option<i64>>(LINK_COLUMN_COUNT + i)
+            .unwrap_or(0)
+            .max(0) as u64
+    };
+    link.clicks = ClickCounts {
+        human: count(0),
+        head: count(1),
+        bot: count(2),
+    };
+    link
 }
 
 impl PgStore {
@@ -200,8 +229,52 @@ impl LinkStore for PgStore {
         insert::find_idempotent_on(&client, tenant, key, expired_before).await
     }
 
-    async fn delete(&self, code: &str, tenant: Option<&str>) -> Result<DeleteOutcome, StoreError> {
-        write::delete(&mut self.client().await?, code, tenant).await
+    async fn delete(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        key: &str,
+    ) -> Result<DeleteOutcome, StoreError> {
+        write::delete(&mut self.client().await?, code, tenant, key).await
+    }
+
+    async fn update(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        patch: &LinkPatch,
+        key: &str,
+    ) -> Result<UpdateOutcome, StoreError> {
+        update::update(&mut self.client().await?, code, tenant, patch, key).await
+    }
+
+    async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
+        let client = self.client().await?;
+        let Some(link) = update::link(&client, code).await? else {
+            return Ok(None);
+        };
+        let events = update::events(&client, code).await?;
+        Ok(Some((link, events)))
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        let client = self.client().await?;
+        list::list(&client, query).await
+    }
+
+    async fn export(&self, query: ListQuery, out: mpsc::Sender<Result<Link, StoreError>>) {
+        let result = match self.client().await {
+            Ok(mut client) => list::export(&mut client, &query, &out).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = result {
+            let _ = out.send(Err(error)).await;
+        }
+    }
+
+    async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {
+        let client = self.client().await?;
+        read::get_many(&client, codes).await
     }
 
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {

@@ -1,8 +1,8 @@
 //! Reading links.
 
 use super::error::db_error;
-use super::{LINK_COLUMNS, link_from_row};
-use crate::domain::{ClickCounts, Link};
+use super::{L_LINK_COLUMNS, LINK_COLUMNS, link_from_row, link_with_clicks};
+use crate::domain::Link;
 use crate::store::StoreError;
 
 /// The link with `code`, without click counts.
@@ -27,22 +27,15 @@ pub(super) async fn get_with_clicks(
 ) -> Result<Option<Link>, StoreError> {
     let row = client
         .query_opt(
-            "SELECT l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, c.human, c.head, c.bot \
-             FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE l.code = $1",
+            &format!(
+                "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot \
+                 FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE l.code = $1"
+            ),
             &[&code],
         )
         .await
         .map_err(db_error)?;
-    Ok(row.map(|row| {
-        let mut link = link_from_row(&row);
-        let count = |i: usize| row.get::<_, Option<i64>>(i).unwrap_or(0).max(0) as u64;
-        link.clicks = ClickCounts {
-            human: count(6),
-            head: count(7),
-            bot: count(8),
-        };
-        link
-    }))
+    Ok(row.as_ref().map(link_with_clicks))
 }
 
 /// The live link with `dedup_key`.
@@ -67,4 +60,22 @@ pub(super) async fn count(client: &tokio_postgres::Client) -> Result<u64, StoreE
         .await
         .map_err(db_error)?;
     Ok(row.get::<_, i64>(0) as u64)
+}
+
+/// The links holding `codes` (those that exist), with their click counts.
+pub(super) async fn get_many(
+    client: &tokio_postgres::Client,
+    codes: &[String],
+) -> Result<Vec<Link>, StoreError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot \
+                 FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE l.code = ANY($1)"
+            ),
+            &[&codes],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows.iter().map(link_with_clicks).collect())
 }

@@ -7,11 +7,13 @@ use crate::store::{DeleteOutcome, StoreError};
 use chrono::{DateTime, Utc};
 
 /// Marks `code` deleted and frees its dedup key, if it belongs to `tenant` (any tenant's for
-/// `None`); the change is announced to every node in the same transaction.
+/// `None`), recording the delete by `key` in its history; the change is announced to every
+/// node in the same transaction.
 pub(super) async fn delete(
     client: &mut deadpool_postgres::Object,
     code: &str,
     tenant: Option<&str>,
+    key: &str,
 ) -> Result<DeleteOutcome, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     let updated = tx
@@ -23,6 +25,12 @@ pub(super) async fn delete(
         .await
         .map_err(db_error)?;
     if updated == 1 {
+        tx.execute(
+            r#"INSERT INTO link_events (code, key, kind, change) VALUES ($1, $2, 'delete', '{"deleted": {"old": false, "new": true}}')"#,
+            &[&code, &key],
+        )
+        .await
+        .map_err(db_error)?;
         // Delivered to every listening node when (and only if) the delete commits.
         tx.execute("SELECT pg_notify($1, $2)", &[&NOTIFY_CHANNEL, &code])
             .await

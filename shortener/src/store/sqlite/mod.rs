@@ -20,6 +20,7 @@
 
 mod code_space;
 mod ledger;
+mod manage;
 mod rows;
 mod walsync;
 mod writer;
@@ -27,17 +28,18 @@ mod writer;
 use super::migrate::{SQLITE, VERSION_TABLE};
 use super::{
     ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink, StoreError,
-    WriterStats,
+    UpdateOutcome, WriterStats,
 };
-use crate::domain::Link;
+use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use id_client::LeaseSource;
 use rows::{db_error, millis};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
 pub use walsync::Durability;
 use walsync::WalSync;
 use writer::Writer;
@@ -49,6 +51,8 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
     sync: Arc<WalSync>,
     space: Arc<CodeSpace>,
+    /// The file, for the connection an export opens for itself.
+    path: Arc<PathBuf>,
 }
 
 /// The read-only connections, handed out in turn.
@@ -65,14 +69,7 @@ impl SqliteStore {
     /// in `space`, with at most `max_batch` creates in one insert transaction.
     /// [`migrate`](LinkStore::migrate) checks that the file agrees.
     pub fn open(path: &Path, space: Arc<CodeSpace>, max_batch: usize) -> Result<Self, StoreError> {
-        let open = || {
-            let conn = Connection::open(path)
-                .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
-            conn.set_prepared_statement_cache_capacity(64);
-            conn.busy_timeout(std::time::Duration::from_secs(5))
-                .map_err(db_error)?;
-            Ok::<_, StoreError>(conn)
-        };
+        let open = || open_connection(path);
         let writer = open()?;
         // WAL is a property of the file: set once here, every later connection uses it.
         writer
@@ -110,6 +107,7 @@ impl SqliteStore {
             }),
             sync,
             space,
+            path: Arc::new(path.to_path_buf()),
         })
     }
 
@@ -161,6 +159,9 @@ impl LinkStore for SqliteStore {
                     .map_err(db_error)?;
                 if done.is_none() {
                     tx.execute_batch(m.sql).map_err(db_error)?;
+                    if m.version == manage::HOST_REV_VERSION {
+                        manage::fill_host_rev(&tx)?;
+                    }
                     tx.execute(
                         &format!("INSERT INTO {VERSION_TABLE} (version, name, applied_at) VALUES (?1, ?2, ?3)"),
                         params![m.version, m.name, millis(Utc::now())],
@@ -229,32 +230,67 @@ impl LinkStore for SqliteStore {
         .await
     }
 
-    async fn delete(&self, code: &str, tenant: Option<&str>) -> Result<DeleteOutcome, StoreError> {
+    async fn delete(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        key: &str,
+    ) -> Result<DeleteOutcome, StoreError> {
         let (code, space) = (code.to_string(), Arc::clone(&self.space));
-        let tenant = tenant.map(str::to_string);
-        self.write(move |conn| {
-            let Some(slot) = rows::find_slot(conn, &space, &code)? else {
-                return Ok(DeleteOutcome::NotFound);
-            };
-            let owner: String = conn
-                .query_row("SELECT tenant FROM links WHERE slot = ?1", [slot], |r| r.get(0))
-                .map_err(db_error)?;
-            if tenant.as_ref().is_some_and(|t| *t != owner) {
-                return Ok(DeleteOutcome::NotFound);
-            }
-            let updated = conn
-                .execute(
-                    "UPDATE links SET deleted_at = ?2, dedup_key = NULL WHERE slot = ?1 AND deleted_at IS NULL",
-                    params![slot, millis(Utc::now())],
-                )
-                .map_err(db_error)?;
-            Ok(if updated == 1 {
-                DeleteOutcome::Deleted
-            } else {
-                DeleteOutcome::AlreadyDeleted
-            })
+        let (tenant, key) = (tenant.map(str::to_string), key.to_string());
+        self.write(move |conn| manage::delete(conn, &space, &code, tenant.as_deref(), &key))
+            .await
+    }
+
+    async fn update(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        patch: &LinkPatch,
+        key: &str,
+    ) -> Result<UpdateOutcome, StoreError> {
+        let (code, space) = (code.to_string(), Arc::clone(&self.space));
+        let (tenant, key, patch) = (tenant.map(str::to_string), key.to_string(), patch.clone());
+        self.write(move |conn| manage::update(conn, &space, &code, tenant.as_deref(), &patch, &key))
+            .await
+    }
+
+    async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
+        let (code, space) = (code.to_string(), Arc::clone(&self.space));
+        self.read(move |conn| match rows::get_link(conn, &space, &code)? {
+            Some(link) => Ok(Some((link, manage::events(conn, &code)?))),
+            None => Ok(None),
         })
         .await
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| manage::list(conn, &query)).await
+    }
+
+    /// Streams from a connection of its own (a long export holds no read connection the
+    /// redirects use), in one read transaction. What it sends was committed before the export
+    /// began reading; the stream ends only once an fsync covers all of it.
+    async fn export(&self, query: ListQuery, out: mpsc::Sender<Result<Link, StoreError>>) {
+        let path = Arc::clone(&self.path);
+        let sender = out.clone();
+        let result = async {
+            self.sync.reveal().await?;
+            let conn = Arc::new(Mutex::new(open_connection(&path)?));
+            on_blocking_pool(conn, move |conn| manage::export(conn, &query, &sender)).await?;
+            self.sync.reveal().await
+        }
+        .await;
+        if let Err(error) = result {
+            let _ = out.send(Err(error)).await;
+        }
+    }
+
+    async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {
+        let (codes, space) = (codes.to_vec(), Arc::clone(&self.space));
+        self.read(move |conn| manage::get_many(conn, &space, &codes))
+            .await
     }
 
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
@@ -378,6 +414,16 @@ fn insert_idempotent(
     .map_err(db_error)?;
     tx.commit().map_err(db_error)?;
     Ok(outcome)
+}
+
+/// A connection to the file at `path`, with the settings every connection of the store has.
+fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)
+        .map_err(|e| StoreError::Internal(format!("open {}: {e}", path.display())))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(db_error)?;
+    Ok(conn)
 }
 
 /// Runs `f` with `conn` locked, on tokio's blocking pool (rusqlite calls block).

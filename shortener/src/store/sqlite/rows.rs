@@ -8,7 +8,7 @@
 //! across both.
 
 use crate::domain::{ClickCounts, CompactCode, Link};
-use crate::store::{InsertOutcome, NewLink, StoreError, kind_name};
+use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
 use chrono::{DateTime, TimeZone, Utc};
 use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
@@ -18,7 +18,7 @@ pub(super) fn millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 
-fn from_millis(ms: i64) -> DateTime<Utc> {
+pub(super) fn from_millis(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(ms)
         .single()
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
@@ -34,7 +34,14 @@ pub(super) fn db_error(e: rusqlite::Error) -> StoreError {
     }
 }
 
-fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
+/// The columns every read of a link selects, in the order [`link_from_row`] reads them.
+pub(super) const COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch";
+/// How many columns [`COLUMNS`] holds (click counts follow them where a read joins them).
+pub(super) const COLUMN_COUNT: usize = 11;
+
+/// A link from a row holding [`COLUMNS`] first.
+pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
+    let tags: String = row.get(9)?;
     Ok(Link {
         code: row.get(0)?,
         url: row.get(1)?,
@@ -42,8 +49,30 @@ fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
         expires_at: row.get::<_, Option<i64>>(3)?.map(from_millis),
         deleted_at: row.get::<_, Option<i64>>(4)?.map(from_millis),
         tenant: row.get(5)?,
+        owner: row.get(6)?,
+        disabled_at: row.get::<_, Option<i64>>(7)?.map(from_millis),
+        max_visits: row.get::<_, Option<i64>>(8)?.map(|n| n.max(0) as u64),
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        import_batch: row.get(10)?,
         clicks: ClickCounts::default(),
     })
+}
+
+/// A link and the click counts that follow its columns in `row`.
+pub(super) fn link_with_clicks(row: &Row<'_>) -> rusqlite::Result<Link> {
+    let mut link = link_from_row(row)?;
+    let count = |i: usize| -> rusqlite::Result<u64> {
+        Ok(row
+            .get::<_, Option<i64>>(COLUMN_COUNT + i)?
+            .unwrap_or(0)
+            .max(0) as u64)
+    };
+    link.clicks = ClickCounts {
+        human: count(0)?,
+        head: count(1)?,
+        bot: count(2)?,
+    };
+    Ok(link)
 }
 
 /// The rowid of the generated row `code` would be, if it can be a generated code.
@@ -56,16 +85,17 @@ fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
 
 // Statements are constants so `prepare_cached` finds them without formatting a string, and
 // SQLite parses each once per connection.
-const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant) \
-     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING";
+const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch) \
+     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING";
 /// The next free negative slot: one below the lowest (`min(slot)` reads one end of the table).
-const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant) \
-     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING";
-const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant FROM links WHERE slot = ?1 AND code = ?2";
-const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant FROM links WHERE code = ?1 AND id IS NULL";
+const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch) \
+     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING";
+const INSERT_TAG: &str = "INSERT INTO link_tags (tenant, tag, created_at, code) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
+const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch FROM links WHERE slot = ?1 AND code = ?2";
+const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch FROM links WHERE code = ?1 AND id IS NULL";
 const SLOT_BY_SLOT: &str = "SELECT slot FROM links WHERE slot = ?1 AND code = ?2";
 const SLOT_NAMED: &str = "SELECT slot FROM links WHERE code = ?1 AND id IS NULL";
-const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant FROM links WHERE dedup_key = ?1";
+const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch FROM links WHERE dedup_key = ?1";
 
 /// Inserts `links` in one immediate transaction; outcomes in input order.
 pub(super) fn insert_all(
@@ -110,6 +140,8 @@ pub(super) fn insert_row(
         Some(_) => named_slot(conn, &link.code)?.is_some(),
         None => generated_slot(conn, space, &link.code)?.is_some(),
     };
+    let created_at = link.created_at.map_or(now, millis);
+    let tags = serde_json::to_string(&link.tags).unwrap_or_else(|_| "[]".into());
     let inserted = if taken_elsewhere {
         0
     } else {
@@ -126,23 +158,40 @@ pub(super) fn insert_row(
                 link.url,
                 kind_name(link.kind),
                 id,
-                now,
+                created_at,
                 link.expires_at.map(millis),
                 link.owner,
                 link.dedup_key,
-                link.tenant
+                link.tenant,
+                tags,
+                link.max_visits.map(|n| n as i64),
+                host_rev(&link.url),
+                link.import_batch
             ])
             .map_err(db_error)?
     };
+    if inserted == 1 && !link.tags.is_empty() {
+        let mut insert = conn.prepare_cached(INSERT_TAG).map_err(db_error)?;
+        for tag in &link.tags {
+            insert
+                .execute(params![link.tenant, tag, created_at, link.code])
+                .map_err(db_error)?;
+        }
+    }
     Ok(match inserted {
         // The row is exactly what was written; no need to read it back.
         1 => InsertOutcome::Created(Link {
             code: link.code.clone(),
+            tenant: link.tenant.clone(),
+            owner: link.owner.clone(),
             url: link.url.clone(),
-            created_at: from_millis(now),
+            created_at: from_millis(created_at),
             expires_at: link.expires_at.map(|t| from_millis(millis(t))),
             deleted_at: None,
-            tenant: link.tenant.clone(),
+            disabled_at: None,
+            max_visits: link.max_visits,
+            tags: link.tags.clone(),
+            import_batch: link.import_batch,
             clicks: ClickCounts::default(),
         }),
         _ => match link

@@ -2,8 +2,10 @@
 //! index, one code space per file, and migrations that keep every link.
 
 use super::{link, open_migrated};
+use chrono::Utc;
 use codespace::shape::CodeKind;
 use codespace::{CodeKey, CodeSpace};
+use shortener::domain::{ListInput, ListQuery};
 use shortener::store::{InsertOutcome, LinkStore};
 
 /// A schema-version-2 file made with `key`: three generated links (IDs 7, 8 and 9, one
@@ -61,7 +63,7 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
     let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
         .await
         .expect("migrate");
-    assert_eq!(ran, 3, "migrations 3, 4 and 5 run");
+    assert_eq!(ran, 4, "migrations 3 to 6 run");
     assert_eq!(sqlite.migrate().await.expect("migrate again"), 0);
     let store = Store::Sqlite(sqlite);
     assert_eq!(store.count_links().await.expect("count"), 6);
@@ -103,6 +105,20 @@ async fn an_embedded_file_of_schema_version_2_keeps_its_links_through_the_migrat
     );
     let deleted = store.get(&gone).await.expect("get").expect("deleted kept");
     assert_eq!(deleted.deleted_at.map(|t| t.timestamp_millis()), Some(5000));
+    // Migration 6 filled in the target host of the rows from before it, which lists filter by.
+    let by_host = |host: &str| ListInput {
+        host: Some(host.into()),
+        limit: Some(100),
+        ..Default::default()
+    };
+    for (host, found) in [("example.com", 6), (".com", 6), ("example.org", 0)] {
+        let query = ListQuery::parse(&by_host(host), None, Utc::now()).expect("a query");
+        assert_eq!(
+            store.list(&query).await.expect("list").links.len(),
+            found,
+            "{host}"
+        );
+    }
 
     // The rules still hold after the migrations: a taken code, a reused generated ID and a live
     // dedup key are refused per row, and rows without a dedup key never collide on it.
@@ -188,7 +204,7 @@ async fn an_embedded_file_refuses_a_code_space_other_than_the_one_that_made_its_
     let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
         .await
         .expect("migrate");
-    assert_eq!(ran, 3, "the refused start changed nothing");
+    assert_eq!(ran, 4, "the refused start changed nothing");
     drop(sqlite);
 
     for (key, length, why) in [
@@ -281,17 +297,20 @@ async fn an_embedded_code_is_unique_across_generated_and_named_rows() {
     // A code of generated shape that nothing holds, and one of each placement, deleted twice.
     assert!(store.get(&space.encode(4)).await.expect("get").is_none());
     assert_eq!(
-        store.delete(&space.encode(4), None).await.expect("delete"),
+        store
+            .delete(&space.encode(4), None, "test/ops")
+            .await
+            .expect("delete"),
         DeleteOutcome::NotFound
     );
     for id in [1, 2] {
         let code = space.encode(id);
         assert_eq!(
-            store.delete(&code, None).await.expect("delete"),
+            store.delete(&code, None, "test/ops").await.expect("delete"),
             DeleteOutcome::Deleted
         );
         assert_eq!(
-            store.delete(&code, None).await.expect("delete"),
+            store.delete(&code, None, "test/ops").await.expect("delete"),
             DeleteOutcome::AlreadyDeleted
         );
         let gone = store.get(&code).await.expect("get").expect("kept");
@@ -323,7 +342,7 @@ async fn generated_links_of_an_earlier_code_space_stay_reachable_after_the_migra
     let (sqlite, ran) = open_migrated(&path, &key, codespace::DEFAULT_LENGTH)
         .await
         .expect("migrate");
-    assert_eq!(ran, 3);
+    assert_eq!(ran, 4);
     let store = Store::Sqlite(sqlite);
     assert_eq!(
         store.get(&old_code).await.expect("get").expect("kept").url,
@@ -339,7 +358,10 @@ async fn generated_links_of_an_earlier_code_space_stay_reachable_after_the_migra
         InsertOutcome::CodeTaken
     );
     assert_eq!(
-        store.delete(&old_code, None).await.expect("delete"),
+        store
+            .delete(&old_code, None, "test/ops")
+            .await
+            .expect("delete"),
         DeleteOutcome::Deleted
     );
     drop(store);
@@ -391,7 +413,10 @@ async fn an_embedded_lookup_compares_the_stored_code() {
     assert!(store.get(&asked).await.expect("get").is_none());
     assert!(store.get_with_clicks(&asked).await.expect("get").is_none());
     assert_eq!(
-        store.delete(&asked, None).await.expect("delete"),
+        store
+            .delete(&asked, None, "test/ops")
+            .await
+            .expect("delete"),
         DeleteOutcome::NotFound
     );
     assert_eq!(store.count_links().await.expect("count"), 1);

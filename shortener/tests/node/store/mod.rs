@@ -24,6 +24,10 @@ pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
         owner: "owner".into(),
         dedup_key: dedup.map(<[u8]>::to_vec),
         idempotency: None,
+        tags: Vec::new(),
+        max_visits: None,
+        import_batch: None,
+        created_at: None,
     }
 }
 

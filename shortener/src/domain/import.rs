@@ -1,0 +1,184 @@
+//! One row of a bulk import, from what a transport parsed ([`ImportInput`]) to what the link
+//! service stores ([`ImportRow`]).
+//!
+//! A row is a create plus what a link brought from another shortener keeps: its legacy `code`,
+//! stored exactly as spelled (even in the shape of a generated code, see the design notes on
+//! imported codes), and its `created_at`. An expiry in the past is allowed: the link is
+//! imported expired and its code stays taken.
+
+use super::tags::check_tags;
+use super::{CreateRules, Error, ShortCode, TargetUrl, UrlError, echo};
+use chrono::{DateTime, Datelike, Utc};
+use codespace::shape::RESERVED_WORDS;
+
+/// How far in the future a `created_at` may be (clocks of two machines differ a little).
+const CLOCK_SKEW: chrono::Duration = chrono::Duration::minutes(5);
+
+/// An import row as a transport parsed it, not yet checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportInput {
+    /// The target URL as given.
+    pub url: String,
+    /// A legacy code to keep.
+    pub code: Option<String>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Expiry.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When the other shortener made the link.
+    pub created_at: Option<DateTime<Utc>>,
+    /// A visit limit.
+    pub max_visits: Option<u64>,
+    /// Without a legacy code: an unguessable private code instead of a generated one.
+    pub private: bool,
+}
+
+/// A checked import row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportRow {
+    /// The target.
+    pub url: TargetUrl,
+    /// The legacy code, if the row has one.
+    pub code: Option<String>,
+    /// Tags, sorted.
+    pub tags: Vec<String>,
+    /// Expiry (possibly past).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When the link was made.
+    pub created_at: Option<DateTime<Utc>>,
+    /// A visit limit.
+    pub max_visits: Option<u64>,
+    /// A private code instead of a generated one (for a row without a legacy code).
+    pub private: bool,
+}
+
+impl ImportRow {
+    /// Checks `input` against `rules` as of `now`: the target follows every rule of a create;
+    /// a legacy code is a code this node can serve (1 to 64 characters of `A-Za-z0-9_-`, of
+    /// some code's shape), not a reserved word; times are before the year 10000, a creation
+    /// not in the future and before the expiry.
+    pub fn parse(
+        input: ImportInput,
+        rules: &CreateRules,
+        now: DateTime<Utc>,
+    ) -> Result<Self, Error> {
+        let url = TargetUrl::parse(&input.url, rules.max_url_length, rules.targets.as_ref())
+            .map_err(|e| match e {
+                UrlError::Blocked(_) => Error::invalid("blocked_target", e.to_string()),
+                e => Error::invalid("invalid_url", e.to_string()),
+            })?;
+        if let Some(code) = &input.code {
+            check_legacy_code(code, rules.code_length)?;
+            if input.private {
+                return Err(Error::invalid(
+                    "conflicting_options",
+                    "a row with a code cannot also ask for a private one",
+                ));
+            }
+        }
+        for (field, time) in [
+            ("expires_at", input.expires_at),
+            ("created_at", input.created_at),
+        ] {
+            if time.is_some_and(|t| t.year() > 9999 || t.year() < 1970) {
+                return Err(Error::invalid(
+                    if field == "expires_at" {
+                        "invalid_expiry"
+                    } else {
+                        "invalid_created_at"
+                    },
+                    format!("{field} must be between the years 1970 and 9999"),
+                ));
+            }
+        }
+        if let Some(created_at) = input.created_at {
+            if created_at > now + CLOCK_SKEW {
+                return Err(Error::invalid(
+                    "invalid_created_at",
+                    "created_at must not be in the future",
+                ));
+            }
+            if input.expires_at.is_some_and(|e| e <= created_at) {
+                return Err(Error::invalid(
+                    "invalid_expiry",
+                    "expires_at must be after created_at",
+                ));
+            }
+        }
+        if input.max_visits == Some(0) {
+            return Err(Error::invalid(
+                "invalid_max_visits",
+                "max_visits must be at least 1",
+            ));
+        }
+        Ok(Self {
+            url,
+            code: input.code,
+            tags: check_tags(input.tags)?,
+            expires_at: input.expires_at,
+            created_at: input.created_at,
+            max_visits: input.max_visits,
+            private: input.private,
+        })
+    }
+}
+
+/// Checks a legacy code: one the redirect edge and the API can name for base length `length`
+/// (every code of `A-Za-z0-9_-` that is not an alias of a refused shape), at most 64
+/// characters, not a reserved word (case-insensitively).
+pub fn check_legacy_code(code: &str, length: usize) -> Result<(), Error> {
+    let refused = |why: &str| Error::invalid("invalid_code", format!("code {} {why}", echo(code)));
+    if code.is_empty() || code.len() > 64 {
+        return Err(refused("must be 1 to 64 characters"));
+    }
+    if !code
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(refused("may hold only A-Z, a-z, 0-9, '-' and '_'"));
+    }
+    if RESERVED_WORDS.iter().any(|w| w.eq_ignore_ascii_case(code)) {
+        return Err(refused("is a reserved word"));
+    }
+    ShortCode::parse(code, length)
+        .map(drop)
+        .map_err(|_| refused("is not a shape this deployment serves"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_codes_keep_any_servable_shape_but_not_reserved_words() {
+        for ok in [
+            "aB3xY9z",
+            "abc",
+            "spring-sale",
+            "x_1",
+            "Z",
+            "0123456789a",
+            "aaaaaaaaaaaaaaaa",
+        ] {
+            check_legacy_code(ok, 7).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "",
+            "a b",
+            "caf\u{e9}",
+            "a/b",
+            "Metrics",
+            "api",
+            "healthz",
+            "a.b",
+            &"a-".repeat(33),
+            "0123456789ab",
+        ] {
+            assert_eq!(
+                check_legacy_code(bad, 7).expect_err(bad).code(),
+                "invalid_code",
+                "{bad:?}"
+            );
+        }
+    }
+}

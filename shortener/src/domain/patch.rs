@@ -1,0 +1,158 @@
+//! A change to a link, as a JSON merge patch (or its gRPC twin) asks for it: absent fields stay
+//! as they are, `null` clears what can be cleared.
+
+use super::tags::check_tags;
+use super::{CreateRules, Error, TargetUrl, UrlError};
+use chrono::{DateTime, Datelike, Utc};
+
+/// A patch as a transport received it, its wire types converted.
+#[derive(Debug, Clone, Default)]
+pub struct PatchInput {
+    /// A new target.
+    pub url: Option<String>,
+    /// A new expiry, or `Some(None)` to clear it.
+    pub expires_at: Option<Option<DateTime<Utc>>>,
+    /// New tags (replacing the old ones).
+    pub tags: Option<Vec<String>>,
+    /// Disable or enable.
+    pub disabled: Option<bool>,
+    /// A new visit limit, or `Some(None)` to clear it.
+    pub max_visits: Option<Option<u64>>,
+}
+
+/// A checked patch: every value passes the rules a create's would.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkPatch {
+    /// A new target.
+    pub url: Option<TargetUrl>,
+    /// A new expiry, or `Some(None)` to clear it.
+    pub expires_at: Option<Option<DateTime<Utc>>>,
+    /// New tags, sorted.
+    pub tags: Option<Vec<String>>,
+    /// Disable or enable.
+    pub disabled: Option<bool>,
+    /// A new visit limit, or `Some(None)` to clear it.
+    pub max_visits: Option<Option<u64>>,
+}
+
+impl LinkPatch {
+    /// Checks `input` against `rules` as of `now`: a new target follows every target rule of a
+    /// create, a new expiry must be in the future and before the year 10000, tags follow the
+    /// tag rules, a visit limit is at least 1.
+    pub fn parse(
+        input: PatchInput,
+        rules: &CreateRules,
+        now: DateTime<Utc>,
+    ) -> Result<Self, Error> {
+        let url = input
+            .url
+            .map(|url| {
+                TargetUrl::parse(&url, rules.max_url_length, rules.targets.as_ref()).map_err(|e| {
+                    match e {
+                        UrlError::Blocked(_) => Error::invalid("blocked_target", e.to_string()),
+                        e => Error::invalid("invalid_url", e.to_string()),
+                    }
+                })
+            })
+            .transpose()?;
+        if let Some(Some(expires_at)) = input.expires_at
+            && (expires_at <= now || expires_at.year() > 9999)
+        {
+            return Err(Error::invalid(
+                "invalid_expiry",
+                "expires_at must be in the future and before the year 10000",
+            ));
+        }
+        if let Some(Some(0)) = input.max_visits {
+            return Err(Error::invalid(
+                "invalid_max_visits",
+                "max_visits must be at least 1",
+            ));
+        }
+        Ok(Self {
+            url,
+            expires_at: input.expires_at,
+            tags: input.tags.map(check_tags).transpose()?,
+            disabled: input.disabled,
+            max_visits: input.max_visits,
+        })
+    }
+
+    /// Whether the patch asks for nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+impl LinkPatch {
+    /// `old` with the patch applied at `now`, and the events that record the change: one
+    /// `update` naming every changed field of target, expiry, tags and visit limit (each with
+    /// its old and new value), and a `disable` or `enable` when that changes. Fields that
+    /// already hold the asked value record nothing.
+    pub fn apply(
+        &self,
+        old: &super::Link,
+        now: DateTime<Utc>,
+    ) -> (super::Link, Vec<(super::EventKind, serde_json::Value)>) {
+        use serde_json::{Map, Value, json};
+        let time = |t: Option<DateTime<Utc>>| {
+            t.map_or(Value::Null, |t| {
+                Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+            })
+        };
+        let mut new = old.clone();
+        let mut changed = Map::new();
+        if let Some(url) = &self.url
+            && url.as_str() != old.url
+        {
+            changed.insert("url".into(), json!({ "old": old.url, "new": url.as_str() }));
+            new.url = url.as_str().to_string();
+        }
+        if let Some(expires_at) = self.expires_at
+            && expires_at != old.expires_at
+        {
+            changed.insert(
+                "expires_at".into(),
+                json!({ "old": time(old.expires_at), "new": time(expires_at) }),
+            );
+            new.expires_at = expires_at;
+        }
+        if let Some(tags) = &self.tags
+            && *tags != old.tags
+        {
+            changed.insert("tags".into(), json!({ "old": old.tags, "new": tags }));
+            new.tags = tags.clone();
+        }
+        if let Some(max_visits) = self.max_visits
+            && max_visits != old.max_visits
+        {
+            changed.insert(
+                "max_visits".into(),
+                json!({ "old": old.max_visits, "new": max_visits }),
+            );
+            new.max_visits = max_visits;
+        }
+        let mut events = Vec::new();
+        if !changed.is_empty() {
+            events.push((super::EventKind::Update, Value::Object(changed)));
+        }
+        match self.disabled {
+            Some(true) if old.disabled_at.is_none() => {
+                new.disabled_at = Some(now);
+                events.push((
+                    super::EventKind::Disable,
+                    json!({ "disabled": { "old": false, "new": true } }),
+                ));
+            }
+            Some(false) if old.disabled_at.is_some() => {
+                new.disabled_at = None;
+                events.push((
+                    super::EventKind::Enable,
+                    json!({ "disabled": { "old": true, "new": false } }),
+                ));
+            }
+            _ => {}
+        }
+        (new, events)
+    }
+}

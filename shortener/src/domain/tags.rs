@@ -1,0 +1,69 @@
+//! Tags: short labels a tenant files its links under and filters lists by.
+
+use super::{Error, echo};
+
+/// The most tags one link carries.
+pub const MAX_TAGS: usize = 20;
+
+/// Checks one tag: `[a-z0-9][a-z0-9_-]{0,63}`.
+pub fn check_tag(tag: &str) -> Result<(), Error> {
+    let mut chars = tag.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if first_ok && rest_ok && tag.len() <= 64 {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "invalid_tag",
+            format!(
+                "tag {} must be 1 to 64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit",
+                echo(tag)
+            ),
+        ))
+    }
+}
+
+/// Checks a link's tags and returns them sorted without duplicates.
+pub fn check_tags(tags: Vec<String>) -> Result<Vec<String>, Error> {
+    if tags.len() > MAX_TAGS {
+        return Err(Error::invalid(
+            "invalid_tag",
+            format!("a link has at most {MAX_TAGS} tags, not {}", tags.len()),
+        ));
+    }
+    for tag in &tags {
+        check_tag(tag)?;
+    }
+    let mut tags = tags;
+    tags.sort_unstable();
+    tags.dedup();
+    Ok(tags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_checked_sorted_and_deduplicated() {
+        let tags = check_tags(vec![
+            "spring-2027".into(),
+            "a_b".into(),
+            "0x".into(),
+            "a_b".into(),
+        ]);
+        assert_eq!(tags.expect("valid"), ["0x", "a_b", "spring-2027"]);
+        for bad in ["", "-x", "Upper", "sp ace", "caf\u{e9}", &"a".repeat(65)] {
+            assert_eq!(
+                check_tag(bad).expect_err(bad).code(),
+                "invalid_tag",
+                "{bad:?}"
+            );
+        }
+        let many: Vec<String> = (0..21).map(|i| format!("t{i}")).collect();
+        assert!(check_tags(many).is_err());
+    }
+}

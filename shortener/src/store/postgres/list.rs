@@ -1,0 +1,164 @@
+//! Lists and exports: one query per page, ordered by (`created_at`, `code`) descending and
+//! continued by keyset, so a page deep in a list costs what the first one does; an export is
+//! the same query without a limit in a snapshot transaction, streamed.
+
+use super::error::db_error;
+use super::{L_LINK_COLUMNS, link_with_clicks};
+use crate::domain::{Link, ListQuery, Page, Position, StateFilter};
+use crate::store::StoreError;
+use futures::{StreamExt, pin_mut};
+use tokio::sync::mpsc;
+use tokio_postgres::types::ToSql;
+
+/// A query's SQL and parameters.
+struct Sql {
+    text: String,
+    params: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Sql {
+    fn param(&mut self, value: impl ToSql + Sync + Send + 'static) -> String {
+        self.params.push(Box::new(value));
+        format!("${}", self.params.len())
+    }
+}
+
+/// `%` and `_` in `text` escaped for `LIKE ... ESCAPE '\'`.
+fn like_escaped(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+/// The SQL of `query`, with `limit` rows at most (none for an export).
+fn build(query: &ListQuery, limit: Option<usize>) -> Sql {
+    let mut sql = Sql {
+        text: String::new(),
+        params: Vec::new(),
+    };
+    let mut conditions: Vec<String> = Vec::new();
+    // With a tag, the tag rows lead: they are ordered as the list is.
+    let from = match (&query.tag, &query.tenant) {
+        (Some(tag), Some(tenant)) => {
+            let (t, g) = (sql.param(tenant.clone()), sql.param(tag.clone()));
+            conditions.push(format!("t.tenant = {t} AND t.tag = {g}"));
+            "link_tags t JOIN links l ON l.code = t.code".to_string()
+        }
+        (Some(tag), None) => {
+            let g = sql.param(tag.clone());
+            conditions.push(format!("t.tag = {g}"));
+            "link_tags t JOIN links l ON l.code = t.code".to_string()
+        }
+        (None, _) => "links l".to_string(),
+    };
+    if let Some(tenant) = &query.tenant {
+        let t = sql.param(tenant.clone());
+        conditions.push(format!("l.tenant = {t}"));
+    }
+    // The columns the order and the keyset run on: the leading table's, so its index serves.
+    let key = if query.tag.is_some() { "t" } else { "l" };
+    if let Some(Position { created_at, code }) = &query.after {
+        let (at, c) = (sql.param(*created_at), sql.param(code.clone()));
+        conditions.push(format!("({key}.created_at, {key}.code) < ({at}, {c})"));
+    }
+    let now = sql.param(query.now);
+    conditions.push(match query.state {
+        StateFilter::Active => format!(
+            "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now})"
+        ),
+        StateFilter::Expired => format!(
+            "l.deleted_at IS NULL AND l.disabled_at IS NULL AND l.expires_at <= {now}"
+        ),
+        StateFilter::Disabled => "l.deleted_at IS NULL AND l.disabled_at IS NOT NULL".into(),
+        StateFilter::Deleted => "l.deleted_at IS NOT NULL".into(),
+        StateFilter::All => format!("{now}::timestamptz IS NOT NULL"),
+    });
+    if let Some(after) = query.created_after {
+        let p = sql.param(after);
+        conditions.push(format!("l.created_at >= {p}"));
+    }
+    if let Some(before) = query.created_before {
+        let p = sql.param(before);
+        conditions.push(format!("l.created_at < {p}"));
+    }
+    if let Some(host) = &query.host {
+        let exact = sql.param(host.reversed.clone());
+        if host.subdomains {
+            let prefix = sql.param(format!("{}.%", like_escaped(&host.reversed)));
+            conditions.push(format!(
+                "(l.host_rev = {exact} OR l.host_rev LIKE {prefix} ESCAPE '\\')"
+            ));
+        } else {
+            conditions.push(format!("l.host_rev = {exact}"));
+        }
+    }
+    if let Some(q) = &query.q {
+        let p = sql.param(format!("%{}%", like_escaped(q)));
+        conditions.push(format!("l.long_url LIKE {p} ESCAPE '\\'"));
+    }
+    sql.text = format!(
+        "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot FROM {from} \
+         LEFT JOIN link_clicks c ON c.code = l.code WHERE {} \
+         ORDER BY {key}.created_at DESC, {key}.code DESC",
+        conditions.join(" AND ")
+    );
+    if let Some(limit) = limit {
+        let p = sql.param(limit as i64);
+        sql.text.push_str(&format!(" LIMIT {p}"));
+    }
+    sql
+}
+
+fn params(sql: &Sql) -> Vec<&(dyn ToSql + Sync)> {
+    sql.params
+        .iter()
+        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// One page of `query`.
+pub(super) async fn list(
+    client: &tokio_postgres::Client,
+    query: &ListQuery,
+) -> Result<Page, StoreError> {
+    let sql = build(query, Some(query.limit + 1));
+    let rows = client
+        .query(&sql.text, &params(&sql))
+        .await
+        .map_err(db_error)?;
+    let mut links: Vec<Link> = rows.iter().map(link_with_clicks).collect();
+    let next = (links.len() > query.limit).then(|| {
+        links.truncate(query.limit);
+        Position::of(&links[query.limit - 1])
+    });
+    Ok(Page { links, next })
+}
+
+/// Every link of `query`, from one snapshot, into `out` (which ends the export by closing).
+pub(super) async fn export(
+    client: &mut deadpool_postgres::Object,
+    query: &ListQuery,
+    out: &mpsc::Sender<Result<Link, StoreError>>,
+) -> Result<(), StoreError> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(db_error)?;
+    let sql = build(query, None);
+    let rows = tx
+        .query_raw(&sql.text, params(&sql))
+        .await
+        .map_err(db_error)?;
+    pin_mut!(rows);
+    while let Some(row) = rows.next().await {
+        let link = row.map(|row| link_with_clicks(&row)).map_err(db_error)?;
+        if out.send(Ok(link)).await.is_err() {
+            // The reader went away: stop scanning.
+            return Ok(());
+        }
+    }
+    tx.commit().await.map_err(db_error)
+}

@@ -1,0 +1,126 @@
+//! Changing a link, and reading its history: the change, its event and its announcement to the
+//! other nodes commit together.
+
+use super::error::db_error;
+use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
+use crate::domain::{Event, EventKind, Link, LinkPatch};
+use crate::store::{StoreError, UpdateOutcome, host_rev};
+use chrono::{DateTime, Utc};
+
+/// Applies `patch` to `code` (of `tenant`, or any tenant's for `None`) on behalf of `key`.
+pub(super) async fn update(
+    client: &mut deadpool_postgres::Object,
+    code: &str,
+    tenant: Option<&str>,
+    patch: &LinkPatch,
+    key: &str,
+) -> Result<UpdateOutcome, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let row = tx
+        .query_opt(
+            &format!(
+                "SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND ($2::text IS NULL OR tenant = $2) FOR UPDATE"
+            ),
+            &[&code, &tenant],
+        )
+        .await
+        .map_err(db_error)?;
+    let Some(row) = row else {
+        return Ok(UpdateOutcome::NotFound);
+    };
+    let old = link_from_row(&row);
+    if old.deleted_at.is_some() {
+        return Ok(UpdateOutcome::Gone);
+    }
+    let (new, events) = patch.apply(&old, Utc::now());
+    if events.is_empty() {
+        tx.commit().await.map_err(db_error)?;
+        return Ok(UpdateOutcome::Updated(Box::new(old)));
+    }
+    let retargeted = new.url != old.url || new.expires_at != old.expires_at;
+    let max_visits = new.max_visits.map(|n| n as i64);
+    tx.execute(
+        "UPDATE links SET long_url = $2, expires_at = $3, tags = $4, disabled_at = $5, max_visits = $6, \
+         host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END WHERE code = $1",
+        &[
+            &code,
+            &new.url,
+            &new.expires_at,
+            &new.tags,
+            &new.disabled_at,
+            &max_visits,
+            &host_rev(&new.url),
+            &retargeted,
+        ],
+    )
+    .await
+    .map_err(db_error)?;
+    if new.tags != old.tags {
+        tx.execute(
+            "DELETE FROM link_tags WHERE tenant = $1 AND code = $2",
+            &[&old.tenant, &code],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute(
+            "INSERT INTO link_tags (tenant, tag, created_at, code) SELECT $1, unnest($2::text[]), $3, $4",
+            &[&old.tenant, &new.tags, &old.created_at, &code],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    for (kind, change) in &events {
+        tx.execute(
+            "INSERT INTO link_events (code, key, kind, change) VALUES ($1, $2, $3, $4)",
+            &[
+                &code,
+                &key,
+                &kind.name(),
+                &tokio_postgres::types::Json(change),
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    // Delivered to every listening node when (and only if) the change commits.
+    tx.execute("SELECT pg_notify($1, $2)", &[&NOTIFY_CHANNEL, &code])
+        .await
+        .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(UpdateOutcome::Updated(Box::new(new)))
+}
+
+/// The events recorded for `code` after its creation, oldest first.
+pub(super) async fn events(
+    client: &tokio_postgres::Client,
+    code: &str,
+) -> Result<Vec<Event>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT at, key, kind, change FROM link_events WHERE code = $1 ORDER BY id",
+            &[&code],
+        )
+        .await
+        .map_err(db_error)?;
+    rows.iter()
+        .map(|r| {
+            let kind: String = r.get(2);
+            let change: tokio_postgres::types::Json<serde_json::Value> = r.get(3);
+            Ok(Event {
+                at: r.get::<_, DateTime<Utc>>(0),
+                key: r.get(1),
+                kind: EventKind::parse(&kind)
+                    .ok_or_else(|| StoreError::Internal(format!("unknown event kind {kind:?}")))?,
+                change: change.0,
+            })
+        })
+        .collect()
+}
+
+/// The link holding `code`, without click counts (for a history).
+pub(super) async fn link(
+    client: &tokio_postgres::Client,
+    code: &str,
+) -> Result<Option<Link>, StoreError> {
+    super::read::get(client, code).await
+}
