@@ -39,6 +39,16 @@ pub enum Operation {
     Read,
     /// Delete one link.
     Delete,
+    /// Read a page of links.
+    List,
+    /// Read one link's history.
+    History,
+    /// Stream every link of a list (charged once).
+    Export,
+    /// Change one link.
+    Update,
+    /// Import links in bulk (charged once: an import is bounded by its chunks, not the rate).
+    Import,
 }
 
 impl Operation {
@@ -46,8 +56,11 @@ impl Operation {
     pub fn scope(self) -> Scope {
         match self {
             Operation::Create | Operation::CreateBatch { .. } => Scope::LinksCreate,
-            Operation::Read => Scope::LinksRead,
-            Operation::Delete => Scope::LinksWrite,
+            Operation::Read | Operation::List | Operation::History | Operation::Export => {
+                Scope::LinksRead
+            }
+            Operation::Delete | Operation::Update => Scope::LinksWrite,
+            Operation::Import => Scope::LinksCreate,
         }
     }
 
@@ -58,6 +71,11 @@ impl Operation {
             Operation::CreateBatch { .. } => "batch_create",
             Operation::Read => "read",
             Operation::Delete => "delete",
+            Operation::List => "list",
+            Operation::History => "history",
+            Operation::Export => "export",
+            Operation::Update => "update",
+            Operation::Import => "import",
         }
     }
 }
@@ -138,8 +156,10 @@ impl Admission {
                 }
                 self.limits.create_n(&key, items as u32)
             }
-            Operation::Delete => self.limits.create(&key),
-            Operation::Read => self.limits.read(&key),
+            Operation::Delete | Operation::Update | Operation::Import => self.limits.create(&key),
+            Operation::Read | Operation::List | Operation::History | Operation::Export => {
+                self.limits.read(&key)
+            }
         };
         charged.map_err(|retry_after| {
             self.metrics.rate_limited(match operation {

@@ -117,6 +117,7 @@ impl Node {
                 max_bytes: config.cache_bytes,
                 ttl: Duration::from_secs(config.cache_ttl),
                 negative_ttl: Duration::from_millis(config.negative_cache_ttl_ms),
+                limited_ttl: Duration::from_millis(config.click_flush_interval_ms),
             },
             targets.generation_source(),
         );
@@ -127,14 +128,16 @@ impl Node {
             Arc::clone(&resources.space),
             Arc::new(cache.clone()),
             Duration::from_secs(config.idempotency_ttl),
+            resources.cursors.clone(),
         ));
+        let clicks = Arc::new(ClickRecorder::default());
         let resolver = Arc::new(Resolver::new(
             store.clone(),
             cache.clone(),
             Arc::clone(&resources.space),
             Arc::clone(&targets),
+            Arc::clone(&clicks),
         ));
-        let clicks = Arc::new(ClickRecorder::default());
         let metrics = Arc::new(Metrics::new(Sources {
             ids: Arc::clone(&ids),
             lookups: resolver.counters(),

@@ -7,6 +7,7 @@
 
 use crate::access::{ApiKeys, generate_api_key, parse_legacy};
 use crate::config::Config;
+use crate::links::CursorKey;
 use crate::secrets;
 use crate::store::{LinkStore, PgSettings, PgStore, SqliteStore, Store};
 use anyhow::Context;
@@ -29,6 +30,8 @@ pub struct Resources {
     pub store: Store,
     /// The code space (key and base length), shared by the service and the embedded store.
     pub space: Arc<CodeSpace>,
+    /// The key list cursors are sealed with (derived from the code-space key).
+    pub cursors: CursorKey,
     /// Accepted API keys (the keys file is re-read while the node runs).
     pub api_keys: Arc<ApiKeys>,
     /// Where IDs come from.
@@ -66,11 +69,15 @@ fn load_key(config: &Config, generated_default: Option<&Path>) -> anyhow::Result
 }
 
 /// The code space of `config`: its key (loaded or, embedded, generated) and base length.
-fn code_space(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<Arc<CodeSpace>> {
+/// Also returns the list cursor key derived from it.
+fn code_space(
+    config: &Config,
+    generated_default: Option<&Path>,
+) -> anyhow::Result<(Arc<CodeSpace>, CursorKey)> {
     let key = load_key(config, generated_default)?;
     let space = CodeSpace::new(&key, config.code_length).context("configure the code space")?;
     tracing::info!(fingerprint = %space.fingerprint(), length = config.code_length, "code space ready");
-    Ok(Arc::new(space))
+    Ok((Arc::new(space), CursorKey::derive(&key)))
 }
 
 fn load_api_keys(
@@ -111,7 +118,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             })
             .context("configure the PostgreSQL pool")?;
             pg.migrate().await.context("apply PostgreSQL migrations")?;
-            let space = code_space(config, None)?;
+            let (space, cursors) = code_space(config, None)?;
             let (api_keys, _) = load_api_keys(config, None)?;
             let api_keys = Arc::new(api_keys);
             let source = GrpcLeaseSource::new(&GrpcSourceConfig {
@@ -126,6 +133,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             Ok(Resources {
                 store: Store::Postgres(pg),
                 space,
+                cursors,
                 api_keys,
                 lease_source: Arc::new(source),
                 generated_api_key_file: None,
@@ -134,7 +142,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
         None => {
             let dir = &config.data_dir;
             create_private_dir(dir)?;
-            let space = code_space(config, Some(&dir.join(KEY_FILE)))?;
+            let (space, cursors) = code_space(config, Some(&dir.join(KEY_FILE)))?;
             let sqlite =
                 SqliteStore::open(&dir.join(DB_FILE), Arc::clone(&space), config.write_batch)
                     .context("open the SQLite store")?;
@@ -148,6 +156,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             Ok(Resources {
                 store,
                 space,
+                cursors,
                 api_keys,
                 lease_source,
                 generated_api_key_file: generated,

@@ -60,6 +60,10 @@ pub async fn run(args: &PreloadArgs, out: impl Write) -> anyhow::Result<()> {
                     owner: "preload".into(),
                     dedup_key: None,
                     idempotency: None,
+                    tags: Vec::new(),
+                    max_visits: None,
+                    import_batch: None,
+                    created_at: None,
                 })
                 .collect();
             let outcomes = resources

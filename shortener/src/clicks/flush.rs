@@ -197,6 +197,10 @@ mod tests {
                 owner: "o".into(),
                 dedup_key: None,
                 idempotency: None,
+                tags: Vec::new(),
+                max_visits: None,
+                import_batch: None,
+                created_at: None,
             })
             .collect();
         store.insert_many(links).await.expect("links");

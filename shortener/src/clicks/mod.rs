@@ -88,6 +88,13 @@ impl ClickRecorder {
         }
     }
 
+    /// This node's human visits of `code` not yet taken by a flush.
+    pub fn pending_human(&self, code: &str) -> u64 {
+        lock(self.shard(code))
+            .get(code.as_bytes())
+            .map_or(0, |counts| counts.human)
+    }
+
     /// Takes the pending counts of one shard, sorted by code. The shard is swapped under its lock
     /// for an empty map with room for as many codes as the one taken held (the next interval has
     /// about as many, and a map growing from nothing rehashes on the redirect path), so

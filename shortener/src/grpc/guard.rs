@@ -28,8 +28,10 @@ pub struct BodyLimits {
     pub create: usize,
     /// A batch create.
     pub batch: usize,
-    /// A get or delete (a code).
+    /// A get, delete or history (a code).
     pub small: usize,
+    /// A list or export (a cursor and filters).
+    pub query: usize,
 }
 
 impl BodyLimits {
@@ -40,15 +42,23 @@ impl BodyLimits {
             create,
             batch: create * batch_limit + 1024,
             small: 1024,
+            query: 4096,
         }
     }
 
-    /// The limit of a call to `method` of `Links`, and the operation it is.
+    /// The limit of a call to `method` of `Links`, and the operation it is. An import streams
+    /// without a bound on its total: each of its messages is bounded by the server's message
+    /// size limit (that of a batch), and it is read a chunk at a time.
     fn of(&self, method: &str) -> (usize, Operation) {
         match method {
             "CreateLink" => (self.create, Operation::Create),
             "BatchCreateLinks" => (self.batch, Operation::CreateBatch { items: 0 }),
             "DeleteLink" => (self.small, Operation::Delete),
+            "UpdateLink" => (self.create, Operation::Update),
+            "GetLinkHistory" => (self.small, Operation::History),
+            "ListLinks" => (self.query, Operation::List),
+            "ExportLinks" => (self.query, Operation::Export),
+            "ImportLinks" => (usize::MAX, Operation::Import),
             _ => (self.small, Operation::Read),
         }
     }

@@ -7,6 +7,7 @@
 //! (`status`, the one mapping).
 
 mod guard;
+mod manage;
 mod status;
 mod wire;
 
@@ -140,5 +141,59 @@ impl Links for LinksApi {
             .delete(&caller, &self.code(&request.get_ref().code)?)
             .await?;
         Ok(Response::new(pb::DeleteLinkResponse {}))
+    }
+
+    async fn list_links(
+        &self,
+        request: Request<pb::ListLinksRequest>,
+    ) -> Result<Response<pb::ListLinksResponse>, Status> {
+        let caller = self.admit(&request, Operation::List)?;
+        Ok(Response::new(
+            self.list(&caller, request.into_inner()).await?,
+        ))
+    }
+
+    async fn update_link(
+        &self,
+        request: Request<pb::UpdateLinkRequest>,
+    ) -> Result<Response<pb::Link>, Status> {
+        let caller = self.admit(&request, Operation::Update)?;
+        Ok(Response::new(
+            self.update(&caller, request.into_inner()).await?,
+        ))
+    }
+
+    async fn get_link_history(
+        &self,
+        request: Request<pb::GetLinkHistoryRequest>,
+    ) -> Result<Response<pb::LinkHistory>, Status> {
+        let caller = self.admit(&request, Operation::History)?;
+        let events = self
+            .links
+            .history(&caller, &self.code(&request.get_ref().code)?)
+            .await?;
+        Ok(Response::new(pb::LinkHistory {
+            events: events.iter().map(wire::event).collect(),
+        }))
+    }
+
+    type ImportLinksStream = manage::ImportStream;
+
+    async fn import_links(
+        &self,
+        request: Request<tonic::Streaming<pb::ImportLinksRequest>>,
+    ) -> Result<Response<Self::ImportLinksStream>, Status> {
+        let caller = self.admit(&request, Operation::Import)?;
+        Ok(Response::new(self.import(caller, request.into_inner())))
+    }
+
+    type ExportLinksStream = manage::ExportStream;
+
+    async fn export_links(
+        &self,
+        request: Request<pb::ExportLinksRequest>,
+    ) -> Result<Response<Self::ExportLinksStream>, Status> {
+        let caller = self.admit(&request, Operation::Export)?;
+        Ok(Response::new(self.export(&caller, request.into_inner())?))
     }
 }

@@ -14,6 +14,7 @@ pub fn code_of(error: &Error) -> Code {
         Error::Unauthenticated => Code::Unauthenticated,
         Error::Forbidden(_) => Code::PermissionDenied,
         Error::NotFound(_) => Code::NotFound,
+        Error::Gone(_) => Code::FailedPrecondition,
         Error::AliasTaken(_) => Code::AlreadyExists,
         Error::Unavailable { .. } => Code::Unavailable,
         Error::RateLimited { .. } => Code::ResourceExhausted,

@@ -1,7 +1,11 @@
 //! The gRPC wire types' one conversion to and from domain types.
 
-use crate::domain::{CreateInput, Error, Link, PublicBase};
+use crate::domain::{
+    CreateInput, Error, Event, ImportInput, Link, ListInput, PatchInput, PublicBase,
+};
+use crate::links::{RowResult, RowStatus};
 use chrono::{DateTime, Utc};
+use prost_types::value::Kind;
 use proto::shortener::v1 as pb;
 
 fn timestamp(t: DateTime<Utc>) -> prost_types::Timestamp {
@@ -12,10 +16,19 @@ fn timestamp(t: DateTime<Utc>) -> prost_types::Timestamp {
 }
 
 fn from_timestamp(t: &prost_types::Timestamp) -> Result<DateTime<Utc>, Error> {
+    time_of("expires_at", "invalid_expiry", t)
+}
+
+/// A timestamp of field `field`; `code` names what is wrong with one that is no time.
+fn time_of(
+    field: &str,
+    code: &'static str,
+    t: &prost_types::Timestamp,
+) -> Result<DateTime<Utc>, Error> {
     u32::try_from(t.nanos)
         .ok()
         .and_then(|nanos| DateTime::from_timestamp(t.seconds, nanos))
-        .ok_or_else(|| Error::invalid("invalid_expiry", "expires_at is not a valid timestamp"))
+        .ok_or_else(|| Error::invalid(code, format!("{field} is not a valid timestamp")))
 }
 
 impl TryFrom<pb::CreateLinkRequest> for CreateInput {
@@ -30,6 +43,8 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             dedup: item.dedup,
             private: item.private,
             idempotency_key: item.idempotency_key,
+            tags: item.tags,
+            max_visits: item.max_visits,
         })
     }
 }
@@ -48,5 +63,146 @@ pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
             head: link.clicks.head,
             bot: link.clicks.bot,
         }),
+        tags: link.tags.clone(),
+        disabled_at: link.disabled_at.map(timestamp),
+        max_visits: link.max_visits,
+        state: link.state(Utc::now()).name().to_string(),
+        tenant: link.tenant.clone(),
+        owner: link.owner.clone(),
+        imported: link.import_batch.is_some(),
+    }
+}
+
+/// The list a filter (and, for a list, a page size and cursor) asks for.
+pub(super) fn list_input(
+    filter: Option<pb::LinkFilter>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+) -> Result<ListInput, Error> {
+    let filter = filter.unwrap_or_default();
+    let date = |field: &str, t: Option<prost_types::Timestamp>| {
+        t.map(|t| {
+            u32::try_from(t.nanos)
+                .ok()
+                .and_then(|nanos| DateTime::from_timestamp(t.seconds, nanos))
+                .ok_or_else(|| {
+                    Error::bad_request("invalid_date", format!("{field} is not a valid timestamp"))
+                })
+        })
+        .transpose()
+    };
+    Ok(ListInput {
+        limit: limit.map(|n| n as usize),
+        cursor,
+        tag: filter.tag,
+        host: filter.host,
+        state: filter.state,
+        created_after: date("created_after", filter.created_after)?,
+        created_before: date("created_before", filter.created_before)?,
+        q: filter.q,
+    })
+}
+
+/// The change an update asks for.
+impl TryFrom<pb::UpdateLinkRequest> for PatchInput {
+    type Error = Error;
+
+    fn try_from(request: pb::UpdateLinkRequest) -> Result<Self, Error> {
+        let both = |field: &str| {
+            Error::bad_request(
+                "conflicting_options",
+                format!("give {field} or clear_{field}, not both"),
+            )
+        };
+        let expires_at = match (request.expires_at, request.clear_expires_at) {
+            (Some(_), true) => return Err(both("expires_at")),
+            (Some(t), false) => Some(Some(from_timestamp(&t)?)),
+            (None, true) => Some(None),
+            (None, false) => None,
+        };
+        let max_visits = match (request.max_visits, request.clear_max_visits) {
+            (Some(_), true) => return Err(both("max_visits")),
+            (Some(n), false) => Some(Some(n)),
+            (None, true) => Some(None),
+            (None, false) => None,
+        };
+        Ok(PatchInput {
+            url: request.url,
+            expires_at,
+            tags: request.tags.map(|t| t.tags),
+            disabled: request.disabled,
+            max_visits,
+        })
+    }
+}
+
+/// A JSON value as a protobuf value.
+fn value(json: &serde_json::Value) -> prost_types::Value {
+    use serde_json::Value as J;
+    let kind = match json {
+        J::Null => Kind::NullValue(0),
+        J::Bool(b) => Kind::BoolValue(*b),
+        J::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
+        J::String(s) => Kind::StringValue(s.clone()),
+        J::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.iter().map(value).collect(),
+        }),
+        J::Object(fields) => Kind::StructValue(structure(fields)),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
+fn structure(fields: &serde_json::Map<String, serde_json::Value>) -> prost_types::Struct {
+    prost_types::Struct {
+        fields: fields.iter().map(|(k, v)| (k.clone(), value(v))).collect(),
+    }
+}
+
+/// An event of a link's history.
+pub(super) fn event(event: &Event) -> pb::LinkEvent {
+    pb::LinkEvent {
+        at: Some(timestamp(event.at)),
+        key: event.key.clone(),
+        kind: event.kind.name().to_string(),
+        change: event.change.as_object().map(structure),
+    }
+}
+
+/// An import row.
+impl TryFrom<pb::ImportRow> for ImportInput {
+    type Error = Error;
+
+    fn try_from(row: pb::ImportRow) -> Result<Self, Error> {
+        Ok(ImportInput {
+            url: row.url,
+            code: row.code,
+            tags: row.tags,
+            expires_at: row.expires_at.as_ref().map(from_timestamp).transpose()?,
+            created_at: row
+                .created_at
+                .as_ref()
+                .map(|t| time_of("created_at", "invalid_created_at", t))
+                .transpose()?,
+            max_visits: row.max_visits,
+            private: false,
+        })
+    }
+}
+
+/// The result of an import row.
+pub(super) fn row_result(result: RowResult) -> pb::ImportLinksResponse {
+    let (status, error) = match result.status {
+        RowStatus::Error(error) => ("error", Some(error.into())),
+        other => (other.name(), None),
+    };
+    pb::ImportLinksResponse {
+        outcome: Some(pb::import_links_response::Outcome::Row(
+            pb::ImportRowResult {
+                row: result.row,
+                code: result.code,
+                status: status.to_string(),
+                error,
+            },
+        )),
     }
 }

@@ -33,13 +33,16 @@ impl From<Error> for ApiError {
             Error::Unauthenticated => StatusCode::UNAUTHORIZED,
             Error::Forbidden(_) => StatusCode::FORBIDDEN,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Gone(_) => StatusCode::GONE,
             Error::AliasTaken(_) => StatusCode::CONFLICT,
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         match &error {
-            Error::Internal(detail) => tracing::error!(detail = %crate::domain::text::Untrusted(detail), "internal error"),
+            Error::Internal(detail) => {
+                tracing::error!(detail = %crate::domain::text::Untrusted(detail), "internal error")
+            }
             Error::Unavailable { message, .. } => {
                 tracing::warn!(%message, "request refused: unavailable")
             }

@@ -116,13 +116,30 @@ fn router(state: Arc<HttpState>) -> Router {
     Router::new()
         .route(
             CREATE_PATH,
-            axum::routing::post(api::create).fallback(api::method_not_allowed),
+            axum::routing::post(api::create)
+                .get(api::list)
+                .fallback(api::method_not_allowed),
+        )
+        // Static segments win over `{code}`: `import` and `export` are reserved words, which
+        // no alias can take.
+        .route(
+            "/api/v1/links/import",
+            axum::routing::post(api::import).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/links/export",
+            get(api::export).fallback(api::method_not_allowed),
         )
         .route(
             "/api/v1/links/{code}",
             get(api::get)
+                .patch(api::update)
                 .delete(api::delete)
                 .fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/links/{code}/history",
+            get(api::history).fallback(api::method_not_allowed),
         )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))

@@ -23,6 +23,10 @@ pub(super) struct Row {
     pub(super) owner: String,
     pub(super) dedup_key: Option<Vec<u8>>,
     pub(super) idempotency: Option<Idempotency>,
+    pub(super) tags: Vec<String>,
+    pub(super) max_visits: Option<u64>,
+    pub(super) import_batch: Option<i64>,
+    pub(super) created_at: Option<DateTime<Utc>>,
 }
 
 impl Row {
@@ -37,6 +41,10 @@ impl Row {
             owner: self.owner.clone(),
             dedup_key: self.dedup_key.clone(),
             idempotency: self.idempotency.clone(),
+            tags: self.tags.clone(),
+            max_visits: self.max_visits,
+            import_batch: self.import_batch,
+            created_at: self.created_at,
         }
     }
 }
@@ -64,9 +72,10 @@ pub(super) async fn private(store: &Store, row: Row) -> Result<(Link, bool), Err
     ))
 }
 
-/// A link under the code of the next ID in hand. A taken code cannot happen by construction
-/// (an ID is leased once, the permutation is a bijection); if it does, it is counted and
-/// logged as an alarm and the next ID is tried.
+/// A link under the code of the next ID in hand. A code taken by an imported link (a legacy
+/// code that happens to spell this ID's code) is stepped over: counted, and the next ID tried.
+/// Any other taken code cannot happen by construction (an ID is leased once, the permutation
+/// is a bijection); if it does, it is counted and logged as an alarm and the next ID is tried.
 pub(super) async fn generated(
     store: &Store,
     ids: &IdPool,
@@ -87,8 +96,18 @@ pub(super) async fn generated(
             .await?
         {
             InsertOutcome::CodeTaken => {
-                counters.generated_conflicts.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(id, code = %code, "generated code already taken; skipping to the next ID (check the lease ledger and key)");
+                let holder = store.get(&code).await?;
+                // Only links with a legacy code carry an import batch.
+                if holder.is_some_and(|link| link.import_batch.is_some()) {
+                    counters.imported_skips.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(
+                        id,
+                        "generated code held by an imported legacy code; skipping to the next ID"
+                    );
+                } else {
+                    counters.generated_conflicts.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(id, code = %code, "generated code already taken; skipping to the next ID (check the lease ledger and key)");
+                }
             }
             other => return settle(other),
         }

@@ -25,13 +25,17 @@ fn expiry_bytes(request: &CreateRequest) -> [u8; 8] {
 pub(super) fn fingerprint(request: &CreateRequest) -> Vec<u8> {
     let flags = [u8::from(request.dedup), u8::from(request.private)];
     let alias = request.alias.as_deref().unwrap_or("");
+    let tags = request.tags.join(",");
+    let max_visits = request.max_visits.unwrap_or(0).to_be_bytes();
     digest(
-        b"create v1",
+        b"create v2",
         &[
             request.url.as_str().as_bytes(),
             alias.as_bytes(),
             &expiry_bytes(request),
             &flags,
+            tags.as_bytes(),
+            &max_visits,
         ],
     )
 }

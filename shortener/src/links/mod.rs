@@ -8,7 +8,14 @@
 //! before it existed, or a cached copy of a deleted link, is dropped at once.
 
 mod create;
+mod cursor;
 mod digest;
+mod import;
+mod manage;
+
+pub use cursor::CursorKey;
+pub use import::{CHUNK_ROWS, ChunkRow, Import, ImportTotals, RowResult, RowStatus};
+pub use manage::ListPage;
 
 use crate::domain::{Caller, CreateRequest, Error, Link, ShortCode};
 use crate::metrics::CreateCounters;
@@ -33,17 +40,20 @@ pub struct LinkService {
     changes: Arc<dyn LinkChanges>,
     counters: Arc<CreateCounters>,
     idempotency_ttl: Duration,
+    cursors: CursorKey,
 }
 
 impl LinkService {
     /// A service over `store`, taking IDs from `ids` and codes from `space`, telling
-    /// `changes` what it changes; an idempotency key is remembered for `idempotency_ttl`.
+    /// `changes` what it changes; an idempotency key is remembered for `idempotency_ttl`, and
+    /// list cursors are sealed with `cursors`.
     pub fn new(
         store: Store,
         ids: Arc<IdPool>,
         space: Arc<CodeSpace>,
         changes: Arc<dyn LinkChanges>,
         idempotency_ttl: Duration,
+        cursors: CursorKey,
     ) -> Self {
         Self {
             store,
@@ -52,6 +62,7 @@ impl LinkService {
             changes,
             counters: Arc::default(),
             idempotency_ttl,
+            cursors,
         }
     }
 
@@ -118,6 +129,10 @@ impl LinkService {
             owner: caller.key.to_string(),
             dedup_key,
             idempotency,
+            tags: request.tags,
+            max_visits: request.max_visits,
+            import_batch: None,
+            created_at: None,
         };
         if let Some(alias) = request.alias {
             create::alias(&self.store, row, alias).await
@@ -143,7 +158,7 @@ impl LinkService {
     pub async fn delete(&self, caller: &Caller, code: &ShortCode) -> Result<(), Error> {
         let outcome = self
             .store
-            .delete(code.as_str(), caller.tenant_scope())
+            .delete(code.as_str(), caller.tenant_scope(), &caller.key_id())
             .await?;
         if outcome != DeleteOutcome::NotFound {
             self.changes.changed(code.as_str());

@@ -16,6 +16,8 @@ pub struct LookupCounters {
 pub struct CreateCounters {
     /// Generated codes that were unexpectedly taken (must stay 0: alarm).
     pub generated_conflicts: AtomicU64,
+    /// Generated codes stepped over because an imported legacy code holds them (expected).
+    pub imported_skips: AtomicU64,
 }
 
 /// Reloads of a file the node re-reads while it runs (bumped by its watcher).

@@ -109,6 +109,12 @@ impl Collector for Sources {
         )?;
         counter(
             e,
+            "shortener_generated_codes_skipped_imported",
+            "Generated codes stepped over because an imported legacy code holds them (expected)",
+            self.creates.imported_skips.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
             "shortener_cache_hits",
             "Redirect lookups answered from the cache",
             self.lookups.cache_hits.load(Ordering::Relaxed),

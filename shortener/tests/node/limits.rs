@@ -156,7 +156,10 @@ async fn reads_beyond_the_per_key_rate_get_429() {
     for _ in 0..10 {
         statuses.push(node.get(&code).await.0);
     }
-    let limited = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    let limited = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
     assert!(limited >= 4, "{statuses:?}");
     let mut client = node.links_client().await;
     let refused = client
@@ -164,5 +167,10 @@ async fn reads_beyond_the_per_key_rate_get_429() {
         .await
         .expect_err("limited");
     assert_eq!(refused.code(), Code::ResourceExhausted);
-    assert_eq!(node.create(serde_json::json!({ "url": "https://example.com/w" })).await.0, StatusCode::CREATED);
+    assert_eq!(
+        node.create(serde_json::json!({ "url": "https://example.com/w" }))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
 }

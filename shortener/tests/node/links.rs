@@ -221,6 +221,10 @@ async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Back
             owner: "planter".into(),
             dedup_key: None,
             idempotency: None,
+            tags: Vec::new(),
+            max_visits: None,
+            import_batch: None,
+            created_at: None,
         };
         assert!(matches!(
             parts.store.insert(link).await.expect("plant"),

@@ -1,7 +1,15 @@
 //! The JSON API under `/api/v1`. Each handler admits its request ([`crate::access`]), turns
-//! the wire request into a domain request once (`wire`), and calls the link service.
+//! the wire request into a domain request once (`wire`), and calls the link service. Creates,
+//! reads and deletes are here; lists, edits, history and export in `manage`; bulk import in
+//! `import` (its body split into rows by `records`).
 
+mod import;
+mod manage;
+mod records;
 mod wire;
+
+pub use import::import;
+pub use manage::{export, history, list, update};
 
 use super::{ApiError, HttpState};
 use crate::access::Operation;
@@ -14,6 +22,21 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use std::sync::Arc;
 use wire::LinkJson;
+
+/// A streamed response body from `rx`; an empty chunk ends it with an error (the transfer
+/// breaks off, so a client never mistakes a failed stream for a complete one).
+fn bytes_stream(
+    rx: tokio::sync::mpsc::Receiver<axum::body::Bytes>,
+) -> impl futures::Stream<Item = Result<axum::body::Bytes, std::io::Error>> + Send + 'static {
+    use futures::StreamExt;
+    tokio_stream::wrappers::ReceiverStream::new(rx).map(|chunk| {
+        if chunk.is_empty() {
+            Err(std::io::Error::other("the stream failed midway"))
+        } else {
+            Ok(chunk)
+        }
+    })
+}
 
 fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result<Caller, Error> {
     let authorization = headers

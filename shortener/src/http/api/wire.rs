@@ -1,11 +1,12 @@
 //! The JSON API's wire types, and their one conversion to and from domain types.
 
 use super::super::ApiError;
-use crate::domain::{CreateInput, Error, Link, PublicBase};
+use crate::domain::{CreateInput, Error, Event, Link, ListInput, PatchInput, PublicBase, echo};
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The largest create body accepted.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
@@ -23,6 +24,10 @@ pub(super) struct CreateBody {
     dedup: bool,
     #[serde(default)]
     private: bool,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    max_visits: Option<u64>,
 }
 
 impl CreateBody {
@@ -31,16 +36,7 @@ impl CreateBody {
         let expires_at = self
             .expires_at
             .as_deref()
-            .map(|text| {
-                DateTime::parse_from_rfc3339(text)
-                    .map(|t| t.with_timezone(&Utc))
-                    .map_err(|e| {
-                        Error::invalid(
-                            "invalid_expiry",
-                            format!("expires_at must be an RFC 3339 time: {e}"),
-                        )
-                    })
-            })
+            .map(|text| rfc3339("expires_at", "invalid_expiry", text))
             .transpose()?;
         let idempotency_key = match headers.get("idempotency-key") {
             None => None,
@@ -63,28 +59,59 @@ impl CreateBody {
             dedup: self.dedup,
             private: self.private,
             idempotency_key,
+            tags: self.tags,
+            max_visits: self.max_visits,
         })
     }
 }
 
-/// Reads a JSON body of at most [`MAX_BODY_BYTES`].
+/// An RFC 3339 time of field `field`, or `code` naming what is wrong.
+pub(super) fn rfc3339(field: &str, code: &'static str, text: &str) -> Result<DateTime<Utc>, Error> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| Error::invalid(code, format!("{field} must be an RFC 3339 time: {e}")))
+}
+
+/// The media type of a request (`application/json` of `application/json; charset=utf-8`),
+/// lowercased.
+pub(super) fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Reads a JSON create body of at most [`MAX_BODY_BYTES`].
 pub(super) async fn read_json_body(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<CreateBody, ApiError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let essence = content_type.split(';').next().unwrap_or("").trim();
-    if !essence.eq_ignore_ascii_case("application/json") {
+    let bytes = read_body(headers, body, &["application/json"]).await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::bad_request("invalid_json", format!("invalid request body: {e}")).into()
+    })
+}
+
+/// Reads a body of one of the media types `accepted` (the first is named in the refusal), of
+/// at most [`MAX_BODY_BYTES`].
+pub(super) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    accepted: &[&str],
+) -> Result<axum::body::Bytes, ApiError> {
+    if !accepted.contains(&media_type(headers).as_str()) {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
-            "send the request body as Content-Type: application/json",
+            format!("send the request body as Content-Type: {}", accepted[0]),
         ));
     }
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|_| {
             ApiError::new(
@@ -92,10 +119,7 @@ pub(super) async fn read_json_body(
                 "payload_too_large",
                 format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
             )
-        })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        Error::bad_request("invalid_json", format!("invalid request body: {e}")).into()
-    })
+        })
 }
 
 fn time(t: DateTime<Utc>) -> String {
@@ -108,9 +132,16 @@ pub(super) struct LinkJson<'a> {
     code: &'a str,
     short_url: String,
     url: &'a str,
+    tenant: &'a str,
+    owner: &'a str,
+    state: &'static str,
     created_at: String,
     expires_at: Option<String>,
     deleted_at: Option<String>,
+    disabled_at: Option<String>,
+    max_visits: Option<u64>,
+    tags: &'a [String],
+    imported: bool,
     clicks: ClicksJson,
 }
 
@@ -128,14 +159,211 @@ impl<'a> LinkJson<'a> {
             code: &link.code,
             short_url: public.short_url(&link.code),
             url: &link.url,
+            tenant: &link.tenant,
+            owner: &link.owner,
+            state: link.state(Utc::now()).name(),
             created_at: time(link.created_at),
             expires_at: link.expires_at.map(time),
             deleted_at: link.deleted_at.map(time),
+            disabled_at: link.disabled_at.map(time),
+            max_visits: link.max_visits,
+            tags: &link.tags,
+            imported: link.import_batch.is_some(),
             clicks: ClicksJson {
                 human: link.clicks.human,
                 head: link.clicks.head,
                 bot: link.clicks.bot,
             },
+        }
+    }
+}
+
+/// The query of `GET /api/v1/links` and `GET /api/v1/links/export`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListParams {
+    #[serde(default)]
+    limit: Option<String>,
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    tag: Option<String>,
+    #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    created_after: Option<String>,
+    #[serde(default)]
+    created_before: Option<String>,
+    #[serde(default)]
+    q: Option<String>,
+    /// Export only: `ndjson` (the default) or `csv`.
+    #[serde(default)]
+    pub(super) format: Option<String>,
+}
+
+impl ListParams {
+    /// The parameters of a request to `uri`.
+    pub(super) fn parse(uri: &axum::http::Uri) -> Result<Self, Error> {
+        axum::extract::Query::<Self>::try_from_uri(uri)
+            .map(|q| q.0)
+            .map_err(|e| {
+                Error::bad_request(
+                    "invalid_query_parameter",
+                    format!("invalid query: {}", e.body_text()),
+                )
+            })
+    }
+
+    /// The list these parameters ask for.
+    pub(super) fn into_input(self) -> Result<ListInput, Error> {
+        let limit = self
+            .limit
+            .map(|text| {
+                text.parse::<usize>().map_err(|_| {
+                    Error::bad_request(
+                        "invalid_limit",
+                        format!("limit must be a number, not {}", echo(&text)),
+                    )
+                })
+            })
+            .transpose()?;
+        let date = |field: &str, text: Option<String>| {
+            text.map(|text| {
+                DateTime::parse_from_rfc3339(&text)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|_| {
+                        Error::bad_request(
+                            "invalid_date",
+                            format!("{field} must be an RFC 3339 time, not {}", echo(&text)),
+                        )
+                    })
+            })
+            .transpose()
+        };
+        Ok(ListInput {
+            limit,
+            cursor: self.cursor,
+            tag: self.tag,
+            host: self.host,
+            state: self.state,
+            created_after: date("created_after", self.created_after)?,
+            created_before: date("created_before", self.created_before)?,
+            q: self.q,
+        })
+    }
+}
+
+/// A page of a list.
+#[derive(Serialize)]
+pub(super) struct PageJson<'a> {
+    pub(super) links: Vec<LinkJson<'a>>,
+    pub(super) next_cursor: Option<&'a str>,
+}
+
+/// The fields a PATCH may change; every other field of a link is read-only.
+const PATCHABLE: [&str; 5] = ["url", "expires_at", "tags", "disabled", "max_visits"];
+/// The fields of a link a PATCH cannot change.
+const READ_ONLY: [&str; 12] = [
+    "code",
+    "short_url",
+    "tenant",
+    "owner",
+    "state",
+    "created_at",
+    "deleted_at",
+    "disabled_at",
+    "imported",
+    "clicks",
+    "alias",
+    "private",
+];
+
+/// A PATCH body (JSON merge patch, RFC 7396) as the change it asks for: absent fields stay,
+/// `null` clears `expires_at` and `max_visits`. Read-only fields are `read_only_field` (422),
+/// unknown ones `unknown_field` (400), wrong types `invalid_json` (400).
+pub(super) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Error> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::bad_request("invalid_json", format!("invalid request body: {e}")))?;
+    let Value::Object(fields) = value else {
+        return Err(Error::bad_request(
+            "invalid_json",
+            "a patch is a JSON object of the fields to change",
+        ));
+    };
+    for name in fields.keys() {
+        if READ_ONLY.contains(&name.as_str()) {
+            return Err(Error::invalid(
+                "read_only_field",
+                format!("{} cannot be changed", echo(name)),
+            ));
+        }
+        if !PATCHABLE.contains(&name.as_str()) {
+            return Err(Error::bad_request(
+                "unknown_field",
+                format!(
+                    "unknown field {}; a patch may set {}",
+                    echo(name),
+                    PATCHABLE.join(", ")
+                ),
+            ));
+        }
+    }
+    let wrong = |field: &str, want: &str| {
+        Error::bad_request("invalid_json", format!("{field} must be {want}"))
+    };
+    let mut input = PatchInput::default();
+    for (name, value) in fields {
+        match (name.as_str(), value) {
+            ("url", Value::String(url)) => input.url = Some(url),
+            ("url", _) => return Err(wrong("url", "a string")),
+            ("expires_at", Value::Null) => input.expires_at = Some(None),
+            ("expires_at", Value::String(text)) => {
+                input.expires_at = Some(Some(rfc3339("expires_at", "invalid_expiry", &text)?))
+            }
+            ("expires_at", _) => return Err(wrong("expires_at", "an RFC 3339 time or null")),
+            ("tags", Value::Array(tags)) => {
+                input.tags = Some(
+                    tags.into_iter()
+                        .map(|t| match t {
+                            Value::String(t) => Ok(t),
+                            _ => Err(wrong("tags", "an array of strings")),
+                        })
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+            ("tags", _) => return Err(wrong("tags", "an array of strings")),
+            ("disabled", Value::Bool(disabled)) => input.disabled = Some(disabled),
+            ("disabled", _) => return Err(wrong("disabled", "true or false")),
+            ("max_visits", Value::Null) => input.max_visits = Some(None),
+            ("max_visits", Value::Number(n)) => match n.as_u64() {
+                Some(n) => input.max_visits = Some(Some(n)),
+                None => return Err(wrong("max_visits", "a positive integer or null")),
+            },
+            ("max_visits", _) => return Err(wrong("max_visits", "a positive integer or null")),
+            _ => {}
+        }
+    }
+    Ok(input)
+}
+
+/// One event of a link's history.
+#[derive(Serialize)]
+pub(super) struct EventJson<'a> {
+    at: String,
+    key: &'a str,
+    kind: &'static str,
+    change: &'a Value,
+}
+
+impl<'a> EventJson<'a> {
+    pub(super) fn new(event: &'a Event) -> Self {
+        Self {
+            at: time(event.at),
+            key: &event.key,
+            kind: event.kind.name(),
+            change: &event.change,
         }
     }
 }

@@ -16,18 +16,58 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// A link's visit limit as this node enforces it: the human visits counted so far (those
+/// stored when the entry was made, this node's not yet flushed, and those served from the entry
+/// since) against the limit. Shared by every hit of one cache entry.
+#[derive(Debug)]
+pub struct VisitLimit {
+    max: u64,
+    counted: AtomicU64,
+}
+
+impl VisitLimit {
+    /// A limit of `max` human visits of which `counted` are known to have happened.
+    pub fn new(max: u64, counted: u64) -> Self {
+        Self {
+            max,
+            counted: AtomicU64::new(counted),
+        }
+    }
+
+    /// Counts one human visit: false if the limit was reached before it (the visit is refused).
+    pub fn take(&self) -> bool {
+        self.counted.fetch_add(1, Ordering::AcqRel) < self.max
+    }
+
+    /// Whether the limit is reached (nothing more is served).
+    pub fn spent(&self) -> bool {
+        self.counted.load(Ordering::Acquire) >= self.max
+    }
+}
+
+impl PartialEq for VisitLimit {
+    fn eq(&self, other: &Self) -> bool {
+        self.max == other.max
+            && self.counted.load(Ordering::Relaxed) == other.counted.load(Ordering::Relaxed)
+    }
+}
+
+impl Eq for VisitLimit {}
+
 /// What the cache knows about a code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cached {
-    /// A link: its URL, expiry and whether it is deleted.
+    /// A link: its URL, expiry, whether it still serves, and its visit limit.
     Link {
         /// The target, as the `Location` header value it is sent as (checked once, when the
         /// entry is made, so a hit costs no validation or copy).
         location: HeaderValue,
         /// When it expires, if ever.
         expires_at: Option<DateTime<Utc>>,
-        /// Whether it was deleted.
-        deleted: bool,
+        /// Whether it was deleted or disabled.
+        gone: bool,
+        /// Its visit limit, if it has one.
+        limit: Option<Arc<VisitLimit>>,
     },
     /// No such code (cached briefly).
     Missing,
@@ -44,6 +84,9 @@ pub struct CacheConfig {
     pub ttl: Duration,
     /// How long an unknown code is remembered.
     pub negative_ttl: Duration,
+    /// How long a link with a visit limit is kept (about a click flush interval, so the
+    /// visits other nodes served reach it soon).
+    pub limited_ttl: Duration,
 }
 
 /// An entry and when it was stored (entries past their lifetime read as absent).
@@ -76,6 +119,7 @@ pub struct LinkCache {
     entries: Arc<Cache<CompactCode, Stored, Bytes>>,
     ttl: Duration,
     negative_ttl: Duration,
+    limited_ttl: Duration,
     generation: Arc<AtomicU64>,
 }
 
@@ -95,6 +139,7 @@ impl LinkCache {
             )),
             ttl: config.ttl,
             negative_ttl: config.negative_ttl,
+            limited_ttl: config.limited_ttl.min(config.ttl),
             generation,
         }
     }
@@ -111,6 +156,7 @@ impl LinkCache {
         let stored = self.entries.get(code.as_bytes())?;
         let lifetime = match stored.entry {
             Cached::Missing => self.negative_ttl,
+            Cached::Link { limit: Some(_), .. } => self.limited_ttl,
             Cached::Link { .. } | Cached::Blocked => self.ttl,
         };
         if now.saturating_duration_since(stored.at) < lifetime
@@ -179,6 +225,7 @@ mod tests {
                 max_bytes,
                 ttl,
                 negative_ttl,
+                limited_ttl: ttl,
             },
             Arc::default(),
         )
@@ -188,7 +235,8 @@ mod tests {
         Cached::Link {
             location: HeaderValue::from_str(url).expect("a valid header value"),
             expires_at: None,
-            deleted: false,
+            gone: false,
+            limit: None,
         }
     }
 
@@ -299,6 +347,7 @@ mod tests {
                 max_bytes: 1 << 20,
                 ttl: minute,
                 negative_ttl: minute,
+                limited_ttl: minute,
             },
             Arc::clone(&generation),
         );

@@ -7,7 +7,7 @@
 mod cache;
 mod resolver;
 
-pub use cache::{CacheConfig, Cached, LinkCache};
+pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
 pub use resolver::{Resolution, Resolver};
 
 use super::HttpState;
@@ -58,8 +58,8 @@ pub async fn redirect(
     answer(&state, peer, &code, request.method(), request.headers()).await
 }
 
-/// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted or expired
-/// links, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
+/// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted, disabled
+/// or expired links and for links past their visit limit, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
 /// without touching the store. Clicks are counted in memory and flushed in batches.
 pub async fn answer(
     state: &HttpState,
@@ -106,23 +106,28 @@ fn respond(
     started: Instant,
 ) -> Response {
     let (response, outcome) = match resolution {
-        Ok(Resolution::Redirect(location)) => {
+        Ok(Resolution::Redirect(location, limit)) => {
             let user_agent = headers
                 .get(header::USER_AGENT)
                 .and_then(|v| v.to_str().ok());
-            state
-                .clicks
-                .record(code, clicks::classify(method == Method::HEAD, user_agent));
-            let mut response = Response::new(Body::empty());
-            *response.status_mut() = state.redirect_status;
-            response.headers_mut().insert(header::LOCATION, location);
-            (response, "redirect")
+            let visit = clicks::classify(method == Method::HEAD, user_agent);
+            // Only people's visits count against a visit limit.
+            let allowed = limit.as_ref().is_none_or(|limit| match visit {
+                clicks::Visit::Human => limit.take(),
+                _ => !limit.spent(),
+            });
+            if allowed {
+                state.clicks.record(code, visit);
+                let mut response = Response::new(Body::empty());
+                *response.status_mut() = state.redirect_status;
+                response.headers_mut().insert(header::LOCATION, location);
+                (response, "redirect")
+            } else {
+                (gone(), "gone")
+            }
         }
         Ok(Resolution::NotFound) => (not_found(state, peer, headers), "not_found"),
-        Ok(Resolution::Gone) => (
-            no_store(StatusCode::GONE, "this link is no longer available\n"),
-            "gone",
-        ),
+        Ok(Resolution::Gone) => (gone(), "gone"),
         Ok(Resolution::Blocked) => (
             no_store(state.blocked_status, "this link has been disabled\n"),
             "blocked",
@@ -133,6 +138,10 @@ fn respond(
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
     response
+}
+
+fn gone() -> Response {
+    no_store(StatusCode::GONE, "this link is no longer available\n")
 }
 
 /// A 404, or a 429 once the client has spent its 404 budget (code enumeration).

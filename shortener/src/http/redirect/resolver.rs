@@ -1,7 +1,8 @@
 //! Where a code redirects: the cache first, then the store, and paths that cannot be codes
 //! answered without either.
 
-use super::cache::{Cached, LinkCache};
+use super::cache::{Cached, LinkCache, VisitLimit};
+use crate::clicks::ClickRecorder;
 use crate::domain::Error;
 use crate::metrics::LookupCounters;
 use crate::store::{LinkStore, Store};
@@ -9,7 +10,7 @@ use crate::targets::TargetRules;
 use axum::http::HeaderValue;
 use chrono::Utc;
 use codespace::CodeSpace;
-use codespace::shape::{self, CodeKind};
+use codespace::shape;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -17,11 +18,12 @@ use std::time::Instant;
 /// What the edge should do with a code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
-    /// Redirect to this URL (the `Location` header value).
-    Redirect(HeaderValue),
+    /// Redirect to this URL (the `Location` header value), within this visit limit if the
+    /// link has one.
+    Redirect(HeaderValue, Option<Arc<VisitLimit>>),
     /// No such code (or a path that cannot be a code).
     NotFound,
-    /// Deleted or expired.
+    /// Deleted, disabled or expired.
     Gone,
     /// The target's domain is on the operator's blocklist.
     Blocked,
@@ -33,23 +35,27 @@ pub struct Resolver {
     cache: LinkCache,
     space: Arc<CodeSpace>,
     targets: Arc<TargetRules>,
+    clicks: Arc<ClickRecorder>,
     counters: Arc<LookupCounters>,
 }
 
 impl Resolver {
     /// A resolver over `store` behind `cache`, for codes of `space`, answering links to
-    /// domains the `targets` rules block as blocked.
+    /// domains the `targets` rules block as blocked, and counting a visit limit from the
+    /// stored visits and those `clicks` has not flushed yet.
     pub fn new(
         store: Store,
         cache: LinkCache,
         space: Arc<CodeSpace>,
         targets: Arc<TargetRules>,
+        clicks: Arc<ClickRecorder>,
     ) -> Self {
         Self {
             store,
             cache,
             space,
             targets,
+            clicks,
             counters: Arc::default(),
         }
     }
@@ -64,23 +70,15 @@ impl Resolver {
     /// when that is known without the store: a segment that cannot be a code, or a cached code.
     /// `None` means the store must be asked ([`Resolver::resolve`]).
     pub fn resolve_cached(&self, segment: &str, now: Instant) -> Option<Resolution> {
-        let Some(kind) = shape::classify(segment, self.space.length()) else {
+        if shape::classify(segment, self.space.length()).is_none() {
             return Some(Resolution::NotFound);
-        };
+        }
         if let Some(entry) = self.cache.get(segment, now) {
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Some(resolution(entry));
         }
-        // A generated-shape code that no ID encodes to was never issued. Every L-character code
-        // is some ID's code, so only longer ones need the check.
-        if kind == CodeKind::Generated
-            && segment.len() > self.space.length()
-            && self.space.decode(segment).is_err()
-        {
-            self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
-            self.cache.put(segment, Cached::Missing);
-            return Some(Resolution::NotFound);
-        }
+        // A code of generated shape that no ID encodes to is still asked of the store: an
+        // imported legacy code may spell it.
         None
     }
 
@@ -96,11 +94,27 @@ impl Resolver {
             Some(link) if link.deleted_at.is_none() && self.targets.blocks_stored(&link.url) => {
                 Cached::Blocked
             }
-            Some(link) => Cached::Link {
-                location: location(segment, link.url)?,
-                expires_at: link.expires_at,
-                deleted: link.deleted_at.is_some(),
-            },
+            Some(link) => {
+                let limit = match link.max_visits {
+                    None => None,
+                    Some(max) => {
+                        // Read after the link, so no visit flushed in between is missed.
+                        let stored = self
+                            .store
+                            .get_with_clicks(segment)
+                            .await?
+                            .map_or(0, |l| l.clicks.human);
+                        let pending = self.clicks.pending_human(segment);
+                        Some(Arc::new(VisitLimit::new(max, stored + pending)))
+                    }
+                };
+                Cached::Link {
+                    location: location(segment, link.url)?,
+                    expires_at: link.expires_at,
+                    gone: link.deleted_at.is_some() || link.disabled_at.is_some(),
+                    limit,
+                }
+            }
             None => Cached::Missing,
         };
         self.cache.put_at(segment, entry.clone(), generation);
@@ -113,12 +127,14 @@ fn resolution(entry: Cached) -> Resolution {
     match entry {
         Cached::Missing => Resolution::NotFound,
         Cached::Blocked => Resolution::Blocked,
-        Cached::Link { deleted: true, .. } => Resolution::Gone,
+        Cached::Link { gone: true, .. } => Resolution::Gone,
         Cached::Link {
             expires_at: Some(t),
             ..
         } if t <= Utc::now() => Resolution::Gone,
-        Cached::Link { location, .. } => Resolution::Redirect(location),
+        Cached::Link {
+            location, limit, ..
+        } => Resolution::Redirect(location, limit),
     }
 }
 

@@ -1,0 +1,199 @@
+//! Link management over HTTP: list, edit, history, export.
+
+use super::wire::{EventJson, LinkJson, ListParams, PageJson, patch_input, read_body};
+use super::{admit, bytes_stream, code};
+use crate::access::Operation;
+use crate::domain::{Error, LinkPatch, PublicBase};
+use crate::http::{ApiError, HttpState};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// `GET /api/v1/links`: one page, newest first, and the cursor of the next.
+pub async fn list(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::List)?;
+    let input = ListParams::parse(&uri)?;
+    if input.format.is_some() {
+        return Err(Error::bad_request(
+            "invalid_query_parameter",
+            "format is a parameter of the export",
+        )
+        .into());
+    }
+    let page = state.links.list(&caller, &input.into_input()?).await?;
+    let body = PageJson {
+        links: page
+            .links
+            .iter()
+            .map(|l| LinkJson::new(&state.public, l))
+            .collect(),
+        next_cursor: page.next_cursor.as_deref(),
+    };
+    Ok(([(header::CACHE_CONTROL, "no-store")], axum::Json(body)).into_response())
+}
+
+/// `PATCH /api/v1/links/{code}`: a JSON merge patch of `url`, `expires_at`, `tags`,
+/// `disabled` and `max_visits`; answers the link as it is now.
+pub async fn update(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Update)?;
+    let code = code(&state, path)?;
+    let bytes = read_body(
+        &headers,
+        body,
+        &["application/merge-patch+json", "application/json"],
+    )
+    .await?;
+    let patch = LinkPatch::parse(patch_input(&bytes)?, &state.rules, Utc::now())?;
+    let link = state.links.update(&caller, &code, &patch).await?;
+    Ok(axum::Json(LinkJson::new(&state.public, &link)).into_response())
+}
+
+/// `GET /api/v1/links/{code}/history`: every event, oldest first.
+pub async fn history(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::History)?;
+    let events = state.links.history(&caller, &code(&state, path)?).await?;
+    let events: Vec<EventJson<'_>> = events.iter().map(EventJson::new).collect();
+    Ok(axum::Json(serde_json::json!({ "events": events })).into_response())
+}
+
+/// The columns of a CSV export, which a CSV import reads back.
+const CSV_COLUMNS: [&str; 10] = [
+    "code",
+    "url",
+    "tags",
+    "created_at",
+    "expires_at",
+    "max_visits",
+    "state",
+    "short_url",
+    "tenant",
+    "clicks",
+];
+
+/// `GET /api/v1/links/export?format=ndjson|csv`: every link of the list (filters as in
+/// `GET /api/v1/links`), from one snapshot, streamed. A failure midway ends the stream with an
+/// error line (NDJSON) and a broken transfer, never a silently short file.
+pub async fn export(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Export)?;
+    let params = ListParams::parse(&uri)?;
+    let csv = match params.format.as_deref() {
+        None | Some("ndjson") => false,
+        Some("csv") => true,
+        Some(_) => {
+            return Err(Error::bad_request("invalid_format", "format must be ndjson or csv").into());
+        }
+    };
+    let input = params.into_input()?;
+    if input.cursor.is_some() || input.limit.is_some() {
+        return Err(Error::bad_request(
+            "invalid_query_parameter",
+            "an export has every link of the list: it takes no cursor or limit",
+        )
+        .into());
+    }
+    let mut links = state.links.export(&caller, &input)?;
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let public = state.public.clone();
+    tokio::spawn(async move {
+        let mut out = Vec::with_capacity(64 * 1024);
+        if csv {
+            out.extend_from_slice(CSV_COLUMNS.join(",").as_bytes());
+            out.push(b'\n');
+        }
+        while let Some(next) = links.recv().await {
+            match next {
+                Ok(link) => {
+                    if csv {
+                        csv_row(&mut out, &public, &link);
+                    } else if serde_json::to_writer(&mut out, &LinkJson::new(&public, &link))
+                        .is_ok()
+                    {
+                        out.push(b'\n');
+                    }
+                }
+                Err(error) => {
+                    let error = Error::from(error);
+                    if !csv {
+                        let line = serde_json::json!({ "error": error.code(), "message": error.public_message() });
+                        out.extend_from_slice(line.to_string().as_bytes());
+                        out.push(b'\n');
+                    }
+                    let _ = tx.send(Bytes::from(std::mem::take(&mut out))).await;
+                    // An empty chunk marks the failure: the stream ends in an error.
+                    let _ = tx.send(Bytes::new()).await;
+                    return;
+                }
+            }
+            // Sent in chunks of about 64 KiB: one write per many links.
+            if out.len() >= 60 * 1024
+                && tx
+                    .send(Bytes::from(std::mem::replace(
+                        &mut out,
+                        Vec::with_capacity(64 * 1024),
+                    )))
+                    .await
+                    .is_err()
+            {
+                return;
+            }
+        }
+        if !out.is_empty() {
+            let _ = tx.send(Bytes::from(out)).await;
+        }
+    });
+    let content_type = if csv {
+        "text/csv; charset=utf-8"
+    } else {
+        "application/x-ndjson"
+    };
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(bytes_stream(rx)),
+    )
+        .into_response())
+}
+
+/// One link as a CSV row of [`CSV_COLUMNS`].
+fn csv_row(out: &mut Vec<u8>, public: &PublicBase, link: &crate::domain::Link) {
+    let time = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let mut writer = csv::Writer::from_writer(out);
+    let _ = writer.write_record([
+        link.code.as_str(),
+        link.url.as_str(),
+        &link.tags.join("|"),
+        &time(link.created_at),
+        &link.expires_at.map(time).unwrap_or_default(),
+        &link.max_visits.map(|n| n.to_string()).unwrap_or_default(),
+        link.state(Utc::now()).name(),
+        &public.short_url(&link.code),
+        link.tenant.as_str(),
+        &link.clicks.human.to_string(),
+    ]);
+    let _ = writer.flush();
+}

@@ -1,0 +1,346 @@
+//! Bulk import: rows from another shortener (or a file of URLs), a chunk at a time.
+//!
+//! A transport parses its input into rows and hands them over in chunks of at most
+//! [`CHUNK_ROWS`]; each chunk is checked and written before the next is read, so an import's
+//! memory does not grow with its length. Per row:
+//! - with a legacy `code`: the rows of a chunk go in with one multi-row insert. A code that is
+//!   taken is told apart afterwards by reading its row: the caller's own link to the same target
+//!   brought by an earlier import (or made here) is `exists`; the same code twice in this
+//!   import is `duplicate_code`; anything else, another tenant's link included, is
+//!   `code_taken`, which says nothing of whose it is;
+//! - without one: a generated code, with a dedup key over the row's tenant, target, expiry and
+//!   creation time, so importing the same rows again finds the links of the first run
+//!   (`exists`) instead of making new ones.
+//!
+//! Each import carries a random batch number, stored with the links of legacy codes it brings;
+//! it is what tells a code repeated within one import from one an earlier import brought,
+//! without the node remembering the codes it has seen, and what marks a legacy code that a
+//! generated create may step over.
+
+use super::{LinkService, create};
+use crate::domain::{Caller, Error, ImportRow, Link};
+use crate::store::{InsertOutcome, LinkStore, NewLink};
+use codespace::shape::CodeKind;
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
+
+/// The most rows checked and written together.
+pub const CHUNK_ROWS: usize = 500;
+/// How many generated rows of a chunk are created at once.
+const CONCURRENCY: usize = 64;
+
+/// What became of one row.
+#[derive(Debug, Clone)]
+pub enum RowStatus {
+    /// The link was created.
+    Created,
+    /// An earlier import (or create) already holds this row's link.
+    Exists,
+    /// A dry run: the row would be created.
+    Valid,
+    /// The row was refused.
+    Error(Error),
+}
+
+impl RowStatus {
+    /// The status's name on the wire.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RowStatus::Created => "created",
+            RowStatus::Exists => "exists",
+            RowStatus::Valid => "valid",
+            RowStatus::Error(_) => "error",
+        }
+    }
+}
+
+/// The result of one row, by its number in the input (from 1).
+#[derive(Debug, Clone)]
+pub struct RowResult {
+    /// The row's number.
+    pub row: u64,
+    /// Its code, when known.
+    pub code: Option<String>,
+    /// What became of it.
+    pub status: RowStatus,
+}
+
+/// The totals of an import.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImportTotals {
+    /// Rows read.
+    pub rows: u64,
+    /// Links created (dry run: rows that would be).
+    pub created: u64,
+    /// Rows an earlier import already brought.
+    pub exists: u64,
+    /// Rows refused.
+    pub errors: u64,
+}
+
+impl ImportTotals {
+    /// Counts `result`.
+    pub fn add(&mut self, result: &RowResult) {
+        self.rows += 1;
+        match result.status {
+            RowStatus::Created | RowStatus::Valid => self.created += 1,
+            RowStatus::Exists => self.exists += 1,
+            RowStatus::Error(_) => self.errors += 1,
+        }
+    }
+}
+
+/// One import in progress: its caller, batch number and mode.
+pub struct Import {
+    caller: Caller,
+    batch: i64,
+    dry_run: bool,
+}
+
+/// A row of a chunk: its number and the checked row, or why it was refused.
+pub type ChunkRow = (u64, Result<ImportRow, Error>);
+
+impl LinkService {
+    /// Starts an import for `caller` (links go to its tenant); a dry run checks every row and
+    /// stores nothing.
+    pub fn start_import(&self, caller: &Caller, dry_run: bool) -> Import {
+        Import {
+            caller: caller.clone(),
+            // Positive and random: a batch number is never reused by chance.
+            batch: (rand::random::<u64>() >> 1) as i64,
+            dry_run,
+        }
+    }
+
+    /// Imports one chunk of rows (at most [`CHUNK_ROWS`]); results in row order.
+    pub async fn import_chunk(
+        &self,
+        import: &Import,
+        rows: Vec<ChunkRow>,
+    ) -> Result<Vec<RowResult>, Error> {
+        let mut results: Vec<Option<RowResult>> = vec![None; rows.len()];
+        let mut coded: Vec<(usize, u64, NewLink)> = Vec::new();
+        let mut generated: Vec<(usize, u64, bool, create::Row)> = Vec::new();
+        for (i, (row, parsed)) in rows.into_iter().enumerate() {
+            match parsed {
+                Err(error) => {
+                    results[i] = Some(RowResult {
+                        row,
+                        code: None,
+                        status: RowStatus::Error(error),
+                    })
+                }
+                Ok(parsed) => match parsed.code.clone() {
+                    Some(code) => coded.push((i, row, self.imported_link(import, parsed, code))),
+                    None => {
+                        generated.push((i, row, parsed.private, self.imported_row(import, &parsed)))
+                    }
+                },
+            }
+        }
+        for (i, result) in self.import_coded(import, coded).await? {
+            results[i] = Some(result);
+        }
+        let made: Vec<(usize, RowResult)> = futures::stream::iter(generated)
+            .map(|(i, row, private, new)| async move {
+                (i, self.import_generated(import, row, private, new).await)
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for (i, result) in made {
+            results[i] = Some(result);
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    fn imported_link(&self, import: &Import, row: ImportRow, code: String) -> NewLink {
+        NewLink {
+            code,
+            url: row.url.as_str().to_string(),
+            // A legacy code has no ID here: it is filed as a named code, whatever its shape.
+            kind: CodeKind::Alias,
+            id: None,
+            expires_at: row.expires_at,
+            tenant: import.caller.tenant.to_string(),
+            owner: import.caller.key.to_string(),
+            dedup_key: None,
+            idempotency: None,
+            tags: row.tags,
+            max_visits: row.max_visits,
+            import_batch: Some(import.batch),
+            created_at: row.created_at,
+        }
+    }
+
+    fn imported_row(&self, import: &Import, row: &ImportRow) -> create::Row {
+        let dedup_key = import_dedup_key(&import.caller.tenant, row);
+        create::Row {
+            url: row.url.as_str().to_string(),
+            expires_at: row.expires_at,
+            tenant: import.caller.tenant.to_string(),
+            owner: import.caller.key.to_string(),
+            dedup_key: Some(dedup_key),
+            idempotency: None,
+            tags: row.tags.clone(),
+            max_visits: row.max_visits,
+            // Generated codes are this node's own: only legacy codes carry the batch (which is
+            // what lets a generated create step over a legacy code without an alarm).
+            import_batch: None,
+            created_at: row.created_at,
+        }
+    }
+
+    /// The rows with legacy codes: one insert, then a read of the codes that were taken.
+    async fn import_coded(
+        &self,
+        import: &Import,
+        rows: Vec<(usize, u64, NewLink)>,
+    ) -> Result<Vec<(usize, RowResult)>, Error> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let outcomes = if import.dry_run {
+            vec![InsertOutcome::CodeTaken; rows.len()]
+        } else {
+            self.store
+                .insert_many(rows.iter().map(|(_, _, link)| link.clone()).collect())
+                .await?
+        };
+        let taken: Vec<String> = rows
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| !matches!(o, InsertOutcome::Created(_)))
+            .map(|((_, _, link), _)| link.code.clone())
+            .collect();
+        let holders: HashMap<String, Link> = if taken.is_empty() {
+            HashMap::new()
+        } else {
+            self.store
+                .get_many(&taken)
+                .await?
+                .into_iter()
+                .map(|link| (link.code.clone(), link))
+                .collect()
+        };
+        let mut seen_in_chunk: HashSet<&str> = HashSet::new();
+        let mut results = Vec::with_capacity(rows.len());
+        for ((i, row, link), outcome) in rows.iter().zip(outcomes) {
+            let status = match (outcome, holders.get(&link.code)) {
+                (InsertOutcome::Created(made), _) => {
+                    self.changes.changed(&made.code);
+                    RowStatus::Created
+                }
+                // A dry run reads what a real run would find.
+                (_, None) if import.dry_run => {
+                    if !seen_in_chunk.insert(&link.code) {
+                        RowStatus::Error(duplicate(&link.code))
+                    } else {
+                        RowStatus::Valid
+                    }
+                }
+                (_, Some(holder)) => self.classify_taken(import, link, holder),
+                // Taken a moment ago and gone since cannot happen (rows are never removed);
+                // report it as taken rather than guess.
+                (_, None) => RowStatus::Error(code_taken(&link.code)),
+            };
+            results.push((
+                *i,
+                RowResult {
+                    row: *row,
+                    code: Some(link.code.clone()),
+                    status,
+                },
+            ));
+        }
+        Ok(results)
+    }
+
+    /// Why a legacy code of this import is taken by `holder`.
+    fn classify_taken(&self, import: &Import, link: &NewLink, holder: &Link) -> RowStatus {
+        let ours = *holder.tenant == *import.caller.tenant;
+        if ours && holder.import_batch == Some(import.batch) {
+            RowStatus::Error(duplicate(&link.code))
+        } else if ours && holder.url == link.url {
+            RowStatus::Exists
+        } else {
+            RowStatus::Error(code_taken(&link.code))
+        }
+    }
+
+    /// A row without a code: a generated (or private) one, or, dry, the check that its link is
+    /// not there yet.
+    async fn import_generated(
+        &self,
+        import: &Import,
+        row: u64,
+        private: bool,
+        new: create::Row,
+    ) -> RowResult {
+        let dedup_key = new.dedup_key.clone().unwrap_or_default();
+        if import.dry_run {
+            return match self.store.find_dedup(&dedup_key).await {
+                Ok(Some(link)) => result(row, Some(link.code), RowStatus::Exists),
+                Ok(None) => result(row, None, RowStatus::Valid),
+                Err(error) => result(row, None, RowStatus::Error(error.into())),
+            };
+        }
+        let made = if private {
+            create::private(&self.store, new).await
+        } else {
+            create::generated(&self.store, &self.ids, &self.space, &self.counters, new).await
+        };
+        match made {
+            Ok((link, true)) => {
+                self.changes.changed(&link.code);
+                result(row, Some(link.code), RowStatus::Created)
+            }
+            Ok((link, false)) => result(row, Some(link.code), RowStatus::Exists),
+            Err(error) => result(row, None, RowStatus::Error(error)),
+        }
+    }
+}
+
+fn result(row: u64, code: Option<String>, status: RowStatus) -> RowResult {
+    RowResult { row, code, status }
+}
+
+fn duplicate(code: &str) -> Error {
+    Error::invalid(
+        "duplicate_code",
+        format!(
+            "the code {} appears more than once in this import",
+            crate::domain::echo(code)
+        ),
+    )
+}
+
+fn code_taken(code: &str) -> Error {
+    Error::invalid(
+        "code_taken",
+        format!("the code {} is taken", crate::domain::echo(code)),
+    )
+}
+
+/// The dedup key of an imported row without a code: one link per (tenant, target, expiry,
+/// creation time, private or not), so the same rows imported twice make their links once.
+fn import_dedup_key(tenant: &str, row: &ImportRow) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update(b"import v1");
+    for field in [
+        tenant.as_bytes(),
+        row.url.as_str().as_bytes(),
+        &row.expires_at
+            .map_or(i64::MIN, |t| t.timestamp_micros())
+            .to_be_bytes(),
+        &row.created_at
+            .map_or(i64::MIN, |t| t.timestamp_micros())
+            .to_be_bytes(),
+        &[u8::from(row.private)],
+    ] {
+        h.update([0]);
+        h.update(field);
+    }
+    h.finalize().to_vec()
+}
