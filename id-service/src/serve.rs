@@ -11,6 +11,7 @@ use crate::segments::{SegmentSettings, Segments};
 use anyhow::Context;
 use proto::idalloc::v1::id_allocator_server::IdAllocatorServer;
 use proto::idalloc::v1::namespace_admin_server::NamespaceAdminServer;
+use proto::server::Health;
 use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +19,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use proto::server::Health;
 
 /// The largest request message read (every request of the API is a few dozen bytes).
 const MAX_REQUEST_BYTES: usize = 16 * 1024;

@@ -179,7 +179,8 @@ impl ListQuery {
             ));
         }
         if let Some(tag) = &input.tag {
-            check_tag(tag)?;
+            // A filter is part of the query: a bad one is a bad request.
+            check_tag(tag).map_err(|e| Error::bad_request("invalid_tag", e.public_message()))?;
         }
         if let (Some(after), Some(before)) = (input.created_after, input.created_before)
             && after >= before

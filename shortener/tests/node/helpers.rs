@@ -227,6 +227,126 @@ impl Node {
             .status()
     }
 
+    /// A request to the API path `path` (under `/api/v1`) with the test key.
+    pub fn api(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, format!("{}/api/v1{path}", self.base))
+            .bearer_auth(API_KEY)
+    }
+
+    /// `GET /api/v1/links?{query}` with `key`; status and JSON.
+    pub async fn list_with_key(&self, query: &str, key: &str) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .get(format!("{}/api/v1/links?{query}", self.base))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("send list");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `GET /api/v1/links?{query}`; status and JSON.
+    pub async fn list(&self, query: &str) -> (StatusCode, Value) {
+        self.list_with_key(query, API_KEY).await
+    }
+
+    /// Every code of a list, page by page (`limit` per page), in order.
+    pub async fn list_all(&self, query: &str, limit: usize) -> Vec<String> {
+        let mut codes = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut q = format!("{query}&limit={limit}");
+            if let Some(c) = &cursor {
+                q.push_str(&format!("&cursor={c}"));
+            }
+            let (status, page) = self.list(&q).await;
+            assert_eq!(status, StatusCode::OK, "{q}: {page}");
+            for link in page["links"].as_array().expect("links") {
+                codes.push(link["code"].as_str().expect("code").to_string());
+            }
+            match page["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_string()),
+                None => return codes,
+            }
+        }
+    }
+
+    /// `PATCH /api/v1/links/{code}` with `body` (a JSON merge patch); status and JSON.
+    pub async fn patch(&self, code: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .api(reqwest::Method::PATCH, &format!("/links/{code}"))
+            .header("content-type", "application/merge-patch+json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("send patch");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The events of `GET /api/v1/links/{code}/history`.
+    pub async fn history(&self, code: &str) -> (StatusCode, Value) {
+        let response = self
+            .api(reqwest::Method::GET, &format!("/links/{code}/history"))
+            .send()
+            .await
+            .expect("send history");
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `POST /api/v1/links/import?{query}` of `body` as `content_type` with `key`: the status
+    /// and the answer's lines (or, refused, its one JSON error).
+    pub async fn import_with_key(
+        &self,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+        query: &str,
+        key: &str,
+    ) -> (StatusCode, Vec<Value>) {
+        let response = self
+            .client
+            .post(format!("{}/api/v1/links/import?{query}", self.base))
+            .bearer_auth(key)
+            .header("content-type", content_type)
+            .timeout(Duration::from_secs(120))
+            .body(body)
+            .send()
+            .await
+            .expect("send import");
+        let status = response.status();
+        let text = response.text().await.expect("answer");
+        let lines = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+            .collect();
+        (status, lines)
+    }
+
+    /// [`Node::import_with_key`] with the test key.
+    pub async fn import(
+        &self,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+        query: &str,
+    ) -> (StatusCode, Vec<Value>) {
+        self.import_with_key(content_type, body, query, API_KEY)
+            .await
+    }
+
+    /// `GET /api/v1/links/export?{query}`: status and body.
+    pub async fn export(&self, query: &str) -> (StatusCode, String) {
+        let response = self
+            .api(reqwest::Method::GET, &format!("/links/export?{query}"))
+            .send()
+            .await
+            .expect("send export");
+        let status = response.status();
+        (status, response.text().await.expect("export body"))
+    }
+
     /// A gRPC client for the `Links` service.
     pub async fn links_client(
         &self,

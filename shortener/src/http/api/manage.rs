@@ -102,7 +102,9 @@ pub async fn export(
         None | Some("ndjson") => false,
         Some("csv") => true,
         Some(_) => {
-            return Err(Error::bad_request("invalid_format", "format must be ndjson or csv").into());
+            return Err(
+                Error::bad_request("invalid_format", "format must be ndjson or csv").into(),
+            );
         }
     };
     let input = params.into_input()?;

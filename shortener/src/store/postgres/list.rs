@@ -61,18 +61,25 @@ fn build(query: &ListQuery, limit: Option<usize>) -> Sql {
         let (at, c) = (sql.param(*created_at), sql.param(code.clone()));
         conditions.push(format!("({key}.created_at, {key}.code) < ({at}, {c})"));
     }
-    let now = sql.param(query.now);
-    conditions.push(match query.state {
-        StateFilter::Active => format!(
-            "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now})"
-        ),
-        StateFilter::Expired => format!(
-            "l.deleted_at IS NULL AND l.disabled_at IS NULL AND l.expires_at <= {now}"
-        ),
-        StateFilter::Disabled => "l.deleted_at IS NULL AND l.disabled_at IS NOT NULL".into(),
-        StateFilter::Deleted => "l.deleted_at IS NOT NULL".into(),
-        StateFilter::All => format!("{now}::timestamptz IS NOT NULL"),
-    });
+    match query.state {
+        StateFilter::Active => {
+            let now = sql.param(query.now);
+            conditions.push(format!(
+                "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now})"
+            ));
+        }
+        StateFilter::Expired => {
+            let now = sql.param(query.now);
+            conditions.push(format!(
+                "l.deleted_at IS NULL AND l.disabled_at IS NULL AND l.expires_at <= {now}"
+            ));
+        }
+        StateFilter::Disabled => {
+            conditions.push("l.deleted_at IS NULL AND l.disabled_at IS NOT NULL".into())
+        }
+        StateFilter::Deleted => conditions.push("l.deleted_at IS NOT NULL".into()),
+        StateFilter::All => {}
+    }
     if let Some(after) = query.created_after {
         let p = sql.param(after);
         conditions.push(format!("l.created_at >= {p}"));
@@ -100,7 +107,11 @@ fn build(query: &ListQuery, limit: Option<usize>) -> Sql {
         "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot FROM {from} \
          LEFT JOIN link_clicks c ON c.code = l.code WHERE {} \
          ORDER BY {key}.created_at DESC, {key}.code DESC",
-        conditions.join(" AND ")
+        if conditions.is_empty() {
+            "true".to_string()
+        } else {
+            conditions.join(" AND ")
+        }
     );
     if let Some(limit) = limit {
         let p = sql.param(limit as i64);

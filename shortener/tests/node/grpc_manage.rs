@@ -1,0 +1,398 @@
+//! Link management over gRPC, with the semantics and errors of the JSON API: ListLinks,
+//! UpdateLink, GetLinkHistory, ImportLinks (streams both ways), ExportLinks (streams out).
+
+use crate::helpers::{Backend, Stack, authed, create};
+use futures::StreamExt;
+use proto::shortener::v1 as pb;
+use tonic::Code;
+
+fn error_code(status: &tonic::Status) -> String {
+    status
+        .metadata()
+        .get("error-code")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn filter(tag: Option<&str>) -> Option<pb::LinkFilter> {
+    Some(pb::LinkFilter {
+        tag: tag.map(str::to_string),
+        ..Default::default()
+    })
+}
+
+async fn list_update_and_history_work_over_grpc(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let mut client = node.links_client().await;
+    let mut made = Vec::new();
+    for i in 0..9 {
+        let mut request = create(&format!("https://example.com/{i}"));
+        request.tags = vec!["g".into()];
+        request.max_visits = Some(100);
+        let link = client
+            .create_link(authed(request))
+            .await
+            .expect("create")
+            .into_inner();
+        assert_eq!(
+            (link.tags.clone(), link.max_visits, link.state.as_str()),
+            (vec!["g".to_string()], Some(100), "active")
+        );
+        made.push(link.code);
+    }
+    // Pages of four, newest first, each link once.
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = client
+            .list_links(authed(pb::ListLinksRequest {
+                limit: Some(4),
+                cursor: cursor.clone(),
+                filter: filter(Some("g")),
+            }))
+            .await
+            .expect("list")
+            .into_inner();
+        seen.extend(page.links.into_iter().map(|l| l.code));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    made.reverse();
+    assert_eq!(seen, made);
+
+    let code = made[0].clone();
+    let updated = client
+        .update_link(authed(pb::UpdateLinkRequest {
+            code: code.clone(),
+            url: Some("https://example.com/moved".into()),
+            tags: Some(pb::TagList { tags: vec![] }),
+            clear_max_visits: true,
+            disabled: Some(true),
+            ..Default::default()
+        }))
+        .await
+        .expect("update")
+        .into_inner();
+    assert_eq!(updated.url, "https://example.com/moved");
+    assert!(updated.tags.is_empty());
+    assert_eq!(updated.max_visits, None);
+    assert_eq!(updated.state, "disabled");
+    assert!(updated.disabled_at.is_some());
+    let history = client
+        .get_link_history(authed(pb::GetLinkHistoryRequest { code: code.clone() }))
+        .await
+        .expect("history")
+        .into_inner();
+    let kinds: Vec<&str> = history.events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["create", "update", "disable"]);
+    let change = history.events[1].change.as_ref().expect("a change");
+    let url = change.fields["url"].kind.as_ref().expect("url change");
+    let pb_value_new = match url {
+        prost_types::value::Kind::StructValue(s) => s.fields["new"].clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        pb_value_new.kind,
+        Some(prost_types::value::Kind::StringValue(
+            "https://example.com/moved".into()
+        ))
+    );
+    assert!(
+        history
+            .events
+            .iter()
+            .all(|e| e.key.starts_with("default/") && e.key == history.events[0].key)
+    );
+
+    // The errors of the JSON API, as statuses with the same machine codes.
+    client
+        .delete_link(authed(pb::DeleteLinkRequest {
+            code: made[1].clone(),
+        }))
+        .await
+        .expect("delete");
+    let cases: Vec<(pb::UpdateLinkRequest, Code, &str)> = vec![
+        (
+            pb::UpdateLinkRequest {
+                code: made[1].clone(),
+                disabled: Some(true),
+                ..Default::default()
+            },
+            Code::FailedPrecondition,
+            "gone",
+        ),
+        (
+            pb::UpdateLinkRequest {
+                code: "zzzzzzz".into(),
+                disabled: Some(true),
+                ..Default::default()
+            },
+            Code::NotFound,
+            "not_found",
+        ),
+        (
+            pb::UpdateLinkRequest {
+                code: code.clone(),
+                url: Some("ftp://x".into()),
+                ..Default::default()
+            },
+            Code::InvalidArgument,
+            "invalid_url",
+        ),
+        (
+            pb::UpdateLinkRequest {
+                code: code.clone(),
+                max_visits: Some(1),
+                clear_max_visits: true,
+                ..Default::default()
+            },
+            Code::InvalidArgument,
+            "conflicting_options",
+        ),
+        (
+            pb::UpdateLinkRequest {
+                code: code.clone(),
+                max_visits: Some(0),
+                ..Default::default()
+            },
+            Code::InvalidArgument,
+            "invalid_max_visits",
+        ),
+        (
+            pb::UpdateLinkRequest {
+                code: code.clone(),
+                tags: Some(pb::TagList {
+                    tags: vec!["A".into()],
+                }),
+                ..Default::default()
+            },
+            Code::InvalidArgument,
+            "invalid_tag",
+        ),
+        (
+            pb::UpdateLinkRequest {
+                code: "bad code".into(),
+                ..Default::default()
+            },
+            Code::InvalidArgument,
+            "invalid_code",
+        ),
+    ];
+    for (request, code_want, error) in cases {
+        let status = client
+            .update_link(authed(request.clone()))
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            (status.code(), error_code(&status).as_str()),
+            (code_want, error),
+            "{request:?}"
+        );
+    }
+    let bad_lists: Vec<(pb::ListLinksRequest, &str)> = vec![
+        (
+            pb::ListLinksRequest {
+                limit: Some(0),
+                ..Default::default()
+            },
+            "invalid_limit",
+        ),
+        (
+            pb::ListLinksRequest {
+                limit: Some(1001),
+                ..Default::default()
+            },
+            "invalid_limit",
+        ),
+        (
+            pb::ListLinksRequest {
+                cursor: Some("nope".into()),
+                ..Default::default()
+            },
+            "invalid_cursor",
+        ),
+        (
+            pb::ListLinksRequest {
+                cursor: cursor_of(&mut client).await,
+                filter: filter(Some("other")),
+                ..Default::default()
+            },
+            "invalid_cursor",
+        ),
+        (
+            pb::ListLinksRequest {
+                filter: Some(pb::LinkFilter {
+                    state: Some("gone".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            "invalid_state",
+        ),
+        (
+            pb::ListLinksRequest {
+                filter: filter(Some("Bad!")),
+                ..Default::default()
+            },
+            "invalid_tag",
+        ),
+        (
+            pb::ListLinksRequest {
+                filter: Some(pb::LinkFilter {
+                    created_after: Some(prost_types::Timestamp {
+                        seconds: 0,
+                        nanos: -1,
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            "invalid_date",
+        ),
+    ];
+    for (request, error) in bad_lists {
+        let status = client
+            .list_links(authed(request.clone()))
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            (status.code(), error_code(&status).as_str()),
+            (Code::InvalidArgument, error),
+            "{request:?}"
+        );
+    }
+    // Without a key, nothing.
+    let status = client
+        .list_links(pb::ListLinksRequest::default())
+        .await
+        .expect_err("unauthenticated");
+    assert_eq!(status.code(), Code::Unauthenticated);
+}
+on_both_stores!(list_update_and_history_work_over_grpc);
+
+/// The cursor of a first page of tag `g`.
+async fn cursor_of(
+    client: &mut pb::links_client::LinksClient<tonic::transport::Channel>,
+) -> Option<String> {
+    client
+        .list_links(authed(pb::ListLinksRequest {
+            limit: Some(1),
+            filter: filter(Some("g")),
+            ..Default::default()
+        }))
+        .await
+        .expect("list")
+        .into_inner()
+        .next_cursor
+}
+
+async fn imports_and_exports_stream_over_grpc(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let mut client = node.links_client().await;
+    let row = |url: &str, code: Option<&str>| pb::ImportRow {
+        url: url.into(),
+        code: code.map(str::to_string),
+        ..Default::default()
+    };
+    // 1,200 rows in three messages: more than one chunk, answered in order.
+    let messages: Vec<pb::ImportLinksRequest> = (0..3)
+        .map(|m| pb::ImportLinksRequest {
+            rows: (0..400)
+                .map(|i| {
+                    let n = m * 400 + i;
+                    if n == 7 {
+                        row("not a url", None)
+                    } else if n % 2 == 0 {
+                        row(
+                            &format!("https://example.com/{n}"),
+                            Some(&format!("legacy-{n}")),
+                        )
+                    } else {
+                        row(&format!("https://example.com/{n}"), None)
+                    }
+                })
+                .collect(),
+            dry_run: false,
+        })
+        .collect();
+    let run = |messages: Vec<pb::ImportLinksRequest>| {
+        let mut client = client.clone();
+        async move {
+            let answers = client
+                .import_links(authed(futures::stream::iter(messages)))
+                .await
+                .expect("import")
+                .into_inner();
+            answers
+                .map(|a| a.expect("an answer").outcome.expect("outcome"))
+                .collect::<Vec<_>>()
+                .await
+        }
+    };
+    let answers = run(messages.clone()).await;
+    assert_eq!(answers.len(), 1201);
+    for (i, answer) in answers[..1200].iter().enumerate() {
+        let pb::import_links_response::Outcome::Row(result) = answer else {
+            panic!("{answer:?}")
+        };
+        assert_eq!(result.row, i as u64 + 1);
+        if i == 7 {
+            assert_eq!(result.status, "error");
+            let error = result.error.as_ref().expect("an error");
+            assert_eq!(
+                (error.error.as_str(), error.status),
+                ("invalid_url", Code::InvalidArgument as i32)
+            );
+        } else {
+            assert_eq!(result.status, "created", "{result:?}");
+        }
+    }
+    let pb::import_links_response::Outcome::Summary(summary) = &answers[1200] else {
+        panic!("no summary")
+    };
+    assert_eq!(
+        (
+            summary.rows,
+            summary.created,
+            summary.errors,
+            summary.exists
+        ),
+        (1200, 1199, 1, 0)
+    );
+    // Again: nothing twice.
+    let answers = run(messages).await;
+    let pb::import_links_response::Outcome::Summary(summary) = answers.last().expect("answers")
+    else {
+        panic!("no summary")
+    };
+    assert_eq!((summary.created, summary.exists), (0, 1199));
+    assert_eq!(node.stored_links().await, 1199);
+
+    // Export: every link, from one snapshot, as a stream.
+    let exported: Vec<pb::Link> = client
+        .export_links(authed(pb::ExportLinksRequest { filter: None }))
+        .await
+        .expect("export")
+        .into_inner()
+        .map(|l| l.expect("a link"))
+        .collect()
+        .await;
+    assert_eq!(exported.len(), 1199);
+    assert_eq!(exported.iter().filter(|l| l.imported).count(), 600);
+    let status = client
+        .export_links(authed(pb::ExportLinksRequest {
+            filter: Some(pb::LinkFilter {
+                state: Some("gone".into()),
+                ..Default::default()
+            }),
+        }))
+        .await
+        .expect_err("refused");
+    assert_eq!(error_code(&status), "invalid_state");
+}
+on_both_stores!(imports_and_exports_stream_over_grpc);

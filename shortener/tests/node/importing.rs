@@ -1,0 +1,460 @@
+//! Bulk import: NDJSON and CSV rows, legacy codes kept as spelled, retries that create nothing
+//! twice, bad rows that fail alone, dry runs that store nothing.
+
+use crate::helpers::{BROWSER, Backend, Node, Stack};
+use crate::tenants::write_keys;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const NDJSON: &str = "application/x-ndjson";
+
+fn ndjson(rows: &[Value]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+/// The summary line of an answer.
+fn summary(lines: &[Value]) -> &Value {
+    let last = lines.last().expect("an answer");
+    assert!(last.get("summary").is_some(), "no summary: {lines:?}");
+    &last["summary"]
+}
+
+/// The row lines of an answer, by row number (from 1).
+fn row(lines: &[Value], n: u64) -> &Value {
+    lines
+        .iter()
+        .find(|l| l["row"] == n)
+        .unwrap_or_else(|| panic!("no row {n} in {lines:?}"))
+}
+
+async fn location(node: &Node, code: &str) -> (StatusCode, Option<String>) {
+    let response = node
+        .client
+        .get(format!("{}/{code}", node.base))
+        .header("user-agent", BROWSER)
+        .send()
+        .await
+        .expect("visit");
+    let location = response
+        .headers()
+        .get("location")
+        .map(|v| v.to_str().expect("ascii").to_string());
+    (response.status(), location)
+}
+
+async fn legacy_codes_keep_their_spelling_and_a_retry_creates_nothing_twice(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let rows = [
+        // Seven base62 characters: the shape of a generated code of this deployment.
+        json!({ "url": "https://example.com/bitly", "code": "3aBcXyZ", "created_at": "2019-05-06T07:08:09Z", "tags": ["old"] }),
+        json!({ "url": "https://example.com/alias", "code": "spring-sale" }),
+        // Eight characters that no ID of this code space encodes to, found all the same.
+        json!({ "url": "https://example.com/long", "alias": "Zz9Zz9Zz" }),
+        json!({ "url": "https://example.com/generated", "max_visits": 9 }),
+        json!({ "url": "https://example.com/private", "private": true }),
+        json!({ "url": "https://example.com/yourls", "code": "abc", "created_at": "2018-01-02 03:04:05", "expires_at": "2020-01-01" }),
+    ];
+    let body = ndjson(&rows);
+    let (status, lines) = node.import(NDJSON, body.clone(), "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(lines.len(), rows.len() + 1, "{lines:?}");
+    for n in 1..=6 {
+        assert_eq!(row(&lines, n)["status"], "created", "{lines:?}");
+    }
+    assert_eq!(summary(&lines)["created"], 6);
+    assert_eq!(row(&lines, 1)["code"], "3aBcXyZ");
+    let generated = row(&lines, 4)["code"]
+        .as_str()
+        .expect("a generated code")
+        .to_string();
+    assert_eq!(generated.len(), 7);
+    let private = row(&lines, 5)["code"]
+        .as_str()
+        .expect("a private code")
+        .to_string();
+    assert_eq!(private.len(), 16);
+    for (code, url) in [
+        ("3aBcXyZ", "https://example.com/bitly"),
+        ("spring-sale", "https://example.com/alias"),
+        ("Zz9Zz9Zz", "https://example.com/long"),
+        (generated.as_str(), "https://example.com/generated"),
+        (private.as_str(), "https://example.com/private"),
+    ] {
+        assert_eq!(
+            location(&node, code).await,
+            (StatusCode::FOUND, Some(url.to_string())),
+            "{code}"
+        );
+    }
+    assert_eq!(
+        location(&node, "abc").await.0,
+        StatusCode::GONE,
+        "imported already expired"
+    );
+    let (_, link) = node.get("3aBcXyZ").await;
+    assert_eq!(link["created_at"], "2019-05-06T07:08:09.000Z");
+    assert_eq!(link["imported"], true);
+    assert_eq!(link["tags"], json!(["old"]));
+    let (_, history) = node.history("3aBcXyZ").await;
+    assert_eq!(history["events"][0]["kind"], "create");
+    assert_eq!(history["events"][0]["change"]["imported"]["new"], true);
+    let (_, link) = node.get(&generated).await;
+    assert_eq!(link["max_visits"], 9);
+
+    // The same rows again: every one exists, nothing new is stored.
+    let stored = node.stored_links().await;
+    let (status, again) = node.import(NDJSON, body, "").await;
+    assert_eq!(status, StatusCode::OK);
+    for n in 1..=6 {
+        assert_eq!(row(&again, n)["status"], "exists", "{again:?}");
+    }
+    assert_eq!(
+        row(&again, 4)["code"],
+        generated.as_str(),
+        "the generated row finds its link"
+    );
+    assert_eq!(summary(&again)["created"], 0);
+    assert_eq!(summary(&again)["exists"], 6);
+    assert_eq!(node.stored_links().await, stored);
+}
+on_both_stores!(legacy_codes_keep_their_spelling_and_a_retry_creates_nothing_twice);
+
+async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let path = stack.dir.path().join("api-keys.toml");
+    let keys = write_keys(&path);
+    let mut config = stack.config("tenants");
+    config.api_keys_file = Some(path);
+    let node = Node::start(config).await;
+    // Another tenant holds `taken-code`.
+    let (status, _) = node
+        .create_with_key(
+            json!({ "url": "https://example.com/theirs", "alias": "taken-code" }),
+            &keys.other,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let stored = node.stored_links().await;
+
+    let mut body = Vec::new();
+    let mut expect: Vec<(&str, &str)> = Vec::new();
+    let mut line = |text: &[u8], status: &'static str, error: &'static str| {
+        body.extend_from_slice(text);
+        body.push(b'\n');
+        expect.push((status, error));
+    };
+    line(
+        br#"{"url": "https://example.com/ok-1", "code": "ok-1"}"#,
+        "created",
+        "",
+    );
+    line(
+        br#"{"url": "not a url", "code": "bad-url"}"#,
+        "error",
+        "invalid_url",
+    );
+    line(br#"{"url": "javascript:alert(1)"}"#, "error", "invalid_url");
+    line(
+        br#"{"url": "https://example.com/r", "code": "metrics"}"#,
+        "error",
+        "invalid_code",
+    );
+    line(
+        br#"{"url": "https://example.com/r", "code": "API"}"#,
+        "error",
+        "invalid_code",
+    );
+    line(
+        br#"{"url": "https://example.com/r", "code": "a b"}"#,
+        "error",
+        "invalid_code",
+    );
+    line(
+        br#"{"url": "https://example.com/r", "code": "caf\u00e9"}"#,
+        "error",
+        "invalid_code",
+    );
+    line(
+        br#"{"url": "https://example.com/r", "code": "0123456789abc"}"#,
+        "error",
+        "invalid_code",
+    );
+    line(
+        br#"{"url": "https://example.com/dup", "code": "dup-code"}"#,
+        "created",
+        "",
+    );
+    line(
+        br#"{"url": "https://example.com/dup", "code": "dup-code"}"#,
+        "error",
+        "duplicate_code",
+    );
+    line(
+        br#"{"url": "https://example.com/mine", "code": "taken-code"}"#,
+        "error",
+        "code_taken",
+    );
+    line(
+        br#"{"url": "https://example.com/theirs", "code": "taken-code"}"#,
+        "error",
+        "code_taken",
+    );
+    line(
+        br#"{"url": "https://example.com/d", "created_at": "yesterday"}"#,
+        "error",
+        "invalid_created_at",
+    );
+    line(
+        br#"{"url": "https://example.com/d", "created_at": "2999-01-01T00:00:00Z"}"#,
+        "error",
+        "invalid_created_at",
+    );
+    line(
+        br#"{"url": "https://example.com/d", "expires_at": "2020-13-01T00:00:00Z"}"#,
+        "error",
+        "invalid_expiry",
+    );
+    line(br#"{"url": "https://example.com/d", "created_at": "2020-01-02T00:00:00Z", "expires_at": "2020-01-01T00:00:00Z"}"#, "error", "invalid_expiry");
+    line(
+        br#"{"url": "https://example.com/t", "tags": ["Bad"]}"#,
+        "error",
+        "invalid_tag",
+    );
+    line(
+        br#"{"url": "https://example.com/t", "max_visits": 0}"#,
+        "error",
+        "invalid_max_visits",
+    );
+    line(
+        br#"{"url": "https://example.com/t", "code": "x-1", "private": true}"#,
+        "error",
+        "conflicting_options",
+    );
+    line(
+        br#"{"url": "https://example.com/t", "colour": "red"}"#,
+        "error",
+        "invalid_json",
+    );
+    line(
+        br#"{"url": "https://example.com/t""#,
+        "error",
+        "invalid_json",
+    );
+    line(
+        b"{\"url\": \"https://example.com/\xff\xfe\"}",
+        "error",
+        "invalid_utf8",
+    );
+    line(
+        br#"{"url": "https://example.com/ok-2", "code": "ok-2"}"#,
+        "created",
+        "",
+    );
+    // A 100 MB line is refused on its own; the row after it is read.
+    let huge = format!(
+        "{{\"url\": \"https://example.com/{}\"}}",
+        "a".repeat(100 * 1024 * 1024)
+    );
+    line(huge.as_bytes(), "error", "row_too_long");
+    drop(huge);
+    line(br#"{"url": "https://example.com/ok-3"}"#, "created", "");
+    let rows = expect.len();
+
+    let (status, lines) = node.import_with_key(NDJSON, body, "", &keys.own).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(lines.len(), rows + 1);
+    for (n, (status, error)) in expect.iter().enumerate() {
+        let line = row(&lines, n as u64 + 1);
+        assert_eq!(line["status"], *status, "row {}: {line}", n + 1);
+        if !error.is_empty() {
+            assert_eq!(line["error"], *error, "row {}: {line}", n + 1);
+            assert!(
+                line["message"].as_str().is_some_and(|m| m.len() <= 300),
+                "{line}"
+            );
+        }
+    }
+    // Another tenant's code is `code_taken`, never `exists`: nothing says whose it is.
+    assert!(!lines.iter().any(|l| l["status"] == "exists"));
+    let created = expect.iter().filter(|(s, _)| *s == "created").count();
+    assert_eq!(summary(&lines)["created"], created);
+    assert_eq!(summary(&lines)["errors"], rows - created);
+    assert_eq!(
+        node.stored_links().await,
+        stored + created as u64,
+        "a refused row was stored"
+    );
+
+    // `?results=errors` answers only the refused rows, and the summary.
+    let body = ndjson(&[
+        json!({ "url": "https://example.com/q1" }),
+        json!({ "url": "bad" }),
+    ]);
+    let (_, lines) = node
+        .import_with_key(NDJSON, body, "results=errors", &keys.own)
+        .await;
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["row"], 2);
+
+    // Requests refused as a whole: nothing read, nothing stored.
+    let before = node.stored_links().await;
+    for (content_type, query, key, status) in [
+        (
+            "text/plain",
+            "",
+            &keys.own,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (NDJSON, "dry_run=maybe", &keys.own, StatusCode::BAD_REQUEST),
+        (NDJSON, "results=some", &keys.own, StatusCode::BAD_REQUEST),
+        (NDJSON, "mode=fast", &keys.own, StatusCode::BAD_REQUEST),
+        (NDJSON, "", &keys.scopeless, StatusCode::FORBIDDEN),
+        (
+            NDJSON,
+            "",
+            &"not-a-key-at-all-0000000000".to_string(),
+            StatusCode::UNAUTHORIZED,
+        ),
+        ("text/csv", "", &keys.own, StatusCode::UNPROCESSABLE_ENTITY),
+    ] {
+        let body = if content_type == "text/csv" {
+            "code,tags\nabc-1,x\n".to_string()
+        } else {
+            ndjson(&[json!({ "url": "https://example.com/never" })])
+        };
+        let (got, answer) = node.import_with_key(content_type, body, query, key).await;
+        assert_eq!(got, status, "{content_type} {query}: {answer:?}");
+    }
+    let (_, answer) = node
+        .import_with_key("text/csv", "code,tags\nabc-1,x\n", "", &keys.own)
+        .await;
+    assert_eq!(answer[0]["error"], "missing_url_column");
+    assert_eq!(node.stored_links().await, before);
+}
+on_both_stores!(bad_rows_fail_alone_and_store_nothing);
+
+async fn csv_exports_of_other_shorteners_import_with_their_columns(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let bitly = "Title,Bitlink,Long URL,Created,Tags\n\
+        Spring,https://bit.ly/3xYzAbC,https://example.com/spring,2024-03-01 10:00:00,promo|spring\n\
+        \"Quoted, title\",bit.ly/4Qq,\"https://example.com/q?a=1,2\",2024-03-02 10:00:00,\n";
+    let (status, lines) = node.import("text/csv", bitly, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(summary(&lines)["created"], 2, "{lines:?}");
+    assert_eq!(
+        location(&node, "3xYzAbC").await.1.as_deref(),
+        Some("https://example.com/spring")
+    );
+    assert_eq!(
+        location(&node, "4Qq").await.1.as_deref(),
+        Some("https://example.com/q?a=1,2")
+    );
+    let (_, link) = node.get("3xYzAbC").await;
+    assert_eq!(link["tags"], json!(["promo", "spring"]));
+    assert_eq!(link["created_at"], "2024-03-01T10:00:00.000Z");
+
+    let shlink = "createdAt,shortCode,shortUrl,longUrl,title,tags,visits\r\n\
+        2023-05-06T07:08:09+00:00,x-1,https://s.test/x-1,https://example.com/x1,,t1|t2,3\r\n";
+    let (_, lines) = node.import("text/csv", shlink, "").await;
+    assert_eq!(summary(&lines)["created"], 1, "{lines:?}");
+    let yourls = "keyword,url,title,timestamp,ip,clicks\nyo_1,https://example.com/y,T,2019-01-02 03:04:05,1.2.3.4,7\n";
+    let (_, lines) = node.import("text/csv", yourls, "").await;
+    assert_eq!(summary(&lines)["created"], 1, "{lines:?}");
+    assert_eq!(
+        location(&node, "yo_1").await.1.as_deref(),
+        Some("https://example.com/y")
+    );
+    // A row with more fields than the header, and bad bytes, fail alone.
+    let bad = b"url,code\nhttps://example.com/a,c-1,extra\nhttps://example.com/\xff,c-2\nhttps://example.com/b,c-3\n".to_vec();
+    let (_, lines) = node.import("text/csv", bad, "").await;
+    assert_eq!(row(&lines, 1)["error"], "invalid_csv");
+    assert_eq!(row(&lines, 2)["error"], "invalid_utf8");
+    assert_eq!(row(&lines, 3)["status"], "created");
+}
+on_both_stores!(csv_exports_of_other_shorteners_import_with_their_columns);
+
+async fn a_dry_run_checks_every_row_and_stores_nothing(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let (_, first) = node
+        .import(
+            NDJSON,
+            ndjson(&[
+                json!({ "url": "https://example.com/have", "code": "have-1" }),
+                json!({ "url": "https://example.com/gen" }),
+            ]),
+            "",
+        )
+        .await;
+    assert_eq!(summary(&first)["created"], 2);
+    let stored = node.stored_links().await;
+    let rows = [
+        json!({ "url": "https://example.com/new", "code": "new-1" }),
+        json!({ "url": "https://example.com/have", "code": "have-1" }),
+        json!({ "url": "https://example.com/gen" }),
+        json!({ "url": "https://example.com/fresh" }),
+        json!({ "url": "bad" }),
+        json!({ "url": "https://example.com/new", "code": "new-1" }),
+    ];
+    let (status, lines) = node.import(NDJSON, ndjson(&rows), "dry_run=true").await;
+    assert_eq!(status, StatusCode::OK);
+    let statuses: Vec<&str> = (1..=6)
+        .map(|n| row(&lines, n)["status"].as_str().expect("status"))
+        .collect();
+    assert_eq!(
+        statuses,
+        ["valid", "exists", "exists", "valid", "error", "error"]
+    );
+    assert_eq!(row(&lines, 6)["error"], "duplicate_code");
+    assert_eq!(summary(&lines)["dry_run"], true);
+    assert_eq!(
+        node.stored_links().await,
+        stored,
+        "a dry run stored something"
+    );
+    assert_eq!(location(&node, "new-1").await.0, StatusCode::NOT_FOUND);
+}
+on_both_stores!(a_dry_run_checks_every_row_and_stores_nothing);
+
+/// A legacy code may spell the code of an ID this node has not used yet: the generated create
+/// that reaches that ID steps over it, without failing and without the conflict alarm.
+async fn a_generated_create_steps_over_an_imported_code_without_the_alarm(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let id = node.app.ids.next_id().expect("an ID in hand");
+    let legacy = node.app.space.encode(id + 1);
+    let (_, lines) = node
+        .import(
+            NDJSON,
+            ndjson(&[json!({ "url": "https://legacy.example/", "code": legacy })]),
+            "",
+        )
+        .await;
+    assert_eq!(row(&lines, 1)["status"], "created", "{lines:?}");
+    let made = node.create_url("https://example.com/next").await;
+    assert_eq!(
+        made,
+        node.app.space.encode(id + 2),
+        "the create took the ID after the legacy code's"
+    );
+    assert_eq!(
+        location(&node, &legacy).await.1.as_deref(),
+        Some("https://legacy.example/")
+    );
+    assert_eq!(
+        location(&node, &made).await.1.as_deref(),
+        Some("https://example.com/next")
+    );
+    let metrics = node.metrics().await;
+    assert!(
+        metrics.contains("shortener_generated_code_conflicts_total 0"),
+        "the alarm went off"
+    );
+    assert!(
+        metrics.contains("shortener_generated_codes_skipped_imported_total 1"),
+        "{metrics}"
+    );
+}
+on_both_stores!(a_generated_create_steps_over_an_imported_code_without_the_alarm);
