@@ -154,6 +154,7 @@ impl Clients {
             dedup: request.dedup,
             private: request.private,
             idempotency_key: request.idempotency_key.clone(),
+            ..Default::default()
         });
         grpc_request.set_timeout(CREATE_DEADLINE);
         grpc_request.metadata_mut().insert(
