@@ -416,6 +416,120 @@ def test_clicks_are_counted_apart_for_people_bots_and_head(api, unique_url):
     assert clicks == want
 
 
+# Link management: lists, edits, history, import, export.
+
+
+def test_list_pages_newest_first_with_a_cursor(api, unique_url):
+    tag = "t" + uuid.uuid4().hex[:12]
+    made = [api.create({"url": f"{unique_url}/{i}", "tags": [tag]}).json()["code"] for i in range(5)]
+    seen, cursor = [], None
+    while True:
+        params = {"tag": tag, "limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = api.request("GET", "/api/v1/links", "/api/v1/links", 200,
+                           headers=api.auth(), params=params).json()
+        seen += [link["code"] for link in page["links"]]
+        assert all(link["tags"] == [tag] for link in page["links"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == made[::-1]
+
+
+@pytest.mark.parametrize("params,code", [
+    ({"limit": 0}, "invalid_limit"),
+    ({"limit": 1001}, "invalid_limit"),
+    ({"state": "gone"}, "invalid_state"),
+    ({"created_after": "yesterday"}, "invalid_date"),
+    ({"tag": "Bad Tag"}, "invalid_tag"),
+    ({"cursor": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}, "invalid_cursor"),
+    ({"sort": "asc"}, "invalid_query_parameter"),
+])
+def test_list_refuses_a_bad_query_with_400(api, params, code):
+    response = api.request("GET", "/api/v1/links", "/api/v1/links", 400,
+                           headers=api.auth(), params=params)
+    assert error_of(response) == code
+
+
+def test_patch_changes_a_link_and_history_records_it(api, unique_url):
+    code = api.create({"url": unique_url}).json()["code"]
+    patch = {"url": unique_url + "/moved", "tags": ["moved"], "max_visits": 10, "disabled": True}
+    link = api.request("PATCH", f"/api/v1/links/{code}", "/api/v1/links/{code}", 200,
+                       headers={**api.auth(), "Content-Type": "application/merge-patch+json"},
+                       data=json.dumps(patch)).json()
+    assert (link["url"], link["tags"], link["max_visits"], link["state"]) == (
+        unique_url + "/moved", ["moved"], 10, "disabled")
+    api.follow(code, 410)
+    history = api.request("GET", f"/api/v1/links/{code}/history", "/api/v1/links/{code}/history",
+                          200, headers=api.auth()).json()
+    assert [e["kind"] for e in history["events"]] == ["create", "update", "disable"]
+    assert history["events"][1]["change"]["url"] == {"old": unique_url, "new": unique_url + "/moved"}
+
+
+@pytest.mark.parametrize("patch,status,code", [
+    ({"nope": 1}, 400, "unknown_field"),
+    ({"code": "x"}, 422, "read_only_field"),
+    ({"url": "ftp://example.com/"}, 422, "invalid_url"),
+    ({"tags": ["Bad"]}, 422, "invalid_tag"),
+    ({"max_visits": 0}, 422, "invalid_max_visits"),
+])
+def test_a_refused_patch_changes_nothing(api, unique_url, patch, status, code):
+    created = api.create({"url": unique_url}).json()
+    response = api.request("PATCH", f"/api/v1/links/{created['code']}", "/api/v1/links/{code}",
+                           status, headers={**api.auth(), "Content-Type": "application/json"},
+                           data=json.dumps(patch))
+    assert error_of(response) == code
+    assert api.get(created["code"]).json()["url"] == unique_url
+
+
+def test_patch_of_a_deleted_link_is_410(api, unique_url):
+    code = api.create({"url": unique_url}).json()["code"]
+    api.delete(code)
+    response = api.request("PATCH", f"/api/v1/links/{code}", "/api/v1/links/{code}", 410,
+                           headers={**api.auth(), "Content-Type": "application/json"},
+                           data=json.dumps({"disabled": False}))
+    assert error_of(response) == "gone"
+
+
+def test_import_streams_a_result_per_row_and_a_retry_creates_nothing(api, unique_url):
+    legacy = "py-" + uuid.uuid4().hex[:10]
+    body = "".join(json.dumps(row) + "\n" for row in [
+        {"url": unique_url + "/a", "code": legacy, "created_at": "2020-02-03T04:05:06Z"},
+        {"url": unique_url + "/b"},
+        {"url": "not a url"},
+    ])
+    for expected in (["created", "created", "error"], ["exists", "exists", "error"]):
+        response = api.request("POST", "/api/v1/links/import", "/api/v1/links/import", 200,
+                               headers={**api.auth(), "Content-Type": "application/x-ndjson"},
+                               data=body)
+        lines = [json.loads(line) for line in response.text.splitlines()]
+        assert [line["status"] for line in lines[:3]] == expected, lines
+        assert lines[2]["error"] == "invalid_url"
+        assert lines[3]["summary"]["rows"] == 3
+    api.follow(legacy, 302)
+    assert api.get(legacy).json()["created_at"] == "2020-02-03T04:05:06.000Z"
+
+
+def test_import_of_a_csv_without_a_url_column_is_422(api):
+    response = api.request("POST", "/api/v1/links/import", "/api/v1/links/import", 422,
+                           headers={**api.auth(), "Content-Type": "text/csv"},
+                           data="code,tags\nabc-1,x\n")
+    assert error_of(response) == "missing_url_column"
+
+
+def test_export_streams_every_link_of_the_list(api, unique_url):
+    tag = "e" + uuid.uuid4().hex[:12]
+    made = {api.create({"url": f"{unique_url}/{i}", "tags": [tag]}).json()["code"] for i in range(3)}
+    response = api.request("GET", "/api/v1/links/export", "/api/v1/links/export", 200,
+                           headers=api.auth(), params={"tag": tag})
+    assert {json.loads(line)["code"] for line in response.text.splitlines()} == made
+    response = api.request("GET", "/api/v1/links/export", "/api/v1/links/export", 200,
+                           headers=api.auth(), params={"tag": tag, "format": "csv"})
+    rows = response.text.splitlines()
+    assert rows[0].startswith("code,url,tags") and len(rows) == 4
+    api.request("GET", "/api/v1/links/export", "/api/v1/links/export", 400,
+                headers=api.auth(), params={"format": "xml"})
+
+
 # Coverage of the document by the tests above.
 
 

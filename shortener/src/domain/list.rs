@@ -163,6 +163,9 @@ pub struct ListInput {
 
 /// The longest `q`.
 const MAX_Q: usize = 256;
+/// The shortest `q`: a trigram index answers a substring of three characters or more; a
+/// shorter one would scan every link.
+const MIN_Q: usize = 3;
 
 impl ListQuery {
     /// Checks `input` (all but its cursor) for a caller confined to `tenant`, as of `now`.
@@ -191,11 +194,13 @@ impl ListQuery {
             ));
         }
         if let Some(q) = &input.q
-            && (q.is_empty() || q.chars().count() > MAX_Q || q.chars().any(char::is_control))
+            && (q.chars().count() < MIN_Q
+                || q.chars().count() > MAX_Q
+                || q.chars().any(char::is_control))
         {
             return Err(Error::bad_request(
                 "invalid_query",
-                format!("q must be 1 to {MAX_Q} characters without control characters"),
+                format!("q must be {MIN_Q} to {MAX_Q} characters without control characters"),
             ));
         }
         Ok(Self {

@@ -277,6 +277,7 @@ async fn bad_list_and_export_queries_are_refused_with_their_codes(backend: Backe
         ("tag=", "invalid_tag"),
         ("host=a%20b", "invalid_host"),
         ("q=", "invalid_query"),
+        ("q=ab", "invalid_query"),
         (long_q.as_str(), "invalid_query"),
         ("cursor=%FF%FE", "invalid_cursor"),
         ("sort=asc", "invalid_query_parameter"),
