@@ -147,6 +147,16 @@ async fn a_patch_changes_what_it_names_and_history_records_every_change(backend:
         assert_eq!(event["key"], key.as_str(), "{event}");
         assert!(event["at"].is_string());
     }
+    // The URLs of the history chain: each change starts where the one before ended, and the
+    // last ends at the stored URL.
+    let mut url = events[0].1["url"]["new"].clone();
+    for (_, change) in &events[1..] {
+        if let Some(step) = change.get("url") {
+            assert_eq!(step["old"], url, "{history}");
+            url = step["new"].clone();
+        }
+    }
+    assert_eq!(url, node.get(&code).await.1["url"]);
     // Deletes are for good: a patch of a deleted link is 410 and changes nothing.
     let (status, body) = node.patch(&code, json!({ "disabled": false })).await;
     assert_eq!(
