@@ -7,12 +7,13 @@
 //! - [`app`]: building and running a node (wiring, listeners, background tasks, drain).
 //! - [`config`]: flags and environment variables, validated before anything is bound.
 //! - [`domain`]: links, creates, codes, callers, errors; no transport or store types.
-//! - [`links`]: the link service (create, get, delete).
+//! - [`links`]: the link service (create, get, delete, list, update, history, import, export).
 //! - [`access`]: API keys and the one admission of every API request (authentication, rate
 //!   limits, batch bounds); [`limits`]: the token buckets and the client address.
 //! - [`http`]: the public listener: redirects ([`http::redirect`]: resolver and cache) and the
 //!   JSON API; [`grpc`]: the `shortener.v1.Links` service; [`admin`]: health and metrics.
 //! - [`clicks`]: click counting off the redirect path, flushed in batches.
+//! - [`qr`]: QR codes of short URLs (SVG and PNG).
 //! - [`store`]: the store interface and its PostgreSQL and SQLite backends.
 //! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
 //!   connections.
@@ -48,6 +49,7 @@ pub mod limits;
 pub mod links;
 pub mod metrics;
 pub mod net;
+pub mod qr;
 pub mod secrets;
 pub mod shutdown;
 pub mod store;

@@ -530,6 +530,19 @@ def test_export_streams_every_link_of_the_list(api, unique_url):
                 headers=api.auth(), params={"format": "xml"})
 
 
+def test_qr_code_images_with_their_validator(api, unique_url):
+    code = api.create({"url": unique_url}).json()["code"]
+    path, template = f"/api/v1/links/{code}/qr", "/api/v1/links/{code}/qr"
+    svg = api.request("GET", path, template, 200, headers=api.auth())
+    assert svg.text.startswith("<svg")
+    png = api.request("GET", path, template, 200, headers=api.auth(), params={"format": "png", "size": 128})
+    assert png.content[:8] == b"\x89PNG\r\n\x1a\n"
+    api.request("GET", path, template, 304,
+                headers={**api.auth(), "If-None-Match": svg.headers["ETag"]})
+    api.request("GET", path, template, 400, headers=api.auth(), params={"size": 1})
+    api.request("GET", "/api/v1/links/zzzzzzz/qr", template, 404, headers=api.auth())
+
+
 # Coverage of the document by the tests above.
 
 

@@ -187,6 +187,27 @@ impl Links for LinksApi {
         Ok(Response::new(self.import(caller, request.into_inner())))
     }
 
+    async fn get_link_qr(
+        &self,
+        request: Request<pb::GetLinkQrRequest>,
+    ) -> Result<Response<pb::LinkQr>, Status> {
+        let caller = self.admit(&request, Operation::Read)?;
+        let request = request.into_inner();
+        let options = crate::qr::QrOptions::parse(
+            request.format.as_deref(),
+            request.size,
+            request.margin,
+            request.ecc.as_deref(),
+        )?;
+        let link = self.links.get(&caller, &self.code(&request.code)?).await?;
+        let text = self.public.short_url(&link.code);
+        Ok(Response::new(pb::LinkQr {
+            data: crate::qr::render(&text, &options)?,
+            content_type: options.format.content_type().to_string(),
+            etag: options.etag(&text),
+        }))
+    }
+
     type ExportLinksStream = manage::ExportStream;
 
     async fn export_links(

@@ -141,6 +141,10 @@ fn router(state: Arc<HttpState>) -> Router {
             "/api/v1/links/{code}/history",
             get(api::history).fallback(api::method_not_allowed),
         )
+        .route(
+            "/api/v1/links/{code}/qr",
+            get(api::qr).fallback(api::method_not_allowed),
+        )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))
         .route("/{code}", get(redirect::redirect))

@@ -74,6 +74,68 @@ pub async fn history(
     Ok(axum::Json(serde_json::json!({ "events": events })).into_response())
 }
 
+/// The query of `GET /api/v1/links/{code}/qr`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QrParams {
+    #[serde(default)]
+    format: Option<String>,
+    #[serde(default)]
+    size: Option<u32>,
+    #[serde(default)]
+    margin: Option<u32>,
+    #[serde(default)]
+    ecc: Option<String>,
+}
+
+/// `GET /api/v1/links/{code}/qr?format=svg|png&size=&margin=&ecc=`: the QR code of the link's
+/// short URL. The image of a code never changes while the public URL stays, so it carries a
+/// strong `ETag` and may be kept a day (privately: it needs a key).
+pub async fn qr(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Read)?;
+    let params: QrParams = axum::extract::Query::try_from_uri(&uri)
+        .map(|q| q.0)
+        .map_err(|e| {
+            Error::bad_request(
+                "invalid_query_parameter",
+                format!("invalid query: {}", e.body_text()),
+            )
+        })?;
+    let options = crate::qr::QrOptions::parse(
+        params.format.as_deref(),
+        params.size,
+        params.margin,
+        params.ecc.as_deref(),
+    )?;
+    let link = state.links.get(&caller, &code(&state, path)?).await?;
+    let text = state.public.short_url(&link.code);
+    let etag = options.etag(&text);
+    let cache = [
+        (header::ETAG, etag.clone()),
+        (header::CACHE_CONTROL, "private, max-age=86400".to_string()),
+    ];
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    if matches {
+        return Ok((StatusCode::NOT_MODIFIED, cache).into_response());
+    }
+    let image = crate::qr::render(&text, &options)?;
+    Ok((
+        StatusCode::OK,
+        cache,
+        [(header::CONTENT_TYPE, options.format.content_type())],
+        image,
+    )
+        .into_response())
+}
+
 /// The columns of a CSV export, which a CSV import reads back.
 const CSV_COLUMNS: [&str; 10] = [
     "code",

@@ -9,7 +9,7 @@ mod records;
 mod wire;
 
 pub use import::import;
-pub use manage::{export, history, list, update};
+pub use manage::{export, history, list, qr, update};
 
 use super::{ApiError, HttpState};
 use crate::access::Operation;
