@@ -219,6 +219,7 @@ impl Node {
                 ipv6_prefix: config.ipv6_prefix,
             },
             metrics: Arc::clone(&self.metrics),
+            console: config.console,
         })
     }
 

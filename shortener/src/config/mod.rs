@@ -97,6 +97,9 @@ pub struct Config {
     /// existing links to them answer SHORTENER_BLOCKED_STATUS. Re-read when it changes.
     #[arg(long, env = "SHORTENER_BLOCKLIST_FILE")]
     pub blocklist_file: Option<PathBuf>,
+    /// Serve the web console at `/console/` on the public port (`on` or `off`).
+    #[arg(long, env = "SHORTENER_CONSOLE", default_value = "on", value_parser = parse_switch)]
+    pub console: bool,
     /// Refuse targets in loopback, link-local, private and unique-local ranges and cloud
     /// metadata host names.
     #[arg(long, env = "SHORTENER_REFUSE_PRIVATE_TARGETS", default_value_t = false, action = clap::ArgAction::Set)]
@@ -238,6 +241,7 @@ impl Config {
             blocked_status: 410,
             blocklist_file: None,
             refuse_private_targets: false,
+            console: true,
             short_domains: Vec::new(),
             max_url_length: crate::domain::DEFAULT_MAX_URL_LENGTH,
             min_block: 10,
@@ -290,5 +294,14 @@ impl Config {
     pub fn from_env_and_defaults() -> anyhow::Result<Config> {
         use clap::Parser;
         Ok(EnvOnly::try_parse_from(["shortener"])?.config)
+    }
+}
+
+/// A switch written `on` or `off` (or `true` / `false`).
+fn parse_switch(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("{text:?} is not on or off")),
     }
 }

@@ -6,6 +6,7 @@
 //! else through the axum router. Domain errors become responses in one place ([`ApiError`]).
 
 mod api;
+pub mod console;
 mod error;
 pub mod redirect;
 pub mod serve;
@@ -54,6 +55,8 @@ pub struct HttpState {
     pub client_policy: ClientAddressPolicy,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Whether the web console is served.
+    pub console: bool,
 }
 
 /// The public listener's request handling. Cheap to clone.
@@ -113,7 +116,15 @@ impl PublicService {
 const CREATE_PATH: &str = "/api/v1/links";
 
 fn router(state: Arc<HttpState>) -> Router {
-    Router::new()
+    let router = if state.console {
+        Router::new()
+            .route("/console/", get(console::page))
+            .route("/console/assets/{digest}/{file}", get(console::asset))
+    } else {
+        Router::new()
+    };
+    router
+        .route("/api/v1/me", get(api::me).fallback(api::method_not_allowed))
         .route(
             CREATE_PATH,
             axum::routing::post(api::create)

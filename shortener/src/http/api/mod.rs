@@ -132,6 +132,28 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// `GET /api/v1/me`: who the key is (tenant, name, scopes), for a client to offer what the key
+/// may do. Needs a valid key and no scope; reads nothing from the store.
+pub async fn me(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let caller = state
+        .admission
+        .authenticate(authorization, Operation::Read)?;
+    let scopes: Vec<&str> = caller.scopes.iter().map(|s| s.name()).collect();
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(
+            serde_json::json!({ "tenant": &*caller.tenant, "key": &*caller.key, "scopes": scopes }),
+        ),
+    )
+        .into_response())
+}
+
 /// A method the route does not support.
 pub async fn method_not_allowed() -> ApiError {
     ApiError::new(

@@ -1,0 +1,107 @@
+// Creating a link, and editing one (a JSON merge patch of what changed).
+
+import { get, request } from './api.js';
+import { checkbox, el, field, notify } from './dom.js';
+
+/// Tags typed as `a, b c` -> ['a', 'b', 'c'].
+function tagList(text) {
+  return text.split(/[\s,]+/).map((t) => t.trim()).filter(Boolean);
+}
+
+/// An RFC 3339 time from a `datetime-local` value (the browser's zone), or null.
+function isoFrom(local) {
+  if (!local) return null;
+  const t = new Date(local);
+  return Number.isNaN(t.getTime()) ? null : t.toISOString();
+}
+
+/// A `datetime-local` value for an RFC 3339 time.
+function localFrom(iso) {
+  if (!iso) return '';
+  const t = new Date(iso);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}T${pad(t.getHours())}:${pad(t.getMinutes())}`;
+}
+
+function problem(error) {
+  return error.code ? `${error.message} (${error.code})` : error.message;
+}
+
+export function createPage() {
+  const url = el('input', { type: 'url', required: true, placeholder: 'https://example.com/landing' });
+  const alias = el('input', { type: 'text', pattern: '[A-Za-z0-9_-]+', maxlength: 64 });
+  const expires = el('input', { type: 'datetime-local' });
+  const tags = el('input', { type: 'text', placeholder: 'spring, promo' });
+  const maxVisits = el('input', { type: 'number', min: 1 });
+  const password = el('input', { type: 'password', autocomplete: 'new-password', maxlength: 256 });
+  const priv = checkbox('Private: an unguessable 16-character code');
+  const form = el('form', { 'aria-labelledby': 'create-title' },
+    el('h1', { id: 'create-title' }, 'New link'),
+    field('Target URL', url),
+    field('Alias', alias, 'Optional. Letters, digits, - and _; with only letters and digits it must be shorter than a generated code.'),
+    field('Expires', expires, 'Optional. The link answers 410 from then on.'),
+    field('Tags', tags, 'Optional. Up to 20, separated by commas or spaces: a-z, 0-9, _ and -.'),
+    field('Visit limit', maxVisits, 'Optional. After this many visits by people the link answers 410.'),
+    field('Password', password, 'Optional. Visitors must type it before they are sent on.'),
+    priv.node,
+    el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Create')));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const body = { url: url.value.trim(), tags: tagList(tags.value) };
+    if (alias.value.trim()) body.alias = alias.value.trim();
+    if (expires.value) body.expires_at = isoFrom(expires.value);
+    if (maxVisits.value) body.max_visits = Number(maxVisits.value);
+    if (password.value) body.password = password.value;
+    if (priv.box.checked) body.private = true;
+    try {
+      const link = await request('POST', '/links', { body });
+      notify(`Created ${link.short_url}`);
+      location.hash = `#/links/${encodeURIComponent(link.code)}`;
+    } catch (error) {
+      notify(problem(error), 'error');
+    }
+  });
+  return [form, () => url.focus()];
+}
+
+export async function editPage(code) {
+  const link = await get(`/links/${encodeURIComponent(code)}`);
+  const url = el('input', { type: 'url', required: true, value: link.url });
+  const expires = el('input', { type: 'datetime-local', value: localFrom(link.expires_at) });
+  const tags = el('input', { type: 'text', value: (link.tags || []).join(', ') });
+  const maxVisits = el('input', { type: 'number', min: 1, value: link.max_visits ?? '' });
+  const password = el('input', { type: 'password', autocomplete: 'new-password', maxlength: 256 });
+  const clearPassword = checkbox('Remove the password');
+  const form = el('form', { 'aria-labelledby': 'edit-title' },
+    el('h1', { id: 'edit-title' }, 'Edit ', el('span', { class: 'code' }, link.code)),
+    field('Target URL', url, 'A new target is recorded in the link\'s history.'),
+    field('Expires', expires, 'Empty: never.'),
+    field('Tags', tags),
+    field('Visit limit', maxVisits, 'Empty: none.'),
+    field('New password', password, link.protected ? 'The link has a password; leave empty to keep it.' : 'Optional.'),
+    link.protected ? clearPassword.node : null,
+    el('div', { class: 'actions' },
+      el('button', { type: 'submit' }, 'Save'),
+      el('a', { class: 'button secondary', href: `#/links/${encodeURIComponent(link.code)}` }, 'Cancel')));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const patch = {};
+    if (url.value.trim() !== link.url) patch.url = url.value.trim();
+    const newExpiry = isoFrom(expires.value);
+    if (localFrom(link.expires_at) !== expires.value) patch.expires_at = newExpiry;
+    const newTags = tagList(tags.value);
+    if (newTags.join(',') !== (link.tags || []).join(',')) patch.tags = newTags;
+    const limit = maxVisits.value ? Number(maxVisits.value) : null;
+    if (limit !== (link.max_visits ?? null)) patch.max_visits = limit;
+    if (password.value) patch.password = password.value;
+    else if (clearPassword.box.checked) patch.password = null;
+    try {
+      await request('PATCH', `/links/${encodeURIComponent(link.code)}`, { body: patch, type: 'application/merge-patch+json' });
+      notify('Saved.');
+      location.hash = `#/links/${encodeURIComponent(link.code)}`;
+    } catch (error) {
+      notify(problem(error), 'error');
+    }
+  });
+  return [form, () => url.focus()];
+}
