@@ -166,6 +166,7 @@ impl Node {
                 per_second: config.read_rate,
                 burst: config.read_burst,
             },
+            config.password_attempts,
         ));
         let admission = Arc::new(Admission::new(
             resources.api_keys,

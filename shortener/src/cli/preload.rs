@@ -64,6 +64,7 @@ pub async fn run(args: &PreloadArgs, out: impl Write) -> anyhow::Result<()> {
                     max_visits: None,
                     import_batch: None,
                     created_at: None,
+                    password: None,
                 })
                 .collect();
             let outcomes = resources

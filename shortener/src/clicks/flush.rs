@@ -200,6 +200,7 @@ mod tests {
                 tags: Vec::new(),
                 max_visits: None,
                 import_batch: None,
+                password: None,
                 created_at: None,
             })
             .collect();

@@ -97,6 +97,9 @@ pub struct Config {
     /// existing links to them answer SHORTENER_BLOCKED_STATUS. Re-read when it changes.
     #[arg(long, env = "SHORTENER_BLOCKLIST_FILE")]
     pub blocklist_file: Option<PathBuf>,
+    /// Password attempts per minute one client address may make on one protected link.
+    #[arg(long, env = "SHORTENER_PASSWORD_ATTEMPTS", default_value_t = 5)]
+    pub password_attempts: u32,
     /// Serve the web console at `/console/` on the public port (`on` or `off`).
     #[arg(long, env = "SHORTENER_CONSOLE", default_value = "on", value_parser = parse_switch)]
     pub console: bool,
@@ -242,6 +245,7 @@ impl Config {
             blocklist_file: None,
             refuse_private_targets: false,
             console: true,
+            password_attempts: 5,
             short_domains: Vec::new(),
             max_url_length: crate::domain::DEFAULT_MAX_URL_LENGTH,
             min_block: 10,

@@ -2,6 +2,7 @@
 //! ([`CreateRequest`]): every rule a create must pass, checked in one place (invariant I6:
 //! nothing is stored for a refused request).
 
+use super::password::check_password;
 use super::tags::check_tags;
 use super::{Error, TargetPolicy, TargetUrl, UrlError};
 use chrono::{DateTime, Datelike, Utc};
@@ -12,7 +13,7 @@ use std::sync::Arc;
 const MAX_IDEMPOTENCY_KEY: usize = 200;
 
 /// A create as it arrives from a transport, its wire types already converted, not yet checked.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct CreateInput {
     /// The target URL as given.
     pub url: String,
@@ -30,6 +31,8 @@ pub struct CreateInput {
     pub tags: Vec<String>,
     /// After this many human visits the link answers 410.
     pub max_visits: Option<u64>,
+    /// A password visitors must give.
+    pub password: Option<String>,
 }
 
 /// The rules of a deployment that a create is checked against.
@@ -52,8 +55,9 @@ impl std::fmt::Debug for CreateRules {
     }
 }
 
-/// A validated request to create a link, independent of transport.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A validated request to create a link, independent of transport. Its `Debug` leaves the
+/// password out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct CreateRequest {
     /// The target.
     pub url: TargetUrl,
@@ -71,6 +75,33 @@ pub struct CreateRequest {
     pub tags: Vec<String>,
     /// After this many human visits the link answers 410.
     pub max_visits: Option<u64>,
+    /// A password visitors must give (checked; hashed by the link service).
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for CreateInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateInput")
+            .field("url", &self.url)
+            .field("alias", &self.alias)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CreateRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateRequest")
+            .field("url", &self.url)
+            .field("alias", &self.alias)
+            .field("expires_at", &self.expires_at)
+            .field("dedup", &self.dedup)
+            .field("private", &self.private)
+            .field("tags", &self.tags)
+            .field("max_visits", &self.max_visits)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
 }
 
 impl CreateRequest {
@@ -132,6 +163,15 @@ impl CreateRequest {
             ));
         }
         let tags = check_tags(input.tags)?;
+        if let Some(password) = &input.password {
+            check_password(password)?;
+            if input.dedup {
+                return Err(Error::invalid(
+                    "conflicting_options",
+                    "a dedup create returns an existing link, which a password cannot change: use one or the other",
+                ));
+            }
+        }
         Ok(CreateRequest {
             url,
             alias: input.alias,
@@ -141,6 +181,7 @@ impl CreateRequest {
             idempotency_key: input.idempotency_key,
             tags,
             max_visits: input.max_visits,
+            password: input.password,
         })
     }
 }

@@ -27,6 +27,8 @@ pub struct Link {
     pub tags: Vec<String>,
     /// The import that brought it under a legacy code, if one did.
     pub import_batch: Option<i64>,
+    /// The hash of its password, if visitors must give one.
+    pub password: Option<super::PasswordHash>,
     /// Redirect counts (flushed in batches).
     pub clicks: ClickCounts,
 }

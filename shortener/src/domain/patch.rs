@@ -1,12 +1,13 @@
 //! A change to a link, as a JSON merge patch (or its gRPC twin) asks for it: absent fields stay
 //! as they are, `null` clears what can be cleared.
 
+use super::password::{PasswordHash, check_password};
 use super::tags::check_tags;
 use super::{CreateRules, Error, TargetUrl, UrlError};
 use chrono::{DateTime, Datelike, Utc};
 
 /// A patch as a transport received it, its wire types converted.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct PatchInput {
     /// A new target.
     pub url: Option<String>,
@@ -18,6 +19,48 @@ pub struct PatchInput {
     pub disabled: Option<bool>,
     /// A new visit limit, or `Some(None)` to clear it.
     pub max_visits: Option<Option<u64>>,
+    /// A new password, or `Some(None)` to remove it.
+    pub password: Option<Option<String>>,
+}
+
+impl std::fmt::Debug for PatchInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PatchInput")
+            .field("url", &self.url)
+            .field("expires_at", &self.expires_at)
+            .field("tags", &self.tags)
+            .field("disabled", &self.disabled)
+            .field("max_visits", &self.max_visits)
+            .field(
+                "password",
+                &self
+                    .password
+                    .as_ref()
+                    .map(|p| p.as_ref().map(|_| "<redacted>")),
+            )
+            .finish()
+    }
+}
+
+/// What a patch does to a link's password.
+#[derive(Clone, PartialEq, Eq)]
+pub enum PasswordChange {
+    /// Set this password (checked, not yet hashed: the link service hashes it).
+    Set(String),
+    /// Set the password of this hash.
+    Hashed(PasswordHash),
+    /// Remove the password.
+    Remove,
+}
+
+impl std::fmt::Debug for PasswordChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PasswordChange::Set(_) => "Set(<redacted>)",
+            PasswordChange::Hashed(_) => "Hashed(<redacted>)",
+            PasswordChange::Remove => "Remove",
+        })
+    }
 }
 
 /// A checked patch: every value passes the rules a create's would.
@@ -33,6 +76,8 @@ pub struct LinkPatch {
     pub disabled: Option<bool>,
     /// A new visit limit, or `Some(None)` to clear it.
     pub max_visits: Option<Option<u64>>,
+    /// A new password, or its removal.
+    pub password: Option<PasswordChange>,
 }
 
 impl LinkPatch {
@@ -69,12 +114,18 @@ impl LinkPatch {
                 "max_visits must be at least 1",
             ));
         }
+        if let Some(Some(password)) = &input.password {
+            check_password(password)?;
+        }
         Ok(Self {
             url,
             expires_at: input.expires_at,
             tags: input.tags.map(check_tags).transpose()?,
             disabled: input.disabled,
             max_visits: input.max_visits,
+            password: input
+                .password
+                .map(|p| p.map_or(PasswordChange::Remove, PasswordChange::Set)),
         })
     }
 
@@ -131,6 +182,26 @@ impl LinkPatch {
                 json!({ "old": old.max_visits, "new": max_visits }),
             );
             new.max_visits = max_visits;
+        }
+        // A password is never recorded, only that one was set or removed.
+        let set = |on: bool| if on { json!("(set)") } else { Value::Null };
+        match &self.password {
+            Some(PasswordChange::Hashed(hash)) => {
+                changed.insert(
+                    "password".into(),
+                    json!({ "old": set(old.password.is_some()), "new": set(true) }),
+                );
+                new.password = Some(hash.clone());
+            }
+            Some(PasswordChange::Remove) if old.password.is_some() => {
+                changed.insert(
+                    "password".into(),
+                    json!({ "old": set(true), "new": set(false) }),
+                );
+                new.password = None;
+            }
+            // A plain password is hashed by the link service before the patch is applied.
+            Some(PasswordChange::Set(_)) | Some(PasswordChange::Remove) | None => {}
         }
         let mut events = Vec::new();
         if !changed.is_empty() {

@@ -45,6 +45,7 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             idempotency_key: item.idempotency_key,
             tags: item.tags,
             max_visits: item.max_visits,
+            password: item.password,
         })
     }
 }
@@ -70,6 +71,7 @@ pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
         tenant: link.tenant.clone(),
         owner: link.owner.clone(),
         imported: link.import_batch.is_some(),
+        protected: link.password.is_some(),
     }
 }
 
@@ -126,12 +128,19 @@ impl TryFrom<pb::UpdateLinkRequest> for PatchInput {
             (None, true) => Some(None),
             (None, false) => None,
         };
+        let password = match (request.password, request.clear_password) {
+            (Some(_), true) => return Err(both("password")),
+            (Some(p), false) => Some(Some(p)),
+            (None, true) => Some(None),
+            (None, false) => None,
+        };
         Ok(PatchInput {
             url: request.url,
             expires_at,
             tags: request.tags.map(|t| t.tags),
             disabled: request.disabled,
             max_visits,
+            password,
         })
     }
 }

@@ -158,7 +158,7 @@ fn router(state: Arc<HttpState>) -> Router {
         )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))
-        .route("/{code}", get(redirect::redirect))
+        .route("/{code}", get(redirect::redirect).post(redirect::unlock))
         .fallback(redirect::fallback)
         .with_state(state)
 }

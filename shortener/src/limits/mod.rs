@@ -25,6 +25,7 @@ pub struct Limits {
     not_found: DefaultKeyedRateLimiter<IpAddr>,
     create: DefaultKeyedRateLimiter<String>,
     read: DefaultKeyedRateLimiter<String>,
+    password: DefaultKeyedRateLimiter<(IpAddr, String)>,
     clock: DefaultClock,
 }
 
@@ -36,14 +37,24 @@ fn quota(rate: Rate) -> Quota {
 
 impl Limits {
     /// Limiters with the given rates: 404s per client address, creates and changes per API
-    /// key, reads per API key.
-    pub fn new(not_found: Rate, create: Rate, read: Rate) -> Self {
+    /// key, reads per API key; password attempts per client address and code, at most
+    /// `password_per_minute` a minute.
+    pub fn new(not_found: Rate, create: Rate, read: Rate, password_per_minute: u32) -> Self {
+        let attempts = NonZeroU32::new(password_per_minute.max(1)).expect("at least 1");
         Self {
             not_found: DefaultKeyedRateLimiter::keyed(quota(not_found)),
             create: DefaultKeyedRateLimiter::keyed(quota(create)),
             read: DefaultKeyedRateLimiter::keyed(quota(read)),
+            password: DefaultKeyedRateLimiter::keyed(Quota::per_minute(attempts)),
             clock: DefaultClock::default(),
         }
+    }
+
+    /// Takes one token for a password attempt by `client` on `code`.
+    pub fn password_attempt(&self, client: IpAddr, code: &str) -> Result<(), Duration> {
+        self.password
+            .check_key(&(client, code.to_string()))
+            .map_err(|nu| nu.wait_time_from(self.clock.now()))
     }
 
     /// Takes one token for an API read by `key`.
@@ -88,6 +99,8 @@ impl Limits {
         self.create.shrink_to_fit();
         self.read.retain_recent();
         self.read.shrink_to_fit();
+        self.password.retain_recent();
+        self.password.shrink_to_fit();
     }
 }
 
@@ -110,6 +123,7 @@ mod tests {
                 per_second: 1,
                 burst: 2,
             },
+            5,
         );
         let scanner: IpAddr = "10.0.0.1".parse().expect("ip");
         let other: IpAddr = "10.0.0.2".parse().expect("ip");

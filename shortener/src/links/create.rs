@@ -1,7 +1,7 @@
 //! The three ways a new row is written: an alias as given, a random private code, or the code
 //! of the next leased ID.
 
-use crate::domain::{Error, Link};
+use crate::domain::{Error, Link, PasswordHash};
 use crate::metrics::CreateCounters;
 use crate::store::{Idempotency, InsertOutcome, LinkStore, NewLink, Store};
 use chrono::{DateTime, Utc};
@@ -27,6 +27,7 @@ pub(super) struct Row {
     pub(super) max_visits: Option<u64>,
     pub(super) import_batch: Option<i64>,
     pub(super) created_at: Option<DateTime<Utc>>,
+    pub(super) password: Option<PasswordHash>,
 }
 
 impl Row {
@@ -45,6 +46,7 @@ impl Row {
             max_visits: self.max_visits,
             import_batch: self.import_batch,
             created_at: self.created_at,
+            password: self.password.clone(),
         }
     }
 }

@@ -171,6 +171,7 @@ impl LinkService {
             max_visits: row.max_visits,
             import_batch: Some(import.batch),
             created_at: row.created_at,
+            password: None,
         }
     }
 
@@ -189,6 +190,7 @@ impl LinkService {
             // what lets a generated create step over a legacy code without an alarm).
             import_batch: None,
             created_at: row.created_at,
+            password: None,
         }
     }
 

@@ -2,7 +2,8 @@
 
 use super::LinkService;
 use crate::domain::{
-    Caller, Error, Event, EventKind, Link, LinkPatch, ListInput, ListQuery, Page, ShortCode,
+    Caller, Error, Event, EventKind, Link, LinkPatch, ListInput, ListQuery, Page, PasswordChange,
+    ShortCode,
 };
 use crate::store::{LinkStore, StoreError, UpdateOutcome};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -72,6 +73,20 @@ impl LinkService {
         code: &ShortCode,
         patch: &LinkPatch,
     ) -> Result<Link, Error> {
+        // A new password is hashed before the store sees the patch.
+        let hashed;
+        let patch = match &patch.password {
+            Some(PasswordChange::Set(password)) => {
+                hashed = LinkPatch {
+                    password: Some(PasswordChange::Hashed(
+                        super::hash_password(password.clone()).await?,
+                    )),
+                    ..patch.clone()
+                };
+                &hashed
+            }
+            _ => patch,
+        };
         let outcome = self
             .store
             .update(
@@ -126,6 +141,14 @@ fn creation(link: &Link, events: &[Event]) -> Event {
     made.insert("expires_at".into(), time(link.expires_at));
     made.insert("tags".into(), json!(link.tags));
     made.insert("max_visits".into(), json!(link.max_visits));
+    made.insert(
+        "password".into(),
+        if link.password.is_some() {
+            json!("(set)")
+        } else {
+            Value::Null
+        },
+    );
     for event in events.iter().rev() {
         if let Value::Object(fields) = &event.change {
             for (field, change) in fields {
@@ -173,6 +196,7 @@ mod tests {
             max_visits: Some(5),
             tags: vec!["b".into()],
             import_batch: None,
+            password: None,
             clicks: ClickCounts::default(),
         };
         let event = |change: Value| Event {

@@ -17,7 +17,7 @@ pub use cursor::CursorKey;
 pub use import::{CHUNK_ROWS, ChunkRow, Import, ImportTotals, RowResult, RowStatus};
 pub use manage::ListPage;
 
-use crate::domain::{Caller, CreateRequest, Error, Link, ShortCode};
+use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, ShortCode};
 use crate::metrics::CreateCounters;
 use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
 use chrono::{DateTime, Utc};
@@ -25,6 +25,13 @@ use codespace::CodeSpace;
 use id_client::IdPool;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The Argon2id hash of `password`, made on the blocking pool (it costs tens of milliseconds).
+pub(crate) async fn hash_password(password: String) -> Result<PasswordHash, Error> {
+    tokio::task::spawn_blocking(move || PasswordHash::hash(&password))
+        .await
+        .map_err(|e| Error::Internal(format!("password hashing failed: {e}")))?
+}
 
 /// Told of every link this node creates or changes.
 pub trait LinkChanges: Send + Sync {
@@ -133,6 +140,10 @@ impl LinkService {
             max_visits: request.max_visits,
             import_batch: None,
             created_at: None,
+            password: match request.password {
+                Some(password) => Some(hash_password(password).await?),
+                None => None,
+            },
         };
         if let Some(alias) = request.alias {
             create::alias(&self.store, row, alias).await

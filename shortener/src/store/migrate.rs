@@ -33,6 +33,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "link management",
         sql: include_str!("../../migrations/postgres/0004_link_management.sql"),
     },
+    Migration {
+        version: 5,
+        name: "link passwords",
+        sql: include_str!("../../migrations/postgres/0005_link_passwords.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -67,7 +72,17 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "link management",
         sql: include_str!("../../migrations/sqlite/0006_link_management.sql"),
     },
+    Migration {
+        version: 7,
+        name: "link passwords",
+        sql: include_str!("../../migrations/sqlite/0007_link_passwords.sql"),
+    },
 ];
+
+/// How many embedded migrations come after `version` (what a file at that version runs).
+pub fn sqlite_migrations_after(version: i64) -> usize {
+    SQLITE.iter().filter(|m| m.version > version).count()
+}
 
 /// The advisory lock key that serialises migrations (`"shortnr"` as an integer).
 pub(crate) const ADVISORY_LOCK: i64 = 0x73686f72746e72;

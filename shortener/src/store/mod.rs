@@ -19,6 +19,7 @@
 //! of both backends), `reply` (answering the callers of one batch), one folder per backend.
 
 mod migrate;
+pub use migrate::sqlite_migrations_after;
 pub mod model;
 pub mod postgres;
 mod reply;

@@ -56,6 +56,8 @@ pub struct NewLink {
     pub import_batch: Option<i64>,
     /// When the link was made, for an imported one (otherwise the commit time).
     pub created_at: Option<DateTime<Utc>>,
+    /// The hash of the password visitors must give.
+    pub password: Option<crate::domain::PasswordHash>,
 }
 
 /// A target URL's host with its labels reversed (`com.example.www`), the form lists filter by.

@@ -225,6 +225,7 @@ async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Back
             max_visits: None,
             import_batch: None,
             created_at: None,
+            password: None,
         };
         assert!(matches!(
             parts.store.insert(link).await.expect("plant"),

@@ -22,6 +22,7 @@ mod links;
 mod listing;
 mod metrics;
 mod nodes;
+mod protected;
 mod qr;
 mod redirects;
 mod store;

@@ -28,6 +28,8 @@ pub(super) struct CreateBody {
     tags: Vec<String>,
     #[serde(default)]
     max_visits: Option<u64>,
+    #[serde(default)]
+    password: Option<String>,
 }
 
 impl CreateBody {
@@ -61,6 +63,7 @@ impl CreateBody {
             idempotency_key,
             tags: self.tags,
             max_visits: self.max_visits,
+            password: self.password,
         })
     }
 }
@@ -142,6 +145,7 @@ pub(super) struct LinkJson<'a> {
     max_visits: Option<u64>,
     tags: &'a [String],
     imported: bool,
+    protected: bool,
     clicks: ClicksJson,
 }
 
@@ -169,6 +173,7 @@ impl<'a> LinkJson<'a> {
             max_visits: link.max_visits,
             tags: &link.tags,
             imported: link.import_batch.is_some(),
+            protected: link.password.is_some(),
             clicks: ClicksJson {
                 human: link.clicks.human,
                 head: link.clicks.head,
@@ -263,9 +268,16 @@ pub(super) struct PageJson<'a> {
 }
 
 /// The fields a PATCH may change; every other field of a link is read-only.
-const PATCHABLE: [&str; 5] = ["url", "expires_at", "tags", "disabled", "max_visits"];
+const PATCHABLE: [&str; 6] = [
+    "url",
+    "expires_at",
+    "tags",
+    "disabled",
+    "max_visits",
+    "password",
+];
 /// The fields of a link a PATCH cannot change.
-const READ_ONLY: [&str; 12] = [
+const READ_ONLY: [&str; 13] = [
     "code",
     "short_url",
     "tenant",
@@ -275,6 +287,7 @@ const READ_ONLY: [&str; 12] = [
     "deleted_at",
     "disabled_at",
     "imported",
+    "protected",
     "clicks",
     "alias",
     "private",
@@ -342,6 +355,9 @@ pub(super) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Error> {
                 None => return Err(wrong("max_visits", "a positive integer or null")),
             },
             ("max_visits", _) => return Err(wrong("max_visits", "a positive integer or null")),
+            ("password", Value::Null) => input.password = Some(None),
+            ("password", Value::String(password)) => input.password = Some(Some(password)),
+            ("password", _) => return Err(wrong("password", "a string or null")),
             _ => {}
         }
     }

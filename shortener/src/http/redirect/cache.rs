@@ -68,6 +68,9 @@ pub enum Cached {
         gone: bool,
         /// Its visit limit, if it has one.
         limit: Option<Arc<VisitLimit>>,
+        /// The hash of its password, if it is protected: the target is only ever answered
+        /// after the password is checked against it.
+        password: Option<Arc<crate::domain::PasswordHash>>,
     },
     /// No such code (cached briefly).
     Missing,
@@ -105,7 +108,9 @@ struct Bytes;
 impl Weighter<CompactCode, Stored> for Bytes {
     fn weight(&self, code: &CompactCode, stored: &Stored) -> u64 {
         let url = match &stored.entry {
-            Cached::Link { location, .. } => location.len(),
+            Cached::Link {
+                location, password, ..
+            } => location.len() + password.as_ref().map_or(0, |p| p.as_stored().len()),
             Cached::Missing | Cached::Blocked => 0,
         };
         (code.as_bytes().len() + url + 96) as u64
@@ -237,6 +242,7 @@ mod tests {
             expires_at: None,
             gone: false,
             limit: None,
+            password: None,
         }
     }
 

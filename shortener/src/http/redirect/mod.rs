@@ -5,10 +5,11 @@
 //! metrics, and spend the client's 404 budget on unknown codes.
 
 mod cache;
+mod protect;
 mod resolver;
 
 pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
-pub use resolver::{Resolution, Resolver};
+pub use resolver::{Resolution, Resolver, Target};
 
 use super::HttpState;
 use crate::clicks;
@@ -106,21 +107,22 @@ fn respond(
     started: Instant,
 ) -> Response {
     let (response, outcome) = match resolution {
-        Ok(Resolution::Redirect(location, limit)) => {
+        // A protected link's target is never answered to a GET or HEAD: they get the form.
+        Ok(Resolution::Redirect(target)) if target.password.is_some() => {
+            protect::locked(code, method)
+        }
+        Ok(Resolution::Redirect(target)) => {
             let user_agent = headers
                 .get(header::USER_AGENT)
                 .and_then(|v| v.to_str().ok());
             let visit = clicks::classify(method == Method::HEAD, user_agent);
-            // Only people's visits count against a visit limit.
-            let allowed = limit.as_ref().is_none_or(|limit| match visit {
-                clicks::Visit::Human => limit.take(),
-                _ => !limit.spent(),
-            });
-            if allowed {
+            if target.admits(visit) {
                 state.clicks.record(code, visit);
                 let mut response = Response::new(Body::empty());
                 *response.status_mut() = state.redirect_status;
-                response.headers_mut().insert(header::LOCATION, location);
+                response
+                    .headers_mut()
+                    .insert(header::LOCATION, target.location);
                 (response, "redirect")
             } else {
                 (gone(), "gone")
@@ -142,6 +144,35 @@ fn respond(
 
 fn gone() -> Response {
     no_store(StatusCode::GONE, "this link is no longer available\n")
+}
+
+/// `POST /{code}`: a protected link's password form, answered with its redirect for the right
+/// password (see `protect`).
+pub async fn unlock(
+    State(state): State<Arc<HttpState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    code: Result<Path<String>, PathRejection>,
+    request: axum::extract::Request,
+) -> Response {
+    let started = Instant::now();
+    let code = code.map(|Path(code)| code).unwrap_or_default();
+    let (parts, body) = request.into_parts();
+    let (response, outcome) = match state.resolver.resolve(&code, started).await {
+        Ok(Resolution::Redirect(target)) => {
+            protect::unlock(&state, peer, &code, &parts.headers, body, target).await
+        }
+        Ok(Resolution::NotFound) => (not_found(&state, peer, &parts.headers), "not_found"),
+        Ok(Resolution::Gone) => (gone(), "gone"),
+        Ok(Resolution::Blocked) => (
+            no_store(state.blocked_status, "this link has been disabled\n"),
+            "blocked",
+        ),
+        Err(error) => (super::ApiError::from(error).into_response(), "error"),
+    };
+    state
+        .metrics
+        .redirect(response.status().as_u16(), outcome, started.elapsed());
+    response
 }
 
 /// A 404, or a 429 once the client has spent its 404 budget (code enumeration).

@@ -2,8 +2,9 @@
 //! answered without either.
 
 use super::cache::{Cached, LinkCache, VisitLimit};
-use crate::clicks::ClickRecorder;
+use crate::clicks::{ClickRecorder, Visit};
 use crate::domain::Error;
+use crate::domain::PasswordHash;
 use crate::metrics::LookupCounters;
 use crate::store::{LinkStore, Store};
 use crate::targets::TargetRules;
@@ -18,15 +19,36 @@ use std::time::Instant;
 /// What the edge should do with a code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolution {
-    /// Redirect to this URL (the `Location` header value), within this visit limit if the
-    /// link has one.
-    Redirect(HeaderValue, Option<Arc<VisitLimit>>),
+    /// Redirect to this target (within its visit limit, after its password, if it has them).
+    Redirect(Target),
     /// No such code (or a path that cannot be a code).
     NotFound,
     /// Deleted, disabled or expired.
     Gone,
     /// The target's domain is on the operator's blocklist.
     Blocked,
+}
+
+/// Where a live link goes, and what must be checked first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The `Location` header value.
+    pub location: HeaderValue,
+    /// Its visit limit, if it has one.
+    pub limit: Option<Arc<VisitLimit>>,
+    /// Its password's hash, if it is protected.
+    pub password: Option<Arc<PasswordHash>>,
+}
+
+impl Target {
+    /// Whether the visit may be served under the link's visit limit, counting it if it is a
+    /// person's (only people's visits count against the limit).
+    pub fn admits(&self, visit: Visit) -> bool {
+        self.limit.as_ref().is_none_or(|limit| match visit {
+            Visit::Human => limit.take(),
+            Visit::Head | Visit::Bot => !limit.spent(),
+        })
+    }
 }
 
 /// Resolves codes for redirects.
@@ -113,6 +135,7 @@ impl Resolver {
                     expires_at: link.expires_at,
                     gone: link.deleted_at.is_some() || link.disabled_at.is_some(),
                     limit,
+                    password: link.password.map(Arc::new),
                 }
             }
             None => Cached::Missing,
@@ -133,8 +156,15 @@ fn resolution(entry: Cached) -> Resolution {
             ..
         } if t <= Utc::now() => Resolution::Gone,
         Cached::Link {
-            location, limit, ..
-        } => Resolution::Redirect(location, limit),
+            location,
+            limit,
+            password,
+            ..
+        } => Resolution::Redirect(Target {
+            location,
+            limit,
+            password,
+        }),
     }
 }
 

@@ -14,13 +14,13 @@ use std::collections::HashMap;
 /// in the same statement. Returns the inserted links.
 const INSERT_ROWS: &str = "WITH r AS (\
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], \
-        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[]) \
-     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at)), \
-   ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at) \
+        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[]) \
+     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash)), \
+   ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash) \
      SELECT code, long_url, kind, id, expires_at, owner, dedup_key, tenant, \
-        ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), max_visits, host_rev, import_batch, coalesce(created_at, now()) \
+        ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), max_visits, host_rev, import_batch, coalesce(created_at, now()), password_hash \
      FROM r ON CONFLICT DO NOTHING \
-     RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch), \
+     RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash), \
    tagged AS (INSERT INTO link_tags (tenant, tag, created_at, code) \
      SELECT ins.tenant, t.tag, ins.created_at, ins.code FROM ins, unnest(ins.tags) AS t(tag) ON CONFLICT DO NOTHING) \
    SELECT * FROM ins";
@@ -51,6 +51,10 @@ pub(super) async fn insert_rows(
     let hosts: Vec<String> = links.iter().map(|l| host_rev(&l.url)).collect();
     let imported: Vec<Option<i64>> = links.iter().map(|l| l.import_batch).collect();
     let created: Vec<Option<DateTime<Utc>>> = links.iter().map(|l| l.created_at).collect();
+    let passwords: Vec<Option<&str>> = links
+        .iter()
+        .map(|l| l.password.as_ref().map(|p| p.as_stored()))
+        .collect();
     let rows = client
         .query(
             &insert,
@@ -68,6 +72,7 @@ pub(super) async fn insert_rows(
                 &hosts,
                 &imported,
                 &created,
+                &passwords,
             ],
         )
         .await
@@ -174,6 +179,7 @@ pub(super) async fn insert_one(
                 &[host_rev(&link.url)].as_slice(),
                 &[link.import_batch].as_slice(),
                 &[link.created_at].as_slice(),
+                &[link.password.as_ref().map(|p| p.as_stored())].as_slice(),
             ],
         )
         .await

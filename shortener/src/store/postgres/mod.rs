@@ -19,7 +19,7 @@ use super::{
     ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink, StoreError,
     UpdateOutcome, WriterStats,
 };
-use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page};
+use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Pool, Runtime, Timeouts};
@@ -58,11 +58,11 @@ pub struct PgStore {
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
-const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch";
+const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash";
 /// [`LINK_COLUMNS`] of the table aliased `l`.
-const L_LINK_COLUMNS: &str = "l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, l.owner, l.disabled_at, l.max_visits, l.tags, l.import_batch";
+const L_LINK_COLUMNS: &str = "l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, l.owner, l.disabled_at, l.max_visits, l.tags, l.import_batch, l.password_hash";
 /// How many columns [`LINK_COLUMNS`] holds (click counts follow them where a read joins them).
-const LINK_COLUMN_COUNT: usize = 11;
+const LINK_COLUMN_COUNT: usize = 12;
 
 fn link_from_row(row: &Row) -> Link {
     Link {
@@ -77,6 +77,9 @@ fn link_from_row(row: &Row) -> Link {
         max_visits: row.get::<_, Option<i64>>(8).map(|n| n.max(0) as u64),
         tags: row.get(9),
         import_batch: row.get(10),
+        password: row
+            .get::<_, Option<String>>(11)
+            .map(PasswordHash::from_stored),
         clicks: ClickCounts::default(),
     }
 }

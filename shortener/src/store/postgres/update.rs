@@ -41,7 +41,7 @@ pub(super) async fn update(
     let max_visits = new.max_visits.map(|n| n as i64);
     tx.execute(
         "UPDATE links SET long_url = $2, expires_at = $3, tags = $4, disabled_at = $5, max_visits = $6, \
-         host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END WHERE code = $1",
+         host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END, password_hash = $9 WHERE code = $1",
         &[
             &code,
             &new.url,
@@ -51,6 +51,7 @@ pub(super) async fn update(
             &max_visits,
             &host_rev(&new.url),
             &retargeted,
+            &new.password.as_ref().map(|p| p.as_stored()),
         ],
     )
     .await

@@ -54,7 +54,7 @@ pub(super) fn update(
     let retargeted = new.url != old.url || new.expires_at != old.expires_at;
     tx.execute(
         "UPDATE links SET long_url = ?2, expires_at = ?3, tags = ?4, disabled_at = ?5, max_visits = ?6, \
-         host_rev = ?7, dedup_key = CASE WHEN ?8 THEN NULL ELSE dedup_key END WHERE slot = ?1",
+         host_rev = ?7, dedup_key = CASE WHEN ?8 THEN NULL ELSE dedup_key END, password_hash = ?9 WHERE slot = ?1",
         params![
             slot,
             new.url,
@@ -63,7 +63,8 @@ pub(super) fn update(
             new.disabled_at.map(millis),
             new.max_visits.map(|n| n as i64),
             host_rev(&new.url),
-            retargeted
+            retargeted,
+            new.password.as_ref().map(|p| p.as_stored())
         ],
     )
     .map_err(db_error)?;

@@ -7,7 +7,7 @@
 //! index. A code is checked against the other placement before it is inserted, so it is unique
 //! across both.
 
-use crate::domain::{ClickCounts, CompactCode, Link};
+use crate::domain::{ClickCounts, CompactCode, Link, PasswordHash};
 use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
 use chrono::{DateTime, TimeZone, Utc};
 use codespace::CodeSpace;
@@ -35,9 +35,9 @@ pub(super) fn db_error(e: rusqlite::Error) -> StoreError {
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
-pub(super) const COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch";
+pub(super) const COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash";
 /// How many columns [`COLUMNS`] holds (click counts follow them where a read joins them).
-pub(super) const COLUMN_COUNT: usize = 11;
+pub(super) const COLUMN_COUNT: usize = 12;
 
 /// A link from a row holding [`COLUMNS`] first.
 pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
@@ -54,6 +54,9 @@ pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
         max_visits: row.get::<_, Option<i64>>(8)?.map(|n| n.max(0) as u64),
         tags: serde_json::from_str(&tags).unwrap_or_default(),
         import_batch: row.get(10)?,
+        password: row
+            .get::<_, Option<String>>(11)?
+            .map(PasswordHash::from_stored),
         clicks: ClickCounts::default(),
     })
 }
@@ -85,17 +88,17 @@ fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
 
 // Statements are constants so `prepare_cached` finds them without formatting a string, and
 // SQLite parses each once per connection.
-const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch) \
-     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING";
+const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash) \
+     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT DO NOTHING";
 /// The next free negative slot: one below the lowest (`min(slot)` reads one end of the table).
-const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch) \
-     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT DO NOTHING";
+const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash) \
+     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT DO NOTHING";
 const INSERT_TAG: &str = "INSERT INTO link_tags (tenant, tag, created_at, code) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
-const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch FROM links WHERE slot = ?1 AND code = ?2";
-const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch FROM links WHERE code = ?1 AND id IS NULL";
+const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash FROM links WHERE slot = ?1 AND code = ?2";
+const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash FROM links WHERE code = ?1 AND id IS NULL";
 const SLOT_BY_SLOT: &str = "SELECT slot FROM links WHERE slot = ?1 AND code = ?2";
 const SLOT_NAMED: &str = "SELECT slot FROM links WHERE code = ?1 AND id IS NULL";
-const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch FROM links WHERE dedup_key = ?1";
+const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash FROM links WHERE dedup_key = ?1";
 
 /// Inserts `links` in one immediate transaction; outcomes in input order.
 pub(super) fn insert_all(
@@ -166,7 +169,8 @@ pub(super) fn insert_row(
                 tags,
                 link.max_visits.map(|n| n as i64),
                 host_rev(&link.url),
-                link.import_batch
+                link.import_batch,
+                link.password.as_ref().map(PasswordHash::as_stored)
             ])
             .map_err(db_error)?
     };
@@ -192,6 +196,7 @@ pub(super) fn insert_row(
             max_visits: link.max_visits,
             tags: link.tags.clone(),
             import_batch: link.import_batch,
+            password: link.password.clone(),
             clicks: ClickCounts::default(),
         }),
         _ => match link

@@ -27,6 +27,7 @@ pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
         tags: Vec::new(),
         max_visits: None,
         import_batch: None,
+        password: None,
         created_at: None,
     }
 }
