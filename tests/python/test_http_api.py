@@ -543,6 +543,25 @@ def test_qr_code_images_with_their_validator(api, unique_url):
     api.request("GET", "/api/v1/links/zzzzzzz/qr", template, 404, headers=api.auth())
 
 
+def test_a_protected_link_answers_a_form_until_the_right_password(api, unique_url):
+    link = api.create({"url": unique_url, "password": "s3cret pass"}).json()
+    assert link["protected"] is True
+    code = link["code"]
+    page = api.follow(code, 200)
+    assert "Location" not in page.headers and unique_url not in page.text
+    api.follow(code, 200, method="HEAD")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    wrong = api.request("POST", f"/{code}", "/{code}", 403, headers=form, data="password=nope")
+    assert unique_url not in wrong.text
+    right = api.request("POST", f"/{code}", "/{code}", 302, headers=form, data="password=s3cret+pass")
+    assert right.headers["Location"] == unique_url
+    api.request("PATCH", f"/api/v1/links/{code}", "/api/v1/links/{code}", 200,
+                headers={**api.auth(), "Content-Type": "application/json"},
+                data=json.dumps({"password": None}))
+    api.request("POST", f"/{code}", "/{code}", 405, headers=form, data="password=x")
+    api.request("POST", "/zzzzzzz", "/{code}", 404, headers=form, data="password=x")
+
+
 # Coverage of the document by the tests above.
 
 
