@@ -49,6 +49,8 @@ pub enum Operation {
     Update,
     /// Import links in bulk (charged once: an import is bounded by its chunks, not the rate).
     Import,
+    /// Read or change the deployment's settings (the blocked domains).
+    Admin,
 }
 
 impl Operation {
@@ -61,6 +63,7 @@ impl Operation {
             }
             Operation::Delete | Operation::Update => Scope::LinksWrite,
             Operation::Import => Scope::LinksCreate,
+            Operation::Admin => Scope::Admin,
         }
     }
 
@@ -76,6 +79,7 @@ impl Operation {
             Operation::Export => "export",
             Operation::Update => "update",
             Operation::Import => "import",
+            Operation::Admin => "admin",
         }
     }
 }
@@ -157,9 +161,11 @@ impl Admission {
                 self.limits.create_n(&key, items as u32)
             }
             Operation::Delete | Operation::Update | Operation::Import => self.limits.create(&key),
-            Operation::Read | Operation::List | Operation::History | Operation::Export => {
-                self.limits.read(&key)
-            }
+            Operation::Read
+            | Operation::List
+            | Operation::History
+            | Operation::Export
+            | Operation::Admin => self.limits.read(&key),
         };
         charged.map_err(|retry_after| {
             self.metrics.rate_limited(match operation {

@@ -11,6 +11,8 @@ mod resources;
 mod servers;
 mod tasks;
 
+pub use tasks::load_blocklist as sync_blocklist_of;
+
 pub use node::Node;
 pub use resources::{API_KEYS_FILE, DB_FILE, KEY_FILE, Resources, prepare};
 
@@ -70,6 +72,10 @@ impl App {
             config.ipv6_prefix,
         );
         let node = Arc::new(Node::wire(&config, resources, &addrs, gates)?);
+        // The blocked domains kept in the store are in force before the first request.
+        tasks::sync_blocklist(&node)
+            .await
+            .context("read the blocked domains")?;
         Ok(App {
             config,
             listeners,

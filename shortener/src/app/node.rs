@@ -221,6 +221,8 @@ impl Node {
             },
             metrics: Arc::clone(&self.metrics),
             console: config.console,
+            store: self.store.clone(),
+            targets: Arc::clone(&self.targets),
         })
     }
 

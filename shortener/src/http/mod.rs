@@ -57,6 +57,10 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// Whether the web console is served.
     pub console: bool,
+    /// The store, for the deployment's settings kept in it (the blocked domains).
+    pub store: crate::store::Store,
+    /// The target rules, whose stored blocklist the admin API changes.
+    pub targets: Arc<crate::targets::TargetRules>,
 }
 
 /// The public listener's request handling. Cheap to clone.
@@ -125,6 +129,16 @@ fn router(state: Arc<HttpState>) -> Router {
     };
     router
         .route("/api/v1/me", get(api::me).fallback(api::method_not_allowed))
+        .route(
+            "/api/v1/admin/blocklist",
+            get(api::blocklist)
+                .post(api::block)
+                .fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/admin/blocklist/{domain}",
+            axum::routing::delete(api::unblock).fallback(api::method_not_allowed),
+        )
         .route(
             CREATE_PATH,
             axum::routing::post(api::create)

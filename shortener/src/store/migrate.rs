@@ -38,6 +38,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "link passwords",
         sql: include_str!("../../migrations/postgres/0005_link_passwords.sql"),
     },
+    Migration {
+        version: 6,
+        name: "blocked domains",
+        sql: include_str!("../../migrations/postgres/0006_blocked_domains.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -76,6 +81,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 7,
         name: "link passwords",
         sql: include_str!("../../migrations/sqlite/0007_link_passwords.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "blocked domains",
+        sql: include_str!("../../migrations/sqlite/0008_blocked_domains.sql"),
     },
 ];
 

@@ -29,8 +29,8 @@ use crate::domain::{ClickCounts, CompactCode, Event, Link, LinkPatch, ListQuery,
 use chrono::{DateTime, Utc};
 use id_client::LeaseSource;
 pub use model::{
-    ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError, UpdateOutcome,
-    WriterStats, host_rev, kind_name,
+    BlockedDomain, ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError,
+    UpdateOutcome, WriterStats, host_rev, kind_name,
 };
 pub use postgres::{ChangeFeed, PgSettings, PgStore};
 pub use sqlite::{Durability, SqliteStore};
@@ -131,6 +131,21 @@ pub trait LinkStore: Send + Sync {
         &self,
         codes: &[String],
     ) -> impl Future<Output = Result<Vec<Link>, StoreError>> + Send;
+
+    /// The domains blocked through the admin API, in entry order.
+    fn blocked_domains(
+        &self,
+    ) -> impl Future<Output = Result<Vec<BlockedDomain>, StoreError>> + Send;
+
+    /// Adds a blocked domain entry on behalf of `key`; false if it was there already.
+    fn block_domain(
+        &self,
+        entry: &str,
+        key: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Removes a blocked domain entry; false if it was not there.
+    fn unblock_domain(&self, entry: &str) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Deletes idempotency claims made before `expired_before`; returns how many.
     fn purge_idempotency(
@@ -256,6 +271,18 @@ impl LinkStore for Store {
 
     async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {
         dispatch!(self, s => s.get_many(codes).await)
+    }
+
+    async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
+        dispatch!(self, s => s.blocked_domains().await)
+    }
+
+    async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.block_domain(entry, key).await)
+    }
+
+    async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.unblock_domain(entry).await)
     }
 
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {

@@ -68,6 +68,17 @@ pub fn host_rev(url: &str) -> String {
         .unwrap_or_default()
 }
 
+/// A domain blocked through the admin API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockedDomain {
+    /// `example.com`, or `.example.com` for it and its subdomains.
+    pub entry: String,
+    /// When it was added.
+    pub added_at: DateTime<Utc>,
+    /// The key that added it (`tenant/name`).
+    pub added_by: String,
+}
+
 /// The result of an insert.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InsertOutcome {

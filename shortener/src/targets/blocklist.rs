@@ -60,6 +60,42 @@ impl Blocklist {
         self.exact.len() + self.with_subdomains.len()
     }
 
+    /// The entries, sorted: `example.com`, or `.example.com` for one with its subdomains.
+    pub fn entries(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .exact
+            .iter()
+            .cloned()
+            .chain(self.with_subdomains.iter().map(|d| format!(".{d}")))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// One entry in its canonical form (`*.x` and `x.` become `.x` and `x`), or why it is none.
+    pub fn canonical(entry: &str) -> Result<String, String> {
+        let list = Self::parse(entry.lines().next().unwrap_or(""))?;
+        match list.entries().as_slice() {
+            [one] if !entry.contains('\n') => Ok(one.clone()),
+            _ => Err(format!(
+                "{} is not one domain (`example.com` or `.example.com`)",
+                crate::domain::echo(entry)
+            )),
+        }
+    }
+
+    /// This list and `other` together.
+    pub fn union(&self, other: &Blocklist) -> Blocklist {
+        Blocklist {
+            exact: self.exact.union(&other.exact).cloned().collect(),
+            with_subdomains: self
+                .with_subdomains
+                .union(&other.with_subdomains)
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// Whether the list is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -111,5 +147,21 @@ mod tests {
         for bad in ["not a domain", "*.", "a..b", "http://x.test/"] {
             assert!(Blocklist::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            list.entries(),
+            [".campaign.test", ".other.test", "evil.example"]
+        );
+        for (entry, canonical) in [
+            ("*.Evil.Test.", ".evil.test"),
+            ("x.test", "x.test"),
+            (".y.test", ".y.test"),
+        ] {
+            assert_eq!(Blocklist::canonical(entry).as_deref(), Ok(canonical));
+        }
+        for bad in ["", "# comment", "a b", "a.test\nb.test"] {
+            assert!(Blocklist::canonical(bad).is_err(), "{bad:?}");
+        }
+        let both = list.union(&Blocklist::parse("more.test").expect("valid"));
+        assert_eq!(both.len(), 4);
     }
 }

@@ -67,7 +67,12 @@ pub struct TargetRules {
     own_hosts: Vec<String>,
     own_ips: Vec<IpAddr>,
     refuse_private: bool,
+    /// The file's entries and the stored ones together: what is in force.
     blocklist: ArcSwap<Blocklist>,
+    /// The file's entries.
+    from_file: ArcSwap<Blocklist>,
+    /// The entries added through the admin API (kept in the store).
+    stored: ArcSwap<Blocklist>,
     generation: Arc<AtomicU64>,
     file: Option<PathBuf>,
     reloads: Arc<ReloadCounters>,
@@ -81,6 +86,8 @@ impl TargetRules {
             own_ips: settings.own_ips,
             refuse_private: settings.refuse_private,
             blocklist: ArcSwap::from_pointee(Blocklist::default()),
+            from_file: ArcSwap::from_pointee(Blocklist::default()),
+            stored: ArcSwap::from_pointee(Blocklist::default()),
             generation: Arc::default(),
             file: settings.blocklist_file,
             reloads: Arc::default(),
@@ -99,9 +106,30 @@ impl TargetRules {
         let list =
             Blocklist::parse(&text).map_err(|e| format!("blocklist {}: {e}", path.display()))?;
         let count = list.len();
-        self.blocklist.store(Arc::new(list));
-        self.generation.fetch_add(1, Ordering::Release);
+        self.from_file.store(Arc::new(list));
+        self.apply();
         Ok(count)
+    }
+
+    /// Puts the file's and the stored entries in force together; bumps the generation.
+    fn apply(&self) {
+        let merged = self.from_file.load().union(&self.stored.load());
+        self.blocklist.store(Arc::new(merged));
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Replaces the entries kept in the store (added through the admin API); a list equal to
+    /// the one in force changes nothing (the redirect cache keeps its answers).
+    pub fn set_stored(&self, list: Blocklist) {
+        if **self.stored.load() != list {
+            self.stored.store(Arc::new(list));
+            self.apply();
+        }
+    }
+
+    /// The entries of the blocklist file.
+    pub fn file_entries(&self) -> Vec<String> {
+        self.from_file.load().entries()
     }
 
     /// Bumped at every blocklist change: a cached answer made under another generation is

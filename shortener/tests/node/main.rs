@@ -6,6 +6,7 @@
 mod helpers;
 mod served;
 
+mod admin;
 mod bad_input;
 mod cache;
 mod cli;

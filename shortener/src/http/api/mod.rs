@@ -3,11 +3,13 @@
 //! reads and deletes are here; lists, edits, history and export in `manage`; bulk import in
 //! `import` (its body split into rows by `records`).
 
+mod admin;
 mod import;
 mod manage;
 mod records;
 mod wire;
 
+pub use admin::{block, blocklist, unblock};
 pub use import::import;
 pub use manage::{export, history, list, qr, update};
 

@@ -16,8 +16,8 @@ mod write;
 
 use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
 use super::{
-    ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink, StoreError,
-    UpdateOutcome, WriterStats,
+    BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
+    StoreError, UpdateOutcome, WriterStats,
 };
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
 use batch::Batcher;
@@ -278,6 +278,46 @@ impl LinkStore for PgStore {
     async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {
         let client = self.client().await?;
         read::get_many(&client, codes).await
+    }
+
+    async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT entry, added_at, added_by FROM blocked_domains ORDER BY entry",
+                &[],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .iter()
+            .map(|r| BlockedDomain {
+                entry: r.get(0),
+                added_at: r.get(1),
+                added_by: r.get(2),
+            })
+            .collect())
+    }
+
+    async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO blocked_domains (entry, added_by) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&entry, &key],
+            )
+            .await
+            .map(|n| n == 1)
+            .map_err(db_error)
+    }
+
+    async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        client
+            .execute("DELETE FROM blocked_domains WHERE entry = $1", &[&entry])
+            .await
+            .map(|n| n == 1)
+            .map_err(db_error)
     }
 
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {

@@ -27,8 +27,8 @@ mod writer;
 
 use super::migrate::{SQLITE, VERSION_TABLE};
 use super::{
-    ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink, StoreError,
-    UpdateOutcome, WriterStats,
+    BlockedDomain, ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink,
+    StoreError, UpdateOutcome, WriterStats,
 };
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use chrono::{DateTime, Utc};
@@ -291,6 +291,50 @@ impl LinkStore for SqliteStore {
         let (codes, space) = (codes.to_vec(), Arc::clone(&self.space));
         self.read(move |conn| manage::get_many(conn, &space, &codes))
             .await
+    }
+
+    async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
+        self.read(|conn| {
+            let mut select = conn
+                .prepare_cached(
+                    "SELECT entry, added_at, added_by FROM blocked_domains ORDER BY entry",
+                )
+                .map_err(db_error)?;
+            let rows = select
+                .query_map([], |r| {
+                    Ok(BlockedDomain {
+                        entry: r.get(0)?,
+                        added_at: rows::from_millis(r.get(1)?),
+                        added_by: r.get(2)?,
+                    })
+                })
+                .map_err(db_error)?;
+            rows.collect::<Result<_, _>>().map_err(db_error)
+        })
+        .await
+    }
+
+    async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
+        let (entry, key) = (entry.to_string(), key.to_string());
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO blocked_domains (entry, added_at, added_by) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                params![entry, millis(Utc::now()), key],
+            )
+            .map(|n| n == 1)
+            .map_err(db_error)
+        })
+        .await
+    }
+
+    async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
+        let entry = entry.to_string();
+        self.write(move |conn| {
+            conn.execute("DELETE FROM blocked_domains WHERE entry = ?1", [entry])
+                .map(|n| n == 1)
+                .map_err(db_error)
+        })
+        .await
     }
 
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
