@@ -27,6 +27,7 @@ class Server:
     http: str
     grpc: str
     api_key: str
+    admin_api_key: str
     grpc_api_key: str
     public_url: str
     proto_dir: str
@@ -38,6 +39,7 @@ def server() -> Server:
         http=_env("SHORTENER_TEST_HTTP").rstrip("/"),
         grpc=_env("SHORTENER_TEST_GRPC"),
         api_key=_env("SHORTENER_TEST_API_KEY"),
+        admin_api_key=_env("SHORTENER_TEST_ADMIN_API_KEY"),
         grpc_api_key=_env("SHORTENER_TEST_GRPC_API_KEY"),
         public_url=_env("SHORTENER_TEST_PUBLIC_URL"),
         proto_dir=_env("SHORTENER_TEST_PROTO_DIR"),

@@ -562,6 +562,31 @@ def test_a_protected_link_answers_a_form_until_the_right_password(api, unique_ur
     api.request("POST", "/zzzzzzz", "/{code}", 404, headers=form, data="password=x")
 
 
+def test_me_names_the_key_and_its_scopes(api, server):
+    me = api.request("GET", "/api/v1/me", "/api/v1/me", 200, headers=api.auth()).json()
+    assert me["tenant"] == "default" and "links:create" in me["scopes"]
+    admin = api.request("GET", "/api/v1/me", "/api/v1/me", 200, headers=api.auth(server.admin_api_key)).json()
+    assert (admin["tenant"], admin["key"], admin["scopes"]) == ("ops", "conformance", ["admin"])
+    api.request("GET", "/api/v1/me", "/api/v1/me", 401, headers={"Authorization": "Bearer nope"})
+
+
+def test_an_admin_blocks_and_unblocks_a_domain(api, server, unique_url):
+    admin = api.auth(server.admin_api_key)
+    domain = ".blocked-" + uuid.uuid4().hex[:10] + ".example"
+    code = api.create({"url": "https://www" + domain + "/x"}).json()["code"]
+    base, item = "/api/v1/admin/blocklist", "/api/v1/admin/blocklist/{domain}"
+    api.request("POST", base, base, 403, headers=api.auth(), json={"domain": domain})
+    api.request("POST", base, base, 201, headers=admin, json={"domain": domain})
+    api.request("POST", base, base, 200, headers=admin, json={"domain": domain})
+    api.request("POST", base, base, 422, headers=admin, json={"domain": "not a domain"})
+    entries = api.request("GET", base, base, 200, headers=admin).json()["entries"]
+    assert {"domain": domain, "source": "api"}.items() <= next(e for e in entries if e["domain"] == domain).items()
+    api.follow(code, 410)
+    api.request("DELETE", f"{base}/{domain}", item, 204, headers=admin)
+    api.request("DELETE", f"{base}/{domain}", item, 404, headers=admin)
+    api.follow(code, 302)
+
+
 # Coverage of the document by the tests above.
 
 

@@ -156,11 +156,8 @@ impl CreateRequest {
                 ),
             ));
         }
-        if input.max_visits == Some(0) {
-            return Err(Error::invalid(
-                "invalid_max_visits",
-                "max_visits must be at least 1",
-            ));
+        if let Some(max_visits) = input.max_visits {
+            super::check_max_visits(max_visits)?;
         }
         let tags = check_tags(input.tags)?;
         if let Some(password) = &input.password {

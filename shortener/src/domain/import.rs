@@ -105,11 +105,8 @@ impl ImportRow {
                 ));
             }
         }
-        if input.max_visits == Some(0) {
-            return Err(Error::invalid(
-                "invalid_max_visits",
-                "max_visits must be at least 1",
-            ));
+        if let Some(max_visits) = input.max_visits {
+            super::check_max_visits(max_visits)?;
         }
         Ok(Self {
             url,

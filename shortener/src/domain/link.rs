@@ -33,6 +33,21 @@ pub struct Link {
     pub clicks: ClickCounts,
 }
 
+/// The largest visit limit (the stores keep it as a signed 64-bit integer).
+pub const MAX_VISITS: u64 = i64::MAX as u64;
+
+/// Checks a visit limit: 1 to [`MAX_VISITS`].
+pub fn check_max_visits(max_visits: u64) -> Result<(), super::Error> {
+    if (1..=MAX_VISITS).contains(&max_visits) {
+        Ok(())
+    } else {
+        Err(super::Error::invalid(
+            "invalid_max_visits",
+            format!("max_visits must be 1 to {MAX_VISITS}"),
+        ))
+    }
+}
+
 /// Where a link stands, as of a moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkState {

@@ -25,7 +25,7 @@ pub use create::{CreateInput, CreateRequest, CreateRules};
 pub use error::Error;
 pub use history::{Event, EventKind};
 pub use import::{ImportInput, ImportRow, check_legacy_code};
-pub use link::{ClickCounts, Link, LinkState};
+pub use link::{ClickCounts, Link, LinkState, MAX_VISITS, check_max_visits};
 pub use list::{HostFilter, ListInput, ListQuery, Page, Position, StateFilter, reverse_host};
 pub use password::{MAX_PASSWORD, PasswordHash, check_password};
 pub use patch::{LinkPatch, PasswordChange, PatchInput};

@@ -108,11 +108,8 @@ impl LinkPatch {
                 "expires_at must be in the future and before the year 10000",
             ));
         }
-        if let Some(Some(0)) = input.max_visits {
-            return Err(Error::invalid(
-                "invalid_max_visits",
-                "max_visits must be at least 1",
-            ));
+        if let Some(Some(max_visits)) = input.max_visits {
+            super::check_max_visits(max_visits)?;
         }
         if let Some(Some(password)) = &input.password {
             check_password(password)?;

@@ -22,13 +22,15 @@ use crate::metrics::Metrics;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{HeaderValue, Method, Request, StatusCode, header};
 use axum::response::Response;
 use axum::routing::get;
+use hyper::body::Body as _;
 use hyper::body::Incoming;
 use redirect::Resolver;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tower::ServiceExt;
 
 /// What the HTTP handlers share.
@@ -99,20 +101,69 @@ impl PublicService {
     }
 
     /// Answers one request from `peer`.
-    pub async fn handle(&self, peer: SocketAddr, mut request: Request<Incoming>) -> Response {
+    pub async fn handle(&self, peer: SocketAddr, request: Request<Incoming>) -> Response {
         if let Some(code) = redirect::direct_code(&request) {
             return redirect::answer(&self.state, peer, code, request.method(), request.headers())
                 .await;
         }
-        if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
-            // The route the router would pick, without its matching and boxed futures.
-            return api::create(State(Arc::clone(&self.state)), request.map(Body::new)).await;
+        // A request whose body is refused unread (a bad key is refused before the body is
+        // read) cannot share its connection with the next request: say so, so that clients
+        // do not send the next one on a connection the server is about to close.
+        let read = Arc::new(AtomicBool::new(request.body().is_end_stream()));
+        let request = request.map(|body| {
+            Body::new(Tracked {
+                inner: body,
+                read: Arc::clone(&read),
+            })
+        });
+        let mut response =
+            if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
+                // The route the router would pick, without its matching and boxed futures.
+                api::create(State(Arc::clone(&self.state)), request).await
+            } else {
+                let mut request = request;
+                request.extensions_mut().insert(ConnectInfo(peer));
+                match self.router.clone().oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            };
+        if !read.load(Ordering::Acquire) {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-        request.extensions_mut().insert(ConnectInfo(peer));
-        match self.router.clone().oneshot(request.map(Body::new)).await {
-            Ok(response) => response,
-            Err(never) => match never {},
+        response
+    }
+}
+
+/// A request body that records when it has been read to its end.
+struct Tracked {
+    inner: Incoming,
+    read: Arc<AtomicBool>,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = hyper::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Release);
         }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -268,6 +268,11 @@ async fn a_bad_patch_is_refused_with_its_code_and_changes_nothing(backend: Backe
             "invalid_max_visits",
         ),
         (
+            json!({ "max_visits": u64::MAX }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_max_visits",
+        ),
+        (
             json!({ "max_visits": -3 }),
             StatusCode::BAD_REQUEST,
             "invalid_json",

@@ -227,6 +227,11 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
         "invalid_max_visits",
     );
     line(
+        br#"{"url": "https://example.com/t", "max_visits": 18446744073709551615}"#,
+        "error",
+        "invalid_max_visits",
+    );
+    line(
         br#"{"url": "https://example.com/t", "code": "x-1", "private": true}"#,
         "error",
         "conflicting_options",
