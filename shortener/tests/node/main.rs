@@ -12,6 +12,7 @@ mod cache;
 mod cli;
 mod clicks;
 mod config;
+mod console;
 mod editing;
 mod grpc;
 mod grpc_manage;

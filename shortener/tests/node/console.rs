@@ -1,0 +1,589 @@
+//! The web console in a real browser: headless Chromium driven through the system
+//! chromedriver. Every step saves a screenshot under `target/console-screenshots/`, and the test
+//! fails on any message the page logs as an error (a script error, a failed request).
+
+use crate::helpers::{BROWSER, Node, Stack};
+use fantoccini::elements::Element;
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shortener::access::{KEY_FILE_HEADER, KeyEntry, digest, generate_api_key, render};
+use shortener::domain::Scopes;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The chromedriver process, stopped on drop.
+struct Driver {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn driver() -> Driver {
+    let chromedriver = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("chromedriver is missing: apt-get install chromium chromium-driver (.ci/run installs them)");
+    let port = testkit::free_addr().port();
+    let child = Command::new(chromedriver)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromedriver");
+    Driver {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+async fn browser(driver: &Driver) -> Client {
+    let capabilities = json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                     "--disable-component-update", "--no-first-run", "--window-size=1280,1000"],
+        },
+        "goog:loggingPrefs": { "browser": "ALL" },
+    });
+    let capabilities = match capabilities {
+        Value::Object(map) => map,
+        _ => unreachable!(),
+    };
+    for _ in 0..50 {
+        let connected =
+            ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                .capabilities(capabilities.clone())
+                .connect(&driver.url)
+                .await;
+        if let Ok(client) = connected {
+            return client;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("chromedriver at {} did not answer", driver.url);
+}
+
+/// chromedriver's browser log (`/session/{id}/se/log`): what the page logged since last asked.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or("")))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (axum::http::Method, Option<String>) {
+        (
+            axum::http::Method::POST,
+            Some(r#"{"type":"browser"}"#.to_string()),
+        )
+    }
+}
+
+/// The page session: the browser, where screenshots go, and the step count.
+struct Page {
+    client: Client,
+    base: String,
+    shots: PathBuf,
+    step: usize,
+}
+
+impl Page {
+    /// Saves a screenshot named `name` and fails on any error the page logged.
+    async fn check(&mut self, name: &str) {
+        self.step += 1;
+        let png = self.client.screenshot().await.expect("screenshot");
+        std::fs::write(self.shots.join(format!("{:02}-{name}.png", self.step)), png)
+            .expect("save screenshot");
+        let log = self
+            .client
+            .issue_cmd(BrowserLog)
+            .await
+            .expect("browser log");
+        let errors: Vec<&Value> = log
+            .as_array()
+            .map(|entries| entries.iter().filter(|e| e["level"] == "SEVERE").collect())
+            .unwrap_or_default();
+        assert!(
+            errors.is_empty(),
+            "the page logged errors at {name}: {errors:?}"
+        );
+    }
+
+    async fn wait(&self, css: &str) -> Element {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css}: {e}"))
+    }
+
+    /// Waits until `css` holds `text`.
+    async fn wait_text(&self, css: &str, text: &str) -> Element {
+        for _ in 0..100 {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && element.text().await.is_ok_and(|t| t.contains(text))
+            {
+                return element;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{css} never showed {text:?}");
+    }
+
+    /// The control labelled `label`.
+    async fn field(&self, label: &str) -> Element {
+        let label = self
+            .client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::XPath(&format!(
+                "//label[normalize-space()='{label}']"
+            )))
+            .await
+            .unwrap_or_else(|e| panic!("no field labelled {label:?}: {e}"));
+        let id = label
+            .attr("for")
+            .await
+            .expect("for")
+            .expect("a label names its control");
+        self.client
+            .find(Locator::Id(&id))
+            .await
+            .expect("the labelled control")
+    }
+
+    async fn type_into(&self, label: &str, text: &str) {
+        let field = self.field(label).await;
+        field.clear().await.expect("clear");
+        field.send_keys(text).await.expect("type");
+    }
+
+    async fn button(&self, text: &str) -> Element {
+        self.client
+            .wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::XPath(&format!(
+                "//button[normalize-space()='{text}'] | //a[normalize-space()='{text}']"
+            )))
+            .await
+            .unwrap_or_else(|e| panic!("no button {text:?}: {e}"))
+    }
+
+    async fn click(&self, text: &str) {
+        self.button(text).await.click().await.expect("click");
+    }
+
+    async fn has_control(&self, text: &str) -> bool {
+        let xpath = format!(
+            "//button[normalize-space()='{text}' and not(ancestor-or-self::*[@hidden])] | //a[normalize-space()='{text}' and not(ancestor-or-self::*[@hidden])]"
+        );
+        !self
+            .client
+            .find_all(Locator::XPath(&xpath))
+            .await
+            .expect("find")
+            .is_empty()
+    }
+
+    async fn sign_in(&mut self, key: &str) {
+        self.client
+            .goto(&format!("{}/console/", self.base))
+            .await
+            .expect("open the console");
+        self.type_into("API key", key).await;
+        self.click("Sign in").await;
+        self.wait_text("main h1", "Links").await;
+    }
+
+    async fn eval(&self, script: &str) -> Value {
+        self.client.execute(script, vec![]).await.expect("script")
+    }
+}
+
+fn keys_file(path: &std::path::Path) -> (String, String) {
+    let (writer, reader) = (generate_api_key(), generate_api_key());
+    let entry = |name: &str, key: &str, scopes: &str| KeyEntry {
+        tenant: "marketing".into(),
+        name: name.into(),
+        digest: digest(key),
+        scopes: Scopes::parse_list(scopes).expect("scopes"),
+        expires: None,
+    };
+    let text = [
+        entry(
+            "campaigns",
+            &writer,
+            "links:create,links:read,links:write,stats:read",
+        ),
+        entry("viewer", &reader, "links:read"),
+    ]
+    .iter()
+    .map(render)
+    .fold(KEY_FILE_HEADER.to_string(), |text, table| text + &table);
+    std::fs::write(path, text).expect("write keys");
+    (writer, reader)
+}
+
+async fn location(node: &Node, code: &str) -> (StatusCode, Option<String>) {
+    let response = node
+        .client
+        .get(format!("{}/{code}", node.base))
+        .header("user-agent", BROWSER)
+        .send()
+        .await
+        .expect("visit");
+    let location = response
+        .headers()
+        .get("location")
+        .map(|v| v.to_str().expect("ascii").to_string());
+    (response.status(), location)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_manages_links_in_a_real_browser() {
+    let stack = Stack::new(crate::helpers::Backend::Sqlite).await;
+    let keys = stack.dir.path().join("api-keys.toml");
+    let (writer, reader) = keys_file(&keys);
+    let mut config = stack.config("console");
+    config.api_keys_file = Some(keys);
+    config.public_url = None;
+    let node = Node::start(config).await;
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
+    std::fs::create_dir_all(&shots).expect("screenshot directory");
+    let driver = driver();
+    let mut page = Page {
+        client: browser(&driver).await,
+        base: node.base.clone(),
+        shots,
+        step: 0,
+    };
+
+    // Sign in; the list is empty.
+    page.sign_in(&writer).await;
+    page.wait_text("#who", "marketing / campaigns").await;
+    page.wait_text(".more", "No links match.").await;
+    page.check("signed-in").await;
+
+    // Create a link with tags.
+    page.click("New link").await;
+    page.type_into("Target URL", "https://example.com/spring/launch")
+        .await;
+    page.type_into("Tags", "spring, promo").await;
+    page.check("new-link-form").await;
+    page.click("Create").await;
+    let short = page
+        .wait_text("#short-url", "/")
+        .await
+        .text()
+        .await
+        .expect("short URL");
+    let code = short.rsplit('/').next().expect("code").to_string();
+    page.wait_text("#target", "https://example.com/spring/launch")
+        .await;
+    // The QR code shows (an image that decoded, from a blob the page fetched with the key).
+    let mut shown = false;
+    for _ in 0..50 {
+        shown = page
+            .eval("const i = document.getElementById('qr-image'); return !!i && i.complete && i.naturalWidth > 0 && i.src.startsWith('blob:');")
+            .await
+            == json!(true);
+        if shown {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(shown, "the QR image did not load");
+    page.wait("svg.chart").await;
+    page.check("detail").await;
+
+    // Find it by search.
+    page.client
+        .goto(&format!("{}/console/#/links", node.base))
+        .await
+        .expect("list");
+    page.type_into("Search targets", "spring/laun").await;
+    page.click("Filter").await;
+    page.wait_text("tbody", &code).await;
+    page.check("search").await;
+    page.client
+        .find(Locator::LinkText(&code))
+        .await
+        .expect("the row's link")
+        .click()
+        .await
+        .expect("open");
+    page.wait_text("#link-title", &code).await;
+
+    // Edit the target: the redirect follows it.
+    page.click("Edit").await;
+    page.type_into("Target URL", "https://example.com/spring/moved")
+        .await;
+    page.check("edit").await;
+    page.click("Save").await;
+    page.wait_text("#target", "https://example.com/spring/moved")
+        .await;
+    assert_eq!(
+        location(&node, &code).await.1.as_deref(),
+        Some("https://example.com/spring/moved")
+    );
+
+    // Disable, then enable.
+    page.click("Disable").await;
+    page.wait_text(".state", "disabled").await;
+    assert_eq!(location(&node, &code).await.0, StatusCode::GONE);
+    page.check("disabled").await;
+    page.click("Enable").await;
+    page.wait_text(".state", "active").await;
+    assert_eq!(location(&node, &code).await.0, StatusCode::FOUND);
+    page.wait_text(".events", "disable").await;
+
+    // Import a small CSV with one bad row; stored text is shown as text, never as markup.
+    let csv_path = stack.dir.path().join("links.csv");
+    std::fs::write(
+        &csv_path,
+        "url,code,tags\nhttps://example.com/imported,imp-1,spring\nnot a url,imp-2,\nhttps://example.com/x,<b>x</b><script>window.pwned=1</script>,\n",
+    )
+    .expect("write csv");
+    page.client
+        .goto(&format!("{}/console/#/import", node.base))
+        .await
+        .expect("import page");
+    page.field("File")
+        .await
+        .send_keys(&csv_path.display().to_string())
+        .await
+        .expect("choose the file");
+    page.click("Import").await;
+    page.wait_text(
+        "#import-summary",
+        "3 rows: 1 created, 0 already there, 2 refused.",
+    )
+    .await;
+    let injected = page
+        .eval("return [window.pwned === undefined, document.querySelectorAll('main b, main script').length, document.querySelector('.results').textContent.includes('<script>')];")
+        .await;
+    assert_eq!(
+        injected,
+        json!([true, 0, true]),
+        "an imported string was parsed as HTML"
+    );
+    page.button("Download results").await;
+    page.check("import").await;
+    assert_eq!(
+        location(&node, "imp-1").await.1.as_deref(),
+        Some("https://example.com/imported")
+    );
+
+    // A target that spells a script tag is shown as the text it is.
+    let (status, made) = node
+        .create_with_key(json!({ "url": "https://example.com/<script>window.pwned=2</script>?q=\"><img src=x>" }), &writer)
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let tricky = made["code"].as_str().expect("code").to_string();
+    page.client
+        .goto(&format!("{}/console/#/links/{tricky}", node.base))
+        .await
+        .expect("detail");
+    page.wait_text("#target", "script").await;
+    let injected = page.eval("return [window.pwned === undefined, document.querySelectorAll('main img:not(#qr-image), main script').length];").await;
+    assert_eq!(injected, json!([true, 0]));
+    page.check("script-in-target").await;
+
+    // Delete, with a confirmation that names the code.
+    page.client
+        .goto(&format!("{}/console/#/links/{code}", node.base))
+        .await
+        .expect("detail");
+    page.click("Delete").await;
+    page.wait_text("dialog h2", &format!("Delete {code}?"))
+        .await;
+    page.check("confirm-delete").await;
+    page.click(&format!("Delete {code}")).await;
+    page.wait_text("main h1", "Links").await;
+    let deleted: Value = node
+        .client
+        .get(format!("{}/api/v1/links/{code}", node.base))
+        .bearer_auth(&writer)
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(deleted["state"], "deleted");
+    assert_eq!(location(&node, &code).await.0, StatusCode::GONE);
+
+    // On a phone's width the page does not scroll sideways.
+    page.client.set_window_size(375, 800).await.expect("resize");
+    page.client
+        .goto(&format!("{}/console/#/links", node.base))
+        .await
+        .expect("list");
+    page.wait_text("tbody", "imp-1").await;
+    let overflow = page
+        .eval("return document.documentElement.scrollWidth <= window.innerWidth;")
+        .await;
+    assert_eq!(
+        overflow,
+        json!(true),
+        "the layout overflows a 375-pixel screen"
+    );
+    page.check("phone").await;
+    page.client
+        .set_window_size(1280, 1000)
+        .await
+        .expect("resize");
+
+    // A read-only key sees no create, edit or delete controls.
+    page.click("Sign out").await;
+    page.sign_in(&reader).await;
+    page.wait_text("tbody", "imp-1").await;
+    assert!(
+        !page.has_control("New link").await,
+        "a read-only key is offered create"
+    );
+    page.client
+        .goto(&format!("{}/console/#/links/imp-1", node.base))
+        .await
+        .expect("detail");
+    page.wait_text("#link-title", "imp-1").await;
+    for control in ["Edit", "Delete", "Disable"] {
+        assert!(
+            !page.has_control(control).await,
+            "a read-only key is offered {control}"
+        );
+    }
+    page.check("read-only").await;
+
+    // Keyboard only: from the sign-in form, Tab reaches the key and Enter signs in.
+    page.click("Sign out").await;
+    page.wait("input[type=password]").await;
+    let focused = page
+        .eval("return document.activeElement && document.activeElement.type;")
+        .await;
+    assert_eq!(focused, json!("password"), "the key field has the focus");
+    page.client
+        .active_element()
+        .await
+        .expect("focused")
+        .send_keys(&format!("{writer}\u{E007}"))
+        .await
+        .expect("type and press Enter");
+    page.wait_text("main h1", "Links").await;
+    page.check("keyboard-sign-in").await;
+    page.client.close().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_responses_are_locked_down_and_cacheable() {
+    let stack = Stack::new(crate::helpers::Backend::Sqlite).await;
+    let node = stack.node("console-headers").await;
+    let page = node
+        .client
+        .get(format!("{}/console/", node.base))
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(page.status(), StatusCode::OK);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .expect("csp")
+        .to_string();
+    for part in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"));
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(page.headers()["cache-control"], "no-cache");
+    let etag = page.headers()["etag"].to_str().expect("etag").to_string();
+    let html = page.text().await.expect("html");
+    let again = node
+        .client
+        .get(format!("{}/console/", node.base))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    // Every asset the page names, and those they import, is served for a year; the whole first
+    // load is well under 150 KB.
+    let prefix = html
+        .split("href=\"")
+        .nth(2)
+        .expect("the stylesheet")
+        .split("/console.css")
+        .next()
+        .expect("prefix")
+        .to_string();
+    let mut total = html.len();
+    for file in [
+        "app.js",
+        "api.js",
+        "dom.js",
+        "links.js",
+        "detail.js",
+        "editor.js",
+        "importer.js",
+        "admin.js",
+        "chart.js",
+        "console.css",
+    ] {
+        let response = node
+            .client
+            .get(format!("{}{prefix}/{file}", node.base))
+            .send()
+            .await
+            .expect("asset");
+        assert_eq!(response.status(), StatusCode::OK, "{file}");
+        assert_eq!(
+            response.headers()["cache-control"],
+            "public, max-age=31536000, immutable"
+        );
+        assert!(response.headers().contains_key("etag"));
+        total += response.bytes().await.expect("body").len();
+    }
+    assert!(total < 150 * 1024, "the first load is {total} bytes");
+    let stale = node
+        .client
+        .get(format!(
+            "{}/console/assets/0000000000000000/app.js",
+            node.base
+        ))
+        .send()
+        .await
+        .expect("asset");
+    assert_eq!(stale.status(), StatusCode::NOT_FOUND);
+    // Off, the console is not served.
+    let mut config = stack.config("console-off");
+    config.console = false;
+    let off = Node::start(config).await;
+    assert_eq!(
+        off.client
+            .get(format!("{}/console/", off.base))
+            .send()
+            .await
+            .expect("page")
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+}
