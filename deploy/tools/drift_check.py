@@ -611,6 +611,27 @@ class Checker:
                     svc = path["backend"]["service"]
                     if not self.service_port(svc["name"], svc["port"]):
                         self.error(where, f"backend {svc['name']}:{svc['port']} is not a Service port")
+            self.check_closed_prefixes(where, ing)
+
+    def check_closed_prefixes(self, where: str, ing: dict) -> None:
+        """An Ingress that publishes the redirect edge keeps the JSON API and the console internal:
+        their prefixes must lead to a Service without a selector (no endpoints). The console may
+        be opened on purpose with the annotation `shortener.console/public: "true"`."""
+        annotations = ing["metadata"].get("annotations") or {}
+        console_open = annotations.get("shortener.console/public") == "true"
+        for rule in ing["spec"].get("rules", []):
+            paths = rule.get("http", {}).get("paths", [])
+            if not any(p["path"] == "/" for p in paths):
+                continue
+            backends = {p["path"]: p["backend"]["service"]["name"] for p in paths}
+            for prefix in ("/api", "/console"):
+                if prefix == "/console" and console_open:
+                    continue
+                name = backends.get(prefix)
+                svc = self.find("Service", name) if name else None
+                if svc is None or svc["spec"].get("selector"):
+                    self.error(where, f"{prefix} must go to a Service without endpoints on the public host"
+                               f" (found {name or 'no path'}; it would reach the pods' {prefix})")
 
     def check_network_policies(self) -> None:
         for np in self.by_kind.get("NetworkPolicy", []):
@@ -794,7 +815,12 @@ def mutations():
         env = main_container(docs, "shortener")["env"]
         next(e for e in env if e["name"] == "SHORTENER_KEY_FILE")["value"] = "/etc/shortener/code.key"
 
-    return [no_auth, both_auth, key_file, readiness_path, liveness_port, unknown_env, configmap_env, wrong_subcommand,
+    def console_public(docs):
+        ing = next(d for d in docs if d["kind"] == "Ingress")
+        paths = ing["spec"]["rules"][0]["http"]["paths"]
+        ing["spec"]["rules"][0]["http"]["paths"] = [p for p in paths if p["path"] != "/console"]
+
+    return [console_public, no_auth, both_auth, key_file, readiness_path, liveness_port, unknown_env, configmap_env, wrong_subcommand,
             migrate_init, admin_port_moved, grpc_probe_port, grace, root_fs, service_target]
 
 
