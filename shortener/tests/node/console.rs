@@ -135,15 +135,18 @@ impl Page {
 
     /// Waits until `css` holds `text`.
     async fn wait_text(&self, css: &str, text: &str) -> Element {
+        let mut last = None;
         for _ in 0..100 {
-            if let Ok(element) = self.client.find(Locator::Css(css)).await
-                && element.text().await.is_ok_and(|t| t.contains(text))
-            {
-                return element;
+            if let Ok(element) = self.client.find(Locator::Css(css)).await {
+                match element.text().await {
+                    Ok(shown) if shown.contains(text) => return element,
+                    Ok(shown) => last = Some(shown),
+                    Err(_) => {}
+                }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("{css} never showed {text:?}");
+        panic!("{css} never showed {text:?} (last: {last:?})");
     }
 
     /// The control labelled `label`.
@@ -369,7 +372,14 @@ async fn the_console_manages_links_in_a_real_browser() {
         .send_keys(&csv_path.display().to_string())
         .await
         .expect("choose the file");
-    page.click("Import").await;
+    // The form's submit button, not the navigation's link of the same name.
+    page.client
+        .find(Locator::XPath("//form//button[normalize-space()='Import']"))
+        .await
+        .expect("the import button")
+        .click()
+        .await
+        .expect("import");
     page.wait_text(
         "#import-summary",
         "3 rows: 1 created, 0 already there, 2 refused.",
