@@ -10,6 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shortener::access::{KEY_FILE_HEADER, KeyEntry, digest, generate_api_key, render};
 use shortener::domain::Scopes;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -21,7 +22,12 @@ struct Driver {
 }
 
 impl Drop for Driver {
+    /// Stops chromedriver and every browser it started: they share its process group, so a
+    /// failed test leaves no Chromium behind.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -35,6 +41,7 @@ fn driver() -> Driver {
     let port = testkit::free_addr().port();
     let child = Command::new(chromedriver)
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
