@@ -173,6 +173,8 @@ impl Cluster {
                     "-X",
                     "stream",
                     "--no-sync",
+                    // An immediate checkpoint: a spread one can take minutes on an idle server.
+                    "--checkpoint=fast",
                 ],
             )
             .await;
