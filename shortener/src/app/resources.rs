@@ -110,6 +110,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
         Some(url) => {
             let pg = PgStore::connect(&PgSettings {
                 url: url.clone(),
+                read_url: config.database_read_url.clone(),
                 ca_file: config.database_ca_file.clone(),
                 max_connections: config.database_max_connections,
                 timeout: Duration::from_secs(3),
@@ -118,6 +119,9 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             })
             .context("configure the PostgreSQL pool")?;
             pg.migrate().await.context("apply PostgreSQL migrations")?;
+            pg.verify_replica()
+                .await
+                .context("check SHORTENER_DATABASE_READ_URL")?;
             let (space, cursors) = code_space(config, None)?;
             let (api_keys, _) = load_api_keys(config, None)?;
             let api_keys = Arc::new(api_keys);

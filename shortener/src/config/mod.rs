@@ -37,7 +37,12 @@ pub struct Config {
     /// PostgreSQL connection string; set it for the distributed mode (unset: embedded SQLite).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
-    /// Most PostgreSQL connections this node opens.
+    /// A streaming replica of DATABASE_URL's database: redirect cache misses, gets, histories,
+    /// lists and exports read from it, falling back to the primary for what it has not
+    /// replayed yet and whenever it is down.
+    #[arg(long, env = "SHORTENER_DATABASE_READ_URL", hide_env_values = true)]
+    pub database_read_url: Option<String>,
+    /// Most PostgreSQL connections this node opens (to the primary; as many again to a replica).
     #[arg(long, env = "SHORTENER_DATABASE_MAX_CONNECTIONS", default_value_t = 16)]
     pub database_max_connections: usize,
     /// PEM file of CA certificates trusted for TLS to PostgreSQL, besides the system's; used
@@ -228,6 +233,7 @@ impl Config {
             admin_addr: any,
             data_dir,
             database_url: None,
+            database_read_url: None,
             database_max_connections: 8,
             database_ca_file: None,
             id_service: Vec::new(),

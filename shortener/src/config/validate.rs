@@ -155,6 +155,12 @@ impl Config {
                 )
             })?;
         }
+        if self.database_read_url.is_some() && self.database_url.is_none() {
+            return Err(ConfigError::new(
+                "SHORTENER_DATABASE_READ_URL",
+                "SHORTENER_DATABASE_READ_URL needs DATABASE_URL (a replica is read beside its primary)",
+            ));
+        }
         if let Some(url) = &self.database_url {
             let pg: tokio_postgres::Config = url.parse().map_err(|e| {
                 ConfigError::new(
@@ -168,6 +174,20 @@ impl Config {
                     format!("SHORTENER_DATABASE_CA_FILE with DATABASE_URL: {e}"),
                 )
             })?;
+            if let Some(read) = &self.database_read_url {
+                let replica: tokio_postgres::Config = read.parse().map_err(|e| {
+                    ConfigError::new(
+                        "SHORTENER_DATABASE_READ_URL",
+                        format!("SHORTENER_DATABASE_READ_URL is not a valid PostgreSQL connection string: {e}"),
+                    )
+                })?;
+                pgtls::connector(&replica, self.database_ca_file.as_deref()).map_err(|e| {
+                    ConfigError::new(
+                        "SHORTENER_DATABASE_CA_FILE",
+                        format!("SHORTENER_DATABASE_CA_FILE with SHORTENER_DATABASE_READ_URL: {e}"),
+                    )
+                })?;
+            }
             if self.id_service.is_empty() {
                 return Err(ConfigError::new(
                     "SHORTENER_ID_SERVICE",

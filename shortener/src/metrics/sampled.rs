@@ -150,6 +150,37 @@ impl Collector for Sources {
             "Rows carried by batched inserts (divide by shortener_write_batches for the mean batch size)",
             writer.rows.load(Ordering::Relaxed),
         )?;
+        if let Some(replica) = self.store.replica_stats() {
+            counter(
+                e,
+                "shortener_replica_reads",
+                "Reads answered by the read replica",
+                replica.reads.load(Ordering::Relaxed),
+            )?;
+            let mut family = e.encode_descriptor(
+                "shortener_replica_fallbacks",
+                "Reads that could have gone to the read replica and went to the primary, by reason (unknown: the replica lacked the row; fresh: changed and not yet replayed; down; error; refused)",
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for reason in crate::store::Fallback::ALL {
+                let labels = [("reason", reason.label())];
+                ConstCounter::new(replica.fallbacks(reason))
+                    .encode(family.encode_family(&labels)?)?;
+            }
+            gauge(
+                e,
+                "shortener_replica_available",
+                "Whether the read replica answers and is verified (1) or reads go to the primary (0)",
+                f64::from(u8::from(replica.available.load(Ordering::Relaxed))),
+            )?;
+            gauge(
+                e,
+                "shortener_replica_lag_bytes",
+                "WAL bytes the read replica had not replayed at the last measurement (-1: not measured yet)",
+                replica.lag_bytes.load(Ordering::Relaxed) as f64,
+            )?;
+        }
         if let Some(d) = self.store.durability() {
             counter(
                 e,

@@ -32,7 +32,7 @@ pub use model::{
     BlockedDomain, ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError,
     UpdateOutcome, WriterStats, host_rev, kind_name,
 };
-pub use postgres::{ChangeFeed, PgSettings, PgStore};
+pub use postgres::{ChangeFeed, Fallback, PgSettings, PgStore, ReplicaStats};
 pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;
 use std::sync::Arc;
@@ -175,6 +175,9 @@ pub trait LinkStore: Send + Sync {
     /// What the group commit has done so far, where the backend has one (SQLite).
     fn durability(&self) -> Option<Durability>;
 
+    /// What the read replica routing has done, where a replica is configured (PostgreSQL).
+    fn replica_stats(&self) -> Option<Arc<ReplicaStats>>;
+
     /// The feed of changes made by other nodes, where several nodes share the store
     /// (PostgreSQL). `None` where this node is the only writer.
     fn change_feed(&self) -> Option<ChangeFeed>;
@@ -311,6 +314,10 @@ impl LinkStore for Store {
 
     fn durability(&self) -> Option<Durability> {
         dispatch!(self, s => s.durability())
+    }
+
+    fn replica_stats(&self) -> Option<Arc<ReplicaStats>> {
+        dispatch!(self, s => s.replica_stats())
     }
 
     fn change_feed(&self) -> Option<ChangeFeed> {

@@ -2,7 +2,7 @@
 //! bodies are read, bodies are bounded per method, undecodable messages are the caller's error,
 //! idle connections are closed, and a listener full of connections leaves the others serving.
 
-use crate::helpers::{API_KEY, Backend, Node, Stack, authed, create};
+use crate::helpers::{API_KEY, Backend, Node, Stack, authed, create, metric};
 use crate::served::Served;
 use futures::StreamExt;
 use proto::shortener::v1 as pb;
@@ -163,13 +163,6 @@ async fn unauthenticated_calls_are_refused_before_their_bodies_are_read() {
         grown_mib < 100,
         "the node's peak memory grew by {grown_mib} MiB"
     );
-}
-
-/// The number in a metric line `name value`.
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or_else(|| panic!("{name} missing"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

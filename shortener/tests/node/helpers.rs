@@ -31,6 +31,8 @@ pub enum Backend {
 pub struct Stack {
     pub dir: tempfile::TempDir,
     pub db: Option<TestDb>,
+    /// The PostgreSQL database the nodes use (that of `db`, or one the test made elsewhere).
+    db_url: Option<String>,
     id_service: Option<(String, CancellationToken, JoinHandle<()>)>,
 }
 
@@ -42,24 +44,25 @@ impl Stack {
             Backend::Sqlite => (None, None),
             Backend::Postgres => {
                 let db = TestDb::create().await;
-                let app = id_service::App::build(id_service::Config::for_tests(db.url()))
-                    .await
-                    .expect("build id-service");
-                let addr = format!("http://{}", app.grpc_addr());
-                let token = CancellationToken::new();
-                let task = tokio::spawn({
-                    let token = token.clone();
-                    async move {
-                        app.run(token).await.expect("id-service run");
-                    }
-                });
-                (Some(db), Some((addr, token, task)))
+                let id_service = start_id_service(db.url()).await;
+                (Some(db), Some(id_service))
             }
         };
         Stack {
             dir,
+            db_url: db.as_ref().map(|db| db.url().to_string()),
             db,
             id_service,
+        }
+    }
+
+    /// A PostgreSQL stack on a database the test made itself (on a cluster of its own).
+    pub async fn on_database(url: &str) -> Stack {
+        Stack {
+            dir: tempfile::tempdir().expect("tempdir"),
+            db: None,
+            db_url: Some(url.to_string()),
+            id_service: Some(start_id_service(url).await),
         }
     }
 
@@ -67,8 +70,8 @@ impl Stack {
     pub fn config(&self, name: &str) -> Config {
         let mut config = Config::for_tests(self.dir.path().join(name), API_KEY);
         config.key = Some(CODE_KEY.to_string());
-        if let (Some(db), Some((addr, _, _))) = (&self.db, &self.id_service) {
-            config.database_url = Some(db.url().to_string());
+        if let (Some(url), Some((addr, _, _))) = (&self.db_url, &self.id_service) {
+            config.database_url = Some(url.clone());
             config.id_service = vec![addr.clone()];
         }
         config.holder = Some(name.to_string());
@@ -79,6 +82,22 @@ impl Stack {
     pub async fn node(&self, name: &str) -> Node {
         Node::start(self.config(name)).await
     }
+}
+
+/// An in-process id-service on `url`, on a free port.
+async fn start_id_service(url: &str) -> (String, CancellationToken, JoinHandle<()>) {
+    let app = id_service::App::build(id_service::Config::for_tests(url))
+        .await
+        .expect("build id-service");
+    let addr = format!("http://{}", app.grpc_addr());
+    let token = CancellationToken::new();
+    let task = tokio::spawn({
+        let token = token.clone();
+        async move {
+            app.run(token).await.expect("id-service run");
+        }
+    });
+    (addr, token, task)
 }
 
 impl Drop for Stack {
@@ -438,4 +457,11 @@ macro_rules! on_both_stores {
             }
         }
     };
+}
+
+/// The number in the metric line `name value` of a `/metrics` text (`name` may carry labels).
+pub fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("{name} missing"))
 }

@@ -27,6 +27,7 @@ mod nodes;
 mod protected;
 mod qr;
 mod redirects;
+mod replica;
 mod store;
 mod targets;
 mod tenants;

@@ -1,6 +1,7 @@
 //! The change feed: every node learns of link changes made by any node (`LISTEN`/`NOTIFY`), so
 //! its redirect cache drops them at once instead of at the end of their lifetime.
 
+use super::replica::Replica;
 use crate::store::ChangeEvent;
 use pgtls::MakeRustlsConnect;
 use std::sync::Arc;
@@ -15,6 +16,9 @@ pub const NOTIFY_CHANNEL: &str = "shortener_link_changes";
 pub struct ChangeFeed {
     pub(super) config: Arc<tokio_postgres::Config>,
     pub(super) tls: MakeRustlsConnect,
+    /// The read replica, told of every change so that it is not read for the changed code
+    /// until it has replayed the change.
+    pub(super) replica: Option<Arc<Replica>>,
 }
 
 impl ChangeFeed {
@@ -26,6 +30,16 @@ impl ChangeFeed {
         on_event: impl Fn(ChangeEvent) + Send + 'static,
         stop: CancellationToken,
     ) {
+        let replica = self.replica.clone();
+        let on_event = move |event: ChangeEvent| {
+            if let Some(replica) = &replica {
+                match &event {
+                    ChangeEvent::Changed(code) => replica.changed_elsewhere(code),
+                    ChangeEvent::Reset => replica.missed_changes(),
+                }
+            }
+            on_event(event)
+        };
         let mut backoff = Duration::from_millis(100);
         while !stop.is_cancelled() {
             match self.listen_once(&on_event, &stop).await {

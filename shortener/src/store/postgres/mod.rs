@@ -11,6 +11,7 @@ mod insert;
 mod list;
 mod listen;
 mod read;
+mod replica;
 mod update;
 mod write;
 
@@ -26,6 +27,8 @@ use deadpool_postgres::{Pool, Runtime, Timeouts};
 use error::{db_error, pool_error};
 use id_client::LeaseSource;
 pub use listen::{ChangeFeed, NOTIFY_CHANNEL};
+pub use replica::{Fallback, ReplicaStats};
+use replica::{Replica, Route, Scope};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +40,9 @@ use tokio_postgres::Row;
 pub struct PgSettings {
     /// The connection string (`DATABASE_URL`).
     pub url: String,
+    /// A streaming replica's connection string (`SHORTENER_DATABASE_READ_URL`), read instead
+    /// of the primary where a lagging answer cannot mislead (see [`replica`]).
+    pub read_url: Option<String>,
     /// PEM CA bundle trusted besides the system roots, for `sslmode=require`.
     pub ca_file: Option<PathBuf>,
     /// Most connections in the pool.
@@ -55,6 +61,7 @@ pub struct PgStore {
     pool: Pool,
     feed: ChangeFeed,
     batcher: Batcher,
+    replica: Option<Arc<Replica>>,
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
@@ -106,37 +113,27 @@ impl PgStore {
     /// (within the timeout) until it is back. TLS follows the URL's `sslmode`; the CA file adds
     /// trusted roots (see [`pgtls::connector`]).
     pub fn connect(settings: &PgSettings) -> Result<Self, StoreError> {
-        let mut config: tokio_postgres::Config = settings
-            .url
-            .parse()
-            .map_err(|e| StoreError::Internal(format!("parse DATABASE_URL: {e}")))?;
         // Every session commits synchronously, whatever the server default: an insert is
         // acknowledged only once it is durable (I3), even as a single autocommit statement.
-        let options = match config.get_options() {
-            Some(existing) => format!("{existing} -c synchronous_commit=on"),
-            None => "-c synchronous_commit=on".to_string(),
+        let (pool, config, tls) = new_pool(
+            &settings.url,
+            "DATABASE_URL",
+            "-c synchronous_commit=on",
+            settings,
+        )?;
+        let replica = match &settings.read_url {
+            Some(url) => {
+                // A replica refuses writes anyway; saying so makes a routing mistake an error.
+                let (replica, _, _) = new_pool(
+                    url,
+                    "SHORTENER_DATABASE_READ_URL",
+                    "-c default_transaction_read_only=on",
+                    settings,
+                )?;
+                Some(Replica::start(replica, pool.clone()))
+            }
+            None => None,
         };
-        config.options(&options);
-        config.connect_timeout(settings.timeout);
-        let tls = pgtls::connector(&config, settings.ca_file.as_deref())
-            .map_err(|e| StoreError::Internal(format!("configure TLS to PostgreSQL: {e}")))?;
-        let manager = deadpool_postgres::Manager::from_config(
-            config.clone(),
-            tls.clone(),
-            deadpool_postgres::ManagerConfig {
-                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(settings.max_connections)
-            .runtime(Runtime::Tokio1)
-            .timeouts(Timeouts {
-                wait: Some(settings.timeout),
-                create: Some(settings.timeout),
-                recycle: Some(settings.timeout),
-            })
-            .build()
-            .map_err(|e| StoreError::Internal(format!("configure the PostgreSQL pool: {e}")))?;
         let batcher = Batcher::start(
             pool.clone(),
             settings.write_batch,
@@ -147,14 +144,101 @@ impl PgStore {
             feed: ChangeFeed {
                 config: Arc::new(config),
                 tls,
+                replica: replica.clone(),
             },
             batcher,
+            replica,
         })
+    }
+
+    /// Checks the read replica, if one is configured: refuses one that is a primary or
+    /// replicates another cluster or database. One that does not answer is not an error:
+    /// reads go to the primary until it does.
+    pub async fn verify_replica(&self) -> Result<(), StoreError> {
+        match &self.replica {
+            Some(replica) => replica.verify_at_start().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Marks what a write changed, so reads through this node see it (a no-op without a
+    /// replica).
+    fn wrote<'a>(&self, codes: impl IntoIterator<Item = &'a str>, tenant: Option<&str>) {
+        if let Some(replica) = &self.replica {
+            replica.wrote(codes, tenant);
+        }
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(pool_error)
     }
+}
+
+/// A pool for `url` (named `what` in errors) with `options` added to every session.
+fn new_pool(
+    url: &str,
+    what: &str,
+    options: &str,
+    settings: &PgSettings,
+) -> Result<(Pool, tokio_postgres::Config, pgtls::MakeRustlsConnect), StoreError> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| StoreError::Internal(format!("parse {what}: {e}")))?;
+    let options = match config.get_options() {
+        Some(existing) => format!("{existing} {options}"),
+        None => options.to_string(),
+    };
+    config.options(&options);
+    config.connect_timeout(settings.timeout);
+    let tls = pgtls::connector(&config, settings.ca_file.as_deref())
+        .map_err(|e| StoreError::Internal(format!("configure TLS to PostgreSQL ({what}): {e}")))?;
+    let manager = deadpool_postgres::Manager::from_config(
+        config.clone(),
+        tls.clone(),
+        deadpool_postgres::ManagerConfig {
+            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(settings.max_connections)
+        .runtime(Runtime::Tokio1)
+        .timeouts(Timeouts {
+            wait: Some(settings.timeout),
+            create: Some(settings.timeout),
+            recycle: Some(settings.timeout),
+        })
+        .build()
+        .map_err(|e| {
+            StoreError::Internal(format!("configure the PostgreSQL pool ({what}): {e}"))
+        })?;
+    Ok((pool, config, tls))
+}
+
+/// Runs a read of one row on the replica where [`Replica::route`] allows, and on the primary
+/// otherwise, or when the replica has no such row or fails: `$read` is evaluated with `$c`
+/// bound to a `&tokio_postgres::Client` and must give `Result<Option<_>, StoreError>`.
+macro_rules! read_row {
+    ($store:expr, $scope:expr, |$c:ident| $read:expr) => {{
+        async {
+            if let Some(replica) = &$store.replica
+                && let Route::Replica(client) = replica.route($scope).await
+            {
+                let $c: &tokio_postgres::Client = &client;
+                match $read.await {
+                    Ok(Some(found)) => {
+                        replica.answered();
+                        return Ok(Some(found));
+                    }
+                    Ok(None) => replica.fell_back(Fallback::Unknown, None),
+                    Err(error) => replica.fell_back(Fallback::Error, Some(&error)),
+                }
+            }
+            let primary = $store.client().await?;
+            let $c: &tokio_postgres::Client = &primary;
+            $read.await
+        }
+        .await
+    }};
 }
 
 impl LinkStore for PgStore {
@@ -195,26 +279,36 @@ impl LinkStore for PgStore {
     }
 
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
-        if link.idempotency.is_some() {
+        let outcome = if link.idempotency.is_some() {
             // The claim needs the row's own transaction.
-            return insert::insert_one(&mut self.client().await?, link).await;
+            insert::insert_one(&mut self.client().await?, link).await?
+        } else {
+            self.batcher.insert(link).await?
+        };
+        if let InsertOutcome::Created(link) = &outcome {
+            // A code the replica does not know is read from the primary anyway; lists are not.
+            self.wrote([], Some(&link.tenant));
         }
-        self.batcher.insert(link).await
+        Ok(outcome)
     }
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         let client = self.client().await?;
-        insert::insert_rows(&client, &links).await
+        let outcomes = insert::insert_rows(&client, &links).await?;
+        for outcome in &outcomes {
+            if let InsertOutcome::Created(link) = outcome {
+                self.wrote([], Some(&link.tenant));
+            }
+        }
+        Ok(outcomes)
     }
 
     async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        let client = self.client().await?;
-        read::get(&client, code).await
+        read_row!(self, Scope::Code(code), |c| read::get(c, code))
     }
 
     async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        let client = self.client().await?;
-        read::get_with_clicks(&client, code).await
+        read_row!(self, Scope::Code(code), |c| read::get_with_clicks(c, code))
     }
 
     async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
@@ -238,7 +332,11 @@ impl LinkStore for PgStore {
         tenant: Option<&str>,
         key: &str,
     ) -> Result<DeleteOutcome, StoreError> {
-        write::delete(&mut self.client().await?, code, tenant, key).await
+        let outcome = write::delete(&mut self.client().await?, code, tenant, key).await?;
+        if outcome == DeleteOutcome::Deleted {
+            self.wrote([code], tenant);
+        }
+        Ok(outcome)
     }
 
     async fn update(
@@ -248,25 +346,47 @@ impl LinkStore for PgStore {
         patch: &LinkPatch,
         key: &str,
     ) -> Result<UpdateOutcome, StoreError> {
-        update::update(&mut self.client().await?, code, tenant, patch, key).await
+        let outcome = update::update(&mut self.client().await?, code, tenant, patch, key).await?;
+        if let UpdateOutcome::Updated(link) = &outcome {
+            self.wrote([code], Some(&link.tenant));
+        }
+        Ok(outcome)
     }
 
     async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
-        let client = self.client().await?;
-        let Some(link) = update::link(&client, code).await? else {
-            return Ok(None);
-        };
-        let events = update::events(&client, code).await?;
-        Ok(Some((link, events)))
+        read_row!(self, Scope::Code(code), |c| update::history(c, code))
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        if let Some(replica) = &self.replica
+            && let Route::Replica(client) =
+                replica.route(Scope::Tenant(query.tenant.as_deref())).await
+        {
+            match list::list(&client, query).await {
+                Ok(page) => {
+                    replica.answered();
+                    return Ok(page);
+                }
+                Err(error) => replica.fell_back(Fallback::Error, Some(&error)),
+            }
+        }
         let client = self.client().await?;
         list::list(&client, query).await
     }
 
     async fn export(&self, query: ListQuery, out: mpsc::Sender<Result<Link, StoreError>>) {
-        let result = match self.client().await {
+        let client = match &self.replica {
+            Some(replica) => match replica.route(Scope::Tenant(query.tenant.as_deref())).await {
+                Route::Replica(client) => {
+                    replica.answered();
+                    Ok(client)
+                }
+                Route::Primary => self.client().await,
+            },
+            None => self.client().await,
+        };
+        // A snapshot is one transaction on one server: once started, an export does not move.
+        let result = match client {
             Ok(mut client) => list::export(&mut client, &query, &out).await,
             Err(error) => Err(error),
         };
@@ -348,6 +468,10 @@ impl LinkStore for PgStore {
 
     fn writer_stats(&self) -> &WriterStats {
         self.batcher.stats()
+    }
+
+    fn replica_stats(&self) -> Option<Arc<ReplicaStats>> {
+        self.replica.as_ref().map(|r| r.stats())
     }
 
     fn durability(&self) -> Option<Durability> {

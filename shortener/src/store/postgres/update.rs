@@ -125,3 +125,14 @@ pub(super) async fn link(
 ) -> Result<Option<Link>, StoreError> {
     super::read::get(client, code).await
 }
+
+/// The link holding `code` and the events recorded after its creation.
+pub(super) async fn history(
+    client: &tokio_postgres::Client,
+    code: &str,
+) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
+    let Some(link) = link(client, code).await? else {
+        return Ok(None);
+    };
+    Ok(Some((link, events(client, code).await?)))
+}

@@ -385,6 +385,10 @@ impl LinkStore for SqliteStore {
         Some(self.sync.durability())
     }
 
+    fn replica_stats(&self) -> Option<Arc<crate::store::ReplicaStats>> {
+        None
+    }
+
     fn change_feed(&self) -> Option<ChangeFeed> {
         // This node is the file's only writer: there is nothing to hear about.
         None

@@ -1,0 +1,250 @@
+//! Reads from a real streaming replica (`pg_basebackup` of a cluster the test makes, replaying
+//! with `recovery_min_apply_delay`, so it lags on purpose): what it has not replayed is read
+//! from the primary, a node reads its own writes, a change reported by another node is never
+//! served stale, a replica that goes down sends reads to the primary, and a read URL that is not
+//! a replica of the database is refused at start-up.
+
+use crate::helpers::{Node, Stack, metric};
+use reqwest::StatusCode;
+use serde_json::json;
+use shortener::Config;
+use std::time::{Duration, Instant};
+use testkit::cluster::Cluster;
+
+/// How far behind the replica replays. Every "at once" check below finishes well within it.
+const DELAY: Duration = Duration::from_secs(3);
+
+fn with_replica(stack: &Stack, name: &str, read_url: &str) -> Config {
+    let mut config = stack.config(name);
+    config.database_read_url = Some(read_url.to_string());
+    config
+}
+
+async fn value(node: &Node, name: &str) -> f64 {
+    metric(&node.metrics().await, name)
+}
+
+async fn location(node: &Node, code: &str) -> (StatusCode, Option<String>) {
+    let response = node.visit(code).await;
+    let location = response
+        .headers()
+        .get("location")
+        .map(|v| v.to_str().expect("ascii").to_string());
+    (response.status(), location)
+}
+
+async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} within {within:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lagging_replica_serves_reads_without_ever_misleading() {
+    let primary = Cluster::start(&[]).await;
+    let url = primary.create_database("links").await;
+    let delay = format!("recovery_min_apply_delay = '{}s'", DELAY.as_secs());
+    let standby = primary.start_standby(&[&delay]).await;
+    let read_url = standby.database_url("links");
+    let stack = Stack::on_database(&url).await;
+    let a = Node::start(with_replica(&stack, "a", &read_url)).await;
+    let b = Node::start(with_replica(&stack, "b", &read_url)).await;
+    // Until the replica has replayed what the nodes wrote at start (migrations, their change
+    // feeds' first connection), they read from the primary; then lists go to the replica.
+    for node in [&a, &b] {
+        wait_for("a list answered by the replica", DELAY * 4, async || {
+            let before = value(node, "shortener_replica_reads_total").await;
+            assert_eq!(node.list("limit=1").await.0, StatusCode::OK);
+            value(node, "shortener_replica_reads_total").await > before
+        })
+        .await;
+        assert_eq!(value(node, "shortener_replica_available").await, 1.0);
+    }
+
+    // A fresh link, unknown to the lagging replica: node b (which never cached it) finds it on
+    // the primary instead of answering 404.
+    let started = Instant::now();
+    let code = a.create_url("https://example.com/fresh").await;
+    let unknown_before = value(&b, "shortener_replica_fallbacks_total{reason=\"unknown\"}").await;
+    assert_eq!(
+        location(&b, &code).await,
+        (StatusCode::FOUND, Some("https://example.com/fresh".into()))
+    );
+    let (status, link) = b.get(&code).await;
+    assert_eq!(status, StatusCode::OK, "{link}");
+    assert!(
+        value(&b, "shortener_replica_fallbacks_total{reason=\"unknown\"}").await > unknown_before,
+        "b should have asked the replica first"
+    );
+
+    // Node a reads its own writes: the list has the new link, an edit shows at once.
+    let (status, page) = a.list("limit=10").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page["links"]
+            .as_array()
+            .expect("links")
+            .iter()
+            .any(|l| l["code"] == code.as_str()),
+        "the writer's list misses its own link: {page}"
+    );
+    assert!(
+        started.elapsed() < DELAY,
+        "the checks above must finish before the replica replays them ({:?})",
+        started.elapsed()
+    );
+
+    // Once the replica has replayed the link, b reads it there.
+    wait_for(
+        "b's get is answered by the replica",
+        DELAY * 4,
+        async || {
+            let before = value(&b, "shortener_replica_reads_total").await;
+            assert_eq!(b.get(&code).await.0, StatusCode::OK);
+            value(&b, "shortener_replica_reads_total").await > before
+        },
+    )
+    .await;
+    assert_eq!(
+        location(&b, &code).await.1.as_deref(),
+        Some("https://example.com/fresh")
+    );
+
+    // An edit on a: a reads its own write at once, from its cache and its store alike.
+    let edited = Instant::now();
+    let (status, _) = a
+        .patch(&code, json!({ "url": "https://example.com/edited" }))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(a.get(&code).await.1["url"], "https://example.com/edited");
+    assert_eq!(
+        location(&a, &code).await.1.as_deref(),
+        Some("https://example.com/edited")
+    );
+    // Node b learns of the edit from the change feed and refills its cache from a store that
+    // has it: the new target, long before the replica replays the edit.
+    wait_for("b redirects to the edited target", DELAY / 2, async || {
+        location(&b, &code).await.1.as_deref() == Some("https://example.com/edited")
+    })
+    .await;
+    assert_eq!(b.get(&code).await.1["url"], "https://example.com/edited");
+    assert!(
+        edited.elapsed() < DELAY,
+        "the checks above must finish before the replica replays the edit ({:?})",
+        edited.elapsed()
+    );
+    assert!(value(&b, "shortener_replica_fallbacks_total{reason=\"fresh\"}").await >= 1.0);
+
+    // Once the replica has replayed the edit, reads go to it again, and never read stale.
+    let reads_before = value(&b, "shortener_replica_reads_total").await;
+    wait_for(
+        "b's reads are answered by the replica",
+        DELAY * 4,
+        async || {
+            let (status, link) = b.get(&code).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(link["url"], "https://example.com/edited", "a stale read");
+            value(&b, "shortener_replica_reads_total").await > reads_before
+        },
+    )
+    .await;
+    let (status, page) = b.list("limit=10").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["links"][0]["url"], "https://example.com/edited");
+
+    // The replica goes down: reads go to the primary, no client sees an error, the node stays
+    // ready.
+    standby.stop().await;
+    let other = a.create_url("https://example.com/while-down").await;
+    for node in [&a, &b] {
+        assert_eq!(node.get(&code).await.0, StatusCode::OK);
+        assert_eq!(
+            location(node, &other).await,
+            (
+                StatusCode::FOUND,
+                Some("https://example.com/while-down".into())
+            )
+        );
+        let (status, _) = node.list("limit=5").await;
+        assert_eq!(status, StatusCode::OK);
+        wait_for(
+            "the replica is seen down",
+            Duration::from_secs(10),
+            async || value(node, "shortener_replica_available").await == 0.0,
+        )
+        .await;
+        assert_eq!(node.get(&code).await.0, StatusCode::OK);
+        assert!(value(node, "shortener_replica_fallbacks_total{reason=\"down\"}").await >= 1.0);
+        let ready = node
+            .client
+            .get(format!("{}/readyz", node.admin))
+            .send()
+            .await
+            .expect("readyz");
+        assert_eq!(ready.status(), StatusCode::OK);
+    }
+
+    // It comes back and is read again.
+    standby.restart().await;
+    wait_for("the replica is back", Duration::from_secs(20), async || {
+        value(&b, "shortener_replica_available").await == 1.0
+    })
+    .await;
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_url_that_is_not_a_replica_of_the_database_is_refused_at_start() {
+    let primary = Cluster::start(&[]).await;
+    let url = primary.create_database("links").await;
+    primary.create_database("elsewhere").await;
+    let standby = primary.start_standby(&[]).await;
+    let stack = Stack::on_database(&url).await;
+
+    for (read_url, expected) in [
+        (url.clone(), "not in recovery"),
+        (
+            standby.database_url("elsewhere"),
+            "names database \"elsewhere\"",
+        ),
+    ] {
+        let error = match shortener::App::build(with_replica(&stack, "refused", &read_url)).await {
+            Ok(_) => panic!("a node started with SHORTENER_DATABASE_READ_URL={read_url}"),
+            Err(error) => format!("{error:#}"),
+        };
+        assert!(
+            error.contains("SHORTENER_DATABASE_READ_URL") && error.contains(expected),
+            "{read_url}: {error}"
+        );
+    }
+
+    // The real replica of the database is accepted; one that does not answer is not an error
+    // (reads go to the primary until it does).
+    let node = Node::start(with_replica(
+        &stack,
+        "accepted",
+        &standby.database_url("links"),
+    ))
+    .await;
+    node.stop().await;
+    standby.stop().await;
+    let node = Node::start(with_replica(
+        &stack,
+        "replica-down",
+        &standby.database_url("links"),
+    ))
+    .await;
+    let code = node.create_url("https://example.com/no-replica").await;
+    assert_eq!(node.get(&code).await.0, StatusCode::OK);
+    assert_eq!(
+        metric(&node.metrics().await, "shortener_replica_available"),
+        0.0
+    );
+    node.stop().await;
+}
