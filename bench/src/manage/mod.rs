@@ -46,7 +46,7 @@ pub struct ManageSettings {
 }
 
 impl ManageSettings {
-    /// The full run (about 6 minutes on 2 cores) or the smoke run.
+    /// The full run (about 5.5 minutes on 2 cores) or the smoke run (under half a minute).
     pub fn new(quick: bool) -> ManageSettings {
         if quick {
             ManageSettings {
