@@ -12,14 +12,15 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The statement the PostgreSQL store sends for a generated code (`insert_one` in
-/// shortener/src/store/postgres/insert.rs),
-/// with pgbench variables for its parameters: a random ID, a 7-character code derived from it.
+/// The row the PostgreSQL store writes for a generated code (`INSERT_ROWS` in
+/// shortener/src/store/postgres/insert.rs: every column the node fills, tenant and target host
+/// included, and the columns it reads back), as one plain INSERT, with pgbench variables for
+/// its parameters: a random ID, a 7-character code derived from it.
 const PGBENCH_SCRIPT: &str = "\\set id random(1, 9000000000000000000)
-INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key) \
+INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, host_rev) \
 VALUES (substr(md5(:id::text), 1, 7), 'https://www.example.com/articles/2026/11/a-typical-article-slug-' || :id || '?utm_source=bench', \
-'generated', :id, NULL, 'pgbench', NULL) \
-ON CONFLICT DO NOTHING RETURNING code, long_url, created_at, expires_at, deleted_at;
+'generated', :id, NULL, 'pgbench', NULL, 'default', 'com.example.www') \
+ON CONFLICT DO NOTHING RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash;
 ";
 
 /// A database with the shortener's schema, for pgbench.
@@ -114,9 +115,9 @@ pub fn sqlite_single_inserts(dir: &Path, duration: Duration) -> anyhow::Result<R
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let code: Option<String> = tx
             .query_row(
-                "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key) \
-                 VALUES (?3, ?1, ?2, 'generated', ?3, ?4, NULL, 'baseline', NULL) ON CONFLICT DO NOTHING \
-                 RETURNING code, long_url, created_at, expires_at, deleted_at",
+                "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, host_rev) \
+                 VALUES (?3, ?1, ?2, 'generated', ?3, ?4, NULL, 'baseline', NULL, 'default', 'com.example.www') ON CONFLICT DO NOTHING \
+                 RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash",
                 params![space.encode(id as u64), target_url(id as u64), id, 0i64],
                 |r| r.get(0),
             )

@@ -57,6 +57,72 @@ impl Conn {
         Ok(self.send(request).await?.0)
     }
 
+    /// `method path` with a bearer key and a body of `content_type`; returns the status and
+    /// the whole answer body.
+    pub async fn call(
+        &mut self,
+        method: hyper::Method,
+        path: &str,
+        bearer: &str,
+        content_type: &str,
+        body: Bytes,
+    ) -> anyhow::Result<(StatusCode, Bytes)> {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, &self.host)
+            .header(header::CONTENT_TYPE, content_type)
+            .header(header::AUTHORIZATION, format!("Bearer {bearer}"))
+            .body(Full::new(body))?;
+        self.send(request).await
+    }
+
+    /// `GET path` with a bearer key, reading the answer as it streams in without keeping it:
+    /// returns the status, the lines (newline bytes) and the bytes of the body.
+    pub async fn get_counting(
+        &mut self,
+        path: &str,
+        bearer: &str,
+    ) -> anyhow::Result<(StatusCode, u64, u64)> {
+        let request = Request::get(path)
+            .header(header::HOST, &self.host)
+            .header(header::AUTHORIZATION, format!("Bearer {bearer}"))
+            .body(Full::new(Bytes::new()))?;
+        self.sender.ready().await?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status();
+        let mut body = response.into_body();
+        let (mut lines, mut bytes) = (0u64, 0u64);
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                bytes += data.len() as u64;
+                lines += data.iter().filter(|&&b| b == b'\n').count() as u64;
+            }
+        }
+        Ok((status, lines, bytes))
+    }
+
+    /// `GET path` as a browser would send it; returns the status and the `Location` header.
+    pub async fn get_location(&mut self, path: &str) -> anyhow::Result<(u16, Option<String>)> {
+        let request = Request::get(path)
+            .header(header::HOST, &self.host)
+            .header(
+                header::USER_AGENT,
+                "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36",
+            )
+            .body(Full::new(Bytes::new()))?;
+        self.sender.ready().await?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status().as_u16();
+        let location = response
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        response.into_body().collect().await?;
+        Ok((status, location))
+    }
+
     /// `POST path` with a JSON body and a bearer key; returns the status and body.
     pub async fn post_json(
         &mut self,

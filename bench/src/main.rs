@@ -5,6 +5,9 @@
 //! each point several times, prints Markdown tables, and writes the shortener section of
 //! docs/benchmarks.md (between `<!-- bench:begin -->` and `<!-- bench:end -->`) and the charts
 //! in docs/. Groups run alone with `bench redirects|creates|memory|micro` (print only).
+//! `bench manage` (link management: lists, import, export, edit propagation) is not part of
+//! `all`; it writes its own section of docs/benchmarks.md (between `<!-- bench:manage:begin -->`
+//! and `<!-- bench:manage:end -->`).
 
 mod baselines;
 mod ceiling;
@@ -13,6 +16,7 @@ mod creates;
 mod http;
 mod load;
 mod machine;
+mod manage;
 mod memory;
 mod micro;
 mod node;
@@ -65,6 +69,11 @@ enum Command {
     Memory,
     /// Code encode/decode and IDs per second, in process.
     Micro,
+    /// Link management on PostgreSQL and embedded: list pages at the top and deep in the
+    /// list, NDJSON import, export, and edit propagation between two PostgreSQL nodes, each
+    /// beside the store doing the same work directly. Not part of `all`; writes its own
+    /// section of docs/benchmarks.md (unless --quick, --store or --no-docs).
+    Manage,
     /// Drives creates at a node that is already running (for profiling it); prints one line.
     /// Give the node's API key `bench-api-key-0123456789abcdef`.
     Drive {
@@ -190,6 +199,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    if let Command::Manage = cli.command {
+        return manage(&cli).await;
+    }
     let started = Instant::now();
     let settings = settings::Settings::new(cli.quick);
     let scratch = tempfile::Builder::new()
@@ -258,6 +270,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         report.write_docs(&settings, &docs.join("benchmarks.md"), &extra)?;
         eprintln!("wrote docs/benchmarks.md and docs/bench-*.svg");
+    }
+    Ok(())
+}
+
+/// `bench manage`: the link-management group, printed and (full runs on both stores) written
+/// into its own section of docs/benchmarks.md.
+async fn manage(cli: &Cli) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let settings = manage::ManageSettings::new(cli.quick);
+    let scratch = tempfile::Builder::new()
+        .prefix("shortener-bench-")
+        .tempdir()?;
+    let mut machine = tokio::task::spawn_blocking(machine::describe).await?;
+    for (k, v) in &machine {
+        eprintln!("{k}: {v}");
+    }
+    let results = manage::run(&settings, scratch.path(), cli.store).await?;
+    machine.push(("load average at end".into(), machine::load_average()));
+    let command = format!(
+        "manage{}{}",
+        if cli.quick { " --quick" } else { "" },
+        cli.store.map_or(String::new(), |s| format!(
+            " --store {}",
+            s.label().to_lowercase()
+        ))
+    );
+    let section = report::manage::markdown(&results, &machine, &command, started.elapsed());
+    println!("{section}");
+    let write = !cli.no_docs && (cli.write_docs || (!cli.quick && cli.store.is_none()));
+    if write {
+        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
+        report::write_section(&docs, report::manage::BEGIN, report::manage::END, &section)?;
+        eprintln!("wrote the link-management section of docs/benchmarks.md");
     }
     Ok(())
 }

@@ -69,6 +69,9 @@ impl Node {
             ("SHORTENER_NOT_FOUND_BURST".into(), "1000000000".into()),
             ("SHORTENER_CREATE_RATE".into(), "1000000000".into()),
             ("SHORTENER_CREATE_BURST".into(), "1000000000".into()),
+            // Lists, exports and histories are charged to the read rate.
+            ("SHORTENER_READ_RATE".into(), "1000000000".into()),
+            ("SHORTENER_READ_BURST".into(), "1000000000".into()),
             ("RUST_LOG".into(), "warn".into()),
         ];
         match &spec.backend {

@@ -58,6 +58,44 @@ pub fn links(data_dir: &Path, key: &CodeKey, n: u64) -> anyhow::Result<Vec<Strin
     Ok(codes)
 }
 
+/// Writes `n` generated links into the PostgreSQL store at `database_url`, with IDs leased from
+/// the id-service at `id_service` (a node may be running on both); returns their codes in ID
+/// order.
+pub fn postgres_links(
+    database_url: &str,
+    id_service: &str,
+    key: &CodeKey,
+    n: u64,
+) -> anyhow::Result<Vec<String>> {
+    let count = n.to_string();
+    let args = ["preload", "--count", &count, "--url-pattern", URL_PATTERN];
+    let output = Command::new(sibling_binary("shortener")?)
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .env("SHORTENER_ID_SERVICE", id_service)
+        .env("SHORTENER_KEY", key.to_hex())
+        .env("SHORTENER_API_KEYS", API_KEY)
+        .env("SHORTENER_HOLDER", "bench-preload")
+        .env("RUST_LOG", "warn")
+        .output()
+        .context("run shortener preload")?;
+    if !output.status.success() {
+        bail!(
+            "shortener preload failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let codes: Vec<String> = String::from_utf8(output.stdout)
+        .context("read the output of shortener")?
+        .lines()
+        .map(str::to_string)
+        .collect();
+    if codes.len() as u64 != n {
+        bail!("shortener preload wrote {} links, not {n}", codes.len());
+    }
+    Ok(codes)
+}
+
 /// An embedded store with the node's current schema, made by `shortener migrate` in
 /// `data_dir`; returns the path of its SQLite file.
 pub fn migrated_sqlite(data_dir: &Path, key: &CodeKey) -> anyhow::Result<std::path::PathBuf> {

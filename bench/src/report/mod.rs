@@ -8,6 +8,7 @@ use crate::micro::CodeRates;
 use crate::redirects::{Redirects, rate_at};
 use crate::settings::Settings;
 use crate::stats::{Repeated, ms, rate, ratio};
+pub mod manage;
 mod sections;
 
 use sections::{creates, memory, redirects};
@@ -244,18 +245,29 @@ impl Report {
     /// Writes the section into `path` between the markers (creating the file or the markers
     /// if missing) and leaves everything outside them untouched.
     pub fn write_docs(&self, settings: &Settings, path: &Path, extra: &str) -> anyhow::Result<()> {
-        let section = format!("{BEGIN}\n{}{extra}{END}", self.markdown(settings));
-        let old = std::fs::read_to_string(path).unwrap_or_default();
-        let new = match (old.find(BEGIN), old.find(END)) {
-            (Some(b), Some(e)) if b < e => {
-                format!("{}{section}{}", &old[..b], &old[e + END.len()..])
-            }
-            _ if old.is_empty() => format!("# Benchmarks\n\n{section}\n"),
-            _ => format!("{}\n\n{section}\n", old.trim_end()),
-        };
-        std::fs::write(path, new)?;
-        Ok(())
+        write_section(
+            path,
+            BEGIN,
+            END,
+            &format!("{}{extra}", self.markdown(settings)),
+        )
     }
+}
+
+/// Writes `text` into `path` between `begin` and `end` (creating the file or the markers if
+/// missing) and leaves everything outside them untouched.
+pub fn write_section(path: &Path, begin: &str, end: &str, text: &str) -> anyhow::Result<()> {
+    let section = format!("{begin}\n{text}{end}");
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let new = match (old.find(begin), old.find(end)) {
+        (Some(b), Some(e)) if b < e => {
+            format!("{}{section}{}", &old[..b], &old[e + end.len()..])
+        }
+        _ if old.is_empty() => format!("# Benchmarks\n\n{section}\n"),
+        _ => format!("{}\n\n{section}\n", old.trim_end()),
+    };
+    std::fs::write(path, new)?;
+    Ok(())
 }
 
 fn cpu_at(list: &[(usize, Repeated)], conns: usize) -> f64 {
