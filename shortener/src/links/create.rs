@@ -31,7 +31,7 @@ pub(super) struct Row {
 }
 
 impl Row {
-    fn with_code(&self, code: String, kind: CodeKind, id: Option<u64>) -> NewLink {
+    pub(super) fn with_code(&self, code: String, kind: CodeKind, id: Option<u64>) -> NewLink {
         NewLink {
             code,
             url: self.url.clone(),
@@ -97,26 +97,93 @@ pub(super) async fn generated(
             .insert(row.with_code(code.clone(), CodeKind::Generated, Some(id)))
             .await?
         {
-            InsertOutcome::CodeTaken => {
-                let holder = store.get(&code).await?;
-                // Only links with a legacy code carry an import batch.
-                if holder.is_some_and(|link| link.import_batch.is_some()) {
-                    counters.imported_skips.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(
-                        id,
-                        "generated code held by an imported legacy code; skipping to the next ID"
-                    );
-                } else {
-                    counters.generated_conflicts.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(id, code = %code, "generated code already taken; skipping to the next ID (check the lease ledger and key)");
-                }
-            }
+            InsertOutcome::CodeTaken => taken(store, counters, id, &code).await?,
             other => return settle(other),
         }
     }
     Err(Error::Internal(
         "too many conflicts on generated codes".into(),
     ))
+}
+
+/// Counts a generated code found taken: stepped over an imported legacy code that holds it, or
+/// the alarm for anything else.
+async fn taken(store: &Store, counters: &CreateCounters, id: u64, code: &str) -> Result<(), Error> {
+    let holder = store.get(code).await?;
+    // Only links with a legacy code carry an import batch.
+    if holder.is_some_and(|link| link.import_batch.is_some()) {
+        counters.imported_skips.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            id,
+            "generated code held by an imported legacy code; skipping to the next ID"
+        );
+    } else {
+        counters.generated_conflicts.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(id, code = %code, "generated code already taken; skipping to the next ID (check the lease ledger and key)");
+    }
+    Ok(())
+}
+
+/// Many links under the codes of the next IDs in hand, in one write (one commit): each row's
+/// outcome in input order, as [`generated`] gives it for one row. A row whose code is taken
+/// (an imported legacy code, or the alarm) is retried on its own with the next ID.
+pub(super) async fn generated_many(
+    store: &Store,
+    ids: &IdPool,
+    space: &CodeSpace,
+    counters: &CreateCounters,
+    rows: Vec<Row>,
+) -> Vec<Result<(Link, bool), Error>> {
+    let mut results: Vec<Option<Result<(Link, bool), Error>>> = Vec::with_capacity(rows.len());
+    let mut batch = Vec::with_capacity(rows.len());
+    for row in &rows {
+        match ids.next_id() {
+            Ok(id) => {
+                batch.push((
+                    results.len(),
+                    row.with_code(space.encode(id), CodeKind::Generated, Some(id)),
+                ));
+                results.push(None);
+            }
+            Err(IdError::Exhausted { retry_after }) => {
+                results.push(Some(Err(Error::Unavailable {
+                    message: "no IDs in hand: the id-service is unreachable; retry shortly".into(),
+                    retry_after,
+                })))
+            }
+        }
+    }
+    let (slots, links): (Vec<usize>, Vec<NewLink>) = batch.into_iter().unzip();
+    let tried: Vec<(u64, String)> = links
+        .iter()
+        .map(|l| (l.id.unwrap_or_default(), l.code.clone()))
+        .collect();
+    let mut rows: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
+    match store.insert_many(links).await {
+        Ok(outcomes) => {
+            for ((slot, outcome), (id, code)) in slots.into_iter().zip(outcomes).zip(tried) {
+                results[slot] = Some(match (outcome, rows[slot].take()) {
+                    (InsertOutcome::CodeTaken, Some(row)) => {
+                        match taken(store, counters, id, &code).await {
+                            Ok(()) => generated(store, ids, space, counters, row).await,
+                            Err(error) => Err(error),
+                        }
+                    }
+                    (other, _) => settle(other),
+                });
+            }
+        }
+        Err(error) => {
+            let error = Error::from(error);
+            for slot in slots {
+                results[slot] = Some(Err(error.clone()));
+            }
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::Internal("a row without an outcome".into()))))
+        .collect()
 }
 
 fn settle(outcome: InsertOutcome) -> Result<(Link, bool), Error> {

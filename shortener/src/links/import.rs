@@ -142,7 +142,15 @@ impl LinkService {
         for (i, result) in self.import_coded(import, coded).await? {
             results[i] = Some(result);
         }
-        let made: Vec<(usize, RowResult)> = futures::stream::iter(generated)
+        // Generated codes go in with one write per chunk; private codes (random, each its own
+        // retry on a clash) and dry runs row by row.
+        let (batched, single): (Vec<_>, Vec<_>) = generated
+            .into_iter()
+            .partition(|(_, _, private, _)| !private && !import.dry_run);
+        for (i, result) in self.import_generated_many(batched).await {
+            results[i] = Some(result);
+        }
+        let made: Vec<(usize, RowResult)> = futures::stream::iter(single)
             .map(|(i, row, private, new)| async move {
                 (i, self.import_generated(import, row, private, new).await)
             })
@@ -153,6 +161,38 @@ impl LinkService {
             results[i] = Some(result);
         }
         Ok(results.into_iter().flatten().collect())
+    }
+
+    /// Rows with generated codes, in one write.
+    async fn import_generated_many(
+        &self,
+        rows: Vec<(usize, u64, bool, create::Row)>,
+    ) -> Vec<(usize, RowResult)> {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        let (places, news): (Vec<(usize, u64)>, Vec<create::Row>) = rows
+            .into_iter()
+            .map(|(i, row, _, new)| ((i, row), new))
+            .unzip();
+        let made =
+            create::generated_many(&self.store, &self.ids, &self.space, &self.counters, news).await;
+        places
+            .into_iter()
+            .zip(made)
+            .map(|((i, row), made)| (i, self.row_result(row, made)))
+            .collect()
+    }
+
+    fn row_result(&self, row: u64, made: Result<(Link, bool), Error>) -> RowResult {
+        match made {
+            Ok((link, true)) => {
+                self.changes.changed(&link.code);
+                result(row, Some(link.code), RowStatus::Created)
+            }
+            Ok((link, false)) => result(row, Some(link.code), RowStatus::Exists),
+            Err(error) => result(row, None, RowStatus::Error(error)),
+        }
     }
 
     fn imported_link(&self, import: &Import, row: ImportRow, code: String) -> NewLink {
@@ -293,14 +333,7 @@ impl LinkService {
         } else {
             create::generated(&self.store, &self.ids, &self.space, &self.counters, new).await
         };
-        match made {
-            Ok((link, true)) => {
-                self.changes.changed(&link.code);
-                result(row, Some(link.code), RowStatus::Created)
-            }
-            Ok((link, false)) => result(row, Some(link.code), RowStatus::Exists),
-            Err(error) => result(row, None, RowStatus::Error(error)),
-        }
+        self.row_result(row, made)
     }
 }
 

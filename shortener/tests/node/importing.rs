@@ -461,5 +461,52 @@ async fn a_generated_create_steps_over_an_imported_code_without_the_alarm(backen
         metrics.contains("shortener_generated_codes_skipped_imported_total 1"),
         "{metrics}"
     );
+
+    // An import's codeless rows go in together; one whose code a legacy code holds steps over
+    // it the same way.
+    let next = id + 3;
+    let planted = node.app.space.encode(next + 1);
+    let (_, lines) = node
+        .import(
+            NDJSON,
+            ndjson(&[json!({ "url": "https://legacy.example/2", "code": planted })]),
+            "",
+        )
+        .await;
+    assert_eq!(row(&lines, 1)["status"], "created", "{lines:?}");
+    let (_, lines) = node
+        .import(
+            NDJSON,
+            ndjson(&[
+                json!({ "url": "https://example.com/first" }),
+                json!({ "url": "https://example.com/second" }),
+            ]),
+            "",
+        )
+        .await;
+    assert_eq!(
+        row(&lines, 1)["code"],
+        node.app.space.encode(next).as_str(),
+        "{lines:?}"
+    );
+    assert_eq!(row(&lines, 2)["status"], "created", "{lines:?}");
+    assert_eq!(
+        row(&lines, 2)["code"],
+        node.app.space.encode(next + 2).as_str(),
+        "{lines:?}"
+    );
+    assert_eq!(
+        location(&node, &planted).await.1.as_deref(),
+        Some("https://legacy.example/2")
+    );
+    let metrics = node.metrics().await;
+    assert!(
+        metrics.contains("shortener_generated_code_conflicts_total 0"),
+        "the alarm went off"
+    );
+    assert!(
+        metrics.contains("shortener_generated_codes_skipped_imported_total 2"),
+        "{metrics}"
+    );
 }
 on_both_stores!(a_generated_create_steps_over_an_imported_code_without_the_alarm);
