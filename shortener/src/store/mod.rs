@@ -23,9 +23,12 @@ pub use migrate::sqlite_migrations_after;
 pub mod model;
 pub mod postgres;
 mod reply;
+pub mod rollups;
 pub mod sqlite;
 
-use crate::domain::{ClickCounts, CompactCode, Event, Link, LinkPatch, ListQuery, Page};
+use crate::domain::{
+    ClickCounts, CompactCode, Event, Link, LinkPatch, ListQuery, Page, StatsQuery, StatsReport,
+};
 use chrono::{DateTime, Utc};
 use id_client::LeaseSource;
 pub use model::{
@@ -33,6 +36,7 @@ pub use model::{
     UpdateOutcome, WriterStats, host_rev, kind_name,
 };
 pub use postgres::{ChangeFeed, PgSettings, PgStore};
+pub use rollups::{RollupOutcome, RollupPlan, RollupRow, RollupRows};
 pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;
 use std::sync::Arc;
@@ -164,6 +168,25 @@ pub trait LinkStore: Send + Sync {
     /// Returns once every click count added so far is durable: one fsync on SQLite (one per
     /// flush instead of one per batch), nothing on PostgreSQL, where each commit is durable.
     fn sync_clicks(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Adds batched click rollups (one statement or transaction for the batch), each row's
+    /// counts added to what its key holds. On SQLite, durable after the next
+    /// [`LinkStore::sync_clicks`], as click counts are.
+    fn add_rollups(&self, rows: RollupRows)
+    -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The click statistics `query` asks for, from the rollups.
+    fn stats(
+        &self,
+        query: &StatsQuery,
+    ) -> impl Future<Output = Result<StatsReport, StoreError>> + Send;
+
+    /// Compacts old hourly rollups into daily ones and removes those past retention, as `plan`
+    /// says (and, on PostgreSQL, makes the partitions of the coming days).
+    fn maintain_rollups(
+        &self,
+        plan: RollupPlan,
+    ) -> impl Future<Output = Result<RollupOutcome, StoreError>> + Send;
 
     /// How many links exist, of every kind and state (a full count: for tests and tools, never
     /// for a request path).
@@ -299,6 +322,18 @@ impl LinkStore for Store {
 
     async fn sync_clicks(&self) -> Result<(), StoreError> {
         dispatch!(self, s => s.sync_clicks().await)
+    }
+
+    async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
+        dispatch!(self, s => s.add_rollups(rows).await)
+    }
+
+    async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
+        dispatch!(self, s => s.stats(query).await)
+    }
+
+    async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
+        dispatch!(self, s => s.maintain_rollups(plan).await)
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

@@ -11,14 +11,16 @@ mod insert;
 mod list;
 mod listen;
 mod read;
+mod rollups;
 mod update;
 mod write;
 
 use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
 use super::{
     BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
-    StoreError, UpdateOutcome, WriterStats,
+    RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
 };
+use crate::domain::{StatsQuery, StatsReport};
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
@@ -55,6 +57,8 @@ pub struct PgStore {
     pool: Pool,
     feed: ChangeFeed,
     batcher: Batcher,
+    /// The days whose rollup partitions are known to exist.
+    partitions: Arc<rollups::Partitions>,
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
@@ -149,6 +153,7 @@ impl PgStore {
                 tls,
             },
             batcher,
+            partitions: Arc::default(),
         })
     }
 
@@ -339,6 +344,18 @@ impl LinkStore for PgStore {
     async fn sync_clicks(&self) -> Result<(), StoreError> {
         // Each commit is durable already.
         Ok(())
+    }
+
+    async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
+        rollups::add(&mut self.client().await?, &self.partitions, &rows).await
+    }
+
+    async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
+        rollups::stats(&self.client().await?, query).await
+    }
+
+    async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
+        rollups::maintain(&mut self.client().await?, &self.partitions, &plan).await
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

@@ -21,6 +21,7 @@
 mod code_space;
 mod ledger;
 mod manage;
+mod rollups;
 mod rows;
 mod walsync;
 mod writer;
@@ -28,8 +29,9 @@ mod writer;
 use super::migrate::{SQLITE, VERSION_TABLE};
 use super::{
     BlockedDomain, ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink,
-    StoreError, UpdateOutcome, WriterStats,
+    RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
 };
+use crate::domain::{StatsQuery, StatsReport};
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
@@ -366,6 +368,23 @@ impl LinkStore for SqliteStore {
     /// Returns once an fsync covers every click count added before the call.
     async fn sync_clicks(&self) -> Result<(), StoreError> {
         self.write(|_| Ok(())).await
+    }
+
+    /// Adds a batch of rollups in a transaction of its own, answered at its commit: the flush
+    /// makes all its batches durable at once ([`LinkStore::sync_clicks`]).
+    async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
+        self.writer
+            .run_unsynced(move |conn| rollups::add(conn, &rows))
+            .await
+    }
+
+    async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| rollups::stats(conn, &query)).await
+    }
+
+    async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
+        self.write(move |conn| rollups::maintain(conn, &plan)).await
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {
