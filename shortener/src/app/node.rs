@@ -4,6 +4,7 @@
 use super::resources::Resources;
 use crate::access::Admission;
 use crate::admin::AdminState;
+use crate::analytics::{Analytics, AnalyticsSettings, GeoIp};
 use crate::clicks::ClickRecorder;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
@@ -43,6 +44,8 @@ pub struct Node {
     pub resolver: Arc<Resolver>,
     /// Pending click counts.
     pub clicks: Arc<ClickRecorder>,
+    /// Pending analytics counters, and the stats they answer.
+    pub analytics: Arc<Analytics>,
     /// Rate limits.
     pub limits: Arc<Limits>,
     /// Admits API requests.
@@ -131,6 +134,20 @@ impl Node {
             resources.cursors.clone(),
         ));
         let clicks = Arc::new(ClickRecorder::default());
+        let analytics = Arc::new(Analytics::new(
+            AnalyticsSettings {
+                enabled: config.analytics,
+                max_entries: config.analytics_max_entries,
+                referrers_per_hour: config.analytics_referrers_per_hour,
+                compact_after_days: config.analytics_compact_after_days,
+                retention_days: config.analytics_retention_days,
+            },
+            config
+                .geoip_db
+                .clone()
+                .map(|path| Arc::new(GeoIp::open(path))),
+            config.clock.clone(),
+        ));
         let resolver = Arc::new(Resolver::new(
             store.clone(),
             cache.clone(),
@@ -182,6 +199,7 @@ impl Node {
             links,
             resolver,
             clicks,
+            analytics,
             limits,
             admission,
             metrics,
@@ -206,6 +224,7 @@ impl Node {
             links: Arc::clone(&self.links),
             resolver: Arc::clone(&self.resolver),
             clicks: Arc::clone(&self.clicks),
+            analytics: Arc::clone(&self.analytics),
             admission: Arc::clone(&self.admission),
             rules: self.rules.clone(),
             public: self.public.clone(),

@@ -133,6 +133,29 @@ impl Config {
                 "SHORTENER_HEADER_READ_TIMEOUT, SHORTENER_CLICK_FLUSH_INTERVAL_MS and SHORTENER_CACHE_TTL must be positive",
             ));
         }
+        if self.analytics_max_entries == 0 || self.analytics_referrers_per_hour == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_MAX_ENTRIES",
+                "SHORTENER_ANALYTICS_MAX_ENTRIES and SHORTENER_ANALYTICS_REFERRERS_PER_HOUR must be positive",
+            ));
+        }
+        if self.analytics_compact_after_days == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
+                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS must be at least 1",
+            ));
+        }
+        if self.analytics_retention_days != 0
+            && self.analytics_retention_days <= self.analytics_compact_after_days
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_RETENTION_DAYS",
+                format!(
+                    "SHORTENER_ANALYTICS_RETENTION_DAYS ({}) must be 0 (keep forever) or more than SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS ({})",
+                    self.analytics_retention_days, self.analytics_compact_after_days
+                ),
+            ));
+        }
         if let Some(header) = &self.client_ip_header
             && axum::http::HeaderName::try_from(header.as_str()).is_err()
         {

@@ -41,6 +41,8 @@ pub struct HttpState {
     pub resolver: Arc<Resolver>,
     /// Counts redirects.
     pub clicks: Arc<ClickRecorder>,
+    /// Counts redirects by hour and dimensions, and answers stats.
+    pub analytics: Arc<crate::analytics::Analytics>,
     /// Admits API requests.
     pub admission: Arc<Admission>,
     /// What a create must pass.
@@ -216,6 +218,14 @@ fn router(state: Arc<HttpState>) -> Router {
         .route(
             "/api/v1/links/{code}/history",
             get(api::history).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/links/{code}/stats",
+            get(api::link_stats).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/stats",
+            get(api::tenant_stats).fallback(api::method_not_allowed),
         )
         .route(
             "/api/v1/links/{code}/qr",

@@ -7,11 +7,13 @@ mod admin;
 mod import;
 mod manage;
 mod records;
+mod stats;
 mod wire;
 
 pub use admin::{block, blocklist, unblock};
 pub use import::import;
 pub use manage::{export, history, list, qr, update};
+pub use stats::{link_stats, tenant_stats};
 
 use super::{ApiError, HttpState};
 use crate::access::Operation;
