@@ -210,7 +210,14 @@ mod tests {
         assert_eq!(agg.entries(), 0);
         let summary: Vec<(&str, i64, &str, u64)> = taken
             .iter()
-            .map(|(c, h, cell, n)| (c.as_str(), *h, cell.referrer.stored(), n.human + n.bot + n.head))
+            .map(|(c, h, cell, n)| {
+                (
+                    c.as_str(),
+                    *h,
+                    cell.referrer.stored(),
+                    n.human + n.bot + n.head,
+                )
+            })
             .collect();
         assert_eq!(
             summary,

@@ -76,9 +76,15 @@ mod tests {
     #[test]
     fn referrers_are_reduced_to_a_normalised_host() {
         let cases = [
-            (Some("https://www.Example.com/path?q=1"), Some("example.com")),
+            (
+                Some("https://www.Example.com/path?q=1"),
+                Some("example.com"),
+            ),
             (Some("http://news.example.org./a"), Some("news.example.org")),
-            (Some("https://bücher.example/"), Some("xn--bcher-kva.example")),
+            (
+                Some("https://bücher.example/"),
+                Some("xn--bcher-kva.example"),
+            ),
             (Some("android-app://com.slack/"), None),
             (Some("not a url"), None),
             (Some(""), None),
@@ -112,7 +118,10 @@ mod tests {
                 "Mozilla/5.0 (Linux; Android 13; SM-X200) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36",
                 Device::Tablet,
             ),
-            ("Googlebot/2.1 (+http://www.google.com/bot.html)", Device::Bot),
+            (
+                "Googlebot/2.1 (+http://www.google.com/bot.html)",
+                Device::Bot,
+            ),
             ("something-else/1.0", Device::Other),
         ];
         for (agent, expected) in cases {

@@ -40,10 +40,9 @@ impl Analytics {
                 .filter_map(|(code, hour, cell, counts)| {
                     let Some(tenant) = tenants.get(code.as_str()) else {
                         // A code with no link row (cannot happen for a resolved redirect).
-                        self.aggregator.dropped.fetch_add(
-                            counts.human + counts.bot + counts.head,
-                            Ordering::Relaxed,
-                        );
+                        self.aggregator
+                            .dropped
+                            .fetch_add(counts.human + counts.bot + counts.head, Ordering::Relaxed);
                         return None;
                     };
                     Some(RollupRow {

@@ -4,8 +4,8 @@
 
 use super::Analytics;
 use crate::domain::stats::DAY;
-use crate::store::{LinkStore, RollupOutcome, RollupPlan, Store, StoreError};
 use crate::store::rollups::day_start;
+use crate::store::{LinkStore, RollupOutcome, RollupPlan, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

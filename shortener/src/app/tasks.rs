@@ -110,7 +110,9 @@ impl Tasks {
             }
         }));
         if let Some(geo) = node.analytics.geo() {
-            handles.push(tokio::spawn(Arc::clone(geo).watch(every.reload, stop.clone())));
+            handles.push(tokio::spawn(
+                Arc::clone(geo).watch(every.reload, stop.clone()),
+            ));
         }
         if let Some(feed) = node.store.change_feed() {
             let cache = node.cache.clone();

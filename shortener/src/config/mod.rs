@@ -158,16 +158,32 @@ pub struct Config {
     pub analytics: bool,
     /// Most analytics counters held in memory between flushes; visits needing more are left
     /// out of the rollups (the link totals still count them).
-    #[arg(long, env = "SHORTENER_ANALYTICS_MAX_ENTRIES", default_value_t = 1_000_000)]
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_MAX_ENTRIES",
+        default_value_t = 1_000_000
+    )]
     pub analytics_max_entries: usize,
     /// Distinct referrer hosts counted per link and hour; the rest fold into "(other)".
-    #[arg(long, env = "SHORTENER_ANALYTICS_REFERRERS_PER_HOUR", default_value_t = 100)]
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_REFERRERS_PER_HOUR",
+        default_value_t = 100
+    )]
     pub analytics_referrers_per_hour: usize,
     /// Hourly rollups older than this many days are compacted into daily ones.
-    #[arg(long, env = "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS", default_value_t = 30)]
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
+        default_value_t = 30
+    )]
     pub analytics_compact_after_days: u32,
     /// Rollups older than this many days are removed (0: kept forever).
-    #[arg(long, env = "SHORTENER_ANALYTICS_RETENTION_DAYS", default_value_t = 400)]
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_RETENTION_DAYS",
+        default_value_t = 400
+    )]
     pub analytics_retention_days: u32,
     /// A MaxMind-format (GeoIP2 / GeoLite2 Country or City) database file: visits are counted
     /// by country when set. Re-read when it changes.

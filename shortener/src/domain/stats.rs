@@ -155,8 +155,8 @@ impl StatsInput {
                 format!("top must be between 1 and {MAX_TOP}, not {top}"),
             ));
         }
-        let oldest = (retention_days > 0)
-            .then(|| now - chrono::Duration::days(i64::from(retention_days)));
+        let oldest =
+            (retention_days > 0).then(|| now - chrono::Duration::days(i64::from(retention_days)));
         let to = match &self.to {
             Some(text) => parse_time("to", text)?,
             None => now,
@@ -253,8 +253,14 @@ mod tests {
         ))
         .expect("valid");
         assert_eq!(q.start % HOUR, 0);
-        assert_eq!(q.start, now().timestamp() - now().timestamp() % DAY - DAY + 10 * HOUR);
-        assert_eq!(q.end, now().timestamp() - now().timestamp() % DAY - 2 * HOUR);
+        assert_eq!(
+            q.start,
+            now().timestamp() - now().timestamp() % DAY - DAY + 10 * HOUR
+        );
+        assert_eq!(
+            q.end,
+            now().timestamp() - now().timestamp() % DAY - 2 * HOUR
+        );
         let q = parse(input(None, None, None)).expect("defaults");
         assert_eq!(q.granularity, Granularity::Day);
         assert_eq!(q.end, now().timestamp());
@@ -266,16 +272,30 @@ mod tests {
     fn bad_ranges_and_granularities_are_refused_with_their_reason() {
         let cases = [
             (input(Some("yesterday"), None, None), "invalid_time"),
-            (input(None, Some("2026-13-01T00:00:00Z"), None), "invalid_time"),
             (
-                input(Some("2026-06-15T00:00:00Z"), Some("2026-06-14T00:00:00Z"), None),
+                input(None, Some("2026-13-01T00:00:00Z"), None),
+                "invalid_time",
+            ),
+            (
+                input(
+                    Some("2026-06-15T00:00:00Z"),
+                    Some("2026-06-14T00:00:00Z"),
+                    None,
+                ),
                 "invalid_range",
             ),
             (
-                input(Some("2026-06-14T00:00:00Z"), Some("2026-06-14T00:00:00Z"), None),
+                input(
+                    Some("2026-06-14T00:00:00Z"),
+                    Some("2026-06-14T00:00:00Z"),
+                    None,
+                ),
                 "invalid_range",
             ),
-            (input(Some("2024-01-01T00:00:00Z"), None, None), "range_beyond_retention"),
+            (
+                input(Some("2024-01-01T00:00:00Z"), None, None),
+                "range_beyond_retention",
+            ),
             (input(None, None, Some("minute")), "invalid_granularity"),
         ];
         for (input, code) in cases {

@@ -172,8 +172,7 @@ pub trait LinkStore: Send + Sync {
     /// Adds batched click rollups (one statement or transaction for the batch), each row's
     /// counts added to what its key holds. On SQLite, durable after the next
     /// [`LinkStore::sync_clicks`], as click counts are.
-    fn add_rollups(&self, rows: RollupRows)
-    -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn add_rollups(&self, rows: RollupRows) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The click statistics `query` asks for, from the rollups.
     fn stats(

@@ -129,7 +129,10 @@ pub(crate) fn stats_sql(query: &StatsQuery, placeholder: fn(usize) -> String) ->
 }
 
 /// The report of the rows the statements of [`stats_sql`] returned.
-pub(crate) fn report(series: Vec<(i64, [i64; 3])>, mut tops: Vec<Vec<(String, i64)>>) -> StatsReport {
+pub(crate) fn report(
+    series: Vec<(i64, [i64; 3])>,
+    mut tops: Vec<Vec<(String, i64)>>,
+) -> StatsReport {
     let count = |n: i64| n.max(0) as u64;
     let series: Vec<SeriesPoint> = series
         .into_iter()
@@ -142,11 +145,13 @@ pub(crate) fn report(series: Vec<(i64, [i64; 3])>, mut tops: Vec<Vec<(String, i6
             },
         })
         .collect();
-    let totals = series.iter().fold(ClickCounts::default(), |t, p| ClickCounts {
-        human: t.human + p.counts.human,
-        head: t.head + p.counts.head,
-        bot: t.bot + p.counts.bot,
-    });
+    let totals = series
+        .iter()
+        .fold(ClickCounts::default(), |t, p| ClickCounts {
+            human: t.human + p.counts.human,
+            head: t.head + p.counts.head,
+            bot: t.bot + p.counts.bot,
+        });
     let mut next = || {
         if tops.is_empty() {
             Vec::new()

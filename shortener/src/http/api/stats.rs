@@ -54,7 +54,10 @@ impl StatsParams {
             Some(other) => {
                 return Err(Error::bad_request(
                     "invalid_query_parameter",
-                    format!("format must be json or csv, not {}", crate::domain::echo(other)),
+                    format!(
+                        "format must be json or csv, not {}",
+                        crate::domain::echo(other)
+                    ),
                 ));
             }
         };
@@ -122,7 +125,13 @@ fn render(report: &StatsReport, format: Format, links: bool, name: &str) -> Resp
         let mut text = String::from("at,human,bot,head\r\n");
         for point in &report.series {
             let c = point.counts;
-            text.push_str(&format!("{},{},{},{}\r\n", time(point.at), c.human, c.bot, c.head));
+            text.push_str(&format!(
+                "{},{},{},{}\r\n",
+                time(point.at),
+                c.human,
+                c.bot,
+                c.head
+            ));
         }
         return (
             [
@@ -162,4 +171,3 @@ fn render(report: &StatsReport, format: Format, links: bool, name: &str) -> Resp
     }
     ([(header::CACHE_CONTROL, "no-store")], axum::Json(body)).into_response()
 }
-

@@ -20,8 +20,8 @@ use super::{
     BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
     RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
 };
-use crate::domain::{StatsQuery, StatsReport};
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
+use crate::domain::{StatsQuery, StatsReport};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Pool, Runtime, Timeouts};

@@ -49,7 +49,10 @@ fn month_of(t: i64) -> (i64, i64) {
     let next = first
         .checked_add_months(chrono::Months::new(1))
         .unwrap_or(first);
-    let seconds = |d: NaiveDate| d.and_hms_opt(0, 0, 0).map_or(0, |t| t.and_utc().timestamp());
+    let seconds = |d: NaiveDate| {
+        d.and_hms_opt(0, 0, 0)
+            .map_or(0, |t| t.and_utc().timestamp())
+    };
     (seconds(first), seconds(next))
 }
 
@@ -291,6 +294,9 @@ mod tests {
             Some(start)
         );
         assert_eq!(end - start, 31 * DAY);
-        assert_eq!(partition_start("click_hourly_default", "click_hourly_d", "%Y%m%d"), None);
+        assert_eq!(
+            partition_start("click_hourly_default", "click_hourly_d", "%Y%m%d"),
+            None
+        );
     }
 }

@@ -31,8 +31,8 @@ use super::{
     BlockedDomain, ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink,
     RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
 };
-use crate::domain::{StatsQuery, StatsReport};
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
+use crate::domain::{StatsQuery, StatsReport};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use id_client::LeaseSource;

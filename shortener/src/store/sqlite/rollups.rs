@@ -44,7 +44,10 @@ pub(super) fn add(conn: &mut Connection, rows: &[RollupRow]) -> Result<(), Store
 
 /// Carries out `plan` in one transaction: hours before the compaction boundary folded into
 /// daily rows and deleted, daily rows before the retention boundary deleted.
-pub(super) fn maintain(conn: &mut Connection, plan: &RollupPlan) -> Result<RollupOutcome, StoreError> {
+pub(super) fn maintain(
+    conn: &mut Connection,
+    plan: &RollupPlan,
+) -> Result<RollupOutcome, StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
@@ -61,7 +64,10 @@ pub(super) fn maintain(conn: &mut Connection, plan: &RollupPlan) -> Result<Rollu
     )
     .map_err(db_error)?;
     let compacted = tx
-        .execute("DELETE FROM click_hourly WHERE bucket < ?1", [plan.compact_before])
+        .execute(
+            "DELETE FROM click_hourly WHERE bucket < ?1",
+            [plan.compact_before],
+        )
         .map_err(db_error)? as u64;
     let expired = match plan.expire_before {
         Some(before) => tx
