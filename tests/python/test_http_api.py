@@ -416,6 +416,46 @@ def test_clicks_are_counted_apart_for_people_bots_and_head(api, unique_url):
     assert clicks == want
 
 
+def test_stats_count_a_links_visits_by_referrer_and_device(api, unique_url):
+    tag = "s" + uuid.uuid4().hex[:12]
+    code = api.create({"url": unique_url, "tags": [tag]}).json()["code"]
+    browser = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0",
+               "Referer": "https://www.example.org/page"}
+    api.follow(code, 302, headers=browser)
+    api.follow(code, 302, headers=browser)
+    api.follow(code, 302, headers={"User-Agent": "Slackbot-LinkExpanding 1.0"})
+    path, template = f"/api/v1/links/{code}/stats", "/api/v1/links/{code}/stats"
+    want = {"human": 2, "bot": 1, "head": 0}
+    deadline = time.monotonic() + 10
+    while True:
+        stats = api.request("GET", path, template, 200, headers=api.auth(),
+                            params={"granularity": "hour"}).json()
+        if stats["totals"] == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert stats["totals"] == want
+    assert {"host": "example.org", "visits": 2} in stats["referrers"]
+    assert {"device": "desktop", "visits": 2} in stats["devices"]
+    tagged = api.request("GET", "/api/v1/stats", "/api/v1/stats", 200, headers=api.auth(),
+                         params={"tag": tag}).json()
+    assert tagged["links"] == [{"code": code, "visits": 3}]
+    csv = api.request("GET", path, template, 200, headers=api.auth(), params={"format": "csv"})
+    assert csv.text.splitlines()[0] == "at,human,bot,head"
+
+
+@pytest.mark.parametrize("params, code", [
+    ({"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}, "invalid_range"),
+    ({"from": "2001-01-01T00:00:00Z"}, "range_beyond_retention"),
+    ({"granularity": "week"}, "invalid_granularity"),
+    ({"to": "tomorrow"}, "invalid_time"),
+])
+def test_stats_refuse_a_bad_query_with_400(api, unique_url, params, code):
+    link = api.create({"url": unique_url}).json()["code"]
+    response = api.request("GET", f"/api/v1/links/{link}/stats", "/api/v1/links/{code}/stats",
+                           400, headers=api.auth(), params=params)
+    assert error_of(response) == code
+
+
 # Link management: lists, edits, history, import, export.
 
 

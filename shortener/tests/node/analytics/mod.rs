@@ -2,6 +2,7 @@
 //! MaxMind-format file the test writes), hour buckets, compaction and retention driven by a
 //! clock set by hand, and bad requests refused without a change.
 
+mod crash;
 mod mmdb;
 mod refusals;
 
@@ -19,9 +20,18 @@ const SLACK: &str = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)"
 
 /// `GET /api/v1{path}` with `key`: status and JSON (or text, as a JSON string).
 pub async fn get_with(node: &Node, path: &str, key: &str) -> (StatusCode, Value) {
-    let response = node
-        .client
-        .get(format!("{}/api/v1{path}", node.base))
+    get_at(&node.client, &node.base, path, key).await
+}
+
+/// `GET {base}/api/v1{path}` with `key` through `client`.
+pub async fn get_at(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    key: &str,
+) -> (StatusCode, Value) {
+    let response = client
+        .get(format!("{base}/api/v1{path}"))
         .bearer_auth(key)
         .send()
         .await
@@ -267,3 +277,50 @@ async fn hours_compaction_and_retention_follow_the_clock(backend: Backend) {
     assert!(kept, "the link's totals: {}", node.get(&code).await.1);
 }
 on_both_stores!(hours_compaction_and_retention_follow_the_clock);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_geoip_file_leaves_the_node_ready_without_countries_until_it_is_fixed() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let geoip = stack.dir.path().join("countries.mmdb");
+    let good = mmdb::country_db(&[([81, 0, 0, 0], 8, "DE")]);
+    let mut config = stack.config("a");
+    config.geoip_db = Some(geoip.clone());
+    config.client_ip_header = Some("x-forwarded-for".into());
+    config.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    // Missing at start: the node starts and is ready (Node::start waits for /readyz).
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/geo").await;
+    let path = format!("/links/{code}/stats");
+    for bad in [
+        b"not a MaxMind database at all".to_vec(),
+        good[..good.len() / 2].to_vec(),
+    ] {
+        std::fs::write(&geoip, &bad).expect("write bad file");
+        visit(&node, &code, false, BROWSER, None, "81.2.69.160").await;
+        let ready = node
+            .client
+            .get(format!("{}/readyz", node.admin))
+            .send()
+            .await
+            .expect("readyz");
+        assert_eq!(ready.status(), StatusCode::OK);
+    }
+    let counted = testkit::wait_until(Duration::from_secs(10), || async {
+        stats(&node, &path).await.1["totals"]["human"] == 2
+    })
+    .await;
+    let (_, body) = stats(&node, &path).await;
+    assert!(counted, "{body}");
+    assert_eq!(body["countries"], json!([{ "country": null, "visits": 2 }]));
+    // Fixed: the file is re-read and the next visits have a country.
+    std::fs::write(&geoip, &good).expect("write good file");
+    let located = testkit::wait_until(Duration::from_secs(10), || async {
+        visit(&node, &code, false, BROWSER, None, "81.2.69.160").await;
+        node.app.analytics.flush(&node.app.store).await;
+        stats(&node, &path).await.1["countries"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|e| e["country"] == "DE"))
+    })
+    .await;
+    assert!(located, "{}", stats(&node, &path).await.1);
+}
