@@ -164,6 +164,7 @@ impl Node {
                 Box::new(move || cache.len())
             },
             clicks: Arc::clone(&clicks),
+            analytics: Arc::clone(&analytics),
             store: store.clone(),
             key_reloads: resources.api_keys.reloads(),
             blocklist_reloads: targets.reloads(),

@@ -186,6 +186,21 @@ async fn stats_count_exactly_the_visits_by_referrer_device_and_country(backend: 
         format!("{},6,3,2", series[0]["at"].as_str().expect("at"))
     );
     assert_eq!(lines.len(), 2, "{csv}");
+
+    // The metrics tell what the aggregator did: 12 visits written, none folded or dropped.
+    let metrics = node.metrics().await;
+    for line in [
+        "shortener_analytics_flushed_total 12",
+        "shortener_analytics_dropped_total 0",
+        "shortener_analytics_folded_total 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} missing");
+    }
+    let entries = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("shortener_analytics_entries "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert_eq!(entries, Some(0.0), "nothing pending after the flush");
 }
 on_both_stores!(stats_count_exactly_the_visits_by_referrer_device_and_country);
 
