@@ -15,6 +15,7 @@
 //! - [`clicks`]: click counting off the redirect path, flushed in batches; [`analytics`]: the
 //!   same visits by hour, referrer, device and country, rolled up for the stats API
 //!   ([`clock`]: the time it runs on).
+//! - [`webhooks`]: signed deliveries of link events from the store's outbox.
 //! - [`qr`]: QR codes of short URLs (SVG and PNG).
 //! - [`store`]: the store interface and its PostgreSQL and SQLite backends.
 //! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
@@ -60,6 +61,7 @@ pub mod store;
 pub mod targets;
 pub mod telemetry;
 pub mod watch;
+pub mod webhooks;
 
 pub use app::App;
 pub use config::Config;

@@ -17,6 +17,7 @@ use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
 use crate::store::Store;
 use crate::targets::{TargetRules, TargetSettings};
+use crate::webhooks::{WebhookSettings, Webhooks};
 use anyhow::Context;
 use axum::http::StatusCode;
 use codespace::CodeSpace;
@@ -46,6 +47,8 @@ pub struct Node {
     pub clicks: Arc<ClickRecorder>,
     /// Pending analytics counters, and the stats they answer.
     pub analytics: Arc<Analytics>,
+    /// Webhook endpoints and their deliveries.
+    pub webhooks: Arc<Webhooks>,
     /// Rate limits.
     pub limits: Arc<Limits>,
     /// Admits API requests.
@@ -134,6 +137,17 @@ impl Node {
             resources.cursors.clone(),
         ));
         let clicks = Arc::new(ClickRecorder::default());
+        let webhooks = Arc::new(Webhooks::new(
+            store.clone(),
+            Arc::clone(&targets) as Arc<dyn TargetPolicy>,
+            WebhookSettings {
+                timeout: Duration::from_millis(config.webhook_timeout_ms),
+                retry_base: Duration::from_millis(config.webhook_retry_base_ms),
+                max_failures: config.webhook_max_failures,
+                allow_private: config.webhook_allow_private,
+                poll: Duration::from_millis(config.click_flush_interval_ms.min(1000)),
+            },
+        ));
         let analytics = Arc::new(Analytics::new(
             AnalyticsSettings {
                 enabled: config.analytics,
@@ -201,6 +215,7 @@ impl Node {
             resolver,
             clicks,
             analytics,
+            webhooks,
             limits,
             admission,
             metrics,
@@ -226,6 +241,7 @@ impl Node {
             resolver: Arc::clone(&self.resolver),
             clicks: Arc::clone(&self.clicks),
             analytics: Arc::clone(&self.analytics),
+            webhooks: Arc::clone(&self.webhooks),
             admission: Arc::clone(&self.admission),
             rules: self.rules.clone(),
             public: self.public.clone(),

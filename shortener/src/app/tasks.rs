@@ -1,5 +1,5 @@
 //! The node's background work: the click and analytics flushes, rollup maintenance, the
-//! GeoIP file's re-reads, forgetting idle rate-limit clients, re-reading
+//! GeoIP file's re-reads, webhook deliveries, forgetting idle rate-limit clients, re-reading
 //! the keys file and the blocklist, purging expired idempotency keys, and (on a shared store) the change feed
 //! that keeps the redirect cache in step with other nodes.
 
@@ -69,6 +69,7 @@ impl Tasks {
             tokio::spawn(
                 Arc::clone(&node.analytics).run_maintenance(node.store.clone(), stop.clone()),
             ),
+            tokio::spawn(Arc::clone(&node.webhooks).run(stop.clone())),
             tokio::spawn(Arc::clone(node.admission.keys()).watch(every.reload, stop.clone())),
             tokio::spawn(Arc::clone(&node.targets).watch(every.reload, stop.clone())),
             tokio::spawn({

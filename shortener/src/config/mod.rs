@@ -189,6 +189,18 @@ pub struct Config {
     /// by country when set. Re-read when it changes.
     #[arg(long, env = "SHORTENER_GEOIP_DB")]
     pub geoip_db: Option<PathBuf>,
+    /// Milliseconds a webhook delivery may take (connect, send, answer).
+    #[arg(long, env = "SHORTENER_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
+    pub webhook_timeout_ms: u64,
+    /// Milliseconds before a failed delivery's first retry; each further one doubles it.
+    #[arg(long, env = "SHORTENER_WEBHOOK_RETRY_BASE_MS", default_value_t = 1000)]
+    pub webhook_retry_base_ms: u64,
+    /// Failed deliveries in a row after which an endpoint is disabled.
+    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_FAILURES", default_value_t = 10)]
+    pub webhook_max_failures: u32,
+    /// Whether webhook URLs may name loopback, private or link-local addresses.
+    #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_allow_private: bool,
     /// The clock analytics run on (tests set one by hand).
     #[arg(skip)]
     pub clock: crate::clock::Clock,
@@ -303,6 +315,10 @@ impl Config {
             analytics_compact_after_days: 30,
             analytics_retention_days: 400,
             geoip_db: None,
+            webhook_timeout_ms: 2000,
+            webhook_retry_base_ms: 50,
+            webhook_max_failures: 10,
+            webhook_allow_private: false,
             clock: crate::clock::Clock::system(),
             not_found_rate: 1000,
             not_found_burst: 1000,

@@ -156,6 +156,15 @@ impl Config {
                 ),
             ));
         }
+        if self.webhook_timeout_ms == 0
+            || self.webhook_retry_base_ms == 0
+            || self.webhook_max_failures == 0
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_WEBHOOK_TIMEOUT_MS",
+                "SHORTENER_WEBHOOK_TIMEOUT_MS, SHORTENER_WEBHOOK_RETRY_BASE_MS and SHORTENER_WEBHOOK_MAX_FAILURES must be positive",
+            ));
+        }
         if let Some(header) = &self.client_ip_header
             && axum::http::HeaderName::try_from(header.as_str()).is_err()
         {

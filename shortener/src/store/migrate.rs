@@ -48,6 +48,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "click rollups",
         sql: include_str!("../../migrations/postgres/0007_click_rollups.sql"),
     },
+    Migration {
+        version: 8,
+        name: "webhooks",
+        sql: include_str!("../../migrations/postgres/0008_webhooks.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -96,6 +101,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 9,
         name: "click rollups",
         sql: include_str!("../../migrations/sqlite/0009_click_rollups.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "webhooks",
+        sql: include_str!("../../migrations/sqlite/0010_webhooks.sql"),
     },
 ];
 

@@ -25,6 +25,7 @@ pub mod postgres;
 mod reply;
 pub mod rollups;
 pub mod sqlite;
+pub mod webhooks;
 
 use crate::domain::{
     ClickCounts, CompactCode, Event, Link, LinkPatch, ListQuery, Page, StatsQuery, StatsReport,
@@ -41,6 +42,7 @@ pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::mpsc;
+pub use webhooks::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 
 /// Click counts of several codes, written in one batch. Shared, so the caller keeps the rows to
 /// retry with and a backend that writes on another thread needs no copy.
@@ -186,6 +188,49 @@ pub trait LinkStore: Send + Sync {
         &self,
         plan: RollupPlan,
     ) -> impl Future<Output = Result<RollupOutcome, StoreError>> + Send;
+
+    /// Registers a webhook endpoint.
+    fn create_endpoint(
+        &self,
+        endpoint: NewEndpoint,
+    ) -> impl Future<Output = Result<Endpoint, StoreError>> + Send;
+
+    /// The endpoints of `tenant` (every tenant's for `None`), oldest first.
+    fn endpoints(
+        &self,
+        tenant: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<Endpoint>, StoreError>> + Send;
+
+    /// Removes an endpoint (of `tenant`, if given) and its deliveries; false if there was none.
+    fn delete_endpoint(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The latest `limit` deliveries of an endpoint (of `tenant`, if given), newest first;
+    /// `None` when there is no such endpoint.
+    fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Option<Vec<DeliveryRecord>>, StoreError>> + Send;
+
+    /// Claims up to `limit` due deliveries of enabled endpoints for `lease` (no other worker
+    /// takes them meanwhile), oldest event first.
+    fn claim_deliveries(
+        &self,
+        lease: std::time::Duration,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
+
+    /// Records how a claimed delivery's attempt went (and the endpoint's run of failures,
+    /// disabling it at the limit).
+    fn finish_delivery(
+        &self,
+        attempt: Attempt,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// How many links exist, of every kind and state (a full count: for tests and tools, never
     /// for a request path).
@@ -333,6 +378,39 @@ impl LinkStore for Store {
 
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         dispatch!(self, s => s.maintain_rollups(plan).await)
+    }
+
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+        dispatch!(self, s => s.create_endpoint(endpoint).await)
+    }
+
+    async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
+        dispatch!(self, s => s.endpoints(tenant).await)
+    }
+
+    async fn delete_endpoint(&self, id: i64, tenant: Option<&str>) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.delete_endpoint(id, tenant).await)
+    }
+
+    async fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+        dispatch!(self, s => s.delivery_log(id, tenant, limit).await)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        lease: std::time::Duration,
+        limit: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        dispatch!(self, s => s.claim_deliveries(lease, limit).await)
+    }
+
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+        dispatch!(self, s => s.finish_delivery(attempt).await)
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

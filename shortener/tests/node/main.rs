@@ -33,3 +33,4 @@ mod targets;
 mod tenants;
 mod timeouts;
 mod tls;
+mod webhooks;

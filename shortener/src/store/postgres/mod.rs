@@ -13,9 +13,11 @@ mod listen;
 mod read;
 mod rollups;
 mod update;
+mod webhooks;
 mod write;
 
 use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
+use super::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
     BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
     RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
@@ -356,6 +358,39 @@ impl LinkStore for PgStore {
 
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         rollups::maintain(&mut self.client().await?, &self.partitions, &plan).await
+    }
+
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+        webhooks::create(&self.client().await?, &endpoint).await
+    }
+
+    async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
+        webhooks::list(&self.client().await?, tenant).await
+    }
+
+    async fn delete_endpoint(&self, id: i64, tenant: Option<&str>) -> Result<bool, StoreError> {
+        webhooks::delete(&self.client().await?, id, tenant).await
+    }
+
+    async fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+        webhooks::log(&self.client().await?, id, tenant, limit).await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        webhooks::claim(&self.client().await?, lease, limit).await
+    }
+
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+        webhooks::finish(&mut self.client().await?, &attempt).await
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

@@ -24,9 +24,11 @@ mod manage;
 mod rollups;
 mod rows;
 mod walsync;
+mod webhooks;
 mod writer;
 
 use super::migrate::{SQLITE, VERSION_TABLE};
+use super::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
     BlockedDomain, ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink,
     RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
@@ -385,6 +387,48 @@ impl LinkStore for SqliteStore {
 
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         self.write(move |conn| rollups::maintain(conn, &plan)).await
+    }
+
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+        self.write(move |conn| webhooks::create(conn, &endpoint))
+            .await
+    }
+
+    async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
+        let tenant = tenant.map(str::to_string);
+        self.read(move |conn| webhooks::list(conn, tenant.as_deref()))
+            .await
+    }
+
+    async fn delete_endpoint(&self, id: i64, tenant: Option<&str>) -> Result<bool, StoreError> {
+        let tenant = tenant.map(str::to_string);
+        self.write(move |conn| webhooks::delete(conn, id, tenant.as_deref()))
+            .await
+    }
+
+    async fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+        let tenant = tenant.map(str::to_string);
+        self.read(move |conn| webhooks::log(conn, id, tenant.as_deref(), limit))
+            .await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        lease: std::time::Duration,
+        limit: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        self.write(move |conn| webhooks::claim(conn, lease, limit))
+            .await
+    }
+
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+        self.write(move |conn| webhooks::finish(conn, &attempt))
+            .await
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {
