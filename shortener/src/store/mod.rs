@@ -189,6 +189,14 @@ pub trait LinkStore: Send + Sync {
         plan: RollupPlan,
     ) -> impl Future<Output = Result<RollupOutcome, StoreError>> + Send;
 
+    /// Records a `clicks.rollup` event for each tenant with enabled webhook endpoints and
+    /// clicks in the hour starting at `hour` (Unix seconds), once whatever the number of
+    /// nodes asking; returns how many were recorded now.
+    fn record_rollup_events(
+        &self,
+        hour: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// Registers a webhook endpoint.
     fn create_endpoint(
         &self,
@@ -378,6 +386,10 @@ impl LinkStore for Store {
 
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         dispatch!(self, s => s.maintain_rollups(plan).await)
+    }
+
+    async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.record_rollup_events(hour).await)
     }
 
     async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {

@@ -17,6 +17,16 @@ pub const LINK_UPDATED: &str = "link.updated";
 /// `link.deleted`.
 pub const LINK_DELETED: &str = "link.deleted";
 
+/// `clicks.rollup`: a tenant's clicks of one hour.
+pub const CLICKS_ROLLUP: &str = "clicks.rollup";
+
+/// The RFC 3339 form of the hour starting at `hour` (Unix seconds), as rollup events name it.
+pub fn hour_name(hour: i64) -> String {
+    DateTime::from_timestamp(hour, 0)
+        .unwrap_or(DateTime::UNIX_EPOCH)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 /// The data of a link event: the link as it is after the change.
 pub fn link_data(link: &Link) -> String {
     serde_json::json!({

@@ -119,7 +119,11 @@ fn verified(receiver: &Receiver) -> Vec<(i64, String, String)> {
             (
                 event["id"].as_i64().expect("id"),
                 event["type"].as_str().expect("type").to_string(),
-                event["data"]["code"].as_str().expect("code").to_string(),
+                // Rollup events name an hour, not a link.
+                event["data"]["code"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
             )
         })
         .collect()
@@ -330,3 +334,76 @@ async fn refused_webhook_registrations_change_nothing(backend: Backend) {
     assert_eq!(got, StatusCode::NOT_FOUND);
 }
 on_both_stores!(refused_webhook_registrations_change_nothing);
+
+async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let receiver = receiver(200, Duration::ZERO).await;
+    let (mut config, keys) = config(&stack, 10);
+    let start = chrono::DateTime::parse_from_rfc3339("2026-01-10T10:30:00Z")
+        .expect("time")
+        .to_utc();
+    let clock = shortener::clock::Clock::manual(start);
+    config.clock = clock.clone();
+    let node = Node::start(config).await;
+    let (status, _) = register(
+        &node,
+        &keys.admin,
+        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, link) = node
+        .create_with_key(json!({ "url": "https://example.com/rolled" }), &keys.own)
+        .await;
+    let code = link["code"].as_str().expect("code").to_string();
+    for _ in 0..2 {
+        assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+    }
+    assert!(node.app.analytics.flush(&node.app.store).await);
+    clock.set(start + chrono::Duration::minutes(95)); // 12:05: the 10:00 hour has ended
+    node.app
+        .analytics
+        .maintain(&node.app.store)
+        .await
+        .expect("maintain");
+    let rolled = testkit::wait_until(Duration::from_secs(10), || async {
+        verified(&receiver)
+            .iter()
+            .any(|(_, kind, _)| kind == "clicks.rollup")
+    })
+    .await;
+    assert!(
+        rolled,
+        "no clicks.rollup arrived: {:?}",
+        receiver.requests()
+    );
+    let rollups: Vec<Value> = receiver
+        .requests()
+        .iter()
+        .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
+        .filter(|e| e["type"] == "clicks.rollup")
+        .collect();
+    assert_eq!(rollups.len(), 1, "{rollups:?}");
+    assert_eq!(
+        rollups[0]["data"],
+        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 2, "head": 0 })
+    );
+    // Asked again (another run, another node), the hour is not told twice.
+    let hour = time_of("2026-01-10T10:00:00Z");
+    use shortener::store::LinkStore;
+    assert_eq!(
+        node.app
+            .store
+            .record_rollup_events(hour)
+            .await
+            .expect("record"),
+        0
+    );
+}
+on_both_stores!(an_hourly_rollup_event_tells_a_tenant_its_clicks_once);
+
+fn time_of(text: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .expect("time")
+        .timestamp()
+}

@@ -55,11 +55,24 @@ fn record_json(r: &DeliveryRecord) -> Value {
     })
 }
 
-fn id(path: Result<Path<String>, PathRejection>) -> Result<i64, Error> {
+fn no_such_webhook() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such webhook")
+}
+
+/// The endpoint a path names; one that cannot be an endpoint's number is not found.
+fn id(path: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
     path.ok()
         .and_then(|Path(text)| text.parse::<i64>().ok())
         .filter(|id| *id > 0)
-        .ok_or_else(|| Error::NotFound("webhook".into()))
+        .ok_or_else(no_such_webhook)
+}
+
+/// A domain error, with an unknown endpoint said as such.
+fn refused(error: Error) -> ApiError {
+    match error {
+        Error::NotFound(_) => no_such_webhook(),
+        other => other.into(),
+    }
 }
 
 /// `POST /api/v1/webhooks` `{"tenant", "url", "secret"}`: registers an endpoint (201).
@@ -109,7 +122,11 @@ pub async fn delete_webhook(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Admin)?;
-    state.webhooks.delete(&caller, id(path)?).await?;
+    state
+        .webhooks
+        .delete(&caller, id(path)?)
+        .await
+        .map_err(refused)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -120,7 +137,11 @@ pub async fn webhook_deliveries(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Admin)?;
-    let log = state.webhooks.log(&caller, id(path)?).await?;
+    let log = state
+        .webhooks
+        .log(&caller, id(path)?)
+        .await
+        .map_err(refused)?;
     let log: Vec<Value> = log.iter().map(record_json).collect();
     Ok((
         [(header::CACHE_CONTROL, "no-store")],

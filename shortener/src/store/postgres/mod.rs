@@ -360,6 +360,10 @@ impl LinkStore for PgStore {
         rollups::maintain(&mut self.client().await?, &self.partitions, &plan).await
     }
 
+    async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
+        webhooks::record_rollups(&self.client().await?, hour).await
+    }
+
     async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
         webhooks::create(&self.client().await?, &endpoint).await
     }

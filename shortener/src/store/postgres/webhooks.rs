@@ -27,6 +27,22 @@ pub(super) async fn record(
     Ok(())
 }
 
+/// Records the `clicks.rollup` events of the hour starting at `hour` (see
+/// [`crate::store::LinkStore::record_rollup_events`]).
+pub(super) async fn record_rollups(
+    client: &deadpool_postgres::Object,
+    hour: i64,
+) -> Result<u64, StoreError> {
+    let name = crate::store::webhooks::hour_name(hour);
+    client
+        .execute(
+            "WITH sums AS (SELECT tenant, sum(human) AS human, sum(bot) AS bot, sum(head) AS head                FROM click_hourly WHERE bucket = $1                  AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL)                GROUP BY tenant),              ev AS (INSERT INTO webhook_events (tenant, kind, data, dedup)                SELECT tenant, 'clicks.rollup', json_build_object('tenant', tenant, 'hour', $2::text,                  'human', human, 'bot', bot, 'head', head)::text, 'clicks.rollup/' || $2::text || '/' || tenant                FROM sums ON CONFLICT (dedup) DO NOTHING RETURNING id, tenant)              INSERT INTO webhook_deliveries (endpoint_id, event_id)              SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL",
+            &[&hour, &name],
+        )
+        .await
+        .map_err(db_error)
+}
+
 const ENDPOINT_COLUMNS: &str = "id, tenant, url, created_at, created_by, failures, disabled_at";
 
 fn endpoint(row: &Row) -> Endpoint {

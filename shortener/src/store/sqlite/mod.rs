@@ -389,6 +389,11 @@ impl LinkStore for SqliteStore {
         self.write(move |conn| rollups::maintain(conn, &plan)).await
     }
 
+    async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
+        self.write(move |conn| webhooks::record_rollups(conn, hour))
+            .await
+    }
+
     async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
         self.write(move |conn| webhooks::create(conn, &endpoint))
             .await

@@ -36,6 +36,39 @@ pub(super) fn record(
     Ok(())
 }
 
+/// Records the `clicks.rollup` events of the hour starting at `hour` (see
+/// [`crate::store::LinkStore::record_rollup_events`]), in one transaction.
+pub(super) fn record_rollups(conn: &mut Connection, hour: i64) -> Result<u64, StoreError> {
+    let name = crate::store::webhooks::hour_name(hour);
+    let now = millis(Utc::now());
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let recorded = tx
+        .execute(
+            "INSERT INTO webhook_events (tenant, kind, data, created_at, dedup) \
+             SELECT tenant, 'clicks.rollup', json_object('tenant', tenant, 'hour', ?2, \
+                    'human', sum(human), 'bot', sum(bot), 'head', sum(head)), ?3, \
+                    'clicks.rollup/' || ?2 || '/' || tenant \
+             FROM click_hourly WHERE bucket = ?1 \
+               AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL) \
+             GROUP BY tenant ON CONFLICT (dedup) DO NOTHING",
+            params![hour, name, now],
+        )
+        .map_err(db_error)?;
+    tx.execute(
+        "INSERT INTO webhook_deliveries (endpoint_id, event_id, next_at) \
+         SELECT w.id, e.id, ?2 FROM webhook_events e \
+         JOIN webhook_endpoints w ON w.tenant = e.tenant AND w.disabled_at IS NULL \
+         WHERE e.dedup >= 'clicks.rollup/' || ?1 || '/' AND e.dedup < 'clicks.rollup/' || ?1 || '0' \
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)",
+        params![name, now],
+    )
+    .map_err(db_error)?;
+    tx.commit().map_err(db_error)?;
+    Ok(recorded as u64)
+}
+
 const ENDPOINT_COLUMNS: &str = "id, tenant, url, created_at, created_by, failures, disabled_at";
 
 fn endpoint(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
