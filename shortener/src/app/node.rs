@@ -270,6 +270,8 @@ impl Node {
             rules: self.rules.clone(),
             public: self.public.clone(),
             metrics: Arc::clone(&self.metrics),
+            analytics: Arc::clone(&self.analytics),
+            store: self.store.clone(),
         }
     }
 

@@ -6,8 +6,9 @@ mod crash;
 mod mmdb;
 mod refusals;
 
-use crate::helpers::{API_KEY, BROWSER, Backend, Node, Stack};
+use crate::helpers::{API_KEY, BROWSER, Backend, Node, Stack, authed};
 use chrono::{DateTime, Utc};
+use proto::shortener::v1 as pb;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shortener::clock::Clock;
@@ -186,6 +187,56 @@ async fn stats_count_exactly_the_visits_by_referrer_device_and_country(backend: 
         format!("{},6,3,2", series[0]["at"].as_str().expect("at"))
     );
     assert_eq!(lines.len(), 2, "{csv}");
+
+    // gRPC answers the same numbers.
+    let mut grpc = node.links_client().await;
+    let hourly = || pb::StatsRange {
+        granularity: "hour".into(),
+        ..Default::default()
+    };
+    let stats = grpc
+        .get_link_stats(authed(pb::GetLinkStatsRequest {
+            code: code.clone(),
+            range: Some(hourly()),
+        }))
+        .await
+        .expect("GetLinkStats")
+        .into_inner();
+    let totals = stats.totals.expect("totals");
+    assert_eq!((totals.human, totals.bot, totals.head), (6, 3, 2));
+    let referrers: Vec<(&str, u64)> = stats
+        .referrers
+        .iter()
+        .map(|e| (e.key.as_str(), e.visits))
+        .collect();
+    assert_eq!(
+        referrers,
+        [("", 5), ("news.example", 4), ("blog.example", 2)]
+    );
+    assert_eq!(stats.series.len(), 1);
+    let tenant = grpc
+        .get_tenant_stats(authed(pb::GetTenantStatsRequest {
+            tag: String::new(),
+            range: Some(hourly()),
+        }))
+        .await
+        .expect("GetTenantStats")
+        .into_inner();
+    assert_eq!(
+        (tenant.links[0].key.as_str(), tenant.links[0].visits),
+        (code.as_str(), 11)
+    );
+    let refused = grpc
+        .get_link_stats(authed(pb::GetLinkStatsRequest {
+            code: code.clone(),
+            range: Some(pb::StatsRange {
+                granularity: "week".into(),
+                ..Default::default()
+            }),
+        }))
+        .await
+        .expect_err("an unknown granularity");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
 
     // The metrics tell what the aggregator did: 12 visits written, none folded or dropped.
     let metrics = node.metrics().await;
