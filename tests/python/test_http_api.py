@@ -627,6 +627,25 @@ def test_an_admin_blocks_and_unblocks_a_domain(api, server, unique_url):
     api.follow(code, 302)
 
 
+def test_webhooks_are_registered_listed_logged_and_removed_by_an_admin_key(api, server):
+    admin = api.auth(server.admin_api_key)
+    base = "/api/v1/webhooks"
+    body = {"tenant": "default", "url": "https://hooks.example.com/in", "secret": "s" * 24}
+    api.request("POST", base, base, 403, json=body, headers=api.auth())
+    refused = dict(body, url="http://169.254.169.254/latest")
+    response = api.request("POST", base, base, 422, json=refused, headers=admin)
+    assert error_of(response) == "invalid_webhook_url"
+    endpoint = api.request("POST", base, base, 201, json=body, headers=admin).json()
+    assert "secret" not in endpoint and endpoint["disabled_at"] is None
+    listed = api.request("GET", base, base, 200, headers=admin).json()["webhooks"]
+    assert endpoint["id"] in [e["id"] for e in listed]
+    item, log = f"{base}/{endpoint['id']}", f"{base}/{endpoint['id']}/deliveries"
+    api.request("GET", log, base + "/{id}/deliveries", 200, headers=admin)
+    api.request("DELETE", item, base + "/{id}", 204, headers=admin)
+    api.request("DELETE", item, base + "/{id}", 404, headers=admin)
+    api.request("GET", log, base + "/{id}/deliveries", 404, headers=admin)
+
+
 # Coverage of the document by the tests above.
 
 
