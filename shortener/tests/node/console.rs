@@ -369,7 +369,14 @@ async fn the_console_manages_links_in_a_real_browser() {
         .send_keys(&csv_path.display().to_string())
         .await
         .expect("choose the file");
-    page.click("Import").await;
+    // The form's submit button: the navigation's "Import" link comes first in the document.
+    page.client
+        .find(Locator::Css("form button[type=submit]"))
+        .await
+        .expect("the import button")
+        .click()
+        .await
+        .expect("click Import");
     page.wait_text(
         "#import-summary",
         "3 rows: 1 created, 0 already there, 2 refused.",
