@@ -12,7 +12,10 @@
 //!   limits, batch bounds); [`limits`]: the token buckets and the client address.
 //! - [`http`]: the public listener: redirects ([`http::redirect`]: resolver and cache) and the
 //!   JSON API; [`grpc`]: the `shortener.v1.Links` service; [`admin`]: health and metrics.
-//! - [`clicks`]: click counting off the redirect path, flushed in batches.
+//! - [`clicks`]: click counting off the redirect path, flushed in batches; [`analytics`]: the
+//!   same visits by hour, referrer, device and country, rolled up for the stats API
+//!   ([`clock`]: the time it runs on).
+//! - [`webhooks`]: signed deliveries of link events from the store's outbox.
 //! - [`qr`]: QR codes of short URLs (SVG and PNG).
 //! - [`store`]: the store interface and its PostgreSQL and SQLite backends.
 //! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
@@ -38,9 +41,11 @@
 
 pub mod access;
 pub mod admin;
+pub mod analytics;
 pub mod app;
 pub mod cli;
 pub mod clicks;
+pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod grpc;
@@ -56,6 +61,7 @@ pub mod store;
 pub mod targets;
 pub mod telemetry;
 pub mod watch;
+pub mod webhooks;
 
 pub use app::App;
 pub use config::Config;

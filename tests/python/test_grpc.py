@@ -86,7 +86,8 @@ def test_reflection_v1alpha_lists_and_describes_the_links_service(channel):
     service = pool.FindServiceByName("shortener.v1.Links")
     assert {m.name for m in service.methods} == {
         "CreateLink", "BatchCreateLinks", "GetLink", "DeleteLink", "ListLinks", "UpdateLink",
-        "GetLinkHistory", "ImportLinks", "ExportLinks", "GetLinkQr"}
+        "GetLinkHistory", "ImportLinks", "ExportLinks", "GetLinkQr", "GetLinkStats",
+        "GetTenantStats"}
     assert service.FindMethodByName("GetLink").output_type.full_name == "shortener.v1.Link"
 
 

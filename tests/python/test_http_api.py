@@ -416,6 +416,46 @@ def test_clicks_are_counted_apart_for_people_bots_and_head(api, unique_url):
     assert clicks == want
 
 
+def test_stats_count_a_links_visits_by_referrer_and_device(api, unique_url):
+    tag = "s" + uuid.uuid4().hex[:12]
+    code = api.create({"url": unique_url, "tags": [tag]}).json()["code"]
+    browser = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0",
+               "Referer": "https://www.example.org/page"}
+    api.follow(code, 302, headers=browser)
+    api.follow(code, 302, headers=browser)
+    api.follow(code, 302, headers={"User-Agent": "Slackbot-LinkExpanding 1.0"})
+    path, template = f"/api/v1/links/{code}/stats", "/api/v1/links/{code}/stats"
+    want = {"human": 2, "bot": 1, "head": 0}
+    deadline = time.monotonic() + 10
+    while True:
+        stats = api.request("GET", path, template, 200, headers=api.auth(),
+                            params={"granularity": "hour"}).json()
+        if stats["totals"] == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert stats["totals"] == want
+    assert {"host": "example.org", "visits": 2} in stats["referrers"]
+    assert {"device": "desktop", "visits": 2} in stats["devices"]
+    tagged = api.request("GET", "/api/v1/stats", "/api/v1/stats", 200, headers=api.auth(),
+                         params={"tag": tag}).json()
+    assert tagged["links"] == [{"code": code, "visits": 3}]
+    csv = api.request("GET", path, template, 200, headers=api.auth(), params={"format": "csv"})
+    assert csv.text.splitlines()[0] == "at,human,bot,head"
+
+
+@pytest.mark.parametrize("params, code", [
+    ({"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}, "invalid_range"),
+    ({"from": "2001-01-01T00:00:00Z"}, "range_beyond_retention"),
+    ({"granularity": "week"}, "invalid_granularity"),
+    ({"to": "tomorrow"}, "invalid_time"),
+])
+def test_stats_refuse_a_bad_query_with_400(api, unique_url, params, code):
+    link = api.create({"url": unique_url}).json()["code"]
+    response = api.request("GET", f"/api/v1/links/{link}/stats", "/api/v1/links/{code}/stats",
+                           400, headers=api.auth(), params=params)
+    assert error_of(response) == code
+
+
 # Link management: lists, edits, history, import, export.
 
 
@@ -585,6 +625,25 @@ def test_an_admin_blocks_and_unblocks_a_domain(api, server, unique_url):
     api.request("DELETE", f"{base}/{domain}", item, 204, headers=admin)
     api.request("DELETE", f"{base}/{domain}", item, 404, headers=admin)
     api.follow(code, 302)
+
+
+def test_webhooks_are_registered_listed_logged_and_removed_by_an_admin_key(api, server):
+    admin = api.auth(server.admin_api_key)
+    base = "/api/v1/webhooks"
+    body = {"tenant": "default", "url": "https://hooks.example.com/in", "secret": "s" * 24}
+    api.request("POST", base, base, 403, json=body, headers=api.auth())
+    refused = dict(body, url="http://169.254.169.254/latest")
+    response = api.request("POST", base, base, 422, json=refused, headers=admin)
+    assert error_of(response) == "invalid_webhook_url"
+    endpoint = api.request("POST", base, base, 201, json=body, headers=admin).json()
+    assert "secret" not in endpoint and endpoint["disabled_at"] is None
+    listed = api.request("GET", base, base, 200, headers=admin).json()["webhooks"]
+    assert endpoint["id"] in [e["id"] for e in listed]
+    item, log = f"{base}/{endpoint['id']}", f"{base}/{endpoint['id']}/deliveries"
+    api.request("GET", log, base + "/{id}/deliveries", 200, headers=admin)
+    api.request("DELETE", item, base + "/{id}", 204, headers=admin)
+    api.request("DELETE", item, base + "/{id}", 404, headers=admin)
+    api.request("GET", log, base + "/{id}/deliveries", 404, headers=admin)
 
 
 # Coverage of the document by the tests above.

@@ -51,6 +51,8 @@ pub enum Operation {
     Import,
     /// Read or change the deployment's settings (the blocked domains).
     Admin,
+    /// Read click statistics (of one link or of the tenant's links).
+    Stats,
 }
 
 impl Operation {
@@ -64,6 +66,7 @@ impl Operation {
             Operation::Delete | Operation::Update => Scope::LinksWrite,
             Operation::Import => Scope::LinksCreate,
             Operation::Admin => Scope::Admin,
+            Operation::Stats => Scope::StatsRead,
         }
     }
 
@@ -80,6 +83,7 @@ impl Operation {
             Operation::Update => "update",
             Operation::Import => "import",
             Operation::Admin => "admin",
+            Operation::Stats => "stats",
         }
     }
 }
@@ -165,7 +169,8 @@ impl Admission {
             | Operation::List
             | Operation::History
             | Operation::Export
-            | Operation::Admin => self.limits.read(&key),
+            | Operation::Admin
+            | Operation::Stats => self.limits.read(&key),
         };
         charged.map_err(|retry_after| {
             self.metrics.rate_limited(match operation {

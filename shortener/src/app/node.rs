@@ -4,6 +4,7 @@
 use super::resources::Resources;
 use crate::access::Admission;
 use crate::admin::AdminState;
+use crate::analytics::{Analytics, AnalyticsSettings, GeoIp};
 use crate::clicks::ClickRecorder;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
@@ -16,6 +17,7 @@ use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
 use crate::store::Store;
 use crate::targets::{TargetRules, TargetSettings};
+use crate::webhooks::{WebhookSettings, Webhooks};
 use anyhow::Context;
 use axum::http::StatusCode;
 use codespace::CodeSpace;
@@ -43,6 +45,10 @@ pub struct Node {
     pub resolver: Arc<Resolver>,
     /// Pending click counts.
     pub clicks: Arc<ClickRecorder>,
+    /// Pending analytics counters, and the stats they answer.
+    pub analytics: Arc<Analytics>,
+    /// Webhook endpoints and their deliveries.
+    pub webhooks: Arc<Webhooks>,
     /// Rate limits.
     pub limits: Arc<Limits>,
     /// Admits API requests.
@@ -131,6 +137,31 @@ impl Node {
             resources.cursors.clone(),
         ));
         let clicks = Arc::new(ClickRecorder::default());
+        let webhooks = Arc::new(Webhooks::new(
+            store.clone(),
+            Arc::clone(&targets) as Arc<dyn TargetPolicy>,
+            WebhookSettings {
+                timeout: Duration::from_millis(config.webhook_timeout_ms),
+                retry_base: Duration::from_millis(config.webhook_retry_base_ms),
+                max_failures: config.webhook_max_failures,
+                allow_private: config.webhook_allow_private,
+                poll: Duration::from_millis(config.click_flush_interval_ms.min(1000)),
+            },
+        ));
+        let analytics = Arc::new(Analytics::new(
+            AnalyticsSettings {
+                enabled: config.analytics,
+                max_entries: config.analytics_max_entries,
+                referrers_per_hour: config.analytics_referrers_per_hour,
+                compact_after_days: config.analytics_compact_after_days,
+                retention_days: config.analytics_retention_days,
+            },
+            config
+                .geoip_db
+                .clone()
+                .map(|path| Arc::new(GeoIp::open(path))),
+            config.clock.clone(),
+        ));
         let resolver = Arc::new(Resolver::new(
             store.clone(),
             cache.clone(),
@@ -147,6 +178,7 @@ impl Node {
                 Box::new(move || cache.len())
             },
             clicks: Arc::clone(&clicks),
+            analytics: Arc::clone(&analytics),
             store: store.clone(),
             key_reloads: resources.api_keys.reloads(),
             blocklist_reloads: targets.reloads(),
@@ -182,6 +214,8 @@ impl Node {
             links,
             resolver,
             clicks,
+            analytics,
+            webhooks,
             limits,
             admission,
             metrics,
@@ -206,6 +240,8 @@ impl Node {
             links: Arc::clone(&self.links),
             resolver: Arc::clone(&self.resolver),
             clicks: Arc::clone(&self.clicks),
+            analytics: Arc::clone(&self.analytics),
+            webhooks: Arc::clone(&self.webhooks),
             admission: Arc::clone(&self.admission),
             rules: self.rules.clone(),
             public: self.public.clone(),
@@ -234,6 +270,8 @@ impl Node {
             rules: self.rules.clone(),
             public: self.public.clone(),
             metrics: Arc::clone(&self.metrics),
+            analytics: Arc::clone(&self.analytics),
+            store: self.store.clone(),
         }
     }
 

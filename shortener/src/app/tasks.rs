@@ -1,4 +1,5 @@
-//! The node's background work: the click flush, forgetting idle rate-limit clients, re-reading
+//! The node's background work: the click and analytics flushes, rollup maintenance, the
+//! GeoIP file's re-reads, webhook deliveries, forgetting idle rate-limit clients, re-reading
 //! the keys file and the blocklist, purging expired idempotency keys, and (on a shared store) the change feed
 //! that keeps the redirect cache in step with other nodes.
 
@@ -60,6 +61,15 @@ impl Tasks {
                 let (clicks, store, stop) = (node.clicks.clone(), node.store.clone(), stop.clone());
                 async move { clicks.run(store, every.click_flush, stop).await }
             }),
+            tokio::spawn(Arc::clone(&node.analytics).run(
+                node.store.clone(),
+                every.click_flush,
+                stop.clone(),
+            )),
+            tokio::spawn(
+                Arc::clone(&node.analytics).run_maintenance(node.store.clone(), stop.clone()),
+            ),
+            tokio::spawn(Arc::clone(&node.webhooks).run(stop.clone())),
             tokio::spawn(Arc::clone(node.admission.keys()).watch(every.reload, stop.clone())),
             tokio::spawn(Arc::clone(&node.targets).watch(every.reload, stop.clone())),
             tokio::spawn({
@@ -100,6 +110,11 @@ impl Tasks {
                 }
             }
         }));
+        if let Some(geo) = node.analytics.geo() {
+            handles.push(tokio::spawn(
+                Arc::clone(geo).watch(every.reload, stop.clone()),
+            ));
+        }
         if let Some(feed) = node.store.change_feed() {
             let cache = node.cache.clone();
             handles.push(tokio::spawn(feed.run(

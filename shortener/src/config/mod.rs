@@ -158,6 +158,57 @@ pub struct Config {
         default_value_t = 5000
     )]
     pub click_flush_interval_ms: u64,
+    /// Whether visits are counted by hour, referrer, device and country for the stats API.
+    #[arg(long, env = "SHORTENER_ANALYTICS", default_value = "on", value_parser = parse_switch)]
+    pub analytics: bool,
+    /// Most analytics counters held in memory between flushes; visits needing more are left
+    /// out of the rollups (the link totals still count them).
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_MAX_ENTRIES",
+        default_value_t = 1_000_000
+    )]
+    pub analytics_max_entries: usize,
+    /// Distinct referrer hosts counted per link and hour; the rest fold into "(other)".
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_REFERRERS_PER_HOUR",
+        default_value_t = 100
+    )]
+    pub analytics_referrers_per_hour: usize,
+    /// Hourly rollups older than this many days are compacted into daily ones.
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
+        default_value_t = 30
+    )]
+    pub analytics_compact_after_days: u32,
+    /// Rollups older than this many days are removed (0: kept forever).
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_RETENTION_DAYS",
+        default_value_t = 400
+    )]
+    pub analytics_retention_days: u32,
+    /// A MaxMind-format (GeoIP2 / GeoLite2 Country or City) database file: visits are counted
+    /// by country when set. Re-read when it changes.
+    #[arg(long, env = "SHORTENER_GEOIP_DB")]
+    pub geoip_db: Option<PathBuf>,
+    /// Milliseconds a webhook delivery may take (connect, send, answer).
+    #[arg(long, env = "SHORTENER_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
+    pub webhook_timeout_ms: u64,
+    /// Milliseconds before a failed delivery's first retry; each further one doubles it.
+    #[arg(long, env = "SHORTENER_WEBHOOK_RETRY_BASE_MS", default_value_t = 1000)]
+    pub webhook_retry_base_ms: u64,
+    /// Failed deliveries in a row after which an endpoint is disabled.
+    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_FAILURES", default_value_t = 10)]
+    pub webhook_max_failures: u32,
+    /// Whether webhook URLs may name loopback, private or link-local addresses.
+    #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_allow_private: bool,
+    /// The clock analytics run on (tests set one by hand).
+    #[arg(skip)]
+    pub clock: crate::clock::Clock,
     /// Sustained 404s per second allowed per client address.
     #[arg(long, env = "SHORTENER_NOT_FOUND_RATE", default_value_t = 5)]
     pub not_found_rate: u32,
@@ -264,6 +315,17 @@ impl Config {
             cache_ttl: 60,
             negative_cache_ttl_ms: 500,
             click_flush_interval_ms: 200,
+            analytics: true,
+            analytics_max_entries: 1_000_000,
+            analytics_referrers_per_hour: 100,
+            analytics_compact_after_days: 30,
+            analytics_retention_days: 400,
+            geoip_db: None,
+            webhook_timeout_ms: 2000,
+            webhook_retry_base_ms: 50,
+            webhook_max_failures: 10,
+            webhook_allow_private: false,
+            clock: crate::clock::Clock::system(),
             not_found_rate: 1000,
             not_found_burst: 1000,
             create_rate: 100_000,

@@ -133,6 +133,38 @@ impl Config {
                 "SHORTENER_HEADER_READ_TIMEOUT, SHORTENER_CLICK_FLUSH_INTERVAL_MS and SHORTENER_CACHE_TTL must be positive",
             ));
         }
+        if self.analytics_max_entries == 0 || self.analytics_referrers_per_hour == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_MAX_ENTRIES",
+                "SHORTENER_ANALYTICS_MAX_ENTRIES and SHORTENER_ANALYTICS_REFERRERS_PER_HOUR must be positive",
+            ));
+        }
+        if self.analytics_compact_after_days == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
+                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS must be at least 1",
+            ));
+        }
+        if self.analytics_retention_days != 0
+            && self.analytics_retention_days <= self.analytics_compact_after_days
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_RETENTION_DAYS",
+                format!(
+                    "SHORTENER_ANALYTICS_RETENTION_DAYS ({}) must be 0 (keep forever) or more than SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS ({})",
+                    self.analytics_retention_days, self.analytics_compact_after_days
+                ),
+            ));
+        }
+        if self.webhook_timeout_ms == 0
+            || self.webhook_retry_base_ms == 0
+            || self.webhook_max_failures == 0
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_WEBHOOK_TIMEOUT_MS",
+                "SHORTENER_WEBHOOK_TIMEOUT_MS, SHORTENER_WEBHOOK_RETRY_BASE_MS and SHORTENER_WEBHOOK_MAX_FAILURES must be positive",
+            ));
+        }
         if let Some(header) = &self.client_ip_header
             && axum::http::HeaderName::try_from(header.as_str()).is_err()
         {

@@ -14,6 +14,7 @@ mod password;
 mod patch;
 mod public;
 mod scope;
+pub mod stats;
 mod tags;
 mod target;
 pub mod text;
@@ -31,5 +32,8 @@ pub use password::{MAX_PASSWORD, PasswordHash, check_password};
 pub use patch::{LinkPatch, PasswordChange, PatchInput};
 pub use public::PublicBase;
 pub use scope::{Scope, Scopes, unknown_scope};
+pub use stats::{
+    Device, Granularity, SeriesPoint, StatsInput, StatsQuery, StatsReport, StatsScope,
+};
 pub use tags::{MAX_TAGS, check_tag, check_tags};
 pub use target::{DEFAULT_MAX_URL_LENGTH, TargetPolicy, TargetUrl, UrlError};

@@ -56,6 +56,7 @@ impl BodyLimits {
             "DeleteLink" => (self.small, Operation::Delete),
             "UpdateLink" => (self.create, Operation::Update),
             "GetLinkHistory" => (self.small, Operation::History),
+            "GetLinkStats" | "GetTenantStats" => (self.small, Operation::Stats),
             "ListLinks" => (self.query, Operation::List),
             "ExportLinks" => (self.query, Operation::Export),
             "ImportLinks" => (usize::MAX, Operation::Import),

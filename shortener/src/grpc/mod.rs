@@ -44,6 +44,10 @@ pub struct LinksApi {
     pub public: PublicBase,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Click statistics.
+    pub analytics: Arc<crate::analytics::Analytics>,
+    /// The store the statistics are read from.
+    pub store: crate::store::Store,
 }
 
 impl LinksApi {
@@ -161,6 +165,36 @@ impl Links for LinksApi {
         Ok(Response::new(
             self.update(&caller, request.into_inner()).await?,
         ))
+    }
+
+    async fn get_link_stats(
+        &self,
+        request: Request<pb::GetLinkStatsRequest>,
+    ) -> Result<Response<pb::Stats>, Status> {
+        let caller = self.admit(&request, Operation::Stats)?;
+        let request = request.into_inner();
+        let input = wire::stats_input(request.range)?;
+        let code = self.code(&request.code)?;
+        let (_, report) = self
+            .analytics
+            .link_stats(&self.links, &self.store, &caller, &code, input)
+            .await?;
+        Ok(Response::new(wire::stats(&report)))
+    }
+
+    async fn get_tenant_stats(
+        &self,
+        request: Request<pb::GetTenantStatsRequest>,
+    ) -> Result<Response<pb::Stats>, Status> {
+        let caller = self.admit(&request, Operation::Stats)?;
+        let request = request.into_inner();
+        let input = wire::stats_input(request.range)?;
+        let tag = (!request.tag.is_empty()).then_some(request.tag);
+        let (_, report) = self
+            .analytics
+            .tenant_stats(&self.store, &caller, tag, input)
+            .await?;
+        Ok(Response::new(wire::stats(&report)))
     }
 
     async fn get_link_history(

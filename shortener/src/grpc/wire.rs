@@ -215,3 +215,61 @@ pub(super) fn row_result(result: RowResult) -> pb::ImportLinksResponse {
         )),
     }
 }
+
+/// The stats input a request's range asks for (unset fields take their defaults).
+pub(super) fn stats_input(
+    range: Option<pb::StatsRange>,
+) -> Result<crate::domain::StatsInput, Error> {
+    let range = range.unwrap_or_default();
+    let time = |field: &str, t: Option<prost_types::Timestamp>| {
+        t.map(|t| {
+            time_of(field, "invalid_time", &t)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true))
+        })
+        .transpose()
+    };
+    Ok(crate::domain::StatsInput {
+        from: time("from", range.from)?,
+        to: time("to", range.to)?,
+        granularity: (!range.granularity.is_empty()).then_some(range.granularity),
+        top: (range.top > 0).then_some(range.top as usize),
+    })
+}
+
+/// A stats report on the wire.
+pub(super) fn stats(report: &crate::domain::StatsReport) -> pb::Stats {
+    let counts = |c: &crate::domain::ClickCounts| pb::ClickCounts {
+        human: c.human,
+        head: c.head,
+        bot: c.bot,
+    };
+    let entries = |rows: Vec<(String, u64)>| -> Vec<pb::StatsEntry> {
+        rows.into_iter()
+            .map(|(key, visits)| pb::StatsEntry { key, visits })
+            .collect()
+    };
+    let optional = |rows: &[(Option<String>, u64)]| {
+        entries(
+            rows.iter()
+                .map(|(k, v)| (k.clone().unwrap_or_default(), *v))
+                .collect(),
+        )
+    };
+    pb::Stats {
+        totals: Some(counts(&report.totals)),
+        series: report
+            .series
+            .iter()
+            .map(|p| pb::StatsPoint {
+                at: Some(timestamp(
+                    DateTime::from_timestamp(p.at, 0).unwrap_or(DateTime::UNIX_EPOCH),
+                )),
+                counts: Some(counts(&p.counts)),
+            })
+            .collect(),
+        referrers: optional(&report.referrers),
+        devices: entries(report.devices.clone()),
+        countries: optional(&report.countries),
+        links: entries(report.links.clone()),
+    }
+}

@@ -41,6 +41,10 @@ pub struct HttpState {
     pub resolver: Arc<Resolver>,
     /// Counts redirects.
     pub clicks: Arc<ClickRecorder>,
+    /// Counts redirects by hour and dimensions, and answers stats.
+    pub analytics: Arc<crate::analytics::Analytics>,
+    /// Webhook endpoints.
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// Admits API requests.
     pub admission: Arc<Admission>,
     /// What a create must pass.
@@ -216,6 +220,28 @@ fn router(state: Arc<HttpState>) -> Router {
         .route(
             "/api/v1/links/{code}/history",
             get(api::history).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/webhooks",
+            get(api::webhooks)
+                .post(api::register_webhook)
+                .fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/webhooks/{id}",
+            axum::routing::delete(api::delete_webhook).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/webhooks/{id}/deliveries",
+            get(api::webhook_deliveries).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/links/{code}/stats",
+            get(api::link_stats).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/stats",
+            get(api::tenant_stats).fallback(api::method_not_allowed),
         )
         .route(
             "/api/v1/links/{code}/qr",

@@ -23,6 +23,8 @@ pub struct Sources {
     pub cache_entries: Box<dyn Fn() -> u64 + Send + Sync>,
     /// Pending and flushed click counts.
     pub clicks: Arc<ClickRecorder>,
+    /// The analytics aggregator and its flushes.
+    pub analytics: Arc<crate::analytics::Analytics>,
     /// The store (batching and, embedded, group-commit counts).
     pub store: Store,
     /// Reloads of the API keys file.
@@ -61,10 +63,60 @@ fn gauge(
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
+impl Sources {
+    fn analytics(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let analytics = &self.analytics;
+        let aggregator = analytics.aggregator();
+        gauge(
+            e,
+            "shortener_analytics_entries",
+            "Analytics counters held in memory, waiting for the next flush",
+            aggregator.entries() as f64,
+        )?;
+        gauge(
+            e,
+            "shortener_analytics_max_entries",
+            "The ceiling of analytics counters held in memory",
+            analytics.settings().max_entries as f64,
+        )?;
+        counter(
+            e,
+            "shortener_analytics_folded",
+            "Visits whose referrer host was counted as (other): past the per-link, per-hour limit",
+            aggregator.folded.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_analytics_dropped",
+            "Visits left out of the rollups because the aggregator was full (the link totals count them)",
+            aggregator.dropped.load(Ordering::Relaxed),
+        )?;
+        counter(
+            e,
+            "shortener_analytics_flushed",
+            "Visits written to the rollups",
+            analytics.flushed.load(Ordering::Relaxed),
+        )?;
+        let last = analytics.last_flush.load(Ordering::Relaxed);
+        let lag = if last == 0 {
+            0.0
+        } else {
+            (analytics.clock().unix_seconds() - last).max(0) as f64
+        };
+        gauge(
+            e,
+            "shortener_analytics_flush_lag_seconds",
+            "Seconds since the last analytics flush that wrote everything it took",
+            lag,
+        )
+    }
+}
+
 impl Collector for Sources {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stats = self.ids.stats();
         let e = &mut encoder;
+        self.analytics(e)?;
         gauge(
             e,
             "shortener_ids_in_hand",

@@ -43,6 +43,16 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "blocked domains",
         sql: include_str!("../../migrations/postgres/0006_blocked_domains.sql"),
     },
+    Migration {
+        version: 7,
+        name: "click rollups",
+        sql: include_str!("../../migrations/postgres/0007_click_rollups.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "webhooks",
+        sql: include_str!("../../migrations/postgres/0008_webhooks.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -86,6 +96,16 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 8,
         name: "blocked domains",
         sql: include_str!("../../migrations/sqlite/0008_blocked_domains.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "click rollups",
+        sql: include_str!("../../migrations/sqlite/0009_click_rollups.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "webhooks",
+        sql: include_str!("../../migrations/sqlite/0010_webhooks.sql"),
     },
 ];
 

@@ -23,9 +23,13 @@ pub use migrate::sqlite_migrations_after;
 pub mod model;
 pub mod postgres;
 mod reply;
+pub mod rollups;
 pub mod sqlite;
+pub mod webhooks;
 
-use crate::domain::{ClickCounts, CompactCode, Event, Link, LinkPatch, ListQuery, Page};
+use crate::domain::{
+    ClickCounts, CompactCode, Event, Link, LinkPatch, ListQuery, Page, StatsQuery, StatsReport,
+};
 use chrono::{DateTime, Utc};
 use id_client::LeaseSource;
 pub use model::{
@@ -33,10 +37,12 @@ pub use model::{
     UpdateOutcome, WriterStats, host_rev, kind_name,
 };
 pub use postgres::{ChangeFeed, Fallback, PgSettings, PgStore, ReplicaStats};
+pub use rollups::{RollupOutcome, RollupPlan, RollupRow, RollupRows};
 pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::mpsc;
+pub use webhooks::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 
 /// Click counts of several codes, written in one batch. Shared, so the caller keeps the rows to
 /// retry with and a backend that writes on another thread needs no copy.
@@ -164,6 +170,75 @@ pub trait LinkStore: Send + Sync {
     /// Returns once every click count added so far is durable: one fsync on SQLite (one per
     /// flush instead of one per batch), nothing on PostgreSQL, where each commit is durable.
     fn sync_clicks(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Adds batched click rollups (one statement or transaction for the batch), each row's
+    /// counts added to what its key holds. On SQLite, durable after the next
+    /// [`LinkStore::sync_clicks`], as click counts are.
+    fn add_rollups(&self, rows: RollupRows) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The click statistics `query` asks for, from the rollups.
+    fn stats(
+        &self,
+        query: &StatsQuery,
+    ) -> impl Future<Output = Result<StatsReport, StoreError>> + Send;
+
+    /// Compacts old hourly rollups into daily ones and removes those past retention, as `plan`
+    /// says (and, on PostgreSQL, makes the partitions of the coming days).
+    fn maintain_rollups(
+        &self,
+        plan: RollupPlan,
+    ) -> impl Future<Output = Result<RollupOutcome, StoreError>> + Send;
+
+    /// Records a `clicks.rollup` event for each tenant with enabled webhook endpoints and
+    /// clicks in the hour starting at `hour` (Unix seconds), once whatever the number of
+    /// nodes asking; returns how many were recorded now.
+    fn record_rollup_events(
+        &self,
+        hour: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Registers a webhook endpoint.
+    fn create_endpoint(
+        &self,
+        endpoint: NewEndpoint,
+    ) -> impl Future<Output = Result<Endpoint, StoreError>> + Send;
+
+    /// The endpoints of `tenant` (every tenant's for `None`), oldest first.
+    fn endpoints(
+        &self,
+        tenant: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<Endpoint>, StoreError>> + Send;
+
+    /// Removes an endpoint (of `tenant`, if given) and its deliveries; false if there was none.
+    fn delete_endpoint(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The latest `limit` deliveries of an endpoint (of `tenant`, if given), newest first;
+    /// `None` when there is no such endpoint.
+    fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Option<Vec<DeliveryRecord>>, StoreError>> + Send;
+
+    /// Claims up to `limit` due deliveries of enabled endpoints for `lease` (no other worker
+    /// takes them meanwhile), oldest event first.
+    fn claim_deliveries(
+        &self,
+        lease: std::time::Duration,
+        limit: i64,
+    ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
+
+    /// Records how a claimed delivery's attempt went (and the endpoint's run of failures,
+    /// disabling it at the limit).
+    fn finish_delivery(
+        &self,
+        attempt: Attempt,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// How many links exist, of every kind and state (a full count: for tests and tools, never
     /// for a request path).
@@ -302,6 +377,55 @@ impl LinkStore for Store {
 
     async fn sync_clicks(&self) -> Result<(), StoreError> {
         dispatch!(self, s => s.sync_clicks().await)
+    }
+
+    async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
+        dispatch!(self, s => s.add_rollups(rows).await)
+    }
+
+    async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
+        dispatch!(self, s => s.stats(query).await)
+    }
+
+    async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
+        dispatch!(self, s => s.maintain_rollups(plan).await)
+    }
+
+    async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.record_rollup_events(hour).await)
+    }
+
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+        dispatch!(self, s => s.create_endpoint(endpoint).await)
+    }
+
+    async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
+        dispatch!(self, s => s.endpoints(tenant).await)
+    }
+
+    async fn delete_endpoint(&self, id: i64, tenant: Option<&str>) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.delete_endpoint(id, tenant).await)
+    }
+
+    async fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+        dispatch!(self, s => s.delivery_log(id, tenant, limit).await)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        lease: std::time::Duration,
+        limit: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        dispatch!(self, s => s.claim_deliveries(lease, limit).await)
+    }
+
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+        dispatch!(self, s => s.finish_delivery(attempt).await)
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

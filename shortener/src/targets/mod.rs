@@ -15,6 +15,7 @@
 
 mod blocklist;
 mod ranges;
+pub use ranges::is_not_public;
 
 pub use blocklist::Blocklist;
 

@@ -7,6 +7,7 @@ mod helpers;
 mod served;
 
 mod admin;
+mod analytics;
 mod bad_input;
 mod cache;
 mod cli;
@@ -33,3 +34,4 @@ mod targets;
 mod tenants;
 mod timeouts;
 mod tls;
+mod webhooks;

@@ -118,6 +118,9 @@ fn respond(
             let visit = clicks::classify(method == Method::HEAD, user_agent);
             if target.admits(visit) {
                 state.clicks.record(code, visit);
+                state.analytics.record(code, visit, headers, || {
+                    state.client_policy.client(peer, headers)
+                });
                 let mut response = Response::new(Body::empty());
                 *response.status_mut() = state.redirect_status;
                 response

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 /// The insert of many rows in one statement: the rows come in as one array per column
 /// (tags as a JSON array per row, since arrays of arrays do not unnest), are inserted with
 /// `ON CONFLICT DO NOTHING`, and the tags of the rows that went in get their `link_tags` rows
-/// in the same statement. Returns the inserted links.
+/// in the same statement, as do their `link.created` events for tenants with webhooks (the
+/// outbox, see [`crate::store::webhooks`]). Returns the inserted links.
 const INSERT_ROWS: &str = "WITH r AS (\
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], \
         $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[]) \
@@ -22,7 +23,14 @@ const INSERT_ROWS: &str = "WITH r AS (\
      FROM r ON CONFLICT DO NOTHING \
      RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash), \
    tagged AS (INSERT INTO link_tags (tenant, tag, created_at, code) \
-     SELECT ins.tenant, t.tag, ins.created_at, ins.code FROM ins, unnest(ins.tags) AS t(tag) ON CONFLICT DO NOTHING) \
+     SELECT ins.tenant, t.tag, ins.created_at, ins.code FROM ins, unnest(ins.tags) AS t(tag) ON CONFLICT DO NOTHING), \
+   ev AS (INSERT INTO webhook_events (tenant, kind, data) \
+     SELECT ins.tenant, 'link.created', json_build_object('code', ins.code, 'tenant', ins.tenant, \
+        'url', ins.long_url, 'tags', ins.tags, 'disabled', false, 'deleted', false)::text \
+     FROM ins WHERE EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.tenant = ins.tenant AND w.disabled_at IS NULL) \
+     RETURNING id, tenant), \
+   fan AS (INSERT INTO webhook_deliveries (endpoint_id, event_id) \
+     SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL) \
    SELECT * FROM ins";
 
 /// Inserts `links` (none with an idempotency key) in one statement: one round trip, one commit.

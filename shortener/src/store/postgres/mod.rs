@@ -12,15 +12,19 @@ mod list;
 mod listen;
 mod read;
 mod replica;
+mod rollups;
 mod update;
+mod webhooks;
 mod write;
 
 use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
+use super::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
     BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
-    StoreError, UpdateOutcome, WriterStats,
+    RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
 };
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
+use crate::domain::{StatsQuery, StatsReport};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Pool, Runtime, Timeouts};
@@ -62,6 +66,8 @@ pub struct PgStore {
     feed: ChangeFeed,
     batcher: Batcher,
     replica: Option<Arc<Replica>>,
+    /// The days whose rollup partitions are known to exist.
+    partitions: Arc<rollups::Partitions>,
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
@@ -148,6 +154,7 @@ impl PgStore {
             },
             batcher,
             replica,
+            partitions: Arc::default(),
         })
     }
 
@@ -459,6 +466,55 @@ impl LinkStore for PgStore {
     async fn sync_clicks(&self) -> Result<(), StoreError> {
         // Each commit is durable already.
         Ok(())
+    }
+
+    async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
+        rollups::add(&mut self.client().await?, &self.partitions, &rows).await
+    }
+
+    async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
+        rollups::stats(&self.client().await?, query).await
+    }
+
+    async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
+        rollups::maintain(&mut self.client().await?, &self.partitions, &plan).await
+    }
+
+    async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
+        webhooks::record_rollups(&self.client().await?, hour).await
+    }
+
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+        webhooks::create(&self.client().await?, &endpoint).await
+    }
+
+    async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
+        webhooks::list(&self.client().await?, tenant).await
+    }
+
+    async fn delete_endpoint(&self, id: i64, tenant: Option<&str>) -> Result<bool, StoreError> {
+        webhooks::delete(&self.client().await?, id, tenant).await
+    }
+
+    async fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+        webhooks::log(&self.client().await?, id, tenant, limit).await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        lease: Duration,
+        limit: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        webhooks::claim(&self.client().await?, lease, limit).await
+    }
+
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+        webhooks::finish(&mut self.client().await?, &attempt).await
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

@@ -83,6 +83,14 @@ pub(super) async fn update(
         .await
         .map_err(db_error)?;
     }
+    // Told to the tenant's webhooks if (and only if) the change commits.
+    super::webhooks::record(
+        &tx,
+        &new.tenant,
+        crate::store::webhooks::LINK_UPDATED,
+        &crate::store::webhooks::link_data(&new),
+    )
+    .await?;
     // Delivered to every listening node when (and only if) the change commits.
     tx.execute("SELECT pg_notify($1, $2)", &[&NOTIFY_CHANNEL, &code])
         .await

@@ -1,7 +1,7 @@
 //! Writes other than inserts: deletes and click counts.
 
-use super::NOTIFY_CHANNEL;
 use super::error::db_error;
+use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
 use crate::domain::{ClickCounts, CompactCode};
 use crate::store::{DeleteOutcome, StoreError};
 use chrono::{DateTime, Utc};
@@ -16,15 +16,26 @@ pub(super) async fn delete(
     key: &str,
 ) -> Result<DeleteOutcome, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
-    let updated = tx
-        .execute(
-            "UPDATE links SET deleted_at = now(), dedup_key = NULL \
-             WHERE code = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR tenant = $2)",
+    let deleted = tx
+        .query_opt(
+            &format!(
+                "UPDATE links SET deleted_at = now(), dedup_key = NULL \
+                 WHERE code = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR tenant = $2) \
+                 RETURNING {LINK_COLUMNS}"
+            ),
             &[&code, &tenant],
         )
         .await
         .map_err(db_error)?;
-    if updated == 1 {
+    if let Some(row) = deleted {
+        let link = link_from_row(&row);
+        super::webhooks::record(
+            &tx,
+            &link.tenant,
+            crate::store::webhooks::LINK_DELETED,
+            &crate::store::webhooks::link_data(&link),
+        )
+        .await?;
         tx.execute(
             r#"INSERT INTO link_events (code, key, kind, change) VALUES ($1, $2, 'delete', '{"deleted": {"old": false, "new": true}}')"#,
             &[&code, &key],

@@ -90,6 +90,12 @@ pub(super) fn update(
         )
         .map_err(db_error)?;
     }
+    super::webhooks::record(
+        &tx,
+        &new.tenant,
+        crate::store::webhooks::LINK_UPDATED,
+        &crate::store::webhooks::link_data(&new),
+    )?;
     tx.commit().map_err(db_error)?;
     Ok(UpdateOutcome::Updated(Box::new(new)))
 }
@@ -329,6 +335,14 @@ pub(super) fn delete(
         params![code, millis(Utc::now()), key],
     )
     .map_err(db_error)?;
+    if let Some(link) = super::rows::get_link(&tx, space, code)? {
+        super::webhooks::record(
+            &tx,
+            &link.tenant,
+            crate::store::webhooks::LINK_DELETED,
+            &crate::store::webhooks::link_data(&link),
+        )?;
+    }
     tx.commit().map_err(db_error)?;
     Ok(DeleteOutcome::Deleted)
 }

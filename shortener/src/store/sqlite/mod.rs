@@ -21,16 +21,20 @@
 mod code_space;
 mod ledger;
 mod manage;
+mod rollups;
 mod rows;
 mod walsync;
+mod webhooks;
 mod writer;
 
 use super::migrate::{SQLITE, VERSION_TABLE};
+use super::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
     BlockedDomain, ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink,
-    StoreError, UpdateOutcome, WriterStats,
+    RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
 };
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
+use crate::domain::{StatsQuery, StatsReport};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use id_client::LeaseSource;
@@ -366,6 +370,70 @@ impl LinkStore for SqliteStore {
     /// Returns once an fsync covers every click count added before the call.
     async fn sync_clicks(&self) -> Result<(), StoreError> {
         self.write(|_| Ok(())).await
+    }
+
+    /// Adds a batch of rollups in a transaction of its own, answered at its commit: the flush
+    /// makes all its batches durable at once ([`LinkStore::sync_clicks`]).
+    async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
+        self.writer
+            .run_unsynced(move |conn| rollups::add(conn, &rows))
+            .await
+    }
+
+    async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| rollups::stats(conn, &query)).await
+    }
+
+    async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
+        self.write(move |conn| rollups::maintain(conn, &plan)).await
+    }
+
+    async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
+        self.write(move |conn| webhooks::record_rollups(conn, hour))
+            .await
+    }
+
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+        self.write(move |conn| webhooks::create(conn, &endpoint))
+            .await
+    }
+
+    async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
+        let tenant = tenant.map(str::to_string);
+        self.read(move |conn| webhooks::list(conn, tenant.as_deref()))
+            .await
+    }
+
+    async fn delete_endpoint(&self, id: i64, tenant: Option<&str>) -> Result<bool, StoreError> {
+        let tenant = tenant.map(str::to_string);
+        self.write(move |conn| webhooks::delete(conn, id, tenant.as_deref()))
+            .await
+    }
+
+    async fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+        let tenant = tenant.map(str::to_string);
+        self.read(move |conn| webhooks::log(conn, id, tenant.as_deref(), limit))
+            .await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        lease: std::time::Duration,
+        limit: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        self.write(move |conn| webhooks::claim(conn, lease, limit))
+            .await
+    }
+
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+        self.write(move |conn| webhooks::finish(conn, &attempt))
+            .await
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

@@ -184,21 +184,24 @@ pub(super) fn insert_row(
     }
     Ok(match inserted {
         // The row is exactly what was written; no need to read it back.
-        1 => InsertOutcome::Created(Link {
-            code: link.code.clone(),
-            tenant: link.tenant.clone(),
-            owner: link.owner.clone(),
-            url: link.url.clone(),
-            created_at: from_millis(created_at),
-            expires_at: link.expires_at.map(|t| from_millis(millis(t))),
-            deleted_at: None,
-            disabled_at: None,
-            max_visits: link.max_visits,
-            tags: link.tags.clone(),
-            import_batch: link.import_batch,
-            password: link.password.clone(),
-            clicks: ClickCounts::default(),
-        }),
+        1 => InsertOutcome::Created(created(
+            conn,
+            Link {
+                code: link.code.clone(),
+                tenant: link.tenant.clone(),
+                owner: link.owner.clone(),
+                url: link.url.clone(),
+                created_at: from_millis(created_at),
+                expires_at: link.expires_at.map(|t| from_millis(millis(t))),
+                deleted_at: None,
+                disabled_at: None,
+                max_visits: link.max_visits,
+                tags: link.tags.clone(),
+                import_batch: link.import_batch,
+                password: link.password.clone(),
+                clicks: ClickCounts::default(),
+            },
+        )?),
         _ => match link
             .dedup_key
             .as_ref()
@@ -210,6 +213,18 @@ pub(super) fn insert_row(
             None => InsertOutcome::CodeTaken,
         },
     })
+}
+
+/// `link`, once its `link.created` event is recorded (in the insert's transaction).
+fn created(conn: &Connection, link: Link) -> Result<Link, StoreError> {
+    let data = crate::store::webhooks::link_data(&link);
+    super::webhooks::record(
+        conn,
+        &link.tenant,
+        crate::store::webhooks::LINK_CREATED,
+        &data,
+    )?;
+    Ok(link)
 }
 
 /// The link with `code`, wherever it is placed.

@@ -1,0 +1,238 @@
+//! The in-memory counters of visits not yet flushed, keyed by (code, hour, referrer, device,
+//! country), with bounded memory.
+//!
+//! Two bounds keep memory flat whatever the traffic: past `referrers_per_hour` distinct
+//! referrer hosts, a link's further hosts in that hour fold into [`OTHER_REFERRER`] (counted
+//! as folded); past `max_entries` counters in all, a visit that needs a new one is not
+//! counted in the rollups (counted as dropped; the link's totals still count it). Like the
+//! click counts, the map is split into independently locked shards by code, and a flush
+//! swaps each shard out under its lock.
+
+use crate::clicks::Visit;
+use crate::domain::stats::OTHER_REFERRER;
+use crate::domain::{ClickCounts, CompactCode, Device};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+const SHARDS: usize = 16;
+
+/// Who sent a visit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Referrer {
+    /// No (usable) `Referer`.
+    None,
+    /// A host.
+    Host(Box<str>),
+    /// The hosts past the per-link, per-hour limit.
+    Other,
+}
+
+impl Referrer {
+    /// The stored form: empty for none.
+    pub fn stored(&self) -> &str {
+        match self {
+            Referrer::None => "",
+            Referrer::Host(host) => host,
+            Referrer::Other => OTHER_REFERRER,
+        }
+    }
+}
+
+/// One counter's dimensions within a link's hour.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Cell {
+    /// Who sent the visit.
+    pub referrer: Referrer,
+    /// The device class.
+    pub device: Device,
+    /// The country, if known.
+    pub country: Option<[u8; 2]>,
+}
+
+/// A link's counters of one hour.
+#[derive(Debug, Default)]
+struct LinkHour {
+    cells: HashMap<Cell, ClickCounts, foldhash::fast::RandomState>,
+    /// Distinct hosts among the cells' referrers (not counting none and other).
+    hosts: HashMap<Box<str>, (), foldhash::fast::RandomState>,
+}
+
+/// Pending counters by code, then hour (a flush interval rarely spans more than one hour).
+type Pending = HashMap<CompactCode, Vec<(i64, LinkHour)>, foldhash::fast::RandomState>;
+
+/// One taken counter: code, hour, dimensions and counts.
+pub type Taken = (CompactCode, i64, Cell, ClickCounts);
+
+/// The aggregator.
+pub struct Aggregator {
+    shards: [Mutex<Pending>; SHARDS],
+    max_entries: usize,
+    referrers_per_hour: usize,
+    entries: AtomicUsize,
+    /// Visits whose referrer was folded into [`OTHER_REFERRER`].
+    pub folded: AtomicU64,
+    /// Visits not counted in the rollups because the aggregator was full.
+    pub dropped: AtomicU64,
+}
+
+fn add(counts: &mut ClickCounts, more: ClickCounts) {
+    counts.human += more.human;
+    counts.head += more.head;
+    counts.bot += more.bot;
+}
+
+/// The counts of one visit.
+pub fn one(visit: Visit) -> ClickCounts {
+    let mut counts = ClickCounts::default();
+    match visit {
+        Visit::Human => counts.human = 1,
+        Visit::Head => counts.head = 1,
+        Visit::Bot => counts.bot = 1,
+    }
+    counts
+}
+
+impl Aggregator {
+    /// An empty aggregator holding at most `max_entries` counters, and at most
+    /// `referrers_per_hour` distinct referrer hosts per link and hour.
+    pub fn new(max_entries: usize, referrers_per_hour: usize) -> Self {
+        Self {
+            shards: Default::default(),
+            max_entries,
+            referrers_per_hour,
+            entries: AtomicUsize::new(0),
+            folded: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Counters held now.
+    pub fn entries(&self) -> usize {
+        self.entries.load(Ordering::Relaxed)
+    }
+
+    fn shard(&self, code: &str) -> &Mutex<Pending> {
+        let first = code.as_bytes().first().copied().unwrap_or(0);
+        &self.shards[usize::from(first) % SHARDS]
+    }
+
+    /// Counts `counts` under (`code`, `hour`, `cell`). With `bounded`, the referrer limit and
+    /// the ceiling apply (a visit); without, they do not (counts put back after a failed
+    /// flush, which held them before).
+    pub fn add(&self, code: &str, hour: i64, mut cell: Cell, counts: ClickCounts, bounded: bool) {
+        let mut pending = self.shard(code).lock().unwrap_or_else(|p| p.into_inner());
+        let hours = match pending.get_mut(code.as_bytes()) {
+            Some(hours) => hours,
+            None => pending.entry(CompactCode::new(code)).or_default(),
+        };
+        let slot = match hours.iter().position(|(h, _)| *h == hour) {
+            Some(i) => i,
+            None => {
+                hours.push((hour, LinkHour::default()));
+                hours.len() - 1
+            }
+        };
+        let link_hour = &mut hours[slot].1;
+        if let Referrer::Host(host) = &cell.referrer
+            && !link_hour.hosts.contains_key(host)
+        {
+            if bounded && link_hour.hosts.len() >= self.referrers_per_hour {
+                cell.referrer = Referrer::Other;
+                self.folded.fetch_add(1, Ordering::Relaxed);
+            } else {
+                link_hour.hosts.insert(host.clone(), ());
+            }
+        }
+        if let Some(existing) = link_hour.cells.get_mut(&cell) {
+            add(existing, counts);
+            return;
+        }
+        if bounded && self.entries.load(Ordering::Relaxed) >= self.max_entries {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            if link_hour.cells.is_empty() {
+                hours.remove(slot);
+            }
+            return;
+        }
+        self.entries.fetch_add(1, Ordering::Relaxed);
+        link_hour.cells.insert(cell, counts);
+    }
+
+    /// Takes every pending counter, sorted by code, hour and dimensions (the order of the
+    /// rollup key, so concurrent flushes of several nodes write rows in one order).
+    pub fn take(&self) -> Vec<Taken> {
+        let mut taken = Vec::new();
+        for shard in &self.shards {
+            let pending = std::mem::take(&mut *shard.lock().unwrap_or_else(|p| p.into_inner()));
+            for (code, hours) in pending {
+                for (hour, link_hour) in hours {
+                    self.entries
+                        .fetch_sub(link_hour.cells.len(), Ordering::Relaxed);
+                    for (cell, counts) in link_hour.cells {
+                        taken.push((code.clone(), hour, cell, counts));
+                    }
+                }
+            }
+        }
+        taken.sort_unstable_by(|a, b| (&a.0, a.1, &a.2).cmp(&(&b.0, b.1, &b.2)));
+        taken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(name: &str) -> Cell {
+        Cell {
+            referrer: Referrer::Host(name.into()),
+            device: Device::Desktop,
+            country: None,
+        }
+    }
+
+    #[test]
+    fn hosts_past_the_limit_fold_into_other_and_the_ceiling_drops() {
+        let agg = Aggregator::new(5, 2);
+        for name in ["a.com", "b.com", "c.com", "d.com", "a.com"] {
+            agg.add("x", 0, host(name), one(Visit::Human), true);
+        }
+        // Another hour has its own limit.
+        agg.add("x", 3600, host("c.com"), one(Visit::Bot), true);
+        assert_eq!(agg.folded.load(Ordering::Relaxed), 2);
+        assert_eq!(agg.entries(), 4);
+        // Two more entries fit under the ceiling of five, the third is dropped.
+        agg.add("y", 0, host("a.com"), one(Visit::Head), true);
+        agg.add("z", 0, host("a.com"), one(Visit::Head), true);
+        assert_eq!(agg.dropped.load(Ordering::Relaxed), 1);
+        let taken = agg.take();
+        assert_eq!(agg.entries(), 0);
+        let summary: Vec<(&str, i64, &str, u64)> = taken
+            .iter()
+            .map(|(c, h, cell, n)| {
+                (
+                    c.as_str(),
+                    *h,
+                    cell.referrer.stored(),
+                    n.human + n.bot + n.head,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("x", 0, "a.com", 2),
+                ("x", 0, "b.com", 1),
+                ("x", 0, OTHER_REFERRER, 2),
+                ("x", 3600, "c.com", 1),
+                ("y", 0, "a.com", 1),
+            ]
+        );
+        // Put back unbounded: nothing folds or drops.
+        for (code, hour, cell, counts) in taken {
+            agg.add(code.as_str(), hour, cell, counts, false);
+        }
+        assert_eq!(agg.take().len(), 5);
+    }
+}

@@ -1,0 +1,72 @@
+//! The rollup maintenance: compaction of hours older than the compaction age into days,
+//! retention, and (on PostgreSQL) partitions made ahead. Driven by the analytics clock, so a
+//! test moves time instead of waiting.
+
+use super::Analytics;
+use crate::domain::stats::{DAY, HOUR};
+use crate::store::rollups::day_start;
+use crate::store::{LinkStore, RollupOutcome, RollupPlan, Store, StoreError};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often maintenance runs (it also runs at start).
+const EVERY: Duration = Duration::from_secs(3600);
+
+impl Analytics {
+    /// The plan of a maintenance run at the clock's time: hours of days that ended more than
+    /// the compaction age ago are compacted; rollups older than retention are removed.
+    pub fn plan(&self) -> RollupPlan {
+        let now = self.clock.unix_seconds();
+        let days = |n: u32| i64::from(n) * DAY;
+        RollupPlan {
+            now,
+            compact_before: day_start(now - days(self.settings.compact_after_days)),
+            expire_before: (self.settings.retention_days > 0)
+                .then(|| now - days(self.settings.retention_days)),
+        }
+    }
+
+    /// Runs maintenance once, now, and records the `clicks.rollup` webhook events of the
+    /// hours that have ended.
+    pub async fn maintain(&self, store: &Store) -> Result<RollupOutcome, StoreError> {
+        let plan = self.plan();
+        let outcome = store.maintain_rollups(plan).await?;
+        // The last two hours that ended a minute or more ago (every flush of them is in):
+        // each is told once, whatever the number of runs and nodes.
+        let ended = (plan.now - 60).div_euclid(HOUR) * HOUR;
+        for hour in [ended - 2 * HOUR, ended - HOUR] {
+            let told = store.record_rollup_events(hour).await?;
+            if told > 0 {
+                tracing::debug!(
+                    hour,
+                    tenants = told,
+                    "hourly click rollups recorded for webhooks"
+                );
+            }
+        }
+        if outcome != RollupOutcome::default() {
+            tracing::info!(
+                compacted = outcome.compacted,
+                expired = outcome.expired,
+                "rollup maintenance"
+            );
+        }
+        Ok(outcome)
+    }
+
+    /// Runs maintenance at start and every hour until `stop`.
+    pub async fn run_maintenance(self: Arc<Self>, store: Store, stop: CancellationToken) {
+        if !self.settings.enabled {
+            return;
+        }
+        loop {
+            if let Err(error) = self.maintain(&store).await {
+                tracing::warn!(%error, "rollup maintenance failed; will retry");
+            }
+            if tokio::time::timeout(EVERY, stop.cancelled()).await.is_ok() {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Click analytics: each redirect is classified in memory (referrer host, device class,
+//! country) and counted in an [`Aggregator`] keyed by (code, hour, dimensions); a background
+//! task flushes the counters every click flush interval in batched additive upserts into the
+//! rollup tables (`flush`), and a maintenance task compacts old hours into days and applies
+//! retention (`maintain`). Nothing is written per redirect, and no IP address is kept: the
+//! client address is looked up in the GeoIP database ([`geo`]) and dropped.
+//!
+//! A crash loses at most the visits of one flush interval (and of a flush that was writing
+//! them), as for the click totals. Those totals ([`crate::clicks`]) stay the exact count; the
+//! rollups may count less when the aggregator is full (see [`aggregate`]).
+
+pub mod aggregate;
+pub mod classify;
+mod flush;
+pub mod geo;
+mod maintain;
+mod stats;
+
+pub use aggregate::{Aggregator, Cell, Referrer};
+pub use geo::GeoIp;
+
+use crate::clicks::Visit;
+use crate::clock::Clock;
+use crate::domain::stats::HOUR;
+use axum::http::{HeaderMap, header};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64};
+
+/// How analytics are set up.
+#[derive(Debug, Clone)]
+pub struct AnalyticsSettings {
+    /// Whether visits are classified and counted at all.
+    pub enabled: bool,
+    /// Most counters held between flushes.
+    pub max_entries: usize,
+    /// Most distinct referrer hosts per link and hour before the rest fold into "(other)".
+    pub referrers_per_hour: usize,
+    /// Hours older than this many days are compacted into daily rows.
+    pub compact_after_days: u32,
+    /// Rollups older than this many days are removed (0: kept forever).
+    pub retention_days: u32,
+}
+
+/// The node's analytics: the aggregator, the optional GeoIP database and the clock.
+pub struct Analytics {
+    settings: AnalyticsSettings,
+    aggregator: Aggregator,
+    geo: Option<Arc<GeoIp>>,
+    clock: Clock,
+    /// Tenants of codes seen lately (a code's tenant never changes).
+    tenants: quick_cache::sync::Cache<String, Arc<str>>,
+    /// Visits written to the rollups since start.
+    pub flushed: AtomicU64,
+    /// Unix seconds of the last flush that wrote everything it took (0: none yet).
+    pub last_flush: AtomicI64,
+}
+
+impl Analytics {
+    /// Analytics as `settings` say, with countries from `geo` if given, on `clock`.
+    pub fn new(settings: AnalyticsSettings, geo: Option<Arc<GeoIp>>, clock: Clock) -> Self {
+        Self {
+            aggregator: Aggregator::new(settings.max_entries, settings.referrers_per_hour),
+            settings,
+            geo,
+            clock,
+            tenants: quick_cache::sync::Cache::new(100_000),
+            flushed: AtomicU64::new(0),
+            last_flush: AtomicI64::new(0),
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &AnalyticsSettings {
+        &self.settings
+    }
+
+    /// The clock analytics run on.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The aggregator (for metrics and tests).
+    pub fn aggregator(&self) -> &Aggregator {
+        &self.aggregator
+    }
+
+    /// The GeoIP database, if one is configured.
+    pub fn geo(&self) -> Option<&Arc<GeoIp>> {
+        self.geo.as_ref()
+    }
+
+    /// Counts a redirect of `code` with its request headers; `client` gives the client
+    /// address, asked only when a GeoIP database is in force and never kept.
+    pub fn record(
+        &self,
+        code: &str,
+        visit: Visit,
+        headers: &HeaderMap,
+        client: impl FnOnce() -> IpAddr,
+    ) {
+        if !self.settings.enabled {
+            return;
+        }
+        let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+        let referrer = match classify::referrer_host(text(header::REFERER)) {
+            Some(host) => Referrer::Host(host),
+            None => Referrer::None,
+        };
+        let device = classify::device(visit, text(header::USER_AGENT));
+        let country = self
+            .geo
+            .as_ref()
+            .filter(|geo| geo.loaded())
+            .and_then(|geo| geo.country(client()));
+        let hour = self.clock.unix_seconds().div_euclid(HOUR) * HOUR;
+        let cell = Cell {
+            referrer,
+            device,
+            country,
+        };
+        self.aggregator
+            .add(code, hour, cell, aggregate::one(visit), true);
+    }
+}

@@ -1,0 +1,151 @@
+//! `/api/v1/webhooks`: endpoints registered by an `admin` key, per tenant, and their delivery
+//! logs. A secret goes in at registration and is never shown again.
+
+use super::admit;
+use super::wire::read_body;
+use crate::access::Operation;
+use crate::domain::Error;
+use crate::http::{ApiError, HttpState};
+use crate::store::{DeliveryRecord, Endpoint};
+use crate::webhooks::Registration;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The body of `POST /api/v1/webhooks`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegisterBody {
+    tenant: String,
+    url: String,
+    secret: String,
+}
+
+fn time(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn endpoint_json(e: &Endpoint) -> Value {
+    json!({
+        "id": e.id,
+        "tenant": e.tenant,
+        "url": e.url,
+        "created_at": time(&e.created_at),
+        "created_by": e.created_by,
+        "failures": e.failures,
+        "disabled_at": e.disabled_at.as_ref().map(time),
+    })
+}
+
+fn record_json(r: &DeliveryRecord) -> Value {
+    json!({
+        "event_id": r.event_id,
+        "type": r.kind,
+        "state": r.state,
+        "attempts": r.attempts,
+        "last_status": r.last_status,
+        "last_error": r.last_error,
+        "delivered_at": r.delivered_at.as_ref().map(time),
+    })
+}
+
+fn no_such_webhook() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such webhook")
+}
+
+/// The endpoint a path names; one that cannot be an endpoint's number is not found.
+fn id(path: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
+    path.ok()
+        .and_then(|Path(text)| text.parse::<i64>().ok())
+        .filter(|id| *id > 0)
+        .ok_or_else(no_such_webhook)
+}
+
+/// A domain error, with an unknown endpoint said as such.
+fn refused(error: Error) -> ApiError {
+    match error {
+        Error::NotFound(_) => no_such_webhook(),
+        other => other.into(),
+    }
+}
+
+/// `POST /api/v1/webhooks` `{"tenant", "url", "secret"}`: registers an endpoint (201).
+pub async fn register_webhook(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Admin)?;
+    let bytes = read_body(&headers, body, &["application/json"]).await?;
+    let body: RegisterBody = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::bad_request("invalid_json", format!("invalid request body: {e}")))?;
+    let endpoint = state
+        .webhooks
+        .register(
+            &caller,
+            Registration {
+                tenant: body.tenant,
+                url: body.url,
+                secret: body.secret,
+            },
+        )
+        .await?;
+    tracing::info!(id = endpoint.id, tenant = %endpoint.tenant, key = %caller.key_id(), "webhook registered");
+    Ok((StatusCode::CREATED, axum::Json(endpoint_json(&endpoint))).into_response())
+}
+
+/// `GET /api/v1/webhooks`: the endpoints, oldest first.
+pub async fn webhooks(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Admin)?;
+    let endpoints = state.webhooks.list(&caller).await?;
+    let endpoints: Vec<Value> = endpoints.iter().map(endpoint_json).collect();
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(json!({ "webhooks": endpoints })),
+    )
+        .into_response())
+}
+
+/// `DELETE /api/v1/webhooks/{id}`: removes an endpoint and its pending deliveries (204).
+pub async fn delete_webhook(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Admin)?;
+    state
+        .webhooks
+        .delete(&caller, id(path)?)
+        .await
+        .map_err(refused)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /api/v1/webhooks/{id}/deliveries`: the latest deliveries, newest first.
+pub async fn webhook_deliveries(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Admin)?;
+    let log = state
+        .webhooks
+        .log(&caller, id(path)?)
+        .await
+        .map_err(refused)?;
+    let log: Vec<Value> = log.iter().map(record_json).collect();
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(json!({ "deliveries": log })),
+    )
+        .into_response())
+}

@@ -1,0 +1,232 @@
+//! Webhook endpoints and the outbox on PostgreSQL (see [`crate::store::webhooks`]).
+
+use super::error::db_error;
+use crate::store::StoreError;
+use crate::store::webhooks::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use std::time::Duration;
+use tokio_postgres::Row;
+
+/// Records an event of `tenant` in the transaction `tx`, with a delivery for each enabled
+/// endpoint of the tenant (nothing when it has none).
+pub(super) async fn record(
+    tx: &tokio_postgres::Transaction<'_>,
+    tenant: &str,
+    kind: &str,
+    data: &str,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "WITH ev AS (INSERT INTO webhook_events (tenant, kind, data) SELECT $1::text, $2::text, $3::text \
+           WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant = $1::text AND disabled_at IS NULL) \
+           RETURNING id, tenant) \
+         INSERT INTO webhook_deliveries (endpoint_id, event_id) \
+         SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL",
+        &[&tenant, &kind, &data],
+    )
+    .await
+    .map_err(db_error)?;
+    Ok(())
+}
+
+/// Records the `clicks.rollup` events of the hour starting at `hour` (see
+/// [`crate::store::LinkStore::record_rollup_events`]).
+pub(super) async fn record_rollups(
+    client: &deadpool_postgres::Object,
+    hour: i64,
+) -> Result<u64, StoreError> {
+    let name = crate::store::webhooks::hour_name(hour);
+    client
+        .execute(
+            "WITH sums AS (SELECT tenant, sum(human) AS human, sum(bot) AS bot, sum(head) AS head                FROM click_hourly WHERE bucket = $1                  AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL)                GROUP BY tenant),              ev AS (INSERT INTO webhook_events (tenant, kind, data, dedup)                SELECT tenant, 'clicks.rollup', json_build_object('tenant', tenant, 'hour', $2::text,                  'human', human, 'bot', bot, 'head', head)::text, 'clicks.rollup/' || $2::text || '/' || tenant                FROM sums ON CONFLICT (dedup) DO NOTHING RETURNING id, tenant)              INSERT INTO webhook_deliveries (endpoint_id, event_id)              SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL",
+            &[&hour, &name],
+        )
+        .await
+        .map_err(db_error)
+}
+
+const ENDPOINT_COLUMNS: &str = "id, tenant, url, created_at, created_by, failures, disabled_at";
+
+fn endpoint(row: &Row) -> Endpoint {
+    Endpoint {
+        id: row.get(0),
+        tenant: row.get(1),
+        url: row.get(2),
+        created_at: row.get(3),
+        created_by: row.get(4),
+        failures: row.get::<_, i32>(5).max(0) as u32,
+        disabled_at: row.get(6),
+    }
+}
+
+pub(super) async fn create(
+    client: &deadpool_postgres::Object,
+    new: &NewEndpoint,
+) -> Result<Endpoint, StoreError> {
+    let row = client
+        .query_one(
+            &format!(
+                "INSERT INTO webhook_endpoints (tenant, url, secret, created_by) VALUES ($1, $2, $3, $4) \
+                 RETURNING {ENDPOINT_COLUMNS}"
+            ),
+            &[&new.tenant, &new.url, &new.secret, &new.created_by],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(endpoint(&row))
+}
+
+pub(super) async fn list(
+    client: &deadpool_postgres::Object,
+    tenant: Option<&str>,
+) -> Result<Vec<Endpoint>, StoreError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE $1::text IS NULL OR tenant = $1 ORDER BY id"
+            ),
+            &[&tenant],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows.iter().map(endpoint).collect())
+}
+
+pub(super) async fn delete(
+    client: &deadpool_postgres::Object,
+    id: i64,
+    tenant: Option<&str>,
+) -> Result<bool, StoreError> {
+    client
+        .execute(
+            "DELETE FROM webhook_endpoints WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+            &[&id, &tenant],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(db_error)
+}
+
+pub(super) async fn log(
+    client: &deadpool_postgres::Object,
+    id: i64,
+    tenant: Option<&str>,
+    limit: i64,
+) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+    let found = client
+        .query_opt(
+            "SELECT 1 FROM webhook_endpoints WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+            &[&id, &tenant],
+        )
+        .await
+        .map_err(db_error)?;
+    if found.is_none() {
+        return Ok(None);
+    }
+    let rows = client
+        .query(
+            "SELECT d.event_id, e.kind, d.state, d.attempts, d.last_status, d.last_error, d.delivered_at \
+             FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id \
+             WHERE d.endpoint_id = $1 ORDER BY d.event_id DESC LIMIT $2",
+            &[&id, &limit],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(Some(
+        rows.iter()
+            .map(|r| DeliveryRecord {
+                event_id: r.get(0),
+                kind: r.get(1),
+                state: r.get(2),
+                attempts: r.get::<_, i32>(3).max(0) as u32,
+                last_status: r.get::<_, Option<i32>>(4).map(|s| s.clamp(0, 999) as u16),
+                last_error: r.get(5),
+                delivered_at: r.get(6),
+            })
+            .collect(),
+    ))
+}
+
+pub(super) async fn claim(
+    client: &deadpool_postgres::Object,
+    lease: Duration,
+    limit: i64,
+) -> Result<Vec<Delivery>, StoreError> {
+    let lease_ms = lease.as_millis() as f64;
+    let rows = client
+        .query(
+            "UPDATE webhook_deliveries d SET leased_until = now() + $1 * interval '1 millisecond' \
+             FROM (SELECT d2.endpoint_id, d2.event_id FROM webhook_deliveries d2 \
+                   JOIN webhook_endpoints w2 ON w2.id = d2.endpoint_id \
+                   WHERE d2.state = 'pending' AND d2.next_at <= now() \
+                     AND (d2.leased_until IS NULL OR d2.leased_until < now()) AND w2.disabled_at IS NULL \
+                   ORDER BY d2.event_id LIMIT $2 FOR UPDATE OF d2 SKIP LOCKED) c, \
+                  webhook_endpoints w, webhook_events e \
+             WHERE d.endpoint_id = c.endpoint_id AND d.event_id = c.event_id \
+               AND w.id = d.endpoint_id AND e.id = d.event_id \
+             RETURNING d.endpoint_id, w.url, w.secret, d.event_id, e.kind, e.data, e.created_at, d.attempts",
+            &[&lease_ms, &limit],
+        )
+        .await
+        .map_err(db_error)?;
+    let mut claimed: Vec<Delivery> = rows
+        .iter()
+        .map(|r| Delivery {
+            endpoint_id: r.get(0),
+            url: r.get(1),
+            secret: r.get(2),
+            event_id: r.get(3),
+            kind: r.get(4),
+            data: r.get(5),
+            created_at: r.get(6),
+            attempts: r.get::<_, i32>(7).max(0) as u32,
+        })
+        .collect();
+    claimed.sort_by_key(|d| (d.event_id, d.endpoint_id));
+    Ok(claimed)
+}
+
+pub(super) async fn finish(
+    client: &mut deadpool_postgres::Object,
+    attempt: &Attempt,
+) -> Result<(), StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let status = attempt.status.map(i32::from);
+    if attempt.delivered {
+        tx.execute(
+            "UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = $3, \
+             last_error = NULL, delivered_at = now(), leased_until = NULL WHERE endpoint_id = $1 AND event_id = $2",
+            &[&attempt.endpoint_id, &attempt.event_id, &status],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute(
+            "UPDATE webhook_endpoints SET failures = 0 WHERE id = $1",
+            &[&attempt.endpoint_id],
+        )
+        .await
+        .map_err(db_error)?;
+    } else {
+        tx.execute(
+            "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = $3, last_error = $4, \
+             next_at = $5, leased_until = NULL WHERE endpoint_id = $1 AND event_id = $2",
+            &[
+                &attempt.endpoint_id,
+                &attempt.event_id,
+                &status,
+                &attempt.error,
+                &attempt.retry_at,
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+        let max = attempt.max_failures as i32;
+        tx.execute(
+            "UPDATE webhook_endpoints SET failures = failures + 1, \
+             disabled_at = CASE WHEN failures + 1 >= $2 THEN coalesce(disabled_at, now()) ELSE disabled_at END \
+             WHERE id = $1",
+            &[&attempt.endpoint_id, &max],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    tx.commit().await.map_err(db_error)
+}

@@ -1,0 +1,265 @@
+//! Webhook endpoints and the outbox on SQLite (see [`crate::store::webhooks`]). Times are Unix
+//! milliseconds; every write runs on the writer thread, so a claim needs no row locks.
+
+use super::rows::{db_error, from_millis, millis};
+use crate::store::StoreError;
+use crate::store::webhooks::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use chrono::Utc;
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use std::time::Duration;
+
+/// Records an event of `tenant` on `conn` (inside the caller's transaction), with a delivery
+/// for each enabled endpoint of the tenant (nothing when it has none).
+pub(super) fn record(
+    conn: &Connection,
+    tenant: &str,
+    kind: &str,
+    data: &str,
+) -> Result<(), StoreError> {
+    let now = millis(Utc::now());
+    let recorded = conn
+        .prepare_cached(
+            "INSERT INTO webhook_events (tenant, kind, data, created_at) SELECT ?1, ?2, ?3, ?4 \
+             WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant = ?1 AND disabled_at IS NULL)",
+        )
+        .and_then(|mut insert| insert.execute(params![tenant, kind, data, now]))
+        .map_err(db_error)?;
+    if recorded == 1 {
+        let event = conn.last_insert_rowid();
+        conn.prepare_cached(
+            "INSERT INTO webhook_deliveries (endpoint_id, event_id, next_at) \
+             SELECT id, ?2, ?3 FROM webhook_endpoints WHERE tenant = ?1 AND disabled_at IS NULL",
+        )
+        .and_then(|mut fan| fan.execute(params![tenant, event, now]))
+        .map_err(db_error)?;
+    }
+    Ok(())
+}
+
+/// Records the `clicks.rollup` events of the hour starting at `hour` (see
+/// [`crate::store::LinkStore::record_rollup_events`]), in one transaction.
+pub(super) fn record_rollups(conn: &mut Connection, hour: i64) -> Result<u64, StoreError> {
+    let name = crate::store::webhooks::hour_name(hour);
+    let now = millis(Utc::now());
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let recorded = tx
+        .execute(
+            "INSERT INTO webhook_events (tenant, kind, data, created_at, dedup) \
+             SELECT tenant, 'clicks.rollup', json_object('tenant', tenant, 'hour', ?2, \
+                    'human', sum(human), 'bot', sum(bot), 'head', sum(head)), ?3, \
+                    'clicks.rollup/' || ?2 || '/' || tenant \
+             FROM click_hourly WHERE bucket = ?1 \
+               AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL) \
+             GROUP BY tenant ON CONFLICT (dedup) DO NOTHING",
+            params![hour, name, now],
+        )
+        .map_err(db_error)?;
+    tx.execute(
+        "INSERT INTO webhook_deliveries (endpoint_id, event_id, next_at) \
+         SELECT w.id, e.id, ?2 FROM webhook_events e \
+         JOIN webhook_endpoints w ON w.tenant = e.tenant AND w.disabled_at IS NULL \
+         WHERE e.dedup >= 'clicks.rollup/' || ?1 || '/' AND e.dedup < 'clicks.rollup/' || ?1 || '0' \
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)",
+        params![name, now],
+    )
+    .map_err(db_error)?;
+    tx.commit().map_err(db_error)?;
+    Ok(recorded as u64)
+}
+
+const ENDPOINT_COLUMNS: &str = "id, tenant, url, created_at, created_by, failures, disabled_at";
+
+fn endpoint(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
+    Ok(Endpoint {
+        id: row.get(0)?,
+        tenant: row.get(1)?,
+        url: row.get(2)?,
+        created_at: from_millis(row.get(3)?),
+        created_by: row.get(4)?,
+        failures: row.get::<_, i64>(5)?.max(0) as u32,
+        disabled_at: row.get::<_, Option<i64>>(6)?.map(from_millis),
+    })
+}
+
+pub(super) fn create(conn: &mut Connection, new: &NewEndpoint) -> Result<Endpoint, StoreError> {
+    conn.execute(
+        "INSERT INTO webhook_endpoints (tenant, url, secret, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![new.tenant, new.url, new.secret, millis(Utc::now()), new.created_by],
+    )
+    .map_err(db_error)?;
+    let id = conn.last_insert_rowid();
+    conn.query_row(
+        &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1"),
+        [id],
+        endpoint,
+    )
+    .map_err(db_error)
+}
+
+pub(super) fn list(conn: &Connection, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
+    let mut select = conn
+        .prepare_cached(&format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE ?1 IS NULL OR tenant = ?1 ORDER BY id"
+        ))
+        .map_err(db_error)?;
+    let rows = select.query_map([tenant], endpoint).map_err(db_error)?;
+    rows.collect::<Result<_, _>>().map_err(db_error)
+}
+
+pub(super) fn delete(
+    conn: &mut Connection,
+    id: i64,
+    tenant: Option<&str>,
+) -> Result<bool, StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let deleted = tx
+        .execute(
+            "DELETE FROM webhook_endpoints WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+            params![id, tenant],
+        )
+        .map_err(db_error)?;
+    if deleted == 1 {
+        // SQLite does not enforce foreign keys here: the cascade is written out.
+        tx.execute(
+            "DELETE FROM webhook_deliveries WHERE endpoint_id = ?1",
+            [id],
+        )
+        .map_err(db_error)?;
+    }
+    tx.commit().map_err(db_error)?;
+    Ok(deleted == 1)
+}
+
+pub(super) fn log(
+    conn: &Connection,
+    id: i64,
+    tenant: Option<&str>,
+    limit: i64,
+) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+    let found: Option<i64> = conn
+        .query_row(
+            "SELECT 1 FROM webhook_endpoints WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+            params![id, tenant],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_error)?;
+    if found.is_none() {
+        return Ok(None);
+    }
+    let mut select = conn
+        .prepare_cached(
+            "SELECT d.event_id, e.kind, d.state, d.attempts, d.last_status, d.last_error, d.delivered_at \
+             FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id \
+             WHERE d.endpoint_id = ?1 ORDER BY d.event_id DESC LIMIT ?2",
+        )
+        .map_err(db_error)?;
+    let rows = select
+        .query_map(params![id, limit], |r| {
+            Ok(DeliveryRecord {
+                event_id: r.get(0)?,
+                kind: r.get(1)?,
+                state: r.get(2)?,
+                attempts: r.get::<_, i64>(3)?.max(0) as u32,
+                last_status: r.get::<_, Option<i64>>(4)?.map(|s| s.clamp(0, 999) as u16),
+                last_error: r.get(5)?,
+                delivered_at: r.get::<_, Option<i64>>(6)?.map(from_millis),
+            })
+        })
+        .map_err(db_error)?;
+    Ok(Some(rows.collect::<Result<_, _>>().map_err(db_error)?))
+}
+
+pub(super) fn claim(
+    conn: &mut Connection,
+    lease: Duration,
+    limit: i64,
+) -> Result<Vec<Delivery>, StoreError> {
+    let now = millis(Utc::now());
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let claimed = {
+        let mut select = tx
+            .prepare_cached(
+                "SELECT d.endpoint_id, w.url, w.secret, d.event_id, e.kind, e.data, e.created_at, d.attempts \
+                 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+                 JOIN webhook_events e ON e.id = d.event_id \
+                 WHERE d.state = 'pending' AND d.next_at <= ?1 \
+                   AND (d.leased_until IS NULL OR d.leased_until < ?1) AND w.disabled_at IS NULL \
+                 ORDER BY d.event_id, d.endpoint_id LIMIT ?2",
+            )
+            .map_err(db_error)?;
+        let rows = select
+            .query_map(params![now, limit], |r| {
+                Ok(Delivery {
+                    endpoint_id: r.get(0)?,
+                    url: r.get(1)?,
+                    secret: r.get(2)?,
+                    event_id: r.get(3)?,
+                    kind: r.get(4)?,
+                    data: r.get(5)?,
+                    created_at: from_millis(r.get(6)?),
+                    attempts: r.get::<_, i64>(7)?.max(0) as u32,
+                })
+            })
+            .map_err(db_error)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(db_error)?
+    };
+    let until = now + lease.as_millis() as i64;
+    for d in &claimed {
+        tx.execute(
+            "UPDATE webhook_deliveries SET leased_until = ?3 WHERE endpoint_id = ?1 AND event_id = ?2",
+            params![d.endpoint_id, d.event_id, until],
+        )
+        .map_err(db_error)?;
+    }
+    tx.commit().map_err(db_error)?;
+    Ok(claimed)
+}
+
+pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<(), StoreError> {
+    let now = millis(Utc::now());
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let status = attempt.status.map(i64::from);
+    if attempt.delivered {
+        tx.execute(
+            "UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = ?3, \
+             last_error = NULL, delivered_at = ?4, leased_until = NULL WHERE endpoint_id = ?1 AND event_id = ?2",
+            params![attempt.endpoint_id, attempt.event_id, status, now],
+        )
+        .map_err(db_error)?;
+        tx.execute(
+            "UPDATE webhook_endpoints SET failures = 0 WHERE id = ?1",
+            [attempt.endpoint_id],
+        )
+        .map_err(db_error)?;
+    } else {
+        tx.execute(
+            "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?3, last_error = ?4, \
+             next_at = ?5, leased_until = NULL WHERE endpoint_id = ?1 AND event_id = ?2",
+            params![
+                attempt.endpoint_id,
+                attempt.event_id,
+                status,
+                attempt.error,
+                millis(attempt.retry_at)
+            ],
+        )
+        .map_err(db_error)?;
+        tx.execute(
+            "UPDATE webhook_endpoints SET failures = failures + 1, \
+             disabled_at = CASE WHEN failures + 1 >= ?2 THEN coalesce(disabled_at, ?3) ELSE disabled_at END \
+             WHERE id = ?1",
+            params![attempt.endpoint_id, i64::from(attempt.max_failures), now],
+        )
+        .map_err(db_error)?;
+    }
+    tx.commit().map_err(db_error)
+}

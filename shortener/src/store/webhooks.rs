@@ -1,0 +1,132 @@
+//! Webhook endpoints and their outbox, the same for both backends: what is registered, what a
+//! delivery worker claims, and how it reports back.
+//!
+//! An event is recorded by the write that causes it, in its transaction, with one delivery
+//! row for each enabled endpoint of its tenant (none when the tenant has no endpoint, so a
+//! tenant without webhooks pays one index probe per write). Deliveries are claimed with a
+//! lease, so several nodes sharing a store never send the same delivery at once, and a node
+//! that dies mid-delivery leaves it to be taken over when the lease runs out.
+
+use crate::domain::Link;
+use chrono::{DateTime, Utc};
+
+/// `link.created`.
+pub const LINK_CREATED: &str = "link.created";
+/// `link.updated`.
+pub const LINK_UPDATED: &str = "link.updated";
+/// `link.deleted`.
+pub const LINK_DELETED: &str = "link.deleted";
+
+/// `clicks.rollup`: a tenant's clicks of one hour.
+pub const CLICKS_ROLLUP: &str = "clicks.rollup";
+
+/// The RFC 3339 form of the hour starting at `hour` (Unix seconds), as rollup events name it.
+pub fn hour_name(hour: i64) -> String {
+    DateTime::from_timestamp(hour, 0)
+        .unwrap_or(DateTime::UNIX_EPOCH)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The data of a link event: the link as it is after the change.
+pub fn link_data(link: &Link) -> String {
+    serde_json::json!({
+        "code": link.code,
+        "tenant": link.tenant,
+        "url": link.url,
+        "tags": link.tags,
+        "disabled": link.disabled_at.is_some(),
+        "deleted": link.deleted_at.is_some(),
+    })
+    .to_string()
+}
+
+/// An endpoint to register.
+#[derive(Debug, Clone)]
+pub struct NewEndpoint {
+    /// Whose events it receives.
+    pub tenant: String,
+    /// Where they are sent (checked by the target rules).
+    pub url: String,
+    /// The HMAC key of the signatures.
+    pub secret: String,
+    /// The key that registered it (`tenant/name`).
+    pub created_by: String,
+}
+
+/// A registered endpoint (its secret is never read back out of the store by the API).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// Its number.
+    pub id: i64,
+    /// Whose events it receives.
+    pub tenant: String,
+    /// Where they are sent.
+    pub url: String,
+    /// When it was registered.
+    pub created_at: DateTime<Utc>,
+    /// The key that registered it.
+    pub created_by: String,
+    /// Consecutive failed deliveries.
+    pub failures: u32,
+    /// When it was disabled for too many failures in a row.
+    pub disabled_at: Option<DateTime<Utc>>,
+}
+
+/// A delivery claimed by a worker.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The endpoint.
+    pub endpoint_id: i64,
+    /// Where to send it.
+    pub url: String,
+    /// The endpoint's HMAC key.
+    pub secret: String,
+    /// The event's number (the same for every endpoint it goes to).
+    pub event_id: i64,
+    /// `link.created`, ...
+    pub kind: String,
+    /// The event's data, JSON.
+    pub data: String,
+    /// When the event was recorded.
+    pub created_at: DateTime<Utc>,
+    /// Attempts made before this one.
+    pub attempts: u32,
+}
+
+/// How an attempt went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// The endpoint.
+    pub endpoint_id: i64,
+    /// The event.
+    pub event_id: i64,
+    /// Whether the endpoint took it (a 2xx answer).
+    pub delivered: bool,
+    /// The answer's status, if there was one.
+    pub status: Option<u16>,
+    /// What went wrong, if anything.
+    pub error: Option<String>,
+    /// When to try again after a failure.
+    pub retry_at: DateTime<Utc>,
+    /// After this many failures in a row the endpoint is disabled.
+    pub max_failures: u32,
+}
+
+/// One line of an endpoint's delivery log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryRecord {
+    /// The event.
+    pub event_id: i64,
+    /// Its kind.
+    pub kind: String,
+    /// `pending` or `delivered`.
+    pub state: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last answer's status.
+    pub last_status: Option<u16>,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// When it was delivered.
+    pub delivered_at: Option<DateTime<Utc>>,
+}

@@ -1,0 +1,155 @@
+//! Webhooks for internal consumers: an admin key registers an endpoint URL and a secret per
+//! tenant; `link.created`, `link.updated` and `link.deleted` are recorded in the store's
+//! outbox in the transaction of their change ([`crate::store::webhooks`]), and a worker on
+//! every node delivers them as signed JSON ([`sign`]), retrying with exponential backoff and
+//! jitter and disabling an endpoint after a configured run of failures (`deliver`).
+//!
+//! Delivery is at least once: a node that dies after the receiver answered but before the
+//! answer was recorded sends that event again (same `Webhook-Id`).
+
+mod deliver;
+pub mod sign;
+
+use crate::domain::{Caller, Error, TargetPolicy, TargetUrl, UrlError};
+use crate::store::{DeliveryRecord, Endpoint, LinkStore, NewEndpoint, Store};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The shortest secret accepted.
+pub const MIN_SECRET: usize = 16;
+/// The longest secret accepted.
+pub const MAX_SECRET: usize = 256;
+/// How many lines of a delivery log are shown.
+pub const LOG_LINES: i64 = 100;
+
+/// How deliveries are made.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    /// Each attempt's bound (connect, send and answer).
+    pub timeout: Duration,
+    /// The first retry's delay; each further one doubles it (up to an hour), with jitter.
+    pub retry_base: Duration,
+    /// After this many failures in a row an endpoint is disabled.
+    pub max_failures: u32,
+    /// Whether endpoint URLs may name loopback, private or link-local addresses.
+    pub allow_private: bool,
+    /// How often the worker looks for due deliveries.
+    pub poll: Duration,
+}
+
+/// Registering endpoints and delivering to them.
+pub struct Webhooks {
+    store: Store,
+    targets: Arc<dyn TargetPolicy>,
+    settings: WebhookSettings,
+}
+
+/// What a registration asks for.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    /// Whose events; an admin key may name any tenant.
+    pub tenant: String,
+    /// Where to send them.
+    pub url: String,
+    /// The HMAC key.
+    pub secret: String,
+}
+
+impl Webhooks {
+    /// Webhooks over `store`, with endpoint URLs checked by `targets`.
+    pub fn new(store: Store, targets: Arc<dyn TargetPolicy>, settings: WebhookSettings) -> Self {
+        Self {
+            store,
+            targets,
+            settings,
+        }
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &WebhookSettings {
+        &self.settings
+    }
+
+    /// Checks `url` as link targets are checked (no own, loopback or blocked hosts), and
+    /// refuses private and link-local addresses unless the operator allows them.
+    fn check_url(&self, url: &str) -> Result<String, Error> {
+        let refused = |e: UrlError| Error::invalid("invalid_webhook_url", e.to_string());
+        let parsed = url::Url::parse(url)
+            .map_err(|e| Error::invalid("invalid_webhook_url", format!("not a URL: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(Error::invalid(
+                "invalid_webhook_url",
+                "a webhook URL must be http or https",
+            ));
+        }
+        if self.settings.allow_private {
+            return Ok(parsed.to_string());
+        }
+        let checked = TargetUrl::parse(url, 2048, self.targets.as_ref()).map_err(refused)?;
+        let ip = match parsed.host() {
+            Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
+            Some(url::Host::Ipv6(v6)) => Some(std::net::IpAddr::V6(v6)),
+            _ => None,
+        };
+        if ip.is_some_and(crate::targets::is_not_public) {
+            return Err(Error::invalid(
+                "invalid_webhook_url",
+                "a webhook URL may not name a private, loopback or link-local address",
+            ));
+        }
+        Ok(checked.as_str().to_string())
+    }
+
+    /// Registers an endpoint for `caller` (an admin key).
+    pub async fn register(
+        &self,
+        caller: &Caller,
+        registration: Registration,
+    ) -> Result<Endpoint, Error> {
+        crate::access::check_name("tenant", &registration.tenant, false)
+            .map_err(|m| Error::invalid("invalid_tenant", m))?;
+        let secret_len = registration.secret.chars().count();
+        if !(MIN_SECRET..=MAX_SECRET).contains(&secret_len) {
+            return Err(Error::invalid(
+                "invalid_secret",
+                format!("a webhook secret has {MIN_SECRET} to {MAX_SECRET} characters"),
+            ));
+        }
+        let url = self.check_url(&registration.url)?;
+        Ok(self
+            .store
+            .create_endpoint(NewEndpoint {
+                tenant: registration.tenant,
+                url,
+                secret: registration.secret,
+                created_by: caller.key_id(),
+            })
+            .await?)
+    }
+
+    /// The endpoints `caller` sees.
+    pub async fn list(&self, caller: &Caller) -> Result<Vec<Endpoint>, Error> {
+        Ok(self.store.endpoints(caller.tenant_scope()).await?)
+    }
+
+    /// Removes an endpoint; an unknown one is [`Error::NotFound`].
+    pub async fn delete(&self, caller: &Caller, id: i64) -> Result<(), Error> {
+        if self
+            .store
+            .delete_endpoint(id, caller.tenant_scope())
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(Error::NotFound(format!("webhook {id}")))
+        }
+    }
+
+    /// The latest deliveries of an endpoint, newest first.
+    pub async fn log(&self, caller: &Caller, id: i64) -> Result<Vec<DeliveryRecord>, Error> {
+        self.store
+            .delivery_log(id, caller.tenant_scope(), LOG_LINES)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("webhook {id}")))
+    }
+}

@@ -1,0 +1,79 @@
+//! A node killed with SIGKILL loses at most the visits of its last flush interval (and of a
+//! flush that was writing them): everything counted earlier is in the rollups after a restart.
+
+use super::get_at;
+use crate::helpers::{API_KEY, BROWSER};
+use crate::served::Served;
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// The flush interval of the killed node.
+const INTERVAL: Duration = Duration::from_millis(300);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let env = [
+        ("SHORTENER_API_KEYS", API_KEY.to_string()),
+        (
+            "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
+            INTERVAL.as_millis().to_string(),
+        ),
+    ];
+    let served = Served::start(&data, &env, None).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let created = client
+        .post(format!("http://{}/api/v1/links", served.http))
+        .bearer_auth(API_KEY)
+        .json(&json!({ "url": "https://example.com/crash" }))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let code = created.json::<serde_json::Value>().await.expect("json")["code"]
+        .as_str()
+        .expect("code")
+        .to_string();
+    // Steady traffic over several flush intervals; when each visit was answered.
+    let mut answered = Vec::new();
+    let until = Instant::now() + INTERVAL * 6;
+    while Instant::now() < until {
+        let response = client
+            .get(format!("http://{}/{code}", served.http))
+            .header("user-agent", BROWSER)
+            .send()
+            .await
+            .expect("visit");
+        assert_eq!(response.status(), StatusCode::FOUND);
+        answered.push(Instant::now());
+    }
+    served.signal("KILL");
+    let killed = Instant::now();
+    drop(served);
+    let restarted = Served::start(&data, &env, None).await;
+    // Visits answered more than two intervals before the kill were taken by a flush that
+    // finished before it (one interval to be taken, one for the flush to write them).
+    let safe = answered
+        .iter()
+        .filter(|at| killed.duration_since(**at) > INTERVAL * 2)
+        .count() as u64;
+    let total = answered.len() as u64;
+    assert!(
+        safe > 0,
+        "no visit old enough to be safe: the test proves nothing"
+    );
+    let base = format!("http://{}", restarted.http);
+    let path = format!("/links/{code}/stats?granularity=hour");
+    let (status, body) = get_at(&client, &base, &path, API_KEY).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let stored = body["totals"]["human"].as_u64().expect("human");
+    assert!(
+        (safe..=total).contains(&stored),
+        "stored {stored} of {total} visits; every one of the {safe} older than two flush intervals must be"
+    );
+}

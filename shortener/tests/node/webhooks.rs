@@ -1,0 +1,409 @@
+//! Webhooks: an admin key registers an endpoint; link events reach a receiver in the test
+//! signed, once each, across a restart in the middle of a delivery; a receiver that fails gets
+//! retries and then its endpoint is disabled; refused URLs and keys change nothing.
+
+use crate::helpers::{Backend, Node, Stack};
+use crate::tenants::{TenantKeys, write_keys};
+use axum::http::{HeaderMap, StatusCode as AxumStatus};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shortener::webhooks::sign;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SECRET: &str = "a-webhook-secret-0123456789";
+
+/// A receiver on 127.0.0.2: records every request; answers `status`, after `delay` for the
+/// first request.
+#[derive(Clone)]
+struct Receiver {
+    url: String,
+    got: Arc<Mutex<Vec<(HeaderMap, String)>>>,
+}
+
+async fn receiver(status: u16, first_delay: Duration) -> Receiver {
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0")
+        .await
+        .expect("bind receiver");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let got: Arc<Mutex<Vec<(HeaderMap, String)>>> = Arc::default();
+    let seen = Arc::clone(&got);
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: String| {
+            let seen = Arc::clone(&seen);
+            async move {
+                let first = {
+                    let mut seen = seen.lock().expect("lock");
+                    seen.push((headers, body));
+                    seen.len() == 1
+                };
+                if first {
+                    tokio::time::sleep(first_delay).await;
+                }
+                AxumStatus::from_u16(status).expect("status")
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Receiver { url, got }
+}
+
+impl Receiver {
+    fn requests(&self) -> Vec<(HeaderMap, String)> {
+        self.got.lock().expect("lock").clone()
+    }
+}
+
+fn config(stack: &Stack, max_failures: u32) -> (shortener::Config, TenantKeys) {
+    let path = stack.dir.path().join("api-keys.toml");
+    let keys = if path.exists() {
+        panic!("keys written once per stack")
+    } else {
+        write_keys(&path)
+    };
+    let mut config = stack.config("a");
+    config.api_keys_file = Some(path);
+    config.webhook_allow_private = true;
+    config.webhook_max_failures = max_failures;
+    (config, keys)
+}
+
+async fn register(node: &Node, key: &str, body: Value) -> (StatusCode, Value) {
+    let response = node
+        .client
+        .post(format!("{}/api/v1/webhooks", node.base))
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .expect("register");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn api(node: &Node, method: reqwest::Method, path: &str, key: &str) -> (StatusCode, Value) {
+    let response = node
+        .client
+        .request(method, format!("{}/api/v1{path}", node.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("send");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The events `receiver` got, each checked for a valid signature: (id, type, code).
+fn verified(receiver: &Receiver) -> Vec<(i64, String, String)> {
+    let now = chrono::Utc::now().timestamp();
+    receiver
+        .requests()
+        .iter()
+        .map(|(headers, body)| {
+            let header = |name: &str| headers[name].to_str().expect("ascii").to_string();
+            let timestamp: i64 = header(sign::TIMESTAMP_HEADER).parse().expect("timestamp");
+            assert!(
+                sign::verify(
+                    SECRET,
+                    timestamp,
+                    body.as_bytes(),
+                    &header(sign::SIGNATURE_HEADER),
+                    now,
+                    300
+                ),
+                "a bad signature on {body}"
+            );
+            let event: Value = serde_json::from_str(body).expect("JSON event");
+            assert_eq!(header(sign::ID_HEADER), event["id"].to_string());
+            (
+                event["id"].as_i64().expect("id"),
+                event["type"].as_str().expect("type").to_string(),
+                // Rollup events name an hour, not a link.
+                event["data"]["code"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn link_events_arrive_signed_once_each_across_a_restart(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    // The first delivery is answered slowly, so the node stops in the middle of it.
+    let receiver = receiver(200, Duration::from_millis(800)).await;
+    let (config, keys) = config(&stack, 10);
+    let node = Node::start(config.clone()).await;
+    let (status, endpoint) = register(
+        &node,
+        &keys.admin,
+        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    assert!(
+        endpoint.get("secret").is_none(),
+        "the secret is never shown"
+    );
+    let (_, link) = node
+        .create_with_key(json!({ "url": "https://example.com/hooked" }), &keys.own)
+        .await;
+    let code = link["code"].as_str().expect("code").to_string();
+    // Another tenant's link tells this endpoint nothing.
+    node.create_with_key(json!({ "url": "https://example.com/theirs" }), &keys.other)
+        .await;
+    let first = testkit::wait_until(Duration::from_secs(10), || async {
+        !receiver.requests().is_empty()
+    })
+    .await;
+    assert!(first, "the first event never arrived");
+    // Change and delete the link, then stop while the first delivery is still being answered.
+    let patched = node
+        .client
+        .patch(format!("{}/api/v1/links/{code}", node.base))
+        .bearer_auth(&keys.own)
+        .header("content-type", "application/merge-patch+json")
+        .body(r#"{"tags": ["hooked"]}"#)
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(patched.status(), StatusCode::OK);
+    let (status, _) = api(
+        &node,
+        reqwest::Method::DELETE,
+        &format!("/links/{code}"),
+        &keys.own,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    node.stop().await;
+    let node = Node::start(config).await;
+    let id = endpoint["id"].as_i64().expect("id");
+    let delivered = testkit::wait_until(Duration::from_secs(15), || async {
+        let (_, log) = api(
+            &node,
+            reqwest::Method::GET,
+            &format!("/webhooks/{id}/deliveries"),
+            &keys.admin,
+        )
+        .await;
+        log["deliveries"]
+            .as_array()
+            .is_some_and(|d| d.len() == 3 && d.iter().all(|e| e["state"] == "delivered"))
+    })
+    .await;
+    let (_, log) = api(
+        &node,
+        reqwest::Method::GET,
+        &format!("/webhooks/{id}/deliveries"),
+        &keys.admin,
+    )
+    .await;
+    assert!(delivered, "{log}");
+    let mut events = verified(&receiver);
+    assert_eq!(events.len(), 3, "each event arrives once: {events:?}");
+    // Event numbers follow the order of the changes.
+    events.sort();
+    let kinds: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(_, k, c)| (k.as_str(), c.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("link.created", code.as_str()),
+            ("link.updated", code.as_str()),
+            ("link.deleted", code.as_str()),
+        ],
+        "every event once"
+    );
+    let mut ids: Vec<i64> = events.iter().map(|(id, ..)| *id).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 3);
+}
+on_both_stores!(link_events_arrive_signed_once_each_across_a_restart);
+
+async fn a_failing_receiver_gets_retries_then_its_endpoint_is_disabled(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let receiver = receiver(500, Duration::ZERO).await;
+    let (config, keys) = config(&stack, 3);
+    let node = Node::start(config).await;
+    let (status, endpoint) = register(
+        &node,
+        &keys.admin,
+        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    let id = endpoint["id"].as_i64().expect("id");
+    node.create_with_key(json!({ "url": "https://example.com/failing" }), &keys.own)
+        .await;
+    let disabled = testkit::wait_until(Duration::from_secs(15), || async {
+        let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+        !list["webhooks"][0]["disabled_at"].is_null()
+    })
+    .await;
+    let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+    assert!(disabled, "{list}");
+    assert_eq!(list["webhooks"][0]["failures"], 3);
+    // Three attempts of the same event, each signed, then no more.
+    let events = verified(&receiver);
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(events.iter().all(|e| e.0 == events[0].0));
+    let (_, log) = api(
+        &node,
+        reqwest::Method::GET,
+        &format!("/webhooks/{id}/deliveries"),
+        &keys.admin,
+    )
+    .await;
+    assert_eq!(
+        (
+            &log["deliveries"][0]["attempts"],
+            &log["deliveries"][0]["last_status"],
+            &log["deliveries"][0]["state"]
+        ),
+        (&json!(3), &json!(500), &json!("pending")),
+        "{log}"
+    );
+}
+on_both_stores!(a_failing_receiver_gets_retries_then_its_endpoint_is_disabled);
+
+async fn refused_webhook_registrations_change_nothing(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (mut config, keys) = config(&stack, 10);
+    config.webhook_allow_private = false;
+    let node = Node::start(config).await;
+    let good = json!({ "tenant": "acme", "url": "https://hooks.example.com/in", "secret": SECRET });
+    let cases = [
+        (
+            "loopback",
+            json!({ "tenant": "acme", "url": "http://127.0.0.1:9/", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "metadata",
+            json!({ "tenant": "acme", "url": "http://169.254.169.254/", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "private",
+            json!({ "tenant": "acme", "url": "http://10.0.0.1/", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "not http",
+            json!({ "tenant": "acme", "url": "ftp://hooks.example.com/", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "short secret",
+            json!({ "tenant": "acme", "url": "https://hooks.example.com/", "secret": "short" }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "bad tenant",
+            json!({ "tenant": "Not A Tenant", "url": "https://hooks.example.com/", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "unknown field",
+            json!({ "tenant": "acme", "url": "https://hooks.example.com/", "secret": SECRET, "x": 1 }),
+            StatusCode::BAD_REQUEST,
+        ),
+    ];
+    for (case, body, status) in cases {
+        let (got, answer) = register(&node, &keys.admin, body).await;
+        assert_eq!(got, status, "{case}: {answer}");
+        assert!(answer["error"].is_string(), "{case}: {answer}");
+    }
+    let (got, _) = register(&node, &keys.own, good.clone()).await;
+    assert_eq!(got, StatusCode::FORBIDDEN, "a key without admin");
+    let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+    assert_eq!(list["webhooks"], json!([]), "nothing was registered");
+    let (got, _) = register(&node, &keys.admin, good).await;
+    assert_eq!(got, StatusCode::CREATED, "a public https URL is accepted");
+    let (got, _) = api(
+        &node,
+        reqwest::Method::DELETE,
+        "/webhooks/999999",
+        &keys.admin,
+    )
+    .await;
+    assert_eq!(got, StatusCode::NOT_FOUND);
+}
+on_both_stores!(refused_webhook_registrations_change_nothing);
+
+async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let receiver = receiver(200, Duration::ZERO).await;
+    let (mut config, keys) = config(&stack, 10);
+    let start = chrono::DateTime::parse_from_rfc3339("2026-01-10T10:30:00Z")
+        .expect("time")
+        .to_utc();
+    let clock = shortener::clock::Clock::manual(start);
+    config.clock = clock.clone();
+    let node = Node::start(config).await;
+    let (status, _) = register(
+        &node,
+        &keys.admin,
+        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, link) = node
+        .create_with_key(json!({ "url": "https://example.com/rolled" }), &keys.own)
+        .await;
+    let code = link["code"].as_str().expect("code").to_string();
+    for _ in 0..2 {
+        assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+    }
+    assert!(node.app.analytics.flush(&node.app.store).await);
+    clock.set(start + chrono::Duration::minutes(95)); // 12:05: the 10:00 hour has ended
+    node.app
+        .analytics
+        .maintain(&node.app.store)
+        .await
+        .expect("maintain");
+    let rolled = testkit::wait_until(Duration::from_secs(10), || async {
+        verified(&receiver)
+            .iter()
+            .any(|(_, kind, _)| kind == "clicks.rollup")
+    })
+    .await;
+    assert!(
+        rolled,
+        "no clicks.rollup arrived: {:?}",
+        receiver.requests()
+    );
+    let rollups: Vec<Value> = receiver
+        .requests()
+        .iter()
+        .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
+        .filter(|e| e["type"] == "clicks.rollup")
+        .collect();
+    assert_eq!(rollups.len(), 1, "{rollups:?}");
+    assert_eq!(
+        rollups[0]["data"],
+        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 2, "head": 0 })
+    );
+    // Asked again (another run, another node), the hour is not told twice.
+    let hour = time_of("2026-01-10T10:00:00Z");
+    use shortener::store::LinkStore;
+    assert_eq!(
+        node.app
+            .store
+            .record_rollup_events(hour)
+            .await
+            .expect("record"),
+        0
+    );
+}
+on_both_stores!(an_hourly_rollup_event_tells_a_tenant_its_clicks_once);
+
+fn time_of(text: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .expect("time")
+        .timestamp()
+}
