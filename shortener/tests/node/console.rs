@@ -427,6 +427,9 @@ async fn the_console_manages_links_in_a_real_browser() {
         .goto(&format!("{}/console/#/links/{code}", node.base))
         .await
         .expect("detail");
+    // The hash changed on the same page: wait for this link's page to replace the last one,
+    // or the click may land on the old page's button as it goes.
+    page.wait_text("#short-url", &code).await;
     page.click("Delete").await;
     page.wait_text("dialog h2", &format!("Delete {code}?"))
         .await;

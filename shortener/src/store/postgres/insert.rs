@@ -39,7 +39,13 @@ pub(super) async fn insert_rows(
     client: &deadpool_postgres::Object,
     links: &[NewLink],
 ) -> Result<Vec<InsertOutcome>, StoreError> {
-    let insert = client.prepare_cached(INSERT_ROWS).await.map_err(db_error)?;
+    // A connection lost while the statement is prepared (a fresh pooled connection prepares
+    // it with the write's first use) is reported as one lost while it runs: the caller cannot
+    // tell them apart, and a retry with the same Idempotency-Key is right in both cases.
+    let insert = client
+        .prepare_cached(INSERT_ROWS)
+        .await
+        .map_err(|e| after_write(db_error(e)))?;
     let codes: Vec<&str> = links.iter().map(|l| l.code.as_str()).collect();
     let urls: Vec<&str> = links.iter().map(|l| l.url.as_str()).collect();
     let kinds: Vec<&str> = links.iter().map(|l| kind_name(l.kind)).collect();
