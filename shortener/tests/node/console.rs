@@ -195,8 +195,21 @@ impl Page {
             .unwrap_or_else(|e| panic!("no button {text:?}: {e}"))
     }
 
+    /// Clicks the control named `text`. The page re-renders a section when its data arrives,
+    /// so a control found a moment before may have been replaced: find it again and retry.
     async fn click(&self, text: &str) {
-        self.button(text).await.click().await.expect("click");
+        for _ in 0..20 {
+            match self.button(text).await.click().await {
+                Ok(()) => return,
+                Err(fantoccini::error::CmdError::Standard(e))
+                    if e.error == fantoccini::error::ErrorStatus::StaleElementReference =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("click {text:?}: {e}"),
+            }
+        }
+        panic!("{text:?} kept being replaced before it could be clicked");
     }
 
     async fn has_control(&self, text: &str) -> bool {
