@@ -6,6 +6,7 @@
 //! and [`ChangeFeed`] tells every node what any node changed (`listen`).
 
 mod batch;
+mod connect;
 mod error;
 mod insert;
 mod list;
@@ -17,7 +18,7 @@ mod update;
 mod webhooks;
 mod write;
 
-use super::migrate::{ADVISORY_LOCK, POSTGRES, VERSION_TABLE};
+use super::migrate::ADVISORY_LOCK;
 use super::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
     BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
@@ -27,7 +28,7 @@ use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, Passwo
 use crate::domain::{StatsQuery, StatsReport};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{Pool, Runtime, Timeouts};
+use deadpool_postgres::Pool;
 use error::{db_error, pool_error};
 use id_client::LeaseSource;
 pub use listen::{ChangeFeed, NOTIFY_CHANNEL};
@@ -121,7 +122,7 @@ impl PgStore {
     pub fn connect(settings: &PgSettings) -> Result<Self, StoreError> {
         // Every session commits synchronously, whatever the server default: an insert is
         // acknowledged only once it is durable (I3), even as a single autocommit statement.
-        let (pool, config, tls) = new_pool(
+        let (pool, config, tls) = connect::new_pool(
             &settings.url,
             "DATABASE_URL",
             "-c synchronous_commit=on",
@@ -130,7 +131,7 @@ impl PgStore {
         let replica = match &settings.read_url {
             Some(url) => {
                 // A replica refuses writes anyway; saying so makes a routing mistake an error.
-                let (replica, _, _) = new_pool(
+                let (replica, _, _) = connect::new_pool(
                     url,
                     "SHORTENER_DATABASE_READ_URL",
                     "-c default_transaction_read_only=on",
@@ -181,46 +182,6 @@ impl PgStore {
     }
 }
 
-/// A pool for `url` (named `what` in errors) with `options` added to every session.
-fn new_pool(
-    url: &str,
-    what: &str,
-    options: &str,
-    settings: &PgSettings,
-) -> Result<(Pool, tokio_postgres::Config, pgtls::MakeRustlsConnect), StoreError> {
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|e| StoreError::Internal(format!("parse {what}: {e}")))?;
-    let options = match config.get_options() {
-        Some(existing) => format!("{existing} {options}"),
-        None => options.to_string(),
-    };
-    config.options(&options);
-    config.connect_timeout(settings.timeout);
-    let tls = pgtls::connector(&config, settings.ca_file.as_deref())
-        .map_err(|e| StoreError::Internal(format!("configure TLS to PostgreSQL ({what}): {e}")))?;
-    let manager = deadpool_postgres::Manager::from_config(
-        config.clone(),
-        tls.clone(),
-        deadpool_postgres::ManagerConfig {
-            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-        },
-    );
-    let pool = Pool::builder(manager)
-        .max_size(settings.max_connections)
-        .runtime(Runtime::Tokio1)
-        .timeouts(Timeouts {
-            wait: Some(settings.timeout),
-            create: Some(settings.timeout),
-            recycle: Some(settings.timeout),
-        })
-        .build()
-        .map_err(|e| {
-            StoreError::Internal(format!("configure the PostgreSQL pool ({what}): {e}"))
-        })?;
-    Ok((pool, config, tls))
-}
-
 /// Runs a read of one row on the replica where [`Replica::route`] allows, and on the primary
 /// otherwise, or when the replica has no such row or fails: `$read` is evaluated with `$c`
 /// bound to a `&tokio_postgres::Client` and must give `Result<Option<_>, StoreError>`.
@@ -252,37 +213,7 @@ impl LinkStore for PgStore {
     /// Applies pending migrations under an advisory lock, so several nodes starting at once
     /// apply each exactly once.
     async fn migrate(&self) -> Result<usize, StoreError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_error)?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ADVISORY_LOCK])
-            .await
-            .map_err(db_error)?;
-        tx.batch_execute(&format!(
-            "CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version bigint PRIMARY KEY, name text NOT NULL, \
-             applied_at timestamptz NOT NULL DEFAULT now())"
-        ))
-        .await
-        .map_err(db_error)?;
-        let applied: Vec<i64> = tx
-            .query(&format!("SELECT version FROM {VERSION_TABLE}"), &[])
-            .await
-            .map_err(db_error)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        let mut ran = 0;
-        for m in POSTGRES.iter().filter(|m| !applied.contains(&m.version)) {
-            tx.batch_execute(m.sql).await.map_err(db_error)?;
-            tx.execute(
-                &format!("INSERT INTO {VERSION_TABLE} (version, name) VALUES ($1, $2)"),
-                &[&m.version, &m.name],
-            )
-            .await
-            .map_err(db_error)?;
-            ran += 1;
-        }
-        tx.commit().await.map_err(db_error)?;
-        Ok(ran)
+        connect::migrate(&mut self.client().await?).await
     }
 
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
@@ -408,43 +339,15 @@ impl LinkStore for PgStore {
     }
 
     async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT entry, added_at, added_by FROM blocked_domains ORDER BY entry",
-                &[],
-            )
-            .await
-            .map_err(db_error)?;
-        Ok(rows
-            .iter()
-            .map(|r| BlockedDomain {
-                entry: r.get(0),
-                added_at: r.get(1),
-                added_by: r.get(2),
-            })
-            .collect())
+        read::blocked_domains(&*self.client().await?).await
     }
 
     async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        client
-            .execute(
-                "INSERT INTO blocked_domains (entry, added_by) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                &[&entry, &key],
-            )
-            .await
-            .map(|n| n == 1)
-            .map_err(db_error)
+        write::block_domain(&*self.client().await?, entry, key).await
     }
 
     async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        client
-            .execute("DELETE FROM blocked_domains WHERE entry = $1", &[&entry])
-            .await
-            .map(|n| n == 1)
-            .map_err(db_error)
+        write::unblock_domain(&*self.client().await?, entry).await
     }
 
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {

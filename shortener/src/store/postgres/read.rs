@@ -1,9 +1,9 @@
-//! Reading links.
+//! Reading links and the blocked domains.
 
 use super::error::db_error;
 use super::{L_LINK_COLUMNS, LINK_COLUMNS, link_from_row, link_with_clicks};
 use crate::domain::Link;
-use crate::store::StoreError;
+use crate::store::{BlockedDomain, StoreError};
 
 /// The link with `code`, without click counts.
 pub(super) async fn get(
@@ -78,4 +78,25 @@ pub(super) async fn get_many(
         .await
         .map_err(db_error)?;
     Ok(rows.iter().map(link_with_clicks).collect())
+}
+
+/// The domains blocked through the admin API, in entry order.
+pub(super) async fn blocked_domains(
+    client: &tokio_postgres::Client,
+) -> Result<Vec<BlockedDomain>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT entry, added_at, added_by FROM blocked_domains ORDER BY entry",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .iter()
+        .map(|r| BlockedDomain {
+            entry: r.get(0),
+            added_at: r.get(1),
+            added_by: r.get(2),
+        })
+        .collect())
 }

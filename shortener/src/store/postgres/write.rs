@@ -1,4 +1,4 @@
-//! Writes other than inserts: deletes and click counts.
+//! Writes other than inserts: deletes, click counts and blocked domains.
 
 use super::error::db_error;
 use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
@@ -99,4 +99,32 @@ pub(super) async fn add_clicks(
         .await
         .map_err(db_error)?;
     Ok(())
+}
+
+/// Adds a blocked domain entry on behalf of `key`; false if it was there already.
+pub(super) async fn block_domain(
+    client: &tokio_postgres::Client,
+    entry: &str,
+    key: &str,
+) -> Result<bool, StoreError> {
+    client
+        .execute(
+            "INSERT INTO blocked_domains (entry, added_by) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&entry, &key],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(db_error)
+}
+
+/// Removes a blocked domain entry; false if it was not there.
+pub(super) async fn unblock_domain(
+    client: &tokio_postgres::Client,
+    entry: &str,
+) -> Result<bool, StoreError> {
+    client
+        .execute("DELETE FROM blocked_domains WHERE entry = $1", &[&entry])
+        .await
+        .map(|n| n == 1)
+        .map_err(db_error)
 }
