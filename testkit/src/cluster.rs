@@ -14,6 +14,9 @@
 //! Replication: [`Cluster::start_standby`] makes a streaming standby of a running cluster
 //! (`pg_basebackup -R -X stream`), and [`Cluster::promote`] turns a standby into a primary on
 //! a new timeline, as a failover does.
+//!
+//! One type, a cluster and every fault a test can do to it; it is long because each fault is a
+//! sequence of PostgreSQL tools run as another user.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

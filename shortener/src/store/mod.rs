@@ -17,6 +17,9 @@
 //!
 //! Layout: [`model`] (the values that cross the interface), `migrate` (the versioned schema
 //! of both backends), `reply` (answering the callers of one batch), one folder per backend.
+//!
+//! It is long because it holds the whole trait and its one dispatcher side by side: every
+//! signature and the single place that looks at the backend variant.
 
 mod migrate;
 pub use migrate::sqlite_migrations_after;

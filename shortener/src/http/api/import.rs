@@ -5,6 +5,9 @@
 //! answer streams back meanwhile through a small buffer. A client that reads nothing until it
 //! has sent everything should ask for `?results=errors`, which answers only the rows refused
 //! (and the summary), so that the answer never waits on a client that is not reading it.
+//!
+//! The reading side (CSV and NDJSON records, column mappings of other shorteners' exports) and
+//! the answering side of one stream are kept in one file because each bounds the other.
 
 use super::records::{MAX_RECORD, Record, Splitter};
 use super::wire::media_type;

@@ -4,6 +4,10 @@
 //! `insert` batches concurrent creates (`batch`), `insert_rows` and `insert_one` are the two
 //! ways a row is written (`insert`), reads and the other writes are in `read` and `write`,
 //! and [`ChangeFeed`] tells every node what any node changed (`listen`).
+//!
+//! This file is the `LinkStore` implementation, one short method per operation that picks the
+//! connection (primary or replica) and hands the work to the module that holds its SQL; it is long
+//! because the trait is, and splitting the impl would only scatter that routing.
 
 mod batch;
 mod connect;

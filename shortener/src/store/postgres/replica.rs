@@ -17,6 +17,9 @@
 //!   logged when it goes and when it comes back), never an error to the client. One that is not
 //!   in recovery (a primary) or replicates another cluster or database is refused at start-up
 //!   and, if it turns into one later (a promotion), is no longer read from.
+//!
+//! One state machine (marks, replay position, availability) with its poll and its unit tests
+//! (the last 30-odd lines).
 
 use super::error::db_error;
 use crate::store::StoreError;

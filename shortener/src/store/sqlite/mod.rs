@@ -17,6 +17,10 @@
 //! index of their own. The file records the code space (key fingerprint and base length) its
 //! generated rows were made in and refuses to open under another (`code_space`), since only
 //! that code space finds them. The lease ledger is in `ledger`.
+//!
+//! This file is the `LinkStore` implementation: each method is the hop from the runtime to the
+//! writer thread or a reader, kept together so the one threading rule above is visible in one
+//! place; the SQL lives in the submodules. It is long because the trait is.
 
 mod code_space;
 mod ledger;
