@@ -2,7 +2,7 @@
 //! chromedriver. Every step saves a screenshot under `target/console-screenshots/`, and the test
 //! fails on any message the page logs as an error (a script error, a failed request).
 
-use crate::helpers::{BROWSER, Node, Stack};
+use crate::helpers::{Node, Stack};
 use fantoccini::elements::Element;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -263,21 +263,6 @@ fn keys_file(path: &std::path::Path) -> (String, String) {
     (writer, reader)
 }
 
-async fn location(node: &Node, code: &str) -> (StatusCode, Option<String>) {
-    let response = node
-        .client
-        .get(format!("{}/{code}", node.base))
-        .header("user-agent", BROWSER)
-        .send()
-        .await
-        .expect("visit");
-    let location = response
-        .headers()
-        .get("location")
-        .map(|v| v.to_str().expect("ascii").to_string());
-    (response.status(), location)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_manages_links_in_a_real_browser() {
     let stack = Stack::new(crate::helpers::Backend::Sqlite).await;
@@ -362,18 +347,18 @@ async fn the_console_manages_links_in_a_real_browser() {
     page.wait_text("#target", "https://example.com/spring/moved")
         .await;
     assert_eq!(
-        location(&node, &code).await.1.as_deref(),
+        node.location(&code).await.1.as_deref(),
         Some("https://example.com/spring/moved")
     );
 
     // Disable, then enable.
     page.click("Disable").await;
     page.wait_text(".state", "disabled").await;
-    assert_eq!(location(&node, &code).await.0, StatusCode::GONE);
+    assert_eq!(node.location(&code).await.0, StatusCode::GONE);
     page.check("disabled").await;
     page.click("Enable").await;
     page.wait_text(".state", "active").await;
-    assert_eq!(location(&node, &code).await.0, StatusCode::FOUND);
+    assert_eq!(node.location(&code).await.0, StatusCode::FOUND);
     page.wait_text(".events", "disable").await;
 
     // Import a small CSV with one bad row; stored text is shown as text, never as markup.
@@ -416,7 +401,7 @@ async fn the_console_manages_links_in_a_real_browser() {
     page.button("Download results").await;
     page.check("import").await;
     assert_eq!(
-        location(&node, "imp-1").await.1.as_deref(),
+        node.location("imp-1").await.1.as_deref(),
         Some("https://example.com/imported")
     );
 
@@ -460,7 +445,7 @@ async fn the_console_manages_links_in_a_real_browser() {
         .await
         .expect("json");
     assert_eq!(deleted["state"], "deleted");
-    assert_eq!(location(&node, &code).await.0, StatusCode::GONE);
+    assert_eq!(node.location(&code).await.0, StatusCode::GONE);
 
     // On a phone's width the page does not scroll sideways.
     page.client.set_window_size(375, 800).await.expect("resize");

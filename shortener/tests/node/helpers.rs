@@ -213,6 +213,22 @@ impl Node {
         self.create_url(&url).await
     }
 
+    /// A browser's `GET /{code}` (a human visit): the status and the `Location`, if any.
+    pub async fn location(&self, code: &str) -> (StatusCode, Option<String>) {
+        let response = self
+            .client
+            .get(format!("{}/{code}", self.base))
+            .header("user-agent", BROWSER)
+            .send()
+            .await
+            .expect("visit");
+        let location = response
+            .headers()
+            .get("location")
+            .map(|v| v.to_str().expect("ascii").to_string());
+        (response.status(), location)
+    }
+
     /// `GET /{code}` without following redirects.
     pub async fn visit(&self, code: &str) -> reqwest::Response {
         self.client

@@ -1,7 +1,7 @@
 //! Bulk import: NDJSON and CSV rows, legacy codes kept as spelled, retries that create nothing
 //! twice, bad rows that fail alone, dry runs that store nothing.
 
-use crate::helpers::{BROWSER, Backend, Node, Stack};
+use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::write_keys;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -25,21 +25,6 @@ fn row(lines: &[Value], n: u64) -> &Value {
         .iter()
         .find(|l| l["row"] == n)
         .unwrap_or_else(|| panic!("no row {n} in {lines:?}"))
-}
-
-async fn location(node: &Node, code: &str) -> (StatusCode, Option<String>) {
-    let response = node
-        .client
-        .get(format!("{}/{code}", node.base))
-        .header("user-agent", BROWSER)
-        .send()
-        .await
-        .expect("visit");
-    let location = response
-        .headers()
-        .get("location")
-        .map(|v| v.to_str().expect("ascii").to_string());
-    (response.status(), location)
 }
 
 async fn legacy_codes_keep_their_spelling_and_a_retry_creates_nothing_twice(backend: Backend) {
@@ -82,13 +67,13 @@ async fn legacy_codes_keep_their_spelling_and_a_retry_creates_nothing_twice(back
         (private.as_str(), "https://example.com/private"),
     ] {
         assert_eq!(
-            location(&node, code).await,
+            node.location(code).await,
             (StatusCode::FOUND, Some(url.to_string())),
             "{code}"
         );
     }
     assert_eq!(
-        location(&node, "abc").await.0,
+        node.location("abc").await.0,
         StatusCode::GONE,
         "imported already expired"
     );
@@ -349,11 +334,11 @@ async fn csv_exports_of_other_shorteners_import_with_their_columns(backend: Back
     assert_eq!(status, StatusCode::OK);
     assert_eq!(summary(&lines)["created"], 2, "{lines:?}");
     assert_eq!(
-        location(&node, "3xYzAbC").await.1.as_deref(),
+        node.location("3xYzAbC").await.1.as_deref(),
         Some("https://example.com/spring")
     );
     assert_eq!(
-        location(&node, "4Qq").await.1.as_deref(),
+        node.location("4Qq").await.1.as_deref(),
         Some("https://example.com/q?a=1,2")
     );
     let (_, link) = node.get("3xYzAbC").await;
@@ -368,7 +353,7 @@ async fn csv_exports_of_other_shorteners_import_with_their_columns(backend: Back
     let (_, lines) = node.import("text/csv", yourls, "").await;
     assert_eq!(summary(&lines)["created"], 1, "{lines:?}");
     assert_eq!(
-        location(&node, "yo_1").await.1.as_deref(),
+        node.location("yo_1").await.1.as_deref(),
         Some("https://example.com/y")
     );
     // A row with more fields than the header, and bad bytes, fail alone.
@@ -419,7 +404,7 @@ async fn a_dry_run_checks_every_row_and_stores_nothing(backend: Backend) {
         stored,
         "a dry run stored something"
     );
-    assert_eq!(location(&node, "new-1").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(node.location("new-1").await.0, StatusCode::NOT_FOUND);
 }
 on_both_stores!(a_dry_run_checks_every_row_and_stores_nothing);
 
@@ -445,11 +430,11 @@ async fn a_generated_create_steps_over_an_imported_code_without_the_alarm(backen
         "the create took the ID after the legacy code's"
     );
     assert_eq!(
-        location(&node, &legacy).await.1.as_deref(),
+        node.location(&legacy).await.1.as_deref(),
         Some("https://legacy.example/")
     );
     assert_eq!(
-        location(&node, &made).await.1.as_deref(),
+        node.location(&made).await.1.as_deref(),
         Some("https://example.com/next")
     );
     let metrics = node.metrics().await;
@@ -496,7 +481,7 @@ async fn a_generated_create_steps_over_an_imported_code_without_the_alarm(backen
         "{lines:?}"
     );
     assert_eq!(
-        location(&node, &planted).await.1.as_deref(),
+        node.location(&planted).await.1.as_deref(),
         Some("https://legacy.example/2")
     );
     let metrics = node.metrics().await;

@@ -114,7 +114,11 @@ async fn every_filter_selects_what_it_names(backend: Backend) {
         StatusCode::OK
     );
     assert_eq!(node.delete(&gone).await, StatusCode::NO_CONTENT);
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let expired = testkit::wait_until(std::time::Duration::from_secs(5), || async {
+        node.get(&soon).await.1["state"] == "expired"
+    })
+    .await;
+    assert!(expired, "{soon} never expired");
     let midpoint = chrono::Utc::now();
     let late = make(
         &node,

@@ -24,15 +24,6 @@ async fn value(node: &Node, name: &str) -> f64 {
     metric(&node.metrics().await, name)
 }
 
-async fn location(node: &Node, code: &str) -> (StatusCode, Option<String>) {
-    let response = node.visit(code).await;
-    let location = response
-        .headers()
-        .get("location")
-        .map(|v| v.to_str().expect("ascii").to_string());
-    (response.status(), location)
-}
-
 async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
     let until = Instant::now() + within;
     while Instant::now() < until {
@@ -72,7 +63,7 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
     let code = a.create_url("https://example.com/fresh").await;
     let unknown_before = value(&b, "shortener_replica_fallbacks_total{reason=\"unknown\"}").await;
     assert_eq!(
-        location(&b, &code).await,
+        b.location(&code).await,
         (StatusCode::FOUND, Some("https://example.com/fresh".into()))
     );
     let (status, link) = b.get(&code).await;
@@ -111,7 +102,7 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
     )
     .await;
     assert_eq!(
-        location(&b, &code).await.1.as_deref(),
+        b.location(&code).await.1.as_deref(),
         Some("https://example.com/fresh")
     );
 
@@ -123,13 +114,13 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(a.get(&code).await.1["url"], "https://example.com/edited");
     assert_eq!(
-        location(&a, &code).await.1.as_deref(),
+        a.location(&code).await.1.as_deref(),
         Some("https://example.com/edited")
     );
     // Node b learns of the edit from the change feed and refills its cache from a store that
     // has it: the new target, long before the replica replays the edit.
     wait_for("b redirects to the edited target", DELAY / 2, async || {
-        location(&b, &code).await.1.as_deref() == Some("https://example.com/edited")
+        b.location(&code).await.1.as_deref() == Some("https://example.com/edited")
     })
     .await;
     assert_eq!(b.get(&code).await.1["url"], "https://example.com/edited");
@@ -164,7 +155,7 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
     for node in [&a, &b] {
         assert_eq!(node.get(&code).await.0, StatusCode::OK);
         assert_eq!(
-            location(node, &other).await,
+            node.location(&other).await,
             (
                 StatusCode::FOUND,
                 Some("https://example.com/while-down".into())
