@@ -146,7 +146,10 @@ impl Node {
                 max_failures: config.webhook_max_failures,
                 allow_private: config.webhook_allow_private,
                 poll: Duration::from_millis(config.click_flush_interval_ms.min(1000)),
+                log_retention: (config.webhook_log_days > 0)
+                    .then(|| chrono::Duration::days(i64::from(config.webhook_log_days))),
             },
+            config.clock.clone(),
         ));
         let analytics = Arc::new(Analytics::new(
             AnalyticsSettings {
@@ -179,6 +182,7 @@ impl Node {
             },
             clicks: Arc::clone(&clicks),
             analytics: Arc::clone(&analytics),
+            webhooks: Arc::clone(&webhooks),
             store: store.clone(),
             key_reloads: resources.api_keys.reloads(),
             blocklist_reloads: targets.reloads(),

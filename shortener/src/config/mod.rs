@@ -206,6 +206,10 @@ pub struct Config {
     /// Whether webhook URLs may name loopback, private or link-local addresses.
     #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
     pub webhook_allow_private: bool,
+    /// Days a delivered webhook delivery stays in its endpoint's log before it is purged, with
+    /// events no delivery refers to any more (0 keeps them forever).
+    #[arg(long, env = "SHORTENER_WEBHOOK_LOG_DAYS", default_value_t = 30)]
+    pub webhook_log_days: u32,
     /// The clock analytics run on (tests set one by hand).
     #[arg(skip)]
     pub clock: crate::clock::Clock,
@@ -325,6 +329,7 @@ impl Config {
             webhook_retry_base_ms: 50,
             webhook_max_failures: 10,
             webhook_allow_private: false,
+            webhook_log_days: 30,
             clock: crate::clock::Clock::system(),
             not_found_rate: 1000,
             not_found_burst: 1000,

@@ -229,7 +229,9 @@ fn router(state: Arc<HttpState>) -> Router {
         )
         .route(
             "/api/v1/webhooks/{id}",
-            axum::routing::delete(api::delete_webhook).fallback(api::method_not_allowed),
+            axum::routing::delete(api::delete_webhook)
+                .patch(api::update_webhook)
+                .fallback(api::method_not_allowed),
         )
         .route(
             "/api/v1/webhooks/{id}/deliveries",

@@ -25,6 +25,8 @@ pub struct Sources {
     pub clicks: Arc<ClickRecorder>,
     /// The analytics aggregator and its flushes.
     pub analytics: Arc<crate::analytics::Analytics>,
+    /// The webhook delivery worker.
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// The store (batching and, embedded, group-commit counts).
     pub store: Store,
     /// Reloads of the API keys file.
@@ -112,11 +114,63 @@ impl Sources {
     }
 }
 
+impl Sources {
+    fn webhooks(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use crate::webhooks::Outcome;
+        let counters = self.webhooks.counters();
+        let mut family = e.encode_descriptor(
+            "shortener_webhook_deliveries",
+            "Webhook delivery attempts by outcome (delivered: a 2xx answer; refused: another status; timeout: no answer in time; unreachable: no connection; failed: anything else)",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for outcome in Outcome::ALL {
+            let labels = [("outcome", outcome.label())];
+            ConstCounter::new(counters.attempts(outcome)).encode(family.encode_family(&labels)?)?;
+        }
+        counter(
+            e,
+            "shortener_webhook_endpoints_disabled",
+            "Webhook endpoints this node disabled for failing too many deliveries in a row",
+            counters.endpoints_disabled(),
+        )?;
+        let (deliveries, events) = counters.purged_total();
+        counter(
+            e,
+            "shortener_webhook_purged_deliveries",
+            "Delivered webhook deliveries removed from the log after its retention",
+            deliveries,
+        )?;
+        counter(
+            e,
+            "shortener_webhook_purged_events",
+            "Webhook events removed once no delivery referred to them",
+            events,
+        )?;
+        if let Some(backlog) = counters.backlog() {
+            gauge(
+                e,
+                "shortener_webhook_outbox_pending",
+                "Webhook deliveries waiting for enabled endpoints (due or waiting for a retry), measured every ten delivery polls",
+                backlog.pending as f64,
+            )?;
+            gauge(
+                e,
+                "shortener_webhook_outbox_oldest_due_seconds",
+                "How long the oldest due webhook delivery has waited past its time (0: none due)",
+                backlog.oldest_due_seconds as f64,
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl Collector for Sources {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stats = self.ids.stats();
         let e = &mut encoder;
         self.analytics(e)?;
+        self.webhooks(e)?;
         gauge(
             e,
             "shortener_ids_in_hand",

@@ -45,7 +45,7 @@ pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::mpsc;
-pub use webhooks::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+pub use webhooks::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 
 /// Click counts of several codes, written in one batch. Shared, so the caller keeps the rows to
 /// retry with and a backend that writes on another thread needs no copy.
@@ -237,11 +237,34 @@ pub trait LinkStore: Send + Sync {
     ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
 
     /// Records how a claimed delivery's attempt went (and the endpoint's run of failures,
-    /// disabling it at the limit).
+    /// disabling it at the limit); true when this attempt's failure disabled the endpoint.
     fn finish_delivery(
         &self,
         attempt: Attempt,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Enables an endpoint (of `tenant`, if given): its run of failures starts again at 0 and
+    /// its pending deliveries are due at once; or disables it by hand. `None` when there is no
+    /// such endpoint.
+    fn set_endpoint_enabled(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        enabled: bool,
+    ) -> impl Future<Output = Result<Option<Endpoint>, StoreError>> + Send;
+
+    /// The deliveries waiting for enabled endpoints, and how long the oldest due one has been
+    /// due.
+    fn outbox_backlog(&self) -> impl Future<Output = Result<Backlog, StoreError>> + Send;
+
+    /// Removes up to `limit` deliveries delivered before `before`, then events recorded before
+    /// `before` that no delivery refers to any more; returns how many deliveries and events it
+    /// removed.
+    fn purge_outbox(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        limit: i64,
+    ) -> impl Future<Output = Result<(u64, u64), StoreError>> + Send;
 
     /// How many links exist, of every kind and state (a full count: for tests and tools, never
     /// for a request path).
@@ -427,8 +450,29 @@ impl LinkStore for Store {
         dispatch!(self, s => s.claim_deliveries(lease, limit).await)
     }
 
-    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<bool, StoreError> {
         dispatch!(self, s => s.finish_delivery(attempt).await)
+    }
+
+    async fn set_endpoint_enabled(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        enabled: bool,
+    ) -> Result<Option<Endpoint>, StoreError> {
+        dispatch!(self, s => s.set_endpoint_enabled(id, tenant, enabled).await)
+    }
+
+    async fn outbox_backlog(&self) -> Result<Backlog, StoreError> {
+        dispatch!(self, s => s.outbox_backlog().await)
+    }
+
+    async fn purge_outbox(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        limit: i64,
+    ) -> Result<(u64, u64), StoreError> {
+        dispatch!(self, s => s.purge_outbox(before, limit).await)
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

@@ -130,3 +130,12 @@ pub struct DeliveryRecord {
     /// When it was delivered.
     pub delivered_at: Option<DateTime<Utc>>,
 }
+
+/// The deliveries waiting to be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    /// Pending deliveries of enabled endpoints (due now or waiting for a retry).
+    pub pending: u64,
+    /// Seconds since the oldest pending delivery that is due now became due (0: none due).
+    pub oldest_due_seconds: u64,
+}

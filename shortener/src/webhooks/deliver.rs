@@ -4,8 +4,8 @@
 //! connection, no answer within the timeout) schedules a retry after
 //! `retry_base * 2^attempts` (at most an hour), spread by up to half that again at random.
 
-use super::Webhooks;
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
+use super::{Outcome, Webhooks};
 use crate::store::{Attempt, Delivery, LinkStore};
 use chrono::{SecondsFormat, Utc};
 use rand::Rng;
@@ -17,6 +17,12 @@ use tokio_util::sync::CancellationToken;
 const BATCH: i64 = 32;
 /// The longest delay between two attempts.
 const MAX_DELAY: Duration = Duration::from_secs(3600);
+/// The outbox backlog is measured for the metrics every this many polls.
+const BACKLOG_EVERY_POLLS: u32 = 10;
+/// How often the outbox is purged of deliveries older than the log's retention.
+const PURGE_EVERY: chrono::Duration = chrono::Duration::hours(1);
+/// Rows a purge removes per statement (it repeats until fewer are left).
+const PURGE_BATCH: i64 = 10_000;
 
 /// The delay before attempt `attempts + 1` after a failure: the base doubled per attempt
 /// made, capped, plus up to half of it at random (so retries of many deliveries spread out).
@@ -48,11 +54,53 @@ impl Webhooks {
                 return;
             }
         };
+        let mut measured: Option<tokio::time::Instant> = None;
+        let mut purged: Option<chrono::DateTime<chrono::Utc>> = None;
         while tokio::time::timeout(self.settings.poll, stop.cancelled())
             .await
             .is_err()
         {
             self.deliver_due(&client).await;
+            if measured.is_none_or(|at| at.elapsed() >= self.settings.poll * BACKLOG_EVERY_POLLS) {
+                self.measure_backlog().await;
+                measured = Some(tokio::time::Instant::now());
+            }
+            let now = self.clock.now();
+            if purged.is_none_or(|at| now - at >= PURGE_EVERY) {
+                self.purge(now).await;
+                purged = Some(now);
+            }
+        }
+    }
+
+    /// Reads the outbox backlog into the metrics.
+    async fn measure_backlog(&self) {
+        match self.store.outbox_backlog().await {
+            Ok(backlog) => self.counters.set_backlog(backlog),
+            Err(error) => tracing::debug!(%error, "measuring the webhook outbox backlog failed"),
+        }
+    }
+
+    /// Removes deliveries delivered more than the log's retention before `now`, and the events
+    /// left without deliveries, in bounded batches.
+    async fn purge(&self, now: chrono::DateTime<chrono::Utc>) {
+        let Some(keep) = self.settings.log_retention else {
+            return;
+        };
+        let before = now - keep;
+        loop {
+            match self.store.purge_outbox(before, PURGE_BATCH).await {
+                Ok((deliveries, events)) => {
+                    self.counters.purged(deliveries, events);
+                    if deliveries < PURGE_BATCH as u64 && events < PURGE_BATCH as u64 {
+                        return;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "purging the webhook outbox failed; will retry in an hour");
+                    return;
+                }
+            }
         }
     }
 
@@ -78,17 +126,30 @@ impl Webhooks {
         }
         let attempts = by_endpoint.into_values().map(|deliveries| async move {
             for delivery in deliveries {
-                let attempt = self.attempt(client, &delivery).await;
-                if let Err(error) = self.store.finish_delivery(attempt).await {
+                let (attempt, outcome) = self.attempt(client, &delivery).await;
+                self.counters.attempted(outcome);
+                match self.store.finish_delivery(attempt).await {
+                    Ok(disabled) => {
+                        if disabled {
+                            self.counters.disabled();
+                            tracing::warn!(
+                                endpoint = delivery.endpoint_id,
+                                failures = self.settings.max_failures,
+                                "webhook endpoint disabled after failed deliveries in a row"
+                            );
+                        }
+                    }
                     // The lease runs out and the delivery is tried again.
-                    tracing::warn!(%error, event = delivery.event_id, "recording a webhook delivery failed");
+                    Err(error) => {
+                        tracing::warn!(%error, event = delivery.event_id, "recording a webhook delivery failed");
+                    }
                 }
             }
         });
         futures::future::join_all(attempts).await;
     }
 
-    async fn attempt(&self, client: &reqwest::Client, delivery: &Delivery) -> Attempt {
+    async fn attempt(&self, client: &reqwest::Client, delivery: &Delivery) -> (Attempt, Outcome) {
         let data: serde_json::Value =
             serde_json::from_str(&delivery.data).unwrap_or(serde_json::Value::Null);
         let body = serde_json::json!({
@@ -111,19 +172,26 @@ impl Webhooks {
             .body(body)
             .send()
             .await;
-        let (delivered, status, error) = match sent {
+        let (outcome, status, error) = match sent {
             Ok(answer) if answer.status().is_success() => {
-                (true, Some(answer.status().as_u16()), None)
+                (Outcome::Delivered, Some(answer.status().as_u16()), None)
             }
             Ok(answer) => (
-                false,
+                Outcome::Refused,
                 Some(answer.status().as_u16()),
                 Some(format!("answered {}", answer.status())),
             ),
-            Err(e) if e.is_timeout() => (false, None, Some("no answer within the timeout".into())),
-            Err(e) if e.is_connect() => (false, None, Some("could not connect".into())),
-            Err(_) => (false, None, Some("the request failed".into())),
+            Err(e) if e.is_timeout() => (
+                Outcome::Timeout,
+                None,
+                Some("no answer within the timeout".into()),
+            ),
+            Err(e) if e.is_connect() => {
+                (Outcome::Unreachable, None, Some("could not connect".into()))
+            }
+            Err(_) => (Outcome::Failed, None, Some("the request failed".into())),
         };
+        let delivered = outcome == Outcome::Delivered;
         if !delivered {
             tracing::info!(
                 event = delivery.event_id,
@@ -133,7 +201,7 @@ impl Webhooks {
             );
         }
         let delay = backoff(self.settings.retry_base, delivery.attempts);
-        Attempt {
+        let attempt = Attempt {
             endpoint_id: delivery.endpoint_id,
             event_id: delivery.event_id,
             delivered,
@@ -141,7 +209,8 @@ impl Webhooks {
             error,
             retry_at: Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
             max_failures: self.settings.max_failures,
-        }
+        };
+        (attempt, outcome)
     }
 }
 

@@ -7,9 +7,13 @@
 //! Delivery is at least once: a node that dies after the receiver answered but before the
 //! answer was recorded sends that event again (same `Webhook-Id`).
 
+mod counters;
 mod deliver;
 pub mod sign;
 
+pub use counters::{DeliveryCounters, Outcome};
+
+use crate::clock::Clock;
 use crate::domain::{Caller, Error, TargetPolicy, TargetUrl, UrlError};
 use crate::store::{DeliveryRecord, Endpoint, LinkStore, NewEndpoint, Store};
 use std::sync::Arc;
@@ -35,6 +39,8 @@ pub struct WebhookSettings {
     pub allow_private: bool,
     /// How often the worker looks for due deliveries.
     pub poll: Duration,
+    /// How long delivered deliveries stay in the log before they are purged (`None`: kept).
+    pub log_retention: Option<chrono::Duration>,
 }
 
 /// Registering endpoints and delivering to them.
@@ -42,6 +48,9 @@ pub struct Webhooks {
     store: Store,
     targets: Arc<dyn TargetPolicy>,
     settings: WebhookSettings,
+    /// The purge's time (tests set it by hand).
+    clock: Clock,
+    counters: DeliveryCounters,
 }
 
 /// What a registration asks for.
@@ -56,13 +65,26 @@ pub struct Registration {
 }
 
 impl Webhooks {
-    /// Webhooks over `store`, with endpoint URLs checked by `targets`.
-    pub fn new(store: Store, targets: Arc<dyn TargetPolicy>, settings: WebhookSettings) -> Self {
+    /// Webhooks over `store`, with endpoint URLs checked by `targets`, purging the log by
+    /// `clock`.
+    pub fn new(
+        store: Store,
+        targets: Arc<dyn TargetPolicy>,
+        settings: WebhookSettings,
+        clock: Clock,
+    ) -> Self {
         Self {
             store,
             targets,
             settings,
+            clock,
+            counters: DeliveryCounters::default(),
         }
+    }
+
+    /// What the delivery worker has done (for metrics).
+    pub fn counters(&self) -> &DeliveryCounters {
+        &self.counters
     }
 
     /// The settings in force.
@@ -143,6 +165,20 @@ impl Webhooks {
         } else {
             Err(Error::NotFound(format!("webhook {id}")))
         }
+    }
+
+    /// Enables an endpoint again (its run of failures starts at 0, its pending deliveries are
+    /// due at once) or disables it by hand; an unknown one is [`Error::NotFound`].
+    pub async fn set_enabled(
+        &self,
+        caller: &Caller,
+        id: i64,
+        enabled: bool,
+    ) -> Result<Endpoint, Error> {
+        self.store
+            .set_endpoint_enabled(id, caller.tenant_scope(), enabled)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("webhook {id}")))
     }
 
     /// The latest deliveries of an endpoint, newest first.

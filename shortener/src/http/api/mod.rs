@@ -15,7 +15,9 @@ pub use admin::{block, blocklist, unblock};
 pub use import::import;
 pub use manage::{export, history, list, qr, update};
 pub use stats::{link_stats, tenant_stats};
-pub use webhooks::{delete_webhook, register_webhook, webhook_deliveries, webhooks};
+pub use webhooks::{
+    delete_webhook, register_webhook, update_webhook, webhook_deliveries, webhooks,
+};
 
 use super::{ApiError, HttpState};
 use crate::access::Operation;

@@ -27,6 +27,13 @@ struct RegisterBody {
     secret: String,
 }
 
+/// The body of `PATCH /api/v1/webhooks/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchBody {
+    enabled: bool,
+}
+
 fn time(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
@@ -128,6 +135,38 @@ pub async fn delete_webhook(
         .await
         .map_err(refused)?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `PATCH /api/v1/webhooks/{id}` `{"enabled": true|false}`: enables an endpoint again after
+/// it was disabled (its run of failures starts at 0, its pending deliveries are due at once),
+/// or disables it by hand; answers the endpoint (200).
+pub async fn update_webhook(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Admin)?;
+    let id = id(path)?;
+    let bytes = read_body(
+        &headers,
+        body,
+        &["application/json", "application/merge-patch+json"],
+    )
+    .await?;
+    let body: PatchBody = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::bad_request("invalid_json", format!("invalid request body: {e}")))?;
+    let endpoint = state
+        .webhooks
+        .set_enabled(&caller, id, body.enabled)
+        .await
+        .map_err(refused)?;
+    tracing::info!(id, enabled = body.enabled, key = %caller.key_id(), "webhook endpoint updated");
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(endpoint_json(&endpoint)),
+    )
+        .into_response())
 }
 
 /// `GET /api/v1/webhooks/{id}/deliveries`: the latest deliveries, newest first.

@@ -23,7 +23,7 @@ mod webhooks;
 mod write;
 
 use super::migrate::ADVISORY_LOCK;
-use super::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use super::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
     BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
     RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
@@ -420,8 +420,29 @@ impl LinkStore for PgStore {
         webhooks::claim(&self.client().await?, lease, limit).await
     }
 
-    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<bool, StoreError> {
         webhooks::finish(&mut self.client().await?, &attempt).await
+    }
+
+    async fn set_endpoint_enabled(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        enabled: bool,
+    ) -> Result<Option<Endpoint>, StoreError> {
+        webhooks::set_enabled(&mut self.client().await?, id, tenant, enabled).await
+    }
+
+    async fn outbox_backlog(&self) -> Result<Backlog, StoreError> {
+        webhooks::backlog(&self.client().await?).await
+    }
+
+    async fn purge_outbox(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<(u64, u64), StoreError> {
+        webhooks::purge(&self.client().await?, before, limit).await
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {

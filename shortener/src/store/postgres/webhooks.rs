@@ -2,7 +2,8 @@
 
 use super::error::db_error;
 use crate::store::StoreError;
-use crate::store::webhooks::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use crate::store::webhooks::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tokio_postgres::Row;
 
@@ -187,9 +188,10 @@ pub(super) async fn claim(
 pub(super) async fn finish(
     client: &mut deadpool_postgres::Object,
     attempt: &Attempt,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     let status = attempt.status.map(i32::from);
+    let mut disabled_now = false;
     if attempt.delivered {
         tx.execute(
             "UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = $3, \
@@ -219,14 +221,104 @@ pub(super) async fn finish(
         .await
         .map_err(db_error)?;
         let max = attempt.max_failures as i32;
+        // The old row's `disabled_at` is read in the same statement: "now" only for the failure
+        // that crossed the limit.
+        let row = tx
+            .query_opt(
+                "UPDATE webhook_endpoints w SET failures = w.failures + 1, \
+                 disabled_at = CASE WHEN w.failures + 1 >= $2 THEN coalesce(w.disabled_at, now()) ELSE w.disabled_at END \
+                 FROM (SELECT id, disabled_at FROM webhook_endpoints WHERE id = $1 FOR UPDATE) old \
+                 WHERE w.id = old.id \
+                 RETURNING old.disabled_at IS NULL AND w.disabled_at IS NOT NULL",
+                &[&attempt.endpoint_id, &max],
+            )
+            .await
+            .map_err(db_error)?;
+        disabled_now = row.is_some_and(|r| r.get(0));
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(disabled_now)
+}
+
+pub(super) async fn set_enabled(
+    client: &mut deadpool_postgres::Object,
+    id: i64,
+    tenant: Option<&str>,
+    enabled: bool,
+) -> Result<Option<Endpoint>, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    let row = if enabled {
+        tx.query_opt(
+            &format!(
+                "UPDATE webhook_endpoints SET failures = 0, disabled_at = NULL \
+                 WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) RETURNING {ENDPOINT_COLUMNS}"
+            ),
+            &[&id, &tenant],
+        )
+        .await
+        .map_err(db_error)?
+    } else {
+        tx.query_opt(
+            &format!(
+                "UPDATE webhook_endpoints SET disabled_at = coalesce(disabled_at, now()) \
+                 WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) RETURNING {ENDPOINT_COLUMNS}"
+            ),
+            &[&id, &tenant],
+        )
+        .await
+        .map_err(db_error)?
+    };
+    if row.is_some() && enabled {
         tx.execute(
-            "UPDATE webhook_endpoints SET failures = failures + 1, \
-             disabled_at = CASE WHEN failures + 1 >= $2 THEN coalesce(disabled_at, now()) ELSE disabled_at END \
-             WHERE id = $1",
-            &[&attempt.endpoint_id, &max],
+            "UPDATE webhook_deliveries SET next_at = now() WHERE endpoint_id = $1 AND state = 'pending'",
+            &[&id],
         )
         .await
         .map_err(db_error)?;
     }
-    tx.commit().await.map_err(db_error)
+    tx.commit().await.map_err(db_error)?;
+    Ok(row.as_ref().map(endpoint))
+}
+
+pub(super) async fn backlog(client: &deadpool_postgres::Object) -> Result<Backlog, StoreError> {
+    let row = client
+        .query_one(
+            "SELECT count(*), coalesce(extract(epoch FROM now() - min(d.next_at) FILTER (WHERE d.next_at <= now())), 0)::float8 \
+             FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+             WHERE d.state = 'pending' AND w.disabled_at IS NULL",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(Backlog {
+        pending: row.get::<_, i64>(0).max(0) as u64,
+        oldest_due_seconds: row.get::<_, f64>(1).max(0.0) as u64,
+    })
+}
+
+pub(super) async fn purge(
+    client: &deadpool_postgres::Object,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> Result<(u64, u64), StoreError> {
+    let deliveries = client
+        .execute(
+            "DELETE FROM webhook_deliveries WHERE (endpoint_id, event_id) IN \
+             (SELECT endpoint_id, event_id FROM webhook_deliveries \
+              WHERE state = 'delivered' AND delivered_at < $1 ORDER BY delivered_at LIMIT $2)",
+            &[&before, &limit],
+        )
+        .await
+        .map_err(db_error)?;
+    let events = client
+        .execute(
+            "DELETE FROM webhook_events WHERE id IN \
+             (SELECT e.id FROM webhook_events e WHERE e.created_at < $1 \
+              AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id) \
+              ORDER BY e.id LIMIT $2)",
+            &[&before, &limit],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok((deliveries, events))
 }

@@ -32,7 +32,7 @@ mod webhooks;
 mod writer;
 
 use super::migrate::{SQLITE, VERSION_TABLE};
-use super::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use super::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
     BlockedDomain, ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink,
     RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
@@ -435,8 +435,32 @@ impl LinkStore for SqliteStore {
             .await
     }
 
-    async fn finish_delivery(&self, attempt: Attempt) -> Result<(), StoreError> {
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<bool, StoreError> {
         self.write(move |conn| webhooks::finish(conn, &attempt))
+            .await
+    }
+
+    async fn set_endpoint_enabled(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        enabled: bool,
+    ) -> Result<Option<Endpoint>, StoreError> {
+        let tenant = tenant.map(str::to_string);
+        self.write(move |conn| webhooks::set_enabled(conn, id, tenant.as_deref(), enabled))
+            .await
+    }
+
+    async fn outbox_backlog(&self) -> Result<Backlog, StoreError> {
+        self.read(|conn| webhooks::backlog(conn)).await
+    }
+
+    async fn purge_outbox(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        limit: i64,
+    ) -> Result<(u64, u64), StoreError> {
+        self.write(move |conn| webhooks::purge(conn, before, limit))
             .await
     }
 

@@ -3,8 +3,8 @@
 
 use super::rows::{db_error, from_millis, millis};
 use crate::store::StoreError;
-use crate::store::webhooks::{Attempt, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
-use chrono::Utc;
+use crate::store::webhooks::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use std::time::Duration;
 
@@ -222,12 +222,13 @@ pub(super) fn claim(
     Ok(claimed)
 }
 
-pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<(), StoreError> {
+pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<bool, StoreError> {
     let now = millis(Utc::now());
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
     let status = attempt.status.map(i64::from);
+    let mut disabled_now = false;
     if attempt.delivered {
         tx.execute(
             "UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = ?3, \
@@ -253,13 +254,113 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<(), Sto
             ],
         )
         .map_err(db_error)?;
+        let was_enabled = tx
+            .query_row(
+                "SELECT disabled_at IS NULL FROM webhook_endpoints WHERE id = ?1",
+                [attempt.endpoint_id],
+                |r| r.get::<_, bool>(0),
+            )
+            .optional()
+            .map_err(db_error)?
+            .unwrap_or(false);
+        let disabled: Option<bool> = tx
+            .query_row(
+                "UPDATE webhook_endpoints SET failures = failures + 1, \
+                 disabled_at = CASE WHEN failures + 1 >= ?2 THEN coalesce(disabled_at, ?3) ELSE disabled_at END \
+                 WHERE id = ?1 RETURNING disabled_at IS NOT NULL",
+                params![attempt.endpoint_id, i64::from(attempt.max_failures), now],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_error)?;
+        disabled_now = was_enabled && disabled == Some(true);
+    }
+    tx.commit().map_err(db_error)?;
+    Ok(disabled_now)
+}
+
+pub(super) fn set_enabled(
+    conn: &mut Connection,
+    id: i64,
+    tenant: Option<&str>,
+    enabled: bool,
+) -> Result<Option<Endpoint>, StoreError> {
+    let now = millis(Utc::now());
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let sql = if enabled {
+        format!(
+            "UPDATE webhook_endpoints SET failures = 0, disabled_at = NULL \
+             WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2) RETURNING {ENDPOINT_COLUMNS}"
+        )
+    } else {
+        format!(
+            "UPDATE webhook_endpoints SET disabled_at = coalesce(disabled_at, ?3) \
+             WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2) AND ?3 IS NOT NULL RETURNING {ENDPOINT_COLUMNS}"
+        )
+    };
+    let found = if enabled {
+        tx.query_row(&sql, params![id, tenant], endpoint)
+    } else {
+        tx.query_row(&sql, params![id, tenant, now], endpoint)
+    }
+    .optional()
+    .map_err(db_error)?;
+    if found.is_some() && enabled {
         tx.execute(
-            "UPDATE webhook_endpoints SET failures = failures + 1, \
-             disabled_at = CASE WHEN failures + 1 >= ?2 THEN coalesce(disabled_at, ?3) ELSE disabled_at END \
-             WHERE id = ?1",
-            params![attempt.endpoint_id, i64::from(attempt.max_failures), now],
+            "UPDATE webhook_deliveries SET next_at = ?2 WHERE endpoint_id = ?1 AND state = 'pending'",
+            params![id, now],
         )
         .map_err(db_error)?;
     }
-    tx.commit().map_err(db_error)
+    tx.commit().map_err(db_error)?;
+    Ok(found)
+}
+
+pub(super) fn backlog(conn: &Connection) -> Result<Backlog, StoreError> {
+    let now = millis(Utc::now());
+    let (pending, oldest): (i64, Option<i64>) = conn
+        .query_row(
+            "SELECT count(*), min(CASE WHEN d.next_at <= ?1 THEN d.next_at END) \
+             FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+             WHERE d.state = 'pending' AND w.disabled_at IS NULL",
+            [now],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(db_error)?;
+    Ok(Backlog {
+        pending: pending.max(0) as u64,
+        oldest_due_seconds: oldest.map_or(0, |at| ((now - at).max(0) / 1000) as u64),
+    })
+}
+
+pub(super) fn purge(
+    conn: &mut Connection,
+    before: DateTime<Utc>,
+    limit: i64,
+) -> Result<(u64, u64), StoreError> {
+    let before = millis(before);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let deliveries = tx
+        .execute(
+            "DELETE FROM webhook_deliveries WHERE rowid IN \
+             (SELECT rowid FROM webhook_deliveries \
+              WHERE state = 'delivered' AND delivered_at < ?1 ORDER BY delivered_at LIMIT ?2)",
+            params![before, limit],
+        )
+        .map_err(db_error)?;
+    let events = tx
+        .execute(
+            "DELETE FROM webhook_events WHERE id IN \
+             (SELECT e.id FROM webhook_events e WHERE e.created_at < ?1 \
+              AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id) \
+              ORDER BY e.id LIMIT ?2)",
+            params![before, limit],
+        )
+        .map_err(db_error)?;
+    tx.commit().map_err(db_error)?;
+    Ok((deliveries as u64, events as u64))
 }

@@ -1,6 +1,9 @@
 //! Webhooks: an admin key registers an endpoint; link events reach a receiver in the test
 //! signed, once each, across a restart in the middle of a delivery; a receiver that fails gets
-//! retries and then its endpoint is disabled; refused URLs and keys change nothing.
+//! retries and then its endpoint is disabled; refused URLs and keys change nothing. What
+//! happens to slow, hanging and re-enabled receivers and to the delivery log is in `delivery`.
+
+mod delivery;
 
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::{TenantKeys, write_keys};
@@ -8,18 +11,24 @@ use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shortener::webhooks::sign;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const SECRET: &str = "a-webhook-secret-0123456789";
 
-/// A receiver on 127.0.0.2: records every request; answers `status`, after `delay` for the
-/// first request.
+/// A receiver on 127.0.0.2: records every request; answers the status in force (set with
+/// [`Receiver::answer`]), after `first_delay` for the first request; with [`HANG`] in force it
+/// never answers.
 #[derive(Clone)]
 struct Receiver {
     url: String,
     got: Arc<Mutex<Vec<(HeaderMap, String)>>>,
+    status: Arc<AtomicU16>,
 }
+
+/// A status that makes a [`Receiver`] hold the request without ever answering.
+const HANG: u16 = 0;
 
 async fn receiver(status: u16, first_delay: Duration) -> Receiver {
     let listener = tokio::net::TcpListener::bind("127.0.0.2:0")
@@ -27,11 +36,12 @@ async fn receiver(status: u16, first_delay: Duration) -> Receiver {
         .expect("bind receiver");
     let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
     let got: Arc<Mutex<Vec<(HeaderMap, String)>>> = Arc::default();
-    let seen = Arc::clone(&got);
+    let status = Arc::new(AtomicU16::new(status));
+    let (seen, answer) = (Arc::clone(&got), Arc::clone(&status));
     let app = axum::Router::new().route(
         "/hook",
         axum::routing::post(move |headers: HeaderMap, body: String| {
-            let seen = Arc::clone(&seen);
+            let (seen, answer) = (Arc::clone(&seen), Arc::clone(&answer));
             async move {
                 let first = {
                     let mut seen = seen.lock().expect("lock");
@@ -41,17 +51,26 @@ async fn receiver(status: u16, first_delay: Duration) -> Receiver {
                 if first {
                     tokio::time::sleep(first_delay).await;
                 }
+                let status = answer.load(Ordering::SeqCst);
+                if status == HANG {
+                    std::future::pending::<()>().await;
+                }
                 AxumStatus::from_u16(status).expect("status")
             }
         }),
     );
     tokio::spawn(async move { axum::serve(listener, app).await });
-    Receiver { url, got }
+    Receiver { url, got, status }
 }
 
 impl Receiver {
     fn requests(&self) -> Vec<(HeaderMap, String)> {
         self.got.lock().expect("lock").clone()
+    }
+
+    /// Answers `status` from now on.
+    fn answer(&self, status: u16) {
+        self.status.store(status, Ordering::SeqCst);
     }
 }
 

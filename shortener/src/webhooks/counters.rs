@@ -1,0 +1,119 @@
+//! What the delivery worker has done, for the metrics: attempts by outcome, endpoints it
+//! disabled, what it purged, and the outbox backlog it last measured.
+
+use crate::store::Backlog;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// How one delivery attempt went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A 2xx answer.
+    Delivered,
+    /// Another status.
+    Refused,
+    /// No answer within the timeout.
+    Timeout,
+    /// No connection.
+    Unreachable,
+    /// Anything else that went wrong sending it.
+    Failed,
+}
+
+impl Outcome {
+    /// Every outcome, in the order the metrics list them.
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Delivered,
+        Outcome::Refused,
+        Outcome::Timeout,
+        Outcome::Unreachable,
+        Outcome::Failed,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Delivered => "delivered",
+            Outcome::Refused => "refused",
+            Outcome::Timeout => "timeout",
+            Outcome::Unreachable => "unreachable",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// The worker's counts.
+#[derive(Debug)]
+pub struct DeliveryCounters {
+    attempts: [AtomicU64; Outcome::ALL.len()],
+    disabled: AtomicU64,
+    purged_deliveries: AtomicU64,
+    purged_events: AtomicU64,
+    /// -1 until the first measurement.
+    pending: AtomicI64,
+    oldest_due_seconds: AtomicU64,
+}
+
+impl Default for DeliveryCounters {
+    fn default() -> Self {
+        Self {
+            attempts: Default::default(),
+            disabled: AtomicU64::new(0),
+            purged_deliveries: AtomicU64::new(0),
+            purged_events: AtomicU64::new(0),
+            pending: AtomicI64::new(-1),
+            oldest_due_seconds: AtomicU64::new(0),
+        }
+    }
+}
+
+impl DeliveryCounters {
+    pub(super) fn attempted(&self, outcome: Outcome) {
+        self.attempts[outcome as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn disabled(&self) {
+        self.disabled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn purged(&self, deliveries: u64, events: u64) {
+        self.purged_deliveries
+            .fetch_add(deliveries, Ordering::Relaxed);
+        self.purged_events.fetch_add(events, Ordering::Relaxed);
+    }
+
+    pub(super) fn set_backlog(&self, backlog: Backlog) {
+        self.pending.store(
+            i64::try_from(backlog.pending).unwrap_or(i64::MAX),
+            Ordering::Relaxed,
+        );
+        self.oldest_due_seconds
+            .store(backlog.oldest_due_seconds, Ordering::Relaxed);
+    }
+
+    /// Attempts that ended in `outcome` (a recorded attempt: one whose result was stored).
+    pub fn attempts(&self, outcome: Outcome) -> u64 {
+        self.attempts[outcome as usize].load(Ordering::Relaxed)
+    }
+
+    /// Endpoints disabled for failing `max_failures` deliveries in a row.
+    pub fn endpoints_disabled(&self) -> u64 {
+        self.disabled.load(Ordering::Relaxed)
+    }
+
+    /// Delivered deliveries and events removed by the purge.
+    pub fn purged_total(&self) -> (u64, u64) {
+        (
+            self.purged_deliveries.load(Ordering::Relaxed),
+            self.purged_events.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The last measured backlog; `None` before the first measurement.
+    pub fn backlog(&self) -> Option<Backlog> {
+        let pending = self.pending.load(Ordering::Relaxed);
+        (pending >= 0).then(|| Backlog {
+            pending: pending as u64,
+            oldest_due_seconds: self.oldest_due_seconds.load(Ordering::Relaxed),
+        })
+    }
+}
