@@ -66,6 +66,18 @@ impl Stack {
         }
     }
 
+    /// What a node process started outside the test needs to join this stack: its database
+    /// and id-service, as environment variables (nothing for an embedded stack).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        match (&self.db_url, &self.id_service) {
+            (Some(url), Some((addr, _, _))) => vec![
+                ("DATABASE_URL", url.clone()),
+                ("SHORTENER_ID_SERVICE", addr.clone()),
+            ],
+            _ => Vec::new(),
+        }
+    }
+
     /// A node configuration for this stack, with its own data directory `name`.
     pub fn config(&self, name: &str) -> Config {
         let mut config = Config::for_tests(self.dir.path().join(name), API_KEY);

@@ -1,8 +1,9 @@
 //! A node killed with SIGKILL loses at most the visits of its last flush interval (and of a
-//! flush that was writing them): everything counted earlier is in the rollups after a restart.
+//! flush that was writing them): everything counted earlier is in the rollups after a restart,
+//! on both stores.
 
 use super::get_at;
-use crate::helpers::{API_KEY, BROWSER};
+use crate::helpers::{API_KEY, BROWSER, Backend, Stack};
 use crate::served::Served;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -11,17 +12,17 @@ use std::time::{Duration, Instant};
 /// The flush interval of the killed node.
 const INTERVAL: Duration = Duration::from_millis(300);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let env = [
+async fn a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let data = stack.dir.path().join("data");
+    let mut env = vec![
         ("SHORTENER_API_KEYS", API_KEY.to_string()),
         (
             "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
             INTERVAL.as_millis().to_string(),
         ),
     ];
+    env.extend(stack.env());
     let served = Served::start(&data, &env, None).await;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -77,3 +78,4 @@ async fn a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits() 
         "stored {stored} of {total} visits; every one of the {safe} older than two flush intervals must be"
     );
 }
+on_both_stores!(a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits);
