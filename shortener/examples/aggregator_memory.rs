@@ -28,6 +28,7 @@ fn main() {
     let hosts: Vec<String> = (0..HOSTS).map(|i| format!("ref{i}.example.com")).collect();
     let before = rss_kib();
     let aggregator = Aggregator::new(2_000_000, HOSTS);
+    let tenant: std::sync::Arc<str> = "acme".into();
     let started = Instant::now();
     for code in &codes {
         for host in &hosts {
@@ -36,7 +37,7 @@ fn main() {
                 device: Device::Desktop,
                 country: None,
             };
-            aggregator.add(code, 0, cell, one(Visit::Human), true);
+            aggregator.add(code, &tenant, 0, cell, one(Visit::Human), true);
         }
     }
     let filled = started.elapsed();
@@ -51,7 +52,7 @@ fn main() {
                 device: Device::Desktop,
                 country: None,
             };
-            aggregator.add(code, 0, cell, one(Visit::Human), true);
+            aggregator.add(code, &tenant, 0, cell, one(Visit::Human), true);
         }
     }
     let counted = started.elapsed();

@@ -11,9 +11,9 @@
 use crate::clicks::Visit;
 use crate::domain::stats::OTHER_REFERRER;
 use crate::domain::{ClickCounts, CompactCode, Device};
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 const SHARDS: usize = 16;
 
@@ -50,23 +50,49 @@ pub struct Cell {
     pub country: Option<[u8; 2]>,
 }
 
-/// A link's counters of one hour.
-#[derive(Debug, Default)]
-struct LinkHour {
-    cells: HashMap<Cell, ClickCounts, foldhash::fast::RandomState>,
-    /// Distinct hosts among the cells' referrers (not counting none and other).
-    hosts: HashMap<Box<str>, (), foldhash::fast::RandomState>,
+/// One counter's key: a link's hour and the visit's dimensions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    code: CompactCode,
+    hour: i64,
+    cell: Cell,
 }
 
-/// Pending counters by code, then hour (a flush interval rarely spans more than one hour).
-type Pending = HashMap<CompactCode, Vec<(i64, LinkHour)>, foldhash::fast::RandomState>;
+/// One counter: the counts, and the tenant of the link (so a flush needs no lookup).
+#[derive(Debug)]
+struct Counter {
+    counts: ClickCounts,
+    tenant: Arc<str>,
+}
 
-/// One taken counter: code, hour, dimensions and counts.
-pub type Taken = (CompactCode, i64, Cell, ClickCounts);
+type Fast = foldhash::fast::RandomState;
+
+/// One shard: the counters in one flat map (its capacity is kept across flushes, so a steady
+/// flow of visits allocates nothing), and the distinct referrer hosts of each link's hour.
+#[derive(Debug, Default)]
+struct Shard {
+    counters: HashMap<Key, Counter, Fast>,
+    hosts: HashMap<(CompactCode, i64), HashSet<Box<str>, Fast>, Fast>,
+}
+
+/// One taken counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The link.
+    pub code: CompactCode,
+    /// The start of the hour, Unix seconds.
+    pub hour: i64,
+    /// The dimensions.
+    pub cell: Cell,
+    /// The visits counted.
+    pub counts: ClickCounts,
+    /// The link's tenant.
+    pub tenant: Arc<str>,
+}
 
 /// The aggregator.
 pub struct Aggregator {
-    shards: [Mutex<Pending>; SHARDS],
+    shards: [Mutex<Shard>; SHARDS],
     max_entries: usize,
     referrers_per_hour: usize,
     entries: AtomicUsize,
@@ -112,70 +138,78 @@ impl Aggregator {
         self.entries.load(Ordering::Relaxed)
     }
 
-    fn shard(&self, code: &str) -> &Mutex<Pending> {
+    fn shard(&self, code: &str) -> &Mutex<Shard> {
         let first = code.as_bytes().first().copied().unwrap_or(0);
         &self.shards[usize::from(first) % SHARDS]
     }
 
-    /// Counts `counts` under (`code`, `hour`, `cell`). With `bounded`, the referrer limit and
-    /// the ceiling apply (a visit); without, they do not (counts put back after a failed
-    /// flush, which held them before).
-    pub fn add(&self, code: &str, hour: i64, mut cell: Cell, counts: ClickCounts, bounded: bool) {
-        let mut pending = self.shard(code).lock().unwrap_or_else(|p| p.into_inner());
-        let hours = match pending.get_mut(code.as_bytes()) {
-            Some(hours) => hours,
-            None => pending.entry(CompactCode::new(code)).or_default(),
-        };
-        let slot = match hours.iter().position(|(h, _)| *h == hour) {
-            Some(i) => i,
-            None => {
-                hours.push((hour, LinkHour::default()));
-                hours.len() - 1
-            }
-        };
-        let link_hour = &mut hours[slot].1;
-        if let Referrer::Host(host) = &cell.referrer
-            && !link_hour.hosts.contains_key(host)
-        {
-            if bounded && link_hour.hosts.len() >= self.referrers_per_hour {
-                cell.referrer = Referrer::Other;
-                self.folded.fetch_add(1, Ordering::Relaxed);
-            } else {
-                link_hour.hosts.insert(host.clone(), ());
+    /// Counts `counts` under (`code`, `hour`, `cell`) for the link's `tenant`. With `bounded`,
+    /// the referrer limit and the ceiling apply (a visit); without, they do not (counts put
+    /// back after a failed flush, which held them before).
+    pub fn add(
+        &self,
+        code: &str,
+        tenant: &Arc<str>,
+        hour: i64,
+        mut cell: Cell,
+        counts: ClickCounts,
+        bounded: bool,
+    ) {
+        let code = CompactCode::new(code);
+        let mut shard = self
+            .shard(code.as_str())
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let Shard { counters, hosts } = &mut *shard;
+        if let Referrer::Host(host) = &cell.referrer {
+            let seen = hosts.entry((code.clone(), hour)).or_default();
+            if !seen.contains(&**host) {
+                if bounded && seen.len() >= self.referrers_per_hour {
+                    cell.referrer = Referrer::Other;
+                    self.folded.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    seen.insert(host.clone());
+                }
             }
         }
-        if let Some(existing) = link_hour.cells.get_mut(&cell) {
-            add(existing, counts);
+        let key = Key { code, hour, cell };
+        if let Some(existing) = counters.get_mut(&key) {
+            add(&mut existing.counts, counts);
             return;
         }
         if bounded && self.entries.load(Ordering::Relaxed) >= self.max_entries {
             self.dropped.fetch_add(1, Ordering::Relaxed);
-            if link_hour.cells.is_empty() {
-                hours.remove(slot);
-            }
             return;
         }
         self.entries.fetch_add(1, Ordering::Relaxed);
-        link_hour.cells.insert(cell, counts);
+        counters.insert(
+            key,
+            Counter {
+                counts,
+                tenant: Arc::clone(tenant),
+            },
+        );
     }
 
     /// Takes every pending counter, sorted by code, hour and dimensions (the order of the
     /// rollup key, so concurrent flushes of several nodes write rows in one order).
     pub fn take(&self) -> Vec<Taken> {
-        let mut taken = Vec::new();
+        let mut taken = Vec::with_capacity(self.entries());
         for shard in &self.shards {
-            let pending = std::mem::take(&mut *shard.lock().unwrap_or_else(|p| p.into_inner()));
-            for (code, hours) in pending {
-                for (hour, link_hour) in hours {
-                    self.entries
-                        .fetch_sub(link_hour.cells.len(), Ordering::Relaxed);
-                    for (cell, counts) in link_hour.cells {
-                        taken.push((code.clone(), hour, cell, counts));
-                    }
-                }
-            }
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            let before = taken.len();
+            taken.extend(shard.counters.drain().map(|(key, counter)| Taken {
+                code: key.code,
+                hour: key.hour,
+                cell: key.cell,
+                counts: counter.counts,
+                tenant: counter.tenant,
+            }));
+            shard.hosts.clear();
+            self.entries
+                .fetch_sub(taken.len() - before, Ordering::Relaxed);
         }
-        taken.sort_unstable_by(|a, b| (&a.0, a.1, &a.2).cmp(&(&b.0, b.1, &b.2)));
+        taken.sort_unstable_by(|a, b| (&a.code, a.hour, &a.cell).cmp(&(&b.code, b.hour, &b.cell)));
         taken
     }
 }
@@ -195,27 +229,28 @@ mod tests {
     #[test]
     fn hosts_past_the_limit_fold_into_other_and_the_ceiling_drops() {
         let agg = Aggregator::new(5, 2);
+        let t: Arc<str> = "acme".into();
         for name in ["a.com", "b.com", "c.com", "d.com", "a.com"] {
-            agg.add("x", 0, host(name), one(Visit::Human), true);
+            agg.add("x", &t, 0, host(name), one(Visit::Human), true);
         }
         // Another hour has its own limit.
-        agg.add("x", 3600, host("c.com"), one(Visit::Bot), true);
+        agg.add("x", &t, 3600, host("c.com"), one(Visit::Bot), true);
         assert_eq!(agg.folded.load(Ordering::Relaxed), 2);
         assert_eq!(agg.entries(), 4);
         // Two more entries fit under the ceiling of five, the third is dropped.
-        agg.add("y", 0, host("a.com"), one(Visit::Head), true);
-        agg.add("z", 0, host("a.com"), one(Visit::Head), true);
+        agg.add("y", &t, 0, host("a.com"), one(Visit::Head), true);
+        agg.add("z", &t, 0, host("a.com"), one(Visit::Head), true);
         assert_eq!(agg.dropped.load(Ordering::Relaxed), 1);
         let taken = agg.take();
         assert_eq!(agg.entries(), 0);
         let summary: Vec<(&str, i64, &str, u64)> = taken
             .iter()
-            .map(|(c, h, cell, n)| {
+            .map(|t| {
                 (
-                    c.as_str(),
-                    *h,
-                    cell.referrer.stored(),
-                    n.human + n.bot + n.head,
+                    t.code.as_str(),
+                    t.hour,
+                    t.cell.referrer.stored(),
+                    t.counts.human + t.counts.bot + t.counts.head,
                 )
             })
             .collect();
@@ -229,10 +264,12 @@ mod tests {
                 ("y", 0, "a.com", 1),
             ]
         );
+        assert!(taken.iter().all(|t| &*t.tenant == "acme"));
         // Put back unbounded: nothing folds or drops.
-        for (code, hour, cell, counts) in taken {
-            agg.add(code.as_str(), hour, cell, counts, false);
+        for t in taken {
+            agg.add(t.code.as_str(), &t.tenant, t.hour, t.cell, t.counts, false);
         }
         assert_eq!(agg.take().len(), 5);
+        assert_eq!(agg.entries(), 0);
     }
 }

@@ -48,8 +48,6 @@ pub struct Analytics {
     aggregator: Aggregator,
     geo: Option<Arc<GeoIp>>,
     clock: Clock,
-    /// Tenants of codes seen lately (a code's tenant never changes).
-    tenants: quick_cache::sync::Cache<String, Arc<str>>,
     /// Visits written to the rollups since start.
     pub flushed: AtomicU64,
     /// Unix seconds of the last flush that wrote everything it took (0: none yet).
@@ -64,7 +62,6 @@ impl Analytics {
             settings,
             geo,
             clock,
-            tenants: quick_cache::sync::Cache::new(100_000),
             flushed: AtomicU64::new(0),
             last_flush: AtomicI64::new(0),
         }
@@ -90,11 +87,12 @@ impl Analytics {
         self.geo.as_ref()
     }
 
-    /// Counts a redirect of `code` with its request headers; `client` gives the client
-    /// address, asked only when a GeoIP database is in force and never kept.
+    /// Counts a redirect of `code` (a link of `tenant`) with its request headers; `client`
+    /// gives the client address, asked only when a GeoIP database is in force and never kept.
     pub fn record(
         &self,
         code: &str,
+        tenant: &Arc<str>,
         visit: Visit,
         headers: &HeaderMap,
         client: impl FnOnce() -> IpAddr,
@@ -120,6 +118,6 @@ impl Analytics {
             country,
         };
         self.aggregator
-            .add(code, hour, cell, aggregate::one(visit), true);
+            .add(code, tenant, hour, cell, aggregate::one(visit), true);
     }
 }

@@ -71,6 +71,8 @@ pub enum Cached {
         /// The hash of its password, if it is protected: the target is only ever answered
         /// after the password is checked against it.
         password: Option<Arc<crate::domain::PasswordHash>>,
+        /// Its tenant (visits are counted under it).
+        tenant: Arc<str>,
     },
     /// No such code (cached briefly).
     Missing,
@@ -109,8 +111,13 @@ impl Weighter<CompactCode, Stored> for Bytes {
     fn weight(&self, code: &CompactCode, stored: &Stored) -> u64 {
         let url = match &stored.entry {
             Cached::Link {
-                location, password, ..
-            } => location.len() + password.as_ref().map_or(0, |p| p.as_stored().len()),
+                location,
+                password,
+                tenant,
+                ..
+            } => {
+                location.len() + password.as_ref().map_or(0, |p| p.as_stored().len()) + tenant.len()
+            }
             Cached::Missing | Cached::Blocked => 0,
         };
         (code.as_bytes().len() + url + 96) as u64
@@ -243,6 +250,7 @@ mod tests {
             gone: false,
             limit: None,
             password: None,
+            tenant: "default".into(),
         }
     }
 

@@ -118,9 +118,11 @@ fn respond(
             let visit = clicks::classify(method == Method::HEAD, user_agent);
             if target.admits(visit) {
                 state.clicks.record(code, visit);
-                state.analytics.record(code, visit, headers, || {
-                    state.client_policy.client(peer, headers)
-                });
+                state
+                    .analytics
+                    .record(code, &target.tenant, visit, headers, || {
+                        state.client_policy.client(peer, headers)
+                    });
                 let mut response = Response::new(Body::empty());
                 *response.status_mut() = state.redirect_status;
                 response

@@ -195,9 +195,11 @@ pub(super) async fn unlock(
         return (gone(), "gone");
     }
     state.clicks.record(code, visit);
-    state.analytics.record(code, visit, headers, || {
-        state.client_policy.client(peer, headers)
-    });
+    state
+        .analytics
+        .record(code, &target.tenant, visit, headers, || {
+            state.client_policy.client(peer, headers)
+        });
     let mut response = Response::new(Body::empty());
     // A 307 or 308 would have the browser POST the password on to the target: after a form,
     // the redirect is a 303 (301 and 302 already turn into a GET).

@@ -38,6 +38,8 @@ pub struct Target {
     pub limit: Option<Arc<VisitLimit>>,
     /// Its password's hash, if it is protected.
     pub password: Option<Arc<PasswordHash>>,
+    /// Its tenant.
+    pub tenant: Arc<str>,
 }
 
 impl Target {
@@ -136,6 +138,7 @@ impl Resolver {
                     gone: link.deleted_at.is_some() || link.disabled_at.is_some(),
                     limit,
                     password: link.password.map(Arc::new),
+                    tenant: link.tenant.as_str().into(),
                 }
             }
             None => Cached::Missing,
@@ -159,11 +162,13 @@ fn resolution(entry: Cached) -> Resolution {
             location,
             limit,
             password,
+            tenant,
             ..
         } => Resolution::Redirect(Target {
             location,
             limit,
             password,
+            tenant,
         }),
     }
 }
