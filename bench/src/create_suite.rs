@@ -172,6 +172,7 @@ fn spec<'a>(
         blocks,
         log_dir: dir.to_path_buf(),
         name: name.into(),
+        env: Vec::new(),
     }
 }
 

@@ -66,6 +66,7 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Memory> {
         blocks: None,
         log_dir: dir.to_path_buf(),
         name: "memory".into(),
+        env: Vec::new(),
     })
     .await?;
     let mut out = Memory::default();

@@ -35,6 +35,8 @@ pub struct NodeSpec<'a> {
     pub log_dir: PathBuf,
     /// A name for logs.
     pub name: String,
+    /// More environment for the node (set after the defaults, so it may override them).
+    pub env: Vec<(String, String)>,
 }
 
 /// A running node and its addresses.
@@ -90,6 +92,7 @@ impl Node {
             env.push(("SHORTENER_MIN_BLOCK".into(), min.to_string()));
             env.push(("SHORTENER_MAX_BLOCK".into(), max.to_string()));
         }
+        env.extend(spec.env.iter().cloned());
         let mut server = Server::spawn(
             &format!("shortener ({})", spec.name),
             &sibling_binary("shortener")?,

@@ -39,6 +39,9 @@ pub struct Redirects {
     pub ceiling: Vec<(usize, Repeated)>,
     /// Cache hits, Zipf(1) over the links.
     pub hit: Vec<(usize, Repeated)>,
+    /// The same on a node with click analytics off (its own copy of the links), run right
+    /// after each `hit` run.
+    pub hit_analytics_off: Vec<(usize, Repeated)>,
     /// Zipf hits plus 5% unknown codes.
     pub mix404: Vec<(usize, Repeated)>,
     /// Cache disabled: every request reads SQLite.
@@ -81,12 +84,33 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
         blocks: None,
         log_dir: dir.to_path_buf(),
         name: "redirects".into(),
+        env: Vec::new(),
     })
     .await?;
     let codes = {
         let (data, key, n) = (data.clone(), key.clone(), settings.links);
         tokio::task::spawn_blocking(move || preload::links(&data, &key, n)).await??
     };
+    // As many links in a second file, behind a node that counts no analytics: what the
+    // analytics cost a cache hit, measured side by side.
+    let data_off = dir.join("redirect-node-analytics-off");
+    std::fs::create_dir_all(&data_off)?;
+    let codes_off = {
+        let (data, key, n) = (data_off.clone(), key.clone(), settings.links);
+        tokio::task::spawn_blocking(move || preload::links(&data, &key, n)).await??
+    };
+    let codes_off_file = dir.join("codes-analytics-off.txt");
+    std::fs::write(&codes_off_file, codes_off.join("\n") + "\n")?;
+    let mut node_off = Node::start(NodeSpec {
+        backend: Backend::Embedded(&data_off),
+        key_hex: key.to_hex(),
+        cache_bytes: 256 << 20,
+        blocks: None,
+        log_dir: dir.to_path_buf(),
+        name: "redirects-analytics-off".into(),
+        env: vec![("SHORTENER_ANALYTICS".into(), "off".into())],
+    })
+    .await?;
     let codes_file = dir.join("codes.txt");
     std::fs::write(&codes_file, codes.join("\n") + "\n")?;
     let codes = Arc::new(codes);
@@ -105,6 +129,9 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
     out.each_once = load::each_once(node.http, Arc::clone(&codes), 64)
         .await
         .context("warm the cache")?;
+    load::each_once(node_off.http, Arc::new(codes_off), 64)
+        .await
+        .context("warm the analytics-off node's cache")?;
 
     let hits = wrk::Mix {
         zipf: 1.0,
@@ -117,7 +144,9 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
     let d = settings.redirect;
     for rep in 0..settings.reps {
         for conns in CONNECTIONS {
-            eprintln!("redirects: rep {rep}, {conns} connections: ceiling, hits, 5% unknown");
+            eprintln!(
+                "redirects: rep {rep}, {conns} connections: ceiling, hits, hits with analytics off, 5% unknown"
+            );
             let r = wrk::run(
                 &script,
                 &codes_file,
@@ -138,6 +167,16 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
                 node.server.pid(),
             )?;
             entry(&mut out.hit, conns).push(r);
+            let r = wrk::run(
+                &script,
+                &codes_off_file,
+                node_off.http,
+                conns,
+                d,
+                hits,
+                node_off.server.pid(),
+            )?;
+            entry(&mut out.hit_analytics_off, conns).push(r);
             let r = wrk::run(
                 &script,
                 &codes_file,
@@ -181,8 +220,10 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
     // A server that died during the runs is reported with its log, not by whatever fails next.
     ceiling.check_alive()?;
     node.server.check_alive()?;
+    node_off.server.check_alive()?;
     drop(ceiling);
     drop(node);
+    drop(node_off);
 
     // A node whose cache holds nothing: every redirect reads the store.
     let node = Node::start(NodeSpec {
@@ -192,6 +233,7 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
         blocks: None,
         log_dir: dir.to_path_buf(),
         name: "no-cache".into(),
+        env: Vec::new(),
     })
     .await?;
     let uniform = wrk::Mix {

@@ -158,6 +158,7 @@ fn spec<'a>(backend: Backend<'a>, key: &CodeKey, name: &str, dir: &Path) -> Node
         blocks: None,
         log_dir: dir.to_path_buf(),
         name: name.into(),
+        env: Vec::new(),
     }
 }
 

@@ -169,6 +169,15 @@ impl Report {
                 ratio(hit_ratio),
                 status(hit_ratio >= 0.8)
             );
+            let off_capacity = cpu_at(&r.hit_analytics_off, 64) / cpu_at(&r.hit, 64);
+            let off_rate = rate_at(&r.hit, 64) / rate_at(&r.hit_analytics_off, 64);
+            let _ = writeln!(
+                s,
+                "| cache-hit redirects with click analytics on vs the same node with it off, 64 connections: server CPU per request / req/s | ≥ 0.9× (within 10%) | {} / {} | {} |",
+                ratio(off_capacity),
+                ratio(off_rate),
+                status(off_capacity >= 0.9 && off_rate >= 0.9)
+            );
             let ceiling_p99 = r
                 .ceiling
                 .iter()

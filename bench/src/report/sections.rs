@@ -20,9 +20,13 @@ pub(super) fn redirects(s: &mut String, r: &Redirects, settings: &Settings) {
         "| scenario | conns | req/s | spread | p50 ms | p99 ms | p99.9 ms | server CPU µs/req | req/s vs ceiling | CPU capacity vs ceiling |"
     );
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let rows: [(&str, &Vec<(usize, Repeated)>); 4] = [
+    let rows: [(&str, &Vec<(usize, Repeated)>); 5] = [
         ("hyper ceiling (fixed 302)", &r.ceiling),
         ("cache hits, Zipf(1)", &r.hit),
+        (
+            "cache hits, Zipf(1), click analytics off",
+            &r.hit_analytics_off,
+        ),
         ("Zipf hits + 5% unknown codes (404)", &r.mix404),
         ("cache disabled (every request reads SQLite)", &r.miss),
     ];
