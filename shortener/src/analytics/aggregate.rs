@@ -50,30 +50,20 @@ pub struct Cell {
     pub country: Option<[u8; 2]>,
 }
 
-/// One counter's key: a link's hour and the visit's dimensions.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    code: CompactCode,
-    hour: i64,
-    cell: Cell,
-}
-
-/// One counter: the counts, and the tenant of the link (so a flush needs no lookup).
+/// A link's counters of one hour, with its tenant (so a flush needs no lookup).
 #[derive(Debug)]
-struct Counter {
-    counts: ClickCounts,
+struct LinkHour {
     tenant: Arc<str>,
+    cells: HashMap<Cell, ClickCounts, Fast>,
+    /// Distinct hosts among the cells' referrers (not counting none and other).
+    hosts: HashSet<Box<str>, Fast>,
 }
 
 type Fast = foldhash::fast::RandomState;
 
-/// One shard: the counters in one flat map (its capacity is kept across flushes, so a steady
-/// flow of visits allocates nothing), and the distinct referrer hosts of each link's hour.
-#[derive(Debug, Default)]
-struct Shard {
-    counters: HashMap<Key, Counter, Fast>,
-    hosts: HashMap<(CompactCode, i64), HashSet<Box<str>, Fast>, Fast>,
-}
+/// One shard: the pending link-hours, keyed by code and hour, in one map whose capacity is
+/// kept across flushes (a steady flow of visits to the same links allocates little).
+type Shard = HashMap<(CompactCode, i64), LinkHour, Fast>;
 
 /// One taken counter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,40 +145,36 @@ impl Aggregator {
         counts: ClickCounts,
         bounded: bool,
     ) {
-        let code = CompactCode::new(code);
-        let mut shard = self
-            .shard(code.as_str())
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let Shard { counters, hosts } = &mut *shard;
-        if let Referrer::Host(host) = &cell.referrer {
-            let seen = hosts.entry((code.clone(), hour)).or_default();
-            if !seen.contains(&**host) {
-                if bounded && seen.len() >= self.referrers_per_hour {
-                    cell.referrer = Referrer::Other;
-                    self.folded.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    seen.insert(host.clone());
-                }
+        let key = (CompactCode::new(code), hour);
+        let mut shard = self.shard(code).lock().unwrap_or_else(|p| p.into_inner());
+        let link_hour = shard.entry(key).or_insert_with(|| LinkHour {
+            tenant: Arc::clone(tenant),
+            cells: HashMap::default(),
+            hosts: HashSet::default(),
+        });
+        if let Referrer::Host(host) = &cell.referrer
+            && !link_hour.hosts.contains(&**host)
+        {
+            if bounded && link_hour.hosts.len() >= self.referrers_per_hour {
+                cell.referrer = Referrer::Other;
+                self.folded.fetch_add(1, Ordering::Relaxed);
+            } else {
+                link_hour.hosts.insert(host.clone());
             }
         }
-        let key = Key { code, hour, cell };
-        if let Some(existing) = counters.get_mut(&key) {
-            add(&mut existing.counts, counts);
+        if let Some(existing) = link_hour.cells.get_mut(&cell) {
+            add(existing, counts);
             return;
         }
         if bounded && self.entries.load(Ordering::Relaxed) >= self.max_entries {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            if link_hour.cells.is_empty() {
+                shard.remove(&(CompactCode::new(code), hour));
+            }
             return;
         }
         self.entries.fetch_add(1, Ordering::Relaxed);
-        counters.insert(
-            key,
-            Counter {
-                counts,
-                tenant: Arc::clone(tenant),
-            },
-        );
+        link_hour.cells.insert(cell, counts);
     }
 
     /// Takes every pending counter, sorted by code, hour and dimensions (the order of the
@@ -198,14 +184,16 @@ impl Aggregator {
         for shard in &self.shards {
             let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
             let before = taken.len();
-            taken.extend(shard.counters.drain().map(|(key, counter)| Taken {
-                code: key.code,
-                hour: key.hour,
-                cell: key.cell,
-                counts: counter.counts,
-                tenant: counter.tenant,
-            }));
-            shard.hosts.clear();
+            for ((code, hour), link_hour) in shard.drain() {
+                let LinkHour { tenant, cells, .. } = link_hour;
+                taken.extend(cells.into_iter().map(|(cell, counts)| Taken {
+                    code: code.clone(),
+                    hour,
+                    cell,
+                    counts,
+                    tenant: Arc::clone(&tenant),
+                }));
+            }
             self.entries
                 .fetch_sub(taken.len() - before, Ordering::Relaxed);
         }
