@@ -133,11 +133,13 @@ pub async fn serve<H: Handler>(
                 return Either::Left(std::future::ready(Ok::<_, Infallible>(response)));
             }
             let connection = Arc::clone(&requests);
-            Either::Right(async move {
+            // Boxed, so the future hyper holds and moves for every request is as small as the
+            // ready answer of a cached redirect, not as large as the routed handler's.
+            Either::Right(Box::pin(async move {
                 let response = connection.handler.handle(connection.peer, request).await;
                 connection.step();
                 Ok::<_, Infallible>(response)
-            })
+            }))
         });
         let serving = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(watched(serving, connection, header_timeout));
