@@ -53,6 +53,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "webhooks",
         sql: include_str!("../../migrations/postgres/0008_webhooks.sql"),
     },
+    Migration {
+        version: 9,
+        name: "tenant rollups",
+        sql: include_str!("../../migrations/postgres/0009_tenant_rollups.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -106,6 +111,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 10,
         name: "webhooks",
         sql: include_str!("../../migrations/sqlite/0010_webhooks.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "tenant rollups",
+        sql: include_str!("../../migrations/sqlite/0011_tenant_rollups.sql"),
     },
 ];
 
