@@ -7,8 +7,11 @@
 //! in docs/. Groups run alone with `bench redirects|creates|memory|micro` (print only).
 //! `bench manage` (link management: lists, import, export, edit propagation) is not part of
 //! `all`; it writes its own section of docs/benchmarks.md (between `<!-- bench:manage:begin -->`
-//! and `<!-- bench:manage:end -->`).
+//! and `<!-- bench:manage:end -->`). `bench stats` (stats latency over a year of rollups on
+//! PostgreSQL) is not part of `all` either; it writes between `<!-- bench:stats:begin -->` and
+//! `<!-- bench:stats:end -->`.
 
+mod analytics;
 mod baselines;
 mod ceiling;
 mod create_suite;
@@ -74,6 +77,11 @@ enum Command {
     /// beside the store doing the same work directly. Not part of `all`; writes its own
     /// section of docs/benchmarks.md (unless --quick, --store or --no-docs).
     Manage,
+    /// Stats on PostgreSQL over a year of rollups of 100k links of one tenant: one link's
+    /// 90-day daily series, the tenant's 30-day summary and one tag's, through the node and as
+    /// its own statements sent directly. Not part of `all`; writes its own section of
+    /// docs/benchmarks.md (unless --quick or --no-docs).
+    Stats,
     /// Drives creates at a node that is already running (for profiling it); prints one line.
     /// Give the node's API key `bench-api-key-0123456789abcdef`.
     Drive {
@@ -111,6 +119,14 @@ enum Command {
         /// Seconds to run.
         #[arg(long, default_value_t = 5)]
         seconds: u64,
+    },
+    /// Loads the `stats` group's year of rollups into an existing shortener database whose
+    /// links (of tenant `default`) are already there, for looking at query plans; prints the
+    /// row counts.
+    StatsLoad {
+        /// The database (migrated by `shortener migrate`).
+        #[arg(long)]
+        database_url: String,
     },
     /// (internal) Measures how late this core wakes from short sleeps; prints one line.
     #[command(hide = true)]
@@ -201,6 +217,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if let Command::Manage = cli.command {
         return manage(&cli).await;
+    }
+    if let Command::Stats = cli.command {
+        return stats_group(&cli).await;
+    }
+    if let Command::StatsLoad { database_url } = &cli.command {
+        let (client, connection) =
+            tokio_postgres::connect(database_url, tokio_postgres::NoTls).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let settings = analytics::StatsSettings::new(cli.quick);
+        let now = chrono::Utc::now().timestamp();
+        let loaded = analytics::load(&client, &settings, now).await?;
+        println!("loaded at {now}: {loaded:?}");
+        return Ok(());
     }
     let started = Instant::now();
     let settings = settings::Settings::new(cli.quick);
@@ -303,6 +334,36 @@ async fn manage(cli: &Cli) -> anyhow::Result<()> {
         let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
         report::write_section(&docs, report::manage::BEGIN, report::manage::END, &section)?;
         eprintln!("wrote the link-management section of docs/benchmarks.md");
+    }
+    Ok(())
+}
+
+/// `bench stats`: the stats-latency group, printed and (full runs) written into its own
+/// section of docs/benchmarks.md.
+async fn stats_group(cli: &Cli) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let settings = analytics::StatsSettings::new(cli.quick);
+    let scratch = tempfile::Builder::new()
+        .prefix("shortener-bench-")
+        .tempdir()?;
+    let mut machine = tokio::task::spawn_blocking(machine::describe).await?;
+    for (k, v) in &machine {
+        eprintln!("{k}: {v}");
+    }
+    let results = analytics::run(&settings, scratch.path()).await?;
+    machine.push(("load average at end".into(), machine::load_average()));
+    let command = format!("stats{}", if cli.quick { " --quick" } else { "" });
+    let section = report::analytics::markdown(&results, &machine, &command, started.elapsed());
+    println!("{section}");
+    if !cli.no_docs && (cli.write_docs || !cli.quick) {
+        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
+        report::write_section(
+            &docs,
+            report::analytics::BEGIN,
+            report::analytics::END,
+            &section,
+        )?;
+        eprintln!("wrote the stats section of docs/benchmarks.md");
     }
     Ok(())
 }

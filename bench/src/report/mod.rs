@@ -8,6 +8,7 @@ use crate::micro::CodeRates;
 use crate::redirects::{Redirects, rate_at};
 use crate::settings::Settings;
 use crate::stats::{Repeated, ms, rate, ratio};
+pub mod analytics;
 pub mod manage;
 mod sections;
 

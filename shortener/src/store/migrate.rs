@@ -55,8 +55,13 @@ pub(crate) const POSTGRES: &[Migration] = &[
     },
     Migration {
         version: 9,
+        name: "tenant rollups",
+        sql: include_str!("../../migrations/postgres/0009_tenant_rollups.sql"),
+    },
+    Migration {
+        version: 10,
         name: "webhook outbox purge",
-        sql: include_str!("../../migrations/postgres/0009_webhook_outbox_purge.sql"),
+        sql: include_str!("../../migrations/postgres/0010_webhook_outbox_purge.sql"),
     },
 ];
 
@@ -114,8 +119,13 @@ pub(crate) const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 11,
+        name: "tenant rollups",
+        sql: include_str!("../../migrations/sqlite/0011_tenant_rollups.sql"),
+    },
+    Migration {
+        version: 12,
         name: "webhook outbox purge",
-        sql: include_str!("../../migrations/sqlite/0011_webhook_outbox_purge.sql"),
+        sql: include_str!("../../migrations/sqlite/0012_webhook_outbox_purge.sql"),
     },
 ];
 

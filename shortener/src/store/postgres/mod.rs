@@ -380,7 +380,7 @@ impl LinkStore for PgStore {
     }
 
     async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
-        rollups::stats(&self.client().await?, query).await
+        rollups::stats(&self.pool, query).await
     }
 
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {

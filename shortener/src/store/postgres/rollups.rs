@@ -1,6 +1,7 @@
-//! Click rollups on PostgreSQL: additive upserts into day partitions of `click_hourly`,
-//! compaction of whole days into month partitions of `click_daily`, retention by dropping
-//! months, and the stats queries (see [`crate::store::rollups`]).
+//! Click rollups on PostgreSQL: additive upserts into day partitions of `click_hourly` (with
+//! the link day totals and the tenant-level rows in the same transaction), compaction of whole
+//! days into month partitions of `click_daily`, retention by dropping months, and the stats
+//! queries (see [`crate::store::rollups`]).
 //!
 //! Partitions are made under an advisory lock (several nodes may find the same day missing at
 //! once) and remembered per store handle, so a flush issues no DDL for a day it has seen.
@@ -10,7 +11,8 @@ use crate::domain::stats::DAY;
 use crate::domain::{StatsQuery, StatsReport};
 use crate::store::StoreError;
 use crate::store::rollups::{
-    Param, RollupOutcome, RollupPlan, RollupRow, day_start, report, stats_sql,
+    Flavor, Param, RollupOutcome, RollupPlan, RollupRow, day_start, link_days, report, stats_sql,
+    tenant_rows,
 };
 use chrono::{DateTime, Datelike, NaiveDate};
 use std::collections::HashSet;
@@ -60,6 +62,10 @@ fn daily_name(month_start: i64) -> String {
     format!("click_daily_m{}", date_of(month_start).format("%Y%m"))
 }
 
+fn link_days_name(month_start: i64) -> String {
+    format!("link_day_totals_m{}", date_of(month_start).format("%Y%m"))
+}
+
 /// The day (or month) start a partition's name stands for.
 fn partition_start(name: &str, prefix: &str, format: &str) -> Option<i64> {
     let digits = name.strip_prefix(prefix)?;
@@ -74,7 +80,8 @@ fn partition_start(name: &str, prefix: &str, format: &str) -> Option<i64> {
         .map(|t| t.and_utc().timestamp())
 }
 
-/// Makes the hourly partitions of `days` that this handle has not seen.
+/// Makes the hourly partitions of `days` that this handle has not seen, and the
+/// `link_day_totals` partitions of their months.
 async fn ensure_days(
     client: &mut deadpool_postgres::Object,
     known: &Partitions,
@@ -101,6 +108,13 @@ async fn ensure_days(
         ))
         .await
         .map_err(db_error)?;
+        let (month, month_end) = month_of(day);
+        tx.batch_execute(&format!(
+            "CREATE TABLE IF NOT EXISTS {} PARTITION OF link_day_totals FOR VALUES FROM ({month}) TO ({month_end})",
+            link_days_name(month)
+        ))
+        .await
+        .map_err(db_error)?;
     }
     tx.commit().await.map_err(db_error)?;
     known.lock().extend(missing);
@@ -108,13 +122,27 @@ async fn ensure_days(
 }
 
 /// Adds `rows` (sorted by key, so concurrent flushes of several nodes lock rows in one order)
-/// with one upsert, making their days' partitions first where needed.
+/// in one transaction: the per-link rows, each link's day totals and the tenant-level rows,
+/// each with one additive upsert, making their days' partitions first where needed.
 pub(super) async fn add(
     client: &mut deadpool_postgres::Object,
     known: &Partitions,
     rows: &[RollupRow],
 ) -> Result<(), StoreError> {
     ensure_days(client, known, rows.iter().map(|r| day_start(r.bucket))).await?;
+    let result = add_in_transaction(client, rows).await;
+    if result.is_err() {
+        // A day compacted (its partition dropped) by another node since this handle saw it:
+        // forget what is known, the next flush makes what is missing.
+        known.lock().clear();
+    }
+    result
+}
+
+async fn add_in_transaction(
+    client: &mut deadpool_postgres::Object,
+    rows: &[RollupRow],
+) -> Result<(), StoreError> {
     let text = |f: fn(&RollupRow) -> &str| -> Vec<&str> { rows.iter().map(f).collect() };
     let int = |f: fn(&RollupRow) -> i64| -> Vec<i64> { rows.iter().map(f).collect() };
     let (tenant, code, referrer, device, country) = (
@@ -130,26 +158,55 @@ pub(super) async fn add(
         int(|r| r.counts.bot as i64),
         int(|r| r.counts.head as i64),
     );
-    let result = client
-        .execute(
-            "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head) \
-             SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], \
-                                  $7::int8[], $8::int8[], $9::int8[]) \
-             ON CONFLICT (code, bucket, referrer, device, country) DO UPDATE SET \
-               human = click_hourly.human + excluded.human, bot = click_hourly.bot + excluded.bot, \
-               head = click_hourly.head + excluded.head",
-            &[
-                &tenant, &code, &bucket, &referrer, &device, &country, &human, &bot, &head,
-            ],
-        )
-        .await;
-    if let Err(error) = result {
-        // A day compacted (its partition dropped) by another node since this handle saw it:
-        // forget what is known, the next flush makes what is missing.
-        known.lock().clear();
-        return Err(db_error(error));
-    }
-    Ok(())
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.execute(
+        "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head) \
+         SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], \
+                              $7::int8[], $8::int8[], $9::int8[]) \
+         ON CONFLICT (code, bucket, referrer, device, country) DO UPDATE SET \
+           human = click_hourly.human + excluded.human, bot = click_hourly.bot + excluded.bot, \
+           head = click_hourly.head + excluded.head",
+        &[
+            &tenant, &code, &bucket, &referrer, &device, &country, &human, &bot, &head,
+        ],
+    )
+    .await
+    .map_err(db_error)?;
+    let days = link_days(rows);
+    let (tenant, day, code, visits): (Vec<&str>, Vec<i64>, Vec<&str>, Vec<i64>) = (
+        days.iter().map(|d| d.0.as_str()).collect(),
+        days.iter().map(|d| d.1).collect(),
+        days.iter().map(|d| d.2.as_str()).collect(),
+        days.iter().map(|d| d.3).collect(),
+    );
+    tx.execute(
+        "INSERT INTO link_day_totals (tenant, day, code, visits) \
+         SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::int8[]) \
+         ON CONFLICT (tenant, day, code) DO UPDATE SET visits = link_day_totals.visits + excluded.visits",
+        &[&tenant, &day, &code, &visits],
+    )
+    .await
+    .map_err(db_error)?;
+    let sums = tenant_rows(rows);
+    let column = |i: usize| -> Vec<i64> { sums.iter().map(|r| r.counts[i]).collect() };
+    let (tenant, bucket, dim, name): (Vec<&str>, Vec<i64>, Vec<&str>, Vec<&str>) = (
+        sums.iter().map(|r| r.tenant.as_str()).collect(),
+        sums.iter().map(|r| r.bucket).collect(),
+        sums.iter().map(|r| r.dim).collect(),
+        sums.iter().map(|r| r.name.as_str()).collect(),
+    );
+    let (human, bot, head) = (column(0), column(1), column(2));
+    tx.execute(
+        "INSERT INTO tenant_hourly (tenant, bucket, dim, name, human, bot, head) \
+         SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[]) \
+         ON CONFLICT (tenant, bucket, dim, name) DO UPDATE SET \
+           human = tenant_hourly.human + excluded.human, bot = tenant_hourly.bot + excluded.bot, \
+           head = tenant_hourly.head + excluded.head",
+        &[&tenant, &bucket, &dim, &name, &human, &bot, &head],
+    )
+    .await
+    .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)
 }
 
 /// The partitions of `table` and the start each one's name stands for.
@@ -198,6 +255,11 @@ pub(super) async fn maintain(
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PARTITION_LOCK])
             .await
             .map_err(db_error)?;
+        // A flush writing into the day finishes first (and its tenant-level rows are then
+        // folded too) or, once the partition is gone, fails and is written again later.
+        tx.batch_execute(&format!("LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE"))
+            .await
+            .map_err(db_error)?;
         tx.batch_execute(&format!(
             "CREATE TABLE IF NOT EXISTS {} PARTITION OF click_daily FOR VALUES FROM ({month}) TO ({month_end})",
             daily_name(month)
@@ -218,6 +280,23 @@ pub(super) async fn maintain(
             )
             .await
             .map_err(db_error)?;
+        tx.execute(
+            "INSERT INTO tenant_daily (tenant, bucket, dim, name, human, bot, head) \
+             SELECT tenant, $1::bigint, dim, name, sum(human), sum(bot), sum(head) FROM tenant_hourly \
+             WHERE bucket >= $1 AND bucket < $2 GROUP BY tenant, dim, name \
+             ON CONFLICT (tenant, bucket, dim, name) DO UPDATE SET \
+               human = tenant_daily.human + excluded.human, bot = tenant_daily.bot + excluded.bot, \
+               head = tenant_daily.head + excluded.head",
+            &[&day, &(day + DAY)],
+        )
+        .await
+        .map_err(db_error)?;
+        tx.execute(
+            "DELETE FROM tenant_hourly WHERE bucket >= $1 AND bucket < $2",
+            &[&day, &(day + DAY)],
+        )
+        .await
+        .map_err(db_error)?;
         tx.batch_execute(&format!("DROP TABLE {name}"))
             .await
             .map_err(db_error)?;
@@ -227,11 +306,23 @@ pub(super) async fn maintain(
     }
     if let Some(expire_before) = plan.expire_before {
         for (name, month) in partitions_of(client, "click_daily", "click_daily_m", "%Y%m").await? {
-            if month_of(month).1 <= expire_before {
-                client
-                    .batch_execute(&format!("DROP TABLE IF EXISTS {name}"))
-                    .await
-                    .map_err(db_error)?;
+            let month_end = month_of(month).1;
+            if month_end <= expire_before {
+                // The month's per-link rows, tenant-level rows and link day totals together.
+                let tx = client.transaction().await.map_err(db_error)?;
+                tx.batch_execute(&format!(
+                    "DROP TABLE IF EXISTS {name}; DROP TABLE IF EXISTS {}",
+                    link_days_name(month)
+                ))
+                .await
+                .map_err(db_error)?;
+                tx.execute(
+                    "DELETE FROM tenant_daily WHERE bucket >= $1 AND bucket < $2",
+                    &[&month, &month_end],
+                )
+                .await
+                .map_err(db_error)?;
+                tx.commit().await.map_err(db_error)?;
                 outcome.expired += 1;
             }
         }
@@ -239,13 +330,12 @@ pub(super) async fn maintain(
     Ok(outcome)
 }
 
-/// The report of `query`.
-pub(super) async fn stats(
+/// The rows of one stats statement.
+async fn run(
     client: &deadpool_postgres::Object,
-    query: &StatsQuery,
-) -> Result<StatsReport, StoreError> {
-    let sql = stats_sql(query, |n| format!("${n}"));
-    let params: Vec<Box<dyn ToSql + Sync + Send>> = sql
+    statement: &crate::store::rollups::Statement,
+) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    let params: Vec<Box<dyn ToSql + Sync + Send>> = statement
         .params
         .iter()
         .map(|p| -> Box<dyn ToSql + Sync + Send> {
@@ -259,18 +349,43 @@ pub(super) async fn stats(
         .iter()
         .map(|p| p.as_ref() as &(dyn ToSql + Sync))
         .collect();
-    let series = client
-        .query(&sql.series, &refs)
-        .await
-        .map_err(db_error)?
+    client.query(&statement.sql, &refs).await.map_err(db_error)
+}
+
+/// The report of `query`. Its statements run at once, each on a connection of its own from
+/// the pool (each is released as soon as its statement has answered), so a summary takes
+/// about as long as its slowest statement rather than the sum of them.
+pub(super) async fn stats(
+    pool: &deadpool_postgres::Pool,
+    query: &StatsQuery,
+) -> Result<StatsReport, StoreError> {
+    let sql = stats_sql(query, Flavor::Postgres);
+    let answers =
+        futures::future::try_join_all(sql.statements().into_iter().map(|statement| async move {
+            let client = pool.get().await.map_err(super::error::pool_error)?;
+            run(&client, statement).await
+        }))
+        .await?;
+    if sql.combined.is_some() {
+        let text: String = answers
+            .first()
+            .and_then(|rows| rows.first())
+            .map(|r| r.get(0))
+            .ok_or_else(|| StoreError::Internal("a stats statement answered no row".into()))?;
+        let (series, tops) = crate::store::rollups::combined_rows(&text)
+            .map_err(|e| StoreError::Internal(format!("a stats answer: {e}")))?;
+        return Ok(report(series, tops));
+    }
+    let mut answers = answers.into_iter();
+    let series = answers
+        .next()
+        .unwrap_or_default()
         .iter()
         .map(|r| (r.get(0), [r.get(1), r.get(2), r.get(3)]))
         .collect();
-    let mut tops = Vec::with_capacity(sql.tops.len());
-    for statement in &sql.tops {
-        let rows = client.query(statement, &refs).await.map_err(db_error)?;
-        tops.push(rows.iter().map(|r| (r.get(0), r.get(1))).collect());
-    }
+    let tops = answers
+        .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        .collect();
     Ok(report(series, tops))
 }
 

@@ -1,11 +1,14 @@
-//! Click rollups on SQLite: additive upserts, compaction and retention as plain statements in
-//! one transaction each, and the stats queries (see [`crate::store::rollups`]).
+//! Click rollups on SQLite: additive upserts (per-link rows, link day totals and tenant-level
+//! rows in one transaction), compaction and retention as plain statements in one transaction
+//! each, and the stats queries (see [`crate::store::rollups`]).
 
 use super::rows::db_error;
 use crate::domain::stats::DAY;
 use crate::domain::{StatsQuery, StatsReport};
 use crate::store::StoreError;
-use crate::store::rollups::{Param, RollupOutcome, RollupPlan, RollupRow, report, stats_sql};
+use crate::store::rollups::{
+    Flavor, Param, RollupOutcome, RollupPlan, RollupRow, link_days, report, stats_sql, tenant_rows,
+};
 use rusqlite::types::Value;
 use rusqlite::{Connection, TransactionBehavior, params};
 
@@ -38,12 +41,38 @@ pub(super) fn add(conn: &mut Connection, rows: &[RollupRow]) -> Result<(), Store
                 ])
                 .map_err(db_error)?;
         }
+        let mut upsert = tx
+            .prepare_cached(
+                "INSERT INTO link_day_totals (tenant, day, code, visits) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (tenant, day, code) DO UPDATE SET visits = visits + excluded.visits",
+            )
+            .map_err(db_error)?;
+        for (tenant, day, code, visits) in link_days(rows) {
+            upsert
+                .execute(params![tenant, day, code, visits])
+                .map_err(db_error)?;
+        }
+        let mut upsert = tx
+            .prepare_cached(
+                "INSERT INTO tenant_hourly (tenant, bucket, dim, name, human, bot, head) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                 ON CONFLICT (tenant, bucket, dim, name) DO UPDATE SET \
+                   human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head",
+            )
+            .map_err(db_error)?;
+        for r in tenant_rows(rows) {
+            let [human, bot, head] = r.counts;
+            upsert
+                .execute(params![r.tenant, r.bucket, r.dim, r.name, human, bot, head])
+                .map_err(db_error)?;
+        }
     }
     tx.commit().map_err(db_error)
 }
 
 /// Carries out `plan` in one transaction: hours before the compaction boundary folded into
-/// daily rows and deleted, daily rows before the retention boundary deleted.
+/// daily rows and deleted, daily rows before the retention boundary deleted; the tenant-level
+/// rows and the link day totals alike.
 pub(super) fn maintain(
     conn: &mut Connection,
     plan: &RollupPlan,
@@ -69,10 +98,35 @@ pub(super) fn maintain(
             [plan.compact_before],
         )
         .map_err(db_error)? as u64;
+    tx.execute(
+        &format!(
+            "INSERT INTO tenant_daily (tenant, bucket, dim, name, human, bot, head) \
+             SELECT tenant, bucket - bucket % {DAY} AS day, dim, name, sum(human), sum(bot), sum(head) \
+             FROM tenant_hourly WHERE bucket < ?1 GROUP BY tenant, day, dim, name \
+             ON CONFLICT (tenant, bucket, dim, name) DO UPDATE SET \
+               human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head"
+        ),
+        [plan.compact_before],
+    )
+    .map_err(db_error)?;
+    tx.execute(
+        "DELETE FROM tenant_hourly WHERE bucket < ?1",
+        [plan.compact_before],
+    )
+    .map_err(db_error)?;
     let expired = match plan.expire_before {
-        Some(before) => tx
-            .execute("DELETE FROM click_daily WHERE bucket < ?1", [before])
-            .map_err(db_error)? as u64,
+        Some(before) => {
+            let expired = tx
+                .execute("DELETE FROM click_daily WHERE bucket < ?1", [before])
+                .map_err(db_error)? as u64;
+            tx.execute("DELETE FROM tenant_daily WHERE bucket < ?1", [before])
+                .map_err(db_error)?;
+            // Retention is longer than the compaction age, so every day before it is in
+            // `click_daily` alone: its total goes with its daily rows.
+            tx.execute("DELETE FROM link_day_totals WHERE day < ?1", [before])
+                .map_err(db_error)?;
+            expired
+        }
         None => 0,
     };
     tx.commit().map_err(db_error)?;
@@ -81,27 +135,30 @@ pub(super) fn maintain(
 
 /// The report of `query`.
 pub(super) fn stats(conn: &Connection, query: &StatsQuery) -> Result<StatsReport, StoreError> {
-    let sql = stats_sql(query, |n| format!("?{n}"));
-    let params: Vec<Value> = sql
-        .params
-        .iter()
-        .map(|p| match p {
-            Param::Text(t) => Value::Text(t.clone()),
-            Param::Int(n) => Value::Integer(*n),
-        })
-        .collect();
-    let bind = rusqlite::params_from_iter(params.iter());
-    let mut select = conn.prepare_cached(&sql.series).map_err(db_error)?;
+    let sql = stats_sql(query, Flavor::Sqlite);
+    let values = |statement: &crate::store::rollups::Statement| -> Vec<Value> {
+        statement
+            .params
+            .iter()
+            .map(|p| match p {
+                Param::Text(t) => Value::Text(t.clone()),
+                Param::Int(n) => Value::Integer(*n),
+            })
+            .collect()
+    };
+    let mut select = conn.prepare_cached(&sql.series.sql).map_err(db_error)?;
     let series = select
-        .query_map(bind, |r| Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?])))
+        .query_map(rusqlite::params_from_iter(values(&sql.series)), |r| {
+            Ok((r.get(0)?, [r.get(1)?, r.get(2)?, r.get(3)?]))
+        })
         .map_err(db_error)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(db_error)?;
     let mut tops = Vec::with_capacity(sql.tops.len());
     for statement in &sql.tops {
-        let mut select = conn.prepare_cached(statement).map_err(db_error)?;
+        let mut select = conn.prepare_cached(&statement.sql).map_err(db_error)?;
         let rows = select
-            .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+            .query_map(rusqlite::params_from_iter(values(statement)), |r| {
                 Ok((r.get(0)?, r.get(1)?))
             })
             .map_err(db_error)?

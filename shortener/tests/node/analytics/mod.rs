@@ -5,8 +5,10 @@
 mod crash;
 mod mmdb;
 mod refusals;
+mod tenant_rollups;
 
-use crate::helpers::{API_KEY, BROWSER, Backend, Node, Stack, authed};
+pub use crate::helpers::BROWSER;
+use crate::helpers::{API_KEY, Backend, Node, Stack, authed};
 use chrono::{DateTime, Utc};
 use proto::shortener::v1 as pb;
 use reqwest::StatusCode;
@@ -16,8 +18,8 @@ use shortener::domain::{Granularity, StatsQuery, StatsScope};
 use shortener::store::LinkStore;
 use std::time::Duration;
 
-const PHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1";
-const SLACK: &str = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)";
+pub const PHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1";
+pub const SLACK: &str = "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)";
 
 /// `GET /api/v1{path}` with `key`: status and JSON (or text, as a JSON string).
 pub async fn get_with(node: &Node, path: &str, key: &str) -> (StatusCode, Value) {
@@ -45,15 +47,22 @@ pub async fn get_at(
     )
 }
 
-async fn stats(node: &Node, path: &str) -> (StatusCode, Value) {
+pub async fn stats(node: &Node, path: &str) -> (StatusCode, Value) {
     get_with(node, path, API_KEY).await
 }
 
-fn time(text: &str) -> DateTime<Utc> {
+pub fn time(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text).expect("time").to_utc()
 }
 
-async fn visit(node: &Node, code: &str, head: bool, agent: &str, referer: Option<&str>, ip: &str) {
+pub async fn visit(
+    node: &Node,
+    code: &str,
+    head: bool,
+    agent: &str,
+    referer: Option<&str>,
+    ip: &str,
+) {
     let url = format!("{}/{code}", node.base);
     let mut request = if head {
         node.client.head(&url)
