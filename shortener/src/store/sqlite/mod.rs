@@ -280,7 +280,7 @@ impl LinkStore for SqliteStore {
     /// Streams from a connection of its own (a long export holds no read connection the
     /// redirects use), in one read transaction. What it sends was committed before the export
     /// began reading; the stream ends only once an fsync covers all of it.
-    async fn export(&self, query: ListQuery, out: mpsc::Sender<Result<Link, StoreError>>) {
+    async fn export(&self, query: ListQuery, out: mpsc::Sender<super::ExportBatch>) {
         let path = Arc::clone(&self.path);
         let sender = out.clone();
         let result = async {
