@@ -1,8 +1,9 @@
 //! Bulk import: rows from another shortener (or a file of URLs), a chunk at a time.
 //!
 //! A transport parses its input into rows and hands them over in chunks of at most
-//! [`CHUNK_ROWS`]; each chunk is checked and written before the next is read, so an import's
-//! memory does not grow with its length. Per row:
+//! [`CHUNK_ROWS`]; a transport holds a chunk or two at a time (the one being written, and the
+//! next one being read and checked meanwhile), so an import's memory does not grow with its
+//! length. Per row:
 //! - with a legacy `code`: the rows of a chunk go in with one multi-row insert. A code that is
 //!   taken is told apart afterwards by reading its row: the caller's own link to the same target
 //!   brought by an earlier import (or made here) is `exists`; the same code twice in this
