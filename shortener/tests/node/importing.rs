@@ -1,5 +1,8 @@
 //! Bulk import: NDJSON and CSV rows, legacy codes kept as spelled, retries that create nothing
-//! twice, bad rows that fail alone, dry runs that store nothing.
+//! twice, bad rows that fail alone, dry runs that store nothing, imports of several chunks.
+//!
+//! One file: every case goes through the same endpoint and reads its answer with the same
+//! helpers (`summary`, `row`).
 
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::write_keys;
