@@ -41,7 +41,10 @@ pub(super) const COLUMN_COUNT: usize = 12;
 
 /// A link from a row holding [`COLUMNS`] first.
 pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
-    let tags: String = row.get(9)?;
+    // Read in place: most links have no tags, and then there is nothing to copy or parse.
+    let tags = row.get_ref(9)?.as_str().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(9, rusqlite::types::Type::Text, Box::new(e))
+    })?;
     Ok(Link {
         code: row.get(0)?,
         url: row.get(1)?,
@@ -52,7 +55,11 @@ pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
         owner: row.get(6)?,
         disabled_at: row.get::<_, Option<i64>>(7)?.map(from_millis),
         max_visits: row.get::<_, Option<i64>>(8)?.map(|n| n.max(0) as u64),
-        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        tags: if tags == "[]" {
+            Vec::new()
+        } else {
+            serde_json::from_str(tags).unwrap_or_default()
+        },
         import_batch: row.get(10)?,
         password: row
             .get::<_, Option<String>>(11)?
