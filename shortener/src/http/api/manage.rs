@@ -195,9 +195,8 @@ pub async fn export(
                     for link in &links {
                         if csv {
                             csv_row(&mut out, &public, link, now);
-                        } else if serde_json::to_writer(&mut out, &LinkJson::at(&public, link, now))
-                            .is_ok()
-                        {
+                        } else {
+                            super::ndjson::link_line(&mut out, &public, link, now);
                             out.push(b'\n');
                         }
                     }
