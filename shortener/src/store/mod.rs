@@ -75,7 +75,8 @@ pub trait LinkStore: Send + Sync {
     ) -> impl Future<Output = Result<InsertOutcome, StoreError>> + Send;
 
     /// Inserts many links (none with an idempotency key) with one commit; outcomes in input
-    /// order, each row's conflicts resolved on its own.
+    /// order, each row's conflicts resolved on its own. A bulk write (a chunk of an import):
+    /// the embedded store checkpoints after it less often than after other writes.
     fn insert_many(
         &self,
         links: Vec<NewLink>,

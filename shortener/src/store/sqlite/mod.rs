@@ -197,7 +197,8 @@ impl LinkStore for SqliteStore {
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         let space = Arc::clone(&self.space);
-        self.write(move |conn| rows::insert_all(conn, &space, &links))
+        // Only an import writes many links at once: a bulk write (rows::insert_bulk).
+        self.write(move |conn| rows::insert_bulk(conn, &space, &links))
             .await
     }
 
