@@ -342,7 +342,7 @@ fn method(s: &mut String, m: &Manage) {
         if st.reps == 1 { "" } else { "s" },
         if st.rows < 1_000_000 {
             " An import is not a million rows here, to keep the whole run near 5 minutes on 2 \
-             cores; the node holds one chunk of rows whatever the length."
+             cores; the node holds a few chunks of rows whatever the length."
         } else {
             ""
         }

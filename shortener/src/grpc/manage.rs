@@ -125,12 +125,17 @@ impl LinksApi {
         let input = wire::list_input(request.filter, None, None)?;
         let links = self.links.export(caller, &input)?;
         let public = self.public.clone();
-        Ok(Box::pin(ReceiverStream::new(links).map(
-            move |next| match next {
-                Ok(link) => Ok(wire::link(&public, &link)),
-                Err(error) => Err(Status::from(Error::from(error))),
-            },
-        )))
+        // One message per link, as before; the store hands them over a batch at a time.
+        Ok(Box::pin(ReceiverStream::new(links).flat_map(move |next| {
+            let messages: Vec<Result<pb::Link, Status>> = match next {
+                Ok(batch) => batch
+                    .iter()
+                    .map(|link| Ok(wire::link(&public, link)))
+                    .collect(),
+                Err(error) => vec![Err(Status::from(Error::from(error)))],
+            };
+            futures::stream::iter(messages)
+        })))
     }
 }
 

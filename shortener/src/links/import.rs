@@ -1,8 +1,9 @@
 //! Bulk import: rows from another shortener (or a file of URLs), a chunk at a time.
 //!
 //! A transport parses its input into rows and hands them over in chunks of at most
-//! [`CHUNK_ROWS`]; each chunk is checked and written before the next is read, so an import's
-//! memory does not grow with its length. Per row:
+//! [`CHUNK_ROWS`]; a transport holds a chunk or two at a time (the one being written, and the
+//! next one being read and checked meanwhile), so an import's memory does not grow with its
+//! length. Per row:
 //! - with a legacy `code`: the rows of a chunk go in with one multi-row insert. A code that is
 //!   taken is told apart afterwards by reading its row: the caller's own link to the same target
 //!   brought by an earlier import (or made here) is `exists`; the same code twice in this
@@ -25,8 +26,12 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 
-/// The most rows checked and written together.
-pub const CHUNK_ROWS: usize = 500;
+/// The most rows checked and written together. A chunk's codeless rows go in with one commit:
+/// their dedup keys are random, so they land on pages all over the dedup index, and a commit
+/// writes each page it changed out whole. The more rows a commit carries, the more of them
+/// share a page (and its write); a chunk of a couple of thousand rows is still small beside a
+/// node's memory.
+pub const CHUNK_ROWS: usize = 2000;
 /// How many generated rows of a chunk are created at once.
 const CONCURRENCY: usize = 64;
 

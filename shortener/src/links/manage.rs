@@ -5,13 +5,14 @@ use crate::domain::{
     Caller, Error, Event, EventKind, Link, LinkPatch, ListInput, ListQuery, Page, PasswordChange,
     ShortCode,
 };
-use crate::store::{LinkStore, StoreError, UpdateOutcome};
+use crate::store::{ExportBatch, LinkStore, UpdateOutcome};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-/// How many exported links wait between the store and the client.
-const EXPORT_BUFFER: usize = 1024;
+/// How many batches of exported links (each at most [`crate::store::EXPORT_BATCH`]) wait
+/// between the store and the client.
+const EXPORT_BUFFER: usize = 4;
 
 /// A page of a list and the cursor of the next one.
 #[derive(Debug, Clone)]
@@ -44,13 +45,13 @@ impl LinkService {
     }
 
     /// Every link of the caller's list (filters as in [`LinkService::list`], cursor and limit
-    /// aside) from one snapshot of the store, streamed newest first. Ends after the last
-    /// link, or with one error.
+    /// aside) from one snapshot of the store, streamed newest first in batches. Ends after the
+    /// last link, or with one error.
     pub fn export(
         &self,
         caller: &Caller,
         input: &ListInput,
-    ) -> Result<mpsc::Receiver<Result<Link, StoreError>>, Error> {
+    ) -> Result<mpsc::Receiver<ExportBatch>, Error> {
         let input = ListInput {
             cursor: None,
             limit: None,

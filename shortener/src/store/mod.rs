@@ -51,6 +51,14 @@ pub use webhooks::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndp
 /// retry with and a backend that writes on another thread needs no copy.
 pub type ClickRows = Arc<[(CompactCode, ClickCounts)]>;
 
+/// The most links an export sends in one batch: one hand-off between the store's reading side
+/// and the transport per this many links, instead of one per link.
+pub const EXPORT_BATCH: usize = 256;
+
+/// What an export sends: batches of links (each at most [`EXPORT_BATCH`], never empty), or the
+/// error that ended it.
+pub type ExportBatch = Result<Vec<Link>, StoreError>;
+
 /// What a link store does. Both backends implement it with the same signatures and the same
 /// guarantees (see the [module](self) docs); [`Store`] dispatches to one of them.
 pub trait LinkStore: Send + Sync {
@@ -67,7 +75,8 @@ pub trait LinkStore: Send + Sync {
     ) -> impl Future<Output = Result<InsertOutcome, StoreError>> + Send;
 
     /// Inserts many links (none with an idempotency key) with one commit; outcomes in input
-    /// order, each row's conflicts resolved on its own.
+    /// order, each row's conflicts resolved on its own. A bulk write (a chunk of an import):
+    /// the embedded store checkpoints after it less often than after other writes.
     fn insert_many(
         &self,
         links: Vec<NewLink>,
@@ -128,11 +137,12 @@ pub trait LinkStore: Send + Sync {
     fn list(&self, query: &ListQuery) -> impl Future<Output = Result<Page, StoreError>> + Send;
 
     /// Every link `query` selects (its limit and position aside), from one snapshot, sent to
-    /// `out` in list order; ends when done, on the first error (sent), or when `out` closes.
+    /// `out` in list order in batches of at most [`EXPORT_BATCH`]; ends when done, on the
+    /// first error (sent), or when `out` closes.
     fn export(
         &self,
         query: ListQuery,
-        out: mpsc::Sender<Result<Link, StoreError>>,
+        out: mpsc::Sender<ExportBatch>,
     ) -> impl Future<Output = ()> + Send;
 
     /// The links (with click counts) that hold any of `codes`.
@@ -369,7 +379,7 @@ impl LinkStore for Store {
         dispatch!(self, s => s.list(query).await)
     }
 
-    async fn export(&self, query: ListQuery, out: mpsc::Sender<Result<Link, StoreError>>) {
+    async fn export(&self, query: ListQuery, out: mpsc::Sender<ExportBatch>) {
         dispatch!(self, s => s.export(query, out).await)
     }
 

@@ -299,12 +299,12 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
         code: code.map(str::to_string),
         ..Default::default()
     };
-    // 1,200 rows in three messages: more than one chunk, answered in order.
+    // 3,000 rows in three messages: more than one chunk, answered in order.
     let messages: Vec<pb::ImportLinksRequest> = (0..3)
         .map(|m| pb::ImportLinksRequest {
-            rows: (0..400)
+            rows: (0..1000)
                 .map(|i| {
-                    let n = m * 400 + i;
+                    let n = m * 1000 + i;
                     if n == 7 {
                         row("not a url", None)
                     } else if n % 2 == 0 {
@@ -335,8 +335,8 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
         }
     };
     let answers = run(messages.clone()).await;
-    assert_eq!(answers.len(), 1201);
-    for (i, answer) in answers[..1200].iter().enumerate() {
+    assert_eq!(answers.len(), 3001);
+    for (i, answer) in answers[..3000].iter().enumerate() {
         let pb::import_links_response::Outcome::Row(result) = answer else {
             panic!("{answer:?}")
         };
@@ -352,7 +352,7 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
             assert_eq!(result.status, "created", "{result:?}");
         }
     }
-    let pb::import_links_response::Outcome::Summary(summary) = &answers[1200] else {
+    let pb::import_links_response::Outcome::Summary(summary) = &answers[3000] else {
         panic!("no summary")
     };
     assert_eq!(
@@ -362,7 +362,7 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
             summary.errors,
             summary.exists
         ),
-        (1200, 1199, 1, 0)
+        (3000, 2999, 1, 0)
     );
     // Again: nothing twice.
     let answers = run(messages).await;
@@ -370,8 +370,8 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
     else {
         panic!("no summary")
     };
-    assert_eq!((summary.created, summary.exists), (0, 1199));
-    assert_eq!(node.stored_links().await, 1199);
+    assert_eq!((summary.created, summary.exists), (0, 2999));
+    assert_eq!(node.stored_links().await, 2999);
 
     // Export: every link, from one snapshot, as a stream.
     let exported: Vec<pb::Link> = client
@@ -382,8 +382,14 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
         .map(|l| l.expect("a link"))
         .collect()
         .await;
-    assert_eq!(exported.len(), 1199);
-    assert_eq!(exported.iter().filter(|l| l.imported).count(), 600);
+    // More than one batch of the store's export, in list order.
+    assert_eq!(exported.len(), 2999);
+    assert_eq!(exported.iter().filter(|l| l.imported).count(), 1500);
+    let made = |l: &pb::Link| l.created_at.as_ref().map(|t| (t.seconds, t.nanos));
+    assert!(
+        exported.windows(2).all(|w| made(&w[0]) >= made(&w[1])),
+        "newest first"
+    );
     let status = client
         .export_links(authed(pb::ExportLinksRequest {
             filter: Some(pb::LinkFilter {

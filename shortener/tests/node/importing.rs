@@ -1,5 +1,8 @@
 //! Bulk import: NDJSON and CSV rows, legacy codes kept as spelled, retries that create nothing
-//! twice, bad rows that fail alone, dry runs that store nothing.
+//! twice, bad rows that fail alone, dry runs that store nothing, imports of several chunks.
+//!
+//! One file: every case goes through the same endpoint and reads its answer with the same
+//! helpers (`summary`, `row`).
 
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::write_keys;
@@ -495,3 +498,70 @@ async fn a_generated_create_steps_over_an_imported_code_without_the_alarm(backen
     );
 }
 on_both_stores!(a_generated_create_steps_over_an_imported_code_without_the_alarm);
+
+/// An import of several chunks is answered row by row in order, whatever chunk a row falls in:
+/// a code repeated in a later chunk is a duplicate and a codeless row repeated there finds the
+/// link the earlier one made, bad rows at the edges of chunks fail alone, and the import again
+/// creates nothing.
+async fn an_import_of_several_chunks_answers_every_row_in_order(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    // More than two chunks of rows (shortener/src/links/import.rs, CHUNK_ROWS).
+    let total = 4_500u64;
+    let bad = [2_000, 2_001, 4_000, total];
+    let rows: Vec<Value> = (1..=total)
+        .map(|n| match n {
+            n if bad.contains(&n) => json!({ "url": format!("not a url {n}") }),
+            // The code of row 3 again, a chunk later.
+            3_100 => json!({ "url": "https://example.com/3", "code": "legacy-3" }),
+            // The codeless row 10 again, a chunk later.
+            2_600 => json!({ "url": "https://example.com/10" }),
+            n if n % 3 == 0 => {
+                json!({ "url": format!("https://example.com/{n}"), "code": format!("legacy-{n}") })
+            }
+            n => json!({ "url": format!("https://example.com/{n}") }),
+        })
+        .collect();
+    let body = ndjson(&rows);
+    let (status, lines) = node.import(NDJSON, body.clone(), "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(lines.len() as u64, total + 1);
+    for (i, line) in lines[..total as usize].iter().enumerate() {
+        let n = i as u64 + 1;
+        assert_eq!(line["row"], n, "rows answered in order");
+        let expected = match n {
+            n if bad.contains(&n) => "error",
+            2_600 => "exists",
+            3_100 => "error",
+            _ => "created",
+        };
+        assert_eq!(line["status"], expected, "{line}");
+    }
+    assert_eq!(row(&lines, 3_100)["error"], "duplicate_code");
+    assert_eq!(row(&lines, 2_600)["code"], row(&lines, 10)["code"]);
+    assert_eq!(row(&lines, 4_000)["error"], "invalid_url");
+    let made = total - 6;
+    assert_eq!(
+        (
+            &summary(&lines)["created"],
+            &summary(&lines)["exists"],
+            &summary(&lines)["errors"]
+        ),
+        (&json!(made), &json!(1), &json!(5))
+    );
+    let stored = node.stored_links().await;
+    assert_eq!(stored, made);
+
+    // Again, answering only the refused rows: nothing is made twice (the repeated code now
+    // finds the link of the first run, as row 3 does).
+    let (_, again) = node.import(NDJSON, body, "results=errors").await;
+    let refused: Vec<u64> = again[..again.len() - 1]
+        .iter()
+        .map(|l| l["row"].as_u64().expect("a row number"))
+        .collect();
+    assert_eq!(refused, [2_000, 2_001, 4_000, total]);
+    assert_eq!(summary(&again)["created"], 0);
+    assert_eq!(summary(&again)["exists"], made + 2);
+    assert_eq!(node.stored_links().await, stored);
+}
+on_both_stores!(an_import_of_several_chunks_answers_every_row_in_order);

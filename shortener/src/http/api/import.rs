@@ -1,10 +1,13 @@
 //! `POST /api/v1/links/import`: NDJSON or CSV rows in, one NDJSON result per row out, then a
 //! summary.
 //!
-//! The body is read as it arrives and written a chunk of rows at a time ([`CHUNK_ROWS`]); the
-//! answer streams back meanwhile through a small buffer. A client that reads nothing until it
-//! has sent everything should ask for `?results=errors`, which answers only the rows refused
-//! (and the summary), so that the answer never waits on a client that is not reading it.
+//! The body is read as it arrives and written a chunk of rows at a time ([`CHUNK_ROWS`]), in two
+//! stages: one task reads and checks the next chunk while another writes the one before it and
+//! answers it (one buffer of answer lines per chunk). Between the stages and towards the client
+//! the channels hold a chunk or two, so memory stays flat however long the import is. A client
+//! that reads nothing until it has sent everything should ask for `?results=errors`, which
+//! answers only the rows refused (and the summary), so that the answer never waits on a client
+//! that is not reading it.
 //!
 //! The reading side (CSV and NDJSON records, column mappings of other shorteners' exports) and
 //! the answering side of one stream are kept in one file because each bounds the other.
@@ -27,8 +30,11 @@ use serde_json::json;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// Answer lines waiting for the client (each a few hundred bytes at most).
-const ANSWER_BUFFER: usize = 256;
+/// Chunks of answer lines waiting for the client (each the lines of one chunk of rows, a few
+/// hundred bytes a row at most).
+const ANSWER_BUFFER: usize = 2;
+/// Checked chunks waiting for the write (besides the one being read and the one being written).
+const PARSED_AHEAD: usize = 1;
 
 /// The query of an import.
 #[derive(Debug, Default, Deserialize)]
@@ -112,16 +118,23 @@ async fn start(
         None
     };
     let (tx, rx) = mpsc::channel::<Bytes>(ANSWER_BUFFER);
+    let (chunks_tx, chunks) = mpsc::channel(PARSED_AHEAD);
+    // Two stages: this one reads and checks the next chunk while the other writes the one
+    // before it (and answers it), so reading costs no time of the write's.
+    let parser = Parser {
+        state: Arc::clone(&state),
+        columns,
+    };
+    tokio::spawn(parser.run(reader, chunks_tx));
     tokio::spawn(async move {
         let run = Run {
             state: &state,
             caller: &caller,
             dry_run,
             errors_only,
-            columns: columns.as_ref(),
             out: &tx,
         };
-        run.rows(&mut reader).await;
+        run.rows(chunks).await;
     });
     Ok((
         StatusCode::OK,
@@ -134,28 +147,25 @@ async fn start(
         .into_response())
 }
 
-/// One import's work: rows in, answers out.
-struct Run<'a> {
-    state: &'a HttpState,
-    caller: &'a Caller,
-    dry_run: bool,
-    errors_only: bool,
-    columns: Option<&'a Columns>,
-    out: &'a mpsc::Sender<Bytes>,
+/// A checked chunk of rows, or why reading stopped.
+type ParsedChunk = Result<Vec<ChunkRow>, Error>;
+
+/// The reading stage: records in, checked rows out, a chunk at a time.
+struct Parser {
+    state: Arc<HttpState>,
+    columns: Option<Columns>,
 }
 
-impl Run<'_> {
-    async fn rows(&self, reader: &mut RowReader) {
-        let links = &self.state.links;
-        let import = links.start_import(self.caller, self.dry_run);
-        let mut totals = ImportTotals::default();
-        let mut stopped: Option<Error> = None;
+impl Parser {
+    /// Sends the checked chunks of `reader` to `chunks` until the body ends, reading fails
+    /// (sent last), or the writing stage has stopped.
+    async fn run(self, mut reader: RowReader, chunks: mpsc::Sender<ParsedChunk>) {
         loop {
             let (records, done) = match reader.next_records(CHUNK_ROWS).await {
                 Ok(next) => next,
                 Err(error) => {
-                    stopped = Some(error);
-                    break;
+                    let _ = chunks.send(Err(error)).await;
+                    return;
                 }
             };
             let now = Utc::now();
@@ -163,49 +173,13 @@ impl Run<'_> {
                 .into_iter()
                 .map(|(row, record)| (row, self.parse(record, now)))
                 .collect();
-            if !chunk.is_empty() {
-                match links.import_chunk(&import, chunk).await {
-                    Ok(results) => {
-                        for result in &results {
-                            totals.add(result);
-                            if (!self.errors_only || matches!(result.status, RowStatus::Error(_)))
-                                && !self.send(row_line(result)).await
-                            {
-                                return;
-                            }
-                        }
-                    }
-                    Err(error) => {
-                        stopped = Some(error);
-                        break;
-                    }
-                }
+            if !chunk.is_empty() && chunks.send(Ok(chunk)).await.is_err() {
+                return;
             }
             if done {
-                break;
+                return;
             }
         }
-        let mut summary = json!({
-            "rows": totals.rows,
-            "created": totals.created,
-            "exists": totals.exists,
-            "errors": totals.errors,
-            "dry_run": self.dry_run,
-        });
-        if let Some(error) = stopped {
-            // The rows after the last answered one were not imported; importing the file again
-            // is safe (what was created is found again).
-            summary["stopped"] =
-                json!({ "error": error.code(), "message": error.public_message() });
-        }
-        self.send(json!({ "summary": summary })).await;
-    }
-
-    /// Sends one answer line; false once the client has gone.
-    async fn send(&self, line: serde_json::Value) -> bool {
-        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
-        bytes.push(b'\n');
-        self.out.send(Bytes::from(bytes)).await.is_ok()
     }
 
     /// The checked row of one record.
@@ -221,7 +195,7 @@ impl Run<'_> {
                 ));
             }
         };
-        let input = match self.columns {
+        let input = match &self.columns {
             None => ndjson_row(&bytes)?,
             Some(columns) => columns.row(&bytes)?,
         };
@@ -229,16 +203,99 @@ impl Run<'_> {
     }
 }
 
-fn row_line(result: &RowResult) -> serde_json::Value {
-    let mut line = json!({ "row": result.row, "status": result.status.name() });
-    if let Some(code) = &result.code {
-        line["code"] = json!(code);
+/// The writing stage of one import: checked rows in, answers out.
+struct Run<'a> {
+    state: &'a HttpState,
+    caller: &'a Caller,
+    dry_run: bool,
+    errors_only: bool,
+    out: &'a mpsc::Sender<Bytes>,
+}
+
+impl Run<'_> {
+    async fn rows(&self, mut chunks: mpsc::Receiver<ParsedChunk>) {
+        let links = &self.state.links;
+        let import = links.start_import(self.caller, self.dry_run);
+        let mut totals = ImportTotals::default();
+        let mut stopped: Option<Error> = None;
+        while let Some(chunk) = chunks.recv().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    stopped = Some(error);
+                    break;
+                }
+            };
+            match links.import_chunk(&import, chunk).await {
+                Ok(results) => {
+                    // One buffer of answer lines per chunk.
+                    let mut lines = Vec::with_capacity(results.len() * 48);
+                    for result in &results {
+                        totals.add(result);
+                        if !self.errors_only || matches!(result.status, RowStatus::Error(_)) {
+                            row_line(&mut lines, result);
+                        }
+                    }
+                    if !lines.is_empty() && self.out.send(Bytes::from(lines)).await.is_err() {
+                        return;
+                    }
+                }
+                Err(error) => {
+                    stopped = Some(error);
+                    break;
+                }
+            }
+        }
+        // Dropping the receiver stops the reading stage, if it is still going.
+        drop(chunks);
+        let mut summary = json!({
+            "rows": totals.rows,
+            "created": totals.created,
+            "exists": totals.exists,
+            "errors": totals.errors,
+            "dry_run": self.dry_run,
+        });
+        if let Some(error) = stopped {
+            // The rows after the last answered one were not imported; importing the file again
+            // is safe (what was created is found again).
+            summary["stopped"] =
+                json!({ "error": error.code(), "message": error.public_message() });
+        }
+        let mut line = serde_json::to_vec(&json!({ "summary": summary })).unwrap_or_default();
+        line.push(b'\n');
+        let _ = self.out.send(Bytes::from(line)).await;
     }
-    if let RowStatus::Error(error) = &result.status {
-        line["error"] = json!(error.code());
-        line["message"] = json!(error.public_message());
+}
+
+/// The answer line of one row.
+#[derive(serde::Serialize)]
+struct RowLine<'a> {
+    row: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'a str>,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+/// Appends the answer line of `result` to `out`.
+fn row_line(out: &mut Vec<u8>, result: &RowResult) {
+    let (error, message) = match &result.status {
+        RowStatus::Error(error) => (Some(error.code()), Some(error.public_message())),
+        _ => (None, None),
+    };
+    let line = RowLine {
+        row: result.row,
+        code: result.code.as_deref(),
+        status: result.status.name(),
+        error,
+        message,
+    };
+    if serde_json::to_writer(&mut *out, &line).is_ok() {
+        out.push(b'\n');
     }
-    line
 }
 
 /// Reads records from a request body.

@@ -177,24 +177,28 @@ pub async fn export(
         )
         .into());
     }
-    let mut links = state.links.export(&caller, &input)?;
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let mut batches = state.links.export(&caller, &input)?;
+    let (tx, rx) = mpsc::channel::<Bytes>(8);
     let public = state.public.clone();
     tokio::spawn(async move {
-        let mut out = Vec::with_capacity(64 * 1024);
+        let mut out = Vec::new();
         if csv {
             out.extend_from_slice(CSV_COLUMNS.join(",").as_bytes());
             out.push(b'\n');
         }
-        while let Some(next) = links.recv().await {
+        // One buffer per batch of links, sent as one chunk of the body.
+        while let Some(next) = batches.recv().await {
             match next {
-                Ok(link) => {
-                    if csv {
-                        csv_row(&mut out, &public, &link);
-                    } else if serde_json::to_writer(&mut out, &LinkJson::new(&public, &link))
-                        .is_ok()
-                    {
-                        out.push(b'\n');
+                Ok(links) => {
+                    let now = Utc::now();
+                    out.reserve(links.len() * 512);
+                    for link in &links {
+                        if csv {
+                            csv_row(&mut out, &public, link, now);
+                        } else {
+                            super::ndjson::link_line(&mut out, &public, link, now);
+                            out.push(b'\n');
+                        }
                     }
                 }
                 Err(error) => {
@@ -210,15 +214,10 @@ pub async fn export(
                     return;
                 }
             }
-            // Sent in chunks of about 64 KiB: one write per many links.
-            if out.len() >= 60 * 1024
-                && tx
-                    .send(Bytes::from(std::mem::replace(
-                        &mut out,
-                        Vec::with_capacity(64 * 1024),
-                    )))
-                    .await
-                    .is_err()
+            if tx
+                .send(Bytes::from(std::mem::take(&mut out)))
+                .await
+                .is_err()
             {
                 return;
             }
@@ -243,8 +242,13 @@ pub async fn export(
         .into_response())
 }
 
-/// One link as a CSV row of [`CSV_COLUMNS`].
-fn csv_row(out: &mut Vec<u8>, public: &PublicBase, link: &crate::domain::Link) {
+/// One link as a CSV row of [`CSV_COLUMNS`], its state as of `now`.
+fn csv_row(
+    out: &mut Vec<u8>,
+    public: &PublicBase,
+    link: &crate::domain::Link,
+    now: chrono::DateTime<Utc>,
+) {
     let time = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let mut writer = csv::Writer::from_writer(out);
     let _ = writer.write_record([
@@ -254,7 +258,7 @@ fn csv_row(out: &mut Vec<u8>, public: &PublicBase, link: &crate::domain::Link) {
         &time(link.created_at),
         &link.expires_at.map(time).unwrap_or_default(),
         &link.max_visits.map(|n| n.to_string()).unwrap_or_default(),
-        link.state(Utc::now()).name(),
+        link.state(now).name(),
         &public.short_url(&link.code),
         link.tenant.as_str(),
         &link.clicks.human.to_string(),

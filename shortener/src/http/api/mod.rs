@@ -1,11 +1,12 @@
 //! The JSON API under `/api/v1`. Each handler admits its request ([`crate::access`]), turns
 //! the wire request into a domain request once (`wire`), and calls the link service. Creates,
-//! reads and deletes are here; lists, edits, history and export in `manage`; bulk import in
-//! `import` (its body split into rows by `records`).
+//! reads and deletes are here; lists, edits, history and export in `manage` (an NDJSON export's
+//! lines written by `ndjson`); bulk import in `import` (its body split into rows by `records`).
 
 mod admin;
 mod import;
 mod manage;
+mod ndjson;
 mod records;
 mod stats;
 mod webhooks;

@@ -159,13 +159,19 @@ struct ClicksJson {
 impl<'a> LinkJson<'a> {
     /// `link` as shown under `public`.
     pub(super) fn new(public: &PublicBase, link: &'a Link) -> Self {
+        Self::at(public, link, Utc::now())
+    }
+
+    /// `link` as shown under `public`, its state as of `now` (one reading of the clock for a
+    /// whole batch of links).
+    pub(super) fn at(public: &PublicBase, link: &'a Link, now: DateTime<Utc>) -> Self {
         LinkJson {
             code: &link.code,
             short_url: public.short_url(&link.code),
             url: &link.url,
             tenant: &link.tenant,
             owner: &link.owner,
-            state: link.state(Utc::now()).name(),
+            state: link.state(now).name(),
             created_at: time(link.created_at),
             expires_at: link.expires_at.map(time),
             deleted_at: link.deleted_at.map(time),

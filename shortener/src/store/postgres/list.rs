@@ -5,7 +5,7 @@
 use super::error::db_error;
 use super::{L_LINK_COLUMNS, link_with_clicks};
 use crate::domain::{Link, ListQuery, Page, Position, StateFilter};
-use crate::store::StoreError;
+use crate::store::{EXPORT_BATCH, ExportBatch, StoreError};
 use futures::{StreamExt, pin_mut};
 use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
@@ -145,11 +145,12 @@ pub(super) async fn list(
     Ok(Page { links, next })
 }
 
-/// Every link of `query`, from one snapshot, into `out` (which ends the export by closing).
+/// Every link of `query`, from one snapshot, into `out` in batches of at most
+/// [`EXPORT_BATCH`] (the end of the export closes it).
 pub(super) async fn export(
     client: &mut deadpool_postgres::Object,
     query: &ListQuery,
-    out: &mpsc::Sender<Result<Link, StoreError>>,
+    out: &mpsc::Sender<ExportBatch>,
 ) -> Result<(), StoreError> {
     let tx = client
         .build_transaction()
@@ -164,12 +165,24 @@ pub(super) async fn export(
         .await
         .map_err(db_error)?;
     pin_mut!(rows);
+    let mut batch = Vec::with_capacity(EXPORT_BATCH);
     while let Some(row) = rows.next().await {
-        let link = row.map(|row| link_with_clicks(&row)).map_err(db_error)?;
-        if out.send(Ok(link)).await.is_err() {
+        batch.push(row.map(|row| link_with_clicks(&row)).map_err(db_error)?);
+        if batch.len() == EXPORT_BATCH
+            && out
+                .send(Ok(std::mem::replace(
+                    &mut batch,
+                    Vec::with_capacity(EXPORT_BATCH),
+                )))
+                .await
+                .is_err()
+        {
             // The reader went away: stop scanning.
             return Ok(());
         }
+    }
+    if !batch.is_empty() && out.send(Ok(batch)).await.is_err() {
+        return Ok(());
     }
     tx.commit().await.map_err(db_error)
 }

@@ -25,8 +25,8 @@ mod write;
 use super::migrate::ADVISORY_LOCK;
 use super::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
-    BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
-    RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
+    BlockedDomain, ClickRows, DeleteOutcome, Durability, ExportBatch, InsertOutcome, LinkStore,
+    NewLink, RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
 };
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
 use crate::domain::{StatsQuery, StatsReport};
@@ -316,7 +316,7 @@ impl LinkStore for PgStore {
         list::list(&client, query).await
     }
 
-    async fn export(&self, query: ListQuery, out: mpsc::Sender<Result<Link, StoreError>>) {
+    async fn export(&self, query: ListQuery, out: mpsc::Sender<ExportBatch>) {
         let client = match &self.replica {
             Some(replica) => match replica.route(Scope::Tenant(query.tenant.as_deref())).await {
                 Route::Replica(client) => {

@@ -197,7 +197,8 @@ impl LinkStore for SqliteStore {
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         let space = Arc::clone(&self.space);
-        self.write(move |conn| rows::insert_all(conn, &space, &links))
+        // Only an import writes many links at once: a bulk write (rows::insert_bulk).
+        self.write(move |conn| rows::insert_bulk(conn, &space, &links))
             .await
     }
 
@@ -280,7 +281,7 @@ impl LinkStore for SqliteStore {
     /// Streams from a connection of its own (a long export holds no read connection the
     /// redirects use), in one read transaction. What it sends was committed before the export
     /// began reading; the stream ends only once an fsync covers all of it.
-    async fn export(&self, query: ListQuery, out: mpsc::Sender<Result<Link, StoreError>>) {
+    async fn export(&self, query: ListQuery, out: mpsc::Sender<super::ExportBatch>) {
         let path = Arc::clone(&self.path);
         let sender = out.clone();
         let result = async {

@@ -6,6 +6,9 @@
 //! without one (an alias or private code) sits below zero, with its code in the named-code
 //! index. A code is checked against the other placement before it is inserted, so it is unique
 //! across both.
+//!
+//! One file because every insert and lookup here depends on that placement rule: splitting
+//! them would spread one invariant over several files.
 
 use crate::domain::{ClickCounts, CompactCode, Link, PasswordHash};
 use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
@@ -41,7 +44,10 @@ pub(super) const COLUMN_COUNT: usize = 12;
 
 /// A link from a row holding [`COLUMNS`] first.
 pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
-    let tags: String = row.get(9)?;
+    // Read in place: most links have no tags, and then there is nothing to copy or parse.
+    let tags = row.get_ref(9)?.as_str().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(9, rusqlite::types::Type::Text, Box::new(e))
+    })?;
     Ok(Link {
         code: row.get(0)?,
         url: row.get(1)?,
@@ -52,7 +58,11 @@ pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
         owner: row.get(6)?,
         disabled_at: row.get::<_, Option<i64>>(7)?.map(from_millis),
         max_visits: row.get::<_, Option<i64>>(8)?.map(|n| n.max(0) as u64),
-        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        tags: if tags == "[]" {
+            Vec::new()
+        } else {
+            serde_json::from_str(tags).unwrap_or_default()
+        },
         import_batch: row.get(10)?,
         password: row
             .get::<_, Option<String>>(11)?
@@ -116,6 +126,50 @@ pub(super) fn insert_all(
         .collect::<Result<Vec<_>, _>>()?;
     tx.commit().map_err(db_error)?;
     Ok(outcomes)
+}
+
+/// WAL pages past which the commit of a bulk write ([`insert_bulk`]) checkpoints them into the
+/// file, instead of SQLite's 1000.
+const BULK_AUTOCHECKPOINT: i64 = 10_000;
+
+/// Inserts `links` as [`insert_all`] does, for a bulk write (a chunk of an import), whose
+/// commit checkpoints the WAL only past [`BULK_AUTOCHECKPOINT`] pages.
+///
+/// An import's codeless rows carry random dedup keys, so every chunk rewrites pages all over the
+/// dedup index. A checkpoint copies each page once however many commits rewrote it since the
+/// last one; every 1000 pages it copied (and fsynced) those pages again nearly every chunk.
+/// Creates keep SQLite's interval: a larger checkpoint inside a create's commit is what sets
+/// their tail latency (docs/benchmarks.md, "Tried and not kept"). So the first other commit
+/// after bulk writes checkpoints what they left, once.
+pub(super) fn insert_bulk(
+    conn: &mut Connection,
+    space: &CodeSpace,
+    links: &[NewLink],
+) -> Result<Vec<InsertOutcome>, StoreError> {
+    let usual: i64 = conn
+        .pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))
+        .map_err(db_error)?;
+    conn.pragma_update(None, "wal_autocheckpoint", BULK_AUTOCHECKPOINT)
+        .map_err(db_error)?;
+    let bulk = UsualCheckpoints { conn, usual };
+    insert_all(&mut *bulk.conn, space, links)
+}
+
+/// Puts the connection's checkpoint interval back when dropped, a panic's unwinding included.
+struct UsualCheckpoints<'c> {
+    conn: &'c mut Connection,
+    usual: i64,
+}
+
+impl Drop for UsualCheckpoints<'_> {
+    fn drop(&mut self) {
+        if let Err(error) = self
+            .conn
+            .pragma_update(None, "wal_autocheckpoint", self.usual)
+        {
+            tracing::error!(%error, "could not restore the writer's checkpoint interval");
+        }
+    }
 }
 
 /// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the
@@ -355,4 +409,53 @@ pub(super) fn add_clicks(
         }
     }
     tx.commit().map_err(db_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codespace::shape::CodeKind;
+
+    fn interval(conn: &Connection) -> i64 {
+        conn.pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0))
+            .expect("read the interval")
+    }
+
+    /// A bulk write gives the connection back with the checkpoint interval it had, whether its
+    /// insert succeeded or failed.
+    #[test]
+    fn a_bulk_write_puts_the_checkpoint_interval_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = Connection::open(dir.path().join("b.db")).expect("open");
+        conn.pragma_update(None, "wal_autocheckpoint", 777)
+            .expect("set");
+        let space = CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
+            .expect("space");
+        assert!(
+            insert_bulk(&mut conn, &space, &[])
+                .expect("nothing to insert")
+                .is_empty()
+        );
+        assert_eq!(interval(&conn), 777);
+        let link = NewLink {
+            code: "legacy-1".into(),
+            url: "https://example.com/".into(),
+            kind: CodeKind::Alias,
+            id: None,
+            expires_at: None,
+            tenant: "default".into(),
+            owner: "ci".into(),
+            dedup_key: None,
+            idempotency: None,
+            tags: Vec::new(),
+            max_visits: None,
+            import_batch: Some(1),
+            created_at: None,
+            password: None,
+        };
+        // No links table in this file: the insert fails.
+        assert!(insert_bulk(&mut conn, &space, &[link]).is_err());
+        assert_eq!(interval(&conn), 777);
+        assert!(conn.is_autocommit(), "the failed insert was rolled back");
+    }
 }
