@@ -196,7 +196,9 @@ pub async fn export(
                         if csv {
                             csv_row(&mut out, &public, link, now);
                         } else {
-                            super::ndjson::link_line(&mut out, &public, link, now);
+                            // Writing into a Vec cannot fail.
+                            let _ =
+                                serde_json::to_writer(&mut out, &LinkJson::at(&public, link, now));
                             out.push(b'\n');
                         }
                     }

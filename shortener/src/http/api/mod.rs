@@ -6,7 +6,6 @@
 mod admin;
 mod import;
 mod manage;
-mod ndjson;
 mod records;
 mod stats;
 mod webhooks;

@@ -125,23 +125,63 @@ pub(super) async fn read_body(
         })
 }
 
-fn time(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+/// A time as the API shows every time: RFC 3339 to the millisecond, in UTC
+/// (`YYYY-MM-DDTHH:MM:SS.mmmZ`), serialized without an intermediate string.
+#[derive(Clone, Copy)]
+pub(super) struct Millis(DateTime<Utc>);
+
+impl std::fmt::Display for Millis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use chrono::{Datelike, Timelike};
+        let t = self.0;
+        if (0..=9999).contains(&t.year()) && t.nanosecond() < 1_000_000_000 {
+            write!(
+                f,
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                t.year(),
+                t.month(),
+                t.day(),
+                t.hour(),
+                t.minute(),
+                t.second(),
+                t.nanosecond() / 1_000_000
+            )
+        } else {
+            // Years beyond four digits and leap seconds: as chrono writes them.
+            f.write_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        }
+    }
 }
 
-/// A link as the API shows it (serialized straight from the link, no intermediate JSON tree).
+impl Serialize for Millis {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A link's short URL: the public base and the code, serialized without joining them first.
+struct ShortUrl<'a>(&'a PublicBase, &'a str);
+
+impl Serialize for ShortUrl<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!("{}{}", self.0.as_str(), self.1))
+    }
+}
+
+/// A link as the API shows it, serialized straight from the link: no intermediate JSON tree
+/// and no allocation per link (an export writes millions of them into one buffer).
 #[derive(Serialize)]
 pub(super) struct LinkJson<'a> {
     code: &'a str,
-    short_url: String,
+    short_url: ShortUrl<'a>,
     url: &'a str,
     tenant: &'a str,
     owner: &'a str,
     state: &'static str,
-    created_at: String,
-    expires_at: Option<String>,
-    deleted_at: Option<String>,
-    disabled_at: Option<String>,
+    created_at: Millis,
+    expires_at: Option<Millis>,
+    deleted_at: Option<Millis>,
+    disabled_at: Option<Millis>,
     max_visits: Option<u64>,
     tags: &'a [String],
     imported: bool,
@@ -158,24 +198,24 @@ struct ClicksJson {
 
 impl<'a> LinkJson<'a> {
     /// `link` as shown under `public`.
-    pub(super) fn new(public: &PublicBase, link: &'a Link) -> Self {
+    pub(super) fn new(public: &'a PublicBase, link: &'a Link) -> Self {
         Self::at(public, link, Utc::now())
     }
 
     /// `link` as shown under `public`, its state as of `now` (one reading of the clock for a
     /// whole batch of links).
-    pub(super) fn at(public: &PublicBase, link: &'a Link, now: DateTime<Utc>) -> Self {
+    pub(super) fn at(public: &'a PublicBase, link: &'a Link, now: DateTime<Utc>) -> Self {
         LinkJson {
             code: &link.code,
-            short_url: public.short_url(&link.code),
+            short_url: ShortUrl(public, &link.code),
             url: &link.url,
             tenant: &link.tenant,
             owner: &link.owner,
             state: link.state(now).name(),
-            created_at: time(link.created_at),
-            expires_at: link.expires_at.map(time),
-            deleted_at: link.deleted_at.map(time),
-            disabled_at: link.disabled_at.map(time),
+            created_at: Millis(link.created_at),
+            expires_at: link.expires_at.map(Millis),
+            deleted_at: link.deleted_at.map(Millis),
+            disabled_at: link.disabled_at.map(Millis),
             max_visits: link.max_visits,
             tags: &link.tags,
             imported: link.import_batch.is_some(),
@@ -373,7 +413,7 @@ pub(super) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Error> {
 /// One event of a link's history.
 #[derive(Serialize)]
 pub(super) struct EventJson<'a> {
-    at: String,
+    at: Millis,
     key: &'a str,
     kind: &'static str,
     change: &'a Value,
@@ -382,10 +422,68 @@ pub(super) struct EventJson<'a> {
 impl<'a> EventJson<'a> {
     pub(super) fn new(event: &'a Event) -> Self {
         Self {
-            at: time(event.at),
+            at: Millis(event.at),
             key: &event.key,
             kind: event.kind.name(),
             change: &event.change,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn times_are_written_as_chrono_writes_them_to_the_millisecond() {
+        let times = [
+            Utc.timestamp_millis_opt(0).unwrap(),
+            Utc.timestamp_millis_opt(1_700_000_000_123).unwrap(),
+            Utc.timestamp_millis_opt(253_402_300_799_999).unwrap(),
+            Utc.with_ymd_and_hms(12_000, 1, 2, 3, 4, 5).unwrap(),
+            Utc.with_ymd_and_hms(-1, 12, 31, 23, 59, 59).unwrap(),
+            Utc.with_ymd_and_hms(2016, 12, 31, 23, 59, 59).unwrap()
+                + chrono::Duration::nanoseconds(1_500_000_000),
+        ];
+        for t in times {
+            let expected = serde_json::to_string(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+                .expect("serializes");
+            assert_eq!(
+                serde_json::to_string(&Millis(t)).expect("serializes"),
+                expected
+            );
+        }
+    }
+
+    #[test]
+    fn a_link_is_serialized_with_its_short_url_and_escaped_fields() {
+        let public = PublicBase::new("https://s.test/");
+        let link = Link {
+            code: "abc1234".into(),
+            tenant: "t\"en".into(),
+            owner: "ci".into(),
+            url: "https://example.com/\"q\"\\b\u{1}/ü".into(),
+            created_at: Utc.timestamp_millis_opt(1_700_000_000_123).unwrap(),
+            expires_at: None,
+            deleted_at: None,
+            disabled_at: None,
+            max_visits: Some(3),
+            tags: vec!["a".into()],
+            import_batch: None,
+            password: None,
+            clicks: Default::default(),
+        };
+        let now = Utc.timestamp_millis_opt(1_750_000_000_000).unwrap();
+        let json: Value = serde_json::from_slice(
+            &serde_json::to_vec(&LinkJson::at(&public, &link, now)).expect("serializes"),
+        )
+        .expect("JSON");
+        assert_eq!(json["short_url"], "https://s.test/abc1234");
+        assert_eq!(json["url"], link.url.as_str());
+        assert_eq!(json["tenant"], "t\"en");
+        assert_eq!(json["created_at"], "2023-11-14T22:13:20.123Z");
+        assert_eq!(json["expires_at"], Value::Null);
+        assert_eq!(json["max_visits"], 3);
     }
 }
