@@ -291,6 +291,7 @@ pub async fn run(settings: &StatsSettings, dir: &Path) -> anyhow::Result<StatsBe
         blocks: None,
         log_dir: dir.to_path_buf(),
         name: "stats".into(),
+        env: Vec::new(),
     })
     .await?;
     let started = Instant::now();
