@@ -41,12 +41,12 @@ pub fn markdown(
     );
     let _ = writeln!(
         s,
-        "    flock /work/bench.lock bench/run stats   # build, then this group: about {:.0} minutes on 2 cores; rewrites this section",
+        "    bench/run stats         # build, then this group: about {:.0} minutes on 2 cores; rewrites this section",
         (elapsed.as_secs_f64() / 60.0).ceil().max(1.0)
     );
     let _ = writeln!(
         s,
-        "    bench/run stats --quick                  # smoke run (10k links); prints only\n"
+        "    bench/run stats --quick # smoke run (10k links); prints only\n"
     );
     let _ = writeln!(s, "### Machine\n\n| | |\n|---|---|");
     for (k, v) in machine.iter().filter(|(k, _)| k != "wrk") {
