@@ -126,45 +126,62 @@ pub(super) async fn read_body(
 }
 
 /// A time as the API shows every time: RFC 3339 to the millisecond, in UTC
-/// (`YYYY-MM-DDTHH:MM:SS.mmmZ`), serialized without an intermediate string.
+/// (`YYYY-MM-DDTHH:MM:SS.mmmZ`, as chrono writes it), serialized without a heap string.
 #[derive(Clone, Copy)]
 pub(super) struct Millis(DateTime<Utc>);
 
-impl std::fmt::Display for Millis {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl Millis {
+    /// The text, in a buffer on the stack; `None` outside four-digit years and for leap
+    /// seconds (which chrono writes).
+    fn digits(self) -> Option<[u8; 24]> {
         use chrono::{Datelike, Timelike};
         let t = self.0;
-        if (0..=9999).contains(&t.year()) && t.nanosecond() < 1_000_000_000 {
-            write!(
-                f,
-                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-                t.year(),
-                t.month(),
-                t.day(),
-                t.hour(),
-                t.minute(),
-                t.second(),
-                t.nanosecond() / 1_000_000
-            )
-        } else {
-            // Years beyond four digits and leap seconds: as chrono writes them.
-            f.write_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+        let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+        if t.nanosecond() >= 1_000_000_000 {
+            return None;
         }
+        let mut text = *b"0000-00-00T00:00:00.000Z";
+        for (range, mut value) in [
+            (0..4, year),
+            (5..7, t.month()),
+            (8..10, t.day()),
+            (11..13, t.hour()),
+            (14..16, t.minute()),
+            (17..19, t.second()),
+            (20..23, t.nanosecond() / 1_000_000),
+        ] {
+            for digit in text[range].iter_mut().rev() {
+                *digit = b'0' + (value % 10) as u8;
+                value /= 10;
+            }
+        }
+        Some(text)
     }
 }
 
 impl Serialize for Millis {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        match self.digits() {
+            // ASCII digits and punctuation only.
+            Some(text) => serializer.serialize_str(std::str::from_utf8(&text).unwrap_or_default()),
+            None => serializer.serialize_str(&self.0.to_rfc3339_opts(SecondsFormat::Millis, true)),
+        }
     }
 }
 
 /// A link's short URL: the public base and the code, serialized without joining them first.
 struct ShortUrl<'a>(&'a PublicBase, &'a str);
 
+impl std::fmt::Display for ShortUrl<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.as_str())?;
+        f.write_str(self.1)
+    }
+}
+
 impl Serialize for ShortUrl<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&format_args!("{}{}", self.0.as_str(), self.1))
+        serializer.collect_str(self)
     }
 }
 
