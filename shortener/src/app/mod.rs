@@ -118,6 +118,7 @@ impl App {
             &node,
             Intervals {
                 click_flush: Duration::from_millis(config.click_flush_interval_ms),
+                analytics_flush: Duration::from_millis(config.analytics_flush_interval_ms),
                 reload: Duration::from_millis(config.reload_interval_ms),
             },
         );

@@ -42,6 +42,8 @@ pub async fn load_blocklist(
 pub(super) struct Intervals {
     /// Between click flushes.
     pub(super) click_flush: Duration,
+    /// Between analytics flushes.
+    pub(super) analytics_flush: Duration,
     /// Between checks of the keys file for changes.
     pub(super) reload: Duration,
 }
@@ -63,7 +65,7 @@ impl Tasks {
             }),
             tokio::spawn(Arc::clone(&node.analytics).run(
                 node.store.clone(),
-                every.click_flush,
+                every.analytics_flush,
                 stop.clone(),
             )),
             tokio::spawn(

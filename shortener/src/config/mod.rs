@@ -161,6 +161,16 @@ pub struct Config {
     /// Whether visits are counted by hour, referrer, device and country for the stats API.
     #[arg(long, env = "SHORTENER_ANALYTICS", default_value = "on", value_parser = parse_switch)]
     pub analytics: bool,
+    /// Milliseconds between writes of the analytics counters to the rollups. A crash loses at
+    /// most this long of analytics (the link totals flush on their own interval); longer means
+    /// fewer rollup writes per visit, since a link's visits in one interval share a row. At most
+    /// 50 s: the hourly rollup webhook event is recorded a minute after its hour ends.
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS",
+        default_value_t = 30_000
+    )]
+    pub analytics_flush_interval_ms: u64,
     /// Most analytics counters held in memory between flushes; visits needing more are left
     /// out of the rollups (the link totals still count them).
     #[arg(
@@ -320,6 +330,7 @@ impl Config {
             negative_cache_ttl_ms: 500,
             click_flush_interval_ms: 200,
             analytics: true,
+            analytics_flush_interval_ms: 200,
             analytics_max_entries: 1_000_000,
             analytics_referrers_per_hour: 100,
             analytics_compact_after_days: 30,

@@ -126,11 +126,22 @@ impl Config {
                 "SHORTENER_IDEMPOTENCY_TTL and SHORTENER_RELOAD_INTERVAL_MS must be positive",
             ));
         }
-        if self.header_read_timeout == 0 || self.click_flush_interval_ms == 0 || self.cache_ttl == 0
+        if self.header_read_timeout == 0
+            || self.click_flush_interval_ms == 0
+            || self.analytics_flush_interval_ms == 0
+            || self.cache_ttl == 0
         {
             return Err(ConfigError::new(
                 "SHORTENER_HEADER_READ_TIMEOUT",
-                "SHORTENER_HEADER_READ_TIMEOUT, SHORTENER_CLICK_FLUSH_INTERVAL_MS and SHORTENER_CACHE_TTL must be positive",
+                "SHORTENER_HEADER_READ_TIMEOUT, SHORTENER_CLICK_FLUSH_INTERVAL_MS, SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS and SHORTENER_CACHE_TTL must be positive",
+            ));
+        }
+        if self.analytics_flush_interval_ms > 50_000 {
+            // The hourly `clicks.rollup` event is recorded a minute after its hour ends: every
+            // flush of the hour must be in by then.
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS",
+                "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS must be at most 50000 (the hourly rollup event is recorded a minute after its hour)",
             ));
         }
         if self.analytics_max_entries == 0 || self.analytics_referrers_per_hour == 0 {

@@ -24,6 +24,10 @@ async fn a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits(ba
             "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
             INTERVAL.as_millis().to_string(),
         ),
+        (
+            "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS",
+            INTERVAL.as_millis().to_string(),
+        ),
     ];
     env.extend(stack.env());
     let served = Served::start(&data, &env, None).await;
