@@ -641,7 +641,21 @@ def test_webhooks_are_registered_listed_logged_and_removed_by_an_admin_key(api, 
     assert endpoint["id"] in [e["id"] for e in listed]
     item, log = f"{base}/{endpoint['id']}", f"{base}/{endpoint['id']}/deliveries"
     api.request("GET", log, base + "/{id}/deliveries", 200, headers=admin)
+    off = api.request(
+        "PATCH", item, base + "/{id}", 200, json={"enabled": False}, headers=admin
+    ).json()
+    assert off["disabled_at"] is not None
+    on = api.request(
+        "PATCH", item, base + "/{id}", 200, json={"enabled": True}, headers=admin
+    ).json()
+    assert on["disabled_at"] is None and on["failures"] == 0
+    response = api.request(
+        "PATCH", item, base + "/{id}", 400, json={"enabled": True, "url": "x"}, headers=admin
+    )
+    assert error_of(response) == "invalid_json"
+    api.request("PATCH", item, base + "/{id}", 403, json={"enabled": True}, headers=api.auth())
     api.request("DELETE", item, base + "/{id}", 204, headers=admin)
+    api.request("PATCH", item, base + "/{id}", 404, json={"enabled": True}, headers=admin)
     api.request("DELETE", item, base + "/{id}", 404, headers=admin)
     api.request("GET", log, base + "/{id}/deliveries", 404, headers=admin)
 
