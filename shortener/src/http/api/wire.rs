@@ -1,4 +1,7 @@
 //! The JSON API's wire types, and their one conversion to and from domain types.
+//!
+//! One file (just over 450 lines with its tests): every request and answer shape of the JSON
+//! API sits beside its conversion, so a field changes in one place for every endpoint.
 
 use super::super::ApiError;
 use crate::domain::{CreateInput, Error, Event, Link, ListInput, PatchInput, PublicBase, echo};

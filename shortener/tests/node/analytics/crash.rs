@@ -66,7 +66,11 @@ async fn a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits(ba
             }
         }
     });
-    tokio::time::sleep(INTERVAL * 4).await;
+    let flowing = testkit::wait_until(Duration::from_secs(10), || async {
+        answered.load(Ordering::SeqCst) >= 500
+    })
+    .await;
+    assert!(flowing, "the traffic never got going");
     // The visits answered so far must be taken and written by the node's own flushes while the
     // traffic goes on; then the node dies in the middle of it.
     let early = answered.load(Ordering::SeqCst);
@@ -91,7 +95,13 @@ async fn a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits(ba
         caught_up,
         "the flushes never wrote the first {early} visits"
     );
-    tokio::time::sleep(INTERVAL / 2).await;
+    // More traffic after the catch-up, so the kill comes in the middle of it.
+    let more = early + 200;
+    let went_on = testkit::wait_until(Duration::from_secs(10), || async {
+        answered.load(Ordering::SeqCst) >= more
+    })
+    .await;
+    assert!(went_on, "the traffic stopped");
     // What the node says it has written, read just before the kill.
     let reported = flushed().await;
     served.signal("KILL");
