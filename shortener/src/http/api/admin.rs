@@ -4,7 +4,7 @@
 //! file is (the node that takes the change puts it in force at once).
 
 use super::admit;
-use super::wire::read_body;
+use super::wire::read_json;
 use crate::access::Operation;
 use crate::domain::Error;
 use crate::http::{ApiError, HttpState};
@@ -67,9 +67,7 @@ pub async fn block(
     body: Body,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Admin)?;
-    let bytes = read_body(&headers, body, &["application/json"]).await?;
-    let body: BlockBody = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::bad_request("invalid_json", format!("invalid request body: {e}")))?;
+    let body: BlockBody = read_json(&headers, body, &["application/json"]).await?;
     let entry = Blocklist::canonical(&body.domain).map_err(invalid_domain)?;
     let added = state
         .store

@@ -97,7 +97,7 @@ async fn create_inner(
     body: Body,
 ) -> Result<(Response, bool), Failure> {
     let caller = admit(state, headers, Operation::Create).map_err(fail)?;
-    let body = wire::read_json_body(headers, body)
+    let body: wire::CreateBody = wire::read_json(headers, body, &["application/json"])
         .await
         .map_err(|e| (e, "invalid"))?;
     let input = body.into_input(headers).map_err(fail)?;

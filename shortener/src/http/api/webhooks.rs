@@ -2,7 +2,7 @@
 //! logs. A secret goes in at registration and is never shown again.
 
 use super::admit;
-use super::wire::read_body;
+use super::wire::read_json;
 use crate::access::Operation;
 use crate::domain::Error;
 use crate::http::{ApiError, HttpState};
@@ -89,9 +89,7 @@ pub async fn register_webhook(
     body: Body,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Admin)?;
-    let bytes = read_body(&headers, body, &["application/json"]).await?;
-    let body: RegisterBody = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::bad_request("invalid_json", format!("invalid request body: {e}")))?;
+    let body: RegisterBody = read_json(&headers, body, &["application/json"]).await?;
     let endpoint = state
         .webhooks
         .register(
@@ -148,14 +146,12 @@ pub async fn update_webhook(
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Admin)?;
     let id = id(path)?;
-    let bytes = read_body(
+    let body: PatchBody = read_json(
         &headers,
         body,
         &["application/json", "application/merge-patch+json"],
     )
     .await?;
-    let body: PatchBody = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::bad_request("invalid_json", format!("invalid request body: {e}")))?;
     let endpoint = state
         .webhooks
         .set_enabled(&caller, id, body.enabled)

@@ -92,12 +92,14 @@ pub(super) fn media_type(headers: &HeaderMap) -> String {
         .to_ascii_lowercase()
 }
 
-/// Reads a JSON create body of at most [`MAX_BODY_BYTES`].
-pub(super) async fn read_json_body(
+/// Reads a JSON body of one of the media types `accepted` (the first is named in the refusal),
+/// of at most [`MAX_BODY_BYTES`], as `T`; one that does not parse as `T` is `invalid_json`.
+pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Body,
-) -> Result<CreateBody, ApiError> {
-    let bytes = read_body(headers, body, &["application/json"]).await?;
+    accepted: &[&str],
+) -> Result<T, ApiError> {
+    let bytes = read_body(headers, body, accepted).await?;
     serde_json::from_slice(&bytes).map_err(|e| {
         Error::bad_request("invalid_json", format!("invalid request body: {e}")).into()
     })
