@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use shortener::cli::{Cli, Command, codes, keys, preload};
+use shortener::cli::{Cli, Command, codes, keys, layout, preload};
 use shortener::{App, Config, app, secrets, shutdown, telemetry};
 
 /// mimalloc rather than the system allocator: requests allocate many small short-lived
@@ -41,6 +41,10 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Keys { action }) => keys::run(&action, std::io::stdout().lock()),
+        Some(Command::Layout(args)) => {
+            telemetry::init_tracing(args.config.log_format);
+            layout::run(&args, std::io::stdout().lock()).await
+        }
         Some(Command::Preload(args)) => preload::run(&args, std::io::stdout().lock()).await,
     }
 }

@@ -108,6 +108,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
     let holder = config.holder.clone().unwrap_or_else(default_holder);
     match &config.database_url {
         Some(url) => {
+            let (space, cursors) = code_space(config, None)?;
             let pg = PgStore::connect(&PgSettings {
                 url: url.clone(),
                 read_url: config.database_read_url.clone(),
@@ -116,13 +117,14 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 timeout: Duration::from_secs(3),
                 write_batch: config.write_batch,
                 write_concurrency: config.write_concurrency,
+                statement_timeout: Duration::from_millis(config.database_statement_timeout_ms),
+                space: Arc::clone(&space),
             })
             .context("configure the PostgreSQL pool")?;
             pg.migrate().await.context("apply PostgreSQL migrations")?;
             pg.verify_replica()
                 .await
                 .context("check SHORTENER_DATABASE_READ_URL")?;
-            let (space, cursors) = code_space(config, None)?;
             let (api_keys, _) = load_api_keys(config, None)?;
             let api_keys = Arc::new(api_keys);
             let source = GrpcLeaseSource::new(&GrpcSourceConfig {

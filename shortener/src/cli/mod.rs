@@ -1,8 +1,9 @@
 //! The command line of the `shortener` binary: serving is the default; `migrate`, `codes`,
-//! `keygen`, `keys` and the benchmark's `preload` are the operator's tools.
+//! `keygen`, `keys`, `layout` and the benchmark's `preload` are the operator's tools.
 
 pub mod codes;
 pub mod keys;
+pub mod layout;
 pub mod preload;
 
 use clap::{Args, Parser, Subcommand};
@@ -51,6 +52,8 @@ pub enum Command {
         #[command(subcommand)]
         action: keys::KeysCommand,
     },
+    /// Where the PostgreSQL store finds a link's row, and moving it online.
+    Layout(Box<layout::LayoutArgs>),
     /// Write synthetic generated links through the store, as creates would (for benchmarks);
     /// prints their codes in ID order.
     #[command(hide = true)]

@@ -45,6 +45,12 @@ pub struct Config {
     /// Most PostgreSQL connections this node opens (to the primary; as many again to a replica).
     #[arg(long, env = "SHORTENER_DATABASE_MAX_CONNECTIONS", default_value_t = 16)]
     pub database_max_connections: usize,
+    /// Most milliseconds one PostgreSQL statement may run before the server cancels it (a
+    /// lock wait or a runaway plan fails fast instead of holding a connection); exports,
+    /// migrations and rollup maintenance lift it for their own statements.
+    #[arg(long, env = "SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub database_statement_timeout_ms: u64,
     /// PEM file of CA certificates trusted for TLS to PostgreSQL, besides the system's; used
     /// with `sslmode=require` in DATABASE_URL, which verifies the server's certificate and name.
     #[arg(long, env = "SHORTENER_DATABASE_CA_FILE")]
@@ -300,6 +306,7 @@ impl Config {
             database_url: None,
             database_read_url: None,
             database_max_connections: 8,
+            database_statement_timeout_ms: 10_000,
             database_ca_file: None,
             id_service: Vec::new(),
             id_service_token: None,

@@ -63,6 +63,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "webhook outbox purge",
         sql: include_str!("../../migrations/postgres/0010_webhook_outbox_purge.sql"),
     },
+    Migration {
+        version: 11,
+        name: "slot layout",
+        sql: include_str!("../../migrations/postgres/0011_slot_layout.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.

@@ -39,7 +39,9 @@ pub use model::{
     BlockedDomain, ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError,
     UpdateOutcome, WriterStats, host_rev, kind_name,
 };
-pub use postgres::{ChangeFeed, Fallback, PgSettings, PgStore, ReplicaStats};
+pub use postgres::{
+    ChangeFeed, Fallback, LayoutOptions, LayoutStatus, PgSettings, PgStore, ReplicaStats,
+};
 pub use rollups::{RollupOutcome, RollupPlan, RollupRow, RollupRows};
 pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;

@@ -11,6 +11,7 @@ use super::error::pool_error;
 use super::insert::insert_rows;
 use crate::store::reply::{Reply, answer};
 use crate::store::{InsertOutcome, NewLink, StoreError, WriterStats};
+use codespace::CodeSpace;
 use deadpool_postgres::Pool;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -28,13 +29,19 @@ pub(super) struct Batcher {
 
 impl Batcher {
     /// Starts the writer task over `pool` (within a tokio runtime): up to `max_in_flight`
-    /// batches of up to `max_batch` rows at once.
-    pub(super) fn start(pool: Pool, max_batch: usize, max_in_flight: usize) -> Self {
+    /// batches of up to `max_batch` rows at once, their slots computed in `space`.
+    pub(super) fn start(
+        pool: Pool,
+        space: Arc<CodeSpace>,
+        max_batch: usize,
+        max_in_flight: usize,
+    ) -> Self {
         let (max_batch, max_in_flight) = (max_batch.max(1), max_in_flight.max(1));
         let (jobs, queue) = mpsc::channel(max_batch * max_in_flight * 4);
         let stats = Arc::new(WriterStats::default());
         tokio::spawn(run(
             pool,
+            space,
             queue,
             max_batch,
             max_in_flight,
@@ -63,6 +70,7 @@ impl Batcher {
 
 async fn run(
     pool: Pool,
+    space: Arc<CodeSpace>,
     mut queue: mpsc::Receiver<(NewLink, Reply)>,
     max_batch: usize,
     max_in_flight: usize,
@@ -77,9 +85,9 @@ async fn run(
             return;
         };
         let batch = gather(first, &mut queue, max_batch, &stats);
-        let pool = pool.clone();
+        let (pool, space) = (pool.clone(), Arc::clone(&space));
         tokio::spawn(async move {
-            write(&pool, batch).await;
+            write(&pool, &space, batch).await;
             drop(permit);
         });
     }
@@ -104,12 +112,12 @@ fn gather(
     batch
 }
 
-async fn write(pool: &Pool, batch: Vec<(NewLink, Reply)>) {
+async fn write(pool: &Pool, space: &CodeSpace, batch: Vec<(NewLink, Reply)>) {
     let (links, replies): (Vec<NewLink>, Vec<Reply>) = batch.into_iter().unzip();
     let mut attempt = 0;
     let result = loop {
         let result = match pool.get().await {
-            Ok(client) => insert_rows(&client, &links).await,
+            Ok(client) => insert_rows(&client, space, &links).await,
             Err(error) => Err(pool_error(error)),
         };
         match result {

@@ -50,6 +50,10 @@ pub(super) fn new_pool(
 /// each exactly once.
 pub(super) async fn migrate(client: &mut deadpool_postgres::Object) -> Result<usize, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
+    // A migration may rewrite a large table, and waits for the lock while another node migrates.
+    tx.batch_execute("SET LOCAL statement_timeout = 0")
+        .await
+        .map_err(db_error)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&ADVISORY_LOCK])
         .await
         .map_err(db_error)?;

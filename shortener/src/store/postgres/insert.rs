@@ -2,24 +2,29 @@
 //! transaction of its own with its idempotency claim.
 
 use super::error::{after_write, db_error};
-use super::{L_LINK_COLUMNS, LINK_COLUMN_COUNT, LINK_COLUMNS, link_from_row};
+use super::layout::{Layout, slot_of};
+use super::{LINK_COLUMN_COUNT, LINK_COLUMNS, link_from_row};
 use crate::domain::Link;
 use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
 use chrono::{DateTime, Utc};
+use codespace::CodeSpace;
+use deadpool_postgres::ClientWrapper;
 use std::collections::HashMap;
 
 /// The insert of many rows in one statement: the rows come in as one array per column
 /// (tags as a JSON array per row, since arrays of arrays do not unnest), are inserted with
 /// `ON CONFLICT DO NOTHING`, and the tags of the rows that went in get their `link_tags` rows
 /// in the same statement, as do their `link.created` events for tenants with webhooks (the
-/// outbox, see [`crate::store::webhooks`]). Returns the inserted links.
+/// outbox, see [`crate::store::webhooks`]). Each row's slot is the ID its code decodes to, or
+/// (`NULL` in `$15`) the next named slot ([`super::layout`]). Returns the inserted links.
 const INSERT_ROWS: &str = "WITH r AS (\
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], \
-        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[]) \
-     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash)), \
-   ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash) \
+        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[], $15::int8[]) \
+     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot)), \
+   ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot) \
      SELECT code, long_url, kind, id, expires_at, owner, dedup_key, tenant, \
-        ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), max_visits, host_rev, import_batch, coalesce(created_at, now()), password_hash \
+        ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), max_visits, host_rev, import_batch, coalesce(created_at, now()), password_hash, \
+        coalesce(slot, -nextval('links_named_slot')) \
      FROM r ON CONFLICT DO NOTHING \
      RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash), \
    tagged AS (INSERT INTO link_tags (tenant, tag, created_at, code) \
@@ -37,6 +42,7 @@ const INSERT_ROWS: &str = "WITH r AS (\
 /// Outcomes come back in input order; conflicts are resolved per row.
 pub(super) async fn insert_rows(
     client: &deadpool_postgres::Object,
+    space: &CodeSpace,
     links: &[NewLink],
 ) -> Result<Vec<InsertOutcome>, StoreError> {
     // A connection lost while the statement is prepared (a fresh pooled connection prepares
@@ -69,6 +75,7 @@ pub(super) async fn insert_rows(
         .iter()
         .map(|l| l.password.as_ref().map(|p| p.as_stored()))
         .collect();
+    let slots: Vec<Option<i64>> = links.iter().map(|l| slot_of(space, &l.code)).collect();
     let rows = client
         .query(
             &insert,
@@ -87,6 +94,7 @@ pub(super) async fn insert_rows(
                 &imported,
                 &created,
                 &passwords,
+                &slots,
             ],
         )
         .await
@@ -141,6 +149,7 @@ pub(super) async fn insert_rows(
 /// same transaction.
 pub(super) async fn insert_one(
     client: &mut deadpool_postgres::Object,
+    layout: &Layout,
     link: NewLink,
 ) -> Result<InsertOutcome, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
@@ -169,7 +178,8 @@ pub(super) async fn insert_one(
             // Reuse this connection: taking a second one while holding the first can exhaust
             // the pool under a burst of retries.
             let found =
-                find_idempotent_on(client, &link.tenant, &idem.key, idem.expired_before).await?;
+                find_idempotent_on(client, layout, &link.tenant, &idem.key, idem.expired_before)
+                    .await?;
             return replay(found, &idem.key, &idem.fingerprint);
         }
     }
@@ -194,6 +204,7 @@ pub(super) async fn insert_one(
                 &[link.import_batch].as_slice(),
                 &[link.created_at].as_slice(),
                 &[link.password.as_ref().map(|p| p.as_stored())].as_slice(),
+                &[slot_of(layout.space(), &link.code)].as_slice(),
             ],
         )
         .await
@@ -247,21 +258,25 @@ fn replay(
 /// The fingerprint and link of the idempotency key `key` of `tenant`, unless its claim was
 /// made before `expired_before`, on `client`.
 pub(super) async fn find_idempotent_on(
-    client: &tokio_postgres::Client,
+    client: &ClientWrapper,
+    layout: &Layout,
     tenant: &str,
     key: &str,
     expired_before: DateTime<Utc>,
 ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
-    let row = client
+    // Two reads, since the claim holds the code and the link is found by the code's slot.
+    let claim = client
         .query_opt(
-            &format!(
-                "SELECT {L_LINK_COLUMNS}, i.fingerprint \
-                 FROM idempotency_keys i JOIN links l ON l.code = i.code \
-                 WHERE i.tenant = $1 AND i.key = $2 AND i.created_at >= $3"
-            ),
+            "SELECT code, fingerprint FROM idempotency_keys \
+             WHERE tenant = $1 AND key = $2 AND created_at >= $3",
             &[&tenant, &key, &expired_before],
         )
         .await
         .map_err(db_error)?;
-    Ok(row.map(|r| (r.get(LINK_COLUMN_COUNT), link_from_row(&r))))
+    let Some(claim) = claim else {
+        return Ok(None);
+    };
+    let code: &str = claim.get(0);
+    let link = super::read::get(client, layout, code).await?;
+    Ok(link.map(|link| (claim.get(1), link)))
 }

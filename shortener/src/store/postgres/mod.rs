@@ -13,9 +13,11 @@ mod batch;
 mod connect;
 mod error;
 mod insert;
+mod layout;
 mod list;
 mod listen;
 mod read;
+mod relayout;
 mod replica;
 mod rollups;
 mod update;
@@ -32,10 +34,13 @@ use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, Passwo
 use crate::domain::{StatsQuery, StatsReport};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
+use codespace::CodeSpace;
 use deadpool_postgres::Pool;
 use error::{db_error, pool_error};
 use id_client::LeaseSource;
+use layout::Layout;
 pub use listen::{ChangeFeed, NOTIFY_CHANNEL};
+pub use relayout::{LayoutOptions, LayoutStatus};
 pub use replica::{Fallback, ReplicaStats};
 use replica::{Replica, Route, Scope};
 use std::path::PathBuf;
@@ -62,6 +67,11 @@ pub struct PgSettings {
     pub write_batch: usize,
     /// Most batched inserts in flight at once.
     pub write_concurrency: usize,
+    /// The bound of one statement (`SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS`); exports,
+    /// migrations and maintenance lift it for their own statements.
+    pub statement_timeout: Duration,
+    /// The code space: where a code's row is (see [`layout`]).
+    pub space: Arc<CodeSpace>,
 }
 
 /// Links in PostgreSQL. Cheap to clone (a pool handle and a writer handle).
@@ -71,6 +81,10 @@ pub struct PgStore {
     feed: ChangeFeed,
     batcher: Batcher,
     replica: Option<Arc<Replica>>,
+    /// How rows are found (read at migration and every second after).
+    layout: Arc<Layout>,
+    /// Whether the layout is being read again every second.
+    watching: Arc<std::sync::atomic::AtomicBool>,
     /// The days whose rollup partitions are known to exist.
     partitions: Arc<rollups::Partitions>,
 }
@@ -126,19 +140,26 @@ impl PgStore {
     pub fn connect(settings: &PgSettings) -> Result<Self, StoreError> {
         // Every session commits synchronously, whatever the server default: an insert is
         // acknowledged only once it is durable (I3), even as a single autocommit statement.
+        // A statement that outlives its bound is cancelled by the server, and a session left
+        // idle inside a transaction (a client gone mid-way) is ended rather than holding locks.
+        let bounds = format!(
+            "-c statement_timeout={} -c idle_in_transaction_session_timeout=60000",
+            settings.statement_timeout.as_millis()
+        );
         let (pool, config, tls) = connect::new_pool(
             &settings.url,
             "DATABASE_URL",
-            "-c synchronous_commit=on",
+            &format!("-c synchronous_commit=on {bounds}"),
             settings,
         )?;
+        let layout = Arc::new(Layout::new(Arc::clone(&settings.space)));
         let replica = match &settings.read_url {
             Some(url) => {
                 // A replica refuses writes anyway; saying so makes a routing mistake an error.
                 let (replica, _, _) = connect::new_pool(
                     url,
                     "SHORTENER_DATABASE_READ_URL",
-                    "-c default_transaction_read_only=on",
+                    &format!("-c default_transaction_read_only=on {bounds}"),
                     settings,
                 )?;
                 Some(Replica::start(replica, pool.clone()))
@@ -147,6 +168,7 @@ impl PgStore {
         };
         let batcher = Batcher::start(
             pool.clone(),
+            Arc::clone(&settings.space),
             settings.write_batch,
             settings.write_concurrency,
         );
@@ -159,6 +181,8 @@ impl PgStore {
             },
             batcher,
             replica,
+            layout,
+            watching: Arc::default(),
             partitions: Arc::default(),
         })
     }
@@ -188,14 +212,14 @@ impl PgStore {
 
 /// Runs a read of one row on the replica where [`Replica::route`] allows, and on the primary
 /// otherwise, or when the replica has no such row or fails: `$read` is evaluated with `$c`
-/// bound to a `&tokio_postgres::Client` and must give `Result<Option<_>, StoreError>`.
+/// bound to a `&deadpool_postgres::ClientWrapper` and must give `Result<Option<_>, StoreError>`.
 macro_rules! read_row {
     ($store:expr, $scope:expr, |$c:ident| $read:expr) => {{
         async {
             if let Some(replica) = &$store.replica
                 && let Route::Replica(client) = replica.route($scope).await
             {
-                let $c: &tokio_postgres::Client = &client;
+                let $c: &deadpool_postgres::ClientWrapper = &client;
                 match $read.await {
                     Ok(Some(found)) => {
                         replica.answered();
@@ -206,7 +230,7 @@ macro_rules! read_row {
                 }
             }
             let primary = $store.client().await?;
-            let $c: &tokio_postgres::Client = &primary;
+            let $c: &deadpool_postgres::ClientWrapper = &primary;
             $read.await
         }
         .await
@@ -215,15 +239,26 @@ macro_rules! read_row {
 
 impl LinkStore for PgStore {
     /// Applies pending migrations under an advisory lock, so several nodes starting at once
-    /// apply each exactly once.
+    /// apply each exactly once; then checks the code space and reads the layout, which the
+    /// store reads again every second from then on.
     async fn migrate(&self) -> Result<usize, StoreError> {
-        connect::migrate(&mut self.client().await?).await
+        let mut client = self.client().await?;
+        let ran = connect::migrate(&mut client).await?;
+        layout::check_code_space(&client, self.layout.space()).await?;
+        self.layout.load(&client).await?;
+        if !self
+            .watching
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.layout.watch(self.pool.clone());
+        }
+        Ok(ran)
     }
 
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
         let outcome = if link.idempotency.is_some() {
             // The claim needs the row's own transaction.
-            insert::insert_one(&mut self.client().await?, link).await?
+            insert::insert_one(&mut self.client().await?, &self.layout, link).await?
         } else {
             self.batcher.insert(link).await?
         };
@@ -236,7 +271,7 @@ impl LinkStore for PgStore {
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         let client = self.client().await?;
-        let outcomes = insert::insert_rows(&client, &links).await?;
+        let outcomes = insert::insert_rows(&client, self.layout.space(), &links).await?;
         for outcome in &outcomes {
             if let InsertOutcome::Created(link) = outcome {
                 self.wrote([], Some(&link.tenant));
@@ -246,11 +281,19 @@ impl LinkStore for PgStore {
     }
 
     async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        read_row!(self, Scope::Code(code), |c| read::get(c, code))
+        read_row!(self, Scope::Code(code), |c| read::get(
+            c,
+            &self.layout,
+            code
+        ))
     }
 
     async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        read_row!(self, Scope::Code(code), |c| read::get_with_clicks(c, code))
+        read_row!(self, Scope::Code(code), |c| read::get_with_clicks(
+            c,
+            &self.layout,
+            code
+        ))
     }
 
     async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
@@ -265,7 +308,7 @@ impl LinkStore for PgStore {
         expired_before: DateTime<Utc>,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
         let client = self.client().await?;
-        insert::find_idempotent_on(&client, tenant, key, expired_before).await
+        insert::find_idempotent_on(&client, &self.layout, tenant, key, expired_before).await
     }
 
     async fn delete(
@@ -274,7 +317,8 @@ impl LinkStore for PgStore {
         tenant: Option<&str>,
         key: &str,
     ) -> Result<DeleteOutcome, StoreError> {
-        let outcome = write::delete(&mut self.client().await?, code, tenant, key).await?;
+        let outcome =
+            write::delete(&mut self.client().await?, &self.layout, code, tenant, key).await?;
         if outcome == DeleteOutcome::Deleted {
             self.wrote([code], tenant);
         }
@@ -288,7 +332,15 @@ impl LinkStore for PgStore {
         patch: &LinkPatch,
         key: &str,
     ) -> Result<UpdateOutcome, StoreError> {
-        let outcome = update::update(&mut self.client().await?, code, tenant, patch, key).await?;
+        let outcome = update::update(
+            &mut self.client().await?,
+            &self.layout,
+            code,
+            tenant,
+            patch,
+            key,
+        )
+        .await?;
         if let UpdateOutcome::Updated(link) = &outcome {
             self.wrote([code], Some(&link.tenant));
         }
@@ -296,7 +348,11 @@ impl LinkStore for PgStore {
     }
 
     async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
-        read_row!(self, Scope::Code(code), |c| update::history(c, code))
+        read_row!(self, Scope::Code(code), |c| update::history(
+            c,
+            &self.layout,
+            code
+        ))
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
@@ -339,7 +395,7 @@ impl LinkStore for PgStore {
 
     async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {
         let client = self.client().await?;
-        read::get_many(&client, codes).await
+        read::get_many(&client, &self.layout, codes).await
     }
 
     async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {

@@ -1,20 +1,30 @@
 //! Reading links and the blocked domains.
 
 use super::error::db_error;
+use super::layout::{Find, Layout, slot_of};
 use super::{L_LINK_COLUMNS, LINK_COLUMNS, link_from_row, link_with_clicks};
 use crate::domain::Link;
 use crate::store::{BlockedDomain, StoreError};
+use deadpool_postgres::ClientWrapper;
+use tokio_postgres::types::ToSql;
 
-/// The link with `code`, without click counts.
+/// The link with `code`, without click counts: the read of a redirect's cache miss, so its
+/// statement is prepared once per connection.
 pub(super) async fn get(
-    client: &tokio_postgres::Client,
+    client: &ClientWrapper,
+    layout: &Layout,
     code: &str,
 ) -> Result<Option<Link>, StoreError> {
+    let find = layout.find(code);
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {LINK_COLUMNS} FROM links WHERE {}",
+            find.clause("", 2)
+        ))
+        .await
+        .map_err(db_error)?;
     let row = client
-        .query_opt(
-            &format!("SELECT {LINK_COLUMNS} FROM links WHERE code = $1"),
-            &[&code],
-        )
+        .query_opt(&statement, &params(&code, &find))
         .await
         .map_err(db_error)?;
     Ok(row.as_ref().map(link_from_row))
@@ -22,20 +32,32 @@ pub(super) async fn get(
 
 /// The link with `code` and its click counts.
 pub(super) async fn get_with_clicks(
-    client: &tokio_postgres::Client,
+    client: &ClientWrapper,
+    layout: &Layout,
     code: &str,
 ) -> Result<Option<Link>, StoreError> {
+    let find = layout.find(code);
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot \
+             FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE {}",
+            find.clause("l", 2)
+        ))
+        .await
+        .map_err(db_error)?;
     let row = client
-        .query_opt(
-            &format!(
-                "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot \
-                 FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE l.code = $1"
-            ),
-            &[&code],
-        )
+        .query_opt(&statement, &params(&code, &find))
         .await
         .map_err(db_error)?;
     Ok(row.as_ref().map(link_with_clicks))
+}
+
+/// The parameters of a statement that finds one code's row: the code, and its slot if the
+/// clause needs one.
+pub(super) fn params<'a>(code: &'a &str, find: &'a Find) -> Vec<&'a (dyn ToSql + Sync)> {
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![code];
+    params.extend(find.param());
+    params
 }
 
 /// The live link with `dedup_key`.
@@ -65,19 +87,40 @@ pub(super) async fn count(client: &tokio_postgres::Client) -> Result<u64, StoreE
 /// The links holding `codes` (those that exist), with their click counts.
 pub(super) async fn get_many(
     client: &tokio_postgres::Client,
+    layout: &Layout,
     codes: &[String],
 ) -> Result<Vec<Link>, StoreError> {
-    let rows = client
-        .query(
-            &format!(
-                "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot \
-                 FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE l.code = ANY($1)"
-            ),
-            &[&codes],
-        )
-        .await
-        .map_err(db_error)?;
-    Ok(rows.iter().map(link_with_clicks).collect())
+    let select = format!(
+        "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot FROM links l LEFT JOIN link_clicks c ON c.code = l.code"
+    );
+    let rows = if layout.by_slot() {
+        // A slot holds one code only (decoding is a bijection); the code is compared anyway.
+        let (mut slots, mut named) = (Vec::new(), Vec::new());
+        for code in codes {
+            match slot_of(layout.space(), code) {
+                Some(slot) => slots.push(slot),
+                None => named.push(code.as_str()),
+            }
+        }
+        client
+            .query(
+                &format!(
+                    "{select} WHERE (l.slot = ANY($2) AND l.code = ANY($1)) \
+                     OR (l.slot < 0 AND l.code = ANY($3))"
+                ),
+                &[&codes, &slots, &named],
+            )
+            .await
+    } else {
+        client
+            .query(&format!("{select} WHERE l.code = ANY($1)"), &[&codes])
+            .await
+    };
+    Ok(rows
+        .map_err(db_error)?
+        .iter()
+        .map(link_with_clicks)
+        .collect())
 }
 
 /// The domains blocked through the admin API, in entry order.

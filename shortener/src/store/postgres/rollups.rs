@@ -252,6 +252,10 @@ pub(super) async fn maintain(
         }
         let (month, month_end) = month_of(day);
         let tx = client.transaction().await.map_err(db_error)?;
+        // Folding a busy day reads its whole partition.
+        tx.batch_execute("SET LOCAL statement_timeout = 0")
+            .await
+            .map_err(db_error)?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PARTITION_LOCK])
             .await
             .map_err(db_error)?;

@@ -2,26 +2,34 @@
 //! other nodes commit together.
 
 use super::error::db_error;
+use super::layout::Layout;
 use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
 use crate::domain::{Event, EventKind, Link, LinkPatch};
 use crate::store::{StoreError, UpdateOutcome, host_rev};
 use chrono::{DateTime, Utc};
+use deadpool_postgres::ClientWrapper;
+use tokio_postgres::types::ToSql;
 
 /// Applies `patch` to `code` (of `tenant`, or any tenant's for `None`) on behalf of `key`.
 pub(super) async fn update(
     client: &mut deadpool_postgres::Object,
+    layout: &Layout,
     code: &str,
     tenant: Option<&str>,
     patch: &LinkPatch,
     key: &str,
 ) -> Result<UpdateOutcome, StoreError> {
+    let find = layout.find(code);
     let tx = client.transaction().await.map_err(db_error)?;
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&code, &tenant];
+    params.extend(find.param());
     let row = tx
         .query_opt(
             &format!(
-                "SELECT {LINK_COLUMNS} FROM links WHERE code = $1 AND ($2::text IS NULL OR tenant = $2) FOR UPDATE"
+                "SELECT {LINK_COLUMNS} FROM links WHERE {} AND ($2::text IS NULL OR tenant = $2) FOR UPDATE",
+                find.clause("", 3)
             ),
-            &[&code, &tenant],
+            &params,
         )
         .await
         .map_err(db_error)?;
@@ -39,20 +47,27 @@ pub(super) async fn update(
     }
     let retargeted = new.url != old.url || new.expires_at != old.expires_at;
     let max_visits = new.max_visits.map(|n| n as i64);
+    let host = host_rev(&new.url);
+    let password = new.password.as_ref().map(|p| p.as_stored());
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &code,
+        &new.url,
+        &new.expires_at,
+        &new.tags,
+        &new.disabled_at,
+        &max_visits,
+        &host,
+        &retargeted,
+        &password,
+    ];
+    params.extend(find.param());
     tx.execute(
-        "UPDATE links SET long_url = $2, expires_at = $3, tags = $4, disabled_at = $5, max_visits = $6, \
-         host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END, password_hash = $9 WHERE code = $1",
-        &[
-            &code,
-            &new.url,
-            &new.expires_at,
-            &new.tags,
-            &new.disabled_at,
-            &max_visits,
-            &host_rev(&new.url),
-            &retargeted,
-            &new.password.as_ref().map(|p| p.as_stored()),
-        ],
+        &format!(
+            "UPDATE links SET long_url = $2, expires_at = $3, tags = $4, disabled_at = $5, max_visits = $6, \
+             host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END, password_hash = $9 WHERE {}",
+            find.clause("", 10)
+        ),
+        &params,
     )
     .await
     .map_err(db_error)?;
@@ -126,20 +141,13 @@ pub(super) async fn events(
         .collect()
 }
 
-/// The link holding `code`, without click counts (for a history).
-pub(super) async fn link(
-    client: &tokio_postgres::Client,
-    code: &str,
-) -> Result<Option<Link>, StoreError> {
-    super::read::get(client, code).await
-}
-
 /// The link holding `code` and the events recorded after its creation.
 pub(super) async fn history(
-    client: &tokio_postgres::Client,
+    client: &ClientWrapper,
+    layout: &Layout,
     code: &str,
 ) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
-    let Some(link) = link(client, code).await? else {
+    let Some(link) = super::read::get(client, layout, code).await? else {
         return Ok(None);
     };
     Ok(Some((link, events(client, code).await?)))

@@ -1,29 +1,36 @@
 //! Writes other than inserts: deletes, click counts and blocked domains.
 
 use super::error::db_error;
+use super::layout::Layout;
 use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
 use crate::domain::{ClickCounts, CompactCode};
 use crate::store::{DeleteOutcome, StoreError};
 use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
 
 /// Marks `code` deleted and frees its dedup key, if it belongs to `tenant` (any tenant's for
 /// `None`), recording the delete by `key` in its history; the change is announced to every
 /// node in the same transaction.
 pub(super) async fn delete(
     client: &mut deadpool_postgres::Object,
+    layout: &Layout,
     code: &str,
     tenant: Option<&str>,
     key: &str,
 ) -> Result<DeleteOutcome, StoreError> {
+    let find = layout.find(code);
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&code, &tenant];
+    params.extend(find.param());
     let tx = client.transaction().await.map_err(db_error)?;
     let deleted = tx
         .query_opt(
             &format!(
                 "UPDATE links SET deleted_at = now(), dedup_key = NULL \
-                 WHERE code = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR tenant = $2) \
-                 RETURNING {LINK_COLUMNS}"
+                 WHERE {} AND deleted_at IS NULL AND ($2::text IS NULL OR tenant = $2) \
+                 RETURNING {LINK_COLUMNS}",
+                find.clause("", 3)
             ),
-            &[&code, &tenant],
+            &params,
         )
         .await
         .map_err(db_error)?;
@@ -51,8 +58,11 @@ pub(super) async fn delete(
     }
     let exists = tx
         .query_opt(
-            "SELECT 1 FROM links WHERE code = $1 AND ($2::text IS NULL OR tenant = $2)",
-            &[&code, &tenant],
+            &format!(
+                "SELECT 1 FROM links WHERE {} AND ($2::text IS NULL OR tenant = $2)",
+                find.clause("", 3)
+            ),
+            &params,
         )
         .await
         .map_err(db_error)?;

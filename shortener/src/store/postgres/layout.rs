@@ -1,0 +1,211 @@
+//! Where a link's row is found: by its code (the `code` layout, the primary key of databases
+//! from before migration 11) or by its slot (the `slot` layout).
+//!
+//! A generated code is a keyed permutation of its ID, so an index ordered by code takes each
+//! create at a random leaf. In the slot layout the primary key is `slot`: the ID the code
+//! decodes to under the database's code space (IDs within a node's blocks only grow, so each
+//! node appends to its own part of the index), or a negative number from a sequence for a code
+//! that decodes to none, which alone is indexed by code (`links_named_code`, partial). Decoding
+//! is a bijection, so two rows with one code have one slot, and the two unique indexes between
+//! them refuse every duplicate code (docs/design.md has the argument).
+//!
+//! Every node reads the layout at start and again every [`POLL`], so `shortener layout
+//! migrate` can move the primary key while nodes serve: it switches the layout, waits for
+//! nodes to notice, and only then drops the index they were using.
+
+use super::error::db_error;
+use crate::store::StoreError;
+use codespace::CodeSpace;
+use deadpool_postgres::Pool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio_postgres::types::ToSql;
+
+/// How often a node reads the layout again.
+pub(crate) const POLL: Duration = Duration::from_secs(1);
+
+/// The database's layout as this node last read it, and the code space slots are computed in.
+#[derive(Debug)]
+pub(super) struct Layout {
+    space: Arc<CodeSpace>,
+    slot: AtomicBool,
+}
+
+/// How one code's row is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Find {
+    /// By the code index (the code layout).
+    Code,
+    /// At this slot, the code compared.
+    Slot(i64),
+    /// In the named-code index.
+    Named,
+}
+
+/// The slot a code that can be a generated code sits at: the ID it decodes to.
+pub(crate) fn slot_of(space: &CodeSpace, code: &str) -> Option<i64> {
+    space
+        .decode(code)
+        .ok()
+        .and_then(|id| i64::try_from(id).ok())
+}
+
+impl Find {
+    /// The condition that finds the row of the code in `$1`, on the table aliased `table`
+    /// (`""` for none); a slot is the statement's parameter `$n`.
+    pub(super) fn clause(self, table: &str, n: usize) -> String {
+        let p = if table.is_empty() {
+            String::new()
+        } else {
+            format!("{table}.")
+        };
+        match self {
+            Find::Code => format!("{p}code = $1"),
+            Find::Slot(_) => format!("{p}slot = ${n} AND {p}code = $1"),
+            Find::Named => format!("{p}slot < 0 AND {p}code = $1"),
+        }
+    }
+
+    /// The slot parameter [`clause`](Self::clause) refers to, if any.
+    pub(super) fn param(&self) -> Option<&(dyn ToSql + Sync)> {
+        match self {
+            Find::Slot(slot) => Some(slot),
+            _ => None,
+        }
+    }
+}
+
+impl Layout {
+    /// The code layout until [`load`](Self::load) says otherwise.
+    pub(super) fn new(space: Arc<CodeSpace>) -> Self {
+        Self {
+            space,
+            slot: AtomicBool::new(false),
+        }
+    }
+
+    /// The code space slots are computed in.
+    pub(super) fn space(&self) -> &CodeSpace {
+        &self.space
+    }
+
+    /// How to find `code` in the layout as last read.
+    pub(super) fn find(&self, code: &str) -> Find {
+        if !self.slot.load(Ordering::Relaxed) {
+            return Find::Code;
+        }
+        match slot_of(&self.space, code) {
+            Some(slot) => Find::Slot(slot),
+            None => Find::Named,
+        }
+    }
+
+    /// Whether rows are found by slot.
+    pub(super) fn by_slot(&self) -> bool {
+        self.slot.load(Ordering::Relaxed)
+    }
+
+    /// Reads the layout from the database.
+    pub(super) async fn load(&self, client: &tokio_postgres::Client) -> Result<(), StoreError> {
+        let row = client
+            .query_one("SELECT layout FROM link_layout", &[])
+            .await
+            .map_err(db_error)?;
+        let slot = row.get::<_, &str>(0) == "slot";
+        if self.slot.swap(slot, Ordering::Relaxed) != slot {
+            tracing::info!(
+                layout = if slot { "slot" } else { "code" },
+                "links are found by a new key"
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads the layout every [`POLL`] until the store is dropped.
+    pub(super) fn watch(self: &Arc<Self>, pool: Pool) {
+        let layout: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(POLL).await;
+                let Some(layout) = layout.upgrade() else {
+                    return;
+                };
+                // A database that is down is reported by the reads themselves.
+                if let Ok(client) = pool.get().await
+                    && let Err(error) = layout.load(&client).await
+                {
+                    tracing::debug!(%error, "could not read the links layout");
+                }
+            }
+        });
+    }
+}
+
+/// Records the code space on first use and refuses another one later: rows are found by
+/// decoding their code, so only the key and length that placed them find them.
+///
+/// On first use, the newest generated links (up to 100) are checked against the configured
+/// code space; if there are some and it made none of them, the node is most likely configured
+/// with the wrong key, and the database is refused instead of recorded.
+pub(super) async fn check_code_space(
+    client: &tokio_postgres::Client,
+    space: &CodeSpace,
+) -> Result<(), StoreError> {
+    let length = space.length() as i32;
+    let recorded = client
+        .query_opt("SELECT fingerprint, length FROM code_space", &[])
+        .await
+        .map_err(db_error)?;
+    if let Some(row) = recorded {
+        let (fingerprint, recorded_length): (String, i32) = (row.get(0), row.get(1));
+        if fingerprint == space.fingerprint() && recorded_length == length {
+            return Ok(());
+        }
+        return Err(StoreError::Internal(format!(
+            "this database's links were placed with the code key of fingerprint {fingerprint} \
+             and code length {recorded_length}, but the node is configured with fingerprint {} \
+             and length {length}; start it with the key (SHORTENER_KEY or SHORTENER_KEY_FILE) and \
+             SHORTENER_CODE_LENGTH every node of this database uses",
+            space.fingerprint()
+        )));
+    }
+    let newest = client
+        .query(
+            "SELECT id, code FROM links WHERE id IS NOT NULL ORDER BY id DESC LIMIT 100",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    let ours = newest
+        .iter()
+        .any(|row| space.encode(row.get::<_, i64>(0) as u64) == row.get::<_, &str>(1));
+    if !newest.is_empty() && !ours {
+        return Err(StoreError::Internal(format!(
+            "none of this database's {} newest generated links has the code that the configured \
+             key (fingerprint {}) gives its ID; start the node with the key that made them",
+            newest.len(),
+            space.fingerprint()
+        )));
+    }
+    client
+        .execute(
+            "INSERT INTO code_space (fingerprint, length) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&space.fingerprint(), &length],
+        )
+        .await
+        .map_err(db_error)?;
+    // Two nodes recording at once: the first one's stands, and the other is checked against it.
+    let row = client
+        .query_one("SELECT fingerprint, length FROM code_space", &[])
+        .await
+        .map_err(db_error)?;
+    if row.get::<_, &str>(0) != space.fingerprint() || row.get::<_, i32>(1) != length {
+        return Err(StoreError::Internal(
+            "another node recorded a different code key for this database at the same time; \
+             every node of a database must use one key and code length"
+                .into(),
+        ));
+    }
+    Ok(())
+}
