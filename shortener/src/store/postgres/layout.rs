@@ -145,6 +145,10 @@ impl Layout {
 /// Records the code space on first use and refuses another one later: rows are found by
 /// decoding their code, so only the key and length that placed them find them.
 ///
+/// In the code layout (no migration under way) lookups do not decode, so any code space is
+/// accepted: that is where a key rotation happens, and the next `shortener layout migrate`
+/// places every row again under the new one and records it.
+///
 /// On first use, the newest generated links (up to 100) are checked against the configured
 /// code space; if there are some and it made none of them, the node is most likely configured
 /// with the wrong key, and the database is refused instead of recorded.
@@ -153,6 +157,13 @@ pub(super) async fn check_code_space(
     space: &CodeSpace,
 ) -> Result<(), StoreError> {
     let length = space.length() as i32;
+    let state = client
+        .query_one("SELECT layout, step FROM link_layout", &[])
+        .await
+        .map_err(db_error)?;
+    if state.get::<_, &str>(0) == "code" && state.get::<_, Option<&str>>(1).is_none() {
+        return Ok(());
+    }
     let recorded = client
         .query_opt("SELECT fingerprint, length FROM code_space", &[])
         .await
@@ -166,7 +177,8 @@ pub(super) async fn check_code_space(
             "this database's links were placed with the code key of fingerprint {fingerprint} \
              and code length {recorded_length}, but the node is configured with fingerprint {} \
              and length {length}; start it with the key (SHORTENER_KEY or SHORTENER_KEY_FILE) and \
-             SHORTENER_CODE_LENGTH every node of this database uses",
+             SHORTENER_CODE_LENGTH every node of this database uses (to change them, see \
+             \"Rotating keys and code length\" in docs/operations.md)",
             space.fingerprint()
         )));
     }

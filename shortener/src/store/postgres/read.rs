@@ -104,9 +104,10 @@ pub(super) async fn get_many(
         }
         client
             .query(
+                // Two index probes per code, not an OR (which would read every named row).
                 &format!(
-                    "{select} WHERE (l.slot = ANY($2) AND l.code = ANY($1)) \
-                     OR (l.slot < 0 AND l.code = ANY($3))"
+                    "{select} WHERE l.slot = ANY($2) AND l.code = ANY($1) \
+                     UNION ALL {select} WHERE l.slot < 0 AND l.code = ANY($3)"
                 ),
                 &[&codes, &slots, &named],
             )

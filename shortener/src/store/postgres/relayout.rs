@@ -6,8 +6,9 @@
 //!
 //! 1. `start`: a `NOT VALID` check makes every new row carry a slot (writers of this version
 //!    fill it already), and the row count and a checksum of `code -> url` are recorded.
-//! 2. `backfill`: rows without a slot get one, a batch per transaction in code order, the last
-//!    code done committed with the batch.
+//! 2. `backfill`: rows without a slot get one (and rows placed under another code space, after
+//!    a key rotation, get theirs again), a batch per transaction in code order, the last code
+//!    done committed with the batch.
 //! 3. `validate`: the check is validated (a scan that blocks no writer), so `slot` becomes
 //!    `NOT NULL` without another scan.
 //! 4. `index`: the slot, named-code and partial dedup indexes are built concurrently (one left
@@ -126,7 +127,7 @@ impl PgStore {
             };
             progress(&format!("step {step}"));
             match step.as_str() {
-                "start" => start(&client).await?,
+                "start" => start(&client, self.layout.space()).await?,
                 "backfill" => backfill(&mut client, self.layout.space(), options, progress).await?,
                 "validate" => validate(&client).await?,
                 "index" => {
@@ -291,7 +292,17 @@ async fn set_step(client: &tokio_postgres::Client, step: &str) -> Result<(), Sto
 /// The row count and the checksum of `code -> url` (a sum of 64-bit hashes, as text).
 const CHECKSUM: &str = "SELECT count(*), coalesce(sum(hashtextextended(code || E'\\n' || long_url, 0)::numeric), 0)::text FROM links";
 
-async fn start(client: &tokio_postgres::Client) -> Result<(), StoreError> {
+async fn start(client: &tokio_postgres::Client, space: &CodeSpace) -> Result<(), StoreError> {
+    // The rows are placed under this run's code space; nodes under another are refused from
+    // now on (a key rotated in the code layout takes effect here).
+    client
+        .execute(
+            "INSERT INTO code_space (fingerprint, length) VALUES ($1, $2) \
+             ON CONFLICT (single) DO UPDATE SET fingerprint = excluded.fingerprint, length = excluded.length",
+            &[&space.fingerprint(), &(space.length() as i32)],
+        )
+        .await
+        .map_err(db_error)?;
     let checked = client
         .query_opt(
             "SELECT 1 FROM pg_constraint WHERE conname = 'links_slot_filled' AND conrelid = 'links'::regclass",
@@ -349,11 +360,15 @@ async fn backfill(
             .map(|r| r.get(0))
             .collect();
         let slots: Vec<Option<i64>> = codes.iter().map(|c| slot_of(space, c)).collect();
+        // A row without a slot gets one; so does one placed under another code space (a key
+        // rotated in the code layout). A named row keeps its negative slot.
         let filled = tx
             .execute(
-                "UPDATE links SET slot = coalesce(u.slot, -nextval('links_named_slot')) \
+                "UPDATE links SET slot = CASE WHEN u.slot IS NOT NULL THEN u.slot \
+                   WHEN links.slot < 0 THEN links.slot ELSE -nextval('links_named_slot') END \
                  FROM unnest($1::text[], $2::int8[]) AS u(code, slot) \
-                 WHERE links.code = u.code AND links.slot IS NULL",
+                 WHERE links.code = u.code AND (links.slot IS NULL \
+                   OR (u.slot IS NOT NULL AND links.slot <> u.slot) OR (u.slot IS NULL AND links.slot >= 0))",
                 &[&codes, &slots],
             )
             .await

@@ -3,6 +3,7 @@
 
 mod durability;
 mod embedded;
+mod layout;
 
 use crate::helpers::{Backend, Stack};
 use codespace::shape::CodeKind;
