@@ -30,6 +30,10 @@ pub(crate) const POLL: Duration = Duration::from_secs(1);
 pub(super) struct Layout {
     space: Arc<CodeSpace>,
     slot: AtomicBool,
+    /// The database placed its rows under another code space (a key rollout not finished
+    /// before `shortener layout migrate` started): this node then finds rows by code, which
+    /// is right whatever placed them, and refuses to write rows it would misplace.
+    foreign: AtomicBool,
 }
 
 /// How one code's row is found.
@@ -82,6 +86,7 @@ impl Layout {
         Self {
             space,
             slot: AtomicBool::new(false),
+            foreign: AtomicBool::new(false),
         }
     }
 
@@ -106,13 +111,43 @@ impl Layout {
         self.slot.load(Ordering::Relaxed)
     }
 
-    /// Reads the layout from the database.
+    /// Refuses a write while the database's code space is another one (see `foreign`).
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
+        if self.foreign.load(Ordering::Relaxed) {
+            return Err(StoreError::Unavailable(format!(
+                "this node's code key (fingerprint {}) is not the one the database places links \
+                 with; restart it with that key",
+                self.space.fingerprint()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads the layout (and the code space it was placed in) from the database.
     pub(super) async fn load(&self, client: &tokio_postgres::Client) -> Result<(), StoreError> {
         let row = client
-            .query_one("SELECT layout FROM link_layout", &[])
+            .query_one(
+                "SELECT l.layout, l.step IS NOT NULL, c.fingerprint, c.length \
+                 FROM link_layout l LEFT JOIN code_space c ON true",
+                &[],
+            )
             .await
             .map_err(db_error)?;
-        let slot = row.get::<_, &str>(0) == "slot";
+        let (layout, moving): (&str, bool) = (row.get(0), row.get(1));
+        let recorded: Option<(&str, i32)> = row.get::<_, Option<&str>>(2).zip(row.get(3));
+        let foreign = (layout == "slot" || moving)
+            && recorded.is_some_and(|(fingerprint, length)| {
+                fingerprint != self.space.fingerprint() || length != self.space.length() as i32
+            });
+        if self.foreign.swap(foreign, Ordering::Relaxed) != foreign && foreign {
+            tracing::error!(
+                fingerprint = %self.space.fingerprint(),
+                recorded = recorded.map_or("", |r| r.0),
+                "the database places links under another code key: finding them by code and \
+                 refusing creates until this node is restarted with that key"
+            );
+        }
+        let slot = layout == "slot" && !foreign;
         if self.slot.swap(slot, Ordering::Relaxed) != slot {
             tracing::info!(
                 layout = if slot { "slot" } else { "code" },

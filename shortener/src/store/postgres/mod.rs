@@ -256,6 +256,7 @@ impl LinkStore for PgStore {
     }
 
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
+        self.layout.check_writable()?;
         let outcome = if link.idempotency.is_some() {
             // The claim needs the row's own transaction.
             insert::insert_one(&mut self.client().await?, &self.layout, link).await?
@@ -270,6 +271,7 @@ impl LinkStore for PgStore {
     }
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
+        self.layout.check_writable()?;
         let client = self.client().await?;
         let outcomes = insert::insert_rows(&client, self.layout.space(), &links).await?;
         for outcome in &outcomes {

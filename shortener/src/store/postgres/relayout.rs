@@ -155,7 +155,7 @@ impl PgStore {
                     .await?
                 }
                 "verify" => {
-                    let (rows, sum) = verify_on(&mut client, self.layout.space()).await?;
+                    let (rows, sum) = verify_or_replace(&mut client, self.layout.space()).await?;
                     client
                         .execute(
                             "UPDATE link_layout SET step = NULL, after_rows = $1, after_sum = $2::text::numeric, \
@@ -235,9 +235,11 @@ impl PgStore {
 
     /// Checks that every row sits where its code puts it; returns the row count and the
     /// checksum of `code -> url`, from one snapshot.
+    /// Rows found misplaced (written by a node under another key) are placed again by the
+    /// next `layout migrate`.
     pub async fn layout_verify(&self) -> Result<(i64, String), StoreError> {
         let mut client = self.session().await?;
-        verify_on(&mut client, self.layout.space()).await
+        verify_or_replace(&mut client, self.layout.space()).await
     }
 
     /// A connection for a layout run: no statement bound (a step may scan the table), and
@@ -338,12 +340,23 @@ async fn backfill(
     options: &LayoutOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(), StoreError> {
-    let select = client
-        .prepare(
-            "SELECT code FROM links WHERE ($1::text IS NULL OR code > $1) ORDER BY code LIMIT $2",
+    // Rows are visited in primary-key order: by code in the code layout, and by slot when a
+    // failed verification sent a slot-layout table back here to place its rows again.
+    let by_slot = status(client).await?.layout == "slot";
+    let (select, update, next) = if by_slot {
+        (
+            "SELECT code, slot FROM links WHERE ($1::text IS NULL OR slot > $1::int8) ORDER BY slot LIMIT $2",
+            "links.slot = u.old",
+            "verify",
         )
-        .await
-        .map_err(db_error)?;
+    } else {
+        (
+            "SELECT code, slot FROM links WHERE ($1::text IS NULL OR code > $1) ORDER BY code LIMIT $2",
+            "links.code = u.code",
+            "validate",
+        )
+    };
+    let select = client.prepare(select).await.map_err(db_error)?;
     let limit = options.batch.max(1) as i64;
     loop {
         let tx = client.transaction().await.map_err(db_error)?;
@@ -352,39 +365,45 @@ async fn backfill(
             .await
             .map_err(db_error)?
             .get(0);
-        let codes: Vec<String> = tx
+        let rows = tx
             .query(&select, &[&after, &limit])
             .await
-            .map_err(db_error)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+            .map_err(db_error)?;
+        let codes: Vec<&str> = rows.iter().map(|r| r.get(0)).collect();
+        let old: Vec<Option<i64>> = rows.iter().map(|r| r.get(1)).collect();
         let slots: Vec<Option<i64>> = codes.iter().map(|c| slot_of(space, c)).collect();
         // A row without a slot gets one; so does one placed under another code space (a key
         // rotated in the code layout). A named row keeps its negative slot.
         let filled = tx
             .execute(
-                "UPDATE links SET slot = CASE WHEN u.slot IS NOT NULL THEN u.slot \
-                   WHEN links.slot < 0 THEN links.slot ELSE -nextval('links_named_slot') END \
-                 FROM unnest($1::text[], $2::int8[]) AS u(code, slot) \
-                 WHERE links.code = u.code AND (links.slot IS NULL \
-                   OR (u.slot IS NOT NULL AND links.slot <> u.slot) OR (u.slot IS NULL AND links.slot >= 0))",
-                &[&codes, &slots],
+                &format!(
+                    "UPDATE links SET slot = CASE WHEN u.slot IS NOT NULL THEN u.slot \
+                       WHEN links.slot < 0 THEN links.slot ELSE -nextval('links_named_slot') END \
+                     FROM unnest($1::text[], $2::int8[], $3::int8[]) AS u(code, slot, old) \
+                     WHERE {update} AND links.code = u.code AND (links.slot IS NULL \
+                       OR (u.slot IS NOT NULL AND links.slot <> u.slot) OR (u.slot IS NULL AND links.slot >= 0))"
+                ),
+                &[&codes, &slots, &old],
             )
             .await
             .map_err(db_error)? as i64;
+        let last: Option<String> = if by_slot {
+            old.last().copied().flatten().map(|s| s.to_string())
+        } else {
+            codes.last().map(|c| c.to_string())
+        };
         let done = (codes.len() as i64) < limit;
-        let params: [&(dyn ToSql + Sync); 3] = [&codes.last(), &filled, &done];
+        let params: [&(dyn ToSql + Sync); 4] = [&last, &filled, &done, &next];
         tx.execute(
             "UPDATE link_layout SET resume_after = coalesce($1, resume_after), filled = filled + $2, \
-             step = CASE WHEN $3 THEN 'validate' ELSE step END",
+             step = CASE WHEN $3 THEN $4 ELSE step END",
             &params,
         )
         .await
         .map_err(db_error)?;
         tx.commit().await.map_err(db_error)?;
-        if let Some(last) = codes.last() {
-            progress(&format!("filled {filled} rows up to code {last}"));
+        if let Some(last) = &last {
+            progress(&format!("filled {filled} rows up to {last}"));
         }
         if done {
             return Ok(());
@@ -483,11 +502,37 @@ async fn with_lock_retries(
     }
 }
 
-/// Checks every row's slot against its code, in one snapshot with the checksum.
-async fn verify_on(
+/// [`verify_on`]; rows found misplaced send the migration back to the backfill, so that the
+/// next run places every row again (nodes under another key refuse creates meanwhile).
+async fn verify_or_replace(
     client: &mut deadpool_postgres::Object,
     space: &CodeSpace,
 ) -> Result<(i64, String), StoreError> {
+    match verify_on(client, space).await? {
+        Ok(figures) => Ok(figures),
+        Err(misplaced) => {
+            client
+                .execute(
+                    "UPDATE link_layout SET step = 'backfill', resume_after = NULL",
+                    &[],
+                )
+                .await
+                .map_err(db_error)?;
+            Err(StoreError::Internal(format!(
+                "{misplaced}; once every node runs with the key of fingerprint {}, run \
+                 `shortener layout migrate` to place them",
+                space.fingerprint()
+            )))
+        }
+    }
+}
+
+/// Checks every row's slot against its code, in one snapshot with the checksum: the row count
+/// and checksum, or what is misplaced.
+async fn verify_on(
+    client: &mut deadpool_postgres::Object,
+    space: &CodeSpace,
+) -> Result<Result<(i64, String), String>, StoreError> {
     let tx = client
         .build_transaction()
         .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
@@ -516,10 +561,10 @@ async fn verify_on(
         }
     }
     tx.commit().await.map_err(db_error)?;
-    match first {
+    Ok(match first {
         None => Ok((rows, sum)),
-        Some(first) => Err(StoreError::Internal(format!(
+        Some(first) => Err(format!(
             "{misplaced} of {rows} rows are not where their code puts them, the first {first}"
-        ))),
-    }
+        )),
+    })
 }
