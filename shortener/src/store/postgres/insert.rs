@@ -265,12 +265,15 @@ pub(super) async fn find_idempotent_on(
     expired_before: DateTime<Utc>,
 ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
     // Two reads, since the claim holds the code and the link is found by the code's slot.
-    let claim = client
-        .query_opt(
+    let statement = client
+        .prepare_cached(
             "SELECT code, fingerprint FROM idempotency_keys \
              WHERE tenant = $1 AND key = $2 AND created_at >= $3",
-            &[&tenant, &key, &expired_before],
         )
+        .await
+        .map_err(db_error)?;
+    let claim = client
+        .query_opt(&statement, &[&tenant, &key, &expired_before])
         .await
         .map_err(db_error)?;
     let Some(claim) = claim else {

@@ -60,16 +60,19 @@ pub(super) fn params<'a>(code: &'a &str, find: &'a Find) -> Vec<&'a (dyn ToSql +
     params
 }
 
-/// The live link with `dedup_key`.
+/// The live link with `dedup_key` (asked by every dedup create, so prepared once).
 pub(super) async fn find_dedup(
-    client: &tokio_postgres::Client,
+    client: &ClientWrapper,
     dedup_key: &[u8],
 ) -> Result<Option<Link>, StoreError> {
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {LINK_COLUMNS} FROM links WHERE dedup_key = $1"
+        ))
+        .await
+        .map_err(db_error)?;
     let row = client
-        .query_opt(
-            &format!("SELECT {LINK_COLUMNS} FROM links WHERE dedup_key = $1"),
-            &[&dedup_key],
-        )
+        .query_opt(&statement, &[&dedup_key])
         .await
         .map_err(db_error)?;
     Ok(row.as_ref().map(link_from_row))

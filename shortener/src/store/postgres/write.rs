@@ -88,9 +88,9 @@ pub(super) async fn purge_idempotency(
         .map_err(db_error)
 }
 
-/// Adds the counts of `rows` with one upsert.
+/// Adds the counts of `rows` with one upsert (every flush, so prepared once).
 pub(super) async fn add_clicks(
-    client: &tokio_postgres::Client,
+    client: &deadpool_postgres::ClientWrapper,
     rows: &[(CompactCode, ClickCounts)],
 ) -> Result<(), StoreError> {
     let codes: Vec<&str> = rows.iter().map(|(c, _)| c.as_str()).collect();
@@ -98,14 +98,17 @@ pub(super) async fn add_clicks(
         rows.iter().map(|(_, c)| f(c) as i64).collect()
     };
     let (human, head, bot) = (column(|c| c.human), column(|c| c.head), column(|c| c.bot));
-    client
-        .execute(
+    let statement = client
+        .prepare_cached(
             "INSERT INTO link_clicks (code, human, head, bot) \
              SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) \
              ON CONFLICT (code) DO UPDATE SET human = link_clicks.human + EXCLUDED.human, \
              head = link_clicks.head + EXCLUDED.head, bot = link_clicks.bot + EXCLUDED.bot",
-            &[&codes, &human, &head, &bot],
         )
+        .await
+        .map_err(db_error)?;
+    client
+        .execute(&statement, &[&codes, &human, &head, &bot])
         .await
         .map_err(db_error)?;
     Ok(())
