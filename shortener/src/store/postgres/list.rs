@@ -164,10 +164,13 @@ pub(super) async fn export(
         .start()
         .await
         .map_err(db_error)?;
-    // One statement streams the whole export: it runs as long as the reader reads.
-    tx.batch_execute("SET LOCAL statement_timeout = 0")
-        .await
-        .map_err(db_error)?;
+    // One statement streams the whole export: it runs as long as the reader reads, and the
+    // transaction waits idle while a slow reader takes the last rows the node holds.
+    tx.batch_execute(
+        "SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0",
+    )
+    .await
+    .map_err(db_error)?;
     let sql = build(query, None);
     let rows = tx
         .query_raw(&sql.text, params(&sql))
