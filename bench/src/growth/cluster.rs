@@ -108,6 +108,11 @@ impl BenchCluster {
             settings.push("pg_stat_statements.track = top");
         }
         let cluster = Cluster::start(&settings).await;
+        eprintln!(
+            "growth: PostgreSQL on 127.0.0.1:{}, data in {} (stopped and removed at the end)",
+            cluster.port(),
+            cluster.data_dir().display()
+        );
         let mut out = BenchCluster {
             cluster,
             admin: None,

@@ -113,16 +113,53 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 
 /// A count for tables: `0`, `200k`, `10M`, `1.5M`.
 pub fn count_label(n: u64) -> String {
-    if n >= 1_000_000 && n % 100_000 == 0 {
+    if n >= 1_000_000 && n.is_multiple_of(100_000) {
         let m = n as f64 / 1e6;
-        if n % 1_000_000 == 0 {
+        if n.is_multiple_of(1_000_000) {
             format!("{m:.0}M")
         } else {
             format!("{m:.1}M")
         }
-    } else if n >= 1000 && n % 1000 == 0 {
+    } else if n >= 1000 && n.is_multiple_of(1000) {
         format!("{}k", n / 1000)
     } else {
         n.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_read_and_print_with_their_suffixes() {
+        assert_eq!(parse_count("0"), Ok(0));
+        assert_eq!(parse_count("200k"), Ok(200_000));
+        assert_eq!(parse_count("10M"), Ok(10_000_000));
+        assert_eq!(parse_count(" 50m "), Ok(50_000_000));
+        assert!(parse_count("ten").is_err());
+        assert!(parse_count("99999999999999999999M").is_err());
+        for (n, label) in [
+            (0, "0"),
+            (2000, "2k"),
+            (200_000, "200k"),
+            (1_000_000, "1M"),
+            (1_500_000, "1.5M"),
+            (50_000_000, "50M"),
+            (1234, "1234"),
+        ] {
+            assert_eq!(count_label(n), label);
+        }
+    }
+
+    #[test]
+    fn shared_buffers_must_be_a_size() {
+        let make = |sb: &str| {
+            GrowthSettings::new(true, None, vec![sb.into()], vec![Layout::Code], 1).map(|s| s.sizes)
+        };
+        assert_eq!(make("128MB").unwrap(), vec![0, 200_000, 1_000_000]);
+        assert!(make("2GB").is_ok());
+        assert!(make("2GB'; DROP").is_err());
+        assert!(make("lots").is_err());
     }
 }

@@ -425,3 +425,96 @@ fn method(s: &mut String, g: &Growth) {
     );
     s.push('\n');
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::growth::{GrowthSettings, LayoutRun, Load};
+    use crate::stats::{Repeated, Run};
+
+    fn runs(per_second: f64, p99_ms: f64) -> Repeated {
+        let mut r = Repeated::default();
+        r.push(Run {
+            per_second,
+            p99_ms,
+            ..Run::default()
+        });
+        r
+    }
+
+    fn point(size: u64, creates: f64, wal: f64, miss_p99: f64) -> Point {
+        Point {
+            layout: Layout::Code,
+            shared_buffers: "128MB".into(),
+            size,
+            rows: size + 10,
+            bytes: size * 600,
+            http: runs(creates, 5.0),
+            batch: runs(creates * 3.0, 50.0),
+            http_wal: wal,
+            batch_wal: wal / 2.0,
+            create_hit: 0.99,
+            miss: Run {
+                p50_ms: 0.5,
+                p99_ms: miss_p99,
+                ..Run::default()
+            },
+            miss_hit: 0.9,
+        }
+    }
+
+    #[test]
+    fn the_section_compares_each_size_with_the_smallest() {
+        let settings = GrowthSettings::new(
+            false,
+            Some(vec![0, 50_000_000]),
+            vec!["128MB".into()],
+            vec![Layout::Code, Layout::Slot],
+            60,
+        )
+        .unwrap();
+        let g = Growth {
+            settings,
+            points: vec![
+                point(0, 10_000.0, 2000.0, 2.0),
+                point(50_000_000, 6000.0, 4000.0, 3.0),
+            ],
+            layouts: vec![
+                LayoutRun {
+                    layout: Layout::Code,
+                    skipped: None,
+                    loads: vec![Load {
+                        layout: Layout::Code,
+                        from: 10_000,
+                        to: 50_000_000,
+                        seconds: 10_000.0,
+                        vacuum_seconds: 60.0,
+                    }],
+                    top: Vec::new(),
+                    top_size: 50_000_000,
+                },
+                LayoutRun {
+                    layout: Layout::Slot,
+                    skipped: Some("no slot layout in this binary".into()),
+                    loads: Vec::new(),
+                    top: Vec::new(),
+                    top_size: 0,
+                },
+            ],
+            server_version: "15".into(),
+        };
+        let s = markdown(&g, &[], "growth", Duration::from_secs(60), true);
+        assert!(s.contains("### Targets (50M rows against 0)"), "{s}");
+        assert!(
+            s.contains("| code | 128MB | creates/s, HTTP, 64 clients | ≥ 0.8× | 0.60× | not met |")
+        );
+        assert!(
+            s.contains("| code | 128MB | WAL bytes per create, HTTP | ≤ 1.5× | 2.00× | not met |")
+        );
+        assert!(s.contains("| code | 128MB | cache-miss redirect p99 | ≤ 2× | 1.50× | met |"));
+        assert!(s.contains("The **slot** layout was not measured: no slot layout in this binary."));
+        assert!(s.contains("| 50M | 50000010 | 30.0 GB | 6000 | 0.60× |"));
+        assert!(s.contains("4999 rows/s"));
+        assert!(s.contains(CHART));
+    }
+}
