@@ -150,6 +150,20 @@ pub async fn run_at(
     warmup: Duration,
     duration: Duration,
 ) -> anyhow::Result<Run> {
+    Ok(run_counted(target, transport, clients, warmup, duration)
+        .await?
+        .0)
+}
+
+/// [`run_at`], also returning every link the run created, warm-up included (for costs the
+/// store reports over the whole run, such as the WAL it wrote).
+pub async fn run_counted(
+    target: Target,
+    transport: Transport,
+    clients: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> anyhow::Result<(Run, u64)> {
     let cpu_before = target.pid.and_then(crate::machine::cpu_seconds);
     let start = Instant::now() + warmup;
     let end = start + duration;
@@ -198,5 +212,5 @@ pub async fn run_at(
     {
         run.cpu_us = Some((b - a) * 1e6 / all_links as f64);
     }
-    Ok(run)
+    Ok((run, all_links))
 }

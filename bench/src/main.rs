@@ -9,13 +9,16 @@
 //! `all`; it writes its own section of docs/benchmarks.md (between `<!-- bench:manage:begin -->`
 //! and `<!-- bench:manage:end -->`). `bench stats` (stats latency over a year of rollups on
 //! PostgreSQL) is not part of `all` either; it writes between `<!-- bench:stats:begin -->` and
-//! `<!-- bench:stats:end -->`.
+//! `<!-- bench:stats:end -->`. `bench growth` (the PostgreSQL store's cost as the links table
+//! grows, on a cluster of its own) is not part of `all`; it writes between
+//! `<!-- bench:growth:begin -->` and `<!-- bench:growth:end -->`.
 
 mod analytics;
 mod baselines;
 mod ceiling;
 mod create_suite;
 mod creates;
+mod growth;
 mod http;
 mod load;
 mod machine;
@@ -82,6 +85,30 @@ enum Command {
     /// its own statements sent directly. Not part of `all`; writes its own section of
     /// docs/benchmarks.md (unless --quick or --no-docs).
     Stats,
+    /// The PostgreSQL store as the links table grows: creates/s (HTTP and gRPC batches at 64
+    /// clients), WAL per create, buffer hit ratio and cache-miss redirect latency at each table
+    /// size, per layout and shared_buffers, on a PostgreSQL cluster of its own. Not part of
+    /// `all`; writes its own section of docs/benchmarks.md and docs/bench-growth.svg (unless
+    /// --quick or --no-docs).
+    Growth {
+        /// Table sizes (rows), e.g. `0,10M,50M` (default; `0,200k,1M` with --quick).
+        #[arg(long, env = "BENCH_GROWTH_SIZES", value_delimiter = ',', value_parser = growth::parse_count)]
+        sizes: Option<Vec<u64>>,
+        /// shared_buffers settings; the first is the default the targets refer to.
+        #[arg(
+            long,
+            env = "BENCH_GROWTH_SHARED_BUFFERS",
+            value_delimiter = ',',
+            default_value = "128MB,2GB"
+        )]
+        shared_buffers: Vec<String>,
+        /// Layouts of the links table (one the binary cannot make is skipped, with the reason).
+        #[arg(long, env = "BENCH_GROWTH_LAYOUTS", value_delimiter = ',', value_enum, default_values_t = [growth::Layout::Code, growth::Layout::Slot])]
+        layouts: Vec<growth::Layout>,
+        /// The most minutes a layout's loading may take in all (it fails beyond).
+        #[arg(long, env = "BENCH_GROWTH_LOAD_MINUTES", default_value_t = 120)]
+        load_minutes: u64,
+    },
     /// Drives creates at a node that is already running (for profiling it); prints one line.
     /// Give the node's API key `bench-api-key-0123456789abcdef`.
     Drive {
@@ -220,6 +247,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if let Command::Stats = cli.command {
         return stats_group(&cli).await;
+    }
+    if let Command::Growth { .. } = cli.command {
+        // Interrupted, the run's cluster, id-service and nodes are still stopped (on drop).
+        return tokio::select! {
+            r = growth_group(&cli) => r,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        };
     }
     if let Command::StatsLoad { database_url } = &cli.command {
         let (client, connection) =
@@ -364,6 +398,74 @@ async fn stats_group(cli: &Cli) -> anyhow::Result<()> {
             &section,
         )?;
         eprintln!("wrote the stats section of docs/benchmarks.md");
+    }
+    Ok(())
+}
+
+/// `bench growth`: the table-growth group, printed and (full runs) written into its own section
+/// of docs/benchmarks.md with its chart.
+async fn growth_group(cli: &Cli) -> anyhow::Result<()> {
+    let Command::Growth {
+        sizes,
+        shared_buffers,
+        layouts,
+        load_minutes,
+    } = &cli.command
+    else {
+        unreachable!("called for `growth` only");
+    };
+    let started = Instant::now();
+    let settings = growth::GrowthSettings::new(
+        cli.quick,
+        sizes.clone(),
+        shared_buffers.clone(),
+        layouts.clone(),
+        *load_minutes,
+    )?;
+    let scratch = tempfile::Builder::new()
+        .prefix("shortener-bench-")
+        .tempdir()?;
+    let mut machine = tokio::task::spawn_blocking(machine::describe).await?;
+    for (k, v) in &machine {
+        eprintln!("{k}: {v}");
+    }
+    let results = growth::run(&settings, scratch.path()).await?;
+    machine.push(("load average at end".into(), machine::load_average()));
+    let sizes: Vec<String> = settings
+        .sizes
+        .iter()
+        .map(|&n| growth::count_label(n))
+        .collect();
+    let command = format!(
+        "growth{} --sizes {} --shared-buffers {} --layouts {}",
+        if cli.quick { " --quick" } else { "" },
+        sizes.join(","),
+        settings.shared_buffers.join(","),
+        settings
+            .layouts
+            .iter()
+            .map(|l| l.label())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let write = !cli.no_docs && (cli.write_docs || !cli.quick);
+    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    if write {
+        plot::growth_throughput(&results, &docs.join(report::growth::CHART))?;
+    }
+    let section = report::growth::markdown(&results, &machine, &command, started.elapsed(), write);
+    println!("{section}");
+    if write {
+        report::write_section(
+            &docs.join("benchmarks.md"),
+            report::growth::BEGIN,
+            report::growth::END,
+            &section,
+        )?;
+        eprintln!(
+            "wrote the growth section of docs/benchmarks.md and docs/{}",
+            report::growth::CHART
+        );
     }
     Ok(())
 }

@@ -124,23 +124,31 @@ impl Node {
     }
 }
 
-/// A running id-service with its own database.
+/// A running id-service, with its own database unless it was started on one it does not own.
 pub struct IdService {
     /// The process (stopped first on drop).
     pub _server: Server,
-    /// Its database.
-    pub _db: PgDatabase,
+    /// Its database, when it owns one (dropped after the process stops).
+    pub _db: Option<PgDatabase>,
     /// Its gRPC URL.
     pub url: String,
 }
 
 impl IdService {
-    /// Starts an id-service over a fresh database.
+    /// Starts an id-service over a fresh database on the local PostgreSQL.
     pub async fn start(log_dir: &Path) -> anyhow::Result<IdService> {
         let db = PgDatabase::create("ids")?;
+        let mut service = Self::start_on(log_dir, &db.url()).await?;
+        service._db = Some(db);
+        Ok(service)
+    }
+
+    /// Starts an id-service over the database at `database_url` (migrated by the service
+    /// itself on its first start, kept when it stops: the next one continues its sequence).
+    pub async fn start_on(log_dir: &Path, database_url: &str) -> anyhow::Result<IdService> {
         let (grpc, admin) = (free_addr(), free_addr());
         let env: Vec<(String, String)> = vec![
-            ("DATABASE_URL".into(), db.url()),
+            ("DATABASE_URL".into(), database_url.to_string()),
             ("ID_SERVICE_GRPC_ADDR".into(), grpc.to_string()),
             ("ID_SERVICE_ADMIN_ADDR".into(), admin.to_string()),
             // The JSON port is not used here; port 0 keeps it out of the way.
@@ -160,7 +168,7 @@ impl IdService {
         server.wait_http_ok(admin, "/readyz").await?;
         Ok(IdService {
             _server: server,
-            _db: db,
+            _db: None,
             url: format!("http://{grpc}"),
         })
     }

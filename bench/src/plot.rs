@@ -192,3 +192,59 @@ pub fn create_throughput(creates: &Creates, batch: usize, path: &Path) -> anyhow
     root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
 }
+
+/// Creates per second against the rows in the links table: one line per layout,
+/// `shared_buffers` and transport.
+pub fn growth_throughput(growth: &crate::growth::Growth, path: &Path) -> anyhow::Result<()> {
+    const PALETTE: [RGBColor; 8] = [
+        HTTP,
+        GRPC,
+        BATCH,
+        BASE,
+        LIGHT_NODE,
+        LIGHT_CEILING,
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+    ];
+    let mut series: Vec<Series> = Vec::new();
+    for l in growth.layouts.iter().filter(|l| l.skipped.is_none()) {
+        for sb in &growth.settings.shared_buffers {
+            let points: Vec<_> = growth
+                .points
+                .iter()
+                .filter(|p| p.layout == l.layout && &p.shared_buffers == sb)
+                .collect();
+            for (transport, pick) in [
+                (
+                    "HTTP",
+                    (|p: &crate::growth::Point| p.http.rate()) as fn(&crate::growth::Point) -> f64,
+                ),
+                ("gRPC batch (links/s)", |p: &crate::growth::Point| {
+                    p.batch.rate()
+                }),
+            ] {
+                let color = PALETTE[series.len() % PALETTE.len()];
+                series.push((
+                    format!(
+                        "{} layout, shared_buffers {sb}, {transport}",
+                        l.layout.label()
+                    ),
+                    color,
+                    points.iter().map(|p| (p.rows as f64, pick(p))).collect(),
+                ));
+            }
+        }
+    }
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    draw(
+        &root,
+        "Creates against table size (PostgreSQL, 64 clients)",
+        "rows in the links table",
+        "creates/s (log)",
+        false,
+        &series,
+    )?;
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}

@@ -8,8 +8,10 @@ use crate::node::API_KEY;
 use crate::procs::sibling_binary;
 use anyhow::{Context, bail};
 use codespace::CodeKey;
+use std::io::BufRead;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 /// The SQLite file of a node's data directory (`shortener::app::DB_FILE`).
 pub const DB_FILE: &str = "shortener.db";
@@ -67,9 +69,30 @@ pub fn postgres_links(
     key: &CodeKey,
     n: u64,
 ) -> anyhow::Result<Vec<String>> {
+    let mut codes = Vec::with_capacity(n as usize);
+    postgres_links_each(database_url, id_service, key, n, PRELOAD_TIMEOUT, |code| {
+        codes.push(code.to_string())
+    })?;
+    Ok(codes)
+}
+
+/// How long one `shortener preload` may run unless its caller says otherwise.
+const PRELOAD_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// [`postgres_links`] for loads too large to keep every code: each code goes to `each` as
+/// the command prints it, in ID order. The command is killed if it runs longer than `timeout`.
+/// Blocks the calling thread.
+pub fn postgres_links_each(
+    database_url: &str,
+    id_service: &str,
+    key: &CodeKey,
+    n: u64,
+    timeout: Duration,
+    mut each: impl FnMut(&str),
+) -> anyhow::Result<()> {
     let count = n.to_string();
     let args = ["preload", "--count", &count, "--url-pattern", URL_PATTERN];
-    let output = Command::new(sibling_binary("shortener")?)
+    let mut child = Command::new(sibling_binary("shortener")?)
         .args(args)
         .env("DATABASE_URL", database_url)
         .env("SHORTENER_ID_SERVICE", id_service)
@@ -77,23 +100,66 @@ pub fn postgres_links(
         .env("SHORTENER_API_KEYS", API_KEY)
         .env("SHORTENER_HOLDER", "bench-preload")
         .env("RUST_LOG", "warn")
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .context("run shortener preload")?;
-    if !output.status.success() {
-        bail!(
-            "shortener preload failed: {}",
-            String::from_utf8_lossy(&output.stderr)
+    let (stdout, mut stderr) = (
+        child.stdout.take().context("preload's standard output")?,
+        child.stderr.take().context("preload's standard error")?,
+    );
+    let errors = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    // The watchdog kills by process ID. The child is reaped only after the watchdog has
+    // finished, so until then its ID cannot belong to another process.
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let pid = child.id().to_string();
+    let watchdog = std::thread::spawn(move || {
+        let expired = matches!(
+            finished.recv_timeout(timeout),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
         );
+        if expired {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+        expired
+    });
+    let mut lines = 0u64;
+    let mut read_error = None;
+    for line in std::io::BufReader::new(stdout).lines() {
+        match line {
+            Ok(code) => {
+                each(&code);
+                lines += 1;
+            }
+            Err(e) => {
+                read_error = Some(e);
+                let _ = child.kill();
+                break;
+            }
+        }
     }
-    let codes: Vec<String> = String::from_utf8(output.stdout)
-        .context("read the output of shortener")?
-        .lines()
-        .map(str::to_string)
-        .collect();
-    if codes.len() as u64 != n {
-        bail!("shortener preload wrote {} links, not {n}", codes.len());
+    let _ = done.send(());
+    let expired = watchdog.join().unwrap_or(true);
+    let status = child.wait().context("wait for shortener preload")?;
+    let errors = errors.join().unwrap_or_default();
+    if expired {
+        bail!("shortener preload of {n} links did not finish within {timeout:?}: killed");
     }
-    Ok(codes)
+    if let Some(e) = read_error {
+        return Err(e).context("read the codes shortener preload printed");
+    }
+    if !status.success() {
+        bail!("shortener preload failed: {errors}");
+    }
+    if lines != n {
+        bail!("shortener preload wrote {lines} links, not {n}");
+    }
+    Ok(())
 }
 
 /// An embedded store with the node's current schema, made by `shortener migrate` in
