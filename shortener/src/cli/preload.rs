@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::store::{InsertOutcome, LinkStore, NewLink};
 use anyhow::{Context, bail};
 use codespace::shape::CodeKind;
+use futures::StreamExt;
 use std::io::Write;
 
 /// Arguments of `shortener preload`.
@@ -31,6 +32,29 @@ const LEASE: u64 = 100_000;
 /// Rows per insert.
 const BATCH: usize = 2_000;
 
+/// Batches written at once.
+const IN_FLIGHT: usize = 4;
+
+/// The generated link of `id`, as a create would make it.
+fn link(resources: &app::Resources, args: &PreloadArgs, id: u64) -> NewLink {
+    NewLink {
+        code: resources.space.encode(id),
+        url: args.url_pattern.replace("{id}", &format!("{id:08}")),
+        kind: CodeKind::Generated,
+        id: Some(id),
+        expires_at: None,
+        tenant: crate::access::DEFAULT_TENANT.into(),
+        owner: "preload".into(),
+        dedup_key: None,
+        idempotency: None,
+        tags: Vec::new(),
+        max_visits: None,
+        import_batch: None,
+        created_at: None,
+        password: None,
+    }
+}
+
 /// Writes `args.count` links and prints one code per line to `out`, in ID order.
 pub async fn run(args: &PreloadArgs, out: impl Write) -> anyhow::Result<()> {
     args.config.validate().context("validate configuration")?;
@@ -47,38 +71,21 @@ pub async fn run(args: &PreloadArgs, out: impl Write) -> anyhow::Result<()> {
         let ids: Vec<u64> = (lease.block.start..lease.block.end)
             .take((args.count - written) as usize)
             .collect();
-        for chunk in ids.chunks(BATCH) {
-            let links: Vec<NewLink> = chunk
-                .iter()
-                .map(|&id| NewLink {
-                    code: resources.space.encode(id),
-                    url: args.url_pattern.replace("{id}", &format!("{id:08}")),
-                    kind: CodeKind::Generated,
-                    id: Some(id),
-                    expires_at: None,
-                    tenant: crate::access::DEFAULT_TENANT.into(),
-                    owner: "preload".into(),
-                    dedup_key: None,
-                    idempotency: None,
-                    tags: Vec::new(),
-                    max_visits: None,
-                    import_batch: None,
-                    created_at: None,
-                    password: None,
-                })
-                .collect();
-            let outcomes = resources
-                .store
-                .insert_many(links)
-                .await
-                .context("insert links")?;
-            for outcome in outcomes {
+        // A few batches at once: one insert at a time leaves the database waiting on the
+        // round trip and this process's encoding. `buffered` keeps the output in ID order.
+        let batches = ids.chunks(BATCH).map(|chunk| {
+            let links: Vec<NewLink> = chunk.iter().map(|&id| link(&resources, args, id)).collect();
+            resources.store.insert_many(links)
+        });
+        let mut results = futures::stream::iter(batches).buffered(IN_FLIGHT);
+        while let Some(outcomes) = results.next().await {
+            for outcome in outcomes.context("insert links")? {
                 match outcome {
                     InsertOutcome::Created(link) => writeln!(out, "{}", link.code)?,
                     other => bail!("a preloaded link was not created: {other:?}"),
                 }
+                written += 1;
             }
-            written += chunk.len() as u64;
         }
     }
     out.flush().context("write the codes")?;

@@ -34,6 +34,8 @@ pub(super) struct Layout {
     /// before `shortener layout migrate` started): this node then finds rows by code, which
     /// is right whatever placed them, and refuses to write rows it would misplace.
     foreign: AtomicBool,
+    /// The code space is recorded (or need not be); until then the first write records it.
+    recorded: AtomicBool,
 }
 
 /// How one code's row is found.
@@ -87,6 +89,7 @@ impl Layout {
             space,
             slot: AtomicBool::new(false),
             foreign: AtomicBool::new(false),
+            recorded: AtomicBool::new(false),
         }
     }
 
@@ -109,6 +112,25 @@ impl Layout {
     /// Whether rows are found by slot.
     pub(super) fn by_slot(&self) -> bool {
         self.slot.load(Ordering::Relaxed)
+    }
+
+    /// Notes whether the database's code space is recorded.
+    pub(super) fn set_recorded(&self, recorded: bool) {
+        self.recorded.store(recorded, Ordering::Relaxed);
+    }
+
+    /// Records the code space before this node's first write to a database without links.
+    pub(super) async fn record_before_writing(&self, pool: &Pool) -> Result<(), StoreError> {
+        if self.recorded.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let client = pool.get().await.map_err(super::error::pool_error)?;
+        if let Err(error) = record_code_space(&client, &self.space).await {
+            self.foreign.store(true, Ordering::Relaxed);
+            return Err(error);
+        }
+        self.recorded.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Refuses a write while the database's code space is another one (see `foreign`).
@@ -186,18 +208,21 @@ impl Layout {
 ///
 /// On first use, the newest generated links (up to 100) are checked against the configured
 /// code space; if there are some and it made none of them, the node is most likely configured
-/// with the wrong key, and the database is refused instead of recorded.
+/// with the wrong key, and the database is refused instead of recorded. A database without
+/// links records nothing yet: returns false, and the first write records
+/// ([`record_code_space`]).
 pub(super) async fn check_code_space(
     client: &tokio_postgres::Client,
     space: &CodeSpace,
-) -> Result<(), StoreError> {
+) -> Result<bool, StoreError> {
     let length = space.length() as i32;
     let state = client
         .query_one("SELECT layout, step FROM link_layout", &[])
         .await
         .map_err(db_error)?;
     if state.get::<_, &str>(0) == "code" && state.get::<_, Option<&str>>(1).is_none() {
-        return Ok(());
+        // Writes in the code layout place nothing that lookups depend on.
+        return Ok(true);
     }
     let recorded = client
         .query_opt("SELECT fingerprint, length FROM code_space", &[])
@@ -206,7 +231,7 @@ pub(super) async fn check_code_space(
     if let Some(row) = recorded {
         let (fingerprint, recorded_length): (String, i32) = (row.get(0), row.get(1));
         if fingerprint == space.fingerprint() && recorded_length == length {
-            return Ok(());
+            return Ok(true);
         }
         return Err(StoreError::Internal(format!(
             "this database's links were placed with the code key of fingerprint {fingerprint} \
@@ -235,6 +260,27 @@ pub(super) async fn check_code_space(
             space.fingerprint()
         )));
     }
+    let empty = client
+        .query_opt("SELECT 1 FROM links LIMIT 1", &[])
+        .await
+        .map_err(db_error)?
+        .is_none();
+    if empty {
+        // Nothing is placed yet: the first write records (so `shortener migrate` run with any
+        // key on a new database decides nothing).
+        return Ok(false);
+    }
+    record_code_space(client, space).await?;
+    Ok(true)
+}
+
+/// Records `space` as the database's, unless one is recorded; refuses if the recorded one
+/// (perhaps another node's, a moment earlier) is another.
+pub(super) async fn record_code_space(
+    client: &tokio_postgres::Client,
+    space: &CodeSpace,
+) -> Result<(), StoreError> {
+    let length = space.length() as i32;
     client
         .execute(
             "INSERT INTO code_space (fingerprint, length) VALUES ($1, $2) ON CONFLICT DO NOTHING",

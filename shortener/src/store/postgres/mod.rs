@@ -244,7 +244,8 @@ impl LinkStore for PgStore {
     async fn migrate(&self) -> Result<usize, StoreError> {
         let mut client = self.client().await?;
         let ran = connect::migrate(&mut client).await?;
-        layout::check_code_space(&client, self.layout.space()).await?;
+        let recorded = layout::check_code_space(&client, self.layout.space()).await?;
+        self.layout.set_recorded(recorded);
         self.layout.load(&client).await?;
         if !self
             .watching
@@ -257,6 +258,7 @@ impl LinkStore for PgStore {
 
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
         self.layout.check_writable()?;
+        self.layout.record_before_writing(&self.pool).await?;
         let outcome = if link.idempotency.is_some() {
             // The claim needs the row's own transaction.
             insert::insert_one(&mut self.client().await?, &self.layout, link).await?
@@ -272,6 +274,7 @@ impl LinkStore for PgStore {
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         self.layout.check_writable()?;
+        self.layout.record_before_writing(&self.pool).await?;
         let client = self.client().await?;
         let outcomes = insert::insert_rows(&client, self.layout.space(), &links).await?;
         for outcome in &outcomes {
