@@ -50,12 +50,23 @@ pub struct Cell {
     pub country: Option<[u8; 2]>,
 }
 
-/// A link's counters of one hour, with its tenant (so a flush needs no lookup).
+/// A link's counters of one hour, with its tenant (so a flush needs no lookup). The first cell
+/// is held inline: most link-hours see one referrer, device and country, and their visits
+/// are then counted without a second table or an allocation.
 #[derive(Debug)]
 struct LinkHour {
     tenant: Arc<str>,
+    first: (Cell, ClickCounts),
+    /// The cells after the first, once there are any.
+    more: Option<Box<MoreCells>>,
+}
+
+/// A link-hour's cells after the first.
+#[derive(Debug, Default)]
+struct MoreCells {
     cells: HashMap<Cell, ClickCounts, Fast>,
-    /// Distinct hosts among the cells' referrers (not counting none and other).
+    /// Distinct hosts among these cells' referrers that the first cell's is not (not counting
+    /// none and other).
     hosts: HashSet<Box<str>, Fast>,
 }
 
@@ -141,40 +152,76 @@ impl Aggregator {
         code: &str,
         tenant: &Arc<str>,
         hour: i64,
-        mut cell: Cell,
+        cell: Cell,
         counts: ClickCounts,
         bounded: bool,
     ) {
         let key = (CompactCode::new(code), hour);
         let mut shard = self.shard(code).lock().unwrap_or_else(|p| p.into_inner());
-        let link_hour = shard.entry(key).or_insert_with(|| LinkHour {
-            tenant: Arc::clone(tenant),
-            cells: HashMap::default(),
-            hosts: HashSet::default(),
-        });
-        if let Referrer::Host(host) = &cell.referrer
-            && !link_hour.hosts.contains(&**host)
-        {
-            if bounded && link_hour.hosts.len() >= self.referrers_per_hour {
-                cell.referrer = Referrer::Other;
-                self.folded.fetch_add(1, Ordering::Relaxed);
+        if let Some(link_hour) = shard.get_mut(&key) {
+            if link_hour.first.0 == cell {
+                add(&mut link_hour.first.1, counts);
             } else {
-                link_hour.hosts.insert(host.clone());
+                self.add_more(link_hour, cell, counts, bounded);
             }
-        }
-        if let Some(existing) = link_hour.cells.get_mut(&cell) {
-            add(existing, counts);
             return;
         }
+        // A link-hour's first cell: its referrer is the first host, within any limit.
+        if !self.admit(bounded) {
+            return;
+        }
+        shard.insert(
+            key,
+            LinkHour {
+                tenant: Arc::clone(tenant),
+                first: (cell, counts),
+                more: None,
+            },
+        );
+    }
+
+    /// Whether a new counter may be made, counting it if so (or the visit as dropped).
+    fn admit(&self, bounded: bool) -> bool {
         if bounded && self.entries.load(Ordering::Relaxed) >= self.max_entries {
             self.dropped.fetch_add(1, Ordering::Relaxed);
-            if link_hour.cells.is_empty() {
-                shard.remove(&(CompactCode::new(code), hour));
-            }
-            return;
+            return false;
         }
         self.entries.fetch_add(1, Ordering::Relaxed);
-        link_hour.cells.insert(cell, counts);
+        true
+    }
+
+    /// Counts into a link-hour a cell other than its first.
+    fn add_more(
+        &self,
+        link_hour: &mut LinkHour,
+        mut cell: Cell,
+        counts: ClickCounts,
+        bounded: bool,
+    ) {
+        let more = link_hour.more.get_or_insert_with(Box::default);
+        if let Referrer::Host(host) = &cell.referrer {
+            let first_host = match &link_hour.first.0.referrer {
+                Referrer::Host(first) => Some(first),
+                _ => None,
+            };
+            if first_host != Some(host) && !more.hosts.contains(&**host) {
+                let hosts = more.hosts.len() + usize::from(first_host.is_some());
+                if bounded && hosts >= self.referrers_per_hour {
+                    cell.referrer = Referrer::Other;
+                    self.folded.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    more.hosts.insert(host.clone());
+                }
+            }
+        }
+        // A folded referrer may have made it the first cell.
+        if link_hour.first.0 == cell {
+            add(&mut link_hour.first.1, counts);
+        } else if let Some(existing) = more.cells.get_mut(&cell) {
+            add(existing, counts);
+        } else if self.admit(bounded) {
+            more.cells.insert(cell, counts);
+        }
     }
 
     /// Takes every pending counter, sorted by code, hour and dimensions (the order of the
@@ -185,14 +232,23 @@ impl Aggregator {
             let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
             let before = taken.len();
             for ((code, hour), link_hour) in shard.drain() {
-                let LinkHour { tenant, cells, .. } = link_hour;
-                taken.extend(cells.into_iter().map(|(cell, counts)| Taken {
-                    code: code.clone(),
-                    hour,
-                    cell,
-                    counts,
-                    tenant: Arc::clone(&tenant),
-                }));
+                let LinkHour {
+                    tenant,
+                    first,
+                    more,
+                } = link_hour;
+                let more = more.map(|more| more.cells).unwrap_or_default();
+                taken.extend(
+                    std::iter::once(first)
+                        .chain(more)
+                        .map(|(cell, counts)| Taken {
+                            code: code.clone(),
+                            hour,
+                            cell,
+                            counts,
+                            tenant: Arc::clone(&tenant),
+                        }),
+                );
             }
             self.entries
                 .fetch_sub(taken.len() - before, Ordering::Relaxed);
@@ -259,5 +315,52 @@ mod tests {
         }
         assert_eq!(agg.take().len(), 5);
         assert_eq!(agg.entries(), 0);
+    }
+
+    #[test]
+    fn the_first_cell_counts_its_host_and_takes_what_folds_into_it() {
+        let agg = Aggregator::new(100, 1);
+        let t: Arc<str> = "acme".into();
+        let mobile = |name: &str| Cell {
+            device: Device::Mobile,
+            ..host(name)
+        };
+        // The first cell's host is the one allowed: the same host on another device is no
+        // new host, a second host folds.
+        agg.add("x", &t, 0, host("a.com"), one(Visit::Human), true);
+        agg.add("x", &t, 0, mobile("a.com"), one(Visit::Human), true);
+        agg.add("x", &t, 0, host("b.com"), one(Visit::Human), true);
+        assert_eq!(agg.folded.load(Ordering::Relaxed), 1);
+        // A link-hour put back with "(other)" first: a folded visit adds to it.
+        let other = Cell {
+            referrer: Referrer::Other,
+            ..host("a.com")
+        };
+        agg.add("y", &t, 0, other.clone(), one(Visit::Bot), false);
+        agg.add("y", &t, 0, host("c.com"), one(Visit::Human), true);
+        agg.add("y", &t, 0, host("d.com"), one(Visit::Human), true);
+        assert_eq!(agg.folded.load(Ordering::Relaxed), 2);
+        assert_eq!(agg.entries(), 5);
+        let taken: Vec<(&str, Cell, u64)> = agg
+            .take()
+            .into_iter()
+            .map(|t| {
+                (
+                    if t.code.as_str() == "x" { "x" } else { "y" },
+                    t.cell,
+                    t.counts.human + t.counts.bot + t.counts.head,
+                )
+            })
+            .collect();
+        assert_eq!(
+            taken,
+            [
+                ("x", host("a.com"), 1),
+                ("x", mobile("a.com"), 1),
+                ("x", other.clone(), 1),
+                ("y", host("c.com"), 1),
+                ("y", other, 2),
+            ]
+        );
     }
 }

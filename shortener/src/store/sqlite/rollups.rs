@@ -10,63 +10,126 @@ use crate::store::rollups::{
     Flavor, Param, RollupOutcome, RollupPlan, RollupRow, link_days, report, stats_sql, tenant_rows,
 };
 use rusqlite::types::Value;
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Sizes of the multi-row upserts a batch is cut into, largest first: each size's statement is
+/// prepared once and cached, and a batch of up to a thousand rows runs at most a few dozen of
+/// them instead of a bind, step and reset per row.
+const STATEMENT_ROWS: [usize; 4] = [1000, 100, 10, 1];
+
+/// One additive upsert, written for any number of rows.
+struct Upsert {
+    /// `INSERT INTO t (columns)`.
+    insert: &'static str,
+    /// Values per row.
+    width: usize,
+    /// `ON CONFLICT ... DO UPDATE ...`.
+    conflict: &'static str,
+}
+
+impl Upsert {
+    /// The statement for `rows` rows: one `VALUES` list of them all.
+    fn text(&self, rows: usize) -> String {
+        let row = format!("({})", vec!["?"; self.width].join(", "));
+        let mut sql = String::with_capacity(
+            self.insert.len() + self.conflict.len() + rows * (row.len() + 2) + 16,
+        );
+        sql.push_str(self.insert);
+        sql.push_str(" VALUES ");
+        for i in 0..rows {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&row);
+        }
+        sql.push(' ');
+        sql.push_str(self.conflict);
+        sql
+    }
+
+    /// Runs the upsert over `rows`, with `bind` setting one row's values from the given
+    /// (1-based) parameter index on.
+    fn run<T>(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        rows: &[T],
+        bind: impl Fn(&mut rusqlite::CachedStatement<'_>, usize, &T) -> rusqlite::Result<()>,
+    ) -> Result<(), StoreError> {
+        let mut rest = rows;
+        for size in STATEMENT_ROWS {
+            if rest.len() < size {
+                continue;
+            }
+            let mut statement = tx.prepare_cached(&self.text(size)).map_err(db_error)?;
+            while rest.len() >= size {
+                let (now, later) = rest.split_at(size);
+                for (i, row) in now.iter().enumerate() {
+                    bind(&mut statement, i * self.width + 1, row).map_err(db_error)?;
+                }
+                statement.raw_execute().map_err(db_error)?;
+                rest = later;
+            }
+        }
+        Ok(())
+    }
+}
+
+const CLICK_HOURLY: Upsert = Upsert {
+    insert: "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head)",
+    width: 9,
+    conflict: "ON CONFLICT (code, bucket, referrer, device, country) DO UPDATE SET \
+               human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head",
+};
+
+const LINK_DAY_TOTALS: Upsert = Upsert {
+    insert: "INSERT INTO link_day_totals (tenant, day, code, visits)",
+    width: 4,
+    conflict: "ON CONFLICT (tenant, day, code) DO UPDATE SET visits = visits + excluded.visits",
+};
+
+const TENANT_HOURLY: Upsert = Upsert {
+    insert: "INSERT INTO tenant_hourly (tenant, bucket, dim, name, human, bot, head)",
+    width: 7,
+    conflict: "ON CONFLICT (tenant, bucket, dim, name) DO UPDATE SET \
+               human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head",
+};
 
 /// Adds `rows` in one transaction.
 pub(super) fn add(conn: &mut Connection, rows: &[RollupRow]) -> Result<(), StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
-    {
-        let mut upsert = tx
-            .prepare_cached(
-                "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                 ON CONFLICT (code, bucket, referrer, device, country) DO UPDATE SET \
-                   human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head",
-            )
-            .map_err(db_error)?;
-        for r in rows {
-            upsert
-                .execute(params![
-                    r.tenant,
-                    r.code,
-                    r.bucket,
-                    r.referrer,
-                    r.device,
-                    r.country,
-                    r.counts.human as i64,
-                    r.counts.bot as i64,
-                    r.counts.head as i64
-                ])
-                .map_err(db_error)?;
-        }
-        let mut upsert = tx
-            .prepare_cached(
-                "INSERT INTO link_day_totals (tenant, day, code, visits) VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (tenant, day, code) DO UPDATE SET visits = visits + excluded.visits",
-            )
-            .map_err(db_error)?;
-        for (tenant, day, code, visits) in link_days(rows) {
-            upsert
-                .execute(params![tenant, day, code, visits])
-                .map_err(db_error)?;
-        }
-        let mut upsert = tx
-            .prepare_cached(
-                "INSERT INTO tenant_hourly (tenant, bucket, dim, name, human, bot, head) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
-                 ON CONFLICT (tenant, bucket, dim, name) DO UPDATE SET \
-                   human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head",
-            )
-            .map_err(db_error)?;
-        for r in tenant_rows(rows) {
-            let [human, bot, head] = r.counts;
-            upsert
-                .execute(params![r.tenant, r.bucket, r.dim, r.name, human, bot, head])
-                .map_err(db_error)?;
-        }
-    }
+    CLICK_HOURLY.run(&tx, rows, |s, at, r| {
+        s.raw_bind_parameter(at, &r.tenant)?;
+        s.raw_bind_parameter(at + 1, &r.code)?;
+        s.raw_bind_parameter(at + 2, r.bucket)?;
+        s.raw_bind_parameter(at + 3, &r.referrer)?;
+        s.raw_bind_parameter(at + 4, r.device)?;
+        s.raw_bind_parameter(at + 5, &r.country)?;
+        s.raw_bind_parameter(at + 6, r.counts.human as i64)?;
+        s.raw_bind_parameter(at + 7, r.counts.bot as i64)?;
+        s.raw_bind_parameter(at + 8, r.counts.head as i64)
+    })?;
+    LINK_DAY_TOTALS.run(
+        &tx,
+        &link_days(rows),
+        |s, at, (tenant, day, code, visits)| {
+            s.raw_bind_parameter(at, tenant)?;
+            s.raw_bind_parameter(at + 1, day)?;
+            s.raw_bind_parameter(at + 2, code)?;
+            s.raw_bind_parameter(at + 3, visits)
+        },
+    )?;
+    TENANT_HOURLY.run(&tx, &tenant_rows(rows), |s, at, r| {
+        let [human, bot, head] = r.counts;
+        s.raw_bind_parameter(at, &r.tenant)?;
+        s.raw_bind_parameter(at + 1, r.bucket)?;
+        s.raw_bind_parameter(at + 2, r.dim)?;
+        s.raw_bind_parameter(at + 3, &r.name)?;
+        s.raw_bind_parameter(at + 4, human)?;
+        s.raw_bind_parameter(at + 5, bot)?;
+        s.raw_bind_parameter(at + 6, head)
+    })?;
     tx.commit().map_err(db_error)
 }
 
