@@ -1,4 +1,7 @@
 //! The growth section: written by `bench growth` between its own markers.
+//!
+//! Long because the section has many parts (targets, one table per layout and setting, the
+//! loads, the top statements, the plot) built from one result, and their unit tests.
 
 use crate::growth::{Growth, Layout, Point, count_label};
 use crate::stats::{ms, rate, ratio};

@@ -21,6 +21,9 @@
 //!    checksum recorded again, in one snapshot.
 //!
 //! `revert` builds the code indexes concurrently, switches back and swaps the keys back.
+//!
+//! Long because both directions of one procedure, their steps and the helpers they share
+//! (index builds, lock-bounded swaps, verification) read best in one place.
 
 use super::PgStore;
 use super::error::db_error;
