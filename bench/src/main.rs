@@ -18,6 +18,7 @@ mod baselines;
 mod ceiling;
 mod create_suite;
 mod creates;
+mod groups;
 mod growth;
 mod http;
 mod load;
@@ -243,15 +244,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Command::Manage = cli.command {
-        return manage(&cli).await;
+        return groups::manage(&cli).await;
     }
     if let Command::Stats = cli.command {
-        return stats_group(&cli).await;
+        return groups::stats(&cli).await;
     }
     if let Command::Growth { .. } = cli.command {
         // Interrupted, the run's cluster, id-service and nodes are still stopped (on drop).
         return tokio::select! {
-            r = growth_group(&cli) => r,
+            r = groups::growth(&cli) => r,
             _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
         };
     }
@@ -335,137 +336,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         report.write_docs(&settings, &docs.join("benchmarks.md"), &extra)?;
         eprintln!("wrote docs/benchmarks.md and docs/bench-*.svg");
-    }
-    Ok(())
-}
-
-/// `bench manage`: the link-management group, printed and (full runs on both stores) written
-/// into its own section of docs/benchmarks.md.
-async fn manage(cli: &Cli) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let settings = manage::ManageSettings::new(cli.quick);
-    let scratch = tempfile::Builder::new()
-        .prefix("shortener-bench-")
-        .tempdir()?;
-    let mut machine = tokio::task::spawn_blocking(machine::describe).await?;
-    for (k, v) in &machine {
-        eprintln!("{k}: {v}");
-    }
-    let results = manage::run(&settings, scratch.path(), cli.store).await?;
-    machine.push(("load average at end".into(), machine::load_average()));
-    let command = format!(
-        "manage{}{}",
-        if cli.quick { " --quick" } else { "" },
-        cli.store.map_or(String::new(), |s| format!(
-            " --store {}",
-            s.label().to_lowercase()
-        ))
-    );
-    let section = report::manage::markdown(&results, &machine, &command, started.elapsed());
-    println!("{section}");
-    let write = !cli.no_docs && (cli.write_docs || (!cli.quick && cli.store.is_none()));
-    if write {
-        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
-        report::write_section(&docs, report::manage::BEGIN, report::manage::END, &section)?;
-        eprintln!("wrote the link-management section of docs/benchmarks.md");
-    }
-    Ok(())
-}
-
-/// `bench stats`: the stats-latency group, printed and (full runs) written into its own
-/// section of docs/benchmarks.md.
-async fn stats_group(cli: &Cli) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let settings = analytics::StatsSettings::new(cli.quick);
-    let scratch = tempfile::Builder::new()
-        .prefix("shortener-bench-")
-        .tempdir()?;
-    let mut machine = tokio::task::spawn_blocking(machine::describe).await?;
-    for (k, v) in &machine {
-        eprintln!("{k}: {v}");
-    }
-    let results = analytics::run(&settings, scratch.path()).await?;
-    machine.push(("load average at end".into(), machine::load_average()));
-    let command = format!("stats{}", if cli.quick { " --quick" } else { "" });
-    let section = report::analytics::markdown(&results, &machine, &command, started.elapsed());
-    println!("{section}");
-    if !cli.no_docs && (cli.write_docs || !cli.quick) {
-        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
-        report::write_section(
-            &docs,
-            report::analytics::BEGIN,
-            report::analytics::END,
-            &section,
-        )?;
-        eprintln!("wrote the stats section of docs/benchmarks.md");
-    }
-    Ok(())
-}
-
-/// `bench growth`: the table-growth group, printed and (full runs) written into its own section
-/// of docs/benchmarks.md with its chart.
-async fn growth_group(cli: &Cli) -> anyhow::Result<()> {
-    let Command::Growth {
-        sizes,
-        shared_buffers,
-        layouts,
-        load_minutes,
-    } = &cli.command
-    else {
-        unreachable!("called for `growth` only");
-    };
-    let started = Instant::now();
-    let settings = growth::GrowthSettings::new(
-        cli.quick,
-        sizes.clone(),
-        shared_buffers.clone(),
-        layouts.clone(),
-        *load_minutes,
-    )?;
-    let scratch = tempfile::Builder::new()
-        .prefix("shortener-bench-")
-        .tempdir()?;
-    let mut machine = tokio::task::spawn_blocking(machine::describe).await?;
-    for (k, v) in &machine {
-        eprintln!("{k}: {v}");
-    }
-    let results = growth::run(&settings, scratch.path()).await?;
-    machine.push(("load average at end".into(), machine::load_average()));
-    let sizes: Vec<String> = settings
-        .sizes
-        .iter()
-        .map(|&n| growth::count_label(n))
-        .collect();
-    let command = format!(
-        "growth{} --sizes {} --shared-buffers {} --layouts {}",
-        if cli.quick { " --quick" } else { "" },
-        sizes.join(","),
-        settings.shared_buffers.join(","),
-        settings
-            .layouts
-            .iter()
-            .map(|l| l.label())
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    let write = !cli.no_docs && (cli.write_docs || !cli.quick);
-    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
-    if write {
-        plot::growth_throughput(&results, &docs.join(report::growth::CHART))?;
-    }
-    let section = report::growth::markdown(&results, &machine, &command, started.elapsed(), write);
-    println!("{section}");
-    if write {
-        report::write_section(
-            &docs.join("benchmarks.md"),
-            report::growth::BEGIN,
-            report::growth::END,
-            &section,
-        )?;
-        eprintln!(
-            "wrote the growth section of docs/benchmarks.md and docs/{}",
-            report::growth::CHART
-        );
     }
     Ok(())
 }

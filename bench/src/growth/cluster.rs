@@ -139,6 +139,29 @@ impl BenchCluster {
         self.admin.as_ref().expect("connected after every start")
     }
 
+    /// Waits (at most 10 s) until no client is connected to database `name` but those still
+    /// idle in it: a backend reports its buffer counts when it goes idle or exits, so the
+    /// counts read afterwards include the work of every client that has stopped.
+    pub async fn settle(&self, name: &str) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let busy: i64 = self
+                .admin()
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 \
+                     AND backend_type = 'client backend' AND state IS DISTINCT FROM 'idle'",
+                    &[&name],
+                )
+                .await
+                .context("read pg_stat_activity")?
+                .get(0);
+            if busy == 0 || std::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// The connection string of database `name`.
     pub fn url(&self, name: &str) -> String {
         self.cluster.database_url(name)

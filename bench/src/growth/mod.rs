@@ -27,7 +27,7 @@ use sample::Sample;
 pub use settings::{GrowthSettings, count_label, parse_count};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One measured point: a layout, a `shared_buffers` and a table size.
 #[derive(Debug, Clone)]
@@ -348,11 +348,6 @@ async fn warm_pool(addr: std::net::SocketAddr, connections: usize) -> anyhow::Re
     Ok(())
 }
 
-/// Waits for the backends of stopped clients to report their buffer counts.
-async fn settle() {
-    tokio::time::sleep(Duration::from_millis(300)).await;
-}
-
 /// Measures one point against a fresh id-service and node on the store.
 async fn measure(
     cluster: &BenchCluster,
@@ -375,7 +370,7 @@ async fn measure(
             grpc: node.grpc,
             pid: Some(node.server.pid()),
         };
-        settle().await;
+        cluster.settle(name).await?;
         let before = cluster.blocks(name).await?;
         for rep in 0..settings.reps {
             for (i, transport) in [Transport::Http, Transport::GrpcBatch(settings.batch)]
@@ -405,7 +400,7 @@ async fn measure(
             }
         }
         drop(node);
-        settle().await;
+        cluster.settle(name).await?;
         cluster.blocks(name).await?.ratio_since(before)
     };
     let codes = sample.fresh(settings.misses);
@@ -419,11 +414,11 @@ async fn measure(
     let (miss, miss_hit) = {
         let node = Node::start(store.node_spec(&ids, &format!("{label}-misses"))).await?;
         warm_pool(node.http, settings.miss_connections).await?;
-        settle().await;
+        cluster.settle(name).await?;
         let before = cluster.blocks(name).await?;
         let run = load::each_once(node.http, Arc::new(codes), settings.miss_connections).await?;
         drop(node);
-        settle().await;
+        cluster.settle(name).await?;
         (run, cluster.blocks(name).await?.ratio_since(before))
     };
     drop(ids);

@@ -2,7 +2,7 @@
 //! transaction of its own with its idempotency claim.
 
 use super::error::{after_write, db_error};
-use super::layout::{Layout, slot_of};
+use super::layout::{Layout, slot_of_new};
 use super::{LINK_COLUMN_COUNT, LINK_COLUMNS, link_from_row};
 use crate::domain::Link;
 use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
@@ -75,7 +75,7 @@ pub(super) async fn insert_rows(
         .iter()
         .map(|l| l.password.as_ref().map(|p| p.as_stored()))
         .collect();
-    let slots: Vec<Option<i64>> = links.iter().map(|l| slot_of(space, &l.code)).collect();
+    let slots: Vec<Option<i64>> = links.iter().map(|l| slot_of_new(space, l)).collect();
     let rows = client
         .query(
             &insert,
@@ -204,7 +204,7 @@ pub(super) async fn insert_one(
                 &[link.import_batch].as_slice(),
                 &[link.created_at].as_slice(),
                 &[link.password.as_ref().map(|p| p.as_stored())].as_slice(),
-                &[slot_of(layout.space(), &link.code)].as_slice(),
+                &[slot_of_new(layout.space(), &link)].as_slice(),
             ],
         )
         .await

@@ -57,7 +57,33 @@ pub(crate) fn slot_of(space: &CodeSpace, code: &str) -> Option<i64> {
         .and_then(|id| i64::try_from(id).ok())
 }
 
+/// The slot of a row about to be written: a generated link's own ID (its code is that ID's,
+/// made in this code space, so decoding it again would give the same), otherwise what its
+/// code decodes to, if anything.
+pub(super) fn slot_of_new(space: &CodeSpace, link: &crate::store::NewLink) -> Option<i64> {
+    match link.id {
+        Some(id) => {
+            debug_assert_eq!(
+                space.encode(id),
+                link.code,
+                "a generated row has its ID's code"
+            );
+            i64::try_from(id).ok()
+        }
+        None => slot_of(space, &link.code),
+    }
+}
+
 impl Find {
+    /// An index for per-variant statement tables ([`Find::Code`], [`Find::Slot`], [`Find::Named`]).
+    pub(super) fn variant(self) -> usize {
+        match self {
+            Find::Code => 0,
+            Find::Slot(_) => 1,
+            Find::Named => 2,
+        }
+    }
+
     /// The condition that finds the row of the code in `$1`, on the table aliased `table`
     /// (`""` for none); a slot is the statement's parameter `$n`.
     pub(super) fn clause(self, table: &str, n: usize) -> String {

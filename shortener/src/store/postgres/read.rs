@@ -6,6 +6,7 @@ use super::{L_LINK_COLUMNS, LINK_COLUMNS, link_from_row, link_with_clicks};
 use crate::domain::Link;
 use crate::store::{BlockedDomain, StoreError};
 use deadpool_postgres::ClientWrapper;
+use std::sync::LazyLock;
 use tokio_postgres::types::ToSql;
 
 /// The link with `code`, without click counts: the read of a redirect's cache miss, so its
@@ -15,12 +16,13 @@ pub(super) async fn get(
     layout: &Layout,
     code: &str,
 ) -> Result<Option<Link>, StoreError> {
+    static SQL: LazyLock<[String; 3]> = LazyLock::new(|| {
+        [Find::Code, Find::Slot(0), Find::Named]
+            .map(|f| format!("SELECT {LINK_COLUMNS} FROM links WHERE {}", f.clause("", 2)))
+    });
     let find = layout.find(code);
     let statement = client
-        .prepare_cached(&format!(
-            "SELECT {LINK_COLUMNS} FROM links WHERE {}",
-            find.clause("", 2)
-        ))
+        .prepare_cached(&SQL[find.variant()])
         .await
         .map_err(db_error)?;
     let row = client
@@ -36,13 +38,18 @@ pub(super) async fn get_with_clicks(
     layout: &Layout,
     code: &str,
 ) -> Result<Option<Link>, StoreError> {
+    static SQL: LazyLock<[String; 3]> = LazyLock::new(|| {
+        [Find::Code, Find::Slot(0), Find::Named].map(|f| {
+            format!(
+                "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot \
+                 FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE {}",
+                f.clause("l", 2)
+            )
+        })
+    });
     let find = layout.find(code);
     let statement = client
-        .prepare_cached(&format!(
-            "SELECT {L_LINK_COLUMNS}, c.human, c.head, c.bot \
-             FROM links l LEFT JOIN link_clicks c ON c.code = l.code WHERE {}",
-            find.clause("l", 2)
-        ))
+        .prepare_cached(&SQL[find.variant()])
         .await
         .map_err(db_error)?;
     let row = client

@@ -481,19 +481,19 @@ async fn a_migration_killed_at_random_points_resumes_and_ends_with_the_same_chec
             Instant::now() < deadline,
             "the migration never finished; killed at {steps:?}"
         );
-        let mut child = shortener(&stack)
-            .args([
-                "layout",
-                "migrate",
-                "--batch",
-                "10",
-                "--pause-ms",
-                "5",
-                "--grace-ms",
-                "1000",
-            ])
-            .spawn()
-            .expect("start migrate");
+        let mut command = tokio::process::Command::from(shortener(&stack));
+        command.args([
+            "layout",
+            "migrate",
+            "--batch",
+            "10",
+            "--pause-ms",
+            "5",
+            "--grace-ms",
+            "1000",
+        ]);
+        command.stdout(Stdio::null());
+        let mut child = command.spawn().expect("start migrate");
         // A run takes a few seconds: the first dozen are killed anywhere from start-up on,
         // then one is let finish.
         let after = if kills < 12 {
@@ -501,25 +501,19 @@ async fn a_migration_killed_at_random_points_resumes_and_ends_with_the_same_chec
         } else {
             Duration::from_secs(120)
         };
-        let started = Instant::now();
-        let finished = loop {
-            if let Some(status) = child.try_wait().expect("poll child") {
-                break Some(status);
-            }
-            if started.elapsed() >= after {
-                break None;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        match finished {
-            Some(status) => {
-                let out = child.wait_with_output().expect("output");
-                assert!(status.success(), "{}", text(&out));
+        match tokio::time::timeout(after, child.wait()).await {
+            Ok(status) => {
+                let mut said = String::new();
+                if let Some(mut errors) = child.stderr.take() {
+                    tokio::io::AsyncReadExt::read_to_string(&mut errors, &mut said)
+                        .await
+                        .expect("stderr");
+                }
+                assert!(status.expect("wait").success(), "{said}");
                 break;
             }
-            None => {
-                child.kill().expect("kill -9");
-                child.wait().expect("reap");
+            Err(_) => {
+                child.kill().await.expect("kill -9");
                 kills += 1;
                 steps.push(layout_row(&db).await.1.unwrap_or_else(|| "none".into()));
             }
