@@ -274,6 +274,14 @@ async fn the_json_endpoint_allocates_with_the_same_tokens_and_answers_errors_as_
         .collect();
     assert_eq!(ranges.iter().map(|(s, e)| e - s).sum::<u64>(), 42);
     let conn = db.connect().await;
+    // The first call starts the namespace's pool, which leases its spare segment in the
+    // background: wait for it, so the count below is what refused calls must leave alone.
+    let spare_leased = testkit::wait_until(Duration::from_secs(10), || {
+        let conn = &conn;
+        async move { count_rows(conn, "id_leases").await == 2 }
+    })
+    .await;
+    assert!(spare_leased, "the pool never leased its spare segment");
     let leases_before = count_rows(&conn, "id_leases").await;
 
     let wrong = tokens::token_of("stranger");
