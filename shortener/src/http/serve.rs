@@ -169,14 +169,15 @@ where
             biased;
             ended = serving.as_mut() => {
                 if let Err(error) = ended {
-                    tracing::debug!(%error, peer = %connection.peer, "connection ended with an error");
+                    // No peer address in the log: client IPs are used for limits and countries only.
+                    tracing::debug!(%error, "connection ended with an error");
                 }
                 return;
             }
             () = watchdog.as_mut() => {
                 let progress = connection.progress();
                 if progress == seen && progress.is_multiple_of(2) {
-                    tracing::debug!(peer = %connection.peer, ?header_timeout, "no request head within the header read timeout; closing");
+                    tracing::debug!(?header_timeout, "no request head within the header read timeout; closing");
                     return;
                 }
                 seen = progress;
