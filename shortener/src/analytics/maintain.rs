@@ -32,10 +32,13 @@ impl Analytics {
     pub async fn maintain(&self, store: &Store) -> Result<RollupOutcome, StoreError> {
         let plan = self.plan();
         let outcome = store.maintain_rollups(plan).await?;
-        // The last two hours that ended a minute or more ago (every flush of them is in):
-        // each is told once, whatever the number of runs and nodes.
+        // The hours that ended a minute or more ago (every flush of them is in), looking
+        // back far enough that hours ended while every node was down are told too: each is
+        // told once, whatever the number of runs and nodes. Oldest first, so a consumer
+        // receives a fleet's catch-up in order.
         let ended = (plan.now - 60).div_euclid(HOUR) * HOUR;
-        for hour in [ended - 2 * HOUR, ended - HOUR] {
+        let back = i64::from(self.settings.rollup_event_hours.max(1));
+        for hour in (1..=back).rev().map(|n| ended - n * HOUR) {
             let told = store.record_rollup_events(hour).await?;
             if told > 0 {
                 tracing::debug!(

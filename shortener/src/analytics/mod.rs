@@ -25,7 +25,7 @@ use crate::domain::stats::HOUR;
 use axum::http::{HeaderMap, header};
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// How analytics are set up.
 #[derive(Debug, Clone)]
@@ -40,6 +40,24 @@ pub struct AnalyticsSettings {
     pub compact_after_days: u32,
     /// Rollups older than this many days are removed (0: kept forever).
     pub retention_days: u32,
+    /// How many ended hours each maintenance run looks back over for `clicks.rollup` events
+    /// not yet recorded, so a fleet that was down for up to this long still tells every hour.
+    pub rollup_event_hours: u32,
+}
+
+/// The longest look-back for `clicks.rollup` events.
+pub const ROLLUP_EVENT_HOURS: u32 = 48;
+
+impl AnalyticsSettings {
+    /// The look-back for `clicks.rollup` events when delivered events stay in the webhook
+    /// log for `log_days` (0: forever): 48 hours, but always shorter than the log, so an
+    /// hour's event is never purged while a run could still record it again.
+    pub fn rollup_event_hours_for(log_days: u32) -> u32 {
+        match log_days {
+            0 => ROLLUP_EVENT_HOURS,
+            days => ROLLUP_EVENT_HOURS.min(days.saturating_mul(24) - 1),
+        }
+    }
 }
 
 /// The node's analytics: the aggregator, the optional GeoIP database and the clock.
@@ -50,7 +68,8 @@ pub struct Analytics {
     clock: Clock,
     /// Visits written to the rollups since start.
     pub flushed: AtomicU64,
-    /// Unix seconds of the last flush that wrote everything it took (0: none yet).
+    /// Unix seconds of the last flush that wrote everything it took; the start until the
+    /// first, so flushes that fail from the start show as a growing lag.
     pub last_flush: AtomicI64,
 }
 
@@ -61,9 +80,9 @@ impl Analytics {
             aggregator: Aggregator::new(settings.max_entries, settings.referrers_per_hour),
             settings,
             geo,
+            last_flush: AtomicI64::new(clock.unix_seconds()),
             clock,
             flushed: AtomicU64::new(0),
-            last_flush: AtomicI64::new(0),
         }
     }
 
@@ -75,6 +94,12 @@ impl Analytics {
     /// The clock analytics run on.
     pub fn clock(&self) -> &Clock {
         &self.clock
+    }
+
+    /// Seconds since the last flush that wrote everything it took (since the start before
+    /// the first), on the analytics clock.
+    pub fn flush_lag_seconds(&self) -> i64 {
+        (self.clock.unix_seconds() - self.last_flush.load(Ordering::Relaxed)).max(0)
     }
 
     /// The aggregator (for metrics and tests).
@@ -119,5 +144,39 @@ impl Analytics {
         };
         self.aggregator
             .add(code, tenant, hour, cell, aggregate::one(visit), true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flush_lag_counts_from_the_start_until_a_flush_succeeds() {
+        let start = chrono::DateTime::parse_from_rfc3339("2026-01-10T10:00:00Z")
+            .expect("time")
+            .to_utc();
+        let clock = Clock::manual(start);
+        let settings = AnalyticsSettings {
+            enabled: true,
+            max_entries: 100,
+            referrers_per_hour: 10,
+            compact_after_days: 30,
+            retention_days: 400,
+            rollup_event_hours: ROLLUP_EVENT_HOURS,
+        };
+        let analytics = Analytics::new(settings, None, clock.clone());
+        assert_eq!(analytics.flush_lag_seconds(), 0);
+        // No flush has written anything yet (they all failed, say): the lag grows.
+        clock.advance(chrono::Duration::seconds(90));
+        assert_eq!(analytics.flush_lag_seconds(), 90);
+    }
+
+    #[test]
+    fn rollup_events_look_back_two_days_but_never_past_the_webhook_log() {
+        assert_eq!(AnalyticsSettings::rollup_event_hours_for(0), 48);
+        assert_eq!(AnalyticsSettings::rollup_event_hours_for(30), 48);
+        assert_eq!(AnalyticsSettings::rollup_event_hours_for(2), 47);
+        assert_eq!(AnalyticsSettings::rollup_event_hours_for(1), 23);
     }
 }

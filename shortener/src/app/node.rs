@@ -139,7 +139,7 @@ impl Node {
         let clicks = Arc::new(ClickRecorder::default());
         let webhooks = Arc::new(Webhooks::new(
             store.clone(),
-            Arc::clone(&targets) as Arc<dyn TargetPolicy>,
+            Arc::clone(&targets),
             WebhookSettings {
                 timeout: Duration::from_millis(config.webhook_timeout_ms),
                 retry_base: Duration::from_millis(config.webhook_retry_base_ms),
@@ -158,6 +158,9 @@ impl Node {
                 referrers_per_hour: config.analytics_referrers_per_hour,
                 compact_after_days: config.analytics_compact_after_days,
                 retention_days: config.analytics_retention_days,
+                rollup_event_hours: AnalyticsSettings::rollup_event_hours_for(
+                    config.webhook_log_days,
+                ),
             },
             config
                 .geoip_db

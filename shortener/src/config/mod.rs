@@ -219,7 +219,8 @@ pub struct Config {
     /// Failed deliveries in a row after which an endpoint is disabled.
     #[arg(long, env = "SHORTENER_WEBHOOK_MAX_FAILURES", default_value_t = 10)]
     pub webhook_max_failures: u32,
-    /// Whether webhook URLs may name loopback, private or link-local addresses.
+    /// Whether webhook URLs may name (or resolve to) loopback, private, link-local or
+    /// metadata hosts; the other target rules apply either way.
     #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
     pub webhook_allow_private: bool,
     /// Days a delivered webhook delivery stays in its endpoint's log before it is purged, with

@@ -171,13 +171,24 @@ impl TargetRules {
         crate::watch::watch_file(path, "blocklist", every, &self.reloads, reload, stop).await;
     }
 
-    fn check_domain(&self, domain: &str) -> Result<(), UrlError> {
+    /// The rules for webhook endpoint URLs, which the node itself requests: private,
+    /// loopback, link-local and metadata hosts are refused whatever `refuse_private` says for
+    /// links, unless `allow_private` (the operator's `SHORTENER_WEBHOOK_ALLOW_PRIVATE`) lifts
+    /// exactly that rule; the node's own public hosts and the blocklist apply either way.
+    pub fn for_webhooks(&self, allow_private: bool) -> WebhookTargets<'_> {
+        WebhookTargets {
+            rules: self,
+            allow_private,
+        }
+    }
+
+    fn check_domain(&self, domain: &str, refuse_private: bool) -> Result<(), UrlError> {
         let domain = normalise(domain);
         let within = |base: &str| domain == base || domain.ends_with(&format!(".{base}"));
         if within("localhost") || self.own_hosts.iter().any(|own| within(own)) {
             return Err(UrlError::OwnDomain);
         }
-        if self.refuse_private
+        if refuse_private
             && (METADATA_HOSTS.contains(&domain.as_str())
                 || PRIVATE_SUFFIXES.iter().any(|s| within(s)))
         {
@@ -204,9 +215,47 @@ impl TargetRules {
 impl TargetPolicy for TargetRules {
     fn check_host(&self, host: url::Host<&str>) -> Result<(), UrlError> {
         match host {
-            url::Host::Domain(domain) => self.check_domain(domain),
+            url::Host::Domain(domain) => self.check_domain(domain, self.refuse_private),
             url::Host::Ipv4(v4) => self.check_ip(IpAddr::V4(v4)),
             url::Host::Ipv6(v6) => self.check_ip(IpAddr::V6(v6)),
+        }
+    }
+}
+
+/// [`TargetRules`] as they apply to webhook endpoint URLs (see [`TargetRules::for_webhooks`]).
+pub struct WebhookTargets<'a> {
+    rules: &'a TargetRules,
+    allow_private: bool,
+}
+
+impl TargetPolicy for WebhookTargets<'_> {
+    fn check_host(&self, host: url::Host<&str>) -> Result<(), UrlError> {
+        let ip = match host {
+            url::Host::Domain(domain) => {
+                return if self.allow_private {
+                    // Local names are allowed with the private ranges; the rest still holds.
+                    let local = normalise(domain);
+                    if local == "localhost" || local.ends_with(".localhost") {
+                        Ok(())
+                    } else {
+                        self.rules.check_domain(domain, false)
+                    }
+                } else {
+                    self.rules.check_domain(domain, true)
+                };
+            }
+            url::Host::Ipv4(v4) => IpAddr::V4(v4),
+            url::Host::Ipv6(v6) => IpAddr::V6(v6),
+        }
+        .to_canonical();
+        if self.allow_private {
+            Ok(())
+        } else if ranges::is_local(ip) || ranges::is_not_public(ip) {
+            Err(UrlError::PrivateAddress)
+        } else if self.rules.own_ips.contains(&ip) {
+            Err(UrlError::OwnDomain)
+        } else {
+            Ok(())
         }
     }
 }

@@ -4,6 +4,7 @@
 //! connection, no answer within the timeout) schedules a retry after
 //! `retry_base * 2^attempts` (at most an hour), spread by up to half that again at random.
 
+use super::resolve::PublicOnly;
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
 use super::{Outcome, Webhooks};
 use crate::store::{Attempt, Delivery, LinkStore};
@@ -35,19 +36,26 @@ pub fn backoff(base: Duration, attempts: u32) -> Duration {
 }
 
 /// An HTTP client for deliveries: rustls on ring with the system's roots, no redirects
-/// followed (a redirect is an answer that is not 2xx).
-fn client(timeout: Duration) -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
+/// followed (a redirect is an answer that is not 2xx), no proxy from the environment (a
+/// proxy would resolve the names itself), and, unless `allow_private`, names resolved to
+/// public addresses only ([`PublicOnly`]).
+fn client(timeout: Duration, allow_private: bool) -> reqwest::Result<reqwest::Client> {
+    let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(timeout)
-        .build()
+        .no_proxy()
+        .timeout(timeout);
+    if allow_private {
+        builder.build()
+    } else {
+        builder.dns_resolver(Arc::new(PublicOnly)).build()
+    }
 }
 
 impl Webhooks {
     /// Delivers due events every poll interval until `stop` (an attempt in flight finishes
     /// first, within its timeout).
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
-        let client = match client(self.settings.timeout) {
+        let client = match client(self.settings.timeout, self.settings.allow_private) {
             Ok(client) => client,
             Err(error) => {
                 tracing::error!(%error, "cannot make the webhook HTTP client; no webhooks are delivered");

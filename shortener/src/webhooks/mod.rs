@@ -9,13 +9,15 @@
 
 mod counters;
 mod deliver;
+mod resolve;
 pub mod sign;
 
 pub use counters::{DeliveryCounters, Outcome};
 
 use crate::clock::Clock;
-use crate::domain::{Caller, Error, TargetPolicy, TargetUrl, UrlError};
+use crate::domain::{Caller, Error, TargetUrl, UrlError};
 use crate::store::{DeliveryRecord, Endpoint, LinkStore, NewEndpoint, Store};
+use crate::targets::TargetRules;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,7 +37,8 @@ pub struct WebhookSettings {
     pub retry_base: Duration,
     /// After this many failures in a row an endpoint is disabled.
     pub max_failures: u32,
-    /// Whether endpoint URLs may name loopback, private or link-local addresses.
+    /// Whether endpoint URLs may name (or resolve to) loopback, private, link-local or
+    /// metadata hosts.
     pub allow_private: bool,
     /// How often the worker looks for due deliveries.
     pub poll: Duration,
@@ -46,7 +49,7 @@ pub struct WebhookSettings {
 /// Registering endpoints and delivering to them.
 pub struct Webhooks {
     store: Store,
-    targets: Arc<dyn TargetPolicy>,
+    targets: Arc<TargetRules>,
     settings: WebhookSettings,
     /// The purge's time (tests set it by hand).
     clock: Clock,
@@ -69,7 +72,7 @@ impl Webhooks {
     /// `clock`.
     pub fn new(
         store: Store,
-        targets: Arc<dyn TargetPolicy>,
+        targets: Arc<TargetRules>,
         settings: WebhookSettings,
         clock: Clock,
     ) -> Self {
@@ -92,33 +95,18 @@ impl Webhooks {
         &self.settings
     }
 
-    /// Checks `url` as link targets are checked (no own, loopback or blocked hosts), and
-    /// refuses private and link-local addresses unless the operator allows them.
+    /// Checks `url` by the webhook target rules ([`TargetRules::for_webhooks`]): no own or
+    /// blocked hosts, and no loopback, private, link-local or metadata hosts unless the
+    /// operator allows them. Names are checked again when a delivery resolves them.
     fn check_url(&self, url: &str) -> Result<String, Error> {
-        let refused = |e: UrlError| Error::invalid("invalid_webhook_url", e.to_string());
-        let parsed = url::Url::parse(url)
-            .map_err(|e| Error::invalid("invalid_webhook_url", format!("not a URL: {e}")))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(Error::invalid(
+        let policy = self.targets.for_webhooks(self.settings.allow_private);
+        let checked = TargetUrl::parse(url, 2048, &policy).map_err(|e| match e {
+            UrlError::PrivateAddress => Error::invalid(
                 "invalid_webhook_url",
-                "a webhook URL must be http or https",
-            ));
-        }
-        if self.settings.allow_private {
-            return Ok(parsed.to_string());
-        }
-        let checked = TargetUrl::parse(url, 2048, self.targets.as_ref()).map_err(refused)?;
-        let ip = match parsed.host() {
-            Some(url::Host::Ipv4(v4)) => Some(std::net::IpAddr::V4(v4)),
-            Some(url::Host::Ipv6(v6)) => Some(std::net::IpAddr::V6(v6)),
-            _ => None,
-        };
-        if ip.is_some_and(crate::targets::is_not_public) {
-            return Err(Error::invalid(
-                "invalid_webhook_url",
-                "a webhook URL may not name a private, loopback or link-local address",
-            ));
-        }
+                "a webhook URL may not name a private, loopback, link-local or metadata host",
+            ),
+            e => Error::invalid("invalid_webhook_url", e.to_string()),
+        })?;
         Ok(checked.as_str().to_string())
     }
 

@@ -29,7 +29,9 @@ pub(super) async fn record(
 }
 
 /// Records the `clicks.rollup` events of the hour starting at `hour` (see
-/// [`crate::store::LinkStore::record_rollup_events`]).
+/// [`crate::store::LinkStore::record_rollup_events`]), from the tenant-level totals (one row
+/// per tenant and hour, found by the `bucket` index), so looking back over many hours stays
+/// cheap however many links had clicks.
 pub(super) async fn record_rollups(
     client: &deadpool_postgres::Object,
     hour: i64,
@@ -37,7 +39,15 @@ pub(super) async fn record_rollups(
     let name = crate::store::webhooks::hour_name(hour);
     client
         .execute(
-            "WITH sums AS (SELECT tenant, sum(human) AS human, sum(bot) AS bot, sum(head) AS head                FROM click_hourly WHERE bucket = $1                  AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL)                GROUP BY tenant),              ev AS (INSERT INTO webhook_events (tenant, kind, data, dedup)                SELECT tenant, 'clicks.rollup', json_build_object('tenant', tenant, 'hour', $2::text,                  'human', human, 'bot', bot, 'head', head)::text, 'clicks.rollup/' || $2::text || '/' || tenant                FROM sums ON CONFLICT (dedup) DO NOTHING RETURNING id, tenant)              INSERT INTO webhook_deliveries (endpoint_id, event_id)              SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL",
+            "WITH sums AS (SELECT tenant, human, bot, head FROM tenant_hourly \
+               WHERE dim = 'all' AND name = '' AND bucket = $1 \
+                 AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL)), \
+             ev AS (INSERT INTO webhook_events (tenant, kind, data, dedup) \
+               SELECT tenant, 'clicks.rollup', json_build_object('tenant', tenant, 'hour', $2::text, \
+                 'human', human, 'bot', bot, 'head', head)::text, 'clicks.rollup/' || $2::text || '/' || tenant \
+               FROM sums ON CONFLICT (dedup) DO NOTHING RETURNING id, tenant) \
+             INSERT INTO webhook_deliveries (endpoint_id, event_id) \
+             SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL",
             &[&hour, &name],
         )
         .await

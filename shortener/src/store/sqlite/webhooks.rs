@@ -37,7 +37,8 @@ pub(super) fn record(
 }
 
 /// Records the `clicks.rollup` events of the hour starting at `hour` (see
-/// [`crate::store::LinkStore::record_rollup_events`]), in one transaction.
+/// [`crate::store::LinkStore::record_rollup_events`]), in one transaction, from the
+/// tenant-level totals (one row per tenant and hour).
 pub(super) fn record_rollups(conn: &mut Connection, hour: i64) -> Result<u64, StoreError> {
     let name = crate::store::webhooks::hour_name(hour);
     let now = millis(Utc::now());
@@ -48,11 +49,11 @@ pub(super) fn record_rollups(conn: &mut Connection, hour: i64) -> Result<u64, St
         .execute(
             "INSERT INTO webhook_events (tenant, kind, data, created_at, dedup) \
              SELECT tenant, 'clicks.rollup', json_object('tenant', tenant, 'hour', ?2, \
-                    'human', sum(human), 'bot', sum(bot), 'head', sum(head)), ?3, \
+                    'human', human, 'bot', bot, 'head', head), ?3, \
                     'clicks.rollup/' || ?2 || '/' || tenant \
-             FROM click_hourly WHERE bucket = ?1 \
+             FROM tenant_hourly WHERE dim = 'all' AND name = '' AND bucket = ?1 \
                AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL) \
-             GROUP BY tenant ON CONFLICT (dedup) DO NOTHING",
+             ON CONFLICT (dedup) DO NOTHING",
             params![hour, name, now],
         )
         .map_err(db_error)?;

@@ -312,6 +312,26 @@ async fn refused_webhook_registrations_change_nothing(backend: Backend) {
             StatusCode::UNPROCESSABLE_ENTITY,
         ),
         (
+            "metadata name",
+            json!({ "tenant": "acme", "url": "http://metadata.google.internal/computeMetadata/v1/", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "private-use name",
+            json!({ "tenant": "acme", "url": "https://db.corp.internal/hook", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "localhost",
+            json!({ "tenant": "acme", "url": "http://localhost:9/", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
+            "user info",
+            json!({ "tenant": "acme", "url": "https://user:pw@hooks.example.com/", "secret": SECRET }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (
             "not http",
             json!({ "tenant": "acme", "url": "ftp://hooks.example.com/", "secret": SECRET }),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -353,6 +373,39 @@ async fn refused_webhook_registrations_change_nothing(backend: Backend) {
     assert_eq!(got, StatusCode::NOT_FOUND);
 }
 on_both_stores!(refused_webhook_registrations_change_nothing);
+
+async fn allowing_private_endpoints_lifts_only_the_private_rule(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (mut config, keys) = config(&stack, 10);
+    let blocklist = stack.dir.path().join("blocklist");
+    std::fs::write(&blocklist, ".blocked.example\n").expect("blocklist");
+    config.blocklist_file = Some(blocklist);
+    let node = Node::start(config).await;
+    let (status, answer) = register(
+        &node,
+        &keys.admin,
+        json!({ "tenant": "acme", "url": "http://127.0.0.2:9/hook", "secret": SECRET }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{answer}");
+    for url in [
+        "https://hooks.blocked.example/in",
+        "https://user:pw@hooks.example.com/",
+        "ftp://hooks.example.com/",
+    ] {
+        let (status, answer) = register(
+            &node,
+            &keys.admin,
+            json!({ "tenant": "acme", "url": url, "secret": SECRET }),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {answer}");
+        assert_eq!(answer["error"], "invalid_webhook_url", "{url}: {answer}");
+    }
+    let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+    assert_eq!(list["webhooks"].as_array().map(Vec::len), Some(1), "{list}");
+}
+on_both_stores!(allowing_private_endpoints_lifts_only_the_private_rule);
 
 async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend) {
     let stack = Stack::new(backend).await;
@@ -417,6 +470,44 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
             .await
             .expect("record"),
         0
+    );
+
+    // Visits in the 12:00 hour, then no maintenance run for eight hours (every node down):
+    // the next run still tells the 12:00 hour, and only it.
+    for _ in 0..3 {
+        assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+    }
+    assert!(node.app.analytics.flush(&node.app.store).await);
+    clock.set(start + chrono::Duration::minutes(95 + 8 * 60)); // 20:05
+    node.app
+        .analytics
+        .maintain(&node.app.store)
+        .await
+        .expect("maintain");
+    let rollups = || {
+        receiver
+            .requests()
+            .iter()
+            .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
+            .filter(|e| e["type"] == "clicks.rollup")
+            .collect::<Vec<Value>>()
+    };
+    let caught_up =
+        testkit::wait_until(Duration::from_secs(10), || async { rollups().len() >= 2 }).await;
+    assert!(caught_up, "the 12:00 hour was never told: {:?}", rollups());
+    assert_eq!(
+        rollups()[1]["data"],
+        json!({ "tenant": "acme", "hour": "2026-01-10T12:00:00Z", "human": 0, "bot": 3, "head": 0 })
+    );
+    assert_eq!(rollups().len(), 2, "{:?}", rollups());
+    assert_eq!(
+        node.app
+            .store
+            .record_rollup_events(time_of("2026-01-10T12:00:00Z"))
+            .await
+            .expect("record"),
+        0,
+        "the caught-up hour would be told twice"
     );
 }
 on_both_stores!(an_hourly_rollup_event_tells_a_tenant_its_clicks_once);
