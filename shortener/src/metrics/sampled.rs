@@ -99,12 +99,7 @@ impl Sources {
             "Visits written to the rollups",
             analytics.flushed.load(Ordering::Relaxed),
         )?;
-        let last = analytics.last_flush.load(Ordering::Relaxed);
-        let lag = if last == 0 {
-            0.0
-        } else {
-            (analytics.clock().unix_seconds() - last).max(0) as f64
-        };
+        let lag = analytics.flush_lag_seconds() as f64;
         gauge(
             e,
             "shortener_analytics_flush_lag_seconds",
