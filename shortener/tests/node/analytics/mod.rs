@@ -222,7 +222,54 @@ async fn stats_count_exactly_the_visits_by_referrer_device_and_country(backend: 
         referrers,
         [("", 5), ("news.example", 4), ("blog.example", 2)]
     );
+    let entries = |list: &[pb::StatsEntry]| -> Vec<(String, u64)> {
+        list.iter().map(|e| (e.key.clone(), e.visits)).collect()
+    };
+    let owned = |list: &[(&str, u64)]| -> Vec<(String, u64)> {
+        list.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    };
+    assert_eq!(
+        entries(&stats.devices),
+        owned(&[("desktop", 6), ("bot", 3), ("mobile", 2)])
+    );
+    assert_eq!(
+        entries(&stats.countries),
+        owned(&[("", 5), ("DE", 4), ("FR", 2)])
+    );
     assert_eq!(stats.series.len(), 1);
+    // A range given by its ends, and a shorter top list.
+    let hour = stats.series[0].at.expect("at");
+    let bounded = grpc
+        .get_link_stats(authed(pb::GetLinkStatsRequest {
+            code: code.clone(),
+            range: Some(pb::StatsRange {
+                from: Some(hour),
+                to: Some(prost_types::Timestamp {
+                    seconds: hour.seconds + 3600,
+                    nanos: 0,
+                }),
+                granularity: "hour".into(),
+                top: 1,
+            }),
+        }))
+        .await
+        .expect("GetLinkStats over one hour")
+        .into_inner();
+    assert_eq!(bounded.totals, stats.totals);
+    assert_eq!(entries(&bounded.referrers), owned(&[("", 5)]));
+    let before = grpc
+        .get_link_stats(authed(pb::GetLinkStatsRequest {
+            code: code.clone(),
+            range: Some(pb::StatsRange {
+                to: Some(hour),
+                granularity: "hour".into(),
+                ..Default::default()
+            }),
+        }))
+        .await
+        .expect("GetLinkStats before the hour")
+        .into_inner();
+    assert!(before.series.is_empty(), "{before:?}");
     let tenant = grpc
         .get_tenant_stats(authed(pb::GetTenantStatsRequest {
             tag: String::new(),

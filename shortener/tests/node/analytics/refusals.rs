@@ -4,11 +4,13 @@
 use super::get_with;
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::write_keys;
+use proto::shortener::v1 as pb;
 use reqwest::StatusCode;
 use serde_json::json;
 use shortener::access::{KeyEntry, digest, generate_api_key, render};
 use shortener::domain::Scopes;
 use std::time::Duration;
+use tonic::Code;
 
 async fn bad_stats_requests_are_refused_with_a_clear_error(backend: Backend) {
     let stack = Stack::new(backend).await;
@@ -134,6 +136,83 @@ async fn bad_stats_requests_are_refused_with_a_clear_error(backend: Backend) {
             "{case}: {body}"
         );
     }
+    // The same refusals over gRPC.
+    let mut grpc = node.links_client().await;
+    let at = |text: &str| {
+        let t = chrono::DateTime::parse_from_rfc3339(text).expect("time");
+        prost_types::Timestamp {
+            seconds: t.timestamp(),
+            nanos: 0,
+        }
+    };
+    let range = |from: Option<&str>, to: Option<&str>, granularity: &str, top: u32| {
+        Some(pb::StatsRange {
+            from: from.map(at),
+            to: to.map(at),
+            granularity: granularity.into(),
+            top,
+        })
+    };
+    let grpc_cases = [
+        (
+            "from after to",
+            code.clone(),
+            range(
+                Some("2026-02-01T00:00:00Z"),
+                Some("2026-01-01T00:00:00Z"),
+                "",
+                0,
+            ),
+            &keys.own,
+            Code::InvalidArgument,
+        ),
+        (
+            "range beyond retention",
+            code.clone(),
+            range(Some("2001-01-01T00:00:00Z"), None, "", 0),
+            &keys.own,
+            Code::InvalidArgument,
+        ),
+        (
+            "unknown granularity",
+            code.clone(),
+            range(None, None, "minute", 0),
+            &keys.own,
+            Code::InvalidArgument,
+        ),
+        (
+            "top out of range",
+            code.clone(),
+            range(None, None, "", 101),
+            &keys.own,
+            Code::InvalidArgument,
+        ),
+        (
+            "another tenant's code",
+            theirs.clone(),
+            None,
+            &keys.own,
+            Code::NotFound,
+        ),
+        (
+            "a key without stats:read",
+            code.clone(),
+            None,
+            &reader,
+            Code::PermissionDenied,
+        ),
+    ];
+    for (case, asked, range, key, want) in grpc_cases {
+        let mut request = tonic::Request::new(pb::GetLinkStatsRequest { code: asked, range });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {key}").parse().expect("ascii"),
+        );
+        let status = grpc.get_link_stats(request).await.expect_err(case);
+        assert_eq!(status.code(), want, "{case}: {status:?}");
+        assert!(!status.message().is_empty(), "{case}");
+    }
+
     // Scope: a key without stats:read is refused; the stats-only key may read stats.
     for path in [own.clone(), "/stats".to_string()] {
         let (status, body) = get_with(&node, &path, &reader).await;
