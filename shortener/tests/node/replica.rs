@@ -147,11 +147,30 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
     let (status, page) = b.list("limit=10").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(page["links"][0]["url"], "https://example.com/edited");
+    // Exports are read from the replica too.
+    let reads_before = value(&b, "shortener_replica_reads_total").await;
+    let (status, export) = b.export("").await;
+    assert_eq!(status, StatusCode::OK, "{export}");
+    assert!(
+        export.contains("https://example.com/edited"),
+        "the export misses the edit: {export}"
+    );
+    assert!(value(&b, "shortener_replica_reads_total").await > reads_before);
 
     // The replica goes down: reads go to the primary, no client sees an error, the node stays
     // ready.
     standby.stop().await;
     let other = a.create_url("https://example.com/while-down").await;
+    // An export that finds the replica gone is answered whole from the primary.
+    let (status, export) = b.export("").await;
+    assert_eq!(status, StatusCode::OK, "{export}");
+    for wanted in [code.as_str(), other.as_str()] {
+        assert!(
+            export.lines().any(|l| l.contains(wanted)),
+            "the export misses {wanted}: {export}"
+        );
+    }
+    assert!(!export.contains("\"error\""), "{export}");
     for node in [&a, &b] {
         assert_eq!(node.get(&code).await.0, StatusCode::OK);
         assert_eq!(

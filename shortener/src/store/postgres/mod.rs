@@ -378,19 +378,32 @@ impl LinkStore for PgStore {
     }
 
     async fn export(&self, query: ListQuery, out: mpsc::Sender<ExportBatch>) {
-        let client = match &self.replica {
-            Some(replica) => match replica.route(Scope::Tenant(query.tenant.as_deref())).await {
-                Route::Replica(client) => {
+        // A snapshot is one transaction on one server. An export the replica cannot finish
+        // goes on from the primary after the last link it handed over (the order is a
+        // keyset, so nothing is sent twice; rows made since sort before it and are not
+        // included, as they would not be in the replica's snapshot).
+        let mut query = query;
+        if let Some(replica) = &self.replica
+            && let Route::Replica(mut client) =
+                replica.route(Scope::Tenant(query.tenant.as_deref())).await
+        {
+            match list::export(&mut client, &query, &out).await {
+                Ok(()) => {
                     replica.answered();
-                    Ok(client)
+                    return;
                 }
-                Route::Primary => self.client().await,
-            },
-            None => self.client().await,
-        };
-        // A snapshot is one transaction on one server: once started, an export does not move.
-        let result = match client {
-            Ok(mut client) => list::export(&mut client, &query, &out).await,
+                Err(list::Interrupted { error, sent_up_to }) => {
+                    replica.fell_back(Fallback::Error, Some(&error));
+                    if let Some(position) = sent_up_to {
+                        query.after = Some(position);
+                    }
+                }
+            }
+        }
+        let result = match self.client().await {
+            Ok(mut client) => list::export(&mut client, &query, &out)
+                .await
+                .map_err(|i| i.error),
             Err(error) => Err(error),
         };
         if let Err(error) = result {
