@@ -159,16 +159,25 @@ pub(super) async fn insert_one(
         .map_err(db_error)?;
     if let Some(idem) = &link.idempotency {
         // An expired claim frees its key.
-        tx.execute(
-            "DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2 AND created_at < $3",
-            &[&link.tenant, &idem.key, &idem.expired_before],
-        )
-        .await
-        .map_err(db_error)?;
-        let claimed = tx
-            .query_opt(
+        let free = tx
+            .prepare_cached(
+                "DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2 AND created_at < $3",
+            )
+            .await
+            .map_err(db_error)?;
+        tx.execute(&free, &[&link.tenant, &idem.key, &idem.expired_before])
+            .await
+            .map_err(db_error)?;
+        let claim = tx
+            .prepare_cached(
                 "INSERT INTO idempotency_keys (tenant, key, fingerprint, code) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT DO NOTHING RETURNING 1",
+            )
+            .await
+            .map_err(db_error)?;
+        let claimed = tx
+            .query_opt(
+                &claim,
                 &[&link.tenant, &idem.key, &idem.fingerprint, &link.code],
             )
             .await
@@ -186,9 +195,14 @@ pub(super) async fn insert_one(
     let id = link.id.map(|id| id as i64);
     let tags = serde_json::to_string(&link.tags).unwrap_or_else(|_| "[]".into());
     let max_visits = link.max_visits.map(|n| n as i64);
+    // Prepared once per connection, as the batched insert is (the same statement).
+    let insert = tx
+        .prepare_cached(INSERT_ROWS)
+        .await
+        .map_err(|e| after_write(db_error(e)))?;
     let inserted = tx
         .query_opt(
-            INSERT_ROWS,
+            &insert,
             &[
                 &[link.code.as_str()].as_slice(),
                 &[link.url.as_str()].as_slice(),
