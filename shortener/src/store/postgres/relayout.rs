@@ -113,6 +113,9 @@ impl PgStore {
         progress: &mut dyn FnMut(&str),
     ) -> Result<LayoutStatus, StoreError> {
         let mut client = self.session().await?;
+        // Whether this run has waited the grace period since the layout switched; a run that
+        // resumes after the switch (the one before it killed during the wait) waits it again.
+        let mut waited = false;
         loop {
             let now = status(&client).await?;
             let step = match (&now.step, now.layout.as_str()) {
@@ -139,15 +142,18 @@ impl PgStore {
                 }
                 "switch" => {
                     client
-                        .execute(
-                            "UPDATE link_layout SET layout = 'slot', step = 'swap'",
-                            &[],
-                        )
+                        .execute("UPDATE link_layout SET layout = 'slot', step = 'swap'", &[])
                         .await
                         .map_err(db_error)?;
                     tokio::time::sleep(options.grace).await;
+                    waited = true;
                 }
                 "swap" => {
+                    if !waited {
+                        progress("waiting the grace period after the switch first");
+                        tokio::time::sleep(options.grace).await;
+                        waited = true;
+                    }
                     swap(
                         &client,
                         "ALTER TABLE links DROP CONSTRAINT links_pkey; \
@@ -184,6 +190,7 @@ impl PgStore {
         progress: &mut dyn FnMut(&str),
     ) -> Result<LayoutStatus, StoreError> {
         let client = self.session().await?;
+        let mut waited = false;
         loop {
             let now = status(&client).await?;
             let step = match (&now.step, now.layout.as_str()) {
@@ -215,8 +222,14 @@ impl PgStore {
                         .await
                         .map_err(db_error)?;
                     tokio::time::sleep(options.grace).await;
+                    waited = true;
                 }
                 "revert-swap" => {
+                    if !waited {
+                        progress("waiting the grace period after the switch first");
+                        tokio::time::sleep(options.grace).await;
+                        waited = true;
+                    }
                     swap(
                         &client,
                         "ALTER TABLE links DROP CONSTRAINT links_pkey; \

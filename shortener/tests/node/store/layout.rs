@@ -560,6 +560,49 @@ async fn a_migration_killed_at_random_points_resumes_and_ends_with_the_same_chec
     node.stop().await;
 }
 
+/// A run killed while it waits the grace period after the switch: the next run waits it
+/// again before it takes the code index away, so nodes that have not yet read the switch are
+/// not left finding links by a full scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_in_the_grace_period_waits_it_again_before_the_swap() {
+    let stack = Stack::new(Backend::Postgres).await;
+    succeed(
+        shortener(&stack)
+            .args(["preload", "--count", "50"])
+            .output()
+            .expect("preload"),
+    );
+    code_layout_with_old_rows(&stack).await;
+    let db = sql(&stack).await;
+    let mut command = tokio::process::Command::from(shortener(&stack));
+    command.args(["layout", "migrate", "--grace-ms", "120000"]);
+    command.stdout(Stdio::null());
+    let mut first = command.spawn().expect("start migrate");
+    let switched = testkit::wait_until(Duration::from_secs(60), || async {
+        layout_row(&db).await == ("slot".to_string(), Some("swap".to_string()))
+    })
+    .await;
+    assert!(
+        switched,
+        "the run never switched: {:?}",
+        layout_row(&db).await
+    );
+    first.kill().await.expect("kill -9");
+
+    let grace = Duration::from_millis(1500);
+    let resumed = Instant::now();
+    let said = succeed(layout(
+        &stack,
+        &["migrate", "--grace-ms", &grace.as_millis().to_string()],
+    ));
+    assert!(
+        said.contains("waiting the grace period after the switch first"),
+        "{said}"
+    );
+    assert!(resumed.elapsed() >= grace, "the swap did not wait");
+    assert_eq!(layout_row(&db).await, ("slot".to_string(), None));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn layout_commands_refuse_what_they_cannot_do_and_change_nothing() {
     let stack = Stack::new(Backend::Postgres).await;
