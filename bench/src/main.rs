@@ -107,7 +107,7 @@ enum Command {
         #[arg(long, env = "BENCH_GROWTH_LAYOUTS", value_delimiter = ',', value_enum, default_values_t = [growth::Layout::Code, growth::Layout::Slot])]
         layouts: Vec<growth::Layout>,
         /// The most minutes a layout's loading may take in all (it fails beyond).
-        #[arg(long, env = "BENCH_GROWTH_LOAD_MINUTES", default_value_t = 120)]
+        #[arg(long, env = "BENCH_GROWTH_LOAD_MINUTES", default_value_t = 300)]
         load_minutes: u64,
     },
     /// Drives creates at a node that is already running (for profiling it); prints one line.

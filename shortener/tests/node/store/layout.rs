@@ -340,6 +340,33 @@ async fn a_migration_moves_every_kind_of_link_while_the_node_serves() {
             made
         }
     });
+    // Meanwhile two nodes race for the same aliases, round after round, across every step:
+    // the database lets exactly one of each pair in, whichever index guards named codes then.
+    let rival = Arc::new(stack.node("c").await);
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let racers: Vec<_> = [node.clone(), rival.clone()]
+        .into_iter()
+        .enumerate()
+        .map(|(who, racer)| {
+            let (stop, barrier) = (stop.clone(), barrier.clone());
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                // Bounded: the rounds stop with the migration, or at 2000.
+                for n in 0..2000 {
+                    barrier.wait().await;
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let body = json!({
+                        "url": format!("https://example.com/race/{n}/{who}"),
+                        "alias": format!("race-{n}"),
+                    });
+                    answers.push(racer.create(body).await.0);
+                }
+                answers
+            })
+        })
+        .collect();
     let out = succeed(layout(
         &stack,
         &["migrate", "--batch", "7", "--grace-ms", "2500"],
@@ -347,6 +374,32 @@ async fn a_migration_moves_every_kind_of_link_while_the_node_serves() {
     stop.store(true, Ordering::Relaxed);
     let made = traffic.await.expect("traffic");
     assert_eq!(failures.load(Ordering::Relaxed), 0, "{out}");
+    let mut rounds = Vec::new();
+    for racer in racers {
+        rounds.push(racer.await.expect("racer"));
+    }
+    let raced = rounds[0].len().min(rounds[1].len());
+    assert!(raced > 0, "no alias was raced for");
+    for n in 0..raced {
+        let pair = [rounds[0][n], rounds[1][n]];
+        assert!(
+            pair.contains(&StatusCode::CREATED) && pair.contains(&StatusCode::CONFLICT),
+            "alias race-{n}: {pair:?}"
+        );
+        let winner = usize::from(pair[1] == StatusCode::CREATED);
+        let (status, link) = rival.get(&format!("race-{n}")).await;
+        assert_eq!(status, StatusCode::OK, "{link}");
+        assert_eq!(
+            link["url"],
+            format!("https://example.com/race/{n}/{winner}"),
+            "race-{n}"
+        );
+    }
+    let created = rounds
+        .iter()
+        .flatten()
+        .filter(|s| **s == StatusCode::CREATED);
+    let rows_raced = created.count() as i64;
     assert!(!made.is_empty());
     assert_eq!(layout_row(&db).await, ("slot".to_string(), None));
 
@@ -361,7 +414,7 @@ async fn a_migration_moves_every_kind_of_link_while_the_node_serves() {
         .expect("figures");
     let (before, after, filled): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
     // (Traffic ran before the run's first count and after its last one.)
-    let now = rows_before + made.len() as i64;
+    let now = rows_before + made.len() as i64 + rows_raced;
     assert!(
         rows_before <= before && before <= after && after <= now,
         "{rows_before} {before} {after} {now}"
@@ -436,6 +489,7 @@ async fn a_migration_moves_every_kind_of_link_while_the_node_serves() {
     assert_eq!(fresh.delete("4bCdYzA").await, StatusCode::NO_CONTENT);
     assert_eq!(fresh.visit("4bCdYzA").await.status(), StatusCode::GONE);
     fresh.stop().await;
+    Arc::try_unwrap(rival).ok().expect("one owner").stop().await;
     Arc::try_unwrap(node).ok().expect("one owner").stop().await;
 }
 
