@@ -22,6 +22,17 @@ impl Served {
     /// code key) and waits until it is ready. With `open_files`, the process runs under that
     /// limit of open files (soft and hard, as `ulimit -n` sets them).
     pub async fn start(data_dir: &Path, env: &[(&str, String)], open_files: Option<u64>) -> Served {
+        Served::start_logging(data_dir, env, open_files, None).await
+    }
+
+    /// As [`Served::start`], with the process's log (its standard error) written to `log`
+    /// when given.
+    pub async fn start_logging(
+        data_dir: &Path,
+        env: &[(&str, String)],
+        open_files: Option<u64>,
+        log: Option<&Path>,
+    ) -> Served {
         let (http, grpc, admin) = (
             testkit::free_addr(),
             testkit::free_addr(),
@@ -51,7 +62,10 @@ impl Served {
             .env("SHORTENER_PUBLIC_URL", "https://sho.rt/")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(match log {
+                Some(path) => Stdio::from(std::fs::File::create(path).expect("create the log")),
+                None => Stdio::inherit(),
+            });
         for (name, value) in env {
             command.env(name, value);
         }

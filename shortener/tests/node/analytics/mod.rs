@@ -4,6 +4,7 @@
 
 mod crash;
 mod mmdb;
+mod privacy;
 mod refusals;
 mod tenant_rollups;
 
