@@ -7,7 +7,6 @@ use crate::served::Served;
 use futures::StreamExt;
 use proto::shortener::v1 as pb;
 use reqwest::StatusCode;
-use serde_json::json;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
@@ -177,22 +176,8 @@ async fn a_grpc_port_full_of_idle_connections_leaves_the_redirect_port_answering
         Some(256),
     )
     .await;
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let response = client
-        .post(format!("http://{}/api/v1/links", served.http))
-        .bearer_auth(API_KEY)
-        .json(&json!({ "url": "https://example.com/survives" }))
-        .send()
-        .await
-        .expect("create");
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let code = response.json::<serde_json::Value>().await.expect("json")["code"]
-        .as_str()
-        .expect("code")
-        .to_string();
+    let client = Served::client();
+    let code = served.create(&client, "https://example.com/survives").await;
     // More idle connections than the node has descriptors.
     let mut idle = Vec::new();
     for _ in 0..400 {

@@ -403,6 +403,16 @@ impl Node {
             .expect("connect gRPC")
     }
 
+    /// Runs the rollup maintenance now, on the node's analytics clock (compaction,
+    /// retention, the hourly webhook events).
+    pub async fn maintain_rollups(&self) -> shortener::store::RollupOutcome {
+        self.app
+            .analytics
+            .maintain(&self.app.store)
+            .await
+            .expect("maintain")
+    }
+
     /// The `/metrics` text.
     pub async fn metrics(&self) -> String {
         self.client

@@ -85,6 +85,30 @@ impl Served {
         served
     }
 
+    /// An HTTP client that does not follow redirects, for talking to this node.
+    pub fn client() -> reqwest::Client {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client")
+    }
+
+    /// Creates a link to `url` with the test API key; returns its code.
+    pub async fn create(&self, client: &reqwest::Client, url: &str) -> String {
+        let created = client
+            .post(format!("http://{}/api/v1/links", self.http))
+            .bearer_auth(crate::helpers::API_KEY)
+            .json(&serde_json::json!({ "url": url }))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+        created.json::<serde_json::Value>().await.expect("json")["code"]
+            .as_str()
+            .expect("code")
+            .to_string()
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -6,7 +6,6 @@ use super::get_at;
 use crate::helpers::{API_KEY, BROWSER, Backend, Stack};
 use crate::served::Served;
 use reqwest::StatusCode;
-use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -31,22 +30,8 @@ async fn a_node_killed_mid_traffic_loses_at_most_one_flush_interval_of_visits(ba
     ];
     env.extend(stack.env());
     let served = Served::start(&data, &env, None).await;
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let created = client
-        .post(format!("http://{}/api/v1/links", served.http))
-        .bearer_auth(API_KEY)
-        .json(&json!({ "url": "https://example.com/crash" }))
-        .send()
-        .await
-        .expect("create");
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let code = created.json::<serde_json::Value>().await.expect("json")["code"]
-        .as_str()
-        .expect("code")
-        .to_string();
+    let client = Served::client();
+    let code = served.create(&client, "https://example.com/crash").await;
     // Steady traffic from a task of its own, counting the visits answered.
     let answered = Arc::new(AtomicU64::new(0));
     let stop = CancellationToken::new();

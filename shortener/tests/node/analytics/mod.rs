@@ -345,12 +345,7 @@ async fn hours_compaction_and_retention_follow_the_clock(backend: Backend) {
 
     // 31 days on, the day is compacted: one daily point, the same count.
     clock.advance(chrono::Duration::days(31));
-    let outcome = node
-        .app
-        .analytics
-        .maintain(&node.app.store)
-        .await
-        .expect("maintain");
+    let outcome = node.maintain_rollups().await;
     assert!(outcome.compacted > 0, "{outcome:?}");
     let day = format!("/links/{code}/stats?from=2026-01-10T00:00:00Z&to=2026-01-11T00:00:00Z");
     for path in [day.clone(), format!("{day}&granularity=hour")] {
@@ -363,22 +358,12 @@ async fn hours_compaction_and_retention_follow_the_clock(backend: Backend) {
         );
     }
     // Maintenance again changes nothing.
-    let again = node
-        .app
-        .analytics
-        .maintain(&node.app.store)
-        .await
-        .expect("maintain");
+    let again = node.maintain_rollups().await;
     assert_eq!(again.compacted, 0);
 
     // Past retention (400 days) the rollups are gone, and asking for them is refused.
     clock.advance(chrono::Duration::days(420));
-    let outcome = node
-        .app
-        .analytics
-        .maintain(&node.app.store)
-        .await
-        .expect("maintain");
+    let outcome = node.maintain_rollups().await;
     assert!(outcome.expired > 0, "{outcome:?}");
     let everything = StatsQuery {
         scope: StatsScope::Link(code.clone()),

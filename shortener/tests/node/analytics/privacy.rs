@@ -5,7 +5,6 @@
 use super::{get_at, mmdb};
 use crate::helpers::{API_KEY, BROWSER};
 use crate::served::Served;
-use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -25,23 +24,9 @@ async fn client_addresses_and_keys_never_reach_the_log() {
         ("SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS", "200".to_string()),
     ];
     let served = Served::start_logging(&dir.path().join("data"), &env, None, Some(&log)).await;
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
+    let client = Served::client();
     let base = format!("http://{}", served.http);
-    let created = client
-        .post(format!("{base}/api/v1/links"))
-        .bearer_auth(API_KEY)
-        .json(&json!({ "url": "https://example.com/private" }))
-        .send()
-        .await
-        .expect("create");
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let code = created.json::<serde_json::Value>().await.expect("json")["code"]
-        .as_str()
-        .expect("code")
-        .to_string();
+    let code = served.create(&client, "https://example.com/private").await;
     for path in [code.as_str(), code.as_str(), "zzzzzzz"] {
         client
             .get(format!("{base}/{path}"))

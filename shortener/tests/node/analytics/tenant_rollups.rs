@@ -94,12 +94,7 @@ async fn tenant_rollups_agree_with_the_per_link_rows(backend: Backend) {
     // 31 days on, with new traffic: 2026-03-10 is compacted into one daily row per link.
     clock.advance(chrono::Duration::days(31));
     traffic(&node, &codes[..2], 5).await;
-    let outcome = node
-        .app
-        .analytics
-        .maintain(&node.app.store)
-        .await
-        .expect("maintain");
+    let outcome = node.maintain_rollups().await;
     assert!(outcome.compacted > 0, "{outcome:?}");
     for range in [
         "from=2026-03-01T00:00:00Z&to=2026-04-20T00:00:00Z",
@@ -125,12 +120,7 @@ async fn tenant_rollups_agree_with_the_per_link_rows(backend: Backend) {
     // Past retention, with new traffic: the old rows are gone from both.
     clock.advance(chrono::Duration::days(420));
     traffic(&node, &codes[1..], 7).await;
-    let outcome = node
-        .app
-        .analytics
-        .maintain(&node.app.store)
-        .await
-        .expect("maintain");
+    let outcome = node.maintain_rollups().await;
     assert!(outcome.expired > 0, "{outcome:?}");
     agree(&node, "").await;
     agree(&node, "granularity=hour").await;
@@ -226,12 +216,7 @@ async fn an_upgrade_fills_the_tenant_rollups_from_the_per_link_rows(backend: Bac
     // 31 days on: the first day is compacted into daily rows, and a new day has hourly rows.
     clock.advance(chrono::Duration::days(31));
     traffic(&node, &codes[1..], 2).await;
-    let outcome = node
-        .app
-        .analytics
-        .maintain(&node.app.store)
-        .await
-        .expect("maintain");
+    let outcome = node.maintain_rollups().await;
     assert!(outcome.compacted > 0, "{outcome:?}");
     let ranges = [
         "",

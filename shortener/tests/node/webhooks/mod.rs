@@ -433,11 +433,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     }
     assert!(node.app.analytics.flush(&node.app.store).await);
     clock.set(start + chrono::Duration::minutes(95)); // 12:05: the 10:00 hour has ended
-    node.app
-        .analytics
-        .maintain(&node.app.store)
-        .await
-        .expect("maintain");
+    node.maintain_rollups().await;
     let rolled = testkit::wait_until(Duration::from_secs(10), || async {
         verified(&receiver)
             .iter()
@@ -479,11 +475,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     }
     assert!(node.app.analytics.flush(&node.app.store).await);
     clock.set(start + chrono::Duration::minutes(95 + 8 * 60)); // 20:05
-    node.app
-        .analytics
-        .maintain(&node.app.store)
-        .await
-        .expect("maintain");
+    node.maintain_rollups().await;
     let rollups = || {
         receiver
             .requests()
