@@ -62,6 +62,10 @@ struct Cli {
     /// read as absent).
     #[arg(long, global = true, value_enum)]
     store: Option<create_suite::StoreKind>,
+    /// Repetitions of every redirect, create and memory point (3 by default, 1 with --quick);
+    /// more give steadier medians on a noisy machine.
+    #[arg(long, global = true, env = "BENCH_REPS", value_parser = clap::value_parser!(u16).range(1..=50))]
+    reps: Option<u16>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -269,7 +273,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return Ok(());
     }
     let started = Instant::now();
-    let settings = settings::Settings::new(cli.quick);
+    let mut settings = settings::Settings::new(cli.quick);
+    if let Some(reps) = cli.reps {
+        settings.reps = usize::from(reps);
+    }
     let scratch = tempfile::Builder::new()
         .prefix("shortener-bench-")
         .tempdir()?;

@@ -92,6 +92,10 @@ impl Report {
         );
         let _ = writeln!(
             s,
+            "    bench/run redirects --reps 7   # more repetitions per point (BENCH_REPS): steadier medians on a noisy machine"
+        );
+        let _ = writeln!(
+            s,
             "    bench/run creates --store embedded   # creates on one store (postgres | embedded); prints only"
         );
         let _ = writeln!(
