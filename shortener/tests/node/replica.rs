@@ -43,7 +43,12 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
     let standby = primary.start_standby(&[&delay]).await;
     let read_url = standby.database_url("links");
     let stack = Stack::on_database(&url).await;
-    let a = Node::start(with_replica(&stack, "a", &read_url)).await;
+    // Node a holds blocks large enough for the bulk import below in one go.
+    let a = Node::start(Config {
+        min_block: 8000,
+        ..with_replica(&stack, "a", &read_url)
+    })
+    .await;
     let b = Node::start(with_replica(&stack, "b", &read_url)).await;
     // Until the replica has replayed what the nodes wrote at start (migrations, their change
     // feeds' first connection), they read from the primary; then lists go to the replica.
@@ -157,9 +162,66 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
     );
     assert!(value(&b, "shortener_replica_reads_total").await > reads_before);
 
-    // The replica goes down: reads go to the primary, no client sees an error, the node stays
-    // ready.
+    // An export in progress on the replica when it goes down goes on from the primary, after
+    // the last link it had sent: every link once, no error. Long URLs make the export far
+    // larger than the socket buffers, so the replica's stream is cut in the middle.
+    const BIG: usize = 6000;
+    let padding = "p".repeat(1800);
+    let rows: String = (0..BIG)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({ "url": format!("https://example.com/big/{i}/{padding}") })
+            )
+        })
+        .collect();
+    let (status, answers) = a.import("application/x-ndjson", rows, "").await;
+    assert_eq!(status, StatusCode::OK);
+    let summary = &answers.last().expect("a summary")["summary"];
+    assert_eq!(summary["created"], BIG, "{summary}");
+    let total: i64 = tokio_postgres_count(&url).await;
+    wait_for("the replica has the import", DELAY * 10, async || {
+        tokio_postgres_count(&read_url).await == total
+    })
+    .await;
+    let errors_before = value(&b, "shortener_replica_fallbacks_total{reason=\"error\"}").await;
+    let mut export = b
+        .api(reqwest::Method::GET, "/links/export?")
+        .send()
+        .await
+        .expect("export");
+    assert_eq!(export.status(), StatusCode::OK);
+    let mut body = Vec::new();
+    while body.len() < 64 * 1024 {
+        let chunk = export
+            .chunk()
+            .await
+            .expect("read")
+            .expect("more of the export");
+        body.extend_from_slice(&chunk);
+    }
     standby.stop().await;
+    while let Some(chunk) = export.chunk().await.expect("the rest of the export") {
+        body.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(body).expect("utf-8");
+    let codes: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let link: serde_json::Value = serde_json::from_str(line).expect("a link per line");
+            link["code"].as_str().expect("code").to_string()
+        })
+        .collect();
+    let unique: std::collections::HashSet<&String> = codes.iter().collect();
+    assert_eq!(unique.len(), codes.len(), "a link was exported twice");
+    assert_eq!(codes.len() as i64, total, "links missing from the export");
+    assert!(
+        value(&b, "shortener_replica_fallbacks_total{reason=\"error\"}").await > errors_before,
+        "the export never fell back: the replica's stream was not cut"
+    );
+
+    // The replica is down: reads go to the primary, no client sees an error, the node stays
+    // ready.
     let other = a.create_url("https://example.com/while-down").await;
     // An export that finds the replica gone is answered whole from the primary.
     let (status, export) = b.export("").await;
@@ -257,4 +319,17 @@ async fn a_read_url_that_is_not_a_replica_of_the_database_is_refused_at_start() 
         0.0
     );
     node.stop().await;
+}
+
+/// The links in the database at `url`.
+async fn tokio_postgres_count(url: &str) -> i64 {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+        .query_one("SELECT count(*) FROM links", &[])
+        .await
+        .expect("count")
+        .get(0)
 }
