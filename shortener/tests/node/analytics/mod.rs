@@ -386,6 +386,36 @@ async fn hours_compaction_and_retention_follow_the_clock(backend: Backend) {
 }
 on_both_stores!(hours_compaction_and_retention_follow_the_clock);
 
+async fn retention_zero_keeps_rollups_forever(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let clock = Clock::manual(time("2026-01-10T10:30:00Z"));
+    let mut config = stack.config("a");
+    config.clock = clock.clone();
+    config.analytics_retention_days = 0;
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/forever").await;
+    for _ in 0..2 {
+        assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+    }
+    assert!(node.app.analytics.flush(&node.app.store).await);
+    // Five years on: compacted into a day, never expired, and still asked for.
+    clock.advance(chrono::Duration::days(5 * 365));
+    let outcome = node.maintain_rollups().await;
+    assert!(outcome.compacted > 0, "{outcome:?}");
+    assert_eq!(outcome.expired, 0, "{outcome:?}");
+    let (status, body) = stats(
+        &node,
+        &format!("/links/{code}/stats?from=2026-01-10T00:00:00Z&to=2026-01-11T00:00:00Z"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["series"],
+        json!([{ "at": "2026-01-10T00:00:00Z", "human": 0, "bot": 2, "head": 0 }])
+    );
+}
+on_both_stores!(retention_zero_keeps_rollups_forever);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_geoip_file_leaves_the_node_ready_without_countries_until_it_is_fixed() {
     let stack = Stack::new(Backend::Sqlite).await;
