@@ -2,10 +2,11 @@
 //! backend; [`Store`] holds either and is what the rest of the node uses.
 //!
 //! Both backends keep the same guarantees:
-//! - a code maps to at most one row, ever (byte-wise comparison: `PRIMARY KEY(code)` on
-//!   PostgreSQL; on SQLite a generated row sits at the rowid of its ID and other codes have a
-//!   unique index, see [`sqlite`]), and a stored URL never changes (there is no update of
-//!   `long_url`);
+//! - a code maps to at most one row, ever (byte-wise comparison), decided by the database's
+//!   constraints: a code that decodes sits at the slot it decodes to (PostgreSQL's `slot`
+//!   primary key, SQLite's rowid) and any other code has a unique index of its own, see
+//!   [`postgres`] and [`sqlite`]; a URL changes only through an explicit edit, which is kept
+//!   in the link's history;
 //! - [`LinkStore::insert`] returns only after the row is committed and durable, so an
 //!   acknowledged create is never lost;
 //! - conflicts are reported, never papered over: a taken code is [`InsertOutcome::CodeTaken`],
