@@ -8,17 +8,27 @@ use std::time::Duration;
 use testkit::cluster::Cluster;
 use tokio_postgres::{Client, NoTls};
 
-/// Whether the contrib extension pg_stat_statements is installed for some server version.
-pub fn statements_available() -> bool {
+/// Whether the contrib extension `name` is installed for some server version.
+pub fn extension_available(name: &str) -> bool {
     std::fs::read_dir("/usr/share/postgresql")
         .map(|versions| {
-            versions.filter_map(Result::ok).any(|v| {
-                v.path()
-                    .join("extension/pg_stat_statements.control")
-                    .exists()
-            })
+            versions
+                .filter_map(Result::ok)
+                .any(|v| v.path().join(format!("extension/{name}.control")).exists())
         })
         .unwrap_or(false)
+}
+
+/// The parts of the links table: all of it, and what a redirect cache miss reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinksSize {
+    /// Rows.
+    pub rows: u64,
+    /// Bytes of the table with all its indexes.
+    pub total: u64,
+    /// Bytes of the table (heap, TOAST, maps) and its primary key: what a lookup of a
+    /// generated code reads (in either layout the primary key is the index it searches).
+    pub lookup: u64,
 }
 
 /// The bench's cluster and a connection to its `postgres` database (kept out of the measured
@@ -90,7 +100,7 @@ impl BenchCluster {
     /// initdb's a cluster and starts it with `shared_buffers` and pg_stat_statements (when
     /// installed). Autovacuum stays on, as on a real server.
     pub async fn start(shared_buffers: &str) -> anyhow::Result<BenchCluster> {
-        let statements = statements_available();
+        let statements = extension_available("pg_stat_statements");
         if !statements {
             eprintln!(
                 "growth: pg_stat_statements is not installed (no /usr/share/postgresql/*/extension/pg_stat_statements.control): no top-queries table"
@@ -273,18 +283,51 @@ impl BenchCluster {
             .with_context(|| format!("{sql} in {name}"))
     }
 
-    /// Rows of `links` in database `name`, and the bytes of the table with its indexes.
-    pub async fn links_size(&self, name: &str) -> anyhow::Result<(u64, u64)> {
+    /// Rows of `links` in database `name`, and the bytes of the table: with all its indexes,
+    /// and the part a cache miss reads.
+    pub async fn links_size(&self, name: &str) -> anyhow::Result<LinksSize> {
         let client = self.untracked(name).await?;
         let row = client
             .query_one(
-                "SELECT count(*), pg_total_relation_size('links') FROM links",
+                "SELECT (SELECT count(*) FROM links), pg_total_relation_size('links'), \
+                 pg_table_size('links') + (SELECT pg_relation_size(indexrelid) FROM pg_index \
+                 WHERE indrelid = 'links'::regclass AND indisprimary)",
                 &[],
             )
             .await
             .context("count links")?;
-        let (rows, bytes): (i64, i64) = (row.get(0), row.get(1));
-        Ok((rows as u64, bytes as u64))
+        let (rows, total, lookup): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        Ok(LinksSize {
+            rows: rows as u64,
+            total: total as u64,
+            lookup: lookup as u64,
+        })
+    }
+
+    /// Reads the links table and its primary key once into the kernel's page cache
+    /// (`pg_prewarm(..., 'read')`, which bypasses shared buffers), as a primary that has been
+    /// answering cache misses for a while holds them; returns the bytes read, or `None` when
+    /// the contrib extension pg_prewarm is not installed.
+    pub async fn prewarm_lookups(&self, name: &str) -> anyhow::Result<Option<u64>> {
+        if !extension_available("pg_prewarm") {
+            return Ok(None);
+        }
+        let client = self.untracked(name).await?;
+        client
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+            .await
+            .context("create extension pg_prewarm")?;
+        let row = client
+            .query_one(
+                "SELECT pg_prewarm('links', 'read') + (SELECT pg_prewarm(indexrelid, 'read') \
+                 FROM pg_index WHERE indrelid = 'links'::regclass AND indisprimary), \
+                 current_setting('block_size')::int8",
+                &[],
+            )
+            .await
+            .context("pg_prewarm the links table and its primary key")?;
+        let (blocks, block_size): (i64, i64) = (row.get(0), row.get(1));
+        Ok(Some((blocks * block_size) as u64))
     }
 
     /// Forgets what pg_stat_statements has seen so far (every database).

@@ -43,6 +43,8 @@ pub struct Point {
     pub rows: u64,
     /// Bytes of the table and its indexes then.
     pub bytes: u64,
+    /// Bytes of the table and its primary key then: what cache misses read.
+    pub lookup_bytes: u64,
     /// HTTP creates.
     pub http: Repeated,
     /// gRPC batch creates (rates count links).
@@ -53,10 +55,16 @@ pub struct Point {
     pub batch_wal: f64,
     /// The database's buffer hit ratio over the create runs.
     pub create_hit: f64,
-    /// Redirects of uncached codes, each once.
+    /// Redirects of uncached codes, each once, with the kernel's page cache as the load and the
+    /// create runs left it.
     pub miss: Run,
     /// The database's buffer hit ratio over those redirects.
     pub miss_hit: f64,
+    /// The same over other uncached codes after the table and its primary key were read into
+    /// the page cache (`None` without pg_prewarm).
+    pub warm: Option<Run>,
+    /// The database's buffer hit ratio over those.
+    pub warm_hit: f64,
 }
 
 /// One load step.
@@ -206,7 +214,8 @@ async fn run_layout(
         top: Vec::new(),
         top_size: 0,
     };
-    let capacity = settings.misses * settings.sizes.len() * settings.shared_buffers.len() * 2;
+    // Two cache-miss runs per point, and as many codes again to spare.
+    let capacity = settings.misses * settings.sizes.len() * settings.shared_buffers.len() * 4;
     let mut sample = Sample::new(capacity, 0x9e37_79b9 ^ layout as u64);
     let deadline = Instant::now() + settings.load_budget;
     let store = Store {
@@ -238,7 +247,8 @@ async fn run_layout(
             let point = measure(cluster, &store, settings, layout, size, &mut sample).await?;
             eprintln!(
                 "growth: {} layout, {} rows, shared_buffers {sb}: HTTP {:.0}/s, batch {:.0}/s, \
-                 WAL {:.0} / {:.0} B per create, hit ratio {:.4}, miss p50 {:.2} ms p99 {:.2} ms",
+                 WAL {:.0} / {:.0} B per create, hit ratio {:.4}, miss p50 {:.2} ms p99 {:.2} ms, \
+                 after prewarm p50 {:.2} ms p99 {:.2} ms",
                 layout.label(),
                 point.rows,
                 point.http.rate(),
@@ -247,7 +257,9 @@ async fn run_layout(
                 point.batch_wal,
                 point.create_hit,
                 point.miss.p50_ms,
-                point.miss.p99_ms
+                point.miss.p99_ms,
+                point.warm.as_ref().map_or(f64::NAN, |r| r.p50_ms),
+                point.warm.as_ref().map_or(f64::NAN, |r| r.p99_ms)
             );
             out.points.push(point);
         }
@@ -270,7 +282,7 @@ async fn load_to(
     sample: &mut Sample,
     deadline: Instant,
 ) -> anyhow::Result<Option<Load>> {
-    let (from, _) = cluster.links_size(&store.name).await?;
+    let from = cluster.links_size(&store.name).await?.rows;
     if from >= target {
         return Ok(None);
     }
@@ -358,7 +370,8 @@ async fn measure(
     sample: &mut Sample,
 ) -> anyhow::Result<Point> {
     let name = store.name.as_str();
-    let (rows, bytes) = cluster.links_size(name).await?;
+    let size_now = cluster.links_size(name).await?;
+    let rows = size_now.rows;
     let ids = IdService::start_on(&store.dir, &store.ids_url).await?;
     let label = format!("growth-{}", layout.label());
     let (mut http, mut batch) = (Repeated::default(), Repeated::default());
@@ -403,23 +416,44 @@ async fn measure(
         cluster.settle(name).await?;
         cluster.blocks(name).await?.ratio_since(before)
     };
-    let codes = sample.fresh(settings.misses);
-    if codes.len() < settings.misses {
-        bail!(
-            "only {} sampled codes left for the cache-miss run (of {})",
-            codes.len(),
-            settings.misses
-        );
-    }
-    let (miss, miss_hit) = {
-        let node = Node::start(store.node_spec(&ids, &format!("{label}-misses"))).await?;
+    let mut fresh = || {
+        let codes = sample.fresh(settings.misses);
+        if codes.len() < settings.misses {
+            bail!(
+                "only {} sampled codes left for the cache-miss run (of {})",
+                codes.len(),
+                settings.misses
+            );
+        }
+        Ok(Arc::new(codes))
+    };
+    let (cold_codes, warm_codes) = (fresh()?, fresh()?);
+    // A fresh node for each run, stopped before the counts are read: a backend reports its
+    // buffer counts when it exits.
+    let misses = async |codes, run: &str| -> anyhow::Result<(Run, f64)> {
+        let node = Node::start(store.node_spec(&ids, &format!("{label}-{run}"))).await?;
         warm_pool(node.http, settings.miss_connections).await?;
         cluster.settle(name).await?;
         let before = cluster.blocks(name).await?;
-        let run = load::each_once(node.http, Arc::new(codes), settings.miss_connections).await?;
+        let run = load::each_once(node.http, codes, settings.miss_connections).await?;
         drop(node);
         cluster.settle(name).await?;
-        (run, cluster.blocks(name).await?.ratio_since(before))
+        Ok((run, cluster.blocks(name).await?.ratio_since(before)))
+    };
+    let (miss, miss_hit) = misses(cold_codes, "misses").await?;
+    // Then as a primary that has served misses for a while would answer them: the table and
+    // its primary key in the page cache (memory permitting), other codes again.
+    let (warm, warm_hit) = match cluster.prewarm_lookups(name).await? {
+        Some(read) => {
+            eprintln!(
+                "growth: {} layout, {rows} rows: read {:.1} GB of table and primary key into the page cache",
+                layout.label(),
+                read as f64 / 1e9
+            );
+            let (run, hit) = misses(warm_codes, "prewarmed-misses").await?;
+            (Some(run), hit)
+        }
+        None => (None, f64::NAN),
     };
     drop(ids);
     Ok(Point {
@@ -427,7 +461,8 @@ async fn measure(
         shared_buffers: cluster.shared_buffers.clone(),
         size,
         rows,
-        bytes,
+        bytes: size_now.total,
+        lookup_bytes: size_now.lookup,
         http,
         batch,
         http_wal: wal[0] / created[0].max(1) as f64,
@@ -435,5 +470,7 @@ async fn measure(
         create_hit,
         miss,
         miss_hit,
+        warm,
+        warm_hit,
     })
 }

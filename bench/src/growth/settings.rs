@@ -89,10 +89,10 @@ impl GrowthSettings {
         })
     }
 
-    /// Links preloaded before the first point: the codes of the cache-miss measurements at
-    /// the smallest size (each code is requested at one point only).
+    /// Links preloaded before the first point: the codes of the two cache-miss measurements
+    /// (cold, then after prewarming) at the smallest size (each code is requested once only).
     pub fn probe(&self) -> u64 {
-        (self.misses * self.shared_buffers.len()) as u64
+        (2 * self.misses * self.shared_buffers.len()) as u64
     }
 }
 

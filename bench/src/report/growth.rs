@@ -4,7 +4,7 @@
 //! loads, the top statements, the plot) built from one result, and their unit tests.
 
 use crate::growth::{Growth, Layout, Point, count_label};
-use crate::stats::{ms, rate, ratio};
+use crate::stats::{Run, ms, rate, ratio};
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -178,7 +178,8 @@ fn targets(s: &mut String, g: &Growth, smallest: u64, largest: u64) {
                     "not met".into()
                 }
             };
-            let rows: [(&str, &str, f64, bool); 5] = [
+            let warm = |p: &Point| p.warm.as_ref().map_or(f64::NAN, |r| r.p99_ms);
+            let rows: [(&str, &str, f64, bool); 6] = [
                 (
                     "creates/s, HTTP, 64 clients",
                     "≥ 0.8×",
@@ -204,13 +205,19 @@ fn targets(s: &mut String, g: &Growth, smallest: u64, largest: u64) {
                     false,
                 ),
                 (
-                    "cache-miss redirect p99",
+                    "cache-miss redirect p99, page cache as the load left it",
                     "≤ 2×",
                     b.miss.p99_ms / a.miss.p99_ms,
                     false,
                 ),
+                (
+                    "cache-miss redirect p99, table and primary key read into the page cache",
+                    "≤ 2×",
+                    warm(b) / warm(a),
+                    false,
+                ),
             ];
-            for (name, goal, v, higher_is_better) in rows {
+            for (name, goal, v, higher_is_better) in rows.into_iter().filter(|r| !r.2.is_nan()) {
                 let limit: f64 = goal
                     .trim_start_matches(['≥', '≤', ' '])
                     .trim_end_matches('×')
@@ -258,20 +265,22 @@ fn table(s: &mut String, g: &Growth, layout: Layout, sb: &str, smallest: u64) {
     );
     let _ = writeln!(
         s,
-        "| loaded to | rows at start | table + indexes | HTTP creates/s | vs {0} | p99 ms | batch links/s | vs {0} | p99 ms | WAL B/create, HTTP | batch | vs {0} (HTTP / batch) | buffer hits, creates | miss p50 ms | miss p99 ms | p99 vs {0} | buffer hits, misses | errors |",
+        "| loaded to | rows at start | table + indexes | table + primary key | HTTP creates/s | vs {0} | p99 ms | batch links/s | vs {0} | p99 ms | WAL B/create, HTTP | batch | vs {0} (HTTP / batch) | buffer hits, creates | miss p50 ms | miss p99 ms | p99 vs {0} | buffer hits, misses | prewarmed: miss p50 ms | p99 ms | p99 vs {0} | buffer hits | errors |",
         count_label(smallest)
     );
     let _ = writeln!(
         s,
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
+    let warm = |p: &Point, f: fn(&Run) -> f64| p.warm.as_ref().map_or(f64::NAN, f);
     for p in points {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} / {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             count_label(p.size),
             p.rows,
             bytes(p.bytes as f64),
+            bytes(p.lookup_bytes as f64),
             rate(p.http.rate()),
             vs(&|p| p.http.rate(), p),
             ms(p.http.p99()),
@@ -287,7 +296,14 @@ fn table(s: &mut String, g: &Growth, layout: Layout, sb: &str, smallest: u64) {
             ms(p.miss.p99_ms),
             vs(&|p| p.miss.p99_ms, p),
             hit(p.miss_hit),
-            p.http.errors() + p.batch.errors() + p.miss.errors
+            ms(warm(p, |r| r.p50_ms)),
+            ms(warm(p, |r| r.p99_ms)),
+            vs(&|p| warm(p, |r| r.p99_ms), p),
+            hit(p.warm_hit),
+            p.http.errors()
+                + p.batch.errors()
+                + p.miss.errors
+                + p.warm.as_ref().map_or(0, |r| r.errors)
         );
     }
     s.push('\n');
@@ -415,9 +431,15 @@ fn method(s: &mut String, g: &Growth) {
     );
     let _ = writeln!(
         s,
-        "- **Cache misses.** Another fresh node (empty cache), {} sampled codes that no earlier point \
-         requested, each once, over {} keep-alive connections (the node's pool size); every answer must \
-         be a 302. Latency is per request; the hit ratio is the database's over these requests.",
+        "- **Cache misses.** Another fresh node (empty cache), {0} sampled codes that no earlier point \
+         requested, each once, over {1} keep-alive connections (the node's pool size); every answer must \
+         be a 302. Latency is per request; the hit ratio is the database's over these requests. Then \
+         the links table and its primary key (the \"table + primary key\" column: all that a miss reads) \
+         are read once into the kernel's page cache with `pg_prewarm(..., 'read')`, which leaves \
+         shared buffers as they were, and {0} other sampled codes are requested the same way (the \
+         \"prewarmed\" columns): the first run is the page cache as the load and the create runs \
+         left it, the second a primary that has been answering misses long enough to hold what they \
+         read, as far as the machine's memory allows.",
         st.misses, st.miss_connections
     );
     let _ = writeln!(
@@ -445,13 +467,14 @@ mod tests {
         r
     }
 
-    fn point(size: u64, creates: f64, wal: f64, miss_p99: f64) -> Point {
+    fn point(size: u64, creates: f64, wal: f64, miss_p99: f64, warm_p99: f64) -> Point {
         Point {
             layout: Layout::Code,
             shared_buffers: "128MB".into(),
             size,
             rows: size + 10,
             bytes: size * 600,
+            lookup_bytes: size * 200,
             http: runs(creates, 5.0),
             batch: runs(creates * 3.0, 50.0),
             http_wal: wal,
@@ -463,6 +486,12 @@ mod tests {
                 ..Run::default()
             },
             miss_hit: 0.9,
+            warm: Some(Run {
+                p50_ms: 0.4,
+                p99_ms: warm_p99,
+                ..Run::default()
+            }),
+            warm_hit: 0.95,
         }
     }
 
@@ -479,8 +508,8 @@ mod tests {
         let g = Growth {
             settings,
             points: vec![
-                point(0, 10_000.0, 2000.0, 2.0),
-                point(50_000_000, 6000.0, 4000.0, 3.0),
+                point(0, 10_000.0, 2000.0, 2.0, 1.0),
+                point(50_000_000, 6000.0, 4000.0, 3.0, 2.5),
             ],
             layouts: vec![
                 LayoutRun {
@@ -514,9 +543,14 @@ mod tests {
         assert!(
             s.contains("| code | 128MB | WAL bytes per create, HTTP | ≤ 1.5× | 2.00× | not met |")
         );
-        assert!(s.contains("| code | 128MB | cache-miss redirect p99 | ≤ 2× | 1.50× | met |"));
+        assert!(s.contains(
+            "| code | 128MB | cache-miss redirect p99, page cache as the load left it | ≤ 2× | 1.50× | met |"
+        ));
+        assert!(s.contains(
+            "| code | 128MB | cache-miss redirect p99, table and primary key read into the page cache | ≤ 2× | 2.50× | not met |"
+        ));
         assert!(s.contains("The **slot** layout was not measured: no slot layout in this binary."));
-        assert!(s.contains("| 50M | 50000010 | 30.0 GB | 6000 | 0.60× |"));
+        assert!(s.contains("| 50M | 50000010 | 30.0 GB | 10.0 GB | 6000 | 0.60× |"));
         assert!(s.contains("4999 rows/s"));
         assert!(s.contains(CHART));
     }
