@@ -274,6 +274,41 @@ impl BenchCluster {
         Ok(client)
     }
 
+    /// Quiets the server before a read-only measurement: waits (at most `limit`) until no
+    /// autovacuum worker is busy in database `name`, then `CHECKPOINT`, so the write-back of
+    /// what earlier runs changed (a checkpoint the create runs' WAL started, dirty buffers a
+    /// lookup would have to write before reusing) is not timed with the reads.
+    pub async fn quiesce(&self, name: &str, limit: Duration) -> anyhow::Result<()> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let vacuuming: i64 = self
+                .admin()
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 \
+                     AND backend_type = 'autovacuum worker'",
+                    &[&name],
+                )
+                .await
+                .context("read pg_stat_activity")?
+                .get(0);
+            if vacuuming == 0 {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                eprintln!(
+                    "growth: autovacuum still busy in {name} after {} s; measuring anyway",
+                    limit.as_secs()
+                );
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.admin()
+            .batch_execute("CHECKPOINT")
+            .await
+            .context("checkpoint")
+    }
+
     /// Runs `sql` in database `name` (no time limit beyond the caller's).
     pub async fn execute_in(&self, name: &str, sql: &str) -> anyhow::Result<()> {
         self.untracked(name)

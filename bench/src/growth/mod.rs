@@ -27,7 +27,7 @@ use sample::Sample;
 pub use settings::{GrowthSettings, count_label, parse_count};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One measured point: a layout, a `shared_buffers` and a table size.
 #[derive(Debug, Clone)]
@@ -433,6 +433,7 @@ async fn measure(
     let misses = async |codes, run: &str| -> anyhow::Result<(Run, f64)> {
         let node = Node::start(store.node_spec(&ids, &format!("{label}-{run}"))).await?;
         warm_pool(node.http, settings.miss_connections).await?;
+        cluster.quiesce(name, Duration::from_secs(120)).await?;
         cluster.settle(name).await?;
         let before = cluster.blocks(name).await?;
         let run = load::each_once(node.http, codes, settings.miss_connections).await?;

@@ -431,7 +431,10 @@ fn method(s: &mut String, g: &Growth) {
     );
     let _ = writeln!(
         s,
-        "- **Cache misses.** Another fresh node (empty cache), {0} sampled codes that no earlier point \
+        "- **Cache misses.** Another fresh node (empty cache); once no autovacuum worker is busy in \
+         the database, a `CHECKPOINT`, so that the write-back of the create runs (the checkpoint their \
+         WAL started, dirty buffers a lookup would otherwise write out before reusing) is not timed \
+         with the reads; then {0} sampled codes that no earlier point \
          requested, each once, over {1} keep-alive connections (the node's pool size); every answer must \
          be a 302. Latency is per request; the hit ratio is the database's over these requests. Then \
          the links table and its primary key (the \"table + primary key\" column: all that a miss reads) \
