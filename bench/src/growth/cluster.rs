@@ -84,7 +84,7 @@ pub struct Statement {
     pub wal_bytes: f64,
 }
 
-async fn connect(url: &str) -> anyhow::Result<Client> {
+pub(super) async fn connect(url: &str) -> anyhow::Result<Client> {
     let (client, connection) =
         tokio::time::timeout(Duration::from_secs(10), tokio_postgres::connect(url, NoTls))
             .await
@@ -339,10 +339,11 @@ impl BenchCluster {
         })
     }
 
-    /// Reads the links table and its primary key once into the kernel's page cache
-    /// (`pg_prewarm(..., 'read')`, which bypasses shared buffers), as a primary that has been
-    /// answering cache misses for a while holds them; returns the bytes read, or `None` when
-    /// the contrib extension pg_prewarm is not installed.
+    /// Reads the links table and its primary key in, as a primary that has been answering
+    /// cache misses for a while holds them: all of both into the kernel's page cache
+    /// (`pg_prewarm(..., 'read')`), then into shared buffers as far as they hold them (the
+    /// table, then the primary key, so a key larger than the buffers leaves the key in them).
+    /// Returns the bytes read, or `None` when the contrib extension pg_prewarm is not installed.
     pub async fn prewarm_lookups(&self, name: &str) -> anyhow::Result<Option<u64>> {
         if !extension_available("pg_prewarm") {
             return Ok(None);
@@ -352,16 +353,25 @@ impl BenchCluster {
             .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
             .await
             .context("create extension pg_prewarm")?;
+        let pkey =
+            "(SELECT indexrelid FROM pg_index WHERE indrelid = 'links'::regclass AND indisprimary)";
         let row = client
             .query_one(
-                "SELECT pg_prewarm('links', 'read') + (SELECT pg_prewarm(indexrelid, 'read') \
-                 FROM pg_index WHERE indrelid = 'links'::regclass AND indisprimary), \
-                 current_setting('block_size')::int8",
+                &format!(
+                    "SELECT pg_prewarm('links', 'read') + pg_prewarm({pkey}, 'read'), \
+                     current_setting('block_size')::int8"
+                ),
                 &[],
             )
             .await
-            .context("pg_prewarm the links table and its primary key")?;
+            .context("read the links table and its primary key into the page cache")?;
         let (blocks, block_size): (i64, i64) = (row.get(0), row.get(1));
+        client
+            .batch_execute(&format!(
+                "SELECT pg_prewarm('links', 'buffer'); SELECT pg_prewarm({pkey}, 'buffer')"
+            ))
+            .await
+            .context("read the links table and its primary key into shared buffers")?;
         Ok(Some((blocks * block_size) as u64))
     }
 

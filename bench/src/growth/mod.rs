@@ -10,6 +10,7 @@
 
 pub mod cluster;
 pub mod layout;
+mod lookup;
 mod sample;
 mod settings;
 
@@ -55,7 +56,7 @@ pub struct Point {
     pub batch_wal: f64,
     /// The database's buffer hit ratio over the create runs.
     pub create_hit: f64,
-    /// Redirects of uncached codes, each once, with the kernel's page cache as the load and the
+    /// Redirects of uncached codes, each once, with the caches as the load and the
     /// create runs left it.
     pub miss: Run,
     /// The database's buffer hit ratio over those redirects.
@@ -65,6 +66,9 @@ pub struct Point {
     pub warm: Option<Run>,
     /// The database's buffer hit ratio over those.
     pub warm_hit: f64,
+    /// The baseline: other uncached codes looked up straight in PostgreSQL (no node), at the
+    /// same concurrency, right after the prewarmed run.
+    pub direct: Run,
 }
 
 /// One load step.
@@ -214,8 +218,9 @@ async fn run_layout(
         top: Vec::new(),
         top_size: 0,
     };
-    // Two cache-miss runs per point, and as many codes again to spare.
-    let capacity = settings.misses * settings.sizes.len() * settings.shared_buffers.len() * 4;
+    // Three cache-miss runs per point (cold, prewarmed, straight to PostgreSQL), and as many
+    // codes again to spare.
+    let capacity = settings.misses * settings.sizes.len() * settings.shared_buffers.len() * 6;
     let mut sample = Sample::new(capacity, 0x9e37_79b9 ^ layout as u64);
     let deadline = Instant::now() + settings.load_budget;
     let store = Store {
@@ -248,7 +253,7 @@ async fn run_layout(
             eprintln!(
                 "growth: {} layout, {} rows, shared_buffers {sb}: HTTP {:.0}/s, batch {:.0}/s, \
                  WAL {:.0} / {:.0} B per create, hit ratio {:.4}, miss p50 {:.2} ms p99 {:.2} ms, \
-                 after prewarm p50 {:.2} ms p99 {:.2} ms",
+                 after prewarm p50 {:.2} ms p99 {:.2} ms, straight to PostgreSQL p50 {:.2} ms p99 {:.2} ms",
                 layout.label(),
                 point.rows,
                 point.http.rate(),
@@ -259,7 +264,9 @@ async fn run_layout(
                 point.miss.p50_ms,
                 point.miss.p99_ms,
                 point.warm.as_ref().map_or(f64::NAN, |r| r.p50_ms),
-                point.warm.as_ref().map_or(f64::NAN, |r| r.p99_ms)
+                point.warm.as_ref().map_or(f64::NAN, |r| r.p99_ms),
+                point.direct.p50_ms,
+                point.direct.p99_ms
             );
             out.points.push(point);
         }
@@ -427,7 +434,7 @@ async fn measure(
         }
         Ok(Arc::new(codes))
     };
-    let (cold_codes, warm_codes) = (fresh()?, fresh()?);
+    let (cold_codes, warm_codes, direct_codes) = (fresh()?, fresh()?, fresh()?);
     // A fresh node for each run, stopped before the counts are read: a backend reports its
     // buffer counts when it exits.
     let misses = async |codes, run: &str| -> anyhow::Result<(Run, f64)> {
@@ -443,11 +450,11 @@ async fn measure(
     };
     let (miss, miss_hit) = misses(cold_codes, "misses").await?;
     // Then as a primary that has served misses for a while would answer them: the table and
-    // its primary key in the page cache (memory permitting), other codes again.
+    // its primary key in its caches (memory permitting), other codes again.
     let (warm, warm_hit) = match cluster.prewarm_lookups(name).await? {
         Some(read) => {
             eprintln!(
-                "growth: {} layout, {rows} rows: read {:.1} GB of table and primary key into the page cache",
+                "growth: {} layout, {rows} rows: read {:.1} GB of table and primary key into the caches",
                 layout.label(),
                 read as f64 / 1e9
             );
@@ -456,6 +463,14 @@ async fn measure(
         }
         None => (None, f64::NAN),
     };
+    let direct = lookup::each_once(
+        &store.url,
+        layout,
+        &store.key,
+        direct_codes,
+        settings.miss_connections,
+    )
+    .await?;
     drop(ids);
     Ok(Point {
         layout,
@@ -473,5 +488,6 @@ async fn measure(
         miss_hit,
         warm,
         warm_hit,
+        direct,
     })
 }

@@ -89,10 +89,11 @@ impl GrowthSettings {
         })
     }
 
-    /// Links preloaded before the first point: the codes of the two cache-miss measurements
-    /// (cold, then after prewarming) at the smallest size (each code is requested once only).
+    /// Links preloaded before the first point: the codes of the three cache-miss measurements
+    /// (cold, after prewarming, straight to PostgreSQL) at the smallest size (each code is
+    /// requested once only).
     pub fn probe(&self) -> u64 {
-        (2 * self.misses * self.shared_buffers.len()) as u64
+        (3 * self.misses * self.shared_buffers.len()) as u64
     }
 }
 
