@@ -38,6 +38,15 @@ fn bytes(n: f64) -> String {
     }
 }
 
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 fn hit(v: f64) -> String {
     if v.is_finite() {
         format!("{:.2}%", v * 100.0)
@@ -68,7 +77,7 @@ pub fn markdown(
          with shared_buffers {}; {} run{} of each create transport per point ({} s each after {} ms of \
          warm-up), {} uncached codes per cache-miss run. Whole run, loading included: {:.1} min.\n",
         sizes.join(" / "),
-        st.shared_buffers.join(" and "),
+        and_list(&st.shared_buffers),
         st.reps,
         if st.reps == 1 { "" } else { "s" },
         st.create.as_secs_f64(),
@@ -370,7 +379,7 @@ fn statements(s: &mut String, g: &Growth) {
     for l in g.layouts.iter().filter(|l| !l.top.is_empty()) {
         let _ = writeln!(
             s,
-            "### Top 10 statements by total time, {} layout (pg_stat_statements over the points at {} rows, both shared_buffers)\n",
+            "### Top 10 statements by total time, {} layout (pg_stat_statements over the points at {} rows, every shared_buffers)\n",
             l.layout.label(),
             count_label(l.top_size)
         );
@@ -469,8 +478,8 @@ fn method(s: &mut String, g: &Growth) {
     let _ = writeln!(
         s,
         "- **Statements.** pg_stat_statements (loaded through `shared_preload_libraries`) is reset after \
-         each load step, so its top 10 covers the measured points of the largest size only, both \
-         shared_buffers settings (its counts survive the clean restarts)."
+         each load step, so its top 10 covers the measured points of the largest size only, every \
+         shared_buffers setting (its counts survive the clean restarts)."
     );
     s.push('\n');
 }
@@ -522,6 +531,14 @@ mod tests {
                 ..Run::default()
             },
         }
+    }
+
+    #[test]
+    fn settings_are_listed_in_prose() {
+        let list = |v: &[&str]| and_list(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(list(&["128MB"]), "128MB");
+        assert_eq!(list(&["128MB", "2GB"]), "128MB and 2GB");
+        assert_eq!(list(&["128MB", "2GB", "14GB"]), "128MB, 2GB and 14GB");
     }
 
     #[test]
