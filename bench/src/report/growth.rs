@@ -97,6 +97,10 @@ pub fn markdown(
     );
     let _ = writeln!(
         s,
+        "    bench/run growth --shared-buffers 128MB,2GB,14GB   # and shared_buffers that hold the table and primary key at 50M rows (a 24 GiB machine)"
+    );
+    let _ = writeln!(
+        s,
         "    bench/run growth --quick   # 0 / 200k / 1M rows, 1-second runs: a few minutes; prints only"
     );
     let _ = writeln!(
