@@ -38,6 +38,20 @@ impl Zipf {
     }
 }
 
+/// Waits for tasks that each return their latencies (microseconds) and a count of failures,
+/// and joins them.
+pub async fn gather(
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<(Vec<u32>, u64)>>>,
+) -> anyhow::Result<(Vec<u32>, u64)> {
+    let (mut all, mut failures) = (Vec::new(), 0);
+    for task in tasks {
+        let (latencies, f) = task.await??;
+        all.extend(latencies);
+        failures += f;
+    }
+    Ok((all, failures))
+}
+
 /// Requests each code once over `connections` connections; every answer must be 302.
 pub async fn each_once(
     addr: SocketAddr,
@@ -65,12 +79,7 @@ pub async fn each_once(
             anyhow::Ok((latencies, errors))
         }));
     }
-    let (mut all, mut errors) = (Vec::new(), 0);
-    for task in tasks {
-        let (latencies, e) = task.await??;
-        all.extend(latencies);
-        errors += e;
-    }
+    let (all, errors) = gather(tasks).await?;
     let n = all.len() as u64;
     Ok(Run::from_latencies(all, n, started.elapsed(), errors))
 }

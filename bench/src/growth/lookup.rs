@@ -79,12 +79,7 @@ pub async fn each_once(
             anyhow::Ok((latencies, missing))
         }));
     }
-    let (mut all, mut missing) = (Vec::new(), 0);
-    for task in tasks {
-        let (latencies, m) = task.await??;
-        all.extend(latencies);
-        missing += m;
-    }
+    let (all, missing) = crate::load::gather(tasks).await?;
     if missing > 0 {
         bail!("{missing} sampled codes were not found by a direct lookup");
     }

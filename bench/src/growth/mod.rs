@@ -7,6 +7,9 @@
 //! clients, the WAL each create wrote, the buffer-cache hit ratio of the database meanwhile,
 //! and redirects of codes no node has cached. pg_stat_statements' top statements follow the
 //! largest size.
+//!
+//! One file for the run's sequence (load, then measure each point) and the types it fills;
+//! the cluster, sampling, direct lookups and settings are modules of their own.
 
 pub mod cluster;
 pub mod layout;
