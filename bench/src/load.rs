@@ -38,11 +38,11 @@ impl Zipf {
     }
 }
 
-/// Waits for tasks that each return their latencies (microseconds) and a count of failures,
-/// and joins them.
-pub async fn gather(
-    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<(Vec<u32>, u64)>>>,
-) -> anyhow::Result<(Vec<u32>, u64)> {
+/// What one connection's task of a run returns: its latencies (microseconds) and failures.
+pub type Timed = anyhow::Result<(Vec<u32>, u64)>;
+
+/// Waits for the tasks of a run and joins what they timed.
+pub async fn gather(tasks: Vec<tokio::task::JoinHandle<Timed>>) -> Timed {
     let (mut all, mut failures) = (Vec::new(), 0);
     for task in tasks {
         let (latencies, f) = task.await??;
