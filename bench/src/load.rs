@@ -84,8 +84,17 @@ pub async fn each_once(
     Ok(Run::from_latencies(all, n, started.elapsed(), errors))
 }
 
-/// Offers `rate` GETs per second of Zipf-chosen codes for `duration` over `connections`
-/// connections (request `i` goes to connection `i % connections`). Latency runs from the
+/// What the requests of an open loop ask for, and so how many there are.
+#[derive(Debug, Clone, Copy)]
+pub enum Pick {
+    /// Zipf(1)-chosen codes, repeats and all (a redirect workload), for this long.
+    Zipf(Duration),
+    /// Each code once, in order: as many requests as codes (uncached codes, for misses).
+    EachOnce,
+}
+
+/// Offers `rate` GETs per second of the codes `pick` chooses over `connections` connections
+/// (request `i` goes to connection `i % connections`); every answer must be 302. Latency runs from the
 /// intended send time to the end of the answer, so a request queued behind a slow answer
 /// counts its wait. The connections are [`RawConn`]s: per request they cost the one load core
 /// less than hyper's client, whose cost capped the rates this generator could offer.
@@ -99,7 +108,7 @@ pub async fn open_loop(
     addr: SocketAddr,
     codes: Arc<Vec<String>>,
     rate: f64,
-    duration: Duration,
+    pick: Pick,
     connections: usize,
 ) -> anyhow::Result<Run> {
     anyhow::ensure!(
@@ -112,7 +121,7 @@ pub async fn open_loop(
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?
-                .block_on(open_loop_here(addr, codes, rate, duration, connections))
+                .block_on(open_loop_here(addr, codes, rate, pick, connections))
         })?;
     tokio::task::spawn_blocking(move || generator.join())
         .await?
@@ -123,14 +132,18 @@ async fn open_loop_here(
     addr: SocketAddr,
     codes: Arc<Vec<String>>,
     rate: f64,
-    duration: Duration,
+    pick: Pick,
     connections: usize,
 ) -> anyhow::Result<Run> {
-    let zipf = Arc::new(Zipf::new(codes.len(), 1.0));
+    let zipf = Arc::new(match pick {
+        Pick::Zipf(_) => Some(Zipf::new(codes.len(), 1.0)),
+        Pick::EachOnce => None,
+    });
     let mut senders = Vec::new();
     let mut tasks = Vec::new();
     for c in 0..connections {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+        // Each request: when it was meant to be sent, and its index in the run.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, u64)>();
         senders.push(tx);
         let (codes, zipf) = (Arc::clone(&codes), Arc::clone(&zipf));
         let mut conn = RawConn::connect(addr).await?;
@@ -138,10 +151,14 @@ async fn open_loop_here(
             let mut rng = rand::rngs::StdRng::seed_from_u64(c as u64 * 7919 + 1);
             let (mut latencies, mut errors, mut unsent) = (Vec::new(), 0u64, 0u64);
             let mut path = String::new();
-            while let Some(intended) = rx.recv().await {
+            while let Some((intended, index)) = rx.recv().await {
+                let code = match zipf.as_ref() {
+                    Some(zipf) => &codes[zipf.sample(&mut rng)],
+                    None => &codes[index as usize],
+                };
                 path.clear();
                 path.push('/');
-                path.push_str(&codes[zipf.sample(&mut rng)]);
+                path.push_str(code);
                 match conn.get(&path).await {
                     Ok(302) => {}
                     Ok(_) => errors += 1,
@@ -161,7 +178,10 @@ async fn open_loop_here(
         }));
     }
     let interval = Duration::from_secs_f64(1.0 / rate);
-    let total = (rate * duration.as_secs_f64()) as u64;
+    let total = match pick {
+        Pick::Zipf(duration) => (rate * duration.as_secs_f64()) as u64,
+        Pick::EachOnce => codes.len() as u64,
+    };
     // Without a core of its own the generator must not spin through long gaps: it would take
     // the CPU from the server it measures. It sleeps until shortly before the next send.
     let spin_only = crate::machine::pinning();
@@ -173,7 +193,7 @@ async fn open_loop_here(
             let mut intended = started + interval.mul_f64(next as f64);
             while next < total && intended <= now {
                 behind = behind.max(now - intended);
-                let _ = senders[(next as usize) % senders.len()].send(intended);
+                let _ = senders[(next as usize) % senders.len()].send((intended, next));
                 next += 1;
                 intended = started + interval.mul_f64(next as f64);
             }
@@ -207,4 +227,76 @@ async fn open_loop_here(
     let mut run = Run::from_latencies(all, answered, started.elapsed(), errors + lost);
     run.behind_ms = Some(behind.as_secs_f64() * 1e3);
     Ok(run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// A server that answers every GET with a 302 and sends the paths it was asked for.
+    async fn recording_server() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let (read, mut write) = stream.into_split();
+                    let mut lines = BufReader::new(read).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        if let Some(path) = line.strip_prefix("GET ") {
+                            let path = path.split(' ').next().unwrap_or_default().to_string();
+                            let _ = tx.send(path);
+                        } else if line.is_empty() {
+                            let answer =
+                                b"HTTP/1.1 302 Found\r\nlocation: /x\r\ncontent-length: 0\r\n\r\n";
+                            if write.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (addr, rx)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_open_loop_over_each_code_asks_for_every_code_once() {
+        let (addr, mut seen) = recording_server().await;
+        let codes: Vec<String> = (0..40).map(|i| format!("code{i}")).collect();
+        let run = open_loop(addr, Arc::new(codes.clone()), 2000.0, Pick::EachOnce, 4)
+            .await
+            .unwrap();
+        assert_eq!(run.errors, 0);
+        let mut paths = Vec::new();
+        while let Ok(path) = seen.try_recv() {
+            paths.push(path);
+        }
+        paths.sort();
+        let mut expected: Vec<String> = codes.iter().map(|c| format!("/{c}")).collect();
+        expected.sort();
+        assert_eq!(paths, expected);
+        assert!(run.p50_ms > 0.0 && run.p99_ms >= run.p50_ms);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_open_loop_over_zipf_codes_runs_for_its_duration() {
+        let (addr, mut seen) = recording_server().await;
+        let codes: Vec<String> = (0..10).map(|i| format!("z{i}")).collect();
+        let pick = Pick::Zipf(Duration::from_millis(100));
+        let run = open_loop(addr, Arc::new(codes.clone()), 500.0, pick, 2)
+            .await
+            .unwrap();
+        assert_eq!(run.errors, 0);
+        let mut paths = Vec::new();
+        while let Ok(path) = seen.try_recv() {
+            paths.push(path);
+        }
+        // 500/s for 100 ms, repeats allowed, every one a known code.
+        assert_eq!(paths.len(), 50);
+        assert!(paths.iter().all(|p| codes.contains(&p[1..].to_string())));
+    }
 }

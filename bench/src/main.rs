@@ -232,7 +232,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             *addr,
             std::sync::Arc::new(codes),
             *rate,
-            Duration::from_secs(*seconds),
+            load::Pick::Zipf(Duration::from_secs(*seconds)),
             64,
         )
         .await?;

@@ -2,7 +2,7 @@
 //! same load generator: cache hits (Zipf over the links), cache misses (cache disabled), a 5%
 //! unknown-code mix, each code once (a cold cache), and open-loop latency at fixed rates.
 
-use crate::load;
+use crate::load::{self, Pick};
 use crate::node::{Backend, Node, NodeSpec};
 use crate::procs::Server;
 use crate::settings::Settings;
@@ -208,8 +208,9 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
             fraction * 100.0
         );
         let rate = node_peak * fraction;
-        let ceiling = load::open_loop(ceiling_addr, Arc::clone(&codes), rate, d, 64).await?;
-        let node = load::open_loop(node.http, Arc::clone(&codes), rate, d, 64).await?;
+        let ceiling =
+            load::open_loop(ceiling_addr, Arc::clone(&codes), rate, Pick::Zipf(d), 64).await?;
+        let node = load::open_loop(node.http, Arc::clone(&codes), rate, Pick::Zipf(d), 64).await?;
         out.open.push(OpenPoint {
             fraction,
             rate,

@@ -69,6 +69,10 @@ pub struct Point {
     pub warm: Option<Run>,
     /// The database's buffer hit ratio over those.
     pub warm_hit: f64,
+    /// Other uncached codes right after those, offered at a fixed rate well below what the
+    /// machine answers (an open loop: latency from each request's intended send time), so
+    /// the figure is a miss's latency rather than a queue's.
+    pub paced: Run,
     /// The baseline: other uncached codes looked up straight in PostgreSQL (no node), at the
     /// same concurrency, right after the prewarmed run.
     pub direct: Run,
@@ -221,9 +225,9 @@ async fn run_layout(
         top: Vec::new(),
         top_size: 0,
     };
-    // Three cache-miss runs per point (cold, prewarmed, straight to PostgreSQL), and as many
-    // codes again to spare.
-    let capacity = settings.misses * settings.sizes.len() * settings.shared_buffers.len() * 6;
+    // Four cache-miss runs per point (cold, prewarmed, at a fixed rate, straight to
+    // PostgreSQL), and as many codes again to spare.
+    let capacity = settings.misses * settings.sizes.len() * settings.shared_buffers.len() * 8;
     let mut sample = Sample::new(capacity, 0x9e37_79b9 ^ layout as u64);
     let deadline = Instant::now() + settings.load_budget;
     let store = Store {
@@ -256,7 +260,8 @@ async fn run_layout(
             eprintln!(
                 "growth: {} layout, {} rows, shared_buffers {sb}: HTTP {:.0}/s, batch {:.0}/s, \
                  WAL {:.0} / {:.0} B per create, hit ratio {:.4}, miss p50 {:.2} ms p99 {:.2} ms, \
-                 after prewarm p50 {:.2} ms p99 {:.2} ms, straight to PostgreSQL p50 {:.2} ms p99 {:.2} ms",
+                 after prewarm p50 {:.2} ms p99 {:.2} ms, at {:.0}/s p50 {:.2} ms p99 {:.2} ms, \
+                 straight to PostgreSQL p50 {:.2} ms p99 {:.2} ms",
                 layout.label(),
                 point.rows,
                 point.http.rate(),
@@ -268,6 +273,9 @@ async fn run_layout(
                 point.miss.p99_ms,
                 point.warm.as_ref().map_or(f64::NAN, |r| r.p50_ms),
                 point.warm.as_ref().map_or(f64::NAN, |r| r.p99_ms),
+                settings.miss_rate,
+                point.paced.p50_ms,
+                point.paced.p99_ms,
                 point.direct.p50_ms,
                 point.direct.p99_ms
             );
@@ -437,21 +445,29 @@ async fn measure(
         }
         Ok(Arc::new(codes))
     };
-    let (cold_codes, warm_codes, direct_codes) = (fresh()?, fresh()?, fresh()?);
+    let (cold_codes, warm_codes) = (fresh()?, fresh()?);
+    let (paced_codes, direct_codes) = (fresh()?, fresh()?);
     // A fresh node for each run, stopped before the counts are read: a backend reports its
     // buffer counts when it exits.
-    let misses = async |codes, run: &str| -> anyhow::Result<(Run, f64)> {
+    // Closed (each connection sends its next code when answered) or, with a rate, open.
+    let misses = async |codes, run: &str, rate: Option<f64>| -> anyhow::Result<(Run, f64)> {
         let node = Node::start(store.node_spec(&ids, &format!("{label}-{run}"))).await?;
         warm_pool(node.http, settings.miss_connections).await?;
         cluster.quiesce(name, Duration::from_secs(120)).await?;
         cluster.settle(name).await?;
         let before = cluster.blocks(name).await?;
-        let run = load::each_once(node.http, codes, settings.miss_connections).await?;
+        let run = match rate {
+            None => load::each_once(node.http, codes, settings.miss_connections).await?,
+            Some(rate) => {
+                let pick = load::Pick::EachOnce;
+                load::open_loop(node.http, codes, rate, pick, settings.miss_connections).await?
+            }
+        };
         drop(node);
         cluster.settle(name).await?;
         Ok((run, cluster.blocks(name).await?.ratio_since(before)))
     };
-    let (miss, miss_hit) = misses(cold_codes, "misses").await?;
+    let (miss, miss_hit) = misses(cold_codes, "misses", None).await?;
     // Then as a primary that has served misses for a while would answer them: the table and
     // its primary key in its caches (memory permitting), other codes again.
     let (warm, warm_hit) = match cluster.prewarm_lookups(name).await? {
@@ -461,11 +477,12 @@ async fn measure(
                 layout.label(),
                 read as f64 / 1e9
             );
-            let (run, hit) = misses(warm_codes, "prewarmed-misses").await?;
+            let (run, hit) = misses(warm_codes, "prewarmed-misses", None).await?;
             (Some(run), hit)
         }
         None => (None, f64::NAN),
     };
+    let (paced, _) = misses(paced_codes, "paced-misses", Some(settings.miss_rate)).await?;
     let direct = lookup::each_once(
         &store.url,
         layout,
@@ -491,6 +508,7 @@ async fn measure(
         miss_hit,
         warm,
         warm_hit,
+        paced,
         direct,
     })
 }
