@@ -263,18 +263,24 @@ mod tests {
         (addr, rx)
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_open_loop_over_each_code_asks_for_every_code_once() {
+    /// Runs an open loop against a recording server; its result and the paths asked for.
+    async fn recorded(codes: &[String], rate: f64, pick: Pick, conns: usize) -> (Run, Vec<String>) {
         let (addr, mut seen) = recording_server().await;
-        let codes: Vec<String> = (0..40).map(|i| format!("code{i}")).collect();
-        let run = open_loop(addr, Arc::new(codes.clone()), 2000.0, Pick::EachOnce, 4)
+        let run = open_loop(addr, Arc::new(codes.to_vec()), rate, pick, conns)
             .await
             .unwrap();
-        assert_eq!(run.errors, 0);
         let mut paths = Vec::new();
         while let Ok(path) = seen.try_recv() {
             paths.push(path);
         }
+        (run, paths)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_open_loop_over_each_code_asks_for_every_code_once() {
+        let codes: Vec<String> = (0..40).map(|i| format!("code{i}")).collect();
+        let (run, mut paths) = recorded(&codes, 2000.0, Pick::EachOnce, 4).await;
+        assert_eq!(run.errors, 0);
         paths.sort();
         let mut expected: Vec<String> = codes.iter().map(|c| format!("/{c}")).collect();
         expected.sort();
@@ -284,17 +290,10 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_open_loop_over_zipf_codes_runs_for_its_duration() {
-        let (addr, mut seen) = recording_server().await;
         let codes: Vec<String> = (0..10).map(|i| format!("z{i}")).collect();
         let pick = Pick::Zipf(Duration::from_millis(100));
-        let run = open_loop(addr, Arc::new(codes.clone()), 500.0, pick, 2)
-            .await
-            .unwrap();
+        let (run, paths) = recorded(&codes, 500.0, pick, 2).await;
         assert_eq!(run.errors, 0);
-        let mut paths = Vec::new();
-        while let Ok(path) = seen.try_recv() {
-            paths.push(path);
-        }
         // 500/s for 100 ms, repeats allowed, every one a known code.
         assert_eq!(paths.len(), 50);
         assert!(paths.iter().all(|p| codes.contains(&p[1..].to_string())));
