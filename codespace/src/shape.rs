@@ -18,12 +18,15 @@ pub const PRIVATE_LENGTH: usize = 16;
 /// The longest custom alias.
 pub const MAX_ALIAS_LENGTH: usize = 64;
 
-/// Words no alias may take (compared case-insensitively), because the service's own routes or
-/// common well-known paths live there.
+/// Words no code may take on any write path (alias, import; compared case-insensitively),
+/// because the service's own routes or common well-known paths live there. The node's router
+/// checks in a test that each of its fixed first path segments is here.
 pub const RESERVED_WORDS: &[&str] = &[
     "admin",
     "api",
+    "apple-app-site-association",
     "assets",
+    "console",
     "docs",
     "export",
     "favicon",
@@ -36,12 +39,18 @@ pub const RESERVED_WORDS: &[&str] = &[
     "metrics",
     "openapi",
     "readyz",
+    "rest",
     "robots",
     "static",
     "status",
     "well-known",
     "www",
 ];
+
+/// Whether `word` is one of the [`RESERVED_WORDS`] (in any case).
+pub fn is_reserved(word: &str) -> bool {
+    RESERVED_WORDS.iter().any(|w| w.eq_ignore_ascii_case(word))
+}
 
 /// The kind of code a path segment could be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +116,7 @@ pub fn validate_alias(alias: &str, length: usize) -> Result<(), AliasError> {
             position,
         });
     }
-    if RESERVED_WORDS.iter().any(|w| w.eq_ignore_ascii_case(alias)) {
+    if is_reserved(alias) {
         return Err(AliasError::Reserved(alias.to_string()));
     }
     if is_base62(alias) && count >= length {

@@ -12,7 +12,7 @@ use crate::grpc::LinksApi;
 use crate::http::HttpState;
 use crate::http::redirect::{CacheConfig, LinkCache, Resolver};
 use crate::limits::{ClientAddressPolicy, Limits, Rate};
-use crate::links::LinkService;
+use crate::links::{Budgets, ExportLimits, LinkService};
 use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
 use crate::store::Store;
@@ -127,6 +127,21 @@ impl Node {
             },
             targets.generation_source(),
         );
+        let limits = Arc::new(Limits::new(
+            Rate {
+                per_second: config.not_found_rate,
+                burst: config.not_found_burst,
+            },
+            Rate {
+                per_second: config.create_rate,
+                burst: config.create_burst,
+            },
+            Rate {
+                per_second: config.read_rate,
+                burst: config.read_burst,
+            },
+            config.password_attempts,
+        ));
         let store = resources.store;
         let links = Arc::new(LinkService::new(
             store.clone(),
@@ -135,6 +150,14 @@ impl Node {
             Arc::new(cache.clone()),
             Duration::from_secs(config.idempotency_ttl),
             resources.cursors.clone(),
+            Budgets {
+                exports: ExportLimits {
+                    per_node: config.export_max_concurrent,
+                    per_key: config.export_max_per_key,
+                    send_timeout: Duration::from_secs(config.send_timeout.get()),
+                },
+                rates: Arc::clone(&limits),
+            },
         ));
         let clicks = Arc::new(ClickRecorder::default());
         let webhooks = Arc::new(Webhooks::new(
@@ -192,21 +215,6 @@ impl Node {
             gates: gates.clone(),
             capacity: resources.space.capacity(),
         }));
-        let limits = Arc::new(Limits::new(
-            Rate {
-                per_second: config.not_found_rate,
-                burst: config.not_found_burst,
-            },
-            Rate {
-                per_second: config.create_rate,
-                burst: config.create_burst,
-            },
-            Rate {
-                per_second: config.read_rate,
-                burst: config.read_burst,
-            },
-            config.password_attempts,
-        ));
         let admission = Arc::new(Admission::new(
             resources.api_keys,
             Arc::clone(&limits),

@@ -91,6 +91,7 @@ impl Servers {
         let settings = ServeSettings {
             header_timeout: Duration::from_secs(config.header_read_timeout),
             drain: config.drain(),
+            send_timeout: Duration::from_secs(config.send_timeout.get()),
         };
         let http_task = tokio::spawn(http::serve::serve(
             listeners.http,

@@ -7,6 +7,7 @@ pub use validate::ConfigError;
 
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -46,8 +47,8 @@ pub struct Config {
     #[arg(long, env = "SHORTENER_DATABASE_MAX_CONNECTIONS", default_value_t = 16)]
     pub database_max_connections: usize,
     /// Most milliseconds one PostgreSQL statement may run before the server cancels it (a
-    /// lock wait or a runaway plan fails fast instead of holding a connection); exports,
-    /// migrations and rollup maintenance lift it for their own statements.
+    /// lock wait or a runaway plan fails fast instead of holding a connection); migrations and
+    /// rollup maintenance lift it for their own statements.
     #[arg(long, env = "SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     pub database_statement_timeout_ms: u64,
@@ -292,6 +293,18 @@ pub struct Config {
     /// Most concurrent streams (calls) on one gRPC connection.
     #[arg(long, env = "SHORTENER_GRPC_MAX_STREAMS", default_value_t = 128)]
     pub grpc_max_streams: u32,
+    /// Most exports running at once on the node (more answer 429). Each takes a store
+    /// connection only while it reads a page, so at most this many of the pool's connections
+    /// serve exports at any moment.
+    #[arg(long, env = "SHORTENER_EXPORT_MAX_CONCURRENT", default_value = "4")]
+    pub export_max_concurrent: NonZeroUsize,
+    /// Most exports running at once for one API key (more answer 429).
+    #[arg(long, env = "SHORTENER_EXPORT_MAX_PER_KEY", default_value = "2")]
+    pub export_max_per_key: NonZeroUsize,
+    /// Seconds a client may take no bytes of a response (an export, any answer) before its
+    /// connection is closed; an export whose reader takes no page for this long ends.
+    #[arg(long, env = "SHORTENER_SEND_TIMEOUT", default_value = "30")]
+    pub send_timeout: NonZeroU64,
 }
 
 impl Config {
@@ -368,6 +381,9 @@ impl Config {
             grpc_idle_timeout: 300,
             grpc_max_in_flight: 1024,
             grpc_max_streams: 128,
+            export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
+            export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),
+            send_timeout: NonZeroU64::new(30).expect("non-zero"),
         }
     }
 

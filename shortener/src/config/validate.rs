@@ -291,6 +291,19 @@ impl Config {
                 ));
             }
         }
+        // Exports read a page at a time from the same pool: they must leave connections to
+        // redirect misses and creates whatever their number.
+        if self.database_url.is_some()
+            && self.export_max_concurrent.get() >= self.database_max_connections
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_EXPORT_MAX_CONCURRENT",
+                format!(
+                    "SHORTENER_EXPORT_MAX_CONCURRENT ({}) must be below SHORTENER_DATABASE_MAX_CONNECTIONS ({}), so that exports leave connections to redirects and creates",
+                    self.export_max_concurrent, self.database_max_connections
+                ),
+            ));
+        }
         Ok(())
     }
 }

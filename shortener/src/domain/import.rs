@@ -9,7 +9,7 @@
 use super::tags::check_tags;
 use super::{CreateRules, Error, ShortCode, TargetUrl, UrlError, echo};
 use chrono::{DateTime, Datelike, Utc};
-use codespace::shape::RESERVED_WORDS;
+use codespace::shape::is_reserved;
 
 /// How far in the future a `created_at` may be (clocks of two machines differ a little).
 const CLOCK_SKEW: chrono::Duration = chrono::Duration::minutes(5);
@@ -134,7 +134,7 @@ pub fn check_legacy_code(code: &str, length: usize) -> Result<(), Error> {
     {
         return Err(refused("may hold only A-Z, a-z, 0-9, '-' and '_'"));
     }
-    if RESERVED_WORDS.iter().any(|w| w.eq_ignore_ascii_case(code)) {
+    if is_reserved(code) {
         return Err(refused("is a reserved word"));
     }
     ShortCode::parse(code, length)

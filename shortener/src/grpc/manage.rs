@@ -126,7 +126,7 @@ impl LinksApi {
         let links = self.links.export(caller, &input)?;
         let public = self.public.clone();
         // One message per link, as before; the store hands them over a batch at a time.
-        Ok(Box::pin(ReceiverStream::new(links).flat_map(move |next| {
+        Ok(Box::pin(links.flat_map(move |next| {
             let messages: Vec<Result<pb::Link, Status>> = match next {
                 Ok(batch) => batch
                     .iter()

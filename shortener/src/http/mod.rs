@@ -251,9 +251,29 @@ fn router(state: Arc<HttpState>) -> Router {
         )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))
+        // A fixed route, so `/console` never reaches the code route (its word is reserved
+        // besides: no alias or import can take it).
+        .route(
+            "/console",
+            get(console_home).fallback(api::method_not_allowed),
+        )
         .route("/{code}", get(redirect::redirect).post(redirect::unlock))
         .fallback(redirect::fallback)
         .with_state(state)
+}
+
+/// The first path segments the public listener routes itself; each is a reserved word, so no
+/// code can be served where a route is (checked by a test).
+pub const FIXED_SEGMENTS: &[&str] = &["api", "console"];
+
+/// `GET /console`: the console's page (at `/console/`) when it is served, else a 404.
+async fn console_home(State(state): State<Arc<HttpState>>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if state.console {
+        axum::response::Redirect::permanent("/console/").into_response()
+    } else {
+        api::not_found().await.into_response()
+    }
 }
 
 /// The OpenAPI 3 description of the JSON API.
@@ -264,4 +284,20 @@ async fn openapi() -> impl axum::response::IntoResponse {
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         OPENAPI,
     )
+}
+
+#[cfg(test)]
+mod fixed_routes {
+    #[test]
+    fn every_fixed_first_segment_and_ops_path_is_a_reserved_word() {
+        for segment in super::FIXED_SEGMENTS
+            .iter()
+            .chain(&["healthz", "readyz", "livez", "metrics"])
+        {
+            assert!(
+                codespace::shape::is_reserved(segment),
+                "{segment} is routed but not reserved"
+            );
+        }
+    }
 }

@@ -12,6 +12,7 @@
 //! request on a keep-alive connection (docs/decisions.md has its cost). The watchdog here costs each connection one timer, re-armed once per timeout, and
 //! each request two stores to a counter that only its connection's task writes.
 
+use crate::net::stall::StallIo;
 use crate::net::{Admitted, ConnectionGate};
 use axum::response::Response;
 use futures::future::Either;
@@ -48,6 +49,8 @@ pub struct ServeSettings {
     pub header_timeout: Duration,
     /// How long in-flight requests may take once the listener stops.
     pub drain: Duration,
+    /// A connection whose client takes no bytes of a response for this long is closed.
+    pub send_timeout: Duration,
 }
 
 /// What every request of one connection shares: the handler, the peer, and the connection's progress.
@@ -56,9 +59,9 @@ struct Connection<H> {
     peer: SocketAddr,
     /// The connection's place in its listener's caps, freed when the connection ends.
     _admitted: Admitted,
-    /// Request heads received plus responses made, on this connection: odd while a request is
-    /// being answered, even while the connection waits for its next request head (or writes a
-    /// response). Written only by the connection's own task, so a plain load and store suffice.
+    /// Request heads received plus responses written, on this connection: odd while a request
+    /// is being answered (its body included), even while the connection waits for its next
+    /// request head. Written only by the connection's own task, so a plain load and store suffice.
     progress: AtomicU64,
 }
 
@@ -89,6 +92,7 @@ pub async fn serve<H: Handler>(
     let ServeSettings {
         header_timeout,
         drain,
+        send_timeout,
     } = settings;
     let mut builder = hyper::server::conn::http1::Builder::new();
     // No timer for hyper: the watchdog in each connection's task bounds header reads instead.
@@ -137,11 +141,19 @@ pub async fn serve<H: Handler>(
             // ready answer of a cached redirect, not as large as the routed handler's.
             Either::Right(Box::pin(async move {
                 let response = connection.handler.handle(connection.peer, request).await;
-                connection.step();
-                Ok::<_, Infallible>(response)
+                // The request counts as answered once its body is written (or abandoned), not
+                // when its head is ready: a long body is never cut by the header watchdog.
+                Ok::<_, Infallible>(response.map(|body| {
+                    axum::body::Body::new(Answering {
+                        body,
+                        connection: Some(connection),
+                    })
+                }))
             }))
         });
-        let serving = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let serving = graceful.watch(
+            builder.serve_connection(TokioIo::new(StallIo::new(stream, send_timeout)), service),
+        );
         tokio::spawn(watched(serving, connection, header_timeout));
     }
     drop(listener);
@@ -150,6 +162,41 @@ pub async fn serve<H: Handler>(
         .is_err()
     {
         tracing::warn!(?drain, "drain bound reached; closing remaining connections");
+    }
+}
+
+/// A response body being written; its connection steps to "answered" when hyper drops it
+/// (written whole, or the connection failed).
+struct Answering<H> {
+    body: axum::body::Body,
+    connection: Option<Arc<Connection<H>>>,
+}
+
+impl<H> Drop for Answering<H> {
+    fn drop(&mut self) {
+        if let Some(connection) = self.connection.take() {
+            connection.step();
+        }
+    }
+}
+
+impl<H> hyper::body::Body for Answering<H> {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<axum::body::Bytes>, axum::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

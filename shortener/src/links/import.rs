@@ -8,7 +8,10 @@
 //!   taken is told apart afterwards by reading its row: the caller's own link to the same target
 //!   brought by an earlier import (or made here) is `exists`; the same code twice in this
 //!   import is `duplicate_code`; anything else, another tenant's link included, is
-//!   `code_taken`, which says nothing of whose it is;
+//!   `code_taken`, which says nothing of whose it is. Every answer that a code is taken, and
+//!   every code a dry run looks at, is charged as one read to the key's read budget; past it
+//!   the row answers `rate_limited` (not written, nothing said of the code), so an import
+//!   learns of other tenants' codes no faster than reads and redirects would tell;
 //! - without one: a generated code, with a dedup key over the row's tenant, target, expiry and
 //!   creation time, so importing the same rows again finds the links of the first run
 //!   (`exists`) instead of making new ones.
@@ -248,6 +251,19 @@ impl LinkService {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
+        // A dry run's answer about a code is a read of it: each is charged to the key's read
+        // budget before the code is looked at, and a row past the budget is answered
+        // `rate_limited` without looking (so a dry run probes codes no faster than reads do).
+        let probes: Vec<Result<(), Error>> = rows
+            .iter()
+            .map(|_| {
+                if import.dry_run {
+                    self.charge_probe(&import.caller)
+                } else {
+                    Ok(())
+                }
+            })
+            .collect();
         let outcomes = if import.dry_run {
             vec![InsertOutcome::CodeTaken; rows.len()]
         } else {
@@ -258,8 +274,9 @@ impl LinkService {
         let taken: Vec<String> = rows
             .iter()
             .zip(&outcomes)
-            .filter(|(_, o)| !matches!(o, InsertOutcome::Created(_)))
-            .map(|((_, _, link), _)| link.code.clone())
+            .zip(&probes)
+            .filter(|((_, o), probe)| !matches!(o, InsertOutcome::Created(_)) && probe.is_ok())
+            .map(|(((_, _, link), _), _)| link.code.clone())
             .collect();
         let holders: HashMap<String, Link> = if taken.is_empty() {
             HashMap::new()
@@ -273,24 +290,36 @@ impl LinkService {
         };
         let mut seen_in_chunk: HashSet<&str> = HashSet::new();
         let mut results = Vec::with_capacity(rows.len());
-        for ((i, row, link), outcome) in rows.iter().zip(outcomes) {
-            let status = match (outcome, holders.get(&link.code)) {
-                (InsertOutcome::Created(made), _) => {
+        for (((i, row, link), outcome), probe) in rows.iter().zip(outcomes).zip(probes) {
+            let status = match (outcome, holders.get(&link.code), probe) {
+                (_, _, Err(limited)) => RowStatus::Error(limited),
+                (InsertOutcome::Created(made), _, _) => {
                     self.changes.changed(&made.code);
                     RowStatus::Created
                 }
                 // A dry run reads what a real run would find.
-                (_, None) if import.dry_run => {
+                (_, None, _) if import.dry_run => {
                     if !seen_in_chunk.insert(&link.code) {
                         RowStatus::Error(duplicate(&link.code))
                     } else {
                         RowStatus::Valid
                     }
                 }
-                (_, Some(holder)) => self.classify_taken(import, link, holder),
+                (_, Some(holder), _) => match self.classify_taken(import, link, holder) {
+                    // A real import learns a code is taken only by failing to write it, as a
+                    // create would; that answer is charged as a read too, so that a run of
+                    // guesses costs what reading them would.
+                    RowStatus::Error(error) if !import.dry_run && error.code() == "code_taken" => {
+                        match self.charge_probe(&import.caller) {
+                            Ok(()) => RowStatus::Error(error),
+                            Err(limited) => RowStatus::Error(limited),
+                        }
+                    }
+                    status => status,
+                },
                 // Taken a moment ago and gone since cannot happen (rows are never removed);
                 // report it as taken rather than guess.
-                (_, None) => RowStatus::Error(code_taken(&link.code)),
+                (_, None, _) => RowStatus::Error(code_taken(&link.code)),
             };
             results.push((
                 *i,
@@ -302,6 +331,14 @@ impl LinkService {
             ));
         }
         Ok(results)
+    }
+
+    /// Charges one answer about a code to `caller`'s read budget: `RateLimited` once it is
+    /// spent.
+    fn charge_probe(&self, caller: &Caller) -> Result<(), Error> {
+        self.rates
+            .read(&caller.key_id())
+            .map_err(|retry_after| Error::RateLimited { retry_after })
     }
 
     /// Why a legacy code of this import is taken by `holder`.

@@ -1,18 +1,14 @@
 //! Link management: lists with cursors, edits with their history, exports.
 
+use super::LinkExport;
 use super::LinkService;
 use crate::domain::{
     Caller, Error, Event, EventKind, Link, LinkPatch, ListInput, ListQuery, Page, PasswordChange,
     ShortCode,
 };
-use crate::store::{ExportBatch, LinkStore, UpdateOutcome};
+use crate::store::{LinkStore, UpdateOutcome};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
-
-/// How many batches of exported links (each at most [`crate::store::EXPORT_BATCH`]) wait
-/// between the store and the client.
-const EXPORT_BUFFER: usize = 4;
 
 /// A page of a list and the cursor of the next one.
 #[derive(Debug, Clone)]
@@ -45,23 +41,17 @@ impl LinkService {
     }
 
     /// Every link of the caller's list (filters as in [`LinkService::list`], cursor and limit
-    /// aside) from one snapshot of the store, streamed newest first in batches. Ends after the
-    /// last link, or with one error.
-    pub fn export(
-        &self,
-        caller: &Caller,
-        input: &ListInput,
-    ) -> Result<mpsc::Receiver<ExportBatch>, Error> {
+    /// aside), newest first, streamed a page at a time (see [`super::export`] for what a
+    /// reader sees and holds). `RateLimited` when the node or the caller's key already runs as
+    /// many exports as allowed.
+    pub fn export(&self, caller: &Caller, input: &ListInput) -> Result<LinkExport, Error> {
         let input = ListInput {
             cursor: None,
             limit: None,
             ..input.clone()
         };
         let query = self.list_query(caller, &input)?;
-        let (tx, rx) = mpsc::channel(EXPORT_BUFFER);
-        let store = self.store.clone();
-        tokio::spawn(async move { store.export(query, tx).await });
-        Ok(rx)
+        self.exports.start(self.store.clone(), caller, query)
     }
 
     /// Applies a checked patch to a link of the caller's tenant (any tenant's for `admin`) and

@@ -10,14 +10,17 @@
 mod create;
 mod cursor;
 mod digest;
+mod export;
 mod import;
 mod manage;
 
 pub use cursor::CursorKey;
+pub use export::{BUFFERED_PAGES, EXPORT_PAGE, ExportBatch, ExportLimits, LinkExport};
 pub use import::{CHUNK_ROWS, ChunkRow, Import, ImportTotals, RowResult, RowStatus};
 pub use manage::ListPage;
 
 use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, ShortCode};
+use crate::limits::Limits;
 use crate::metrics::CreateCounters;
 use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
 use chrono::{DateTime, Utc};
@@ -48,12 +51,22 @@ pub struct LinkService {
     counters: Arc<CreateCounters>,
     idempotency_ttl: Duration,
     cursors: CursorKey,
+    exports: export::ExportGate,
+    rates: Arc<Limits>,
+}
+
+/// What bounds a caller's use of the link service beyond admission.
+pub struct Budgets {
+    /// Exports running at once, and how long they wait on a reader.
+    pub exports: ExportLimits,
+    /// The keys' rate limits: each answer an import gives about a code is charged as a read.
+    pub rates: Arc<Limits>,
 }
 
 impl LinkService {
     /// A service over `store`, taking IDs from `ids` and codes from `space`, telling
     /// `changes` what it changes; an idempotency key is remembered for `idempotency_ttl`, and
-    /// list cursors are sealed with `cursors`.
+    /// list cursors are sealed with `cursors`, and callers are held to `budgets`.
     pub fn new(
         store: Store,
         ids: Arc<IdPool>,
@@ -61,6 +74,7 @@ impl LinkService {
         changes: Arc<dyn LinkChanges>,
         idempotency_ttl: Duration,
         cursors: CursorKey,
+        budgets: Budgets,
     ) -> Self {
         Self {
             store,
@@ -70,6 +84,8 @@ impl LinkService {
             counters: Arc::default(),
             idempotency_ttl,
             cursors,
+            exports: export::ExportGate::new(budgets.exports),
+            rates: budgets.rates,
         }
     }
 

@@ -6,11 +6,12 @@
 //! redirect port keeps accepting when they are full. Every listener caps its connections in
 //! total and per client address ([`ConnectionGate`]); a connection over a cap is accepted and
 //! closed at once, so it neither queues nor holds a descriptor. gRPC connections that stay idle
-//! are closed ([`idle`]).
+//! are closed ([`idle`]), and so are HTTP connections whose client stops reading ([`stall`]).
 
 pub mod fd;
 mod gate;
 pub mod idle;
+pub mod stall;
 
 pub use gate::{Admitted, ConnectionGate, GateSnapshot};
 

@@ -47,20 +47,11 @@ pub use rollups::{RollupOutcome, RollupPlan, RollupRow, RollupRows};
 pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;
 use std::sync::Arc;
-use tokio::sync::mpsc;
 pub use webhooks::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 
 /// Click counts of several codes, written in one batch. Shared, so the caller keeps the rows to
 /// retry with and a backend that writes on another thread needs no copy.
 pub type ClickRows = Arc<[(CompactCode, ClickCounts)]>;
-
-/// The most links an export sends in one batch: one hand-off between the store's reading side
-/// and the transport per this many links, instead of one per link.
-pub const EXPORT_BATCH: usize = 256;
-
-/// What an export sends: batches of links (each at most [`EXPORT_BATCH`], never empty), or the
-/// error that ended it.
-pub type ExportBatch = Result<Vec<Link>, StoreError>;
 
 /// What a link store does. Both backends implement it with the same signatures and the same
 /// guarantees (see the [module](self) docs); [`Store`] dispatches to one of them.
@@ -138,15 +129,6 @@ pub trait LinkStore: Send + Sync {
 
     /// One page of a list, newest first, continued by keyset (see [`crate::domain::list`]).
     fn list(&self, query: &ListQuery) -> impl Future<Output = Result<Page, StoreError>> + Send;
-
-    /// Every link `query` selects (its limit and position aside), from one snapshot, sent to
-    /// `out` in list order in batches of at most [`EXPORT_BATCH`]; ends when done, on the
-    /// first error (sent), or when `out` closes.
-    fn export(
-        &self,
-        query: ListQuery,
-        out: mpsc::Sender<ExportBatch>,
-    ) -> impl Future<Output = ()> + Send;
 
     /// The links (with click counts) that hold any of `codes`.
     fn get_many(
@@ -380,10 +362,6 @@ impl LinkStore for Store {
 
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
         dispatch!(self, s => s.list(query).await)
-    }
-
-    async fn export(&self, query: ListQuery, out: mpsc::Sender<ExportBatch>) {
-        dispatch!(self, s => s.export(query, out).await)
     }
 
     async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {

@@ -497,6 +497,19 @@ macro_rules! on_both_stores {
     };
 }
 
+/// Polls `check` every 50 ms until it holds; panics naming `what` if it does not within
+/// `within`.
+pub async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} within {within:?}");
+}
+
 /// The number in the metric line `name value` of a `/metrics` text (`name` may carry labels).
 pub fn metric(text: &str, name: &str) -> f64 {
     text.lines()

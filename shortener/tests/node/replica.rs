@@ -4,7 +4,7 @@
 //! served stale, a replica that goes down sends reads to the primary, and a read URL that is not
 //! a replica of the database is refused at start-up.
 
-use crate::helpers::{Node, Stack, metric};
+use crate::helpers::{Node, Stack, metric, wait_for};
 use reqwest::StatusCode;
 use serde_json::json;
 use shortener::Config;
@@ -22,17 +22,6 @@ fn with_replica(stack: &Stack, name: &str, read_url: &str) -> Config {
 
 async fn value(node: &Node, name: &str) -> f64 {
     metric(&node.metrics().await, name)
-}
-
-async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let until = Instant::now() + within;
-    while Instant::now() < until {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what} within {within:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -178,7 +178,7 @@ pub async fn export(
         .into());
     }
     let mut batches = state.links.export(&caller, &input)?;
-    let (tx, rx) = mpsc::channel::<Bytes>(8);
+    let (tx, rx) = mpsc::channel::<Bytes>(1);
     let public = state.public.clone();
     tokio::spawn(async move {
         let mut out = Vec::new();

@@ -42,7 +42,8 @@ pub fn direct_code<B>(request: &hyper::Request<B>) -> Option<&str> {
     }
     let code = request.uri().path().strip_prefix('/')?;
     let plain = !code.is_empty() && !code.bytes().any(|b| b == b'/' || b == b'%');
-    plain.then_some(code)
+    // A fixed route's own path (`/console`) goes to the router, never to the code lookup.
+    (plain && !super::FIXED_SEGMENTS.contains(&code)).then_some(code)
 }
 
 /// `GET|HEAD /{code}` through the router (percent-encoded segments; plain ones are dispatched

@@ -5,9 +5,7 @@
 use super::error::db_error;
 use super::{L_LINK_COLUMNS, link_with_clicks};
 use crate::domain::{Link, ListQuery, Page, Position, StateFilter};
-use crate::store::{EXPORT_BATCH, ExportBatch, StoreError};
-use futures::{StreamExt, pin_mut};
-use tokio::sync::mpsc;
+use crate::store::StoreError;
 use tokio_postgres::types::ToSql;
 
 /// A query's SQL and parameters.
@@ -148,72 +146,4 @@ pub(super) async fn list(
         Position::of(&links[query.limit - 1])
     });
     Ok(Page { links, next })
-}
-
-/// Why an export stopped early, and how far it had come.
-pub(super) struct Interrupted {
-    /// What failed.
-    pub error: StoreError,
-    /// The last link handed to the reader, if any: a resumed export continues after it.
-    pub sent_up_to: Option<Position>,
-}
-
-/// Every link of `query`, from one snapshot, into `out` in batches of at most
-/// [`EXPORT_BATCH`] (the end of the export closes it). A reader that goes away ends it
-/// quietly; a failure says how far the reader got, so the export can resume elsewhere.
-pub(super) async fn export(
-    client: &mut deadpool_postgres::Object,
-    query: &ListQuery,
-    out: &mpsc::Sender<ExportBatch>,
-) -> Result<(), Interrupted> {
-    let mut sent_up_to = None;
-    let failed = |error, sent_up_to: &Option<Position>| Interrupted {
-        error,
-        sent_up_to: sent_up_to.clone(),
-    };
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .map_err(|e| failed(db_error(e), &sent_up_to))?;
-    // One statement streams the whole export: it runs as long as the reader reads, and the
-    // transaction waits idle while a slow reader takes the last rows the node holds.
-    tx.batch_execute(
-        "SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0",
-    )
-    .await
-    .map_err(|e| failed(db_error(e), &sent_up_to))?;
-    let sql = build(query, None);
-    let rows = tx
-        .query_raw(&sql.text, params(&sql))
-        .await
-        .map_err(|e| failed(db_error(e), &sent_up_to))?;
-    pin_mut!(rows);
-    let mut batch = Vec::with_capacity(EXPORT_BATCH);
-    loop {
-        let row = match rows.next().await {
-            Some(Ok(row)) => Some(link_with_clicks(&row)),
-            Some(Err(e)) => return Err(failed(db_error(e), &sent_up_to)),
-            None => None,
-        };
-        let end = row.is_none();
-        batch.extend(row);
-        if (batch.len() == EXPORT_BATCH || end) && !batch.is_empty() {
-            let last = batch.last().map(Position::of);
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(EXPORT_BATCH));
-            if out.send(Ok(full)).await.is_err() {
-                // The reader went away: stop scanning.
-                return Ok(());
-            }
-            sent_up_to = last;
-        }
-        if end {
-            break;
-        }
-    }
-    tx.commit()
-        .await
-        .map_err(|e| failed(db_error(e), &sent_up_to))
 }

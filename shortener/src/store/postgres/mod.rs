@@ -27,8 +27,8 @@ mod write;
 use super::migrate::ADVISORY_LOCK;
 use super::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
 use super::{
-    BlockedDomain, ClickRows, DeleteOutcome, Durability, ExportBatch, InsertOutcome, LinkStore,
-    NewLink, RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
+    BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
+    RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
 };
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
 use crate::domain::{StatsQuery, StatsReport};
@@ -46,7 +46,6 @@ use replica::{Replica, Route, Scope};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
 use tokio_postgres::Row;
 
 /// How to connect and batch.
@@ -375,40 +374,6 @@ impl LinkStore for PgStore {
         }
         let client = self.client().await?;
         list::list(&client, query).await
-    }
-
-    async fn export(&self, query: ListQuery, out: mpsc::Sender<ExportBatch>) {
-        // A snapshot is one transaction on one server. An export the replica cannot finish
-        // goes on from the primary after the last link it handed over (the order is a
-        // keyset, so nothing is sent twice; rows made since sort before it and are not
-        // included, as they would not be in the replica's snapshot).
-        let mut query = query;
-        if let Some(replica) = &self.replica
-            && let Route::Replica(mut client) =
-                replica.route(Scope::Tenant(query.tenant.as_deref())).await
-        {
-            match list::export(&mut client, &query, &out).await {
-                Ok(()) => {
-                    replica.answered();
-                    return;
-                }
-                Err(list::Interrupted { error, sent_up_to }) => {
-                    replica.fell_back(Fallback::Error, Some(&error));
-                    if let Some(position) = sent_up_to {
-                        query.after = Some(position);
-                    }
-                }
-            }
-        }
-        let result = match self.client().await {
-            Ok(mut client) => list::export(&mut client, &query, &out)
-                .await
-                .map_err(|i| i.error),
-            Err(error) => Err(error),
-        };
-        if let Err(error) = result {
-            let _ = out.send(Err(error)).await;
-        }
     }
 
     async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {

@@ -10,7 +10,7 @@ use super::rows::{
     COLUMNS, db_error, find_slot, from_millis, link_from_row, link_with_clicks, millis,
 };
 use crate::domain::{Event, EventKind, Link, LinkPatch, ListQuery, Page, Position, StateFilter};
-use crate::store::{DeleteOutcome, EXPORT_BATCH, ExportBatch, StoreError, UpdateOutcome, host_rev};
+use crate::store::{DeleteOutcome, StoreError, UpdateOutcome, host_rev};
 use chrono::Utc;
 use codespace::CodeSpace;
 use rusqlite::types::Value;
@@ -251,46 +251,6 @@ pub(super) fn list(conn: &Connection, query: &ListQuery) -> Result<Page, StoreEr
     // The scan bound was reached before the page filled: continue after the last link examined.
     let next = if examined == SCAN_LIMIT { last } else { None };
     Ok(Page { links, next })
-}
-
-/// Every link of `query`, in one read transaction (a snapshot of the WAL), to `out` in batches
-/// of at most [`EXPORT_BATCH`].
-pub(super) fn export(
-    conn: &mut Connection,
-    query: &ListQuery,
-    out: &tokio::sync::mpsc::Sender<ExportBatch>,
-) -> Result<(), StoreError> {
-    let tx = conn.transaction().map_err(db_error)?;
-    let (sql, values) = select(query);
-    {
-        let mut statement = tx.prepare(&sql).map_err(db_error)?;
-        let mut rows = statement
-            .query(params_from_iter(values))
-            .map_err(db_error)?;
-        let mut batch = Vec::with_capacity(EXPORT_BATCH);
-        while let Some(row) = rows.next().map_err(db_error)? {
-            let link = link_with_clicks(row).map_err(db_error)?;
-            if query
-                .q
-                .as_ref()
-                .is_some_and(|q| !link.url.contains(q.as_str()))
-            {
-                continue;
-            }
-            batch.push(link);
-            if batch.len() == EXPORT_BATCH {
-                let full = std::mem::replace(&mut batch, Vec::with_capacity(EXPORT_BATCH));
-                if out.blocking_send(Ok(full)).is_err() {
-                    // The reader went away: stop scanning.
-                    return Ok(());
-                }
-            }
-        }
-        if !batch.is_empty() && out.blocking_send(Ok(batch)).is_err() {
-            return Ok(());
-        }
-    }
-    tx.commit().map_err(db_error)
 }
 
 /// The links (with click counts) holding any of `codes`.

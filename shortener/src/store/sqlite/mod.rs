@@ -44,10 +44,9 @@ use codespace::CodeSpace;
 use id_client::LeaseSource;
 use rows::{db_error, millis};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::mpsc;
 pub use walsync::Durability;
 use walsync::WalSync;
 use writer::Writer;
@@ -59,8 +58,6 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
     sync: Arc<WalSync>,
     space: Arc<CodeSpace>,
-    /// The file, for the connection an export opens for itself.
-    path: Arc<PathBuf>,
 }
 
 /// The read-only connections, handed out in turn.
@@ -115,7 +112,6 @@ impl SqliteStore {
             }),
             sync,
             space,
-            path: Arc::new(path.to_path_buf()),
         })
     }
 
@@ -276,24 +272,6 @@ impl LinkStore for SqliteStore {
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
         let query = query.clone();
         self.read(move |conn| manage::list(conn, &query)).await
-    }
-
-    /// Streams from a connection of its own (a long export holds no read connection the
-    /// redirects use), in one read transaction. What it sends was committed before the export
-    /// began reading; the stream ends only once an fsync covers all of it.
-    async fn export(&self, query: ListQuery, out: mpsc::Sender<super::ExportBatch>) {
-        let path = Arc::clone(&self.path);
-        let sender = out.clone();
-        let result = async {
-            self.sync.reveal().await?;
-            let conn = Arc::new(Mutex::new(open_connection(&path)?));
-            on_blocking_pool(conn, move |conn| manage::export(conn, &query, &sender)).await?;
-            self.sync.reveal().await
-        }
-        .await;
-        if let Err(error) = result {
-            let _ = out.send(Err(error)).await;
-        }
     }
 
     async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {

@@ -1,0 +1,140 @@
+//! Reserved words (every fixed route's first segment among them) are refused as codes by every
+//! write path, from the one list, and `/console` is never a code's redirect.
+
+use crate::helpers::{Backend, Node, Stack, authed};
+use proto::shortener::v1 as pb;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// Reserved words as a client might spell them: the fixed routes, the ops paths, and the
+/// compatible APIs' paths, in several cases.
+const WORDS: &[&str] = &[
+    "console",
+    "Console",
+    "CONSOLE",
+    "api",
+    "Api",
+    "rest",
+    "apple-app-site-association",
+    "metrics",
+    "healthz",
+    "readyz",
+    "well-known",
+];
+
+async fn every_write_path_refuses_reserved_words_as_codes(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let existing = node.create_url("https://example.com/existing").await;
+    let stored = node.stored_links().await;
+    let mut client = node.links_client().await;
+
+    for &word in WORDS {
+        // HTTP create with the word as an alias.
+        let (status, body) = node
+            .create(json!({ "url": "https://example.com/r", "alias": word }))
+            .await;
+        assert!(status.is_client_error(), "{word}: create answered {status}");
+        assert_eq!(body["error"], "invalid_alias", "{word}: {body}");
+
+        // HTTP import, dry and real, with the word as a legacy code.
+        for query in ["dry_run=true", ""] {
+            let row = format!(
+                "{}\n",
+                json!({ "url": "https://example.com/r", "code": word })
+            );
+            let (status, lines) = node.import("application/x-ndjson", row, query).await;
+            assert_eq!(status, StatusCode::OK, "{word} {query}");
+            assert_eq!(lines[0]["status"], "error", "{word} {query}: {lines:?}");
+            assert_eq!(
+                lines[0]["error"], "invalid_code",
+                "{word} {query}: {lines:?}"
+            );
+        }
+
+        // gRPC create, batch create and import.
+        let refused = client
+            .create_link(authed(pb::CreateLinkRequest {
+                url: "https://example.com/r".into(),
+                alias: Some(word.into()),
+                ..Default::default()
+            }))
+            .await
+            .expect_err(word);
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{word}");
+        let batch = client
+            .batch_create_links(authed(pb::BatchCreateLinksRequest {
+                items: vec![pb::CreateLinkRequest {
+                    url: "https://example.com/r".into(),
+                    alias: Some(word.into()),
+                    ..Default::default()
+                }],
+            }))
+            .await
+            .expect("a batch answers per item")
+            .into_inner();
+        match &batch.results[0].outcome {
+            Some(pb::batch_create_result::Outcome::Error(error)) => {
+                assert_eq!(error.error, "invalid_alias", "{word}")
+            }
+            other => panic!("{word}: batch item {other:?}"),
+        }
+        let answers: Vec<pb::ImportLinksResponse> = {
+            use futures::StreamExt;
+            client
+                .import_links(authed(futures::stream::iter([pb::ImportLinksRequest {
+                    rows: vec![pb::ImportRow {
+                        url: "https://example.com/r".into(),
+                        code: Some(word.into()),
+                        ..Default::default()
+                    }],
+                    dry_run: false,
+                }])))
+                .await
+                .expect("import")
+                .into_inner()
+                .map(|a| a.expect("an answer"))
+                .collect()
+                .await
+        };
+        match &answers[0].outcome {
+            Some(pb::import_links_response::Outcome::Row(row)) => {
+                assert_eq!(row.status, "error", "{word}");
+                assert_eq!(
+                    row.error.as_ref().map(|e| e.error.as_str()),
+                    Some("invalid_code"),
+                    "{word}"
+                );
+            }
+            other => panic!("{word}: import answered {other:?}"),
+        }
+
+        // A patch cannot give a link a code at all.
+        let (status, body) = node.patch(&existing, json!({ "code": word })).await;
+        assert!(status.is_client_error(), "{word}: patch answered {status}");
+        assert_eq!(body["error"], "read_only_field", "{word}: {body}");
+    }
+    assert_eq!(
+        node.stored_links().await,
+        stored,
+        "a reserved word was stored"
+    );
+}
+on_both_stores!(every_write_path_refuses_reserved_words_as_codes);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_without_a_slash_is_a_route_not_a_code() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let node = stack.node("a").await;
+    let (status, location) = node.location("console").await;
+    assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(location.as_deref(), Some("/console/"));
+
+    let mut config = stack.config("b");
+    config.console = false;
+    let node = Node::start(config).await;
+    let response = node.visit("console").await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"], "not_found");
+}
