@@ -3,10 +3,13 @@
 use crate::config::LogFormat;
 use tracing_subscriber::EnvFilter;
 
-/// Installs a global `tracing` subscriber: `RUST_LOG` filtering (default `info`), text or JSON
-/// lines on stdout. Does nothing if one is installed already (tests may call it repeatedly).
+/// Installs a global `tracing` subscriber: `RUST_LOG` filtering (default `info`, with the
+/// PostgreSQL driver at `warn` so that the server's notices at every start stay out of the
+/// log), text or JSON lines on stdout. Does nothing if one is installed already (tests may
+/// call it repeatedly).
 pub fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let _ = match format {
         LogFormat::Text => builder.try_init(),

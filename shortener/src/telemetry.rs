@@ -6,18 +6,25 @@ use tracing_subscriber::EnvFilter;
 /// The log filter for `RUST_LOG` (default `info`). The PostgreSQL driver logs every
 /// statement with its parameters (codes, target URLs) at `debug`; it is held at `info` unless
 /// `RUST_LOG` asks for its `trace` by name, so that nothing a client sent is logged above
-/// `trace`.
+/// `trace`. The server's notices (`relation ... already exists, skipping` at every start),
+/// which the driver logs at `info`, show only when the default level is `debug` or `trace`:
+/// below that the driver is held at `warn`.
 pub fn filter(rust_log: Option<&str>) -> EnvFilter {
     let spec = rust_log.filter(|s| !s.trim().is_empty()).unwrap_or("info");
     let driver_traced = spec
         .split(',')
         .any(|d| d.trim().starts_with("tokio_postgres") && d.trim().ends_with("=trace"));
+    let verbose = spec
+        .split(',')
+        .any(|d| matches!(d.trim(), "debug" | "trace"));
     let spec = if driver_traced {
         spec.to_string()
-    } else {
+    } else if verbose {
         format!("{spec},tokio_postgres=info")
+    } else {
+        format!("{spec},tokio_postgres=warn")
     };
-    EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=info"))
+    EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn"))
 }
 
 /// Installs the global tracing subscriber (`RUST_LOG` filters; see [`filter`]).
@@ -39,12 +46,12 @@ mod tests {
     #[test]
     fn the_database_driver_is_held_at_info_unless_traced_by_name() {
         for (rust_log, shown) in [
-            (None, "info,tokio_postgres=info"),
+            (None, "info,tokio_postgres=warn"),
             (Some("debug"), "debug,tokio_postgres=info"),
             (Some("trace"), "trace,tokio_postgres=info"),
             (
                 Some("shortener=debug"),
-                "shortener=debug,tokio_postgres=info",
+                "shortener=debug,tokio_postgres=warn",
             ),
             (
                 Some("debug,tokio_postgres=trace"),

@@ -14,7 +14,7 @@ mod tasks;
 pub use tasks::load_blocklist as sync_blocklist_of;
 
 pub use node::Node;
-pub use resources::{API_KEYS_FILE, DB_FILE, KEY_FILE, Resources, prepare};
+pub use resources::{API_KEYS_FILE, DB_FILE, DefaultApiKey, KEY_FILE, Resources, prepare};
 
 use crate::config::Config;
 use crate::net::{self, Gates, fd::Budget};
@@ -43,17 +43,27 @@ impl App {
     /// (port 0 picks a free port).
     pub async fn build(config: Config) -> anyhow::Result<App> {
         config.validate().context("validate configuration")?;
-        let resources = resources::prepare(&config).await?;
-        let bind = |addr: SocketAddr, what: &'static str| async move {
-            TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("bind {what} listener {addr}"))
+        // The ports first: a start that cannot bind them writes no keys, so the next start
+        // is still a first start and says where its key is.
+        let bind = |addr: SocketAddr, what: &'static str, var: &'static str, flag: &'static str| async move {
+            TcpListener::bind(addr).await.with_context(|| {
+                format!(
+                    "bind the {what} listener on {addr} (set {var} or --{flag} to a free address)"
+                )
+            })
         };
         let listeners = Listeners {
-            http: bind(config.http_addr, "HTTP").await?,
-            grpc: bind(config.grpc_addr, "gRPC").await?,
-            admin: bind(config.admin_addr, "admin").await?,
+            http: bind(config.http_addr, "HTTP", "SHORTENER_HTTP_ADDR", "http-addr").await?,
+            grpc: bind(config.grpc_addr, "gRPC", "SHORTENER_GRPC_ADDR", "grpc-addr").await?,
+            admin: bind(
+                config.admin_addr,
+                "admin",
+                "SHORTENER_ADMIN_ADDR",
+                "admin-addr",
+            )
+            .await?,
         };
+        let resources = resources::prepare(&config).await?;
         let addrs = [
             listeners.http.local_addr().context("read HTTP address")?,
             listeners.grpc.local_addr().context("read gRPC address")?,

@@ -1,7 +1,7 @@
 //! Wiring: every long-lived part of a node, made once from its configuration and resources,
 //! and the state each listener is given.
 
-use super::resources::Resources;
+use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
 use crate::admin::AdminState;
 use crate::analytics::{Analytics, AnalyticsSettings, GeoIp};
@@ -23,7 +23,6 @@ use axum::http::StatusCode;
 use codespace::CodeSpace;
 use id_client::{IdPool, PoolConfig};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -61,8 +60,10 @@ pub struct Node {
     pub public: PublicBase,
     /// Cleared first on shutdown, so load balancers stop sending traffic before the drain.
     pub accepting: Arc<AtomicBool>,
-    /// Where a generated API key was written, to tell the operator (embedded mode only).
-    pub generated_api_key_file: Option<PathBuf>,
+    /// The API key the node made for itself (embedded mode, no keys configured).
+    pub default_api_key: Option<DefaultApiKey>,
+    /// Whether the console is served.
+    pub console: bool,
     /// The listeners' connection caps.
     pub gates: Gates,
     /// What targets the deployment refuses (and its blocklist, re-read while it runs).
@@ -237,7 +238,8 @@ impl Node {
             rules,
             public,
             accepting: Arc::new(AtomicBool::new(true)),
-            generated_api_key_file: resources.generated_api_key_file,
+            default_api_key: resources.default_api_key,
+            console: config.console,
             gates,
             targets,
         })
@@ -300,15 +302,30 @@ impl Node {
         }
     }
 
-    /// What to tell the operator at start-up about a generated API key, if one was made.
+    /// What to tell the operator at every start of a node that made its own API key: where
+    /// the node answers, where the console and the key are, what the key may do, and a `curl`
+    /// that creates a link with it.
     pub fn banner(&self) -> Option<String> {
-        self.generated_api_key_file.as_ref().map(|path| {
-            format!(
-                "generated an API key in {path}; try:\n  curl -i -H \"Authorization: Bearer $(head -1 {path})\" -H 'Content-Type: application/json' -d '{{\"url\":\"https://example.com/\"}}' {public}api/v1/links",
-                path = path.display(),
-                public = self.public.as_str(),
-            )
-        })
+        let key = self.default_api_key.as_ref()?;
+        let path = key.path.display();
+        let public = self.public.as_str();
+        let dir = key
+            .path
+            .parent()
+            .map_or(".".into(), |d| d.display().to_string());
+        let console = if self.console {
+            format!("\n  console:  {public}console/ (sign in with the API key)")
+        } else {
+            String::new()
+        };
+        let made = if key.made_now {
+            "made just now"
+        } else {
+            "made on the first start"
+        };
+        Some(format!(
+            "answering at {public}{console}\n  API key:  first line of {path} ({made}); it may create, read, change and delete links and read stats, but not administer.\n            An admin key: shortener keys add --file {dir}/keys.toml --tenant default --name admin --scopes admin,\n            then start with SHORTENER_API_KEYS_FILE={dir}/keys.toml (add a key without admin there for scripts too).\n  try:      curl -i -H \"Authorization: Bearer $(head -1 {path})\" -H 'Content-Type: application/json' -d '{{\"url\":\"https://example.com/\"}}' {public}api/v1/links"
+        ))
     }
 }
 

@@ -36,8 +36,18 @@ pub struct Resources {
     pub api_keys: Arc<ApiKeys>,
     /// Where IDs come from.
     pub lease_source: Arc<dyn LeaseSource>,
-    /// Where a generated API key was written, to tell the operator (embedded mode only).
-    pub generated_api_key_file: Option<PathBuf>,
+    /// The API key file the node made for itself (embedded mode with no keys configured), to
+    /// tell the operator at every start.
+    pub default_api_key: Option<DefaultApiKey>,
+}
+
+/// The API key an embedded node makes for itself when no keys are configured.
+#[derive(Debug, Clone)]
+pub struct DefaultApiKey {
+    /// The file holding it (its first line is the key).
+    pub path: PathBuf,
+    /// Whether this start wrote it (otherwise an earlier start did).
+    pub made_now: bool,
 }
 
 fn default_holder() -> String {
@@ -83,23 +93,27 @@ fn code_space(
 fn load_api_keys(
     config: &Config,
     generated_default: Option<&Path>,
-) -> anyhow::Result<(ApiKeys, Option<PathBuf>)> {
+) -> anyhow::Result<(ApiKeys, Option<DefaultApiKey>)> {
     let fixed =
         parse_legacy(config.api_keys.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
-    let mut generated = None;
+    let mut default_key = None;
     let file = match (&config.api_keys_file, generated_default) {
         (Some(path), _) => Some(path.clone()),
         (None, Some(default)) if fixed.is_empty() => {
-            if !default.exists() {
+            let made_now = !default.exists();
+            if made_now {
                 secrets::write_secret_file(default, &format!("{}\n", generate_api_key()), false)?;
-                generated = Some(default.to_path_buf());
             }
+            default_key = Some(DefaultApiKey {
+                path: default.to_path_buf(),
+                made_now,
+            });
             Some(default.to_path_buf())
         }
         _ => None,
     };
     let keys = ApiKeys::load(fixed, file).map_err(anyhow::Error::msg)?;
-    Ok((keys, generated))
+    Ok((keys, default_key))
 }
 
 /// Builds the store, keys and lease source for `config` and applies migrations (within a
@@ -142,7 +156,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 cursors,
                 api_keys,
                 lease_source: Arc::new(source),
-                generated_api_key_file: None,
+                default_api_key: None,
             })
         }
         None => {
@@ -153,7 +167,8 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 SqliteStore::open(&dir.join(DB_FILE), Arc::clone(&space), config.write_batch)
                     .context("open the SQLite store")?;
             sqlite.migrate().await.context("apply SQLite migrations")?;
-            let (api_keys, generated) = load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
+            let (api_keys, default_api_key) =
+                load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
             let api_keys = Arc::new(api_keys);
             let store = Store::Sqlite(sqlite);
             let lease_source = store
@@ -165,7 +180,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 cursors,
                 api_keys,
                 lease_source,
-                generated_api_key_file: generated,
+                default_api_key,
             })
         }
     }

@@ -24,13 +24,15 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     /// Public HTTP listener: redirects (`GET /{code}`) and the JSON API (`/api/v1/...`).
-    #[arg(long, env = "SHORTENER_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    /// Loopback by default: set `0.0.0.0:8080` to serve other machines (the container image
+    /// and the manifests do).
+    #[arg(long, env = "SHORTENER_HTTP_ADDR", default_value = "127.0.0.1:8080")]
     pub http_addr: SocketAddr,
     /// Internal gRPC listener (`shortener.v1.Links`, health, reflection).
-    #[arg(long, env = "SHORTENER_GRPC_ADDR", default_value = "0.0.0.0:50052")]
+    #[arg(long, env = "SHORTENER_GRPC_ADDR", default_value = "127.0.0.1:50052")]
     pub grpc_addr: SocketAddr,
     /// Admin listener: `/healthz`, `/readyz`, `/metrics`.
-    #[arg(long, env = "SHORTENER_ADMIN_ADDR", default_value = "0.0.0.0:9090")]
+    #[arg(long, env = "SHORTENER_ADMIN_ADDR", default_value = "127.0.0.1:9090")]
     pub admin_addr: SocketAddr,
     /// Embedded mode: the directory holding the SQLite file and generated keys.
     #[arg(long, env = "SHORTENER_DATA_DIR", default_value = "data")]

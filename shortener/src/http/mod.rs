@@ -257,6 +257,7 @@ fn router(state: Arc<HttpState>) -> Router {
             "/console",
             get(console_home).fallback(api::method_not_allowed),
         )
+        .route("/", get(root).fallback(api::method_not_allowed))
         .route("/{code}", get(redirect::redirect).post(redirect::unlock))
         .fallback(redirect::fallback)
         .with_state(state)
@@ -271,6 +272,17 @@ async fn console_home(State(state): State<Arc<HttpState>>) -> axum::response::Re
     use axum::response::IntoResponse;
     if state.console {
         axum::response::Redirect::permanent("/console/").into_response()
+    } else {
+        api::not_found().await.into_response()
+    }
+}
+
+/// `GET /`: the console, when it is served (a person who types the short domain lands
+/// somewhere useful), else a 404.
+async fn root(State(state): State<Arc<HttpState>>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if state.console {
+        axum::response::Redirect::to("/console/").into_response()
     } else {
         api::not_found().await.into_response()
     }

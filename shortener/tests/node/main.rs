@@ -16,6 +16,7 @@ mod config;
 mod console;
 mod editing;
 mod exports;
+mod first_start;
 mod grpc;
 mod grpc_manage;
 mod hardening;

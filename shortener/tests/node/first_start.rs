@@ -1,0 +1,160 @@
+//! The first minutes with the binary: an embedded node says where it answers, where its console
+//! and its API key are, and how to use the key, on every start; a port it cannot bind is
+//! named by its setting, and such a start writes no key; `/` leads to the console.
+
+use crate::helpers::{Backend, Stack};
+use reqwest::StatusCode;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// `shortener` in embedded mode on `dir`, every listener on a free loopback port unless
+/// `grpc_addr` says otherwise, with nothing inherited that would change its mode.
+fn start(dir: &Path, grpc_addr: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_shortener"))
+        .env_remove("DATABASE_URL")
+        .env_remove("SHORTENER_API_KEYS")
+        .env_remove("SHORTENER_API_KEYS_FILE")
+        .env_remove("SHORTENER_KEY")
+        .env_remove("SHORTENER_KEY_FILE")
+        .env_remove("SHORTENER_PUBLIC_URL")
+        .env("SHORTENER_DATA_DIR", dir)
+        .env("SHORTENER_HTTP_ADDR", "127.0.0.1:0")
+        .env("SHORTENER_GRPC_ADDR", grpc_addr)
+        .env("SHORTENER_ADMIN_ADDR", "127.0.0.1:0")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start shortener")
+}
+
+/// The log lines of `child` up to and including the first that contains `until` (or all of
+/// them, if it exits first); panics after a minute.
+fn read_until(child: &mut Child, until: &'static str) -> Vec<String> {
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let done = line.contains(until);
+            if tx.send(line).is_err() || done {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => {
+                let done = line.contains(until);
+                lines.push(line);
+                if done {
+                    return lines;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return lines,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("no {until:?} within a minute: {lines:#?}")
+            }
+        }
+    }
+}
+
+/// The text after `label` on the line that holds it.
+fn after<'a>(lines: &'a [String], label: &str) -> &'a str {
+    lines
+        .iter()
+        .find_map(|l| l.split_once(label).map(|(_, rest)| rest.trim()))
+        .unwrap_or_else(|| panic!("no {label:?} in {lines:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_node_says_where_its_key_is_on_every_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let key_file = data.join("api-keys");
+    for (start_number, made) in [(1, "made just now"), (2, "made on the first start")] {
+        let mut node = start(&data, "127.0.0.1:0");
+        let lines = read_until(&mut node, "try:");
+        let public = after(&lines, "answering at ").to_string();
+        assert!(public.starts_with("http://127.0.0.1:"), "{public}");
+        assert_eq!(
+            after(&lines, "console:"),
+            format!("{public}console/ (sign in with the API key)")
+        );
+        let key_line = after(&lines, "API key:");
+        assert!(
+            key_line.contains(&key_file.display().to_string()),
+            "start {start_number}: {key_line}"
+        );
+        assert!(key_line.contains(made), "start {start_number}: {key_line}");
+        assert!(after(&lines, "An admin key:").contains("--scopes admin"));
+
+        // The hint is right: the key in the named file creates a link at the named URL, and
+        // `/` leads to the console.
+        let key = std::fs::read_to_string(&key_file).expect("the key file");
+        let key = key.lines().next().expect("a key line");
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        let created = client
+            .post(format!("{public}api/v1/links"))
+            .bearer_auth(key)
+            .json(&serde_json::json!({ "url": "https://example.com/" }))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(
+            created.status(),
+            StatusCode::CREATED,
+            "start {start_number}"
+        );
+        let root = client.get(&public).send().await.expect("GET /");
+        assert_eq!(root.status(), StatusCode::SEE_OTHER);
+        assert_eq!(root.headers()["location"], "/console/");
+
+        let _ = node.kill();
+        let _ = node.wait();
+    }
+}
+
+#[test]
+fn a_taken_port_is_named_by_its_setting_and_writes_no_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("address").to_string();
+    let mut node = start(&data, &addr);
+    let lines = read_until(&mut node, "SHORTENER_GRPC_ADDR");
+    let status = node.wait().expect("wait");
+    assert!(
+        !status.success(),
+        "a node without its gRPC port kept running"
+    );
+    let error = lines.join("\n");
+    assert!(error.contains("SHORTENER_GRPC_ADDR"), "{error}");
+    assert!(error.contains(&addr), "{error}");
+    assert!(
+        !data.join("api-keys").exists(),
+        "a start that could not bind wrote a key"
+    );
+}
+
+async fn the_short_domains_root_leads_to_the_console(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let response = node.visit("").await;
+    assert_eq!(response.status(), StatusCode::SEE_OTHER);
+    assert_eq!(response.headers()["location"], "/console/");
+
+    let mut config = stack.config("b");
+    config.console = false;
+    let node = crate::helpers::Node::start(config).await;
+    assert_eq!(node.visit("").await.status(), StatusCode::NOT_FOUND);
+}
+on_both_stores!(the_short_domains_root_leads_to_the_console);
