@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use clap::Parser;
-use shortener::cli::{Cli, Command, codes, keys, layout, preload};
-use shortener::{App, Config, app, secrets, shutdown, telemetry};
+use shortener::cli::{Cli, Command, codes, keys, layout, migrate, preload};
+use shortener::{App, Config, secrets, shutdown, telemetry};
 
 /// mimalloc rather than the system allocator: requests allocate many small short-lived
 /// objects on one thread and free them on another (the SQLite blocking pool), where glibc's
@@ -16,12 +16,9 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         None => serve(Config::from_env_and_defaults()?).await,
         Some(Command::Serve(config)) => serve(*config).await,
-        Some(Command::Migrate(config)) => {
-            telemetry::init_tracing(config.log_format);
-            config.validate().context("validate configuration")?;
-            app::prepare(&config).await?;
-            tracing::info!("migrations applied");
-            Ok(())
+        Some(Command::Migrate(args)) => {
+            telemetry::init_tracing(args.log_format);
+            migrate::run(args).await
         }
         Some(Command::Codes { action }) => {
             let (direction, args) = action.split();

@@ -4,6 +4,7 @@
 pub mod codes;
 pub mod keys;
 pub mod layout;
+pub mod migrate;
 pub mod preload;
 
 use clap::{Args, Parser, Subcommand};
@@ -30,7 +31,7 @@ pub enum Command {
     /// Serve redirects, the JSON API and the admin endpoints (the default).
     Serve(Box<crate::config::Config>),
     /// Apply the schema migrations to the configured store and exit.
-    Migrate(Box<crate::config::Config>),
+    Migrate(migrate::MigrateArgs),
     /// Map IDs to codes and back with a code-space key.
     Codes {
         /// Encode or decode.

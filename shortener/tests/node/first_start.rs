@@ -158,3 +158,35 @@ async fn the_short_domains_root_leads_to_the_console(backend: Backend) {
     assert_eq!(node.visit("").await.status(), StatusCode::NOT_FOUND);
 }
 on_both_stores!(the_short_domains_root_leads_to_the_console);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_needs_only_a_database_url() {
+    let db = testkit::TestDb::create().await;
+    let out = Command::new(env!("CARGO_BIN_EXE_shortener"))
+        .arg("migrate")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DATABASE_URL", db.url())
+        .output()
+        .expect("run shortener migrate");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (client, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let applied: i64 = client
+        .query_one("SELECT count(*) FROM shortener_schema_migrations", &[])
+        .await
+        .expect("the migrations table")
+        .get(0);
+    assert!(applied > 0, "no migration recorded");
+    // A node on the migrated database starts and serves (it applies nothing more).
+    let stack = Stack::on_database(db.url()).await;
+    let node = stack.node("a").await;
+    let code = node.create_url("https://example.com/after-migrate").await;
+    assert_eq!(node.location(&code).await.0, StatusCode::FOUND);
+}

@@ -48,7 +48,7 @@ pub(super) fn new_pool(
 
 /// Applies pending migrations under an advisory lock, so several nodes starting at once apply
 /// each exactly once.
-pub(super) async fn migrate(client: &mut deadpool_postgres::Object) -> Result<usize, StoreError> {
+pub(super) async fn migrate(client: &mut tokio_postgres::Client) -> Result<usize, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     // A migration may rewrite a large table, and waits for the lock while another node migrates.
     tx.batch_execute("SET LOCAL statement_timeout = 0")
@@ -83,4 +83,25 @@ pub(super) async fn migrate(client: &mut deadpool_postgres::Object) -> Result<us
     }
     tx.commit().await.map_err(db_error)?;
     Ok(ran)
+}
+
+/// Applies pending migrations to the database at `url` over one connection of its own (TLS as
+/// `url` asks, trusting `ca_file` besides the system's roots), needing nothing else: no code
+/// key, no id-service, no API keys. Returns how many ran.
+pub async fn migrate_database(
+    url: &str,
+    ca_file: Option<&std::path::Path>,
+) -> Result<usize, StoreError> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| StoreError::Internal(format!("parse DATABASE_URL: {e}")))?;
+    config.connect_timeout(std::time::Duration::from_secs(5));
+    let tls = pgtls::connector(&config, ca_file)
+        .map_err(|e| StoreError::Internal(format!("configure TLS to PostgreSQL: {e}")))?;
+    let (mut client, connection) = config.connect(tls).await.map_err(db_error)?;
+    let driver = tokio::spawn(connection);
+    let ran = migrate(&mut client).await;
+    drop(client);
+    let _ = driver.await;
+    ran
 }

@@ -35,6 +35,7 @@ use crate::domain::{StatsQuery, StatsReport};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
+pub use connect::migrate_database;
 use deadpool_postgres::Pool;
 use error::{db_error, pool_error};
 use id_client::LeaseSource;
