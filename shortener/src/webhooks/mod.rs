@@ -2,7 +2,10 @@
 //! tenant; `link.created`, `link.updated` and `link.deleted` are recorded in the store's
 //! outbox in the transaction of their change ([`crate::store::webhooks`]), and a worker on
 //! every node delivers them as signed JSON ([`sign`]), retrying with exponential backoff and
-//! jitter and disabling an endpoint after a configured run of failures (`deliver`).
+//! jitter and disabling an endpoint after a configured run of failures (`deliver`). Endpoints
+//! are delivered to each on their own, in turns across tenants, so one tenant's slow receiver
+//! or burst of events does not hold up another's; each tenant's outbox is bounded
+//! ([`WebhookSettings::max_pending`]).
 //!
 //! Delivery is at least once: a node that dies after the receiver answered but before the
 //! answer was recorded sends that event again (same `Webhook-Id`).
@@ -44,6 +47,10 @@ pub struct WebhookSettings {
     pub poll: Duration,
     /// How long delivered deliveries stay in the log before they are purged (`None`: kept).
     pub log_retention: Option<chrono::Duration>,
+    /// The pending deliveries a tenant may have (over its enabled endpoints); while the last
+    /// measurement found it at this bound, its events are dropped and counted, and the changes
+    /// that cause them still commit.
+    pub max_pending: u64,
 }
 
 /// Registering endpoints and delivering to them.

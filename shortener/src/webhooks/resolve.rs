@@ -2,13 +2,37 @@
 //! not only checked when it was registered, and only public addresses are kept: a public name
 //! pointed at a loopback, private, link-local or metadata address afterwards (DNS rebinding)
 //! reaches nothing inside. Used unless the operator allows private endpoints.
+//!
+//! Addresses that stand for another address through a translator are refused as well, public
+//! or not: 6to4 (`2002::/16`), Teredo (`2001::/32`) and NAT64 (`64:ff9b::/96` and the local-use
+//! `64:ff9b:1::/48`). Where they lead depends on a relay or gateway the node cannot see (a
+//! 6to4 relay may hand `2002:7f00:1::` to 127.0.0.1), and no receiver needs one.
 
 use crate::targets::is_not_public;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-/// The system resolver, keeping only public addresses; a name with none is an error (the
-/// delivery counts as unreachable and is retried like any other failure).
+/// Whether deliveries may not reach `ip`: it is not public ([`is_not_public`]), or it is a
+/// translated address (6to4, Teredo, NAT64).
+pub fn refused_address(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    is_not_public(ip) || translated(ip)
+}
+
+/// 6to4, Teredo and NAT64 addresses.
+fn translated(ip: IpAddr) -> bool {
+    let IpAddr::V6(v6) = ip else {
+        return false;
+    };
+    let s = v6.segments();
+    s[0] == 0x2002 // 6to4 2002::/16
+        || (s[0] == 0x2001 && s[1] == 0) // Teredo 2001::/32
+        || (s[0] == 0x64 && s[1] == 0xff9b && (s[2] == 1 || s[2..6] == [0, 0, 0, 0])) // NAT64
+}
+
+/// The system resolver, keeping only the addresses deliveries may reach
+/// ([`refused_address`]); a name with none is an error (the delivery counts as unreachable and
+/// is retried like any other failure).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PublicOnly;
 
@@ -27,11 +51,11 @@ impl Resolve for PublicOnly {
     }
 }
 
-/// The public addresses among `found`.
+/// The addresses among `found` that deliveries may reach.
 fn public(found: Vec<SocketAddr>) -> Vec<SocketAddr> {
     found
         .into_iter()
-        .filter(|a| !is_not_public(a.ip().to_canonical()))
+        .filter(|a| !refused_address(a.ip()))
         .collect()
 }
 
@@ -50,6 +74,11 @@ mod tests {
             addr("[::1]:0"),
             addr("[fd00::1]:0"),
             addr("[::ffff:192.168.0.1]:0"),
+            addr("[2002:7f00:1::]:0"),
+            addr("[2002:5db8:d70e::]:0"),
+            addr("[2001:0:4136:e378::1]:0"),
+            addr("[64:ff9b::5db8:d70e]:0"),
+            addr("[64:ff9b:1::1]:0"),
             addr("93.184.215.14:0"),
             addr("[2606:4700::1]:0"),
         ];

@@ -1,9 +1,11 @@
 //! Webhooks: an admin key registers an endpoint; link events reach a receiver in the test
 //! signed, once each, across a restart in the middle of a delivery; a receiver that fails gets
 //! retries and then its endpoint is disabled; refused URLs and keys change nothing. What
-//! happens to slow, hanging and re-enabled receivers and to the delivery log is in `delivery`.
+//! happens to slow, hanging and re-enabled receivers and to the delivery log is in `delivery`;
+//! how tenants share delivery, and the outbox bound, in `fairness`.
 
 mod delivery;
+mod fairness;
 
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::{TenantKeys, write_keys};
