@@ -53,6 +53,9 @@ pub struct WebhookSettings {
     pub max_pending: u64,
 }
 
+/// The longest a registration waits for its URL's host name to resolve.
+const REGISTRATION_LOOKUP: Duration = Duration::from_secs(3);
+
 /// Registering endpoints and delivering to them.
 pub struct Webhooks {
     store: Store,
@@ -117,14 +120,66 @@ impl Webhooks {
         Ok(checked.as_str().to_string())
     }
 
-    /// Registers an endpoint for `caller` (an admin key).
+    /// Refuses a URL whose host deliveries would refuse (unless the operator allows private
+    /// endpoints): a literal 6to4, Teredo or NAT64 address, or a name that resolves now to any
+    /// address deliveries may not reach. A name that does not resolve yet is accepted: each
+    /// delivery resolves it again and keeps only public addresses.
+    async fn check_host(&self, url: &str) -> Result<(), Error> {
+        if self.settings.allow_private {
+            return Ok(());
+        }
+        let Ok(parsed) = url::Url::parse(url) else {
+            return Ok(());
+        };
+        let refused = match parsed.host() {
+            Some(url::Host::Ipv4(v4)) => resolve::refused_address(v4.into()),
+            Some(url::Host::Ipv6(v6)) => resolve::refused_address(v6.into()),
+            Some(url::Host::Domain(name)) => {
+                let found = resolve::refused_addresses_of(
+                    name,
+                    self.settings.timeout.min(REGISTRATION_LOOKUP),
+                )
+                .await;
+                if let Some(ip) = found.first() {
+                    return Err(Error::invalid(
+                        "invalid_webhook_url",
+                        format!(
+                            "{name} resolves to {ip}, a private, loopback, link-local, metadata or translated (6to4, Teredo, NAT64) address"
+                        ),
+                    ));
+                }
+                false
+            }
+            None => false,
+        };
+        if refused {
+            return Err(Error::invalid(
+                "invalid_webhook_url",
+                "a webhook URL may not name a translated (6to4, Teredo or NAT64) address",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Registers an endpoint for `caller` (an admin key), for a tenant among `tenants` (those
+    /// that hold keys now).
     pub async fn register(
         &self,
         caller: &Caller,
         registration: Registration,
+        tenants: &[String],
     ) -> Result<Endpoint, Error> {
         crate::access::check_name("tenant", &registration.tenant, false)
             .map_err(|m| Error::invalid("invalid_tenant", m))?;
+        if !tenants.contains(&registration.tenant) {
+            return Err(Error::invalid(
+                "unknown_tenant",
+                format!(
+                    "no API key belongs to tenant {:?}: webhooks are registered for tenants that hold keys",
+                    registration.tenant
+                ),
+            ));
+        }
         let secret_len = registration.secret.chars().count();
         if !(MIN_SECRET..=MAX_SECRET).contains(&secret_len) {
             return Err(Error::invalid(
@@ -133,6 +188,7 @@ impl Webhooks {
             ));
         }
         let url = self.check_url(&registration.url)?;
+        self.check_host(&url).await?;
         Ok(self
             .store
             .create_endpoint(NewEndpoint {

@@ -11,6 +11,7 @@
 use crate::targets::is_not_public;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 /// Whether deliveries may not reach `ip`: it is not public ([`is_not_public`]), or it is a
 /// translated address (6to4, Teredo, NAT64).
@@ -28,6 +29,19 @@ fn translated(ip: IpAddr) -> bool {
     s[0] == 0x2002 // 6to4 2002::/16
         || (s[0] == 0x2001 && s[1] == 0) // Teredo 2001::/32
         || (s[0] == 0x64 && s[1] == 0xff9b && (s[2] == 1 || s[2..6] == [0, 0, 0, 0])) // NAT64
+}
+
+/// The addresses deliveries may not reach among those `host` resolves to now, looked up for
+/// at most `wait`; empty when it resolves to none of them, does not resolve, or takes longer
+/// (a delivery resolves it again anyway).
+pub async fn refused_addresses_of(host: &str, wait: Duration) -> Vec<IpAddr> {
+    match tokio::time::timeout(wait, tokio::net::lookup_host((host, 0))).await {
+        Ok(Ok(found)) => found
+            .map(|a| a.ip())
+            .filter(|ip| refused_address(*ip))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The system resolver, keeping only the addresses deliveries may reach
