@@ -1,12 +1,38 @@
-//! Fair delivery: one tenant's hanging receiver does not hold up another tenant's events; an
-//! endpoint disabled by its run of failures gets no further attempt; a tenant's outbox is
-//! bounded, what goes past the bound is dropped and counted, and the changes still succeed.
+//! Fair delivery: one tenant's hanging receiver, or its burst of events to a slow one, does not
+//! hold up another tenant's events; an endpoint disabled by its run of failures gets no further
+//! attempt; a tenant's outbox is bounded, what goes past the bound is dropped and counted, and
+//! the changes still succeed.
 
 use super::{HANG, SECRET, api, config, receiver, register, verified};
 use crate::helpers::{Backend, Node, Stack};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+/// A receiver on 127.0.0.2 that answers every request 200 after `delay`; counts them.
+async fn slow_receiver(delay: Duration) -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0")
+        .await
+        .expect("bind receiver");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let got = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&got);
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let seen = Arc::clone(&seen);
+            async move {
+                seen.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, got)
+}
 
 /// The number in the metric line `name value`, if there is one.
 async fn metric_of(node: &Node, name: &str) -> Option<f64> {
@@ -100,6 +126,35 @@ async fn a_hanging_receiver_of_one_tenant_holds_up_no_other_tenant(backend: Back
     assert_eq!(hanging.requests().len(), 1);
 }
 on_both_stores!(a_hanging_receiver_of_one_tenant_holds_up_no_other_tenant);
+
+async fn a_burst_of_one_tenants_events_holds_up_no_other_tenant(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    // 64 events at 100 ms each: over six seconds of deliveries for acme's receiver.
+    let (slow, slow_got) = slow_receiver(Duration::from_millis(100)).await;
+    let prompt = receiver(200, Duration::ZERO).await;
+    let (config, keys) = config(&stack, 100);
+    let node = Node::start(config).await;
+    register_for(&node, &keys.admin, "acme", &slow).await;
+    register_for(&node, &keys.admin, "globex", &prompt.url).await;
+    for n in 0..64 {
+        create(&node, &keys.own, &format!("https://example.com/burst/{n}")).await;
+    }
+    create(&node, &keys.other, "https://example.com/globex").await;
+    let arrived = testkit::wait_until(Duration::from_secs(2), || async {
+        !prompt.requests().is_empty()
+    })
+    .await;
+    assert!(
+        arrived,
+        "another tenant's event waited behind the burst ({} of 64 sent)",
+        slow_got.load(Ordering::SeqCst)
+    );
+    assert!(
+        slow_got.load(Ordering::SeqCst) < 64,
+        "the burst was over before the other tenant's event arrived: nothing was shown"
+    );
+}
+on_both_stores!(a_burst_of_one_tenants_events_holds_up_no_other_tenant);
 
 async fn an_endpoint_disabled_by_its_failures_gets_no_further_attempt(backend: Backend) {
     let stack = Stack::new(backend).await;
