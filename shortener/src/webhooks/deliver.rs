@@ -185,8 +185,13 @@ impl Webhooks {
         let Some(endpoint) = deliveries.first().map(|d| d.endpoint_id) else {
             return;
         };
-        let mut left = deliveries.into_iter();
-        for delivery in left.by_ref() {
+        let mut going = true;
+        let mut unsent = Vec::new();
+        for delivery in deliveries {
+            if !going || stop.is_cancelled() {
+                unsent.push(delivery.event_id);
+                continue;
+            }
             let (attempt, outcome) = self.attempt(client, &delivery).await;
             self.counters.attempted(outcome);
             match self.store.finish_delivery(attempt).await {
@@ -199,21 +204,16 @@ impl Webhooks {
                             "webhook endpoint disabled after failed deliveries in a row"
                         );
                     }
-                    if finished.stopped {
-                        break;
-                    }
+                    going = !finished.stopped;
                 }
-                // The delivery's lease runs out and it is tried again; the rest wait too.
+                // This delivery's lease runs out and it is tried again then; the rest are let
+                // go now (the store may be back by the next claim).
                 Err(error) => {
                     tracing::warn!(%error, event = delivery.event_id, "recording a webhook delivery failed");
-                    return;
+                    going = false;
                 }
             }
-            if stop.is_cancelled() {
-                break;
-            }
         }
-        let unsent: Vec<i64> = left.map(|d| d.event_id).collect();
         if let Err(error) = self.store.release_endpoint(endpoint, unsent).await {
             // Its lease runs out and it is claimed again then.
             tracing::warn!(%error, endpoint, "letting go of a webhook endpoint failed");
