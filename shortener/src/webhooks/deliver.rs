@@ -8,7 +8,7 @@
 //! hour), spread by up to half that again at random. An endpoint disabled meanwhile (by its
 //! run of failures or by hand) gets no further attempt.
 
-use super::resolve::{PublicOnly, refused_address};
+use super::resolve::{PublicOnly, refused_literal};
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
 use super::{Outcome, Webhooks};
 use crate::store::{Attempt, Delivery, LinkStore};
@@ -299,14 +299,14 @@ impl Webhooks {
 }
 
 /// Whether `url` names a literal address that deliveries may not reach
-/// ([`refused_address`]).
+/// ([`refused_literal`]).
 fn names_refused_address(url: &str) -> bool {
     let Ok(url) = reqwest::Url::parse(url) else {
         return false;
     };
     match url.host() {
-        Some(url::Host::Ipv4(v4)) => refused_address(v4.into()),
-        Some(url::Host::Ipv6(v6)) => refused_address(v6.into()),
+        Some(url::Host::Ipv4(v4)) => refused_literal(v4.into()),
+        Some(url::Host::Ipv6(v6)) => refused_literal(v6.into()),
         _ => false,
     }
 }

@@ -132,8 +132,8 @@ impl Webhooks {
             return Ok(());
         };
         let refused = match parsed.host() {
-            Some(url::Host::Ipv4(v4)) => resolve::refused_address(v4.into()),
-            Some(url::Host::Ipv6(v6)) => resolve::refused_address(v6.into()),
+            Some(url::Host::Ipv4(v4)) => resolve::refused_literal(v4.into()),
+            Some(url::Host::Ipv6(v6)) => resolve::refused_literal(v6.into()),
             Some(url::Host::Domain(name)) => {
                 let found = resolve::refused_addresses_of(
                     name,
@@ -144,7 +144,7 @@ impl Webhooks {
                     return Err(Error::invalid(
                         "invalid_webhook_url",
                         format!(
-                            "{name} resolves to {ip}, a private, loopback, link-local, metadata or translated (6to4, Teredo, NAT64) address"
+                            "{name} resolves to {ip}, a private, loopback, link-local, metadata or relayed (6to4, Teredo, NAT64) address"
                         ),
                     ));
                 }
