@@ -288,3 +288,71 @@ async fn a_full_outbox_drops_its_tenants_events_and_counts_them(backend: Backend
     assert_eq!(metric_of(&node, dropped_name).await, Some(2.0));
 }
 on_both_stores!(a_full_outbox_drops_its_tenants_events_and_counts_them);
+
+/// A receiver on 127.0.0.2 that answers 200 after `delay` and records the most requests it
+/// held at once, and every event id it got.
+async fn watching_receiver(
+    delay: Duration,
+) -> (String, Arc<AtomicUsize>, Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0")
+        .await
+        .expect("bind receiver");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let most = Arc::new(AtomicUsize::new(0));
+    let ids: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let holding = Arc::new(AtomicUsize::new(0));
+    let (most_seen, ids_seen) = (Arc::clone(&most), Arc::clone(&ids));
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let (most, ids, holding) = (
+                Arc::clone(&most_seen),
+                Arc::clone(&ids_seen),
+                Arc::clone(&holding),
+            );
+            async move {
+                let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                let id = headers[shortener::webhooks::sign::ID_HEADER]
+                    .to_str()
+                    .expect("id")
+                    .to_string();
+                ids.lock().expect("lock").push(id);
+                tokio::time::sleep(delay).await;
+                holding.fetch_sub(1, Ordering::SeqCst);
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, most, ids)
+}
+
+/// Two nodes on one PostgreSQL database: an endpoint is delivered to by one of them at a time
+/// (the endpoint's lease, taken with `SKIP LOCKED`), so its receiver never holds two requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_never_deliver_to_one_endpoint_at_once() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (url, most, ids) = watching_receiver(Duration::from_millis(40)).await;
+    let (config, keys) = config(&stack, 100);
+    let mut second = stack.config("b");
+    second.api_keys_file = config.api_keys_file.clone();
+    second.webhook_allow_private = true;
+    let first = Node::start(config).await;
+    let second = Node::start(second).await;
+    register_for(&first, &keys.admin, "acme", &url).await;
+    for n in 0..40 {
+        let node = if n % 2 == 0 { &first } else { &second };
+        create(node, &keys.own, &format!("https://example.com/shared/{n}")).await;
+    }
+    let all = testkit::wait_until(Duration::from_secs(20), || async {
+        ids.lock().expect("lock").len() >= 40
+    })
+    .await;
+    assert!(all, "{} of 40 arrived", ids.lock().expect("lock").len());
+    assert_eq!(most.load(Ordering::SeqCst), 1, "two requests at once");
+    let mut got = ids.lock().expect("lock").clone();
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), 40, "each event once");
+}
