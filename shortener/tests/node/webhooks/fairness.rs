@@ -1,7 +1,7 @@
 //! Fair delivery: one tenant's hanging receiver, or its burst of events to a slow one, does not
 //! hold up another tenant's events; an endpoint disabled by its run of failures gets no further
 //! attempt; a tenant's outbox is bounded, what goes past the bound is dropped and counted, and
-//! the changes still succeed.
+//! the changes still succeed; two nodes never deliver to one endpoint at once.
 
 use super::{HANG, SECRET, api, config, receiver, register, verified};
 use crate::helpers::{Backend, Node, Stack};
