@@ -172,6 +172,7 @@ impl Node {
                 poll: Duration::from_millis(config.click_flush_interval_ms.min(1000)),
                 log_retention: (config.webhook_log_days > 0)
                     .then(|| chrono::Duration::days(i64::from(config.webhook_log_days))),
+                max_pending: config.webhook_max_pending,
             },
             config.clock.clone(),
         ));

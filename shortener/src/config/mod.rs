@@ -230,6 +230,11 @@ pub struct Config {
     /// events no delivery refers to any more (0 keeps them forever).
     #[arg(long, env = "SHORTENER_WEBHOOK_LOG_DAYS", default_value_t = 30)]
     pub webhook_log_days: u32,
+    /// Pending webhook deliveries a tenant may have. Measured every ten delivery polls: while
+    /// a tenant is at the bound its events are dropped (and counted in
+    /// `shortener_webhook_events_dropped_total`); the link changes themselves still succeed.
+    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_PENDING", default_value_t = 100_000)]
+    pub webhook_max_pending: u64,
     /// The clock analytics run on (tests set one by hand).
     #[arg(skip)]
     pub clock: crate::clock::Clock,
@@ -364,6 +369,7 @@ impl Config {
             webhook_max_failures: 10,
             webhook_allow_private: false,
             webhook_log_days: 30,
+            webhook_max_pending: 100_000,
             clock: crate::clock::Clock::system(),
             not_found_rate: 1000,
             not_found_burst: 1000,

@@ -176,6 +176,12 @@ impl Config {
                 "SHORTENER_WEBHOOK_TIMEOUT_MS, SHORTENER_WEBHOOK_RETRY_BASE_MS and SHORTENER_WEBHOOK_MAX_FAILURES must be positive",
             ));
         }
+        if self.webhook_max_pending == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_WEBHOOK_MAX_PENDING",
+                "SHORTENER_WEBHOOK_MAX_PENDING must be positive",
+            ));
+        }
         if let Some(header) = &self.client_ip_header
             && axum::http::HeaderName::try_from(header.as_str()).is_err()
         {

@@ -142,6 +142,24 @@ impl Sources {
             "Webhook events removed once no delivery referred to them",
             events,
         )?;
+        let mut family = e.encode_descriptor(
+            "shortener_webhook_events_dropped",
+            "Webhook events not recorded because their tenant's outbox was at its bound (SHORTENER_WEBHOOK_MAX_PENDING), by tenant, as this node counted them",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (tenant, dropped) in counters.dropped() {
+            let labels = [("tenant", tenant.as_str())];
+            ConstCounter::new(dropped).encode(family.encode_family(&labels)?)?;
+        }
+        if let Some(full) = counters.full_tenants() {
+            gauge(
+                e,
+                "shortener_webhook_outbox_full_tenants",
+                "Tenants whose webhook outbox was at its bound at the last measurement (their events are dropped)",
+                full as f64,
+            )?;
+        }
         if let Some(backlog) = counters.backlog() {
             gauge(
                 e,

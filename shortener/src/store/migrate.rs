@@ -68,6 +68,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "slot layout",
         sql: include_str!("../../migrations/postgres/0011_slot_layout.sql"),
     },
+    Migration {
+        version: 12,
+        name: "webhook fair delivery",
+        sql: include_str!("../../migrations/postgres/0012_webhook_fair_delivery.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -131,6 +136,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 12,
         name: "webhook outbox purge",
         sql: include_str!("../../migrations/sqlite/0012_webhook_outbox_purge.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "webhook fair delivery",
+        sql: include_str!("../../migrations/sqlite/0013_webhook_fair_delivery.sql"),
     },
 ];
 

@@ -47,7 +47,9 @@ pub use rollups::{RollupOutcome, RollupPlan, RollupRow, RollupRows};
 pub use sqlite::{Durability, SqliteStore};
 use std::future::Future;
 use std::sync::Arc;
-pub use webhooks::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+pub use webhooks::{
+    Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
+};
 
 /// Click counts of several codes, written in one batch. Shared, so the caller keeps the rows to
 /// retry with and a backend that writes on another thread needs no copy.
@@ -223,20 +225,40 @@ pub trait LinkStore: Send + Sync {
         limit: i64,
     ) -> impl Future<Output = Result<Option<Vec<DeliveryRecord>>, StoreError>> + Send;
 
-    /// Claims up to `limit` due deliveries of enabled endpoints for `lease` (no other worker
-    /// takes them meanwhile), oldest event first.
+    /// Claims up to `endpoints` enabled endpoints with due deliveries that no worker holds, in
+    /// turns across tenants (every tenant's longest-waiting endpoint before any tenant's
+    /// second), each with up to `per_endpoint` of its due deliveries, oldest due first; the
+    /// endpoints and deliveries are held for `lease` (no other worker takes them meanwhile).
+    /// The deliveries come grouped by endpoint, each endpoint's in the order to send them.
     fn claim_deliveries(
         &self,
         lease: std::time::Duration,
-        limit: i64,
+        endpoints: i64,
+        per_endpoint: i64,
     ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
 
     /// Records how a claimed delivery's attempt went (and the endpoint's run of failures,
-    /// disabling it at the limit); true when this attempt's failure disabled the endpoint.
+    /// disabling it at the limit), and whether the endpoint is to get no further attempts.
     fn finish_delivery(
         &self,
         attempt: Attempt,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Finished, StoreError>> + Send;
+
+    /// Lets go of a claimed endpoint and of its claimed deliveries `unsent` (not attempted),
+    /// so any worker may claim them again at once.
+    fn release_endpoint(
+        &self,
+        endpoint_id: i64,
+        unsent: Vec<i64>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Measures each tenant's pending deliveries (of enabled endpoints) against `max_pending`:
+    /// the tenants at or over it have their events dropped from now on, the others recorded
+    /// again; and takes the counts of events dropped since the last measurement.
+    fn bound_outbox(
+        &self,
+        max_pending: u64,
+    ) -> impl Future<Output = Result<OutboxBound, StoreError>> + Send;
 
     /// Enables an endpoint (of `tenant`, if given): its run of failures starts again at 0 and
     /// its pending deliveries are due at once; or disables it by hand. `None` when there is no
@@ -436,13 +458,22 @@ impl LinkStore for Store {
     async fn claim_deliveries(
         &self,
         lease: std::time::Duration,
-        limit: i64,
+        endpoints: i64,
+        per_endpoint: i64,
     ) -> Result<Vec<Delivery>, StoreError> {
-        dispatch!(self, s => s.claim_deliveries(lease, limit).await)
+        dispatch!(self, s => s.claim_deliveries(lease, endpoints, per_endpoint).await)
     }
 
-    async fn finish_delivery(&self, attempt: Attempt) -> Result<bool, StoreError> {
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<Finished, StoreError> {
         dispatch!(self, s => s.finish_delivery(attempt).await)
+    }
+
+    async fn release_endpoint(&self, endpoint_id: i64, unsent: Vec<i64>) -> Result<(), StoreError> {
+        dispatch!(self, s => s.release_endpoint(endpoint_id, unsent).await)
+    }
+
+    async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {
+        dispatch!(self, s => s.bound_outbox(max_pending).await)
     }
 
     async fn set_endpoint_enabled(

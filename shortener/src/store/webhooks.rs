@@ -3,9 +3,15 @@
 //!
 //! An event is recorded by the write that causes it, in its transaction, with one delivery
 //! row for each enabled endpoint of its tenant (none when the tenant has no endpoint, so a
-//! tenant without webhooks pays one index probe per write). Deliveries are claimed with a
-//! lease, so several nodes sharing a store never send the same delivery at once, and a node
-//! that dies mid-delivery leaves it to be taken over when the lease runs out.
+//! tenant without webhooks pays one index probe per write). Deliveries are claimed per
+//! endpoint with a lease on the endpoint and on each delivery taken, so several nodes sharing a
+//! store never deliver to one endpoint at once, and a node that dies mid-delivery leaves its
+//! endpoint to be taken over when the lease runs out. Endpoints are claimed in turns across
+//! tenants: each tenant's endpoint that has waited longest first, then each one's second...
+//!
+//! Each tenant's outbox is bounded: while the worker's last measurement found a tenant with at
+//! least its bound of pending deliveries, that tenant's events are not recorded (the change
+//! itself commits) and are counted as dropped instead (see [`OutboxBound`]).
 
 use crate::domain::Link;
 use chrono::{DateTime, Utc};
@@ -110,6 +116,25 @@ pub struct Attempt {
     pub retry_at: DateTime<Utc>,
     /// After this many failures in a row the endpoint is disabled.
     pub max_failures: u32,
+}
+
+/// What recording an attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Finished {
+    /// This attempt's failure disabled the endpoint.
+    pub disabled_now: bool,
+    /// The endpoint is disabled (by this failure, an earlier one or by hand) or gone: nothing
+    /// more is sent to it.
+    pub stopped: bool,
+}
+
+/// What a measurement of the per-tenant outbox bound found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OutboxBound {
+    /// The tenants at the bound now (their events are dropped until the next measurement).
+    pub full: Vec<String>,
+    /// Events dropped per tenant since the last measurement (by any node).
+    pub dropped: Vec<(String, u64)>,
 }
 
 /// One line of an endpoint's delivery log.

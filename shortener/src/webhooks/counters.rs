@@ -1,7 +1,10 @@
 //! What the delivery worker has done, for the metrics: attempts by outcome, endpoints it
-//! disabled, what it purged, and the outbox backlog it last measured.
+//! disabled, what it purged, the outbox backlog it last measured, and the events dropped at
+//! the per-tenant bound.
 
-use crate::store::Backlog;
+use crate::store::{Backlog, OutboxBound};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// How one delivery attempt went.
@@ -51,6 +54,10 @@ pub struct DeliveryCounters {
     /// -1 until the first measurement.
     pending: AtomicI64,
     oldest_due_seconds: AtomicU64,
+    /// -1 until the first measurement.
+    full_tenants: AtomicI64,
+    /// Events dropped per tenant, as this node's measurements took them from the store.
+    dropped: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Default for DeliveryCounters {
@@ -62,6 +69,8 @@ impl Default for DeliveryCounters {
             purged_events: AtomicU64::new(0),
             pending: AtomicI64::new(-1),
             oldest_due_seconds: AtomicU64::new(0),
+            full_tenants: AtomicI64::new(-1),
+            dropped: Mutex::default(),
         }
     }
 }
@@ -88,6 +97,30 @@ impl DeliveryCounters {
         );
         self.oldest_due_seconds
             .store(backlog.oldest_due_seconds, Ordering::Relaxed);
+    }
+
+    pub(super) fn set_bound(&self, bound: OutboxBound) {
+        self.full_tenants.store(
+            i64::try_from(bound.full.len()).unwrap_or(i64::MAX),
+            Ordering::Relaxed,
+        );
+        let mut dropped = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+        for (tenant, count) in bound.dropped {
+            *dropped.entry(tenant).or_default() += count;
+        }
+    }
+
+    /// Tenants whose outbox was at its bound at the last measurement; `None` before the first.
+    pub fn full_tenants(&self) -> Option<u64> {
+        let full = self.full_tenants.load(Ordering::Relaxed);
+        (full >= 0).then_some(full as u64)
+    }
+
+    /// Events dropped at the per-tenant bound, by tenant, that this node counted (each drop is
+    /// counted by one node: the sum over the nodes is the total).
+    pub fn dropped(&self) -> Vec<(String, u64)> {
+        let dropped = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+        dropped.iter().map(|(t, n)| (t.clone(), *n)).collect()
     }
 
     /// Attempts that ended in `outcome` (a recorded attempt: one whose result was stored).

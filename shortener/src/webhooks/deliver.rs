@@ -1,10 +1,14 @@
-//! The delivery worker: claims due deliveries (a lease keeps other nodes off them), sends
-//! each as `{"id", "type", "created_at", "data"}` signed with its endpoint's secret, and
-//! records the outcome: a 2xx answer delivers it; anything else (another status, a refused
-//! connection, no answer within the timeout) schedules a retry after
-//! `retry_base * 2^attempts` (at most an hour), spread by up to half that again at random.
+//! The delivery worker: claims endpoints with due deliveries (a lease keeps other nodes off
+//! them), in turns across tenants, and delivers to each claimed endpoint on its own, its
+//! deliveries one after another: a slow or hanging endpoint holds up only its own queue, and
+//! the worker claims the next endpoint as soon as one is done. Each delivery is sent as
+//! `{"id", "type", "created_at", "data"}` signed with its endpoint's secret, and its outcome
+//! recorded: a 2xx answer delivers it; anything else (another status, a refused connection, no
+//! answer within the timeout) schedules a retry after `retry_base * 2^attempts` (at most an
+//! hour), spread by up to half that again at random. An endpoint disabled meanwhile (by its
+//! run of failures or by hand) gets no further attempt.
 
-use super::resolve::PublicOnly;
+use super::resolve::{PublicOnly, refused_literal};
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
 use super::{Outcome, Webhooks};
 use crate::store::{Attempt, Delivery, LinkStore};
@@ -12,13 +16,16 @@ use chrono::{SecondsFormat, Utc};
 use rand::Rng;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// Deliveries claimed at once.
-const BATCH: i64 = 32;
+/// Endpoints one node delivers to at once.
+const ENDPOINTS_AT_ONCE: usize = 32;
+/// Deliveries of one endpoint claimed at once (sent one after another).
+const PER_ENDPOINT: i64 = 16;
 /// The longest delay between two attempts.
 const MAX_DELAY: Duration = Duration::from_secs(3600);
-/// The outbox backlog is measured for the metrics every this many polls.
+/// The outbox backlog and its per-tenant bound are measured every this many polls.
 const BACKLOG_EVERY_POLLS: u32 = 10;
 /// How often the outbox is purged of deliveries older than the log's retention.
 const PURGE_EVERY: chrono::Duration = chrono::Duration::hours(1);
@@ -52,8 +59,9 @@ fn client(timeout: Duration, allow_private: bool) -> reqwest::Result<reqwest::Cl
 }
 
 impl Webhooks {
-    /// Delivers due events every poll interval until `stop` (an attempt in flight finishes
-    /// first, within its timeout).
+    /// Delivers due events until `stop`: claims endpoints every poll interval and whenever an
+    /// endpoint it delivers to is done. At `stop`, an attempt in flight finishes first (within
+    /// its timeout) and the deliveries claimed but not yet attempted are let go.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let client = match client(self.settings.timeout, self.settings.allow_private) {
             Ok(client) => client,
@@ -62,13 +70,26 @@ impl Webhooks {
                 return;
             }
         };
+        let mut busy: JoinSet<()> = JoinSet::new();
         let mut measured: Option<tokio::time::Instant> = None;
         let mut purged: Option<chrono::DateTime<chrono::Utc>> = None;
-        while tokio::time::timeout(self.settings.poll, stop.cancelled())
-            .await
-            .is_err()
-        {
-            self.deliver_due(&client).await;
+        let mut next_poll = tokio::time::Instant::now() + self.settings.poll;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep_until(next_poll) => {
+                    next_poll = tokio::time::Instant::now() + self.settings.poll;
+                }
+                // An endpoint is done: its place goes to the next one at once.
+                Some(_) = busy.join_next(), if !busy.is_empty() => {}
+            }
+            let free = ENDPOINTS_AT_ONCE.saturating_sub(busy.len());
+            if free > 0 {
+                for deliveries in self.claim(free).await {
+                    let (worker, client, stop) = (Arc::clone(&self), client.clone(), stop.clone());
+                    busy.spawn(async move { worker.deliver_to(&client, deliveries, &stop).await });
+                }
+            }
             if measured.is_none_or(|at| at.elapsed() >= self.settings.poll * BACKLOG_EVERY_POLLS) {
                 self.measure_backlog().await;
                 measured = Some(tokio::time::Instant::now());
@@ -79,13 +100,28 @@ impl Webhooks {
                 purged = Some(now);
             }
         }
+        while busy.join_next().await.is_some() {}
     }
 
-    /// Reads the outbox backlog into the metrics.
+    /// Reads the outbox backlog into the metrics, and applies the per-tenant bound.
     async fn measure_backlog(&self) {
         match self.store.outbox_backlog().await {
             Ok(backlog) => self.counters.set_backlog(backlog),
             Err(error) => tracing::debug!(%error, "measuring the webhook outbox backlog failed"),
+        }
+        match self.store.bound_outbox(self.settings.max_pending).await {
+            Ok(bound) => {
+                for (tenant, dropped) in &bound.dropped {
+                    tracing::warn!(
+                        %tenant,
+                        dropped,
+                        max_pending = self.settings.max_pending,
+                        "webhook events dropped: the tenant's outbox is full"
+                    );
+                }
+                self.counters.set_bound(bound);
+            }
+            Err(error) => tracing::warn!(%error, "bounding the webhook outbox failed; will retry"),
         }
     }
 
@@ -112,49 +148,76 @@ impl Webhooks {
         }
     }
 
-    /// Claims and sends what is due now.
-    async fn deliver_due(&self, client: &reqwest::Client) {
-        // Long enough for every claimed delivery to be tried one after another.
-        let lease = self.settings.timeout * (BATCH as u32 + 1);
-        let claimed = match self.store.claim_deliveries(lease, BATCH).await {
+    /// Claims up to `endpoints` endpoints with due deliveries: each one's deliveries, in order.
+    async fn claim(&self, endpoints: usize) -> Vec<Vec<Delivery>> {
+        // Long enough for every claimed delivery of an endpoint to be tried one after another.
+        let lease = self.settings.timeout * (PER_ENDPOINT as u32 + 1);
+        let claimed = match self
+            .store
+            .claim_deliveries(lease, endpoints as i64, PER_ENDPOINT)
+            .await
+        {
             Ok(claimed) => claimed,
             Err(error) => {
                 tracing::warn!(%error, "claiming webhook deliveries failed; will retry");
-                return;
+                return Vec::new();
             }
         };
-        // One endpoint's deliveries go one after another, oldest event first (so a receiver
-        // sees a link's events in order unless a retry intervenes); endpoints in parallel.
-        let mut by_endpoint: std::collections::BTreeMap<i64, Vec<Delivery>> = Default::default();
+        let mut by_endpoint: Vec<Vec<Delivery>> = Vec::new();
         for delivery in claimed {
-            by_endpoint
-                .entry(delivery.endpoint_id)
-                .or_default()
-                .push(delivery);
+            match by_endpoint.last_mut() {
+                Some(last) if last[0].endpoint_id == delivery.endpoint_id => last.push(delivery),
+                _ => by_endpoint.push(vec![delivery]),
+            }
         }
-        let attempts = by_endpoint.into_values().map(|deliveries| async move {
-            for delivery in deliveries {
-                let (attempt, outcome) = self.attempt(client, &delivery).await;
-                self.counters.attempted(outcome);
-                match self.store.finish_delivery(attempt).await {
-                    Ok(disabled) => {
-                        if disabled {
-                            self.counters.disabled();
-                            tracing::warn!(
-                                endpoint = delivery.endpoint_id,
-                                failures = self.settings.max_failures,
-                                "webhook endpoint disabled after failed deliveries in a row"
-                            );
-                        }
+        by_endpoint
+    }
+
+    /// Sends one endpoint's claimed deliveries one after another (so a receiver sees a link's
+    /// events in order unless a retry intervenes), stopping when the endpoint is disabled or
+    /// at `stop`, then lets the endpoint and what was not sent go.
+    async fn deliver_to(
+        &self,
+        client: &reqwest::Client,
+        deliveries: Vec<Delivery>,
+        stop: &CancellationToken,
+    ) {
+        let Some(endpoint) = deliveries.first().map(|d| d.endpoint_id) else {
+            return;
+        };
+        let mut going = true;
+        let mut unsent = Vec::new();
+        for delivery in deliveries {
+            if !going || stop.is_cancelled() {
+                unsent.push(delivery.event_id);
+                continue;
+            }
+            let (attempt, outcome) = self.attempt(client, &delivery).await;
+            self.counters.attempted(outcome);
+            match self.store.finish_delivery(attempt).await {
+                Ok(finished) => {
+                    if finished.disabled_now {
+                        self.counters.disabled();
+                        tracing::warn!(
+                            endpoint,
+                            failures = self.settings.max_failures,
+                            "webhook endpoint disabled after failed deliveries in a row"
+                        );
                     }
-                    // The lease runs out and the delivery is tried again.
-                    Err(error) => {
-                        tracing::warn!(%error, event = delivery.event_id, "recording a webhook delivery failed");
-                    }
+                    going = !finished.stopped;
+                }
+                // This delivery's lease runs out and it is tried again then; the rest are let
+                // go now (the store may be back by the next claim).
+                Err(error) => {
+                    tracing::warn!(%error, event = delivery.event_id, "recording a webhook delivery failed");
+                    going = false;
                 }
             }
-        });
-        futures::future::join_all(attempts).await;
+        }
+        if let Err(error) = self.store.release_endpoint(endpoint, unsent).await {
+            // Its lease runs out and it is claimed again then.
+            tracing::warn!(%error, endpoint, "letting go of a webhook endpoint failed");
+        }
     }
 
     async fn attempt(&self, client: &reqwest::Client, delivery: &Delivery) -> (Attempt, Outcome) {
@@ -168,36 +231,49 @@ impl Webhooks {
         })
         .to_string();
         let timestamp = Utc::now().timestamp();
-        let sent = client
-            .post(&delivery.url)
-            .header("content-type", "application/json")
-            .header(ID_HEADER, delivery.event_id.to_string())
-            .header(TIMESTAMP_HEADER, timestamp.to_string())
-            .header(
-                SIGNATURE_HEADER,
-                signature(&delivery.secret, timestamp, body.as_bytes()),
+        let sent = if !self.settings.allow_private && names_refused_address(&delivery.url) {
+            // A literal address is never resolved, so the resolver's rule is applied here (to
+            // an endpoint registered before registration refused it).
+            None
+        } else {
+            Some(
+                client
+                    .post(&delivery.url)
+                    .header("content-type", "application/json")
+                    .header(ID_HEADER, delivery.event_id.to_string())
+                    .header(TIMESTAMP_HEADER, timestamp.to_string())
+                    .header(
+                        SIGNATURE_HEADER,
+                        signature(&delivery.secret, timestamp, body.as_bytes()),
+                    )
+                    .body(body)
+                    .send()
+                    .await,
             )
-            .body(body)
-            .send()
-            .await;
+        };
         let (outcome, status, error) = match sent {
-            Ok(answer) if answer.status().is_success() => {
+            None => (
+                Outcome::Unreachable,
+                None,
+                Some("the endpoint's address is not public".into()),
+            ),
+            Some(Ok(answer)) if answer.status().is_success() => {
                 (Outcome::Delivered, Some(answer.status().as_u16()), None)
             }
-            Ok(answer) => (
+            Some(Ok(answer)) => (
                 Outcome::Refused,
                 Some(answer.status().as_u16()),
                 Some(format!("answered {}", answer.status())),
             ),
-            Err(e) if e.is_timeout() => (
+            Some(Err(e)) if e.is_timeout() => (
                 Outcome::Timeout,
                 None,
                 Some("no answer within the timeout".into()),
             ),
-            Err(e) if e.is_connect() => {
+            Some(Err(e)) if e.is_connect() => {
                 (Outcome::Unreachable, None, Some("could not connect".into()))
             }
-            Err(_) => (Outcome::Failed, None, Some("the request failed".into())),
+            Some(Err(_)) => (Outcome::Failed, None, Some("the request failed".into())),
         };
         let delivered = outcome == Outcome::Delivered;
         if !delivered {
@@ -219,6 +295,19 @@ impl Webhooks {
             max_failures: self.settings.max_failures,
         };
         (attempt, outcome)
+    }
+}
+
+/// Whether `url` names a literal address that deliveries may not reach
+/// ([`refused_literal`]).
+fn names_refused_address(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    match url.host() {
+        Some(url::Host::Ipv4(v4)) => refused_literal(v4.into()),
+        Some(url::Host::Ipv6(v6)) => refused_literal(v6.into()),
+        _ => false,
     }
 }
 

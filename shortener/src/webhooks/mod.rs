@@ -2,7 +2,10 @@
 //! tenant; `link.created`, `link.updated` and `link.deleted` are recorded in the store's
 //! outbox in the transaction of their change ([`crate::store::webhooks`]), and a worker on
 //! every node delivers them as signed JSON ([`sign`]), retrying with exponential backoff and
-//! jitter and disabling an endpoint after a configured run of failures (`deliver`).
+//! jitter and disabling an endpoint after a configured run of failures (`deliver`). Endpoints
+//! are delivered to each on their own, in turns across tenants, so one tenant's slow receiver
+//! or burst of events does not hold up another's; each tenant's outbox is bounded
+//! ([`WebhookSettings::max_pending`]).
 //!
 //! Delivery is at least once: a node that dies after the receiver answered but before the
 //! answer was recorded sends that event again (same `Webhook-Id`).
@@ -44,7 +47,14 @@ pub struct WebhookSettings {
     pub poll: Duration,
     /// How long delivered deliveries stay in the log before they are purged (`None`: kept).
     pub log_retention: Option<chrono::Duration>,
+    /// The pending deliveries a tenant may have (over its enabled endpoints); while the last
+    /// measurement found it at this bound, its events are dropped and counted, and the changes
+    /// that cause them still commit.
+    pub max_pending: u64,
 }
+
+/// The longest a registration waits for its URL's host name to resolve.
+const REGISTRATION_LOOKUP: Duration = Duration::from_secs(3);
 
 /// Registering endpoints and delivering to them.
 pub struct Webhooks {
@@ -110,14 +120,66 @@ impl Webhooks {
         Ok(checked.as_str().to_string())
     }
 
-    /// Registers an endpoint for `caller` (an admin key).
+    /// Refuses a URL whose host deliveries would refuse (unless the operator allows private
+    /// endpoints): a literal 6to4, Teredo or NAT64 address, or a name that resolves now to any
+    /// address deliveries may not reach. A name that does not resolve yet is accepted: each
+    /// delivery resolves it again and keeps only public addresses.
+    async fn check_host(&self, url: &str) -> Result<(), Error> {
+        if self.settings.allow_private {
+            return Ok(());
+        }
+        let Ok(parsed) = url::Url::parse(url) else {
+            return Ok(());
+        };
+        let refused = match parsed.host() {
+            Some(url::Host::Ipv4(v4)) => resolve::refused_literal(v4.into()),
+            Some(url::Host::Ipv6(v6)) => resolve::refused_literal(v6.into()),
+            Some(url::Host::Domain(name)) => {
+                let found = resolve::refused_addresses_of(
+                    name,
+                    self.settings.timeout.min(REGISTRATION_LOOKUP),
+                )
+                .await;
+                if let Some(ip) = found.first() {
+                    return Err(Error::invalid(
+                        "invalid_webhook_url",
+                        format!(
+                            "{name} resolves to {ip}, a private, loopback, link-local, metadata or relayed (6to4, Teredo, NAT64) address"
+                        ),
+                    ));
+                }
+                false
+            }
+            None => false,
+        };
+        if refused {
+            return Err(Error::invalid(
+                "invalid_webhook_url",
+                "a webhook URL may not name a translated (6to4, Teredo or NAT64) address",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Registers an endpoint for `caller` (an admin key), for a tenant among `tenants` (those
+    /// that hold keys now).
     pub async fn register(
         &self,
         caller: &Caller,
         registration: Registration,
+        tenants: &[String],
     ) -> Result<Endpoint, Error> {
         crate::access::check_name("tenant", &registration.tenant, false)
             .map_err(|m| Error::invalid("invalid_tenant", m))?;
+        if !tenants.contains(&registration.tenant) {
+            return Err(Error::invalid(
+                "unknown_tenant",
+                format!(
+                    "no API key belongs to tenant {:?}: webhooks are registered for tenants that hold keys",
+                    registration.tenant
+                ),
+            ));
+        }
         let secret_len = registration.secret.chars().count();
         if !(MIN_SECRET..=MAX_SECRET).contains(&secret_len) {
             return Err(Error::invalid(
@@ -126,6 +188,7 @@ impl Webhooks {
             ));
         }
         let url = self.check_url(&registration.url)?;
+        self.check_host(&url).await?;
         Ok(self
             .store
             .create_endpoint(NewEndpoint {

@@ -90,6 +90,7 @@ pub async fn register_webhook(
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Admin)?;
     let body: RegisterBody = read_json(&headers, body, &["application/json"]).await?;
+    let tenants = state.admission.keys().tenants();
     let endpoint = state
         .webhooks
         .register(
@@ -99,6 +100,7 @@ pub async fn register_webhook(
                 url: body.url,
                 secret: body.secret,
             },
+            &tenants,
         )
         .await?;
     tracing::info!(id = endpoint.id, tenant = %endpoint.tenant, key = %caller.key_id(), "webhook registered");

@@ -25,7 +25,9 @@ mod webhooks;
 mod write;
 
 use super::migrate::ADVISORY_LOCK;
-use super::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use super::{
+    Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
+};
 use super::{
     BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
     RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
@@ -455,13 +457,22 @@ impl LinkStore for PgStore {
     async fn claim_deliveries(
         &self,
         lease: Duration,
-        limit: i64,
+        endpoints: i64,
+        per_endpoint: i64,
     ) -> Result<Vec<Delivery>, StoreError> {
-        webhooks::claim(&self.client().await?, lease, limit).await
+        webhooks::claim(&self.client().await?, lease, endpoints, per_endpoint).await
     }
 
-    async fn finish_delivery(&self, attempt: Attempt) -> Result<bool, StoreError> {
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<Finished, StoreError> {
         webhooks::finish(&mut self.client().await?, &attempt).await
+    }
+
+    async fn release_endpoint(&self, endpoint_id: i64, unsent: Vec<i64>) -> Result<(), StoreError> {
+        webhooks::release(&self.client().await?, endpoint_id, &unsent).await
+    }
+
+    async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {
+        webhooks::bound(&mut self.client().await?, max_pending).await
     }
 
     async fn set_endpoint_enabled(

@@ -2,7 +2,9 @@
 
 use super::error::db_error;
 use crate::store::StoreError;
-use crate::store::webhooks::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use crate::store::webhooks::{
+    Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
+};
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 use tokio_postgres::Row;
@@ -156,29 +158,49 @@ pub(super) async fn log(
     ))
 }
 
+/// Claims endpoints and their due deliveries in one statement: the endpoints are locked with
+/// `SKIP LOCKED` and their lease is checked again on the row as it is when locked, so two
+/// workers claiming at once never take the same endpoint.
 pub(super) async fn claim(
     client: &deadpool_postgres::Object,
     lease: Duration,
-    limit: i64,
+    endpoints: i64,
+    per_endpoint: i64,
 ) -> Result<Vec<Delivery>, StoreError> {
     let lease_ms = lease.as_millis() as f64;
     let rows = client
         .query(
-            "UPDATE webhook_deliveries d SET leased_until = now() + $1 * interval '1 millisecond' \
-             FROM (SELECT d2.endpoint_id, d2.event_id FROM webhook_deliveries d2 \
-                   JOIN webhook_endpoints w2 ON w2.id = d2.endpoint_id \
-                   WHERE d2.state = 'pending' AND d2.next_at <= now() \
-                     AND (d2.leased_until IS NULL OR d2.leased_until < now()) AND w2.disabled_at IS NULL \
-                   ORDER BY d2.event_id LIMIT $2 FOR UPDATE OF d2 SKIP LOCKED) c, \
-                  webhook_endpoints w, webhook_events e \
-             WHERE d.endpoint_id = c.endpoint_id AND d.event_id = c.event_id \
-               AND w.id = d.endpoint_id AND e.id = d.event_id \
-             RETURNING d.endpoint_id, w.url, w.secret, d.event_id, e.kind, e.data, e.created_at, d.attempts",
-            &[&lease_ms, &limit],
+            "WITH due AS ( \
+               SELECT w.id, w.tenant, first.next_at FROM webhook_endpoints w \
+               CROSS JOIN LATERAL (SELECT d.next_at FROM webhook_deliveries d \
+                 WHERE d.endpoint_id = w.id AND d.state = 'pending' \
+                   AND (d.leased_until IS NULL OR d.leased_until < now()) \
+                 ORDER BY d.next_at LIMIT 1) first \
+               WHERE w.disabled_at IS NULL AND (w.leased_until IS NULL OR w.leased_until < now()) \
+                 AND first.next_at <= now()), \
+             turns AS (SELECT id, next_at, row_number() OVER (PARTITION BY tenant ORDER BY next_at, id) AS turn FROM due), \
+             picked AS (SELECT w.id FROM webhook_endpoints w JOIN turns t ON t.id = w.id \
+               ORDER BY t.turn, t.next_at, t.id LIMIT $2 FOR UPDATE OF w SKIP LOCKED), \
+             leased AS (UPDATE webhook_endpoints w SET leased_until = now() + $1 * interval '1 millisecond' \
+               FROM picked WHERE w.id = picked.id AND w.disabled_at IS NULL \
+                 AND (w.leased_until IS NULL OR w.leased_until < now()) \
+               RETURNING w.id, w.url, w.secret), \
+             batch AS (SELECT c.endpoint_id, c.event_id FROM leased l \
+               CROSS JOIN LATERAL (SELECT d.endpoint_id, d.event_id FROM webhook_deliveries d \
+                 WHERE d.endpoint_id = l.id AND d.state = 'pending' AND d.next_at <= now() \
+                   AND (d.leased_until IS NULL OR d.leased_until < now()) \
+                 ORDER BY d.next_at, d.event_id LIMIT $3) c), \
+             claimed AS (UPDATE webhook_deliveries d SET leased_until = now() + $1 * interval '1 millisecond' \
+               FROM batch b WHERE d.endpoint_id = b.endpoint_id AND d.event_id = b.event_id \
+               RETURNING d.endpoint_id, d.event_id, d.next_at, d.attempts) \
+             SELECT c.endpoint_id, l.url, l.secret, c.event_id, e.kind, e.data, e.created_at, c.attempts \
+             FROM claimed c JOIN leased l ON l.id = c.endpoint_id JOIN webhook_events e ON e.id = c.event_id \
+             ORDER BY c.endpoint_id, c.next_at, c.event_id",
+            &[&lease_ms, &endpoints, &per_endpoint],
         )
         .await
         .map_err(db_error)?;
-    let mut claimed: Vec<Delivery> = rows
+    Ok(rows
         .iter()
         .map(|r| Delivery {
             endpoint_id: r.get(0),
@@ -190,19 +212,16 @@ pub(super) async fn claim(
             created_at: r.get(6),
             attempts: r.get::<_, i32>(7).max(0) as u32,
         })
-        .collect();
-    claimed.sort_by_key(|d| (d.event_id, d.endpoint_id));
-    Ok(claimed)
+        .collect())
 }
 
 pub(super) async fn finish(
     client: &mut deadpool_postgres::Object,
     attempt: &Attempt,
-) -> Result<bool, StoreError> {
+) -> Result<Finished, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     let status = attempt.status.map(i32::from);
-    let mut disabled_now = false;
-    if attempt.delivered {
+    let finished = if attempt.delivered {
         tx.execute(
             "UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = $3, \
              last_error = NULL, delivered_at = now(), leased_until = NULL WHERE endpoint_id = $1 AND event_id = $2",
@@ -210,12 +229,18 @@ pub(super) async fn finish(
         )
         .await
         .map_err(db_error)?;
-        tx.execute(
-            "UPDATE webhook_endpoints SET failures = 0 WHERE id = $1",
-            &[&attempt.endpoint_id],
-        )
-        .await
-        .map_err(db_error)?;
+        let row = tx
+            .query_opt(
+                "UPDATE webhook_endpoints SET failures = 0 WHERE id = $1 RETURNING disabled_at IS NOT NULL",
+                &[&attempt.endpoint_id],
+            )
+            .await
+            .map_err(db_error)?;
+        Finished {
+            disabled_now: false,
+            // A deleted endpoint gets nothing more either.
+            stopped: row.is_none_or(|r| r.get(0)),
+        }
     } else {
         tx.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = $3, last_error = $4, \
@@ -232,22 +257,91 @@ pub(super) async fn finish(
         .map_err(db_error)?;
         let max = attempt.max_failures as i32;
         // The old row's `disabled_at` is read in the same statement: "now" only for the failure
-        // that crossed the limit.
+        // that crossed the limit. A failure of an endpoint already disabled (by hand, while the
+        // attempt was in flight) does not count.
         let row = tx
             .query_opt(
-                "UPDATE webhook_endpoints w SET failures = w.failures + 1, \
+                "UPDATE webhook_endpoints w SET \
+                 failures = CASE WHEN old.disabled_at IS NULL THEN w.failures + 1 ELSE w.failures END, \
                  disabled_at = CASE WHEN w.failures + 1 >= $2 THEN coalesce(w.disabled_at, now()) ELSE w.disabled_at END \
                  FROM (SELECT id, disabled_at FROM webhook_endpoints WHERE id = $1 FOR UPDATE) old \
                  WHERE w.id = old.id \
-                 RETURNING old.disabled_at IS NULL AND w.disabled_at IS NOT NULL",
+                 RETURNING old.disabled_at IS NULL AND w.disabled_at IS NOT NULL, w.disabled_at IS NOT NULL",
                 &[&attempt.endpoint_id, &max],
             )
             .await
             .map_err(db_error)?;
-        disabled_now = row.is_some_and(|r| r.get(0));
-    }
+        Finished {
+            disabled_now: row.as_ref().is_some_and(|r| r.get(0)),
+            stopped: row.is_none_or(|r| r.get(1)),
+        }
+    };
     tx.commit().await.map_err(db_error)?;
-    Ok(disabled_now)
+    Ok(finished)
+}
+
+pub(super) async fn release(
+    client: &deadpool_postgres::Object,
+    endpoint_id: i64,
+    unsent: &[i64],
+) -> Result<(), StoreError> {
+    client
+        .execute(
+            "WITH unsent AS (UPDATE webhook_deliveries SET leased_until = NULL \
+               WHERE endpoint_id = $1 AND event_id = ANY($2) AND state = 'pending') \
+             UPDATE webhook_endpoints SET leased_until = NULL WHERE id = $1",
+            &[&endpoint_id, &unsent],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// Lists the tenants at `max_pending` in `webhook_full_tenants` (the trigger of migration 12
+/// drops their events) and empties `webhook_dropped` into the answer, in one transaction.
+pub(super) async fn bound(
+    client: &mut deadpool_postgres::Object,
+    max_pending: u64,
+) -> Result<OutboxBound, StoreError> {
+    let max = i64::try_from(max_pending).unwrap_or(i64::MAX);
+    let tx = client.transaction().await.map_err(db_error)?;
+    let full: Vec<String> = tx
+        .query(
+            "SELECT w.tenant FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+             WHERE d.state = 'pending' AND w.disabled_at IS NULL \
+             GROUP BY w.tenant HAVING count(*) >= $1 ORDER BY w.tenant",
+            &[&max],
+        )
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    tx.execute(
+        "DELETE FROM webhook_full_tenants WHERE NOT (tenant = ANY($1))",
+        &[&full],
+    )
+    .await
+    .map_err(db_error)?;
+    tx.execute(
+        "INSERT INTO webhook_full_tenants (tenant) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING",
+        &[&full],
+    )
+    .await
+    .map_err(db_error)?;
+    let dropped = tx
+        .query(
+            "WITH taken AS (DELETE FROM webhook_dropped RETURNING tenant) \
+             SELECT tenant, count(*) FROM taken GROUP BY tenant ORDER BY tenant",
+            &[],
+        )
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(|r| (r.get(0), r.get::<_, i64>(1).max(0) as u64))
+        .collect();
+    tx.commit().await.map_err(db_error)?;
+    Ok(OutboxBound { full, dropped })
 }
 
 pub(super) async fn set_enabled(

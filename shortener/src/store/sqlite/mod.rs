@@ -32,7 +32,9 @@ mod webhooks;
 mod writer;
 
 use super::migrate::{SQLITE, VERSION_TABLE};
-use super::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use super::{
+    Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
+};
 use super::{
     BlockedDomain, ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink,
     RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
@@ -408,14 +410,25 @@ impl LinkStore for SqliteStore {
     async fn claim_deliveries(
         &self,
         lease: std::time::Duration,
-        limit: i64,
+        endpoints: i64,
+        per_endpoint: i64,
     ) -> Result<Vec<Delivery>, StoreError> {
-        self.write(move |conn| webhooks::claim(conn, lease, limit))
+        self.write(move |conn| webhooks::claim(conn, lease, endpoints, per_endpoint))
             .await
     }
 
-    async fn finish_delivery(&self, attempt: Attempt) -> Result<bool, StoreError> {
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<Finished, StoreError> {
         self.write(move |conn| webhooks::finish(conn, &attempt))
+            .await
+    }
+
+    async fn release_endpoint(&self, endpoint_id: i64, unsent: Vec<i64>) -> Result<(), StoreError> {
+        self.write(move |conn| webhooks::release(conn, endpoint_id, &unsent))
+            .await
+    }
+
+    async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {
+        self.write(move |conn| webhooks::bound(conn, max_pending))
             .await
     }
 

@@ -3,7 +3,9 @@
 
 use super::rows::{db_error, from_millis, millis};
 use crate::store::StoreError;
-use crate::store::webhooks::{Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, NewEndpoint};
+use crate::store::webhooks::{
+    Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
+};
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use std::time::Duration;
@@ -178,70 +180,110 @@ pub(super) fn log(
 pub(super) fn claim(
     conn: &mut Connection,
     lease: Duration,
-    limit: i64,
+    endpoints: i64,
+    per_endpoint: i64,
 ) -> Result<Vec<Delivery>, StoreError> {
     let now = millis(Utc::now());
+    let until = now + lease.as_millis() as i64;
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
-    let claimed = {
+    let picked: Vec<(i64, String, String)> = {
+        // Each endpoint's first due delivery is found by walking its pending deliveries in
+        // order of time (an index), not by grouping the whole outbox.
         let mut select = tx
             .prepare_cached(
-                "SELECT d.endpoint_id, w.url, w.secret, d.event_id, e.kind, e.data, e.created_at, d.attempts \
-                 FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
-                 JOIN webhook_events e ON e.id = d.event_id \
-                 WHERE d.state = 'pending' AND d.next_at <= ?1 \
-                   AND (d.leased_until IS NULL OR d.leased_until < ?1) AND w.disabled_at IS NULL \
-                 ORDER BY d.event_id, d.endpoint_id LIMIT ?2",
+                "SELECT id, url, secret FROM ( \
+                   SELECT id, url, secret, first, \
+                          row_number() OVER (PARTITION BY tenant ORDER BY first, id) AS turn \
+                   FROM (SELECT w.id, w.tenant, w.url, w.secret, \
+                           (SELECT d.next_at FROM webhook_deliveries d \
+                            WHERE d.endpoint_id = w.id AND d.state = 'pending' \
+                              AND (d.leased_until IS NULL OR d.leased_until < ?1) \
+                            ORDER BY d.next_at LIMIT 1) AS first \
+                         FROM webhook_endpoints w \
+                         WHERE w.disabled_at IS NULL AND (w.leased_until IS NULL OR w.leased_until < ?1)) \
+                   WHERE first <= ?1) \
+                 ORDER BY turn, first, id LIMIT ?2",
             )
             .map_err(db_error)?;
         let rows = select
-            .query_map(params![now, limit], |r| {
+            .query_map(params![now, endpoints], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .map_err(db_error)?;
+        rows.collect::<Result<_, _>>().map_err(db_error)?
+    };
+    let mut claimed = Vec::new();
+    for (endpoint_id, url, secret) in picked {
+        tx.execute(
+            "UPDATE webhook_endpoints SET leased_until = ?2 WHERE id = ?1",
+            params![endpoint_id, until],
+        )
+        .map_err(db_error)?;
+        let mut select = tx
+            .prepare_cached(
+                "SELECT d.event_id, e.kind, e.data, e.created_at, d.attempts \
+                 FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id \
+                 WHERE d.endpoint_id = ?1 AND d.state = 'pending' AND d.next_at <= ?2 \
+                   AND (d.leased_until IS NULL OR d.leased_until < ?2) \
+                 ORDER BY d.next_at, d.event_id LIMIT ?3",
+            )
+            .map_err(db_error)?;
+        let rows = select
+            .query_map(params![endpoint_id, now, per_endpoint], |r| {
                 Ok(Delivery {
-                    endpoint_id: r.get(0)?,
-                    url: r.get(1)?,
-                    secret: r.get(2)?,
-                    event_id: r.get(3)?,
-                    kind: r.get(4)?,
-                    data: r.get(5)?,
-                    created_at: from_millis(r.get(6)?),
-                    attempts: r.get::<_, i64>(7)?.max(0) as u32,
+                    endpoint_id,
+                    url: url.clone(),
+                    secret: secret.clone(),
+                    event_id: r.get(0)?,
+                    kind: r.get(1)?,
+                    data: r.get(2)?,
+                    created_at: from_millis(r.get(3)?),
+                    attempts: r.get::<_, i64>(4)?.max(0) as u32,
                 })
             })
             .map_err(db_error)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(db_error)?
-    };
-    let until = now + lease.as_millis() as i64;
-    for d in &claimed {
-        tx.execute(
-            "UPDATE webhook_deliveries SET leased_until = ?3 WHERE endpoint_id = ?1 AND event_id = ?2",
-            params![d.endpoint_id, d.event_id, until],
-        )
-        .map_err(db_error)?;
+        let deliveries = rows.collect::<Result<Vec<_>, _>>().map_err(db_error)?;
+        for d in &deliveries {
+            tx.execute(
+                "UPDATE webhook_deliveries SET leased_until = ?3 WHERE endpoint_id = ?1 AND event_id = ?2",
+                params![d.endpoint_id, d.event_id, until],
+            )
+            .map_err(db_error)?;
+        }
+        claimed.extend(deliveries);
     }
     tx.commit().map_err(db_error)?;
     Ok(claimed)
 }
 
-pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<bool, StoreError> {
+pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finished, StoreError> {
     let now = millis(Utc::now());
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
     let status = attempt.status.map(i64::from);
-    let mut disabled_now = false;
-    if attempt.delivered {
+    let finished = if attempt.delivered {
         tx.execute(
             "UPDATE webhook_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = ?3, \
              last_error = NULL, delivered_at = ?4, leased_until = NULL WHERE endpoint_id = ?1 AND event_id = ?2",
             params![attempt.endpoint_id, attempt.event_id, status, now],
         )
         .map_err(db_error)?;
-        tx.execute(
-            "UPDATE webhook_endpoints SET failures = 0 WHERE id = ?1",
-            [attempt.endpoint_id],
-        )
-        .map_err(db_error)?;
+        let disabled: Option<bool> = tx
+            .query_row(
+                "UPDATE webhook_endpoints SET failures = 0 WHERE id = ?1 RETURNING disabled_at IS NOT NULL",
+                [attempt.endpoint_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_error)?;
+        Finished {
+            disabled_now: false,
+            // A deleted endpoint gets nothing more either.
+            stopped: disabled.unwrap_or(true),
+        }
     } else {
         tx.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?3, last_error = ?4, \
@@ -264,8 +306,10 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<bool, S
             .optional()
             .map_err(db_error)?
             .unwrap_or(false);
-        let disabled: Option<bool> = tx
-            .query_row(
+        // A failure of an endpoint already disabled (by hand, while the attempt was in flight)
+        // does not count.
+        let disabled: Option<bool> = if was_enabled {
+            tx.query_row(
                 "UPDATE webhook_endpoints SET failures = failures + 1, \
                  disabled_at = CASE WHEN failures + 1 >= ?2 THEN coalesce(disabled_at, ?3) ELSE disabled_at END \
                  WHERE id = ?1 RETURNING disabled_at IS NOT NULL",
@@ -273,11 +317,99 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<bool, S
                 |r| r.get(0),
             )
             .optional()
-            .map_err(db_error)?;
-        disabled_now = was_enabled && disabled == Some(true);
-    }
+            .map_err(db_error)?
+        } else {
+            None
+        };
+        Finished {
+            disabled_now: was_enabled && disabled == Some(true),
+            stopped: disabled.unwrap_or(true),
+        }
+    };
     tx.commit().map_err(db_error)?;
-    Ok(disabled_now)
+    Ok(finished)
+}
+
+pub(super) fn release(
+    conn: &mut Connection,
+    endpoint_id: i64,
+    unsent: &[i64],
+) -> Result<(), StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    for event_id in unsent {
+        tx.execute(
+            "UPDATE webhook_deliveries SET leased_until = NULL \
+             WHERE endpoint_id = ?1 AND event_id = ?2 AND state = 'pending'",
+            params![endpoint_id, event_id],
+        )
+        .map_err(db_error)?;
+    }
+    tx.execute(
+        "UPDATE webhook_endpoints SET leased_until = NULL WHERE id = ?1",
+        [endpoint_id],
+    )
+    .map_err(db_error)?;
+    tx.commit().map_err(db_error)?;
+    Ok(())
+}
+
+/// Lists the tenants at `max_pending` in `webhook_full_tenants` (the trigger of migration 13
+/// drops their events) and empties `webhook_dropped` into the answer, in one transaction.
+pub(super) fn bound(conn: &mut Connection, max_pending: u64) -> Result<OutboxBound, StoreError> {
+    let max = i64::try_from(max_pending).unwrap_or(i64::MAX);
+    let now = millis(Utc::now());
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(db_error)?;
+    let full: Vec<String> = {
+        let mut select = tx
+            .prepare_cached(
+                "SELECT w.tenant FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+                 WHERE d.state = 'pending' AND w.disabled_at IS NULL \
+                 GROUP BY w.tenant HAVING count(*) >= ?1 ORDER BY w.tenant",
+            )
+            .map_err(db_error)?;
+        let rows = select.query_map([max], |r| r.get(0)).map_err(db_error)?;
+        rows.collect::<Result<_, _>>().map_err(db_error)?
+    };
+    let listed: Vec<String> = {
+        let mut select = tx
+            .prepare_cached("SELECT tenant FROM webhook_full_tenants")
+            .map_err(db_error)?;
+        let rows = select.query_map([], |r| r.get(0)).map_err(db_error)?;
+        rows.collect::<Result<_, _>>().map_err(db_error)?
+    };
+    for tenant in listed.iter().filter(|t| !full.contains(t)) {
+        tx.execute(
+            "DELETE FROM webhook_full_tenants WHERE tenant = ?1",
+            [tenant],
+        )
+        .map_err(db_error)?;
+    }
+    for tenant in &full {
+        tx.execute(
+            "INSERT INTO webhook_full_tenants (tenant, since) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            params![tenant, now],
+        )
+        .map_err(db_error)?;
+    }
+    let dropped: Vec<(String, u64)> = {
+        let mut select = tx
+            .prepare_cached(
+                "SELECT tenant, count(*) FROM webhook_dropped GROUP BY tenant ORDER BY tenant",
+            )
+            .map_err(db_error)?;
+        let rows = select
+            .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))
+            .map_err(db_error)?;
+        rows.collect::<Result<_, _>>().map_err(db_error)?
+    };
+    tx.execute("DELETE FROM webhook_dropped", [])
+        .map_err(db_error)?;
+    tx.commit().map_err(db_error)?;
+    Ok(OutboxBound { full, dropped })
 }
 
 pub(super) fn set_enabled(

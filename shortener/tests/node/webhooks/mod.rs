@@ -1,9 +1,11 @@
 //! Webhooks: an admin key registers an endpoint; link events reach a receiver in the test
 //! signed, once each, across a restart in the middle of a delivery; a receiver that fails gets
 //! retries and then its endpoint is disabled; refused URLs and keys change nothing. What
-//! happens to slow, hanging and re-enabled receivers and to the delivery log is in `delivery`.
+//! happens to slow, hanging and re-enabled receivers and to the delivery log is in `delivery`;
+//! how tenants share delivery, and the outbox bound, in `fairness`.
 
 mod delivery;
+mod fairness;
 
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::{TenantKeys, write_keys};
@@ -294,7 +296,8 @@ async fn refused_webhook_registrations_change_nothing(backend: Backend) {
     let (mut config, keys) = config(&stack, 10);
     config.webhook_allow_private = false;
     let node = Node::start(config).await;
-    let good = json!({ "tenant": "acme", "url": "https://hooks.example.com/in", "secret": SECRET });
+    // A public address: a name would be resolved at registration.
+    let good = json!({ "tenant": "acme", "url": "https://93.184.215.14/in", "secret": SECRET });
     let cases = [
         (
             "loopback",
@@ -373,6 +376,84 @@ async fn refused_webhook_registrations_change_nothing(backend: Backend) {
     assert_eq!(got, StatusCode::NOT_FOUND);
 }
 on_both_stores!(refused_webhook_registrations_change_nothing);
+
+/// This machine's name, which resolves locally (`/etc/hosts` or the system's own resolver)
+/// without asking any name server.
+fn own_host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("host name")
+        .trim()
+        .to_string()
+}
+
+async fn registrations_that_delivery_would_refuse_are_refused(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (mut config, keys) = config(&stack, 10);
+    config.webhook_allow_private = false;
+    let node = Node::start(config).await;
+    let host = own_host_name();
+    let resolved: Vec<std::net::IpAddr> = tokio::net::lookup_host((host.as_str(), 0))
+        .await
+        .map(|found| found.map(|a| a.ip()).collect())
+        .unwrap_or_default();
+    assert!(
+        resolved
+            .iter()
+            .any(|ip| ip.is_loopback() || shortener::targets::is_not_public(*ip)),
+        "this test needs the machine's name {host} to resolve to a local address: {resolved:?}"
+    );
+    let url = |url: &str| json!({ "tenant": "acme", "url": url, "secret": SECRET });
+    let cases = [
+        // 6to4 of 127.0.0.1, and of a public address: a relay decides where it leads.
+        (
+            "6to4",
+            url("http://[2002:7f00:1::]/hook"),
+            "invalid_webhook_url",
+        ),
+        (
+            "6to4 public",
+            url("http://[2002:5db8:d70e::1]/hook"),
+            "invalid_webhook_url",
+        ),
+        (
+            "NAT64",
+            url("http://[64:ff9b::5db8:d70e]/hook"),
+            "invalid_webhook_url",
+        ),
+        (
+            "NAT64 local-use",
+            url("http://[64:ff9b:1::a00:1]/hook"),
+            "invalid_webhook_url",
+        ),
+        (
+            "Teredo",
+            url("http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook"),
+            "invalid_webhook_url",
+        ),
+        (
+            "a name resolving to a local address",
+            url(&format!("http://{host}:9/hook")),
+            "invalid_webhook_url",
+        ),
+        (
+            "unknown tenant",
+            json!({ "tenant": "initech", "url": "https://93.184.215.14/in", "secret": SECRET }),
+            "unknown_tenant",
+        ),
+    ];
+    for (case, body, code) in cases {
+        let (status, answer) = register(&node, &keys.admin, body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{case}: {answer}");
+        assert_eq!(answer["error"], code, "{case}: {answer}");
+        assert!(
+            answer["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{case}: {answer}"
+        );
+    }
+    let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+    assert_eq!(list["webhooks"], json!([]), "nothing was registered");
+}
+on_both_stores!(registrations_that_delivery_would_refuse_are_refused);
 
 async fn allowing_private_endpoints_lifts_only_the_private_rule(backend: Backend) {
     let stack = Stack::new(backend).await;
