@@ -26,6 +26,7 @@ mod listing;
 mod metrics;
 mod nodes;
 mod protected;
+mod protected_browser;
 mod qr;
 mod redirects;
 mod replica;
