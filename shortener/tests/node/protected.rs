@@ -157,6 +157,7 @@ async fn protected_links_answer_their_target_only_for_the_right_password(backend
     let right = post_json("correct+horse").await.expect("send");
     assert_eq!(right.status(), StatusCode::OK);
     assert_eq!(right.headers()["cache-control"], "no-store");
+    assert!(right.headers().contains_key("content-security-policy"));
     assert_eq!(
         right.json::<Value>().await.expect("json"),
         json!({ "url": TARGET })

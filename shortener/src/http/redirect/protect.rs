@@ -74,16 +74,21 @@ pub(super) fn form(status: StatusCode, code: &str, message: Option<&str>, head: 
     page_response(status, if head { String::new() } else { page })
 }
 
-/// An HTML page of this module with its locked-down headers: never stored, no script, framed
-/// by no one, sending no referrer.
+/// An HTML page of this module with its locked-down headers.
 fn page_response(status: StatusCode, page: String) -> Response {
     let mut response = Response::new(Body::from(page));
     *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
+    response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
+    lock_down(response)
+}
+
+/// The headers every answer of this module carries, HTML or JSON: never stored, no script,
+/// framed by no one, sending no referrer.
+fn lock_down(mut response: Response) -> Response {
+    let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::CONTENT_SECURITY_POLICY, POLICY.clone());
     headers.insert(
@@ -133,7 +138,7 @@ fn refuse(
     retry_after: Option<u64>,
 ) -> Response {
     let mut response = if json {
-        super::super::ApiError::new(status, error, message).into_response()
+        lock_down(super::super::ApiError::new(status, error, message).into_response())
     } else {
         form(status, code, Some(message), false)
     };
@@ -150,11 +155,7 @@ fn refuse(
 fn proceed(target: &HeaderValue, json: bool) -> Response {
     let target = String::from_utf8_lossy(target.as_bytes());
     if json {
-        let mut response = axum::Json(serde_json::json!({ "url": target })).into_response();
-        response
-            .headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        return response;
+        return lock_down(axum::Json(serde_json::json!({ "url": target })).into_response());
     }
     let target = escape(&target);
     page_response(
