@@ -5,7 +5,7 @@ Stubs come from the contract with grpcio-tools (run from the repository root):
     python -m grpc_tools.protoc -I proto/proto --python_out=gen --grpc_python_out=gen \
         idalloc/v1/idalloc.proto
 
-Then, with a caller's token (from `id-service tokens add ... --scopes allocate`):
+Then, with a caller's token (from `id-service tokens add ... --scopes allocate --ids-per-second N`):
 
     ID_SERVICE_CALLER_TOKEN=idsvc_... PYTHONPATH=gen \
         python id-service/examples/allocate_ids.py --target 127.0.0.1:50051 \

@@ -1,7 +1,7 @@
-//! AllocateIds, shared by the gRPC handler and the JSON endpoint: charge the caller's quota,
-//! then take the IDs from the replica's segments.
+//! AllocateIds, shared by the gRPC handler and the JSON endpoint: charge the caller's quota
+//! (the replica's buckets, then the shared ones), then take the IDs from the replica's segments.
 
-use crate::auth::Principal;
+use crate::auth::{Principal, SharedQuotas};
 use crate::domain::{AllocateRequest, IdRanges};
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -15,16 +15,25 @@ use tokio::time::Instant;
 pub struct Allocator {
     segments: Arc<Segments>,
     metrics: Arc<Metrics>,
+    /// Callers' quotas shared by the replicas.
+    quotas: Arc<SharedQuotas>,
     /// How long a call may wait for a segment when the replica holds too few IDs.
     wait: Duration,
 }
 
 impl Allocator {
-    /// An allocator over `segments`; a call waits at most `wait` for a refill.
-    pub fn new(segments: Arc<Segments>, metrics: Arc<Metrics>, wait: Duration) -> Self {
+    /// An allocator over `segments` charging `quotas`; a call waits at most `wait` for a
+    /// refill.
+    pub fn new(
+        segments: Arc<Segments>,
+        metrics: Arc<Metrics>,
+        quotas: Arc<SharedQuotas>,
+        wait: Duration,
+    ) -> Self {
         Self {
             segments,
             metrics,
+            quotas,
             wait,
         }
     }
@@ -50,9 +59,11 @@ impl Allocator {
         principal: &Principal,
         request: &AllocateRequest,
     ) -> Result<IdRanges, Error> {
-        principal
-            .take_ids(request.count)
-            .inspect_err(|_| self.metrics.quota_exceeded(principal.name()))?;
+        let charged = match principal.take_ids(request.count) {
+            Ok(()) => self.quotas.charge(principal, 0, request.count).await,
+            refused => refused,
+        };
+        charged.inspect_err(|_| self.metrics.quota_exceeded(principal.name()))?;
         let pool = self.segments.pool(&request.namespace).await?;
         let deadline = Instant::now() + self.wait;
         let mut ranges = IdRanges::default();

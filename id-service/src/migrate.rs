@@ -29,6 +29,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "namespaces_timeline",
         sql: include_str!("../migrations/0002_namespaces_timeline.sql"),
     },
+    Migration {
+        version: 3,
+        name: "caller_quotas",
+        sql: include_str!("../migrations/0003_caller_quotas.sql"),
+    },
 ];
 
 /// The advisory lock key that serialises migrations ("idsvc" + 1).

@@ -3,7 +3,7 @@
 use crate::admin::{self, AdminState};
 use crate::allocator::Allocator;
 use crate::app::App;
-use crate::auth::reload;
+use crate::auth::{SharedQuotas, reload};
 use crate::domain::BlockBounds;
 use crate::grpc::{AdminService, IdService, Shared};
 use crate::http_api::{self, HttpApi};
@@ -62,9 +62,11 @@ impl App {
                 holder: format!("@segment/{}", instance.as_str()),
             },
         ));
+        let quotas = Arc::new(SharedQuotas::new(ledger.clone()));
         let allocator = Arc::new(Allocator::new(
             Arc::clone(&segments),
             Arc::clone(&metrics),
+            Arc::clone(&quotas),
             config.request_timeout,
         ));
         let cut_off = CancellationToken::new();
@@ -79,6 +81,7 @@ impl App {
             max_count: config.allocate_max_count,
             namespace_max: config.namespace_max,
             metrics: Arc::clone(&metrics),
+            quotas,
             cut_off: cut_off.clone(),
         });
 

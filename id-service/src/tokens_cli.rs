@@ -15,8 +15,21 @@ pub fn add(add: &AddToken) -> anyhow::Result<String> {
     let name = CallerName::parse(&add.name).map_err(|e| anyhow!(e))?;
     tokens_file::namespace_grant(&add.namespaces).map_err(|e| anyhow!("--namespaces: {e}"))?;
     tokens_file::scope_set(&add.scopes).map_err(|e| anyhow!("--scopes: {e}"))?;
-    tokens_file::quota_spec(add.ids_per_second, add.ids_burst, add.leases_per_second)
+    let quota = tokens_file::quota_spec(add.ids_per_second, add.ids_burst, add.leases_per_second)
         .map_err(|e| anyhow!(e))?;
+    // A caller without an IDs quota could lease the whole code space in minutes: only on
+    // purpose.
+    match (add.unlimited, quota.ids_per_second.is_some()) {
+        (false, false) => {
+            return Err(anyhow!(
+                "give the caller a quota (--ids-per-second) or, on purpose, none (--unlimited)"
+            ));
+        }
+        (true, _) if quota != Default::default() => {
+            return Err(anyhow!("--unlimited goes with no quota options"));
+        }
+        _ => {}
+    }
     let mut text = match add.file.try_exists() {
         Ok(true) => tokens_file::read_text(&add.file).context("read the tokens file")?,
         Ok(false) => String::new(),
@@ -51,6 +64,9 @@ fn entry(name: &CallerName, token: &str, add: &AddToken) -> String {
         list(&add.namespaces),
         list(&add.scopes),
     );
+    if add.unlimited {
+        text.push_str("# no quota: added with --unlimited\n");
+    }
     for (key, value) in [
         ("ids_per_second", add.ids_per_second),
         ("ids_burst", add.ids_burst),
@@ -103,6 +119,7 @@ mod tests {
             ids_per_second: Some(1000),
             ids_burst: None,
             leases_per_second: None,
+            unlimited: false,
         })
     }
 
@@ -135,6 +152,30 @@ mod tests {
     }
 
     #[test]
+    fn an_unlimited_caller_is_added_only_on_purpose_and_says_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("tokens.toml");
+        add(&AddToken {
+            file: file.clone(),
+            name: "batch".into(),
+            namespaces: vec!["orders".into()],
+            scopes: vec!["lease".into()],
+            ids_per_second: None,
+            ids_burst: None,
+            leases_per_second: None,
+            unlimited: true,
+        })
+        .expect("add");
+        let text = std::fs::read_to_string(&file).expect("read");
+        assert!(
+            text.contains("# no quota: added with --unlimited"),
+            "{text}"
+        );
+        let specs = tokens_file::parse(&text).expect("valid");
+        assert_eq!(specs[0].quota, Default::default());
+    }
+
+    #[test]
     fn a_duplicate_name_or_a_bad_value_leaves_the_file_untouched() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("tokens.toml");
@@ -152,9 +193,28 @@ mod tests {
                 ids_per_second: None,
                 ids_burst: None,
                 leases_per_second: None,
+                unlimited: true,
             }
         });
         assert!(bad_scope.is_err(), "unknown scope");
+        let no_quota = AddToken {
+            file: file.clone(),
+            name: "open".into(),
+            namespaces: vec!["a".into()],
+            scopes: vec!["allocate".into()],
+            ids_per_second: None,
+            ids_burst: None,
+            leases_per_second: None,
+            unlimited: false,
+        };
+        let error = add(&no_quota).expect_err("neither a quota nor --unlimited");
+        assert!(error.to_string().contains("--unlimited"), "{error}");
+        let both = AddToken {
+            unlimited: true,
+            leases_per_second: Some(5),
+            ..no_quota.clone()
+        };
+        assert!(add(&both).is_err(), "--unlimited with a quota");
         assert_eq!(std::fs::read_to_string(&file).expect("read"), before);
         let leftovers = std::fs::read_dir(dir.path()).expect("list").count();
         assert_eq!(leftovers, 1, "a temporary file was left behind");

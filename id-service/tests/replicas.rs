@@ -1,12 +1,16 @@
-//! Invariant I1 across replicas: many id-service processes on one database, many callers.
+//! Invariant I1 across replicas: many id-service processes on one database, many callers; and
+//! a caller's quota holds for all replicas together.
 
 mod common;
 
-use common::{Server, assert_disjoint, lease, ledger_leases, ledger_overlaps};
+use common::tokens::{self, Caller};
+use common::{Server, allocate, assert_disjoint, lease, lease_as, ledger_leases, ledger_overlaps};
 use id_service::Config;
 use proto::idalloc::v1::Lease;
 use std::collections::BTreeSet;
+use std::time::Instant;
 use testkit::TestDb;
+use tonic::Code;
 
 const REPLICAS: usize = 3;
 const CALLERS: usize = 48;
@@ -125,4 +129,65 @@ async fn an_exhausted_namespace_gives_resource_exhausted_and_never_wraps() {
         .expect_err("exhausted");
     assert_eq!(again.code(), tonic::Code::ResourceExhausted);
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_quota_holds_for_all_replicas_together() {
+    const METERED: Caller = Caller {
+        quota: "ids_per_second = 10\nids_burst = 100\n",
+        ..Caller::new("metered", &["links"], &["lease", "allocate"])
+    };
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = tokens::write(dir.path(), &[METERED]);
+    let config = || Config {
+        tokens_file: Some(file.clone()),
+        insecure_no_auth: false,
+        ..Config::for_tests(db.url())
+    };
+    let servers = [Server::start(config()).await, Server::start(config()).await];
+    let mut clients = [servers[0].client().await, servers[1].client().await];
+    let token = METERED.token();
+    // Blocks of 10 from both replicas in turn, leases and AllocateIds alike. Each replica's
+    // own bucket holds 100: alone, each would grant 100 at once.
+    let started = Instant::now();
+    let mut granted = [0u64; 2];
+    let mut refusal = None;
+    for call in 0..40 {
+        let replica = call % 2;
+        let client = &mut clients[replica];
+        let outcome = if call % 4 < 2 {
+            lease_as(client, Some(&token), "links", 10, "pod", None)
+                .await
+                .map(|lease| lease.end - lease.start)
+        } else {
+            allocate(client, Some(&token), "links", 10)
+                .await
+                .map(|ranges| ranges.iter().map(|(s, e)| e - s).sum())
+        };
+        match outcome {
+            Ok(ids) => granted[replica] += ids,
+            Err(status) => {
+                refusal = Some(status);
+                break;
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let refusal = refusal.expect("the two replicas together were never refused");
+    assert_eq!(refusal.code(), Code::ResourceExhausted, "{refusal:?}");
+    assert!(refusal.message().contains("across replicas"), "{refusal:?}");
+    assert!(refusal.metadata().get("retry-after-ms").is_some());
+    // The shared bucket of 100, what refilled meanwhile, and one block of slack.
+    let total = granted[0] + granted[1];
+    let allowed = 100 + (10.0 * elapsed).ceil() as u64 + 10;
+    assert!(
+        (100..=allowed).contains(&total),
+        "{total} IDs granted in {elapsed:.2} s"
+    );
+    // Neither replica came near its own bucket: the shared one refused.
+    assert!(granted.iter().all(|g| *g < 100), "{granted:?}");
+    for server in servers {
+        server.stop().await;
+    }
 }

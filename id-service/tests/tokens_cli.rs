@@ -84,11 +84,30 @@ async fn a_token_from_tokens_add_works_on_grpc_and_json_and_only_its_digest_is_s
             "orders",
             "--scopes",
             "lease",
+            "--unlimited",
         ],
     )
     .await;
     assert!(!again.status.success());
     assert!(again.stdout.is_empty(), "a refused add printed a token");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), text);
+    // A caller without a quota is added only with --unlimited.
+    let open = tokens_add(
+        &file,
+        &[
+            "--name",
+            "open",
+            "--namespaces",
+            "orders",
+            "--scopes",
+            "lease",
+        ],
+    )
+    .await;
+    assert!(!open.status.success());
+    assert!(open.stdout.is_empty(), "a refused add printed a token");
+    let stderr = String::from_utf8_lossy(&open.stderr);
+    assert!(stderr.contains("--unlimited"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&file).expect("read"), text);
 
     let server = serve(&db, &file).await;
@@ -130,6 +149,8 @@ async fn sighup_reloads_the_tokens_file_and_a_bad_file_keeps_the_callers_in_use(
             "orders",
             "--scopes",
             "allocate",
+            "--ids-per-second",
+            "1000",
         ],
     )
     .await;
@@ -148,6 +169,7 @@ async fn sighup_reloads_the_tokens_file_and_a_bad_file_keeps_the_callers_in_use(
             "links",
             "--scopes",
             "allocate",
+            "--unlimited",
         ],
     )
     .await;

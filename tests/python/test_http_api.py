@@ -593,8 +593,17 @@ def test_a_protected_link_answers_a_form_until_the_right_password(api, unique_ur
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     wrong = api.request("POST", f"/{code}", "/{code}", 403, headers=form, data="password=nope")
     assert unique_url not in wrong.text
-    right = api.request("POST", f"/{code}", "/{code}", 302, headers=form, data="password=s3cret+pass")
-    assert right.headers["Location"] == unique_url
+    # The right password: a page that goes on to the target by a refresh of its own (a redirect
+    # of the form's submission would break its form-action 'self' in browsers), or JSON.
+    right = api.request("POST", f"/{code}", "/{code}", 200, headers=form, data="password=s3cret+pass")
+    assert "Location" not in right.headers and right.headers["Cache-Control"] == "no-store"
+    assert f'<meta http-equiv="refresh" content="0;url={unique_url}">' in right.text
+    as_json = api.request("POST", f"/{code}", "/{code}", 200,
+                          headers={**form, "Accept": "application/json"}, data="password=s3cret+pass")
+    assert as_json.json() == {"url": unique_url}
+    wrong_json = api.request("POST", f"/{code}", "/{code}", 403,
+                             headers={**form, "Accept": "application/json"}, data="password=nope")
+    assert wrong_json.json()["error"] == "wrong_password"
     api.request("PATCH", f"/api/v1/links/{code}", "/api/v1/links/{code}", 200,
                 headers={**api.auth(), "Content-Type": "application/json"},
                 data=json.dumps({"password": None}))

@@ -4,7 +4,8 @@
 //! its scopes and its quotas, all from the tokens file ([`tokens_file`]). `Gate::admit`
 //! authenticates the bearer token, parses the request (so malformed input is answered only to
 //! callers the service knows), and checks the scope and the namespace the request acts on. The
-//! handlers then charge the caller's quotas before touching the ledger, and record leases under
+//! handlers then charge the caller's quotas before granting (the replica's own buckets, then the
+//! buckets every replica shares in the ledger, [`SharedQuotas`]), and record leases under
 //! [`Principal::holder`]: `<caller>/<instance>`, so no caller can write another's name.
 //!
 //! Without a tokens file the service only starts with `--insecure-no-auth`; then every call is
@@ -14,11 +15,13 @@ mod principal;
 pub mod quota;
 pub mod reload;
 mod scope;
+mod shared_quota;
 pub mod token;
 pub mod tokens_file;
 
 pub use principal::{Caller, CallerSet, Principal};
 pub use scope::{NamespaceGrant, Scope, ScopeSet};
+pub use shared_quota::SharedQuotas;
 
 use crate::domain::Scoped;
 use crate::error::Error;

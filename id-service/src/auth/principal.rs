@@ -2,7 +2,7 @@
 
 use super::NamespaceGrant;
 use super::Scope;
-use super::quota::Quotas;
+use super::quota::{QuotaSpec, Quotas};
 use super::token::TokenDigest;
 use super::tokens_file::CallerSpec;
 use crate::domain::{CallerName, Holder, Namespace};
@@ -138,6 +138,14 @@ impl Principal {
             )));
         }
         Ok(format!("{name}/{}", instance.as_str()))
+    }
+
+    /// The caller's name and quota settings; `None` without authentication.
+    pub fn quota(&self) -> Option<(&str, QuotaSpec)> {
+        match self {
+            Principal::Caller(c) => Some((c.spec.name.as_str(), c.spec.quota)),
+            Principal::Insecure => None,
+        }
     }
 
     /// Takes one token of the caller's lease quota.

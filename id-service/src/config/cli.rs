@@ -1,7 +1,7 @@
 //! The command line around [`Config`]: subcommands, log format, secrets and durations.
 
 use super::Config;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -39,8 +39,10 @@ pub enum TokensCommand {
     Add(AddToken),
 }
 
-/// `id-service tokens add`.
+/// `id-service tokens add`. A caller gets an IDs quota (`--ids-per-second`) or, explicitly,
+/// none (`--unlimited`): a caller without one can take IDs as fast as the ledger grants them.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
+#[command(group(ArgGroup::new("quota").required(true).args(["ids_per_second", "unlimited"])))]
 pub struct AddToken {
     /// The tokens file (created with mode 0600 if missing).
     #[arg(long)]
@@ -54,7 +56,7 @@ pub struct AddToken {
     /// Scopes, comma-separated: lease, allocate, lookup, admin.
     #[arg(long, value_delimiter = ',', required = true)]
     pub scopes: Vec<String>,
-    /// Quota: IDs per second (leases count their size).
+    /// Quota: IDs per second (leases count their size), for all replicas together.
     #[arg(long)]
     pub ids_per_second: Option<u32>,
     /// Quota: the most IDs at once (default: ten seconds of --ids-per-second).
@@ -63,6 +65,10 @@ pub struct AddToken {
     /// Quota: leases per second.
     #[arg(long)]
     pub leases_per_second: Option<u32>,
+    /// No quota at all: the caller may take IDs as fast as the service grants them. Required to
+    /// add a caller without --ids-per-second.
+    #[arg(long, conflicts_with_all = ["ids_per_second", "ids_burst", "leases_per_second"])]
+    pub unlimited: bool,
 }
 
 /// How log lines are written.

@@ -55,6 +55,39 @@ fn the_tokens_subcommand_needs_no_database() {
 }
 
 #[test]
+fn tokens_add_needs_a_quota_or_an_explicit_unlimited() {
+    let base = [
+        "id-service",
+        "tokens",
+        "add",
+        "--file",
+        "t.toml",
+        "--name",
+        "billing",
+        "--namespaces",
+        "orders",
+        "--scopes",
+        "lease",
+    ];
+    let parse = |extra: &[&str]| Cli::try_parse_from(base.iter().chain(extra));
+    let error = parse(&[]).expect_err("no quota");
+    assert!(error.to_string().contains("--unlimited"), "{error}");
+    assert!(
+        parse(&["--leases-per-second", "5"]).is_err(),
+        "no IDs quota"
+    );
+    assert!(parse(&["--unlimited", "--ids-per-second", "5"]).is_err());
+    assert!(parse(&["--unlimited", "--leases-per-second", "5"]).is_err());
+    let Some(Command::Tokens(TokensCommand::Add(add))) =
+        parse(&["--unlimited"]).expect("unlimited").command
+    else {
+        panic!("not tokens add");
+    };
+    assert!(add.unlimited && add.ids_per_second.is_none());
+    assert!(parse(&["--ids-per-second", "5", "--leases-per-second", "1"]).is_ok());
+}
+
+#[test]
 fn serving_needs_a_tokens_file_or_an_explicit_insecure_flag_but_not_both() {
     let base = Config {
         insecure_no_auth: false,

@@ -60,10 +60,14 @@ impl IdService {
                     })?;
             caller = principal.clone();
             let holder = principal.holder(&request.holder)?;
-            principal
+            let charged = match principal
                 .take_lease()
                 .and_then(|()| principal.take_ids(request.size))
-                .inspect_err(|_| shared.metrics.quota_exceeded(principal.name()))?;
+            {
+                Ok(()) => shared.quotas.charge(&principal, 1, request.size).await,
+                refused => refused,
+            };
+            charged.inspect_err(|_| shared.metrics.quota_exceeded(principal.name()))?;
             let grant = Grant {
                 namespace: &request.namespace,
                 size: request.size,

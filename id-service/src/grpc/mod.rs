@@ -6,7 +6,7 @@ mod admin;
 mod id_allocator;
 
 use crate::allocator::Allocator;
-use crate::auth::Gate;
+use crate::auth::{Gate, SharedQuotas};
 use crate::domain::BlockBounds;
 use crate::error::Error;
 use crate::ledger::Ledger;
@@ -33,6 +33,8 @@ pub struct Shared {
     pub namespace_max: u64,
     /// The metrics.
     pub metrics: Arc<Metrics>,
+    /// Callers' quotas shared by the replicas on the database.
+    pub quotas: Arc<SharedQuotas>,
     /// Cancelled when the drain timeout passed: calls still running end with UNAVAILABLE.
     pub cut_off: CancellationToken,
 }

@@ -8,12 +8,14 @@
 
 mod errors;
 mod namespaces;
+mod quotas;
 
 use crate::domain::{Lease, ListRequest, LookupRequest, Namespace};
 use crate::error::Error;
 use codespace::Block;
 use deadpool_postgres::{Object, Pool};
 pub(crate) use errors::{classify, db_error, pool_error};
+pub use quotas::{QuotaCharge, QuotaKind};
 use std::time::Duration;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;

@@ -1,12 +1,14 @@
 //! Abuse limits: 404s per client address (against code enumeration) and creates per API key,
 //! both token buckets; and the client address itself, from the socket or a trusted proxy
-//! (`client_ip`).
+//! (`client_ip`); and the node's bounded pool of password checks (`password_checks`).
 
 mod client_ip;
+mod password_checks;
 
 pub use client_ip::{ClientAddressPolicy, client_key};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
+pub use password_checks::{CheckBounds, CheckRefused, PasswordChecks};
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -27,6 +29,7 @@ pub struct Limits {
     read: DefaultKeyedRateLimiter<String>,
     password: DefaultKeyedRateLimiter<(IpAddr, String)>,
     clock: DefaultClock,
+    password_checks: PasswordChecks,
 }
 
 fn quota(rate: Rate) -> Quota {
@@ -47,7 +50,13 @@ impl Limits {
             read: DefaultKeyedRateLimiter::keyed(quota(read)),
             password: DefaultKeyedRateLimiter::keyed(Quota::per_minute(attempts)),
             clock: DefaultClock::default(),
+            password_checks: PasswordChecks::new(CheckBounds::for_this_machine()),
         }
+    }
+
+    /// The node's pool of password checks.
+    pub fn password_checks(&self) -> &PasswordChecks {
+        &self.password_checks
     }
 
     /// Takes one token for a password attempt by `client` on `code`.
@@ -101,6 +110,7 @@ impl Limits {
         self.read.shrink_to_fit();
         self.password.retain_recent();
         self.password.shrink_to_fit();
+        self.password_checks.housekeeping();
     }
 }
 

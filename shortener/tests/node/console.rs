@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// The chromedriver process, stopped on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     url: String,
 }
@@ -33,7 +33,7 @@ impl Drop for Driver {
     }
 }
 
-fn driver() -> Driver {
+pub(crate) fn driver() -> Driver {
     let chromedriver = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
@@ -53,12 +53,28 @@ fn driver() -> Driver {
 }
 
 async fn browser(driver: &Driver) -> Client {
+    browser_with(driver, &[]).await
+}
+
+/// A headless Chromium session with `extra` command-line switches.
+pub(crate) async fn browser_with(driver: &Driver, extra: &[String]) -> Client {
+    let mut args: Vec<String> = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--window-size=1280,1000",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend_from_slice(extra);
     let capabilities = json!({
         "browserName": "chrome",
         "goog:chromeOptions": {
             "binary": "/usr/bin/chromium",
-            "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                     "--disable-component-update", "--no-first-run", "--window-size=1280,1000"],
+            "args": args,
         },
         "goog:loggingPrefs": { "browser": "ALL" },
     });
@@ -82,7 +98,7 @@ async fn browser(driver: &Driver) -> Client {
 
 /// chromedriver's browser log (`/session/{id}/se/log`): what the page logged since last asked.
 #[derive(Debug)]
-struct BrowserLog;
+pub(crate) struct BrowserLog;
 
 impl WebDriverCompatibleCommand for BrowserLog {
     fn endpoint(

@@ -29,6 +29,7 @@ mod metrics;
 mod nodes;
 mod probing;
 mod protected;
+mod protected_browser;
 mod qr;
 mod redirects;
 mod replica;

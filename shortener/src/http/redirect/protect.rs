@@ -1,16 +1,27 @@
 //! Password-protected links at the edge: `GET|HEAD /{code}` answers a small form (never the
-//! target), and `POST /{code}` with the right password answers the redirect.
+//! target), and `POST /{code}` with the right password answers a page that continues to it.
 //!
-//! The target only ever leaves in the `Location` of a POST whose password verified: the cache
+//! The target only ever leaves in the answer to a POST whose password verified: the cache
 //! holds a protected link's target with its hash, and every path that would answer it from
 //! either (a GET, a HEAD, a bot, a wrong password) answers the form instead. Attempts are
-//! limited per client address and code; verifying runs on the blocking pool, a few at a time
-//! per node, since each costs tens of milliseconds and 19 MiB.
+//! limited per client address and code; verifying runs in the node's bounded pool of password
+//! checks (`limits::PasswordChecks`), since each costs tens of milliseconds and 19 MiB, and a
+//! full pool answers 429 at once.
+//!
+//! Why the right password answers a page and not a redirect: the form page's policy says
+//! `form-action 'self'`, and Chromium applies it to every redirect that follows the form's
+//! submission, so a 302/303 to another origin is refused and the user stays on the form.
+//! Loosening `form-action` to any origin would let an injected form post the password
+//! anywhere. So the POST answers `200` with a small `no-store` page whose
+//! `<meta http-equiv="refresh">` (and a visible link) starts a new navigation to the target
+//! once the submission has ended: a navigation no `form-action` governs. A client that asks
+//! for `application/json` gets `{"url": ...}` instead, and its refusals as JSON errors.
 
 use super::super::HttpState;
 use super::{Target, gone};
 use crate::clicks;
 use crate::domain::PasswordHash;
+use crate::limits::CheckRefused;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -18,22 +29,15 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
-use tokio::sync::Semaphore;
 
 /// The largest form body read.
 const MAX_FORM: usize = 4 * 1024;
-
-/// Password checks running at once on a node.
-static VERIFYING: LazyLock<Semaphore> = LazyLock::new(|| {
-    let cores = std::thread::available_parallelism().map_or(2, usize::from);
-    Semaphore::new(cores.max(2))
-});
 
 /// The form's own style, allowed by its hash in the page's policy (no other inline style, and
 /// no script at all).
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem;color:#1b1f24}\
 label{display:block;font-weight:600;margin:1rem 0 .25rem}input{width:100%;padding:.5rem;font:inherit}\
-button{margin-top:1rem;padding:.5rem 1rem;font:inherit}.error{color:#b42318}";
+button{margin-top:1rem;padding:.5rem 1rem;font:inherit}.error{color:#b42318}a{overflow-wrap:anywhere}";
 
 static POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
     let digest = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()));
@@ -67,17 +71,24 @@ pub(super) fn form(status: StatusCode, code: &str, message: Option<&str>, head: 
          <button type=\"submit\">Continue</button></form></body></html>\n",
         code = escape(code)
     );
-    let mut response = if head {
-        Response::new(Body::empty())
-    } else {
-        Response::new(Body::from(page))
-    };
+    page_response(status, if head { String::new() } else { page })
+}
+
+/// An HTML page of this module with its locked-down headers.
+fn page_response(status: StatusCode, page: String) -> Response {
+    let mut response = Response::new(Body::from(page));
     *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
+    response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
+    lock_down(response)
+}
+
+/// The headers every answer of this module carries, HTML or JSON: never stored, no script,
+/// framed by no one, sending no referrer.
+fn lock_down(mut response: Response) -> Response {
+    let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::CONTENT_SECURITY_POLICY, POLICY.clone());
     headers.insert(
@@ -99,17 +110,70 @@ fn password_field(body: &[u8]) -> Option<String> {
         .map(|(_, value)| value.into_owned())
 }
 
-/// Whether `password` is the one `hash` was made from, checked on the blocking pool.
-async fn verify(hash: Arc<PasswordHash>, password: String) -> bool {
-    let Ok(_permit) = VERIFYING.acquire().await else {
-        return false;
-    };
-    tokio::task::spawn_blocking(move || hash.verify(&password))
-        .await
-        .unwrap_or(false)
+/// Whether the client asked for JSON (`Accept` names `application/json`): an API client rather
+/// than a browser's form submission, which never does.
+fn wants_json(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            item.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
 }
 
-/// `POST /{code}`: the redirect for the right password, the form again for a wrong one.
+/// A refused POST: the form again with `message`, or for a JSON client the JSON error
+/// `error`; `Retry-After` when given.
+fn refuse(
+    code: &str,
+    json: bool,
+    status: StatusCode,
+    error: &'static str,
+    message: &str,
+    retry_after: Option<u64>,
+) -> Response {
+    let mut response = if json {
+        lock_down(super::super::ApiError::new(status, error, message).into_response())
+    } else {
+        form(status, code, Some(message), false)
+    };
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+/// The answer to the right password: a page that continues to `target` by a navigation of
+/// its own (see the module's comment), or `{"url": target}` for a JSON client. Never stored.
+fn proceed(target: &HeaderValue, json: bool) -> Response {
+    let target = String::from_utf8_lossy(target.as_bytes());
+    if json {
+        return lock_down(axum::Json(serde_json::json!({ "url": target })).into_response());
+    }
+    let target = escape(&target);
+    page_response(
+        StatusCode::OK,
+        format!(
+            "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+             <meta http-equiv=\"refresh\" content=\"0;url={target}\">\
+             <title>Continuing</title><style>{STYLE}</style></head><body>\
+             <h1>Password accepted</h1><p>Continuing to the link&#39;s target. If nothing happens, \
+             <a id=\"continue\" href=\"{target}\" rel=\"noreferrer\">continue to {target}</a>.</p>\
+             </body></html>\n"
+        ),
+    )
+}
+
+/// `POST /{code}`: for the right password the page that continues to the target, for a wrong
+/// one the form again.
 pub(super) async fn unlock(
     state: &HttpState,
     peer: SocketAddr,
@@ -130,23 +194,22 @@ pub(super) async fn unlock(
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return (response, "not_allowed");
     };
+    let json = wants_json(headers);
     let client = state.client_policy.client(peer, headers);
     if let Err(wait) = state.limits.password_attempt(client, code) {
         state.metrics.rate_limited("password");
-        let mut response = form(
-            StatusCode::TOO_MANY_REQUESTS,
-            code,
-            Some(&format!(
-                "Too many attempts; try again in {} s.",
-                wait.as_secs().max(1)
-            )),
-            false,
+        let seconds = wait.as_secs().max(1);
+        return (
+            refuse(
+                code,
+                json,
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                &format!("Too many attempts; try again in {seconds} s."),
+                Some(seconds),
+            ),
+            "rate_limited",
         );
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(wait.as_secs().max(1)),
-        );
-        return (response, "rate_limited");
     }
     let form_type = headers
         .get(header::CONTENT_TYPE)
@@ -160,11 +223,13 @@ pub(super) async fn unlock(
         });
     let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM).await else {
         return (
-            form(
-                StatusCode::PAYLOAD_TOO_LARGE,
+            refuse(
                 code,
-                Some("The form is too large."),
-                false,
+                json,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "The form is too large.",
+                None,
             ),
             "refused",
         );
@@ -172,17 +237,42 @@ pub(super) async fn unlock(
     let password = form_type.then(|| password_field(&bytes)).flatten();
     let right = match password {
         Some(password) if !password.is_empty() && password.len() <= crate::domain::MAX_PASSWORD => {
-            verify(hash, password).await
+            let hash: Arc<PasswordHash> = hash;
+            match state
+                .limits
+                .password_checks()
+                .run(client, move || hash.verify(&password))
+                .await
+            {
+                Ok(right) => right,
+                Err(CheckRefused::Failed) => false,
+                Err(CheckRefused::Busy) => {
+                    state.metrics.rate_limited("password_checks");
+                    return (
+                        refuse(
+                            code,
+                            json,
+                            StatusCode::TOO_MANY_REQUESTS,
+                            "busy",
+                            "Too many passwords are being checked right now; try again in a moment.",
+                            Some(1),
+                        ),
+                        "busy",
+                    );
+                }
+            }
         }
         _ => false,
     };
     if !right {
         return (
-            form(
-                StatusCode::FORBIDDEN,
+            refuse(
                 code,
-                Some("That password is not right."),
-                false,
+                json,
+                StatusCode::FORBIDDEN,
+                "wrong_password",
+                "That password is not right.",
+                None,
             ),
             "wrong_password",
         );
@@ -200,20 +290,7 @@ pub(super) async fn unlock(
         .record(code, &target.tenant, visit, headers, || {
             state.client_policy.client(peer, headers)
         });
-    let mut response = Response::new(Body::empty());
-    // A 307 or 308 would have the browser POST the password on to the target: after a form,
-    // the redirect is a 303 (301 and 302 already turn into a GET).
-    *response.status_mut() = match state.redirect_status {
-        StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT => StatusCode::SEE_OTHER,
-        other => other,
-    };
-    response
-        .headers_mut()
-        .insert(header::LOCATION, target.location);
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    (response, "redirect")
+    (proceed(&target.location, json), "redirect")
 }
 
 /// What a GET or HEAD of a protected link answers: the form.

@@ -1,0 +1,71 @@
+//! Callers' quotas in the ledger, shared by every replica: one GCRA cell per caller and kind,
+//! charged by `id_take_quota()` (see `migrations/0003_caller_quotas.sql`).
+
+use super::{Ledger, bigint, classify};
+use crate::error::Error;
+use std::time::Duration;
+
+/// Which bucket of a caller a charge takes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaKind {
+    /// IDs: a lease counts its size, AllocateIds its count.
+    Ids,
+    /// Leases: one per LeaseBlock.
+    Leases,
+}
+
+impl QuotaKind {
+    /// The name the ledger keeps.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaKind::Ids => "ids",
+            QuotaKind::Leases => "leases",
+        }
+    }
+}
+
+/// The bucket a charge takes from: refilled at `rate` a second, holding at most `burst`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaCharge<'a> {
+    /// The caller's name.
+    pub caller: &'a str,
+    /// The bucket.
+    pub kind: QuotaKind,
+    /// Tokens to take (at least 1).
+    pub count: u64,
+    /// Tokens added per second.
+    pub rate: u32,
+    /// The bucket's size.
+    pub burst: u32,
+}
+
+impl Ledger {
+    /// Takes `charge.count` tokens from the caller's shared bucket, as one autocommit
+    /// statement: `Ok(None)` when taken, `Ok(Some(wait))` when refused (nothing taken; `wait`
+    /// until they could be), `Err` when the database could not be asked.
+    pub async fn take_quota(&self, charge: &QuotaCharge<'_>) -> Result<Option<Duration>, Error> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached("SELECT id_take_quota($1, $2, $3, $4, $5)")
+            .await
+            .map_err(|e| classify(e, None))?;
+        let row = client
+            .query_one(
+                &statement,
+                &[
+                    &charge.caller,
+                    &charge.kind.as_str(),
+                    &bigint(charge.count),
+                    &i64::from(charge.rate),
+                    &i64::from(charge.burst),
+                ],
+            )
+            .await
+            .map_err(|e| classify(e, None))?;
+        let wait: i64 = row.get(0);
+        Ok(u64::try_from(wait)
+            .ok()
+            .filter(|w| *w > 0)
+            .map(Duration::from_micros))
+    }
+}

@@ -1,0 +1,447 @@
+//! The node's password checks: a few run at once, a bounded few wait, and the rest are refused
+//! at once rather than queued behind a flood.
+//!
+//! An Argon2 verification is the one thing a stranger can make the node spend real CPU and
+//! memory on (tens of milliseconds and 19 MiB each). The limits per client and code do not bound
+//! them node-wide: guesses spread over many addresses and many self-made protected links add up.
+//! So, per node:
+//!
+//! - at most `workers` checks run at once, on the blocking pool;
+//! - at most `queue` wait, sized so that a waiting check starts within a few checks' time, and
+//!   none waits longer than `max_wait`; past that a check is refused at once (`Busy`);
+//! - one client (an address, or an IPv6 prefix, as the client policy keys it) holds at most
+//!   `share` places, running or waiting;
+//! - the waiting are served lightest first: the client that ran the fewest checks in the last
+//!   minute goes ahead, and when the queue is full a newcomer lighter than the heaviest waiter
+//!   takes its place (that one is refused). A flood from busy addresses thus never keeps an
+//!   ordinary user, who checks once or twice, waiting behind it. Many addresses that each check
+//!   as rarely as a user cannot be told from users; they share the bounded pool with them, and
+//!   the node's CPU stays bounded either way.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// How long a client's checks count towards its weight: a fixed window.
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// How the password checks of a node are bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckBounds {
+    /// Checks running at once.
+    pub workers: usize,
+    /// Checks waiting at most.
+    pub queue: usize,
+    /// Places, running or waiting, one client may hold.
+    pub share: usize,
+    /// The longest a check waits for a worker before it is refused.
+    pub max_wait: Duration,
+}
+
+impl CheckBounds {
+    /// One running check per core (at least two), four waiting per worker (a check takes tens
+    /// of milliseconds, so a waiting one starts within a few hundred), two places per client,
+    /// and a second's wait at most.
+    pub fn for_this_machine() -> Self {
+        let workers = std::thread::available_parallelism()
+            .map_or(2, usize::from)
+            .max(2);
+        Self {
+            workers,
+            queue: workers * 4,
+            share: 2,
+            max_wait: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a check did not run to its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CheckRefused {
+    /// The pool is full, the client holds its share, or the wait ran out: try again shortly.
+    #[error("too many password checks are running or waiting")]
+    Busy,
+    /// The check itself failed (it panicked).
+    #[error("the password check failed")]
+    Failed,
+}
+
+/// The bounded, fair pool of a node's password checks.
+pub struct PasswordChecks {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    bounds: CheckBounds,
+    state: Mutex<State>,
+}
+
+/// Checks a client ran in the current window.
+struct Recent {
+    since: Instant,
+    count: u32,
+}
+
+struct Waiter {
+    id: u64,
+    client: IpAddr,
+    weight: u32,
+    wake: oneshot::Sender<()>,
+}
+
+#[derive(Default)]
+struct State {
+    running: usize,
+    next_id: u64,
+    waiting: Vec<Waiter>,
+    /// Places held per client, running or waiting.
+    held: HashMap<IpAddr, usize>,
+    /// Checks run per client in its current window (pruned by `housekeeping`).
+    recent: HashMap<IpAddr, Recent>,
+}
+
+impl State {
+    fn weight(&self, client: IpAddr, now: Instant) -> u32 {
+        self.recent
+            .get(&client)
+            .filter(|r| now.duration_since(r.since) < WINDOW)
+            .map_or(0, |r| r.count)
+    }
+
+    fn charge(&mut self, client: IpAddr, now: Instant) {
+        let recent = self.recent.entry(client).or_insert(Recent {
+            since: now,
+            count: 0,
+        });
+        if now.duration_since(recent.since) >= WINDOW {
+            *recent = Recent {
+                since: now,
+                count: 0,
+            };
+        }
+        recent.count = recent.count.saturating_add(1);
+    }
+
+    fn hold(&mut self, client: IpAddr) {
+        *self.held.entry(client).or_default() += 1;
+    }
+
+    fn unhold(&mut self, client: IpAddr) {
+        if let Some(held) = self.held.get_mut(&client) {
+            *held -= 1;
+            if *held == 0 {
+                self.held.remove(&client);
+            }
+        }
+    }
+
+    /// Starts waiting checks while workers are free: the lightest client first, the earliest
+    /// among equals.
+    fn dispatch(&mut self, workers: usize) {
+        let now = Instant::now();
+        while self.running < workers {
+            let Some(index) = (0..self.waiting.len())
+                .min_by_key(|&i| (self.waiting[i].weight, self.waiting[i].id))
+            else {
+                break;
+            };
+            let waiter = self.waiting.swap_remove(index);
+            self.running += 1;
+            self.charge(waiter.client, now);
+            if waiter.wake.send(()).is_err() {
+                // Its request went away meanwhile: the place is free again.
+                self.running -= 1;
+                self.unhold(waiter.client);
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A running check's place; frees it, and starts the next waiting check, when dropped.
+struct Permit {
+    inner: Arc<Inner>,
+    client: IpAddr,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        let mut state = self.inner.lock();
+        state.running -= 1;
+        state.unhold(self.client);
+        state.dispatch(self.inner.bounds.workers);
+    }
+}
+
+/// A waiting check; if its request goes away before it starts, its place is given back.
+struct Waiting {
+    inner: Arc<Inner>,
+    id: u64,
+    client: IpAddr,
+    wake: oneshot::Receiver<()>,
+    settled: bool,
+}
+
+impl Waiting {
+    /// Leaves the queue: `true` if a worker was handed over meanwhile (now held by the caller).
+    fn leave(&mut self) -> bool {
+        self.settled = true;
+        let mut state = self.inner.lock();
+        if let Some(index) = state.waiting.iter().position(|w| w.id == self.id) {
+            state.waiting.swap_remove(index);
+            state.unhold(self.client);
+            return false;
+        }
+        // Not waiting any more: either started (a worker is ours) or pushed out (nothing held).
+        self.wake.try_recv().is_ok()
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if !self.settled && self.leave() {
+            let mut state = self.inner.lock();
+            state.running -= 1;
+            state.unhold(self.client);
+            state.dispatch(self.inner.bounds.workers);
+        }
+    }
+}
+
+impl PasswordChecks {
+    /// An empty pool with `bounds`.
+    pub fn new(bounds: CheckBounds) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                bounds,
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// The pool's bounds.
+    pub fn bounds(&self) -> CheckBounds {
+        self.inner.bounds
+    }
+
+    /// Runs `check` for `client` on the blocking pool once a worker is free, or refuses at
+    /// once (or after `max_wait` at most) with [`CheckRefused::Busy`]. The place is held until
+    /// `check` returns, even if the caller stops waiting for it.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        client: IpAddr,
+        check: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, CheckRefused> {
+        let permit = self.acquire(client).await?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            check()
+        })
+        .await
+        .map_err(|_| CheckRefused::Failed)
+    }
+
+    async fn acquire(&self, client: IpAddr) -> Result<Permit, CheckRefused> {
+        let bounds = self.inner.bounds;
+        let now = Instant::now();
+        let (id, wake) = {
+            let mut state = self.inner.lock();
+            if state.held.get(&client).copied().unwrap_or(0) >= bounds.share {
+                return Err(CheckRefused::Busy);
+            }
+            if state.running < bounds.workers && state.waiting.is_empty() {
+                state.running += 1;
+                state.hold(client);
+                state.charge(client, now);
+                return Ok(Permit {
+                    inner: Arc::clone(&self.inner),
+                    client,
+                });
+            }
+            let weight = state.weight(client, now);
+            if state.waiting.len() >= bounds.queue {
+                // The heaviest waiter, the latest among equals, gives way to a lighter newcomer.
+                let heaviest = (0..state.waiting.len())
+                    .max_by_key(|&i| (state.waiting[i].weight, state.waiting[i].id));
+                match heaviest {
+                    Some(index) if state.waiting[index].weight > weight => {
+                        // Dropping its sender tells it so.
+                        let pushed_out = state.waiting.swap_remove(index);
+                        state.unhold(pushed_out.client);
+                    }
+                    _ => return Err(CheckRefused::Busy),
+                }
+            }
+            let id = state.next_id;
+            state.next_id += 1;
+            let (sender, wake) = oneshot::channel();
+            state.waiting.push(Waiter {
+                id,
+                client,
+                weight,
+                wake: sender,
+            });
+            state.hold(client);
+            (id, wake)
+        };
+        let mut waiting = Waiting {
+            inner: Arc::clone(&self.inner),
+            id,
+            client,
+            wake,
+            settled: false,
+        };
+        let started = match tokio::time::timeout(bounds.max_wait, &mut waiting.wake).await {
+            Ok(woken) => {
+                waiting.settled = true;
+                woken.is_ok()
+            }
+            Err(_) => waiting.leave(),
+        };
+        if started {
+            Ok(Permit {
+                inner: Arc::clone(&self.inner),
+                client,
+            })
+        } else {
+            Err(CheckRefused::Busy)
+        }
+    }
+
+    /// Forgets clients whose window has passed, so memory stays bounded (call periodically).
+    pub fn housekeeping(&self) {
+        let now = Instant::now();
+        let mut state = self.inner.lock();
+        state
+            .recent
+            .retain(|_, r| now.duration_since(r.since) < WINDOW);
+        state.recent.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    /// A check that runs until told to finish.
+    fn held() -> (impl FnOnce() -> u8 + Send + 'static, mpsc::Sender<u8>) {
+        let (finish, wait) = mpsc::channel();
+        (move || wait.recv().unwrap_or(0), finish)
+    }
+
+    async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !condition() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_pool_refuses_at_once_and_a_light_client_goes_first() {
+        let checks = Arc::new(PasswordChecks::new(CheckBounds {
+            workers: 1,
+            queue: 2,
+            share: 2,
+            max_wait: Duration::from_secs(5),
+        }));
+        let state = |checks: &PasswordChecks| {
+            let s = checks.inner.lock();
+            (s.running, s.waiting.len())
+        };
+        // A busy client: one check running, one waiting; its share is then spent.
+        let (first, finish_first) = held();
+        let running = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(1), first).await }
+        });
+        until("the first check runs", || state(&checks) == (1, 0)).await;
+        let (second, finish_second) = held();
+        let queued = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(1), second).await }
+        });
+        until("the second check waits", || state(&checks) == (1, 1)).await;
+        assert_eq!(
+            checks.run(ip(1), || 0).await,
+            Err(CheckRefused::Busy),
+            "past its share"
+        );
+        // Another busy client (one check in its window) fills the queue.
+        {
+            let mut s = checks.inner.lock();
+            s.charge(ip(2), Instant::now());
+        }
+        let (third, finish_third) = held();
+        let other = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(2), third).await }
+        });
+        until("the queue is full", || state(&checks) == (1, 2)).await;
+        // A client heavier than every waiter is refused at once.
+        {
+            let mut s = checks.inner.lock();
+            for _ in 0..5 {
+                s.charge(ip(3), Instant::now());
+            }
+        }
+        assert_eq!(checks.run(ip(3), || 0).await, Err(CheckRefused::Busy));
+        // A fresh client pushes the heaviest, latest waiter (ip 2) out and goes first.
+        let user = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(9), || 9).await }
+        });
+        assert_eq!(other.await.expect("join"), Err(CheckRefused::Busy));
+        drop(finish_third);
+        finish_first.send(1).expect("finish");
+        assert_eq!(running.await.expect("join"), Ok(1));
+        assert_eq!(user.await.expect("join"), Ok(9), "the light client ran");
+        finish_second.send(2).expect("finish");
+        assert_eq!(queued.await.expect("join"), Ok(2));
+        assert_eq!(state(&checks), (0, 0));
+        assert!(checks.inner.lock().held.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wait_ends_with_a_refusal_and_a_dropped_wait_gives_its_place_back() {
+        let checks = Arc::new(PasswordChecks::new(CheckBounds {
+            workers: 1,
+            queue: 4,
+            share: 2,
+            max_wait: Duration::from_millis(50),
+        }));
+        let (first, finish) = held();
+        let running = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(1), first).await }
+        });
+        until("the first check runs", || checks.inner.lock().running == 1).await;
+        assert_eq!(checks.run(ip(2), || 0).await, Err(CheckRefused::Busy));
+        let abandoned = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(3), || 0).await }
+        });
+        until("it waits", || checks.inner.lock().waiting.len() == 1).await;
+        abandoned.abort();
+        let _ = abandoned.await;
+        assert!(checks.inner.lock().waiting.is_empty());
+        assert!(!checks.inner.lock().held.contains_key(&ip(3)));
+        finish.send(1).expect("finish");
+        assert_eq!(running.await.expect("join"), Ok(1));
+        assert_eq!(checks.run(ip(2), || 2).await, Ok(2));
+        checks.housekeeping();
+        assert_eq!(checks.inner.lock().recent.len(), 2, "ip 1 and 2 ran");
+    }
+}
