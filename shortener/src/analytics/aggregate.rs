@@ -7,6 +7,14 @@
 //! counted in the rollups (counted as dropped; the link's totals still count it). Like the
 //! click counts, the map is split into independently locked shards by code, and a flush
 //! swaps each shard out under its lock.
+//!
+//! The ceiling is shared fairly between tenants, so one tenant's flood (of random referrers,
+//! say) cannot leave another's visits out: while fewer than half of `max_entries` counters are
+//! held, any visit may make one; past that, only a tenant holding less than its fair share,
+//! `max_entries / (holders + 1)` where `holders` counts the tenants holding counters (itself
+//! included), may make another, up to the ceiling. One tenant alone thus takes at most half,
+//! and the other half stays for the tenants that come after it; each drop is counted for its
+//! tenant with its reason ([`DropReason`]) and logged once per tenant between flushes.
 
 use crate::clicks::Visit;
 use crate::domain::stats::OTHER_REFERRER;
@@ -91,15 +99,48 @@ pub struct Taken {
     pub tenant: Arc<str>,
 }
 
+/// Why a visit was left out of the rollups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Its tenant held its fair share of a ceiling more than half full.
+    TenantShare,
+    /// The ceiling was reached.
+    Full,
+}
+
+impl DropReason {
+    /// The reason's label in metrics and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            DropReason::TenantShare => "tenant_share",
+            DropReason::Full => "full",
+        }
+    }
+}
+
+/// Who holds the counters, and whose visits were dropped.
+#[derive(Debug, Default)]
+struct Tenants {
+    /// Counters held per tenant (tenants holding none are not kept).
+    held: HashMap<Arc<str>, usize, Fast>,
+    /// Visits dropped per tenant and reason since the start (as many tenants as the keys name).
+    dropped: HashMap<(Arc<str>, DropReason), u64, Fast>,
+    /// Tenants whose drops were logged since the last take.
+    logged: HashSet<Arc<str>, Fast>,
+}
+
 /// The aggregator.
 pub struct Aggregator {
     shards: [Mutex<Shard>; SHARDS],
     max_entries: usize,
     referrers_per_hour: usize,
+    /// Taken after a shard's lock, never before it.
+    tenants: Mutex<Tenants>,
     entries: AtomicUsize,
     /// Visits whose referrer was folded into [`OTHER_REFERRER`].
     pub folded: AtomicU64,
-    /// Visits not counted in the rollups because the aggregator was full.
+    /// Visits not counted in the rollups because the aggregator was full (or their tenant held
+    /// its share of it): every tenant's, as [`Aggregator::dropped_by_tenant`] tells them apart.
     pub dropped: AtomicU64,
 }
 
@@ -128,6 +169,7 @@ impl Aggregator {
             shards: Default::default(),
             max_entries,
             referrers_per_hour,
+            tenants: Mutex::default(),
             entries: AtomicUsize::new(0),
             folded: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -137,6 +179,18 @@ impl Aggregator {
     /// Counters held now.
     pub fn entries(&self) -> usize {
         self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Visits dropped since the start, per tenant and reason, sorted (for metrics).
+    pub fn dropped_by_tenant(&self) -> Vec<(Arc<str>, DropReason, u64)> {
+        let tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        let mut dropped: Vec<_> = tenants
+            .dropped
+            .iter()
+            .map(|((tenant, reason), n)| (Arc::clone(tenant), *reason, *n))
+            .collect();
+        dropped.sort_unstable();
+        dropped
     }
 
     fn shard(&self, code: &str) -> &Mutex<Shard> {
@@ -167,7 +221,7 @@ impl Aggregator {
             return;
         }
         // A link-hour's first cell: its referrer is the first host, within any limit.
-        if !self.admit(bounded) {
+        if !self.admit(tenant, bounded) {
             return;
         }
         shard.insert(
@@ -180,14 +234,50 @@ impl Aggregator {
         );
     }
 
-    /// Whether a new counter may be made, counting it if so (or the visit as dropped).
-    fn admit(&self, bounded: bool) -> bool {
-        if bounded && self.entries.load(Ordering::Relaxed) >= self.max_entries {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
+    /// Whether `tenant` may make a new counter, counting it if so (or the visit as dropped):
+    /// with `bounded`, within the ceiling and, past half of it, within the tenant's fair share.
+    fn admit(&self, tenant: &Arc<str>, bounded: bool) -> bool {
+        let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = self.entries.load(Ordering::Relaxed);
+        let held = tenants.held.get(tenant).copied().unwrap_or(0);
+        let refused = if !bounded {
+            None
+        } else if entries >= self.max_entries {
+            Some(DropReason::Full)
+        } else if entries * 2 >= self.max_entries {
+            let holders = tenants.held.len() + usize::from(held == 0);
+            let share = (self.max_entries / (holders + 1)).max(1);
+            (held >= share).then_some(DropReason::TenantShare)
+        } else {
+            None
+        };
+        let Some(reason) = refused else {
+            match tenants.held.get_mut(tenant) {
+                Some(held) => *held += 1,
+                None => {
+                    tenants.held.insert(Arc::clone(tenant), 1);
+                }
+            }
+            self.entries.fetch_add(1, Ordering::Relaxed);
+            return true;
+        };
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        *tenants
+            .dropped
+            .entry((Arc::clone(tenant), reason))
+            .or_default() += 1;
+        let first = tenants.logged.insert(Arc::clone(tenant));
+        drop(tenants);
+        if first {
+            tracing::warn!(
+                tenant = %tenant,
+                reason = reason.label(),
+                entries,
+                max_entries = self.max_entries,
+                "analytics counters full for this tenant: its new counters are left out of the rollups until the next flush (link totals still count every visit)"
+            );
         }
-        self.entries.fetch_add(1, Ordering::Relaxed);
-        true
+        false
     }
 
     /// Counts into a link-hour a cell other than its first.
@@ -219,7 +309,7 @@ impl Aggregator {
             add(&mut link_hour.first.1, counts);
         } else if let Some(existing) = more.cells.get_mut(&cell) {
             add(existing, counts);
-        } else if self.admit(bounded) {
+        } else if self.admit(&link_hour.tenant, bounded) {
             more.cells.insert(cell, counts);
         }
     }
@@ -231,6 +321,7 @@ impl Aggregator {
         for shard in &self.shards {
             let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
             let before = taken.len();
+            let mut released: HashMap<Arc<str>, usize, Fast> = HashMap::default();
             for ((code, hour), link_hour) in shard.drain() {
                 let LinkHour {
                     tenant,
@@ -238,6 +329,7 @@ impl Aggregator {
                     more,
                 } = link_hour;
                 let more = more.map(|more| more.cells).unwrap_or_default();
+                *released.entry(Arc::clone(&tenant)).or_default() += 1 + more.len();
                 taken.extend(
                     std::iter::once(first)
                         .chain(more)
@@ -250,9 +342,23 @@ impl Aggregator {
                         }),
                 );
             }
+            let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+            for (tenant, n) in released {
+                if let Some(held) = tenants.held.get_mut(&tenant) {
+                    *held = held.saturating_sub(n);
+                    if *held == 0 {
+                        tenants.held.remove(&tenant);
+                    }
+                }
+            }
             self.entries
                 .fetch_sub(taken.len() - before, Ordering::Relaxed);
         }
+        self.tenants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .logged
+            .clear();
         taken.sort_unstable_by(|a, b| (&a.code, a.hour, &a.cell).cmp(&(&b.code, b.hour, &b.cell)));
         taken
     }
@@ -272,8 +378,9 @@ mod tests {
 
     #[test]
     fn hosts_past_the_limit_fold_into_other_and_the_ceiling_drops() {
-        let agg = Aggregator::new(5, 2);
+        let agg = Aggregator::new(8, 2);
         let t: Arc<str> = "acme".into();
+        let other: Arc<str> = "globex".into();
         for name in ["a.com", "b.com", "c.com", "d.com", "a.com"] {
             agg.add("x", &t, 0, host(name), one(Visit::Human), true);
         }
@@ -281,10 +388,15 @@ mod tests {
         agg.add("x", &t, 3600, host("c.com"), one(Visit::Bot), true);
         assert_eq!(agg.folded.load(Ordering::Relaxed), 2);
         assert_eq!(agg.entries(), 4);
-        // Two more entries fit under the ceiling of five, the third is dropped.
+        // Half the ceiling is held, all by one tenant: its share. Its next counter is dropped,
+        // another tenant's is made.
         agg.add("y", &t, 0, host("a.com"), one(Visit::Head), true);
-        agg.add("z", &t, 0, host("a.com"), one(Visit::Head), true);
+        agg.add("z", &other, 0, host("a.com"), one(Visit::Head), true);
         assert_eq!(agg.dropped.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            agg.dropped_by_tenant(),
+            [(Arc::clone(&t), DropReason::TenantShare, 1)]
+        );
         let taken = agg.take();
         assert_eq!(agg.entries(), 0);
         let summary: Vec<(&str, i64, &str, u64)> = taken
@@ -305,16 +417,64 @@ mod tests {
                 ("x", 0, "b.com", 1),
                 ("x", 0, OTHER_REFERRER, 2),
                 ("x", 3600, "c.com", 1),
-                ("y", 0, "a.com", 1),
+                ("z", 0, "a.com", 1),
             ]
         );
-        assert!(taken.iter().all(|t| &*t.tenant == "acme"));
+        let tenants: Vec<&str> = taken.iter().map(|t| &*t.tenant).collect();
+        assert_eq!(tenants, ["acme", "acme", "acme", "acme", "globex"]);
         // Put back unbounded: nothing folds or drops.
         for t in taken {
             agg.add(t.code.as_str(), &t.tenant, t.hour, t.cell, t.counts, false);
         }
         assert_eq!(agg.take().len(), 5);
         assert_eq!(agg.entries(), 0);
+        // After the take, the tenant holds nothing and may count again.
+        agg.add("y", &t, 0, host("a.com"), one(Visit::Head), true);
+        assert_eq!(agg.entries(), 1);
+    }
+
+    #[test]
+    fn no_tenant_fills_the_ceiling_past_its_fair_share() {
+        let agg = Aggregator::new(12, 1000);
+        let tenant = |name: &str| -> Arc<str> { name.into() };
+        let (flood, second, third) = (tenant("flood"), tenant("second"), tenant("third"));
+        let fill = |t: &Arc<str>, n: usize| {
+            for i in 0..n {
+                agg.add(
+                    &format!("{t}{i}"),
+                    t,
+                    0,
+                    host("a.com"),
+                    one(Visit::Human),
+                    true,
+                );
+            }
+        };
+        // Alone, a tenant takes half the ceiling.
+        fill(&flood, 100);
+        assert_eq!(agg.entries(), 6);
+        // With two holding counters, a share is 12 / 3 = 4: the second tenant gets its four.
+        fill(&second, 10);
+        assert_eq!(agg.entries(), 10);
+        // A third comes in under its share (12 / 4 = 3), until the ceiling.
+        fill(&third, 10);
+        assert_eq!(agg.entries(), 12);
+        assert_eq!(
+            agg.dropped_by_tenant(),
+            [
+                (Arc::clone(&flood), DropReason::TenantShare, 94),
+                (Arc::clone(&second), DropReason::TenantShare, 6),
+                (Arc::clone(&third), DropReason::Full, 8),
+            ]
+        );
+        assert_eq!(agg.dropped.load(Ordering::Relaxed), 108);
+        let mut per_tenant: HashMap<Arc<str>, usize> = HashMap::new();
+        for t in agg.take() {
+            *per_tenant.entry(t.tenant).or_default() += 1;
+        }
+        assert_eq!(per_tenant[&flood], 6);
+        assert_eq!(per_tenant[&second], 4);
+        assert_eq!(per_tenant[&third], 2);
     }
 
     #[test]

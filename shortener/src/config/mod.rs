@@ -181,7 +181,8 @@ pub struct Config {
     )]
     pub analytics_flush_interval_ms: u64,
     /// Most analytics counters held in memory between flushes; visits needing more are left
-    /// out of the rollups (the link totals still count them).
+    /// out of the rollups (the link totals still count them). Past half of it, a tenant makes
+    /// new counters only within its fair share, so one tenant cannot fill it for the others.
     #[arg(
         long,
         env = "SHORTENER_ANALYTICS_MAX_ENTRIES",

@@ -40,8 +40,10 @@ pub enum UrlError {
     #[error("the url has no host")]
     NoHost,
     /// A link to this shortener itself, in any spelling of its host or addresses (loops and
-    /// laundering), or to `localhost`.
-    #[error("links to this shortener's own domains or addresses, or to localhost, are not allowed")]
+    /// laundering), or to a loopback name (`localhost`, `localhost.localdomain`, ...) or address.
+    #[error(
+        "links to this shortener's own domains or addresses, or to loopback names and addresses such as localhost, are not allowed"
+    )]
     OwnDomain,
     /// An address this deployment does not link to: loopback, link-local, private, unique-local
     /// or a cloud metadata service.

@@ -45,7 +45,7 @@ impl LinksApi {
         let code = self.code(&request.code)?;
         let patch = LinkPatch::parse(PatchInput::try_from(request)?, &self.rules, Utc::now())?;
         let link = self.links.update(caller, &code, &patch).await?;
-        Ok(wire::link(&self.public, &link))
+        Ok(wire::answer(caller, false, &self.public, &link))
     }
 
     /// Reads the rows as they come, a chunk at a time, and streams one result per row back in

@@ -17,7 +17,7 @@ pub use status::code_of;
 
 use crate::access::{Admission, Operation};
 use crate::domain::{
-    Caller, CreateInput, CreateRequest, CreateRules, Error, Link, PublicBase, ShortCode,
+    Caller, CreateInput, CreateRequest, CreateRules, Error, PublicBase, ShortCode,
 };
 use crate::links::LinkService;
 use crate::metrics::Metrics;
@@ -67,12 +67,12 @@ impl LinksApi {
     }
 
     /// Converts, checks and creates one item (shared by single and batch creates), counted in
-    /// the metrics.
+    /// the metrics; answers the link as `caller` may see it.
     async fn create_one(
         &self,
         caller: &Caller,
         item: pb::CreateLinkRequest,
-    ) -> Result<Link, Error> {
+    ) -> Result<pb::Link, Error> {
         let started = Instant::now();
         let result = async {
             let input = CreateInput::try_from(item)?;
@@ -86,7 +86,7 @@ impl LinksApi {
             Err(error) => error.outcome(),
         };
         self.metrics.create(outcome, started.elapsed());
-        result.map(|(link, _)| link)
+        result.map(|(link, created)| wire::answer(caller, created, &self.public, &link))
     }
 }
 
@@ -97,8 +97,9 @@ impl Links for LinksApi {
         request: Request<pb::CreateLinkRequest>,
     ) -> Result<Response<pb::Link>, Status> {
         let caller = self.admit(&request, Operation::Create)?;
-        let link = self.create_one(&caller, request.into_inner()).await?;
-        Ok(Response::new(wire::link(&self.public, &link)))
+        Ok(Response::new(
+            self.create_one(&caller, request.into_inner()).await?,
+        ))
     }
 
     async fn batch_create_links(
@@ -113,9 +114,7 @@ impl Links for LinksApi {
             .buffered(BATCH_CONCURRENCY)
             .map(|result| pb::BatchCreateResult {
                 outcome: Some(match result {
-                    Ok(link) => {
-                        pb::batch_create_result::Outcome::Link(wire::link(&self.public, &link))
-                    }
+                    Ok(link) => pb::batch_create_result::Outcome::Link(link),
                     Err(error) => pb::batch_create_result::Outcome::Error(error.into()),
                 }),
             })

@@ -1,7 +1,7 @@
 //! The gRPC wire types' one conversion to and from domain types.
 
 use crate::domain::{
-    CreateInput, Error, Event, ImportInput, Link, ListInput, PatchInput, PublicBase,
+    Caller, CreateInput, Error, Event, ImportInput, Link, ListInput, PatchInput, PublicBase,
 };
 use crate::links::{RowResult, RowStatus};
 use chrono::{DateTime, Utc};
@@ -47,6 +47,21 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             max_visits: item.max_visits,
             password: item.password,
         })
+    }
+}
+
+/// `link` as answered to `caller` (`created`: its request just made it): whole, or to a caller
+/// that may not read it only its code and short URL, every other field left unset (see
+/// [`crate::links::answers_whole`]).
+pub(super) fn answer(caller: &Caller, created: bool, public: &PublicBase, link: &Link) -> pb::Link {
+    if crate::links::answers_whole(caller, created) {
+        self::link(public, link)
+    } else {
+        pb::Link {
+            code: link.code.clone(),
+            short_url: public.short_url(&link.code),
+            ..Default::default()
+        }
     }
 }
 

@@ -10,8 +10,10 @@ use codespace::shape::{self, CodeKind};
 use id_client::{IdError, IdPool};
 use std::sync::atomic::Ordering;
 
-/// How many generated IDs one create may skip over planted or unexpected conflicts.
-const MAX_GENERATED_ATTEMPTS: usize = 16;
+/// How many generated codes one create may find taken by something other than an imported
+/// legacy code (the alarm) before it gives up. Codes held by imported links do not count: see
+/// [`generated`] for what bounds those.
+const MAX_GENERATED_CONFLICTS: usize = 16;
 /// How many random private codes one create may try.
 const MAX_PRIVATE_ATTEMPTS: usize = 8;
 
@@ -75,9 +77,16 @@ pub(super) async fn private(store: &Store, row: Row) -> Result<(Link, bool), Err
 }
 
 /// A link under the code of the next ID in hand. A code taken by an imported link (a legacy
-/// code that happens to spell this ID's code) is stepped over: counted, and the next ID tried.
+/// code that happens to spell this ID's code) is stepped over: counted, and the next ID tried,
+/// however many such codes follow one another, so an import can never make a create fail.
 /// Any other taken code cannot happen by construction (an ID is leased once, the permutation
-/// is a bijection); if it does, it is counted and logged as an alarm and the next ID is tried.
+/// is a bijection); if it does, it is counted and logged as an alarm and the next ID is tried,
+/// and the create fails once [`MAX_GENERATED_CONFLICTS`] such codes were found.
+///
+/// The steps over imported codes end: each consumes an ID that is never handed out again, so
+/// each imported code is stepped over at most once in the life of the code space, and the
+/// steps of all creates together are at most the imported links whose code has the generated
+/// shape. A pool that runs dry on the way ends the create as unavailable, as any create.
 pub(super) async fn generated(
     store: &Store,
     ids: &IdPool,
@@ -85,7 +94,8 @@ pub(super) async fn generated(
     counters: &CreateCounters,
     row: Row,
 ) -> Result<(Link, bool), Error> {
-    for _ in 0..MAX_GENERATED_ATTEMPTS {
+    let mut conflicts = 0;
+    loop {
         let id = ids
             .next_id()
             .map_err(|IdError::Exhausted { retry_after }| Error::Unavailable {
@@ -97,18 +107,38 @@ pub(super) async fn generated(
             .insert(row.with_code(code.clone(), CodeKind::Generated, Some(id)))
             .await?
         {
-            InsertOutcome::CodeTaken => taken(store, counters, id, &code).await?,
+            InsertOutcome::CodeTaken => {
+                if taken(store, counters, id, &code).await? == Holder::Other {
+                    conflicts += 1;
+                    if conflicts >= MAX_GENERATED_CONFLICTS {
+                        return Err(Error::Internal(
+                            "too many conflicts on generated codes".into(),
+                        ));
+                    }
+                }
+            }
             other => return settle(other),
         }
     }
-    Err(Error::Internal(
-        "too many conflicts on generated codes".into(),
-    ))
+}
+
+/// Who holds a generated code found taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holder {
+    /// An imported link under a legacy code: expected, stepped over without an alarm.
+    Imported,
+    /// Anything else: the alarm.
+    Other,
 }
 
 /// Counts a generated code found taken: stepped over an imported legacy code that holds it, or
-/// the alarm for anything else.
-async fn taken(store: &Store, counters: &CreateCounters, id: u64, code: &str) -> Result<(), Error> {
+/// the alarm for anything else; says which.
+async fn taken(
+    store: &Store,
+    counters: &CreateCounters,
+    id: u64,
+    code: &str,
+) -> Result<Holder, Error> {
     let holder = store.get(code).await?;
     // Only links with a legacy code carry an import batch.
     if holder.is_some_and(|link| link.import_batch.is_some()) {
@@ -117,11 +147,12 @@ async fn taken(store: &Store, counters: &CreateCounters, id: u64, code: &str) ->
             id,
             "generated code held by an imported legacy code; skipping to the next ID"
         );
+        Ok(Holder::Imported)
     } else {
         counters.generated_conflicts.fetch_add(1, Ordering::Relaxed);
         tracing::error!(id, code = %code, "generated code already taken; skipping to the next ID (check the lease ledger and key)");
+        Ok(Holder::Other)
     }
-    Ok(())
 }
 
 /// Many links under the codes of the next IDs in hand, in one write (one commit): each row's
@@ -164,8 +195,9 @@ pub(super) async fn generated_many(
             for ((slot, outcome), (id, code)) in slots.into_iter().zip(outcomes).zip(tried) {
                 results[slot] = Some(match (outcome, rows[slot].take()) {
                     (InsertOutcome::CodeTaken, Some(row)) => {
+                        // The row goes on alone, under the bound of `generated`.
                         match taken(store, counters, id, &code).await {
-                            Ok(()) => generated(store, ids, space, counters, row).await,
+                            Ok(_) => generated(store, ids, space, counters, row).await,
                             Err(error) => Err(error),
                         }
                     }

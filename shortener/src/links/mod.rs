@@ -19,7 +19,7 @@ pub use export::{BUFFERED_PAGES, EXPORT_PAGE, ExportBatch, ExportLimits, LinkExp
 pub use import::{CHUNK_ROWS, ChunkRow, Import, ImportTotals, RowResult, RowStatus};
 pub use manage::ListPage;
 
-use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, ShortCode};
+use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, Scope, ShortCode};
 use crate::limits::Limits;
 use crate::metrics::CreateCounters;
 use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
@@ -28,6 +28,17 @@ use codespace::CodeSpace;
 use id_client::IdPool;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Whether an answer to `caller` may show every field of a link (`created`: the caller's own
+/// request just made it). A caller that may read links sees every field. One that may not (a
+/// `links:write` or `links:create` key without `links:read`) sees every field of a link its
+/// request created, all of them its own input or fresh defaults; of any other link (one it
+/// changed, or an existing one that a dedup or idempotent create answered) it sees only the
+/// code and short URL, which it named or was given: the target, tags, times, state, owner,
+/// tenant, flags and click counts are what only a read reveals.
+pub fn answers_whole(caller: &Caller, created: bool) -> bool {
+    created || caller.may(Scope::LinksRead)
+}
 
 /// The Argon2id hash of `password`, made on the blocking pool (it costs tens of milliseconds).
 pub(crate) async fn hash_password(password: String) -> Result<PasswordHash, Error> {

@@ -90,9 +90,19 @@ impl Sources {
         counter(
             e,
             "shortener_analytics_dropped",
-            "Visits left out of the rollups because the aggregator was full (the link totals count them)",
+            "Visits left out of the rollups because the aggregator was full or their tenant held its share of it (the link totals count them)",
             aggregator.dropped.load(Ordering::Relaxed),
         )?;
+        let mut family = e.encode_descriptor(
+            "shortener_analytics_dropped_by_tenant",
+            "Visits left out of the rollups, by the link's tenant and why: tenant_share (the tenant held its fair share of a ceiling more than half full) or full (the ceiling was reached)",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (tenant, reason, dropped) in aggregator.dropped_by_tenant() {
+            let labels = [("tenant", &*tenant), ("reason", reason.label())];
+            ConstCounter::new(dropped).encode(family.encode_family(&labels)?)?;
+        }
         counter(
             e,
             "shortener_analytics_flushed",

@@ -1,10 +1,11 @@
 //! What a deployment refuses to link to, beyond what no target may be (`domain::TargetUrl`).
 //!
 //! - **Its own hosts and addresses**, always: the public host and any extra short domains, with
-//!   their subdomains; `localhost` and its subdomains; loopback and unspecified addresses and
-//!   the addresses the node listens on. Hosts are compared as the WHATWG parser gives them, so
-//!   every spelling it accepts (decimal, octal or hex IPv4, IPv4-mapped IPv6, upper case,
-//!   trailing dots) is caught.
+//!   their subdomains; the loopback names (`localhost`, `localhost.localdomain`,
+//!   `ip6-localhost`, ... [`LOOPBACK_NAMES`]) and their subdomains; loopback and unspecified
+//!   addresses and the addresses the node listens on. Hosts are compared as the WHATWG parser
+//!   gives them, so every spelling it accepts (decimal, octal or hex IPv4, IPv4-mapped IPv6,
+//!   upper case, trailing dots) is caught.
 //! - **Private ranges**, when configured (on in the Kubernetes manifests): loopback, link-local,
 //!   private, shared, unique-local and other non-public ranges (`ranges`), cloud metadata host
 //!   names and private-use names (`.internal`, `.local`, ...). Names are not resolved: a public
@@ -29,6 +30,30 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// Names that mean this machine wherever they are resolved (the usual `/etc/hosts` entries):
+/// refused with their subdomains, as the node's own hosts are, whatever the settings.
+pub const LOOPBACK_NAMES: &[&str] = &[
+    "localhost",
+    "localhost.localdomain",
+    "localhost4",
+    "localhost4.localdomain4",
+    "localhost6",
+    "localhost6.localdomain6",
+    "ip6-localhost",
+    "ip6-loopback",
+];
+
+/// Whether `domain` (normalised: lower case, no trailing dot) is a loopback name or one of its
+/// subdomains.
+fn is_loopback_name(domain: &str) -> bool {
+    LOOPBACK_NAMES.iter().any(|name| {
+        domain == *name
+            || domain
+                .strip_suffix(name)
+                .is_some_and(|rest| rest.ends_with('.'))
+    })
+}
 
 /// Host names of cloud metadata services, refused with the private ranges.
 const METADATA_HOSTS: &[&str] = &[
@@ -185,7 +210,7 @@ impl TargetRules {
     fn check_domain(&self, domain: &str, refuse_private: bool) -> Result<(), UrlError> {
         let domain = normalise(domain);
         let within = |base: &str| domain == base || domain.ends_with(&format!(".{base}"));
-        if within("localhost") || self.own_hosts.iter().any(|own| within(own)) {
+        if is_loopback_name(&domain) || self.own_hosts.iter().any(|own| within(own)) {
             return Err(UrlError::OwnDomain);
         }
         if refuse_private
@@ -234,8 +259,7 @@ impl TargetPolicy for WebhookTargets<'_> {
             url::Host::Domain(domain) => {
                 return if self.allow_private {
                     // Local names are allowed with the private ranges; the rest still holds.
-                    let local = normalise(domain);
-                    if local == "localhost" || local.ends_with(".localhost") {
+                    if is_loopback_name(&normalise(domain)) {
                         Ok(())
                     } else {
                         self.rules.check_domain(domain, false)
@@ -293,6 +317,11 @@ mod tests {
             "https://go.example/x",
             "http://localhost/",
             "http://sub.localhost./",
+            "http://LOCALHOST.localdomain./",
+            "http://a.localhost.localdomain/",
+            "http://localhost6/",
+            "http://ip6-localhost/",
+            "http://ip6-loopback./",
             "http://127.0.0.1/",
             "http://2130706433/",
             "http://0x7f.1/",
@@ -311,6 +340,9 @@ mod tests {
             "http://169.254.169.254/",
             "https://sho.rt.example/",
             "https://example.com/",
+            "https://notlocalhost/",
+            "https://localhost.example.com/",
+            "https://my-ip6-localhost.example/",
         ] {
             assert_eq!(refused(&rules, url), None, "{url}");
         }

@@ -499,6 +499,99 @@ async fn a_generated_create_steps_over_an_imported_code_without_the_alarm(backen
 }
 on_both_stores!(a_generated_create_steps_over_an_imported_code_without_the_alarm);
 
+/// Imports `codes` as legacy links in one request; every row is created.
+async fn plant(node: &Node, codes: &[String]) {
+    let rows: Vec<Value> = codes
+        .iter()
+        .map(|code| json!({ "url": format!("https://legacy.example/{code}"), "code": code }))
+        .collect();
+    let (status, lines) = node.import(NDJSON, ndjson(&rows), "").await;
+    assert_eq!(status, StatusCode::OK, "{lines:?}");
+    assert_eq!(
+        summary(&lines)["created"],
+        codes.len(),
+        "the legacy codes were not all imported: {lines:?}"
+    );
+}
+
+/// However many imported legacy codes hold the next generated codes, a create steps over all
+/// of them: it never fails for imported rows, and the conflict alarm stays silent.
+async fn creates_step_over_any_run_of_imported_codes(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let metrics_say = |metrics: &str, skipped: u64| {
+        assert!(
+            metrics.contains("shortener_generated_code_conflicts_total 0"),
+            "the alarm went off"
+        );
+        assert!(
+            metrics.contains(&format!(
+                "shortener_generated_codes_skipped_imported_total {skipped}"
+            )),
+            "{metrics}"
+        );
+    };
+    // The next 200 generated codes, taken by an import.
+    let id = node.app.ids.next_id().expect("an ID in hand");
+    let planted: Vec<String> = (id + 1..=id + 200)
+        .map(|n| node.app.space.encode(n))
+        .collect();
+    plant(&node, &planted).await;
+    let (status, body) = node
+        .create(json!({ "url": "https://example.com/first" }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["code"], node.app.space.encode(id + 201).as_str());
+    metrics_say(&node.metrics().await, 200);
+
+    // Another run ahead of many creates at once: every one is made, under its own code.
+    let id = node.app.ids.next_id().expect("an ID in hand");
+    let planted: Vec<String> = (id + 1..=id + 100)
+        .map(|n| node.app.space.encode(n))
+        .collect();
+    plant(&node, &planted).await;
+    let creates =
+        (0..60).map(|i| node.create(json!({ "url": format!("https://example.com/{i}") })));
+    let mut made = std::collections::HashSet::new();
+    for (status, body) in futures::future::join_all(creates).await {
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        made.insert(body["code"].as_str().expect("a code").to_string());
+    }
+    assert_eq!(made.len(), 60, "two creates answered the same code");
+    assert!(made.iter().all(|code| !planted.contains(code)));
+    metrics_say(&node.metrics().await, 300);
+
+    // An import's codeless rows, written together, step over a run the same way.
+    let id = node.app.ids.next_id().expect("an ID in hand");
+    let planted: Vec<String> = (id + 1..=id + 50)
+        .map(|n| node.app.space.encode(n))
+        .collect();
+    plant(&node, &planted).await;
+    let (_, lines) = node
+        .import(
+            NDJSON,
+            ndjson(&[
+                json!({ "url": "https://example.com/row-1" }),
+                json!({ "url": "https://example.com/row-2" }),
+            ]),
+            "",
+        )
+        .await;
+    assert_eq!(summary(&lines)["created"], 2, "{lines:?}");
+    assert_eq!(
+        row(&lines, 1)["code"],
+        node.app.space.encode(id + 51).as_str()
+    );
+    metrics_say(&node.metrics().await, 350);
+    for code in &planted {
+        assert_eq!(
+            node.location(code).await.1,
+            Some(format!("https://legacy.example/{code}"))
+        );
+    }
+}
+on_both_stores!(creates_step_over_any_run_of_imported_codes);
+
 /// An import of several chunks is answered row by row in order, whatever chunk a row falls in:
 /// a code repeated in a later chunk is a duplicate and a codeless row repeated there finds the
 /// link the earlier one made, bad rows at the edges of chunks fail alone, and the import again

@@ -40,3 +40,4 @@ mod tenants;
 mod timeouts;
 mod tls;
 mod webhooks;
+mod write_only;

@@ -137,3 +137,75 @@ async fn a_blocklisted_domain_is_refused_and_its_links_go_down_without_a_restart
     assert!(back, "the unblocked link stayed down");
 }
 on_both_stores!(a_blocklisted_domain_is_refused_and_its_links_go_down_without_a_restart);
+
+/// Every name and address that means "this machine" is refused with the default settings, as
+/// a new link's target and as an edit's, over HTTP and gRPC, and nothing is stored or changed.
+async fn loopback_names_and_addresses_are_refused_by_default(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("loopback").await;
+    let kept = node.create_url("https://example.com/kept").await;
+    let bad = [
+        "http://localhost/x",
+        "http://localhost./x",
+        "http://LocalHost:8080/x",
+        "http://api.localhost/x",
+        "http://localhost.localdomain/x",
+        "http://localhost.localdomain./x",
+        "http://app.localhost.localdomain/x",
+        "http://localhost4/x",
+        "http://localhost6.localdomain6/x",
+        "http://ip6-localhost/x",
+        "http://ip6-loopback/x",
+        "http://127.0.0.1/x",
+        "http://127.1/x",
+        "http://127.255.255.254/x",
+        "http://0x7f.1/x",
+        "http://017700000001/x",
+        "http://2130706433/x",
+        "http://[::1]/x",
+        "http://[0:0:0:0:0:0:0:1]/x",
+        "http://[::ffff:127.0.0.1]/x",
+        "http://[::ffff:7f00:1]/x",
+        "http://0.0.0.0/x",
+        "http://0/x",
+        "http://[::]/x",
+    ];
+    let mut client = node.links_client().await;
+    for url in bad {
+        let (status, body) = node.create(json!({ "url": url })).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {body}");
+        assert_eq!(body["error"], "invalid_url", "{url}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("loopback")),
+            "{url}: {body}"
+        );
+        let (status, body) = node.patch(&kept, json!({ "url": url })).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_url")),
+            "edit to {url}: {body}"
+        );
+        let refused = client
+            .create_link(authed(create(url)))
+            .await
+            .expect_err(url);
+        assert_eq!(refused.code(), Code::InvalidArgument, "{url}");
+    }
+    assert_eq!(node.stored_links().await, 1, "a refused target was stored");
+    assert_eq!(
+        node.location(&kept).await.1.as_deref(),
+        Some("https://example.com/kept"),
+        "a refused edit changed the link"
+    );
+    // Names that only look alike are ordinary targets.
+    for url in [
+        "https://notlocalhost.example/",
+        "https://localhost.example.com/",
+        "https://ip6-localhost.example/",
+    ] {
+        assert_eq!(try_create(&node, url).await.0, StatusCode::CREATED, "{url}");
+    }
+}
+on_both_stores!(loopback_names_and_addresses_are_refused_by_default);

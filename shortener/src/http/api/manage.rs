@@ -1,6 +1,6 @@
 //! Link management over HTTP: list, edit, history, export.
 
-use super::wire::{EventJson, LinkJson, ListParams, PageJson, patch_input, read_body};
+use super::wire::{EventJson, LinkAnswer, LinkJson, ListParams, PageJson, patch_input, read_body};
 use super::{admit, bytes_stream, code};
 use crate::access::Operation;
 use crate::domain::{Error, LinkPatch, PublicBase};
@@ -42,7 +42,8 @@ pub async fn list(
 }
 
 /// `PATCH /api/v1/links/{code}`: a JSON merge patch of `url`, `expires_at`, `tags`,
-/// `disabled` and `max_visits`; answers the link as it is now.
+/// `disabled` and `max_visits`; answers the link as it is now (to a key without `links:read`,
+/// only its code and short URL).
 pub async fn update(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
@@ -59,7 +60,7 @@ pub async fn update(
     .await?;
     let patch = LinkPatch::parse(patch_input(&bytes)?, &state.rules, Utc::now())?;
     let link = state.links.update(&caller, &code, &patch).await?;
-    Ok(axum::Json(LinkJson::new(&state.public, &link)).into_response())
+    Ok(axum::Json(LinkAnswer::to(&caller, false, &state.public, &link)).into_response())
 }
 
 /// `GET /api/v1/links/{code}/history`: every event, oldest first.

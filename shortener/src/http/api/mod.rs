@@ -66,7 +66,7 @@ fn code(state: &HttpState, code: Result<Path<String>, PathRejection>) -> Result<
 }
 
 /// `POST /api/v1/links`: creates a link (201), or returns the existing one for a dedup hit or
-/// an idempotent retry (200).
+/// an idempotent retry (200; to a key without `links:read`, only its code and short URL).
 pub async fn create(
     State(state): State<Arc<HttpState>>,
     request: axum::extract::Request,
@@ -112,7 +112,7 @@ async fn create_inner(
     let response = (
         status,
         [(header::LOCATION, location)],
-        axum::Json(LinkJson::new(&state.public, &link)),
+        axum::Json(wire::LinkAnswer::to(&caller, created, &state.public, &link)),
     )
         .into_response();
     Ok((response, created))

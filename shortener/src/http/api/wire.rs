@@ -4,7 +4,9 @@
 //! API sits beside its conversion, so a field changes in one place for every endpoint.
 
 use super::super::ApiError;
-use crate::domain::{CreateInput, Error, Event, Link, ListInput, PatchInput, PublicBase, echo};
+use crate::domain::{
+    Caller, CreateInput, Error, Event, Link, ListInput, PatchInput, PublicBase, echo,
+};
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -247,6 +249,42 @@ impl<'a> LinkJson<'a> {
                 head: link.clicks.head,
                 bot: link.clicks.bot,
             },
+        }
+    }
+}
+
+/// A link as answered to a caller that may not read it: its code and short URL, nothing a read
+/// would reveal (see [`crate::links::answers_whole`]).
+#[derive(Serialize)]
+pub(super) struct ReceiptJson<'a> {
+    code: &'a str,
+    short_url: ShortUrl<'a>,
+}
+
+/// The link a create or an edit answers: whole, or as a receipt to a caller that may not read
+/// it.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(super) enum LinkAnswer<'a> {
+    Whole(LinkJson<'a>),
+    Receipt(ReceiptJson<'a>),
+}
+
+impl<'a> LinkAnswer<'a> {
+    /// `link` as answered to `caller` (`created`: its request just made it).
+    pub(super) fn to(
+        caller: &Caller,
+        created: bool,
+        public: &'a PublicBase,
+        link: &'a Link,
+    ) -> Self {
+        if crate::links::answers_whole(caller, created) {
+            LinkAnswer::Whole(LinkJson::new(public, link))
+        } else {
+            LinkAnswer::Receipt(ReceiptJson {
+                code: &link.code,
+                short_url: ShortUrl(public, &link.code),
+            })
         }
     }
 }

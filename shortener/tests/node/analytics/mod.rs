@@ -3,6 +3,7 @@
 //! clock set by hand, and bad requests refused without a change.
 
 mod crash;
+mod fair_share;
 mod mmdb;
 mod privacy;
 mod refusals;
