@@ -43,7 +43,10 @@ async fn the_direct_redirect_path_and_the_router_agree(backend: Backend) {
         assert_eq!(response.headers()["cache-control"], "no-store", "{path}");
     }
     // `/` is a route of its own: it leads to the console (first_start tests it).
-    assert_eq!(get("/").await.expect("visit").status(), StatusCode::SEE_OTHER);
+    assert_eq!(
+        get("/").await.expect("visit").status(),
+        StatusCode::SEE_OTHER
+    );
     let post = node
         .client
         .post(format!("{}/pct-test_1", node.base))
