@@ -373,10 +373,16 @@ def test_a_segment_that_is_not_utf8_is_not_found_at_the_edge_and_invalid_in_the_
 
 
 def test_paths_that_cannot_be_codes_return_404(api, server):
-    for path in ["/", "/a/b", "/api", "/healthz"]:
+    for path in ["/a/b", "/api", "/healthz"]:
         response = requests.get(f"{server.http}{path}", allow_redirects=False, timeout=10)
         assert response.status_code == 404, path
         assert response.headers.get("Cache-Control") == "no-store", path
+
+
+def test_the_root_leads_to_the_console(server):
+    response = requests.get(f"{server.http}/", allow_redirects=False, timeout=10)
+    assert response.status_code == 303
+    assert response.headers["Location"] == "/console/"
 
 
 # Abuse limits and click counts, as the document describes them.
