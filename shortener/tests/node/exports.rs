@@ -27,12 +27,26 @@ async fn seed(node: &Node, n: usize) {
             )
         })
         .collect();
-    let (status, answers) = node
-        .import("application/x-ndjson", rows, "results=errors")
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    let summary = &answers.last().expect("a summary")["summary"];
-    assert_eq!(summary["created"], n, "{summary}");
+    // A chunk of 2000 generated rows can outrun the IDs a node holds on a loaded machine
+    // (503 per row, by design); importing the same rows again creates only what is missing.
+    for _ in 0..5 {
+        let (status, answers) = node
+            .import("application/x-ndjson", rows.clone(), "results=errors")
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let summary = &answers.last().expect("a summary")["summary"];
+        if summary["errors"] == 0 {
+            return;
+        }
+        let first = answers.first();
+        assert!(
+            answers[..answers.len() - 1]
+                .iter()
+                .all(|a| a["error"] == "unavailable"),
+            "{summary}: {first:?}"
+        );
+    }
+    panic!("the seed import kept failing");
 }
 
 /// Opens an export and reads nothing of its body.
@@ -72,10 +86,9 @@ async fn unread_exports_leave_the_store_to_redirects_and_creates(backend: Backen
         }
     }
     assert_eq!((held.len(), refused), (7, 25), "the node's export cap");
-    // Give the held exports time to fill the sockets: from here on they wait for readers
-    // that never come. Nothing below depends on how long this takes; it only makes sure the
-    // exports are stalled, not finished, while the node is asked for other work.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The held exports are far larger than the sockets hold: they stay open, unread, while
+    // the node is asked for other work below (whether they have filled the sockets yet or not,
+    // none may hold a store connection).
 
     // Cache misses (codes nobody holds) are store reads; creates are store writes. Each
     // answers at once, as if no export were open (the pool's wait alone is 3 s).
@@ -207,8 +220,6 @@ async fn unread_exports_do_not_stop_sqlite_checkpoints() {
     let held: Vec<reqwest::Response> =
         futures::future::join_all((0..4).map(|_| open_export(&node, ""))).await;
     assert!(held.iter().all(|r| r.status() == StatusCode::OK));
-    // Let the exports fill their sockets and stall (see the first test of this file).
-    tokio::time::sleep(Duration::from_millis(500)).await;
 
     // About 12 MB of creates while the exports are held. Checkpoints recycle the log from its
     // start, so it keeps the size it had; a reader pinning a snapshot would make it grow by
