@@ -106,11 +106,9 @@ fn status_to_error(status: tonic::Status) -> LeaseError {
             LeaseError::Unavailable(message)
         }
         Code::ResourceExhausted => LeaseError::Exhausted(message),
-        Code::InvalidArgument
-        | Code::Unauthenticated
-        | Code::PermissionDenied
-        | Code::NotFound
-        | Code::FailedPrecondition => LeaseError::Refused(message),
+        Code::Unauthenticated | Code::PermissionDenied => LeaseError::Unauthorized(message),
+        Code::NotFound => LeaseError::UnknownNamespace(message),
+        Code::InvalidArgument | Code::FailedPrecondition => LeaseError::Refused(message),
         _ => LeaseError::Unavailable(message),
     }
 }

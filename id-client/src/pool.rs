@@ -229,6 +229,15 @@ impl IdPool {
         self.inner.lock().last_lease_error.clone()
     }
 
+    /// Why nothing is in hand, for a client, a readiness probe or a log line: the last lease
+    /// error in the source's own words, or that a lease is awaited.
+    pub fn shortage(&self) -> String {
+        match self.last_lease_error() {
+            Some(error) => format!("no IDs in hand: {}", error.detail()),
+            None => "no IDs in hand: waiting for a lease; retry shortly".to_string(),
+        }
+    }
+
     /// Takes up to `n` IDs under the lock and wakes the refill task if the spare slot is empty;
     /// fails when not even one ID is in hand.
     fn take(&self, n: u64, emit: impl FnMut(std::ops::Range<u64>)) -> Result<(), IdError> {

@@ -23,10 +23,42 @@ pub enum LeaseError {
     /// The namespace has no IDs left; retrying will not help.
     #[error("namespace exhausted: {0}")]
     Exhausted(String),
-    /// The request was refused as malformed or unauthorised; retrying will not help without a
-    /// configuration change.
+    /// The caller was refused: no token, an unknown one, or one not allowed the namespace.
+    /// Retrying will not help until the caller's token or the ledger's callers change.
+    #[error("lease refused for this caller: {0}")]
+    Unauthorized(String),
+    /// The namespace does not exist on the ledger. Retrying helps once it is created.
+    #[error("namespace not found: {0}")]
+    UnknownNamespace(String),
+    /// The request was refused as malformed; retrying will not help without a configuration
+    /// change.
     #[error("lease request refused: {0}")]
     Refused(String),
+}
+
+impl LeaseError {
+    /// The ledger's own words, without the kind.
+    pub fn detail(&self) -> &str {
+        match self {
+            LeaseError::Unavailable(detail)
+            | LeaseError::Exhausted(detail)
+            | LeaseError::Unauthorized(detail)
+            | LeaseError::UnknownNamespace(detail)
+            | LeaseError::Refused(detail) => detail,
+        }
+    }
+
+    /// A short stable label of the kind, for metrics and machine-readable answers:
+    /// `unreachable`, `exhausted`, `unauthorized`, `unknown_namespace` or `refused`.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            LeaseError::Unavailable(_) => "unreachable",
+            LeaseError::Exhausted(_) => "exhausted",
+            LeaseError::Unauthorized(_) => "unauthorized",
+            LeaseError::UnknownNamespace(_) => "unknown_namespace",
+            LeaseError::Refused(_) => "refused",
+        }
+    }
 }
 
 /// The boxed future a [`LeaseSource`] returns.

@@ -1,6 +1,6 @@
 //! Start-up: validate, load the callers, migrate, bind. [`App::run`] is in `serve.rs`.
 
-use crate::auth::{CallerSet, Gate, tokens_file};
+use crate::auth::{CallerSet, Gate, NamespaceGrant, tokens_file};
 use crate::config::Config;
 use crate::domain::Namespace;
 use crate::ledger::{Failover, Ledger, LedgerSettings};
@@ -58,6 +58,11 @@ impl App {
                 .await
                 .with_context(|| format!("create namespace {namespace}"))?;
         }
+        if let Some(text) = &tokens_text
+            && !config.auto_create_namespaces
+        {
+            warn_of_missing_namespaces(&ledger, text).await;
+        }
         let bind = |addr: SocketAddr, what: &'static str| async move {
             TcpListener::bind(addr)
                 .await
@@ -111,6 +116,49 @@ fn load_gate(config: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<(Gate, O
     tracing::info!(callers = specs.len(), path = %path.display(), "tokens file loaded");
     let gate = Gate::with_callers(CallerSet::build(specs, None), Arc::clone(metrics));
     Ok((gate, Some(text)))
+}
+
+/// Warns once for each caller of the tokens file that may use a namespace that does not exist:
+/// its leases and allocations there will be refused until the namespace is created.
+async fn warn_of_missing_namespaces(ledger: &Ledger, tokens_text: &str) {
+    let Ok(specs) = tokens_file::parse(tokens_text) else {
+        return;
+    };
+    let mut exists = std::collections::BTreeMap::new();
+    for spec in &specs {
+        let NamespaceGrant::Only(granted) = &spec.namespaces else {
+            continue;
+        };
+        let mut missing = Vec::new();
+        for namespace in granted {
+            let known = match exists.get(namespace) {
+                Some(known) => *known,
+                None => {
+                    let known = match ledger.describe_namespace(namespace).await {
+                        Ok(_) => true,
+                        Err(crate::error::Error::NotFound(_)) => false,
+                        // The ledger cannot tell now; the first lease will say.
+                        Err(_) => true,
+                    };
+                    exists.insert(namespace.clone(), known);
+                    known
+                }
+            };
+            if !known {
+                missing.push(namespace.to_string());
+            }
+        }
+        if !missing.is_empty() {
+            let missing = missing.join(",");
+            tracing::warn!(
+                caller = %spec.name,
+                namespaces = %missing,
+                "a caller may use namespaces that do not exist: its leases there are refused \
+                 until they are created (add them to ID_SERVICE_NAMESPACES, or set \
+                 ID_SERVICE_AUTO_CREATE_NAMESPACES=true)"
+            );
+        }
+    }
 }
 
 /// Validates `config` like [`App::build`], then applies pending migrations over a dedicated

@@ -405,3 +405,74 @@ async fn health_and_reflection_need_no_token() {
     assert_eq!(openapi.status(), 200);
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases_are_logged_with_their_reason()
+ {
+    use common::process::Process;
+    const ORDERS: Caller = Caller::new("orders-svc", &["orders", "links"], &["lease"]);
+    let (db, dir) = (
+        TestDb::create().await,
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let file = tokens::write(dir.path(), &[SHORTENER, ORDERS, OPS]);
+    let service = Process::spawn(
+        &[],
+        &[
+            ("DATABASE_URL", db.url().to_string()),
+            ("ID_SERVICE_TOKENS_FILE", file.display().to_string()),
+            ("ID_SERVICE_NAMESPACES", "links".into()),
+        ],
+    )
+    .await;
+    let warnings: Vec<String> = service
+        .log()
+        .lines()
+        .filter(|l| l.contains("namespaces that do not exist"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    for wanted in ["caller=orders-svc", "ID_SERVICE_NAMESPACES"] {
+        assert!(warnings[0].contains(wanted), "{wanted}: {}", warnings[0]);
+    }
+    assert!(
+        warnings[0].ends_with("namespaces=orders"),
+        "{}",
+        warnings[0]
+    );
+
+    // Refusals of a lease are logged with their reason, once per kind every 10 s.
+    let mut client = common::client(service.grpc_addr).await;
+    let token = ORDERS.token();
+    for _ in 0..3 {
+        let refused = lease_as(&mut client, Some(&token), "orders", 10, "a", None)
+            .await
+            .expect_err("no such namespace");
+        assert_eq!(refused.code(), Code::NotFound);
+    }
+    let refused = lease_as(&mut client, None, "links", 10, "a", None)
+        .await
+        .expect_err("no token");
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    lease_as(&mut client, Some(&token), "links", 10, "a", None)
+        .await
+        .expect("a lease of an existing namespace");
+    let log = service.log();
+    let refusals = |reason: &str| {
+        log.lines()
+            .filter(|l| l.contains("call refused") && l.contains(&format!("reason=\"{reason}\"")))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let not_found = refusals("not_found");
+    assert_eq!(not_found.len(), 1, "logged once in 10 s: {log}");
+    for wanted in [
+        "LeaseBlock",
+        "orders-svc",
+        "namespace orders does not exist",
+    ] {
+        assert!(not_found[0].contains(wanted), "{wanted}: {}", not_found[0]);
+    }
+    assert_eq!(refusals("unauthenticated").len(), 1, "{log}");
+    service.terminate().await;
+}

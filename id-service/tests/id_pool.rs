@@ -152,7 +152,7 @@ async fn a_pool_with_a_lease_token_authenticates_as_its_caller_like_a_shortener_
     assert!(!refused.wait_ready(Duration::from_millis(500)).await);
     let error = refused.last_lease_error().expect("a lease error");
     assert!(
-        matches!(error, id_client::LeaseError::Refused(_)),
+        matches!(error, id_client::LeaseError::Unauthorized(_)),
         "{error:?}"
     );
     server.stop().await;

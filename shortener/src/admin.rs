@@ -74,7 +74,7 @@ async fn readyz(State(state): State<AdminState>) -> Response {
         problems.push(format!("store: {e}"));
     }
     if !state.ids.is_ready() {
-        problems.push("no ID block in hand".to_string());
+        problems.push(state.ids.shortage());
     }
     if problems.is_empty() {
         (StatusCode::OK, "ready\n").into_response()

@@ -32,7 +32,9 @@ pub fn init_tracing(format: LogFormat) {
     let filter = filter(std::env::var("RUST_LOG").ok().as_deref());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log file or collector gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -66,12 +66,85 @@ fn authorization(metadata: &MetadataMap) -> Option<&[u8]> {
     metadata.get("authorization").map(|value| value.as_bytes())
 }
 
-/// Logs a failed call at a level that matches who has to act on it.
+/// Logs a failed call at a level that matches who has to act on it. A refusal the caller's
+/// operator must fix (no or an unknown token, a namespace it may not use or that does not
+/// exist, one with no IDs left, a quota) is a warning with its reason, at most one per method,
+/// caller and reason every [`REFUSAL_LOG_EVERY`], with the count of those not logged since.
+/// Only refusals of the [`GRANTING`] methods: elsewhere a refusal is an ordinary answer.
 fn log_failure(method: &'static str, caller: &str, error: &Error) {
     match error {
         Error::Unavailable(_) => tracing::warn!(method, caller, %error, "ledger unavailable"),
         Error::Internal(_) => tracing::error!(method, caller, %error, "call failed"),
         Error::FailedPrecondition(_) => tracing::warn!(method, caller, %error, "call refused"),
+        Error::Unauthenticated(_)
+        | Error::PermissionDenied(_)
+        | Error::NotFound(_)
+        | Error::Exhausted { .. }
+        | Error::QuotaExceeded { .. }
+            if GRANTING.contains(&method) =>
+        {
+            let reason = error.reason();
+            if let Some(suppressed) = REFUSALS.admit(method, caller, reason) {
+                tracing::warn!(method, caller, reason, suppressed, %error, "call refused");
+            }
+        }
         _ => tracing::debug!(method, caller, %error, "call refused"),
+    }
+}
+
+/// The methods that grant IDs: their refusals leave a caller without IDs.
+const GRANTING: [&str; 2] = ["LeaseBlock", "AllocateIds"];
+
+/// How often one kind of refusal is logged at most.
+const REFUSAL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The refusals logged lately, by method, caller and reason.
+static REFUSALS: RefusalLog = RefusalLog(std::sync::Mutex::new(Vec::new()));
+
+/// When each kind of refusal was last logged and how many were not logged since. The kinds are
+/// few (methods x the tokens file's callers x reasons), and a caller that was never admitted
+/// counts as one (`""`), so the list stays short.
+struct RefusalLog(std::sync::Mutex<Vec<RefusalKind>>);
+
+struct RefusalKind {
+    method: &'static str,
+    caller: String,
+    reason: &'static str,
+    logged_at: std::time::Instant,
+    suppressed: u64,
+}
+
+impl RefusalLog {
+    /// Whether to log this refusal now; if so, how many like it were not logged before it.
+    fn admit(&self, method: &'static str, caller: &str, reason: &'static str) -> Option<u64> {
+        let now = std::time::Instant::now();
+        // A panic while holding the lock leaves at worst a stale count.
+        let mut kinds = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let found = kinds
+            .iter_mut()
+            .find(|k| k.method == method && k.reason == reason && k.caller == caller);
+        match found {
+            Some(kind) if now.duration_since(kind.logged_at) < REFUSAL_LOG_EVERY => {
+                kind.suppressed += 1;
+                None
+            }
+            Some(kind) => {
+                kind.logged_at = now;
+                Some(std::mem::take(&mut kind.suppressed))
+            }
+            None => {
+                kinds.push(RefusalKind {
+                    method,
+                    caller: caller.to_string(),
+                    reason,
+                    logged_at: now,
+                    suppressed: 0,
+                });
+                Some(0)
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! readiness off, in-flight requests finished within the bound, background work (the last
 //! click flush) stopped, the admin port last.
 
+mod lease_source;
 mod node;
 mod resources;
 mod servers;
@@ -135,6 +136,11 @@ impl App {
         let mut servers = Servers::start(&node, &config, listeners).await?;
         let ready = node.ids.wait_ready(Duration::from_secs(5)).await;
         tracing::info!(%http_addr, %grpc_addr, %admin_addr, ids_ready = ready, "shortener serving");
+        if !ready {
+            // Creates answer 503 and readiness fails until a lease arrives; say why once here
+            // (each failed lease is logged too).
+            tracing::warn!("serving without IDs: {}", node.ids.shortage());
+        }
         if let Some(banner) = node.banner() {
             tracing::info!("{banner}");
         }

@@ -5,6 +5,7 @@
 //! lease ledger; a code-space key and an API key are generated there on first start (0600) unless
 //! configured. Distributed mode: PostgreSQL, the id-service, and keys that must be configured.
 
+use super::lease_source::Explained;
 use crate::access::{ApiKeys, generate_api_key, parse_legacy};
 use crate::config::Config;
 use crate::links::CursorKey;
@@ -147,9 +148,11 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 holder,
                 token: config.id_service_token.clone(),
                 connect_timeout: Duration::from_secs(2),
-                request_timeout: Duration::from_secs(5),
+                // Below the pool's lease timeout, so a slow answer is told as the id-service's.
+                request_timeout: Duration::from_secs(4),
             })
             .context("configure the id-service client")?;
+            let source = Explained::new(source, &config.id_namespace);
             Ok(Resources {
                 store: Store::Postgres(pg),
                 space,

@@ -99,7 +99,7 @@ pub(super) async fn generated(
         let id = ids
             .next_id()
             .map_err(|IdError::Exhausted { retry_after }| Error::Unavailable {
-                message: "no IDs in hand: the id-service is unreachable; retry shortly".into(),
+                message: ids.shortage(),
                 retry_after,
             })?;
         let code = space.encode(id);
@@ -178,7 +178,7 @@ pub(super) async fn generated_many(
             }
             Err(IdError::Exhausted { retry_after }) => {
                 results.push(Some(Err(Error::Unavailable {
-                    message: "no IDs in hand: the id-service is unreachable; retry shortly".into(),
+                    message: ids.shortage(),
                     retry_after,
                 })))
             }

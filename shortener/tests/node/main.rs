@@ -20,6 +20,7 @@ mod first_start;
 mod grpc;
 mod grpc_manage;
 mod hardening;
+mod id_shortage;
 mod importing;
 mod keys;
 mod limits;

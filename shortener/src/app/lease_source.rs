@@ -1,0 +1,74 @@
+//! The id-service as this node's lease source, with failures told in terms of the settings that
+//! fix them.
+//!
+//! A node without IDs answers creates with 503, fails readiness, and logs each failed lease;
+//! all three show the pool's last lease error. [`Explained`] rewrites that error once, where
+//! the node's settings are known, so each of those places says which of these it is and what
+//! to change: the id-service is unreachable (`SHORTENER_ID_SERVICE`), refuses this node's token
+//! (`SHORTENER_ID_SERVICE_TOKEN`), has no such namespace (`ID_SERVICE_NAMESPACES` on the
+//! id-service, or `SHORTENER_ID_NAMESPACE` here), or has none left.
+
+use id_client::{LeaseError, LeaseFuture, LeaseSource};
+
+/// A lease source whose errors name the setting that fixes them.
+///
+/// The words are fit for a client of the node as well as its operator: they name settings and
+/// the namespace, never the id-service's address; the id-service's own words follow in
+/// parentheses, last, so a bounded client message loses them first.
+pub struct Explained<S> {
+    inner: S,
+    namespace: String,
+}
+
+impl<S: LeaseSource> Explained<S> {
+    /// Explains the errors of `inner`, which leases from `namespace`.
+    pub fn new(inner: S, namespace: &str) -> Self {
+        Self {
+            inner,
+            namespace: namespace.to_string(),
+        }
+    }
+
+    fn explain(&self, error: LeaseError) -> LeaseError {
+        let namespace = &self.namespace;
+        let detail = error.detail();
+        match &error {
+            LeaseError::Unavailable(_) => LeaseError::Unavailable(format!(
+                "the id-service is unreachable or unavailable; check that it runs and that \
+                 SHORTENER_ID_SERVICE names it ({detail})"
+            )),
+            LeaseError::Unauthorized(_) => LeaseError::Unauthorized(format!(
+                "the id-service refused this node's token; set SHORTENER_ID_SERVICE_TOKEN to a \
+                 token of the id-service's tokens file that may lease namespace {namespace} \
+                 ({detail})"
+            )),
+            LeaseError::UnknownNamespace(_) => LeaseError::UnknownNamespace(format!(
+                "the id-service has no namespace {namespace}; create it there (add it to \
+                 ID_SERVICE_NAMESPACES and restart the id-service) or set \
+                 SHORTENER_ID_NAMESPACE to one that exists ({detail})"
+            )),
+            LeaseError::Exhausted(_) => LeaseError::Exhausted(format!(
+                "namespace {namespace} on the id-service has no IDs left; move this node to a \
+                 new namespace with SHORTENER_ID_NAMESPACE ({detail})"
+            )),
+            LeaseError::Refused(_) => LeaseError::Refused(format!(
+                "the id-service refused the lease request ({detail})"
+            )),
+        }
+    }
+}
+
+impl<S: LeaseSource> LeaseSource for Explained<S> {
+    fn lease(&self, size: u64) -> LeaseFuture<'_> {
+        self.lease_reporting(size, 0)
+    }
+
+    fn lease_reporting(&self, size: u64, high_water: u64) -> LeaseFuture<'_> {
+        Box::pin(async move {
+            self.inner
+                .lease_reporting(size, high_water)
+                .await
+                .map_err(|error| self.explain(error))
+        })
+    }
+}
