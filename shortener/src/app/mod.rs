@@ -35,8 +35,16 @@ const TASK_STOP: Duration = Duration::from_secs(5);
 pub struct App {
     config: Config,
     listeners: Listeners,
-    addrs: [SocketAddr; 3],
+    addrs: Addrs,
     node: Arc<Node>,
+}
+
+/// The bound addresses: public HTTP always, gRPC and admin unless turned off.
+#[derive(Debug, Clone, Copy)]
+struct Addrs {
+    http: SocketAddr,
+    grpc: Option<SocketAddr>,
+    admin: Option<SocketAddr>,
 }
 
 impl App {
@@ -55,21 +63,26 @@ impl App {
         };
         let listeners = Listeners {
             http: bind(config.http_addr, "HTTP", "SHORTENER_HTTP_ADDR", "http-addr").await?,
-            grpc: bind(config.grpc_addr, "gRPC", "SHORTENER_GRPC_ADDR", "grpc-addr").await?,
-            admin: bind(
-                config.admin_addr,
-                "admin",
-                "SHORTENER_ADMIN_ADDR",
-                "admin-addr",
-            )
-            .await?,
+            grpc: match config.grpc_addr.addr() {
+                Some(addr) => {
+                    Some(bind(addr, "gRPC", "SHORTENER_GRPC_ADDR", "grpc-addr (or off)").await?)
+                }
+                None => None,
+            },
+            admin: match config.admin_addr.addr() {
+                Some(addr) => {
+                    Some(bind(addr, "admin", "SHORTENER_ADMIN_ADDR", "admin-addr (or off)").await?)
+                }
+                None => None,
+            },
         };
         let resources = resources::prepare(&config).await?;
-        let addrs = [
-            listeners.http.local_addr().context("read HTTP address")?,
-            listeners.grpc.local_addr().context("read gRPC address")?,
-            listeners.admin.local_addr().context("read admin address")?,
-        ];
+        let local = |listener: &TcpListener| listener.local_addr().context("read a bound address");
+        let addrs = Addrs {
+            http: local(&listeners.http)?,
+            grpc: listeners.grpc.as_ref().map(local).transpose()?,
+            admin: listeners.admin.as_ref().map(local).transpose()?,
+        };
         let open_files = net::fd::raise_open_files();
         let pool = config
             .database_url
@@ -82,7 +95,11 @@ impl App {
             config.max_connections_per_client,
             config.ipv6_prefix,
         );
-        let node = Arc::new(Node::wire(&config, resources, &addrs, gates)?);
+        let bound: Vec<SocketAddr> = [Some(addrs.http), addrs.grpc, addrs.admin]
+            .into_iter()
+            .flatten()
+            .collect();
+        let node = Arc::new(Node::wire(&config, resources, &bound, gates)?);
         // The blocked domains kept in the store are in force before the first request.
         tasks::sync_blocklist(&node)
             .await
@@ -97,17 +114,17 @@ impl App {
 
     /// The bound public HTTP address.
     pub fn http_addr(&self) -> SocketAddr {
-        self.addrs[0]
+        self.addrs.http
     }
 
-    /// The bound gRPC address.
-    pub fn grpc_addr(&self) -> SocketAddr {
-        self.addrs[1]
+    /// The bound gRPC address (`None` when turned off).
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        self.addrs.grpc
     }
 
-    /// The bound admin address.
-    pub fn admin_addr(&self) -> SocketAddr {
-        self.addrs[2]
+    /// The bound admin address (`None` when turned off).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.addrs.admin
     }
 
     /// The node's parts (for tests and embedding: its store, ID pool, counters).
@@ -122,7 +139,7 @@ impl App {
         let App {
             config,
             listeners,
-            addrs: [http_addr, grpc_addr, admin_addr],
+            addrs,
             node,
         } = self;
         let tasks = Tasks::start(
@@ -135,7 +152,14 @@ impl App {
         );
         let mut servers = Servers::start(&node, &config, listeners).await?;
         let ready = node.ids.wait_ready(Duration::from_secs(5)).await;
-        tracing::info!(%http_addr, %grpc_addr, %admin_addr, ids_ready = ready, "shortener serving");
+        let shown = |addr: Option<SocketAddr>| addr.map_or("off".to_string(), |a| a.to_string());
+        tracing::info!(
+            http_addr = %addrs.http,
+            grpc_addr = %shown(addrs.grpc),
+            admin_addr = %shown(addrs.admin),
+            ids_ready = ready,
+            "shortener serving"
+        );
         if !ready {
             // Creates answer 503 and readiness fails until a lease arrives; say why once here
             // (each failed lease is logged too).

@@ -27,11 +27,11 @@ const STREAM_WINDOW: u32 = 256 * 1024;
 /// The HTTP/2 flow-control window of one gRPC connection, in bytes.
 const CONNECTION_WINDOW: u32 = 1024 * 1024;
 
-/// The bound listeners of a node.
+/// The bound listeners of a node (gRPC and admin unless turned off).
 pub(super) struct Listeners {
     pub(super) http: TcpListener,
-    pub(super) grpc: TcpListener,
-    pub(super) admin: TcpListener,
+    pub(super) grpc: Option<TcpListener>,
+    pub(super) admin: Option<TcpListener>,
 }
 
 /// The running servers.
@@ -40,7 +40,7 @@ pub(super) struct Servers {
     stop_traffic: CancellationToken,
     traffic: Vec<JoinHandle<()>>,
     stop_admin: CancellationToken,
-    admin: JoinHandle<()>,
+    admin: Option<JoinHandle<()>>,
 }
 
 impl Servers {
@@ -62,32 +62,38 @@ impl Servers {
             limits,
             config.grpc_max_in_flight,
         );
-        let grpc_server = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-            .max_concurrent_streams(config.grpc_max_streams)
-            // Small windows bound what a connection can make the node buffer for calls it has
-            // not read yet (a refused call's body, say).
-            .initial_stream_window_size(STREAM_WINDOW)
-            .initial_connection_window_size(CONNECTION_WINDOW)
-            .layer(guard)
-            .add_service(health_service)
-            .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .add_service(LinksServer::new(node.links_api()).max_decoding_message_size(limits.batch))
-            .serve_with_incoming_shutdown(
-                net::idle::incoming(
-                    listeners.grpc,
-                    Arc::clone(&node.gates.grpc),
-                    Duration::from_secs(config.grpc_idle_timeout),
-                ),
-                stop_traffic.clone().cancelled_owned(),
-            );
-        let grpc_task = tokio::spawn(async move {
-            if let Err(error) = grpc_server.await {
-                tracing::error!(%error, "gRPC server failed");
-            }
-        });
+        let mut traffic = Vec::with_capacity(2);
+        if let Some(grpc) = listeners.grpc {
+            let grpc_server = tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+                .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+                .max_concurrent_streams(config.grpc_max_streams)
+                // Small windows bound what a connection can make the node buffer for calls it has
+                // not read yet (a refused call's body, say).
+                .initial_stream_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW)
+                .layer(guard)
+                .add_service(health_service)
+                .add_service(reflection_v1)
+                .add_service(reflection_v1alpha)
+                .add_service(
+                    LinksServer::new(node.links_api()).max_decoding_message_size(limits.batch),
+                )
+                .serve_with_incoming_shutdown(
+                    net::idle::incoming(
+                        grpc,
+                        Arc::clone(&node.gates.grpc),
+                        Duration::from_secs(config.grpc_idle_timeout),
+                    ),
+                    stop_traffic.clone().cancelled_owned(),
+                );
+            let grpc_task = tokio::spawn(async move {
+                if let Err(error) = grpc_server.await {
+                    tracing::error!(%error, "gRPC server failed");
+                }
+            });
+            traffic.push(grpc_task);
+        }
         let settings = ServeSettings {
             header_timeout: Duration::from_secs(config.header_read_timeout),
             drain: config.drain(),
@@ -100,24 +106,27 @@ impl Servers {
             settings,
             stop_traffic.clone(),
         ));
+        traffic.push(http_task);
         let stop_admin = CancellationToken::new();
-        let admin_task = tokio::spawn(http::serve::serve(
-            listeners.admin,
-            AdminService::new(node.admin_state()),
-            Arc::clone(&node.gates.admin),
-            ServeSettings {
-                drain: Duration::from_secs(1),
-                ..settings
-            },
-            stop_admin.clone(),
-        ));
+        let admin = listeners.admin.map(|admin| {
+            tokio::spawn(http::serve::serve(
+                admin,
+                AdminService::new(node.admin_state()),
+                Arc::clone(&node.gates.admin),
+                ServeSettings {
+                    drain: Duration::from_secs(1),
+                    ..settings
+                },
+                stop_admin.clone(),
+            ))
+        });
         health.set(true).await;
         Ok(Self {
             health,
             stop_traffic,
-            traffic: vec![http_task, grpc_task],
+            traffic,
             stop_admin,
-            admin: admin_task,
+            admin,
         })
     }
 
@@ -140,6 +149,8 @@ impl Servers {
     /// Stops the admin port, last.
     pub(super) async fn stop_admin(self) {
         self.stop_admin.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.admin).await;
+        if let Some(admin) = self.admin {
+            let _ = tokio::time::timeout(Duration::from_secs(1), admin).await;
+        }
     }
 }

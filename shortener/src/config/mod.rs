@@ -20,6 +20,47 @@ pub enum LogFormat {
     Json,
 }
 
+/// Where a listener that may be turned off listens: an address, or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    /// Not served at all.
+    Off,
+    /// Bound at this address (port 0 picks a free port).
+    At(SocketAddr),
+}
+
+impl Listen {
+    /// The address, unless off.
+    pub fn addr(self) -> Option<SocketAddr> {
+        match self {
+            Listen::Off => None,
+            Listen::At(addr) => Some(addr),
+        }
+    }
+}
+
+impl std::str::FromStr for Listen {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.eq_ignore_ascii_case("off") {
+            return Ok(Listen::Off);
+        }
+        text.parse()
+            .map(Listen::At)
+            .map_err(|_| format!("{text:?} is neither an address (host:port) nor off"))
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Off => f.write_str("off"),
+            Listen::At(addr) => addr.fmt(f),
+        }
+    }
+}
+
 /// Configuration of `shortener serve`. Every flag has an environment variable (12-factor).
 #[derive(Debug, Clone, Args)]
 pub struct Config {
@@ -28,12 +69,13 @@ pub struct Config {
     /// and the manifests do).
     #[arg(long, env = "SHORTENER_HTTP_ADDR", default_value = "127.0.0.1:8080")]
     pub http_addr: SocketAddr,
-    /// Internal gRPC listener (`shortener.v1.Links`, health, reflection).
+    /// Internal gRPC listener (`shortener.v1.Links`, health, reflection), or `off`.
     #[arg(long, env = "SHORTENER_GRPC_ADDR", default_value = "127.0.0.1:50052")]
-    pub grpc_addr: SocketAddr,
-    /// Admin listener: `/healthz`, `/readyz`, `/metrics`.
+    pub grpc_addr: Listen,
+    /// Admin listener: `/healthz`, `/readyz`, `/metrics`; or `off` (embedded mode only: a
+    /// distributed node needs its probes).
     #[arg(long, env = "SHORTENER_ADMIN_ADDR", default_value = "127.0.0.1:9090")]
-    pub admin_addr: SocketAddr,
+    pub admin_addr: Listen,
     /// Embedded mode: the directory holding the SQLite file and generated keys.
     #[arg(long, env = "SHORTENER_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,
@@ -322,8 +364,8 @@ impl Config {
         let any: SocketAddr = "127.0.0.1:0".parse().expect("literal address");
         Self {
             http_addr: any,
-            grpc_addr: any,
-            admin_addr: any,
+            grpc_addr: Listen::At(any),
+            admin_addr: Listen::At(any),
             data_dir,
             database_url: None,
             database_read_url: None,

@@ -204,6 +204,13 @@ impl Config {
                 )
             })?;
         }
+        if self.admin_addr == super::Listen::Off && self.database_url.is_some() {
+            return Err(ConfigError::new(
+                "SHORTENER_ADMIN_ADDR",
+                "SHORTENER_ADMIN_ADDR=off is for embedded mode only: a node with DATABASE_URL \
+                 needs /readyz for its load balancer and /metrics for its alerts",
+            ));
+        }
         if self.database_read_url.is_some() && self.database_url.is_none() {
             return Err(ConfigError::new(
                 "SHORTENER_DATABASE_READ_URL",

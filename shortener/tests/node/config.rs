@@ -62,6 +62,11 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
             c.database_ca_file = Some("/dev/null".into())
         }),
         ("API key", |c| c.api_keys = vec!["short".into()]),
+        ("SHORTENER_ADMIN_ADDR", |c| {
+            c.admin_addr = shortener::config::Listen::Off;
+            c.database_url = Some("postgres://postgres@127.0.0.1/x".into());
+            c.id_service = vec!["http://127.0.0.1:1".into()];
+        }),
     ];
     for (name, edit) in cases {
         let mut config = Config::for_tests(dir.path().join("data"), "test-key-0123456789abcdef");

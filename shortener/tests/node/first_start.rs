@@ -10,9 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// `shortener` in embedded mode on `dir`, every listener on a free loopback port unless
-/// `grpc_addr` says otherwise, with nothing inherited that would change its mode.
-fn start(dir: &Path, grpc_addr: &str) -> Child {
+/// `shortener` in embedded mode on `dir`, HTTP on a free loopback port, gRPC and admin where
+/// `grpc_addr` and `admin_addr` say, with nothing inherited that would change its mode.
+fn start(dir: &Path, grpc_addr: &str, admin_addr: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_shortener"))
         .env_remove("DATABASE_URL")
         .env_remove("SHORTENER_API_KEYS")
@@ -23,7 +23,7 @@ fn start(dir: &Path, grpc_addr: &str) -> Child {
         .env("SHORTENER_DATA_DIR", dir)
         .env("SHORTENER_HTTP_ADDR", "127.0.0.1:0")
         .env("SHORTENER_GRPC_ADDR", grpc_addr)
-        .env("SHORTENER_ADMIN_ADDR", "127.0.0.1:0")
+        .env("SHORTENER_ADMIN_ADDR", admin_addr)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -77,9 +77,18 @@ async fn an_embedded_node_says_where_its_key_is_on_every_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let key_file = data.join("api-keys");
-    for (start_number, made) in [(1, "made just now"), (2, "made on the first start")] {
-        let mut node = start(&data, "127.0.0.1:0");
+    // The second start also turns the gRPC and admin listeners off: HTTP alone serves.
+    for (start_number, made, others) in [
+        (1, "made just now", "127.0.0.1:0"),
+        (2, "made on the first start", "off"),
+    ] {
+        let mut node = start(&data, others, others);
         let lines = read_until(&mut node, "try:");
+        let serving = after(&lines, "shortener serving");
+        let off = others == "off";
+        for listener in ["grpc_addr=off", "admin_addr=off"] {
+            assert_eq!(serving.contains(listener), off, "{serving}");
+        }
         let public = after(&lines, "answering at ").to_string();
         assert!(public.starts_with("http://127.0.0.1:"), "{public}");
         assert_eq!(
@@ -129,7 +138,7 @@ fn a_taken_port_is_named_by_its_setting_and_writes_no_key() {
     let data = dir.path().join("data");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = taken.local_addr().expect("address").to_string();
-    let mut node = start(&data, &addr);
+    let mut node = start(&data, &addr, "127.0.0.1:0");
     let lines = read_until(&mut node, "SHORTENER_GRPC_ADDR");
     let status = node.wait().expect("wait");
     assert!(

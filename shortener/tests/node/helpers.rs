@@ -138,8 +138,14 @@ impl Node {
     pub async fn start(config: Config) -> Node {
         let app = App::build(config).await.expect("build node");
         let base = format!("http://{}", app.http_addr());
-        let admin = format!("http://{}", app.admin_addr());
-        let grpc = format!("http://{}", app.grpc_addr());
+        let admin = format!(
+            "http://{}",
+            app.admin_addr().expect("the admin listener is on")
+        );
+        let grpc = format!(
+            "http://{}",
+            app.grpc_addr().expect("the gRPC listener is on")
+        );
         let parts = app.node();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(app.run(shutdown.clone()));
