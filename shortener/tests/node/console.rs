@@ -37,7 +37,7 @@ pub(crate) fn driver() -> Driver {
     let chromedriver = ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
-        .expect("chromedriver is missing: apt-get install chromium chromium-driver (.ci/run installs them)");
+        .expect("chromedriver is missing: apt-get install chromium chromium-driver (tests/prepare installs them)");
     let port = testkit::free_addr().port();
     let child = Command::new(chromedriver)
         .arg(format!("--port={port}"))

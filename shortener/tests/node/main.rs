@@ -32,6 +32,7 @@ mod probing;
 mod protected;
 mod protected_browser;
 mod qr;
+mod readme;
 mod redirects;
 mod replica;
 mod reserved;
