@@ -245,3 +245,47 @@ async fn a_bad_tokens_file_is_refused_at_start_with_its_reason_and_without_its_t
         "a refused start migrated the database"
     );
 }
+
+#[tokio::test]
+async fn every_commands_help_is_grouped_under_headings_with_an_example() {
+    for command in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["migrate", "--help"],
+        &["tokens", "--help"],
+        &["tokens", "add", "--help"],
+    ] {
+        let out = run(command, &[]).await;
+        assert!(out.status.success(), "{command:?}");
+        let help = String::from_utf8(out.stdout).expect("utf-8");
+        assert!(
+            help.contains("\nExample"),
+            "{command:?} shows no example:\n{help}"
+        );
+    }
+    let help = String::from_utf8(run(&["-h"], &[]).await.stdout).expect("utf-8");
+    for heading in [
+        "Listeners:",
+        "Database:",
+        "Callers:",
+        "Namespaces and blocks:",
+        "AllocateIds:",
+        "After a failover:",
+        "Shutdown and timeouts:",
+        "Logging:",
+    ] {
+        assert!(
+            help.contains(&format!("\n{heading}\n")),
+            "{heading}\n{help}"
+        );
+    }
+    // The general options hold only help and version: every setting is under its part.
+    let options: Vec<&str> = help
+        .split("\nOptions:\n")
+        .nth(1)
+        .expect("options")
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(options.len(), 2, "{options:?}");
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 /// The command line: `id-service [serve]` runs the server, `id-service migrate` only applies
 /// migrations, `id-service tokens add` adds a caller to a tokens file.
 #[derive(Debug, Parser)]
-#[command(name = "id-service", version, about)]
+#[command(name = "id-service", version, about, after_help = SERVE_EXAMPLES)]
 pub struct Cli {
     /// What to do (default: serve).
     #[command(subcommand)]
@@ -20,15 +20,36 @@ pub struct Cli {
     pub config: Config,
 }
 
+/// Examples under `id-service --help` and `id-service serve --help`.
+const SERVE_EXAMPLES: &str = "Examples:
+  DATABASE_URL=postgres://idservice@db:5432/ids ID_SERVICE_TOKENS_FILE=tokens.toml \\
+    ID_SERVICE_NAMESPACES=links id-service
+  DATABASE_URL=postgres://postgres@127.0.0.1:5432/ids id-service --insecure-no-auth \\
+    --namespaces links,orders    # development only: no tokens
+
+A caller's namespaces must exist (ID_SERVICE_NAMESPACES creates them at start); every flag has
+the environment variable shown beside it.";
+
+/// Examples under `id-service tokens --help`.
+const TOKENS_EXAMPLES: &str = "Examples:
+  id-service tokens add --file tokens.toml --name shortener --namespaces links --scopes lease \\
+    --ids-per-second 100000
+  id-service tokens add --file tokens.toml --name billing --namespaces orders --scopes allocate \\
+    --unlimited";
+
 /// The subcommands of [`Cli`].
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum Command {
     /// Serve gRPC, the JSON endpoint and the admin port until SIGTERM or SIGINT (the default).
+    #[command(after_help = SERVE_EXAMPLES)]
     Serve,
     /// Apply pending database migrations, then exit.
+    #[command(
+        after_help = "Example:\n  DATABASE_URL=postgres://idservice@db:5432/ids id-service migrate"
+    )]
     Migrate,
     /// Manage the tokens file (needs no database).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = TOKENS_EXAMPLES)]
     Tokens(TokensCommand),
 }
 
@@ -36,6 +57,7 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum TokensCommand {
     /// Create a caller with a fresh token: prints the token once, appends its digest to FILE.
+    #[command(after_help = TOKENS_EXAMPLES)]
     Add(AddToken),
 }
 

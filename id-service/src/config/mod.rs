@@ -23,13 +23,28 @@ pub const DEFAULT_NAMESPACE_MAX: u64 = (1 << 53) - 1;
 #[derive(Clone, Parser)]
 pub struct Config {
     /// Address of the gRPC port (IdAllocator, NamespaceAdmin, health, reflection).
-    #[arg(long, env = "ID_SERVICE_GRPC_ADDR", default_value = "127.0.0.1:50051")]
+    #[arg(
+        long,
+        env = "ID_SERVICE_GRPC_ADDR",
+        default_value = "127.0.0.1:50051",
+        help_heading = "Listeners"
+    )]
     pub grpc_addr: SocketAddr,
     /// Address of the JSON endpoint (POST /v1/namespaces/{ns}/ids:allocate).
-    #[arg(long, env = "ID_SERVICE_HTTP_ADDR", default_value = "127.0.0.1:8091")]
+    #[arg(
+        long,
+        env = "ID_SERVICE_HTTP_ADDR",
+        default_value = "127.0.0.1:8091",
+        help_heading = "Listeners"
+    )]
     pub http_addr: SocketAddr,
     /// Address of the admin HTTP port (/healthz, /readyz, /metrics).
-    #[arg(long, env = "ID_SERVICE_ADMIN_ADDR", default_value = "127.0.0.1:9091")]
+    #[arg(
+        long,
+        env = "ID_SERVICE_ADMIN_ADDR",
+        default_value = "127.0.0.1:9091",
+        help_heading = "Listeners"
+    )]
     pub admin_addr: SocketAddr,
     /// PostgreSQL connection string of the ledger (URL or key=value form); required to serve
     /// or migrate.
@@ -38,75 +53,109 @@ pub struct Config {
         env = "DATABASE_URL",
         hide_env_values = true,
         default_value = "",
-        hide_default_value = true
+        hide_default_value = true,
+        help_heading = "Database"
     )]
     pub database_url: String,
     /// PEM file of CA certificates trusted for TLS to PostgreSQL, besides the system's; used
     /// with `sslmode=require` in DATABASE_URL, which verifies the server's certificate and name.
-    #[arg(long, env = "ID_SERVICE_DATABASE_CA_FILE")]
+    #[arg(long, env = "ID_SERVICE_DATABASE_CA_FILE", help_heading = "Database")]
     pub database_ca_file: Option<PathBuf>,
     /// The callers and their tokens (TOML; see `id-service tokens add`). Re-read when it
     /// changes and on SIGHUP.
-    #[arg(long, env = "ID_SERVICE_TOKENS_FILE")]
+    #[arg(long, env = "ID_SERVICE_TOKENS_FILE", help_heading = "Callers")]
     pub tokens_file: Option<PathBuf>,
     /// How often the tokens file is checked for changes.
-    #[arg(long, env = "ID_SERVICE_TOKENS_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "ID_SERVICE_TOKENS_RELOAD_INTERVAL", default_value = "5s", value_parser = parse_duration, help_heading = "Callers")]
     pub tokens_reload_interval: Duration,
     /// Serve without authentication: anyone who reaches a port may lease, allocate, look up
     /// and manage namespaces under any holder name. For development only.
-    #[arg(long)]
+    #[arg(long, help_heading = "Callers")]
     pub insecure_no_auth: bool,
     /// The single shared token of earlier releases, no longer accepted (see the tokens file).
     #[arg(
         long = "token",
         env = "ID_SERVICE_TOKEN",
         hide = true,
-        hide_env_values = true
+        hide_env_values = true,
+        help_heading = "Callers"
     )]
     pub legacy_token: Option<Secret>,
     /// Smallest block granted: smaller requests are rounded up to it.
-    #[arg(long, env = "ID_SERVICE_MIN_BLOCK", default_value_t = 1)]
+    #[arg(
+        long,
+        env = "ID_SERVICE_MIN_BLOCK",
+        default_value_t = 1,
+        help_heading = "Namespaces and blocks"
+    )]
     pub min_block: u64,
     /// Largest block a caller may ask for; larger requests are refused.
-    #[arg(long, env = "ID_SERVICE_MAX_BLOCK", default_value_t = 10_000_000)]
+    #[arg(
+        long,
+        env = "ID_SERVICE_MAX_BLOCK",
+        default_value_t = 10_000_000,
+        help_heading = "Namespaces and blocks"
+    )]
     pub max_block: u64,
     /// The highest ID (sequence MAXVALUE) of namespaces created without a bound of their own.
-    #[arg(long, env = "ID_SERVICE_NAMESPACE_MAX", default_value_t = DEFAULT_NAMESPACE_MAX)]
+    #[arg(long, env = "ID_SERVICE_NAMESPACE_MAX", default_value_t = DEFAULT_NAMESPACE_MAX, help_heading = "Namespaces and blocks")]
     pub namespace_max: u64,
     /// Namespaces to create at start-up (comma-separated).
-    #[arg(long, env = "ID_SERVICE_NAMESPACES", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "ID_SERVICE_NAMESPACES",
+        value_delimiter = ',',
+        help_heading = "Namespaces and blocks"
+    )]
     pub namespaces: Vec<String>,
     /// Whether a call for an unknown (valid) namespace creates it.
-    #[arg(long, env = "ID_SERVICE_AUTO_CREATE_NAMESPACES", default_value_t = false, action = ArgAction::Set)]
+    #[arg(long, env = "ID_SERVICE_AUTO_CREATE_NAMESPACES", default_value_t = false, action = ArgAction::Set, help_heading = "Namespaces and blocks")]
     pub auto_create_namespaces: bool,
     /// The most IDs one AllocateIds call may ask for.
-    #[arg(long, env = "ID_SERVICE_ALLOCATE_MAX_COUNT", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "ID_SERVICE_ALLOCATE_MAX_COUNT",
+        default_value_t = 10_000,
+        help_heading = "AllocateIds"
+    )]
     pub allocate_max_count: u64,
     /// The smallest segment a replica leases for AllocateIds (at least the maximum count).
-    #[arg(long, env = "ID_SERVICE_SEGMENT_MIN", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "ID_SERVICE_SEGMENT_MIN",
+        default_value_t = 10_000,
+        help_heading = "AllocateIds"
+    )]
     pub segment_min: u64,
     /// The largest segment a replica leases for AllocateIds (never above ID_SERVICE_MAX_BLOCK).
-    #[arg(long, env = "ID_SERVICE_SEGMENT_MAX", default_value_t = 10_000_000)]
+    #[arg(
+        long,
+        env = "ID_SERVICE_SEGMENT_MAX",
+        default_value_t = 10_000_000,
+        help_heading = "AllocateIds"
+    )]
     pub segment_max: u64,
     /// How long a segment should last at the measured rate.
-    #[arg(long, env = "ID_SERVICE_SEGMENT_DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, env = "ID_SERVICE_SEGMENT_DURATION", default_value = "30s", value_parser = parse_duration, help_heading = "AllocateIds")]
     pub segment_duration: Duration,
     /// This replica's name in the ledger's holders of its segments (default: host name and
     /// process ID).
-    #[arg(long, env = "ID_SERVICE_INSTANCE")]
+    #[arg(long, env = "ID_SERVICE_INSTANCE", help_heading = "Listeners")]
     pub instance: Option<String>,
     /// After a failover or restore: skip at least this many IDs past the ledger's end.
     #[arg(
         long,
         env = "ID_SERVICE_FAILOVER_MARGIN_IDS",
-        default_value_t = 1_000_000
+        default_value_t = 1_000_000,
+        help_heading = "After a failover"
     )]
     pub failover_margin_ids: u64,
     /// After a failover or restore: skip this many times the largest recent lease, if more.
     #[arg(
         long,
         env = "ID_SERVICE_FAILOVER_MARGIN_LEASES",
-        default_value_t = 1000
+        default_value_t = 1000,
+        help_heading = "After a failover"
     )]
     pub failover_margin_leases: u64,
     /// The most a caller's reported high water may lie above the cursor (FAILED_PRECONDITION
@@ -114,30 +163,36 @@ pub struct Config {
     #[arg(
         long,
         env = "ID_SERVICE_MAX_REPORTED_AHEAD",
-        default_value_t = 1_000_000_000
+        default_value_t = 1_000_000_000,
+        help_heading = "After a failover"
     )]
     pub max_reported_ahead: u64,
     /// How long to keep accepting calls after readiness goes off, so that load balancers
     /// (Kubernetes endpoints) stop sending new calls before the port closes.
-    #[arg(long, env = "ID_SERVICE_SHUTDOWN_DELAY", default_value = "0s", value_parser = parse_duration)]
+    #[arg(long, env = "ID_SERVICE_SHUTDOWN_DELAY", default_value = "0s", value_parser = parse_duration, help_heading = "Shutdown and timeouts")]
     pub shutdown_delay: Duration,
     /// How long in-flight calls may take to finish after the port closes.
-    #[arg(long, env = "ID_SERVICE_DRAIN_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "ID_SERVICE_DRAIN_TIMEOUT", default_value = "10s", value_parser = parse_duration, help_heading = "Shutdown and timeouts")]
     pub drain_timeout: Duration,
     /// Deadline of one call on the server side.
-    #[arg(long, env = "ID_SERVICE_REQUEST_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "ID_SERVICE_REQUEST_TIMEOUT", default_value = "5s", value_parser = parse_duration, help_heading = "Shutdown and timeouts")]
     pub request_timeout: Duration,
     /// Maximum number of PostgreSQL connections.
-    #[arg(long, env = "ID_SERVICE_DB_POOL_SIZE", default_value_t = 16)]
+    #[arg(
+        long,
+        env = "ID_SERVICE_DB_POOL_SIZE",
+        default_value_t = 16,
+        help_heading = "Database"
+    )]
     pub db_pool_size: usize,
     /// How long to wait for a new PostgreSQL connection.
-    #[arg(long, env = "ID_SERVICE_DB_CONNECT_TIMEOUT", default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "ID_SERVICE_DB_CONNECT_TIMEOUT", default_value = "2s", value_parser = parse_duration, help_heading = "Database")]
     pub db_connect_timeout: Duration,
     /// How long a call waits for a free connection before failing with UNAVAILABLE.
-    #[arg(long, env = "ID_SERVICE_DB_POOL_TIMEOUT", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, env = "ID_SERVICE_DB_POOL_TIMEOUT", default_value = "1s", value_parser = parse_duration, help_heading = "Database")]
     pub db_pool_timeout: Duration,
     /// Log format.
-    #[arg(long, env = "ID_SERVICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, env = "ID_SERVICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
     pub log_format: LogFormat,
 }
 

@@ -16,6 +16,7 @@ pub enum KeysCommand {
     /// Make a new API key: prints it once on stdout and appends its digest to the keys file
     /// (created with mode 0600 if missing). A running node picks it up on its next check of the
     /// file, or at once on SIGHUP.
+    #[command(after_help = super::KEYS_EXAMPLES)]
     Add(AddArgs),
 }
 

@@ -17,7 +17,8 @@ use std::path::PathBuf;
     name = "shortener",
     version,
     about,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_help = SERVE_EXAMPLES
 )]
 pub struct Cli {
     /// What to do; serving is the default.
@@ -25,20 +26,45 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// Examples under `shortener serve --help` (and `shortener --help`).
+const SERVE_EXAMPLES: &str = "Examples:
+  shortener                                  # embedded: SQLite in ./data, http://127.0.0.1:8080/
+  SHORTENER_HTTP_ADDR=0.0.0.0:8080 shortener # serve other machines too
+  SHORTENER_GRPC_ADDR=off SHORTENER_ADMIN_ADDR=off shortener   # HTTP only (embedded)
+  DATABASE_URL=postgres://shortener@db:5432/links SHORTENER_ID_SERVICE=http://id-service:50051 \\
+    SHORTENER_ID_SERVICE_TOKEN=idsvc_... SHORTENER_KEY_FILE=code.key \\
+    SHORTENER_API_KEYS_FILE=keys.toml SHORTENER_PUBLIC_URL=https://sho.rt/ shortener serve
+
+Every flag has the environment variable shown beside it; `--help` describes each one.";
+
+/// Examples under `shortener keys --help`.
+pub(crate) const KEYS_EXAMPLES: &str = "Examples:
+  shortener keys add --file keys.toml --tenant default --name ci --scopes links:create,links:read
+  shortener keys add --file keys.toml --tenant default --name admin --scopes admin";
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve redirects, the JSON API and the admin endpoints (the default).
+    #[command(after_help = SERVE_EXAMPLES)]
     Serve(Box<crate::config::Config>),
     /// Apply the schema migrations to the configured store and exit.
+    #[command(after_help = "Examples:\n  \
+        DATABASE_URL=postgres://shortener@db:5432/links shortener migrate\n  \
+        shortener migrate --data-dir ./data    # the embedded SQLite file (a start migrates it too)")]
     Migrate(migrate::MigrateArgs),
     /// Map IDs to codes and back with a code-space key.
+    #[command(after_help = "Examples:\n  \
+        shortener codes encode --key-file data/code.key 1 2 3\n  \
+        echo 3kTMd9x | shortener codes decode --key-file data/code.key")]
     Codes {
         /// Encode or decode.
         #[command(subcommand)]
         action: CodesAction,
     },
     /// Write a fresh random code-space key (32 bytes, hex) to a new file with mode 0600.
+    #[command(after_help = "Example:\n  \
+        shortener keygen --out /etc/shortener/code.key    # then SHORTENER_KEY_FILE=/etc/shortener/code.key")]
     Keygen {
         /// Where to write the key.
         #[arg(long, value_name = "FILE")]
@@ -48,12 +74,16 @@ pub enum Command {
         force: bool,
     },
     /// Manage API keys.
+    #[command(after_help = KEYS_EXAMPLES)]
     Keys {
         /// What to do.
         #[command(subcommand)]
         action: keys::KeysCommand,
     },
     /// Where the PostgreSQL store finds a link's row, and moving it online.
+    #[command(after_help = "Examples:\n  \
+        DATABASE_URL=... SHORTENER_KEY_FILE=code.key shortener layout status\n  \
+        DATABASE_URL=... SHORTENER_KEY_FILE=code.key shortener layout migrate")]
     Layout(Box<layout::LayoutArgs>),
     /// Write synthetic generated links through the store, as creates would (for benchmarks);
     /// prints their codes in ID order.
@@ -65,8 +95,12 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum CodesAction {
     /// Print the code of each ID, one per line.
+    #[command(after_help = "Example:\n  shortener codes encode --key-file data/code.key 1 2 3")]
     Encode(CodesArgs),
     /// Print the ID of each generated code, one per line.
+    #[command(
+        after_help = "Example:\n  echo 3kTMd9x | shortener codes decode --key-file data/code.key"
+    )]
     Decode(CodesArgs),
 }
 

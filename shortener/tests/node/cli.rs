@@ -189,3 +189,70 @@ fn keygen_writes_an_owner_only_file() {
     let text = std::fs::read_to_string(&key).expect("read");
     assert_eq!(text.trim().len(), 64);
 }
+
+/// The lines of `text` under the heading `heading` (up to the next blank-line-separated
+/// heading).
+fn section<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
+    text.lines()
+        .skip_while(|l| *l != heading)
+        .skip(1)
+        .take_while(|l| l.is_empty() || l.starts_with(' '))
+        .filter(|l| l.trim_start().starts_with('-'))
+        .collect()
+}
+
+#[test]
+fn every_commands_help_is_grouped_under_headings_with_an_example() {
+    for command in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["migrate", "--help"],
+        &["codes", "--help"],
+        &["codes", "encode", "--help"],
+        &["codes", "decode", "--help"],
+        &["keygen", "--help"],
+        &["keys", "--help"],
+        &["keys", "add", "--help"],
+        &["layout", "--help"],
+    ] {
+        let out = shortener(command, "");
+        assert!(out.status.success(), "{command:?}");
+        let help = String::from_utf8(out.stdout).expect("utf-8");
+        assert!(
+            help.contains("\nExample"),
+            "{command:?} shows no example:\n{help}"
+        );
+    }
+    let out = shortener(&["serve", "-h"], "");
+    let help = String::from_utf8(out.stdout).expect("utf-8");
+    // Every serve setting sits under a heading of its part; only -h is left under Options.
+    assert_eq!(
+        section(&help, "Options:"),
+        ["  -h, --help  Print help (see more with '--help')"]
+    );
+    let headings = [
+        "Listeners and connections:",
+        "Storage:",
+        "IDs and codes:",
+        "Access:",
+        "Redirects and targets:",
+        "Clicks and analytics:",
+        "Webhooks:",
+        "Limits:",
+        "Logging:",
+    ];
+    let grouped: usize = headings.iter().map(|h| section(&help, h).len()).sum();
+    for heading in headings {
+        assert!(!section(&help, heading).is_empty(), "{heading}\n{help}");
+    }
+    assert_eq!(
+        grouped,
+        help.matches("\n      --").count(),
+        "a flag outside the headings:\n{help}"
+    );
+    assert!(
+        section(&help, "Storage:")
+            .iter()
+            .any(|l| l.contains("--database-url"))
+    );
+}
