@@ -4,7 +4,7 @@ import { blobUrl, get, query, request } from './api.js';
 import { clear, el, notify, time } from './dom.js';
 import { may } from './app.js';
 import { stateBadge, tags } from './links.js';
-import { barChart } from './chart.js';
+import { PERIODS, barChart, span } from './chart.js';
 
 function facts(link) {
   const copy = el('button', { type: 'button', class: 'secondary' }, 'Copy');
@@ -60,19 +60,33 @@ function top(title, rows, key) {
     : el('p', { class: 'hint' }, 'None yet.'));
 }
 
+/// "Counts as of 14:03:27, updated every 30 s.": how far the counts reach, so that visits not
+/// written yet are not taken for missing ones.
+function freshness(stats) {
+  const asOf = new Date(stats.as_of);
+  const pad2 = (n) => String(n).padStart(2, '0');
+  const clock = Number.isNaN(asOf.getTime()) ? stats.as_of
+    : `${pad2(asOf.getHours())}:${pad2(asOf.getMinutes())}:${pad2(asOf.getSeconds())}`;
+  const every = stats.flush_interval_ms;
+  const then = every == null
+    ? 'this node counts no new visits (analytics are off).'
+    : `updated every ${every % 1000 ? every / 1000 : Math.round(every / 1000)} s; newer visits show after the next update.`;
+  return el('p', { class: 'hint', id: 'stats-as-of', title: stats.as_of }, `Counts as of ${clock}, ${then}`);
+}
+
 function statsSection(code) {
   const body = el('div', { 'aria-live': 'polite' }, el('p', { class: 'hint' }, 'Loading…'));
-  const range = el('select', { 'aria-label': 'Chart range' },
-    el('option', { value: 'hour' }, 'Last 72 hours, hourly'),
-    el('option', { value: 'day' }, 'Last 90 days, daily'));
+  const range = el('select', { 'aria-label': 'Chart period' },
+    PERIODS.map((p) => el('option', { value: p.key }, p.label)));
+  const refresh = el('button', { type: 'button', class: 'secondary' }, 'Refresh');
   async function load() {
-    const hourly = range.value === 'hour';
-    const to = new Date();
-    const from = new Date(to.getTime() - (hourly ? 72 * 3600e3 : 90 * 86400e3));
+    const period = span(PERIODS.find((p) => p.key === range.value) || PERIODS[0]);
     try {
       const stats = await get(`/links/${encodeURIComponent(code)}/stats${query({
-        granularity: range.value, from: from.toISOString(), to: to.toISOString() })}`);
-      clear(body).append(barChart(stats.series, range.value),
+        granularity: period.granularity,
+        from: new Date(period.start).toISOString(),
+        to: new Date().toISOString() })}`);
+      clear(body).append(barChart(stats.series, period), freshness(stats),
         el('div', { class: 'cols' },
           top('Top referrers', stats.referrers, 'host'),
           top('Devices', stats.devices, 'device'),
@@ -82,15 +96,56 @@ function statsSection(code) {
     }
   }
   range.addEventListener('change', load);
+  refresh.addEventListener('click', load);
   load();
-  return el('section', { 'aria-labelledby': 'stats-title' }, el('h2', { id: 'stats-title' }, 'Clicks'), range, body);
+  return el('section', { 'aria-labelledby': 'stats-title' }, el('h2', { id: 'stats-title' }, 'Clicks'),
+    el('div', { class: 'actions' }, range, refresh), body);
+}
+
+const FIELDS = {
+  url: 'url', expires_at: 'expires', tags: 'tags', max_visits: 'visit limit',
+  password: 'password', disabled: 'disabled', deleted: 'deleted', imported: 'imported',
+};
+
+/// A recorded value in words: times as `2027-01-01 09:30` (this browser's time zone), lists
+/// joined, nothing as `never` (an expiry) or `none`.
+function value(field, v) {
+  if (v === null || v === undefined || (Array.isArray(v) && !v.length)) {
+    return field === 'expires_at' ? 'never' : 'none';
+  }
+  if (Array.isArray(v)) return v.join(', ');
+  if (typeof v === 'boolean') return v ? 'yes' : 'no';
+  if (v === '(set)') return 'set';
+  if (field === 'expires_at') {
+    const t = new Date(v);
+    if (!Number.isNaN(t.getTime())) {
+      const pad2 = (n) => String(n).padStart(2, '0');
+      return `${t.getFullYear()}-${pad2(t.getMonth() + 1)}-${pad2(t.getDate())} ${pad2(t.getHours())}:${pad2(t.getMinutes())}`;
+    }
+  }
+  return typeof v === 'object' ? JSON.stringify(v) : String(v);
+}
+
+/// One line per changed field: `url: <old> -> <new>`; a creation lists what the
+/// link was made with (`url: <value>`).
+function changeLines(event) {
+  const order = Object.keys(FIELDS);
+  const rank = (field) => (order.includes(field) ? order.indexOf(field) : order.length);
+  const fields = Object.entries(event.change || {}).sort(([a], [b]) => rank(a) - rank(b));
+  return fields.map(([field, c]) => {
+    const name = FIELDS[field] || field;
+    const line = event.kind === 'create' && c.old == null
+      ? `${name}: ${value(field, c.new)}`
+      : `${name}: ${value(field, c.old)} -> ${value(field, c.new)}`;
+    return el('li', {}, line);
+  });
 }
 
 function historySection(events) {
   return el('section', { 'aria-labelledby': 'history-title' }, el('h2', { id: 'history-title' }, 'History'),
     el('ol', { class: 'events' }, events.map((e) => el('li', {},
       el('strong', {}, e.kind), ` ${time(e.at)} by `, el('span', { class: 'code' }, e.key),
-      el('pre', {}, JSON.stringify(e.change, null, 1))))));
+      el('ul', { class: 'changes' }, changeLines(e))))));
 }
 
 function confirmDelete(code, onYes) {

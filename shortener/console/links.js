@@ -81,7 +81,7 @@ export function linksPage(preset = {}) {
   });
   watcher.observe(more);
   page();
-  const header = el('div', { class: 'row' }, el('h1', {}, 'Links'),
+  const header = el('div', { class: 'row heading' }, el('h1', {}, 'Links'),
     may('links:create') ? el('a', { class: 'button', href: '#/new' }, 'New link') : null);
   return [el('section', {}, header, form, table, more), () => q.focus()];
 }

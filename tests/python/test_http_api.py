@@ -442,6 +442,9 @@ def test_stats_count_a_links_visits_by_referrer_and_device(api, unique_url):
     assert stats["totals"] == want
     assert {"host": "example.org", "visits": 2} in stats["referrers"]
     assert {"device": "desktop", "visits": 2} in stats["devices"]
+    # The answer says up to when its counts are complete, and how often they catch up.
+    assert datetime.fromisoformat(stats["as_of"]) <= datetime.now(timezone.utc)
+    assert stats["flush_interval_ms"] > 0
     tagged = api.request("GET", "/api/v1/stats", "/api/v1/stats", 200, headers=api.auth(),
                          params={"tag": tag}).json()
     assert tagged["links"] == [{"code": code, "visits": 3}]

@@ -16,6 +16,8 @@ const FLUSH_BATCH: usize = 1000;
 impl Analytics {
     /// Writes every pending counter to `store`; returns whether all of it was written.
     pub async fn flush(&self, store: &Store) -> bool {
+        // Every visit counted before this second is taken now or was written before.
+        let began = self.clock.unix_seconds();
         let taken = self.aggregator.take();
         let mut rest = taken.into_iter().peekable();
         let mut written = false;
@@ -56,8 +58,7 @@ impl Analytics {
         if written && let Err(error) = store.sync_clicks().await {
             tracing::warn!(%error, "rollups were written but are not known to be on disk");
         }
-        self.last_flush
-            .store(self.clock.unix_seconds(), Ordering::Relaxed);
+        self.last_flush.store(began, Ordering::Relaxed);
         true
     }
 

@@ -18,6 +18,7 @@ mod stats;
 
 pub use aggregate::{Aggregator, Cell, Referrer};
 pub use geo::GeoIp;
+pub use stats::Freshness;
 
 use crate::clicks::Visit;
 use crate::clock::Clock;
@@ -43,6 +44,8 @@ pub struct AnalyticsSettings {
     /// How many ended hours each maintenance run looks back over for `clicks.rollup` events
     /// not yet recorded, so a fleet that was down for up to this long still tells every hour.
     pub rollup_event_hours: u32,
+    /// How often the counters are written to the rollups.
+    pub flush_interval: std::time::Duration,
 }
 
 /// The longest look-back for `clicks.rollup` events.
@@ -68,8 +71,9 @@ pub struct Analytics {
     clock: Clock,
     /// Visits written to the rollups since start.
     pub flushed: AtomicU64,
-    /// Unix seconds of the last flush that wrote everything it took; the start until the
-    /// first, so flushes that fail from the start show as a growing lag.
+    /// Unix seconds at which the last flush that wrote everything it took began taking the
+    /// counters (every visit counted before it is in the rollups); the start until the first,
+    /// so flushes that fail from the start show as a growing lag.
     pub last_flush: AtomicI64,
 }
 
@@ -164,6 +168,7 @@ mod tests {
             compact_after_days: 30,
             retention_days: 400,
             rollup_event_hours: ROLLUP_EVENT_HOURS,
+            flush_interval: std::time::Duration::from_secs(30),
         };
         let analytics = Analytics::new(settings, None, clock.clone());
         assert_eq!(analytics.flush_lag_seconds(), 0);

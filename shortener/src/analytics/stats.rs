@@ -1,6 +1,7 @@
 //! Answering stats requests: the request checked at the analytics clock's time against the
 //! retention, the caller's right to the link checked by the link service (another tenant's
-//! code is not found), then one read of the rollups.
+//! code is not found), then one read of the rollups, with how far that read reaches
+//! ([`Freshness`]).
 
 use super::Analytics;
 use crate::domain::{
@@ -8,8 +9,34 @@ use crate::domain::{
 };
 use crate::links::LinkService;
 use crate::store::{LinkStore, Store};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// How far a stats answer reaches: the rollups it was read from hold every visit this node
+/// counted before `as_of`; later ones are written at the node's next flushes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freshness {
+    /// Unix second before which every visit this node counted is in the rollups: when its
+    /// last complete flush began (its start until the first).
+    pub as_of: i64,
+    /// How often the node writes newly counted visits; `None` when analytics are off (no
+    /// visit after `as_of` will be counted by this node).
+    pub flush_interval: Option<Duration>,
+}
 
 impl Analytics {
+    /// How far a read of the rollups made now reaches. Taken before the read, so a flush that
+    /// ends during it can only make the answer hold more than it says.
+    pub fn freshness(&self) -> Freshness {
+        Freshness {
+            as_of: self.last_flush.load(Ordering::Relaxed),
+            flush_interval: self
+                .settings
+                .enabled
+                .then_some(self.settings.flush_interval),
+        }
+    }
+
     /// The query `input` asks for over `scope`, checked at the clock's time.
     pub fn query(&self, scope: StatsScope, input: StatsInput) -> Result<StatsQuery, Error> {
         input.parse(scope, self.clock.now(), self.settings.retention_days)
@@ -23,11 +50,12 @@ impl Analytics {
         caller: &Caller,
         code: &ShortCode,
         input: StatsInput,
-    ) -> Result<(StatsQuery, StatsReport), Error> {
+    ) -> Result<(Freshness, StatsReport), Error> {
         let query = self.query(StatsScope::Link(code.as_str().to_string()), input)?;
         links.get(caller, code).await?;
+        let freshness = self.freshness();
         let report = store.stats(&query).await?;
-        Ok((query, report))
+        Ok((freshness, report))
     }
 
     /// The stats of the caller's tenant (every tenant's for `admin`), or of its links with
@@ -38,7 +66,7 @@ impl Analytics {
         caller: &Caller,
         tag: Option<String>,
         input: StatsInput,
-    ) -> Result<(StatsQuery, StatsReport), Error> {
+    ) -> Result<(Freshness, StatsReport), Error> {
         if let Some(tag) = &tag {
             check_tag(tag)?;
         }
@@ -47,7 +75,8 @@ impl Analytics {
             tag,
         };
         let query = self.query(scope, input)?;
+        let freshness = self.freshness();
         let report = store.stats(&query).await?;
-        Ok((query, report))
+        Ok((freshness, report))
     }
 }

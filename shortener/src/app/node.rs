@@ -186,6 +186,7 @@ impl Node {
                 rollup_event_hours: AnalyticsSettings::rollup_event_hours_for(
                     config.webhook_log_days,
                 ),
+                flush_interval: Duration::from_millis(config.analytics_flush_interval_ms),
             },
             config
                 .geoip_db

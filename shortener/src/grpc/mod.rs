@@ -174,11 +174,11 @@ impl Links for LinksApi {
         let request = request.into_inner();
         let input = wire::stats_input(request.range)?;
         let code = self.code(&request.code)?;
-        let (_, report) = self
+        let (freshness, report) = self
             .analytics
             .link_stats(&self.links, &self.store, &caller, &code, input)
             .await?;
-        Ok(Response::new(wire::stats(&report)))
+        Ok(Response::new(wire::stats(&report, freshness)))
     }
 
     async fn get_tenant_stats(
@@ -189,11 +189,11 @@ impl Links for LinksApi {
         let request = request.into_inner();
         let input = wire::stats_input(request.range)?;
         let tag = (!request.tag.is_empty()).then_some(request.tag);
-        let (_, report) = self
+        let (freshness, report) = self
             .analytics
             .tenant_stats(&self.store, &caller, tag, input)
             .await?;
-        Ok(Response::new(wire::stats(&report)))
+        Ok(Response::new(wire::stats(&report, freshness)))
     }
 
     async fn get_link_history(

@@ -251,8 +251,11 @@ pub(super) fn stats_input(
     })
 }
 
-/// A stats report on the wire.
-pub(super) fn stats(report: &crate::domain::StatsReport) -> pb::Stats {
+/// A stats report on the wire, with how far it reaches.
+pub(super) fn stats(
+    report: &crate::domain::StatsReport,
+    freshness: crate::analytics::Freshness,
+) -> pb::Stats {
     let counts = |c: &crate::domain::ClickCounts| pb::ClickCounts {
         human: c.human,
         head: c.head,
@@ -286,5 +289,9 @@ pub(super) fn stats(report: &crate::domain::StatsReport) -> pb::Stats {
         devices: entries(report.devices.clone()),
         countries: optional(&report.countries),
         links: entries(report.links.clone()),
+        as_of: Some(timestamp(
+            DateTime::from_timestamp(freshness.as_of, 0).unwrap_or(DateTime::UNIX_EPOCH),
+        )),
+        flush_interval_ms: freshness.flush_interval.map_or(0, |d| d.as_millis() as u64),
     }
 }

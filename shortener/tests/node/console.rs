@@ -41,6 +41,8 @@ pub(crate) fn driver() -> Driver {
     let port = testkit::free_addr().port();
     let child = Command::new(chromedriver)
         .arg(format!("--port={port}"))
+        // Times on the page are in the browser's zone: one zone makes them predictable.
+        .env("TZ", "UTC")
         .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -52,7 +54,7 @@ pub(crate) fn driver() -> Driver {
     }
 }
 
-async fn browser(driver: &Driver) -> Client {
+pub(crate) async fn browser(driver: &Driver) -> Client {
     browser_with(driver, &[]).await
 }
 
@@ -118,16 +120,16 @@ impl WebDriverCompatibleCommand for BrowserLog {
 }
 
 /// The page session: the browser, where screenshots go, and the step count.
-struct Page {
-    client: Client,
-    base: String,
-    shots: PathBuf,
-    step: usize,
+pub(crate) struct Page {
+    pub(crate) client: Client,
+    pub(crate) base: String,
+    pub(crate) shots: PathBuf,
+    pub(crate) step: usize,
 }
 
 impl Page {
     /// Saves a screenshot named `name` and fails on any error the page logged.
-    async fn check(&mut self, name: &str) {
+    pub(crate) async fn check(&mut self, name: &str) {
         self.step += 1;
         let png = self.client.screenshot().await.expect("screenshot");
         std::fs::write(self.shots.join(format!("{:02}-{name}.png", self.step)), png)
@@ -147,7 +149,7 @@ impl Page {
         );
     }
 
-    async fn wait(&self, css: &str) -> Element {
+    pub(crate) async fn wait(&self, css: &str) -> Element {
         self.client
             .wait()
             .at_most(Duration::from_secs(10))
@@ -157,7 +159,7 @@ impl Page {
     }
 
     /// Waits until `css` holds `text`.
-    async fn wait_text(&self, css: &str, text: &str) -> Element {
+    pub(crate) async fn wait_text(&self, css: &str, text: &str) -> Element {
         let mut last = None;
         for _ in 0..100 {
             if let Ok(element) = self.client.find(Locator::Css(css)).await {
@@ -173,7 +175,7 @@ impl Page {
     }
 
     /// The control labelled `label`.
-    async fn field(&self, label: &str) -> Element {
+    pub(crate) async fn field(&self, label: &str) -> Element {
         let label = self
             .client
             .wait()
@@ -194,13 +196,13 @@ impl Page {
             .expect("the labelled control")
     }
 
-    async fn type_into(&self, label: &str, text: &str) {
+    pub(crate) async fn type_into(&self, label: &str, text: &str) {
         let field = self.field(label).await;
         field.clear().await.expect("clear");
         field.send_keys(text).await.expect("type");
     }
 
-    async fn button(&self, text: &str) -> Element {
+    pub(crate) async fn button(&self, text: &str) -> Element {
         self.client
             .wait()
             .at_most(Duration::from_secs(10))
@@ -213,7 +215,7 @@ impl Page {
 
     /// Clicks the control named `text`. The page re-renders a section when its data arrives,
     /// so a control found a moment before may have been replaced: find it again and retry.
-    async fn click(&self, text: &str) {
+    pub(crate) async fn click(&self, text: &str) {
         for _ in 0..20 {
             match self.button(text).await.click().await {
                 Ok(()) => return,
@@ -228,19 +230,39 @@ impl Page {
         panic!("{text:?} kept being replaced before it could be clicked");
     }
 
-    async fn has_control(&self, text: &str) -> bool {
-        let xpath = format!(
-            "//button[normalize-space()='{text}' and not(ancestor-or-self::*[@hidden])] | //a[normalize-space()='{text}' and not(ancestor-or-self::*[@hidden])]"
-        );
-        !self
+    /// Whether a button or link named `text` is shown: rendered, not merely present without
+    /// a `hidden` attribute.
+    pub(crate) async fn has_control(&self, text: &str) -> bool {
+        let xpath =
+            format!("//button[normalize-space()='{text}'] | //a[normalize-space()='{text}']");
+        for control in self
             .client
             .find_all(Locator::XPath(&xpath))
             .await
             .expect("find")
-            .is_empty()
+        {
+            if control.is_displayed().await.unwrap_or(false) {
+                return true;
+            }
+        }
+        false
     }
 
-    async fn sign_in(&mut self, key: &str) {
+    /// Fails if the navigation, any of its links or "Sign out" is shown: signed out, the page
+    /// offers only the sign-in form.
+    pub(crate) async fn shows_nothing_signed_in(&self, when: &str) {
+        for css in ["#nav", "#nav a", "#sign-out"] {
+            for element in self.client.find_all(Locator::Css(css)).await.expect("find") {
+                assert!(
+                    !element.is_displayed().await.expect("displayed"),
+                    "{css} is shown {when}"
+                );
+            }
+        }
+        assert!(!self.has_control("Sign out").await, "Sign out shown {when}");
+    }
+
+    pub(crate) async fn sign_in(&mut self, key: &str) {
         self.client
             .goto(&format!("{}/console/", self.base))
             .await
@@ -250,12 +272,12 @@ impl Page {
         self.wait_text("main h1", "Links").await;
     }
 
-    async fn eval(&self, script: &str) -> Value {
+    pub(crate) async fn eval(&self, script: &str) -> Value {
         self.client.execute(script, vec![]).await.expect("script")
     }
 }
 
-fn keys_file(path: &std::path::Path) -> (String, String) {
+pub(crate) fn keys_file(path: &std::path::Path) -> (String, String) {
     let (writer, reader) = (generate_api_key(), generate_api_key());
     let entry = |name: &str, key: &str, scopes: &str| KeyEntry {
         tenant: "marketing".into(),
@@ -298,10 +320,29 @@ async fn the_console_manages_links_in_a_real_browser() {
         step: 0,
     };
 
+    // Signed out, the page shows the sign-in form only: no navigation, no "Sign out".
+    page.client
+        .goto(&format!("{}/console/", node.base))
+        .await
+        .expect("open the console");
+    page.wait("input[type=password]").await;
+    page.shows_nothing_signed_in("before signing in").await;
+    page.check("signed-out").await;
+
     // Sign in; the list is empty.
     page.sign_in(&writer).await;
     page.wait_text("#who", "marketing / campaigns").await;
     page.wait_text(".more", "No links match.").await;
+    assert!(page.has_control("Sign out").await, "no Sign out signed in");
+    // "New link" is a button of its natural size, not half the page.
+    let new_link = page.wait("main a.button[href='#/new']").await;
+    let (_, _, width, _) = new_link.rectangle().await.expect("its box");
+    let viewport = page.eval("return window.innerWidth;").await;
+    let viewport = viewport.as_f64().expect("a width");
+    assert!(
+        width > 0.0 && width < 0.3 * viewport,
+        "New link is {width} px wide on a {viewport} px page"
+    );
     page.check("signed-in").await;
 
     // Create a link with tags.
@@ -508,6 +549,7 @@ async fn the_console_manages_links_in_a_real_browser() {
     // Keyboard only: from the sign-in form, Tab reaches the key and Enter signs in.
     page.click("Sign out").await;
     page.wait("input[type=password]").await;
+    page.shows_nothing_signed_in("after signing out").await;
     let focused = page
         .eval("return document.activeElement && document.activeElement.type;")
         .await;

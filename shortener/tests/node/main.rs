@@ -14,6 +14,7 @@ mod cli;
 mod clicks;
 mod config;
 mod console;
+mod console_details;
 mod editing;
 mod exports;
 mod first_start;

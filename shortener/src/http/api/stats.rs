@@ -1,8 +1,11 @@
 //! Click statistics over HTTP: `GET /api/v1/links/{code}/stats` and `GET /api/v1/stats`, as
-//! JSON or (`format=csv`) the series as CSV for spreadsheets.
+//! JSON or (`format=csv`) the series as CSV for spreadsheets. A JSON answer says how far it
+//! reaches: `as_of`, before which every visit this node counted is in, and how often the node
+//! writes newer ones (`flush_interval_ms`).
 
 use super::{admit, code};
 use crate::access::Operation;
+use crate::analytics::Freshness;
 use crate::domain::{Error, StatsInput, StatsReport};
 use crate::http::{ApiError, HttpState};
 use axum::extract::rejection::PathRejection;
@@ -91,11 +94,11 @@ pub async fn link_stats(
         .into());
     }
     let code = code(&state, path)?;
-    let (_, report) = state
+    let (freshness, report) = state
         .analytics
         .link_stats(&state.links, &state.store, &caller, &code, params.input())
         .await?;
-    Ok(render(&report, format, false, code.as_str()))
+    Ok(render(&report, freshness, format, false, code.as_str()))
 }
 
 /// `GET /api/v1/stats?tag=&from=&to=&granularity=&top=&format=`: the caller's tenant's clicks
@@ -107,11 +110,11 @@ pub async fn tenant_stats(
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Stats)?;
     let (params, format) = StatsParams::parse(&uri)?;
-    let (_, report) = state
+    let (freshness, report) = state
         .analytics
         .tenant_stats(&state.store, &caller, params.tag.clone(), params.input())
         .await?;
-    Ok(render(&report, format, true, "tenant"))
+    Ok(render(&report, freshness, format, true, "tenant"))
 }
 
 fn time(at: i64) -> String {
@@ -120,7 +123,13 @@ fn time(at: i64) -> String {
         .to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-fn render(report: &StatsReport, format: Format, links: bool, name: &str) -> Response {
+fn render(
+    report: &StatsReport,
+    freshness: Freshness,
+    format: Format,
+    links: bool,
+    name: &str,
+) -> Response {
     if format == Format::Csv {
         let mut text = String::from("at,human,bot,head\r\n");
         for point in &report.series {
@@ -161,6 +170,8 @@ fn render(report: &StatsReport, format: Format, links: bool, name: &str) -> Resp
         "countries": report.countries.iter()
             .map(|(country, visits)| json!({ "country": country, "visits": visits }))
             .collect::<Vec<Value>>(),
+        "as_of": time(freshness.as_of),
+        "flush_interval_ms": freshness.flush_interval.map(|d| d.as_millis() as u64),
     });
     if links {
         body["links"] = report

@@ -4,6 +4,7 @@
 
 mod crash;
 mod fair_share;
+mod freshness;
 mod mmdb;
 mod privacy;
 mod refusals;
