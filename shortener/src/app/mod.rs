@@ -62,14 +62,20 @@ impl App {
             })
         };
         let listeners = Listeners {
-            http: bind(config.http_addr, "HTTP", "SHORTENER_HTTP_ADDR", "http-addr").await?,
-            grpc: match config.grpc_addr.addr() {
+            http: bind(
+                config.listeners.http_addr,
+                "HTTP",
+                "SHORTENER_HTTP_ADDR",
+                "http-addr",
+            )
+            .await?,
+            grpc: match config.listeners.grpc_addr.addr() {
                 Some(addr) => {
                     Some(bind(addr, "gRPC", "SHORTENER_GRPC_ADDR", "grpc-addr (or off)").await?)
                 }
                 None => None,
             },
-            admin: match config.admin_addr.addr() {
+            admin: match config.listeners.admin_addr.addr() {
                 Some(addr) => {
                     Some(bind(addr, "admin", "SHORTENER_ADMIN_ADDR", "admin-addr (or off)").await?)
                 }
@@ -85,15 +91,16 @@ impl App {
         };
         let open_files = net::fd::raise_open_files();
         let pool = config
+            .store
             .database_url
             .as_ref()
-            .map_or(8, |_| config.database_max_connections);
-        let budget = Budget::split(open_files, pool, config.public_fd_reserve);
+            .map_or(8, |_| config.store.database_max_connections);
+        let budget = Budget::split(open_files, pool, config.listeners.public_fd_reserve);
         tracing::info!(open_files, ?budget, "connection caps");
         let gates = Gates::new(
             budget,
-            config.max_connections_per_client,
-            config.ipv6_prefix,
+            config.listeners.max_connections_per_client,
+            config.listeners.ipv6_prefix,
         );
         let bound: Vec<SocketAddr> = [Some(addrs.http), addrs.grpc, addrs.admin]
             .into_iter()
@@ -145,9 +152,9 @@ impl App {
         let tasks = Tasks::start(
             &node,
             Intervals {
-                click_flush: Duration::from_millis(config.click_flush_interval_ms),
-                analytics_flush: Duration::from_millis(config.analytics_flush_interval_ms),
-                reload: Duration::from_millis(config.reload_interval_ms),
+                click_flush: Duration::from_millis(config.visits.click_flush_interval_ms),
+                analytics_flush: Duration::from_millis(config.visits.analytics_flush_interval_ms),
+                reload: Duration::from_millis(config.access.reload_interval_ms),
             },
         );
         let mut servers = Servers::start(&node, &config, listeners).await?;

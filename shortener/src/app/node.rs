@@ -83,6 +83,7 @@ impl Node {
         let http_addr = addrs[0];
         let public = PublicBase::new(
             &config
+                .listeners
                 .public_url
                 .clone()
                 .unwrap_or_else(|| format!("http://{}", display_addr(http_addr))),
@@ -92,56 +93,56 @@ impl Node {
                 own_hosts: public
                     .host()
                     .into_iter()
-                    .chain(config.short_domains.iter().cloned())
+                    .chain(config.listeners.short_domains.iter().cloned())
                     .collect(),
                 own_ips: addrs
                     .iter()
                     .map(|a| a.ip())
                     .filter(|ip| !ip.is_unspecified())
                     .collect(),
-                refuse_private: config.refuse_private_targets,
-                blocklist_file: config.blocklist_file.clone(),
+                refuse_private: config.redirects.refuse_private_targets,
+                blocklist_file: config.redirects.blocklist_file.clone(),
             })
             .map_err(anyhow::Error::msg)
             .context("load the target rules")?,
         );
         let rules = CreateRules {
-            max_url_length: config.max_url_length,
+            max_url_length: config.redirects.max_url_length,
             targets: Arc::clone(&targets) as Arc<dyn TargetPolicy>,
             code_length: resources.space.length(),
         };
         let ids = Arc::new(IdPool::start(
             resources.lease_source,
             PoolConfig {
-                min_block: config.min_block,
-                max_block: config.max_block,
-                initial_block: config.min_block.max(1000).min(config.max_block),
+                min_block: config.ids.min_block,
+                max_block: config.ids.max_block,
+                initial_block: config.ids.min_block.max(1000).min(config.ids.max_block),
                 ..PoolConfig::default()
             },
         ));
         let cache = LinkCache::new(
             CacheConfig {
-                max_bytes: config.cache_bytes,
-                ttl: Duration::from_secs(config.cache_ttl),
-                negative_ttl: Duration::from_millis(config.negative_cache_ttl_ms),
-                limited_ttl: Duration::from_millis(config.click_flush_interval_ms),
+                max_bytes: config.redirects.cache_bytes,
+                ttl: Duration::from_secs(config.redirects.cache_ttl),
+                negative_ttl: Duration::from_millis(config.redirects.negative_cache_ttl_ms),
+                limited_ttl: Duration::from_millis(config.visits.click_flush_interval_ms),
             },
             targets.generation_source(),
         );
         let limits = Arc::new(Limits::new(
             Rate {
-                per_second: config.not_found_rate,
-                burst: config.not_found_burst,
+                per_second: config.limits.not_found_rate,
+                burst: config.limits.not_found_burst,
             },
             Rate {
-                per_second: config.create_rate,
-                burst: config.create_burst,
+                per_second: config.limits.create_rate,
+                burst: config.limits.create_burst,
             },
             Rate {
-                per_second: config.read_rate,
-                burst: config.read_burst,
+                per_second: config.limits.read_rate,
+                burst: config.limits.read_burst,
             },
-            config.password_attempts,
+            config.access.password_attempts,
         ));
         let store = resources.store;
         let links = Arc::new(LinkService::new(
@@ -149,13 +150,13 @@ impl Node {
             Arc::clone(&ids),
             Arc::clone(&resources.space),
             Arc::new(cache.clone()),
-            Duration::from_secs(config.idempotency_ttl),
+            Duration::from_secs(config.access.idempotency_ttl),
             resources.cursors.clone(),
             Budgets {
                 exports: ExportLimits {
-                    per_node: config.export_max_concurrent,
-                    per_key: config.export_max_per_key,
-                    send_timeout: Duration::from_secs(config.send_timeout.get()),
+                    per_node: config.limits.export_max_concurrent,
+                    per_key: config.limits.export_max_per_key,
+                    send_timeout: Duration::from_secs(config.listeners.send_timeout.get()),
                 },
                 rates: Arc::clone(&limits),
             },
@@ -165,30 +166,31 @@ impl Node {
             store.clone(),
             Arc::clone(&targets),
             WebhookSettings {
-                timeout: Duration::from_millis(config.webhook_timeout_ms),
-                retry_base: Duration::from_millis(config.webhook_retry_base_ms),
-                max_failures: config.webhook_max_failures,
-                allow_private: config.webhook_allow_private,
-                poll: Duration::from_millis(config.click_flush_interval_ms.min(1000)),
-                log_retention: (config.webhook_log_days > 0)
-                    .then(|| chrono::Duration::days(i64::from(config.webhook_log_days))),
-                max_pending: config.webhook_max_pending,
+                timeout: Duration::from_millis(config.webhooks.webhook_timeout_ms),
+                retry_base: Duration::from_millis(config.webhooks.webhook_retry_base_ms),
+                max_failures: config.webhooks.webhook_max_failures,
+                allow_private: config.webhooks.webhook_allow_private,
+                poll: Duration::from_millis(config.visits.click_flush_interval_ms.min(1000)),
+                log_retention: (config.webhooks.webhook_log_days > 0)
+                    .then(|| chrono::Duration::days(i64::from(config.webhooks.webhook_log_days))),
+                max_pending: config.webhooks.webhook_max_pending,
             },
             config.clock.clone(),
         ));
         let analytics = Arc::new(Analytics::new(
             AnalyticsSettings {
-                enabled: config.analytics,
-                max_entries: config.analytics_max_entries,
-                referrers_per_hour: config.analytics_referrers_per_hour,
-                compact_after_days: config.analytics_compact_after_days,
-                retention_days: config.analytics_retention_days,
+                enabled: config.visits.analytics,
+                max_entries: config.visits.analytics_max_entries,
+                referrers_per_hour: config.visits.analytics_referrers_per_hour,
+                compact_after_days: config.visits.analytics_compact_after_days,
+                retention_days: config.visits.analytics_retention_days,
                 rollup_event_hours: AnalyticsSettings::rollup_event_hours_for(
-                    config.webhook_log_days,
+                    config.webhooks.webhook_log_days,
                 ),
-                flush_interval: Duration::from_millis(config.analytics_flush_interval_ms),
+                flush_interval: Duration::from_millis(config.visits.analytics_flush_interval_ms),
             },
             config
+                .visits
                 .geoip_db
                 .clone()
                 .map(|path| Arc::new(GeoIp::open(path))),
@@ -222,7 +224,7 @@ impl Node {
             resources.api_keys,
             Arc::clone(&limits),
             Arc::clone(&metrics),
-            config.batch_limit,
+            config.limits.batch_limit,
         ));
         Ok(Self {
             store,
@@ -241,7 +243,7 @@ impl Node {
             public,
             accepting: Arc::new(AtomicBool::new(true)),
             default_api_key: resources.default_api_key,
-            console: config.console,
+            console: config.access.console,
             gates,
             targets,
         })
@@ -250,6 +252,7 @@ impl Node {
     /// The public listener's state.
     pub fn http_state(&self, config: &Config) -> anyhow::Result<HttpState> {
         let header = config
+            .listeners
             .client_ip_header
             .as_deref()
             .map(axum::http::HeaderName::try_from)
@@ -264,18 +267,18 @@ impl Node {
             admission: Arc::clone(&self.admission),
             rules: self.rules.clone(),
             public: self.public.clone(),
-            redirect_status: StatusCode::from_u16(config.redirect_status)
+            redirect_status: StatusCode::from_u16(config.redirects.redirect_status)
                 .context("redirect status")?,
-            blocked_status: StatusCode::from_u16(config.blocked_status)
+            blocked_status: StatusCode::from_u16(config.redirects.blocked_status)
                 .context("blocked status")?,
             limits: Arc::clone(&self.limits),
             client_policy: ClientAddressPolicy {
                 header,
-                trusted: config.trusted_proxies.clone(),
-                ipv6_prefix: config.ipv6_prefix,
+                trusted: config.listeners.trusted_proxies.clone(),
+                ipv6_prefix: config.listeners.ipv6_prefix,
             },
             metrics: Arc::clone(&self.metrics),
-            console: config.console,
+            console: config.access.console,
             store: self.store.clone(),
             targets: Arc::clone(&self.targets),
         })

@@ -62,10 +62,10 @@ fn default_holder() -> String {
 }
 
 fn load_key(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<CodeKey> {
-    if let Some(text) = &config.key {
+    if let Some(text) = &config.ids.key {
         return CodeKey::parse(text).context("parse SHORTENER_KEY");
     }
-    if let Some(path) = &config.key_file {
+    if let Some(path) = &config.ids.key_file {
         return secrets::read_code_key(path);
     }
     let path = generated_default
@@ -86,8 +86,8 @@ fn code_space(
     generated_default: Option<&Path>,
 ) -> anyhow::Result<(Arc<CodeSpace>, CursorKey)> {
     let key = load_key(config, generated_default)?;
-    let space = CodeSpace::new(&key, config.code_length).context("configure the code space")?;
-    tracing::info!(fingerprint = %space.fingerprint(), length = config.code_length, "code space ready");
+    let space = CodeSpace::new(&key, config.ids.code_length).context("configure the code space")?;
+    tracing::info!(fingerprint = %space.fingerprint(), length = config.ids.code_length, "code space ready");
     Ok((Arc::new(space), CursorKey::derive(&key)))
 }
 
@@ -95,10 +95,10 @@ fn load_api_keys(
     config: &Config,
     generated_default: Option<&Path>,
 ) -> anyhow::Result<(ApiKeys, Option<DefaultApiKey>)> {
-    let fixed =
-        parse_legacy(config.api_keys.iter().map(String::as_str)).map_err(anyhow::Error::msg)?;
+    let fixed = parse_legacy(config.access.api_keys.iter().map(String::as_str))
+        .map_err(anyhow::Error::msg)?;
     let mut default_key = None;
-    let file = match (&config.api_keys_file, generated_default) {
+    let file = match (&config.access.api_keys_file, generated_default) {
         (Some(path), _) => Some(path.clone()),
         (None, Some(default)) if fixed.is_empty() => {
             let made_now = !default.exists();
@@ -120,19 +120,21 @@ fn load_api_keys(
 /// Builds the store, keys and lease source for `config` and applies migrations (within a
 /// tokio runtime: the PostgreSQL store starts its writer task).
 pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
-    let holder = config.holder.clone().unwrap_or_else(default_holder);
-    match &config.database_url {
+    let holder = config.ids.holder.clone().unwrap_or_else(default_holder);
+    match &config.store.database_url {
         Some(url) => {
             let (space, cursors) = code_space(config, None)?;
             let pg = PgStore::connect(&PgSettings {
                 url: url.clone(),
-                read_url: config.database_read_url.clone(),
-                ca_file: config.database_ca_file.clone(),
-                max_connections: config.database_max_connections,
+                read_url: config.store.database_read_url.clone(),
+                ca_file: config.store.database_ca_file.clone(),
+                max_connections: config.store.database_max_connections,
                 timeout: Duration::from_secs(3),
-                write_batch: config.write_batch,
-                write_concurrency: config.write_concurrency,
-                statement_timeout: Duration::from_millis(config.database_statement_timeout_ms),
+                write_batch: config.store.write_batch,
+                write_concurrency: config.store.write_concurrency,
+                statement_timeout: Duration::from_millis(
+                    config.store.database_statement_timeout_ms,
+                ),
                 space: Arc::clone(&space),
             })
             .context("configure the PostgreSQL pool")?;
@@ -143,16 +145,16 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             let (api_keys, _) = load_api_keys(config, None)?;
             let api_keys = Arc::new(api_keys);
             let source = GrpcLeaseSource::new(&GrpcSourceConfig {
-                endpoints: config.id_service.clone(),
-                namespace: config.id_namespace.clone(),
+                endpoints: config.ids.id_service.clone(),
+                namespace: config.ids.id_namespace.clone(),
                 holder,
-                token: config.id_service_token.clone(),
+                token: config.ids.id_service_token.clone(),
                 connect_timeout: Duration::from_secs(2),
                 // Below the pool's lease timeout, so a slow answer is told as the id-service's.
                 request_timeout: Duration::from_secs(4),
             })
             .context("configure the id-service client")?;
-            let source = Explained::new(source, &config.id_namespace);
+            let source = Explained::new(source, &config.ids.id_namespace);
             Ok(Resources {
                 store: Store::Postgres(pg),
                 space,
@@ -163,19 +165,22 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
             })
         }
         None => {
-            let dir = &config.data_dir;
+            let dir = &config.store.data_dir;
             create_private_dir(dir)?;
             let (space, cursors) = code_space(config, Some(&dir.join(KEY_FILE)))?;
-            let sqlite =
-                SqliteStore::open(&dir.join(DB_FILE), Arc::clone(&space), config.write_batch)
-                    .context("open the SQLite store")?;
+            let sqlite = SqliteStore::open(
+                &dir.join(DB_FILE),
+                Arc::clone(&space),
+                config.store.write_batch,
+            )
+            .context("open the SQLite store")?;
             sqlite.migrate().await.context("apply SQLite migrations")?;
             let (api_keys, default_api_key) =
                 load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;
             let api_keys = Arc::new(api_keys);
             let store = Store::Sqlite(sqlite);
             let lease_source = store
-                .embedded_lease_source(&config.id_namespace, &holder)
+                .embedded_lease_source(&config.ids.id_namespace, &holder)
                 .context("the embedded store keeps its own lease ledger")?;
             Ok(Resources {
                 store,

@@ -56,18 +56,18 @@ impl Servers {
         let (reflection_v1, reflection_v1alpha) =
             proto::server::reflection().context("build the reflection services")?;
         let stop_traffic = CancellationToken::new();
-        let limits = BodyLimits::new(config.max_url_length, config.batch_limit);
+        let limits = BodyLimits::new(config.redirects.max_url_length, config.limits.batch_limit);
         let guard = GuardLayer::new(
             Arc::clone(&node.admission),
             limits,
-            config.grpc_max_in_flight,
+            config.listeners.grpc_max_in_flight,
         );
         let mut traffic = Vec::with_capacity(2);
         if let Some(grpc) = listeners.grpc {
             let grpc_server = tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
                 .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-                .max_concurrent_streams(config.grpc_max_streams)
+                .max_concurrent_streams(config.listeners.grpc_max_streams)
                 // Small windows bound what a connection can make the node buffer for calls it has
                 // not read yet (a refused call's body, say).
                 .initial_stream_window_size(STREAM_WINDOW)
@@ -83,7 +83,7 @@ impl Servers {
                     net::idle::incoming(
                         grpc,
                         Arc::clone(&node.gates.grpc),
-                        Duration::from_secs(config.grpc_idle_timeout),
+                        Duration::from_secs(config.listeners.grpc_idle_timeout),
                     ),
                     stop_traffic.clone().cancelled_owned(),
                 );
@@ -95,9 +95,9 @@ impl Servers {
             traffic.push(grpc_task);
         }
         let settings = ServeSettings {
-            header_timeout: Duration::from_secs(config.header_read_timeout),
+            header_timeout: Duration::from_secs(config.listeners.header_read_timeout),
             drain: config.drain(),
-            send_timeout: Duration::from_secs(config.send_timeout.get()),
+            send_timeout: Duration::from_secs(config.listeners.send_timeout.get()),
         };
         let http_task = tokio::spawn(http::serve::serve(
             listeners.http,

@@ -60,7 +60,7 @@ impl RunArgs {
 
 /// Runs `args`, writing progress and results to `out`.
 pub async fn run(args: &LayoutArgs, mut out: impl Write) -> anyhow::Result<()> {
-    if args.config.database_url.is_none() {
+    if args.config.store.database_url.is_none() {
         bail!(
             "`shortener layout` is for the PostgreSQL store (set DATABASE_URL); the embedded \
              store files generated links under their ID already"

@@ -35,10 +35,8 @@ pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
         None => {
             // The embedded file migrates as a node opens it (its code key checked), which is
             // what preparing a node's store does.
-            let config = Config {
-                data_dir: args.data_dir,
-                ..Config::from_env_and_defaults()?
-            };
+            let mut config = Config::from_env_and_defaults()?;
+            config.store.data_dir = args.data_dir;
             crate::app::prepare(&config).await?;
             0
         }

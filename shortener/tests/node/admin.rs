@@ -51,9 +51,9 @@ async fn an_admin_blocks_and_unblocks_domains_on_every_node(backend: Backend) {
     std::fs::write(&file, "from-file.test\n").expect("write blocklist");
     let config = |name: &str| {
         let mut config = stack.config(name);
-        config.api_keys_file = Some(keys_path.clone());
-        config.blocklist_file = Some(file.clone());
-        config.reload_interval_ms = 200;
+        config.access.api_keys_file = Some(keys_path.clone());
+        config.redirects.blocklist_file = Some(file.clone());
+        config.access.reload_interval_ms = 200;
         config
     };
     let a = Node::start(config("a")).await;

@@ -7,7 +7,7 @@ use testkit::free_addr;
 /// the port was left free, and returns the error with its causes.
 async fn refused_before_binding(mut config: Config, what: &str) -> String {
     let addr = free_addr();
-    config.http_addr = addr;
+    config.listeners.http_addr = addr;
     let error = match App::build(config).await {
         Ok(_) => panic!("{what} was accepted"),
         Err(error) => format!("{error:#}"),
@@ -22,50 +22,54 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
     type Edit = fn(&mut Config);
     let cases: Vec<(&str, Edit)> = vec![
-        ("SHORTENER_CODE_LENGTH", |c| c.code_length = 3),
-        ("SHORTENER_CODE_LENGTH", |c| c.code_length = 12),
-        ("SHORTENER_REDIRECT_STATUS", |c| c.redirect_status = 303),
-        ("SHORTENER_MIN_BLOCK", |c| c.min_block = 0),
+        ("SHORTENER_CODE_LENGTH", |c| c.ids.code_length = 3),
+        ("SHORTENER_CODE_LENGTH", |c| c.ids.code_length = 12),
+        ("SHORTENER_REDIRECT_STATUS", |c| {
+            c.redirects.redirect_status = 303
+        }),
+        ("SHORTENER_MIN_BLOCK", |c| c.ids.min_block = 0),
         ("SHORTENER_MIN_BLOCK", |c| {
-            (c.min_block, c.max_block) = (1000, 10)
+            (c.ids.min_block, c.ids.max_block) = (1000, 10)
         }),
-        ("SHORTENER_MAX_URL_LENGTH", |c| c.max_url_length = 1),
-        ("SHORTENER_ID_SERVICE", |c| {
-            c.database_url = Some("postgres://postgres@127.0.0.1/x".into())
+        ("SHORTENER_MAX_URL_LENGTH", |c| {
+            c.redirects.max_url_length = 1
         }),
         ("SHORTENER_ID_SERVICE", |c| {
-            c.id_service = vec!["id-service:50051".into()]
+            c.store.database_url = Some("postgres://postgres@127.0.0.1/x".into())
+        }),
+        ("SHORTENER_ID_SERVICE", |c| {
+            c.ids.id_service = vec!["id-service:50051".into()]
         }),
         ("SHORTENER_ID_NAMESPACE", |c| {
-            c.id_namespace = "Bad-Namespace".into()
+            c.ids.id_namespace = "Bad-Namespace".into()
         }),
         ("SHORTENER_PUBLIC_URL", |c| {
-            c.public_url = Some("ftp://sho.rt/".into())
+            c.listeners.public_url = Some("ftp://sho.rt/".into())
         }),
         ("SHORTENER_PUBLIC_URL", |c| {
-            c.public_url = Some("not a url".into())
+            c.listeners.public_url = Some("not a url".into())
         }),
         ("SHORTENER_TRUSTED_PROXIES", |c| {
-            c.client_ip_header = Some("x-forwarded-for".into())
+            c.listeners.client_ip_header = Some("x-forwarded-for".into())
         }),
         ("SHORTENER_CLIENT_IP_HEADER", |c| {
-            c.client_ip_header = Some("bad header".into());
-            c.trusted_proxies = vec!["10.0.0.0/8".parse().expect("net")];
+            c.listeners.client_ip_header = Some("bad header".into());
+            c.listeners.trusted_proxies = vec!["10.0.0.0/8".parse().expect("net")];
         }),
-        ("SHORTENER_CREATE_BURST", |c| c.create_burst = 10),
-        ("SHORTENER_WRITE_BATCH", |c| c.write_batch = 0),
-        ("SHORTENER_KEY", |c| c.key = Some("abcd".into())),
+        ("SHORTENER_CREATE_BURST", |c| c.limits.create_burst = 10),
+        ("SHORTENER_WRITE_BATCH", |c| c.store.write_batch = 0),
+        ("SHORTENER_KEY", |c| c.ids.key = Some("abcd".into())),
         ("SHORTENER_DATABASE_CA_FILE", |c| {
-            c.database_ca_file = Some("/nonexistent/ca.pem".into())
+            c.store.database_ca_file = Some("/nonexistent/ca.pem".into())
         }),
         ("SHORTENER_DATABASE_CA_FILE", |c| {
-            c.database_ca_file = Some("/dev/null".into())
+            c.store.database_ca_file = Some("/dev/null".into())
         }),
-        ("API key", |c| c.api_keys = vec!["short".into()]),
+        ("API key", |c| c.access.api_keys = vec!["short".into()]),
         ("SHORTENER_ADMIN_ADDR", |c| {
-            c.admin_addr = shortener::config::Listen::Off;
-            c.database_url = Some("postgres://postgres@127.0.0.1/x".into());
-            c.id_service = vec!["http://127.0.0.1:1".into()];
+            c.listeners.admin_addr = shortener::config::Listen::Off;
+            c.store.database_url = Some("postgres://postgres@127.0.0.1/x".into());
+            c.ids.id_service = vec!["http://127.0.0.1:1".into()];
         }),
     ];
     for (name, edit) in cases {
@@ -93,9 +97,9 @@ async fn an_embedded_data_directory_refuses_another_code_key_or_length() {
     type Edit = fn(&mut Config);
     let cases: Vec<(&str, Edit)> = vec![
         ("another key", |c| {
-            c.key = Some(codespace::CodeKey::generate().to_hex())
+            c.ids.key = Some(codespace::CodeKey::generate().to_hex())
         }),
-        ("another length", |c| c.code_length = 8),
+        ("another length", |c| c.ids.code_length = 8),
     ];
     for (why, edit) in cases {
         let mut changed = config();

@@ -307,8 +307,8 @@ async fn the_console_manages_links_in_a_real_browser() {
     let keys = stack.dir.path().join("api-keys.toml");
     let (writer, reader) = keys_file(&keys);
     let mut config = stack.config("console");
-    config.api_keys_file = Some(keys);
-    config.public_url = None;
+    config.access.api_keys_file = Some(keys);
+    config.listeners.public_url = None;
     let node = Node::start(config).await;
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
     std::fs::create_dir_all(&shots).expect("screenshot directory");
@@ -651,7 +651,7 @@ async fn console_responses_are_locked_down_and_cacheable() {
     assert_eq!(stale.status(), StatusCode::NOT_FOUND);
     // Off, the console is not served.
     let mut config = stack.config("console-off");
-    config.console = false;
+    config.access.console = false;
     let off = Node::start(config).await;
     assert_eq!(
         off.client

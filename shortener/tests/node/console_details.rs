@@ -61,8 +61,8 @@ async fn a_links_page_charts_its_period_says_how_fresh_and_tells_its_history_in_
     let keys = stack.dir.path().join("api-keys.toml");
     let (writer, _) = keys_file(&keys);
     let mut config = stack.config("console-details");
-    config.api_keys_file = Some(keys);
-    config.public_url = None;
+    config.access.api_keys_file = Some(keys);
+    config.listeners.public_url = None;
     let node = Node::start(config).await;
     let (status, made) = node
         .create_with_key(

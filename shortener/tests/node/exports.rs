@@ -65,8 +65,8 @@ async fn unread_exports_leave_the_store_to_redirects_and_creates(backend: Backen
     let stack = Stack::new(backend).await;
     let mut config = stack.config("a");
     // The test pool has 8 connections; one more export than it has would have taken them all.
-    config.export_max_concurrent = nonzero(7);
-    config.export_max_per_key = nonzero(32);
+    config.limits.export_max_concurrent = nonzero(7);
+    config.limits.export_max_per_key = nonzero(32);
     let node = Node::start(config).await;
     seed(&node, 6000).await;
 
@@ -130,8 +130,8 @@ async fn an_export_nobody_reads_is_cut_after_the_send_timeout_and_frees_its_plac
 ) {
     let stack = Stack::new(backend).await;
     let mut config = stack.config("a");
-    config.export_max_per_key = nonzero(1);
-    config.send_timeout = NonZeroU64::new(2).expect("non-zero");
+    config.limits.export_max_per_key = nonzero(1);
+    config.listeners.send_timeout = NonZeroU64::new(2).expect("non-zero");
     let node = Node::start(config).await;
     seed(&node, 6000).await;
 
@@ -182,7 +182,7 @@ async fn a_slow_but_steady_export_reader_gets_every_link(backend: Backend) {
     let stack = Stack::new(backend).await;
     let mut config = stack.config("a");
     // A short header timeout: a connection streaming a body for several of them stays open.
-    config.header_read_timeout = 1;
+    config.listeners.header_read_timeout = 1;
     let node = Node::start(config).await;
     seed(&node, 3000).await;
 
@@ -213,8 +213,8 @@ on_both_stores!(a_slow_but_steady_export_reader_gets_every_link);
 async fn unread_exports_do_not_stop_sqlite_checkpoints() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("a");
-    config.export_max_per_key = nonzero(4);
-    let data_dir = config.data_dir.clone();
+    config.limits.export_max_per_key = nonzero(4);
+    let data_dir = config.store.data_dir.clone();
     let node = Node::start(config).await;
     seed(&node, 3000).await;
     let held: Vec<reqwest::Response> =

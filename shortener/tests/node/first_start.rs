@@ -162,7 +162,7 @@ async fn the_short_domains_root_leads_to_the_console(backend: Backend) {
     assert_eq!(response.headers()["location"], "/console/");
 
     let mut config = stack.config("b");
-    config.console = false;
+    config.access.console = false;
     let node = crate::helpers::Node::start(config).await;
     assert_eq!(node.visit("").await.status(), StatusCode::NOT_FOUND);
 }

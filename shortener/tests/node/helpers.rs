@@ -81,12 +81,12 @@ impl Stack {
     /// A node configuration for this stack, with its own data directory `name`.
     pub fn config(&self, name: &str) -> Config {
         let mut config = Config::for_tests(self.dir.path().join(name), API_KEY);
-        config.key = Some(CODE_KEY.to_string());
+        config.ids.key = Some(CODE_KEY.to_string());
         if let (Some(url), Some((addr, _, _))) = (&self.db_url, &self.id_service) {
-            config.database_url = Some(url.clone());
-            config.id_service = vec![addr.clone()];
+            config.store.database_url = Some(url.clone());
+            config.ids.id_service = vec![addr.clone()];
         }
-        config.holder = Some(name.to_string());
+        config.ids.holder = Some(name.to_string());
         config
     }
 

@@ -113,7 +113,7 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
     let path = stack.dir.path().join("api-keys.toml");
     let keys = write_keys(&path);
     let mut config = stack.config("tenants");
-    config.api_keys_file = Some(path);
+    config.access.api_keys_file = Some(path);
     let node = Node::start(config).await;
     // Another tenant holds `taken-code`.
     let (status, _) = node

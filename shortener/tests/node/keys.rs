@@ -58,8 +58,8 @@ async fn a_changed_keys_file_takes_effect_and_a_broken_one_keeps_the_keys_in_for
     let file = stack.dir.path().join("keys.toml");
     let first = add_key(&file, "acme", "first", "links:create");
     let mut config = stack.config("reload");
-    config.api_keys = Vec::new();
-    config.api_keys_file = Some(file.clone());
+    config.access.api_keys = Vec::new();
+    config.access.api_keys_file = Some(file.clone());
     let node = Node::start(config).await;
     assert_eq!(status_with(&node, &first).await, StatusCode::CREATED);
 

@@ -8,10 +8,10 @@ use tonic::Code;
 async fn a_404_scanner_gets_429_while_a_normal_client_keeps_getting_302() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("edge");
-    config.not_found_rate = 1;
-    config.not_found_burst = 10;
-    config.client_ip_header = Some("x-forwarded-for".into());
-    config.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    config.limits.not_found_rate = 1;
+    config.limits.not_found_burst = 10;
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
     let node = Node::start(config).await;
     let code = node.create_url("https://example.com/real").await;
     let scan = |i: usize| {
@@ -63,9 +63,9 @@ async fn a_404_scanner_gets_429_while_a_normal_client_keeps_getting_302() {
 async fn creates_beyond_the_per_key_rate_get_429() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("limited");
-    config.create_rate = 1;
-    config.create_burst = 5;
-    config.batch_limit = 5;
+    config.limits.create_rate = 1;
+    config.limits.create_burst = 5;
+    config.limits.batch_limit = 5;
     let node = Node::start(config).await;
     let mut statuses = Vec::new();
     for i in 0..10 {
@@ -96,10 +96,10 @@ async fn creates_beyond_the_per_key_rate_get_429() {
 async fn a_scanner_behind_a_trusted_proxy_cannot_choose_or_spend_anothers_budget() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("proxied");
-    config.not_found_rate = 1;
-    config.not_found_burst = 10;
-    config.client_ip_header = Some("x-forwarded-for".into());
-    config.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    config.limits.not_found_rate = 1;
+    config.limits.not_found_burst = 10;
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
     let node = Node::start(config).await;
     let probe = |i: usize, chain: String| {
         node.client
@@ -148,8 +148,8 @@ async fn a_scanner_behind_a_trusted_proxy_cannot_choose_or_spend_anothers_budget
 async fn reads_beyond_the_per_key_rate_get_429() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("read-limited");
-    config.read_rate = 1;
-    config.read_burst = 5;
+    config.limits.read_rate = 1;
+    config.limits.read_burst = 5;
     let node = Node::start(config).await;
     let code = node.create_url("https://example.com/read-me").await;
     let mut statuses = Vec::new();

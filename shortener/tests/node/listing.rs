@@ -183,7 +183,7 @@ async fn cursors_are_tamper_evident_and_confined_to_their_tenant_and_filters(bac
     let path = stack.dir.path().join("api-keys.toml");
     let keys = write_keys(&path);
     let mut config = stack.config("tenants");
-    config.api_keys_file = Some(path);
+    config.access.api_keys_file = Some(path);
     let node = Node::start(config).await;
     for i in 0..5 {
         for key in [&keys.own, &keys.other] {

@@ -44,8 +44,8 @@ async fn two_nodes_on_one_postgres_and_one_id_service_create_distinct_codes() {
 async fn the_embedded_mode_survives_a_restart_with_links_intact_and_new_ids() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("embedded");
-    config.key = None; // generate the key in the data dir, as a newcomer's first start does
-    config.api_keys = vec![crate::helpers::API_KEY.to_string()];
+    config.ids.key = None; // generate the key in the data dir, as a newcomer's first start does
+    config.access.api_keys = vec![crate::helpers::API_KEY.to_string()];
     let first = Node::start(config.clone()).await;
     let before: Vec<String> = futures::future::join_all(
         (0..30).map(|i| first.create_url_owned(format!("https://example.com/{i}"))),
@@ -57,7 +57,7 @@ async fn the_embedded_mode_survives_a_restart_with_links_intact_and_new_ids() {
         .collect();
     first.stop().await;
 
-    let key_file = config.data_dir.join(shortener::app::KEY_FILE);
+    let key_file = config.store.data_dir.join(shortener::app::KEY_FILE);
     assert!(key_file.exists(), "the generated key is kept");
     let second = Node::start(config).await;
     for (i, code) in before.iter().enumerate() {

@@ -29,9 +29,9 @@ async fn imports_answer_about_codes_within_the_read_budget(backend: Backend) {
     let path = stack.dir.path().join("api-keys.toml");
     let keys = write_keys(&path);
     let mut config = stack.config("a");
-    config.api_keys_file = Some(path);
-    config.read_rate = 1;
-    config.read_burst = 20;
+    config.access.api_keys_file = Some(path);
+    config.limits.read_rate = 1;
+    config.limits.read_burst = 20;
     let node = Node::start(config).await;
 
     // Another tenant's hidden aliases.

@@ -51,7 +51,7 @@ async fn assert_continues(response: reqwest::Response, target: &str) {
 async fn protected_links_answer_their_target_only_for_the_right_password(backend: Backend) {
     let stack = Stack::new(backend).await;
     let mut config = stack.config("protected");
-    config.password_attempts = 30;
+    config.access.password_attempts = 30;
     let node = crate::helpers::Node::start(config).await;
     let (status, link) = node
         .create(json!({ "url": TARGET, "password": "correct horse" }))
@@ -267,7 +267,7 @@ on_both_stores!(protected_links_answer_their_target_only_for_the_right_password)
 async fn password_attempts_are_limited_per_client_and_code(backend: Backend) {
     let stack = Stack::new(backend).await;
     let mut config = stack.config("attempts");
-    config.password_attempts = 3;
+    config.access.password_attempts = 3;
     let node = crate::helpers::Node::start(config).await;
     let make = || async {
         node.create(json!({ "url": TARGET, "password": "pw" }))
@@ -320,7 +320,7 @@ async fn a_flood_of_guesses_is_refused_at_once_while_a_user_gets_through() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("flood");
     // Only the node's pool of checks stands in the flood's way.
-    config.password_attempts = 100_000;
+    config.access.password_attempts = 100_000;
     let node = Node::start(config).await;
     let (status, link) = node
         .create(json!({ "url": TARGET, "password": "the user's own" }))

@@ -73,8 +73,8 @@ async fn qr_codes_decode_to_the_short_url(backend: Backend) {
     let path = stack.dir.path().join("api-keys.toml");
     let keys = write_keys(&path);
     let mut config = stack.config("qr");
-    config.api_keys_file = Some(path);
-    config.api_keys = vec![API_KEY.to_string()];
+    config.access.api_keys_file = Some(path);
+    config.access.api_keys = vec![API_KEY.to_string()];
     let node = crate::helpers::Node::start(config).await;
     let (status, link) = node
         .create_with_key(json!({ "url": "https://example.com/qr" }), &keys.own)

@@ -16,7 +16,7 @@ const DELAY: Duration = Duration::from_secs(3);
 
 fn with_replica(stack: &Stack, name: &str, read_url: &str) -> Config {
     let mut config = stack.config(name);
-    config.database_read_url = Some(read_url.to_string());
+    config.store.database_read_url = Some(read_url.to_string());
     config
 }
 
@@ -33,11 +33,9 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
     let read_url = standby.database_url("links");
     let stack = Stack::on_database(&url).await;
     // Node a holds blocks large enough for the bulk import below in one go.
-    let a = Node::start(Config {
-        min_block: 8000,
-        ..with_replica(&stack, "a", &read_url)
-    })
-    .await;
+    let mut config = with_replica(&stack, "a", &read_url);
+    config.ids.min_block = 8000;
+    let a = Node::start(config).await;
     let b = Node::start(with_replica(&stack, "b", &read_url)).await;
     // Until the replica has replayed what the nodes wrote at start (migrations, their change
     // feeds' first connection), they read from the primary; then lists go to the replica.

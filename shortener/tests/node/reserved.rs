@@ -131,7 +131,7 @@ async fn console_without_a_slash_is_a_route_not_a_code() {
     assert_eq!(location.as_deref(), Some("/console/"));
 
     let mut config = stack.config("b");
-    config.console = false;
+    config.access.console = false;
     let node = Node::start(config).await;
     let response = node.visit("console").await;
     assert_eq!(response.status(), StatusCode::NOT_FOUND);

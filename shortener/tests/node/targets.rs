@@ -16,7 +16,7 @@ async fn try_create(node: &Node, url: &str) -> (StatusCode, String) {
 async fn a_node_refuses_links_to_itself_in_every_spelling(backend: Backend) {
     let stack = Stack::new(backend).await;
     let mut config = stack.config("own");
-    config.short_domains = vec!["go.example".into()];
+    config.listeners.short_domains = vec!["go.example".into()];
     let node = Node::start(config).await;
     let own_ip = node.base.trim_start_matches("http://").to_string();
     let cases = [
@@ -68,7 +68,7 @@ async fn private_targets_are_refused_when_the_deployment_says_so() {
         StatusCode::CREATED
     );
     let mut config = stack.config("closed");
-    config.refuse_private_targets = true;
+    config.redirects.refuse_private_targets = true;
     let closed = Node::start(config).await;
     for url in [
         "http://169.254.169.254/latest/meta-data/",
@@ -97,7 +97,7 @@ async fn a_blocklisted_domain_is_refused_and_its_links_go_down_without_a_restart
     let blocklist = stack.dir.path().join("blocked-domains");
     std::fs::write(&blocklist, "# nothing yet\n").expect("write");
     let mut config = stack.config("blocklist");
-    config.blocklist_file = Some(blocklist.clone());
+    config.redirects.blocklist_file = Some(blocklist.clone());
     let node = Node::start(config).await;
     let phish = node.create_url("https://login.phish.test/account").await;
     let fine = node.create_url("https://example.com/fine").await;

@@ -64,7 +64,7 @@ async fn node_with_keys(stack: &Stack) -> (Node, TenantKeys) {
     let path = stack.dir.path().join("api-keys.toml");
     let keys = write_keys(&path);
     let mut config = stack.config("tenants");
-    config.api_keys_file = Some(path);
+    config.access.api_keys_file = Some(path);
     (Node::start(config).await, keys)
 }
 

@@ -13,10 +13,10 @@ use tokio_util::sync::CancellationToken;
 /// A node configuration for `database_url`, leasing from `id_service`.
 fn node_config(dir: &Path, database_url: &str, ca_file: Option<&Path>, id_service: &str) -> Config {
     let mut config = Config::for_tests(dir.join("node"), crate::helpers::API_KEY);
-    config.key = Some(CODE_KEY.to_string());
-    config.database_url = Some(database_url.to_string());
-    config.database_ca_file = ca_file.map(Path::to_path_buf);
-    config.id_service = vec![id_service.to_string()];
+    config.ids.key = Some(CODE_KEY.to_string());
+    config.store.database_url = Some(database_url.to_string());
+    config.store.database_ca_file = ca_file.map(Path::to_path_buf);
+    config.ids.id_service = vec![id_service.to_string()];
     config
 }
 

@@ -43,7 +43,7 @@ async fn node_with_keys(stack: &Stack) -> (Node, Keys) {
     let path = stack.dir.path().join("api-keys.toml");
     std::fs::write(&path, text).expect("write keys file");
     let mut config = stack.config("write-only");
-    config.api_keys_file = Some(path);
+    config.access.api_keys_file = Some(path);
     (Node::start(config).await, keys)
 }
 

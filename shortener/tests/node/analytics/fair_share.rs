@@ -20,11 +20,11 @@ async fn one_tenants_flood_leaves_another_tenants_visits_counted(backend: Backen
     let keys_file = stack.dir.path().join("api-keys.toml");
     let keys = write_keys(&keys_file);
     let mut config = stack.config("fair");
-    config.api_keys_file = Some(keys_file);
-    config.analytics_max_entries = CEILING;
-    config.analytics_referrers_per_hour = 10_000;
+    config.access.api_keys_file = Some(keys_file);
+    config.visits.analytics_max_entries = CEILING;
+    config.visits.analytics_referrers_per_hour = 10_000;
     // The longest interval: the test flushes by hand once the traffic is in.
-    config.analytics_flush_interval_ms = 50_000;
+    config.visits.analytics_flush_interval_ms = 50_000;
     let node = Node::start(config).await;
     let create = |key: String, url: &'static str| {
         let node = &node;

@@ -90,9 +90,9 @@ async fn stats_count_exactly_the_visits_by_referrer_device_and_country(backend: 
     )
     .expect("write GeoIP file");
     let mut config = stack.config("a");
-    config.geoip_db = Some(geoip);
-    config.client_ip_header = Some("x-forwarded-for".into());
-    config.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    config.visits.geoip_db = Some(geoip);
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
     let node = Node::start(config).await;
     let code = node.create_url("https://example.com/analytics").await;
     let other = node.create_url("https://example.com/quiet").await;
@@ -393,7 +393,7 @@ async fn retention_zero_keeps_rollups_forever(backend: Backend) {
     let clock = Clock::manual(time("2026-01-10T10:30:00Z"));
     let mut config = stack.config("a");
     config.clock = clock.clone();
-    config.analytics_retention_days = 0;
+    config.visits.analytics_retention_days = 0;
     let node = Node::start(config).await;
     let code = node.create_url("https://example.com/forever").await;
     for _ in 0..2 {
@@ -424,9 +424,9 @@ async fn a_bad_geoip_file_leaves_the_node_ready_without_countries_until_it_is_fi
     let geoip = stack.dir.path().join("countries.mmdb");
     let good = mmdb::country_db(&[([81, 0, 0, 0], 8, "DE")]);
     let mut config = stack.config("a");
-    config.geoip_db = Some(geoip.clone());
-    config.client_ip_header = Some("x-forwarded-for".into());
-    config.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    config.visits.geoip_db = Some(geoip.clone());
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
     // Missing at start: the node starts and is ready (Node::start waits for /readyz).
     let node = Node::start(config).await;
     let code = node.create_url("https://example.com/geo").await;

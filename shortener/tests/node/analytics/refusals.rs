@@ -28,7 +28,7 @@ async fn bad_stats_requests_are_refused_with_a_clear_error(backend: Backend) {
     let text = std::fs::read_to_string(&path).expect("keys file") + &render(&entry);
     std::fs::write(&path, text).expect("write keys file");
     let mut config = stack.config("a");
-    config.api_keys_file = Some(path);
+    config.access.api_keys_file = Some(path);
     let node = Node::start(config).await;
     let (status, link) = node
         .create_with_key(json!({ "url": "https://example.com/refused" }), &keys.own)

@@ -9,7 +9,7 @@ use serde_json::json;
 async fn a_statement_held_up_past_its_bound_is_cancelled_and_answered_503() {
     let stack = Stack::new(Backend::Postgres).await;
     let mut config = stack.config("a");
-    config.database_statement_timeout_ms = 300;
+    config.store.database_statement_timeout_ms = 300;
     let node = Node::start(config).await;
     let code = node.create_url("https://example.com/before").await;
 

@@ -739,7 +739,7 @@ async fn layout_commands_refuse_what_they_cannot_do_and_change_nothing() {
 
     // A node with another code key is refused at start, naming both fingerprints.
     let mut config = stack.config("other-key");
-    config.key = Some("11".repeat(32));
+    config.ids.key = Some("11".repeat(32));
     let refused = shortener::App::build(config).await.err().expect("refused");
     let message = format!("{refused:#}");
     assert!(
@@ -758,7 +758,7 @@ async fn a_node_under_another_key_never_misplaces_links_and_stray_rows_are_place
     // In the code layout a node under another key is accepted (that is where a key changes),
     // and what it writes is found by code.
     let mut config = stack.config("stray");
-    config.key = Some("22".repeat(32));
+    config.ids.key = Some("22".repeat(32));
     let stray = Node::start(config).await;
     let theirs = stray.create_url("https://example.com/theirs").await;
 

@@ -97,7 +97,7 @@ async fn a_hanging_receiver_of_one_tenant_holds_up_no_other_tenant(backend: Back
     let prompt = receiver(200, Duration::ZERO).await;
     let (mut config, keys) = config(&stack, 100);
     // Every attempt at the hanging receiver takes this long.
-    config.webhook_timeout_ms = 20_000;
+    config.webhooks.webhook_timeout_ms = 20_000;
     let node = Node::start(config).await;
     register_for(&node, &keys.admin, "acme", &hanging.url).await;
     register_for(&node, &keys.admin, "globex", &prompt.url).await;
@@ -161,7 +161,7 @@ async fn an_endpoint_disabled_by_its_failures_gets_no_further_attempt(backend: B
     let receiver = receiver(500, Duration::ZERO).await;
     // First six failed deliveries waiting for a retry a minute away, with no limit reached.
     let (mut config, keys) = config(&stack, 100);
-    config.webhook_retry_base_ms = 60_000;
+    config.webhooks.webhook_retry_base_ms = 60_000;
     let node = Node::start(config.clone()).await;
     let id = register_for(&node, &keys.admin, "acme", &receiver.url).await;
     for n in 0..6 {
@@ -182,7 +182,7 @@ async fn an_endpoint_disabled_by_its_failures_gets_no_further_attempt(backend: B
     node.stop().await;
     // Then a node that disables the endpoint at its third failure in a row, and all six due at
     // once (enabling an endpoint makes its pending deliveries due).
-    config.webhook_max_failures = 3;
+    config.webhooks.webhook_max_failures = 3;
     let node = Node::start(config).await;
     let (status, enabled) = enable(&node, &keys.admin, id).await;
     assert_eq!(status, StatusCode::OK, "{enabled}");
@@ -215,8 +215,8 @@ async fn a_full_outbox_drops_its_tenants_events_and_counts_them(backend: Backend
     let failing = receiver(500, Duration::ZERO).await;
     let other = receiver(200, Duration::ZERO).await;
     let (mut config, keys) = config(&stack, 100);
-    config.webhook_retry_base_ms = 60_000;
-    config.webhook_max_pending = 3;
+    config.webhooks.webhook_retry_base_ms = 60_000;
+    config.webhooks.webhook_max_pending = 3;
     let node = Node::start(config).await;
     let acme = register_for(&node, &keys.admin, "acme", &failing.url).await;
     let globex = register_for(&node, &keys.admin, "globex", &other.url).await;
@@ -336,8 +336,8 @@ async fn two_nodes_never_deliver_to_one_endpoint_at_once() {
     let (url, most, ids) = watching_receiver(Duration::from_millis(40)).await;
     let (config, keys) = config(&stack, 100);
     let mut second = stack.config("b");
-    second.api_keys_file = config.api_keys_file.clone();
-    second.webhook_allow_private = true;
+    second.access.api_keys_file = config.access.api_keys_file.clone();
+    second.webhooks.webhook_allow_private = true;
     let first = Node::start(config).await;
     let second = Node::start(second).await;
     register_for(&first, &keys.admin, "acme", &url).await;

@@ -84,9 +84,9 @@ fn config(stack: &Stack, max_failures: u32) -> (shortener::Config, TenantKeys) {
         write_keys(&path)
     };
     let mut config = stack.config("a");
-    config.api_keys_file = Some(path);
-    config.webhook_allow_private = true;
-    config.webhook_max_failures = max_failures;
+    config.access.api_keys_file = Some(path);
+    config.webhooks.webhook_allow_private = true;
+    config.webhooks.webhook_max_failures = max_failures;
     (config, keys)
 }
 
@@ -294,7 +294,7 @@ on_both_stores!(a_failing_receiver_gets_retries_then_its_endpoint_is_disabled);
 async fn refused_webhook_registrations_change_nothing(backend: Backend) {
     let stack = Stack::new(backend).await;
     let (mut config, keys) = config(&stack, 10);
-    config.webhook_allow_private = false;
+    config.webhooks.webhook_allow_private = false;
     let node = Node::start(config).await;
     // A public address: a name would be resolved at registration.
     let good = json!({ "tenant": "acme", "url": "https://93.184.215.14/in", "secret": SECRET });
@@ -389,7 +389,7 @@ fn own_host_name() -> String {
 async fn registrations_that_delivery_would_refuse_are_refused(backend: Backend) {
     let stack = Stack::new(backend).await;
     let (mut config, keys) = config(&stack, 10);
-    config.webhook_allow_private = false;
+    config.webhooks.webhook_allow_private = false;
     let node = Node::start(config).await;
     let host = own_host_name();
     let resolved: Vec<std::net::IpAddr> = tokio::net::lookup_host((host.as_str(), 0))
@@ -460,7 +460,7 @@ async fn allowing_private_endpoints_lifts_only_the_private_rule(backend: Backend
     let (mut config, keys) = config(&stack, 10);
     let blocklist = stack.dir.path().join("blocklist");
     std::fs::write(&blocklist, ".blocked.example\n").expect("blocklist");
-    config.blocklist_file = Some(blocklist);
+    config.redirects.blocklist_file = Some(blocklist);
     let node = Node::start(config).await;
     let (status, answer) = register(
         &node,

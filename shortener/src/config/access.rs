@@ -1,0 +1,53 @@
+//! Settings of one part of the node (`Access` in `--help`).
+
+use super::ConfigError;
+use super::parse_switch;
+use clap::Args;
+use std::path::PathBuf;
+
+/// Who may use the API and the console.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Access")]
+pub struct AccessConfig {
+    /// API keys, comma-separated: raw keys or `sha256:<hex digest>`, each of tenant `default`
+    /// with every scope but `admin`.
+    #[arg(
+        long,
+        env = "SHORTENER_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// File of API keys: TOML `[[key]]` tables (tenant, name, sha256 digest, scopes, expiry;
+    /// `shortener keys add` writes them), or one key per line (raw or `sha256:<hex>`, tenant
+    /// `default`). Re-read when it changes or on SIGHUP. Embedded mode default:
+    /// `<data dir>/api-keys`, generated on first start.
+    #[arg(long, env = "SHORTENER_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+    /// Password attempts per minute one client address may make on one protected link.
+    #[arg(long, env = "SHORTENER_PASSWORD_ATTEMPTS", default_value_t = 5)]
+    pub password_attempts: u32,
+    /// Serve the web console at `/console/` on the public port (`on` or `off`).
+    #[arg(long, env = "SHORTENER_CONSOLE", default_value = "on", value_parser = parse_switch)]
+    pub console: bool,
+    /// Seconds an idempotency key is remembered; a retry after that creates anew.
+    #[arg(long, env = "SHORTENER_IDEMPOTENCY_TTL", default_value_t = 86_400)]
+    pub idempotency_ttl: u64,
+    /// Milliseconds between checks of the keys file (and the blocklist) for changes; SIGHUP
+    /// re-reads them at once.
+    #[arg(long, env = "SHORTENER_RELOAD_INTERVAL_MS", default_value_t = 2000)]
+    pub reload_interval_ms: u64,
+}
+
+impl AccessConfig {
+    /// Checks what this section alone can tell; the error names the setting.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.idempotency_ttl == 0 || self.reload_interval_ms == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_IDEMPOTENCY_TTL",
+                "SHORTENER_IDEMPOTENCY_TTL and SHORTENER_RELOAD_INTERVAL_MS must be positive",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,65 @@
+//! Settings of one part of the node (`Limits` in `--help`).
+
+use super::ConfigError;
+use clap::Args;
+use std::num::NonZeroUsize;
+
+/// Rates and caps per caller.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Limits")]
+pub struct LimitsConfig {
+    /// Sustained 404s per second allowed per client address.
+    #[arg(long, env = "SHORTENER_NOT_FOUND_RATE", default_value_t = 5)]
+    pub not_found_rate: u32,
+    /// Burst of 404s allowed per client address.
+    #[arg(long, env = "SHORTENER_NOT_FOUND_BURST", default_value_t = 20)]
+    pub not_found_burst: u32,
+    /// Sustained creates per second allowed per API key.
+    #[arg(long, env = "SHORTENER_CREATE_RATE", default_value_t = 1000)]
+    pub create_rate: u32,
+    /// Burst of creates allowed per API key (at least the batch limit).
+    #[arg(long, env = "SHORTENER_CREATE_BURST", default_value_t = 2000)]
+    pub create_burst: u32,
+    /// Sustained API reads per second allowed per API key.
+    #[arg(long, env = "SHORTENER_READ_RATE", default_value_t = 200)]
+    pub read_rate: u32,
+    /// Burst of API reads allowed per API key.
+    #[arg(long, env = "SHORTENER_READ_BURST", default_value_t = 400)]
+    pub read_burst: u32,
+    /// Most links in one batch create.
+    #[arg(long, env = "SHORTENER_BATCH_LIMIT", default_value_t = 1000)]
+    pub batch_limit: usize,
+    /// Most exports running at once on the node (more answer 429). Each takes a store
+    /// connection only while it reads a page, so at most this many of the pool's connections
+    /// serve exports at any moment.
+    #[arg(long, env = "SHORTENER_EXPORT_MAX_CONCURRENT", default_value = "4")]
+    pub export_max_concurrent: NonZeroUsize,
+    /// Most exports running at once for one API key (more answer 429).
+    #[arg(long, env = "SHORTENER_EXPORT_MAX_PER_KEY", default_value = "2")]
+    pub export_max_per_key: NonZeroUsize,
+}
+
+impl LimitsConfig {
+    /// Checks what this section alone can tell; the error names the setting.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.create_burst < self.batch_limit as u32 {
+            return Err(ConfigError::new(
+                "SHORTENER_CREATE_BURST",
+                format!(
+                    "SHORTENER_CREATE_BURST ({}) must be at least SHORTENER_BATCH_LIMIT ({})",
+                    self.create_burst, self.batch_limit
+                ),
+            ));
+        }
+        if self.batch_limit == 0 || self.batch_limit > 10_000 {
+            return Err(ConfigError::new(
+                "SHORTENER_BATCH_LIMIT",
+                format!(
+                    "SHORTENER_BATCH_LIMIT must be between 1 and 10000, not {}",
+                    self.batch_limit
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! Settings of one part of the node (`Listeners and connections` in `--help`).
+
+use super::ConfigError;
+use super::Listen;
+use clap::Args;
+use std::net::SocketAddr;
+use std::num::NonZeroU64;
+
+/// The listeners and how connections to them are bounded.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Listeners and connections")]
+pub struct ListenerConfig {
+    /// Public HTTP listener: redirects (`GET /{code}`) and the JSON API (`/api/v1/...`).
+    /// Loopback by default: set `0.0.0.0:8080` to serve other machines (the container image
+    /// and the manifests do).
+    #[arg(long, env = "SHORTENER_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    pub http_addr: SocketAddr,
+    /// Internal gRPC listener (`shortener.v1.Links`, health, reflection), or `off`.
+    #[arg(long, env = "SHORTENER_GRPC_ADDR", default_value = "127.0.0.1:50052")]
+    pub grpc_addr: Listen,
+    /// Admin listener: `/healthz`, `/readyz`, `/metrics`; or `off` (embedded mode only: a
+    /// distributed node needs its probes).
+    #[arg(long, env = "SHORTENER_ADMIN_ADDR", default_value = "127.0.0.1:9090")]
+    pub admin_addr: Listen,
+    /// The public base URL of short links (default: `http://<http addr>/`).
+    #[arg(long, env = "SHORTENER_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Other domains this deployment's short links are served under, comma-separated; refused
+    /// as targets with their subdomains, as the public URL's host is.
+    #[arg(long, env = "SHORTENER_SHORT_DOMAINS", value_delimiter = ',')]
+    pub short_domains: Vec<String>,
+    /// Seconds to drain in-flight requests on SIGTERM.
+    #[arg(long, env = "SHORTENER_DRAIN_TIMEOUT", default_value_t = 20)]
+    pub drain_timeout: u64,
+    /// Seconds a client has to send its request headers.
+    #[arg(long, env = "SHORTENER_HEADER_READ_TIMEOUT", default_value_t = 10)]
+    pub header_read_timeout: u64,
+    /// A header with the client address chain (e.g. `x-forwarded-for`), trusted only from
+    /// SHORTENER_TRUSTED_PROXIES.
+    #[arg(long, env = "SHORTENER_CLIENT_IP_HEADER")]
+    pub client_ip_header: Option<String>,
+    /// Networks of trusted proxies, comma-separated CIDRs (e.g. `10.0.0.0/8`).
+    #[arg(long, env = "SHORTENER_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// IPv6 clients are counted by this many leading bits of their address (one host usually
+    /// holds a whole /64), for the 404 budget and the connection caps.
+    #[arg(long, env = "SHORTENER_IPV6_PREFIX", default_value_t = 64)]
+    pub ipv6_prefix: u8,
+    /// Most connections one client address may hold on each listener.
+    #[arg(
+        long,
+        env = "SHORTENER_MAX_CONNECTIONS_PER_CLIENT",
+        default_value_t = 256
+    )]
+    pub max_connections_per_client: usize,
+    /// Open files kept for the public listener alone, so it keeps accepting when the gRPC and
+    /// admin listeners are full (0: a quarter of the limit).
+    #[arg(long, env = "SHORTENER_PUBLIC_FD_RESERVE", default_value_t = 0)]
+    pub public_fd_reserve: u64,
+    /// Seconds a gRPC connection may stay without a call before it is closed.
+    #[arg(long, env = "SHORTENER_GRPC_IDLE_TIMEOUT", default_value_t = 300)]
+    pub grpc_idle_timeout: u64,
+    /// Most gRPC calls running at once on the node (more get RESOURCE_EXHAUSTED).
+    #[arg(long, env = "SHORTENER_GRPC_MAX_IN_FLIGHT", default_value_t = 1024)]
+    pub grpc_max_in_flight: usize,
+    /// Most concurrent streams (calls) on one gRPC connection.
+    #[arg(long, env = "SHORTENER_GRPC_MAX_STREAMS", default_value_t = 128)]
+    pub grpc_max_streams: u32,
+    /// Seconds a client may take no bytes of a response (an export, any answer) before its
+    /// connection is closed; an export whose reader takes no page for this long ends.
+    #[arg(long, env = "SHORTENER_SEND_TIMEOUT", default_value = "30")]
+    pub send_timeout: NonZeroU64,
+}
+
+impl ListenerConfig {
+    /// Checks what this section alone can tell; the error names the setting.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.header_read_timeout == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_HEADER_READ_TIMEOUT",
+                "SHORTENER_HEADER_READ_TIMEOUT must be positive",
+            ));
+        }
+        if !(1..=128).contains(&self.ipv6_prefix) {
+            return Err(ConfigError::new(
+                "SHORTENER_IPV6_PREFIX",
+                format!(
+                    "SHORTENER_IPV6_PREFIX must be 1 to 128, not {}",
+                    self.ipv6_prefix
+                ),
+            ));
+        }
+        if self.max_connections_per_client == 0
+            || self.grpc_idle_timeout == 0
+            || self.grpc_max_in_flight == 0
+            || self.grpc_max_streams == 0
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_MAX_CONNECTIONS_PER_CLIENT",
+                "SHORTENER_MAX_CONNECTIONS_PER_CLIENT, SHORTENER_GRPC_IDLE_TIMEOUT, SHORTENER_GRPC_MAX_IN_FLIGHT and SHORTENER_GRPC_MAX_STREAMS must be positive",
+            ));
+        }
+        if let Some(header) = &self.client_ip_header
+            && axum::http::HeaderName::try_from(header.as_str()).is_err()
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_CLIENT_IP_HEADER",
+                format!("SHORTENER_CLIENT_IP_HEADER is not a valid header name: {header:?}"),
+            ));
+        }
+        if self.client_ip_header.is_some() && self.trusted_proxies.is_empty() {
+            return Err(ConfigError::new(
+                "SHORTENER_TRUSTED_PROXIES",
+                "SHORTENER_CLIENT_IP_HEADER needs SHORTENER_TRUSTED_PROXIES (whose connections may set it)",
+            ));
+        }
+        if let Some(public) = &self.public_url {
+            let url = url::Url::parse(public).map_err(|e| {
+                ConfigError::new(
+                    "SHORTENER_PUBLIC_URL",
+                    format!("SHORTENER_PUBLIC_URL is not a URL: {e}"),
+                )
+            })?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(ConfigError::new(
+                    "SHORTENER_PUBLIC_URL",
+                    format!(
+                        "SHORTENER_PUBLIC_URL must be an http(s) URL with a host, not {public:?}"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,112 @@
+//! Settings of one part of the node (`Clicks and analytics` in `--help`).
+
+use super::ConfigError;
+use super::parse_switch;
+use clap::Args;
+use std::path::PathBuf;
+
+/// How visits are counted: exact totals and the analytics rollups.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Clicks and analytics")]
+pub struct VisitsConfig {
+    /// Milliseconds between click-count flushes (a crash loses at most this much). A flush
+    /// writes one row per code clicked since the last, so a longer interval writes less under
+    /// skewed traffic.
+    #[arg(
+        long,
+        env = "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
+        default_value_t = 5000
+    )]
+    pub click_flush_interval_ms: u64,
+    /// Whether visits are counted by hour, referrer, device and country for the stats API.
+    #[arg(long, env = "SHORTENER_ANALYTICS", default_value = "on", value_parser = parse_switch)]
+    pub analytics: bool,
+    /// Milliseconds between writes of the analytics counters to the rollups. A crash loses at
+    /// most this long of analytics (the link totals flush on their own interval); longer means
+    /// fewer rollup writes per visit, since a link's visits in one interval share a row. At most
+    /// 50 s: the hourly rollup webhook event is recorded a minute after its hour ends.
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS",
+        default_value_t = 30_000
+    )]
+    pub analytics_flush_interval_ms: u64,
+    /// Most analytics counters held in memory between flushes; visits needing more are left
+    /// out of the rollups (the link totals still count them). Past half of it, a tenant makes
+    /// new counters only within its fair share, so one tenant cannot fill it for the others.
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_MAX_ENTRIES",
+        default_value_t = 1_000_000
+    )]
+    pub analytics_max_entries: usize,
+    /// Distinct referrer hosts counted per link and hour; the rest fold into "(other)".
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_REFERRERS_PER_HOUR",
+        default_value_t = 100
+    )]
+    pub analytics_referrers_per_hour: usize,
+    /// Hourly rollups older than this many days are compacted into daily ones.
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
+        default_value_t = 30
+    )]
+    pub analytics_compact_after_days: u32,
+    /// Rollups older than this many days are removed (0: kept forever).
+    #[arg(
+        long,
+        env = "SHORTENER_ANALYTICS_RETENTION_DAYS",
+        default_value_t = 400
+    )]
+    pub analytics_retention_days: u32,
+    /// A MaxMind-format (GeoIP2 / GeoLite2 Country or City) database file: visits are counted
+    /// by country when set. Re-read when it changes.
+    #[arg(long, env = "SHORTENER_GEOIP_DB")]
+    pub geoip_db: Option<PathBuf>,
+}
+
+impl VisitsConfig {
+    /// Checks what this section alone can tell; the error names the setting.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.click_flush_interval_ms == 0 || self.analytics_flush_interval_ms == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
+                "SHORTENER_CLICK_FLUSH_INTERVAL_MS and SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS must be positive",
+            ));
+        }
+        if self.analytics_flush_interval_ms > 50_000 {
+            // The hourly `clicks.rollup` event is recorded a minute after its hour ends: every
+            // flush of the hour must be in by then.
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS",
+                "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS must be at most 50000 (the hourly rollup event is recorded a minute after its hour)",
+            ));
+        }
+        if self.analytics_max_entries == 0 || self.analytics_referrers_per_hour == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_MAX_ENTRIES",
+                "SHORTENER_ANALYTICS_MAX_ENTRIES and SHORTENER_ANALYTICS_REFERRERS_PER_HOUR must be positive",
+            ));
+        }
+        if self.analytics_compact_after_days == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
+                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS must be at least 1",
+            ));
+        }
+        if self.analytics_retention_days != 0
+            && self.analytics_retention_days <= self.analytics_compact_after_days
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_RETENTION_DAYS",
+                format!(
+                    "SHORTENER_ANALYTICS_RETENTION_DAYS ({}) must be 0 (keep forever) or more than SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS ({})",
+                    self.analytics_retention_days, self.analytics_compact_after_days
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,54 @@
+//! Settings of one part of the node (`Webhooks` in `--help`).
+
+use super::ConfigError;
+use clap::Args;
+
+/// How webhook events are delivered.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Webhooks")]
+pub struct WebhookConfig {
+    /// Milliseconds a webhook delivery may take (connect, send, answer).
+    #[arg(long, env = "SHORTENER_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
+    pub webhook_timeout_ms: u64,
+    /// Milliseconds before a failed delivery's first retry; each further one doubles it.
+    #[arg(long, env = "SHORTENER_WEBHOOK_RETRY_BASE_MS", default_value_t = 1000)]
+    pub webhook_retry_base_ms: u64,
+    /// Failed deliveries in a row after which an endpoint is disabled.
+    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_FAILURES", default_value_t = 10)]
+    pub webhook_max_failures: u32,
+    /// Whether webhook URLs may name (or resolve to) loopback, private, link-local or
+    /// metadata hosts; the other target rules apply either way.
+    #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_allow_private: bool,
+    /// Days a delivered webhook delivery stays in its endpoint's log before it is purged, with
+    /// events no delivery refers to any more (0 keeps them forever).
+    #[arg(long, env = "SHORTENER_WEBHOOK_LOG_DAYS", default_value_t = 30)]
+    pub webhook_log_days: u32,
+    /// Pending webhook deliveries a tenant may have. Measured every ten delivery polls: while
+    /// a tenant is at the bound its events are dropped (and counted in
+    /// `shortener_webhook_events_dropped_total`); the link changes themselves still succeed.
+    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_PENDING", default_value_t = 100_000)]
+    pub webhook_max_pending: u64,
+}
+
+impl WebhookConfig {
+    /// Checks what this section alone can tell; the error names the setting.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.webhook_timeout_ms == 0
+            || self.webhook_retry_base_ms == 0
+            || self.webhook_max_failures == 0
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_WEBHOOK_TIMEOUT_MS",
+                "SHORTENER_WEBHOOK_TIMEOUT_MS, SHORTENER_WEBHOOK_RETRY_BASE_MS and SHORTENER_WEBHOOK_MAX_FAILURES must be positive",
+            ));
+        }
+        if self.webhook_max_pending == 0 {
+            return Err(ConfigError::new(
+                "SHORTENER_WEBHOOK_MAX_PENDING",
+                "SHORTENER_WEBHOOK_MAX_PENDING must be positive",
+            ));
+        }
+        Ok(())
+    }
+}
