@@ -31,7 +31,6 @@ pub mod logsafe;
 pub mod metrics;
 pub mod migrate;
 pub mod segments;
-mod serve;
 mod shutdown;
 mod telemetry;
 pub mod tokens_cli;

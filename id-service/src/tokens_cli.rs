@@ -12,11 +12,10 @@ use std::path::Path;
 
 /// Adds the caller `add` describes to its file; returns the new token.
 pub fn add(add: &AddToken) -> anyhow::Result<String> {
-    let name = CallerName::parse(&add.name).map_err(|e| anyhow!(e))?;
+    let name = CallerName::parse(&add.name)?;
     tokens_file::namespace_grant(&add.namespaces).map_err(|e| anyhow!("--namespaces: {e}"))?;
     tokens_file::scope_set(&add.scopes).map_err(|e| anyhow!("--scopes: {e}"))?;
-    let quota = tokens_file::quota_spec(add.ids_per_second, add.ids_burst, add.leases_per_second)
-        .map_err(|e| anyhow!(e))?;
+    let quota = tokens_file::quota_spec(add.ids_per_second, add.ids_burst, add.leases_per_second)?;
     // A caller without an IDs quota could lease the whole code space in minutes: only on
     // purpose.
     match (add.unlimited, quota.ids_per_second.is_some()) {

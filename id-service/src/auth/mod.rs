@@ -20,7 +20,7 @@ pub mod token;
 pub mod tokens_file;
 
 pub use principal::{Caller, CallerSet, Principal};
-pub use scope::{NamespaceGrant, Scope, ScopeSet};
+pub use scope::{NamespaceGrant, Scope, ScopeSet, UnknownScope};
 pub use shared_quota::SharedQuotas;
 
 use crate::domain::Scoped;

@@ -31,18 +31,18 @@ impl Scope {
     }
 
     /// Parses a scope name.
-    pub fn parse(name: &str) -> Result<Scope, String> {
+    pub fn parse(name: &str) -> Result<Scope, UnknownScope> {
         Scope::ALL
             .into_iter()
             .find(|s| s.as_str() == name)
-            .ok_or_else(|| {
-                format!(
-                    "unknown scope \"{}\" (known: lease, allocate, lookup, admin)",
-                    crate::logsafe::Escaped(name)
-                )
-            })
+            .ok_or_else(|| UnknownScope(crate::logsafe::Escaped(name).to_string()))
     }
 }
+
+/// A scope name that is none of the four (the name as written, escaped for logs).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown scope \"{0}\" (known: lease, allocate, lookup, admin)")]
+pub struct UnknownScope(String);
 
 /// A set of scopes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -31,28 +31,42 @@ pub fn digest(token: &[u8]) -> TokenDigest {
     Sha256::digest(token).into()
 }
 
-/// Why a raw token is unusable (the token itself is never part of the message).
-pub fn check_raw(token: &str) -> Result<(), String> {
+/// Why a raw token or a written digest is unusable. The token itself is never part of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Fewer than [`MIN_CHARS`] characters (it has this many).
+    #[error("the token has {0} characters; at least {min} are required", min = MIN_CHARS)]
+    TooShort(usize),
+    /// More than [`MAX_CHARS`] characters.
+    #[error("the token is longer than {max} characters", max = MAX_CHARS)]
+    TooLong,
+    /// A space, a control character or anything outside ASCII.
+    #[error("the token must be printable ASCII without spaces")]
+    NotPrintable,
+    /// A digest that is not 64 hexadecimal digits.
+    #[error("token_sha256 must be 64 hexadecimal digits")]
+    BadDigest,
+}
+
+/// Why a raw token is unusable.
+pub fn check_raw(token: &str) -> Result<(), TokenError> {
     let chars = token.chars().count();
     if chars < MIN_CHARS {
-        return Err(format!(
-            "the token has {chars} characters; at least {MIN_CHARS} are required"
-        ));
+        return Err(TokenError::TooShort(chars));
     }
     if chars > MAX_CHARS {
-        return Err(format!("the token is longer than {MAX_CHARS} characters"));
+        return Err(TokenError::TooLong);
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("the token must be printable ASCII without spaces".into());
+        return Err(TokenError::NotPrintable);
     }
     Ok(())
 }
 
 /// Parses a digest written as 64 hexadecimal digits.
-pub fn parse_digest(text: &str) -> Result<TokenDigest, String> {
+pub fn parse_digest(text: &str) -> Result<TokenDigest, TokenError> {
     let mut out = [0u8; 32];
-    hex::decode_to_slice(text, &mut out)
-        .map_err(|_| "token_sha256 must be 64 hexadecimal digits".to_string())?;
+    hex::decode_to_slice(text, &mut out).map_err(|_| TokenError::BadDigest)?;
     Ok(out)
 }
 
@@ -77,7 +91,7 @@ mod tests {
             &format!("{} b", "a".repeat(40)),
             &"é".repeat(40),
         ] {
-            let error = check_raw(bad).expect_err(bad);
+            let error = check_raw(bad).expect_err(bad).to_string();
             assert!(!error.contains(bad), "{error}");
         }
         check_raw(&"a".repeat(32)).expect("32 characters is enough");

@@ -16,9 +16,9 @@
 //! parser's own excerpt of the offending line is dropped, quoted values in its message too.
 
 use super::quota::QuotaSpec;
-use super::token::{self, TokenDigest};
-use super::{NamespaceGrant, Scope, ScopeSet};
-use crate::domain::{CallerName, Namespace};
+use super::token::{self, TokenDigest, TokenError};
+use super::{NamespaceGrant, Scope, ScopeSet, UnknownScope};
+use crate::domain::{BadCallerName, CallerName, Namespace};
 use serde::Deserialize;
 use std::collections::{BTreeSet, HashSet};
 use std::io::Read;
@@ -74,11 +74,60 @@ pub enum TokensFileError {
         /// The entry's name as written (escaped for logs), or `?`.
         name: String,
         /// What is wrong.
-        reason: String,
+        reason: EntryError,
     },
     /// The file as a whole breaks a rule.
     #[error("the tokens file: {0}")]
     File(String),
+}
+
+/// Why one caller (an entry of the file, or the options of `tokens add`) breaks a rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    /// The name is not a caller name.
+    #[error(transparent)]
+    Name(#[from] BadCallerName),
+    /// The token or its digest is unusable.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// Neither or both of `token` and `token_sha256`.
+    #[error("give exactly one of token and token_sha256")]
+    TokenChoice,
+    /// `namespaces = []`.
+    #[error("namespaces is empty")]
+    NoNamespaces,
+    /// `*` beside named namespaces.
+    #[error("\"*\" (every namespace) must be the only entry of namespaces")]
+    StarNotAlone,
+    /// A namespace name that does not parse (why).
+    #[error("{0}")]
+    Namespace(String),
+    /// `scopes = []`.
+    #[error("scopes is empty")]
+    NoScopes,
+    /// A scope name that is none of the four.
+    #[error(transparent)]
+    Scope(#[from] UnknownScope),
+    /// A rate quota outside `1..=QuotaSpec::MAX_RATE`.
+    #[error("{field} must be within 1..={max}, got {value}", max = QuotaSpec::MAX_RATE)]
+    RateOutOfRange {
+        /// The quota's field.
+        field: &'static str,
+        /// The value given.
+        value: u32,
+    },
+    /// `ids_burst = 0`.
+    #[error("ids_burst must be at least 1")]
+    ZeroBurst,
+    /// `ids_burst` without `ids_per_second`.
+    #[error("ids_burst needs ids_per_second")]
+    BurstWithoutRate,
+    /// Another entry has the same name.
+    #[error("another caller has the same name")]
+    DuplicateName,
+    /// Another entry has the same token.
+    #[error("another caller has the same token")]
+    DuplicateToken,
 }
 
 #[derive(Deserialize)]
@@ -141,7 +190,7 @@ pub fn parse(text: &str) -> Result<Vec<CallerSpec>, TokensFileError> {
     let mut digests = HashSet::new();
     let mut specs = Vec::with_capacity(document.callers.len());
     for (i, entry) in document.callers.into_iter().enumerate() {
-        let fail = |name: &str, reason: String| TokensFileError::Entry {
+        let fail = |name: &str, reason: EntryError| TokensFileError::Entry {
             index: i + 1,
             name: crate::logsafe::Escaped(name).to_string(),
             reason,
@@ -149,17 +198,17 @@ pub fn parse(text: &str) -> Result<Vec<CallerSpec>, TokensFileError> {
         let shown = entry.name.clone();
         let spec = check_entry(entry).map_err(|reason| fail(&shown, reason))?;
         if !names.insert(spec.name.clone()) {
-            return Err(fail(&shown, "another caller has the same name".into()));
+            return Err(fail(&shown, EntryError::DuplicateName));
         }
         if !digests.insert(spec.digest) {
-            return Err(fail(&shown, "another caller has the same token".into()));
+            return Err(fail(&shown, EntryError::DuplicateToken));
         }
         specs.push(spec);
     }
     Ok(specs)
 }
 
-fn check_entry(entry: Entry) -> Result<CallerSpec, String> {
+fn check_entry(entry: Entry) -> Result<CallerSpec, EntryError> {
     let name = CallerName::parse(&entry.name)?;
     let digest = match (&entry.token, &entry.token_sha256) {
         (Some(raw), None) => {
@@ -167,7 +216,7 @@ fn check_entry(entry: Entry) -> Result<CallerSpec, String> {
             token::digest(raw.as_bytes())
         }
         (None, Some(hex)) => token::parse_digest(hex)?,
-        _ => return Err("give exactly one of token and token_sha256".into()),
+        _ => return Err(EntryError::TokenChoice),
     };
     Ok(CallerSpec {
         name,
@@ -183,28 +232,28 @@ fn check_entry(entry: Entry) -> Result<CallerSpec, String> {
 }
 
 /// Parses a list of namespaces, where `*` alone means every namespace.
-pub fn namespace_grant(list: &[String]) -> Result<NamespaceGrant, String> {
+pub fn namespace_grant(list: &[String]) -> Result<NamespaceGrant, EntryError> {
     if list.is_empty() {
-        return Err("namespaces is empty".into());
+        return Err(EntryError::NoNamespaces);
     }
     if list.iter().any(|n| n == "*") {
         return if list.len() == 1 {
             Ok(NamespaceGrant::All)
         } else {
-            Err("\"*\" (every namespace) must be the only entry of namespaces".into())
+            Err(EntryError::StarNotAlone)
         };
     }
     let set = list
         .iter()
-        .map(|n| Namespace::parse(n).map_err(|e| e.to_string()))
+        .map(|n| Namespace::parse(n).map_err(|e| EntryError::Namespace(e.to_string())))
         .collect::<Result<BTreeSet<_>, _>>()?;
     Ok(NamespaceGrant::Only(set))
 }
 
 /// Parses a list of scope names.
-pub fn scope_set(list: &[String]) -> Result<ScopeSet, String> {
+pub fn scope_set(list: &[String]) -> Result<ScopeSet, EntryError> {
     if list.is_empty() {
-        return Err("scopes is empty".into());
+        return Err(EntryError::NoScopes);
     }
     let mut set = ScopeSet::default();
     for name in list {
@@ -218,27 +267,22 @@ pub fn quota_spec(
     ids_per_second: Option<u32>,
     ids_burst: Option<u32>,
     leases_per_second: Option<u32>,
-) -> Result<QuotaSpec, String> {
-    let rate = |field: &str, value: Option<u32>| -> Result<Option<NonZeroU32>, String> {
-        match value {
-            None => Ok(None),
-            Some(v) if (1..=QuotaSpec::MAX_RATE).contains(&v) => Ok(NonZeroU32::new(v)),
-            Some(v) => Err(format!(
-                "{field} must be within 1..={}, got {v}",
-                QuotaSpec::MAX_RATE
-            )),
-        }
+) -> Result<QuotaSpec, EntryError> {
+    let rate = |field: &'static str, value: Option<u32>| match value {
+        None => Ok(None),
+        Some(v) if (1..=QuotaSpec::MAX_RATE).contains(&v) => Ok(NonZeroU32::new(v)),
+        Some(value) => Err(EntryError::RateOutOfRange { field, value }),
     };
     let spec = QuotaSpec {
         ids_per_second: rate("ids_per_second", ids_per_second)?,
         ids_burst: match ids_burst {
             None => None,
-            Some(b) => Some(NonZeroU32::new(b).ok_or("ids_burst must be at least 1")?),
+            Some(b) => Some(NonZeroU32::new(b).ok_or(EntryError::ZeroBurst)?),
         },
         leases_per_second: rate("leases_per_second", leases_per_second)?,
     };
     if spec.ids_burst.is_some() && spec.ids_per_second.is_none() {
-        return Err("ids_burst needs ids_per_second".into());
+        return Err(EntryError::BurstWithoutRate);
     }
     Ok(spec)
 }

@@ -126,8 +126,32 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Why a duration setting does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No number where one must be (the text as given).
+    #[error("{0:?} is not a duration (try 500ms, 10s or 2m)")]
+    NotANumber(String),
+    /// A unit other than `ms`, `s` or `m`.
+    #[error("unknown duration unit {unit:?} in {text:?} (use ms, s or m)")]
+    UnknownUnit {
+        /// The unit as given.
+        unit: String,
+        /// The whole text.
+        text: String,
+    },
+    /// Negative, or too large for a duration.
+    #[error("{text:?}: {reason}")]
+    OutOfRange {
+        /// The whole text.
+        text: String,
+        /// Why it is out of range.
+        reason: std::time::TryFromFloatSecsError,
+    },
+}
+
 /// Parses `250ms`, `10s`, `2m` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
         Some(i) => text.split_at(i),
@@ -135,16 +159,20 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     };
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("{text:?} is not a duration (try 500ms, 10s or 2m)"))?;
+        .map_err(|_| DurationError::NotANumber(text.to_string()))?;
     let seconds = match unit.trim() {
         "ms" => value / 1000.0,
         "s" => value,
         "m" => value * 60.0,
         other => {
-            return Err(format!(
-                "unknown duration unit {other:?} in {text:?} (use ms, s or m)"
-            ));
+            return Err(DurationError::UnknownUnit {
+                unit: other.to_string(),
+                text: text.to_string(),
+            });
         }
     };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+    Duration::try_from_secs_f64(seconds).map_err(|reason| DurationError::OutOfRange {
+        text: text.to_string(),
+        reason,
+    })
 }

@@ -6,7 +6,9 @@
 mod cli;
 mod validate;
 
-pub use cli::{AddToken, Cli, Command, LogFormat, Secret, TokensCommand, parse_duration};
+pub use cli::{
+    AddToken, Cli, Command, DurationError, LogFormat, Secret, TokensCommand, parse_duration,
+};
 pub use validate::ConfigError;
 
 use clap::{ArgAction, Parser};

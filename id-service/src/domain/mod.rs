@@ -12,7 +12,7 @@ pub mod namespaces;
 
 pub use allocate::{AllocateRequest, IdRanges};
 pub use lease::{BlockBounds, Lease, LeaseRequest, ListRequest, LookupRequest};
-pub use names::{CallerName, Holder, Namespace};
+pub use names::{BadCallerName, CallerName, Holder, Namespace};
 pub use namespaces::{CreateNamespace, DescribeNamespace, ListNamespaces, NamespaceInfo};
 
 /// A request that names the namespace it acts on (if any), so the authorization check can

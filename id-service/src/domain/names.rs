@@ -94,7 +94,7 @@ pub struct CallerName(String);
 
 impl CallerName {
     /// Parses a caller name.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, BadCallerName> {
         let bytes = name.as_bytes();
         let ok = !bytes.is_empty()
             && bytes.len() <= 64
@@ -105,10 +105,7 @@ impl CallerName {
         if ok {
             Ok(Self(name.to_string()))
         } else {
-            Err(format!(
-                "caller name \"{}\" must match [a-z][a-z0-9_-]{{0,63}}",
-                Escaped(name)
-            ))
+            Err(BadCallerName(Escaped(name).to_string()))
         }
     }
 
@@ -117,6 +114,11 @@ impl CallerName {
         &self.0
     }
 }
+
+/// A caller name outside `[a-z][a-z0-9_-]{0,63}` (the name as written, escaped for logs).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("caller name \"{0}\" must match [a-z][a-z0-9_-]{{0,63}}")]
+pub struct BadCallerName(String);
 
 impl fmt::Display for CallerName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -15,15 +15,17 @@ impl Metrics {
             namespace: lease.namespace.clone(),
         };
         let end = i64::try_from(lease.block.end).unwrap_or(i64::MAX);
-        self.last_id
+        self.leases
+            .last_id
             .get_or_create(&label)
             .inner()
             .fetch_max(end, Ordering::Relaxed);
         if let Some(skip) = skip {
             if skip.new_timeline {
-                self.timeline_jumps.get_or_create(&label).inc();
+                self.cursor.timeline_jumps.get_or_create(&label).inc();
             }
-            self.ids_skipped
+            self.cursor
+                .ids_skipped
                 .get_or_create(&SkipLabel {
                     namespace: lease.namespace.clone(),
                     cause: skip.cause(),
@@ -39,15 +41,17 @@ impl Metrics {
                 let label = NamespaceLabel {
                     namespace: lease.namespace.clone(),
                 };
-                self.leases.get_or_create(&label).inc();
-                self.ids_leased
+                self.leases.leases.get_or_create(&label).inc();
+                self.leases
+                    .ids_leased
                     .get_or_create(&label)
                     .inc_by(lease.block.len());
                 self.granted(lease, skip.as_ref());
-                self.lease_duration.observe(elapsed.as_secs_f64());
+                self.leases.duration.observe(elapsed.as_secs_f64());
             }
             Err(error) => {
-                self.lease_errors
+                self.leases
+                    .errors
                     .get_or_create(&ReasonLabel {
                         reason: error.reason(),
                     })
@@ -58,7 +62,8 @@ impl Metrics {
 
     /// Records a segment this replica leased for AllocateIds.
     pub fn segment(&self, lease: &Lease, skip: Option<&Skip>) {
-        self.segments
+        self.allocations
+            .segments
             .get_or_create(&NamespaceLabel {
                 namespace: lease.namespace.clone(),
             })
@@ -73,14 +78,16 @@ impl Metrics {
                 let label = NamespaceLabel {
                     namespace: namespace.to_string(),
                 };
-                self.allocations.get_or_create(&label).inc();
-                self.ids_allocated
+                self.allocations.allocations.get_or_create(&label).inc();
+                self.allocations
+                    .ids_allocated
                     .get_or_create(&label)
                     .inc_by(ranges.count());
-                self.allocate_duration.observe(elapsed.as_secs_f64());
+                self.allocations.duration.observe(elapsed.as_secs_f64());
             }
             Err(error) => {
-                self.allocate_errors
+                self.allocations
+                    .errors
                     .get_or_create(&ReasonLabel {
                         reason: error.reason(),
                     })
@@ -91,7 +98,8 @@ impl Metrics {
 
     /// Sets the IDs left in this replica's segments of `namespace`.
     pub fn set_segment_ids_in_hand(&self, namespace: &str, ids: u64) {
-        self.segment_ids_in_hand
+        self.allocations
+            .ids_in_hand
             .get_or_create(&NamespaceLabel {
                 namespace: namespace.to_string(),
             })
@@ -100,7 +108,8 @@ impl Metrics {
 
     /// Records the outcome of one look-up call.
     pub fn lookup<T>(&self, method: &'static str, outcome: &Result<T, Error>) {
-        self.lookups
+        self.calls
+            .lookups
             .get_or_create(&MethodLabel {
                 method,
                 outcome: outcome_of(outcome),
@@ -110,7 +119,8 @@ impl Metrics {
 
     /// Records the outcome of one NamespaceAdmin call.
     pub fn namespace_admin<T>(&self, method: &'static str, outcome: &Result<T, Error>) {
-        self.namespace_admin
+        self.calls
+            .namespace_admin
             .get_or_create(&MethodLabel {
                 method,
                 outcome: outcome_of(outcome),
@@ -120,7 +130,7 @@ impl Metrics {
 
     /// Counts a call refused by the token check.
     pub fn unauthenticated(&self) {
-        self.unauthenticated.inc();
+        self.callers.unauthenticated.inc();
     }
 
     /// Counts a call of `caller` refused for its scope or namespace.
@@ -134,7 +144,8 @@ impl Metrics {
     }
 
     fn refused(&self, caller: &str, reason: &'static str) {
-        self.caller_refusals
+        self.callers
+            .refusals
             .get_or_create(&CallerLabel {
                 caller: caller.to_string(),
                 reason,
@@ -144,19 +155,22 @@ impl Metrics {
 
     /// Sets the number of callers in use.
     pub fn set_callers(&self, callers: usize) {
-        self.callers.set(i64::try_from(callers).unwrap_or(i64::MAX));
+        self.callers
+            .callers
+            .set(i64::try_from(callers).unwrap_or(i64::MAX));
     }
 
     /// Counts a reload of the tokens file (`ok` or `error`).
     pub fn tokens_reload(&self, outcome: &'static str) {
-        self.tokens_reloads
+        self.callers
+            .reloads
             .get_or_create(&OutcomeLabel { outcome })
             .inc();
     }
 
     /// Sets the readiness gauge.
     pub fn set_ready(&self, ready: bool) {
-        self.ready.set(i64::from(ready));
+        self.replica.ready.set(i64::from(ready));
     }
 }
 

@@ -1,8 +1,6 @@
 //! Operations: admin endpoints, gRPC health and reflection, readiness-first graceful drain.
 
-mod common;
-
-use common::{Server, lease};
+use crate::helpers::{Server, lease};
 use futures::StreamExt;
 use id_service::Config;
 use std::time::Duration;

@@ -4,10 +4,8 @@
 //! One file for the AllocateIds contract over both transports, just over 450 lines: the cases
 //! share one service set-up and its callers, and read best side by side.
 
-mod common;
-
-use common::tokens::{self, Caller};
-use common::{
+use crate::helpers::tokens::{self, Caller};
+use crate::helpers::{
     Server, allocate, assert_ledger_covers, assert_ranges_disjoint, count_rows, ledger_overlaps,
 };
 use id_client::{AllocateClient, AllocateClientConfig, AllocateError};

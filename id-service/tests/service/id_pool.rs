@@ -1,8 +1,6 @@
 //! Invariant I7 end to end: the id-client's `IdPool` over gRPC against the real server.
 
-mod common;
-
-use common::Server;
+use crate::helpers::Server;
 use id_client::{GrpcLeaseSource, GrpcSourceConfig, IdError, IdPool, PoolConfig};
 use id_service::Config;
 use std::collections::HashSet;
@@ -108,7 +106,7 @@ async fn an_id_pool_rides_out_an_id_service_outage_then_fails_fast_then_recovers
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_with_a_lease_token_authenticates_as_its_caller_like_a_shortener_node() {
-    use common::tokens::{self, Caller};
+    use crate::helpers::tokens::{self, Caller};
     const NODE: Caller = Caller::new("shortener", &["links"], &["lease"]);
     let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,8 +1,6 @@
 //! The gRPC contract: bad input, look-ups and paging, and the optional token.
 
-mod common;
-
-use common::{Server, lease};
+use crate::helpers::{Server, lease};
 use id_service::Config;
 use proto::idalloc::v1::{ListLeasesRequest, LookupIdRequest};
 use testkit::TestDb;

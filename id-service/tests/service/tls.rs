@@ -1,8 +1,6 @@
 //! TLS to PostgreSQL: the ledger on a server whose certificate comes from a throwaway CA.
 
-mod common;
-
-use common::{Server, lease};
+use crate::helpers::{Server, lease};
 use id_service::{App, Config};
 use testkit::cluster::Cluster;
 use testkit::tls::TestCerts;

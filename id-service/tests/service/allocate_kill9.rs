@@ -2,11 +2,9 @@
 //! callers are busy: every ID handed out is distinct, checked from the replies, and the ledger
 //! covers every range.
 
-mod common;
-
-use common::process::Process;
-use common::tokens::{self, Caller};
-use common::{allocate, assert_ledger_covers, assert_ranges_disjoint, ledger_overlaps};
+use crate::helpers::process::Process;
+use crate::helpers::tokens::{self, Caller};
+use crate::helpers::{allocate, assert_ledger_covers, assert_ranges_disjoint, ledger_overlaps};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,7 +56,7 @@ async fn kill_9_of_one_of_two_replicas_under_load_never_hands_out_an_id_twice() 
             // Half the callers start on the replica that will be killed, and move to the
             // other one when it stops answering.
             let mut on = caller % 2;
-            let mut client = common::client(addrs[on]).await;
+            let mut client = crate::helpers::client(addrs[on]).await;
             for i in 0..MAX_CALLS {
                 if stop.load(Ordering::SeqCst) {
                     break;
@@ -72,7 +70,7 @@ async fn kill_9_of_one_of_two_replicas_under_load_never_hands_out_an_id_twice() 
                     }
                     Err(_) if on == 0 => {
                         on = 1;
-                        client = common::client(addrs[on]).await;
+                        client = crate::helpers::client(addrs[on]).await;
                     }
                     Err(status) => panic!("the surviving replica failed: {status:?}"),
                 }

@@ -1,10 +1,8 @@
 //! `id-service tokens add` and the binary's tokens file: a printed token works at once; the file
 //! is re-read on SIGHUP, and a bad version keeps the callers in use.
 
-mod common;
-
-use common::process::Process;
-use common::{allocate, lease_as};
+use crate::helpers::process::Process;
+use crate::helpers::{allocate, lease_as};
 use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
@@ -111,7 +109,7 @@ async fn a_token_from_tokens_add_works_on_grpc_and_json_and_only_its_digest_is_s
     assert_eq!(std::fs::read_to_string(&file).expect("read"), text);
 
     let server = serve(&db, &file).await;
-    let mut client = common::client(server.grpc_addr).await;
+    let mut client = crate::helpers::client(server.grpc_addr).await;
     let ranges = allocate(&mut client, Some(&token), "orders", 10)
         .await
         .expect("allocate");
@@ -155,7 +153,7 @@ async fn sighup_reloads_the_tokens_file_and_a_bad_file_keeps_the_callers_in_use(
     )
     .await;
     let server = serve(&db, &file).await;
-    let mut client = common::client(server.grpc_addr).await;
+    let mut client = crate::helpers::client(server.grpc_addr).await;
     allocate(&mut client, Some(&first), "orders", 1)
         .await
         .expect("first works");

@@ -46,8 +46,11 @@ impl Process {
     }
 
     fn start(args: &[&str], env: &[(&str, String)]) -> Process {
-        let loopback = || SocketAddr::from(([127, 0, 0, 1], super::free_port()));
-        let (grpc_addr, http_addr, admin_addr) = (loopback(), loopback(), loopback());
+        let (grpc_addr, http_addr, admin_addr) = (
+            testkit::free_addr(),
+            testkit::free_addr(),
+            testkit::free_addr(),
+        );
         let log = tempfile::NamedTempFile::new().expect("log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_id-service"));
         command

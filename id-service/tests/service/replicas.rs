@@ -1,10 +1,10 @@
 //! Invariant I1 across replicas: many id-service processes on one database, many callers; and
 //! a caller's quota holds for all replicas together.
 
-mod common;
-
-use common::tokens::{self, Caller};
-use common::{Server, allocate, assert_disjoint, lease, lease_as, ledger_leases, ledger_overlaps};
+use crate::helpers::tokens::{self, Caller};
+use crate::helpers::{
+    Server, allocate, assert_disjoint, lease, lease_as, ledger_leases, ledger_overlaps,
+};
 use id_service::Config;
 use proto::idalloc::v1::Lease;
 use std::collections::BTreeSet;

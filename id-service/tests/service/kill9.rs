@@ -1,9 +1,7 @@
 //! Invariant I1 across `kill -9`: the real binary is killed while callers lease from it.
 
-mod common;
-
-use common::process::Process;
-use common::{assert_disjoint, lease, ledger_leases, ledger_overlaps};
+use crate::helpers::process::Process;
+use crate::helpers::{assert_disjoint, lease, ledger_leases, ledger_overlaps};
 use proto::idalloc::v1::Lease;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,13 +38,13 @@ async fn kill_9_of_an_id_service_under_load_never_leads_to_overlapping_leases() 
         let stop = Arc::clone(&stop);
         callers.push(tokio::spawn(async move {
             let mut addr = *endpoint.borrow_and_update();
-            let mut client = common::client(addr).await;
+            let mut client = crate::helpers::client(addr).await;
             let mut i = 0usize;
             while !stop.load(Ordering::SeqCst) {
                 let current = *endpoint.borrow_and_update();
                 if current != addr {
                     addr = current;
-                    client = common::client(addr).await;
+                    client = crate::helpers::client(addr).await;
                 }
                 i += 1;
                 let size = [1, 50, 500, 5000][(caller + i) % 4];

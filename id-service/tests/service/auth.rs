@@ -1,10 +1,8 @@
 //! Callers with tokens against a real server: who may do what, under which name, how fast;
 //! every refusal leaves the ledger untouched.
 
-mod common;
-
-use common::tokens::{self, Caller};
-use common::{Server, allocate, authed, count_rows, lease_as};
+use crate::helpers::tokens::{self, Caller};
+use crate::helpers::{Server, allocate, authed, count_rows, lease_as};
 use id_service::Config;
 use proto::idalloc::v1::{DescribeNamespaceRequest, ListLeasesRequest, LookupIdRequest};
 use std::time::Duration;
@@ -391,8 +389,9 @@ async fn health_and_reflection_need_no_token() {
         tempfile::tempdir().expect("tempdir"),
     );
     let server = server(&db, &dir, &[SHORTENER]).await;
-    let mut health =
-        tonic_health::pb::health_client::HealthClient::new(common::channel(server.grpc_addr));
+    let mut health = tonic_health::pb::health_client::HealthClient::new(crate::helpers::channel(
+        server.grpc_addr,
+    ));
     health
         .check(tonic_health::pb::HealthCheckRequest {
             service: String::new(),
@@ -409,7 +408,7 @@ async fn health_and_reflection_need_no_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases_are_logged_with_their_reason()
  {
-    use common::process::Process;
+    use crate::helpers::process::Process;
     const ORDERS: Caller = Caller::new("orders-svc", &["orders", "links"], &["lease"]);
     let (db, dir) = (
         TestDb::create().await,
@@ -442,7 +441,7 @@ async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases
     );
 
     // Refusals of a lease are logged with their reason, once per kind every 10 s.
-    let mut client = common::client(service.grpc_addr).await;
+    let mut client = crate::helpers::client(service.grpc_addr).await;
     let token = ORDERS.token();
     for _ in 0..3 {
         let refused = lease_as(&mut client, Some(&token), "orders", 10, "a", None)

@@ -1,10 +1,8 @@
 //! Namespace management: create with bounds and a block limit, describe, list; bad requests
 //! change nothing.
 
-mod common;
-
-use common::tokens::{self, Caller};
-use common::{Server, allocate, authed, count_rows, lease_as};
+use crate::helpers::tokens::{self, Caller};
+use crate::helpers::{Server, allocate, authed, count_rows, lease_as};
 use id_service::Config;
 use proto::idalloc::v1::{
     CreateNamespaceRequest, DescribeNamespaceRequest, ListNamespacesRequest, NamespaceInfo,

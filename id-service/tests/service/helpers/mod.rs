@@ -1,6 +1,5 @@
 //! Helpers shared by the integration tests: in-process servers on port 0, typed clients,
 //! tokens files and ledger checks.
-#![allow(dead_code)] // Each test binary uses a different subset.
 
 pub mod process;
 pub mod proxy;
@@ -276,12 +275,4 @@ pub async fn ledger_leases(db: &tokio_postgres::Client) -> Vec<(String, u64, u64
             (r.get(0), s as u64, e as u64, id as u64)
         })
         .collect()
-}
-
-/// Picks a port that is free right now (for processes that must be told their port).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
 }

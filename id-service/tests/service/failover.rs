@@ -4,10 +4,8 @@
 //! address, grants again. The old primary is then brought back on its own to read everything it
 //! had granted: nothing of that may be granted again.
 
-mod common;
-
-use common::proxy::Proxy;
-use common::{Server, allocate, assert_ranges_disjoint, lease, lease_as};
+use crate::helpers::proxy::Proxy;
+use crate::helpers::{Server, allocate, assert_ranges_disjoint, lease, lease_as};
 use id_client::{
     GrpcLeaseSource, GrpcSourceConfig, IdPool, Lease, LeaseFuture, LeaseSource, PoolConfig,
 };

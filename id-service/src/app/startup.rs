@@ -1,4 +1,4 @@
-//! Start-up: validate, load the callers, migrate, bind. [`App::run`] is in `serve.rs`.
+//! Start-up: the callers, the migrations and the ledger, before any port is bound.
 
 use crate::auth::{CallerSet, Gate, NamespaceGrant, tokens_file};
 use crate::config::Config;
@@ -8,100 +8,38 @@ use crate::logsafe::Escaped;
 use crate::metrics::Metrics;
 use anyhow::Context;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::TcpListener;
 
-/// A built id-service: callers loaded, database migrated, every port bound, ready to
-/// [`App::run`].
-pub struct App {
-    pub(crate) config: Config,
-    pub(crate) ledger: Ledger,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) gate: Arc<Gate>,
-    /// The tokens file's text the callers came from (for the reloader).
-    pub(crate) tokens_text: Option<String>,
-    pub(crate) grpc_listener: TcpListener,
-    pub(crate) http_listener: TcpListener,
-    pub(crate) admin_listener: TcpListener,
-}
-
-impl App {
-    /// Validates `config` and loads the tokens file (refusing to go on without one unless
-    /// `--insecure-no-auth`), applies pending migrations, creates the configured namespaces and
-    /// binds every port (port 0 picks a free one).
-    pub async fn build(config: Config) -> anyhow::Result<App> {
-        config.validate().context("validate configuration")?;
-        config
-            .validate_serving()
-            .context("validate configuration")?;
-        let metrics = Arc::new(Metrics::new());
-        let (gate, tokens_text) = load_gate(&config, &metrics)?;
-        migrate(&config).await?;
-        let ledger = Ledger::new(
-            build_pool(&config)?,
-            LedgerSettings {
-                namespace_max: config.namespace_max,
-                max_block: config.max_block,
-                auto_create: config.auto_create_namespaces,
-                failover: Failover {
-                    margin_ids: config.failover_margin_ids,
-                    margin_leases: config.failover_margin_leases,
-                    max_reported_ahead: config.max_reported_ahead,
-                },
+/// The ledger over a connection pool for `config`, with the configured namespaces created.
+pub(super) async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
+    let ledger = Ledger::new(
+        build_pool(config)?,
+        LedgerSettings {
+            namespace_max: config.namespace_max,
+            max_block: config.max_block,
+            auto_create: config.auto_create_namespaces,
+            failover: Failover {
+                margin_ids: config.failover_margin_ids,
+                margin_leases: config.failover_margin_leases,
+                max_reported_ahead: config.max_reported_ahead,
             },
-        );
-        for name in &config.namespaces {
-            let namespace = Namespace::parse(name)?;
-            ledger
-                .ensure_namespace(&namespace)
-                .await
-                .with_context(|| format!("create namespace {namespace}"))?;
-        }
-        if let Some(text) = &tokens_text
-            && !config.auto_create_namespaces
-        {
-            warn_of_missing_namespaces(&ledger, text).await;
-        }
-        let bind = |addr: SocketAddr, what: &'static str| async move {
-            TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("bind the {what} port {addr}"))
-        };
-        Ok(App {
-            grpc_listener: bind(config.grpc_addr, "gRPC").await?,
-            http_listener: bind(config.http_addr, "JSON").await?,
-            admin_listener: bind(config.admin_addr, "admin").await?,
-            config,
-            ledger,
-            metrics,
-            gate: Arc::new(gate),
-            tokens_text,
-        })
+        },
+    );
+    for name in &config.namespaces {
+        let namespace = Namespace::parse(name)?;
+        ledger
+            .ensure_namespace(&namespace)
+            .await
+            .with_context(|| format!("create namespace {namespace}"))?;
     }
-
-    /// The bound gRPC address.
-    pub fn grpc_addr(&self) -> SocketAddr {
-        local(&self.grpc_listener, self.config.grpc_addr)
-    }
-
-    /// The bound address of the JSON endpoint.
-    pub fn http_addr(&self) -> SocketAddr {
-        local(&self.http_listener, self.config.http_addr)
-    }
-
-    /// The bound admin HTTP address.
-    pub fn admin_addr(&self) -> SocketAddr {
-        local(&self.admin_listener, self.config.admin_addr)
-    }
-}
-
-fn local(listener: &TcpListener, configured: SocketAddr) -> SocketAddr {
-    listener.local_addr().unwrap_or(configured)
+    Ok(ledger)
 }
 
 /// The gate for `config`: the tokens file's callers, or everyone with `--insecure-no-auth`.
-fn load_gate(config: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<(Gate, Option<String>)> {
+pub(super) fn load_gate(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<(Gate, Option<String>)> {
     let Some(path) = &config.tokens_file else {
         tracing::warn!(
             "serving WITHOUT authentication (--insecure-no-auth): anyone who reaches a port may \
@@ -120,7 +58,7 @@ fn load_gate(config: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<(Gate, O
 
 /// Warns once for each caller of the tokens file that may use a namespace that does not exist:
 /// its leases and allocations there will be refused until the namespace is created.
-async fn warn_of_missing_namespaces(ledger: &Ledger, tokens_text: &str) {
+pub(super) async fn warn_of_missing_namespaces(ledger: &Ledger, tokens_text: &str) {
     let Ok(specs) = tokens_file::parse(tokens_text) else {
         return;
     };

@@ -5,9 +5,7 @@
 //! or an asynchronous commit is lost, and the test checks that this really happens (otherwise
 //! it would prove nothing) and that leases are not.
 
-mod common;
-
-use common::{Server, assert_disjoint, lease, ledger_leases, ledger_overlaps};
+use crate::helpers::{Server, assert_disjoint, lease, ledger_leases, ledger_overlaps};
 use id_service::Config;
 use proto::idalloc::v1::Lease;
 use std::time::{Duration, Instant};
