@@ -145,8 +145,11 @@ impl App {
         let tasks = Tasks::start(
             &node,
             Intervals {
-                click_flush: Duration::from_millis(config.click_flush_interval_ms),
-                analytics_flush: Duration::from_millis(config.analytics_flush_interval_ms),
+                visits: crate::visits::Schedule {
+                    clicks: Duration::from_millis(config.click_flush_interval_ms),
+                    analytics: Duration::from_millis(config.analytics_flush_interval_ms),
+                    geo_reload: Duration::from_millis(config.reload_interval_ms),
+                },
                 reload: Duration::from_millis(config.reload_interval_ms),
             },
         );

@@ -1,7 +1,6 @@
 //! Values owned elsewhere (ID pool, cache, store, service counters), read at scrape time.
 
 use super::{CreateCounters, LookupCounters, ReloadCounters};
-use crate::clicks::ClickRecorder;
 use crate::store::{LinkStore, Store};
 use id_client::IdPool;
 use prometheus_client::collector::Collector;
@@ -21,10 +20,8 @@ pub struct Sources {
     pub creates: Arc<CreateCounters>,
     /// How many entries the redirect cache holds.
     pub cache_entries: Box<dyn Fn() -> u64 + Send + Sync>,
-    /// Pending and flushed click counts.
-    pub clicks: Arc<ClickRecorder>,
-    /// The analytics aggregator and its flushes.
-    pub analytics: Arc<crate::analytics::Analytics>,
+    /// The visit counts (click totals and the analytics aggregator) and their flushes.
+    pub visits: Arc<crate::visits::Visits>,
     /// The webhook delivery worker.
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// The store (batching and, embedded, group-commit counts).
@@ -67,7 +64,7 @@ fn gauge(
 
 impl Sources {
     fn analytics(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let analytics = &self.analytics;
+        let analytics = self.visits.analytics();
         let aggregator = analytics.aggregator();
         gauge(
             e,
@@ -264,7 +261,7 @@ impl Collector for Sources {
             e,
             "shortener_clicks_flushed",
             "Click counts written to the store",
-            self.clicks.flushed.load(Ordering::Relaxed),
+            self.visits.clicks().flushed.load(Ordering::Relaxed),
         )?;
         let writer = self.store.writer_stats();
         counter(

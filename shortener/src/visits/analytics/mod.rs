@@ -1,16 +1,16 @@
-//! Click analytics: each redirect is classified in memory (referrer host, device class,
-//! country) and counted in an [`Aggregator`] keyed by (code, hour, dimensions); a background
-//! task flushes the counters every click flush interval in batched additive upserts into the
-//! rollup tables (`flush`), and a maintenance task compacts old hours into days and applies
-//! retention (`maintain`). Nothing is written per redirect, and no IP address is kept: the
-//! client address is looked up in the GeoIP database ([`geo`]) and dropped.
+//! Click analytics: each visit, as the visits' classifier ([`super::classify`]) sorts it by
+//! referrer host, device class and country, is counted in an [`Aggregator`] keyed by (code,
+//! hour, dimensions); the visits' flush schedule writes the counters every analytics flush
+//! interval in batched additive upserts into the rollup tables (`flush`), and a maintenance
+//! task compacts old hours into days and applies retention (`maintain`). Nothing is written
+//! per redirect, and no IP address is kept: the client address is looked up in the GeoIP
+//! database ([`geo`]) and dropped.
 //!
 //! A crash loses at most the visits of one flush interval (and of a flush that was writing
-//! them), as for the click totals. Those totals ([`crate::clicks`]) stay the exact count; the
+//! them), as for the click totals. Those totals ([`super::clicks`]) stay the exact count; the
 //! rollups may count less when the aggregator is full (see [`aggregate`]).
 
 pub mod aggregate;
-pub mod classify;
 mod flush;
 pub mod geo;
 mod maintain;
@@ -20,11 +20,9 @@ pub use aggregate::{Aggregator, Cell, Referrer};
 pub use geo::GeoIp;
 pub use stats::Freshness;
 
-use crate::clicks::Visit;
+use super::{Visit, VisitKind, classify};
 use crate::clock::Clock;
 use crate::domain::stats::HOUR;
-use axum::http::{HeaderMap, header};
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -116,38 +114,22 @@ impl Analytics {
         self.geo.as_ref()
     }
 
-    /// Counts a redirect of `code` (a link of `tenant`) with its request headers; `client`
-    /// gives the client address, asked only when a GeoIP database is in force and never kept.
-    pub fn record(
-        &self,
-        code: &str,
-        tenant: &Arc<str>,
-        visit: Visit,
-        headers: &HeaderMap,
-        client: impl FnOnce() -> IpAddr,
-    ) {
+    /// Whether a visit's client address is asked for: when analytics are on and a GeoIP
+    /// database is in force (the address is looked up, then dropped).
+    pub fn locates_clients(&self) -> bool {
+        self.settings.enabled && self.geo.as_ref().is_some_and(|geo| geo.loaded())
+    }
+
+    /// Counts a `kind` visit of `code` (a link of `tenant`) under the dimensions the classifier
+    /// gives it, unless analytics are off.
+    pub(super) fn record(&self, code: &str, tenant: &Arc<str>, visit: &Visit<'_>, kind: VisitKind) {
         if !self.settings.enabled {
             return;
         }
-        let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
-        let referrer = match classify::referrer_host(text(header::REFERER)) {
-            Some(host) => Referrer::Host(host),
-            None => Referrer::None,
-        };
-        let device = classify::device(visit, text(header::USER_AGENT));
-        let country = self
-            .geo
-            .as_ref()
-            .filter(|geo| geo.loaded())
-            .and_then(|geo| geo.country(client()));
+        let cell = classify::cell(visit, kind, self.geo.as_deref());
         let hour = self.clock.unix_seconds().div_euclid(HOUR) * HOUR;
-        let cell = Cell {
-            referrer,
-            device,
-            country,
-        };
         self.aggregator
-            .add(code, tenant, hour, cell, aggregate::one(visit), true);
+            .add(code, tenant, hour, cell, aggregate::one(kind), true);
     }
 }
 

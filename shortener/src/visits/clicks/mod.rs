@@ -1,16 +1,15 @@
-//! Click counting off the redirect path.
+//! The exact click totals of each link, counted off the redirect path: they never drop a
+//! visit.
 //!
-//! A redirect only bumps an in-memory counter ([`ClickRecorder::record`]); a background task
-//! writes the accumulated counts every flush interval in chunks, one batched write each (never a
-//! write per redirect, never a trigger on the link row; `flush`). A crash loses at most the
-//! counts of one flush interval (and of the flush that was writing them). [`classify`] tells
-//! people from bots and HEAD requests.
+//! A visit only bumps an in-memory counter ([`ClickRecorder::record`], called by
+//! [`super::Visits::record`]); the visits' flush schedule writes the accumulated counts every
+//! click flush interval in chunks, one batched write each (never a write per redirect, never a
+//! trigger on the link row; `flush`). A crash loses at most the counts of one flush interval
+//! (and of the flush that was writing them).
 
-mod classify;
 mod flush;
 
-pub use classify::{Visit, classify};
-
+use super::VisitKind;
 use crate::domain::{ClickCounts, CompactCode};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -75,16 +74,16 @@ impl ClickRecorder {
     }
 
     /// Counts one redirect of `code`.
-    pub fn record(&self, code: &str, visit: Visit) {
+    pub(super) fn record(&self, code: &str, kind: VisitKind) {
         let mut pending = lock(self.shard(code));
         let counts = match pending.get_mut(code.as_bytes()) {
             Some(counts) => counts,
             None => pending.entry(CompactCode::new(code)).or_default(),
         };
-        match visit {
-            Visit::Human => counts.human += 1,
-            Visit::Head => counts.head += 1,
-            Visit::Bot => counts.bot += 1,
+        match kind {
+            VisitKind::Human => counts.human += 1,
+            VisitKind::Head => counts.head += 1,
+            VisitKind::Bot => counts.bot += 1,
         }
     }
 
@@ -138,15 +137,15 @@ mod tests {
     #[test]
     fn counts_accumulate_per_code() {
         let recorder = ClickRecorder::default();
-        recorder.record("a", Visit::Human);
-        recorder.record("a", Visit::Human);
-        recorder.record("a", Visit::Bot);
-        recorder.record("b", Visit::Head);
+        recorder.record("a", VisitKind::Human);
+        recorder.record("a", VisitKind::Human);
+        recorder.record("a", VisitKind::Bot);
+        recorder.record("b", VisitKind::Head);
         // An alias too long for an inline key, and one sharing its first 22 bytes.
         let long = "c-an-alias-longer-than-an-inline-key";
-        recorder.record(long, Visit::Human);
-        recorder.record(long, Visit::Human);
-        recorder.record(&long[..22], Visit::Bot);
+        recorder.record(long, VisitKind::Human);
+        recorder.record(long, VisitKind::Human);
+        recorder.record(&long[..22], VisitKind::Bot);
         let batch = recorder.take();
         let codes: Vec<&str> = batch.iter().map(|(code, _)| code.as_str()).collect();
         assert_eq!(codes, ["a", "b", &long[..22], long], "sorted by code");
@@ -203,7 +202,7 @@ mod tests {
             "\u{e9}t\u{e9}",
         ];
         for code in codes {
-            recorder.record(code, Visit::Human);
+            recorder.record(code, VisitKind::Human);
         }
         let mut sorted = codes;
         sorted.sort_unstable();
