@@ -206,7 +206,7 @@ impl Node {
                 let cache = cache.clone();
                 Box::new(move || cache.len())
             },
-            visits: Arc::clone(&visits),
+            visits: Arc::clone(&visits) as _,
             webhooks: Arc::clone(&webhooks),
             store: store.clone(),
             key_reloads: resources.api_keys.reloads(),

@@ -11,7 +11,8 @@
 //!   drop visits, counted per tenant (the totals still count them).
 //!
 //! Neither writes per visit: one schedule ([`Visits::run`]) flushes each at its own interval
-//! and both once more at stop, and runs the rollups' maintenance.
+//! and both once more at stop, and runs the rollups' maintenance. Each accumulator reports
+//! its own metrics ([`Sample`]).
 
 pub mod analytics;
 pub mod classify;
@@ -22,6 +23,7 @@ pub use classify::VisitKind;
 pub use schedule::Schedule;
 
 use crate::clock::Clock;
+use crate::metrics::{Sample, Samples};
 use analytics::{Analytics, AnalyticsSettings, GeoIp};
 use clicks::ClickRecorder;
 use std::net::IpAddr;
@@ -108,5 +110,12 @@ impl Visits {
     /// The rollups, and the stats they answer.
     pub fn analytics(&self) -> &Arc<Analytics> {
         &self.analytics
+    }
+}
+
+impl Sample for Visits {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        self.analytics.sample(out)?;
+        self.clicks.sample(out)
     }
 }

@@ -23,6 +23,7 @@ pub use stats::Freshness;
 use super::{Visit, VisitKind, classify};
 use crate::clock::Clock;
 use crate::domain::stats::HOUR;
+use crate::metrics::{Sample, Samples};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -130,6 +131,50 @@ impl Analytics {
         let hour = self.clock.unix_seconds().div_euclid(HOUR) * HOUR;
         self.aggregator
             .add(code, tenant, hour, cell, aggregate::one(kind), true);
+    }
+}
+
+impl Sample for Analytics {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        let aggregator = &self.aggregator;
+        out.gauge(
+            "shortener_analytics_entries",
+            "Analytics counters held in memory, waiting for the next flush",
+            aggregator.entries() as f64,
+        )?;
+        out.gauge(
+            "shortener_analytics_max_entries",
+            "The ceiling of analytics counters held in memory",
+            self.settings.max_entries as f64,
+        )?;
+        out.counter(
+            "shortener_analytics_folded",
+            "Visits whose referrer host was counted as (other): past the per-link, per-hour limit",
+            aggregator.folded.load(Ordering::Relaxed),
+        )?;
+        out.counter(
+            "shortener_analytics_dropped",
+            "Visits left out of the rollups because the aggregator was full or their tenant held its share of it (the link totals count them)",
+            aggregator.dropped.load(Ordering::Relaxed),
+        )?;
+        let dropped = aggregator.dropped_by_tenant();
+        out.counters(
+            "shortener_analytics_dropped_by_tenant",
+            "Visits left out of the rollups, by the link's tenant and why: tenant_share (the tenant held its fair share of a ceiling more than half full) or full (the ceiling was reached)",
+            dropped.iter().map(|(tenant, reason, n)| {
+                ([("tenant", &**tenant), ("reason", reason.label())], *n)
+            }),
+        )?;
+        out.counter(
+            "shortener_analytics_flushed",
+            "Visits written to the rollups",
+            self.flushed.load(Ordering::Relaxed),
+        )?;
+        out.gauge(
+            "shortener_analytics_flush_lag_seconds",
+            "Seconds since the last analytics flush that wrote everything it took",
+            self.flush_lag_seconds() as f64,
+        )
     }
 }
 

@@ -11,9 +11,10 @@ mod flush;
 
 use super::VisitKind;
 use crate::domain::{ClickCounts, CompactCode};
+use crate::metrics::{Sample, Samples};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many independently locked parts the pending counts are split into, so redirects on
 /// different codes (and the flush) rarely wait for one another.
@@ -127,6 +128,16 @@ impl ClickRecorder {
             counts.head += c.head;
             counts.bot += c.bot;
         }
+    }
+}
+
+impl Sample for ClickRecorder {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        out.counter(
+            "shortener_clicks_flushed",
+            "Click counts written to the store",
+            self.flushed.load(Ordering::Relaxed),
+        )
     }
 }
 
