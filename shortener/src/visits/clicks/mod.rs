@@ -1,8 +1,8 @@
 //! The exact click totals of each link, counted off the redirect path: they never drop a
 //! visit.
 //!
-//! A visit only bumps an in-memory counter ([`ClickRecorder::record`], called by
-//! [`super::Visits::record`]); the visits' flush schedule writes the accumulated counts every
+//! A visit only bumps an in-memory counter (through [`super::Visits::record`], the one way
+//! in); the visits' flush schedule writes the accumulated counts every
 //! click flush interval in chunks, one batched write each (never a write per redirect, never a
 //! trigger on the link row; `flush`). A crash loses at most the counts of one flush interval
 //! (and of the flush that was writing them).
