@@ -2,10 +2,10 @@
 //! hour (10 000 links with 100 referrer hosts each, the per-hour limit), and the cost of a
 //! count. Run with `cargo run --release -p shortener --example aggregator_memory`.
 
-use shortener::analytics::aggregate::one;
-use shortener::analytics::{Aggregator, Cell, Referrer};
-use shortener::clicks::Visit;
 use shortener::domain::Device;
+use shortener::visits::VisitKind;
+use shortener::visits::analytics::aggregate::one;
+use shortener::visits::analytics::{Aggregator, Cell, Referrer};
 use std::time::Instant;
 
 /// The process's resident memory in KiB (`VmRSS`).
@@ -37,7 +37,7 @@ fn main() {
                 device: Device::Desktop,
                 country: None,
             };
-            aggregator.add(code, &tenant, 0, cell, one(Visit::Human), true);
+            aggregator.add(code, &tenant, 0, cell, one(VisitKind::Human), true);
         }
     }
     let filled = started.elapsed();
@@ -52,7 +52,7 @@ fn main() {
                 device: Device::Desktop,
                 country: None,
             };
-            aggregator.add(code, &tenant, 0, cell, one(Visit::Human), true);
+            aggregator.add(code, &tenant, 0, cell, one(VisitKind::Human), true);
         }
     }
     let counted = started.elapsed();

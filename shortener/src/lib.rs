@@ -12,9 +12,10 @@
 //!   limits, batch bounds); [`limits`]: the token buckets and the client address.
 //! - [`http`]: the public listener: redirects ([`http::redirect`]: resolver and cache) and the
 //!   JSON API; [`grpc`]: the `shortener.v1.Links` service; [`admin`]: health and metrics.
-//! - [`clicks`]: click counting off the redirect path, flushed in batches; [`analytics`]: the
-//!   same visits by hour, referrer, device and country, rolled up for the stats API
-//!   ([`clock`]: the time it runs on).
+//! - [`visits`]: each served redirect classified once and counted off the redirect path, in
+//!   the exact click totals ([`visits::clicks`]) and by hour, referrer, device and country in
+//!   the rollups of the stats API ([`visits::analytics`]), both flushed in batches on one
+//!   schedule ([`clock`]: the time it runs on).
 //! - [`webhooks`]: signed deliveries of link events from the store's outbox.
 //! - [`qr`]: QR codes of short URLs (SVG and PNG).
 //! - [`store`]: the store interface and its PostgreSQL and SQLite backends.
@@ -37,14 +38,12 @@
 //! `GET /{code}` -> [`http::redirect::Resolver`]: a path that cannot be a code is answered 404
 //! without the store; a cached code is answered at once; otherwise the store is read and the
 //! answer cached -> 302 with `Location` (404, 410), the click counted in memory
-//! ([`clicks::ClickRecorder`]).
+//! ([`visits::Visits::record`]).
 
 pub mod access;
 pub mod admin;
-pub mod analytics;
 pub mod app;
 pub mod cli;
-pub mod clicks;
 pub mod clock;
 pub mod config;
 pub mod domain;
@@ -60,6 +59,7 @@ pub mod shutdown;
 pub mod store;
 pub mod targets;
 pub mod telemetry;
+pub mod visits;
 pub mod watch;
 pub mod webhooks;
 

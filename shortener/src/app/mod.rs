@@ -152,8 +152,9 @@ impl App {
         let tasks = Tasks::start(
             &node,
             Intervals {
-                click_flush: Duration::from_millis(config.visits.click_flush_interval_ms),
-                analytics_flush: Duration::from_millis(config.visits.analytics_flush_interval_ms),
+                visits: config
+                    .visits
+                    .schedule(Duration::from_millis(config.access.reload_interval_ms)),
                 reload: Duration::from_millis(config.access.reload_interval_ms),
             },
         );

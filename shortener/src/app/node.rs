@@ -4,8 +4,6 @@
 use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
 use crate::admin::AdminState;
-use crate::analytics::{Analytics, AnalyticsSettings, GeoIp};
-use crate::clicks::ClickRecorder;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
 use crate::grpc::LinksApi;
@@ -17,6 +15,8 @@ use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
 use crate::store::Store;
 use crate::targets::{TargetRules, TargetSettings};
+use crate::visits::Visits;
+use crate::visits::analytics::{AnalyticsSettings, GeoIp};
 use crate::webhooks::{WebhookSettings, Webhooks};
 use anyhow::Context;
 use axum::http::StatusCode;
@@ -42,10 +42,8 @@ pub struct Node {
     pub links: Arc<LinkService>,
     /// Where codes redirect.
     pub resolver: Arc<Resolver>,
-    /// Pending click counts.
-    pub clicks: Arc<ClickRecorder>,
-    /// Pending analytics counters, and the stats they answer.
-    pub analytics: Arc<Analytics>,
+    /// Pending visit counts (totals and analytics), and the stats they answer.
+    pub visits: Arc<Visits>,
     /// Webhook endpoints and their deliveries.
     pub webhooks: Arc<Webhooks>,
     /// Rate limits.
@@ -161,7 +159,6 @@ impl Node {
                 rates: Arc::clone(&limits),
             },
         ));
-        let clicks = Arc::new(ClickRecorder::default());
         let webhooks = Arc::new(Webhooks::new(
             store.clone(),
             Arc::clone(&targets),
@@ -177,7 +174,7 @@ impl Node {
             },
             config.clock.clone(),
         ));
-        let analytics = Arc::new(Analytics::new(
+        let visits = Arc::new(Visits::new(
             AnalyticsSettings {
                 enabled: config.visits.analytics,
                 max_entries: config.visits.analytics_max_entries,
@@ -201,7 +198,7 @@ impl Node {
             cache.clone(),
             Arc::clone(&resources.space),
             Arc::clone(&targets),
-            Arc::clone(&clicks),
+            Arc::clone(&visits),
         ));
         let metrics = Arc::new(Metrics::new(Sources {
             ids: Arc::clone(&ids),
@@ -211,8 +208,7 @@ impl Node {
                 let cache = cache.clone();
                 Box::new(move || cache.len())
             },
-            clicks: Arc::clone(&clicks),
-            analytics: Arc::clone(&analytics),
+            visits: Arc::clone(&visits) as _,
             webhooks: Arc::clone(&webhooks),
             store: store.clone(),
             key_reloads: resources.api_keys.reloads(),
@@ -233,8 +229,7 @@ impl Node {
             cache,
             links,
             resolver,
-            clicks,
-            analytics,
+            visits,
             webhooks,
             limits,
             admission,
@@ -261,8 +256,8 @@ impl Node {
         Ok(HttpState {
             links: Arc::clone(&self.links),
             resolver: Arc::clone(&self.resolver),
-            clicks: Arc::clone(&self.clicks),
-            analytics: Arc::clone(&self.analytics),
+            visits: Arc::clone(&self.visits),
+            analytics: Arc::clone(self.visits.analytics()),
             webhooks: Arc::clone(&self.webhooks),
             admission: Arc::clone(&self.admission),
             rules: self.rules.clone(),
@@ -292,7 +287,7 @@ impl Node {
             rules: self.rules.clone(),
             public: self.public.clone(),
             metrics: Arc::clone(&self.metrics),
-            analytics: Arc::clone(&self.analytics),
+            analytics: Arc::clone(self.visits.analytics()),
             store: self.store.clone(),
         }
     }

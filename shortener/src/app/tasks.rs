@@ -1,6 +1,6 @@
-//! The node's background work: the click and analytics flushes, rollup maintenance, the
-//! GeoIP file's re-reads, webhook deliveries, forgetting idle rate-limit clients, re-reading
-//! the keys file and the blocklist, purging expired idempotency keys, and (on a shared store) the change feed
+//! The node's background work: the visits' (their flushes, rollup maintenance and the GeoIP
+//! file's re-reads, on `visits::Schedule`), webhook deliveries, forgetting idle rate-limit
+//! clients, re-reading the keys file and the blocklist, purging expired idempotency keys, and (on a shared store) the change feed
 //! that keeps the redirect cache in step with other nodes.
 
 use super::node::Node;
@@ -40,10 +40,8 @@ pub async fn load_blocklist(
 
 /// How often the periodic tasks run.
 pub(super) struct Intervals {
-    /// Between click flushes.
-    pub(super) click_flush: Duration,
-    /// Between analytics flushes.
-    pub(super) analytics_flush: Duration,
+    /// The visits' flushes and GeoIP re-reads.
+    pub(super) visits: crate::visits::Schedule,
     /// Between checks of the keys file for changes.
     pub(super) reload: Duration,
 }
@@ -59,18 +57,11 @@ impl Tasks {
     pub(super) fn start(node: &Node, every: Intervals) -> Self {
         let stop = CancellationToken::new();
         let mut handles = vec![
-            tokio::spawn({
-                let (clicks, store, stop) = (node.clicks.clone(), node.store.clone(), stop.clone());
-                async move { clicks.run(store, every.click_flush, stop).await }
-            }),
-            tokio::spawn(Arc::clone(&node.analytics).run(
+            tokio::spawn(Arc::clone(&node.visits).run(
                 node.store.clone(),
-                every.analytics_flush,
+                every.visits,
                 stop.clone(),
             )),
-            tokio::spawn(
-                Arc::clone(&node.analytics).run_maintenance(node.store.clone(), stop.clone()),
-            ),
             tokio::spawn(Arc::clone(&node.webhooks).run(stop.clone())),
             tokio::spawn(Arc::clone(node.admission.keys()).watch(every.reload, stop.clone())),
             tokio::spawn(Arc::clone(&node.targets).watch(every.reload, stop.clone())),
@@ -112,11 +103,6 @@ impl Tasks {
                 }
             }
         }));
-        if let Some(geo) = node.analytics.geo() {
-            handles.push(tokio::spawn(
-                Arc::clone(geo).watch(every.reload, stop.clone()),
-            ));
-        }
         if let Some(feed) = node.store.change_feed() {
             let cache = node.cache.clone();
             handles.push(tokio::spawn(feed.run(
@@ -130,8 +116,8 @@ impl Tasks {
         Self { stop, handles }
     }
 
-    /// Stops every task and waits for each up to `bound`; the click flush writes what is
-    /// pending before it ends.
+    /// Stops every task and waits for each up to `bound`; the visits' flushes write what is
+    /// pending before they end.
     pub(super) async fn stop(self, bound: Duration) {
         self.stop.cancel();
         for handle in self.handles {

@@ -68,6 +68,15 @@ pub struct VisitsConfig {
 }
 
 impl VisitsConfig {
+    /// When the visit accumulators flush, and how often the GeoIP file is checked (`reload`).
+    pub fn schedule(&self, reload: std::time::Duration) -> crate::visits::Schedule {
+        crate::visits::Schedule {
+            clicks: std::time::Duration::from_millis(self.click_flush_interval_ms),
+            analytics: std::time::Duration::from_millis(self.analytics_flush_interval_ms),
+            geo_reload: reload,
+        }
+    }
+
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if self.click_flush_interval_ms == 0 || self.analytics_flush_interval_ms == 0 {

@@ -45,7 +45,7 @@ pub struct LinksApi {
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Click statistics.
-    pub analytics: Arc<crate::analytics::Analytics>,
+    pub analytics: Arc<crate::visits::analytics::Analytics>,
     /// The store the statistics are read from.
     pub store: crate::store::Store,
 }

@@ -254,7 +254,7 @@ pub(super) fn stats_input(
 /// A stats report on the wire, with how far it reaches.
 pub(super) fn stats(
     report: &crate::domain::StatsReport,
-    freshness: crate::analytics::Freshness,
+    freshness: crate::visits::analytics::Freshness,
 ) -> pb::Stats {
     let counts = |c: &crate::domain::ClickCounts| pb::ClickCounts {
         human: c.human,

@@ -14,7 +14,6 @@ pub mod serve;
 pub use error::ApiError;
 
 use crate::access::Admission;
-use crate::clicks::ClickRecorder;
 use crate::domain::{CreateRules, PublicBase};
 use crate::limits::{ClientAddressPolicy, Limits};
 use crate::links::LinkService;
@@ -39,10 +38,10 @@ pub struct HttpState {
     pub links: Arc<LinkService>,
     /// Where codes redirect.
     pub resolver: Arc<Resolver>,
-    /// Counts redirects.
-    pub clicks: Arc<ClickRecorder>,
-    /// Counts redirects by hour and dimensions, and answers stats.
-    pub analytics: Arc<crate::analytics::Analytics>,
+    /// Counts visits (totals and rollups).
+    pub visits: Arc<crate::visits::Visits>,
+    /// Answers stats from the rollups.
+    pub analytics: Arc<crate::visits::analytics::Analytics>,
     /// Webhook endpoints.
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// Admits API requests.

@@ -2,10 +2,12 @@
 //!
 //! Request metrics are recorded as they happen (this module); the ID pool, cache, store and
 //! service counters are sampled at scrape time from explicit handles (`sampled`), so the hot
-//! path pays for nothing it does not need. Latency histograms are lock-free (`latency`).
+//! path pays for nothing it does not need; a part may name and report its own series instead
+//! ([`Sample`]), leaving this module to know nothing of it. Latency histograms are lock-free (`latency`).
 
 mod counters;
 mod latency;
+mod sample;
 mod sampled;
 
 pub use counters::{CreateCounters, LookupCounters, ReloadCounters};
@@ -14,6 +16,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+pub use sample::{Sample, Samples};
 pub use sampled::Sources;
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
-//! Values owned elsewhere (ID pool, cache, store, service counters), read at scrape time.
+//! Values owned elsewhere (ID pool, cache, store, service counters), read at scrape time; parts
+//! that report their own series ([`Sample`]) are asked for them.
 
-use super::{CreateCounters, LookupCounters, ReloadCounters};
-use crate::clicks::ClickRecorder;
+use super::{CreateCounters, LookupCounters, ReloadCounters, Sample, Samples};
 use crate::store::{LinkStore, Store};
 use id_client::IdPool;
 use prometheus_client::collector::Collector;
@@ -21,10 +21,9 @@ pub struct Sources {
     pub creates: Arc<CreateCounters>,
     /// How many entries the redirect cache holds.
     pub cache_entries: Box<dyn Fn() -> u64 + Send + Sync>,
-    /// Pending and flushed click counts.
-    pub clicks: Arc<ClickRecorder>,
-    /// The analytics aggregator and its flushes.
-    pub analytics: Arc<crate::analytics::Analytics>,
+    /// The visit counts (click totals and the analytics aggregator), which report their own
+    /// series.
+    pub visits: Arc<dyn Sample>,
     /// The webhook delivery worker.
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// The store (batching and, embedded, group-commit counts).
@@ -63,60 +62,6 @@ fn gauge(
 ) -> Result<(), std::fmt::Error> {
     let metric = ConstGauge::new(value);
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
-}
-
-impl Sources {
-    fn analytics(&self, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let analytics = &self.analytics;
-        let aggregator = analytics.aggregator();
-        gauge(
-            e,
-            "shortener_analytics_entries",
-            "Analytics counters held in memory, waiting for the next flush",
-            aggregator.entries() as f64,
-        )?;
-        gauge(
-            e,
-            "shortener_analytics_max_entries",
-            "The ceiling of analytics counters held in memory",
-            analytics.settings().max_entries as f64,
-        )?;
-        counter(
-            e,
-            "shortener_analytics_folded",
-            "Visits whose referrer host was counted as (other): past the per-link, per-hour limit",
-            aggregator.folded.load(Ordering::Relaxed),
-        )?;
-        counter(
-            e,
-            "shortener_analytics_dropped",
-            "Visits left out of the rollups because the aggregator was full or their tenant held its share of it (the link totals count them)",
-            aggregator.dropped.load(Ordering::Relaxed),
-        )?;
-        let mut family = e.encode_descriptor(
-            "shortener_analytics_dropped_by_tenant",
-            "Visits left out of the rollups, by the link's tenant and why: tenant_share (the tenant held its fair share of a ceiling more than half full) or full (the ceiling was reached)",
-            None,
-            prometheus_client::metrics::MetricType::Counter,
-        )?;
-        for (tenant, reason, dropped) in aggregator.dropped_by_tenant() {
-            let labels = [("tenant", &*tenant), ("reason", reason.label())];
-            ConstCounter::new(dropped).encode(family.encode_family(&labels)?)?;
-        }
-        counter(
-            e,
-            "shortener_analytics_flushed",
-            "Visits written to the rollups",
-            analytics.flushed.load(Ordering::Relaxed),
-        )?;
-        let lag = analytics.flush_lag_seconds() as f64;
-        gauge(
-            e,
-            "shortener_analytics_flush_lag_seconds",
-            "Seconds since the last analytics flush that wrote everything it took",
-            lag,
-        )
-    }
 }
 
 impl Sources {
@@ -192,7 +137,7 @@ impl Collector for Sources {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let stats = self.ids.stats();
         let e = &mut encoder;
-        self.analytics(e)?;
+        self.visits.sample(&mut Samples::new(e))?;
         self.webhooks(e)?;
         gauge(
             e,
@@ -259,12 +204,6 @@ impl Collector for Sources {
             "shortener_cache_entries",
             "Entries held in the redirect cache (links and recently unknown codes)",
             (self.cache_entries)() as f64,
-        )?;
-        counter(
-            e,
-            "shortener_clicks_flushed",
-            "Click counts written to the store",
-            self.clicks.flushed.load(Ordering::Relaxed),
         )?;
         let writer = self.store.writer_stats();
         counter(

@@ -413,7 +413,8 @@ impl Node {
     /// retention, the hourly webhook events).
     pub async fn maintain_rollups(&self) -> shortener::store::RollupOutcome {
         self.app
-            .analytics
+            .visits
+            .analytics()
             .maintain(&self.app.store)
             .await
             .expect("maintain")

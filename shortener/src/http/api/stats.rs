@@ -5,9 +5,9 @@
 
 use super::{admit, code};
 use crate::access::Operation;
-use crate::analytics::Freshness;
 use crate::domain::{Error, StatsInput, StatsReport};
 use crate::http::{ApiError, HttpState};
+use crate::visits::analytics::Freshness;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri, header};

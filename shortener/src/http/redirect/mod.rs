@@ -12,7 +12,7 @@ pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
 pub use resolver::{Resolution, Resolver, Target};
 
 use super::HttpState;
-use crate::clicks;
+use crate::visits::Visit;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, State};
@@ -113,17 +113,7 @@ fn respond(
             protect::locked(code, method)
         }
         Ok(Resolution::Redirect(target)) => {
-            let user_agent = headers
-                .get(header::USER_AGENT)
-                .and_then(|v| v.to_str().ok());
-            let visit = clicks::classify(method == Method::HEAD, user_agent);
-            if target.admits(visit) {
-                state.clicks.record(code, visit);
-                state
-                    .analytics
-                    .record(code, &target.tenant, visit, headers, || {
-                        state.client_policy.client(peer, headers)
-                    });
+            if count_visit(state, peer, code, method == Method::HEAD, headers, &target) {
                 let mut response = Response::new(Body::empty());
                 *response.status_mut() = state.redirect_status;
                 response
@@ -146,6 +136,36 @@ fn respond(
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
     response
+}
+
+/// Whether `target`'s visit limit admits the visit this request makes, counting the visit if
+/// so: the one place the redirect and the password unlock count a visit. The client address
+/// is found only when the visits will look up its country.
+fn count_visit(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    head: bool,
+    headers: &HeaderMap,
+    target: &Target,
+) -> bool {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    let visit = Visit {
+        head,
+        user_agent: text(header::USER_AGENT),
+        referrer: text(header::REFERER),
+        client: (state.visits.locates_clients()).then(|| state.client_policy.client(peer, headers)),
+    }
+    .classify();
+    if !target.admits(visit.kind()) {
+        return false;
+    }
+    state.visits.record(code, &target.tenant, &visit);
+    true
 }
 
 fn gone() -> Response {

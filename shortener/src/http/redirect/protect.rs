@@ -18,8 +18,7 @@
 //! for `application/json` gets `{"url": ...}` instead, and its refusals as JSON errors.
 
 use super::super::HttpState;
-use super::{Target, gone};
-use crate::clicks;
+use super::{Target, count_visit, gone};
 use crate::domain::PasswordHash;
 use crate::limits::CheckRefused;
 use axum::body::Body;
@@ -277,19 +276,9 @@ pub(super) async fn unlock(
             "wrong_password",
         );
     }
-    let user_agent = headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok());
-    let visit = clicks::classify(false, user_agent);
-    if !target.admits(visit) {
+    if !count_visit(state, peer, code, false, headers, &target) {
         return (gone(), "gone");
     }
-    state.clicks.record(code, visit);
-    state
-        .analytics
-        .record(code, &target.tenant, visit, headers, || {
-            state.client_policy.client(peer, headers)
-        });
     (proceed(&target.location, json), "redirect")
 }
 

@@ -2,12 +2,12 @@
 //! answered without either.
 
 use super::cache::{Cached, LinkCache, VisitLimit};
-use crate::clicks::{ClickRecorder, Visit};
 use crate::domain::Error;
 use crate::domain::PasswordHash;
 use crate::metrics::LookupCounters;
 use crate::store::{LinkStore, Store};
 use crate::targets::TargetRules;
+use crate::visits::{VisitKind, Visits};
 use axum::http::HeaderValue;
 use chrono::Utc;
 use codespace::CodeSpace;
@@ -45,10 +45,10 @@ pub struct Target {
 impl Target {
     /// Whether the visit may be served under the link's visit limit, counting it if it is a
     /// person's (only people's visits count against the limit).
-    pub fn admits(&self, visit: Visit) -> bool {
-        self.limit.as_ref().is_none_or(|limit| match visit {
-            Visit::Human => limit.take(),
-            Visit::Head | Visit::Bot => !limit.spent(),
+    pub fn admits(&self, kind: VisitKind) -> bool {
+        self.limit.as_ref().is_none_or(|limit| match kind {
+            VisitKind::Human => limit.take(),
+            VisitKind::Head | VisitKind::Bot => !limit.spent(),
         })
     }
 }
@@ -59,27 +59,27 @@ pub struct Resolver {
     cache: LinkCache,
     space: Arc<CodeSpace>,
     targets: Arc<TargetRules>,
-    clicks: Arc<ClickRecorder>,
+    visits: Arc<Visits>,
     counters: Arc<LookupCounters>,
 }
 
 impl Resolver {
     /// A resolver over `store` behind `cache`, for codes of `space`, answering links to
     /// domains the `targets` rules block as blocked, and counting a visit limit from the
-    /// stored visits and those `clicks` has not flushed yet.
+    /// stored visits and those `visits` has not flushed yet.
     pub fn new(
         store: Store,
         cache: LinkCache,
         space: Arc<CodeSpace>,
         targets: Arc<TargetRules>,
-        clicks: Arc<ClickRecorder>,
+        visits: Arc<Visits>,
     ) -> Self {
         Self {
             store,
             cache,
             space,
             targets,
-            clicks,
+            visits,
             counters: Arc::default(),
         }
     }
@@ -128,7 +128,7 @@ impl Resolver {
                             .get_with_clicks(segment)
                             .await?
                             .map_or(0, |l| l.clicks.human);
-                        let pending = self.clicks.pending_human(segment);
+                        let pending = self.visits.pending_human(segment);
                         Some(Arc::new(VisitLimit::new(max, stored + pending)))
                     }
                 };

@@ -67,7 +67,7 @@ async fn one_tenants_flood_leaves_another_tenants_visits_counted(backend: Backen
         }
     }
     assert!(
-        node.app.analytics.flush(&node.app.store).await,
+        node.app.visits.analytics().flush(&node.app.store).await,
         "the flush failed"
     );
 

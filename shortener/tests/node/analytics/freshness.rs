@@ -42,7 +42,7 @@ async fn stats_say_up_to_when_their_counts_are_complete(backend: Backend) {
 
     // A flush at 09:15:30 writes them: the counts hold them and reach up to then.
     clock.advance(chrono::Duration::seconds(10));
-    assert!(node.app.analytics.flush(&node.app.store).await);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
     let counted = json!({ "human": 0, "bot": 2, "head": 0 });
     for path in [
         path.as_str(),

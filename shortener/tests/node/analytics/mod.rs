@@ -325,12 +325,12 @@ async fn hours_compaction_and_retention_follow_the_clock(backend: Backend) {
     for _ in 0..2 {
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     }
-    node.app.analytics.flush(&node.app.store).await;
+    node.app.visits.analytics().flush(&node.app.store).await;
     clock.advance(chrono::Duration::minutes(3)); // 11:01, the next hour
     for _ in 0..3 {
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     }
-    assert!(node.app.analytics.flush(&node.app.store).await);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
     let hourly = format!(
         "/links/{code}/stats?granularity=hour&from=2026-01-10T10:00:00Z&to=2026-01-10T12:00:00Z"
     );
@@ -399,7 +399,7 @@ async fn retention_zero_keeps_rollups_forever(backend: Backend) {
     for _ in 0..2 {
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     }
-    assert!(node.app.analytics.flush(&node.app.store).await);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
     // Five years on: compacted into a day, never expired, and still asked for.
     clock.advance(chrono::Duration::days(5 * 365));
     let outcome = node.maintain_rollups().await;
@@ -456,7 +456,7 @@ async fn a_bad_geoip_file_leaves_the_node_ready_without_countries_until_it_is_fi
     std::fs::write(&geoip, &good).expect("write good file");
     let located = testkit::wait_until(Duration::from_secs(10), || async {
         visit(&node, &code, false, BROWSER, None, "81.2.69.160").await;
-        node.app.analytics.flush(&node.app.store).await;
+        node.app.visits.analytics().flush(&node.app.store).await;
         stats(&node, &path).await.1["countries"]
             .as_array()
             .is_some_and(|c| c.iter().any(|e| e["country"] == "DE"))

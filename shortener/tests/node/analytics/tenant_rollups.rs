@@ -46,7 +46,7 @@ async fn traffic(node: &Node, codes: &[String], round: usize) {
             .await;
         }
     }
-    assert!(node.app.analytics.flush(&node.app.store).await);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
 }
 
 async fn tenant_rollups_agree_with_the_per_link_rows(backend: Backend) {

@@ -512,7 +512,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     for _ in 0..2 {
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     }
-    assert!(node.app.analytics.flush(&node.app.store).await);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
     clock.set(start + chrono::Duration::minutes(95)); // 12:05: the 10:00 hour has ended
     node.maintain_rollups().await;
     let rolled = testkit::wait_until(Duration::from_secs(10), || async {
@@ -554,7 +554,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     for _ in 0..3 {
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     }
-    assert!(node.app.analytics.flush(&node.app.store).await);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
     clock.set(start + chrono::Duration::minutes(95 + 8 * 60)); // 20:05
     node.maintain_rollups().await;
     let rollups = || {

@@ -1,14 +1,11 @@
-//! Writing the aggregator's counters: every flush interval, everything pending, in batches of
-//! [`FLUSH_BATCH`] rows, each one additive upsert (PostgreSQL) or transaction (SQLite); what
-//! fails to be written goes back for the next flush.
+//! Writing the aggregator's counters: every analytics flush interval (on the visits' one
+//! schedule), everything pending, in batches of [`FLUSH_BATCH`] rows, each one additive upsert
+//! (PostgreSQL) or transaction (SQLite); what fails to be written goes back for the next flush.
 
 use super::Analytics;
 use super::aggregate::Taken;
 use crate::store::{LinkStore, RollupRow, Store};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// Rows per store write of a flush.
 const FLUSH_BATCH: usize = 1000;
@@ -67,21 +64,5 @@ impl Analytics {
             self.aggregator
                 .add(t.code.as_str(), &t.tenant, t.hour, t.cell, t.counts, false);
         }
-    }
-
-    /// Flushes every `interval` until `stop`, then once more.
-    pub async fn run(self: Arc<Self>, store: Store, interval: Duration, stop: CancellationToken) {
-        if !self.settings.enabled {
-            return;
-        }
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => { self.flush(&store).await; }
-                () = stop.cancelled() => break,
-            }
-        }
-        self.flush(&store).await;
     }
 }

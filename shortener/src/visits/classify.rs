@@ -1,10 +1,90 @@
-//! What a visit is counted under besides its kind: the referrer's host and the device class.
+//! The one classifier of visits, for the totals and the rollups alike: what kind of visit it
+//! was (a person's, a HEAD request or a bot's, from the method and `User-Agent`), its device
+//! class, its referrer's host and its country.
 
-use crate::clicks::Visit;
+use super::Visit;
+use super::analytics::{Cell, GeoIp, Referrer};
 use crate::domain::Device;
+use aho_corasick::AhoCorasick;
 use quick_cache::sync::Cache;
 use std::hash::BuildHasher;
 use std::sync::LazyLock;
+
+/// What kind of visit a redirect was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VisitKind {
+    /// A GET from a person's browser (or anything not known to be a bot).
+    Human,
+    /// A HEAD request.
+    Head,
+    /// A GET from a known crawler or link-preview fetcher.
+    Bot,
+}
+
+/// User-agent fragments (lowercase) of crawlers and link-preview fetchers.
+const BOT_MARKERS: &[&str] = &[
+    "bot",
+    "crawler",
+    "spider",
+    "slurp",
+    "facebookexternalhit",
+    "facebookcatalog",
+    "embedly",
+    "quora link preview",
+    "outbrain",
+    "pinterest",
+    "vkshare",
+    "w3c_validator",
+    "whatsapp",
+    "skypeuripreview",
+    "bitlybot",
+    "preview",
+    "headlesschrome",
+    "lighthouse",
+    "python-requests",
+    "go-http-client",
+    "okhttp",
+    "curl/",
+    "wget/",
+];
+
+/// Finds any of [`BOT_MARKERS`], ignoring ASCII case, in one pass over the user agent.
+static BOT_FINDER: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(BOT_MARKERS)
+        .expect("the bot markers are valid patterns")
+});
+
+/// Classifies a request by method and `User-Agent`.
+pub fn kind(is_head: bool, user_agent: Option<&str>) -> VisitKind {
+    if is_head {
+        return VisitKind::Head;
+    }
+    match user_agent {
+        Some(ua) if !BOT_FINDER.is_match(ua) => VisitKind::Human,
+        _ => VisitKind::Bot,
+    }
+}
+
+/// What a visit is counted under in the rollups besides its kind: its referrer's host, its
+/// device class and, when `geo` is given and loaded, its client's country (the address is
+/// looked up and dropped).
+pub fn cell(visit: &Visit<'_>, kind: VisitKind, geo: Option<&GeoIp>) -> Cell {
+    let referrer = match referrer_host(visit.referrer) {
+        Some(host) => Referrer::Host(host),
+        None => Referrer::None,
+    };
+    let country = geo
+        .filter(|geo| geo.loaded())
+        .zip(visit.client)
+        .and_then(|(geo, client)| geo.country(client));
+    Cell {
+        referrer,
+        device: device(kind, visit.user_agent),
+        country,
+    }
+}
 
 /// The longest host kept (a DNS name has at most 253 characters).
 const MAX_HOST: usize = 253;
@@ -30,11 +110,11 @@ pub fn referrer_host(referer: Option<&str>) -> Option<Box<str>> {
 static DEVICES: LazyLock<(Cache<u64, Device>, foldhash::quality::RandomState)> =
     LazyLock::new(|| (Cache::new(4096), foldhash::quality::RandomState::default()));
 
-/// The device class of a visit: bots (as [`crate::clicks::classify`] tells them) are `bot`;
-/// otherwise the User-Agent is parsed (woothee): PCs are desktops, phones mobile, iPads and
-/// Android devices without the `Mobile` token tablets, crawlers bots, the rest other.
-pub fn device(visit: Visit, user_agent: Option<&str>) -> Device {
-    if visit == Visit::Bot {
+/// The device class of a visit: bots (as [`kind`] tells them) are `bot`; otherwise the
+/// User-Agent is parsed (woothee): PCs are desktops, phones mobile, iPads and Android devices
+/// without the `Mobile` token tablets, crawlers bots, the rest other.
+pub fn device(kind: VisitKind, user_agent: Option<&str>) -> Device {
+    if kind == VisitKind::Bot {
         return Device::Bot;
     }
     let Some(agent) = user_agent else {
@@ -72,6 +152,25 @@ fn parse(agent: &str) -> Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn visits_are_classified_by_method_and_user_agent() {
+        let browser =
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 Chrome/120.0 Safari/537.36";
+        assert_eq!(kind(false, Some(browser)), VisitKind::Human);
+        assert_eq!(kind(true, Some(browser)), VisitKind::Head);
+        for ua in [
+            "Slackbot-LinkExpanding 1.0",
+            "facebookexternalhit/1.1",
+            "Twitterbot/1.0",
+            "Googlebot/2.1",
+            "WhatsApp/2.23",
+            "curl/8.0",
+        ] {
+            assert_eq!(kind(false, Some(ua)), VisitKind::Bot, "{ua}");
+        }
+        assert_eq!(kind(false, None), VisitKind::Bot);
+    }
 
     #[test]
     fn referrers_are_reduced_to_a_normalised_host() {
@@ -125,11 +224,11 @@ mod tests {
             ("something-else/1.0", Device::Other),
         ];
         for (agent, expected) in cases {
-            assert_eq!(device(Visit::Human, Some(agent)), expected, "{agent}");
+            assert_eq!(device(VisitKind::Human, Some(agent)), expected, "{agent}");
             // Cached: the same answer again.
-            assert_eq!(device(Visit::Human, Some(agent)), expected, "{agent}");
+            assert_eq!(device(VisitKind::Human, Some(agent)), expected, "{agent}");
         }
-        assert_eq!(device(Visit::Bot, Some(cases[0].0)), Device::Bot);
-        assert_eq!(device(Visit::Human, None), Device::Other);
+        assert_eq!(device(VisitKind::Bot, Some(cases[0].0)), Device::Bot);
+        assert_eq!(device(VisitKind::Human, None), Device::Other);
     }
 }

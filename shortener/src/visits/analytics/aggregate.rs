@@ -16,9 +16,9 @@
 //! and the other half stays for the tenants that come after it; each drop is counted for its
 //! tenant with its reason ([`DropReason`]) and logged once per tenant between flushes.
 
-use crate::clicks::Visit;
 use crate::domain::stats::OTHER_REFERRER;
 use crate::domain::{ClickCounts, CompactCode, Device};
+use crate::visits::VisitKind;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -151,12 +151,12 @@ fn add(counts: &mut ClickCounts, more: ClickCounts) {
 }
 
 /// The counts of one visit.
-pub fn one(visit: Visit) -> ClickCounts {
+pub fn one(kind: VisitKind) -> ClickCounts {
     let mut counts = ClickCounts::default();
-    match visit {
-        Visit::Human => counts.human = 1,
-        Visit::Head => counts.head = 1,
-        Visit::Bot => counts.bot = 1,
+    match kind {
+        VisitKind::Human => counts.human = 1,
+        VisitKind::Head => counts.head = 1,
+        VisitKind::Bot => counts.bot = 1,
     }
     counts
 }
@@ -382,16 +382,16 @@ mod tests {
         let t: Arc<str> = "acme".into();
         let other: Arc<str> = "globex".into();
         for name in ["a.com", "b.com", "c.com", "d.com", "a.com"] {
-            agg.add("x", &t, 0, host(name), one(Visit::Human), true);
+            agg.add("x", &t, 0, host(name), one(VisitKind::Human), true);
         }
         // Another hour has its own limit.
-        agg.add("x", &t, 3600, host("c.com"), one(Visit::Bot), true);
+        agg.add("x", &t, 3600, host("c.com"), one(VisitKind::Bot), true);
         assert_eq!(agg.folded.load(Ordering::Relaxed), 2);
         assert_eq!(agg.entries(), 4);
         // Half the ceiling is held, all by one tenant: its share. Its next counter is dropped,
         // another tenant's is made.
-        agg.add("y", &t, 0, host("a.com"), one(Visit::Head), true);
-        agg.add("z", &other, 0, host("a.com"), one(Visit::Head), true);
+        agg.add("y", &t, 0, host("a.com"), one(VisitKind::Head), true);
+        agg.add("z", &other, 0, host("a.com"), one(VisitKind::Head), true);
         assert_eq!(agg.dropped.load(Ordering::Relaxed), 1);
         assert_eq!(
             agg.dropped_by_tenant(),
@@ -429,7 +429,7 @@ mod tests {
         assert_eq!(agg.take().len(), 5);
         assert_eq!(agg.entries(), 0);
         // After the take, the tenant holds nothing and may count again.
-        agg.add("y", &t, 0, host("a.com"), one(Visit::Head), true);
+        agg.add("y", &t, 0, host("a.com"), one(VisitKind::Head), true);
         assert_eq!(agg.entries(), 1);
     }
 
@@ -445,7 +445,7 @@ mod tests {
                     t,
                     0,
                     host("a.com"),
-                    one(Visit::Human),
+                    one(VisitKind::Human),
                     true,
                 );
             }
@@ -487,18 +487,18 @@ mod tests {
         };
         // The first cell's host is the one allowed: the same host on another device is no
         // new host, a second host folds.
-        agg.add("x", &t, 0, host("a.com"), one(Visit::Human), true);
-        agg.add("x", &t, 0, mobile("a.com"), one(Visit::Human), true);
-        agg.add("x", &t, 0, host("b.com"), one(Visit::Human), true);
+        agg.add("x", &t, 0, host("a.com"), one(VisitKind::Human), true);
+        agg.add("x", &t, 0, mobile("a.com"), one(VisitKind::Human), true);
+        agg.add("x", &t, 0, host("b.com"), one(VisitKind::Human), true);
         assert_eq!(agg.folded.load(Ordering::Relaxed), 1);
         // A link-hour put back with "(other)" first: a folded visit adds to it.
         let other = Cell {
             referrer: Referrer::Other,
             ..host("a.com")
         };
-        agg.add("y", &t, 0, other.clone(), one(Visit::Bot), false);
-        agg.add("y", &t, 0, host("c.com"), one(Visit::Human), true);
-        agg.add("y", &t, 0, host("d.com"), one(Visit::Human), true);
+        agg.add("y", &t, 0, other.clone(), one(VisitKind::Bot), false);
+        agg.add("y", &t, 0, host("c.com"), one(VisitKind::Human), true);
+        agg.add("y", &t, 0, host("d.com"), one(VisitKind::Human), true);
         assert_eq!(agg.folded.load(Ordering::Relaxed), 2);
         assert_eq!(agg.entries(), 5);
         let taken: Vec<(&str, Cell, u64)> = agg

@@ -6,7 +6,6 @@ use super::Analytics;
 use crate::domain::stats::{DAY, HOUR};
 use crate::store::rollups::day_start;
 use crate::store::{LinkStore, RollupOutcome, RollupPlan, Store, StoreError};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -59,12 +58,12 @@ impl Analytics {
     }
 
     /// Runs maintenance at start and every hour until `stop`.
-    pub async fn run_maintenance(self: Arc<Self>, store: Store, stop: CancellationToken) {
+    pub async fn run_maintenance(&self, store: &Store, stop: &CancellationToken) {
         if !self.settings.enabled {
             return;
         }
         loop {
-            if let Err(error) = self.maintain(&store).await {
+            if let Err(error) = self.maintain(store).await {
                 tracing::warn!(%error, "rollup maintenance failed; will retry");
             }
             if tokio::time::timeout(EVERY, stop.cancelled()).await.is_ok() {

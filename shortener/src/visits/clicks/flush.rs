@@ -7,7 +7,6 @@ use crate::store::{LinkStore, Store};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// Rows per store write of a flush. Each chunk is its own statement (PostgreSQL) or transaction
 /// (SQLite), followed by a pause of [`FLUSH_PACE`], so a flush of many codes never holds the
@@ -59,19 +58,6 @@ impl ClickRecorder {
             self.flushed.fetch_add(total, Ordering::Relaxed);
         }
     }
-
-    /// Flushes every `interval` until `stop`, then once more.
-    pub async fn run(&self, store: Store, interval: Duration, stop: CancellationToken) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => self.flush(&store).await,
-                () = stop.cancelled() => break,
-            }
-        }
-        self.flush(&store).await;
-    }
 }
 
 /// The chunks of one flush, in code order (a fixed order keeps concurrent flushes of several
@@ -119,7 +105,7 @@ impl<'a> Chunks<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clicks::Visit;
+    use crate::visits::VisitKind;
 
     #[test]
     fn chunks_are_full_run_across_shards_and_keep_code_order() {
@@ -212,9 +198,9 @@ mod tests {
         for i in 0..codes {
             let c = counts(i);
             for (n, visit) in [
-                (c.human, Visit::Human),
-                (c.head, Visit::Head),
-                (c.bot, Visit::Bot),
+                (c.human, VisitKind::Human),
+                (c.head, VisitKind::Head),
+                (c.bot, VisitKind::Bot),
             ] {
                 for _ in 0..n {
                     recorder.record(&code(i), visit);
@@ -271,7 +257,7 @@ mod tests {
         // The same codes again (each now has a row) and one code seen for the first time.
         record(&recorder, codes);
         let new = code(codes);
-        recorder.record(&new, Visit::Head);
+        recorder.record(&new, VisitKind::Head);
         recorder.flush(&store).await;
         for i in [0, FLUSH_CHUNK as u64, codes - 1] {
             let link = store

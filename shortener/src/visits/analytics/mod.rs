@@ -1,16 +1,16 @@
-//! Click analytics: each redirect is classified in memory (referrer host, device class,
-//! country) and counted in an [`Aggregator`] keyed by (code, hour, dimensions); a background
-//! task flushes the counters every click flush interval in batched additive upserts into the
-//! rollup tables (`flush`), and a maintenance task compacts old hours into days and applies
-//! retention (`maintain`). Nothing is written per redirect, and no IP address is kept: the
-//! client address is looked up in the GeoIP database ([`geo`]) and dropped.
+//! Click analytics: each visit, as the visits' classifier ([`super::classify`]) sorts it by
+//! referrer host, device class and country, is counted in an [`Aggregator`] keyed by (code,
+//! hour, dimensions); the visits' flush schedule writes the counters every analytics flush
+//! interval in batched additive upserts into the rollup tables (`flush`), and a maintenance
+//! task compacts old hours into days and applies retention (`maintain`). Nothing is written
+//! per redirect, and no IP address is kept: the client address is looked up in the GeoIP
+//! database ([`geo`]) and dropped.
 //!
 //! A crash loses at most the visits of one flush interval (and of a flush that was writing
-//! them), as for the click totals. Those totals ([`crate::clicks`]) stay the exact count; the
+//! them), as for the click totals. Those totals ([`super::clicks`]) stay the exact count; the
 //! rollups may count less when the aggregator is full (see [`aggregate`]).
 
 pub mod aggregate;
-pub mod classify;
 mod flush;
 pub mod geo;
 mod maintain;
@@ -20,11 +20,10 @@ pub use aggregate::{Aggregator, Cell, Referrer};
 pub use geo::GeoIp;
 pub use stats::Freshness;
 
-use crate::clicks::Visit;
+use super::{Visit, VisitKind, classify};
 use crate::clock::Clock;
 use crate::domain::stats::HOUR;
-use axum::http::{HeaderMap, header};
-use std::net::IpAddr;
+use crate::metrics::{Sample, Samples};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -116,38 +115,66 @@ impl Analytics {
         self.geo.as_ref()
     }
 
-    /// Counts a redirect of `code` (a link of `tenant`) with its request headers; `client`
-    /// gives the client address, asked only when a GeoIP database is in force and never kept.
-    pub fn record(
-        &self,
-        code: &str,
-        tenant: &Arc<str>,
-        visit: Visit,
-        headers: &HeaderMap,
-        client: impl FnOnce() -> IpAddr,
-    ) {
+    /// Whether a visit's client address is asked for: when analytics are on and a GeoIP
+    /// database is in force (the address is looked up, then dropped).
+    pub fn locates_clients(&self) -> bool {
+        self.settings.enabled && self.geo.as_ref().is_some_and(|geo| geo.loaded())
+    }
+
+    /// Counts a `kind` visit of `code` (a link of `tenant`) under the dimensions the classifier
+    /// gives it, unless analytics are off.
+    pub(super) fn record(&self, code: &str, tenant: &Arc<str>, visit: &Visit<'_>, kind: VisitKind) {
         if !self.settings.enabled {
             return;
         }
-        let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
-        let referrer = match classify::referrer_host(text(header::REFERER)) {
-            Some(host) => Referrer::Host(host),
-            None => Referrer::None,
-        };
-        let device = classify::device(visit, text(header::USER_AGENT));
-        let country = self
-            .geo
-            .as_ref()
-            .filter(|geo| geo.loaded())
-            .and_then(|geo| geo.country(client()));
+        let cell = classify::cell(visit, kind, self.geo.as_deref());
         let hour = self.clock.unix_seconds().div_euclid(HOUR) * HOUR;
-        let cell = Cell {
-            referrer,
-            device,
-            country,
-        };
         self.aggregator
-            .add(code, tenant, hour, cell, aggregate::one(visit), true);
+            .add(code, tenant, hour, cell, aggregate::one(kind), true);
+    }
+}
+
+impl Sample for Analytics {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        let aggregator = &self.aggregator;
+        out.gauge(
+            "shortener_analytics_entries",
+            "Analytics counters held in memory, waiting for the next flush",
+            aggregator.entries() as f64,
+        )?;
+        out.gauge(
+            "shortener_analytics_max_entries",
+            "The ceiling of analytics counters held in memory",
+            self.settings.max_entries as f64,
+        )?;
+        out.counter(
+            "shortener_analytics_folded",
+            "Visits whose referrer host was counted as (other): past the per-link, per-hour limit",
+            aggregator.folded.load(Ordering::Relaxed),
+        )?;
+        out.counter(
+            "shortener_analytics_dropped",
+            "Visits left out of the rollups because the aggregator was full or their tenant held its share of it (the link totals count them)",
+            aggregator.dropped.load(Ordering::Relaxed),
+        )?;
+        let dropped = aggregator.dropped_by_tenant();
+        out.counters(
+            "shortener_analytics_dropped_by_tenant",
+            "Visits left out of the rollups, by the link's tenant and why: tenant_share (the tenant held its fair share of a ceiling more than half full) or full (the ceiling was reached)",
+            dropped.iter().map(|(tenant, reason, n)| {
+                ([("tenant", &**tenant), ("reason", reason.label())], *n)
+            }),
+        )?;
+        out.counter(
+            "shortener_analytics_flushed",
+            "Visits written to the rollups",
+            self.flushed.load(Ordering::Relaxed),
+        )?;
+        out.gauge(
+            "shortener_analytics_flush_lag_seconds",
+            "Seconds since the last analytics flush that wrote everything it took",
+            self.flush_lag_seconds() as f64,
+        )
     }
 }
 

@@ -1,20 +1,20 @@
-//! Click counting off the redirect path.
+//! The exact click totals of each link, counted off the redirect path: they never drop a
+//! visit.
 //!
-//! A redirect only bumps an in-memory counter ([`ClickRecorder::record`]); a background task
-//! writes the accumulated counts every flush interval in chunks, one batched write each (never a
-//! write per redirect, never a trigger on the link row; `flush`). A crash loses at most the
-//! counts of one flush interval (and of the flush that was writing them). [`classify`] tells
-//! people from bots and HEAD requests.
+//! A visit only bumps an in-memory counter (through [`super::Visits::record`], the one way
+//! in); the visits' flush schedule writes the accumulated counts every
+//! click flush interval in chunks, one batched write each (never a write per redirect, never a
+//! trigger on the link row; `flush`). A crash loses at most the counts of one flush interval
+//! (and of the flush that was writing them).
 
-mod classify;
 mod flush;
 
-pub use classify::{Visit, classify};
-
+use super::VisitKind;
 use crate::domain::{ClickCounts, CompactCode};
+use crate::metrics::{Sample, Samples};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many independently locked parts the pending counts are split into, so redirects on
 /// different codes (and the flush) rarely wait for one another.
@@ -75,16 +75,16 @@ impl ClickRecorder {
     }
 
     /// Counts one redirect of `code`.
-    pub fn record(&self, code: &str, visit: Visit) {
+    pub(super) fn record(&self, code: &str, kind: VisitKind) {
         let mut pending = lock(self.shard(code));
         let counts = match pending.get_mut(code.as_bytes()) {
             Some(counts) => counts,
             None => pending.entry(CompactCode::new(code)).or_default(),
         };
-        match visit {
-            Visit::Human => counts.human += 1,
-            Visit::Head => counts.head += 1,
-            Visit::Bot => counts.bot += 1,
+        match kind {
+            VisitKind::Human => counts.human += 1,
+            VisitKind::Head => counts.head += 1,
+            VisitKind::Bot => counts.bot += 1,
         }
     }
 
@@ -131,6 +131,16 @@ impl ClickRecorder {
     }
 }
 
+impl Sample for ClickRecorder {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        out.counter(
+            "shortener_clicks_flushed",
+            "Click counts written to the store",
+            self.flushed.load(Ordering::Relaxed),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,15 +148,15 @@ mod tests {
     #[test]
     fn counts_accumulate_per_code() {
         let recorder = ClickRecorder::default();
-        recorder.record("a", Visit::Human);
-        recorder.record("a", Visit::Human);
-        recorder.record("a", Visit::Bot);
-        recorder.record("b", Visit::Head);
+        recorder.record("a", VisitKind::Human);
+        recorder.record("a", VisitKind::Human);
+        recorder.record("a", VisitKind::Bot);
+        recorder.record("b", VisitKind::Head);
         // An alias too long for an inline key, and one sharing its first 22 bytes.
         let long = "c-an-alias-longer-than-an-inline-key";
-        recorder.record(long, Visit::Human);
-        recorder.record(long, Visit::Human);
-        recorder.record(&long[..22], Visit::Bot);
+        recorder.record(long, VisitKind::Human);
+        recorder.record(long, VisitKind::Human);
+        recorder.record(&long[..22], VisitKind::Bot);
         let batch = recorder.take();
         let codes: Vec<&str> = batch.iter().map(|(code, _)| code.as_str()).collect();
         assert_eq!(codes, ["a", "b", &long[..22], long], "sorted by code");
@@ -203,7 +213,7 @@ mod tests {
             "\u{e9}t\u{e9}",
         ];
         for code in codes {
-            recorder.record(code, Visit::Human);
+            recorder.record(code, VisitKind::Human);
         }
         let mut sorted = codes;
         sorted.sort_unstable();

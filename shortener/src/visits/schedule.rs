@@ -1,0 +1,64 @@
+//! The one owner of the visits' background work: the totals' and the rollups' flushes, each
+//! at its own interval (`SHORTENER_CLICK_FLUSH_INTERVAL_MS`,
+//! `SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS`) and both once more at stop; the rollups'
+//! maintenance; and the GeoIP file's re-reads. They run side by side, so a long flush of one
+//! never holds up the other.
+
+use super::Visits;
+use crate::store::Store;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often the visits' background work runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    /// Between flushes of the totals.
+    pub clicks: Duration,
+    /// Between flushes of the rollups.
+    pub analytics: Duration,
+    /// Between checks of the GeoIP file for changes.
+    pub geo_reload: Duration,
+}
+
+impl Visits {
+    /// Runs the visits' background work on `store` until `stop`; returns once both
+    /// accumulators have been flushed one last time.
+    pub async fn run(self: Arc<Self>, store: Store, every: Schedule, stop: CancellationToken) {
+        let analytics = &self.analytics;
+        let totals = flush_every(every.clicks, &stop, || self.clicks.flush(&store));
+        let rollups = async {
+            if analytics.settings().enabled {
+                flush_every(every.analytics, &stop, || async {
+                    analytics.flush(&store).await;
+                })
+                .await;
+            }
+        };
+        let maintenance = analytics.run_maintenance(&store, &stop);
+        let geo = async {
+            if let Some(geo) = analytics.geo() {
+                Arc::clone(geo).watch(every.geo_reload, stop.clone()).await;
+            }
+        };
+        tokio::join!(totals, rollups, maintenance, geo);
+    }
+}
+
+/// Runs `flush` every `interval` (a late tick waits, it does not catch up) until `stop`, then
+/// once more.
+async fn flush_every<F, Fut>(interval: Duration, stop: &CancellationToken, mut flush: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => flush().await,
+            () = stop.cancelled() => break,
+        }
+    }
+    flush().await;
+}
