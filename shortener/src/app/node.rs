@@ -4,7 +4,7 @@
 use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
 use crate::admin::AdminState;
-use crate::analytics::{Analytics, AnalyticsSettings, GeoIp};
+use crate::analytics::{Analytics, AnalyticsSettings, GeoIp, StatsService};
 use crate::clicks::ClickRecorder;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
@@ -16,7 +16,7 @@ use crate::links::{Budgets, ExportLimits, LinkService};
 use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
 use crate::store::Store;
-use crate::targets::{TargetRules, TargetSettings};
+use crate::targets::{BlocklistService, TargetRules, TargetSettings};
 use crate::webhooks::{WebhookSettings, Webhooks};
 use anyhow::Context;
 use axum::http::StatusCode;
@@ -44,8 +44,10 @@ pub struct Node {
     pub resolver: Arc<Resolver>,
     /// Pending click counts.
     pub clicks: Arc<ClickRecorder>,
-    /// Pending analytics counters, and the stats they answer.
+    /// Pending analytics counters.
     pub analytics: Arc<Analytics>,
+    /// The stats the rollups answer.
+    pub stats: Arc<StatsService>,
     /// Webhook endpoints and their deliveries.
     pub webhooks: Arc<Webhooks>,
     /// Rate limits.
@@ -68,6 +70,8 @@ pub struct Node {
     pub gates: Gates,
     /// What targets the deployment refuses (and its blocklist, re-read while it runs).
     pub targets: Arc<TargetRules>,
+    /// The blocked domains kept in the store, and the file's beside them.
+    pub blocklist: Arc<BlocklistService>,
 }
 
 impl Node {
@@ -224,6 +228,12 @@ impl Node {
             Arc::clone(&metrics),
             config.batch_limit,
         ));
+        let blocklist = Arc::new(BlocklistService::new(store.clone(), Arc::clone(&targets)));
+        let stats = Arc::new(StatsService::new(
+            Arc::clone(&analytics),
+            Arc::clone(&links),
+            store.clone(),
+        ));
         Ok(Self {
             store,
             ids,
@@ -233,6 +243,7 @@ impl Node {
             resolver,
             clicks,
             analytics,
+            stats,
             webhooks,
             limits,
             admission,
@@ -243,6 +254,7 @@ impl Node {
             default_api_key: resources.default_api_key,
             console: config.console,
             gates,
+            blocklist,
             targets,
         })
     }
@@ -260,6 +272,7 @@ impl Node {
             resolver: Arc::clone(&self.resolver),
             clicks: Arc::clone(&self.clicks),
             analytics: Arc::clone(&self.analytics),
+            stats: Arc::clone(&self.stats),
             webhooks: Arc::clone(&self.webhooks),
             admission: Arc::clone(&self.admission),
             rules: self.rules.clone(),
@@ -276,8 +289,7 @@ impl Node {
             },
             metrics: Arc::clone(&self.metrics),
             console: config.console,
-            store: self.store.clone(),
-            targets: Arc::clone(&self.targets),
+            blocklist: Arc::clone(&self.blocklist),
         })
     }
 
@@ -289,8 +301,7 @@ impl Node {
             rules: self.rules.clone(),
             public: self.public.clone(),
             metrics: Arc::clone(&self.metrics),
-            analytics: Arc::clone(&self.analytics),
-            store: self.store.clone(),
+            stats: Arc::clone(&self.stats),
         }
     }
 

@@ -41,8 +41,10 @@ pub struct HttpState {
     pub resolver: Arc<Resolver>,
     /// Counts redirects.
     pub clicks: Arc<ClickRecorder>,
-    /// Counts redirects by hour and dimensions, and answers stats.
+    /// Counts redirects by hour and dimensions.
     pub analytics: Arc<crate::analytics::Analytics>,
+    /// Answers stats.
+    pub stats: Arc<crate::analytics::StatsService>,
     /// Webhook endpoints.
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// Admits API requests.
@@ -63,10 +65,8 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// Whether the web console is served.
     pub console: bool,
-    /// The store, for the deployment's settings kept in it (the blocked domains).
-    pub store: crate::store::Store,
-    /// The target rules, whose stored blocklist the admin API changes.
-    pub targets: Arc<crate::targets::TargetRules>,
+    /// The blocked domains the admin API reads and changes.
+    pub blocklist: Arc<crate::targets::BlocklistService>,
 }
 
 /// The public listener's request handling. Cheap to clone.
