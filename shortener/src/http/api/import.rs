@@ -1,40 +1,29 @@
 //! `POST /api/v1/links/import`: NDJSON or CSV rows in, one NDJSON result per row out, then a
 //! summary.
 //!
-//! The body is read as it arrives and written a chunk of rows at a time ([`CHUNK_ROWS`]), in two
-//! stages: one task reads and checks the next chunk while another writes the one before it and
-//! answers it (one buffer of answer lines per chunk). Between the stages and towards the client
-//! the channels hold a chunk or two, so memory stays flat however long the import is. A client
-//! that reads nothing until it has sent everything should ask for `?results=errors`, which
-//! answers only the rows refused (and the summary), so that the answer never waits on a client
-//! that is not reading it.
-//!
-//! The reading side (CSV and NDJSON records, column mappings of other shorteners' exports) and
-//! the answering side of one stream are kept in one file because each bounds the other.
+//! The body is read as it arrives and turned into a stream of rows (CSV and NDJSON records,
+//! column mappings of other shorteners' exports) for the import pipeline
+//! ([`crate::links::LinkService::import_rows`]), which checks and writes them a chunk at a time;
+//! each chunk's results become one buffer of answer lines. A client that reads nothing until
+//! it has sent everything should ask for `?results=errors`, which answers only the rows refused
+//! (and the summary), so that the answer never waits on a client that is not reading it.
 
+use super::admit;
 use super::records::{MAX_RECORD, Record, Splitter};
 use super::wire::media_type;
-use super::{admit, bytes_stream};
 use crate::access::Operation;
-use crate::domain::{Caller, Error, ImportInput, ImportRow};
+use crate::domain::{Error, ImportInput};
 use crate::http::{ApiError, HttpState};
-use crate::links::{CHUNK_ROWS, ChunkRow, ImportTotals, RowResult, RowStatus};
+use crate::links::{ImportEvent, ImportStop, ImportSummary, InputRow, RowResult, RowStatus};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
-use tokio::sync::mpsc;
-
-/// Chunks of answer lines waiting for the client (each the lines of one chunk of rows, a few
-/// hundred bytes a row at most).
-const ANSWER_BUFFER: usize = 2;
-/// Checked chunks waiting for the write (besides the one being read and the one being written).
-const PARSED_AHEAD: usize = 1;
 
 /// The query of an import.
 #[derive(Debug, Default, Deserialize)]
@@ -117,24 +106,16 @@ async fn start(
     } else {
         None
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(ANSWER_BUFFER);
-    let (chunks_tx, chunks) = mpsc::channel(PARSED_AHEAD);
-    // Two stages: this one reads and checks the next chunk while the other writes the one
-    // before it (and answers it), so reading costs no time of the write's.
-    let parser = Parser {
-        state: Arc::clone(&state),
-        columns,
-    };
-    tokio::spawn(parser.run(reader, chunks_tx));
-    tokio::spawn(async move {
-        let run = Run {
-            state: &state,
-            caller: &caller,
-            dry_run,
-            errors_only,
-            out: &tx,
+    let rows = reader.into_rows(columns);
+    let events = state
+        .links
+        .import_rows(&caller, dry_run, state.rules.clone(), rows);
+    let lines = events.filter_map(move |event| async move {
+        let bytes = match event {
+            ImportEvent::Rows(results) => rows_lines(&results, errors_only)?,
+            ImportEvent::End(summary) => summary_line(summary),
         };
-        run.rows(chunks).await;
+        Some(Ok::<Bytes, std::io::Error>(bytes))
     });
     Ok((
         StatusCode::OK,
@@ -142,129 +123,41 @@ async fn start(
             (header::CONTENT_TYPE, "application/x-ndjson"),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        Body::from_stream(bytes_stream(rx)),
+        Body::from_stream(lines),
     )
         .into_response())
 }
 
-/// A checked chunk of rows, or why reading stopped.
-type ParsedChunk = Result<Vec<ChunkRow>, Error>;
-
-/// The reading stage: records in, checked rows out, a chunk at a time.
-struct Parser {
-    state: Arc<HttpState>,
-    columns: Option<Columns>,
-}
-
-impl Parser {
-    /// Sends the checked chunks of `reader` to `chunks` until the body ends, reading fails
-    /// (sent last), or the writing stage has stopped.
-    async fn run(self, mut reader: RowReader, chunks: mpsc::Sender<ParsedChunk>) {
-        loop {
-            let (records, done) = match reader.next_records(CHUNK_ROWS).await {
-                Ok(next) => next,
-                Err(error) => {
-                    let _ = chunks.send(Err(error)).await;
-                    return;
-                }
-            };
-            let now = Utc::now();
-            let chunk: Vec<ChunkRow> = records
-                .into_iter()
-                .map(|(row, record)| (row, self.parse(record, now)))
-                .collect();
-            if !chunk.is_empty() && chunks.send(Ok(chunk)).await.is_err() {
-                return;
-            }
-            if done {
-                return;
-            }
+/// The answer lines of one chunk's results (only the refused rows' with `errors_only`), in one
+/// buffer; `None` when there are none.
+fn rows_lines(results: &[RowResult], errors_only: bool) -> Option<Bytes> {
+    let mut lines = Vec::with_capacity(results.len() * 48);
+    for result in results {
+        if !errors_only || matches!(result.status, RowStatus::Error(_)) {
+            row_line(&mut lines, result);
         }
     }
-
-    /// The checked row of one record.
-    fn parse(&self, record: Record, now: DateTime<Utc>) -> Result<ImportRow, Error> {
-        let bytes = match record {
-            Record::Bytes(bytes) => bytes,
-            Record::TooLong => {
-                return Err(Error::bad_request(
-                    "row_too_long",
-                    format!(
-                        "the row is longer than {MAX_RECORD} bytes (for CSV, an unbalanced quote makes the rest of the file one row)"
-                    ),
-                ));
-            }
-        };
-        let input = match &self.columns {
-            None => ndjson_row(&bytes)?,
-            Some(columns) => columns.row(&bytes)?,
-        };
-        ImportRow::parse(input, &self.state.rules, now)
-    }
+    (!lines.is_empty()).then(|| Bytes::from(lines))
 }
 
-/// The writing stage of one import: checked rows in, answers out.
-struct Run<'a> {
-    state: &'a HttpState,
-    caller: &'a Caller,
-    dry_run: bool,
-    errors_only: bool,
-    out: &'a mpsc::Sender<Bytes>,
-}
-
-impl Run<'_> {
-    async fn rows(&self, mut chunks: mpsc::Receiver<ParsedChunk>) {
-        let links = &self.state.links;
-        let import = links.start_import(self.caller, self.dry_run);
-        let mut totals = ImportTotals::default();
-        let mut stopped: Option<Error> = None;
-        while let Some(chunk) = chunks.recv().await {
-            let chunk = match chunk {
-                Ok(chunk) => chunk,
-                Err(error) => {
-                    stopped = Some(error);
-                    break;
-                }
-            };
-            match links.import_chunk(&import, chunk).await {
-                Ok(results) => {
-                    // One buffer of answer lines per chunk.
-                    let mut lines = Vec::with_capacity(results.len() * 48);
-                    for result in &results {
-                        totals.add(result);
-                        if !self.errors_only || matches!(result.status, RowStatus::Error(_)) {
-                            row_line(&mut lines, result);
-                        }
-                    }
-                    if !lines.is_empty() && self.out.send(Bytes::from(lines)).await.is_err() {
-                        return;
-                    }
-                }
-                Err(error) => {
-                    stopped = Some(error);
-                    break;
-                }
-            }
-        }
-        // Dropping the receiver stops the reading stage, if it is still going.
-        drop(chunks);
-        let mut summary = json!({
-            "rows": totals.rows,
-            "created": totals.created,
-            "exists": totals.exists,
-            "errors": totals.errors,
-            "dry_run": self.dry_run,
-        });
-        if let Some(error) = stopped {
-            // The rows after the last answered one were not imported; importing the file again
-            // is safe (what was created is found again).
-            summary["stopped"] =
-                json!({ "error": error.code(), "message": error.public_message() });
-        }
-        let mut line = serde_json::to_vec(&json!({ "summary": summary })).unwrap_or_default();
-        line.push(b'\n');
-        let _ = self.out.send(Bytes::from(line)).await;
+/// The summary line: the totals, and why the import stopped early if it did.
+fn summary_line(end: ImportSummary<Error>) -> Bytes {
+    let totals = end.totals;
+    let mut summary = json!({
+        "rows": totals.rows,
+        "created": totals.created,
+        "exists": totals.exists,
+        "errors": totals.errors,
+        "dry_run": end.dry_run,
+    });
+    if let Some(ImportStop::Input(error) | ImportStop::Failed(error)) = end.stopped {
+        // The rows after the last answered one were not imported; importing the file again
+        // is safe (what was created is found again).
+        summary["stopped"] = json!({ "error": error.code(), "message": error.public_message() });
     }
+    let mut line = serde_json::to_vec(&json!({ "summary": summary })).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
 }
 
 /// The answer line of one row.
@@ -303,7 +196,6 @@ struct RowReader {
     body: axum::body::BodyDataStream,
     splitter: Splitter,
     ready: std::collections::VecDeque<Record>,
-    rows: u64,
     ended: bool,
 }
 
@@ -313,7 +205,6 @@ impl RowReader {
             body: body.into_data_stream(),
             splitter: Splitter::new(format == Format::Csv),
             ready: std::collections::VecDeque::new(),
-            rows: 0,
             ended: false,
         }
     }
@@ -358,19 +249,40 @@ impl RowReader {
         }
     }
 
-    /// Up to `n` numbered records, and whether the body has ended after them.
-    async fn next_records(&mut self, n: usize) -> Result<(Vec<(u64, Record)>, bool), Error> {
-        let mut records = Vec::with_capacity(n.min(self.ready.len().max(16)));
-        while records.len() < n {
-            self.fill().await?;
-            let Some(record) = self.ready.pop_front() else {
-                break;
-            };
-            self.rows += 1;
-            records.push((self.rows, record));
+    /// The rows of the rest of the body (CSV rows mapped by `columns`), ending after the
+    /// first failure to read it.
+    fn into_rows(
+        self,
+        columns: Option<Columns>,
+    ) -> impl Stream<Item = Result<InputRow, Error>> + Send + 'static {
+        futures::stream::unfold(Some((self, columns)), |state| async move {
+            let (mut reader, columns) = state?;
+            if let Err(error) = reader.fill().await {
+                return Some((Err(error), None));
+            }
+            let record = reader.ready.pop_front()?;
+            let row = input_of(record, columns.as_ref());
+            Some((Ok(row), Some((reader, columns))))
+        })
+    }
+}
+
+/// The fields of one record.
+fn input_of(record: Record, columns: Option<&Columns>) -> InputRow {
+    let bytes = match record {
+        Record::Bytes(bytes) => bytes,
+        Record::TooLong => {
+            return Err(Error::bad_request(
+                "row_too_long",
+                format!(
+                    "the row is longer than {MAX_RECORD} bytes (for CSV, an unbalanced quote makes the rest of the file one row)"
+                ),
+            ));
         }
-        let done = self.ended && self.ready.is_empty();
-        Ok((records, done))
+    };
+    match columns {
+        None => ndjson_row(&bytes),
+        Some(columns) => columns.row(&bytes),
     }
 }
 
