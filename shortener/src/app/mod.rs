@@ -12,8 +12,6 @@ mod resources;
 mod servers;
 mod tasks;
 
-pub use tasks::load_blocklist as sync_blocklist_of;
-
 pub use node::Node;
 pub use resources::{API_KEYS_FILE, DB_FILE, DefaultApiKey, KEY_FILE, Resources, prepare};
 
@@ -108,7 +106,8 @@ impl App {
             .collect();
         let node = Arc::new(Node::wire(&config, resources, &bound, gates)?);
         // The blocked domains kept in the store are in force before the first request.
-        tasks::sync_blocklist(&node)
+        node.blocklist
+            .sync()
             .await
             .context("read the blocked domains")?;
         Ok(App {

@@ -14,9 +14,9 @@ use crate::links::{Budgets, ExportLimits, LinkService};
 use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
 use crate::store::Store;
-use crate::targets::{TargetRules, TargetSettings};
+use crate::targets::{BlocklistService, TargetRules, TargetSettings};
 use crate::visits::Visits;
-use crate::visits::analytics::{AnalyticsSettings, GeoIp};
+use crate::visits::analytics::{AnalyticsSettings, GeoIp, StatsService};
 use crate::webhooks::{WebhookSettings, Webhooks};
 use anyhow::Context;
 use axum::http::StatusCode;
@@ -42,8 +42,10 @@ pub struct Node {
     pub links: Arc<LinkService>,
     /// Where codes redirect.
     pub resolver: Arc<Resolver>,
-    /// Pending visit counts (totals and analytics), and the stats they answer.
+    /// Pending visit counts (totals and analytics).
     pub visits: Arc<Visits>,
+    /// The stats the rollups answer.
+    pub stats: Arc<StatsService>,
     /// Webhook endpoints and their deliveries.
     pub webhooks: Arc<Webhooks>,
     /// Rate limits.
@@ -66,6 +68,8 @@ pub struct Node {
     pub gates: Gates,
     /// What targets the deployment refuses (and its blocklist, re-read while it runs).
     pub targets: Arc<TargetRules>,
+    /// The blocked domains kept in the store, and the file's beside them.
+    pub blocklist: Arc<BlocklistService>,
 }
 
 impl Node {
@@ -222,6 +226,12 @@ impl Node {
             Arc::clone(&metrics),
             config.limits.batch_limit,
         ));
+        let blocklist = Arc::new(BlocklistService::new(store.clone(), Arc::clone(&targets)));
+        let stats = Arc::new(StatsService::new(
+            Arc::clone(visits.analytics()),
+            Arc::clone(&links),
+            store.clone(),
+        ));
         Ok(Self {
             store,
             ids,
@@ -230,6 +240,7 @@ impl Node {
             links,
             resolver,
             visits,
+            stats,
             webhooks,
             limits,
             admission,
@@ -240,6 +251,7 @@ impl Node {
             default_api_key: resources.default_api_key,
             console: config.access.console,
             gates,
+            blocklist,
             targets,
         })
     }
@@ -257,7 +269,7 @@ impl Node {
             links: Arc::clone(&self.links),
             resolver: Arc::clone(&self.resolver),
             visits: Arc::clone(&self.visits),
-            analytics: Arc::clone(self.visits.analytics()),
+            stats: Arc::clone(&self.stats),
             webhooks: Arc::clone(&self.webhooks),
             admission: Arc::clone(&self.admission),
             rules: self.rules.clone(),
@@ -274,8 +286,7 @@ impl Node {
             },
             metrics: Arc::clone(&self.metrics),
             console: config.access.console,
-            store: self.store.clone(),
-            targets: Arc::clone(&self.targets),
+            blocklist: Arc::clone(&self.blocklist),
         })
     }
 
@@ -287,8 +298,7 @@ impl Node {
             rules: self.rules.clone(),
             public: self.public.clone(),
             metrics: Arc::clone(&self.metrics),
-            analytics: Arc::clone(self.visits.analytics()),
-            store: self.store.clone(),
+            stats: Arc::clone(&self.stats),
         }
     }
 

@@ -15,29 +15,6 @@ const HOUSEKEEPING: Duration = Duration::from_secs(60);
 /// How often expired idempotency keys are deleted.
 const PURGE: Duration = Duration::from_secs(600);
 
-/// Puts the blocked domains kept in the store in force on `node` (every node re-reads them
-/// each reload interval, as it does the blocklist file; the node that changes them, at once).
-pub async fn sync_blocklist(node: &Node) -> Result<(), crate::store::StoreError> {
-    load_blocklist(&node.store, &node.targets).await
-}
-
-/// Puts the blocked domains kept in `store` in force in `targets`.
-pub async fn load_blocklist(
-    store: &crate::store::Store,
-    targets: &crate::targets::TargetRules,
-) -> Result<(), crate::store::StoreError> {
-    let entries = store.blocked_domains().await?;
-    let text: String = entries.iter().map(|e| format!("{}\n", e.entry)).collect();
-    match crate::targets::Blocklist::parse(&text) {
-        Ok(list) => targets.set_stored(list),
-        // Entries are checked before they are stored: this is a hand-edited row.
-        Err(error) => {
-            tracing::warn!(%error, "a stored blocked domain does not parse; the list in force stays")
-        }
-    }
-    Ok(())
-}
-
 /// How often the periodic tasks run.
 pub(super) struct Intervals {
     /// The visits' flushes and GeoIP re-reads.
@@ -94,10 +71,10 @@ impl Tasks {
             }),
         ];
         handles.push(tokio::spawn({
-            let (node_store, targets, stop) = (node.store.clone(), Arc::clone(&node.targets), stop.clone());
+            let (blocklist, stop) = (Arc::clone(&node.blocklist), stop.clone());
             async move {
                 while tokio::time::timeout(every.reload, stop.cancelled()).await.is_err() {
-                    if let Err(error) = load_blocklist(&node_store, &targets).await {
+                    if let Err(error) = blocklist.sync().await {
                         tracing::warn!(%error, "reading the blocked domains failed; the list in force stays");
                     }
                 }

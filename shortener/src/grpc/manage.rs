@@ -1,23 +1,18 @@
 //! Link management over gRPC: list, update, import (a stream each way), export (a stream out).
 
 use super::{LinksApi, wire};
-use crate::domain::{Caller, Error, ImportInput, ImportRow, LinkPatch, PatchInput};
-use crate::links::{CHUNK_ROWS, ChunkRow, ImportTotals};
+use crate::domain::{Caller, Error, ImportInput, LinkPatch, PatchInput};
+use crate::links::{ImportEvent, ImportStop, ImportSummary, InputRow};
 use chrono::Utc;
 use futures::{Stream, StreamExt};
 use proto::shortener::v1 as pb;
 use std::pin::Pin;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
 /// The answers of an import.
 pub type ImportStream = Pin<Box<dyn Stream<Item = Result<pb::ImportLinksResponse, Status>> + Send>>;
 /// The links of an export.
 pub type ExportStream = Pin<Box<dyn Stream<Item = Result<pb::Link, Status>> + Send>>;
-
-/// Answers waiting for the client.
-const ANSWER_BUFFER: usize = 256;
 
 impl LinksApi {
     pub(super) async fn list(
@@ -48,73 +43,27 @@ impl LinksApi {
         Ok(wire::answer(caller, false, &self.public, &link))
     }
 
-    /// Reads the rows as they come, a chunk at a time, and streams one result per row back in
-    /// order, then the summary. A stream that fails midway (the client's) ends the import with
-    /// what was done so far answered.
+    /// Feeds the rows as they come to the import pipeline and streams one result per row back
+    /// in order, then the summary (the first message says whether it is a dry run). A stream
+    /// that fails midway (the client's) ends the import with what was done so far answered,
+    /// then the failure as the call's status; so does a store failure.
     pub(super) fn import(
         &self,
         caller: Caller,
-        mut rows: tonic::Streaming<pb::ImportLinksRequest>,
+        mut messages: tonic::Streaming<pb::ImportLinksRequest>,
     ) -> ImportStream {
-        let (tx, rx) = mpsc::channel(ANSWER_BUFFER);
         let links = std::sync::Arc::clone(&self.links);
         let rules = self.rules.clone();
-        tokio::spawn(async move {
-            let mut import = None;
-            let mut dry_run = false;
-            let mut totals = ImportTotals::default();
-            let mut chunk: Vec<ChunkRow> = Vec::with_capacity(CHUNK_ROWS);
-            let mut number = 0u64;
-            let mut failed: Option<Status> = None;
-            let mut ended = false;
-            while !ended {
-                match rows.next().await {
-                    Some(Ok(message)) => {
-                        let import = import.get_or_insert_with(|| {
-                            dry_run = message.dry_run;
-                            links.start_import(&caller, dry_run)
-                        });
-                        let now = Utc::now();
-                        for row in message.rows {
-                            number += 1;
-                            let parsed = ImportInput::try_from(row)
-                                .and_then(|input| ImportRow::parse(input, &rules, now));
-                            chunk.push((number, parsed));
-                            if chunk.len() == CHUNK_ROWS
-                                && !flush(&links, import, &mut chunk, &mut totals, &tx).await
-                            {
-                                return;
-                            }
-                        }
-                        continue;
-                    }
-                    Some(Err(status)) => failed = Some(status),
-                    None => {}
-                }
-                ended = true;
-            }
-            let import = import.unwrap_or_else(|| links.start_import(&caller, dry_run));
-            if !flush(&links, &import, &mut chunk, &mut totals, &tx).await {
-                return;
-            }
-            if let Some(status) = failed {
-                let _ = tx.send(Err(status)).await;
-                return;
-            }
-            let summary = pb::ImportSummary {
-                rows: totals.rows,
-                created: totals.created,
-                exists: totals.exists,
-                errors: totals.errors,
-                dry_run,
-            };
-            let _ = tx
-                .send(Ok(pb::ImportLinksResponse {
-                    outcome: Some(pb::import_links_response::Outcome::Summary(summary)),
-                }))
-                .await;
-        });
-        Box::pin(ReceiverStream::new(rx))
+        let events = futures::stream::once(async move {
+            let first = messages.next().await;
+            let dry_run = matches!(&first, Some(Ok(message)) if message.dry_run);
+            let rows = futures::stream::iter(first)
+                .chain(messages)
+                .flat_map(|message| futures::stream::iter(rows_of(message)));
+            links.import_rows(&caller, dry_run, rules, rows)
+        })
+        .flatten();
+        Box::pin(events.flat_map(|event| futures::stream::iter(answers(event))))
     }
 
     pub(super) fn export(
@@ -139,31 +88,47 @@ impl LinksApi {
     }
 }
 
-/// Imports the rows of `chunk` and sends their results; false once the client has gone or the
-/// store failed (the failure is sent as the call's status).
-async fn flush(
-    links: &crate::links::LinkService,
-    import: &crate::links::Import,
-    chunk: &mut Vec<ChunkRow>,
-    totals: &mut ImportTotals,
-    tx: &mpsc::Sender<Result<pb::ImportLinksResponse, Status>>,
-) -> bool {
-    if chunk.is_empty() {
-        return true;
+/// The rows of one import message (or the stream's failure).
+fn rows_of(message: Result<pb::ImportLinksRequest, Status>) -> Vec<Result<InputRow, Status>> {
+    match message {
+        Ok(message) => message
+            .rows
+            .into_iter()
+            .map(|row| Ok(ImportInput::try_from(row)))
+            .collect(),
+        Err(status) => vec![Err(status)],
     }
-    match links.import_chunk(import, std::mem::take(chunk)).await {
-        Ok(results) => {
-            for result in results {
-                totals.add(&result);
-                if tx.send(Ok(wire::row_result(result))).await.is_err() {
-                    return false;
-                }
-            }
-            true
-        }
-        Err(error) => {
-            let _ = tx.send(Err(Status::from(error))).await;
-            false
+}
+
+/// The messages of one import event: a result per row, or the summary (or the status the
+/// import stopped with).
+fn answers(event: ImportEvent<Status>) -> Vec<Result<pb::ImportLinksResponse, Status>> {
+    match event {
+        ImportEvent::Rows(results) => results
+            .into_iter()
+            .map(|result| Ok(wire::row_result(result)))
+            .collect(),
+        ImportEvent::End(ImportSummary {
+            stopped: Some(ImportStop::Input(status)),
+            ..
+        }) => vec![Err(status)],
+        ImportEvent::End(ImportSummary {
+            stopped: Some(ImportStop::Failed(error)),
+            ..
+        }) => vec![Err(Status::from(error))],
+        ImportEvent::End(ImportSummary {
+            totals, dry_run, ..
+        }) => {
+            let summary = pb::ImportSummary {
+                rows: totals.rows,
+                created: totals.created,
+                exists: totals.exists,
+                errors: totals.errors,
+                dry_run,
+            };
+            vec![Ok(pb::ImportLinksResponse {
+                outcome: Some(pb::import_links_response::Outcome::Summary(summary)),
+            })]
         }
     }
 }

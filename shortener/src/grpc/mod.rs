@@ -45,9 +45,7 @@ pub struct LinksApi {
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Click statistics.
-    pub analytics: Arc<crate::visits::analytics::Analytics>,
-    /// The store the statistics are read from.
-    pub store: crate::store::Store,
+    pub stats: Arc<crate::visits::analytics::StatsService>,
 }
 
 impl LinksApi {
@@ -174,10 +172,7 @@ impl Links for LinksApi {
         let request = request.into_inner();
         let input = wire::stats_input(request.range)?;
         let code = self.code(&request.code)?;
-        let (freshness, report) = self
-            .analytics
-            .link_stats(&self.links, &self.store, &caller, &code, input)
-            .await?;
+        let (freshness, report) = self.stats.link(&caller, &code, input).await?;
         Ok(Response::new(wire::stats(&report, freshness)))
     }
 
@@ -189,10 +184,7 @@ impl Links for LinksApi {
         let request = request.into_inner();
         let input = wire::stats_input(request.range)?;
         let tag = (!request.tag.is_empty()).then_some(request.tag);
-        let (freshness, report) = self
-            .analytics
-            .tenant_stats(&self.store, &caller, tag, input)
-            .await?;
+        let (freshness, report) = self.stats.tenant(&caller, tag, input).await?;
         Ok(Response::new(wire::stats(&report, freshness)))
     }
 

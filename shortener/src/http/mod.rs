@@ -40,8 +40,8 @@ pub struct HttpState {
     pub resolver: Arc<Resolver>,
     /// Counts visits (totals and rollups).
     pub visits: Arc<crate::visits::Visits>,
-    /// Answers stats from the rollups.
-    pub analytics: Arc<crate::visits::analytics::Analytics>,
+    /// Answers stats.
+    pub stats: Arc<crate::visits::analytics::StatsService>,
     /// Webhook endpoints.
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// Admits API requests.
@@ -62,10 +62,8 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// Whether the web console is served.
     pub console: bool,
-    /// The store, for the deployment's settings kept in it (the blocked domains).
-    pub store: crate::store::Store,
-    /// The target rules, whose stored blocklist the admin API changes.
-    pub targets: Arc<crate::targets::TargetRules>,
+    /// The blocked domains the admin API reads and changes.
+    pub blocklist: Arc<crate::targets::BlocklistService>,
 }
 
 /// The public listener's request handling. Cheap to clone.

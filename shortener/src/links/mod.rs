@@ -16,7 +16,10 @@ mod manage;
 
 pub use cursor::CursorKey;
 pub use export::{BUFFERED_PAGES, EXPORT_PAGE, ExportBatch, ExportLimits, LinkExport};
-pub use import::{CHUNK_ROWS, ChunkRow, Import, ImportTotals, RowResult, RowStatus};
+pub use import::{
+    CHUNK_ROWS, ImportEvent, ImportStop, ImportSummary, ImportTotals, InputRow, RowResult,
+    RowStatus,
+};
 pub use manage::ListPage;
 
 use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, Scope, ShortCode};

@@ -12,13 +12,17 @@
 //!   name that resolves to a private address is not caught here (egress policy's job).
 //! - **The operator's blocklist** (`blocklist`), a file re-read when it changes: refused for
 //!   new links, and existing links to a listed domain answer as blocked on the next redirect
-//!   ([`TargetRules::generation`] tells the redirect cache to drop what it knew).
+//!   ([`TargetRules::generation`] tells the redirect cache to drop what it knew). Entries added
+//!   through the admin API are kept in the store; [`BlocklistService`] (`service`) owns them
+//!   and the rules between them and the file's.
 
 mod blocklist;
 mod ranges;
+mod service;
 pub use ranges::is_not_public;
 
 pub use blocklist::Blocklist;
+pub use service::{BlockSource, BlockedEntry, BlocklistService, Unblocked};
 
 use crate::domain::{TargetPolicy, UrlError};
 use crate::metrics::ReloadCounters;

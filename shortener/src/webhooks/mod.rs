@@ -19,7 +19,9 @@ pub use counters::{DeliveryCounters, Outcome};
 
 use crate::clock::Clock;
 use crate::domain::{Caller, Error, TargetUrl, UrlError};
-use crate::store::{DeliveryRecord, Endpoint, LinkStore, NewEndpoint, Store};
+pub use crate::store::{DeliveryRecord, Endpoint};
+
+use crate::store::{LinkStore, NewEndpoint, Store};
 use crate::targets::TargetRules;
 use std::sync::Arc;
 use std::time::Duration;

@@ -599,7 +599,7 @@ on_both_stores!(creates_step_over_any_run_of_imported_codes);
 async fn an_import_of_several_chunks_answers_every_row_in_order(backend: Backend) {
     let stack = Stack::new(backend).await;
     let node = stack.node("a").await;
-    // More than two chunks of rows (shortener/src/links/import.rs, CHUNK_ROWS).
+    // More than two chunks of rows (shortener/src/links/import/mod.rs, CHUNK_ROWS).
     let total = 4_500u64;
     let bad = [2_000, 2_001, 4_000, total];
     let rows: Vec<Value> = (1..=total)

@@ -94,10 +94,7 @@ pub async fn link_stats(
         .into());
     }
     let code = code(&state, path)?;
-    let (freshness, report) = state
-        .analytics
-        .link_stats(&state.links, &state.store, &caller, &code, params.input())
-        .await?;
+    let (freshness, report) = state.stats.link(&caller, &code, params.input()).await?;
     Ok(render(&report, freshness, format, false, code.as_str()))
 }
 
@@ -111,8 +108,8 @@ pub async fn tenant_stats(
     let caller = admit(&state, &headers, Operation::Stats)?;
     let (params, format) = StatsParams::parse(&uri)?;
     let (freshness, report) = state
-        .analytics
-        .tenant_stats(&state.store, &caller, params.tag.clone(), params.input())
+        .stats
+        .tenant(&caller, params.tag.clone(), params.input())
         .await?;
     Ok(render(&report, freshness, format, true, "tenant"))
 }

@@ -2,7 +2,7 @@
 //!
 //! Hot codes are answered from memory: found links for up to the positive TTL, unknown codes for
 //! a short negative TTL. Memory is bounded by the total size of the cached entries. Deletes are
-//! pushed to every node (PostgreSQL `LISTEN/NOTIFY`, see [`crate::store::ChangeFeed`]); the
+//! pushed to every node (PostgreSQL `LISTEN/NOTIFY`, the store's change feed); the
 //! TTL bounds staleness when a notification is missed. Entries hold the target as the
 //! `Location` header value it is sent as, so this cache belongs to the HTTP edge.
 

@@ -18,7 +18,7 @@ mod stats;
 
 pub use aggregate::{Aggregator, Cell, Referrer};
 pub use geo::GeoIp;
-pub use stats::Freshness;
+pub use stats::{Freshness, StatsService};
 
 use super::{Visit, VisitKind, classify};
 use crate::clock::Clock;

@@ -1,7 +1,7 @@
-//! Answering stats requests: the request checked at the analytics clock's time against the
-//! retention, the caller's right to the link checked by the link service (another tenant's
-//! code is not found), then one read of the rollups, with how far that read reaches
-//! ([`Freshness`]).
+//! Answering stats requests ([`StatsService`], what every transport calls): the request
+//! checked at the analytics clock's time against the retention, the caller's right to the link
+//! checked by the link service (another tenant's code is not found), then one read of the
+//! rollups, with how far that read reaches ([`Freshness`]).
 
 use super::Analytics;
 use crate::domain::{
@@ -9,6 +9,7 @@ use crate::domain::{
 };
 use crate::links::LinkService;
 use crate::store::{LinkStore, Store};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -41,28 +42,47 @@ impl Analytics {
     pub fn query(&self, scope: StatsScope, input: StatsInput) -> Result<StatsQuery, Error> {
         input.parse(scope, self.clock.now(), self.settings.retention_days)
     }
+}
+
+/// Answers stats requests: owns the store reads they need, so a transport hands over only the
+/// parsed request and its caller.
+pub struct StatsService {
+    analytics: Arc<Analytics>,
+    links: Arc<LinkService>,
+    store: Store,
+}
+
+impl StatsService {
+    /// The service reading `store`'s rollups, with `links` checking the caller's right to a
+    /// link and `analytics` its clock, retention and freshness.
+    pub fn new(analytics: Arc<Analytics>, links: Arc<LinkService>, store: Store) -> Self {
+        Self {
+            analytics,
+            links,
+            store,
+        }
+    }
 
     /// The stats of one link of the caller's tenant (any tenant's for `admin`).
-    pub async fn link_stats(
+    pub async fn link(
         &self,
-        links: &LinkService,
-        store: &Store,
         caller: &Caller,
         code: &ShortCode,
         input: StatsInput,
     ) -> Result<(Freshness, StatsReport), Error> {
-        let query = self.query(StatsScope::Link(code.as_str().to_string()), input)?;
-        links.get(caller, code).await?;
-        let freshness = self.freshness();
-        let report = store.stats(&query).await?;
+        let query = self
+            .analytics
+            .query(StatsScope::Link(code.as_str().to_string()), input)?;
+        self.links.get(caller, code).await?;
+        let freshness = self.analytics.freshness();
+        let report = self.store.stats(&query).await?;
         Ok((freshness, report))
     }
 
     /// The stats of the caller's tenant (every tenant's for `admin`), or of its links with
     /// `tag`, with the top links.
-    pub async fn tenant_stats(
+    pub async fn tenant(
         &self,
-        store: &Store,
         caller: &Caller,
         tag: Option<String>,
         input: StatsInput,
@@ -74,9 +94,9 @@ impl Analytics {
             tenant: caller.tenant_scope().map(str::to_string),
             tag,
         };
-        let query = self.query(scope, input)?;
-        let freshness = self.freshness();
-        let report = store.stats(&query).await?;
+        let query = self.analytics.query(scope, input)?;
+        let freshness = self.analytics.freshness();
+        let report = self.store.stats(&query).await?;
         Ok((freshness, report))
     }
 }

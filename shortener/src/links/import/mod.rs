@@ -1,9 +1,9 @@
 //! Bulk import: rows from another shortener (or a file of URLs), a chunk at a time.
 //!
-//! A transport parses its input into rows and hands them over in chunks of at most
-//! [`CHUNK_ROWS`]; a transport holds a chunk or two at a time (the one being written, and the
-//! next one being read and checked meanwhile), so an import's memory does not grow with its
-//! length. Per row:
+//! A transport turns its input into a stream of rows and feeds it to the one pipeline
+//! ([`pipeline`], [`LinkService::import_rows`]), which checks them and writes them in chunks of
+//! at most [`CHUNK_ROWS`] (this file), and hands back their results in row order and the
+//! summary. Per row:
 //! - with a legacy `code`: the rows of a chunk go in with one multi-row insert. A code that is
 //!   taken is told apart afterwards by reading its row: the caller's own link to the same target
 //!   brought by an earlier import (or made here) is `exists`; the same code twice in this
@@ -20,6 +20,10 @@
 //! it is what tells a code repeated within one import from one an earlier import brought,
 //! without the node remembering the codes it has seen, and what marks a legacy code that a
 //! generated create may step over.
+
+mod pipeline;
+
+pub use pipeline::{ImportEvent, ImportStop, ImportSummary, InputRow};
 
 use super::{LinkService, create};
 use crate::domain::{Caller, Error, ImportRow, Link};
@@ -100,19 +104,19 @@ impl ImportTotals {
 }
 
 /// One import in progress: its caller, batch number and mode.
-pub struct Import {
+struct Import {
     caller: Caller,
     batch: i64,
     dry_run: bool,
 }
 
 /// A row of a chunk: its number and the checked row, or why it was refused.
-pub type ChunkRow = (u64, Result<ImportRow, Error>);
+type ChunkRow = (u64, Result<ImportRow, Error>);
 
 impl LinkService {
     /// Starts an import for `caller` (links go to its tenant); a dry run checks every row and
     /// stores nothing.
-    pub fn start_import(&self, caller: &Caller, dry_run: bool) -> Import {
+    fn start_import(&self, caller: &Caller, dry_run: bool) -> Import {
         Import {
             caller: caller.clone(),
             // Positive and random: a batch number is never reused by chance.
@@ -122,7 +126,7 @@ impl LinkService {
     }
 
     /// Imports one chunk of rows (at most [`CHUNK_ROWS`]); results in row order.
-    pub async fn import_chunk(
+    async fn import_chunk(
         &self,
         import: &Import,
         rows: Vec<ChunkRow>,

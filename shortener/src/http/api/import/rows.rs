@@ -1,0 +1,281 @@
+//! The rows of an import body: an NDJSON line's fields, or a CSV row's by the columns its
+//! header names (the mappings of other shorteners' exports, docs/shortener.md).
+
+use crate::domain::{Error, ImportInput};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use serde::Deserialize;
+
+/// One NDJSON row: the fields of a create, plus `code` and `created_at`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NdjsonRow {
+    url: String,
+    #[serde(default)]
+    code: Option<String>,
+    /// A create's alias: a code to keep, as `code` is.
+    #[serde(default)]
+    alias: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    expires_at: Option<String>,
+    #[serde(default)]
+    created_at: Option<String>,
+    #[serde(default)]
+    max_visits: Option<u64>,
+    #[serde(default)]
+    private: bool,
+    /// Accepted for a create's sake; an import always finds the rows it made before.
+    #[serde(default, rename = "dedup")]
+    _dedup: bool,
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, Error> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        Error::bad_request(
+            "invalid_utf8",
+            format!(
+                "the row is not UTF-8 (bad byte at offset {})",
+                e.valid_up_to()
+            ),
+        )
+    })
+}
+
+pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
+    let row: NdjsonRow = serde_json::from_str(utf8(bytes)?)
+        .map_err(|e| Error::bad_request("invalid_json", format!("invalid row: {e}")))?;
+    let code = match (row.code, row.alias) {
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid(
+                "conflicting_options",
+                "give code or alias, not both",
+            ));
+        }
+        (code, alias) => code.or(alias),
+    };
+    Ok(ImportInput {
+        url: row.url,
+        code,
+        tags: row.tags,
+        expires_at: row
+            .expires_at
+            .as_deref()
+            .map(|t| import_time("expires_at", "invalid_expiry", t))
+            .transpose()?,
+        created_at: row
+            .created_at
+            .as_deref()
+            .map(|t| import_time("created_at", "invalid_created_at", t))
+            .transpose()?,
+        max_visits: row.max_visits,
+        private: row.private,
+    })
+}
+
+/// A time of an imported row: RFC 3339, or (as other shorteners' exports write them) `YYYY-MM-DD
+/// HH:MM:SS` or `YYYY-MM-DD`, read as UTC.
+fn import_time(field: &str, code: &'static str, text: &str) -> Result<DateTime<Utc>, Error> {
+    let text = text.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(t) = NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S") {
+        return Ok(t.and_utc());
+    }
+    if let Some(t) = NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+    {
+        return Ok(t.and_utc());
+    }
+    Err(Error::invalid(
+        code,
+        format!(
+            "{field} must be an RFC 3339 time (or YYYY-MM-DD HH:MM:SS, UTC), not {}",
+            crate::domain::echo(text)
+        ),
+    ))
+}
+
+/// What a CSV column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    Url,
+    Code,
+    /// A full short URL whose last path segment is the code (Bitly's `link`, Shlink's
+    /// `shortUrl`).
+    ShortUrl,
+    Tags,
+    ExpiresAt,
+    CreatedAt,
+    MaxVisits,
+    Ignored,
+}
+
+/// The column a header names. Names compare without case, spaces, `_` and `-`, so
+/// `Long URL`, `long_url` and `longUrl` are one name. docs/shortener.md lists the mappings.
+fn column(name: &str) -> Column {
+    let key: String = name
+        .chars()
+        .filter(|c| !matches!(c, ' ' | '_' | '-'))
+        .flat_map(char::to_lowercase)
+        .collect();
+    match key.trim_start_matches('\u{feff}') {
+        "url" | "longurl" | "originalurl" | "destination" | "target" => Column::Url,
+        "code" | "shortcode" | "keyword" | "backhalf" | "custombackhalf" => Column::Code,
+        "shorturl" | "shortlink" | "bitlink" | "link" => Column::ShortUrl,
+        "tags" | "tag" => Column::Tags,
+        "expiresat" | "expires" | "validuntil" => Column::ExpiresAt,
+        "createdat" | "created" | "datecreated" | "timestamp" | "date" => Column::CreatedAt,
+        "maxvisits" => Column::MaxVisits,
+        _ => Column::Ignored,
+    }
+}
+
+/// The columns of a CSV import, from its header.
+#[derive(Debug)]
+pub(super) struct Columns(Vec<Column>);
+
+fn csv_fields(bytes: &[u8]) -> Result<csv::ByteRecord, Error> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(bytes);
+    let mut record = csv::ByteRecord::new();
+    match reader.read_byte_record(&mut record) {
+        Ok(true) => Ok(record),
+        Ok(false) => Ok(csv::ByteRecord::new()),
+        Err(e) => Err(Error::bad_request(
+            "invalid_csv",
+            format!("the row is not valid CSV: {e}"),
+        )),
+    }
+}
+
+impl Columns {
+    /// The columns a header row names; refused without a `url` column.
+    pub(super) fn parse(header: &[u8]) -> Result<Self, Error> {
+        let fields = csv_fields(header)?;
+        let mut columns = Vec::with_capacity(fields.len());
+        for field in &fields {
+            columns.push(column(utf8(field)?));
+        }
+        if !columns.contains(&Column::Url) {
+            return Err(Error::invalid(
+                "missing_url_column",
+                "the header row names no url column (url, long_url, Long URL, longUrl, original_url)",
+            ));
+        }
+        Ok(Self(columns))
+    }
+
+    /// The fields of one CSV row.
+    pub(super) fn row(&self, bytes: &[u8]) -> Result<ImportInput, Error> {
+        let fields = csv_fields(bytes)?;
+        if fields.len() > self.0.len() {
+            return Err(Error::bad_request(
+                "invalid_csv",
+                format!(
+                    "the row has {} fields, the header {}",
+                    fields.len(),
+                    self.0.len()
+                ),
+            ));
+        }
+        let mut input = ImportInput::default();
+        let mut short_url = None;
+        for (column, field) in self.0.iter().zip(&fields) {
+            let text = utf8(field)?.trim();
+            if text.is_empty() {
+                continue;
+            }
+            match column {
+                Column::Url => input.url = text.to_string(),
+                Column::Code => input.code = Some(text.to_string()),
+                Column::ShortUrl => short_url = Some(text.to_string()),
+                Column::Tags => {
+                    input.tags = text
+                        .split('|')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }
+                Column::ExpiresAt => {
+                    input.expires_at = Some(import_time("expires_at", "invalid_expiry", text)?)
+                }
+                Column::CreatedAt => {
+                    input.created_at = Some(import_time("created_at", "invalid_created_at", text)?)
+                }
+                Column::MaxVisits => {
+                    input.max_visits = Some(text.parse().map_err(|_| {
+                        Error::invalid(
+                            "invalid_max_visits",
+                            "max_visits must be a positive integer",
+                        )
+                    })?)
+                }
+                Column::Ignored => {}
+            }
+        }
+        if input.code.is_none()
+            && let Some(short) = short_url
+        {
+            input.code = Some(code_of_short_url(&short)?);
+        }
+        Ok(input)
+    }
+}
+
+/// The code of a short URL (`https://bit.ly/3abcXYZ`, `bit.ly/3abcXYZ`): its last path
+/// segment.
+fn code_of_short_url(text: &str) -> Result<String, Error> {
+    let without_query = text.split(['?', '#']).next().unwrap_or("");
+    match without_query.trim_end_matches('/').rsplit('/').next() {
+        Some(code) if !code.is_empty() && without_query.contains('/') => Ok(code.to_string()),
+        _ => Err(Error::invalid(
+            "invalid_code",
+            format!(
+                "{} is not a short URL with a code",
+                crate::domain::echo(text)
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_headers_of_other_shorteners_map_to_columns() {
+        let columns =
+            Columns::parse(b"\xef\xbb\xbfTitle,Bitlink,Long URL,Created,Tags").expect("a header");
+        let row = columns
+            .row(b"Spring,https://bit.ly/3abcXYZ,https://example.com/a,2024-03-01 10:00:00,a|b")
+            .expect("a row");
+        assert_eq!(row.url, "https://example.com/a");
+        assert_eq!(row.code.as_deref(), Some("3abcXYZ"));
+        assert_eq!(row.tags, ["a", "b"]);
+        assert_eq!(
+            row.created_at.map(|t| t.to_rfc3339()),
+            Some("2024-03-01T10:00:00+00:00".into())
+        );
+        let yourls = Columns::parse(b"keyword,url,title,timestamp,ip,clicks").expect("a header");
+        let row = yourls
+            .row(b"abc,https://example.org/,T,2019-01-02 03:04:05,1.2.3.4,7")
+            .expect("a row");
+        assert_eq!(row.code.as_deref(), Some("abc"));
+        let shlink = Columns::parse(b"createdAt,shortCode,shortUrl,longUrl,title,tags,visits")
+            .expect("a header");
+        let row = shlink
+            .row(b"2023-05-06T07:08:09+00:00,x-1,https://s.test/x-1,https://e.test/,,t1|t2,3")
+            .expect("a row");
+        assert_eq!((row.code.as_deref(), row.tags.len()), (Some("x-1"), 2));
+        assert_eq!(
+            Columns::parse(b"code,tags").expect_err("no url").code(),
+            "missing_url_column"
+        );
+    }
+}
