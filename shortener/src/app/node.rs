@@ -8,20 +8,20 @@ use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
 use crate::grpc::LinksApi;
 use crate::http::HttpState;
-use crate::http::redirect::{CacheConfig, LinkCache, Resolver};
-use crate::limits::{ClientAddressPolicy, Limits, Rate};
-use crate::links::{Budgets, ExportLimits, LinkService};
+use crate::http::redirect::{LinkCache, Resolver};
+use crate::limits::{ClientAddressPolicy, Limits};
+use crate::links::{Budgets, LinkService};
 use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
 use crate::store::Store;
-use crate::targets::{BlocklistService, TargetRules, TargetSettings};
+use crate::targets::{BlocklistService, TargetRules};
 use crate::visits::Visits;
-use crate::visits::analytics::{AnalyticsSettings, GeoIp, StatsService};
-use crate::webhooks::{WebhookSettings, Webhooks};
+use crate::visits::analytics::{GeoIp, StatsService};
+use crate::webhooks::Webhooks;
 use anyhow::Context;
 use axum::http::StatusCode;
 use codespace::CodeSpace;
-use id_client::{IdPool, PoolConfig};
+use id_client::IdPool;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -82,70 +82,20 @@ impl Node {
         addrs: &[SocketAddr],
         gates: Gates,
     ) -> anyhow::Result<Self> {
-        let http_addr = addrs[0];
-        let public = PublicBase::new(
-            &config
-                .listeners
-                .public_url
-                .clone()
-                .unwrap_or_else(|| format!("http://{}", display_addr(http_addr))),
-        );
-        let targets = Arc::new(
-            TargetRules::load(TargetSettings {
-                own_hosts: public
-                    .host()
-                    .into_iter()
-                    .chain(config.listeners.short_domains.iter().cloned())
-                    .collect(),
-                own_ips: addrs
-                    .iter()
-                    .map(|a| a.ip())
-                    .filter(|ip| !ip.is_unspecified())
-                    .collect(),
-                refuse_private: config.redirects.refuse_private_targets,
-                blocklist_file: config.redirects.blocklist_file.clone(),
-            })
-            .map_err(anyhow::Error::msg)
-            .context("load the target rules")?,
-        );
+        let public = public_base(config, addrs[0]);
+        let targets = target_rules(config, &public, addrs)?;
         let rules = CreateRules {
             max_url_length: config.redirects.max_url_length,
             targets: Arc::clone(&targets) as Arc<dyn TargetPolicy>,
             code_length: resources.space.length(),
         };
-        let ids = Arc::new(IdPool::start(
-            resources.lease_source,
-            PoolConfig {
-                min_block: config.ids.min_block,
-                max_block: config.ids.max_block,
-                initial_block: config.ids.min_block.max(1000).min(config.ids.max_block),
-                ..PoolConfig::default()
-            },
-        ));
+        let ids = Arc::new(IdPool::start(resources.lease_source, config.ids.pool()));
+        let click_flush = config.visits.click_flush();
         let cache = LinkCache::new(
-            CacheConfig {
-                max_bytes: config.redirects.cache_bytes,
-                ttl: Duration::from_secs(config.redirects.cache_ttl),
-                negative_ttl: Duration::from_millis(config.redirects.negative_cache_ttl_ms),
-                limited_ttl: Duration::from_millis(config.visits.click_flush_interval_ms),
-            },
+            config.redirects.cache(click_flush),
             targets.generation_source(),
         );
-        let limits = Arc::new(Limits::new(
-            Rate {
-                per_second: config.limits.not_found_rate,
-                burst: config.limits.not_found_burst,
-            },
-            Rate {
-                per_second: config.limits.create_rate,
-                burst: config.limits.create_burst,
-            },
-            Rate {
-                per_second: config.limits.read_rate,
-                burst: config.limits.read_burst,
-            },
-            config.access.password_attempts,
-        ));
+        let limits = Arc::new(config.limits.rates(config.access.password_attempts));
         let store = resources.store;
         let links = Arc::new(LinkService::new(
             store.clone(),
@@ -155,46 +105,28 @@ impl Node {
             Duration::from_secs(config.access.idempotency_ttl),
             resources.cursors.clone(),
             Budgets {
-                exports: ExportLimits {
-                    per_node: config.limits.export_max_concurrent,
-                    per_key: config.limits.export_max_per_key,
-                    send_timeout: Duration::from_secs(config.listeners.send_timeout.get()),
-                },
+                exports: config
+                    .limits
+                    .exports(Duration::from_secs(config.listeners.send_timeout.get())),
                 rates: Arc::clone(&limits),
             },
         ));
         let webhooks = Arc::new(Webhooks::new(
             store.clone(),
             Arc::clone(&targets),
-            WebhookSettings {
-                timeout: Duration::from_millis(config.webhooks.webhook_timeout_ms),
-                retry_base: Duration::from_millis(config.webhooks.webhook_retry_base_ms),
-                max_failures: config.webhooks.webhook_max_failures,
-                allow_private: config.webhooks.webhook_allow_private,
-                poll: Duration::from_millis(config.visits.click_flush_interval_ms.min(1000)),
-                log_retention: (config.webhooks.webhook_log_days > 0)
-                    .then(|| chrono::Duration::days(i64::from(config.webhooks.webhook_log_days))),
-                max_pending: config.webhooks.webhook_max_pending,
-            },
+            config
+                .webhooks
+                .delivery(click_flush.min(Duration::from_secs(1))),
             config.clock.clone(),
         ));
+        let geoip = config
+            .visits
+            .geoip_db
+            .clone()
+            .map(|p| Arc::new(GeoIp::open(p)));
         let visits = Arc::new(Visits::new(
-            AnalyticsSettings {
-                enabled: config.visits.analytics,
-                max_entries: config.visits.analytics_max_entries,
-                referrers_per_hour: config.visits.analytics_referrers_per_hour,
-                compact_after_days: config.visits.analytics_compact_after_days,
-                retention_days: config.visits.analytics_retention_days,
-                rollup_event_hours: AnalyticsSettings::rollup_event_hours_for(
-                    config.webhooks.webhook_log_days,
-                ),
-                flush_interval: Duration::from_millis(config.visits.analytics_flush_interval_ms),
-            },
-            config
-                .visits
-                .geoip_db
-                .clone()
-                .map(|path| Arc::new(GeoIp::open(path))),
+            config.visits.analytics(config.webhooks.webhook_log_days),
+            geoip,
             config.clock.clone(),
         ));
         let resolver = Arc::new(Resolver::new(
@@ -337,6 +269,40 @@ impl Node {
             "answering at {public}{console}\n  API key:  first line of {path} ({made}); it may create, read, change and delete links and read stats, but not administer.\n            An admin key: shortener keys add --file {dir}/keys.toml --tenant default --name admin --scopes admin,\n            then start with SHORTENER_API_KEYS_FILE={dir}/keys.toml (add a key without admin there for scripts too).\n  try:      curl -i -H \"Authorization: Bearer $(head -1 {path})\" -H 'Content-Type: application/json' -d '{{\"url\":\"https://example.com/\"}}' {public}api/v1/links"
         ))
     }
+}
+
+/// What targets the node refuses: its own names and addresses (no link may point at the node
+/// itself), private addresses if so configured, and the blocklist file.
+fn target_rules(
+    config: &Config,
+    public: &PublicBase,
+    addrs: &[SocketAddr],
+) -> anyhow::Result<Arc<TargetRules>> {
+    let own_hosts = public
+        .host()
+        .into_iter()
+        .chain(config.listeners.short_domains.iter().cloned())
+        .collect();
+    let own_ips = addrs
+        .iter()
+        .map(|a| a.ip())
+        .filter(|ip| !ip.is_unspecified())
+        .collect();
+    let rules = TargetRules::load(config.redirects.targets(own_hosts, own_ips))
+        .map_err(anyhow::Error::msg)
+        .context("load the target rules")?;
+    Ok(Arc::new(rules))
+}
+
+/// The base of short URLs: `SHORTENER_PUBLIC_URL`, or the public listener's address.
+fn public_base(config: &Config, http_addr: SocketAddr) -> PublicBase {
+    PublicBase::new(
+        &config
+            .listeners
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", display_addr(http_addr))),
+    )
 }
 
 fn display_addr(addr: SocketAddr) -> String {

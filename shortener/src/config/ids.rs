@@ -44,6 +44,16 @@ pub struct IdsConfig {
 }
 
 impl IdsConfig {
+    /// How the node's ID pool sizes its blocks.
+    pub fn pool(&self) -> id_client::PoolConfig {
+        id_client::PoolConfig {
+            min_block: self.min_block,
+            max_block: self.max_block,
+            initial_block: self.min_block.max(1000).min(self.max_block),
+            ..id_client::PoolConfig::default()
+        }
+    }
+
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if !(codespace::MIN_LENGTH..=codespace::MAX_GENERATED_LENGTH).contains(&self.code_length) {

@@ -40,6 +40,35 @@ pub struct LimitsConfig {
 }
 
 impl LimitsConfig {
+    /// The per-caller rate limits; `password_attempts` per minute for a code's password.
+    pub fn rates(&self, password_attempts: u32) -> crate::limits::Limits {
+        use crate::limits::Rate;
+        crate::limits::Limits::new(
+            Rate {
+                per_second: self.not_found_rate,
+                burst: self.not_found_burst,
+            },
+            Rate {
+                per_second: self.create_rate,
+                burst: self.create_burst,
+            },
+            Rate {
+                per_second: self.read_rate,
+                burst: self.read_burst,
+            },
+            password_attempts,
+        )
+    }
+
+    /// How many exports run at once; a reader that takes nothing for `send_timeout` ends one.
+    pub fn exports(&self, send_timeout: std::time::Duration) -> crate::links::ExportLimits {
+        crate::links::ExportLimits {
+            per_node: self.export_max_concurrent,
+            per_key: self.export_max_per_key,
+            send_timeout,
+        }
+    }
+
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if self.create_burst < self.batch_limit as u32 {

@@ -3,6 +3,7 @@
 use super::ConfigError;
 use clap::Args;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How redirects answer, what targets are accepted, and the link cache.
 #[derive(Debug, Clone, Args)]
@@ -38,6 +39,30 @@ pub struct RedirectConfig {
 }
 
 impl RedirectConfig {
+    /// The link cache's bounds; a link near its visit limit is kept `limited_ttl`.
+    pub fn cache(&self, limited_ttl: Duration) -> crate::http::redirect::CacheConfig {
+        crate::http::redirect::CacheConfig {
+            max_bytes: self.cache_bytes,
+            ttl: Duration::from_secs(self.cache_ttl),
+            negative_ttl: Duration::from_millis(self.negative_cache_ttl_ms),
+            limited_ttl,
+        }
+    }
+
+    /// The target rules' settings, given the node's own names and addresses.
+    pub fn targets(
+        &self,
+        own_hosts: Vec<String>,
+        own_ips: Vec<std::net::IpAddr>,
+    ) -> crate::targets::TargetSettings {
+        crate::targets::TargetSettings {
+            own_hosts,
+            own_ips,
+            refuse_private: self.refuse_private_targets,
+            blocklist_file: self.blocklist_file.clone(),
+        }
+    }
+
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if self.cache_ttl == 0 {

@@ -68,6 +68,26 @@ pub struct VisitsConfig {
 }
 
 impl VisitsConfig {
+    /// The analytics accumulator's settings; hourly rollup events are kept as long as the
+    /// webhook log (`webhook_log_days`).
+    pub fn analytics(&self, webhook_log_days: u32) -> crate::visits::analytics::AnalyticsSettings {
+        use crate::visits::analytics::AnalyticsSettings;
+        AnalyticsSettings {
+            enabled: self.analytics,
+            max_entries: self.analytics_max_entries,
+            referrers_per_hour: self.analytics_referrers_per_hour,
+            compact_after_days: self.analytics_compact_after_days,
+            retention_days: self.analytics_retention_days,
+            rollup_event_hours: AnalyticsSettings::rollup_event_hours_for(webhook_log_days),
+            flush_interval: std::time::Duration::from_millis(self.analytics_flush_interval_ms),
+        }
+    }
+
+    /// The exact totals' flush interval.
+    pub fn click_flush(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.click_flush_interval_ms)
+    }
+
     /// When the visit accumulators flush, and how often the GeoIP file is checked (`reload`).
     pub fn schedule(&self, reload: std::time::Duration) -> crate::visits::Schedule {
         crate::visits::Schedule {

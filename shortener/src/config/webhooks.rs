@@ -2,6 +2,7 @@
 
 use super::ConfigError;
 use clap::Args;
+use std::time::Duration;
 
 /// How webhook events are delivered.
 #[derive(Debug, Clone, Args)]
@@ -32,6 +33,20 @@ pub struct WebhookConfig {
 }
 
 impl WebhookConfig {
+    /// The delivery settings; the outbox is polled every `poll`.
+    pub fn delivery(&self, poll: Duration) -> crate::webhooks::WebhookSettings {
+        crate::webhooks::WebhookSettings {
+            timeout: Duration::from_millis(self.webhook_timeout_ms),
+            retry_base: Duration::from_millis(self.webhook_retry_base_ms),
+            max_failures: self.webhook_max_failures,
+            allow_private: self.webhook_allow_private,
+            poll,
+            log_retention: (self.webhook_log_days > 0)
+                .then(|| chrono::Duration::days(i64::from(self.webhook_log_days))),
+            max_pending: self.webhook_max_pending,
+        }
+    }
+
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if self.webhook_timeout_ms == 0

@@ -36,6 +36,8 @@ use tokio_postgres::types::ToSql;
 
 /// Held by a run for its whole length, so two runs never interleave.
 const LAYOUT_LOCK: i64 = 0x6c61796f7574;
+/// How long a run waits for the layout lock before saying another run holds it.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How a migration runs.
 #[derive(Debug, Clone)]
@@ -259,24 +261,33 @@ impl PgStore {
     }
 
     /// A connection for a layout run: no statement bound (a step may scan the table), and
-    /// the run's lock, or an error naming the run that holds it.
+    /// the run's lock (waited for up to [`LOCK_WAIT`]), or an error naming the run that holds
+    /// it.
     async fn session(&self) -> Result<deadpool_postgres::Object, StoreError> {
         let client = self.client().await?;
         client
             .batch_execute("SET statement_timeout = 0")
             .await
             .map_err(db_error)?;
-        let locked: bool = client
-            .query_one("SELECT pg_try_advisory_lock($1)", &[&LAYOUT_LOCK])
-            .await
-            .map_err(db_error)?
-            .get(0);
-        if !locked {
-            return Err(StoreError::Internal(
-                "another `shortener layout` run is working on this database".into(),
-            ));
+        // A run killed a moment ago holds the lock until PostgreSQL has seen its connection
+        // drop: wait a little before calling the lock someone else's.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            let locked: bool = client
+                .query_one("SELECT pg_try_advisory_lock($1)", &[&LAYOUT_LOCK])
+                .await
+                .map_err(db_error)?
+                .get(0);
+            if locked {
+                return Ok(client);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(StoreError::Internal(
+                    "another `shortener layout` run is working on this database".into(),
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
-        Ok(client)
     }
 }
 
