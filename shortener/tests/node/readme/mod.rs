@@ -135,3 +135,24 @@ async fn readme_check_finds_missing_or_unknown_fields_operations_and_codes() {
         );
     }
 }
+
+#[test]
+fn readme_crate_table_names_every_workspace_member() {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"))
+        .expect("read the workspace manifest");
+    let members = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("members = ["))
+        .expect("a members line")
+        .trim_end_matches(']');
+    let readme = readme();
+    let mut names = 0;
+    for member in members.split(',').map(|m| m.trim().trim_matches('"')) {
+        names += 1;
+        assert!(
+            readme.contains(&format!("| `{member}/` |")),
+            "README.md's crate table lacks `{member}/`"
+        );
+    }
+    assert!(names >= 9, "{members}");
+}
