@@ -97,7 +97,7 @@ impl App {
         tracing::info!(open_files, ?budget, "connection caps");
         let gates = Gates::new(
             budget,
-            config.listeners.max_connections_per_client,
+            config.listeners.max_connections_per_client.get(),
             config.listeners.ipv6_prefix,
         );
         let bound: Vec<SocketAddr> = [Some(addrs.http), addrs.grpc, addrs.admin]
@@ -151,10 +151,10 @@ impl App {
         let tasks = Tasks::start(
             &node,
             Intervals {
-                visits: config
-                    .visits
-                    .schedule(Duration::from_millis(config.access.reload_interval_ms)),
-                reload: Duration::from_millis(config.access.reload_interval_ms),
+                visits: config.visits.schedule(Duration::from_millis(
+                    config.access.reload_interval_ms.get(),
+                )),
+                reload: Duration::from_millis(config.access.reload_interval_ms.get()),
             },
         );
         let mut servers = Servers::start(&node, &config, listeners).await?;

@@ -19,7 +19,6 @@ use crate::visits::Visits;
 use crate::visits::analytics::{GeoIp, StatsService};
 use crate::webhooks::Webhooks;
 use anyhow::Context;
-use axum::http::StatusCode;
 use codespace::CodeSpace;
 use id_client::IdPool;
 use std::net::SocketAddr;
@@ -102,7 +101,7 @@ impl Node {
             Arc::clone(&ids),
             Arc::clone(&resources.space),
             Arc::new(cache.clone()),
-            Duration::from_secs(config.access.idempotency_ttl),
+            Duration::from_secs(config.access.idempotency_ttl.get()),
             resources.cursors.clone(),
             Budgets {
                 exports: config
@@ -206,10 +205,8 @@ impl Node {
             admission: Arc::clone(&self.admission),
             rules: self.rules.clone(),
             public: self.public.clone(),
-            redirect_status: StatusCode::from_u16(config.redirects.redirect_status)
-                .context("redirect status")?,
-            blocked_status: StatusCode::from_u16(config.redirects.blocked_status)
-                .context("blocked status")?,
+            redirect_status: config.redirects.redirect_status,
+            blocked_status: config.redirects.blocked_status,
             limits: Arc::clone(&self.limits),
             client_policy: ClientAddressPolicy {
                 header,

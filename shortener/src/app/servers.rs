@@ -60,14 +60,14 @@ impl Servers {
         let guard = GuardLayer::new(
             Arc::clone(&node.admission),
             limits,
-            config.listeners.grpc_max_in_flight,
+            config.listeners.grpc_max_in_flight.get(),
         );
         let mut traffic = Vec::with_capacity(2);
         if let Some(grpc) = listeners.grpc {
             let grpc_server = tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
                 .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-                .max_concurrent_streams(config.listeners.grpc_max_streams)
+                .max_concurrent_streams(config.listeners.grpc_max_streams.get())
                 // Small windows bound what a connection can make the node buffer for calls it has
                 // not read yet (a refused call's body, say).
                 .initial_stream_window_size(STREAM_WINDOW)
@@ -83,7 +83,7 @@ impl Servers {
                     net::idle::incoming(
                         grpc,
                         Arc::clone(&node.gates.grpc),
-                        Duration::from_secs(config.listeners.grpc_idle_timeout),
+                        Duration::from_secs(config.listeners.grpc_idle_timeout.get()),
                     ),
                     stop_traffic.clone().cancelled_owned(),
                 );
@@ -95,7 +95,7 @@ impl Servers {
             traffic.push(grpc_task);
         }
         let settings = ServeSettings {
-            header_timeout: Duration::from_secs(config.listeners.header_read_timeout),
+            header_timeout: Duration::from_secs(config.listeners.header_read_timeout.get()),
             drain: config.drain(),
             send_timeout: Duration::from_secs(config.listeners.send_timeout.get()),
         };

@@ -3,6 +3,7 @@
 use super::ConfigError;
 use super::parse_switch;
 use clap::Args;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 
 /// Who may use the API and the console.
@@ -31,23 +32,17 @@ pub struct AccessConfig {
     #[arg(long, env = "SHORTENER_CONSOLE", default_value = "on", value_parser = parse_switch)]
     pub console: bool,
     /// Seconds an idempotency key is remembered; a retry after that creates anew.
-    #[arg(long, env = "SHORTENER_IDEMPOTENCY_TTL", default_value_t = 86_400)]
-    pub idempotency_ttl: u64,
+    #[arg(long, env = "SHORTENER_IDEMPOTENCY_TTL", default_value = "86400")]
+    pub idempotency_ttl: NonZeroU64,
     /// Milliseconds between checks of the keys file (and the blocklist) for changes; SIGHUP
     /// re-reads them at once.
-    #[arg(long, env = "SHORTENER_RELOAD_INTERVAL_MS", default_value_t = 2000)]
-    pub reload_interval_ms: u64,
+    #[arg(long, env = "SHORTENER_RELOAD_INTERVAL_MS", default_value = "2000")]
+    pub reload_interval_ms: NonZeroU64,
 }
 
 impl AccessConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.idempotency_ttl == 0 || self.reload_interval_ms == 0 {
-            return Err(ConfigError::new(
-                "SHORTENER_IDEMPOTENCY_TTL",
-                "SHORTENER_IDEMPOTENCY_TTL and SHORTENER_RELOAD_INTERVAL_MS must be positive",
-            ));
-        }
         Ok(())
     }
 }

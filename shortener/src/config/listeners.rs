@@ -4,7 +4,7 @@ use super::ConfigError;
 use super::Listen;
 use clap::Args;
 use std::net::SocketAddr;
-use std::num::NonZeroU64;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 
 /// The listeners and how connections to them are bounded.
 #[derive(Debug, Clone, Args)]
@@ -33,8 +33,8 @@ pub struct ListenerConfig {
     #[arg(long, env = "SHORTENER_DRAIN_TIMEOUT", default_value_t = 20)]
     pub drain_timeout: u64,
     /// Seconds a client has to send its request headers.
-    #[arg(long, env = "SHORTENER_HEADER_READ_TIMEOUT", default_value_t = 10)]
-    pub header_read_timeout: u64,
+    #[arg(long, env = "SHORTENER_HEADER_READ_TIMEOUT", default_value = "10")]
+    pub header_read_timeout: NonZeroU64,
     /// A header with the client address chain (e.g. `x-forwarded-for`), trusted only from
     /// SHORTENER_TRUSTED_PROXIES.
     #[arg(long, env = "SHORTENER_CLIENT_IP_HEADER")]
@@ -50,22 +50,22 @@ pub struct ListenerConfig {
     #[arg(
         long,
         env = "SHORTENER_MAX_CONNECTIONS_PER_CLIENT",
-        default_value_t = 256
+        default_value = "256"
     )]
-    pub max_connections_per_client: usize,
+    pub max_connections_per_client: NonZeroUsize,
     /// Open files kept for the public listener alone, so it keeps accepting when the gRPC and
     /// admin listeners are full (0: a quarter of the limit).
     #[arg(long, env = "SHORTENER_PUBLIC_FD_RESERVE", default_value_t = 0)]
     pub public_fd_reserve: u64,
     /// Seconds a gRPC connection may stay without a call before it is closed.
-    #[arg(long, env = "SHORTENER_GRPC_IDLE_TIMEOUT", default_value_t = 300)]
-    pub grpc_idle_timeout: u64,
+    #[arg(long, env = "SHORTENER_GRPC_IDLE_TIMEOUT", default_value = "300")]
+    pub grpc_idle_timeout: NonZeroU64,
     /// Most gRPC calls running at once on the node (more get RESOURCE_EXHAUSTED).
-    #[arg(long, env = "SHORTENER_GRPC_MAX_IN_FLIGHT", default_value_t = 1024)]
-    pub grpc_max_in_flight: usize,
+    #[arg(long, env = "SHORTENER_GRPC_MAX_IN_FLIGHT", default_value = "1024")]
+    pub grpc_max_in_flight: NonZeroUsize,
     /// Most concurrent streams (calls) on one gRPC connection.
-    #[arg(long, env = "SHORTENER_GRPC_MAX_STREAMS", default_value_t = 128)]
-    pub grpc_max_streams: u32,
+    #[arg(long, env = "SHORTENER_GRPC_MAX_STREAMS", default_value = "128")]
+    pub grpc_max_streams: NonZeroU32,
     /// Seconds a client may take no bytes of a response (an export, any answer) before its
     /// connection is closed; an export whose reader takes no page for this long ends.
     #[arg(long, env = "SHORTENER_SEND_TIMEOUT", default_value = "30")]
@@ -75,12 +75,6 @@ pub struct ListenerConfig {
 impl ListenerConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.header_read_timeout == 0 {
-            return Err(ConfigError::new(
-                "SHORTENER_HEADER_READ_TIMEOUT",
-                "SHORTENER_HEADER_READ_TIMEOUT must be positive",
-            ));
-        }
         if !(1..=128).contains(&self.ipv6_prefix) {
             return Err(ConfigError::new(
                 "SHORTENER_IPV6_PREFIX",
@@ -88,16 +82,6 @@ impl ListenerConfig {
                     "SHORTENER_IPV6_PREFIX must be 1 to 128, not {}",
                     self.ipv6_prefix
                 ),
-            ));
-        }
-        if self.max_connections_per_client == 0
-            || self.grpc_idle_timeout == 0
-            || self.grpc_max_in_flight == 0
-            || self.grpc_max_streams == 0
-        {
-            return Err(ConfigError::new(
-                "SHORTENER_MAX_CONNECTIONS_PER_CLIENT",
-                "SHORTENER_MAX_CONNECTIONS_PER_CLIENT, SHORTENER_GRPC_IDLE_TIMEOUT, SHORTENER_GRPC_MAX_IN_FLIGHT and SHORTENER_GRPC_MAX_STREAMS must be positive",
             ));
         }
         if let Some(header) = &self.client_ip_header

@@ -1,7 +1,9 @@
 //! Settings of one part of the node (`Redirects and targets` in `--help`).
 
 use super::ConfigError;
+use axum::http::StatusCode;
 use clap::Args;
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,8 +12,8 @@ use std::time::Duration;
 #[command(next_help_heading = "Redirects and targets")]
 pub struct RedirectConfig {
     /// Status of a link whose target domain is on the blocklist: 403, 404, 410 or 451.
-    #[arg(long, env = "SHORTENER_BLOCKED_STATUS", default_value_t = 410)]
-    pub blocked_status: u16,
+    #[arg(long, env = "SHORTENER_BLOCKED_STATUS", default_value = "410", value_parser = blocked_status)]
+    pub blocked_status: StatusCode,
     /// File of blocked target domains, one per line (`example.com`; `.example.com` or
     /// `*.example.com` for a domain and all its subdomains): refused for new links, and
     /// existing links to them answer SHORTENER_BLOCKED_STATUS. Re-read when it changes.
@@ -22,8 +24,8 @@ pub struct RedirectConfig {
     #[arg(long, env = "SHORTENER_REFUSE_PRIVATE_TARGETS", default_value_t = false, action = clap::ArgAction::Set)]
     pub refuse_private_targets: bool,
     /// Redirect status: 301, 302, 307 or 308.
-    #[arg(long, env = "SHORTENER_REDIRECT_STATUS", default_value_t = 302)]
-    pub redirect_status: u16,
+    #[arg(long, env = "SHORTENER_REDIRECT_STATUS", default_value = "302", value_parser = redirect_status)]
+    pub redirect_status: StatusCode,
     /// Longest accepted target URL, in bytes.
     #[arg(long, env = "SHORTENER_MAX_URL_LENGTH", default_value_t = crate::domain::DEFAULT_MAX_URL_LENGTH)]
     pub max_url_length: usize,
@@ -31,8 +33,8 @@ pub struct RedirectConfig {
     #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub cache_bytes: u64,
     /// Seconds a cached link is kept (bounds staleness if a change notification is missed).
-    #[arg(long, env = "SHORTENER_CACHE_TTL", default_value_t = 60)]
-    pub cache_ttl: u64,
+    #[arg(long, env = "SHORTENER_CACHE_TTL", default_value = "60")]
+    pub cache_ttl: NonZeroU64,
     /// Milliseconds an unknown code is remembered.
     #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_TTL_MS", default_value_t = 2000)]
     pub negative_cache_ttl_ms: u64,
@@ -43,7 +45,7 @@ impl RedirectConfig {
     pub fn cache(&self, limited_ttl: Duration) -> crate::http::redirect::CacheConfig {
         crate::http::redirect::CacheConfig {
             max_bytes: self.cache_bytes,
-            ttl: Duration::from_secs(self.cache_ttl),
+            ttl: Duration::from_secs(self.cache_ttl.get()),
             negative_ttl: Duration::from_millis(self.negative_cache_ttl_ms),
             limited_ttl,
         }
@@ -65,30 +67,6 @@ impl RedirectConfig {
 
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.cache_ttl == 0 {
-            return Err(ConfigError::new(
-                "SHORTENER_CACHE_TTL",
-                "SHORTENER_CACHE_TTL must be positive",
-            ));
-        }
-        if ![301, 302, 307, 308].contains(&self.redirect_status) {
-            return Err(ConfigError::new(
-                "SHORTENER_REDIRECT_STATUS",
-                format!(
-                    "SHORTENER_REDIRECT_STATUS must be 301, 302, 307 or 308, not {}",
-                    self.redirect_status
-                ),
-            ));
-        }
-        if ![403, 404, 410, 451].contains(&self.blocked_status) {
-            return Err(ConfigError::new(
-                "SHORTENER_BLOCKED_STATUS",
-                format!(
-                    "SHORTENER_BLOCKED_STATUS must be 403, 404, 410 or 451, not {}",
-                    self.blocked_status
-                ),
-            ));
-        }
         if !(16..=65_536).contains(&self.max_url_length) {
             return Err(ConfigError::new(
                 "SHORTENER_MAX_URL_LENGTH",
@@ -100,4 +78,28 @@ impl RedirectConfig {
         }
         Ok(())
     }
+}
+
+/// A status among `allowed`, or the error naming them.
+fn status_among(text: &str, allowed: &[u16]) -> Result<StatusCode, String> {
+    let listed = allowed
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    text.parse::<u16>()
+        .ok()
+        .filter(|code| allowed.contains(code))
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or_else(|| format!("{text:?} is not one of {listed}"))
+}
+
+/// `SHORTENER_REDIRECT_STATUS`: 301, 302, 307 or 308.
+fn redirect_status(text: &str) -> Result<StatusCode, String> {
+    status_among(text, &[301, 302, 307, 308])
+}
+
+/// `SHORTENER_BLOCKED_STATUS`: 403, 404, 410 or 451.
+fn blocked_status(text: &str) -> Result<StatusCode, String> {
+    status_among(text, &[403, 404, 410, 451])
 }

@@ -3,6 +3,7 @@
 use super::ConfigError;
 use super::parse_switch;
 use clap::Args;
+use std::num::{NonZeroU32, NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 
 /// How visits are counted: exact totals and the analytics rollups.
@@ -15,9 +16,9 @@ pub struct VisitsConfig {
     #[arg(
         long,
         env = "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
-        default_value_t = 5000
+        default_value = "5000"
     )]
-    pub click_flush_interval_ms: u64,
+    pub click_flush_interval_ms: NonZeroU64,
     /// Whether visits are counted by hour, referrer, device and country for the stats API.
     #[arg(long, env = "SHORTENER_ANALYTICS", default_value = "on", value_parser = parse_switch)]
     pub analytics: bool,
@@ -28,32 +29,32 @@ pub struct VisitsConfig {
     #[arg(
         long,
         env = "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS",
-        default_value_t = 30_000
+        default_value = "30000"
     )]
-    pub analytics_flush_interval_ms: u64,
+    pub analytics_flush_interval_ms: NonZeroU64,
     /// Most analytics counters held in memory between flushes; visits needing more are left
     /// out of the rollups (the link totals still count them). Past half of it, a tenant makes
     /// new counters only within its fair share, so one tenant cannot fill it for the others.
     #[arg(
         long,
         env = "SHORTENER_ANALYTICS_MAX_ENTRIES",
-        default_value_t = 1_000_000
+        default_value = "1000000"
     )]
-    pub analytics_max_entries: usize,
+    pub analytics_max_entries: NonZeroUsize,
     /// Distinct referrer hosts counted per link and hour; the rest fold into "(other)".
     #[arg(
         long,
         env = "SHORTENER_ANALYTICS_REFERRERS_PER_HOUR",
-        default_value_t = 100
+        default_value = "100"
     )]
-    pub analytics_referrers_per_hour: usize,
+    pub analytics_referrers_per_hour: NonZeroUsize,
     /// Hourly rollups older than this many days are compacted into daily ones.
     #[arg(
         long,
         env = "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
-        default_value_t = 30
+        default_value = "30"
     )]
-    pub analytics_compact_after_days: u32,
+    pub analytics_compact_after_days: NonZeroU32,
     /// Rollups older than this many days are removed (0: kept forever).
     #[arg(
         long,
@@ -74,38 +75,34 @@ impl VisitsConfig {
         use crate::visits::analytics::AnalyticsSettings;
         AnalyticsSettings {
             enabled: self.analytics,
-            max_entries: self.analytics_max_entries,
-            referrers_per_hour: self.analytics_referrers_per_hour,
-            compact_after_days: self.analytics_compact_after_days,
+            max_entries: self.analytics_max_entries.get(),
+            referrers_per_hour: self.analytics_referrers_per_hour.get(),
+            compact_after_days: self.analytics_compact_after_days.get(),
             retention_days: self.analytics_retention_days,
             rollup_event_hours: AnalyticsSettings::rollup_event_hours_for(webhook_log_days),
-            flush_interval: std::time::Duration::from_millis(self.analytics_flush_interval_ms),
+            flush_interval: std::time::Duration::from_millis(
+                self.analytics_flush_interval_ms.get(),
+            ),
         }
     }
 
     /// The exact totals' flush interval.
     pub fn click_flush(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.click_flush_interval_ms)
+        std::time::Duration::from_millis(self.click_flush_interval_ms.get())
     }
 
     /// When the visit accumulators flush, and how often the GeoIP file is checked (`reload`).
     pub fn schedule(&self, reload: std::time::Duration) -> crate::visits::Schedule {
         crate::visits::Schedule {
-            clicks: std::time::Duration::from_millis(self.click_flush_interval_ms),
-            analytics: std::time::Duration::from_millis(self.analytics_flush_interval_ms),
+            clicks: std::time::Duration::from_millis(self.click_flush_interval_ms.get()),
+            analytics: std::time::Duration::from_millis(self.analytics_flush_interval_ms.get()),
             geo_reload: reload,
         }
     }
 
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.click_flush_interval_ms == 0 || self.analytics_flush_interval_ms == 0 {
-            return Err(ConfigError::new(
-                "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
-                "SHORTENER_CLICK_FLUSH_INTERVAL_MS and SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS must be positive",
-            ));
-        }
-        if self.analytics_flush_interval_ms > 50_000 {
+        if self.analytics_flush_interval_ms.get() > 50_000 {
             // The hourly `clicks.rollup` event is recorded a minute after its hour ends: every
             // flush of the hour must be in by then.
             return Err(ConfigError::new(
@@ -113,26 +110,15 @@ impl VisitsConfig {
                 "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS must be at most 50000 (the hourly rollup event is recorded a minute after its hour)",
             ));
         }
-        if self.analytics_max_entries == 0 || self.analytics_referrers_per_hour == 0 {
-            return Err(ConfigError::new(
-                "SHORTENER_ANALYTICS_MAX_ENTRIES",
-                "SHORTENER_ANALYTICS_MAX_ENTRIES and SHORTENER_ANALYTICS_REFERRERS_PER_HOUR must be positive",
-            ));
-        }
-        if self.analytics_compact_after_days == 0 {
-            return Err(ConfigError::new(
-                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
-                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS must be at least 1",
-            ));
-        }
         if self.analytics_retention_days != 0
-            && self.analytics_retention_days <= self.analytics_compact_after_days
+            && self.analytics_retention_days <= self.analytics_compact_after_days.get()
         {
             return Err(ConfigError::new(
                 "SHORTENER_ANALYTICS_RETENTION_DAYS",
                 format!(
                     "SHORTENER_ANALYTICS_RETENTION_DAYS ({}) must be 0 (keep forever) or more than SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS ({})",
-                    self.analytics_retention_days, self.analytics_compact_after_days
+                    self.analytics_retention_days,
+                    self.analytics_compact_after_days.get()
                 ),
             ));
         }

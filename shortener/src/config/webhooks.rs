@@ -2,6 +2,7 @@
 
 use super::ConfigError;
 use clap::Args;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::time::Duration;
 
 /// How webhook events are delivered.
@@ -9,14 +10,14 @@ use std::time::Duration;
 #[command(next_help_heading = "Webhooks")]
 pub struct WebhookConfig {
     /// Milliseconds a webhook delivery may take (connect, send, answer).
-    #[arg(long, env = "SHORTENER_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
-    pub webhook_timeout_ms: u64,
+    #[arg(long, env = "SHORTENER_WEBHOOK_TIMEOUT_MS", default_value = "10000")]
+    pub webhook_timeout_ms: NonZeroU64,
     /// Milliseconds before a failed delivery's first retry; each further one doubles it.
-    #[arg(long, env = "SHORTENER_WEBHOOK_RETRY_BASE_MS", default_value_t = 1000)]
-    pub webhook_retry_base_ms: u64,
+    #[arg(long, env = "SHORTENER_WEBHOOK_RETRY_BASE_MS", default_value = "1000")]
+    pub webhook_retry_base_ms: NonZeroU64,
     /// Failed deliveries in a row after which an endpoint is disabled.
-    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_FAILURES", default_value_t = 10)]
-    pub webhook_max_failures: u32,
+    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_FAILURES", default_value = "10")]
+    pub webhook_max_failures: NonZeroU32,
     /// Whether webhook URLs may name (or resolve to) loopback, private, link-local or
     /// metadata hosts; the other target rules apply either way.
     #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
@@ -28,42 +29,27 @@ pub struct WebhookConfig {
     /// Pending webhook deliveries a tenant may have. Measured every ten delivery polls: while
     /// a tenant is at the bound its events are dropped (and counted in
     /// `shortener_webhook_events_dropped_total`); the link changes themselves still succeed.
-    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_PENDING", default_value_t = 100_000)]
-    pub webhook_max_pending: u64,
+    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_PENDING", default_value = "100000")]
+    pub webhook_max_pending: NonZeroU64,
 }
 
 impl WebhookConfig {
     /// The delivery settings; the outbox is polled every `poll`.
     pub fn delivery(&self, poll: Duration) -> crate::webhooks::WebhookSettings {
         crate::webhooks::WebhookSettings {
-            timeout: Duration::from_millis(self.webhook_timeout_ms),
-            retry_base: Duration::from_millis(self.webhook_retry_base_ms),
-            max_failures: self.webhook_max_failures,
+            timeout: Duration::from_millis(self.webhook_timeout_ms.get()),
+            retry_base: Duration::from_millis(self.webhook_retry_base_ms.get()),
+            max_failures: self.webhook_max_failures.get(),
             allow_private: self.webhook_allow_private,
             poll,
             log_retention: (self.webhook_log_days > 0)
                 .then(|| chrono::Duration::days(i64::from(self.webhook_log_days))),
-            max_pending: self.webhook_max_pending,
+            max_pending: self.webhook_max_pending.get(),
         }
     }
 
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.webhook_timeout_ms == 0
-            || self.webhook_retry_base_ms == 0
-            || self.webhook_max_failures == 0
-        {
-            return Err(ConfigError::new(
-                "SHORTENER_WEBHOOK_TIMEOUT_MS",
-                "SHORTENER_WEBHOOK_TIMEOUT_MS, SHORTENER_WEBHOOK_RETRY_BASE_MS and SHORTENER_WEBHOOK_MAX_FAILURES must be positive",
-            ));
-        }
-        if self.webhook_max_pending == 0 {
-            return Err(ConfigError::new(
-                "SHORTENER_WEBHOOK_MAX_PENDING",
-                "SHORTENER_WEBHOOK_MAX_PENDING must be positive",
-            ));
-        }
         Ok(())
     }
 }

@@ -53,7 +53,7 @@ async fn an_admin_blocks_and_unblocks_domains_on_every_node(backend: Backend) {
         let mut config = stack.config(name);
         config.access.api_keys_file = Some(keys_path.clone());
         config.redirects.blocklist_file = Some(file.clone());
-        config.access.reload_interval_ms = 200;
+        config.access.reload_interval_ms = std::num::NonZero::new(200).expect("non-zero");
         config
     };
     let a = Node::start(config("a")).await;

@@ -24,9 +24,6 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
     let cases: Vec<(&str, Edit)> = vec![
         ("SHORTENER_CODE_LENGTH", |c| c.ids.code_length = 3),
         ("SHORTENER_CODE_LENGTH", |c| c.ids.code_length = 12),
-        ("SHORTENER_REDIRECT_STATUS", |c| {
-            c.redirects.redirect_status = 303
-        }),
         ("SHORTENER_MIN_BLOCK", |c| c.ids.min_block = 0),
         ("SHORTENER_MIN_BLOCK", |c| {
             (c.ids.min_block, c.ids.max_block) = (1000, 10)
@@ -149,4 +146,53 @@ async fn a_new_data_directory_is_private_and_an_existing_one_is_left_as_it_is() 
         .expect("start"),
     );
     assert_eq!(mode(&shared), 0o755, "the operator's mode was changed");
+}
+
+/// Settings whose type refuses a bad value (a zero count or interval, a listener that is
+/// neither an address nor `off`): the binary exits at once, naming the flag, before it binds or
+/// writes anything.
+#[test]
+fn values_their_type_refuses_stop_the_binary_naming_the_flag() {
+    for (variable, value, flag) in [
+        ("SHORTENER_CACHE_TTL", "0", "--cache-ttl"),
+        (
+            "SHORTENER_HEADER_READ_TIMEOUT",
+            "0",
+            "--header-read-timeout",
+        ),
+        (
+            "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
+            "0",
+            "--click-flush-interval-ms",
+        ),
+        (
+            "SHORTENER_WEBHOOK_MAX_PENDING",
+            "0",
+            "--webhook-max-pending",
+        ),
+        ("SHORTENER_GRPC_MAX_STREAMS", "0", "--grpc-max-streams"),
+        ("SHORTENER_IDEMPOTENCY_TTL", "-1", "--idempotency-ttl"),
+        ("SHORTENER_ADMIN_ADDR", "everywhere", "--admin-addr"),
+        ("SHORTENER_REDIRECT_STATUS", "303", "--redirect-status"),
+        ("SHORTENER_BLOCKED_STATUS", "200", "--blocked-status"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"))
+            .arg("serve")
+            .env_remove("DATABASE_URL")
+            .env("SHORTENER_DATA_DIR", dir.path().join("data"))
+            .env("SHORTENER_HTTP_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_GRPC_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_ADMIN_ADDR", "127.0.0.1:0")
+            .env(variable, value)
+            .output()
+            .expect("run shortener");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{variable}={value}: {stderr}");
+        assert!(stderr.contains(flag), "{variable}={value}: {stderr}");
+        assert!(
+            !dir.path().join("data").exists(),
+            "{variable}={value} wrote the data directory"
+        );
+    }
 }

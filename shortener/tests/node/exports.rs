@@ -182,7 +182,7 @@ async fn a_slow_but_steady_export_reader_gets_every_link(backend: Backend) {
     let stack = Stack::new(backend).await;
     let mut config = stack.config("a");
     // A short header timeout: a connection streaming a body for several of them stays open.
-    config.listeners.header_read_timeout = 1;
+    config.listeners.header_read_timeout = std::num::NonZero::new(1).expect("non-zero");
     let node = Node::start(config).await;
     seed(&node, 3000).await;
 

@@ -215,7 +215,7 @@ async fn a_grpc_port_full_of_idle_connections_leaves_the_redirect_port_answering
 async fn an_idle_grpc_connection_is_closed_and_a_busy_one_is_not() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("idle");
-    config.listeners.grpc_idle_timeout = 1;
+    config.listeners.grpc_idle_timeout = std::num::NonZero::new(1).expect("non-zero");
     let node = Node::start(config).await;
     // A client that keeps calling, 400 ms apart, across three timeouts: one connection.
     let mut client = node.links_client().await;
@@ -264,7 +264,7 @@ async fn an_idle_grpc_connection_is_closed_and_a_busy_one_is_not() {
 async fn the_admin_port_closes_connections_that_send_nothing() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("admin-idle");
-    config.listeners.header_read_timeout = 1;
+    config.listeners.header_read_timeout = std::num::NonZero::new(1).expect("non-zero");
     let node = Node::start(config).await;
     let mut stream = tokio::net::TcpStream::connect(node.admin.trim_start_matches("http://"))
         .await

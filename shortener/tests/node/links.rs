@@ -329,7 +329,7 @@ async fn a_database_connection_killed_during_a_create_gives_503_with_retry_advic
 async fn idempotency_keys_expire_and_are_purged(backend: Backend) {
     let stack = Stack::new(backend).await;
     let mut config = stack.config("idem-ttl");
-    config.access.idempotency_ttl = 1;
+    config.access.idempotency_ttl = std::num::NonZero::new(1).expect("non-zero");
     let node = Node::start(config).await;
     let body = json!({ "url": "https://example.com/once-per-ttl" });
     let key = [("Idempotency-Key", "expiring-1")];

@@ -8,7 +8,7 @@ use std::time::Duration;
 async fn node_with_a_one_second_header_timeout(name: &str) -> (Stack, Node) {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config(name);
-    config.listeners.header_read_timeout = 1;
+    config.listeners.header_read_timeout = std::num::NonZero::new(1).expect("non-zero");
     let node = Node::start(config).await;
     (stack, node)
 }

@@ -21,10 +21,10 @@ async fn one_tenants_flood_leaves_another_tenants_visits_counted(backend: Backen
     let keys = write_keys(&keys_file);
     let mut config = stack.config("fair");
     config.access.api_keys_file = Some(keys_file);
-    config.visits.analytics_max_entries = CEILING;
-    config.visits.analytics_referrers_per_hour = 10_000;
+    config.visits.analytics_max_entries = std::num::NonZero::new(CEILING).expect("non-zero");
+    config.visits.analytics_referrers_per_hour = std::num::NonZero::new(10_000).expect("non-zero");
     // The longest interval: the test flushes by hand once the traffic is in.
-    config.visits.analytics_flush_interval_ms = 50_000;
+    config.visits.analytics_flush_interval_ms = std::num::NonZero::new(50_000).expect("non-zero");
     let node = Node::start(config).await;
     let create = |key: String, url: &'static str| {
         let node = &node;

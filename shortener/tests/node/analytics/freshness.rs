@@ -16,7 +16,7 @@ async fn stats_say_up_to_when_their_counts_are_complete(backend: Backend) {
     let mut config = stack.config("a");
     config.clock = clock.clone();
     // Only the flush at start runs by itself within the test; the others are called below.
-    config.visits.analytics_flush_interval_ms = 50_000;
+    config.visits.analytics_flush_interval_ms = std::num::NonZero::new(50_000).expect("non-zero");
     let node = Node::start(config).await;
     let code = node.create_url("https://example.com/fresh").await;
     let path = format!("/links/{code}/stats?granularity=hour&from=2026-03-02T00:00:00Z");

@@ -70,7 +70,7 @@ async fn a_late_answer_is_a_timeout_and_the_event_comes_again(backend: Backend) 
     let late = receiver(200, Duration::from_millis(1500)).await;
     let hanging = receiver(HANG, Duration::ZERO).await;
     let (mut config, keys) = config(&stack, 10);
-    config.webhooks.webhook_timeout_ms = 300;
+    config.webhooks.webhook_timeout_ms = std::num::NonZero::new(300).expect("non-zero");
     let node = Node::start(config).await;
     let mut ids = Vec::new();
     for receiver in [&late, &hanging] {
@@ -138,7 +138,7 @@ async fn a_disabled_endpoint_is_enabled_again_and_gets_what_waited(backend: Back
     let receiver = receiver(503, Duration::ZERO).await;
     // Disabled at the first failure; its retry would come a minute later.
     let (mut config, keys) = config(&stack, 1);
-    config.webhooks.webhook_retry_base_ms = 60_000;
+    config.webhooks.webhook_retry_base_ms = std::num::NonZero::new(60_000).expect("non-zero");
     let node = Node::start(config).await;
     let (_, registered) = register(
         &node,

@@ -97,7 +97,7 @@ async fn a_hanging_receiver_of_one_tenant_holds_up_no_other_tenant(backend: Back
     let prompt = receiver(200, Duration::ZERO).await;
     let (mut config, keys) = config(&stack, 100);
     // Every attempt at the hanging receiver takes this long.
-    config.webhooks.webhook_timeout_ms = 20_000;
+    config.webhooks.webhook_timeout_ms = std::num::NonZero::new(20_000).expect("non-zero");
     let node = Node::start(config).await;
     register_for(&node, &keys.admin, "acme", &hanging.url).await;
     register_for(&node, &keys.admin, "globex", &prompt.url).await;
@@ -161,7 +161,7 @@ async fn an_endpoint_disabled_by_its_failures_gets_no_further_attempt(backend: B
     let receiver = receiver(500, Duration::ZERO).await;
     // First six failed deliveries waiting for a retry a minute away, with no limit reached.
     let (mut config, keys) = config(&stack, 100);
-    config.webhooks.webhook_retry_base_ms = 60_000;
+    config.webhooks.webhook_retry_base_ms = std::num::NonZero::new(60_000).expect("non-zero");
     let node = Node::start(config.clone()).await;
     let id = register_for(&node, &keys.admin, "acme", &receiver.url).await;
     for n in 0..6 {
@@ -182,7 +182,7 @@ async fn an_endpoint_disabled_by_its_failures_gets_no_further_attempt(backend: B
     node.stop().await;
     // Then a node that disables the endpoint at its third failure in a row, and all six due at
     // once (enabling an endpoint makes its pending deliveries due).
-    config.webhooks.webhook_max_failures = 3;
+    config.webhooks.webhook_max_failures = std::num::NonZero::new(3).expect("non-zero");
     let node = Node::start(config).await;
     let (status, enabled) = enable(&node, &keys.admin, id).await;
     assert_eq!(status, StatusCode::OK, "{enabled}");
@@ -215,8 +215,8 @@ async fn a_full_outbox_drops_its_tenants_events_and_counts_them(backend: Backend
     let failing = receiver(500, Duration::ZERO).await;
     let other = receiver(200, Duration::ZERO).await;
     let (mut config, keys) = config(&stack, 100);
-    config.webhooks.webhook_retry_base_ms = 60_000;
-    config.webhooks.webhook_max_pending = 3;
+    config.webhooks.webhook_retry_base_ms = std::num::NonZero::new(60_000).expect("non-zero");
+    config.webhooks.webhook_max_pending = std::num::NonZero::new(3).expect("non-zero");
     let node = Node::start(config).await;
     let acme = register_for(&node, &keys.admin, "acme", &failing.url).await;
     let globex = register_for(&node, &keys.admin, "globex", &other.url).await;

@@ -86,7 +86,7 @@ fn config(stack: &Stack, max_failures: u32) -> (shortener::Config, TenantKeys) {
     let mut config = stack.config("a");
     config.access.api_keys_file = Some(path);
     config.webhooks.webhook_allow_private = true;
-    config.webhooks.webhook_max_failures = max_failures;
+    config.webhooks.webhook_max_failures = std::num::NonZero::new(max_failures).expect("non-zero");
     (config, keys)
 }
 
