@@ -1,11 +1,65 @@
 //! Files the node re-reads while it runs (the API keys, the blocklist): checked for a change
 //! every interval, and re-read at once on SIGHUP. A reload that fails leaves what was in force.
 
-use crate::metrics::ReloadCounters;
+use crate::metrics::{Sample, Samples};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
+
+/// How a watched file's reloads are named in `/metrics`: `name` counts those applied,
+/// `{name}_refused` those refused.
+#[derive(Debug, Clone, Copy)]
+pub struct ReloadSeries {
+    /// The series of reloads applied.
+    pub name: &'static str,
+    /// Its help text.
+    pub applied_help: &'static str,
+    /// The help text of `{name}_refused`.
+    pub refused_help: &'static str,
+}
+
+/// Reloads of a file the node re-reads while it runs (bumped by [`watch_file`]), reported
+/// under the names its owner gave them.
+#[derive(Debug)]
+pub struct ReloadCounters {
+    series: ReloadSeries,
+    applied: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl ReloadCounters {
+    /// No reloads yet, to be reported as `series`.
+    pub fn new(series: ReloadSeries) -> Self {
+        Self {
+            series,
+            applied: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Reloads that replaced what was in force.
+    pub fn applied(&self) -> u64 {
+        self.applied.load(Ordering::Relaxed)
+    }
+
+    /// Reloads refused (the file did not parse); what was in force stayed.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
+impl Sample for ReloadCounters {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        let series = &self.series;
+        out.counter(series.name, series.applied_help, self.applied())?;
+        out.counter(
+            &format!("{}_refused", series.name),
+            series.refused_help,
+            self.refused(),
+        )
+    }
+}
 
 /// Re-reads `path` with `reload` whenever its metadata changes (checked every `every`) or the
 /// process gets SIGHUP, until `stop`; counts each outcome in `counters` and logs it as `what`.

@@ -4,7 +4,7 @@
 use super::keyfile;
 use super::keys::{KeyEntry, KeySet};
 use crate::domain::{Caller, Error};
-use crate::metrics::ReloadCounters;
+use crate::watch::{ReloadCounters, ReloadSeries};
 use arc_swap::ArcSwap;
 use chrono::Utc;
 use std::path::PathBuf;
@@ -29,7 +29,11 @@ impl ApiKeys {
             current: ArcSwap::from_pointee(KeySet::default()),
             fixed,
             file,
-            reloads: Arc::default(),
+            reloads: Arc::new(ReloadCounters::new(ReloadSeries {
+                name: "shortener_api_keys_reloads",
+                applied_help: "Reloads of the API keys file that replaced the keys in force",
+                refused_help: "Reloads of the API keys file refused because it did not parse (the keys in force stayed)",
+            })),
         };
         let set = keys.read()?;
         if set.is_empty() {
@@ -70,7 +74,7 @@ impl ApiKeys {
         Ok(count)
     }
 
-    /// The counts of reloads applied and refused.
+    /// The counts of reloads applied and refused (a part of `/metrics`).
     pub fn reloads(&self) -> Arc<ReloadCounters> {
         Arc::clone(&self.reloads)
     }

@@ -1,6 +1,7 @@
 //! Wiring: every long-lived part of a node, made once from its configuration and resources,
 //! and the state each listener is given.
 
+use super::metrics::IdSupply;
 use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
 use crate::admin::AdminState;
@@ -135,22 +136,17 @@ impl Node {
             Arc::clone(&targets),
             Arc::clone(&visits),
         ));
-        let metrics = Arc::new(Metrics::new(Sources {
-            ids: Arc::clone(&ids),
-            lookups: resolver.counters(),
-            creates: links.counters(),
-            cache_entries: {
-                let cache = cache.clone();
-                Box::new(move || cache.len())
-            },
-            visits: Arc::clone(&visits) as _,
-            webhooks: Arc::clone(&webhooks),
-            store: store.clone(),
-            key_reloads: resources.api_keys.reloads(),
-            blocklist_reloads: targets.reloads(),
-            gates: gates.clone(),
-            capacity: resources.space.capacity(),
-        }));
+        let metrics = Arc::new(Metrics::new(Sources::new(vec![
+            Arc::clone(&visits) as _,
+            Arc::clone(&webhooks) as _,
+            Arc::new(IdSupply::new(Arc::clone(&ids), resources.space.capacity())),
+            links.counters(),
+            Arc::clone(&resolver) as _,
+            Arc::new(store.clone()),
+            resources.api_keys.reloads(),
+            targets.reloads(),
+            Arc::new(gates.clone()),
+        ])));
         let admission = Arc::new(Admission::new(
             resources.api_keys,
             Arc::clone(&limits),

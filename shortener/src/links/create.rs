@@ -1,8 +1,8 @@
 //! The three ways a new row is written: an alias as given, a random private code, or the code
 //! of the next leased ID.
 
+use super::CreateCounters;
 use crate::domain::{Error, Link, PasswordHash};
-use crate::metrics::CreateCounters;
 use crate::store::{Idempotency, InsertOutcome, LinkStore, NewLink, Store};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;

@@ -7,6 +7,7 @@
 //! changes is told to its [`LinkChanges`] listener (the redirect cache), so a probe of a code
 //! before it existed, or a cached copy of a deleted link, is dropped at once.
 
+mod counters;
 mod create;
 mod cursor;
 mod digest;
@@ -14,6 +15,7 @@ mod export;
 mod import;
 mod manage;
 
+pub use counters::CreateCounters;
 pub use cursor::CursorKey;
 pub use export::{BUFFERED_PAGES, EXPORT_PAGE, ExportBatch, ExportLimits, LinkExport};
 pub use import::{
@@ -24,7 +26,6 @@ pub use manage::ListPage;
 
 use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, Scope, ShortCode};
 use crate::limits::Limits;
-use crate::metrics::CreateCounters;
 use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
@@ -109,7 +110,7 @@ impl LinkService {
             - chrono::Duration::from_std(self.idempotency_ttl).unwrap_or(chrono::Duration::MAX)
     }
 
-    /// The create path's counters.
+    /// The create path's counters (a part of `/metrics`).
     pub fn counters(&self) -> Arc<CreateCounters> {
         Arc::clone(&self.counters)
     }

@@ -1,16 +1,15 @@
 //! Prometheus metrics of a node, rendered on the admin port (`/metrics`).
 //!
-//! Request metrics are recorded as they happen (this module); the ID pool, cache, store and
-//! service counters are sampled at scrape time from explicit handles (`sampled`), so the hot
-//! path pays for nothing it does not need; a part may name and report its own series instead
-//! ([`Sample`]), leaving this module to know nothing of it. Latency histograms are lock-free (`latency`).
+//! Request metrics are recorded as they happen (this module). Every other series belongs to
+//! the part that counts it: the part names its series and reports their values at scrape
+//! time ([`Sample`]), and the wiring hands the parts to [`Metrics::new`] as [`Sources`], so the
+//! hot path pays for nothing it does not need and this module imports no other part of the
+//! crate. Latency histograms are lock-free (`latency`).
 
-mod counters;
 mod latency;
 mod sample;
 mod sampled;
 
-pub use counters::{CreateCounters, LookupCounters, ReloadCounters};
 use latency::LatencyHistogram;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;

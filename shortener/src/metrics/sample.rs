@@ -59,4 +59,21 @@ impl<'a, 'e> Samples<'a, 'e> {
         }
         Ok(())
     }
+
+    /// A family of gauges `name` with `help`, one per set of `N` labels in `series` (the
+    /// family is described even when it has none).
+    pub fn gauges<'l, const N: usize>(
+        &mut self,
+        name: &str,
+        help: &str,
+        series: impl IntoIterator<Item = ([(&'l str, &'l str); N], f64)>,
+    ) -> fmt::Result {
+        let mut family = self
+            .encoder
+            .encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for (labels, value) in series {
+            ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
 }

@@ -15,6 +15,7 @@ pub mod stall;
 
 pub use gate::{Admitted, ConnectionGate, GateSnapshot};
 
+use crate::metrics::{Sample, Samples};
 use std::sync::Arc;
 
 /// The connection gates of a node's three listeners.
@@ -46,5 +47,27 @@ impl Gates {
             self.grpc.snapshot(),
             self.admin.snapshot(),
         ]
+    }
+}
+
+/// The listeners' part of `/metrics`: connections open, admitted and refused, by listener.
+impl Sample for Gates {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        let gates = self.snapshots();
+        out.gauges(
+            "shortener_connections",
+            "Connections open on a listener",
+            gates.map(|gate| ([("listener", gate.name)], gate.open as f64)),
+        )?;
+        out.counters(
+            "shortener_connections_accepted",
+            "Connections a listener admitted",
+            gates.map(|gate| ([("listener", gate.name)], gate.accepted)),
+        )?;
+        out.counters(
+            "shortener_connections_refused",
+            "Connections closed at once because their listener or their client was at its cap",
+            gates.map(|gate| ([("listener", gate.name)], gate.refused)),
+        )
     }
 }

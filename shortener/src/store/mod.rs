@@ -28,6 +28,7 @@ pub mod model;
 pub mod postgres;
 mod reply;
 pub mod rollups;
+mod sample;
 pub mod sqlite;
 pub mod webhooks;
 

@@ -25,7 +25,7 @@ pub use blocklist::Blocklist;
 pub use service::{BlockSource, BlockedEntry, BlocklistService, Unblocked};
 
 use crate::domain::{TargetPolicy, UrlError};
-use crate::metrics::ReloadCounters;
+use crate::watch::{ReloadCounters, ReloadSeries};
 use arc_swap::ArcSwap;
 use blocklist::normalise;
 use std::net::IpAddr;
@@ -120,7 +120,11 @@ impl TargetRules {
             stored: ArcSwap::from_pointee(Blocklist::default()),
             generation: Arc::default(),
             file: settings.blocklist_file,
-            reloads: Arc::default(),
+            reloads: Arc::new(ReloadCounters::new(ReloadSeries {
+                name: "shortener_blocklist_reloads",
+                applied_help: "Reloads of the blocklist that replaced the one in force",
+                refused_help: "Reloads of the blocklist refused because it did not parse (the one in force stayed)",
+            })),
         };
         rules.reload()?;
         Ok(rules)
@@ -173,7 +177,7 @@ impl TargetRules {
         Arc::clone(&self.generation)
     }
 
-    /// The counts of blocklist reloads applied and refused.
+    /// The counts of blocklist reloads applied and refused (a part of `/metrics`).
     pub fn reloads(&self) -> Arc<ReloadCounters> {
         Arc::clone(&self.reloads)
     }

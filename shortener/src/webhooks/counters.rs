@@ -1,7 +1,8 @@
 //! What the delivery worker has done, for the metrics: attempts by outcome, endpoints it
 //! disabled, what it purged, the outbox backlog it last measured, and the events dropped at
-//! the per-tenant bound.
+//! the per-tenant bound; reported as a part of `/metrics`.
 
+use crate::metrics::{Sample, Samples};
 use crate::store::{Backlog, OutboxBound};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -148,5 +149,66 @@ impl DeliveryCounters {
             pending: pending as u64,
             oldest_due_seconds: self.oldest_due_seconds.load(Ordering::Relaxed),
         })
+    }
+}
+
+impl Sample for DeliveryCounters {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        out.counters(
+            "shortener_webhook_deliveries",
+            "Webhook delivery attempts by outcome (delivered: a 2xx answer; refused: another status; timeout: no answer in time; unreachable: no connection; failed: anything else)",
+            Outcome::ALL.map(|outcome| ([("outcome", outcome.label())], self.attempts(outcome))),
+        )?;
+        out.counter(
+            "shortener_webhook_endpoints_disabled",
+            "Webhook endpoints this node disabled for failing too many deliveries in a row",
+            self.endpoints_disabled(),
+        )?;
+        let (deliveries, events) = self.purged_total();
+        out.counter(
+            "shortener_webhook_purged_deliveries",
+            "Delivered webhook deliveries removed from the log after its retention",
+            deliveries,
+        )?;
+        out.counter(
+            "shortener_webhook_purged_events",
+            "Webhook events removed once no delivery referred to them",
+            events,
+        )?;
+        let dropped = self.dropped();
+        out.counters(
+            "shortener_webhook_events_dropped",
+            "Webhook events not recorded because their tenant's outbox was at its bound (SHORTENER_WEBHOOK_MAX_PENDING), by tenant, as this node counted them",
+            dropped
+                .iter()
+                .map(|(tenant, count)| ([("tenant", tenant.as_str())], *count)),
+        )?;
+        if let Some(full) = self.full_tenants() {
+            out.gauge(
+                "shortener_webhook_outbox_full_tenants",
+                "Tenants whose webhook outbox was at its bound at the last measurement (their events are dropped)",
+                full as f64,
+            )?;
+        }
+        if let Some(backlog) = self.backlog() {
+            out.gauge(
+                "shortener_webhook_outbox_pending",
+                "Webhook deliveries waiting for enabled endpoints (due or waiting for a retry), measured every ten delivery polls",
+                backlog.pending as f64,
+            )?;
+            out.gauge(
+                "shortener_webhook_outbox_oldest_due_seconds",
+                "How long the oldest due webhook delivery has waited past its time (0: none due)",
+                backlog.oldest_due_seconds as f64,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The webhooks' part of `/metrics`: what the delivery worker counted.
+impl Sample for super::Webhooks {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        self.counters().sample(out)
     }
 }

@@ -9,7 +9,7 @@ mod protect;
 mod resolver;
 
 pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
-pub use resolver::{Resolution, Resolver, Target};
+pub use resolver::{LookupCounters, Resolution, Resolver, Target};
 
 use super::HttpState;
 use crate::visits::Visit;

@@ -4,7 +4,7 @@
 use super::cache::{Cached, LinkCache, VisitLimit};
 use crate::domain::Error;
 use crate::domain::PasswordHash;
-use crate::metrics::LookupCounters;
+use crate::metrics::{Sample, Samples};
 use crate::store::{LinkStore, Store};
 use crate::targets::TargetRules;
 use crate::visits::{VisitKind, Visits};
@@ -13,7 +13,7 @@ use chrono::Utc;
 use codespace::CodeSpace;
 use codespace::shape;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// What the edge should do with a code.
@@ -53,6 +53,15 @@ impl Target {
     }
 }
 
+/// Redirect lookups (bumped by the resolver).
+#[derive(Debug, Default)]
+pub struct LookupCounters {
+    /// Lookups answered from the cache.
+    pub cache_hits: AtomicU64,
+    /// Lookups that went to the store.
+    pub cache_misses: AtomicU64,
+}
+
 /// Resolves codes for redirects.
 pub struct Resolver {
     store: Store,
@@ -84,7 +93,7 @@ impl Resolver {
         }
     }
 
-    /// The lookup counters.
+    /// The lookup counters (reported in `/metrics` by the resolver's [`Sample`]).
     pub fn counters(&self) -> Arc<LookupCounters> {
         Arc::clone(&self.counters)
     }
@@ -145,6 +154,27 @@ impl Resolver {
         };
         self.cache.put_at(segment, entry.clone(), generation);
         Ok(resolution(entry))
+    }
+}
+
+/// The redirect path's part of `/metrics`: its lookups, and what its cache holds.
+impl Sample for Resolver {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        out.counter(
+            "shortener_cache_hits",
+            "Redirect lookups answered from the cache",
+            self.counters.cache_hits.load(Ordering::Relaxed),
+        )?;
+        out.counter(
+            "shortener_cache_misses",
+            "Redirect lookups that went to the store",
+            self.counters.cache_misses.load(Ordering::Relaxed),
+        )?;
+        out.gauge(
+            "shortener_cache_entries",
+            "Entries held in the redirect cache (links and recently unknown codes)",
+            self.cache.len() as f64,
+        )
     }
 }
 

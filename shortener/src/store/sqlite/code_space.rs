@@ -1,7 +1,7 @@
 //! The code space an embedded file's generated rows were made in, recorded on first use and
 //! checked at every start.
 
-use super::rows::db_error;
+use super::convert::db_error;
 use crate::store::StoreError;
 use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, params};

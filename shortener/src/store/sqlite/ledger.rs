@@ -2,7 +2,7 @@
 //! is used, and no two leases of a namespace overlap), in the same file as the links.
 
 use super::SqliteStore;
-use super::rows::{db_error, millis};
+use super::convert::{db_error, millis};
 use crate::store::StoreError;
 use chrono::Utc;
 use codespace::Block;

@@ -6,9 +6,8 @@
 //! comes back short (possibly empty) with a position to continue from, so a search costs a
 //! bounded amount per request however rare its matches are.
 
-use super::rows::{
-    COLUMNS, db_error, find_slot, from_millis, link_from_row, link_with_clicks, millis,
-};
+use super::convert::{db_error, from_millis, millis};
+use super::rows::{COLUMNS, find_slot, link_from_row, link_with_clicks};
 use crate::domain::{Event, EventKind, Link, LinkPatch, ListQuery, Page, Position, StateFilter};
 use crate::store::{DeleteOutcome, StoreError, UpdateOutcome, host_rev};
 use chrono::Utc;

@@ -23,6 +23,7 @@
 //! place; the SQL lives in the submodules. It is long because the trait is.
 
 mod code_space;
+mod convert;
 mod ledger;
 mod manage;
 mod rollups;
@@ -43,8 +44,8 @@ use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use crate::domain::{StatsQuery, StatsReport};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
+use convert::{db_error, millis};
 use id_client::LeaseSource;
-use rows::{db_error, millis};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -293,7 +294,7 @@ impl LinkStore for SqliteStore {
                 .query_map([], |r| {
                     Ok(BlockedDomain {
                         entry: r.get(0)?,
-                        added_at: rows::from_millis(r.get(1)?),
+                        added_at: convert::from_millis(r.get(1)?),
                         added_by: r.get(2)?,
                     })
                 })

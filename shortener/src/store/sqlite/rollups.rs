@@ -2,7 +2,7 @@
 //! rows in one transaction), compaction and retention as plain statements in one transaction
 //! each, and the stats queries (see [`crate::store::rollups`]).
 
-use super::rows::db_error;
+use super::convert::db_error;
 use crate::domain::stats::DAY;
 use crate::domain::{StatsQuery, StatsReport};
 use crate::store::StoreError;

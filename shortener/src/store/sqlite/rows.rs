@@ -10,32 +10,12 @@
 //! One file because every insert and lookup here depends on that placement rule: splitting
 //! them would spread one invariant over several files.
 
+use super::convert::{db_error, from_millis, millis};
 use crate::domain::{ClickCounts, CompactCode, Link, PasswordHash};
 use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::Utc;
 use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
-
-/// Unix milliseconds, the stored form of times.
-pub(super) fn millis(t: DateTime<Utc>) -> i64 {
-    t.timestamp_millis()
-}
-
-pub(super) fn from_millis(ms: i64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(ms)
-        .single()
-        .unwrap_or(DateTime::<Utc>::MIN_UTC)
-}
-
-/// Classifies a rusqlite error: a busy or locked file can be retried later.
-pub(super) fn db_error(e: rusqlite::Error) -> StoreError {
-    match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            StoreError::Unavailable(e.to_string())
-        }
-        _ => StoreError::Internal(e.to_string()),
-    }
-}
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
 pub(super) const COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash";

@@ -1,7 +1,7 @@
 //! Webhook endpoints and the outbox on SQLite (see [`crate::store::webhooks`]). Times are Unix
 //! milliseconds; every write runs on the writer thread, so a claim needs no row locks.
 
-use super::rows::{db_error, from_millis, millis};
+use super::convert::{db_error, from_millis, millis};
 use crate::store::StoreError;
 use crate::store::webhooks::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,

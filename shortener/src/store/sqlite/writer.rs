@@ -226,7 +226,7 @@ fn rounds(
 
 #[cfg(test)]
 mod tests {
-    use super::super::rows::db_error;
+    use super::super::convert::db_error;
     use super::*;
     use std::sync::atomic::AtomicBool;
 

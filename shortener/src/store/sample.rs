@@ -1,0 +1,69 @@
+//! The store's part of `/metrics`: what its write batching, its read replica (PostgreSQL) and
+//! its group commit (SQLite) have done, read at scrape time.
+
+use super::{Durability, Fallback, LinkStore, ReplicaStats, Store, WriterStats};
+use crate::metrics::{Sample, Samples};
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+impl Sample for Store {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> fmt::Result {
+        writer(self.writer_stats(), out)?;
+        if let Some(replica) = self.replica_stats() {
+            self::replica(&replica, out)?;
+        }
+        if let Some(durability) = self.durability() {
+            group_commit(&durability, out)?;
+        }
+        Ok(())
+    }
+}
+
+fn writer(stats: &WriterStats, out: &mut Samples<'_, '_>) -> fmt::Result {
+    out.counter(
+        "shortener_write_batches",
+        "Batched inserts committed or attempted (one commit each)",
+        stats.batches.load(Ordering::Relaxed),
+    )?;
+    out.counter(
+        "shortener_write_batch_rows",
+        "Rows carried by batched inserts (divide by shortener_write_batches for the mean batch size)",
+        stats.rows.load(Ordering::Relaxed),
+    )
+}
+
+fn replica(stats: &ReplicaStats, out: &mut Samples<'_, '_>) -> fmt::Result {
+    out.counter(
+        "shortener_replica_reads",
+        "Reads answered by the read replica",
+        stats.reads.load(Ordering::Relaxed),
+    )?;
+    out.counters(
+        "shortener_replica_fallbacks",
+        "Reads that could have gone to the read replica and went to the primary, by reason (unknown: the replica lacked the row; fresh: changed and not yet replayed; down; error; refused)",
+        Fallback::ALL.map(|reason| ([("reason", reason.label())], stats.fallbacks(reason))),
+    )?;
+    out.gauge(
+        "shortener_replica_available",
+        "Whether the read replica answers and is verified (1) or reads go to the primary (0)",
+        f64::from(u8::from(stats.available.load(Ordering::Relaxed))),
+    )?;
+    out.gauge(
+        "shortener_replica_lag_bytes",
+        "WAL bytes the read replica had not replayed at the last measurement (-1: not measured yet)",
+        stats.lag_bytes.load(Ordering::Relaxed) as f64,
+    )
+}
+
+fn group_commit(durability: &Durability, out: &mut Samples<'_, '_>) -> fmt::Result {
+    out.counter(
+        "shortener_sqlite_wal_syncs",
+        "Fsyncs of the SQLite write-ahead log (each makes every write before it durable)",
+        durability.wal_syncs,
+    )?;
+    out.counter(
+        "shortener_sqlite_writes",
+        "Rounds of durable writes on the SQLite writer connection (each one or more transactions, one fsync; click-count chunks committed without one are not counted)",
+        durability.writes,
+    )
+}
