@@ -2,7 +2,7 @@
 //! that report their own series ([`Sample`]) are asked for them.
 
 use super::{CreateCounters, LookupCounters, ReloadCounters, Sample, Samples};
-use crate::store::{LinkStore, Store};
+use crate::store::{Capabilities, Store};
 use id_client::IdPool;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
