@@ -20,7 +20,8 @@
 //!   schedule ([`clock`]: the time it runs on).
 //! - [`webhooks`]: signed deliveries of link events from the store's outbox.
 //! - [`qr`]: QR codes of short URLs (SVG and PNG).
-//! - [`store`]: the store interface and its PostgreSQL and SQLite backends.
+//! - [`store`]: the store interfaces (links, visits, webhook outbox, blocklist, capabilities)
+//!   and their PostgreSQL and SQLite backends.
 //! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
 //!   connections.
 //! - [`metrics`]: Prometheus metrics; [`telemetry`], [`shutdown`]: logs and the signal.
