@@ -1,7 +1,7 @@
 //! The admin listener: liveness, readiness and Prometheus metrics.
 
 use crate::metrics::Metrics;
-use crate::store::{LinkStore, Store};
+use crate::store::{Capabilities, Store};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};

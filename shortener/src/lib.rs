@@ -10,15 +10,18 @@
 //! - [`links`]: the link service (create, get, delete, list, update, history, import, export).
 //! - [`access`]: API keys and the one admission of every API request (authentication, rate
 //!   limits, batch bounds); [`limits`]: the token buckets and the client address.
-//! - [`http`]: the public listener: redirects ([`http::redirect`]: resolver and cache) and the
-//!   JSON API; [`grpc`]: the `shortener.v1.Links` service; [`admin`]: health and metrics.
+//! - [`redirects`]: where a code goes ([`redirects::Resolver`]), from the redirect cache
+//!   ([`redirects::LinkCache`]) or the store.
+//! - [`http`]: the public listener: the redirect edge ([`http::redirect`]) and the JSON API;
+//!   [`grpc`]: the `shortener.v1.Links` service; [`admin`]: health and metrics.
 //! - [`visits`]: each served redirect classified once and counted off the redirect path, in
 //!   the exact click totals ([`visits::clicks`]) and by hour, referrer, device and country in
 //!   the rollups of the stats API ([`visits::analytics`]), both flushed in batches on one
 //!   schedule ([`clock`]: the time it runs on).
 //! - [`webhooks`]: signed deliveries of link events from the store's outbox.
 //! - [`qr`]: QR codes of short URLs (SVG and PNG).
-//! - [`store`]: the store interface and its PostgreSQL and SQLite backends.
+//! - [`store`]: the store interfaces (links, visits, webhook outbox, blocklist, capabilities)
+//!   and their PostgreSQL and SQLite backends.
 //! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
 //!   connections.
 //! - [`metrics`]: Prometheus metrics; [`telemetry`], [`shutdown`]: logs and the signal.
@@ -35,8 +38,8 @@
 //!
 //! # A redirect
 //!
-//! `GET /{code}` -> [`http::redirect::Resolver`]: a path that cannot be a code is answered 404
-//! without the store; a cached code is answered at once; otherwise the store is read and the
+//! `GET /{code}` -> [`http::redirect`] -> [`redirects::Resolver`]: a path that cannot be a code
+//! is answered 404 without the store; a cached code is answered at once; otherwise the store is read and the
 //! answer cached -> 302 with `Location` (404, 410), the click counted in memory
 //! ([`visits::Visits::record`]).
 
@@ -54,6 +57,7 @@ pub mod links;
 pub mod metrics;
 pub mod net;
 pub mod qr;
+pub mod redirects;
 pub mod secrets;
 pub mod shutdown;
 pub mod store;

@@ -10,7 +10,7 @@ use crate::access::{ApiKeys, generate_api_key, parse_legacy};
 use crate::config::Config;
 use crate::links::CursorKey;
 use crate::secrets;
-use crate::store::{LinkStore, PgSettings, PgStore, SqliteStore, Store};
+use crate::store::{Capabilities, PgSettings, PgStore, SqliteStore, Store};
 use anyhow::Context;
 use codespace::{CodeKey, CodeSpace};
 use id_client::{GrpcLeaseSource, GrpcSourceConfig, LeaseSource};

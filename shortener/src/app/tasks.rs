@@ -4,7 +4,7 @@
 //! that keeps the redirect cache in step with other nodes.
 
 use super::node::Node;
-use crate::store::{ChangeEvent, LinkStore};
+use crate::store::{Capabilities, ChangeEvent, LinkStore};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;

@@ -42,8 +42,8 @@ pub struct RedirectConfig {
 
 impl RedirectConfig {
     /// The link cache's bounds; a link near its visit limit is kept `limited_ttl`.
-    pub fn cache(&self, limited_ttl: Duration) -> crate::http::redirect::CacheConfig {
-        crate::http::redirect::CacheConfig {
+    pub fn cache(&self, limited_ttl: Duration) -> crate::redirects::CacheConfig {
+        crate::redirects::CacheConfig {
             max_bytes: self.cache_bytes,
             ttl: Duration::from_secs(self.cache_ttl.get()),
             negative_ttl: Duration::from_millis(self.negative_cache_ttl_ms),

@@ -1,7 +1,7 @@
 //! The store's part of `/metrics`: what its write batching, its read replica (PostgreSQL) and
 //! its group commit (SQLite) have done, read at scrape time.
 
-use super::{Durability, Fallback, LinkStore, ReplicaStats, Store, WriterStats};
+use super::{Capabilities, Durability, Fallback, ReplicaStats, Store, WriterStats};
 use crate::metrics::{Sample, Samples};
 use std::fmt;
 use std::sync::atomic::Ordering;

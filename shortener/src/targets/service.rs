@@ -4,7 +4,7 @@
 
 use super::{Blocklist, TargetRules};
 use crate::domain::{Caller, Error};
-use crate::store::{LinkStore, Store, StoreError};
+use crate::store::{BlocklistStore, Store, StoreError};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 

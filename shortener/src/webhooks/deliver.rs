@@ -11,7 +11,7 @@
 use super::resolve::{PublicOnly, refused_literal};
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
 use super::{Outcome, Webhooks};
-use crate::store::{Attempt, Delivery, LinkStore};
+use crate::store::{Attempt, Delivery, OutboxStore};
 use chrono::{SecondsFormat, Utc};
 use rand::Rng;
 use std::sync::Arc;

@@ -21,7 +21,7 @@ use crate::clock::Clock;
 use crate::domain::{Caller, Error, TargetUrl, UrlError};
 pub use crate::store::{DeliveryRecord, Endpoint};
 
-use crate::store::{LinkStore, NewEndpoint, Store};
+use crate::store::{NewEndpoint, OutboxStore, Store};
 use crate::targets::TargetRules;
 use std::sync::Arc;
 use std::time::Duration;

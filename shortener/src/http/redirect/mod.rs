@@ -1,17 +1,13 @@
 //! `GET|HEAD /{code}`: the redirect edge.
 //!
-//! The [`Resolver`] says where a code goes, from the [`LinkCache`] when it can and the store
-//! when it must; the handlers here turn that into the response, count the click and the
-//! metrics, and spend the client's 404 budget on unknown codes.
+//! The [`Resolver`](crate::redirects::Resolver) says where a code goes (the redirect service,
+//! [`crate::redirects`]); the handlers here turn that into the response, count the click and
+//! the metrics, and spend the client's 404 budget on unknown codes.
 
-mod cache;
 mod protect;
-mod resolver;
-
-pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
-pub use resolver::{LookupCounters, Resolution, Resolver, Target};
 
 use super::HttpState;
+use crate::redirects::{Resolution, Target};
 use crate::visits::Visit;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;

@@ -5,9 +5,10 @@
 //! ways a row is written (`insert`), reads and the other writes are in `read` and `write`,
 //! and [`ChangeFeed`] tells every node what any node changed (`listen`).
 //!
-//! This file is the `LinkStore` implementation, one short method per operation that picks the
-//! connection (primary or replica) and hands the work to the module that holds its SQL; it is long
-//! because the trait is, and splitting the impl would only scatter that routing.
+//! This file implements the store's interfaces (links, visits, the outbox, the blocklist, the
+//! backend), one short method per operation that picks the connection (primary or replica) and
+//! hands the work to the module that holds its SQL; they stay together so that routing is
+//! visible in one place.
 
 mod batch;
 mod connect;
@@ -29,8 +30,9 @@ use super::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
 };
 use super::{
-    BlockedDomain, ClickRows, DeleteOutcome, Durability, InsertOutcome, LinkStore, NewLink,
-    RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
+    BlockedDomain, BlocklistStore, Capabilities, ClickRows, DeleteOutcome, Durability,
+    InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
+    StoreError, UpdateOutcome, VisitStore, WriterStats,
 };
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
 use crate::domain::{StatsQuery, StatsReport};
@@ -240,24 +242,6 @@ macro_rules! read_row {
 }
 
 impl LinkStore for PgStore {
-    /// Applies pending migrations under an advisory lock, so several nodes starting at once
-    /// apply each exactly once; then checks the code space and reads the layout, which the
-    /// store reads again every second from then on.
-    async fn migrate(&self) -> Result<usize, StoreError> {
-        let mut client = self.client().await?;
-        let ran = connect::migrate(&mut client).await?;
-        let recorded = layout::check_code_space(&client, self.layout.space()).await?;
-        self.layout.set_recorded(recorded);
-        self.layout.load(&client).await?;
-        if !self
-            .watching
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            self.layout.watch(self.pool.clone());
-        }
-        Ok(ran)
-    }
-
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
         self.layout.check_writable()?;
         self.layout.record_before_writing(&self.pool).await?;
@@ -384,29 +368,18 @@ impl LinkStore for PgStore {
         read::get_many(&client, &self.layout, codes).await
     }
 
-    async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
-        read::blocked_domains(&*self.client().await?).await
-    }
-
-    async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
-        write::block_domain(&*self.client().await?, entry, key).await
-    }
-
-    async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
-        write::unblock_domain(&*self.client().await?, entry).await
-    }
-
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
         let client = self.client().await?;
         write::purge_idempotency(&client, expired_before).await
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
+    async fn count_links(&self) -> Result<u64, StoreError> {
         let client = self.client().await?;
-        client.simple_query("SELECT 1").await.map_err(db_error)?;
-        Ok(())
+        read::count(&client).await
     }
+}
 
+impl VisitStore for PgStore {
     async fn add_clicks(&self, rows: ClickRows) -> Result<(), StoreError> {
         let client = self.client().await?;
         write::add_clicks(&client, &rows).await
@@ -428,7 +401,9 @@ impl LinkStore for PgStore {
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         rollups::maintain(&mut self.client().await?, &self.partitions, &plan).await
     }
+}
 
+impl OutboxStore for PgStore {
     async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
         webhooks::record_rollups(&self.client().await?, hour).await
     }
@@ -495,10 +470,45 @@ impl LinkStore for PgStore {
     ) -> Result<(u64, u64), StoreError> {
         webhooks::purge(&self.client().await?, before, limit).await
     }
+}
 
-    async fn count_links(&self) -> Result<u64, StoreError> {
+impl BlocklistStore for PgStore {
+    async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
+        read::blocked_domains(&*self.client().await?).await
+    }
+
+    async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
+        write::block_domain(&*self.client().await?, entry, key).await
+    }
+
+    async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
+        write::unblock_domain(&*self.client().await?, entry).await
+    }
+}
+
+impl Capabilities for PgStore {
+    /// Applies pending migrations under an advisory lock, so several nodes starting at once
+    /// apply each exactly once; then checks the code space and reads the layout, which the
+    /// store reads again every second from then on.
+    async fn migrate(&self) -> Result<usize, StoreError> {
+        let mut client = self.client().await?;
+        let ran = connect::migrate(&mut client).await?;
+        let recorded = layout::check_code_space(&client, self.layout.space()).await?;
+        self.layout.set_recorded(recorded);
+        self.layout.load(&client).await?;
+        if !self
+            .watching
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.layout.watch(self.pool.clone());
+        }
+        Ok(ran)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
-        read::count(&client).await
+        client.simple_query("SELECT 1").await.map_err(db_error)?;
+        Ok(())
     }
 
     fn writer_stats(&self) -> &WriterStats {

@@ -31,7 +31,7 @@ pub(super) async fn record(
 }
 
 /// Records the `clicks.rollup` events of the hour starting at `hour` (see
-/// [`crate::store::LinkStore::record_rollup_events`]), from the tenant-level totals (one row
+/// [`crate::store::OutboxStore::record_rollup_events`]), from the tenant-level totals (one row
 /// per tenant and hour, found by the `bucket` index), so looking back over many hours stays
 /// cheap however many links had clicks.
 pub(super) async fn record_rollups(

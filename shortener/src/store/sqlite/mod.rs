@@ -18,9 +18,10 @@
 //! generated rows were made in and refuses to open under another (`code_space`), since only
 //! that code space finds them. The lease ledger is in `ledger`.
 //!
-//! This file is the `LinkStore` implementation: each method is the hop from the runtime to the
-//! writer thread or a reader, kept together so the one threading rule above is visible in one
-//! place; the SQL lives in the submodules. It is long because the trait is.
+//! This file implements the store's interfaces (links, visits, the outbox, the blocklist, the
+//! backend): each method is the hop from the runtime to the writer thread or a reader, kept
+//! together so the one threading rule above is visible in one place; the SQL lives in the
+//! submodules.
 
 mod code_space;
 mod convert;
@@ -37,8 +38,9 @@ use super::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
 };
 use super::{
-    BlockedDomain, ChangeFeed, ClickRows, DeleteOutcome, InsertOutcome, LinkStore, NewLink,
-    RollupOutcome, RollupPlan, RollupRows, StoreError, UpdateOutcome, WriterStats,
+    BlockedDomain, BlocklistStore, Capabilities, ChangeFeed, ClickRows, DeleteOutcome,
+    InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
+    StoreError, UpdateOutcome, VisitStore, WriterStats,
 };
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use crate::domain::{StatsQuery, StatsReport};
@@ -75,7 +77,7 @@ const MAX_READERS: usize = 4;
 impl SqliteStore {
     /// Opens (creating if needed) the database file at `path`, whose generated codes are made
     /// in `space`, with at most `max_batch` creates in one insert transaction.
-    /// [`migrate`](LinkStore::migrate) checks that the file agrees.
+    /// [`migrate`](Capabilities::migrate) checks that the file agrees.
     pub fn open(path: &Path, space: Arc<CodeSpace>, max_batch: usize) -> Result<Self, StoreError> {
         let open = || open_connection(path);
         let writer = open()?;
@@ -144,46 +146,6 @@ impl SqliteStore {
 }
 
 impl LinkStore for SqliteStore {
-    async fn migrate(&self) -> Result<usize, StoreError> {
-        let space = Arc::clone(&self.space);
-        self.write(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db_error)?;
-            tx.execute_batch(&format!(
-                "CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
-            ))
-            .map_err(db_error)?;
-            let mut ran = 0;
-            for m in SQLITE {
-                let done: Option<i64> = tx
-                    .query_row(
-                        &format!("SELECT version FROM {VERSION_TABLE} WHERE version = ?1"),
-                        [m.version],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(db_error)?;
-                if done.is_none() {
-                    tx.execute_batch(m.sql).map_err(db_error)?;
-                    if m.version == manage::HOST_REV_VERSION {
-                        manage::fill_host_rev(&tx)?;
-                    }
-                    tx.execute(
-                        &format!("INSERT INTO {VERSION_TABLE} (version, name, applied_at) VALUES (?1, ?2, ?3)"),
-                        params![m.version, m.name, millis(Utc::now())],
-                    )
-                    .map_err(db_error)?;
-                    ran += 1;
-                }
-            }
-            code_space::check_code_space(&tx, &space)?;
-            tx.commit().map_err(db_error)?;
-            Ok(ran)
-        })
-        .await
-    }
-
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
         if link.idempotency.is_none() {
             // Batched with the other creates of the writer thread's next round.
@@ -283,50 +245,6 @@ impl LinkStore for SqliteStore {
             .await
     }
 
-    async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
-        self.read(|conn| {
-            let mut select = conn
-                .prepare_cached(
-                    "SELECT entry, added_at, added_by FROM blocked_domains ORDER BY entry",
-                )
-                .map_err(db_error)?;
-            let rows = select
-                .query_map([], |r| {
-                    Ok(BlockedDomain {
-                        entry: r.get(0)?,
-                        added_at: convert::from_millis(r.get(1)?),
-                        added_by: r.get(2)?,
-                    })
-                })
-                .map_err(db_error)?;
-            rows.collect::<Result<_, _>>().map_err(db_error)
-        })
-        .await
-    }
-
-    async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
-        let (entry, key) = (entry.to_string(), key.to_string());
-        self.write(move |conn| {
-            conn.execute(
-                "INSERT INTO blocked_domains (entry, added_at, added_by) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
-                params![entry, millis(Utc::now()), key],
-            )
-            .map(|n| n == 1)
-            .map_err(db_error)
-        })
-        .await
-    }
-
-    async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
-        let entry = entry.to_string();
-        self.write(move |conn| {
-            conn.execute("DELETE FROM blocked_domains WHERE entry = ?1", [entry])
-                .map(|n| n == 1)
-                .map_err(db_error)
-        })
-        .await
-    }
-
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
         let before = millis(expired_before);
         self.write(move |conn| {
@@ -340,13 +258,19 @@ impl LinkStore for SqliteStore {
         .await
     }
 
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.read(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_error))
-            .await
+    async fn count_links(&self) -> Result<u64, StoreError> {
+        self.read(|conn| {
+            conn.query_row("SELECT count(*) FROM links", [], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(db_error)
+        })
+        .await
     }
+}
 
+impl VisitStore for SqliteStore {
     /// Adds a chunk of click counts in a transaction of its own, answered at its commit: the
-    /// flush makes all its chunks durable at once ([`LinkStore::sync_clicks`]).
+    /// flush makes all its chunks durable at once ([`VisitStore::sync_clicks`]).
     async fn add_clicks(&self, rows: ClickRows) -> Result<(), StoreError> {
         self.writer
             .run_unsynced(move |conn| rows::add_clicks(conn, &rows))
@@ -359,7 +283,7 @@ impl LinkStore for SqliteStore {
     }
 
     /// Adds a batch of rollups in a transaction of its own, answered at its commit: the flush
-    /// makes all its batches durable at once ([`LinkStore::sync_clicks`]).
+    /// makes all its batches durable at once ([`VisitStore::sync_clicks`]).
     async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
         self.writer
             .run_unsynced(move |conn| rollups::add(conn, &rows))
@@ -374,7 +298,9 @@ impl LinkStore for SqliteStore {
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         self.write(move |conn| rollups::maintain(conn, &plan)).await
     }
+}
 
+impl OutboxStore for SqliteStore {
     async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
         self.write(move |conn| webhooks::record_rollups(conn, hour))
             .await
@@ -456,14 +382,98 @@ impl LinkStore for SqliteStore {
         self.write(move |conn| webhooks::purge(conn, before, limit))
             .await
     }
+}
 
-    async fn count_links(&self) -> Result<u64, StoreError> {
+impl BlocklistStore for SqliteStore {
+    async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
         self.read(|conn| {
-            conn.query_row("SELECT count(*) FROM links", [], |r| r.get::<_, i64>(0))
-                .map(|n| n as u64)
+            let mut select = conn
+                .prepare_cached(
+                    "SELECT entry, added_at, added_by FROM blocked_domains ORDER BY entry",
+                )
+                .map_err(db_error)?;
+            let rows = select
+                .query_map([], |r| {
+                    Ok(BlockedDomain {
+                        entry: r.get(0)?,
+                        added_at: convert::from_millis(r.get(1)?),
+                        added_by: r.get(2)?,
+                    })
+                })
+                .map_err(db_error)?;
+            rows.collect::<Result<_, _>>().map_err(db_error)
+        })
+        .await
+    }
+
+    async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
+        let (entry, key) = (entry.to_string(), key.to_string());
+        self.write(move |conn| {
+            conn.execute(
+                "INSERT INTO blocked_domains (entry, added_at, added_by) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                params![entry, millis(Utc::now()), key],
+            )
+            .map(|n| n == 1)
+            .map_err(db_error)
+        })
+        .await
+    }
+
+    async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
+        let entry = entry.to_string();
+        self.write(move |conn| {
+            conn.execute("DELETE FROM blocked_domains WHERE entry = ?1", [entry])
+                .map(|n| n == 1)
                 .map_err(db_error)
         })
         .await
+    }
+}
+
+impl Capabilities for SqliteStore {
+    async fn migrate(&self) -> Result<usize, StoreError> {
+        let space = Arc::clone(&self.space);
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db_error)?;
+            tx.execute_batch(&format!(
+                "CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+            ))
+            .map_err(db_error)?;
+            let mut ran = 0;
+            for m in SQLITE {
+                let done: Option<i64> = tx
+                    .query_row(
+                        &format!("SELECT version FROM {VERSION_TABLE} WHERE version = ?1"),
+                        [m.version],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(db_error)?;
+                if done.is_none() {
+                    tx.execute_batch(m.sql).map_err(db_error)?;
+                    if m.version == manage::HOST_REV_VERSION {
+                        manage::fill_host_rev(&tx)?;
+                    }
+                    tx.execute(
+                        &format!("INSERT INTO {VERSION_TABLE} (version, name, applied_at) VALUES (?1, ?2, ?3)"),
+                        params![m.version, m.name, millis(Utc::now())],
+                    )
+                    .map_err(db_error)?;
+                    ran += 1;
+                }
+            }
+            code_space::check_code_space(&tx, &space)?;
+            tx.commit().map_err(db_error)?;
+            Ok(ran)
+        })
+        .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.read(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_error))
+            .await
     }
 
     fn writer_stats(&self) -> &WriterStats {

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 
 type Waiter = oneshot::Sender<Result<(), String>>;
 
-/// A snapshot of what the group commit has done ([`crate::store::LinkStore::durability`]).
+/// A snapshot of what the group commit has done ([`crate::store::Capabilities::durability`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Durability {
     /// Fsyncs of the WAL run so far.

@@ -39,7 +39,7 @@ pub(super) fn record(
 }
 
 /// Records the `clicks.rollup` events of the hour starting at `hour` (see
-/// [`crate::store::LinkStore::record_rollup_events`]), in one transaction, from the
+/// [`crate::store::OutboxStore::record_rollup_events`]), in one transaction, from the
 /// tenant-level totals (one row per tenant and hour).
 pub(super) fn record_rollups(conn: &mut Connection, hour: i64) -> Result<u64, StoreError> {
     let name = crate::store::webhooks::hour_name(hour);

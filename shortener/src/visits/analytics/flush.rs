@@ -4,7 +4,7 @@
 
 use super::Analytics;
 use super::aggregate::Taken;
-use crate::store::{LinkStore, RollupRow, Store};
+use crate::store::{RollupRow, Store, VisitStore};
 use std::sync::atomic::Ordering;
 
 /// Rows per store write of a flush.

@@ -5,7 +5,7 @@
 use super::Analytics;
 use crate::domain::stats::{DAY, HOUR};
 use crate::store::rollups::day_start;
-use crate::store::{LinkStore, RollupOutcome, RollupPlan, Store, StoreError};
+use crate::store::{OutboxStore, RollupOutcome, RollupPlan, Store, StoreError, VisitStore};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 

@@ -8,7 +8,7 @@ use crate::domain::{
     Caller, Error, ShortCode, StatsInput, StatsQuery, StatsReport, StatsScope, check_tag,
 };
 use crate::links::LinkService;
-use crate::store::{LinkStore, Store};
+use crate::store::{Store, VisitStore};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 
 use super::{ClickRecorder, SHARDS};
 use crate::domain::{ClickCounts, CompactCode};
-use crate::store::{LinkStore, Store};
+use crate::store::{Store, VisitStore};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -19,7 +19,7 @@ const FLUSH_PACE: Duration = Duration::from_millis(1);
 
 impl ClickRecorder {
     /// Writes the pending counts to `store` in chunks of `FLUSH_CHUNK` (256) codes, paced by
-    /// `FLUSH_PACE` (1 ms), then makes them durable together ([`LinkStore::sync_clicks`]: one fsync per
+    /// `FLUSH_PACE` (1 ms), then makes them durable together ([`VisitStore::sync_clicks`]: one fsync per
     /// flush on SQLite, not one per chunk); what fails to be written is kept for the next flush.
     pub async fn flush(&self, store: &Store) {
         if self.write_chunks(store).await
@@ -105,6 +105,7 @@ impl<'a> Chunks<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{Capabilities, LinkStore};
     use crate::visits::VisitKind;
 
     #[test]

@@ -18,7 +18,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shortener::clock::Clock;
 use shortener::domain::{Granularity, StatsQuery, StatsScope};
-use shortener::store::LinkStore;
+use shortener::store::VisitStore;
 use std::time::Duration;
 
 pub const PHONE: &str = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1";

@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 use shortener::clock::Clock;
 use shortener::domain::{Granularity, StatsQuery, StatsScope};
-use shortener::store::LinkStore;
+use shortener::store::VisitStore;
 
 /// The tenant's summary and the tag's over the same `range`: both answered, and the same.
 async fn agree(node: &Node, range: &str) -> serde_json::Value {

@@ -1,7 +1,7 @@
 //! The embedded store's group commit: a write returns only once an fsync of the WAL covers it.
 
 use super::{fresh_embedded, link};
-use shortener::store::{InsertOutcome, LinkStore, Store};
+use shortener::store::{Capabilities, InsertOutcome, LinkStore, Store};
 
 /// Group commit on the embedded store: a write returns only once an fsync of the WAL covers
 /// it, concurrent writes share fsyncs, and a read never waits when nothing is pending.

@@ -6,7 +6,7 @@ use chrono::Utc;
 use codespace::shape::CodeKind;
 use codespace::{CodeKey, CodeSpace};
 use shortener::domain::{ListInput, ListQuery};
-use shortener::store::{InsertOutcome, LinkStore, sqlite_migrations_after};
+use shortener::store::{Capabilities, InsertOutcome, LinkStore, sqlite_migrations_after};
 
 /// A schema-version-2 file made with `key`: three generated links (IDs 7, 8 and 9, one
 /// deduplicated, one deleted), an alias, a row at a negative rowid, a generated row without an

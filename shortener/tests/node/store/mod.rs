@@ -9,7 +9,7 @@ mod layout;
 use crate::helpers::{Backend, Stack};
 use codespace::shape::CodeKind;
 use codespace::{CodeKey, CodeSpace};
-use shortener::store::{InsertOutcome, LinkStore, NewLink};
+use shortener::store::{Capabilities, InsertOutcome, LinkStore, NewLink};
 
 pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
     NewLink {

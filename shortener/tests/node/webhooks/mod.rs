@@ -539,7 +539,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     );
     // Asked again (another run, another node), the hour is not told twice.
     let hour = time_of("2026-01-10T10:00:00Z");
-    use shortener::store::LinkStore;
+    use shortener::store::OutboxStore;
     assert_eq!(
         node.app
             .store

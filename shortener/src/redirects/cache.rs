@@ -4,7 +4,8 @@
 //! a short negative TTL. Memory is bounded by the total size of the cached entries. Deletes are
 //! pushed to every node (PostgreSQL `LISTEN/NOTIFY`, the store's change feed); the
 //! TTL bounds staleness when a notification is missed. Entries hold the target as the
-//! `Location` header value it is sent as, so this cache belongs to the HTTP edge.
+//! `Location` header value it is sent as, checked once when the entry is made, so a hit costs
+//! the edge no validation or copy.
 
 use crate::domain::CompactCode;
 use crate::links::LinkChanges;

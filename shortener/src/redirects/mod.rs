@@ -1,0 +1,14 @@
+//! The redirect service: where a code goes.
+//!
+//! The [`Resolver`] answers from the [`LinkCache`] when it can and reads the store when it must
+//! (caching what it read); a path that cannot be a code is answered without either. The HTTP
+//! redirect edge (`http::redirect`) only turns a [`Resolution`] into a response, so this is the
+//! one part of the redirect path that reads the store. The cache lives here with the resolver
+//! that fills it; the link service tells it of every change this node makes
+//! ([`crate::links::LinkChanges`]) and the change feed of every change other nodes make.
+
+mod cache;
+mod resolver;
+
+pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
+pub use resolver::{Resolution, Resolver, Target};

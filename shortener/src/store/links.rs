@@ -1,0 +1,167 @@
+//! The links interface: creates, reads, edits, deletes, lists and histories of links, and the
+//! idempotency claims of creates.
+
+use super::{DeleteOutcome, InsertOutcome, NewLink, Store, StoreError, UpdateOutcome};
+use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
+use chrono::{DateTime, Utc};
+use std::future::Future;
+
+/// What a store does with links. Both backends implement it with the same signatures and the
+/// same guarantees (see the [store](super) docs); [`Store`] dispatches to one of them.
+pub trait LinkStore: Send + Sync {
+    /// Inserts one link (see [`InsertOutcome`]), batched with concurrent inserts where it can
+    /// be (a link with an idempotency key takes a transaction of its own); returns after the
+    /// commit is durable.
+    fn insert(
+        &self,
+        link: NewLink,
+    ) -> impl Future<Output = Result<InsertOutcome, StoreError>> + Send;
+
+    /// Inserts many links (none with an idempotency key) with one commit; outcomes in input
+    /// order, each row's conflicts resolved on its own. A bulk write (a chunk of an import):
+    /// the embedded store checkpoints after it less often than after other writes.
+    fn insert_many(
+        &self,
+        links: Vec<NewLink>,
+    ) -> impl Future<Output = Result<Vec<InsertOutcome>, StoreError>> + Send;
+
+    /// Reads a link by code (live, deleted or expired), without its click counts.
+    fn get(&self, code: &str) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
+
+    /// Reads a link with its click counts.
+    fn get_with_clicks(
+        &self,
+        code: &str,
+    ) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
+
+    /// The live link with this dedup key, if any.
+    fn find_dedup(
+        &self,
+        dedup_key: &[u8],
+    ) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
+
+    /// The fingerprint and link of an idempotency key claimed by `tenant` at or after
+    /// `expired_before` (older claims have expired).
+    fn find_idempotent(
+        &self,
+        tenant: &str,
+        key: &str,
+        expired_before: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Option<(Vec<u8>, Link)>, StoreError>> + Send;
+
+    /// Marks a link deleted (it answers 410 from then on), frees its dedup key and records the
+    /// delete by `key` in its history. With a `tenant`, only a link of that tenant: another
+    /// tenant's link is [`DeleteOutcome::NotFound`], as an unknown code is.
+    fn delete(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        key: &str,
+    ) -> impl Future<Output = Result<DeleteOutcome, StoreError>> + Send;
+
+    /// Applies `patch` to a link (of `tenant`, or any tenant's for `None`) on behalf of `key`:
+    /// the change, its history events and (on a shared store) its announcement to the other
+    /// nodes commit together. A changed target or expiry frees the dedup key.
+    fn update(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        patch: &LinkPatch,
+        key: &str,
+    ) -> impl Future<Output = Result<UpdateOutcome, StoreError>> + Send;
+
+    /// A link (without click counts) and the events recorded after its creation, oldest first.
+    fn history(
+        &self,
+        code: &str,
+    ) -> impl Future<Output = Result<Option<(Link, Vec<Event>)>, StoreError>> + Send;
+
+    /// One page of a list, newest first, continued by keyset (see [`crate::domain::list`]).
+    fn list(&self, query: &ListQuery) -> impl Future<Output = Result<Page, StoreError>> + Send;
+
+    /// The links (with click counts) that hold any of `codes`.
+    fn get_many(
+        &self,
+        codes: &[String],
+    ) -> impl Future<Output = Result<Vec<Link>, StoreError>> + Send;
+
+    /// Deletes idempotency claims made before `expired_before`; returns how many.
+    fn purge_idempotency(
+        &self,
+        expired_before: DateTime<Utc>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// How many links exist, of every kind and state (a full count: for tests and tools, never
+    /// for a request path).
+    fn count_links(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+impl LinkStore for Store {
+    async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
+        dispatch!(self, s => s.insert(link).await)
+    }
+
+    async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
+        dispatch!(self, s => s.insert_many(links).await)
+    }
+
+    async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        dispatch!(self, s => s.get(code).await)
+    }
+
+    async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
+        dispatch!(self, s => s.get_with_clicks(code).await)
+    }
+
+    async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
+        dispatch!(self, s => s.find_dedup(dedup_key).await)
+    }
+
+    async fn find_idempotent(
+        &self,
+        tenant: &str,
+        key: &str,
+        expired_before: DateTime<Utc>,
+    ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
+        dispatch!(self, s => s.find_idempotent(tenant, key, expired_before).await)
+    }
+
+    async fn delete(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        key: &str,
+    ) -> Result<DeleteOutcome, StoreError> {
+        dispatch!(self, s => s.delete(code, tenant, key).await)
+    }
+
+    async fn update(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        patch: &LinkPatch,
+        key: &str,
+    ) -> Result<UpdateOutcome, StoreError> {
+        dispatch!(self, s => s.update(code, tenant, patch, key).await)
+    }
+
+    async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
+        dispatch!(self, s => s.history(code).await)
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        dispatch!(self, s => s.list(query).await)
+    }
+
+    async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {
+        dispatch!(self, s => s.get_many(codes).await)
+    }
+
+    async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.purge_idempotency(expired_before).await)
+    }
+
+    async fn count_links(&self) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.count_links().await)
+    }
+}

@@ -1,0 +1,178 @@
+//! The webhook outbox interface: endpoints, the deliveries owed to them, and the rollup events
+//! recorded into the outbox (link events are recorded by the link writes themselves, in their
+//! own transaction).
+
+use super::{
+    Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
+    Store, StoreError,
+};
+use chrono::{DateTime, Utc};
+use std::future::Future;
+use std::time::Duration;
+
+/// What a store does with the webhook outbox. Both backends implement it; [`Store`]
+/// dispatches.
+pub trait OutboxStore: Send + Sync {
+    /// Registers a webhook endpoint.
+    fn create_endpoint(
+        &self,
+        endpoint: NewEndpoint,
+    ) -> impl Future<Output = Result<Endpoint, StoreError>> + Send;
+
+    /// The endpoints of `tenant` (every tenant's for `None`), oldest first.
+    fn endpoints(
+        &self,
+        tenant: Option<&str>,
+    ) -> impl Future<Output = Result<Vec<Endpoint>, StoreError>> + Send;
+
+    /// Removes an endpoint (of `tenant`, if given) and its deliveries; false if there was none.
+    fn delete_endpoint(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The latest `limit` deliveries of an endpoint (of `tenant`, if given), newest first;
+    /// `None` when there is no such endpoint.
+    fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> impl Future<Output = Result<Option<Vec<DeliveryRecord>>, StoreError>> + Send;
+
+    /// Claims up to `endpoints` enabled endpoints with due deliveries that no worker holds, in
+    /// turns across tenants (every tenant's longest-waiting endpoint before any tenant's
+    /// second), each with up to `per_endpoint` of its due deliveries, oldest due first; the
+    /// endpoints and deliveries are held for `lease` (no other worker takes them meanwhile).
+    /// The deliveries come grouped by endpoint, each endpoint's in the order to send them.
+    fn claim_deliveries(
+        &self,
+        lease: Duration,
+        endpoints: i64,
+        per_endpoint: i64,
+    ) -> impl Future<Output = Result<Vec<Delivery>, StoreError>> + Send;
+
+    /// Records how a claimed delivery's attempt went (and the endpoint's run of failures,
+    /// disabling it at the limit), and whether the endpoint is to get no further attempts.
+    fn finish_delivery(
+        &self,
+        attempt: Attempt,
+    ) -> impl Future<Output = Result<Finished, StoreError>> + Send;
+
+    /// Lets go of a claimed endpoint and of its claimed deliveries `unsent` (not attempted),
+    /// so any worker may claim them again at once.
+    fn release_endpoint(
+        &self,
+        endpoint_id: i64,
+        unsent: Vec<i64>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Measures each tenant's pending deliveries (of enabled endpoints) against `max_pending`:
+    /// the tenants at or over it have their events dropped from now on, the others recorded
+    /// again; and takes the counts of events dropped since the last measurement.
+    fn bound_outbox(
+        &self,
+        max_pending: u64,
+    ) -> impl Future<Output = Result<OutboxBound, StoreError>> + Send;
+
+    /// Enables an endpoint (of `tenant`, if given): its run of failures starts again at 0 and
+    /// its pending deliveries are due at once; or disables it by hand. `None` when there is no
+    /// such endpoint.
+    fn set_endpoint_enabled(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        enabled: bool,
+    ) -> impl Future<Output = Result<Option<Endpoint>, StoreError>> + Send;
+
+    /// The deliveries waiting for enabled endpoints, and how long the oldest due one has been
+    /// due.
+    fn outbox_backlog(&self) -> impl Future<Output = Result<Backlog, StoreError>> + Send;
+
+    /// Removes up to `limit` deliveries delivered before `before`, then events recorded before
+    /// `before` that no delivery refers to any more; returns how many deliveries and events it
+    /// removed.
+    fn purge_outbox(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> impl Future<Output = Result<(u64, u64), StoreError>> + Send;
+
+    /// Records a `clicks.rollup` event for each tenant with enabled webhook endpoints and
+    /// clicks in the hour starting at `hour` (Unix seconds), once whatever the number of
+    /// nodes asking; returns how many were recorded now.
+    fn record_rollup_events(
+        &self,
+        hour: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+impl OutboxStore for Store {
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+        dispatch!(self, s => s.create_endpoint(endpoint).await)
+    }
+
+    async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
+        dispatch!(self, s => s.endpoints(tenant).await)
+    }
+
+    async fn delete_endpoint(&self, id: i64, tenant: Option<&str>) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.delete_endpoint(id, tenant).await)
+    }
+
+    async fn delivery_log(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        limit: i64,
+    ) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
+        dispatch!(self, s => s.delivery_log(id, tenant, limit).await)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        lease: Duration,
+        endpoints: i64,
+        per_endpoint: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        dispatch!(self, s => s.claim_deliveries(lease, endpoints, per_endpoint).await)
+    }
+
+    async fn finish_delivery(&self, attempt: Attempt) -> Result<Finished, StoreError> {
+        dispatch!(self, s => s.finish_delivery(attempt).await)
+    }
+
+    async fn release_endpoint(&self, endpoint_id: i64, unsent: Vec<i64>) -> Result<(), StoreError> {
+        dispatch!(self, s => s.release_endpoint(endpoint_id, unsent).await)
+    }
+
+    async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {
+        dispatch!(self, s => s.bound_outbox(max_pending).await)
+    }
+
+    async fn set_endpoint_enabled(
+        &self,
+        id: i64,
+        tenant: Option<&str>,
+        enabled: bool,
+    ) -> Result<Option<Endpoint>, StoreError> {
+        dispatch!(self, s => s.set_endpoint_enabled(id, tenant, enabled).await)
+    }
+
+    async fn outbox_backlog(&self) -> Result<Backlog, StoreError> {
+        dispatch!(self, s => s.outbox_backlog().await)
+    }
+
+    async fn purge_outbox(
+        &self,
+        before: DateTime<Utc>,
+        limit: i64,
+    ) -> Result<(u64, u64), StoreError> {
+        dispatch!(self, s => s.purge_outbox(before, limit).await)
+    }
+
+    async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
+        dispatch!(self, s => s.record_rollup_events(hour).await)
+    }
+}
