@@ -17,7 +17,6 @@
 //! code. `docs/design.md` states the invariants (I1: no ID twice), `docs/leases.md` explains why leases are durable and disjoint, also across failovers;
 //! `docs/id-service.md` lists the configuration, tokens and metrics.
 
-pub mod admin;
 pub mod allocator;
 mod app;
 pub mod auth;
@@ -30,6 +29,7 @@ pub mod ledger;
 pub mod logsafe;
 pub mod metrics;
 pub mod migrate;
+pub mod ops;
 pub mod segments;
 mod shutdown;
 mod telemetry;

@@ -1,19 +1,26 @@
 //! A URL shortener node: redirects at the edge, a JSON and a gRPC API for internal services,
-//! over PostgreSQL or an embedded SQLite file. The design and its invariants (I1-I7) are in
+//! over PostgreSQL or an embedded SQLite file. The design and its invariants (I1-I8) are in
 //! `docs/design.md`.
 //!
 //! # Map
 //!
+//! Every module, one line each; a part's settings are its section of [`config`].
+//!
 //! - [`app`]: building and running a node (wiring, listeners, background tasks, drain).
-//! - [`config`]: flags and environment variables, validated before anything is bound.
+//! - [`config`]: flags and environment variables in one section per part, checked before
+//!   anything is bound.
 //! - [`domain`]: links, creates, codes, callers, errors; no transport or store types.
 //! - [`links`]: the link service (create, get, delete, list, update, history, import, export).
 //! - [`access`]: API keys and the one admission of every API request (authentication, rate
-//!   limits, batch bounds); [`limits`]: the token buckets and the client address.
+//!   limits, batch bounds); [`limits`]: the token buckets, the password checks and the client
+//!   address.
 //! - [`redirects`]: where a code goes ([`redirects::Resolver`]), from the redirect cache
 //!   ([`redirects::LinkCache`]) or the store.
-//! - [`http`]: the public listener: the redirect edge ([`http::redirect`]) and the JSON API;
-//!   [`grpc`]: the `shortener.v1.Links` service; [`admin`]: health and metrics.
+//! - [`targets`]: what targets are refused (own hosts, private addresses, the blocklist) and
+//!   the blocklist service.
+//! - [`http`]: the public listener: the redirect edge ([`http::redirect`]), the JSON API and the
+//!   console; [`grpc`]: the `shortener.v1.Links` service; [`ops`]: the operations listener
+//!   (health, readiness, metrics; `SHORTENER_ADMIN_ADDR`).
 //! - [`visits`]: each served redirect classified once and counted off the redirect path, in
 //!   the exact click totals ([`visits::clicks`]) and by hour, referrer, device and country in
 //!   the rollups of the stats API ([`visits::analytics`]), both flushed in batches on one
@@ -23,9 +30,27 @@
 //! - [`store`]: the store interfaces (links, visits, webhook outbox, blocklist, capabilities)
 //!   and their PostgreSQL and SQLite backends.
 //! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
-//!   connections.
-//! - [`metrics`]: Prometheus metrics; [`telemetry`], [`shutdown`]: logs and the signal.
+//!   connections, stalled writers.
+//! - [`metrics`]: the exposition, a leaf: each part reports its own series.
+//! - [`telemetry`], [`shutdown`], [`watch`]: logs, the signal, files re-read when they change.
 //! - [`cli`]: the binary's subcommands; [`secrets`]: key files.
+//!
+//! "admin" means one thing in code: the API scope that manages tenants' keys, webhooks and the
+//! blocklist. The operations listener keeps its `SHORTENER_ADMIN_ADDR` name for compatibility.
+//!
+//! # Invariants, and where each is kept
+//!
+//! - I1 no ID twice: `id_client::IdPool` (never below a block it has seen) over a durable
+//!   ledger (the id-service, or the embedded one in [`store`]).
+//! - I2 no code maps to two URLs: the store's unique indexes ([`store::LinkStore::insert`]).
+//! - I3 no lost acknowledgement: a create answers after its commit ([`links`]).
+//! - I4 fixed-length codes that reveal no order: `codespace::CodeSpace`.
+//! - I5 aliases cannot shadow generated codes: [`domain`]'s code shapes.
+//! - I6 bad input is refused cleanly: [`domain::CreateRequest::parse`] and the transports'
+//!   bounds.
+//! - I7 bounded degradation: the ID pool's runway and the fail-fast paths ([`links`],
+//!   [`redirects`]).
+//! - I8 click rollups add up: [`visits`].
 //!
 //! # A create
 //!
@@ -44,7 +69,6 @@
 //! ([`visits::Visits::record`]).
 
 pub mod access;
-pub mod admin;
 pub mod app;
 pub mod cli;
 pub mod clock;
@@ -56,6 +80,7 @@ pub mod limits;
 pub mod links;
 pub mod metrics;
 pub mod net;
+pub mod ops;
 pub mod qr;
 pub mod redirects;
 pub mod secrets;

@@ -1,7 +1,6 @@
 //! Wiring: every long-lived part of a replica, made once from its configuration, and the state
 //! each server is given.
 
-use crate::admin::AdminState;
 use crate::allocator::Allocator;
 use crate::auth::{Gate, SharedQuotas};
 use crate::config::Config;
@@ -10,6 +9,7 @@ use crate::grpc::Shared;
 use crate::http_api::HttpApi;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
+use crate::ops::OpsState;
 use crate::segments::{SegmentSettings, Segments};
 use anyhow::Context;
 use std::sync::Arc;
@@ -89,8 +89,8 @@ impl Parts {
     }
 
     /// What the admin handlers read; `draining` turns `/readyz` off.
-    pub(super) fn admin_state(&self, draining: CancellationToken) -> AdminState {
-        AdminState {
+    pub(super) fn ops_state(&self, draining: CancellationToken) -> OpsState {
+        OpsState {
             ledger: self.ledger.clone(),
             metrics: Arc::clone(&self.metrics),
             segments: Arc::clone(&self.segments),

@@ -1,11 +1,11 @@
 //! The replica's three servers, started together and stopped in the order a drain needs.
 
 use super::parts::Parts;
-use crate::admin;
 use crate::config::Config;
-use crate::grpc::{AdminService, IdService};
+use crate::grpc::{IdService, NamespaceService};
 use crate::http_api;
 use crate::metrics::Metrics;
+use crate::ops;
 use anyhow::Context;
 use proto::idalloc::v1::id_allocator_server::IdAllocatorServer;
 use proto::idalloc::v1::namespace_admin_server::NamespaceAdminServer;
@@ -81,7 +81,7 @@ impl Servers {
         let stop_admin = CancellationToken::new();
         let admin = axum::serve(
             listeners.admin,
-            admin::router(parts.admin_state(draining.clone())),
+            ops::router(parts.ops_state(draining.clone())),
         )
         .with_graceful_shutdown(stop_admin.clone().cancelled_owned());
         Ok(Servers {
@@ -184,7 +184,7 @@ fn grpc_server(
 ) -> anyhow::Result<(Health, ServerTask)> {
     let (health, health_service) = Health::new(&[
         <IdAllocatorServer<IdService> as tonic::server::NamedService>::NAME,
-        <NamespaceAdminServer<AdminService> as tonic::server::NamedService>::NAME,
+        <NamespaceAdminServer<NamespaceService> as tonic::server::NamedService>::NAME,
     ]);
     let (reflection_v1, reflection_v1alpha) =
         proto::server::reflection().context("build the reflection services")?;
@@ -198,7 +198,7 @@ fn grpc_server(
                 .max_decoding_message_size(MAX_REQUEST_BYTES),
         )
         .add_service(
-            NamespaceAdminServer::new(AdminService(Arc::clone(&parts.shared)))
+            NamespaceAdminServer::new(NamespaceService(Arc::clone(&parts.shared)))
                 .max_decoding_message_size(MAX_REQUEST_BYTES),
         )
         .serve_with_incoming_shutdown(

@@ -1,9 +1,9 @@
 //! The gRPC services: `idalloc.v1.IdAllocator` ([`IdService`]) and `idalloc.v1.NamespaceAdmin`
-//! ([`AdminService`]). Every handler starts with [`Gate::admit`], so the token, the request,
+//! ([`NamespaceService`]). Every handler starts with [`Gate::admit`], so the token, the request,
 //! the scope and the namespace are checked before anything else happens.
 
-mod admin;
 mod id_allocator;
+mod namespaces;
 
 use crate::allocator::Allocator;
 use crate::auth::{Gate, SharedQuotas};
@@ -59,7 +59,7 @@ pub struct IdService(pub Arc<Shared>);
 
 /// `idalloc.v1.NamespaceAdmin`.
 #[derive(Clone)]
-pub struct AdminService(pub Arc<Shared>);
+pub struct NamespaceService(pub Arc<Shared>);
 
 /// The raw `authorization` metadata value, if any.
 fn authorization(metadata: &MetadataMap) -> Option<&[u8]> {

@@ -4,7 +4,6 @@
 use super::metrics::IdSupply;
 use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
-use crate::admin::AdminState;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
 use crate::grpc::LinksApi;
@@ -13,6 +12,7 @@ use crate::limits::{ClientAddressPolicy, Limits};
 use crate::links::{Budgets, LinkService};
 use crate::metrics::{Metrics, Sources};
 use crate::net::Gates;
+use crate::ops::OpsState;
 use crate::redirects::{LinkCache, Resolver};
 use crate::store::Store;
 use crate::targets::{BlocklistService, TargetRules};
@@ -228,8 +228,8 @@ impl Node {
     }
 
     /// The admin listener's state.
-    pub fn admin_state(&self) -> AdminState {
-        AdminState {
+    pub fn ops_state(&self) -> OpsState {
+        OpsState {
             store: self.store.clone(),
             ids: Arc::clone(&self.ids),
             accepting: Arc::clone(&self.accepting),

@@ -1,12 +1,12 @@
 //! The node's three listeners, started together and stopped in the order a drain needs.
 
 use super::node::Node;
-use crate::admin::AdminService;
 use crate::config::Config;
 use crate::grpc::{self, BodyLimits, GuardLayer};
 use crate::http::serve::ServeSettings;
 use crate::http::{self, PublicService};
 use crate::net;
+use crate::ops::OpsService;
 use anyhow::Context;
 use proto::server::Health;
 use proto::shortener::v1::links_server::LinksServer;
@@ -111,7 +111,7 @@ impl Servers {
         let admin = listeners.admin.map(|admin| {
             tokio::spawn(http::serve::serve(
                 admin,
-                AdminService::new(node.admin_state()),
+                OpsService::new(node.ops_state()),
                 Arc::clone(&node.gates.admin),
                 ServeSettings {
                     drain: Duration::from_secs(1),

@@ -3,7 +3,7 @@
 //! reads and deletes are here; lists, edits, history and export in `manage` (an NDJSON export's
 //! lines written by `ndjson`); bulk import in `import` (its body split into rows by `records`).
 
-mod admin;
+mod blocklist;
 mod import;
 mod manage;
 mod records;
@@ -11,7 +11,7 @@ mod stats;
 mod webhooks;
 mod wire;
 
-pub use admin::{block, blocklist, unblock};
+pub use blocklist::{block, blocklist, unblock};
 pub use import::import;
 pub use manage::{export, history, list, qr, update};
 pub use stats::{link_stats, tenant_stats};

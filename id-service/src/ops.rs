@@ -1,4 +1,4 @@
-//! The admin HTTP port: `/healthz` (live), `/readyz` (ready), `/metrics` (Prometheus text).
+//! The operations port (`ID_SERVICE_ADMIN_ADDR`): `/healthz` (live), `/readyz` (ready), `/metrics` (Prometheus text).
 
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
@@ -17,7 +17,7 @@ const READY_PING_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What the admin handlers read.
 #[derive(Clone)]
-pub struct AdminState {
+pub struct OpsState {
     /// The ledger, pinged by `/readyz`.
     pub ledger: Ledger,
     /// The metrics `/metrics` encodes.
@@ -29,7 +29,7 @@ pub struct AdminState {
 }
 
 /// The admin routes.
-pub fn router(state: AdminState) -> Router {
+pub fn router(state: OpsState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -41,7 +41,7 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(state): State<AdminState>) -> (StatusCode, &'static str) {
+async fn readyz(State(state): State<OpsState>) -> (StatusCode, &'static str) {
     let (status, body) = if state.draining.is_cancelled() {
         (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
     } else if !state.ledger.ping(READY_PING_TIMEOUT).await {
@@ -53,7 +53,7 @@ async fn readyz(State(state): State<AdminState>) -> (StatusCode, &'static str) {
     (status, body)
 }
 
-async fn metrics(State(state): State<AdminState>) -> impl IntoResponse {
+async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
     state.segments.report();
     (
         [(

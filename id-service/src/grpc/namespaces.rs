@@ -1,6 +1,6 @@
 //! The `NamespaceAdmin` handlers: create, describe and list namespaces (scope `admin`).
 
-use super::{AdminService, Shared, authorization, log_failure};
+use super::{NamespaceService, Shared, authorization, log_failure};
 use crate::auth::Scope;
 use crate::domain::{CreateNamespace, DescribeNamespace, ListNamespaces};
 use crate::error::Error;
@@ -9,7 +9,7 @@ use proto::idalloc::v1::namespace_admin_server::NamespaceAdmin;
 use tonic::{Request, Response, Status};
 
 #[tonic::async_trait]
-impl NamespaceAdmin for AdminService {
+impl NamespaceAdmin for NamespaceService {
     async fn create_namespace(
         &self,
         request: Request<pb::CreateNamespaceRequest>,

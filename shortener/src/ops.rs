@@ -1,4 +1,5 @@
-//! The admin listener: liveness, readiness and Prometheus metrics.
+//! The operations listener (`SHORTENER_ADMIN_ADDR`): liveness, readiness and Prometheus
+//! metrics.
 
 use crate::metrics::Metrics;
 use crate::store::{Capabilities, Store};
@@ -16,7 +17,7 @@ use tower::ServiceExt;
 
 /// What the admin handlers share.
 #[derive(Clone)]
-pub struct AdminState {
+pub struct OpsState {
     /// The store, which must answer.
     pub store: Store,
     /// The ID pool, which must hold a block.
@@ -28,16 +29,16 @@ pub struct AdminState {
 }
 
 /// The admin listener's handling: every request through the router.
-pub struct AdminService(Router);
+pub struct OpsService(Router);
 
-impl AdminService {
+impl OpsService {
     /// Handling over `state`.
-    pub fn new(state: AdminState) -> Self {
+    pub fn new(state: OpsState) -> Self {
         Self(router(state))
     }
 }
 
-impl crate::http::serve::Handler for AdminService {
+impl crate::http::serve::Handler for OpsService {
     fn handle_now(&self, _: SocketAddr, _: &hyper::Request<Incoming>) -> Option<Response> {
         None
     }
@@ -56,7 +57,7 @@ impl crate::http::serve::Handler for AdminService {
 }
 
 /// The admin router.
-pub fn router(state: AdminState) -> Router {
+pub fn router(state: OpsState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -65,7 +66,7 @@ pub fn router(state: AdminState) -> Router {
 }
 
 /// Ready when the node accepts traffic, the store answers and an ID block is in hand.
-async fn readyz(State(state): State<AdminState>) -> Response {
+async fn readyz(State(state): State<OpsState>) -> Response {
     let mut problems = Vec::new();
     if !state.accepting.load(Ordering::SeqCst) {
         problems.push("shutting down".to_string());
@@ -87,7 +88,7 @@ async fn readyz(State(state): State<AdminState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AdminState>) -> Response {
+async fn metrics(State(state): State<OpsState>) -> Response {
     let body = state.metrics.render();
     (
         [(
