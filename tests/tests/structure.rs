@@ -189,3 +189,75 @@ fn no_test_tree_silences_dead_code() {
     }
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// The shortener's top-level modules each module's code (not its comments or tests) names.
+fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let root = workspace().join("shortener/src");
+    let mut graph = std::collections::BTreeMap::<String, std::collections::BTreeSet<String>>::new();
+    for path in sources(&root) {
+        let relative = path.strip_prefix(&root).expect("under src");
+        let first = relative.components().next().expect("a component");
+        let module = first
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        let code = text.split("#[cfg(test)]\nmod").next().unwrap_or("");
+        for line in code.lines() {
+            let line = line.split("//").next().unwrap_or("");
+            for (i, _) in line.match_indices("crate::") {
+                let named: String = line[i + 7..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !named.is_empty() && named != module {
+                    graph.entry(module.clone()).or_default().insert(named);
+                }
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn the_shortener_modules_depend_on_each_other_without_a_cycle() {
+    let graph = module_graph();
+    // Depth-first search; a module met again while still on the path closes a cycle.
+    fn visit(
+        module: &str,
+        graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|m| m == module) {
+            let mut cycle = path[start..].to_vec();
+            cycle.push(module.to_string());
+            return Some(cycle);
+        }
+        if !done.insert(module.to_string()) {
+            return None;
+        }
+        path.push(module.to_string());
+        for next in graph.get(module).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    for module in graph.keys() {
+        let cycle = visit(module, &graph, &mut Vec::new(), &mut done);
+        assert!(
+            cycle.is_none(),
+            "a module cycle: {}",
+            cycle.unwrap_or_default().join(" -> ")
+        );
+    }
+    assert!(graph.len() > 10, "{graph:?}");
+}
