@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 /// The row the PostgreSQL store writes for a generated code (`INSERT_ROWS` in
 /// shortener/src/store/postgres/insert.rs: every column the node fills, tenant and target host
 /// included, and the columns it reads back), as one plain INSERT, with pgbench variables for
-/// its parameters: a random ID, a 7-character code derived from it.
+/// its parameters: a random ID, a 7-character code derived from it, the row filed under its ID
+/// (the slot layout a fresh database starts in).
 const PGBENCH_SCRIPT: &str = "\\set id random(1, 9000000000000000000)
-INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, host_rev) \
-VALUES (substr(md5(:id::text), 1, 7), 'https://www.example.com/articles/2026/11/a-typical-article-slug-' || :id || '?utm_source=bench', \
+INSERT INTO links (slot, code, long_url, kind, id, expires_at, owner, dedup_key, tenant, host_rev) \
+VALUES (:id, substr(md5(:id::text), 1, 7), 'https://www.example.com/articles/2026/11/a-typical-article-slug-' || :id || '?utm_source=bench', \
 'generated', :id, NULL, 'pgbench', NULL, 'default', 'com.example.www') \
 ON CONFLICT DO NOTHING RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash;
 ";
