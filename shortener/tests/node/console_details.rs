@@ -4,7 +4,7 @@
 //! The chart's screenshot is kept as `target/console-screenshots/details/chart.png`.
 
 use crate::console::{Page, browser, driver, keys_file};
-use crate::helpers::{Node, Stack};
+use crate::helpers::{Node, Stack, wait_for};
 use chrono::{DateTime, Utc};
 use fantoccini::Locator;
 use reqwest::StatusCode;
@@ -79,15 +79,17 @@ async fn a_links_page_charts_its_period_says_how_fresh_and_tells_its_history_in_
     }
     let stats_path = format!("/links/{code}/stats?granularity=hour");
     let mut seen = Value::Null;
-    for _ in 0..100 {
-        seen = api(&node, &writer, reqwest::Method::GET, &stats_path, None)
-            .await
-            .1;
-        if seen["totals"]["human"] == 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for(
+        "the stats API counts the three visits",
+        Duration::from_secs(10),
+        async || {
+            seen = api(&node, &writer, reqwest::Method::GET, &stats_path, None)
+                .await
+                .1;
+            seen["totals"]["human"] == 3
+        },
+    )
+    .await;
     assert_eq!(seen["totals"]["human"], 3, "never counted: {seen}");
     let api_as_of: DateTime<Utc> = seen["as_of"]
         .as_str()
@@ -115,7 +117,7 @@ async fn a_links_page_charts_its_period_says_how_fresh_and_tells_its_history_in_
     // The chart of the last 24 hours: 24 bars, one of them with the visits and narrow, the
     // other 23 empty; the axis names the period's two ends and a few hours between them.
     let mut bars = Value::Null;
-    for _ in 0..100 {
+    wait_for("the chart is drawn", Duration::from_secs(10), async || {
         bars = page
             .eval(
                 "const bars = [...document.querySelectorAll('svg.chart rect.bar')];
@@ -130,11 +132,9 @@ async fn a_links_page_charts_its_period_says_how_fresh_and_tells_its_history_in_
                  };",
             )
             .await;
-        if bars["count"] != json!(0) && !bars.is_null() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        bars["count"] != json!(0) && !bars.is_null()
+    })
+    .await;
     assert_eq!(bars["count"], 24, "one bar per hour of the day: {bars}");
     let filled = bars["filled"].as_array().expect("filled bars");
     assert_eq!(filled.len(), 1, "the visits are in one hour: {bars}");
@@ -216,18 +216,16 @@ async fn a_links_page_charts_its_period_says_how_fresh_and_tells_its_history_in_
             .await
             .expect("choose a period");
         let mut drawn = Value::Null;
-        for _ in 0..100 {
+        wait_for("the period's bars are drawn", Duration::from_secs(10), async || {
             drawn = page
                 .eval(
                     "return [[...document.querySelectorAll('svg.chart rect.bar')].map((b) => Number(b.dataset.visits)),
                              [...document.querySelectorAll('svg.chart text.tick')].map((t) => t.textContent)];",
                 )
                 .await;
-            if drawn[0].as_array().is_some_and(|d| d.len() == buckets) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            drawn[0].as_array().is_some_and(|d| d.len() == buckets)
+        })
+        .await;
         let visits = drawn[0].as_array().expect("bars");
         assert_eq!(visits.len(), buckets, "{value}: {drawn}");
         // In the last bucket, or the one before if an hour (or day) ended since the visits.
