@@ -7,8 +7,12 @@
 //! So, per node:
 //!
 //! - at most `workers` checks run at once, on the blocking pool;
-//! - at most `queue` wait, sized so that a waiting check starts within a few checks' time, and
-//!   none waits longer than `max_wait`; past that a check is refused at once (`Busy`);
+//! - at most `queue` wait, sized so that a waiting check starts within a few checks' time;
+//!   past that a check is refused at once (`Busy`);
+//! - a check waits `max_wait` at most, unless it is next in line when that time is up: then it
+//!   keeps its place, nobody may overtake it, and it takes the next worker that frees, which is
+//!   at most one running check's time away. So a machine short of CPU makes the checks slower,
+//!   not the ordinary user's right password refused while it stands first in line;
 //! - one client (an address, or an IPv6 prefix, as the client policy keys it) holds at most
 //!   `share` places, running or waiting;
 //! - the waiting are served lightest first: the client that ran the fewest checks in the last
@@ -88,7 +92,18 @@ struct Waiter {
     id: u64,
     client: IpAddr,
     weight: u32,
+    /// Its `max_wait` ran out while it was next in line: it goes before every other waiter and
+    /// is never pushed out.
+    due: bool,
     wake: oneshot::Sender<()>,
+}
+
+impl Waiter {
+    /// The order of the waiting: those due first (earliest first), then the lightest client,
+    /// the earliest among equals.
+    fn order(&self) -> (bool, u32, u64) {
+        (!self.due, if self.due { 0 } else { self.weight }, self.id)
+    }
 }
 
 #[derive(Default)]
@@ -137,14 +152,16 @@ impl State {
         }
     }
 
-    /// Starts waiting checks while workers are free: the lightest client first, the earliest
-    /// among equals.
+    /// The waiter that takes the next free worker.
+    fn next(&self) -> Option<usize> {
+        (0..self.waiting.len()).min_by_key(|&i| self.waiting[i].order())
+    }
+
+    /// Starts waiting checks while workers are free, in [`Waiter::order`].
     fn dispatch(&mut self, workers: usize) {
         let now = Instant::now();
         while self.running < workers {
-            let Some(index) = (0..self.waiting.len())
-                .min_by_key(|&i| (self.waiting[i].weight, self.waiting[i].id))
-            else {
+            let Some(index) = self.next() else {
                 break;
             };
             let waiter = self.waiting.swap_remove(index);
@@ -190,6 +207,20 @@ struct Waiting {
 }
 
 impl Waiting {
+    /// At the end of its `max_wait`: if this check is next in line, it becomes due (keeps its
+    /// place before every other waiter) and `true` is returned; otherwise `false`.
+    fn keep_if_next(&self) -> bool {
+        let mut state = self.inner.lock();
+        let Some(next) = state.next() else {
+            return false;
+        };
+        if state.waiting[next].id != self.id {
+            return false;
+        }
+        state.waiting[next].due = true;
+        true
+    }
+
     /// Leaves the queue: `true` if a worker was handed over meanwhile (now held by the caller).
     fn leave(&mut self) -> bool {
         self.settled = true;
@@ -232,7 +263,8 @@ impl PasswordChecks {
     }
 
     /// Runs `check` for `client` on the blocking pool once a worker is free, or refuses at
-    /// once (or after `max_wait` at most) with [`CheckRefused::Busy`]. The place is held until
+    /// once (or after `max_wait`, unless it is next in line by then) with
+    /// [`CheckRefused::Busy`]. The place is held until
     /// `check` returns, even if the caller stops waiting for it.
     pub async fn run<T: Send + 'static>(
         &self,
@@ -267,8 +299,10 @@ impl PasswordChecks {
             }
             let weight = state.weight(client, now);
             if state.waiting.len() >= bounds.queue {
-                // The heaviest waiter, the latest among equals, gives way to a lighter newcomer.
+                // The heaviest waiter, the latest among equals, gives way to a lighter newcomer;
+                // one that is due keeps its place.
                 let heaviest = (0..state.waiting.len())
+                    .filter(|&i| !state.waiting[i].due)
                     .max_by_key(|&i| (state.waiting[i].weight, state.waiting[i].id));
                 match heaviest {
                     Some(index) if state.waiting[index].weight > weight => {
@@ -286,6 +320,7 @@ impl PasswordChecks {
                 id,
                 client,
                 weight,
+                due: false,
                 wake: sender,
             });
             state.hold(client);
@@ -300,6 +335,12 @@ impl PasswordChecks {
         };
         let started = match tokio::time::timeout(bounds.max_wait, &mut waiting.wake).await {
             Ok(woken) => {
+                waiting.settled = true;
+                woken.is_ok()
+            }
+            // Next in line: the next free worker is its own, one running check away at most.
+            Err(_) if waiting.keep_if_next() => {
+                let woken = (&mut waiting.wake).await;
                 waiting.settled = true;
                 woken.is_ok()
             }
@@ -428,20 +469,88 @@ mod tests {
             async move { checks.run(ip(1), first).await }
         });
         until("the first check runs", || checks.inner.lock().running == 1).await;
+        // An earlier waiter stands first in line; a later one's wait runs out behind it.
+        let ahead = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(4), || 4).await }
+        });
+        until("it waits", || checks.inner.lock().waiting.len() == 1).await;
         assert_eq!(checks.run(ip(2), || 0).await, Err(CheckRefused::Busy));
         let abandoned = tokio::spawn({
             let checks = Arc::clone(&checks);
             async move { checks.run(ip(3), || 0).await }
         });
-        until("it waits", || checks.inner.lock().waiting.len() == 1).await;
+        until("it waits too", || checks.inner.lock().waiting.len() == 2).await;
         abandoned.abort();
         let _ = abandoned.await;
-        assert!(checks.inner.lock().waiting.is_empty());
+        assert_eq!(
+            checks.inner.lock().waiting.len(),
+            1,
+            "only the first in line"
+        );
         assert!(!checks.inner.lock().held.contains_key(&ip(3)));
         finish.send(1).expect("finish");
         assert_eq!(running.await.expect("join"), Ok(1));
+        assert_eq!(ahead.await.expect("join"), Ok(4));
         assert_eq!(checks.run(ip(2), || 2).await, Ok(2));
         checks.housekeeping();
-        assert_eq!(checks.inner.lock().recent.len(), 2, "ip 1 and 2 ran");
+        assert_eq!(checks.inner.lock().recent.len(), 3, "ip 1, 4 and 2 ran");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_check_next_in_line_keeps_its_place_past_the_wait_and_the_others_do_not() {
+        let checks = Arc::new(PasswordChecks::new(CheckBounds {
+            workers: 1,
+            queue: 3,
+            share: 2,
+            max_wait: Duration::from_millis(50),
+        }));
+        // One slow check holds the only worker far past every waiter's max_wait.
+        let (first, finish) = held();
+        let running = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(1), first).await }
+        });
+        until("the first check runs", || checks.inner.lock().running == 1).await;
+        // A heavy client waits first, then a user who has checked nothing yet.
+        {
+            let mut s = checks.inner.lock();
+            for _ in 0..3 {
+                s.charge(ip(2), Instant::now());
+            }
+        }
+        let heavy = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(2), || 2).await }
+        });
+        until("the heavy client waits", || {
+            checks.inner.lock().waiting.len() == 1
+        })
+        .await;
+        let user = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(9), || 9).await }
+        });
+        // The heavy one's wait runs out behind the user: refused. The user's runs out first in
+        // line: it stays, due.
+        assert_eq!(heavy.await.expect("join"), Err(CheckRefused::Busy));
+        let due = |checks: &PasswordChecks| {
+            let s = checks.inner.lock();
+            s.waiting.iter().any(|w| w.client == ip(9) && w.due)
+        };
+        until("the user is due", || due(&checks)).await;
+        // A newcomer as light as the user, and earlier in no way, cannot overtake it nor push it
+        // out; its own wait runs out behind the user, so it is refused.
+        let newcomer = tokio::spawn({
+            let checks = Arc::clone(&checks);
+            async move { checks.run(ip(7), || 7).await }
+        });
+        assert_eq!(newcomer.await.expect("join"), Err(CheckRefused::Busy));
+        assert!(due(&checks), "the user still waits");
+        finish.send(1).expect("finish");
+        assert_eq!(running.await.expect("join"), Ok(1));
+        assert_eq!(user.await.expect("join"), Ok(9), "the user ran");
+        assert_eq!(checks.inner.lock().running, 0);
+        assert!(checks.inner.lock().held.is_empty());
     }
 }
