@@ -4,6 +4,7 @@
 //! link.
 
 use crate::helpers::{Backend, Node, Stack, wait_for};
+use crate::served::Served;
 use proto::shortener::v1 as pb;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
@@ -258,5 +259,94 @@ async fn unread_exports_do_not_stop_sqlite_checkpoints() {
         grown < 6 * 1024 * 1024,
         "the write-ahead log grew by {grown} bytes (from {before}) while exports were held"
     );
+    drop(held);
+}
+
+/// The `shortener` process's open file descriptors.
+fn open_files(served: &Served) -> usize {
+    std::fs::read_dir(format!("/proc/{}/fd", served.pid()))
+        .expect("read /proc fd")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_unread_exports_leave_an_embedded_nodes_memory_and_files_flat() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The key may hold all 200: only the node's own cap (4 by default) stands in the way.
+    let served = Served::start(
+        &dir.path().join("data"),
+        &[
+            ("SHORTENER_API_KEYS", crate::helpers::API_KEY.into()),
+            ("SHORTENER_EXPORT_MAX_PER_KEY", "200".into()),
+        ],
+        None,
+    )
+    .await;
+    let client = Served::client();
+    let padding = "p".repeat(PADDING);
+    let rows: String = (0..3000)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({ "url": format!("https://example.com/big/{i}/{padding}") })
+            )
+        })
+        .collect();
+    let imported = client
+        .post(format!(
+            "http://{}/api/v1/links/import?results=errors",
+            served.http
+        ))
+        .bearer_auth(crate::helpers::API_KEY)
+        .header("content-type", "application/x-ndjson")
+        .body(rows)
+        .send()
+        .await
+        .expect("import");
+    assert_eq!(imported.status(), StatusCode::OK);
+    let answers = imported.text().await.expect("import answers");
+    assert!(answers.contains("\"errors\":0"), "{answers:.300}");
+
+    let (memory_before, files_before) = (served.peak_rss_kib(), open_files(&served));
+    // Each export is over 5 MB; none is read. Before the caps and the keyset walk, each held a
+    // snapshot, a connection and its buffers: 200 of them took the node past a gigabyte.
+    let mut held = Vec::new();
+    let mut refused = 0;
+    for _ in 0..200 {
+        let response = client
+            .get(format!("http://{}/api/v1/links/export", served.http))
+            .bearer_auth(crate::helpers::API_KEY)
+            .send()
+            .await
+            .expect("export");
+        match response.status() {
+            StatusCode::OK => held.push(response),
+            StatusCode::TOO_MANY_REQUESTS => refused += 1,
+            other => panic!("an export answered {other}"),
+        }
+    }
+    assert_eq!((held.len(), refused), (4, 196), "the node's export cap");
+    // Let the held ones fill their sockets and stall.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let grown_mib = served.peak_rss_kib().saturating_sub(memory_before) / 1024;
+    let more_files = open_files(&served).saturating_sub(files_before);
+    assert!(
+        grown_mib < 64,
+        "the node's peak memory grew by {grown_mib} MiB"
+    );
+    assert!(
+        more_files < 40,
+        "the node holds {more_files} more open files"
+    );
+    // A redirect still answers from the store meanwhile.
+    let code = served
+        .create(&client, "https://example.com/meanwhile")
+        .await;
+    let answer = client
+        .get(format!("http://{}/{code}", served.http))
+        .send()
+        .await
+        .expect("redirect");
+    assert!(answer.status().is_redirection());
     drop(held);
 }
