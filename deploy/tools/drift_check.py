@@ -947,6 +947,11 @@ def self_test(helps: HelpSource, families: dict[str, Family], paths: list[Path])
             print("self-test: the unmodified manifests already fail:", *base.errors, sep="\n  ")
             return 1
     failed = 0
+    for problem in exported_metrics.exposition_self_test():
+        print(f"self-test: reading /metrics: {problem}")
+        failed += 1
+    if not failed:
+        print("self-test: reads families from OpenMetrics and Prometheus 0.0.4 text alike")
     for docs, mutate in plan:
         mutated = copy.deepcopy(docs)
         mutate(mutated)

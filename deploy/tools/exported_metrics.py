@@ -120,6 +120,36 @@ def parse_exposition(text: str) -> dict[str, tuple[str, set[str]]]:
     return families
 
 
+def exposition_self_test() -> list[str]:
+    """parse_exposition on both text formats; returns what it got wrong."""
+    openmetrics = (
+        "# TYPE a_requests counter\na_requests_total{code=\"200\"} 1\n"
+        "# TYPE a_latency_seconds histogram\na_latency_seconds_bucket{le=\"+Inf\"} 1\n"
+        "a_latency_seconds_sum 0.1\na_latency_seconds_count 1\n"
+        "# TYPE a_empty counter\n# EOF\n")
+    prometheus = (
+        "# TYPE a_requests_total counter\na_requests_total 1\n"
+        "# TYPE a_in_flight gauge\na_in_flight 2\nuntyped_thing 3\n")
+    want = {
+        "openmetrics": (openmetrics, {"a_requests": ("counter", {"a_requests_total"}),
+                                      "a_latency_seconds": ("histogram", {"a_latency_seconds_bucket",
+                                                                          "a_latency_seconds_sum",
+                                                                          "a_latency_seconds_count"}),
+                                      "a_empty": ("counter", set())}),
+        "prometheus 0.0.4": (prometheus, {"a_requests": ("counter", {"a_requests_total"}),
+                                          "a_in_flight": ("gauge", {"a_in_flight"}),
+                                          "untyped_thing": ("unknown", {"untyped_thing"})}),
+    }
+    wrong = []
+    for fmt, (text, expected) in want.items():
+        got = parse_exposition(text)
+        if got != expected:
+            wrong.append(f"{fmt}: parsed {got}, expected {expected}")
+    if Family("a_empty", "counter", "x").series() != {"a_empty_total"}:
+        wrong.append("a counter family's series is not its name with _total")
+    return wrong
+
+
 # --------------------------------------------------------------------------------------------
 # Running the binaries.
 
@@ -413,6 +443,9 @@ def discover(bin_dir: Path, database_url: str, log=print) -> dict[str, Family]:
                 "SHORTENER_API_KEYS": TEST_API_KEY,
                 "SHORTENER_NOT_FOUND_RATE": "1",
                 "SHORTENER_NOT_FOUND_BURST": "1",
+                # The webhook worker polls at this interval (at most 1 s) and describes the
+                # outbox gauges after its first poll: make that come at once.
+                "SHORTENER_CLICK_FLUSH_INTERVAL_MS": "100",
             }
 
         nodes = {}
