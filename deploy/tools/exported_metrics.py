@@ -16,8 +16,8 @@ from the `# TYPE` lines. The databases are dropped on the way out.
 
 PostgreSQL: --database-url, else $DEPLOY_CHECK_DATABASE_URL, else $TEST_DATABASE_URL, else
 postgres://postgres@127.0.0.1:5432/postgres (a role that may CREATE DATABASE; CI has one). Its
-absence is an error, never a reason to skip. Needs `psql` and `curl` (with HTTP/2, for the few
-gRPC calls) on PATH.
+absence is an error, never a reason to skip. Needs `psql` (on PATH, in $PG_BIN_DIR or in
+/usr/lib/postgresql/*/bin) and `curl` with HTTP/2 (for the few gRPC calls).
 """
 
 from __future__ import annotations
@@ -234,8 +234,8 @@ def grpc_call(addr: str, method: str, message: bytes, token: str) -> str:
 class Lab:
     """Temporary directory, processes and databases of one discovery run; all undone on exit."""
 
-    def __init__(self, bin_dir: Path, database_url: str, log=print):
-        self.bin_dir, self.database_url, self.log = bin_dir, database_url, log
+    def __init__(self, bin_dir: Path, database_url: str):
+        self.bin_dir, self.database_url = bin_dir, database_url
         self.procs: list[tuple[str, subprocess.Popen, Path]] = []
         self.databases: list[str] = []
         self.dir = Path(tempfile.mkdtemp(prefix="deploy-check-metrics."))
@@ -269,7 +269,7 @@ class Lab:
 
     def psql(self, sql: str, database: str | None = None, check: bool = True) -> str:
         url = self.database_url if database is None else self.url_of(database)
-        proc = subprocess.run(["psql", url, "-qXAtv", "ON_ERROR_STOP=1", "-c", sql],
+        proc = subprocess.run([psql_path(), url, "-qXAtv", "ON_ERROR_STOP=1", "-c", sql],
                               capture_output=True, text=True)
         if check and proc.returncode != 0:
             raise Failure(f"psql ({sql.split()[0]} ...) failed: {proc.stderr.strip()}")
@@ -389,11 +389,12 @@ def exercise_id_service(lab: Lab, db: str, grpc: str, json_base: str, admin: str
     wait_for("the tokens file reload", lambda: "idservice_tokens_reloads_total{" in scrape(admin))
 
 
-def discover(bin_dir: Path, database_url: str, log=print) -> dict[str, Family]:
+def discover(bin_dir: Path, database_url: str) -> dict[str, Family]:
     """Runs the binaries and returns every family they export, keyed by name."""
-    for tool in ("psql", "curl"):
-        if shutil.which(tool) is None:
-            raise Failure(f"`{tool}` is not on PATH")
+    if psql_path() is None:
+        raise Failure("`psql` not found (PATH, $PG_BIN_DIR, /usr/lib/postgresql/*/bin)")
+    if shutil.which("curl") is None:
+        raise Failure("`curl` is not on PATH (it makes the few gRPC calls, over HTTP/2)")
     families: dict[str, Family] = {}
 
     def collect(binary: str, run: str, text: str) -> None:
@@ -405,9 +406,9 @@ def discover(bin_dir: Path, database_url: str, log=print) -> dict[str, Family]:
             fam.runs.add(run)
             fam.samples |= samples
 
-    with Lab(bin_dir, database_url, log) as lab:
+    with Lab(bin_dir, database_url) as lab:
         shortener, id_service = lab.binary("shortener"), lab.binary("id-service")
-        probe = subprocess.run(["psql", database_url, "-qXAtc", "SELECT 1"],
+        probe = subprocess.run([psql_path(), database_url, "-qXAtc", "SELECT 1"],
                                capture_output=True, text=True)
         if probe.returncode != 0:
             raise Failure(f"no PostgreSQL at {redact(database_url)} ({probe.stderr.strip()}); "
@@ -496,6 +497,17 @@ def check_not_producible(repo: Path) -> list[str]:
             errors.append(f"{name} is listed as not producible here, but {SOURCES[binary]} no "
                           "longer names it: update NOT_PRODUCIBLE in deploy/tools/exported_metrics.py")
     return errors
+
+
+def psql_path() -> str | None:
+    """psql on PATH, else in $PG_BIN_DIR, else in the newest /usr/lib/postgresql/*/bin."""
+    found = shutil.which("psql")
+    if found:
+        return found
+    dirs = [os.environ.get("PG_BIN_DIR", "")]
+    dirs += sorted(Path("/usr/lib/postgresql").glob("*/bin"),
+                   key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0, reverse=True)
+    return next((str(Path(d) / "psql") for d in dirs if d and os.access(Path(d) / "psql", os.X_OK)), None)
 
 
 def redact(url: str) -> str:
