@@ -19,15 +19,21 @@ The truth comes from the binaries themselves: clap prints every option's environ
   * the security context and resources are set.
 
 It also cross-checks the rendered objects against each other (Service target ports, Ingress
-backends, NetworkPolicy ports, ServiceMonitor ports, HPA and PDB targets) and that the alert
-rules and the Grafana dashboard use only metrics the services export.
+backends, NetworkPolicy ports, ServiceMonitor ports, HPA and PDB targets), and the monitoring
+against the metric families the binaries export, learnt by running them (exported_metrics.py):
 
-    drift_check.py [--bin-dir DIR | --contract] [--repo DIR] NAME=RENDERED.yaml ...
-    drift_check.py --self-test [--bin-dir DIR | --contract] RENDERED.yaml
+  * every service metric an alert rule or a dashboard query names is a series of an exported
+    family (`x_total` of a counter, `x_bucket`/`x_sum`/`x_count` of a histogram);
+  * every exported family is charted by a dashboard panel, or listed in NOT_CHARTED with why.
+
+    drift_check.py [--bin-dir DIR | --contract] [--metrics-cache FILE] [--repo DIR] NAME=RENDERED.yaml ...
+    drift_check.py --self-test [--bin-dir DIR | --contract] [--metrics-cache FILE] NAME=RENDERED.yaml ...
 
 Without --bin-dir the help texts come from `cargo run -q -p PACKAGE -- ... --help` in the
-repository. --contract uses the written contract below instead of the binaries; it exists only
-for the time before the binaries implement their command lines, and says so loudly.
+repository, and the binaries run for their metrics are built with `cargo build`. --contract uses
+the written contract below instead of the binaries, and the metric tables of docs/shortener.md and
+docs/id-service.md instead of running them; it exists only for the time before the binaries
+implement their command lines, and says so loudly.
 """
 
 from __future__ import annotations
@@ -39,10 +45,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+import exported_metrics
+from exported_metrics import Family
 
 BINARIES = ("id-service", "shortener")
 # What each binary runs with no subcommand (`shortener` serves by default; `id-service` has no
@@ -53,33 +63,12 @@ ALWAYS_ACCEPTED = {"RUST_LOG"}
 # The drain bound the contract promises when --help names none.
 CONTRACT_DRAIN_SECONDS = 20
 
-# Metrics the services export (the contract in docs/operations.md, "Monitoring").
-METRICS = {
-    "idservice_leases_total",
-    "idservice_lease_errors_total",
-    "idservice_ids_leased_total",
-    "idservice_lease_duration_seconds",
-    "shortener_redirects_total",
-    "shortener_redirect_duration_seconds",
-    "shortener_creates_total",
-    "shortener_create_duration_seconds",
-    "shortener_ids_in_hand",
-    "shortener_runway_seconds",
-    "shortener_leases_total",
-    "shortener_lease_errors_total",
-    "shortener_generated_code_conflicts_total",
-    "shortener_code_space_utilisation",
-    "shortener_cache_hits_total",
-    "shortener_cache_misses_total",
-    "shortener_rate_limited_total",
-    # Beyond the written contract, exported by the sources (the source scan notes renames).
-    "shortener_lease_rewinds_total",
-    "idservice_namespace_last_id",
-    "idservice_unauthenticated_total",
-    "idservice_timeline_jumps_total",
-    "idservice_caller_refusals_total",
+# Exported metric families deliberately not charted by the dashboard, each with the reason. The
+# check fails for an exported family that no dashboard uses and that is not listed here, and for
+# an entry here that the binaries no longer export.
+NOT_CHARTED: dict[str, str] = {
+    # (none at present: every family has a panel. Add `"family": "why"` for e.g. build info.)
 }
-HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 # The written contract (and the options the sources declared when this was written), in clap's
 # help format, for --contract only.
@@ -310,8 +299,11 @@ def seconds(value: str | None) -> float | None:
 
 
 class Checker:
-    def __init__(self, helps: HelpSource):
+    def __init__(self, helps: HelpSource, families: dict[str, Family]):
         self.helps = helps
+        self.families = families
+        # Series name -> family, for the names PromQL expressions use.
+        self.series = {series: f for f in families.values() for series in f.series()}
         self.errors: list[str] = []
         self.warnings: list[str] = []
         self.checked_containers = 0
@@ -704,6 +696,8 @@ class Checker:
                         if "summary" not in rule.get("annotations", {}):
                             self.error(where, f"{name}: no summary annotation")
                     self.check_expr(f"{where} {name}", str(rule["expr"]))
+        charted: set[str] = set()
+        dashboards = 0
         for cm in self.by_kind.get("ConfigMap", []):
             if (cm["metadata"].get("labels") or {}).get("grafana_dashboard") != "1":
                 continue
@@ -714,44 +708,104 @@ class Checker:
                 except json.JSONDecodeError as e:
                     self.error(where, f"not JSON: {e}")
                     continue
+                dashboards += 1
                 for expr in self.dashboard_exprs(dash):
-                    self.check_expr(where, expr)
+                    charted |= self.check_expr(where, expr)
+        if dashboards:
+            self.check_coverage(charted)
 
-    def dashboard_exprs(self, node):
+    def check_coverage(self, charted: set[str]) -> None:
+        """Every exported family is charted by a dashboard, or listed in NOT_CHARTED with why."""
+        where = f"[{self.overlay}] dashboards"
+        for name, f in sorted(self.families.items()):
+            if name not in charted and name not in NOT_CHARTED:
+                self.error(where, f"{f.binary} exports {name} ({f.kind}), which no dashboard panel "
+                                  "uses: chart it, or list it in NOT_CHARTED with the reason")
+        for name in sorted(NOT_CHARTED):
+            if name not in self.families:
+                self.error(where, f"NOT_CHARTED lists {name}, which the binaries do not export")
+            elif name in charted:
+                self.error(where, f"NOT_CHARTED lists {name}, which a dashboard charts after all")
+
+    def dashboard_exprs(self, node, key: str | None = None):
+        """Panel target expressions and the templating variables' queries."""
         if isinstance(node, dict):
             for k, v in node.items():
-                if k == "expr" and isinstance(v, str):
+                if k in ("expr", "definition") and isinstance(v, str):
+                    yield v
+                elif k == "query" and isinstance(v, str) and key == "list":
                     yield v
                 else:
-                    yield from self.dashboard_exprs(v)
+                    yield from self.dashboard_exprs(v, k if isinstance(v, list) else key)
         elif isinstance(node, list):
             for v in node:
-                yield from self.dashboard_exprs(v)
+                yield from self.dashboard_exprs(v, key)
 
-    def check_expr(self, where: str, expr: str) -> None:
-        for name in re.findall(r"\b((?:shortener|idservice)_[a-z0-9_]+)", expr):
-            base = name
-            for suffix in HISTOGRAM_SUFFIXES:
-                if name.endswith(suffix) and name[: -len(suffix)] in METRICS:
-                    base = name[: -len(suffix)]
-            if base not in METRICS:
+    def check_expr(self, where: str, expr: str) -> set[str]:
+        """Every service metric the expression names is a series of an exported family; returns
+        the families it uses."""
+        used = set()
+        for name in re.findall(r"\b((?:shortener|idservice)_[a-zA-Z0-9_]+)", expr):
+            family = self.series.get(name)
+            if family is not None:
+                used.add(family.name)
+            elif name in self.families:
+                f = self.families[name]
+                self.error(where, f"uses {name}, the name of a {f.kind} family; its series are "
+                                  f"{', '.join(sorted(f.series()))}")
+            else:
                 self.error(where, f"uses metric {name}, which the services do not export")
+        return used
 
 
-def metrics_in_source(repo: Path) -> list[str]:
-    """Metric names not found in the services' sources (a hint, not an error: the names may be
-    assembled from a registry prefix and a suffix)."""
-    text = ""
-    for crate in BINARIES:
-        for path in (repo / crate / "src").rglob("*.rs"):
-            text += path.read_text(errors="replace")
-    missing = []
-    for metric in sorted(METRICS):
-        stem = re.sub(r"_total$", "", metric)
-        short = stem.split("_", 1)[1]
-        if stem not in text and f'"{short}"' not in text:
-            missing.append(metric)
-    return missing
+def families_from_docs(repo: Path) -> dict[str, Family]:
+    """--contract only: the families named in the metrics tables of docs/shortener.md and
+    docs/id-service.md (a written contract, not what the binaries do)."""
+    families: dict[str, Family] = {}
+    for binary, doc in (("shortener", "docs/shortener.md"), ("id-service", "docs/id-service.md")):
+        text = (repo / doc).read_text()
+        section = re.search(r"^## Metrics.*?(?=^## |\Z)", text, re.S | re.M)
+        for row in (section.group(0) if section else "").splitlines():
+            if not row.startswith("|"):
+                continue
+            cells = row.split("|")
+            kind = next((c.strip() for c in cells if c.strip() in ("counter", "gauge", "histogram")),
+                        "gauge")
+            for name in re.findall(r"`((?:shortener|idservice)_[a-z0-9_]+)", cells[1]):
+                if kind == "counter":
+                    name = re.sub(r"_total$", "", name)
+                families.setdefault(name, Family(name, kind, binary, {"docs"}))
+    return families
+
+
+def load_families(opts) -> dict[str, Family]:
+    """The exported families: from --metrics-cache when it exists, else by running the binaries
+    (and writing the cache); the docs' tables with --contract."""
+    if opts.contract:
+        print("drift: WARNING: metric families from the docs' tables, NOT from the binaries")
+        return families_from_docs(opts.repo)
+    cache = opts.metrics_cache
+    if cache and cache.exists():
+        return exported_metrics.from_json(cache.read_text())
+    bin_dir = opts.bin_dir
+    if bin_dir is None:
+        built = subprocess.run(["cargo", "build", "-q", "-p", "id-service", "-p", "shortener"],
+                               cwd=opts.repo)
+        if built.returncode != 0:
+            raise SystemExit("cargo build of id-service and shortener failed")
+        bin_dir = opts.repo / "target" / "debug"
+    started = time.monotonic()
+    try:
+        families = exported_metrics.discover(bin_dir, exported_metrics.database_url())
+    except exported_metrics.Failure as e:
+        raise SystemExit(f"drift: cannot learn the exported metrics: {e}")
+    for binary in BINARIES:
+        mine = sorted(n for n, f in families.items() if f.binary == binary)
+        print(f"drift: {binary} exports {len(mine)} metric families "
+              f"({time.monotonic() - started:.1f}s): {', '.join(mine)}")
+    if cache:
+        cache.write_text(exported_metrics.to_json(families))
+    return families
 
 
 # --------------------------------------------------------------------------------------------
@@ -824,18 +878,84 @@ def mutations():
             migrate_init, admin_port_moved, grpc_probe_port, grace, root_fs, service_target]
 
 
-def self_test(helps: HelpSource, path: Path) -> int:
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-    base = Checker(helps)
-    base.check_overlay("self-test", copy.deepcopy(docs))
-    if base.errors:
-        print("self-test: the unmodified manifests already fail:", *base.errors, sep="\n  ")
+def monitoring_mutations():
+    """Breaks of the alert rules and the dashboard; they need an overlay with the monitoring
+    component."""
+    def edit_dashboard(docs, change):
+        cm = next(d for d in docs if d["kind"] == "ConfigMap"
+                  and (d["metadata"].get("labels") or {}).get("grafana_dashboard") == "1")
+        key = next(iter(cm["data"]))
+        dash = json.loads(cm["data"][key])
+        change(dash)
+        cm["data"][key] = json.dumps(dash)
+
+    def targets(dash):
+        for panel in dash.get("panels", []):
+            for inner in [panel, *panel.get("panels", [])]:
+                yield from inner.get("targets", [])
+
+    def dashboard_unknown_metric(docs):
+        # A panel charting a series nobody exports (a typo of shortener_redirects_total).
+        def change(dash):
+            next(t for t in targets(dash) if "expr" in t)["expr"] = \
+                "sum(rate(shortener_redirect_total[5m]))"
+        edit_dashboard(docs, change)
+
+    def dashboard_counter_without_total(docs):
+        # A counter queried by its family name: Prometheus stores only shortener_creates_total.
+        def change(dash):
+            for t in targets(dash):
+                t["expr"] = t.get("expr", "").replace("shortener_creates_total", "shortener_creates")
+        edit_dashboard(docs, change)
+
+    def dashboard_uncharted_family(docs):
+        # Every panel query of an exported family removed: the family is no longer charted.
+        def change(dash):
+            for panel in dash.get("panels", []):
+                for inner in [panel, *panel.get("panels", [])]:
+                    inner["targets"] = [t for t in inner.get("targets", [])
+                                        if "idservice_segments_total" not in t.get("expr", "")]
+        edit_dashboard(docs, change)
+
+    def alert_unknown_metric(docs):
+        rule_doc = next(d for d in docs if d["kind"] == "PrometheusRule")
+        rule_doc["spec"]["groups"][0]["rules"][0]["expr"] = "sum(shortener_links_total) > 0"
+
+    return [dashboard_unknown_metric, dashboard_counter_without_total, dashboard_uncharted_family,
+            alert_unknown_metric]
+
+
+def has_dashboard(docs: list[dict]) -> bool:
+    return any(d["kind"] == "ConfigMap"
+               and (d["metadata"].get("labels") or {}).get("grafana_dashboard") == "1" for d in docs)
+
+
+def self_test(helps: HelpSource, families: dict[str, Family], paths: list[Path]) -> int:
+    """Each mutation must be caught: the general ones on the first overlay, the monitoring ones
+    on the first overlay that renders the dashboard."""
+    rendered = [[d for d in yaml.safe_load_all(p.read_text()) if d] for p in paths]
+    with_dashboard = next((docs for docs in rendered if has_dashboard(docs)), None)
+    if with_dashboard is None:
+        print("self-test: no overlay renders the Grafana dashboard (components/monitoring)")
         return 1
+    plan = [(rendered[0], m) for m in mutations()] + \
+        [(with_dashboard, m) for m in monitoring_mutations()]
+    for docs in {id(d): d for d, _ in plan}.values():
+        base = Checker(helps, families)
+        base.check_overlay("self-test", copy.deepcopy(docs))
+        if base.errors:
+            print("self-test: the unmodified manifests already fail:", *base.errors, sep="\n  ")
+            return 1
     failed = 0
-    for mutate in mutations():
+    for problem in exported_metrics.exposition_self_test():
+        print(f"self-test: reading /metrics: {problem}")
+        failed += 1
+    if not failed:
+        print("self-test: reads families from OpenMetrics and Prometheus 0.0.4 text alike")
+    for docs, mutate in plan:
         mutated = copy.deepcopy(docs)
         mutate(mutated)
-        checker = Checker(helps)
+        checker = Checker(helps, families)
         checker.check_overlay("self-test", mutated)
         if checker.errors:
             print(f"self-test: caught {mutate.__name__}: {checker.errors[0]}")
@@ -853,6 +973,9 @@ def main() -> int:
     src.add_argument("--contract", action="store_true",
                      help="use the written contract instead of the binaries' --help")
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--metrics-cache", type=Path,
+                    help="JSON of the exported metric families: read when it exists, else "
+                         "learnt by running the binaries and written there")
     ap.add_argument("rendered", nargs="+", help="NAME=FILE of a rendered overlay")
     opts = ap.parse_args()
 
@@ -864,16 +987,17 @@ def main() -> int:
         for binary in BINARIES:
             names = set(helps.accepted(binary, DEFAULT_SUBCOMMAND[binary]).envs)
             print(f"drift: {binary} ({origin}) accepts {', '.join(sorted(names)) or 'nothing'}")
+    families = load_families(opts)
     if opts.self_test:
-        return self_test(helps, Path(opts.rendered[0].split("=", 1)[-1]))
+        return self_test(helps, families, [Path(r.rpartition("=")[2]) for r in opts.rendered])
 
-    checker = Checker(helps)
+    errors = [] if opts.contract else exported_metrics.check_not_producible(opts.repo)
+    checker = Checker(helps, families)
+    checker.errors.extend(errors)
     for item in opts.rendered:
         name, _, path = item.rpartition("=")
         docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
         checker.check_overlay(name or path, docs)
-    for metric in metrics_in_source(opts.repo):
-        checker.warnings.append(f"metric {metric} not found in the id-service/shortener sources yet")
     for w in checker.warnings:
         print(f"drift: note: {w}")
     if checker.checked_containers == 0:
