@@ -1,17 +1,23 @@
 //! Abuse limits: 404s per client address (against code enumeration) and creates per API key,
 //! both token buckets; and the client address itself, from the socket or a trusted proxy
 //! (`client_ip`); and the node's bounded pool of password checks (`password_checks`).
+//!
+//! A client whose 404 budget is spent is remembered until its next token (`spent`), so the
+//! redirect edge refuses its requests before it looks anything up: a scanner past its budget
+//! costs the node no cache or store lookup.
 
 mod client_ip;
 mod password_checks;
+mod spent;
 
 pub use client_ip::{ClientAddressPolicy, client_key};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 pub use password_checks::{CheckBounds, CheckRefused, PasswordChecks};
+use spent::Spent;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Token-bucket settings: a sustained rate per second and a burst.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +31,7 @@ pub struct Rate {
 /// The keyed limiters of a node.
 pub struct Limits {
     not_found: DefaultKeyedRateLimiter<IpAddr>,
+    spent: Spent,
     create: DefaultKeyedRateLimiter<String>,
     read: DefaultKeyedRateLimiter<String>,
     password: DefaultKeyedRateLimiter<(IpAddr, String)>,
@@ -46,6 +53,7 @@ impl Limits {
         let attempts = NonZeroU32::new(password_per_minute.max(1)).expect("at least 1");
         Self {
             not_found: DefaultKeyedRateLimiter::keyed(quota(not_found)),
+            spent: Spent::default(),
             create: DefaultKeyedRateLimiter::keyed(quota(create)),
             read: DefaultKeyedRateLimiter::keyed(quota(read)),
             password: DefaultKeyedRateLimiter::keyed(Quota::per_minute(attempts)),
@@ -73,11 +81,27 @@ impl Limits {
             .map_err(|nu| nu.wait_time_from(self.clock.now()))
     }
 
-    /// Takes one token for a 404 answered to `client`; `Err(retry_after)` once the budget is spent.
+    /// Takes one token for a 404 answered to `client`; `Err(retry_after)` once the budget is
+    /// spent, and then the client is refused before any lookup until its next token (see
+    /// [`Limits::refused_before_lookup`]).
     pub fn not_found(&self, client: IpAddr) -> Result<(), Duration> {
-        self.not_found
-            .check_key(&client)
-            .map_err(|nu| nu.wait_time_from(self.clock.now()))
+        self.not_found.check_key(&client).map_err(|nu| {
+            let wait = nu.wait_time_from(self.clock.now());
+            self.spent.mark(client, Instant::now() + wait);
+            wait
+        })
+    }
+
+    /// Whether any client's 404 budget is spent right now: when not, no request needs its
+    /// client address found for [`Limits::refused_before_lookup`] (one atomic read).
+    pub fn any_404_budget_spent(&self) -> bool {
+        self.spent.any()
+    }
+
+    /// `Some(retry_after)` when `client` spent its 404 budget and has no token yet: its request
+    /// is answered 429 before the cache or the store is asked.
+    pub fn refused_before_lookup(&self, client: IpAddr) -> Option<Duration> {
+        self.spent.wait(client, Instant::now())
     }
 
     /// Takes one token for a create by `owner`.
@@ -104,6 +128,7 @@ impl Limits {
     pub fn housekeeping(&self) {
         self.not_found.retain_recent();
         self.not_found.shrink_to_fit();
+        self.spent.housekeeping(Instant::now());
         self.create.retain_recent();
         self.create.shrink_to_fit();
         self.read.retain_recent();

@@ -60,6 +60,84 @@ async fn a_404_scanner_gets_429_while_a_normal_client_keeps_getting_302() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_past_its_404_budget_is_refused_before_any_lookup() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("edge");
+    config.limits.not_found_rate = 1;
+    config.limits.not_found_burst = 5;
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/real").await;
+    let from = |client: &'static str, method: reqwest::Method, path: String| {
+        node.client
+            .request(method, format!("{}/{path}", node.base))
+            .header("x-forwarded-for", client)
+            .send()
+    };
+    let scanner = "203.0.113.66";
+    for i in 0..5 {
+        let answer = from(scanner, reqwest::Method::GET, format!("zz{i:05}"))
+            .await
+            .expect("scan");
+        assert_eq!(answer.status(), StatusCode::NOT_FOUND, "within its burst");
+    }
+    let answer = from(scanner, reqwest::Method::GET, "zz00005".into())
+        .await
+        .expect("scan");
+    assert_eq!(answer.status(), StatusCode::TOO_MANY_REQUESTS, "past it");
+
+    // From now until its next token, every request of the scanner is refused without a lookup:
+    // unknown codes, its real link (the accept loop's direct path), a percent-encoded code
+    // (the router's path) and a password form's POST.
+    let seen = node.lookups_seen();
+    let mut requests = vec![
+        (reqwest::Method::GET, code.clone()),
+        (reqwest::Method::HEAD, code.clone()),
+        (reqwest::Method::GET, "%7A%7A00006".to_string()),
+        (reqwest::Method::POST, "zz00007".to_string()),
+    ];
+    requests.extend((10..20).map(|i| (reqwest::Method::GET, format!("zz{i:05}"))));
+    // All at once, well inside the second until its next token.
+    let answers = futures::future::join_all(
+        requests
+            .iter()
+            .map(|(method, path)| from(scanner, method.clone(), path.clone())),
+    )
+    .await;
+    for ((method, path), answer) in requests.iter().zip(answers) {
+        let answer = answer.expect("refused request");
+        assert_eq!(
+            answer.status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "{method} /{path}"
+        );
+        assert!(answer.headers().contains_key("retry-after"));
+    }
+    assert_eq!(
+        node.lookups_seen(),
+        seen,
+        "a refused client caused a cache or store lookup"
+    );
+    // Another client is not refused.
+    let other = from("198.51.100.7", reqwest::Method::GET, code.clone())
+        .await
+        .expect("visit");
+    assert_eq!(other.status(), StatusCode::FOUND);
+    // Once its next token comes (one a second), the scanner's real link answers again.
+    crate::helpers::wait_for(
+        "the scanner's next token",
+        std::time::Duration::from_secs(5),
+        async || {
+            from(scanner, reqwest::Method::GET, code.clone())
+                .await
+                .is_ok_and(|answer| answer.status() == StatusCode::FOUND)
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_beyond_the_per_key_rate_get_429() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("limited");

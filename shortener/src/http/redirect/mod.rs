@@ -57,8 +57,9 @@ pub async fn redirect(
 }
 
 /// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted, disabled
-/// or expired links and for links past their visit limit, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
-/// without touching the store. Clicks are counted in memory and flushed in batches.
+/// or expired links and for links past their visit limit, 429 for clients that exceed their
+/// 404 budget (before any lookup, until their next token). Paths that cannot be codes are
+/// answered without touching the store. Clicks are counted in memory and flushed in batches.
 pub async fn answer(
     state: &HttpState,
     peer: SocketAddr,
@@ -67,6 +68,9 @@ pub async fn answer(
     headers: &HeaderMap,
 ) -> Response {
     let started = Instant::now();
+    if let Some(refused) = refused_before_lookup(state, peer, headers, started) {
+        return refused;
+    }
     let resolution = state.resolver.resolve(code, started).await;
     respond(state, peer, code, method, headers, resolution, started)
 }
@@ -81,6 +85,9 @@ pub fn answer_cached(
     headers: &HeaderMap,
 ) -> Option<Response> {
     let started = Instant::now();
+    if let Some(refused) = refused_before_lookup(state, peer, headers, started) {
+        return Some(refused);
+    }
     let resolution = state.resolver.resolve_cached(code, started)?;
     Some(respond(
         state,
@@ -179,6 +186,9 @@ pub async fn unlock(
     let started = Instant::now();
     let code = code.map(|Path(code)| code).unwrap_or_default();
     let (parts, body) = request.into_parts();
+    if let Some(refused) = refused_before_lookup(&state, peer, &parts.headers, started) {
+        return refused;
+    }
     let (response, outcome) = match state.resolver.resolve(&code, started).await {
         Ok(Resolution::Redirect(target)) => {
             protect::unlock(&state, peer, &code, &parts.headers, body, target).await
@@ -202,20 +212,43 @@ fn not_found(state: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> Respon
     let client = state.client_policy.client(peer, headers);
     match state.limits.not_found(client) {
         Ok(()) => no_store(StatusCode::NOT_FOUND, "not found\n"),
-        Err(retry_after) => {
-            state.metrics.rate_limited("not_found");
-            let seconds = retry_after.as_secs().max(1);
-            (
-                StatusCode::TOO_MANY_REQUESTS,
-                [
-                    (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-                    (header::RETRY_AFTER, HeaderValue::from(seconds)),
-                ],
-                "too many unknown codes; slow down\n",
-            )
-                .into_response()
-        }
+        Err(retry_after) => too_many_unknown(state, retry_after),
     }
+}
+
+/// A client past its 404 budget is answered 429 before the cache or the store is asked, until
+/// its next token: a scanner costs the node no lookup once it is refused. While nobody's
+/// budget is spent this is one atomic read; the client address is found only otherwise.
+fn refused_before_lookup(
+    state: &HttpState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    started: Instant,
+) -> Option<Response> {
+    if !state.limits.any_404_budget_spent() {
+        return None;
+    }
+    let client = state.client_policy.client(peer, headers);
+    let retry_after = state.limits.refused_before_lookup(client)?;
+    let response = too_many_unknown(state, retry_after);
+    state
+        .metrics
+        .redirect(response.status().as_u16(), "not_found", started.elapsed());
+    Some(response)
+}
+
+fn too_many_unknown(state: &HttpState, retry_after: std::time::Duration) -> Response {
+    state.metrics.rate_limited("not_found");
+    let seconds = retry_after.as_secs().max(1);
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            (header::RETRY_AFTER, HeaderValue::from(seconds)),
+        ],
+        "too many unknown codes; slow down\n",
+    )
+        .into_response()
 }
 
 /// Anything that is not a single path segment: not a code.
