@@ -403,9 +403,16 @@ def test_a_client_probing_unknown_codes_gets_429_while_valid_codes_redirect(api,
         assert response.status_code == 404
     assert limited is not None, "400 unknown codes from one client were never limited"
     api.conformance.check(limited, "/{code}", "get", 429)
-    # Known codes still redirect for the scanner, and other clients still get 404s.
-    assert api.follow(code, 302, headers=scanner).headers["Location"] == unique_url
+    # For the Retry-After it was told, the scanner is refused before any lookup, known codes
+    # too; other clients still get redirects and 404s.
+    wait = int(limited.headers["Retry-After"])
+    assert wait >= 1
+    api.follow(code, 429, headers=scanner)
+    assert api.follow(code, 302).headers["Location"] == unique_url
     api.follow("zzzzzzz", 404)
+    # After it, the known code redirects for the scanner again.
+    time.sleep(wait)
+    assert api.follow(code, 302, headers=scanner).headers["Location"] == unique_url
 
 
 def test_clicks_are_counted_apart_for_people_bots_and_head(api, unique_url):

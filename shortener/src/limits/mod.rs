@@ -2,9 +2,10 @@
 //! both token buckets; and the client address itself, from the socket or a trusted proxy
 //! (`client_ip`); and the node's bounded pool of password checks (`password_checks`).
 //!
-//! A client whose 404 budget is spent is remembered until its next token (`spent`), so the
-//! redirect edge refuses its requests before it looks anything up: a scanner past its budget
-//! costs the node no cache or store lookup.
+//! A client whose 404 budget is spent is remembered for the `Retry-After` it is told (its next
+//! token, in whole seconds, at least one; `spent`), so the redirect edge refuses its requests
+//! before it looks anything up: a scanner past its budget costs the node no cache or store
+//! lookup.
 
 mod client_ip;
 mod password_checks;
@@ -82,13 +83,15 @@ impl Limits {
     }
 
     /// Takes one token for a 404 answered to `client`; `Err(retry_after)` once the budget is
-    /// spent, and then the client is refused before any lookup until its next token (see
+    /// spent: the wait for its next token in whole seconds, at least one (what `Retry-After`
+    /// says). Until then the client is refused before any lookup (see
     /// [`Limits::refused_before_lookup`]).
     pub fn not_found(&self, client: IpAddr) -> Result<(), Duration> {
         self.not_found.check_key(&client).map_err(|nu| {
             let wait = nu.wait_time_from(self.clock.now());
-            self.spent.mark(client, Instant::now() + wait);
-            wait
+            let retry_after = Duration::from_secs(wait.as_secs().max(1));
+            self.spent.mark(client, Instant::now() + retry_after);
+            retry_after
         })
     }
 

@@ -87,7 +87,7 @@ async fn a_client_past_its_404_budget_is_refused_before_any_lookup() {
         .expect("scan");
     assert_eq!(answer.status(), StatusCode::TOO_MANY_REQUESTS, "past it");
 
-    // From now until its next token, every request of the scanner is refused without a lookup:
+    // For the Retry-After it was told, every request of the scanner is refused without a lookup:
     // unknown codes, its real link (the accept loop's direct path), a percent-encoded code
     // (the router's path) and a password form's POST.
     let seen = node.lookups_seen();
@@ -98,7 +98,7 @@ async fn a_client_past_its_404_budget_is_refused_before_any_lookup() {
         (reqwest::Method::POST, "zz00007".to_string()),
     ];
     requests.extend((10..20).map(|i| (reqwest::Method::GET, format!("zz{i:05}"))));
-    // All at once, well inside the second until its next token.
+    // All at once, well inside the second it was told to wait.
     let answers = futures::future::join_all(
         requests
             .iter()
@@ -124,9 +124,9 @@ async fn a_client_past_its_404_budget_is_refused_before_any_lookup() {
         .await
         .expect("visit");
     assert_eq!(other.status(), StatusCode::FOUND);
-    // Once its next token comes (one a second), the scanner's real link answers again.
+    // Once that second is over, the scanner's real link answers again.
     crate::helpers::wait_for(
-        "the scanner's next token",
+        "the scanner's Retry-After to pass",
         std::time::Duration::from_secs(5),
         async || {
             from(scanner, reqwest::Method::GET, code.clone())

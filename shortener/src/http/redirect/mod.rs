@@ -58,7 +58,7 @@ pub async fn redirect(
 
 /// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted, disabled
 /// or expired links and for links past their visit limit, 429 for clients that exceed their
-/// 404 budget (before any lookup, until their next token). Paths that cannot be codes are
+/// 404 budget (before any lookup, for the `Retry-After` they are told). Paths that cannot be codes are
 /// answered without touching the store. Clicks are counted in memory and flushed in batches.
 pub async fn answer(
     state: &HttpState,
@@ -216,8 +216,8 @@ fn not_found(state: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> Respon
     }
 }
 
-/// A client past its 404 budget is answered 429 before the cache or the store is asked, until
-/// its next token: a scanner costs the node no lookup once it is refused. While nobody's
+/// A client past its 404 budget is answered 429 before the cache or the store is asked, for the
+/// `Retry-After` it was told: a scanner costs the node no lookup once it is refused. While nobody's
 /// budget is spent this is one atomic read; the client address is found only otherwise.
 fn refused_before_lookup(
     state: &HttpState,
