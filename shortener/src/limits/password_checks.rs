@@ -382,6 +382,16 @@ mod tests {
         (move || wait.recv().unwrap_or(0), finish)
     }
 
+    /// Runs `check` for `client` in a task of its own.
+    fn spawn<T: Send + 'static>(
+        checks: &Arc<PasswordChecks>,
+        client: IpAddr,
+        check: impl FnOnce() -> T + Send + 'static,
+    ) -> tokio::task::JoinHandle<Result<T, CheckRefused>> {
+        let checks = Arc::clone(checks);
+        tokio::spawn(async move { checks.run(client, check).await })
+    }
+
     async fn until(what: &str, mut condition: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while !condition() {
@@ -404,16 +414,10 @@ mod tests {
         };
         // A busy client: one check running, one waiting; its share is then spent.
         let (first, finish_first) = held();
-        let running = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(1), first).await }
-        });
+        let running = spawn(&checks, ip(1), first);
         until("the first check runs", || state(&checks) == (1, 0)).await;
         let (second, finish_second) = held();
-        let queued = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(1), second).await }
-        });
+        let queued = spawn(&checks, ip(1), second);
         until("the second check waits", || state(&checks) == (1, 1)).await;
         assert_eq!(
             checks.run(ip(1), || 0).await,
@@ -426,10 +430,7 @@ mod tests {
             s.charge(ip(2), Instant::now());
         }
         let (third, finish_third) = held();
-        let other = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(2), third).await }
-        });
+        let other = spawn(&checks, ip(2), third);
         until("the queue is full", || state(&checks) == (1, 2)).await;
         // A client heavier than every waiter is refused at once.
         {
@@ -440,10 +441,7 @@ mod tests {
         }
         assert_eq!(checks.run(ip(3), || 0).await, Err(CheckRefused::Busy));
         // A fresh client pushes the heaviest, latest waiter (ip 2) out and goes first.
-        let user = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(9), || 9).await }
-        });
+        let user = spawn(&checks, ip(9), || 9);
         assert_eq!(other.await.expect("join"), Err(CheckRefused::Busy));
         drop(finish_third);
         finish_first.send(1).expect("finish");
@@ -464,22 +462,13 @@ mod tests {
             max_wait: Duration::from_millis(50),
         }));
         let (first, finish) = held();
-        let running = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(1), first).await }
-        });
+        let running = spawn(&checks, ip(1), first);
         until("the first check runs", || checks.inner.lock().running == 1).await;
         // An earlier waiter stands first in line; a later one's wait runs out behind it.
-        let ahead = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(4), || 4).await }
-        });
+        let ahead = spawn(&checks, ip(4), || 4);
         until("it waits", || checks.inner.lock().waiting.len() == 1).await;
         assert_eq!(checks.run(ip(2), || 0).await, Err(CheckRefused::Busy));
-        let abandoned = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(3), || 0).await }
-        });
+        let abandoned = spawn(&checks, ip(3), || 0);
         until("it waits too", || checks.inner.lock().waiting.len() == 2).await;
         abandoned.abort();
         let _ = abandoned.await;
@@ -507,10 +496,7 @@ mod tests {
         }));
         // One slow check holds the only worker far past every waiter's max_wait.
         let (first, finish) = held();
-        let running = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(1), first).await }
-        });
+        let running = spawn(&checks, ip(1), first);
         until("the first check runs", || checks.inner.lock().running == 1).await;
         // A heavy client waits first, then a user who has checked nothing yet.
         {
@@ -519,18 +505,12 @@ mod tests {
                 s.charge(ip(2), Instant::now());
             }
         }
-        let heavy = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(2), || 2).await }
-        });
+        let heavy = spawn(&checks, ip(2), || 2);
         until("the heavy client waits", || {
             checks.inner.lock().waiting.len() == 1
         })
         .await;
-        let user = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(9), || 9).await }
-        });
+        let user = spawn(&checks, ip(9), || 9);
         // The heavy one's wait runs out behind the user: refused. The user's runs out first in
         // line: it stays, due.
         assert_eq!(heavy.await.expect("join"), Err(CheckRefused::Busy));
@@ -541,10 +521,7 @@ mod tests {
         until("the user is due", || due(&checks)).await;
         // A newcomer as light as the user, and earlier in no way, cannot overtake it nor push it
         // out; its own wait runs out behind the user, so it is refused.
-        let newcomer = tokio::spawn({
-            let checks = Arc::clone(&checks);
-            async move { checks.run(ip(7), || 7).await }
-        });
+        let newcomer = spawn(&checks, ip(7), || 7);
         assert_eq!(newcomer.await.expect("join"), Err(CheckRefused::Busy));
         assert!(due(&checks), "the user still waits");
         finish.send(1).expect("finish");
