@@ -59,7 +59,29 @@ pub async fn redirect(
 /// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted, disabled
 /// or expired links and for links past their visit limit, 429 for clients that exceed their 404 budget. Paths that cannot be codes are answered
 /// without touching the store. Clicks are counted in memory and flushed in batches.
+///
+/// A redirect gets a server span only when tracing is on and the sampler picks it
+/// (`otel::http::edge_span`); otherwise tracing costs it one flag read.
 pub async fn answer(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Response {
+    let Some(span) = otel::http::edge_span(method, headers) else {
+        return answer_untraced(state, peer, code, method, headers).await;
+    };
+    let response = tracing::Instrument::instrument(
+        answer_untraced(state, peer, code, method, headers),
+        span.clone(),
+    )
+    .await;
+    otel::record_http_status(&span, response.status().as_u16(), false);
+    response
+}
+
+async fn answer_untraced(
     state: &HttpState,
     peer: SocketAddr,
     code: &str,
@@ -82,15 +104,13 @@ pub fn answer_cached(
 ) -> Option<Response> {
     let started = Instant::now();
     let resolution = state.resolver.resolve_cached(code, started)?;
-    Some(respond(
-        state,
-        peer,
-        code,
-        method,
-        headers,
-        Ok(resolution),
-        started,
-    ))
+    let response = respond(state, peer, code, method, headers, Ok(resolution), started);
+    // Asked only once the answer is known here, so that a request that goes on to [`answer`]
+    // is not offered to the sampler twice.
+    if let Some(span) = otel::http::edge_span(method, headers) {
+        otel::record_http_status(&span, response.status().as_u16(), false);
+    }
+    Some(response)
 }
 
 /// The response to a resolved redirect request, counted in the click counts and the metrics.
