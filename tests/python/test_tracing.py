@@ -1,6 +1,6 @@
-"""Traces across the services: a shortener node (PostgreSQL store) and an id-service, both
-exporting over OTLP/gRPC to a real receiver here (opentelemetry-proto's TraceService on a
-grpcio server, 127.0.0.1 only). Requests carry a known W3C `traceparent`; the spans that come
+"""Traces across the services: a shortener node (PostgreSQL store) and an id-service exporting
+to a real OTLP receiver here (opentelemetry-proto's messages; 127.0.0.1 only), the node over
+OTLP/gRPC (a grpcio TraceService), the id-service over OTLP/HTTP with protobuf bodies. Requests carry a known W3C `traceparent`; the spans that come
 back must continue those traces, be parented correctly, carry the conventional attributes,
 and never record a code, a target URL, a key or a token. With the receiver stopped, or
 answering slowly, the services keep answering at once and count the spans they drop.
@@ -9,6 +9,7 @@ The servers are this module's own (tests/python/run passes the binaries and the 
 server): the node leases blocks of one ID, so a create regularly triggers a lease.
 """
 
+import http.server
 import json
 import os
 import secrets
@@ -89,6 +90,36 @@ def attrs(attributes) -> dict:
     return out
 
 
+class HttpReceiver(http.server.ThreadingHTTPServer):
+    """OTLP/HTTP (`POST /v1/traces`, protobuf) into the same receiver."""
+
+    def __init__(self, receiver: Receiver):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path != "/v1/traces" or \
+                        self.headers.get("Content-Type") != "application/x-protobuf":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                request = trace_service_pb2.ExportTraceServiceRequest.FromString(body)
+                reply = receiver.Export(request, None).SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                try:
+                    self.wfile.write(reply)
+                except BrokenPipeError:
+                    pass  # the service gave up on this export (its deadline passed)
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
 def start_receiver(receiver: Receiver, port: int) -> grpc.Server:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     trace_service_pb2_grpc.add_TraceServiceServicer_to_server(receiver, server)
@@ -126,6 +157,7 @@ class Stack:
         self.receiver = Receiver()
         self.otlp_port = free_port()
         self.otlp = start_receiver(self.receiver, self.otlp_port)
+        self.otlp_http = HttpReceiver(self.receiver)
         self.admin = _env("SHORTENER_TEST_PG_ADMIN")
         suffix = secrets.token_hex(5)
         self.dbs = [f"trace_ids_{suffix}", f"trace_links_{suffix}"]
@@ -159,6 +191,8 @@ class Stack:
         self.id_grpc, id_http, self.id_admin = free_port(), free_port(), free_port()
         self.start("id-service", [self.id_bin], {
             **otel,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{self.otlp_http.server_port}",
             "OTEL_SERVICE_NAME": "ids-under-test",
             "DATABASE_URL": f"{base}/{self.dbs[0]}",
             "ID_SERVICE_TOKENS_FILE": str(work / "tokens.toml"),
@@ -228,6 +262,7 @@ class Stack:
                 process.kill()
                 process.wait()
         self.otlp.stop(grace=None)
+        self.otlp_http.shutdown()
         for db in self.dbs:
             psql(self.admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
