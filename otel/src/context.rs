@@ -125,21 +125,25 @@ pub fn record_grpc_status(span: &Span, code: i32, client: bool) {
 }
 
 /// A client span for an outgoing HTTP request `method` (no URL: a target is never recorded),
-/// a child of the current span when that one is sampled; disabled otherwise. Record the
-/// answer with [`record_http_status`].
-pub fn http_client_span(method: &'static str) -> Span {
-    if current_parent().is_none() {
+/// the child of `cause` when given, else of the current span when that one is sampled;
+/// disabled otherwise. Inject the context with [`inject_headers`] while the span is current,
+/// and record the answer with [`record_http_status`].
+pub fn http_client_span(method: &'static str, cause: Option<&Parent>) -> Span {
+    let Some(Parent(cx)) = cause.cloned().or_else(current_parent) else {
         return Span::none();
-    }
-    tracing::info_span!(
+    };
+    let span = tracing::info_span!(
         target: "otel::client",
+        parent: None,
         "HTTP request",
         otel.name = method,
         otel.kind = "client",
         http.request.method = method,
         http.response.status_code = Empty,
         otel.status_code = Empty,
-    )
+    );
+    let _ = span.set_parent(cx);
+    span
 }
 
 /// Records an HTTP answer's status on a span; 5xx are errors on a server span, 4xx and 5xx on

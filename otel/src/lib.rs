@@ -20,6 +20,7 @@ mod config;
 mod context;
 mod export;
 pub mod grpc;
+pub mod handoff;
 pub mod http;
 mod processor;
 mod sampler;

@@ -406,6 +406,58 @@ def test_an_allocate_ids_call_from_grpcio_continues_its_trace(stack, tmp_path):
     assert_nothing_secret(spans, stack.token)
 
 
+class HookReceiver(http.server.ThreadingHTTPServer):
+    """A webhook endpoint that keeps the headers of each delivery."""
+
+    def __init__(self):
+        self.deliveries = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.deliveries.append((dict(self.headers), json.loads(body)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_a_webhook_delivery_continues_the_trace_of_the_create_that_caused_it(stack):
+    hooks = HookReceiver()
+    admin = {"Authorization": f"Bearer {stack.admin_key}"}
+    registered = requests.post(
+        f"{stack.http}/api/v1/webhooks", headers=admin, timeout=TIMEOUT,
+        json={"tenant": "default", "url": f"http://127.0.0.1:{hooks.server_port}/hook",
+              "secret": "s" * 24})
+    assert registered.status_code == 201, registered.text
+    try:
+        trace_id, _, header = traceparent()
+        code = stack.create(TARGET, header).json()["code"]
+        headers, event = wait_for("the delivery", lambda: next(
+            (d for d in hooks.deliveries if d[1]["data"]["code"] == code), None))
+        version, delivered_trace, parent_id, flags = headers["traceparent"].split("-")
+        assert (version, delivered_trace, flags) == ("00", trace_id, "01")
+        spans = wait_for("the delivery's span", lambda: (lambda found: found if any(
+            span.span_id.hex() == parent_id for _, span in found) else None)(
+                stack.receiver.in_trace(trace_id)))
+        by_id = {span.span_id: span for _, span in spans}
+        client = next(span for span in by_id.values() if span.span_id.hex() == parent_id)
+        assert client.kind == client.SPAN_KIND_CLIENT and client.name == "POST"
+        a = attrs(client.attributes)
+        assert (a["http.request.method"], a["http.response.status_code"]) == ("POST", 204)
+        assert by_id[client.parent_span_id].name == "POST /api/v1/links"
+        assert_nothing_secret(spans, code, "traced.example", "secret-path", stack.admin_key)
+    finally:
+        requests.delete(f"{stack.http}/api/v1/webhooks/{registered.json()['id']}",
+                        headers=admin, timeout=TIMEOUT)
+        hooks.shutdown()
+
+
 def test_json_log_lines_of_a_traced_request_carry_its_ids(stack):
     trace_id, _, header = traceparent()
     # Registering a webhook logs a line within the request (to a receiver that is not there:
