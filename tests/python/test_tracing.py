@@ -405,6 +405,16 @@ def test_an_allocate_ids_call_from_grpcio_continues_its_trace(stack, tmp_path):
         "grpc", "idalloc.v1.IdAllocator", "AllocateIds", 0)
     assert_nothing_secret(spans, stack.token)
 
+    def exported():
+        text = requests.get(f"http://127.0.0.1:{stack.id_admin}/metrics", timeout=TIMEOUT).text
+        values = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                  for line in text.splitlines() if line.startswith("idservice_trace_spans")}
+        return values if values.get("idservice_trace_spans_exported_total", 0) > 0 else None
+
+    counted = wait_for("the id-service to count its exported spans", exported)
+    assert counted['idservice_trace_spans_dropped_total{reason="queue_full"}'] == 0
+    assert counted['idservice_trace_spans_dropped_total{reason="export_failed"}'] == 0
+
 
 class HookReceiver(http.server.ThreadingHTTPServer):
     """A webhook endpoint that keeps the headers of each delivery."""
