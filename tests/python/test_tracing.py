@@ -203,6 +203,7 @@ class Stack:
             "ID_SERVICE_LOG_FORMAT": "json",
         }, f"http://127.0.0.1:{self.id_admin}/readyz")
         http, grpc_port, self.node_admin = free_port(), free_port(), free_port()
+        self.grpc = f"127.0.0.1:{grpc_port}"
         self.http = f"http://127.0.0.1:{http}"
         self.node = self.start("shortener", [_env("SHORTENER_TEST_BIN"), "serve"], {
             **otel,
@@ -466,6 +467,40 @@ def test_a_webhook_delivery_continues_the_trace_of_the_create_that_caused_it(sta
         requests.delete(f"{stack.http}/api/v1/webhooks/{registered.json()['id']}",
                         headers=admin, timeout=TIMEOUT)
         hooks.shutdown()
+
+
+def test_grpc_calls_to_the_node_continue_their_trace_and_record_their_status(stack, pb):
+    trace_id, parent_span, header = traceparent()
+    missing_trace, _, missing_header = traceparent()
+    auth = ("authorization", f"Bearer {API_KEY}")
+    wait_for("an ID in hand", lambda: requests.get(
+        f"http://127.0.0.1:{stack.node_admin}/readyz", timeout=TIMEOUT).ok)
+    with grpc.insecure_channel(stack.grpc) as channel:
+        links = pb.services.LinksStub(channel)
+        link = links.CreateLink(pb.messages.CreateLinkRequest(url=TARGET),
+                                metadata=[auth, ("traceparent", header)], timeout=TIMEOUT)
+        with pytest.raises(grpc.RpcError) as missing:
+            links.GetLink(pb.messages.GetLinkRequest(code="zzzzzzz"),
+                          metadata=[auth, ("traceparent", missing_header)], timeout=TIMEOUT)
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+    def server_span(trace, name):
+        return next((span for s, span in stack.receiver.in_trace(trace)
+                     if s == "shortener" and span.name == name), None)
+
+    created = wait_for("the CreateLink span",
+                       lambda: server_span(trace_id, "shortener.v1.Links/CreateLink"))
+    assert created.kind == created.SPAN_KIND_SERVER
+    assert created.parent_span_id.hex() == parent_span
+    a = attrs(created.attributes)
+    assert (a["rpc.system"], a["rpc.service"], a["rpc.method"], a["rpc.grpc.status_code"]) == (
+        "grpc", "shortener.v1.Links", "CreateLink", 0)
+    refused = wait_for("the GetLink span",
+                       lambda: server_span(missing_trace, "shortener.v1.Links/GetLink"))
+    assert attrs(refused.attributes)["rpc.grpc.status_code"] == 5
+    assert refused.status.code != refused.status.STATUS_CODE_ERROR, "NOT_FOUND is no server error"
+    assert_nothing_secret(stack.receiver.in_trace(trace_id) + stack.receiver.in_trace(missing_trace),
+                          link.code, "traced.example", "zzzzzzz", API_KEY)
 
 
 def test_json_log_lines_of_a_traced_request_carry_its_ids(stack):
