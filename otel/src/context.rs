@@ -173,3 +173,20 @@ pub fn db_span(system: &'static str, operation: &'static str, table: &'static st
         db.collection.name = table,
     )
 }
+
+/// A client span for a call of the stored procedure `procedure` (`db.system`,
+/// `db.stored_procedure.name`; never its arguments), a child of the current span when that one
+/// is sampled; disabled otherwise.
+pub fn db_procedure_span(system: &'static str, procedure: &'static str) -> Span {
+    if current_parent().is_none() {
+        return Span::none();
+    }
+    tracing::info_span!(
+        target: "otel::db",
+        "database call",
+        otel.name = procedure,
+        otel.kind = "client",
+        db.system = system,
+        db.stored_procedure.name = procedure,
+    )
+}

@@ -27,8 +27,9 @@ mod sampler;
 
 pub use config::{ConfigError, Protocol, Settings};
 pub use context::{
-    Parent, TRACEPARENT, current_parent, db_span, follow_up_span, http_client_span, inject_headers,
-    inject_metadata, record_grpc_status, record_http_status, record_ids, rpc_client_span,
+    Parent, TRACEPARENT, current_parent, db_procedure_span, db_span, follow_up_span,
+    http_client_span, inject_headers, inject_metadata, record_grpc_status, record_http_status,
+    record_ids, rpc_client_span,
 };
 pub use processor::ExportStats;
 

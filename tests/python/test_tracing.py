@@ -329,6 +329,10 @@ def test_a_create_is_one_trace_from_the_edge_through_the_id_service(stack):
     r = attrs(remote.attributes)
     assert (r["rpc.system"], r["rpc.method"], r["rpc.grpc.status_code"]) == (
         "grpc", "LeaseBlock", 0)
+    grant = by_name[("ids-under-test", "id_grant")]
+    assert grant.parent_span_id == remote.span_id and grant.kind == grant.SPAN_KIND_CLIENT
+    assert attrs(grant.attributes) == {"db.system": "postgresql",
+                                       "db.stored_procedure.name": "id_grant"}
     # The database statement of the create, under the server span.
     db = [span for s, span in spans if s == "shortener" and "db.system" in attrs(span.attributes)]
     assert db, [span.name for _, span in spans]
