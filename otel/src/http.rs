@@ -2,7 +2,7 @@
 //! redirect only when the sampler picks it ([`edge_span`]).
 
 use crate::context::extract;
-use crate::{enabled, record_ids};
+use crate::{enabled, record_http_status, record_ids};
 use tracing::Span;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -75,4 +75,18 @@ pub fn edge_span(method: &http::Method, headers: &http::HeaderMap) -> Option<Spa
     let _ = span.set_parent(parent);
     record_ids(&span);
     Some(span)
+}
+
+/// Awaits `answer` within `span` when there is one (from [`server_span`] or [`edge_span`]) and
+/// records the answer's status on it; without a span, just awaits it.
+pub async fn answer_in<B>(
+    span: Option<Span>,
+    answer: impl Future<Output = http::Response<B>>,
+) -> http::Response<B> {
+    let Some(span) = span else {
+        return answer.await;
+    };
+    let response = tracing::Instrument::instrument(answer, span.clone()).await;
+    record_http_status(&span, response.status().as_u16(), false);
+    response
 }

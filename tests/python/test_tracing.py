@@ -189,6 +189,7 @@ class Stack:
             check=True, capture_output=True, text=True, timeout=TIMEOUT,
         ).stdout.strip()
         self.id_grpc, id_http, self.id_admin = free_port(), free_port(), free_port()
+        self.id_http = f"http://127.0.0.1:{id_http}"
         self.start("id-service", [self.id_bin], {
             **otel,
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
@@ -505,6 +506,24 @@ def test_grpc_calls_to_the_node_continue_their_trace_and_record_their_status(sta
     assert refused.status.code != refused.status.STATUS_CODE_ERROR, "NOT_FOUND is no server error"
     assert_nothing_secret(stack.receiver.in_trace(trace_id) + stack.receiver.in_trace(missing_trace),
                           link.code, "traced.example", "zzzzzzz", API_KEY)
+
+
+def test_a_json_allocate_call_to_the_id_service_continues_its_trace(stack):
+    trace_id, parent_span, header = traceparent()
+    response = requests.post(f"{stack.id_http}/v1/namespaces/{NAMESPACE}/ids:allocate",
+                             json={"count": 2}, timeout=TIMEOUT,
+                             headers={"Authorization": f"Bearer {stack.token}",
+                                      "traceparent": header})
+    assert response.status_code == 200, response.text
+    spans = wait_for("the JSON call's span", lambda: stack.receiver.in_trace(trace_id))
+    (service, span), = spans
+    assert service == "ids-under-test"
+    assert span.name == "POST /v1/namespaces/{namespace}/ids:allocate"
+    assert span.parent_span_id.hex() == parent_span
+    a = attrs(span.attributes)
+    assert a["http.route"] == "/v1/namespaces/{namespace}/ids:allocate"
+    assert a["http.response.status_code"] == 200
+    assert_nothing_secret(spans, stack.token, f"/{NAMESPACE}/")
 
 
 def test_json_log_lines_of_a_traced_request_carry_its_ids(stack):

@@ -117,19 +117,20 @@ impl PublicService {
                 read: Arc::clone(&read),
             })
         });
-        let mut response =
-            if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
-                // The route the router would pick, without its matching and boxed futures.
-                let span = otel::http::server_span(&Method::POST, CREATE_PATH, request.headers());
-                in_span(span, api::create(State(Arc::clone(&self.state)), request)).await
-            } else {
-                let mut request = request;
-                request.extensions_mut().insert(ConnectInfo(peer));
-                match self.router.clone().oneshot(request).await {
-                    Ok(response) => response,
-                    Err(never) => match never {},
-                }
-            };
+        let mut response = if request.method() == Method::POST
+            && request.uri().path() == CREATE_PATH
+        {
+            // The route the router would pick, without its matching and boxed futures.
+            let span = otel::http::server_span(&Method::POST, CREATE_PATH, request.headers());
+            otel::http::answer_in(span, api::create(State(Arc::clone(&self.state)), request)).await
+        } else {
+            let mut request = request;
+            request.extensions_mut().insert(ConnectInfo(peer));
+            match self.router.clone().oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        };
         if !read.load(Ordering::Acquire) {
             response
                 .headers_mut()
@@ -172,16 +173,6 @@ impl hyper::body::Body for Tracked {
 /// Where links are created.
 const CREATE_PATH: &str = "/api/v1/links";
 
-/// Answers with `answer`, within `span` when there is one, and records the answer's status.
-async fn in_span(span: Option<tracing::Span>, answer: impl Future<Output = Response>) -> Response {
-    let Some(span) = span else {
-        return answer.await;
-    };
-    let response = tracing::Instrument::instrument(answer, span.clone()).await;
-    otel::record_http_status(&span, response.status().as_u16(), false);
-    response
-}
-
 /// A server span for each JSON API request, named after its route template, when tracing is
 /// on (see the `otel` crate).
 async fn trace_api(
@@ -193,7 +184,7 @@ async fn trace_api(
         return next.run(request).await;
     }
     let span = otel::http::server_span(request.method(), route.as_str(), request.headers());
-    in_span(span, next.run(request)).await
+    otel::http::answer_in(span, next.run(request)).await
 }
 
 fn router(state: Arc<HttpState>) -> Router {

@@ -69,16 +69,12 @@ pub async fn answer(
     method: &Method,
     headers: &HeaderMap,
 ) -> Response {
-    let Some(span) = otel::http::edge_span(method, headers) else {
-        return answer_untraced(state, peer, code, method, headers).await;
-    };
-    let response = tracing::Instrument::instrument(
-        answer_untraced(state, peer, code, method, headers),
-        span.clone(),
-    )
-    .await;
-    otel::record_http_status(&span, response.status().as_u16(), false);
-    response
+    match otel::http::edge_span(method, headers) {
+        None => answer_untraced(state, peer, code, method, headers).await,
+        span => {
+            otel::http::answer_in(span, answer_untraced(state, peer, code, method, headers)).await
+        }
+    }
 }
 
 async fn answer_untraced(
