@@ -297,11 +297,16 @@ def test_a_create_is_one_trace_from_the_edge_through_the_id_service(stack):
         assert response.status_code == 201, response.text
         created.append((trace_id, parent_span, response.json()["code"]))
 
+    # Each service exports on its own schedule: wait for every span the trace should hold.
+    expected = {("shortener", "POST /api/v1/links"), ("shortener", "refill ID pool"),
+                ("shortener", "idalloc.v1.IdAllocator/LeaseBlock"),
+                ("ids-under-test", "idalloc.v1.IdAllocator/LeaseBlock"),
+                ("ids-under-test", "id_grant")}
+
     def lease_traced():
         for trace_id, parent_span, code in created:
             spans = stack.receiver.in_trace(trace_id)
-            if any(s == "ids-under-test" and span.name == "idalloc.v1.IdAllocator/LeaseBlock"
-                   for s, span in spans):
+            if expected <= {(s, span.name) for s, span in spans}:
                 return trace_id, parent_span, code, spans
         return None
 
