@@ -11,10 +11,14 @@
 //! the collector, and the queue never grows past its bound.
 //!
 //! What becomes a span: only `tracing` spans whose target begins with `otel` (the ones this
-//! crate's helpers make): a server span per API request ([`http`]) and per gRPC call
-//! ([`grpc::TraceLayer`]), client spans around calls out ([`rpc_client_span`], [`http_client_span`]) and database
-//! statements ([`db_span`]). Log events are never exported, and no helper records a request's
-//! parameters: routes are templates, database spans name the operation and table only.
+//! crate's helpers make): a server span per API request ([`http::server_span`]), per sampled
+//! redirect ([`http::edge_span`]) and per gRPC call ([`grpc::TraceLayer`]); client spans around
+//! calls out ([`rpc_client_span`], [`http_client_span`]) and database statements
+//! ([`db_span`], [`db_procedure_span`]); and work a request caused but does not wait for
+//! ([`follow_up_span`], [`handoff`]). Log events are never exported, and no helper records a
+//! request's parameters: routes are templates, database spans name the operation and table
+//! (or procedure) only. Incoming and outgoing context is W3C trace context (`traceparent`,
+//! `tracestate`).
 
 mod config;
 mod context;
