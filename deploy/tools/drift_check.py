@@ -7,7 +7,8 @@ The truth comes from the binaries themselves: clap prints every option's environ
 
   * its subcommand (`args[0]`: `serve`, `migrate`, or none) is one the binary lists;
   * every environment variable it gets (env, envFrom ConfigMaps and Secrets) is one that
-    subcommand accepts (plus RUST_LOG, read by the log filter rather than clap);
+    subcommand accepts (plus RUST_LOG and the standard OTEL_* variables, read by the log filter
+    and the trace pipeline rather than clap);
   * the named container ports `http`, `grpc`, `admin` match the `*_HTTP_ADDR`, `*_GRPC_ADDR`,
     `*_ADMIN_ADDR` listen addresses (the manifest's value, else the binary's default);
   * liveness probes GET /healthz and readiness probes GET /readyz on the admin port, gRPC probes
@@ -58,8 +59,32 @@ BINARIES = ("id-service", "shortener")
 # What each binary runs with no subcommand (`shortener` serves by default; `id-service` has no
 # serve subcommand: it serves at the top level).
 DEFAULT_SUBCOMMAND = {"id-service": None, "shortener": "serve"}
-# Read by tracing's EnvFilter, not by clap, so --help does not list it.
-ALWAYS_ACCEPTED = {"RUST_LOG"}
+# Read by tracing's EnvFilter (RUST_LOG) and by the trace pipeline (the standard OpenTelemetry
+# variables the `otel` crate reads; docs/operations.md, "Tracing"), not by clap, so --help does
+# not list them.
+ALWAYS_ACCEPTED = {
+    "RUST_LOG",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+    "OTEL_BSP_MAX_QUEUE_SIZE",
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+    "OTEL_BSP_SCHEDULE_DELAY",
+    "OTEL_BSP_EXPORT_TIMEOUT",
+}
 # The drain bound the contract promises when --help names none.
 CONTRACT_DRAIN_SECONDS = 20
 

@@ -78,10 +78,16 @@ impl AllocateClient {
                 .metadata_mut()
                 .insert("authorization", value.clone());
         }
-        let reply = self
-            .client
-            .clone()
-            .allocate_ids(request)
+        let span = otel::rpc_client_span("idalloc.v1.IdAllocator", "AllocateIds");
+        let call = async {
+            // The caller's trace continues in the id-service.
+            otel::inject_metadata(request.metadata_mut());
+            let answer = self.client.clone().allocate_ids(request).await;
+            let code = answer.as_ref().map_or_else(|s| s.code() as i32, |_| 0);
+            otel::record_grpc_status(&tracing::Span::current(), code, true);
+            answer
+        };
+        let reply = tracing::Instrument::instrument(call, span)
             .await
             .map_err(status_to_error)?
             .into_inner();

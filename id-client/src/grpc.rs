@@ -76,10 +76,16 @@ impl LeaseSource for GrpcLeaseSource {
                     .metadata_mut()
                     .insert("authorization", value.clone());
             }
-            let lease = self
-                .client
-                .clone()
-                .lease_block(request)
+            let span = otel::rpc_client_span("idalloc.v1.IdAllocator", "LeaseBlock");
+            let call = async {
+                // The caller's trace continues in the id-service.
+                otel::inject_metadata(request.metadata_mut());
+                let answer = self.client.clone().lease_block(request).await;
+                let code = answer.as_ref().map_or_else(|s| s.code() as i32, |_| 0);
+                otel::record_grpc_status(&tracing::Span::current(), code, true);
+                answer
+            };
+            let lease = tracing::Instrument::instrument(call, span)
                 .await
                 .map_err(status_to_error)?
                 .into_inner();

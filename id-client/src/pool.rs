@@ -147,6 +147,9 @@ struct Inner {
     wake: Notify,
     /// Wakes waiters of [`IdPool::wait_ready`] after each accepted lease.
     filled: Notify,
+    /// The trace of the request that emptied the spare slot, when tracing is on: the lease it
+    /// triggers is traced as its follow-up, so that one trace spans the node and the id-service.
+    trigger: Mutex<Option<otel::Parent>>,
     config: PoolConfig,
     source: Arc<dyn LeaseSource>,
 }
@@ -189,6 +192,7 @@ impl IdPool {
             }),
             wake: Notify::new(),
             filled: Notify::new(),
+            trigger: Mutex::new(None),
             config,
             source,
         });
@@ -247,6 +251,14 @@ impl IdPool {
             (taken, state.spare.is_none())
         };
         if spare_missing {
+            // One flag read while tracing is off.
+            if let Some(parent) = otel::current_parent() {
+                *self
+                    .inner
+                    .trigger
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(parent);
+            }
             self.inner.wake.notify_one();
         }
         if taken == 0 {
@@ -344,12 +356,16 @@ async fn refill(inner: Arc<Inner>) {
             }
             continue;
         };
-        let outcome = match tokio::time::timeout(
-            config.lease_timeout,
+        let trigger = inner
+            .trigger
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let lease = tracing::Instrument::instrument(
             inner.source.lease_reporting(size, high_water),
-        )
-        .await
-        {
+            otel::follow_up_span("refill ID pool", trigger.as_ref()),
+        );
+        let outcome = match tokio::time::timeout(config.lease_timeout, lease).await {
             Ok(result) => result,
             Err(_) => Err(LeaseError::Unavailable(format!(
                 "no lease within {:?}",

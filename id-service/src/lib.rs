@@ -39,4 +39,4 @@ pub use app::{App, migrate};
 pub use config::{Cli, Command, Config, ConfigError, LogFormat, Secret, TokensCommand};
 pub use error::Error;
 pub use shutdown::shutdown_signal;
-pub use telemetry::init_tracing;
+pub use telemetry::{init_serving, init_tracing};

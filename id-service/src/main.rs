@@ -3,6 +3,7 @@
 use clap::Parser;
 use id_service::{App, Cli, Command, TokensCommand};
 use std::process::ExitCode;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -26,12 +27,27 @@ async fn main() -> ExitCode {
             }
         };
     }
-    id_service::init_tracing(config.log_format);
     let outcome = match command.unwrap_or(Command::Serve) {
-        Command::Migrate => id_service::migrate(&config)
-            .await
-            .map(|applied| tracing::info!(?applied, "migrations up to date")),
-        Command::Serve | Command::Tokens(_) => serve(config).await,
+        Command::Migrate => {
+            id_service::init_tracing(config.log_format);
+            id_service::migrate(&config)
+                .await
+                .map(|applied| tracing::info!(?applied, "migrations up to date"))
+        }
+        Command::Serve | Command::Tokens(_) => match id_service::init_serving(config.log_format) {
+            Ok(tracing) => {
+                let served = serve(config).await;
+                if let Some(tracing) = tracing {
+                    // Spans still queued go out now, within a bound.
+                    tracing.shutdown(Duration::from_secs(5)).await;
+                }
+                served
+            }
+            Err(error) => {
+                eprintln!("id-service: {error:#}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,7 +1,9 @@
 //! Process-wide logging set-up for the binary.
 
 use crate::config::LogFormat;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// Installs a global `tracing` subscriber: `RUST_LOG` filtering (default `info`, with the
 /// PostgreSQL driver at `warn` so that the server's notices at every start stay out of the
@@ -18,4 +20,32 @@ pub fn init_tracing(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// Installs the global subscriber of a serving id-service: the log lines of [`init_tracing`]
+/// and, when the `OTEL_*` variables name a collector, the trace pipeline, whose handle is
+/// returned so that `main` can flush it at shutdown. With tracing on, the call spans also pass
+/// the log filter, so a log line within a traced call carries its `trace_id` and `span_id`.
+/// Fails on `OTEL_*` values it cannot use, or if a subscriber is installed already.
+pub fn init_serving(format: LogFormat) -> anyhow::Result<Option<otel::Tracing>> {
+    let tracing = otel::Tracing::from_env("id-service", env!("CARGO_PKG_VERSION"))?;
+    let mut filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn"));
+    if tracing.is_some()
+        && let Ok(directive) = "otel=info".parse()
+    {
+        filter = filter.add_directive(directive);
+    }
+    let logs = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+    let logs = match format {
+        LogFormat::Text => logs.with_filter(filter).boxed(),
+        LogFormat::Json => logs.json().flatten_event(true).with_filter(filter).boxed(),
+    };
+    let traces = tracing.as_ref().map(|t| t.layer());
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(traces)
+        .try_init()?;
+    Ok(tracing)
 }

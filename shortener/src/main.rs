@@ -47,7 +47,16 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    telemetry::init_tracing(config.log_format);
+    let tracing = telemetry::init_serving(config.log_format)?;
     let app = App::build(config).await?;
-    app.run(shutdown::shutdown_signal()).await
+    let served = app.run(shutdown::shutdown_signal()).await;
+    if let Some(tracing) = tracing {
+        // Spans still queued go out now, within a bound: a collector that is down does not
+        // hold the process.
+        tracing.shutdown(TRACE_FLUSH).await;
+    }
+    served
 }
+
+/// How long the spans queued at shutdown may take to reach the collector.
+const TRACE_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);

@@ -175,6 +175,12 @@ impl Servers {
     }
 }
 
+/// The gRPC services whose calls get server spans (not health checks or reflection).
+const TRACED_SERVICES: &[&str] = &[
+    <IdAllocatorServer<IdService> as tonic::server::NamedService>::NAME,
+    <NamespaceAdminServer<NamespaceService> as tonic::server::NamedService>::NAME,
+];
+
 /// The gRPC server on `listener` until `stop` is cancelled, and its health reporter.
 fn grpc_server(
     parts: &Parts,
@@ -190,6 +196,7 @@ fn grpc_server(
         proto::server::reflection().context("build the reflection services")?;
     let server = Server::builder()
         .timeout(config.request_timeout)
+        .layer(otel::grpc::TraceLayer::new(TRACED_SERVICES))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

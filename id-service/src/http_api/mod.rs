@@ -45,6 +45,7 @@ pub fn router(api: Arc<HttpApi>) -> Router {
     Router::new()
         .route("/v1/namespaces/{namespace}/ids:allocate", post(allocate))
         .route("/v1/openapi.json", get(openapi))
+        .route_layer(axum::middleware::from_fn(traced))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(api)
 }
@@ -153,4 +154,15 @@ async fn openapi() -> Response {
         OPENAPI,
     )
         .into_response()
+}
+
+/// A server span for each request, named after its route template (never the namespace in
+/// the path), when tracing is on (see the `otel` crate).
+async fn traced(
+    route: axum::extract::MatchedPath,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let span = otel::http::server_span(request.method(), route.as_str(), request.headers());
+    otel::http::answer_in(span, next.run(request)).await
 }

@@ -121,7 +121,10 @@ impl Ledger {
     /// Returns the lease and, if the cursor was moved first, by how much and why.
     pub async fn grant(&self, grant: &Grant<'_>) -> Result<(Lease, Option<Skip>), Error> {
         let client = self.client().await?;
-        match self.grant_once(&client, grant).await {
+        // Traced when the call is (see the `otel` crate): the procedure, never its arguments.
+        let span = otel::db_procedure_span("postgresql", "id_grant");
+        let first = tracing::Instrument::instrument(self.grant_once(&client, grant), span).await;
+        match first {
             Err(e) if e.code() == Some(&SqlState::NO_DATA_FOUND) && self.settings.auto_create => {
                 if self.create_default(&client, grant.namespace).await? {
                     tracing::info!(namespace = %grant.namespace, "created namespace on first use");

@@ -78,7 +78,10 @@ impl Metrics {
             calls: families::Calls::register(&mut registry),
             callers: families::Callers::register(&mut registry),
             replica: families::Replica::register(&mut registry),
-            registry,
+            registry: {
+                registry.register_collector(Box::new(TraceExport));
+                registry
+            },
         }
     }
 
@@ -99,5 +102,47 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+/// The trace export's counters (the `otel` crate's), read at scrape time; zero while tracing
+/// is off.
+#[derive(Debug)]
+struct TraceExport;
+
+impl prometheus_client::collector::Collector for TraceExport {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> std::fmt::Result {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::MetricType;
+        use prometheus_client::metrics::counter::ConstCounter;
+        let stats = otel::stats();
+        let read = |f: fn(&otel::ExportStats) -> u64| stats.as_deref().map_or(0, f);
+        let exported = ConstCounter::new(read(otel::ExportStats::exported));
+        exported.encode(encoder.encode_descriptor(
+            "trace_spans_exported",
+            "Spans the OTLP collector accepted.",
+            None,
+            MetricType::Counter,
+        )?)?;
+        let mut dropped = encoder.encode_descriptor(
+            "trace_spans_dropped",
+            "Spans dropped instead of exported: the export queue was full (reason=queue_full) \
+             or their batch failed or timed out (reason=export_failed).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (reason, value) in [
+            ("queue_full", read(otel::ExportStats::dropped_queue_full)),
+            (
+                "export_failed",
+                read(otel::ExportStats::dropped_export_failed),
+            ),
+        ] {
+            ConstCounter::new(value).encode(dropped.encode_family(&[("reason", reason)])?)?;
+        }
+        Ok(())
     }
 }

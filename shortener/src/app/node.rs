@@ -146,6 +146,7 @@ impl Node {
             resources.api_keys.reloads(),
             targets.reloads(),
             Arc::new(gates.clone()),
+            Arc::new(crate::telemetry::TraceExport),
         ])));
         let admission = Arc::new(Admission::new(
             resources.api_keys,

@@ -17,6 +17,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// The gRPC services whose calls get server spans (not health checks or reflection).
+const TRACED_SERVICES: &[&str] =
+    &[<LinksServer<grpc::LinksApi> as tonic::server::NamedService>::NAME];
+
 /// How often an idle gRPC connection is pinged, to find peers that went away.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a ping may go unanswered before the connection is closed.
@@ -72,6 +76,8 @@ impl Servers {
                 // not read yet (a refused call's body, say).
                 .initial_stream_window_size(STREAM_WINDOW)
                 .initial_connection_window_size(CONNECTION_WINDOW)
+                // Outermost, so that a call the guard refuses is traced with its status.
+                .layer(otel::grpc::TraceLayer::new(TRACED_SERVICES))
                 .layer(guard)
                 .add_service(health_service)
                 .add_service(reflection_v1)

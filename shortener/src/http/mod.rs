@@ -117,18 +117,20 @@ impl PublicService {
                 read: Arc::clone(&read),
             })
         });
-        let mut response =
-            if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
-                // The route the router would pick, without its matching and boxed futures.
-                api::create(State(Arc::clone(&self.state)), request).await
-            } else {
-                let mut request = request;
-                request.extensions_mut().insert(ConnectInfo(peer));
-                match self.router.clone().oneshot(request).await {
-                    Ok(response) => response,
-                    Err(never) => match never {},
-                }
-            };
+        let mut response = if request.method() == Method::POST
+            && request.uri().path() == CREATE_PATH
+        {
+            // The route the router would pick, without its matching and boxed futures.
+            let span = otel::http::server_span(&Method::POST, CREATE_PATH, request.headers());
+            otel::http::answer_in(span, api::create(State(Arc::clone(&self.state)), request)).await
+        } else {
+            let mut request = request;
+            request.extensions_mut().insert(ConnectInfo(peer));
+            match self.router.clone().oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        };
         if !read.load(Ordering::Acquire) {
             response
                 .headers_mut()
@@ -171,6 +173,20 @@ impl hyper::body::Body for Tracked {
 /// Where links are created.
 const CREATE_PATH: &str = "/api/v1/links";
 
+/// A server span for each JSON API request, named after its route template, when tracing is
+/// on (see the `otel` crate).
+async fn trace_api(
+    route: axum::extract::MatchedPath,
+    request: Request<Body>,
+    next: axum::middleware::Next,
+) -> Response {
+    if !otel::enabled() {
+        return next.run(request).await;
+    }
+    let span = otel::http::server_span(request.method(), route.as_str(), request.headers());
+    otel::http::answer_in(span, next.run(request)).await
+}
+
 fn router(state: Arc<HttpState>) -> Router {
     let router = if state.console {
         Router::new()
@@ -180,6 +196,20 @@ fn router(state: Arc<HttpState>) -> Router {
         Router::new()
     };
     router
+        .merge(api_router())
+        .route(
+            "/console",
+            get(console_home).fallback(api::method_not_allowed),
+        )
+        .route("/", get(root).fallback(api::method_not_allowed))
+        .route("/{code}", get(redirect::redirect).post(redirect::unlock))
+        .fallback(redirect::fallback)
+        .with_state(state)
+}
+
+/// The JSON API's routes, each request in a server span when tracing is on.
+fn api_router() -> Router<Arc<HttpState>> {
+    Router::new()
         .route("/api/v1/me", get(api::me).fallback(api::method_not_allowed))
         .route(
             "/api/v1/admin/blocklist",
@@ -248,16 +278,7 @@ fn router(state: Arc<HttpState>) -> Router {
         )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))
-        // A fixed route, so `/console` never reaches the code route (its word is reserved
-        // besides: no alias or import can take it).
-        .route(
-            "/console",
-            get(console_home).fallback(api::method_not_allowed),
-        )
-        .route("/", get(root).fallback(api::method_not_allowed))
-        .route("/{code}", get(redirect::redirect).post(redirect::unlock))
-        .fallback(redirect::fallback)
-        .with_state(state)
+        .route_layer(axum::middleware::from_fn(trace_api))
 }
 
 /// The first path segments the public listener routes itself; each is a reserved word, so no

@@ -5,6 +5,7 @@ use super::{DeleteOutcome, InsertOutcome, NewLink, Store, StoreError, UpdateOutc
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use chrono::{DateTime, Utc};
 use std::future::Future;
+use tracing::Instrument;
 
 /// What a store does with links. Both backends implement it with the same signatures and the
 /// same guarantees (see the [store](super) docs); [`Store`] dispatches to one of them.
@@ -96,17 +97,39 @@ pub trait LinkStore: Send + Sync {
     fn count_links(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }
 
+impl Store {
+    /// A span for a statement on `table` when the current request is traced (see
+    /// `otel::db_span`: the operation and table, never the values).
+    fn statement(&self, operation: &'static str, table: &'static str) -> tracing::Span {
+        let system = match self {
+            Store::Postgres(_) => "postgresql",
+            Store::Sqlite(_) => "sqlite",
+        };
+        otel::db_span(system, operation, table)
+    }
+}
+
 impl LinkStore for Store {
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
-        dispatch!(self, s => s.insert(link).await)
+        let span = self.statement("INSERT", "links");
+        let outcome = dispatch!(self, s => s.insert(link).instrument(span).await);
+        if let Ok(InsertOutcome::Created(link)) = &outcome {
+            // Its `link.created` delivery continues this trace (one flag read when off).
+            otel::handoff::remember(|| {
+                super::webhooks::created_trace_key(&link.tenant, &link.code)
+            });
+        }
+        outcome
     }
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
-        dispatch!(self, s => s.insert_many(links).await)
+        let span = self.statement("INSERT", "links");
+        dispatch!(self, s => s.insert_many(links).instrument(span).await)
     }
 
     async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        dispatch!(self, s => s.get(code).await)
+        let span = self.statement("SELECT", "links");
+        dispatch!(self, s => s.get(code).instrument(span).await)
     }
 
     async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {

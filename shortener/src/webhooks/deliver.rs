@@ -11,6 +11,7 @@
 use super::resolve::{PublicOnly, refused_literal};
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
 use super::{Outcome, Webhooks};
+use crate::store::webhooks::{LINK_CREATED, created_trace_key};
 use crate::store::{Attempt, Delivery, OutboxStore};
 use chrono::{SecondsFormat, Utc};
 use rand::Rng;
@@ -231,26 +232,32 @@ impl Webhooks {
         })
         .to_string();
         let timestamp = Utc::now().timestamp();
+        let span = delivery_span(delivery, &data);
         let sent = if !self.settings.allow_private && names_refused_address(&delivery.url) {
             // A literal address is never resolved, so the resolver's rule is applied here (to
             // an endpoint registered before registration refused it).
             None
         } else {
-            Some(
-                client
-                    .post(&delivery.url)
-                    .header("content-type", "application/json")
-                    .header(ID_HEADER, delivery.event_id.to_string())
-                    .header(TIMESTAMP_HEADER, timestamp.to_string())
-                    .header(
-                        SIGNATURE_HEADER,
-                        signature(&delivery.secret, timestamp, body.as_bytes()),
-                    )
-                    .body(body)
-                    .send()
-                    .await,
-            )
+            // The receiver gets a `traceparent` when the event's trace is known.
+            let mut traced = reqwest::header::HeaderMap::new();
+            span.in_scope(|| otel::inject_headers(&mut traced));
+            let request = client
+                .post(&delivery.url)
+                .headers(traced)
+                .header("content-type", "application/json")
+                .header(ID_HEADER, delivery.event_id.to_string())
+                .header(TIMESTAMP_HEADER, timestamp.to_string())
+                .header(
+                    SIGNATURE_HEADER,
+                    signature(&delivery.secret, timestamp, body.as_bytes()),
+                )
+                .body(body)
+                .send();
+            Some(tracing::Instrument::instrument(request, span.clone()).await)
         };
+        if let Some(Ok(answer)) = &sent {
+            otel::record_http_status(&span, answer.status().as_u16(), true);
+        }
         let (outcome, status, error) = match sent {
             None => (
                 Outcome::Unreachable,
@@ -296,6 +303,19 @@ impl Webhooks {
         };
         (attempt, outcome)
     }
+}
+
+/// The client span of a delivery attempt, in the trace of the create that recorded its
+/// `link.created` event when this node still holds it (`otel::handoff`); disabled otherwise.
+fn delivery_span(delivery: &Delivery, data: &serde_json::Value) -> tracing::Span {
+    if !otel::enabled() || delivery.kind != LINK_CREATED {
+        return tracing::Span::none();
+    }
+    let (Some(tenant), Some(code)) = (data["tenant"].as_str(), data["code"].as_str()) else {
+        return tracing::Span::none();
+    };
+    let cause = otel::handoff::recall(&created_trace_key(tenant, code));
+    otel::http_client_span("POST", cause.as_ref())
 }
 
 /// Whether `url` names a literal address that deliveries may not reach

@@ -58,9 +58,28 @@ pub async fn redirect(
 
 /// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted, disabled
 /// or expired links and for links past their visit limit, 429 for clients that exceed their
-/// 404 budget (before any lookup, for the `Retry-After` they are told). Paths that cannot be codes are
-/// answered without touching the store. Clicks are counted in memory and flushed in batches.
+/// 404 budget (before any lookup, for the `Retry-After` they are told). Paths that cannot be
+/// codes are answered without touching the store. Clicks are counted in memory and flushed in
+/// batches.
+///
+/// A redirect gets a server span only when tracing is on and the sampler picks it
+/// (`otel::http::edge_span`); otherwise tracing costs it one flag read.
 pub async fn answer(
+    state: &HttpState,
+    peer: SocketAddr,
+    code: &str,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Response {
+    match otel::http::edge_span(method, headers) {
+        None => answer_untraced(state, peer, code, method, headers).await,
+        span => {
+            otel::http::answer_in(span, answer_untraced(state, peer, code, method, headers)).await
+        }
+    }
+}
+
+async fn answer_untraced(
     state: &HttpState,
     peer: SocketAddr,
     code: &str,
@@ -89,15 +108,13 @@ pub fn answer_cached(
         return Some(refused);
     }
     let resolution = state.resolver.resolve_cached(code, started)?;
-    Some(respond(
-        state,
-        peer,
-        code,
-        method,
-        headers,
-        Ok(resolution),
-        started,
-    ))
+    let response = respond(state, peer, code, method, headers, Ok(resolution), started);
+    // Asked only once the answer is known here, so that a request that goes on to [`answer`]
+    // is not offered to the sampler twice.
+    if let Some(span) = otel::http::edge_span(method, headers) {
+        otel::record_http_status(&span, response.status().as_u16(), false);
+    }
+    Some(response)
 }
 
 /// The response to a resolved redirect request, counted in the click counts and the metrics.

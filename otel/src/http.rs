@@ -1,0 +1,92 @@
+//! Server spans for HTTP requests: one per API request ([`server_span`]), and one for a
+//! redirect only when the sampler picks it ([`edge_span`]).
+
+use crate::context::extract;
+use crate::{enabled, record_http_status, record_ids};
+use tracing::Span;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// A server span for an API request, named `METHOD route` after the route template (never the
+/// path itself: it may hold a code or a key), continuing the caller's trace from `headers`.
+/// `None` when tracing is off. Record the answer with [`crate::record_http_status`].
+pub fn server_span(method: &http::Method, route: &str, headers: &http::HeaderMap) -> Option<Span> {
+    if !enabled() {
+        return None;
+    }
+    let span = tracing::info_span!(
+        target: "otel::http",
+        parent: None,
+        "HTTP request",
+        otel.name = format_args!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = method.as_str(),
+        http.route = route,
+        http.response.status_code = Empty,
+        otel.status_code = Empty,
+        trace_id = Empty,
+        span_id = Empty,
+    );
+    let _ = span.set_parent(extract(headers));
+    record_ids(&span);
+    Some(span)
+}
+
+/// A server span for a redirect (`GET|HEAD /{code}`), only when tracing is on and the sampler
+/// picks it: the caller's sampled `traceparent` is followed, and without one the root sampler
+/// decides. With tracing off this is one flag read; unpicked, a trace ID drawn on the stack
+/// (plus parsing the caller's `traceparent`, when it sent one). The code is never recorded.
+pub fn edge_span(method: &http::Method, headers: &http::HeaderMap) -> Option<Span> {
+    if !enabled() {
+        return None;
+    }
+    let sampler = crate::SAMPLER.get()?;
+    let parent = extract(headers);
+    if !sampler.decide(&parent) {
+        return None;
+    }
+    let span = if method == http::Method::HEAD {
+        tracing::info_span!(
+            target: "otel::http",
+            parent: None,
+            "HEAD /{code}",
+            otel.kind = "server",
+            http.request.method = "HEAD",
+            http.route = "/{code}",
+            http.response.status_code = Empty,
+            otel.status_code = Empty,
+            trace_id = Empty,
+            span_id = Empty,
+        )
+    } else {
+        tracing::info_span!(
+            target: "otel::http",
+            parent: None,
+            "GET /{code}",
+            otel.kind = "server",
+            http.request.method = "GET",
+            http.route = "/{code}",
+            http.response.status_code = Empty,
+            otel.status_code = Empty,
+            trace_id = Empty,
+            span_id = Empty,
+        )
+    };
+    let _ = span.set_parent(parent);
+    record_ids(&span);
+    Some(span)
+}
+
+/// Awaits `answer` within `span` when there is one (from [`server_span`] or [`edge_span`]) and
+/// records the answer's status on it; without a span, just awaits it.
+pub async fn answer_in<B>(
+    span: Option<Span>,
+    answer: impl Future<Output = http::Response<B>>,
+) -> http::Response<B> {
+    let Some(span) = span else {
+        return answer.await;
+    };
+    let response = tracing::Instrument::instrument(answer, span.clone()).await;
+    record_http_status(&span, response.status().as_u16(), false);
+    response
+}

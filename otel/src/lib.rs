@@ -1,0 +1,152 @@
+//! OpenTelemetry traces for the services, configured only by the standard `OTEL_*` variables.
+//!
+//! Tracing is off unless an OTLP endpoint is set (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`) and `OTEL_SDK_DISABLED` is not `true`. Off, nothing here
+//! allocates or locks: every entry point first reads one flag ([`enabled`]).
+//!
+//! On, [`Tracing::from_env`] builds a tracer whose spans go to a bounded queue; one background
+//! task sends them in batches over OTLP (gRPC or HTTP/protobuf, `OTEL_EXPORTER_OTLP_PROTOCOL`).
+//! A collector that is down or slow costs the spans that do not fit in the queue or whose batch
+//! failed, counted in [`ExportStats`] for the service's `/metrics`: a request never waits for
+//! the collector, and the queue never grows past its bound.
+//!
+//! What becomes a span: only `tracing` spans whose target begins with `otel` (the ones this
+//! crate's helpers make): a server span per API request ([`http::server_span`]), per sampled
+//! redirect ([`http::edge_span`]) and per gRPC call ([`grpc::TraceLayer`]); client spans around
+//! calls out ([`rpc_client_span`], [`http_client_span`]) and database statements
+//! ([`db_span`], [`db_procedure_span`]); and work a request caused but does not wait for
+//! ([`follow_up_span`], [`handoff`]). Log events are never exported, and no helper records a
+//! request's parameters: routes are templates, database spans name the operation and table
+//! (or procedure) only. Incoming and outgoing context is W3C trace context (`traceparent`,
+//! `tracestate`).
+
+mod config;
+mod context;
+mod export;
+pub mod grpc;
+pub mod handoff;
+pub mod http;
+mod processor;
+mod sampler;
+
+pub use config::{ConfigError, Protocol, Settings};
+pub use context::{
+    Parent, TRACEPARENT, current_parent, db_procedure_span, db_span, follow_up_span,
+    http_client_span, inject_headers, inject_metadata, record_grpc_status, record_http_status,
+    record_ids, rpc_client_span,
+};
+pub use processor::ExportStats;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tracing::Subscriber;
+use tracing_subscriber::Layer;
+use tracing_subscriber::registry::LookupSpan;
+
+/// Whether traces are being recorded in this process (set once by [`Tracing::from_env`]).
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// The sampler of this process, for decisions made before a span exists (redirects).
+static SAMPLER: OnceLock<sampler::EdgeSampler> = OnceLock::new();
+
+/// The export counters of this process's pipeline, once one is built.
+static STATS: OnceLock<Arc<ExportStats>> = OnceLock::new();
+
+/// The export counters of this process (`None` while tracing is off), for its `/metrics`.
+pub fn stats() -> Option<Arc<ExportStats>> {
+    STATS.get().cloned()
+}
+
+/// Whether traces are recorded in this process. One relaxed load: the check every traced path
+/// makes first, so that with tracing off it costs nothing else.
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// A running trace pipeline: the tracer provider and its export task.
+pub struct Tracing {
+    provider: SdkTracerProvider,
+    pipeline: processor::Pipeline,
+}
+
+impl std::fmt::Debug for Tracing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracing").finish_non_exhaustive()
+    }
+}
+
+impl Tracing {
+    /// The pipeline the `OTEL_*` variables describe, or `None` when tracing is off (no endpoint,
+    /// `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`). `service` names the service
+    /// unless `OTEL_SERVICE_NAME` or `service.name` in `OTEL_RESOURCE_ATTRIBUTES` does;
+    /// `version` becomes `service.version`. Must be called within a tokio runtime: the export
+    /// task runs there. Fails on a variable it cannot use (an unknown protocol or sampler).
+    pub fn from_env(service: &str, version: &str) -> Result<Option<Tracing>, ConfigError> {
+        Self::from_settings(Settings::from_env()?, service, version)
+    }
+
+    /// The pipeline for `settings` (see [`Tracing::from_env`]).
+    pub fn from_settings(
+        settings: Option<Settings>,
+        service: &str,
+        version: &str,
+    ) -> Result<Option<Tracing>, ConfigError> {
+        let Some(settings) = settings else {
+            return Ok(None);
+        };
+        let resource = settings.resource(service, version);
+        let mut exporter = export::exporter(settings.protocol)?;
+        opentelemetry_sdk::trace::SpanExporter::set_resource(&mut exporter, &resource);
+        let (processor, pipeline) = processor::Pipeline::start(exporter, settings.batch);
+        let edge = sampler::EdgeSampler::new(settings.sampler.clone());
+        let _ = SAMPLER.set(edge.clone());
+        let _ = STATS.set(Arc::clone(&pipeline.stats));
+        let provider = SdkTracerProvider::builder()
+            .with_resource(resource)
+            .with_sampler(edge)
+            .with_span_processor(processor)
+            .build();
+        ENABLED.store(true, Ordering::Relaxed);
+        Ok(Some(Tracing { provider, pipeline }))
+    }
+
+    /// The `tracing` layer that turns this crate's spans into OpenTelemetry spans. Only spans
+    /// whose target begins with `otel` pass; events never do.
+    pub fn layer<S>(&self) -> impl Layer<S> + use<S>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let tracer = self.provider.tracer("otel");
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            // Attributes name what the spans' fields say, nothing about this process's code.
+            .with_tracked_inactivity(false)
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                meta.is_span() && meta.target().starts_with("otel")
+            }))
+    }
+
+    /// The export counters, for the service's metrics.
+    pub fn stats(&self) -> Arc<ExportStats> {
+        Arc::clone(&self.pipeline.stats)
+    }
+
+    /// Stops recording and sends what is queued, waiting at most `deadline`; what is not sent
+    /// by then is dropped (and counted).
+    pub async fn shutdown(self, deadline: Duration) {
+        ENABLED.store(false, Ordering::Relaxed);
+        self.pipeline.finish(deadline).await;
+        // The queue is closed: the provider's own shutdown has nothing left to wait for.
+        let _ = self
+            .provider
+            .shutdown_with_timeout(Duration::from_millis(100));
+    }
+}
