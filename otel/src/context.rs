@@ -16,6 +16,36 @@ pub const TRACEPARENT: &str = "traceparent";
 #[derive(Debug, Clone)]
 pub struct Parent(pub(crate) opentelemetry::Context);
 
+impl Parent {
+    /// This context as a W3C `traceparent` value, to be kept where later work, perhaps in
+    /// another process, picks it up (the webhook outbox row of the event a create recorded).
+    pub fn traceparent(&self) -> Option<String> {
+        let mut carrier = std::collections::HashMap::new();
+        TraceContextPropagator::new().inject_context(&self.0, &mut carrier);
+        carrier.remove(TRACEPARENT)
+    }
+
+    /// The context a kept `traceparent` value names, when tracing is on and the value is a
+    /// valid, sampled one; `None` otherwise.
+    pub fn from_traceparent(value: &str) -> Option<Parent> {
+        if !enabled() {
+            return None;
+        }
+        let carrier =
+            std::collections::HashMap::from([(TRACEPARENT.to_string(), value.to_string())]);
+        let cx = TraceContextPropagator::new().extract(&carrier);
+        let span = cx.span();
+        let context = span.span_context();
+        (context.is_valid() && context.is_sampled()).then(|| Parent(cx.clone()))
+    }
+}
+
+/// The `traceparent` of the current span when tracing is on and that span is sampled (see
+/// [`Parent::traceparent`]); `None` otherwise, at the cost of one flag read when tracing is off.
+pub fn current_traceparent() -> Option<String> {
+    current_parent().and_then(|parent| parent.traceparent())
+}
+
 /// The context of the current span when tracing is on and that span is sampled; `None`
 /// otherwise, at the cost of one flag read when tracing is off.
 pub fn current_parent() -> Option<Parent> {

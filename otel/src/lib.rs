@@ -15,25 +15,24 @@
 //! redirect ([`http::edge_span`]) and per gRPC call ([`grpc::TraceLayer`]); client spans around
 //! calls out ([`rpc_client_span`], [`http_client_span`]) and database statements
 //! ([`db_span`], [`db_procedure_span`]); and work a request caused but does not wait for
-//! ([`follow_up_span`], [`handoff`]). Log events are never exported, and no helper records a
-//! request's parameters: routes are templates, database spans name the operation and table
-//! (or procedure) only. Incoming and outgoing context is W3C trace context (`traceparent`,
+//! ([`follow_up_span`], or a kept [`Parent::traceparent`], as the webhook outbox does). Log
+//! events are never exported, and no helper records a request's parameters: routes are
+//! templates, database spans name the operation and table (or procedure) only. Incoming and outgoing context is W3C trace context (`traceparent`,
 //! `tracestate`).
 
 mod config;
 mod context;
 mod export;
 pub mod grpc;
-pub mod handoff;
 pub mod http;
 mod processor;
 mod sampler;
 
 pub use config::{ConfigError, Protocol, Settings};
 pub use context::{
-    Parent, TRACEPARENT, current_parent, db_procedure_span, db_span, follow_up_span,
-    http_client_span, inject_headers, inject_metadata, record_grpc_status, record_http_status,
-    record_ids, rpc_client_span,
+    Parent, TRACEPARENT, current_parent, current_traceparent, db_procedure_span, db_span,
+    follow_up_span, http_client_span, inject_headers, inject_metadata, record_grpc_status,
+    record_http_status, record_ids, rpc_client_span,
 };
 pub use processor::ExportStats;
 

@@ -52,6 +52,7 @@ fn link(resources: &app::Resources, args: &PreloadArgs, id: u64) -> NewLink {
         import_batch: None,
         created_at: None,
         password: None,
+        trace: None,
     }
 }
 

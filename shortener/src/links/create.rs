@@ -49,6 +49,7 @@ impl Row {
             import_batch: self.import_batch,
             created_at: self.created_at,
             password: self.password.clone(),
+            trace: otel::current_traceparent(),
         }
     }
 }

@@ -112,14 +112,7 @@ impl Store {
 impl LinkStore for Store {
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
         let span = self.statement("INSERT", "links");
-        let outcome = dispatch!(self, s => s.insert(link).instrument(span).await);
-        if let Ok(InsertOutcome::Created(link)) = &outcome {
-            // Its `link.created` delivery continues this trace (one flag read when off).
-            otel::handoff::remember(|| {
-                super::webhooks::created_trace_key(&link.tenant, &link.code)
-            });
-        }
-        outcome
+        dispatch!(self, s => s.insert(link).instrument(span).await)
     }
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {

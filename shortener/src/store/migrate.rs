@@ -73,6 +73,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "webhook fair delivery",
         sql: include_str!("../../migrations/postgres/0012_webhook_fair_delivery.sql"),
     },
+    Migration {
+        version: 13,
+        name: "webhook event trace",
+        sql: include_str!("../../migrations/postgres/0013_webhook_event_trace.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -141,6 +146,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 13,
         name: "webhook fair delivery",
         sql: include_str!("../../migrations/sqlite/0013_webhook_fair_delivery.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "webhook event trace",
+        sql: include_str!("../../migrations/sqlite/0014_webhook_event_trace.sql"),
     },
 ];
 

@@ -58,6 +58,9 @@ pub struct NewLink {
     pub created_at: Option<DateTime<Utc>>,
     /// The hash of the password visitors must give.
     pub password: Option<crate::domain::PasswordHash>,
+    /// The W3C `traceparent` of the traced request that creates it: its `link.created` event
+    /// keeps it, so the delivery continues that trace whichever node makes it.
+    pub trace: Option<String>,
 }
 
 /// A target URL's host with its labels reversed (`com.example.www`), the form lists filter by.

@@ -23,13 +23,6 @@ pub const LINK_UPDATED: &str = "link.updated";
 /// `link.deleted`.
 pub const LINK_DELETED: &str = "link.deleted";
 
-/// The key under which a create hands its trace to the delivery of its `link.created` event
-/// (`otel::handoff`): the outbox keeps no trace context, so a delivery continues the create's
-/// trace when the node that created the link delivers the event while it still holds it.
-pub fn created_trace_key(tenant: &str, code: &str) -> String {
-    format!("{LINK_CREATED}/{tenant}/{code}")
-}
-
 /// `clicks.rollup`: a tenant's clicks of one hour.
 pub const CLICKS_ROLLUP: &str = "clicks.rollup";
 
@@ -104,6 +97,8 @@ pub struct Delivery {
     pub created_at: DateTime<Utc>,
     /// Attempts made before this one.
     pub attempts: u32,
+    /// The `traceparent` of the traced request that recorded the event, if it was traced.
+    pub trace: Option<String>,
 }
 
 /// How an attempt went.

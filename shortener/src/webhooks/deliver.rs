@@ -11,7 +11,6 @@
 use super::resolve::{PublicOnly, refused_literal};
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
 use super::{Outcome, Webhooks};
-use crate::store::webhooks::{LINK_CREATED, created_trace_key};
 use crate::store::{Attempt, Delivery, OutboxStore};
 use chrono::{SecondsFormat, Utc};
 use rand::Rng;
@@ -232,7 +231,7 @@ impl Webhooks {
         })
         .to_string();
         let timestamp = Utc::now().timestamp();
-        let span = delivery_span(delivery, &data);
+        let span = delivery_span(delivery);
         let sent = if !self.settings.allow_private && names_refused_address(&delivery.url) {
             // A literal address is never resolved, so the resolver's rule is applied here (to
             // an endpoint registered before registration refused it).
@@ -305,17 +304,18 @@ impl Webhooks {
     }
 }
 
-/// The client span of a delivery attempt, in the trace of the create that recorded its
-/// `link.created` event when this node still holds it (`otel::handoff`); disabled otherwise.
-fn delivery_span(delivery: &Delivery, data: &serde_json::Value) -> tracing::Span {
-    if !otel::enabled() || delivery.kind != LINK_CREATED {
-        return tracing::Span::none();
-    }
-    let (Some(tenant), Some(code)) = (data["tenant"].as_str(), data["code"].as_str()) else {
+/// The client span of a delivery attempt, in the trace of the request that recorded its event
+/// (kept in the outbox row, so whichever node delivers continues it); disabled when that
+/// request was not traced or tracing is off.
+fn delivery_span(delivery: &Delivery) -> tracing::Span {
+    let Some(cause) = delivery
+        .trace
+        .as_deref()
+        .and_then(otel::Parent::from_traceparent)
+    else {
         return tracing::Span::none();
     };
-    let cause = otel::handoff::recall(&created_trace_key(tenant, code));
-    otel::http_client_span("POST", cause.as_ref())
+    otel::http_client_span("POST", Some(&cause))
 }
 
 /// Whether `url` names a literal address that deliveries may not reach

@@ -226,6 +226,7 @@ async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Back
             import_batch: None,
             created_at: None,
             password: None,
+            trace: None,
         };
         assert!(matches!(
             parts.store.insert(link).await.expect("plant"),

@@ -224,6 +224,7 @@ impl LinkService {
             import_batch: Some(import.batch),
             created_at: row.created_at,
             password: None,
+            trace: otel::current_traceparent(),
         }
     }
 

@@ -16,11 +16,12 @@ use std::collections::HashMap;
 /// `ON CONFLICT DO NOTHING`, and the tags of the rows that went in get their `link_tags` rows
 /// in the same statement, as do their `link.created` events for tenants with webhooks (the
 /// outbox, see [`crate::store::webhooks`]). Each row's slot is the ID its code decodes to, or
-/// (`NULL` in `$15`) the next named slot ([`super::layout`]). Returns the inserted links.
+/// (`NULL` in `$15`) the next named slot ([`super::layout`]). Each event keeps the `traceparent`
+/// of the request that made its link (`$16`, `NULL` when untraced). Returns the inserted links.
 const INSERT_ROWS: &str = "WITH r AS (\
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], \
-        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[], $15::int8[]) \
-     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot)), \
+        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[], $15::int8[], $16::text[]) \
+     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot, traceparent)), \
    ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot) \
      SELECT code, long_url, kind, id, expires_at, owner, dedup_key, tenant, \
         ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), max_visits, host_rev, import_batch, coalesce(created_at, now()), password_hash, \
@@ -29,9 +30,10 @@ const INSERT_ROWS: &str = "WITH r AS (\
      RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash), \
    tagged AS (INSERT INTO link_tags (tenant, tag, created_at, code) \
      SELECT ins.tenant, t.tag, ins.created_at, ins.code FROM ins, unnest(ins.tags) AS t(tag) ON CONFLICT DO NOTHING), \
-   ev AS (INSERT INTO webhook_events (tenant, kind, data) \
+   ev AS (INSERT INTO webhook_events (tenant, kind, data, traceparent) \
      SELECT ins.tenant, 'link.created', json_build_object('code', ins.code, 'tenant', ins.tenant, \
-        'url', ins.long_url, 'tags', ins.tags, 'disabled', false, 'deleted', false)::text \
+        'url', ins.long_url, 'tags', ins.tags, 'disabled', false, 'deleted', false)::text, \
+        (SELECT r.traceparent FROM r WHERE r.code = ins.code LIMIT 1) \
      FROM ins WHERE EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.tenant = ins.tenant AND w.disabled_at IS NULL) \
      RETURNING id, tenant), \
    fan AS (INSERT INTO webhook_deliveries (endpoint_id, event_id) \
@@ -76,6 +78,7 @@ pub(super) async fn insert_rows(
         .map(|l| l.password.as_ref().map(|p| p.as_stored()))
         .collect();
     let slots: Vec<Option<i64>> = links.iter().map(|l| slot_of_new(space, l)).collect();
+    let traces: Vec<Option<&str>> = links.iter().map(|l| l.trace.as_deref()).collect();
     let rows = client
         .query(
             &insert,
@@ -95,6 +98,7 @@ pub(super) async fn insert_rows(
                 &created,
                 &passwords,
                 &slots,
+                &traces,
             ],
         )
         .await
@@ -219,6 +223,7 @@ pub(super) async fn insert_one(
                 &[link.created_at].as_slice(),
                 &[link.password.as_ref().map(|p| p.as_stored())].as_slice(),
                 &[slot_of_new(layout.space(), &link)].as_slice(),
+                &[link.trace.as_deref()].as_slice(),
             ],
         )
         .await

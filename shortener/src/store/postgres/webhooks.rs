@@ -10,20 +10,23 @@ use std::time::Duration;
 use tokio_postgres::Row;
 
 /// Records an event of `tenant` in the transaction `tx`, with a delivery for each enabled
-/// endpoint of the tenant (nothing when it has none).
+/// endpoint of the tenant (nothing when it has none). The event keeps the `traceparent` of the
+/// current request when it is traced.
 pub(super) async fn record(
     tx: &tokio_postgres::Transaction<'_>,
     tenant: &str,
     kind: &str,
     data: &str,
 ) -> Result<(), StoreError> {
+    let trace = otel::current_traceparent();
     tx.execute(
-        "WITH ev AS (INSERT INTO webhook_events (tenant, kind, data) SELECT $1::text, $2::text, $3::text \
+        "WITH ev AS (INSERT INTO webhook_events (tenant, kind, data, traceparent) \
+           SELECT $1::text, $2::text, $3::text, $4::text \
            WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant = $1::text AND disabled_at IS NULL) \
            RETURNING id, tenant) \
          INSERT INTO webhook_deliveries (endpoint_id, event_id) \
          SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL",
-        &[&tenant, &kind, &data],
+        &[&tenant, &kind, &data, &trace],
     )
     .await
     .map_err(db_error)?;
@@ -193,7 +196,8 @@ pub(super) async fn claim(
              claimed AS (UPDATE webhook_deliveries d SET leased_until = now() + $1 * interval '1 millisecond' \
                FROM batch b WHERE d.endpoint_id = b.endpoint_id AND d.event_id = b.event_id \
                RETURNING d.endpoint_id, d.event_id, d.next_at, d.attempts) \
-             SELECT c.endpoint_id, l.url, l.secret, c.event_id, e.kind, e.data, e.created_at, c.attempts \
+             SELECT c.endpoint_id, l.url, l.secret, c.event_id, e.kind, e.data, e.created_at, c.attempts, \
+               e.traceparent \
              FROM claimed c JOIN leased l ON l.id = c.endpoint_id JOIN webhook_events e ON e.id = c.event_id \
              ORDER BY c.endpoint_id, c.next_at, c.event_id",
             &[&lease_ms, &endpoints, &per_endpoint],
@@ -211,6 +215,7 @@ pub(super) async fn claim(
             data: r.get(5),
             created_at: r.get(6),
             attempts: r.get::<_, i32>(7).max(0) as u32,
+            trace: r.get(8),
         })
         .collect())
 }

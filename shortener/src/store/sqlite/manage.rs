@@ -26,6 +26,7 @@ pub(super) fn update(
     tenant: Option<&str>,
     patch: &LinkPatch,
     key: &str,
+    trace: Option<&str>,
 ) -> Result<UpdateOutcome, StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -94,6 +95,7 @@ pub(super) fn update(
         &new.tenant,
         crate::store::webhooks::LINK_UPDATED,
         &crate::store::webhooks::link_data(&new),
+        trace,
     )?;
     tx.commit().map_err(db_error)?;
     Ok(UpdateOutcome::Updated(Box::new(new)))
@@ -275,6 +277,7 @@ pub(super) fn delete(
     code: &str,
     tenant: Option<&str>,
     key: &str,
+    trace: Option<&str>,
 ) -> Result<DeleteOutcome, StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -310,6 +313,7 @@ pub(super) fn delete(
             &link.tenant,
             crate::store::webhooks::LINK_DELETED,
             &crate::store::webhooks::link_data(&link),
+            trace,
         )?;
     }
     tx.commit().map_err(db_error)?;

@@ -208,8 +208,19 @@ impl LinkStore for SqliteStore {
     ) -> Result<DeleteOutcome, StoreError> {
         let (code, space) = (code.to_string(), Arc::clone(&self.space));
         let (tenant, key) = (tenant.map(str::to_string), key.to_string());
-        self.write(move |conn| manage::delete(conn, &space, &code, tenant.as_deref(), &key))
-            .await
+        // Read here, in the request's span: the writer thread has none.
+        let trace = otel::current_traceparent();
+        self.write(move |conn| {
+            manage::delete(
+                conn,
+                &space,
+                &code,
+                tenant.as_deref(),
+                &key,
+                trace.as_deref(),
+            )
+        })
+        .await
     }
 
     async fn update(
@@ -221,8 +232,19 @@ impl LinkStore for SqliteStore {
     ) -> Result<UpdateOutcome, StoreError> {
         let (code, space) = (code.to_string(), Arc::clone(&self.space));
         let (tenant, key, patch) = (tenant.map(str::to_string), key.to_string(), patch.clone());
-        self.write(move |conn| manage::update(conn, &space, &code, tenant.as_deref(), &patch, &key))
-            .await
+        let trace = otel::current_traceparent();
+        self.write(move |conn| {
+            manage::update(
+                conn,
+                &space,
+                &code,
+                tenant.as_deref(),
+                &patch,
+                &key,
+                trace.as_deref(),
+            )
+        })
+        .await
     }
 
     async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {

@@ -220,6 +220,7 @@ pub(super) fn insert_row(
         // The row is exactly what was written; no need to read it back.
         1 => InsertOutcome::Created(created(
             conn,
+            link.trace.as_deref(),
             Link {
                 code: link.code.clone(),
                 tenant: link.tenant.clone(),
@@ -250,13 +251,14 @@ pub(super) fn insert_row(
 }
 
 /// `link`, once its `link.created` event is recorded (in the insert's transaction).
-fn created(conn: &Connection, link: Link) -> Result<Link, StoreError> {
+fn created(conn: &Connection, trace: Option<&str>, link: Link) -> Result<Link, StoreError> {
     let data = crate::store::webhooks::link_data(&link);
     super::webhooks::record(
         conn,
         &link.tenant,
         crate::store::webhooks::LINK_CREATED,
         &data,
+        trace,
     )?;
     Ok(link)
 }
@@ -432,6 +434,7 @@ mod tests {
             import_batch: Some(1),
             created_at: None,
             password: None,
+            trace: None,
         };
         // No links table in this file: the insert fails.
         assert!(insert_bulk(&mut conn, &space, &[link]).is_err());

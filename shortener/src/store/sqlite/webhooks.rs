@@ -17,14 +17,16 @@ pub(super) fn record(
     tenant: &str,
     kind: &str,
     data: &str,
+    trace: Option<&str>,
 ) -> Result<(), StoreError> {
     let now = millis(Utc::now());
     let recorded = conn
         .prepare_cached(
-            "INSERT INTO webhook_events (tenant, kind, data, created_at) SELECT ?1, ?2, ?3, ?4 \
+            "INSERT INTO webhook_events (tenant, kind, data, created_at, traceparent) \
+             SELECT ?1, ?2, ?3, ?4, ?5 \
              WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant = ?1 AND disabled_at IS NULL)",
         )
-        .and_then(|mut insert| insert.execute(params![tenant, kind, data, now]))
+        .and_then(|mut insert| insert.execute(params![tenant, kind, data, now, trace]))
         .map_err(db_error)?;
     if recorded == 1 {
         let event = conn.last_insert_rowid();
@@ -223,7 +225,7 @@ pub(super) fn claim(
         .map_err(db_error)?;
         let mut select = tx
             .prepare_cached(
-                "SELECT d.event_id, e.kind, e.data, e.created_at, d.attempts \
+                "SELECT d.event_id, e.kind, e.data, e.created_at, d.attempts, e.traceparent \
                  FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id \
                  WHERE d.endpoint_id = ?1 AND d.state = 'pending' AND d.next_at <= ?2 \
                    AND (d.leased_until IS NULL OR d.leased_until < ?2) \
@@ -241,6 +243,7 @@ pub(super) fn claim(
                     data: r.get(2)?,
                     created_at: from_millis(r.get(3)?),
                     attempts: r.get::<_, i64>(4)?.max(0) as u32,
+                    trace: r.get(5)?,
                 })
             })
             .map_err(db_error)?;

@@ -188,6 +188,7 @@ mod tests {
                 max_visits: None,
                 import_batch: None,
                 password: None,
+                trace: None,
                 created_at: None,
             })
             .collect();

@@ -30,6 +30,7 @@ pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
         max_visits: None,
         import_batch: None,
         password: None,
+        trace: None,
         created_at: None,
     }
 }
@@ -132,4 +133,55 @@ pub(super) async fn fresh_embedded() -> (tempfile::TempDir, shortener::store::Sq
     .await
     .expect("migrate");
     (dir, sqlite)
+}
+
+/// A webhook event keeps the `traceparent` of the traced create that recorded it, in the
+/// outbox row, so whichever node claims the delivery continues that trace (the PostgreSQL
+/// path is driven end to end by the Python tracing tests, through a real OTLP receiver).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_event_keeps_the_trace_of_the_create_in_the_outbox() {
+    use shortener::store::OutboxStore;
+    use shortener::store::webhooks::NewEndpoint;
+    let (_dir, store) = fresh_embedded().await;
+    store
+        .create_endpoint(NewEndpoint {
+            tenant: "default".into(),
+            url: "https://hooks.example.com/in".into(),
+            secret: "s".repeat(24),
+            created_by: "default/ci".into(),
+        })
+        .await
+        .expect("endpoint");
+    let traced = |code: &str, trace: &str| NewLink {
+        trace: Some(trace.to_string()),
+        ..link(code, &format!("https://example.com/{code}"), None)
+    };
+    let (one, two) = (
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    );
+    assert!(matches!(
+        store.insert(traced("traced-1", one)).await.expect("insert"),
+        InsertOutcome::Created(_)
+    ));
+    let batch = vec![
+        traced("traced-2", two),
+        link("plain-1", "https://example.com/plain", None),
+    ];
+    store.insert_many(batch).await.expect("batch");
+    let claimed = store
+        .claim_deliveries(std::time::Duration::from_secs(30), 10, 10)
+        .await
+        .expect("claim");
+    let trace_of = |code: &str| {
+        claimed
+            .iter()
+            .find(|d| d.data.contains(&format!("\"code\":\"{code}\"")))
+            .unwrap_or_else(|| panic!("no delivery of {code}: {claimed:?}"))
+            .trace
+            .clone()
+    };
+    assert_eq!(trace_of("traced-1").as_deref(), Some(one));
+    assert_eq!(trace_of("traced-2").as_deref(), Some(two));
+    assert_eq!(trace_of("plain-1"), None, "an untraced create keeps none");
 }
