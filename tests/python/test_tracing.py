@@ -351,6 +351,35 @@ def test_a_create_is_one_trace_from_the_edge_through_the_id_service(stack):
                           stack.token, stack.admin_key)
 
 
+def test_edits_lists_and_id_lookups_have_database_spans_without_values(stack):
+    code = stack.create(TARGET).json()["code"]
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    calls = [
+        ("PATCH", f"{stack.http}/api/v1/links/{code}", {"json": {"tags": ["traced"]},
+         "headers": {"Content-Type": "application/merge-patch+json"}},
+         "PATCH /api/v1/links/{code}", "UPDATE links"),
+        ("GET", f"{stack.http}/api/v1/links?tag=traced", {}, "GET /api/v1/links", "SELECT links"),
+    ]
+    traces = []
+    for method, url, extra, server_name, db_name in calls:
+        trace_id, _, header = traceparent()
+        headers = {**auth, **extra.pop("headers", {}), "traceparent": header}
+        answer = requests.request(method, url, headers=headers, timeout=TIMEOUT, **extra)
+        assert answer.ok, answer.text
+        traces.append((trace_id, server_name, db_name))
+    for trace_id, server_name, db_name in traces:
+        spans = wait_for(f"{db_name} under {server_name}", lambda: (lambda found: found if {
+            server_name, db_name} <= {span.name for _, span in found} else None)(
+                stack.receiver.in_trace(trace_id)))
+        by_name = {span.name: span for _, span in spans}
+        db = by_name[db_name]
+        assert db.kind == db.SPAN_KIND_CLIENT
+        a = attrs(db.attributes)
+        assert (a["db.operation.name"], a["db.collection.name"]) == tuple(db_name.split())
+        assert a["db.system"] == "postgresql"
+        assert_nothing_secret(spans, code, "traced.example", "secret-path", API_KEY)
+
+
 def test_resources_name_the_services(stack):
     trace_id, _, header = traceparent()
     assert stack.create(TARGET, header).status_code == 201
@@ -544,9 +573,10 @@ def test_json_log_lines_of_a_traced_request_carry_its_ids(stack):
     assert response.status_code == 201, response.text
     requests.delete(f"{stack.http}/api/v1/webhooks/{response.json()['id']}",
                     headers={"Authorization": f"Bearer {stack.admin_key}"}, timeout=TIMEOUT)
-    spans = wait_for("the registration's span", lambda: stack.receiver.in_trace(trace_id))
-    (_, span), = spans
-    assert span.name == "POST /api/v1/webhooks"
+    # The request's server span (its database statements have spans of their own beside it).
+    span = wait_for("the registration's span", lambda: next(
+        (span for _, span in stack.receiver.in_trace(trace_id)
+         if span.name == "POST /api/v1/webhooks"), None))
     lines = [json.loads(line) for line in stack.log("shortener").splitlines()
              if line.startswith("{") and trace_id in line]
     assert lines, "no log line carries the trace"

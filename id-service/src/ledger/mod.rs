@@ -197,6 +197,12 @@ impl Ledger {
 
     /// The lease that contains the ID.
     pub async fn lookup(&self, request: &LookupRequest) -> Result<Lease, Error> {
+        // Traced when the call is (see the `otel` crate): never the arguments.
+        let span = otel::db_span("postgresql", "SELECT", "id_leases");
+        tracing::Instrument::instrument(self.lookup_untraced(request), span).await
+    }
+
+    async fn lookup_untraced(&self, request: &LookupRequest) -> Result<Lease, Error> {
         let not_found = || {
             Error::NotFound(format!(
                 "no lease of namespace {} contains ID {}",
@@ -228,6 +234,12 @@ impl Ledger {
 
     /// A page of the namespace's leases, newest first.
     pub async fn list(&self, request: &ListRequest) -> Result<Vec<Lease>, Error> {
+        // Traced when the call is (see the `otel` crate): never the arguments.
+        let span = otel::db_span("postgresql", "SELECT", "id_leases");
+        tracing::Instrument::instrument(self.list_untraced(request), span).await
+    }
+
+    async fn list_untraced(&self, request: &ListRequest) -> Result<Vec<Lease>, Error> {
         let before = request.before_lease_id.map_or(i64::MAX, bigint);
         let client = self.client().await?;
         let statement = client

@@ -25,6 +25,12 @@ const RATE_WINDOW_SECONDS: f64 = 3600.0;
 impl Ledger {
     /// Creates `namespace` with the server's defaults unless it exists; returns whether it did.
     pub async fn ensure_namespace(&self, namespace: &Namespace) -> Result<bool, Error> {
+        // Traced when the call is (see the `otel` crate): never the arguments.
+        let span = otel::db_procedure_span("postgresql", "id_ensure_namespace");
+        tracing::Instrument::instrument(self.ensure_namespace_untraced(namespace), span).await
+    }
+
+    async fn ensure_namespace_untraced(&self, namespace: &Namespace) -> Result<bool, Error> {
         let client = self.client().await?;
         self.create_default(&client, namespace).await
     }
@@ -39,6 +45,15 @@ impl Ledger {
 
     /// Creates a namespace as asked; `ALREADY_EXISTS` if the name is taken.
     pub async fn create_namespace(
+        &self,
+        request: &CreateNamespace,
+    ) -> Result<NamespaceInfo, Error> {
+        // Traced when the call is (see the `otel` crate): never the arguments.
+        let span = otel::db_procedure_span("postgresql", "id_create_namespace");
+        tracing::Instrument::instrument(self.create_namespace_untraced(request), span).await
+    }
+
+    async fn create_namespace_untraced(
         &self,
         request: &CreateNamespace,
     ) -> Result<NamespaceInfo, Error> {
@@ -62,6 +77,15 @@ impl Ledger {
 
     /// The description of one namespace.
     pub async fn describe_namespace(&self, namespace: &Namespace) -> Result<NamespaceInfo, Error> {
+        // Traced when the call is (see the `otel` crate): never the arguments.
+        let span = otel::db_span("postgresql", "SELECT", "id_namespaces");
+        tracing::Instrument::instrument(self.describe_namespace_untraced(namespace), span).await
+    }
+
+    async fn describe_namespace_untraced(
+        &self,
+        namespace: &Namespace,
+    ) -> Result<NamespaceInfo, Error> {
         let client = self.client().await?;
         self.describe_with(&client, namespace).await
     }
@@ -84,6 +108,16 @@ impl Ledger {
 
     /// A page of namespaces in name order; only those in `visible` unless it is `None`.
     pub async fn list_namespaces(
+        &self,
+        request: &ListNamespaces,
+        visible: Option<Vec<String>>,
+    ) -> Result<Vec<NamespaceInfo>, Error> {
+        // Traced when the call is (see the `otel` crate): never the arguments.
+        let span = otel::db_span("postgresql", "SELECT", "id_namespaces");
+        tracing::Instrument::instrument(self.list_namespaces_untraced(request, visible), span).await
+    }
+
+    async fn list_namespaces_untraced(
         &self,
         request: &ListNamespaces,
         visible: Option<Vec<String>>,

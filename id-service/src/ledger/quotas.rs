@@ -44,6 +44,15 @@ impl Ledger {
     /// statement: `Ok(None)` when taken, `Ok(Some(wait))` when refused (nothing taken; `wait`
     /// until they could be), `Err` when the database could not be asked.
     pub async fn take_quota(&self, charge: &QuotaCharge<'_>) -> Result<Option<Duration>, Error> {
+        // Traced when the call is (see the `otel` crate): never the arguments.
+        let span = otel::db_procedure_span("postgresql", "id_take_quota");
+        tracing::Instrument::instrument(self.take_quota_untraced(charge), span).await
+    }
+
+    async fn take_quota_untraced(
+        &self,
+        charge: &QuotaCharge<'_>,
+    ) -> Result<Option<Duration>, Error> {
         let client = self.client().await?;
         let statement = client
             .prepare_cached("SELECT id_take_quota($1, $2, $3, $4, $5)")

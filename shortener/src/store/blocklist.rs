@@ -25,14 +25,14 @@ pub trait BlocklistStore: Send + Sync {
 
 impl BlocklistStore for Store {
     async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
-        dispatch!(self, s => s.blocked_domains().await)
+        traced!(self, "SELECT", "blocked_domains", s => s.blocked_domains())
     }
 
     async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
-        dispatch!(self, s => s.block_domain(entry, key).await)
+        traced!(self, "INSERT", "blocked_domains", s => s.block_domain(entry, key))
     }
 
     async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
-        dispatch!(self, s => s.unblock_domain(entry).await)
+        traced!(self, "DELETE", "blocked_domains", s => s.unblock_domain(entry))
     }
 }

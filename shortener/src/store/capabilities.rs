@@ -41,7 +41,7 @@ impl Capabilities for Store {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        dispatch!(self, s => s.ping().await)
+        traced!(self, "SELECT", "links", s => s.ping())
     }
 
     fn writer_stats(&self) -> &WriterStats {

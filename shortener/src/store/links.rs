@@ -100,7 +100,7 @@ pub trait LinkStore: Send + Sync {
 impl Store {
     /// A span for a statement on `table` when the current request is traced (see
     /// `otel::db_span`: the operation and table, never the values).
-    fn statement(&self, operation: &'static str, table: &'static str) -> tracing::Span {
+    pub(super) fn statement(&self, operation: &'static str, table: &'static str) -> tracing::Span {
         let system = match self {
             Store::Postgres(_) => "postgresql",
             Store::Sqlite(_) => "sqlite",
@@ -126,11 +126,11 @@ impl LinkStore for Store {
     }
 
     async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        dispatch!(self, s => s.get_with_clicks(code).await)
+        traced!(self, "SELECT", "links", s => s.get_with_clicks(code))
     }
 
     async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
-        dispatch!(self, s => s.find_dedup(dedup_key).await)
+        traced!(self, "SELECT", "links", s => s.find_dedup(dedup_key))
     }
 
     async fn find_idempotent(
@@ -139,7 +139,7 @@ impl LinkStore for Store {
         key: &str,
         expired_before: DateTime<Utc>,
     ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
-        dispatch!(self, s => s.find_idempotent(tenant, key, expired_before).await)
+        traced!(self, "SELECT", "idempotency_keys", s => s.find_idempotent(tenant, key, expired_before))
     }
 
     async fn delete(
@@ -148,7 +148,7 @@ impl LinkStore for Store {
         tenant: Option<&str>,
         key: &str,
     ) -> Result<DeleteOutcome, StoreError> {
-        dispatch!(self, s => s.delete(code, tenant, key).await)
+        traced!(self, "UPDATE", "links", s => s.delete(code, tenant, key))
     }
 
     async fn update(
@@ -158,26 +158,26 @@ impl LinkStore for Store {
         patch: &LinkPatch,
         key: &str,
     ) -> Result<UpdateOutcome, StoreError> {
-        dispatch!(self, s => s.update(code, tenant, patch, key).await)
+        traced!(self, "UPDATE", "links", s => s.update(code, tenant, patch, key))
     }
 
     async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
-        dispatch!(self, s => s.history(code).await)
+        traced!(self, "SELECT", "link_events", s => s.history(code))
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {
-        dispatch!(self, s => s.list(query).await)
+        traced!(self, "SELECT", "links", s => s.list(query))
     }
 
     async fn get_many(&self, codes: &[String]) -> Result<Vec<Link>, StoreError> {
-        dispatch!(self, s => s.get_many(codes).await)
+        traced!(self, "SELECT", "links", s => s.get_many(codes))
     }
 
     async fn purge_idempotency(&self, expired_before: DateTime<Utc>) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.purge_idempotency(expired_before).await)
+        traced!(self, "DELETE", "idempotency_keys", s => s.purge_idempotency(expired_before))
     }
 
     async fn count_links(&self) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.count_links().await)
+        traced!(self, "SELECT", "links", s => s.count_links())
     }
 }

@@ -76,7 +76,19 @@ macro_rules! dispatch {
     };
 }
 
-// Declared after `dispatch!`, which their dispatchers use.
+/// [`dispatch!`] of an async store call inside a database span (`operation` on `table`, never
+/// the values) when the current request is traced; one flag read otherwise.
+macro_rules! traced {
+    ($store:expr, $operation:literal, $table:literal, $backend:ident => $call:expr) => {{
+        let span = $store.statement($operation, $table);
+        match $store {
+            Store::Postgres($backend) => tracing::Instrument::instrument($call, span).await,
+            Store::Sqlite($backend) => tracing::Instrument::instrument($call, span).await,
+        }
+    }};
+}
+
+// Declared after `dispatch!` and `traced!`, which their dispatchers use.
 mod blocklist;
 mod capabilities;
 mod links;

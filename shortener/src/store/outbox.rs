@@ -110,15 +110,15 @@ pub trait OutboxStore: Send + Sync {
 
 impl OutboxStore for Store {
     async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
-        dispatch!(self, s => s.create_endpoint(endpoint).await)
+        traced!(self, "INSERT", "webhook_endpoints", s => s.create_endpoint(endpoint))
     }
 
     async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
-        dispatch!(self, s => s.endpoints(tenant).await)
+        traced!(self, "SELECT", "webhook_endpoints", s => s.endpoints(tenant))
     }
 
     async fn delete_endpoint(&self, id: i64, tenant: Option<&str>) -> Result<bool, StoreError> {
-        dispatch!(self, s => s.delete_endpoint(id, tenant).await)
+        traced!(self, "DELETE", "webhook_endpoints", s => s.delete_endpoint(id, tenant))
     }
 
     async fn delivery_log(
@@ -127,7 +127,7 @@ impl OutboxStore for Store {
         tenant: Option<&str>,
         limit: i64,
     ) -> Result<Option<Vec<DeliveryRecord>>, StoreError> {
-        dispatch!(self, s => s.delivery_log(id, tenant, limit).await)
+        traced!(self, "SELECT", "webhook_deliveries", s => s.delivery_log(id, tenant, limit))
     }
 
     async fn claim_deliveries(
@@ -136,19 +136,19 @@ impl OutboxStore for Store {
         endpoints: i64,
         per_endpoint: i64,
     ) -> Result<Vec<Delivery>, StoreError> {
-        dispatch!(self, s => s.claim_deliveries(lease, endpoints, per_endpoint).await)
+        traced!(self, "UPDATE", "webhook_deliveries", s => s.claim_deliveries(lease, endpoints, per_endpoint))
     }
 
     async fn finish_delivery(&self, attempt: Attempt) -> Result<Finished, StoreError> {
-        dispatch!(self, s => s.finish_delivery(attempt).await)
+        traced!(self, "UPDATE", "webhook_deliveries", s => s.finish_delivery(attempt))
     }
 
     async fn release_endpoint(&self, endpoint_id: i64, unsent: Vec<i64>) -> Result<(), StoreError> {
-        dispatch!(self, s => s.release_endpoint(endpoint_id, unsent).await)
+        traced!(self, "UPDATE", "webhook_endpoints", s => s.release_endpoint(endpoint_id, unsent))
     }
 
     async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {
-        dispatch!(self, s => s.bound_outbox(max_pending).await)
+        traced!(self, "SELECT", "webhook_deliveries", s => s.bound_outbox(max_pending))
     }
 
     async fn set_endpoint_enabled(
@@ -157,11 +157,11 @@ impl OutboxStore for Store {
         tenant: Option<&str>,
         enabled: bool,
     ) -> Result<Option<Endpoint>, StoreError> {
-        dispatch!(self, s => s.set_endpoint_enabled(id, tenant, enabled).await)
+        traced!(self, "UPDATE", "webhook_endpoints", s => s.set_endpoint_enabled(id, tenant, enabled))
     }
 
     async fn outbox_backlog(&self) -> Result<Backlog, StoreError> {
-        dispatch!(self, s => s.outbox_backlog().await)
+        traced!(self, "SELECT", "webhook_deliveries", s => s.outbox_backlog())
     }
 
     async fn purge_outbox(
@@ -169,10 +169,10 @@ impl OutboxStore for Store {
         before: DateTime<Utc>,
         limit: i64,
     ) -> Result<(u64, u64), StoreError> {
-        dispatch!(self, s => s.purge_outbox(before, limit).await)
+        traced!(self, "DELETE", "webhook_deliveries", s => s.purge_outbox(before, limit))
     }
 
     async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
-        dispatch!(self, s => s.record_rollup_events(hour).await)
+        traced!(self, "INSERT", "webhook_events", s => s.record_rollup_events(hour))
     }
 }

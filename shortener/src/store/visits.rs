@@ -38,22 +38,22 @@ pub trait VisitStore: Send + Sync {
 
 impl VisitStore for Store {
     async fn add_clicks(&self, rows: ClickRows) -> Result<(), StoreError> {
-        dispatch!(self, s => s.add_clicks(rows).await)
+        traced!(self, "UPDATE", "link_clicks", s => s.add_clicks(rows))
     }
 
     async fn sync_clicks(&self) -> Result<(), StoreError> {
-        dispatch!(self, s => s.sync_clicks().await)
+        traced!(self, "UPDATE", "link_clicks", s => s.sync_clicks())
     }
 
     async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
-        dispatch!(self, s => s.add_rollups(rows).await)
+        traced!(self, "INSERT", "click_hourly", s => s.add_rollups(rows))
     }
 
     async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
-        dispatch!(self, s => s.stats(query).await)
+        traced!(self, "SELECT", "click_hourly", s => s.stats(query))
     }
 
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
-        dispatch!(self, s => s.maintain_rollups(plan).await)
+        traced!(self, "UPDATE", "click_daily", s => s.maintain_rollups(plan))
     }
 }
