@@ -29,14 +29,6 @@ pub fn init_tracing(format: LogFormat) {
 /// Fails on `OTEL_*` values it cannot use, or if a subscriber is installed already.
 pub fn init_serving(format: LogFormat) -> anyhow::Result<Option<otel::Tracing>> {
     let tracing = otel::Tracing::from_env("id-service", env!("CARGO_PKG_VERSION"))?;
-    if tracing.is_none() {
-        // Tracing off: the one global filter of the logs alone. Per-layer filtering, which the
-        // trace layer needs, would have every disabled `debug!` and `info_span!` on the request
-        // paths asked again each time it is reached (a miss and a create each paid thousands of
-        // instructions for it, tracing off).
-        init_tracing(format);
-        return Ok(None);
-    }
     let mut filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn"));
     if tracing.is_some()

@@ -51,14 +51,6 @@ pub fn init_tracing(format: LogFormat) {
 /// log filter, so a log line within a traced request carries its `trace_id` and `span_id`.
 pub fn init_serving(format: LogFormat) -> anyhow::Result<Option<otel::Tracing>> {
     let tracing = otel::Tracing::from_env("shortener", env!("CARGO_PKG_VERSION"))?;
-    if tracing.is_none() {
-        // Tracing off: the one global filter of the logs alone. Per-layer filtering, which the
-        // trace layer needs, would have every disabled `debug!` and `info_span!` on the request
-        // paths asked again each time it is reached (a miss and a create each paid thousands of
-        // instructions for it, tracing off).
-        init_tracing(format);
-        return Ok(None);
-    }
     let mut filter = filter(std::env::var("RUST_LOG").ok().as_deref());
     if tracing.is_some()
         && let Ok(directive) = "otel=info".parse()
