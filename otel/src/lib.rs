@@ -43,7 +43,10 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tracing::Subscriber;
+use tracing::subscriber::Interest;
 use tracing_subscriber::Layer;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
 /// Whether traces are being recorded in this process (set once by [`Tracing::from_env`]).
@@ -102,7 +105,7 @@ impl Tracing {
         let mut exporter = export::exporter(settings.protocol)?;
         opentelemetry_sdk::trace::SpanExporter::set_resource(&mut exporter, &resource);
         let (processor, pipeline) = processor::Pipeline::start(exporter, settings.batch);
-        let edge = sampler::EdgeSampler::new(settings.sampler.clone());
+        let edge = sampler::EdgeSampler::new(settings.sampler.clone(), settings.root);
         let _ = SAMPLER.set(edge.clone());
         let _ = STATS.set(Arc::clone(&pipeline.stats));
         let provider = SdkTracerProvider::builder()
@@ -128,9 +131,7 @@ impl Tracing {
             .with_location(false)
             .with_threads(false)
             .with_target(false)
-            .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
-                meta.is_span() && meta.target().starts_with("otel")
-            }))
+            .with_filter(OtelSpans)
     }
 
     /// The export counters, for the service's metrics.
@@ -147,5 +148,37 @@ impl Tracing {
         let _ = self
             .provider
             .shutdown_with_timeout(Duration::from_millis(100));
+    }
+}
+
+/// The trace layer's filter: spans whose target begins with `otel` (all made at `INFO`), never
+/// events. Its answer depends on the callsite alone, so it is given once per callsite
+/// ([`Filter::callsite_enabled`]) and cached by `tracing`: a log or span callsite that no layer
+/// wants (a `debug!` in a dependency on the redirect path) costs one cached read, not a filter
+/// call per use. Its level hint (`INFO`) keeps the process's maximum level where the log
+/// filter puts it, so `debug!` and `trace!` calls below it stay one comparison.
+struct OtelSpans;
+
+impl OtelSpans {
+    fn wants(meta: &tracing::Metadata<'_>) -> bool {
+        meta.is_span() && meta.target().starts_with("otel")
+    }
+}
+
+impl<S> Filter<S> for OtelSpans {
+    fn enabled(&self, meta: &tracing::Metadata<'_>, _: &Context<'_, S>) -> bool {
+        Self::wants(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static tracing::Metadata<'static>) -> Interest {
+        if Self::wants(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::INFO)
     }
 }
