@@ -69,6 +69,8 @@ pub struct Settings {
     pub protocol: Protocol,
     /// `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` (default `parentbased_always_on`).
     pub sampler: Sampler,
+    /// How that sampler decides a trace that starts here (a redirect without context).
+    pub(crate) root: sampler::Root,
     /// The export queue's bounds.
     pub batch: BatchSettings,
 }
@@ -126,7 +128,7 @@ impl Settings {
                 });
             }
         };
-        let sampler = sampler::from_vars(
+        let (sampler, root) = sampler::choose(
             set("OTEL_TRACES_SAMPLER").as_deref(),
             set("OTEL_TRACES_SAMPLER_ARG").as_deref(),
         )?;
@@ -157,6 +159,7 @@ impl Settings {
         Ok(Some(Settings {
             protocol,
             sampler,
+            root,
             batch,
         }))
     }

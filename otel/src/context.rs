@@ -11,6 +11,10 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 /// The header (and gRPC metadata key) that carries the caller's trace.
 pub const TRACEPARENT: &str = "traceparent";
 
+/// [`TRACEPARENT`] as a prepared header name: looking a `&str` up would parse and check it on
+/// every request.
+pub(crate) const TRACEPARENT_HEADER: http::HeaderName = http::HeaderName::from_static(TRACEPARENT);
+
 /// The trace context of a sampled span, kept to parent a span that starts later (a lease a
 /// request triggered, say).
 #[derive(Debug, Clone)]
@@ -58,7 +62,7 @@ pub fn current_parent() -> Option<Parent> {
 
 /// The caller's context from request headers (an empty one when they carry none).
 pub(crate) fn extract(headers: &http::HeaderMap) -> opentelemetry::Context {
-    if !headers.contains_key(TRACEPARENT) {
+    if !headers.contains_key(&TRACEPARENT_HEADER) {
         return opentelemetry::Context::new();
     }
     TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers))

@@ -1,7 +1,7 @@
 //! Server spans for HTTP requests: one per API request ([`server_span`]), and one for a
 //! redirect only when the sampler picks it ([`edge_span`]).
 
-use crate::context::extract;
+use crate::context::{TRACEPARENT_HEADER, extract};
 use crate::{enabled, record_http_status, record_ids};
 use tracing::Span;
 use tracing::field::Empty;
@@ -34,17 +34,27 @@ pub fn server_span(method: &http::Method, route: &str, headers: &http::HeaderMap
 
 /// A server span for a redirect (`GET|HEAD /{code}`), only when tracing is on and the sampler
 /// picks it: the caller's sampled `traceparent` is followed, and without one the root sampler
-/// decides. With tracing off this is one flag read; unpicked, a trace ID drawn on the stack
-/// (plus parsing the caller's `traceparent`, when it sent one). The code is never recorded.
+/// decides. With tracing off this is one flag read; unpicked, a header lookup and one random
+/// draw (plus parsing the caller's `traceparent`, when it sent one). The code is never
+/// recorded.
 pub fn edge_span(method: &http::Method, headers: &http::HeaderMap) -> Option<Span> {
     if !enabled() {
         return None;
     }
     let sampler = crate::SAMPLER.get()?;
-    let parent = extract(headers);
-    if !sampler.decide(&parent) {
+    // Without a `traceparent` the trace would start here: decided by the root rule alone,
+    // before any context is built.
+    let parent = if headers.contains_key(&TRACEPARENT_HEADER) {
+        let parent = extract(headers);
+        if !sampler.decide(&parent) {
+            return None;
+        }
+        parent
+    } else if sampler.decide_root() {
+        opentelemetry::Context::new()
+    } else {
         return None;
-    }
+    };
     let span = if method == http::Method::HEAD {
         tracing::info_span!(
             target: "otel::http",
@@ -77,16 +87,22 @@ pub fn edge_span(method: &http::Method, headers: &http::HeaderMap) -> Option<Spa
     Some(span)
 }
 
-/// Awaits `answer` within `span` when there is one (from [`server_span`] or [`edge_span`]) and
-/// records the answer's status on it; without a span, just awaits it.
-pub async fn answer_in<B>(
+/// `answer` within `span` when there is one (from [`server_span`] or [`edge_span`]), recording
+/// the answer's status on it; without a span, within a disabled one (a check per poll).
+///
+/// A plain function returning a combinator, not an `async fn`: an `async fn` keeps its argument
+/// and the future it awaits side by side, twice the size of `answer`, and the HTTP server moves
+/// every request's future into a box.
+pub fn answer_in<B>(
     span: Option<Span>,
     answer: impl Future<Output = http::Response<B>>,
-) -> http::Response<B> {
-    let Some(span) = span else {
-        return answer.await;
-    };
-    let response = tracing::Instrument::instrument(answer, span.clone()).await;
-    record_http_status(&span, response.status().as_u16(), false);
-    response
+) -> impl Future<Output = http::Response<B>> {
+    use futures::FutureExt;
+    let within = span.clone().unwrap_or_else(Span::none);
+    tracing::Instrument::instrument(answer, within).map(move |response| {
+        if let Some(span) = span {
+            record_http_status(&span, response.status().as_u16(), false);
+        }
+        response
+    })
 }

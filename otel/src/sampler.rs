@@ -16,9 +16,38 @@ use opentelemetry_sdk::trace::{Sampler, SamplingDecision, SamplingResult, Should
 /// The names of redirect spans, made only once [`EdgeSampler::decide`] picked them.
 pub(crate) const EDGE_SPANS: [&str; 2] = ["GET /{code}", "HEAD /{code}"];
 
+/// How a redirect that came with no trace context is decided, without asking the SDK's sampler
+/// (whose answer it matches: a root span is kept when the low half of its random trace ID,
+/// shifted right once, is below the ratio times 2^63).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Root {
+    Always,
+    Never,
+    /// Kept when a random `u64 >> 1` is below this bound.
+    Below(u64),
+}
+
+impl Root {
+    fn ratio(ratio: f64) -> Root {
+        Root::Below((ratio.max(0.0) * (1u64 << 63) as f64) as u64)
+    }
+
+    /// Whether a new root trace is kept: a flag, or one draw from the thread's generator.
+    fn decide(self) -> bool {
+        match self {
+            Root::Always => true,
+            Root::Never => false,
+            Root::Below(bound) => (random_u128() as u64 >> 1) < bound,
+        }
+    }
+}
+
 /// The sampler `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` name (default
-/// `parentbased_always_on`).
-pub(crate) fn from_vars(name: Option<&str>, arg: Option<&str>) -> Result<Sampler, ConfigError> {
+/// `parentbased_always_on`), and how it decides a root.
+pub(crate) fn choose(
+    name: Option<&str>,
+    arg: Option<&str>,
+) -> Result<(Sampler, Root), ConfigError> {
     let ratio = || -> Result<f64, ConfigError> {
         match arg {
             None => Ok(1.0),
@@ -34,13 +63,26 @@ pub(crate) fn from_vars(name: Option<&str>, arg: Option<&str>) -> Result<Sampler
         }
     };
     Ok(match name.unwrap_or("parentbased_always_on") {
-        "always_on" => Sampler::AlwaysOn,
-        "always_off" => Sampler::AlwaysOff,
-        "traceidratio" => Sampler::TraceIdRatioBased(ratio()?),
-        "parentbased_always_on" => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
-        "parentbased_always_off" => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+        "always_on" => (Sampler::AlwaysOn, Root::Always),
+        "always_off" => (Sampler::AlwaysOff, Root::Never),
+        "traceidratio" => {
+            let r = ratio()?;
+            (Sampler::TraceIdRatioBased(r), Root::ratio(r))
+        }
+        "parentbased_always_on" => (
+            Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+            Root::Always,
+        ),
+        "parentbased_always_off" => (
+            Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+            Root::Never,
+        ),
         "parentbased_traceidratio" => {
-            Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio()?)))
+            let r = ratio()?;
+            (
+                Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(r))),
+                Root::ratio(r),
+            )
         }
         other => {
             return Err(ConfigError::Unsupported {
@@ -58,11 +100,18 @@ pub(crate) fn from_vars(name: Option<&str>, arg: Option<&str>) -> Result<Sampler
 #[derive(Debug, Clone)]
 pub(crate) struct EdgeSampler {
     inner: Sampler,
+    root: Root,
 }
 
 impl EdgeSampler {
-    pub(crate) fn new(inner: Sampler) -> Self {
-        Self { inner }
+    pub(crate) fn new(inner: Sampler, root: Root) -> Self {
+        Self { inner, root }
+    }
+
+    /// Whether a redirect that came without trace context is to be recorded: what the
+    /// configured sampler would say of a new root, at the cost of a flag or one random draw.
+    pub(crate) fn decide_root(&self) -> bool {
+        self.root.decide()
     }
 
     /// Whether a redirect with caller context `parent` (an empty context: none) is to be
@@ -109,18 +158,25 @@ impl ShouldSample for EdgeSampler {
     }
 }
 
-/// A random 128-bit number for a trace ID, from the standard library's randomly keyed hasher
-/// (no state shared between threads, no allocation).
+/// A random 128-bit number for a trace ID, from a per-thread generator (wyrand) seeded once per
+/// thread from the standard library's randomly keyed hasher: a few instructions a draw, no
+/// lock, no allocation, no clock read. Only the sampler's decision uses it; the IDs of recorded
+/// spans come from the SDK's own generator.
 fn random_u128() -> u128 {
+    use std::cell::Cell;
     use std::hash::{BuildHasher, RandomState};
-    let state = RandomState::new();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let high = state.hash_one(nanos) as u128;
-    let low = state.hash_one(high) as u128;
-    (high << 64) | low
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(std::thread::current().id()));
+    }
+    STATE.with(|state| {
+        let next = || {
+            let s = state.get().wrapping_add(0xa076_1d64_78bd_642f);
+            state.set(s);
+            let t = u128::from(s) * u128::from(s ^ 0xe703_7ed1_a0b4_28db);
+            (t >> 64) as u64 ^ t as u64
+        };
+        (u128::from(next()) << 64) | u128::from(next())
+    })
 }
 
 #[cfg(test)]
@@ -146,40 +202,79 @@ mod tests {
     #[test]
     fn samplers_are_named_by_the_standard_values() {
         assert!(matches!(
-            from_vars(None, None).unwrap(),
+            choose(None, None).unwrap().0,
             Sampler::ParentBased(_)
         ));
         assert!(matches!(
-            from_vars(Some("traceidratio"), Some("0.25")).unwrap(),
+            choose(Some("traceidratio"), Some("0.25")).unwrap().0,
             Sampler::TraceIdRatioBased(r) if r == 0.25
         ));
-        assert!(from_vars(Some("traceidratio"), Some("2")).is_err());
-        assert!(from_vars(Some("jaeger_remote"), None).is_err());
+        assert!(choose(Some("traceidratio"), Some("2")).is_err());
+        assert!(choose(Some("jaeger_remote"), None).is_err());
+    }
+
+    fn edge(name: &str, arg: Option<&str>) -> EdgeSampler {
+        let (sampler, root) = choose(Some(name), arg).unwrap();
+        EdgeSampler::new(sampler, root)
     }
 
     #[test]
     fn a_redirect_follows_its_callers_decision_and_the_root_ratio() {
-        let parent_based = |root| EdgeSampler::new(Sampler::ParentBased(Box::new(root)));
-        let never = parent_based(Sampler::AlwaysOff);
-        assert!(
-            !never.decide(&Context::new()),
-            "no caller, root sampler off"
-        );
+        let never = edge("parentbased_always_off", None);
+        assert!(!never.decide_root(), "no caller, root sampler off");
         assert!(never.decide(&remote(true)), "a sampled caller is followed");
-        let always = parent_based(Sampler::AlwaysOn);
-        assert!(always.decide(&Context::new()));
+        let always = edge("parentbased_always_on", None);
+        assert!(always.decide_root());
         assert!(
             !always.decide(&remote(false)),
             "an unsampled caller is followed"
         );
-        let ratio = parent_based(Sampler::TraceIdRatioBased(0.5));
-        let picked = (0..2000).filter(|_| ratio.decide(&Context::new())).count();
+        let ratio = edge("parentbased_traceidratio", Some("0.5"));
+        let picked = (0..2000).filter(|_| ratio.decide_root()).count();
         assert!((800..1200).contains(&picked), "{picked} of 2000 at 0.5");
+        let rare = edge("parentbased_traceidratio", Some("0.01"));
+        let picked = (0..20_000).filter(|_| rare.decide_root()).count();
+        assert!((120..280).contains(&picked), "{picked} of 20000 at 0.01");
+        assert!(!edge("always_off", None).decide_root());
+        assert!(edge("traceidratio", Some("1")).decide_root());
+        assert!(!edge("traceidratio", Some("0")).decide_root());
+    }
+
+    #[test]
+    fn the_root_rule_keeps_exactly_the_trace_ids_the_sdk_sampler_keeps() {
+        for ratio in [0.0, 0.01, 0.25, 0.5, 0.999, 1.0] {
+            let Root::Below(bound) = Root::ratio(ratio) else {
+                panic!("a ratio gives a bound");
+            };
+            let sdk = Sampler::TraceIdRatioBased(ratio);
+            for _ in 0..5_000 {
+                let id = random_u128();
+                let kept = sdk
+                    .should_sample(None, TraceId::from(id), "x", &SpanKind::Server, &[], &[])
+                    .decision
+                    == SamplingDecision::RecordAndSample;
+                assert_eq!(
+                    kept,
+                    (id as u64 >> 1) < bound,
+                    "ratio {ratio}, id {id:032x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn trace_ids_drawn_for_decisions_do_not_repeat_within_or_across_threads() {
+        let mut drawn: std::collections::HashSet<u128> =
+            (0..10_000).map(|_| random_u128()).collect();
+        assert_eq!(drawn.len(), 10_000);
+        let other = std::thread::spawn(|| (0..10_000).map(|_| random_u128()).collect::<Vec<_>>());
+        drawn.extend(other.join().unwrap());
+        assert_eq!(drawn.len(), 20_000, "another thread drew the same IDs");
     }
 
     #[test]
     fn a_picked_root_redirect_is_not_sampled_twice() {
-        let sampler = EdgeSampler::new(Sampler::ParentBased(Box::new(Sampler::AlwaysOff)));
+        let sampler = edge("parentbased_always_off", None);
         let result = sampler.should_sample(
             None,
             TraceId::from(1u128),
