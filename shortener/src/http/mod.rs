@@ -117,20 +117,22 @@ impl PublicService {
                 read: Arc::clone(&read),
             })
         });
-        let mut response = if request.method() == Method::POST
-            && request.uri().path() == CREATE_PATH
-        {
-            // The route the router would pick, without its matching and boxed futures.
-            let span = otel::http::server_span(&Method::POST, CREATE_PATH, request.headers());
-            otel::http::answer_in(span, api::create(State(Arc::clone(&self.state)), request)).await
-        } else {
-            let mut request = request;
-            request.extensions_mut().insert(ConnectInfo(peer));
-            match self.router.clone().oneshot(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            }
-        };
+        let mut response =
+            if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
+                // The route the router would pick, without its matching. Boxed: a create's future
+                // is kilobytes large, and without the box every request's future (which the
+                // server moves into a box of its own) would be as large.
+                let span = otel::http::server_span(&Method::POST, CREATE_PATH, request.headers());
+                let create = api::create(State(Arc::clone(&self.state)), request);
+                Box::pin(otel::http::answer_in(span, create)).await
+            } else {
+                let mut request = request;
+                request.extensions_mut().insert(ConnectInfo(peer));
+                match self.router.clone().oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            };
         if !read.load(Ordering::Acquire) {
             response
                 .headers_mut()

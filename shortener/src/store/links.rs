@@ -5,7 +5,6 @@ use super::{DeleteOutcome, InsertOutcome, NewLink, Store, StoreError, UpdateOutc
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use chrono::{DateTime, Utc};
 use std::future::Future;
-use tracing::Instrument;
 
 /// What a store does with links. Both backends implement it with the same signatures and the
 /// same guarantees (see the [store](super) docs); [`Store`] dispatches to one of them.
@@ -111,18 +110,15 @@ impl Store {
 
 impl LinkStore for Store {
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
-        let span = self.statement("INSERT", "links");
-        dispatch!(self, s => s.insert(link).instrument(span).await)
+        traced!(self, "INSERT", "links", s => s.insert(link))
     }
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
-        let span = self.statement("INSERT", "links");
-        dispatch!(self, s => s.insert_many(links).instrument(span).await)
+        traced!(self, "INSERT", "links", s => s.insert_many(links))
     }
 
     async fn get(&self, code: &str) -> Result<Option<Link>, StoreError> {
-        let span = self.statement("SELECT", "links");
-        dispatch!(self, s => s.get(code).instrument(span).await)
+        traced!(self, "SELECT", "links", s => s.get(code))
     }
 
     async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {

@@ -78,11 +78,20 @@ macro_rules! dispatch {
 
 /// [`dispatch!`] of an async store call inside a database span (`operation` on `table`, never
 /// the values) when the current request is traced; one flag read otherwise.
+///
+/// A PostgreSQL call's future (a pooled connection, a prepared statement, a round trip) is
+/// kilobytes large; it is boxed, so that every future awaiting a store call (a redirect's
+/// lookup, a create) stays as small as the SQLite call's, which sends its work to another
+/// thread and is small. The future of each request is moved into a box of its own by the HTTP
+/// server: a few kilobytes more there are a copy on every request. One allocation per
+/// PostgreSQL statement is nothing beside its round trip.
 macro_rules! traced {
     ($store:expr, $operation:literal, $table:literal, $backend:ident => $call:expr) => {{
         let span = $store.statement($operation, $table);
         match $store {
-            Store::Postgres($backend) => tracing::Instrument::instrument($call, span).await,
+            Store::Postgres($backend) => {
+                Box::pin(tracing::Instrument::instrument($call, span)).await
+            }
             Store::Sqlite($backend) => tracing::Instrument::instrument($call, span).await,
         }
     }};

@@ -64,19 +64,16 @@ pub async fn redirect(
 ///
 /// A redirect gets a server span only when tracing is on and the sampler picks it
 /// (`otel::http::edge_span`); otherwise tracing costs it one flag read.
-pub async fn answer(
-    state: &HttpState,
+pub fn answer<'a>(
+    state: &'a HttpState,
     peer: SocketAddr,
-    code: &str,
-    method: &Method,
-    headers: &HeaderMap,
-) -> Response {
-    match otel::http::edge_span(method, headers) {
-        None => answer_untraced(state, peer, code, method, headers).await,
-        span => {
-            otel::http::answer_in(span, answer_untraced(state, peer, code, method, headers)).await
-        }
-    }
+    code: &'a str,
+    method: &'a Method,
+    headers: &'a HeaderMap,
+) -> impl Future<Output = Response> + Send + 'a {
+    // Not an `async fn`: it would hold the answer's future twice (see `otel::http::answer_in`).
+    let span = otel::http::edge_span(method, headers);
+    otel::http::answer_in(span, answer_untraced(state, peer, code, method, headers))
 }
 
 async fn answer_untraced(
