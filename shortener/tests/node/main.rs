@@ -22,6 +22,7 @@ mod grpc;
 mod grpc_manage;
 mod hardening;
 mod id_shortage;
+mod impossible;
 mod importing;
 mod keys;
 mod limits;
