@@ -146,10 +146,7 @@ impl Resolver {
     /// here when the mark is exact (this node is the store's only writer); where other nodes
     /// write too, [`Resolver::resolve`] reads the mark first (docs/design.md, I9).
     pub fn resolve_cached(&self, segment: &str, now: Instant) -> Option<Resolution> {
-        match self.known(segment, now) {
-            Ok(resolution) => Some(resolution),
-            Err(_) => None,
-        }
+        self.known(segment, now).ok()
     }
 
     /// [`Resolver::resolve_cached`], or what the mark says of the code when the store must be

@@ -8,8 +8,8 @@ use crate::helpers::{Backend, Node, Stack};
 use reqwest::StatusCode;
 use serde_json::json;
 use shortener::store::{LinkStore, SlotBound};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Refusals counted so far.
@@ -73,7 +73,10 @@ async fn unknown_codes_above_the_mark_are_refused_without_a_lookup(backend: Back
     let node = node(&stack, "edge").await;
     let mut made = Vec::new();
     for i in 0..5 {
-        made.push(node.create_url_owned(format!("https://example.com/{i}")).await);
+        made.push(
+            node.create_url_owned(format!("https://example.com/{i}"))
+                .await,
+        );
     }
     let mark = made.iter().map(|c| id_of(&node, c)).max().expect("links");
     let scan = codes_above(&node, mark, 300);
@@ -87,7 +90,11 @@ async fn unknown_codes_above_the_mark_are_refused_without_a_lookup(backend: Back
         began.elapsed(),
         node.app.resolver.high_water_reads() - reads,
     );
-    assert_eq!(misses(&node), lookups, "a code above the mark was looked up");
+    assert_eq!(
+        misses(&node),
+        lookups,
+        "a code above the mark was looked up"
+    );
     assert_eq!(refused(&node), 300);
     match backend {
         Backend::Sqlite => assert_eq!(reads, 0, "the embedded mark is never read"),
@@ -198,7 +205,10 @@ async fn a_link_made_on_another_node_above_the_mark_redirects_at_once() {
         );
         let (lookups, reads) = (misses(&b), b.app.resolver.high_water_reads());
         assert_eq!(b.location(&code).await, (StatusCode::FOUND, Some(url)));
-        assert!(b.app.resolver.high_water_reads() > reads, "no read of the mark");
+        assert!(
+            b.app.resolver.high_water_reads() > reads,
+            "no read of the mark"
+        );
         assert_eq!(misses(&b), lookups + 1, "the link was read from the store");
     }
     assert_eq!(refused(&b), 1, "a link of node A was refused");
