@@ -202,17 +202,16 @@ impl Resolver {
     /// above the mark as last read, once a read of the mark that started after `now` still
     /// finds it above) "not found", else the store (and the answer is cached).
     pub async fn resolve(&self, segment: &str, now: Instant) -> Result<Resolution, Error> {
-        if let Err(Bound::Above(id)) = match self.known(segment, now) {
+        let bound = match self.known(segment, now) {
             Ok(resolution) => return Ok(resolution),
-            bound => bound,
-        } {
+            Err(bound) => bound,
+        };
+        if let Bound::Above(id) = bound {
+            // A read that started after the request arrived counts every link committed
+            // before it arrived (another node's included).
             let arrived = tokio::time::Instant::from_std(now);
-            if self
-                .high_water
-                .after(arrived)
-                .await
-                .is_some_and(|mark| id > mark)
-            {
+            let mark = self.high_water.after(arrived).await;
+            if mark.is_some_and(|mark| id > mark) {
                 return Ok(self.refuse());
             }
         }
