@@ -135,6 +135,7 @@ impl Node {
             Arc::clone(&resources.space),
             Arc::clone(&targets),
             Arc::clone(&visits),
+            config.redirects.high_water_reads.get(),
         ));
         let metrics = Arc::new(Metrics::new(Sources::new(vec![
             Arc::clone(&visits) as _,

@@ -174,6 +174,7 @@ impl Config {
                 cache_bytes: 16 * 1024 * 1024,
                 cache_ttl: std::num::NonZero::new(60).expect("non-zero"),
                 negative_cache_ttl_ms: 500,
+                high_water_reads: std::num::NonZero::new(50).expect("non-zero"),
             },
             visits: VisitsConfig {
                 click_flush_interval_ms: std::num::NonZero::new(200).expect("non-zero"),

@@ -3,7 +3,7 @@
 use super::ConfigError;
 use axum::http::StatusCode;
 use clap::Args;
-use std::num::NonZeroU64;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -38,6 +38,11 @@ pub struct RedirectConfig {
     /// Milliseconds an unknown code is remembered.
     #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_TTL_MS", default_value_t = 2000)]
     pub negative_cache_ttl_ms: u64,
+    /// Most reads a second of the links' slot high-water mark (PostgreSQL), made before a
+    /// generated code above it is answered 404 without a lookup; requests meanwhile share the
+    /// next read, so one may wait up to 1/this seconds.
+    #[arg(long, env = "SHORTENER_HIGH_WATER_READS", default_value = "50")]
+    pub high_water_reads: NonZeroU32,
 }
 
 impl RedirectConfig {

@@ -6,9 +6,15 @@
 //! one part of the redirect path that reads the store. The cache lives here with the resolver
 //! that fills it; the link service tells it of every change this node makes
 //! ([`crate::links::LinkChanges`]) and the change feed of every change other nodes make.
+//!
+//! A generated code that decodes above every ID a stored code decodes to is answered "not
+//! found" without the store ([`HighWaterReads`] for a store other nodes write too; docs/design.md,
+//! I9).
 
 mod cache;
+mod high_water;
 mod resolver;
 
 pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
-pub use resolver::{Resolution, Resolver, Target};
+pub use high_water::{HighWaterReads, Read};
+pub use resolver::{LookupCounters, Resolution, Resolver, Target};

@@ -1,17 +1,19 @@
 //! Where a code redirects: the cache first, then the store, and paths that cannot be codes
-//! answered without either.
+//! answered without either, nor generated codes above the store's slot high-water mark.
 
 use super::cache::{Cached, LinkCache, VisitLimit};
+use super::high_water::HighWaterReads;
 use crate::domain::Error;
 use crate::domain::PasswordHash;
 use crate::metrics::{Sample, Samples};
-use crate::store::{LinkStore, Store};
+use crate::store::{LinkStore, SlotBound, Store};
 use crate::targets::TargetRules;
 use crate::visits::{VisitKind, Visits};
 use axum::http::HeaderValue;
 use chrono::Utc;
 use codespace::CodeSpace;
-use codespace::shape;
+use codespace::shape::{self, CodeKind};
+use futures::FutureExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -60,6 +62,20 @@ pub struct LookupCounters {
     pub cache_hits: AtomicU64,
     /// Lookups that went to the store.
     pub cache_misses: AtomicU64,
+    /// Generated codes answered "not found" without the store: they decode above every ID a
+    /// stored code decodes to (docs/design.md, I9).
+    pub refused_impossible: AtomicU64,
+}
+
+/// What the slot high-water mark says of a code the cache does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// The store must be asked.
+    Ask,
+    /// No row can hold it.
+    Impossible,
+    /// It decodes to this ID, above the mark as last read: a fresh read of the mark decides.
+    Above(i64),
 }
 
 /// Resolves codes for redirects.
@@ -70,19 +86,36 @@ pub struct Resolver {
     targets: Arc<TargetRules>,
     visits: Arc<Visits>,
     counters: Arc<LookupCounters>,
+    high_water: HighWaterReads,
 }
 
 impl Resolver {
     /// A resolver over `store` behind `cache`, for codes of `space`, answering links to
     /// domains the `targets` rules block as blocked, and counting a visit limit from the
-    /// stored visits and those `visits` has not flushed yet.
+    /// stored visits and those `visits` has not flushed yet. Where other nodes write the store
+    /// too, it reads the slot high-water mark at most `high_water_reads` times a second.
     pub fn new(
         store: Store,
         cache: LinkCache,
         space: Arc<CodeSpace>,
         targets: Arc<TargetRules>,
         visits: Arc<Visits>,
+        high_water_reads: u32,
     ) -> Self {
+        let reader = store.clone();
+        let high_water = HighWaterReads::new(
+            move || {
+                let store = reader.clone();
+                async move {
+                    store.read_high_water().await.unwrap_or_else(|error| {
+                        tracing::debug!(%error, "could not read the slot high-water mark");
+                        None
+                    })
+                }
+                .boxed()
+            },
+            high_water_reads,
+        );
         Self {
             store,
             cache,
@@ -90,6 +123,7 @@ impl Resolver {
             targets,
             visits,
             counters: Arc::default(),
+            high_water,
         }
     }
 
@@ -98,28 +132,88 @@ impl Resolver {
         Arc::clone(&self.counters)
     }
 
+    /// How many reads of the store's slot high-water mark refusals have made.
+    pub fn high_water_reads(&self) -> u64 {
+        self.high_water.reads()
+    }
+
     /// Where `segment` redirects, as of `now` (the request's arrival: the cache's lifetimes are
     /// checked against it, so a redirect reads the clock once for both this and its latency),
     /// when that is known without the store: a segment that cannot be a code, or a cached code.
     /// `None` means the store must be asked ([`Resolver::resolve`]).
+    ///
+    /// A generated code that decodes above the slot high-water mark is answered "not found"
+    /// here when the mark is exact (this node is the store's only writer); where other nodes
+    /// write too, [`Resolver::resolve`] reads the mark first (docs/design.md, I9).
     pub fn resolve_cached(&self, segment: &str, now: Instant) -> Option<Resolution> {
-        if shape::classify(segment, self.space.length()).is_none() {
-            return Some(Resolution::NotFound);
-        }
-        if let Some(entry) = self.cache.get(segment, now) {
-            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Some(resolution(entry));
-        }
-        // A code of generated shape that no ID encodes to is still asked of the store: an
-        // imported legacy code may spell it.
-        None
+        self.known(segment, now).ok()
     }
 
-    /// Where `segment` redirects, as of `now`: [`Resolver::resolve_cached`], else the store
-    /// (and the answer is cached).
+    /// [`Resolver::resolve_cached`], or what the mark says of the code when the store must be
+    /// asked otherwise.
+    fn known(&self, segment: &str, now: Instant) -> Result<Resolution, Bound> {
+        let Some(kind) = shape::classify(segment, self.space.length()) else {
+            return Ok(Resolution::NotFound);
+        };
+        if let Some(entry) = self.cache.get(segment, now) {
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(resolution(entry));
+        }
+        match self.bound(segment, kind) {
+            Bound::Impossible => Ok(self.refuse()),
+            bound => Err(bound),
+        }
+    }
+
+    /// What the slot high-water mark, as known without a read, says of `segment`.
+    ///
+    /// Only a generated code that decodes to an ID (as a slot, `i64`) is bounded: every other
+    /// code (an alias, a private code, a legacy code no ID encodes to) is found by its code,
+    /// so the store is asked.
+    fn bound(&self, segment: &str, kind: CodeKind) -> Bound {
+        let bound = self.store.slot_bound();
+        if kind != CodeKind::Generated || bound == SlotBound::None {
+            return Bound::Ask;
+        }
+        let Some(id) = self
+            .space
+            .decode(segment)
+            .ok()
+            .and_then(|id| i64::try_from(id).ok())
+        else {
+            return Bound::Ask;
+        };
+        match bound {
+            SlotBound::Exact(mark) if id > mark => Bound::Impossible,
+            SlotBound::Stale(mark) if id > mark => Bound::Above(id),
+            _ => Bound::Ask,
+        }
+    }
+
+    /// "Not found" for a code no row can hold, counted.
+    fn refuse(&self) -> Resolution {
+        self.counters
+            .refused_impossible
+            .fetch_add(1, Ordering::Relaxed);
+        Resolution::NotFound
+    }
+
+    /// Where `segment` redirects, as of `now`: [`Resolver::resolve_cached`], else (for a code
+    /// above the mark as last read, once a read of the mark that started after `now` still
+    /// finds it above) "not found", else the store (and the answer is cached).
     pub async fn resolve(&self, segment: &str, now: Instant) -> Result<Resolution, Error> {
-        if let Some(resolution) = self.resolve_cached(segment, now) {
-            return Ok(resolution);
+        let bound = match self.known(segment, now) {
+            Ok(resolution) => return Ok(resolution),
+            Err(bound) => bound,
+        };
+        if let Bound::Above(id) = bound {
+            // A read that started after the request arrived counts every link committed
+            // before it arrived (another node's included).
+            let arrived = tokio::time::Instant::from_std(now);
+            let mark = self.high_water.after(arrived).await;
+            if mark.is_some_and(|mark| id > mark) {
+                return Ok(self.refuse());
+            }
         }
         self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
         let generation = self.cache.generation();
@@ -169,6 +263,16 @@ impl Sample for Resolver {
             "shortener_cache_misses",
             "Redirect lookups that went to the store",
             self.counters.cache_misses.load(Ordering::Relaxed),
+        )?;
+        out.counter(
+            "shortener_redirects_refused_impossible",
+            "Generated codes answered not found without the store: they decode above every stored ID",
+            self.counters.refused_impossible.load(Ordering::Relaxed),
+        )?;
+        out.counter(
+            "shortener_high_water_reads",
+            "Reads of the store's slot high-water mark made before refusing such codes (PostgreSQL)",
+            self.high_water.reads(),
         )?;
         out.gauge(
             "shortener_cache_entries",

@@ -1,7 +1,7 @@
 //! The links interface: creates, reads, edits, deletes, lists and histories of links, and the
 //! idempotency claims of creates.
 
-use super::{DeleteOutcome, InsertOutcome, NewLink, Store, StoreError, UpdateOutcome};
+use super::{DeleteOutcome, InsertOutcome, NewLink, SlotBound, Store, StoreError, UpdateOutcome};
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use chrono::{DateTime, Utc};
 use std::future::Future;
@@ -94,6 +94,16 @@ pub trait LinkStore: Send + Sync {
     /// How many links exist, of every kind and state (a full count: for tests and tools, never
     /// for a request path).
     fn count_links(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// What bounds the IDs that stored codes decode to, as this node knows it now, without a
+    /// read (see [`SlotBound`]; docs/design.md, I9).
+    fn slot_bound(&self) -> SlotBound;
+
+    /// The highest slot a row holds (`-1` for none), read by a statement that starts after
+    /// this call, on the primary: a row committed before the call is counted. `None` where rows
+    /// are not found by slot, so that no bound holds. What it reads also raises what
+    /// [`slot_bound`](Self::slot_bound) says.
+    fn read_high_water(&self) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
 }
 
 impl Store {
@@ -175,5 +185,13 @@ impl LinkStore for Store {
 
     async fn count_links(&self) -> Result<u64, StoreError> {
         traced!(self, "SELECT", "links", s => s.count_links())
+    }
+
+    fn slot_bound(&self) -> SlotBound {
+        dispatch!(self, s => s.slot_bound())
+    }
+
+    async fn read_high_water(&self) -> Result<Option<i64>, StoreError> {
+        traced!(self, "SELECT", "links", s => s.read_high_water())
     }
 }

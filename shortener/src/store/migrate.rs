@@ -152,6 +152,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "webhook event trace",
         sql: include_str!("../../migrations/sqlite/0014_webhook_event_trace.sql"),
     },
+    Migration {
+        version: 15,
+        name: "named high water",
+        sql: include_str!("../../migrations/sqlite/0015_named_high_water.sql"),
+    },
 ];
 
 /// How many embedded migrations come after `version` (what a file at that version runs).

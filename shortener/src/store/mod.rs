@@ -27,7 +27,9 @@
 //! interfaces), `migrate` (the versioned schema of both backends), `reply` (answering the
 //! callers of one batch), one folder per backend.
 
+mod high_water;
 mod migrate;
+pub use high_water::{HighWater, SlotBound};
 pub use migrate::sqlite_migrations_after;
 pub mod model;
 pub mod postgres;

@@ -32,7 +32,9 @@ async fn a_delete_on_one_node_stops_redirects_on_the_other_within_the_bound() {
 
 /// A redirect answered from the cache (at once, while the server reads the request) is the
 /// answer the store gave on the first visit: the same status, headers and body for a live
-/// link, a `HEAD`, a deleted link and an unknown code.
+/// link, a `HEAD`, a deleted link and an unknown code. A generated code above the slot
+/// high-water mark, refused without the cache or the store, answers as the store's unknown
+/// code does.
 async fn a_cached_answer_is_the_answer_the_store_gave(backend: Backend) {
     let stack = Stack::new(backend).await;
     let node = stack.node("a").await;
@@ -44,7 +46,7 @@ async fn a_cached_answer_is_the_answer_the_store_gave(backend: Backend) {
         (reqwest::Method::GET, live.as_str(), StatusCode::FOUND),
         (reqwest::Method::HEAD, live.as_str(), StatusCode::FOUND),
         (reqwest::Method::GET, deleted.as_str(), StatusCode::GONE),
-        (reqwest::Method::GET, "zzzzzzz", StatusCode::NOT_FOUND),
+        (reqwest::Method::GET, "no-such-code", StatusCode::NOT_FOUND),
     ] {
         let visit = || async {
             let response = node
@@ -71,5 +73,34 @@ async fn a_cached_answer_is_the_answer_the_store_gave(backend: Backend) {
             "{method} /{code}: the second visit was not answered from the cache"
         );
     }
+    let answer = async |code: &str| {
+        let response = node.visit(code).await;
+        let headers: Vec<_> = ["location", "cache-control", "content-length"]
+            .iter()
+            .map(|h| response.headers().get(*h).cloned())
+            .collect();
+        (
+            response.status(),
+            headers,
+            response.text().await.expect("body"),
+        )
+    };
+    let refused = node
+        .app
+        .resolver
+        .counters()
+        .refused_impossible
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let above = node.app.space.encode(62u64.pow(7) - 1);
+    assert_eq!(answer(&above).await, answer("no-such-code").await);
+    assert_eq!(
+        node.app
+            .resolver
+            .counters()
+            .refused_impossible
+            .load(std::sync::atomic::Ordering::Relaxed),
+        refused + 1,
+        "{above} was not refused unread"
+    );
 }
 on_both_stores!(a_cached_answer_is_the_answer_the_store_gave);

@@ -171,6 +171,8 @@ fn values_their_type_refuses_stop_the_binary_naming_the_flag() {
             "--webhook-max-pending",
         ),
         ("SHORTENER_GRPC_MAX_STREAMS", "0", "--grpc-max-streams"),
+        ("SHORTENER_HIGH_WATER_READS", "0", "--high-water-reads"),
+        ("SHORTENER_HIGH_WATER_READS", "many", "--high-water-reads"),
         ("SHORTENER_IDEMPOTENCY_TTL", "-1", "--idempotency-ttl"),
         ("SHORTENER_ADMIN_ADDR", "everywhere", "--admin-addr"),
         ("SHORTENER_REDIRECT_STATUS", "303", "--redirect-status"),

@@ -23,6 +23,7 @@ mod grpc_manage;
 mod hardening;
 mod id_shortage;
 mod importing;
+mod impossible;
 mod keys;
 mod limits;
 mod links;

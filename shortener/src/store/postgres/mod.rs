@@ -34,6 +34,7 @@ use super::{
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
     StoreError, UpdateOutcome, VisitStore, WriterStats,
 };
+use super::{HighWater, SlotBound};
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
 use crate::domain::{StatsQuery, StatsReport};
 use batch::Batcher;
@@ -91,6 +92,9 @@ pub struct PgStore {
     watching: Arc<std::sync::atomic::AtomicBool>,
     /// The days whose rollup partitions are known to exist.
     partitions: Arc<rollups::Partitions>,
+    /// The highest slot as last read, or written by this node (docs/design.md, I9): other
+    /// nodes write above it, so it only says which codes need a fresh read before refusal.
+    high_water: Arc<HighWater>,
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
@@ -188,6 +192,7 @@ impl PgStore {
             layout,
             watching: Arc::default(),
             partitions: Arc::default(),
+            high_water: Arc::new(HighWater::empty()),
         })
     }
 
@@ -245,6 +250,7 @@ impl LinkStore for PgStore {
     async fn insert(&self, link: NewLink) -> Result<InsertOutcome, StoreError> {
         self.layout.check_writable()?;
         self.layout.record_before_writing(&self.pool).await?;
+        let id = link.id.and_then(|id| i64::try_from(id).ok());
         let outcome = if link.idempotency.is_some() {
             // The claim needs the row's own transaction.
             insert::insert_one(&mut self.client().await?, &self.layout, link).await?
@@ -254,6 +260,10 @@ impl LinkStore for PgStore {
         if let InsertOutcome::Created(link) = &outcome {
             // A code the replica does not know is read from the primary anyway; lists are not.
             self.wrote([], Some(&link.tenant));
+            // This node's own links need no read of the mark before they are served.
+            if let Some(id) = id {
+                self.high_water.raise(id);
+            }
         }
         Ok(outcome)
     }
@@ -263,9 +273,12 @@ impl LinkStore for PgStore {
         self.layout.record_before_writing(&self.pool).await?;
         let client = self.client().await?;
         let outcomes = insert::insert_rows(&client, self.layout.space(), &links).await?;
-        for outcome in &outcomes {
+        for (outcome, new) in outcomes.iter().zip(&links) {
             if let InsertOutcome::Created(link) = outcome {
                 self.wrote([], Some(&link.tenant));
+                if let Some(id) = new.id.and_then(|id| i64::try_from(id).ok()) {
+                    self.high_water.raise(id);
+                }
             }
         }
         Ok(outcomes)
@@ -376,6 +389,27 @@ impl LinkStore for PgStore {
     async fn count_links(&self) -> Result<u64, StoreError> {
         let client = self.client().await?;
         read::count(&client).await
+    }
+
+    fn slot_bound(&self) -> SlotBound {
+        if self.layout.by_slot() {
+            SlotBound::Stale(self.high_water.get())
+        } else {
+            SlotBound::None
+        }
+    }
+
+    /// `max(slot)` on the primary (a replica may not have replayed a row yet), in the slot
+    /// layout only: in the code layout rows are found by code, and `slot` may not be indexed.
+    async fn read_high_water(&self) -> Result<Option<i64>, StoreError> {
+        if !self.layout.by_slot() {
+            return Ok(None);
+        }
+        let client = self.client().await?;
+        let slot = read::high_water(&client).await?;
+        self.high_water.raise(slot);
+        // A layout that changed meanwhile finds rows by code: nothing is bounded.
+        Ok(self.layout.by_slot().then_some(slot))
     }
 }
 
@@ -496,6 +530,9 @@ impl Capabilities for PgStore {
         let recorded = layout::check_code_space(&client, self.layout.space()).await?;
         self.layout.set_recorded(recorded);
         self.layout.load(&client).await?;
+        if self.layout.by_slot() {
+            self.high_water.raise(read::high_water(&client).await?);
+        }
         if !self
             .watching
             .swap(true, std::sync::atomic::Ordering::Relaxed)

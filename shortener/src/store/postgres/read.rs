@@ -85,6 +85,17 @@ pub(super) async fn find_dedup(
     Ok(row.as_ref().map(link_from_row))
 }
 
+/// The highest slot a row holds, or `-1` for none: the last entry of the slot index (only
+/// asked in the slot layout, where that index exists), a few pages whatever the table's size.
+pub(super) async fn high_water(client: &ClientWrapper) -> Result<i64, StoreError> {
+    let statement = client
+        .prepare_cached("SELECT coalesce(max(slot), -1) FROM links")
+        .await
+        .map_err(db_error)?;
+    let row = client.query_one(&statement, &[]).await.map_err(db_error)?;
+    Ok(row.get(0))
+}
+
 /// How many links exist.
 pub(super) async fn count(client: &tokio_postgres::Client) -> Result<u64, StoreError> {
     let row = client

@@ -25,6 +25,7 @@
 
 mod code_space;
 mod convert;
+mod high_water;
 mod ledger;
 mod manage;
 mod rollups;
@@ -42,6 +43,7 @@ use super::{
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
     StoreError, UpdateOutcome, VisitStore, WriterStats,
 };
+use super::{HighWater, SlotBound};
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use crate::domain::{StatsQuery, StatsReport};
 use chrono::{DateTime, Utc};
@@ -63,6 +65,10 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
     sync: Arc<WalSync>,
     space: Arc<CodeSpace>,
+    /// The highest ID a stored code decodes to: loaded by [`migrate`](Capabilities::migrate),
+    /// raised by the writer thread before each write commits (docs/design.md, I9). Exact,
+    /// because this process is the file's only writer.
+    high_water: Arc<HighWater>,
 }
 
 /// The read-only connections, handed out in turn.
@@ -108,7 +114,14 @@ impl SqliteStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let sync = Arc::new(WalSync::start(path)?);
-        let writer = Writer::start(writer, Arc::clone(&sync), Arc::clone(&space), max_batch)?;
+        let high_water = Arc::new(HighWater::unknown());
+        let writer = Writer::start(
+            writer,
+            Arc::clone(&sync),
+            Arc::clone(&space),
+            Arc::clone(&high_water),
+            max_batch,
+        )?;
         Ok(Self {
             writer,
             readers: Arc::new(Readers {
@@ -117,6 +130,7 @@ impl SqliteStore {
             }),
             sync,
             space,
+            high_water,
         })
     }
 
@@ -151,15 +165,15 @@ impl LinkStore for SqliteStore {
             // Batched with the other creates of the writer thread's next round.
             return self.writer.insert(link).await;
         }
-        let space = Arc::clone(&self.space);
-        self.write(move |conn| insert_idempotent(conn, &space, &link))
+        let (space, high_water) = (Arc::clone(&self.space), Arc::clone(&self.high_water));
+        self.write(move |conn| insert_idempotent(conn, &space, &high_water, &link))
             .await
     }
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
-        let space = Arc::clone(&self.space);
+        let (space, high_water) = (Arc::clone(&self.space), Arc::clone(&self.high_water));
         // Only an import writes many links at once: a bulk write (rows::insert_bulk).
-        self.write(move |conn| rows::insert_bulk(conn, &space, &links))
+        self.write(move |conn| rows::insert_bulk(conn, &space, &high_water, &links))
             .await
     }
 
@@ -287,6 +301,21 @@ impl LinkStore for SqliteStore {
                 .map_err(db_error)
         })
         .await
+    }
+
+    fn slot_bound(&self) -> SlotBound {
+        match self.high_water.get() {
+            i64::MAX => SlotBound::None,
+            slot => SlotBound::Exact(slot),
+        }
+    }
+
+    /// Nothing to read: the mark in memory is exact.
+    async fn read_high_water(&self) -> Result<Option<i64>, StoreError> {
+        Ok(match self.slot_bound() {
+            SlotBound::Exact(slot) => Some(slot),
+            _ => None,
+        })
     }
 }
 
@@ -454,7 +483,7 @@ impl BlocklistStore for SqliteStore {
 
 impl Capabilities for SqliteStore {
     async fn migrate(&self) -> Result<usize, StoreError> {
-        let space = Arc::clone(&self.space);
+        let (space, high_water) = (Arc::clone(&self.space), Arc::clone(&self.high_water));
         self.write(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -487,7 +516,11 @@ impl Capabilities for SqliteStore {
                 }
             }
             code_space::check_code_space(&tx, &space)?;
+            // After the code space check, which may move rows another key made to the named
+            // placement. On the writer thread, so no insert runs before the mark is set.
+            let slot = high_water::load(&tx, &space)?;
             tx.commit().map_err(db_error)?;
+            high_water.set(slot);
             Ok(ran)
         })
         .await
@@ -546,6 +579,7 @@ fn idempotency_claim(
 fn insert_idempotent(
     conn: &mut Connection,
     space: &CodeSpace,
+    high_water: &HighWater,
     link: &NewLink,
 ) -> Result<InsertOutcome, StoreError> {
     let tx = conn
@@ -565,7 +599,7 @@ fn insert_idempotent(
             .ok_or_else(|| StoreError::Internal(format!("idempotent link {code:?} vanished")))?;
         return Ok(InsertOutcome::Replayed(first));
     }
-    let outcome = rows::insert_row(&tx, space, link, now)?;
+    let outcome = rows::insert_row(&tx, space, high_water, link, now)?;
     let code = match &outcome {
         InsertOutcome::Created(l) | InsertOutcome::Deduplicated(l) => l.code.clone(),
         _ => return Ok(outcome),

@@ -12,7 +12,7 @@
 
 use super::convert::{db_error, from_millis, millis};
 use crate::domain::{ClickCounts, CompactCode, Link, PasswordHash};
-use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
+use crate::store::{HighWater, InsertOutcome, NewLink, StoreError, host_rev, kind_name};
 use chrono::Utc;
 use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
@@ -94,6 +94,7 @@ const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, de
 pub(super) fn insert_all(
     conn: &mut Connection,
     space: &CodeSpace,
+    high_water: &HighWater,
     links: &[NewLink],
 ) -> Result<Vec<InsertOutcome>, StoreError> {
     let tx = conn
@@ -102,7 +103,7 @@ pub(super) fn insert_all(
     let now = millis(Utc::now());
     let outcomes = links
         .iter()
-        .map(|link| insert_row(&tx, space, link, now))
+        .map(|link| insert_row(&tx, space, high_water, link, now))
         .collect::<Result<Vec<_>, _>>()?;
     tx.commit().map_err(db_error)?;
     Ok(outcomes)
@@ -124,6 +125,7 @@ const BULK_AUTOCHECKPOINT: i64 = 10_000;
 pub(super) fn insert_bulk(
     conn: &mut Connection,
     space: &CodeSpace,
+    high_water: &HighWater,
     links: &[NewLink],
 ) -> Result<Vec<InsertOutcome>, StoreError> {
     let usual: i64 = conn
@@ -132,7 +134,7 @@ pub(super) fn insert_bulk(
     conn.pragma_update(None, "wal_autocheckpoint", BULK_AUTOCHECKPOINT)
         .map_err(db_error)?;
     let bulk = UsualCheckpoints { conn, usual };
-    insert_all(&mut *bulk.conn, space, links)
+    insert_all(&mut *bulk.conn, space, high_water, links)
 }
 
 /// Puts the connection's checkpoint interval back when dropped, a panic's unwinding included.
@@ -155,9 +157,14 @@ impl Drop for UsualCheckpoints<'_> {
 /// Inserts one row unless its code (or dedup key) is taken: `Created`, `Deduplicated` (the
 /// live twin) or `CodeTaken`. A row with an ID must carry the code the file's code space gives
 /// that ID, as the service makes it.
+///
+/// A row whose code decodes raises `high_water` to the ID it decodes to before the transaction
+/// commits, so no redirect that arrives after the write is acknowledged finds the mark below
+/// it (docs/design.md, I9).
 pub(super) fn insert_row(
     conn: &Connection,
     space: &CodeSpace,
+    high_water: &HighWater,
     link: &NewLink,
     now: i64,
 ) -> Result<InsertOutcome, StoreError> {
@@ -173,9 +180,11 @@ pub(super) fn insert_row(
         link.code,
         link.id
     );
+    // The ID the code decodes to: a generated row's own, or what a named code spells.
+    let decoded = id.or_else(|| slot(space, &link.code));
     let taken_elsewhere = match id {
         Some(_) => named_slot(conn, &link.code)?.is_some(),
-        None => generated_slot(conn, space, &link.code)?.is_some(),
+        None => slot_holding(conn, decoded, &link.code)?.is_some(),
     };
     let created_at = link.created_at.map_or(now, millis);
     let tags = serde_json::to_string(&link.tags).unwrap_or_else(|_| "[]".into());
@@ -208,6 +217,9 @@ pub(super) fn insert_row(
             ])
             .map_err(db_error)?
     };
+    if let (1, Some(decoded)) = (inserted, decoded) {
+        high_water.raise(decoded);
+    }
     if inserted == 1 && !link.tags.is_empty() {
         let mut insert = conn.prepare_cached(INSERT_TAG).map_err(db_error)?;
         for tag in &link.tags {
@@ -331,7 +343,16 @@ fn generated_slot(
     space: &CodeSpace,
     code: &str,
 ) -> Result<Option<i64>, StoreError> {
-    let Some(slot) = slot(space, code) else {
+    slot_holding(conn, slot(space, code), code)
+}
+
+/// The slot of the generated row at `slot` if it holds `code`.
+fn slot_holding(
+    conn: &Connection,
+    slot: Option<i64>,
+    code: &str,
+) -> Result<Option<i64>, StoreError> {
+    let Some(slot) = slot else {
         return Ok(None);
     };
     let mut select = conn.prepare_cached(SLOT_BY_SLOT).map_err(db_error)?;
@@ -414,7 +435,7 @@ mod tests {
         let space = CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
             .expect("space");
         assert!(
-            insert_bulk(&mut conn, &space, &[])
+            insert_bulk(&mut conn, &space, &HighWater::unknown(), &[])
                 .expect("nothing to insert")
                 .is_empty()
         );
@@ -437,7 +458,7 @@ mod tests {
             trace: None,
         };
         // No links table in this file: the insert fails.
-        assert!(insert_bulk(&mut conn, &space, &[link]).is_err());
+        assert!(insert_bulk(&mut conn, &space, &HighWater::unknown(), &[link]).is_err());
         assert_eq!(interval(&conn), 777);
         assert!(conn.is_autocommit(), "the failed insert was rolled back");
     }

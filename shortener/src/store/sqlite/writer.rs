@@ -20,7 +20,7 @@
 use super::rows::insert_all;
 use super::walsync::WalSync;
 use crate::store::reply::{Reply, answer};
-use crate::store::{InsertOutcome, NewLink, StoreError, WriterStats};
+use crate::store::{HighWater, InsertOutcome, NewLink, StoreError, WriterStats};
 use codespace::CodeSpace;
 use rusqlite::Connection;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -64,11 +64,13 @@ fn panicked() -> StoreError {
 
 impl Writer {
     /// Starts the thread over `conn` (the file's only writer connection), whose generated
-    /// rows are made in `space`. A round carries at most `max_batch` create rows.
+    /// rows are made in `space` and raise `high_water` as they are written (before their
+    /// commit). A round carries at most `max_batch` create rows.
     pub(super) fn start(
         conn: Connection,
         sync: Arc<WalSync>,
         space: Arc<CodeSpace>,
+        high_water: Arc<HighWater>,
         max_batch: usize,
     ) -> Result<Self, StoreError> {
         let max_batch = max_batch.max(1);
@@ -77,7 +79,10 @@ impl Writer {
         let thread_stats = Arc::clone(&stats);
         std::thread::Builder::new()
             .name("sqlite-writer".into())
-            .spawn(move || rounds(conn, queue, &sync, &space, max_batch, &thread_stats))
+            .spawn(move || {
+                let placement = (&*space, &*high_water);
+                rounds(conn, queue, &sync, placement, max_batch, &thread_stats)
+            })
             .map_err(|e| StoreError::Internal(format!("start the SQLite writer thread: {e}")))?;
         Ok(Self { jobs, stats })
     }
@@ -166,7 +171,7 @@ fn rounds(
     mut conn: Connection,
     mut queue: mpsc::Receiver<Job>,
     sync: &WalSync,
-    space: &CodeSpace,
+    (space, high_water): (&CodeSpace, &HighWater),
     max_batch: usize,
     stats: &WriterStats,
 ) {
@@ -201,8 +206,11 @@ fn rounds(
             continue;
         }
         let write = || {
-            let inserted = (!links.is_empty())
-                .then(|| guarded(&mut conn, |conn| insert_all(conn, space, &links)));
+            let inserted = (!links.is_empty()).then(|| {
+                guarded(&mut conn, |conn| {
+                    insert_all(conn, space, high_water, &links)
+                })
+            });
             let done: Vec<Done> = runs.into_iter().map(|run| run(Some(&mut conn))).collect();
             (inserted, done)
         };
@@ -244,7 +252,14 @@ mod tests {
             CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
                 .expect("space"),
         );
-        let writer = Writer::start(conn, Arc::clone(&sync), space, 8).expect("writer");
+        let writer = Writer::start(
+            conn,
+            Arc::clone(&sync),
+            space,
+            Arc::new(HighWater::unknown()),
+            8,
+        )
+        .expect("writer");
         (dir, writer, sync)
     }
 

@@ -814,3 +814,80 @@ async fn a_node_under_another_key_never_misplaces_links_and_stray_rows_are_place
     fresh.stop().await;
     node.stop().await;
 }
+
+/// The slot high-water mark (docs/design.md, I9) only refuses codes while rows are found by
+/// slot: in the code layout every unknown code is looked up, and once `layout migrate` has
+/// switched, every old row and imported legacy code still redirects and a code above them all
+/// is refused without a lookup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mark_refuses_nothing_in_the_code_layout_and_every_old_row_after_the_migration() {
+    use shortener::store::{LinkStore, SlotBound};
+    let stack = Stack::new(Backend::Postgres).await;
+    let mut config = stack.config("a");
+    config.limits.not_found_rate = 1_000_000;
+    config.limits.not_found_burst = 1_000_000;
+    let node = Node::start(config).await;
+    let links = every_kind(&node).await;
+    let counters = node.app.resolver.counters();
+    let (refused, misses) = (
+        || counters.refused_impossible.load(Ordering::Relaxed),
+        || counters.cache_misses.load(Ordering::Relaxed),
+    );
+    // Above every stored code's ID (generated ones and the legacy codes alike).
+    let mark = links
+        .keys()
+        .filter_map(|code| node.app.space.decode(code).ok())
+        .max()
+        .expect("codes that decode");
+    let above: Vec<String> = (1..=5)
+        .map(|n| node.app.space.encode(62u64.pow(7) - n))
+        .filter(|code| node.app.space.decode(code).expect("decodes") > mark)
+        .collect();
+    assert!(!above.is_empty(), "no code above {mark}");
+    let redirects_all = async || {
+        for (code, url) in &links {
+            let (status, location) = node.location(code).await;
+            // Protected and private links answer with their form or redirect; none is a 404.
+            assert_ne!(status, StatusCode::NOT_FOUND, "{code} -> {url}");
+            if status == StatusCode::FOUND {
+                assert_eq!(location.as_deref(), Some(url.as_str()), "{code}");
+            }
+        }
+    };
+
+    code_layout_with_old_rows(&stack).await;
+    crate::helpers::wait_for(
+        "the node to find rows by code",
+        Duration::from_secs(5),
+        async || node.app.store.slot_bound() == SlotBound::None,
+    )
+    .await;
+    let (refused_before, misses_before) = (refused(), misses());
+    for code in &above {
+        assert_eq!(node.visit(code).await.status(), StatusCode::NOT_FOUND);
+    }
+    assert_eq!(
+        refused(),
+        refused_before,
+        "a code was refused in the code layout"
+    );
+    assert_eq!(misses(), misses_before + above.len() as u64);
+    redirects_all().await;
+
+    succeed(layout(&stack, &["migrate", "--grace-ms", "1500"]));
+    crate::helpers::wait_for(
+        "the node to find rows by slot",
+        Duration::from_secs(5),
+        async || matches!(node.app.store.slot_bound(), SlotBound::Stale(_)),
+    )
+    .await;
+    redirects_all().await;
+    let refused_before = refused();
+    // A code not asked before (so in no negative entry), above every stored one.
+    let unseen = (6..100)
+        .map(|n| node.app.space.encode(62u64.pow(7) - n))
+        .find(|code| node.app.space.decode(code).expect("decodes") > mark)
+        .expect("a code above the mark");
+    assert_eq!(node.visit(&unseen).await.status(), StatusCode::NOT_FOUND);
+    assert_eq!(refused(), refused_before + 1, "{unseen} was looked up");
+}
