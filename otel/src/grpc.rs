@@ -1,6 +1,5 @@
 //! Server spans for gRPC calls: a tower layer for tonic servers.
 
-use crate::context::extract;
 use crate::{enabled, record_grpc_status, record_ids};
 use bytes::Bytes;
 use futures::future::{BoxFuture, Either};
@@ -79,6 +78,9 @@ where
         let Some((service, method)) = route(self.services, request.uri().path()) else {
             return Either::Left(self.inner.call(request));
         };
+        let Some(parent) = crate::http::picked(request.headers()) else {
+            return Either::Left(self.inner.call(request));
+        };
         let span = tracing::info_span!(
             target: "otel::grpc",
             parent: None,
@@ -93,7 +95,7 @@ where
             trace_id = Empty,
             span_id = Empty,
         );
-        let _ = span.set_parent(extract(request.headers()));
+        let _ = span.set_parent(parent);
         record_ids(&span);
         let future = span.in_scope(|| self.inner.call(request));
         Either::Right(Box::pin(async move {

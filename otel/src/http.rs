@@ -1,5 +1,5 @@
-//! Server spans for HTTP requests: one per API request ([`server_span`]), and one for a
-//! redirect only when the sampler picks it ([`edge_span`]).
+//! Server spans for HTTP requests: one per API request ([`server_span`]) and per redirect
+//! ([`edge_span`]), each only when the sampler picks the request ([`picked`]).
 
 use crate::context::{TRACEPARENT_HEADER, extract};
 use crate::{enabled, record_http_status, record_ids};
@@ -7,13 +7,32 @@ use tracing::Span;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// A server span for an API request, named `METHOD route` after the route template (never the
-/// path itself: it may hold a code or a key), continuing the caller's trace from `headers`.
-/// `None` when tracing is off. Record the answer with [`crate::record_http_status`].
-pub fn server_span(method: &http::Method, route: &str, headers: &http::HeaderMap) -> Option<Span> {
+/// The context a request's server span continues, when tracing is on and the sampler picks the
+/// request: the caller's `traceparent` (`tracestate` too) when it sent one and the sampler
+/// follows it, else a new trace when the root rule keeps one. `None`: make no span. With
+/// tracing off this is one flag read; unpicked, a header lookup and one random draw (plus
+/// parsing the caller's `traceparent`, when it sent one). See the `sampler` module for why a
+/// request is decided before its span exists.
+pub(crate) fn picked(headers: &http::HeaderMap) -> Option<opentelemetry::Context> {
     if !enabled() {
         return None;
     }
+    let sampler = crate::SAMPLER.get()?;
+    if headers.contains_key(&TRACEPARENT_HEADER) {
+        let parent = extract(headers);
+        sampler.decide(&parent).then_some(parent)
+    } else {
+        // The trace would start here: the root rule alone, before any context is built.
+        sampler.decide_root().then(opentelemetry::Context::new)
+    }
+}
+
+/// A server span for an API request, named `METHOD route` after the route template (never the
+/// path itself: it may hold a code or a key), continuing the caller's trace from `headers`.
+/// `None` when tracing is off or the sampler does not pick the request ([`picked`]). Record
+/// the answer with [`crate::record_http_status`].
+pub fn server_span(method: &http::Method, route: &str, headers: &http::HeaderMap) -> Option<Span> {
+    let parent = picked(headers)?;
     let span = tracing::info_span!(
         target: "otel::http",
         parent: None,
@@ -27,34 +46,16 @@ pub fn server_span(method: &http::Method, route: &str, headers: &http::HeaderMap
         trace_id = Empty,
         span_id = Empty,
     );
-    let _ = span.set_parent(extract(headers));
+    let _ = span.set_parent(parent);
     record_ids(&span);
     Some(span)
 }
 
 /// A server span for a redirect (`GET|HEAD /{code}`), only when tracing is on and the sampler
-/// picks it: the caller's sampled `traceparent` is followed, and without one the root sampler
-/// decides. With tracing off this is one flag read; unpicked, a header lookup and one random
-/// draw (plus parsing the caller's `traceparent`, when it sent one). The code is never
-/// recorded.
+/// picks it ([`picked`]: with `parentbased_traceidratio`, that ratio of redirects without a
+/// `traceparent`). The code is never recorded.
 pub fn edge_span(method: &http::Method, headers: &http::HeaderMap) -> Option<Span> {
-    if !enabled() {
-        return None;
-    }
-    let sampler = crate::SAMPLER.get()?;
-    // Without a `traceparent` the trace would start here: decided by the root rule alone,
-    // before any context is built.
-    let parent = if headers.contains_key(&TRACEPARENT_HEADER) {
-        let parent = extract(headers);
-        if !sampler.decide(&parent) {
-            return None;
-        }
-        parent
-    } else if sampler.decide_root() {
-        opentelemetry::Context::new()
-    } else {
-        return None;
-    };
+    let parent = picked(headers)?;
     let span = if method == http::Method::HEAD {
         tracing::info_span!(
             target: "otel::http",

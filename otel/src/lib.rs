@@ -11,8 +11,9 @@
 //! the collector, and the queue never grows past its bound.
 //!
 //! What becomes a span: only `tracing` spans whose target begins with `otel` (the ones this
-//! crate's helpers make): a server span per API request ([`http::server_span`]), per sampled
-//! redirect ([`http::edge_span`]) and per gRPC call ([`grpc::TraceLayer`]); client spans around
+//! crate's helpers make): a server span per API request ([`http::server_span`]), per redirect
+//! ([`http::edge_span`]) and per gRPC call ([`grpc::TraceLayer`]), each made only when the
+//! sampler picks the request (an unpicked one makes no span at all); client spans around
 //! calls out ([`rpc_client_span`], [`http_client_span`]) and database statements
 //! ([`db_span`], [`db_procedure_span`]); and work a request caused but does not wait for
 //! ([`follow_up_span`], or a kept [`Parent::traceparent`], as the webhook outbox does). Log

@@ -1,20 +1,19 @@
-//! The sampler of `OTEL_TRACES_SAMPLER`, and the decision for redirects made before any span
+//! The sampler of `OTEL_TRACES_SAMPLER`, and the decision for a request made before any span
 //! exists.
 //!
-//! A redirect gets a span only when the sampler picks it. [`EdgeSampler::decide`] asks the
-//! configured sampler first, with the caller's context if it sent one; only a picked redirect
-//! makes a span. A root redirect (no incoming context) that was picked would be asked again
-//! when its span starts, with a new trace ID, so a ratio would apply twice: the SDK's sampler,
-//! this one, takes a redirect span ([`EDGE_SPANS`], names no other span has) with no parent
-//! as already picked, since no such span exists unless it was.
+//! A request (an API call, a gRPC call, a redirect) gets a server span only when the sampler
+//! picks it: [`EdgeSampler::decide`] follows the caller's context when it sent one, and
+//! [`EdgeSampler::decide_root`] applies the root rule when it did not. An unpicked request
+//! makes no span at all, so it pays nothing for the spans it would have made and its calls out
+//! carry no context, as an unsampled span's would not. Every other span is the child of a
+//! picked one. So a span without a parent exists only when it was picked: the SDK's sampler,
+//! this one, keeps every root span as it comes, and a ratio is never applied twice (once to
+//! the request, once more to its span with a new trace ID).
 
 use crate::ConfigError;
 use opentelemetry::trace::{Link, SpanKind, TraceContextExt, TraceId, TraceState};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{Sampler, SamplingDecision, SamplingResult, ShouldSample};
-
-/// The names of redirect spans, made only once [`EdgeSampler::decide`] picked them.
-pub(crate) const EDGE_SPANS: [&str; 2] = ["GET /{code}", "HEAD /{code}"];
 
 /// How a redirect that came with no trace context is decided, without asking the SDK's sampler
 /// (whose answer it matches: a root span is kept when the low half of its random trace ID,
@@ -146,7 +145,7 @@ impl ShouldSample for EdgeSampler {
         links: &[Link],
     ) -> SamplingResult {
         let root = parent_context.is_none_or(|cx| !cx.has_active_span());
-        if root && EDGE_SPANS.contains(&name) {
+        if root {
             return SamplingResult {
                 decision: SamplingDecision::RecordAndSample,
                 attributes: Vec::new(),
@@ -273,25 +272,24 @@ mod tests {
     }
 
     #[test]
-    fn a_picked_root_redirect_is_not_sampled_twice() {
+    fn a_root_span_is_kept_as_it_comes_and_a_child_follows_its_parent() {
         let sampler = edge("parentbased_always_off", None);
-        let result = sampler.should_sample(
-            None,
-            TraceId::from(1u128),
-            EDGE_SPANS[1],
-            &SpanKind::Server,
-            &[],
-            &[],
-        );
-        assert_eq!(result.decision, SamplingDecision::RecordAndSample);
-        let other = sampler.should_sample(
-            None,
-            TraceId::from(1u128),
-            "POST /x",
-            &SpanKind::Server,
-            &[],
-            &[],
-        );
-        assert_eq!(other.decision, SamplingDecision::Drop);
+        let kept = |parent: Option<&Context>| {
+            sampler
+                .should_sample(
+                    parent,
+                    TraceId::from(1u128),
+                    "POST /x",
+                    &SpanKind::Server,
+                    &[],
+                    &[],
+                )
+                .decision
+                == SamplingDecision::RecordAndSample
+        };
+        assert!(kept(None), "a root span exists only once picked");
+        assert!(kept(Some(&Context::new())), "an empty context is no parent");
+        assert!(kept(Some(&remote(true))));
+        assert!(!kept(Some(&remote(false))));
     }
 }
