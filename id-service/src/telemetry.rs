@@ -31,10 +31,8 @@ pub fn init_serving(format: LogFormat) -> anyhow::Result<Option<otel::Tracing>> 
     let tracing = otel::Tracing::from_env("id-service", env!("CARGO_PKG_VERSION"))?;
     let mut filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn"));
-    if tracing.is_some()
-        && let Ok(directive) = "otel=info".parse()
-    {
-        filter = filter.add_directive(directive);
+    if tracing.is_some() {
+        filter = otel::log_spans(filter);
     }
     let logs = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));

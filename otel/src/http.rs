@@ -53,12 +53,14 @@ pub fn server_span(method: &http::Method, route: &str, headers: &http::HeaderMap
 
 /// A server span for a redirect (`GET|HEAD /{code}`), only when tracing is on and the sampler
 /// picks it ([`picked`]: with `parentbased_traceidratio`, that ratio of redirects without a
-/// `traceparent`). The code is never recorded.
+/// `traceparent`). The code is never recorded. Its target, `otel::edge`, is not among the
+/// [`crate::LOGGED_SPANS`]: a redirect writes no log line of its own, so the log layer is spared
+/// formatting its fields.
 pub fn edge_span(method: &http::Method, headers: &http::HeaderMap) -> Option<Span> {
     let parent = picked(headers)?;
     let span = if method == http::Method::HEAD {
         tracing::info_span!(
-            target: "otel::http",
+            target: "otel::edge",
             parent: None,
             "HEAD /{code}",
             otel.kind = "server",
@@ -71,7 +73,7 @@ pub fn edge_span(method: &http::Method, headers: &http::HeaderMap) -> Option<Spa
         )
     } else {
         tracing::info_span!(
-            target: "otel::http",
+            target: "otel::edge",
             parent: None,
             "GET /{code}",
             otel.kind = "server",

@@ -50,6 +50,27 @@ use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::registry::LookupSpan;
 
+/// The span targets a log filter enables when tracing is on, so that a log line written within
+/// such a span carries its `trace_id` and `span_id`: every span this crate makes but a
+/// redirect's (`otel::edge`), within which nothing is logged.
+pub const LOGGED_SPANS: [&str; 5] = [
+    "otel::http",
+    "otel::grpc",
+    "otel::client",
+    "otel::db",
+    "otel::internal",
+];
+
+/// `filter` with the [`LOGGED_SPANS`] enabled at `INFO` (where this crate makes its spans).
+pub fn log_spans(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber::EnvFilter {
+    LOGGED_SPANS.iter().fold(filter, |filter, target| {
+        match format!("{target}=info").parse() {
+            Ok(directive) => filter.add_directive(directive),
+            Err(_) => filter,
+        }
+    })
+}
+
 /// Whether traces are being recorded in this process (set once by [`Tracing::from_env`]).
 static ENABLED: AtomicBool = AtomicBool::new(false);
 

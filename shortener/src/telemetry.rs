@@ -52,10 +52,8 @@ pub fn init_tracing(format: LogFormat) {
 pub fn init_serving(format: LogFormat) -> anyhow::Result<Option<otel::Tracing>> {
     let tracing = otel::Tracing::from_env("shortener", env!("CARGO_PKG_VERSION"))?;
     let mut filter = filter(std::env::var("RUST_LOG").ok().as_deref());
-    if tracing.is_some()
-        && let Ok(directive) = "otel=info".parse()
-    {
-        filter = filter.add_directive(directive);
+    if tracing.is_some() {
+        filter = otel::log_spans(filter);
     }
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
