@@ -3,7 +3,7 @@
 //!
 //! The interfaces: [`LinkStore`] (links and the idempotency claims of creates), [`VisitStore`]
 //! (click totals and rollups), [`OutboxStore`] (webhook endpoints and the outbox),
-//! [`BlocklistStore`] (the blocked domains) and [`Capabilities`] (migrations, health and
+//! [`BlocklistStore`] (the blocked domains), [`DomainStore`] (branded domains) and [`Capabilities`] (migrations, health and
 //! capabilities). Each backend implements every one, and [`Store`] has one dispatcher for each,
 //! so a part that uses the store names the interfaces it needs in its `use` line.
 //!
@@ -23,7 +23,7 @@
 //! owns the file's one writer connection and fsyncs each round once ([`sqlite`]).
 //!
 //! Layout: one file per interface (the trait and its dispatcher on [`Store`]: `links`,
-//! `visits`, `outbox`, `blocklist`, `capabilities`), [`model`] (the values that cross the
+//! `visits`, `outbox`, `blocklist`, `domains`, `capabilities`), [`model`] (the values that cross the
 //! interfaces), `migrate` (the versioned schema of both backends), `reply` (answering the
 //! callers of one batch), one folder per backend.
 
@@ -102,12 +102,14 @@ macro_rules! traced {
 // Declared after `dispatch!` and `traced!`, which their dispatchers use.
 mod blocklist;
 mod capabilities;
+mod domains;
 mod links;
 mod outbox;
 mod visits;
 
 pub use blocklist::BlocklistStore;
 pub use capabilities::Capabilities;
+pub use domains::DomainStore;
 pub use links::LinkStore;
 pub use outbox::OutboxStore;
 pub use visits::VisitStore;
