@@ -168,7 +168,11 @@ pub async fn update_domain(
         .update(&caller, &host, &patch)
         .await
         .map_err(refused)?;
-    Ok(axum::Json(domain_json(&domain)).into_response())
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(domain_json(&domain)),
+    )
+        .into_response())
 }
 
 /// `DELETE /api/v1/domains/{host}`: removes the domain (204).
