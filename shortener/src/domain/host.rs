@@ -82,7 +82,7 @@ pub fn normalise_host(input: &str, reserved: &[String]) -> Result<String, Error>
     let loopback = LOOPBACK_NAMES
         .iter()
         .any(|n| ascii == *n || ascii.ends_with(&format!(".{n}")));
-    if loopback || reserved.iter().any(|r| *r == ascii) {
+    if loopback || reserved.contains(&ascii) {
         return Err(Error::invalid(
             "reserved_host",
             "the host is this shortener's own host, one of its short domains, or a loopback name",
