@@ -233,6 +233,7 @@ impl Node {
             public: self.public.clone(),
             metrics: Arc::clone(&self.metrics),
             stats: Arc::clone(&self.stats),
+            domains: Arc::clone(&self.domains),
         }
     }
 

@@ -540,3 +540,298 @@ async fn two_tenants_racing_for_one_host_get_one_winner(backend: Backend) {
     node.stop().await;
 }
 on_both_stores!(two_tenants_racing_for_one_host_get_one_winner);
+
+/// `message` with `key` in its metadata.
+fn with_key<T>(key: &str, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {key}").parse().expect("ascii"),
+    );
+    request
+}
+
+/// A refused call's gRPC code and its `error-code`.
+fn refusal(status: tonic::Status) -> (tonic::Code, String) {
+    let code = status
+        .metadata()
+        .get("error-code")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    (status.code(), code)
+}
+
+async fn domains_work_over_grpc_with_the_same_rules(backend: Backend) {
+    use proto::shortener::v1 as pb;
+    use tonic::Code;
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node_with_domains(&stack).await;
+    let mut grpc = node.links_client().await;
+    let claim = |key: &str, host: &str| {
+        with_key(
+            key,
+            pb::ClaimDomainRequest {
+                host: host.into(),
+                tenant: String::new(),
+            },
+        )
+    };
+
+    let claimed = grpc
+        .claim_domain(claim(&keys.own, "GO.acme.example."))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert_eq!(
+        (
+            claimed.host.as_str(),
+            claimed.tenant.as_str(),
+            claimed.robots.as_str()
+        ),
+        ("go.acme.example", "acme", "disallow")
+    );
+    assert_eq!(
+        (claimed.root_url.clone(), claimed.redirect_status),
+        (None, None)
+    );
+    // Over HTTP, the same domain.
+    let (status, http) = call(
+        &node,
+        Method::GET,
+        "/domains/go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!((status, &http["created_by"]), (200, &json!("acme/writer")));
+
+    // The same refusals, with the same machine codes, as over HTTP.
+    let refused: &[(&str, &str, Code, &str)] = &[
+        (
+            &keys.own,
+            "go.acme.example",
+            Code::AlreadyExists,
+            "domain_taken",
+        ),
+        (
+            &keys.other,
+            "go.globex.example:80",
+            Code::InvalidArgument,
+            "invalid_host",
+        ),
+        (&keys.other, "192.0.2.1", Code::InvalidArgument, "ip_host"),
+        (
+            &keys.other,
+            "sho.rt",
+            Code::InvalidArgument,
+            "reserved_host",
+        ),
+        (
+            &keys.other,
+            "go.acme.example",
+            Code::PermissionDenied,
+            "host_not_allowed",
+        ),
+        (
+            &keys.scopeless,
+            "x.acme.example",
+            Code::PermissionDenied,
+            "forbidden",
+        ),
+    ];
+    for (key, host, code, error) in refused {
+        let status = grpc.claim_domain(claim(key, host)).await.expect_err(host);
+        assert_eq!(refusal(status), (*code, error.to_string()), "{host}");
+    }
+
+    // Another tenant's domain is NOT_FOUND, as an unknown host is; nothing changes.
+    let get = |key: &str, host: &str| with_key(key, pb::GetDomainRequest { host: host.into() });
+    let theirs = grpc
+        .get_domain(get(&keys.other, "go.acme.example"))
+        .await
+        .expect_err("theirs");
+    let unknown = grpc
+        .get_domain(get(&keys.other, "no.globex.example"))
+        .await
+        .expect_err("unknown");
+    assert_eq!(
+        (theirs.code(), theirs.message()),
+        (unknown.code(), unknown.message())
+    );
+    assert_eq!(refusal(theirs), (Code::NotFound, "not_found".into()));
+    let update = |key: &str, change: pb::UpdateDomainRequest| {
+        with_key(
+            key,
+            pb::UpdateDomainRequest {
+                host: "go.acme.example".into(),
+                ..change
+            },
+        )
+    };
+    let status = grpc
+        .update_domain(update(
+            &keys.other,
+            pb::UpdateDomainRequest {
+                robots: Some("allow".into()),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect_err("another tenant's update");
+    assert_eq!(refusal(status), (Code::NotFound, "not_found".into()));
+    let status = grpc
+        .delete_domain(with_key(
+            &keys.other,
+            pb::DeleteDomainRequest {
+                host: "go.acme.example".into(),
+            },
+        ))
+        .await
+        .expect_err("another tenant's delete");
+    assert_eq!(refusal(status), (Code::NotFound, "not_found".into()));
+    let listed = grpc
+        .list_domains(with_key(&keys.other, pb::ListDomainsRequest::default()))
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(listed.domains.is_empty() && listed.next_cursor.is_empty());
+
+    // Changes and refused changes.
+    let changed = grpc
+        .update_domain(update(
+            &keys.own,
+            pb::UpdateDomainRequest {
+                root_url: Some("https://www.acme.example/".into()),
+                redirect_status: Some(307),
+                robots: Some("allow".into()),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("update")
+        .into_inner();
+    assert_eq!(
+        (
+            changed.root_url.as_deref(),
+            changed.redirect_status,
+            changed.robots.as_str()
+        ),
+        (Some("https://www.acme.example/"), Some(307), "allow")
+    );
+    let bad: Vec<(pb::UpdateDomainRequest, &str)> = vec![
+        (
+            pb::UpdateDomainRequest {
+                root_url: Some("https://go.acme.example/".into()),
+                ..Default::default()
+            },
+            "fallback_loop",
+        ),
+        (
+            pb::UpdateDomainRequest {
+                not_found_url: Some("https://x.evil.example/".into()),
+                ..Default::default()
+            },
+            "blocked_target",
+        ),
+        (
+            pb::UpdateDomainRequest {
+                expired_url: Some("nope".into()),
+                ..Default::default()
+            },
+            "invalid_url",
+        ),
+        (
+            pb::UpdateDomainRequest {
+                redirect_status: Some(200),
+                ..Default::default()
+            },
+            "invalid_redirect_status",
+        ),
+        (
+            pb::UpdateDomainRequest {
+                robots: Some("maybe".into()),
+                ..Default::default()
+            },
+            "invalid_robots",
+        ),
+        (
+            pb::UpdateDomainRequest {
+                root_url: Some("https://a.example/".into()),
+                clear_root_url: true,
+                ..Default::default()
+            },
+            "conflicting_options",
+        ),
+    ];
+    for (change, error) in bad {
+        let status = grpc
+            .update_domain(update(&keys.own, change))
+            .await
+            .expect_err(error);
+        assert_eq!(refusal(status), (Code::InvalidArgument, error.to_string()));
+    }
+    let cleared = grpc
+        .update_domain(update(
+            &keys.own,
+            pb::UpdateDomainRequest {
+                clear_root_url: true,
+                clear_redirect_status: true,
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("clear")
+        .into_inner();
+    assert_eq!(
+        (
+            cleared.root_url,
+            cleared.redirect_status,
+            cleared.robots.as_str()
+        ),
+        (None, None, "allow")
+    );
+
+    let listed = grpc
+        .list_domains(with_key(
+            &keys.own,
+            pb::ListDomainsRequest {
+                limit: 1,
+                cursor: String::new(),
+            },
+        ))
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(
+        listed
+            .domains
+            .iter()
+            .map(|d| d.host.as_str())
+            .collect::<Vec<_>>(),
+        ["go.acme.example"]
+    );
+    assert_eq!(listed.next_cursor, "go.acme.example");
+    grpc.delete_domain(with_key(
+        &keys.own,
+        pb::DeleteDomainRequest {
+            host: "go.acme.example".into(),
+        },
+    ))
+    .await
+    .expect("delete");
+    assert_eq!(
+        call(
+            &node,
+            Method::GET,
+            "/domains/go.acme.example",
+            &keys.own,
+            None
+        )
+        .await
+        .0,
+        404
+    );
+    node.stop().await;
+}
+on_both_stores!(domains_work_over_grpc_with_the_same_rules);
