@@ -12,9 +12,15 @@ use serde_json::{Value, json};
 /// own and both `shared.example`, a short domain besides the public host, and a blocklist.
 async fn node_with_domains(stack: &Stack) -> (Node, TenantKeys) {
     let keys = write_keys(&stack.dir.path().join("api-keys.toml"));
+    (node_named(stack, "domains").await, keys)
+}
+
+/// A node of `stack` named `name`, configured as [`node_with_domains`] says, with the keys
+/// file already written.
+async fn node_named(stack: &Stack, name: &str) -> Node {
     let blocklist = stack.dir.path().join("blocklist");
     std::fs::write(&blocklist, ".evil.example\n").expect("write blocklist");
-    let mut config = stack.config("domains");
+    let mut config = stack.config(name);
     config.access.api_keys_file = Some(stack.dir.path().join("api-keys.toml"));
     config.access.domain_suffixes = [
         "acme=acme.example",
@@ -26,7 +32,7 @@ async fn node_with_domains(stack: &Stack) -> (Node, TenantKeys) {
     .to_vec();
     config.listeners.short_domains = vec!["s.example".into()];
     config.redirects.blocklist_file = Some(blocklist);
-    (Node::start(config).await, keys)
+    Node::start(config).await
 }
 
 /// `method` on `/api/v1{path}` with `key` and an optional JSON body: the status and the body.
@@ -540,6 +546,32 @@ async fn two_tenants_racing_for_one_host_get_one_winner(backend: Backend) {
     node.stop().await;
 }
 on_both_stores!(two_tenants_racing_for_one_host_get_one_winner);
+
+/// Two PostgreSQL nodes, each believing the host free: the database's primary key decides,
+/// whichever node and tenant ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_racing_on_two_postgres_nodes_get_one_winner() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (a, keys) = node_with_domains(&stack).await;
+    let b = node_named(&stack, "domains-b").await;
+    for round in 0..8 {
+        let host = format!("both{round}.shared.example");
+        let (key_a, key_b) = if round % 2 == 0 {
+            (&keys.own, &keys.other)
+        } else {
+            (&keys.other, &keys.own)
+        };
+        let ((first, _), (second, _)) =
+            tokio::join!(claim(&a, key_a, &host), claim(&b, key_b, &host));
+        let mut statuses = [first, second];
+        statuses.sort();
+        assert_eq!(statuses, [201, 409], "round {round}");
+    }
+    assert_eq!(hosts(&a, &keys.admin).await, hosts(&b, &keys.admin).await);
+    assert_eq!(hosts(&b, &keys.admin).await.len(), 8);
+    a.stop().await;
+    b.stop().await;
+}
 
 /// `message` with `key` in its metadata.
 fn with_key<T>(key: &str, message: T) -> tonic::Request<T> {
