@@ -1,7 +1,8 @@
 //! Branded domains as tenant objects: a host belongs to at most one tenant, which sets what its
 //! requests do (fallbacks, the redirect status, robots). [`DomainService`] owns them: the host
 //! rules, the settings' rules, the tenant confinement; the database decides between two claims
-//! of one host. Who may claim which host is the admission's ([`crate::access::Admission::admit_claim`]).
+//! of one host. Who may claim which host is the admission's
+//! ([`crate::access::Admission::admit_claim`]).
 
 use crate::access::check_name;
 use crate::domain::{
@@ -86,7 +87,12 @@ impl DomainService {
             .insert_domain(&domain)
             .await?
             .ok_or_else(|| Error::DomainTaken(host.to_string()))?;
-        tracing::info!(host = %claimed.host, tenant = %claimed.tenant, key = %caller.key_id(), "domain claimed");
+        tracing::info!(
+            host = %claimed.host,
+            tenant = %claimed.tenant,
+            key = %caller.key_id(),
+            "domain claimed"
+        );
         Ok(claimed)
     }
 

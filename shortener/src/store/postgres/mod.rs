@@ -5,10 +5,10 @@
 //! ways a row is written (`insert`), reads and the other writes are in `read` and `write`,
 //! and [`ChangeFeed`] tells every node what any node changed (`listen`).
 //!
-//! This file implements the store's interfaces (links, visits, the outbox, the blocklist, domains, the
-//! backend), one short method per operation that picks the connection (primary or replica) and
-//! hands the work to the module that holds its SQL; they stay together so that routing is
-//! visible in one place.
+//! This file implements the store's interfaces (links, visits, the outbox, the blocklist,
+//! domains, the backend), one short method per operation that picks the connection (primary or
+//! replica) and hands the work to the module that holds its SQL; they stay together so that
+//! routing is visible in one place.
 
 mod batch;
 mod connect;

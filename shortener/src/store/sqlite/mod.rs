@@ -18,10 +18,10 @@
 //! generated rows were made in and refuses to open under another (`code_space`), since only
 //! that code space finds them. The lease ledger is in `ledger`.
 //!
-//! This file implements the store's interfaces (links, visits, the outbox, the blocklist, domains, the
-//! backend): each method is the hop from the runtime to the writer thread or a reader, kept
-//! together so the one threading rule above is visible in one place; the SQL lives in the
-//! submodules.
+//! This file implements the store's interfaces (links, visits, the outbox, the blocklist,
+//! domains, the backend): each method is the hop from the runtime to the writer thread or a
+//! reader, kept together so the one threading rule above is visible in one place; the SQL lives
+//! in the submodules.
 
 mod code_space;
 mod convert;
