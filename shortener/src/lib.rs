@@ -18,6 +18,7 @@
 //!   ([`redirects::LinkCache`]) or the store.
 //! - [`targets`]: what targets are refused (own hosts, private addresses, the blocklist) and
 //!   the blocklist service.
+//! - [`domains`]: branded domains, each host owned by one tenant, with its settings.
 //! - [`http`]: the public listener: the redirect edge ([`http::redirect`]), the JSON API and the
 //!   console; [`grpc`]: the `shortener.v1.Links` service; [`ops`]: the operations listener
 //!   (health, readiness, metrics; `SHORTENER_ADMIN_ADDR`).
@@ -27,7 +28,8 @@
 //!   schedule ([`clock`]: the time it runs on).
 //! - [`webhooks`]: signed deliveries of link events from the store's outbox.
 //! - [`qr`]: QR codes of short URLs (SVG and PNG).
-//! - [`store`]: the store interfaces (links, visits, webhook outbox, blocklist, capabilities)
+//! - [`store`]: the store interfaces (links, visits, webhook outbox, blocklist, domains,
+//!   capabilities)
 //!   and their PostgreSQL and SQLite backends.
 //! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
 //!   connections, stalled writers.
@@ -74,6 +76,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod domain;
+pub mod domains;
 pub mod grpc;
 pub mod http;
 pub mod limits;

@@ -87,7 +87,7 @@ def test_reflection_v1alpha_lists_and_describes_the_links_service(channel):
     assert {m.name for m in service.methods} == {
         "CreateLink", "BatchCreateLinks", "GetLink", "DeleteLink", "ListLinks", "UpdateLink",
         "GetLinkHistory", "ImportLinks", "ExportLinks", "GetLinkQr", "GetLinkStats",
-        "GetTenantStats"}
+        "GetTenantStats", "ClaimDomain", "ListDomains", "GetDomain", "UpdateDomain", "DeleteDomain"}
     assert service.FindMethodByName("GetLink").output_type.full_name == "shortener.v1.Link"
 
 
@@ -216,6 +216,34 @@ def test_create_link_idempotency_key_replays_and_refuses_reuse(pb, links, auth):
     code, error, _ = status_of(lambda: links.CreateLink(other, metadata=auth, timeout=TIMEOUT))
     assert error == "idempotency_key_reused"
     assert code == grpc.StatusCode.FAILED_PRECONDITION
+
+
+# Branded domains.
+
+
+def test_a_domain_is_claimed_changed_and_removed_over_grpc(pb, links, auth):
+    m = pb.messages
+    host = "g-" + uuid.uuid4().hex[:10] + ".conformance.example"
+    claimed = links.ClaimDomain(m.ClaimDomainRequest(host=host.upper()), metadata=auth, timeout=TIMEOUT)
+    assert (claimed.host, claimed.tenant, claimed.robots) == (host, "default", "disallow")
+    assert not claimed.HasField("root_url") and not claimed.HasField("redirect_status")
+    code, error, _ = status_of(lambda: links.ClaimDomain(m.ClaimDomainRequest(host=host), metadata=auth, timeout=TIMEOUT))
+    assert (code, error) == (grpc.StatusCode.ALREADY_EXISTS, "domain_taken")
+    code, error, _ = status_of(lambda: links.ClaimDomain(m.ClaimDomainRequest(host="elsewhere.example"), metadata=auth, timeout=TIMEOUT))
+    assert (code, error) == (grpc.StatusCode.PERMISSION_DENIED, "host_not_allowed")
+    code, error, _ = status_of(lambda: links.ClaimDomain(m.ClaimDomainRequest(host="[::1]"), metadata=auth, timeout=TIMEOUT))
+    assert (code, error) == (grpc.StatusCode.INVALID_ARGUMENT, "ip_host")
+    changed = links.UpdateDomain(m.UpdateDomainRequest(host=host, expired_url="https://www.example.com/gone", redirect_status=301),
+                                 metadata=auth, timeout=TIMEOUT)
+    assert (changed.expired_url, changed.redirect_status) == ("https://www.example.com/gone", 301)
+    code, error, _ = status_of(lambda: links.UpdateDomain(m.UpdateDomainRequest(host=host, root_url=f"https://{host}/"),
+                                                          metadata=auth, timeout=TIMEOUT))
+    assert (code, error) == (grpc.StatusCode.INVALID_ARGUMENT, "fallback_loop")
+    assert host in [d.host for d in links.ListDomains(m.ListDomainsRequest(limit=1000), metadata=auth, timeout=TIMEOUT).domains]
+    assert links.GetDomain(m.GetDomainRequest(host=host), metadata=auth, timeout=TIMEOUT) == changed
+    links.DeleteDomain(m.DeleteDomainRequest(host=host), metadata=auth, timeout=TIMEOUT)
+    code, error, _ = status_of(lambda: links.GetDomain(m.GetDomainRequest(host=host), metadata=auth, timeout=TIMEOUT))
+    assert (code, error) == (grpc.StatusCode.NOT_FOUND, "not_found")
 
 
 # Credentials.

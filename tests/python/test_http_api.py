@@ -693,6 +693,39 @@ def test_webhooks_are_registered_listed_logged_and_removed_by_an_admin_key(api, 
     api.request("GET", log, base + "/{id}/deliveries", 404, headers=admin)
 
 
+def test_a_tenant_claims_lists_changes_and_removes_a_domain(api, server):
+    admin, own = api.auth(server.admin_api_key), api.auth()
+    base, item = "/api/v1/domains", "/api/v1/domains/{host}"
+    host = "go-" + uuid.uuid4().hex[:10] + ".conformance.example"
+    claimed = api.request("POST", base, base, 201, headers=own, json={"host": host.upper() + "."}).json()
+    assert (claimed["host"], claimed["tenant"], claimed["robots"]) == (host, "default", "disallow")
+    assert claimed["root_url"] is None and claimed["redirect_status"] is None
+    assert error_of(api.request("POST", base, base, 409, headers=own, json={"host": host})) == "domain_taken"
+    assert error_of(api.request("POST", base, base, 403, headers=own, json={"host": "elsewhere.example"})) == "host_not_allowed"
+    assert error_of(api.request("POST", base, base, 422, headers=own, json={"host": "127.0.0.1"})) == "ip_host"
+    assert error_of(api.request("POST", base, base, 422, headers=own, json={"host": "sho.rt"})) == "reserved_host"
+    assert error_of(api.request("POST", base, base, 400, headers=own, json={"host": host, "x": 1})) == "invalid_json"
+    other = api.request("POST", base, base, 201, headers=admin,
+                        json={"host": "brand-" + uuid.uuid4().hex[:10] + ".example", "tenant": "someone"}).json()
+    listed = api.request("GET", base + "?limit=1000", base, 200, headers=own).json()
+    assert host in [d["host"] for d in listed["domains"]]
+    assert other["host"] not in [d["host"] for d in listed["domains"]]
+    assert error_of(api.request("GET", base + "?limit=0", base, 400, headers=own)) == "invalid_limit"
+    api.request("GET", f"{base}/{other['host']}", item, 404, headers=own)
+    api.request("GET", f"{base}/{host}", item, 200, headers=own)
+    changed = api.request("PATCH", f"{base}/{host}", item, 200, headers=own,
+                          json={"not_found_url": "https://www.example.com/", "redirect_status": 308, "robots": "allow"}).json()
+    assert (changed["not_found_url"], changed["redirect_status"], changed["robots"]) == ("https://www.example.com/", 308, "allow")
+    loop = api.request("PATCH", f"{base}/{host}", item, 422, headers=own, json={"root_url": f"https://{host}/"})
+    assert error_of(loop) == "fallback_loop"
+    assert error_of(api.request("PATCH", f"{base}/{host}", item, 400, headers=own, json={"host": "x"})) == "unknown_field"
+    api.request("PATCH", f"{base}/{other['host']}", item, 404, headers=own, json={"robots": "allow"})
+    api.request("DELETE", f"{base}/{other['host']}", item, 404, headers=own)
+    api.request("DELETE", f"{base}/{host}", item, 204, headers=own)
+    api.request("DELETE", f"{base}/{host}", item, 404, headers=own)
+    api.request("DELETE", f"{base}/{other['host']}", item, 204, headers=admin)
+
+
 # Coverage of the document by the tests above.
 
 

@@ -6,11 +6,12 @@
 //! bound and charges the key's rate limit. A refusal is counted in the metrics by tenant and
 //! returned as the domain error both transports map to their status. Which links a caller
 //! sees (its own tenant's; every tenant's with `admin`) is [`Caller::sees`], applied by the
-//! link service.
+//! link service. Which hosts a caller may claim as a domain is [`Admission::admit_claim`].
 
 mod keyfile;
 mod keys;
 mod reload;
+mod suffixes;
 
 pub use keyfile::{
     HEADER as KEY_FILE_HEADER, is_legacy, parse as parse_key_file, parse_legacy, render,
@@ -19,6 +20,7 @@ pub use keys::{
     DEFAULT_TENANT, KeyEntry, KeySet, MIN_KEY_LENGTH, check_name, digest, generate_api_key,
 };
 pub use reload::ApiKeys;
+pub use suffixes::DomainSuffixes;
 
 use crate::domain::{Caller, Error, Scope};
 use crate::limits::Limits;
@@ -53,6 +55,11 @@ pub enum Operation {
     Admin,
     /// Read click statistics (of one link or of the tenant's links).
     Stats,
+    /// Read the tenant's domains.
+    DomainRead,
+    /// Claim, change or remove a domain (a claim is checked further by
+    /// [`Admission::admit_claim`]).
+    DomainWrite,
 }
 
 impl Operation {
@@ -63,7 +70,8 @@ impl Operation {
             Operation::Read | Operation::List | Operation::History | Operation::Export => {
                 Scope::LinksRead
             }
-            Operation::Delete | Operation::Update => Scope::LinksWrite,
+            Operation::Delete | Operation::Update | Operation::DomainWrite => Scope::LinksWrite,
+            Operation::DomainRead => Scope::LinksRead,
             Operation::Import => Scope::LinksCreate,
             Operation::Admin => Scope::Admin,
             Operation::Stats => Scope::StatsRead,
@@ -84,6 +92,8 @@ impl Operation {
             Operation::Import => "import",
             Operation::Admin => "admin",
             Operation::Stats => "stats",
+            Operation::DomainRead => "domain_read",
+            Operation::DomainWrite => "domain_write",
         }
     }
 }
@@ -94,22 +104,41 @@ pub struct Admission {
     limits: Arc<Limits>,
     metrics: Arc<Metrics>,
     batch_limit: usize,
+    suffixes: DomainSuffixes,
 }
 
 impl Admission {
     /// Admission against `keys` and `limits`, counting outcomes in `metrics`; batches hold 1
-    /// to `batch_limit` items.
+    /// to `batch_limit` items; a tenant's keys may claim the hosts `suffixes` allow it.
     pub fn new(
         keys: Arc<ApiKeys>,
         limits: Arc<Limits>,
         metrics: Arc<Metrics>,
         batch_limit: usize,
+        suffixes: DomainSuffixes,
     ) -> Self {
         Self {
             keys,
             limits,
             metrics,
             batch_limit,
+            suffixes,
+        }
+    }
+
+    /// Whether `caller` (admitted for [`Operation::DomainWrite`]) may claim `host`
+    /// (normalised) for `tenant`: an `admin` key any host for any tenant; another key only for
+    /// its own tenant ([`Error::Forbidden`] `admin` otherwise), and only a host under a suffix
+    /// the operator allows that tenant ([`Error::HostNotAllowed`] otherwise).
+    pub fn admit_claim(&self, caller: &Caller, tenant: &str, host: &str) -> Result<(), Error> {
+        if caller.scopes.is_admin() {
+            Ok(())
+        } else if *caller.tenant != *tenant {
+            Err(Error::Forbidden(Scope::Admin))
+        } else if self.suffixes.covers(tenant, host) {
+            Ok(())
+        } else {
+            Err(Error::HostNotAllowed(host.to_string()))
         }
     }
 
@@ -164,13 +193,16 @@ impl Admission {
                 }
                 self.limits.create_n(&key, items as u32)
             }
-            Operation::Delete | Operation::Update | Operation::Import => self.limits.create(&key),
+            Operation::Delete | Operation::Update | Operation::Import | Operation::DomainWrite => {
+                self.limits.create(&key)
+            }
             Operation::Read
             | Operation::List
             | Operation::History
             | Operation::Export
             | Operation::Admin
-            | Operation::Stats => self.limits.read(&key),
+            | Operation::Stats
+            | Operation::DomainRead => self.limits.read(&key),
         };
         charged.map_err(|retry_after| {
             self.metrics.rate_limited(match operation {

@@ -6,6 +6,7 @@ use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
+use crate::domains::DomainService;
 use crate::grpc::LinksApi;
 use crate::http::HttpState;
 use crate::limits::{ClientAddressPolicy, Limits};
@@ -70,6 +71,8 @@ pub struct Node {
     pub targets: Arc<TargetRules>,
     /// The blocked domains kept in the store, and the file's beside them.
     pub blocklist: Arc<BlocklistService>,
+    /// The branded domains tenants own.
+    pub domains: Arc<DomainService>,
 }
 
 impl Node {
@@ -83,7 +86,7 @@ impl Node {
         gates: Gates,
     ) -> anyhow::Result<Self> {
         let public = public_base(config, addrs[0]);
-        let targets = target_rules(config, &public, addrs)?;
+        let (targets, own_hosts) = target_rules(config, &public, addrs)?;
         let rules = CreateRules {
             max_url_length: config.redirects.max_url_length,
             targets: Arc::clone(&targets) as Arc<dyn TargetPolicy>,
@@ -154,7 +157,9 @@ impl Node {
             Arc::clone(&limits),
             Arc::clone(&metrics),
             config.limits.batch_limit,
+            config.access.suffixes()?,
         ));
+        let domains = Arc::new(DomainService::new(store.clone(), &own_hosts, rules.clone()));
         let blocklist = Arc::new(BlocklistService::new(store.clone(), Arc::clone(&targets)));
         let stats = Arc::new(StatsService::new(
             Arc::clone(visits.analytics()),
@@ -182,6 +187,7 @@ impl Node {
             gates,
             blocklist,
             targets,
+            domains,
         })
     }
 
@@ -214,6 +220,7 @@ impl Node {
             metrics: Arc::clone(&self.metrics),
             console: config.access.console,
             blocklist: Arc::clone(&self.blocklist),
+            domains: Arc::clone(&self.domains),
         })
     }
 
@@ -226,6 +233,7 @@ impl Node {
             public: self.public.clone(),
             metrics: Arc::clone(&self.metrics),
             stats: Arc::clone(&self.stats),
+            domains: Arc::clone(&self.domains),
         }
     }
 
@@ -267,13 +275,14 @@ impl Node {
 }
 
 /// What targets the node refuses: its own names and addresses (no link may point at the node
-/// itself), private addresses if so configured, and the blocklist file.
+/// itself), private addresses if so configured, and the blocklist file; and the node's own
+/// host names (the public URL's and the short domains), which no tenant may claim as a domain.
 fn target_rules(
     config: &Config,
     public: &PublicBase,
     addrs: &[SocketAddr],
-) -> anyhow::Result<Arc<TargetRules>> {
-    let own_hosts = public
+) -> anyhow::Result<(Arc<TargetRules>, Vec<String>)> {
+    let own_hosts: Vec<String> = public
         .host()
         .into_iter()
         .chain(config.listeners.short_domains.iter().cloned())
@@ -283,10 +292,10 @@ fn target_rules(
         .map(|a| a.ip())
         .filter(|ip| !ip.is_unspecified())
         .collect();
-    let rules = TargetRules::load(config.redirects.targets(own_hosts, own_ips))
+    let rules = TargetRules::load(config.redirects.targets(own_hosts.clone(), own_ips))
         .map_err(anyhow::Error::msg)
         .context("load the target rules")?;
-    Ok(Arc::new(rules))
+    Ok((Arc::new(rules), own_hosts))
 }
 
 /// The base of short URLs: `SHORTENER_PUBLIC_URL`, or the public listener's address.

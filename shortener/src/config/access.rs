@@ -38,11 +38,26 @@ pub struct AccessConfig {
     /// re-reads them at once.
     #[arg(long, env = "SHORTENER_RELOAD_INTERVAL_MS", default_value = "2000")]
     pub reload_interval_ms: NonZeroU64,
+    /// Host suffixes a tenant's keys may claim as domains, comma-separated `tenant=suffix`
+    /// entries (`marketing=brand.com` lets marketing's keys claim `brand.com` and every host
+    /// under it). An `admin` key claims any host for any tenant without one.
+    #[arg(long, env = "SHORTENER_DOMAIN_SUFFIXES", value_delimiter = ',')]
+    pub domain_suffixes: Vec<String>,
 }
 
 impl AccessConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
+        self.suffixes().map(|_| ())
+    }
+
+    /// The host suffixes each tenant's keys may claim.
+    pub fn suffixes(&self) -> Result<crate::access::DomainSuffixes, ConfigError> {
+        crate::access::DomainSuffixes::parse(&self.domain_suffixes).map_err(|e| {
+            ConfigError::new(
+                "SHORTENER_DOMAIN_SUFFIXES",
+                format!("SHORTENER_DOMAIN_SUFFIXES: {e}"),
+            )
+        })
     }
 }

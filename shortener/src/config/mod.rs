@@ -164,6 +164,7 @@ impl Config {
                 password_attempts: 5,
                 idempotency_ttl: std::num::NonZero::new(86_400).expect("non-zero"),
                 reload_interval_ms: std::num::NonZero::new(100).expect("non-zero"),
+                domain_suffixes: Vec::new(),
             },
             redirects: RedirectConfig {
                 redirect_status: axum::http::StatusCode::FOUND,

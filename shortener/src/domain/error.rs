@@ -39,6 +39,12 @@ pub enum Error {
     /// The alias is taken.
     #[error("the alias {0:?} is already taken")]
     AliasTaken(String),
+    /// The host is another domain's already (of any tenant, the caller's included).
+    #[error("the host {0:?} is already a domain")]
+    DomainTaken(String),
+    /// The caller may not claim this host (its tenant's allowed suffixes do not cover it).
+    #[error("this API key may not claim {0:?}: it is not under a suffix allowed for its tenant")]
+    HostNotAllowed(String),
     /// The idempotency key was used before with a different request.
     #[error("the idempotency key was already used for a different request")]
     IdempotencyMismatch,
@@ -87,6 +93,8 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::Gone(_) => "gone",
             Error::AliasTaken(_) => "alias_taken",
+            Error::DomainTaken(_) => "domain_taken",
+            Error::HostNotAllowed(_) => "host_not_allowed",
             Error::IdempotencyMismatch => "idempotency_key_reused",
             Error::Unavailable { .. } => "unavailable",
             Error::RateLimited { .. } => "rate_limited",
@@ -101,8 +109,8 @@ impl Error {
                 "invalid"
             }
             Error::Unauthenticated => "unauthorized",
-            Error::Forbidden(_) => "forbidden",
-            Error::AliasTaken(_) => "conflict",
+            Error::Forbidden(_) | Error::HostNotAllowed(_) => "forbidden",
+            Error::AliasTaken(_) | Error::DomainTaken(_) => "conflict",
             Error::Unavailable { .. } => "unavailable",
             Error::RateLimited { .. } => "rate_limited",
             Error::NotFound(_) | Error::Gone(_) | Error::Internal(_) => "error",

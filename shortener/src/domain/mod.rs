@@ -1,12 +1,14 @@
 //! Domain types: what a link is, what a create asks for, which codes callers may name, and what
 //! can go wrong; free of any transport or store.
 
+mod branded;
 mod caller;
 mod code;
 pub mod compact_code;
 mod create;
 mod error;
 mod history;
+mod host;
 mod import;
 mod link;
 pub mod list;
@@ -19,12 +21,14 @@ mod tags;
 mod target;
 pub mod text;
 
+pub use branded::{Domain, DomainSettings, REDIRECT_STATUSES, Robots, patch_settings};
 pub use caller::Caller;
 pub use code::{ShortCode, echo};
 pub use compact_code::CompactCode;
 pub use create::{CreateInput, CreateRequest, CreateRules};
 pub use error::Error;
 pub use history::{Event, EventKind};
+pub use host::{MAX_HOST, MAX_LABEL, normalise_host, path_host};
 pub use import::{ImportInput, ImportRow, check_legacy_code};
 pub use link::{ClickCounts, Link, LinkState, MAX_VISITS, check_max_visits};
 pub use list::{HostFilter, ListInput, ListQuery, Page, Position, StateFilter, reverse_host};

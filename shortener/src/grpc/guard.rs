@@ -60,6 +60,10 @@ impl BodyLimits {
             "ListLinks" => (self.query, Operation::List),
             "ExportLinks" => (self.query, Operation::Export),
             "ImportLinks" => (usize::MAX, Operation::Import),
+            "ClaimDomain" | "UpdateDomain" => (self.create, Operation::DomainWrite),
+            "DeleteDomain" => (self.small, Operation::DomainWrite),
+            "GetDomain" => (self.small, Operation::DomainRead),
+            "ListDomains" => (self.query, Operation::DomainRead),
             _ => (self.small, Operation::Read),
         }
     }

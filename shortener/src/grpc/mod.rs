@@ -1,4 +1,5 @@
-//! The internal gRPC API (`shortener.v1.Links`), with the same semantics as the JSON API.
+//! The internal gRPC API (`shortener.v1.Links`, branded domains included), with the same
+//! semantics as the JSON API.
 //!
 //! A call's key is checked before its message is decoded, and its body bounded by what the
 //! method needs (`guard`, a tower layer in front of the service). Each method then admits the
@@ -6,6 +7,7 @@
 //! once (`wire`), calls the link service, and lets `?` turn a domain error into its status
 //! (`status`, the one mapping).
 
+mod domains;
 mod guard;
 mod manage;
 mod status;
@@ -46,6 +48,8 @@ pub struct LinksApi {
     pub metrics: Arc<Metrics>,
     /// Click statistics.
     pub stats: Arc<crate::visits::analytics::StatsService>,
+    /// Branded domains.
+    pub domains: Arc<crate::domains::DomainService>,
 }
 
 impl LinksApi {
@@ -231,6 +235,54 @@ impl Links for LinksApi {
             content_type: options.format.content_type().to_string(),
             etag: options.etag(&text),
         }))
+    }
+
+    async fn claim_domain(
+        &self,
+        request: Request<pb::ClaimDomainRequest>,
+    ) -> Result<Response<pb::Domain>, Status> {
+        let caller = self.admit(&request, Operation::DomainWrite)?;
+        let claimed = self.claim_domain_for(&caller, request.into_inner()).await;
+        Ok(Response::new(claimed.map_err(domains::refused)?))
+    }
+
+    async fn list_domains(
+        &self,
+        request: Request<pb::ListDomainsRequest>,
+    ) -> Result<Response<pb::ListDomainsResponse>, Status> {
+        let caller = self.admit(&request, Operation::DomainRead)?;
+        let page = self.list_domains_for(&caller, request.into_inner()).await;
+        Ok(Response::new(page.map_err(domains::refused)?))
+    }
+
+    async fn get_domain(
+        &self,
+        request: Request<pb::GetDomainRequest>,
+    ) -> Result<Response<pb::Domain>, Status> {
+        let caller = self.admit(&request, Operation::DomainRead)?;
+        let found = self.get_domain_for(&caller, &request.get_ref().host).await;
+        Ok(Response::new(found.map_err(domains::refused)?))
+    }
+
+    async fn update_domain(
+        &self,
+        request: Request<pb::UpdateDomainRequest>,
+    ) -> Result<Response<pb::Domain>, Status> {
+        let caller = self.admit(&request, Operation::DomainWrite)?;
+        let updated = self.update_domain_for(&caller, request.into_inner()).await;
+        Ok(Response::new(updated.map_err(domains::refused)?))
+    }
+
+    async fn delete_domain(
+        &self,
+        request: Request<pb::DeleteDomainRequest>,
+    ) -> Result<Response<pb::DeleteDomainResponse>, Status> {
+        let caller = self.admit(&request, Operation::DomainWrite)?;
+        self.domains
+            .delete(&caller, &request.get_ref().host)
+            .await
+            .map_err(domains::refused)?;
+        Ok(Response::new(pb::DeleteDomainResponse {}))
     }
 
     type ExportLinksStream = manage::ExportStream;

@@ -64,6 +64,8 @@ pub struct HttpState {
     pub console: bool,
     /// The blocked domains the admin API reads and changes.
     pub blocklist: Arc<crate::targets::BlocklistService>,
+    /// The branded domains tenants own.
+    pub domains: Arc<crate::domains::DomainService>,
 }
 
 /// The public listener's request handling. Cheap to clone.
@@ -277,6 +279,19 @@ fn api_router() -> Router<Arc<HttpState>> {
         .route(
             "/api/v1/links/{code}/qr",
             get(api::qr).fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/domains",
+            get(api::domains)
+                .post(api::claim_domain)
+                .fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/domains/{host}",
+            get(api::domain)
+                .patch(api::update_domain)
+                .delete(api::delete_domain)
+                .fallback(api::method_not_allowed),
         )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))

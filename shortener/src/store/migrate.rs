@@ -78,6 +78,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "webhook event trace",
         sql: include_str!("../../migrations/postgres/0013_webhook_event_trace.sql"),
     },
+    Migration {
+        version: 14,
+        name: "domains",
+        sql: include_str!("../../migrations/postgres/0014_domains.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -156,6 +161,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 15,
         name: "named high water",
         sql: include_str!("../../migrations/sqlite/0015_named_high_water.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "domains",
+        sql: include_str!("../../migrations/sqlite/0016_domains.sql"),
     },
 ];
 

@@ -3,9 +3,10 @@
 //!
 //! The interfaces: [`LinkStore`] (links and the idempotency claims of creates), [`VisitStore`]
 //! (click totals and rollups), [`OutboxStore`] (webhook endpoints and the outbox),
-//! [`BlocklistStore`] (the blocked domains) and [`Capabilities`] (migrations, health and
-//! capabilities). Each backend implements every one, and [`Store`] has one dispatcher for each,
-//! so a part that uses the store names the interfaces it needs in its `use` line.
+//! [`BlocklistStore`] (the blocked domains), [`DomainStore`] (branded domains, each host owned
+//! by one tenant) and [`Capabilities`] (migrations, health and capabilities). Each backend
+//! implements every one, and [`Store`] has one dispatcher for each, so a part that uses the
+//! store names the interfaces it needs in its `use` line.
 //!
 //! Both backends keep the same guarantees:
 //! - a code maps to at most one row, ever (byte-wise comparison), decided by the database's
@@ -23,9 +24,9 @@
 //! owns the file's one writer connection and fsyncs each round once ([`sqlite`]).
 //!
 //! Layout: one file per interface (the trait and its dispatcher on [`Store`]: `links`,
-//! `visits`, `outbox`, `blocklist`, `capabilities`), [`model`] (the values that cross the
-//! interfaces), `migrate` (the versioned schema of both backends), `reply` (answering the
-//! callers of one batch), one folder per backend.
+//! `visits`, `outbox`, `blocklist`, `domains`, `capabilities`), [`model`] (the values that
+//! cross the interfaces), `migrate` (the versioned schema of both backends), `reply`
+//! (answering the callers of one batch), one folder per backend.
 
 mod high_water;
 mod migrate;
@@ -102,12 +103,14 @@ macro_rules! traced {
 // Declared after `dispatch!` and `traced!`, which their dispatchers use.
 mod blocklist;
 mod capabilities;
+mod domains;
 mod links;
 mod outbox;
 mod visits;
 
 pub use blocklist::BlocklistStore;
 pub use capabilities::Capabilities;
+pub use domains::DomainStore;
 pub use links::LinkStore;
 pub use outbox::OutboxStore;
 pub use visits::VisitStore;

@@ -56,6 +56,15 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
         ("SHORTENER_CREATE_BURST", |c| c.limits.create_burst = 10),
         ("SHORTENER_WRITE_BATCH", |c| c.store.write_batch = 0),
         ("SHORTENER_KEY", |c| c.ids.key = Some("abcd".into())),
+        ("SHORTENER_DOMAIN_SUFFIXES", |c| {
+            c.access.domain_suffixes = vec!["brand.com".into()]
+        }),
+        ("SHORTENER_DOMAIN_SUFFIXES", |c| {
+            c.access.domain_suffixes = vec!["marketing=*.brand.com".into()]
+        }),
+        ("SHORTENER_DOMAIN_SUFFIXES", |c| {
+            c.access.domain_suffixes = vec!["Marketing=brand.com".into()]
+        }),
         ("SHORTENER_DATABASE_CA_FILE", |c| {
             c.store.database_ca_file = Some("/nonexistent/ca.pem".into())
         }),

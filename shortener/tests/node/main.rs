@@ -15,6 +15,7 @@ mod clicks;
 mod config;
 mod console;
 mod console_details;
+mod domains;
 mod editing;
 mod exports;
 mod first_start;

@@ -1,9 +1,11 @@
 //! The JSON API under `/api/v1`. Each handler admits its request ([`crate::access`]), turns
 //! the wire request into a domain request once (`wire`), and calls the link service. Creates,
 //! reads and deletes are here; lists, edits, history and export in `manage` (an NDJSON export's
-//! lines written by `ndjson`); bulk import in `import` (its body split into rows by `records`).
+//! lines written by `ndjson`); bulk import in `import` (its body split into rows by `records`);
+//! branded domains in `domains`.
 
 mod blocklist;
+mod domains;
 mod import;
 mod manage;
 mod records;
@@ -12,6 +14,7 @@ mod webhooks;
 mod wire;
 
 pub use blocklist::{block, blocklist, unblock};
+pub use domains::{claim_domain, delete_domain, domain, domains, update_domain};
 pub use import::import;
 pub use manage::{export, history, list, qr, update};
 pub use stats::{link_stats, tenant_stats};

@@ -5,13 +5,14 @@
 //! ways a row is written (`insert`), reads and the other writes are in `read` and `write`,
 //! and [`ChangeFeed`] tells every node what any node changed (`listen`).
 //!
-//! This file implements the store's interfaces (links, visits, the outbox, the blocklist, the
-//! backend), one short method per operation that picks the connection (primary or replica) and
-//! hands the work to the module that holds its SQL; they stay together so that routing is
-//! visible in one place.
+//! This file implements the store's interfaces (links, visits, the outbox, the blocklist,
+//! domains, the backend), one short method per operation that picks the connection (primary or
+//! replica) and hands the work to the module that holds its SQL; they stay together so that
+//! routing is visible in one place.
 
 mod batch;
 mod connect;
+mod domains;
 mod error;
 mod insert;
 mod layout;
@@ -25,6 +26,7 @@ mod update;
 mod webhooks;
 mod write;
 
+use super::DomainStore;
 use super::migrate::ADVISORY_LOCK;
 use super::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
@@ -36,6 +38,7 @@ use super::{
 };
 use super::{HighWater, SlotBound};
 use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
+use crate::domain::{Domain, DomainSettings};
 use crate::domain::{StatsQuery, StatsReport};
 use batch::Batcher;
 use chrono::{DateTime, Utc};
@@ -517,6 +520,38 @@ impl BlocklistStore for PgStore {
 
     async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
         write::unblock_domain(&*self.client().await?, entry).await
+    }
+}
+
+impl DomainStore for PgStore {
+    async fn insert_domain(&self, domain: &Domain) -> Result<Option<Domain>, StoreError> {
+        domains::insert(&*self.client().await?, domain).await
+    }
+
+    async fn domain(&self, host: &str, tenant: Option<&str>) -> Result<Option<Domain>, StoreError> {
+        domains::get(&*self.client().await?, host, tenant).await
+    }
+
+    async fn domains(
+        &self,
+        tenant: Option<&str>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Domain>, StoreError> {
+        domains::list(&*self.client().await?, tenant, after, limit).await
+    }
+
+    async fn set_domain_settings(
+        &self,
+        host: &str,
+        tenant: Option<&str>,
+        settings: &DomainSettings,
+    ) -> Result<Option<Domain>, StoreError> {
+        domains::set_settings(&*self.client().await?, host, tenant, settings).await
+    }
+
+    async fn delete_domain(&self, host: &str, tenant: Option<&str>) -> Result<bool, StoreError> {
+        domains::delete(&*self.client().await?, host, tenant).await
     }
 }
 

@@ -18,13 +18,14 @@
 //! generated rows were made in and refuses to open under another (`code_space`), since only
 //! that code space finds them. The lease ledger is in `ledger`.
 //!
-//! This file implements the store's interfaces (links, visits, the outbox, the blocklist, the
-//! backend): each method is the hop from the runtime to the writer thread or a reader, kept
-//! together so the one threading rule above is visible in one place; the SQL lives in the
-//! submodules.
+//! This file implements the store's interfaces (links, visits, the outbox, the blocklist,
+//! domains, the backend): each method is the hop from the runtime to the writer thread or a
+//! reader, kept together so the one threading rule above is visible in one place; the SQL lives
+//! in the submodules.
 
 mod code_space;
 mod convert;
+mod domains;
 mod high_water;
 mod ledger;
 mod manage;
@@ -34,6 +35,7 @@ mod walsync;
 mod webhooks;
 mod writer;
 
+use super::DomainStore;
 use super::migrate::{SQLITE, VERSION_TABLE};
 use super::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
@@ -44,6 +46,7 @@ use super::{
     StoreError, UpdateOutcome, VisitStore, WriterStats,
 };
 use super::{HighWater, SlotBound};
+use crate::domain::{Domain, DomainSettings};
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
 use crate::domain::{StatsQuery, StatsReport};
 use chrono::{DateTime, Utc};
@@ -478,6 +481,51 @@ impl BlocklistStore for SqliteStore {
                 .map_err(db_error)
         })
         .await
+    }
+}
+
+impl DomainStore for SqliteStore {
+    async fn insert_domain(&self, domain: &Domain) -> Result<Option<Domain>, StoreError> {
+        let domain = domain.clone();
+        self.write(move |conn| domains::insert(conn, &domain)).await
+    }
+
+    async fn domain(&self, host: &str, tenant: Option<&str>) -> Result<Option<Domain>, StoreError> {
+        let (host, tenant) = (host.to_string(), tenant.map(str::to_string));
+        self.read(move |conn| domains::get(conn, &host, tenant.as_deref()))
+            .await
+    }
+
+    async fn domains(
+        &self,
+        tenant: Option<&str>,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Domain>, StoreError> {
+        let (tenant, after) = (tenant.map(str::to_string), after.map(str::to_string));
+        self.read(move |conn| domains::list(conn, tenant.as_deref(), after.as_deref(), limit))
+            .await
+    }
+
+    async fn set_domain_settings(
+        &self,
+        host: &str,
+        tenant: Option<&str>,
+        settings: &DomainSettings,
+    ) -> Result<Option<Domain>, StoreError> {
+        let (host, tenant, settings) = (
+            host.to_string(),
+            tenant.map(str::to_string),
+            settings.clone(),
+        );
+        self.write(move |conn| domains::set_settings(conn, &host, tenant.as_deref(), &settings))
+            .await
+    }
+
+    async fn delete_domain(&self, host: &str, tenant: Option<&str>) -> Result<bool, StoreError> {
+        let (host, tenant) = (host.to_string(), tenant.map(str::to_string));
+        self.write(move |conn| domains::delete(conn, &host, tenant.as_deref()))
+            .await
     }
 }
 

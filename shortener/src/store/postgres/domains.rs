@@ -1,0 +1,139 @@
+//! Branded domains on PostgreSQL: one row per host, the primary key deciding between claims.
+//! Read on the primary: a claim is followed by reads of it at once.
+
+use super::error::db_error;
+use crate::domain::{Domain, DomainSettings, Robots};
+use crate::store::StoreError;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+const COLUMNS: &str = "host, tenant, created_at, created_by, root_url, not_found_url, expired_url, redirect_status, robots";
+
+fn domain(row: &Row) -> Domain {
+    let status: Option<i16> = row.get(7);
+    let robots: String = row.get(8);
+    Domain {
+        host: row.get(0),
+        tenant: row.get(1),
+        created_at: row.get(2),
+        created_by: row.get(3),
+        settings: DomainSettings {
+            root_url: row.get(4),
+            not_found_url: row.get(5),
+            expired_url: row.get(6),
+            redirect_status: status.and_then(|s| u16::try_from(s).ok()),
+            robots: Robots::from_name(&robots).unwrap_or_default(),
+        },
+    }
+}
+
+fn status(settings: &DomainSettings) -> Option<i16> {
+    settings.redirect_status.and_then(|s| i16::try_from(s).ok())
+}
+
+pub(super) async fn insert(
+    client: &tokio_postgres::Client,
+    d: &Domain,
+) -> Result<Option<Domain>, StoreError> {
+    let s = &d.settings;
+    let params: [&(dyn ToSql + Sync); 8] = [
+        &d.host,
+        &d.tenant,
+        &d.created_by,
+        &s.root_url,
+        &s.not_found_url,
+        &s.expired_url,
+        &status(s),
+        &s.robots.name(),
+    ];
+    let row = client
+        .query_opt(
+            &format!(
+                "INSERT INTO domains (host, tenant, created_by, root_url, not_found_url, expired_url, redirect_status, robots) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (host) DO NOTHING RETURNING {COLUMNS}"
+            ),
+            &params,
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.as_ref().map(domain))
+}
+
+pub(super) async fn get(
+    client: &tokio_postgres::Client,
+    host: &str,
+    tenant: Option<&str>,
+) -> Result<Option<Domain>, StoreError> {
+    let row = client
+        .query_opt(
+            &format!(
+                "SELECT {COLUMNS} FROM domains WHERE host = $1 AND ($2::text IS NULL OR tenant = $2)"
+            ),
+            &[&host, &tenant],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.as_ref().map(domain))
+}
+
+pub(super) async fn list(
+    client: &tokio_postgres::Client,
+    tenant: Option<&str>,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<Domain>, StoreError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM domains WHERE ($1::text IS NULL OR tenant = $1) \
+                 AND ($2::text IS NULL OR host > $2) ORDER BY host LIMIT $3"
+            ),
+            &[&tenant, &after, &limit],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows.iter().map(domain).collect())
+}
+
+pub(super) async fn set_settings(
+    client: &tokio_postgres::Client,
+    host: &str,
+    tenant: Option<&str>,
+    s: &DomainSettings,
+) -> Result<Option<Domain>, StoreError> {
+    let params: [&(dyn ToSql + Sync); 7] = [
+        &host,
+        &tenant,
+        &s.root_url,
+        &s.not_found_url,
+        &s.expired_url,
+        &status(s),
+        &s.robots.name(),
+    ];
+    let row = client
+        .query_opt(
+            &format!(
+                "UPDATE domains SET root_url = $3, not_found_url = $4, expired_url = $5, redirect_status = $6, robots = $7 \
+                 WHERE host = $1 AND ($2::text IS NULL OR tenant = $2) RETURNING {COLUMNS}"
+            ),
+            &params,
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.as_ref().map(domain))
+}
+
+pub(super) async fn delete(
+    client: &tokio_postgres::Client,
+    host: &str,
+    tenant: Option<&str>,
+) -> Result<bool, StoreError> {
+    client
+        .execute(
+            "DELETE FROM domains WHERE host = $1 AND ($2::text IS NULL OR tenant = $2)",
+            &[&host, &tenant],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(db_error)
+}
