@@ -1,12 +1,15 @@
 //! Configuration is validated before any port is bound; each bad setting is named.
 
 use shortener::{App, Config};
-use testkit::free_addr;
+use testkit::free_port;
 
 /// Builds an app from `config` with a free HTTP port, expects the build to fail, checks that
 /// the port was left free, and returns the error with its causes.
+///
+/// The port is from below the kernel's ephemeral range: a port from within it, once freed, can
+/// be handed to another test's `bind(0)` before the check, which would then blame the app.
 async fn refused_before_binding(mut config: Config, what: &str) -> String {
-    let addr = free_addr();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
     config.listeners.http_addr = addr;
     let error = match App::build(config).await {
         Ok(_) => panic!("{what} was accepted"),
