@@ -54,8 +54,7 @@ fn forwarded_host(headers: &HeaderMap) -> Option<String> {
             .filter_map(utf8)
             .flat_map(|v| v.split(','))
             .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .next_back()
+            .rfind(|v| !v.is_empty())
             .map(str::to_string)
     };
     if let Some(element) = last(&header::FORWARDED) {
@@ -108,12 +107,15 @@ mod tests {
         }
     }
 
+    /// Peer, request target, headers, and the host the request names.
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Option<&'a str>);
+
     #[test]
     fn request_hosts_table() {
         let proxy = "10.0.0.5:4000";
         let stranger = "192.0.2.1:4000";
         #[rustfmt::skip]
-        let cases: &[(&str, &str, &[(&str, &str)], Option<&str>)] = &[
+        let cases: &[Case] = &[
             // (peer, request target, headers, host)
             (stranger, "/", &[("host", "go.brand.com")], Some("go.brand.com")),
             (stranger, "/", &[("host", "Go.Brand.COM:8080")], Some("go.brand.com")),
