@@ -207,9 +207,19 @@ fn router(state: Arc<HttpState>) -> Router {
             get(console_home).fallback(api::method_not_allowed),
         )
         .route("/", get(branded::root).fallback(api::method_not_allowed))
-        .route(branded::ROBOTS_PATH, get(branded::robots))
-        .route(branded::AASA_PATH, get(branded::apple_app_site_association))
-        .route(branded::ASSETLINKS_PATH, get(branded::assetlinks))
+        // Fixed files (no code can hold their paths); other methods are refused as on `/`.
+        .route(
+            branded::ROBOTS_PATH,
+            get(branded::robots).fallback(api::method_not_allowed),
+        )
+        .route(
+            branded::AASA_PATH,
+            get(branded::apple_app_site_association).fallback(api::method_not_allowed),
+        )
+        .route(
+            branded::ASSETLINKS_PATH,
+            get(branded::assetlinks).fallback(api::method_not_allowed),
+        )
         .route("/{code}", get(redirect::redirect).post(redirect::unlock))
         .fallback(redirect::fallback)
         .with_state(state)

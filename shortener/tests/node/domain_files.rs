@@ -250,6 +250,19 @@ async fn branded_domains_answer_by_host(backend: Backend) {
         answers_as_before(&node, host).await;
     }
 
+    // Other methods on the fixed files are refused, on every host.
+    for host in ["go.acme.example", default_host.as_str()] {
+        for path in ["/robots.txt", "/.well-known/assetlinks.json"] {
+            let answer = ask(&node, Method::POST, path, &[("host", host)]).await;
+            assert_eq!(answer.status, 405, "POST {host}{path}");
+            assert!(
+                answer.body.contains("method_not_allowed"),
+                "{}",
+                answer.body
+            );
+        }
+    }
+
     // Changes are served at once by the node that made them.
     patch(&node, &keys.own, "go.acme.example", json!({"root_url": "https://www.acme.example/new", "robots": "disallow", "assetlinks": null})).await;
     let root = get(&node, "go.acme.example", "/").await;
