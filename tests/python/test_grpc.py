@@ -239,6 +239,15 @@ def test_a_domain_is_claimed_changed_and_removed_over_grpc(pb, links, auth):
     code, error, _ = status_of(lambda: links.UpdateDomain(m.UpdateDomainRequest(host=host, root_url=f"https://{host}/"),
                                                           metadata=auth, timeout=TIMEOUT))
     assert (code, error) == (grpc.StatusCode.INVALID_ARGUMENT, "fallback_loop")
+    changed = links.UpdateDomain(m.UpdateDomainRequest(host=host, assetlinks='[ {"relation": []} ]'),
+                                 metadata=auth, timeout=TIMEOUT)
+    assert changed.assetlinks == '[{"relation":[]}]' and not changed.HasField("apple_app_site_association")
+    for bad, want in ((m.UpdateDomainRequest(host=host, apple_app_site_association="not json"), "invalid_app_file"),
+                      (m.UpdateDomainRequest(host=host, apple_app_site_association="[]"), "invalid_app_file"),
+                      (m.UpdateDomainRequest(host=host, assetlinks='["' + "x" * 16384 + '"]'), "app_file_too_large")):
+        code, error, _ = status_of(lambda: links.UpdateDomain(bad, metadata=auth, timeout=TIMEOUT))
+        assert (code, error) == (grpc.StatusCode.INVALID_ARGUMENT, want)
+    assert links.GetDomain(m.GetDomainRequest(host=host), metadata=auth, timeout=TIMEOUT) == changed
     assert host in [d.host for d in links.ListDomains(m.ListDomainsRequest(limit=1000), metadata=auth, timeout=TIMEOUT).domains]
     assert links.GetDomain(m.GetDomainRequest(host=host), metadata=auth, timeout=TIMEOUT) == changed
     links.DeleteDomain(m.DeleteDomainRequest(host=host), metadata=auth, timeout=TIMEOUT)

@@ -726,6 +726,40 @@ def test_a_tenant_claims_lists_changes_and_removes_a_domain(api, server):
     api.request("DELETE", f"{base}/{other['host']}", item, 204, headers=admin)
 
 
+
+def test_a_branded_domain_answers_its_root_robots_and_app_files_by_host(api, server):
+    own = api.auth()
+    base, item = "/api/v1/domains", "/api/v1/domains/{host}"
+    aasa_path, links_path = "/.well-known/apple-app-site-association", "/.well-known/assetlinks.json"
+    host = "files-" + uuid.uuid4().hex[:10] + ".conformance.example"
+    api.request("POST", base, base, 201, headers=own, json={"host": host})
+    aasa = {"applinks": {"details": [{"appIDs": ["TEAM.com.example.app"], "components": [{"/": "/*"}]}]}}
+    links = [{"relation": ["delegate_permission/common.handle_all_urls"],
+              "target": {"namespace": "android_app", "package_name": "com.example.app"}}]
+    changed = api.request("PATCH", f"{base}/{host}", item, 200, headers=own,
+                          json={"root_url": "https://www.example.com/home", "apple_app_site_association": aasa,
+                                "assetlinks": links}).json()
+    assert (changed["apple_app_site_association"], changed["assetlinks"]) == (aasa, links)
+    for bad, code in [({"assetlinks": {}}, "invalid_app_file"),
+                      ({"apple_app_site_association": []}, "invalid_app_file"),
+                      ({"apple_app_site_association": {"k": "x" * 16384}}, "app_file_too_large")]:
+        assert error_of(api.request("PATCH", f"{base}/{host}", item, 422, headers=own, json=bad)) == code
+    on = {"Host": host.upper() + "."}
+    root = api.request("GET", "/", "/", 302, headers=on)
+    assert root.headers["Location"] == "https://www.example.com/home"
+    assert api.request("HEAD", "/", "/", 302, headers=on).headers["Location"] == "https://www.example.com/home"
+    robots = api.request("GET", "/robots.txt", "/robots.txt", 200, headers=on)
+    assert robots.text == "User-agent: *\nDisallow: /\n"
+    assert api.request("GET", aasa_path, aasa_path, 200, headers=on).json() == aasa
+    assert api.request("GET", links_path, links_path, 200, headers=on).json() == links
+    # The node's own host answers as it did before domains: the console, no robots.txt, no files.
+    assert api.request("GET", "/", "/", 303).headers["Location"] == "/console/"
+    api.request("HEAD", "/", "/", 303)
+    for path in ("/robots.txt", aasa_path, links_path):
+        api.request("GET", path, path, 404)
+    api.request("DELETE", f"{base}/{host}", item, 204, headers=own)
+    api.request("GET", "/robots.txt", "/robots.txt", 404, headers=on)
+
 # Coverage of the document by the tests above.
 
 

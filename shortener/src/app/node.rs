@@ -159,7 +159,14 @@ impl Node {
             config.limits.batch_limit,
             config.access.suffixes()?,
         ));
-        let domains = Arc::new(DomainService::new(store.clone(), &own_hosts, rules.clone()));
+        let cache_config = config.redirects.cache(click_flush);
+        let domains = Arc::new(DomainService::new(
+            store.clone(),
+            &own_hosts,
+            rules.clone(),
+            cache_config.ttl,
+            cache_config.negative_ttl,
+        ));
         let blocklist = Arc::new(BlocklistService::new(store.clone(), Arc::clone(&targets)));
         let stats = Arc::new(StatsService::new(
             Arc::clone(visits.analytics()),

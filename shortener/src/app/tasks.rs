@@ -82,10 +82,15 @@ impl Tasks {
         }));
         if let Some(feed) = node.store.change_feed() {
             let cache = node.cache.clone();
+            let domains = Arc::clone(&node.domains);
             handles.push(tokio::spawn(feed.run(
                 move |event| match event {
                     ChangeEvent::Changed(code) => cache.invalidate(&code),
-                    ChangeEvent::Reset => cache.clear(),
+                    ChangeEvent::DomainChanged(host) => domains.cache().invalidate(&host),
+                    ChangeEvent::Reset => {
+                        cache.clear();
+                        domains.cache().clear();
+                    }
                 },
                 stop.clone(),
             )));

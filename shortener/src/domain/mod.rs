@@ -21,7 +21,9 @@ mod tags;
 mod target;
 pub mod text;
 
-pub use branded::{Domain, DomainSettings, REDIRECT_STATUSES, Robots, patch_settings};
+pub use branded::{
+    AppFile, Domain, DomainSettings, MAX_APP_FILE_BYTES, REDIRECT_STATUSES, Robots, patch_settings,
+};
 pub use caller::Caller;
 pub use code::{ShortCode, echo};
 pub use compact_code::CompactCode;

@@ -4,12 +4,19 @@
 //! of one host. Who may claim which host is the admission's
 //! ([`crate::access::Admission::admit_claim`]).
 
+mod cache;
+pub mod files;
+
+pub use cache::{DomainCache, MAX_HOSTS};
+
 use crate::access::check_name;
 use crate::domain::{
     Caller, CreateRules, Domain, DomainSettings, Error, normalise_host, patch_settings, path_host,
 };
 use crate::store::{DomainStore, Store};
 use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The most domains one page of a list holds.
 pub const MAX_PAGE: i64 = 1000;
@@ -32,6 +39,7 @@ pub struct DomainService {
     store: Store,
     reserved: Vec<String>,
     rules: CreateRules,
+    cache: DomainCache,
 }
 
 fn unknown(host: &str) -> Error {
@@ -40,17 +48,41 @@ fn unknown(host: &str) -> Error {
 
 impl DomainService {
     /// The service over `store`; `reserved` are the node's own hosts (the public URL's and the
-    /// short domains), which no tenant may claim; `rules` are what a fallback URL must pass.
-    pub fn new(store: Store, reserved: &[String], rules: CreateRules) -> Self {
+    /// short domains), which no tenant may claim; `rules` are what a fallback URL must pass;
+    /// `ttl` and `negative_ttl` how long the public listener's lookups by host are kept
+    /// ([`DomainCache`]).
+    pub fn new(
+        store: Store,
+        reserved: &[String],
+        rules: CreateRules,
+        ttl: Duration,
+        negative_ttl: Duration,
+    ) -> Self {
         let reserved = reserved
             .iter()
             .filter_map(|h| path_host(h).or_else(|| Some(h.to_ascii_lowercase())))
             .collect();
         Self {
+            cache: DomainCache::new(store.clone(), ttl, negative_ttl),
             store,
             reserved,
             rules,
         }
+    }
+
+    /// The domain a request's `host` (in its normal form, [`files::request_host`]) names, for
+    /// the public listener: none for the node's own hosts (never a domain) without a lookup,
+    /// otherwise from the [`DomainCache`].
+    pub async fn by_host(&self, host: &str) -> Result<Option<Arc<Domain>>, Error> {
+        if self.reserved.iter().any(|h| h == host) {
+            return Ok(None);
+        }
+        Ok(self.cache.get(host).await?)
+    }
+
+    /// The cache of lookups by host, for the change feed to keep fresh.
+    pub fn cache(&self) -> &DomainCache {
+        &self.cache
     }
 
     /// `input` as a host a domain may have, in its normal form, or why not
@@ -87,6 +119,7 @@ impl DomainService {
             .insert_domain(&domain)
             .await?
             .ok_or_else(|| Error::DomainTaken(host.to_string()))?;
+        self.cache.invalidate(&claimed.host);
         tracing::info!(
             host = %claimed.host,
             tenant = %claimed.tenant,
@@ -158,6 +191,7 @@ impl DomainService {
             .set_domain_settings(&current.host, caller.tenant_scope(), &settings)
             .await?
             .ok_or_else(|| unknown(&current.host))?;
+        self.cache.invalidate(&updated.host);
         tracing::info!(host = %updated.host, key = %caller.key_id(), "domain changed");
         Ok(updated)
     }
@@ -172,6 +206,7 @@ impl DomainService {
         {
             return Err(unknown(&host));
         }
+        self.cache.invalidate(&host);
         tracing::info!(host = %host, key = %caller.key_id(), "domain removed");
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! `/api/v1/domains`; this file converts the messages.
 
 use super::LinksApi;
-use crate::domain::{Caller, Domain, Error};
+use crate::domain::{AppFile, Caller, Domain, Error};
 use proto::shortener::v1 as pb;
 use serde_json::{Map, Value};
 use tonic::Status;
@@ -24,6 +24,8 @@ fn domain(d: &Domain) -> pb::Domain {
         expired_url: s.expired_url.clone(),
         redirect_status: s.redirect_status.map(u32::from),
         robots: s.robots.name().to_string(),
+        apple_app_site_association: s.apple_app_site_association.clone(),
+        assetlinks: s.assetlinks.clone(),
     }
 }
 
@@ -67,6 +69,19 @@ fn patch_of(request: &pb::UpdateDomainRequest) -> Result<Map<String, Value>, Err
             request.clear_redirect_status,
         ),
         ("robots", request.robots.clone().map(Value::from), false),
+        (
+            "apple_app_site_association",
+            json_of(
+                AppFile::AppleAppSiteAssociation,
+                &request.apple_app_site_association,
+            )?,
+            request.clear_apple_app_site_association,
+        ),
+        (
+            "assetlinks",
+            json_of(AppFile::AssetLinks, &request.assetlinks)?,
+            request.clear_assetlinks,
+        ),
     ];
     for (field, value, clear) in fields {
         match (value, clear) {
@@ -86,6 +101,12 @@ fn patch_of(request: &pb::UpdateDomainRequest) -> Result<Map<String, Value>, Err
         }
     }
     Ok(patch)
+}
+
+/// An app-link file as a request carries it (JSON text), parsed: `invalid_app_file` when it is
+/// not JSON.
+fn json_of(file: AppFile, text: &Option<String>) -> Result<Option<Value>, Error> {
+    text.as_deref().map(|t| file.parse(t)).transpose()
 }
 
 impl LinksApi {

@@ -60,7 +60,12 @@ impl BodyLimits {
             "ListLinks" => (self.query, Operation::List),
             "ExportLinks" => (self.query, Operation::Export),
             "ImportLinks" => (usize::MAX, Operation::Import),
-            "ClaimDomain" | "UpdateDomain" => (self.create, Operation::DomainWrite),
+            "ClaimDomain" => (self.create, Operation::DomainWrite),
+            // Room for both app-link files at their bound besides the URLs.
+            "UpdateDomain" => (
+                3 * self.create + 2 * crate::domain::MAX_APP_FILE_BYTES,
+                Operation::DomainWrite,
+            ),
             "DeleteDomain" => (self.small, Operation::DomainWrite),
             "GetDomain" => (self.small, Operation::DomainRead),
             "ListDomains" => (self.query, Operation::DomainRead),

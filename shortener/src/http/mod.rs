@@ -6,6 +6,7 @@
 //! else through the axum router. Domain errors become responses in one place ([`ApiError`]).
 
 mod api;
+pub mod branded;
 pub mod console;
 mod error;
 pub mod redirect;
@@ -205,7 +206,20 @@ fn router(state: Arc<HttpState>) -> Router {
             "/console",
             get(console_home).fallback(api::method_not_allowed),
         )
-        .route("/", get(root).fallback(api::method_not_allowed))
+        .route("/", get(branded::root).fallback(api::method_not_allowed))
+        // Fixed files (no code can hold their paths); other methods are refused as on `/`.
+        .route(
+            branded::ROBOTS_PATH,
+            get(branded::robots).fallback(api::method_not_allowed),
+        )
+        .route(
+            branded::AASA_PATH,
+            get(branded::apple_app_site_association).fallback(api::method_not_allowed),
+        )
+        .route(
+            branded::ASSETLINKS_PATH,
+            get(branded::assetlinks).fallback(api::method_not_allowed),
+        )
         .route("/{code}", get(redirect::redirect).post(redirect::unlock))
         .fallback(redirect::fallback)
         .with_state(state)
@@ -302,6 +316,12 @@ fn api_router() -> Router<Arc<HttpState>> {
 /// code can be served where a route is (checked by a test).
 pub const FIXED_SEGMENTS: &[&str] = &["api", "console"];
 
+/// The single-segment files the public listener routes itself (a branded domain's
+/// `robots.txt`): each holds a `.`, which no code of any shape or import holds, and the redirect
+/// edge's fast path hands them to the router (checked by a test). `/.well-known/...` is two
+/// segments, never the fast path's, and its first holds a `.` too.
+pub const FIXED_FILES: &[&str] = &["robots.txt"];
+
 /// `GET /console`: the console's page (at `/console/`) when it is served, else a 404.
 async fn console_home(State(state): State<Arc<HttpState>>) -> axum::response::Response {
     use axum::response::IntoResponse;
@@ -312,14 +332,15 @@ async fn console_home(State(state): State<Arc<HttpState>>) -> axum::response::Re
     }
 }
 
-/// `GET /`: the console, when it is served (a person who types the short domain lands
+/// `GET /` on the node's own hosts (and hosts that are no domain, or a domain without a
+/// `root_url`): the console, when it is served (a person who types the short domain lands
 /// somewhere useful), else a 404.
-async fn root(State(state): State<Arc<HttpState>>) -> axum::response::Response {
+fn default_root(state: &HttpState) -> axum::response::Response {
     use axum::response::IntoResponse;
     if state.console {
         axum::response::Redirect::to("/console/").into_response()
     } else {
-        api::not_found().await.into_response()
+        api::not_found_error().into_response()
     }
 }
 
@@ -345,6 +366,34 @@ mod fixed_routes {
                 codespace::shape::is_reserved(segment),
                 "{segment} is routed but not reserved"
             );
+        }
+    }
+
+    #[test]
+    fn fixed_files_are_no_code_and_never_the_fast_path() {
+        for path in super::FIXED_FILES.iter().map(|f| format!("/{f}")).chain([
+            super::branded::AASA_PATH.to_string(),
+            super::branded::ASSETLINKS_PATH.to_string(),
+        ]) {
+            for method in [axum::http::Method::GET, axum::http::Method::HEAD] {
+                let request = axum::http::Request::builder()
+                    .method(method)
+                    .uri(&path)
+                    .body(())
+                    .expect("request");
+                assert_eq!(super::redirect::direct_code(&request), None, "{path}");
+            }
+            let segment = path.trim_start_matches('/');
+            for length in 4..=11 {
+                assert!(
+                    crate::domain::ShortCode::parse(segment, length).is_err(),
+                    "{path} parses as a code"
+                );
+                assert!(
+                    crate::domain::check_legacy_code(segment, length).is_err(),
+                    "{path} imports as a code"
+                );
+            }
         }
     }
 }

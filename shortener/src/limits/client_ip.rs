@@ -85,6 +85,12 @@ impl ClientAddressPolicy {
         key(peer_ip)
     }
 
+    /// Whether a connection from `peer` is a trusted proxy's (`SHORTENER_TRUSTED_PROXIES`): the
+    /// one decision behind every forwarded header the node believes (client address, host).
+    pub fn trusts(&self, peer: IpAddr) -> bool {
+        self.is_trusted(peer.to_canonical())
+    }
+
     fn is_trusted(&self, ip: IpAddr) -> bool {
         self.trusted.iter().any(|net| net.contains(&ip))
     }

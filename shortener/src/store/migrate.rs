@@ -83,6 +83,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "domains",
         sql: include_str!("../../migrations/postgres/0014_domains.sql"),
     },
+    Migration {
+        version: 15,
+        name: "domain app files",
+        sql: include_str!("../../migrations/postgres/0015_domain_app_files.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -166,6 +171,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 16,
         name: "domains",
         sql: include_str!("../../migrations/sqlite/0016_domains.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "domain app files",
+        sql: include_str!("../../migrations/sqlite/0017_domain_app_files.sql"),
     },
 ];
 

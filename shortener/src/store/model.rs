@@ -147,11 +147,13 @@ pub struct WriterStats {
     pub rows: AtomicU64,
 }
 
-/// A change to a link made by some node, as the change feed reports it.
+/// A change to a link or a domain made by some node, as the change feed reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ChangeEvent {
     /// This code changed (deleted or disabled).
     Changed(String),
+    /// The domain of this host was claimed, changed or removed.
+    DomainChanged(String),
     /// Changes may have been missed: forget everything cached.
     Reset,
 }

@@ -91,6 +91,7 @@ async fn two_tenants_own_their_domains_apart(backend: Backend) {
             "host": "go.shared.example", "tenant": "acme", "created_at": acme["created_at"],
             "created_by": "acme/writer", "root_url": null, "not_found_url": null,
             "expired_url": null, "redirect_status": null, "robots": "disallow",
+            "apple_app_site_association": null, "assetlinks": null,
         })
     );
     let (status, body) = claim(&node, &keys.other, "links.globex.example").await;
@@ -574,7 +575,7 @@ async fn claims_racing_on_two_postgres_nodes_get_one_winner() {
 }
 
 /// `message` with `key` in its metadata.
-fn with_key<T>(key: &str, message: T) -> tonic::Request<T> {
+pub fn with_key<T>(key: &str, message: T) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     request.metadata_mut().insert(
         "authorization",
@@ -584,7 +585,7 @@ fn with_key<T>(key: &str, message: T) -> tonic::Request<T> {
 }
 
 /// A refused call's gRPC code and its `error-code`.
-fn refusal(status: tonic::Status) -> (tonic::Code, String) {
+pub fn refusal(status: tonic::Status) -> (tonic::Code, String) {
     let code = status
         .metadata()
         .get("error-code")

@@ -15,6 +15,7 @@ mod clicks;
 mod config;
 mod console;
 mod console_details;
+mod domain_files;
 mod domains;
 mod editing;
 mod exports;

@@ -3,7 +3,7 @@
 //! calls and answers into JSON.
 
 use super::admit;
-use super::wire::read_json;
+use super::wire::{read_json, read_json_up_to};
 use crate::access::Operation;
 use crate::domain::{Domain, Error, echo};
 use crate::http::{ApiError, HttpState};
@@ -16,6 +16,10 @@ use chrono::SecondsFormat;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
+
+/// The most bytes of a domain patch: room for both app-link files at their bound and the
+/// other settings.
+pub const MAX_PATCH_BYTES: usize = 2 * crate::domain::MAX_APP_FILE_BYTES + 16 * 1024;
 
 /// The body of `POST /api/v1/domains`.
 #[derive(Debug, Deserialize)]
@@ -50,7 +54,15 @@ fn domain_json(d: &Domain) -> Value {
         "expired_url": s.expired_url,
         "redirect_status": s.redirect_status,
         "robots": s.robots.name(),
+        "apple_app_site_association": app_file(s.apple_app_site_association.as_deref()),
+        "assetlinks": app_file(s.assetlinks.as_deref()),
     })
+}
+
+/// A stored app-link file as the JSON it holds (null when unset).
+fn app_file(text: Option<&str>) -> Value {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// A domain error, with an unknown domain said as such.
@@ -157,10 +169,11 @@ pub async fn update_domain(
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::DomainWrite)?;
     let host = path(host)?;
-    let patch: Map<String, Value> = read_json(
+    let patch: Map<String, Value> = read_json_up_to(
         &headers,
         body,
         &["application/merge-patch+json", "application/json"],
+        MAX_PATCH_BYTES,
     )
     .await?;
     let domain = state

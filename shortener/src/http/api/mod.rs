@@ -176,5 +176,10 @@ pub async fn method_not_allowed() -> ApiError {
 
 /// An unknown API path.
 pub async fn not_found() -> ApiError {
+    not_found_error()
+}
+
+/// The answer of a path no route serves, for handlers that are not `async`.
+pub fn not_found_error() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such API endpoint")
 }

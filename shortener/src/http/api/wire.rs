@@ -101,7 +101,17 @@ pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
     body: Body,
     accepted: &[&str],
 ) -> Result<T, ApiError> {
-    let bytes = read_body(headers, body, accepted).await?;
+    read_json_up_to(headers, body, accepted, MAX_BODY_BYTES).await
+}
+
+/// [`read_json`] of a body of at most `limit` bytes.
+pub(super) async fn read_json_up_to<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+    accepted: &[&str],
+    limit: usize,
+) -> Result<T, ApiError> {
+    let bytes = read_body_up_to(headers, body, accepted, limit).await?;
     serde_json::from_slice(&bytes).map_err(|e| {
         Error::bad_request("invalid_json", format!("invalid request body: {e}")).into()
     })
@@ -114,6 +124,16 @@ pub(super) async fn read_body(
     body: Body,
     accepted: &[&str],
 ) -> Result<axum::body::Bytes, ApiError> {
+    read_body_up_to(headers, body, accepted, MAX_BODY_BYTES).await
+}
+
+/// [`read_body`] of at most `limit` bytes.
+async fn read_body_up_to(
+    headers: &HeaderMap,
+    body: Body,
+    accepted: &[&str],
+    limit: usize,
+) -> Result<axum::body::Bytes, ApiError> {
     if !accepted.contains(&media_type(headers).as_str()) {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -121,15 +141,13 @@ pub(super) async fn read_body(
             format!("send the request body as Content-Type: {}", accepted[0]),
         ));
     }
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the request body exceeds {MAX_BODY_BYTES} bytes"),
-            )
-        })
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the request body exceeds {limit} bytes"),
+        )
+    })
 }
 
 /// A time as the API shows every time: RFC 3339 to the millisecond, in UTC

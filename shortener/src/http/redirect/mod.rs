@@ -38,8 +38,10 @@ pub fn direct_code<B>(request: &hyper::Request<B>) -> Option<&str> {
     }
     let code = request.uri().path().strip_prefix('/')?;
     let plain = !code.is_empty() && !code.bytes().any(|b| b == b'/' || b == b'%');
-    // A fixed route's own path (`/console`) goes to the router, never to the code lookup.
-    (plain && !super::FIXED_SEGMENTS.contains(&code)).then_some(code)
+    // A fixed route's own path (`/console`, `/robots.txt`) goes to the router, never to the
+    // code lookup.
+    (plain && !super::FIXED_SEGMENTS.contains(&code) && !super::FIXED_FILES.contains(&code))
+        .then_some(code)
 }
 
 /// `GET|HEAD /{code}` through the router (percent-encoded segments; plain ones are dispatched
@@ -222,7 +224,7 @@ pub async fn unlock(
 }
 
 /// A 404, or a 429 once the client has spent its 404 budget (code enumeration).
-fn not_found(state: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> Response {
+pub(crate) fn not_found(state: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> Response {
     let client = state.client_policy.client(peer, headers);
     match state.limits.not_found(client) {
         Ok(()) => no_store(StatusCode::NOT_FOUND, "not found\n"),

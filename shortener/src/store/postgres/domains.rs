@@ -1,5 +1,7 @@
 //! Branded domains on PostgreSQL: one row per host, the primary key deciding between claims.
-//! Read on the primary: a claim is followed by reads of it at once.
+//! Read on the primary: a claim is followed by reads of it at once. Every claim, change and
+//! removal announces its host on [`DOMAIN_NOTIFY_CHANNEL`] in its own statement, so every node
+//! drops what it cached of the host ([`crate::domains::DomainCache`]).
 
 use super::error::db_error;
 use crate::domain::{Domain, DomainSettings, Robots};
@@ -7,7 +9,11 @@ use crate::store::StoreError;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-const COLUMNS: &str = "host, tenant, created_at, created_by, root_url, not_found_url, expired_url, redirect_status, robots";
+const COLUMNS: &str = "host, tenant, created_at, created_by, root_url, not_found_url, expired_url, redirect_status, robots, apple_app_site_association, assetlinks";
+
+/// The channel claims, changes and removals of domains are announced on (the payload is the
+/// host), committed with them.
+pub const DOMAIN_NOTIFY_CHANNEL: &str = "shortener_domain_changes";
 
 fn domain(row: &Row) -> Domain {
     let status: Option<i16> = row.get(7);
@@ -23,6 +29,8 @@ fn domain(row: &Row) -> Domain {
             expired_url: row.get(6),
             redirect_status: status.and_then(|s| u16::try_from(s).ok()),
             robots: Robots::from_name(&robots).unwrap_or_default(),
+            apple_app_site_association: row.get(9),
+            assetlinks: row.get(10),
         },
     }
 }
@@ -36,7 +44,7 @@ pub(super) async fn insert(
     d: &Domain,
 ) -> Result<Option<Domain>, StoreError> {
     let s = &d.settings;
-    let params: [&(dyn ToSql + Sync); 8] = [
+    let params: [&(dyn ToSql + Sync); 11] = [
         &d.host,
         &d.tenant,
         &d.created_by,
@@ -45,12 +53,16 @@ pub(super) async fn insert(
         &s.expired_url,
         &status(s),
         &s.robots.name(),
+        &s.apple_app_site_association,
+        &s.assetlinks,
+        &DOMAIN_NOTIFY_CHANNEL,
     ];
     let row = client
         .query_opt(
             &format!(
-                "INSERT INTO domains (host, tenant, created_by, root_url, not_found_url, expired_url, redirect_status, robots) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (host) DO NOTHING RETURNING {COLUMNS}"
+                "WITH claimed AS (INSERT INTO domains (host, tenant, created_by, root_url, not_found_url, expired_url, redirect_status, robots, apple_app_site_association, assetlinks) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (host) DO NOTHING RETURNING {COLUMNS}) \
+                 SELECT {COLUMNS} FROM claimed, LATERAL pg_notify($11, claimed.host)"
             ),
             &params,
         )
@@ -101,7 +113,7 @@ pub(super) async fn set_settings(
     tenant: Option<&str>,
     s: &DomainSettings,
 ) -> Result<Option<Domain>, StoreError> {
-    let params: [&(dyn ToSql + Sync); 7] = [
+    let params: [&(dyn ToSql + Sync); 10] = [
         &host,
         &tenant,
         &s.root_url,
@@ -109,12 +121,17 @@ pub(super) async fn set_settings(
         &s.expired_url,
         &status(s),
         &s.robots.name(),
+        &s.apple_app_site_association,
+        &s.assetlinks,
+        &DOMAIN_NOTIFY_CHANNEL,
     ];
     let row = client
         .query_opt(
             &format!(
-                "UPDATE domains SET root_url = $3, not_found_url = $4, expired_url = $5, redirect_status = $6, robots = $7 \
-                 WHERE host = $1 AND ($2::text IS NULL OR tenant = $2) RETURNING {COLUMNS}"
+                "WITH changed AS (UPDATE domains SET root_url = $3, not_found_url = $4, expired_url = $5, redirect_status = $6, robots = $7, \
+                 apple_app_site_association = $8, assetlinks = $9 \
+                 WHERE host = $1 AND ($2::text IS NULL OR tenant = $2) RETURNING {COLUMNS}) \
+                 SELECT {COLUMNS} FROM changed, LATERAL pg_notify($10, changed.host)"
             ),
             &params,
         )
@@ -128,12 +145,14 @@ pub(super) async fn delete(
     host: &str,
     tenant: Option<&str>,
 ) -> Result<bool, StoreError> {
-    client
-        .execute(
-            "DELETE FROM domains WHERE host = $1 AND ($2::text IS NULL OR tenant = $2)",
-            &[&host, &tenant],
+    let removed: i64 = client
+        .query_one(
+            "WITH removed AS (DELETE FROM domains WHERE host = $1 AND ($2::text IS NULL OR tenant = $2) RETURNING host) \
+             SELECT count(*) FROM removed, LATERAL pg_notify($3, removed.host)",
+            &[&host, &tenant, &DOMAIN_NOTIFY_CHANNEL],
         )
         .await
-        .map(|n| n == 1)
-        .map_err(db_error)
+        .map_err(db_error)?
+        .get(0);
+    Ok(removed == 1)
 }

@@ -1,6 +1,8 @@
-//! The change feed: every node learns of link changes made by any node (`LISTEN`/`NOTIFY`), so
-//! its redirect cache drops them at once instead of at the end of their lifetime.
+//! The change feed: every node learns of link and domain changes made by any node
+//! (`LISTEN`/`NOTIFY`), so its redirect and domain caches drop them at once instead of at the end
+//! of their lifetime.
 
+use super::domains::DOMAIN_NOTIFY_CHANNEL;
 use super::replica::Replica;
 use crate::store::ChangeEvent;
 use pgtls::MakeRustlsConnect;
@@ -23,7 +25,7 @@ pub struct ChangeFeed {
 
 impl ChangeFeed {
     /// Reports changes made by any node to `on_event` until `stop`: [`ChangeEvent::Changed`]
-    /// per changed code, and [`ChangeEvent::Reset`] whenever the listening connection is
+    /// per changed code, [`ChangeEvent::DomainChanged`] per claimed, changed or removed host, and [`ChangeEvent::Reset`] whenever the listening connection is
     /// (re)established, since changes may have been missed meanwhile. Reconnects with backoff.
     pub async fn run(
         self,
@@ -36,6 +38,8 @@ impl ChangeFeed {
                 match &event {
                     ChangeEvent::Changed(code) => replica.changed_elsewhere(code),
                     ChangeEvent::Reset => replica.missed_changes(),
+                    // Domains are read on the primary.
+                    ChangeEvent::DomainChanged(_) => {}
                 }
             }
             on_event(event)
@@ -70,7 +74,13 @@ impl ChangeFeed {
             while let Some(message) = messages.next().await {
                 match message {
                     Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
-                        if tx.send(Some(n.payload().to_string())).is_err() {
+                        let payload = n.payload().to_string();
+                        let event = if n.channel() == DOMAIN_NOTIFY_CHANNEL {
+                            ChangeEvent::DomainChanged(payload)
+                        } else {
+                            ChangeEvent::Changed(payload)
+                        };
+                        if tx.send(Some(event)).is_err() {
                             return;
                         }
                     }
@@ -84,14 +94,16 @@ impl ChangeFeed {
             let _ = tx.send(None);
         });
         client
-            .batch_execute(&format!("LISTEN {NOTIFY_CHANNEL}"))
+            .batch_execute(&format!(
+                "LISTEN {NOTIFY_CHANNEL}; LISTEN {DOMAIN_NOTIFY_CHANNEL}"
+            ))
             .await?;
         // Anything that changed before LISTEN took effect is unknown to us.
         on_event(ChangeEvent::Reset);
         loop {
             tokio::select! {
                 message = rx.recv() => match message {
-                    Some(Some(code)) => on_event(ChangeEvent::Changed(code)),
+                    Some(Some(event)) => on_event(event),
                     _ => break,
                 },
                 () = stop.cancelled() => break,

@@ -7,7 +7,7 @@ use crate::store::StoreError;
 use chrono::Utc;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-const COLUMNS: &str = "host, tenant, created_at, created_by, root_url, not_found_url, expired_url, redirect_status, robots";
+const COLUMNS: &str = "host, tenant, created_at, created_by, root_url, not_found_url, expired_url, redirect_status, robots, apple_app_site_association, assetlinks";
 
 fn domain(row: &Row<'_>) -> rusqlite::Result<Domain> {
     let status: Option<i64> = row.get(7)?;
@@ -23,6 +23,8 @@ fn domain(row: &Row<'_>) -> rusqlite::Result<Domain> {
             expired_url: row.get(6)?,
             redirect_status: status.and_then(|s| u16::try_from(s).ok()),
             robots: Robots::from_name(&robots).unwrap_or_default(),
+            apple_app_site_association: row.get(9)?,
+            assetlinks: row.get(10)?,
         },
     })
 }
@@ -31,8 +33,8 @@ pub(super) fn insert(conn: &Connection, d: &Domain) -> Result<Option<Domain>, St
     let s = &d.settings;
     conn.query_row(
         &format!(
-            "INSERT INTO domains (host, tenant, created_at, created_by, root_url, not_found_url, expired_url, redirect_status, robots) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (host) DO NOTHING RETURNING {COLUMNS}"
+            "INSERT INTO domains (host, tenant, created_at, created_by, root_url, not_found_url, expired_url, redirect_status, robots, apple_app_site_association, assetlinks) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (host) DO NOTHING RETURNING {COLUMNS}"
         ),
         params![
             d.host,
@@ -43,7 +45,9 @@ pub(super) fn insert(conn: &Connection, d: &Domain) -> Result<Option<Domain>, St
             s.not_found_url,
             s.expired_url,
             s.redirect_status,
-            s.robots.name()
+            s.robots.name(),
+            s.apple_app_site_association,
+            s.assetlinks
         ],
         domain,
     )
@@ -91,8 +95,8 @@ pub(super) fn set_settings(
 ) -> Result<Option<Domain>, StoreError> {
     conn.query_row(
         &format!(
-            "UPDATE domains SET root_url = ?3, not_found_url = ?4, expired_url = ?5, redirect_status = ?6, robots = ?7 \
-             WHERE host = ?1 AND (?2 IS NULL OR tenant = ?2) RETURNING {COLUMNS}"
+            "UPDATE domains SET root_url = ?3, not_found_url = ?4, expired_url = ?5, redirect_status = ?6, robots = ?7, \
+             apple_app_site_association = ?8, assetlinks = ?9 WHERE host = ?1 AND (?2 IS NULL OR tenant = ?2) RETURNING {COLUMNS}"
         ),
         params![
             host,
@@ -101,7 +105,9 @@ pub(super) fn set_settings(
             s.not_found_url,
             s.expired_url,
             s.redirect_status,
-            s.robots.name()
+            s.robots.name(),
+            s.apple_app_site_association,
+            s.assetlinks
         ],
         domain,
     )

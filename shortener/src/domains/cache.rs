@@ -1,0 +1,88 @@
+//! The branded domains by host, as the public listener reads them: a bounded cache in front of
+//! the store, kept fresh the way the redirect cache is. The node that claims, changes or removes
+//! a domain drops its entry before it answers; other nodes drop it when the change feed reports
+//! the host (PostgreSQL `NOTIFY`), and clear everything when the feed reconnects. Without any
+//! notification an entry lives `SHORTENER_CACHE_TTL` (a known domain) or
+//! `SHORTENER_NEGATIVE_CACHE_TTL_MS` (a host that is no domain).
+
+use crate::domain::Domain;
+use crate::store::{DomainStore, Store, StoreError};
+use quick_cache::sync::Cache;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The most hosts the cache holds (found or not).
+pub const MAX_HOSTS: usize = 10_000;
+
+/// What the cache knows of a host, and since when.
+#[derive(Clone)]
+struct Entry {
+    domain: Option<Arc<Domain>>,
+    at: Instant,
+}
+
+/// The domains by host, cached. Cheap to share behind an `Arc`.
+pub struct DomainCache {
+    store: Store,
+    entries: Cache<String, Entry>,
+    ttl: Duration,
+    negative_ttl: Duration,
+    /// Bumped by every invalidation: a read that started before one is not cached, so an
+    /// answer older than a change never outlives it.
+    generation: AtomicU64,
+}
+
+impl DomainCache {
+    /// A cache over `store`; known domains are kept for `ttl`, hosts that are none for
+    /// `negative_ttl`.
+    pub fn new(store: Store, ttl: Duration, negative_ttl: Duration) -> Self {
+        Self {
+            store,
+            entries: Cache::new(MAX_HOSTS),
+            ttl,
+            negative_ttl,
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The domain of `host` (in its normal form), from the cache while it is fresh, else from
+    /// the store.
+    pub async fn get(&self, host: &str) -> Result<Option<Arc<Domain>>, StoreError> {
+        if let Some(entry) = self.entries.get(host) {
+            let lifetime = if entry.domain.is_some() {
+                self.ttl
+            } else {
+                self.negative_ttl
+            };
+            if entry.at.elapsed() < lifetime {
+                return Ok(entry.domain);
+            }
+        }
+        let generation = self.generation.load(Ordering::Acquire);
+        let at = Instant::now();
+        let domain = self.store.domain(host, None).await?.map(Arc::new);
+        if self.generation.load(Ordering::Acquire) == generation {
+            self.entries.insert(
+                host.to_string(),
+                Entry {
+                    domain: domain.clone(),
+                    at,
+                },
+            );
+        }
+        Ok(domain)
+    }
+
+    /// Forgets `host` (it was claimed, changed or removed).
+    pub fn invalidate(&self, host: &str) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.entries.remove(host);
+    }
+
+    /// Forgets every host (changes may have been missed).
+    pub fn clear(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.entries.clear();
+    }
+}
