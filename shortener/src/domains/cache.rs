@@ -49,16 +49,26 @@ impl DomainCache {
     /// The domain of `host` (in its normal form), from the cache while it is fresh, else from
     /// the store.
     pub async fn get(&self, host: &str) -> Result<Option<Arc<Domain>>, StoreError> {
-        if let Some(entry) = self.entries.get(host) {
-            let lifetime = if entry.domain.is_some() {
-                self.ttl
-            } else {
-                self.negative_ttl
-            };
-            if entry.at.elapsed() < lifetime {
-                return Ok(entry.domain);
-            }
+        match self.cached(host) {
+            Some(known) => Ok(known),
+            None => self.load(host).await,
         }
+    }
+
+    /// What the cache knows of `host` while it is fresh: `Some(None)` for a host that is no
+    /// domain; `None` when only the store can tell ([`DomainCache::load`]).
+    pub fn cached(&self, host: &str) -> Option<Option<Arc<Domain>>> {
+        let entry = self.entries.get(host)?;
+        let lifetime = if entry.domain.is_some() {
+            self.ttl
+        } else {
+            self.negative_ttl
+        };
+        (entry.at.elapsed() < lifetime).then_some(entry.domain)
+    }
+
+    /// The domain of `host` read from the store, and cached.
+    pub async fn load(&self, host: &str) -> Result<Option<Arc<Domain>>, StoreError> {
         let generation = self.generation.load(Ordering::Acquire);
         let at = Instant::now();
         let domain = self.store.domain(host, None).await?.map(Arc::new);

@@ -70,14 +70,19 @@ impl DomainService {
         }
     }
 
-    /// The domain a request's `host` (in its normal form, [`files::request_host`]) names, for
-    /// the public listener: none for the node's own hosts (never a domain) without a lookup,
-    /// otherwise from the [`DomainCache`].
-    pub async fn by_host(&self, host: &str) -> Result<Option<Arc<Domain>>, Error> {
+    /// The domain a request's `host` (in its normal form, [`files::request_host`]) names when
+    /// that is known without the store: none for the node's own hosts (never a domain), else
+    /// what the [`DomainCache`] holds fresh. `None`: ask [`Domains::load_host`].
+    pub fn cached_host(&self, host: &str) -> Option<Option<Arc<Domain>>> {
         if self.reserved.iter().any(|h| h == host) {
-            return Ok(None);
+            return Some(None);
         }
-        Ok(self.cache.get(host).await?)
+        self.cache.cached(host)
+    }
+
+    /// The domain `host` names, read from the store (and cached).
+    pub async fn load_host(&self, host: &str) -> Result<Option<Arc<Domain>>, Error> {
+        Ok(self.cache.load(host).await?)
     }
 
     /// The cache of lookups by host, for the change feed to keep fresh.

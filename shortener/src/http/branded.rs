@@ -23,23 +23,36 @@ pub const AASA_PATH: &str = "/.well-known/apple-app-site-association";
 /// `/.well-known/assetlinks.json`.
 pub const ASSETLINKS_PATH: &str = "/.well-known/assetlinks.json";
 
-/// The domain the request's host names, if any; `Err` is the answer when it cannot be known
-/// (the store is down: `503`, so that a crawler does not read a missing `robots.txt` as leave
-/// to crawl).
+/// The domain the request's host names, if any, and whether the store was read to tell; `Err`
+/// is the answer when it cannot be known (the store is down: `503`, so that a crawler does not
+/// read a missing `robots.txt` as leave to crawl; or the client is past its 404 budget: `429`).
+///
+/// A host the node does not know yet costs a store read, so hosts are bounded as codes are: a
+/// client past its 404 budget is refused before the read, and a read that finds no domain
+/// spends one of its 404 tokens (the files' 404 does that itself; the root, whose answer is
+/// no 404, through [`root`]). Random `Host` values are then no cheaper a probe than random
+/// codes, while a host already known (the negative cache too) costs nothing.
 async fn domain_of(
     state: &HttpState,
     peer: SocketAddr,
     uri: &Uri,
     headers: &HeaderMap,
-) -> Result<Option<Arc<Domain>>, Response> {
+) -> Result<(Option<Arc<Domain>>, bool), Response> {
     let Some(host) = request_host(peer, uri, headers, &state.client_policy) else {
-        return Ok(None);
+        return Ok((None, false));
     };
-    state
+    if let Some(known) = state.domains.cached_host(&host) {
+        return Ok((known, false));
+    }
+    if let Some(refused) = super::redirect::past_404_budget(state, peer, headers) {
+        return Err(refused);
+    }
+    let domain = state
         .domains
-        .by_host(&host)
+        .load_host(&host)
         .await
-        .map_err(|error| super::ApiError::from(error).into_response())
+        .map_err(|error| super::ApiError::from(error).into_response())?;
+    Ok((domain, true))
 }
 
 /// `GET|HEAD /`: a branded domain with a `root_url` redirects there (with its
@@ -51,7 +64,11 @@ pub async fn root(
     headers: HeaderMap,
 ) -> Response {
     let domain = match domain_of(&state, peer, &uri, &headers).await {
-        Ok(domain) => domain,
+        Ok((None, true)) => match super::redirect::spend_404_token(&state, peer, &headers) {
+            None => None,
+            Some(refused) => return refused,
+        },
+        Ok((domain, _)) => domain,
         Err(response) => return response,
     };
     let target = domain.as_ref().and_then(|d| {
@@ -85,11 +102,11 @@ pub async fn robots(
     headers: HeaderMap,
 ) -> Response {
     match domain_of(&state, peer, &uri, &headers).await {
-        Ok(Some(domain)) => file(
+        Ok((Some(domain), _)) => file(
             "text/plain; charset=utf-8",
             robots_txt(domain.settings.robots).to_string(),
         ),
-        Ok(None) => super::redirect::not_found(&state, peer, &headers),
+        Ok((None, _)) => super::redirect::not_found(&state, peer, &headers),
         Err(response) => response,
     }
 }
@@ -130,7 +147,7 @@ async fn app_file(
     pick: impl Fn(&Domain) -> Option<String>,
 ) -> Response {
     match domain_of(state, peer, uri, headers).await {
-        Ok(domain) => match domain.as_deref().and_then(pick) {
+        Ok((domain, _)) => match domain.as_deref().and_then(pick) {
             Some(json) => file("application/json", json),
             None => super::redirect::not_found(state, peer, headers),
         },

@@ -681,3 +681,68 @@ async fn bad_app_files_are_refused_and_change_nothing(backend: Backend) {
     node.stop().await;
 }
 on_both_stores!(bad_app_files_are_refused_and_change_nothing);
+
+/// A host the node does not know costs a store read, so it is bounded as an unknown code is:
+/// a read that finds no domain spends a token of the client's 404 budget (even on `/`, whose
+/// answer is no 404), a client past its budget gets 429 before any read, and a host already
+/// known (a domain, or a host cached as none) costs nothing.
+#[tokio::test]
+async fn unknown_hosts_spend_the_404_budget_and_known_ones_do_not() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let keys = keys(&stack);
+    let mut config = stack.config("hosts");
+    config.access.api_keys_file = Some(stack.dir.path().join("api-keys.toml"));
+    config.access.domain_suffixes = vec!["acme=acme.example".to_string()];
+    config.limits.not_found_rate = 1;
+    config.limits.not_found_burst = 5;
+    config.redirects.negative_cache_ttl_ms = 600_000;
+    let node = Node::start(config).await;
+    claim(&node, &keys.own, "go.acme.example").await;
+    patch(
+        &node,
+        &keys.own,
+        "go.acme.example",
+        json!({"root_url": "https://www.acme.example/"}),
+    )
+    .await;
+    let branded = get(&node, "go.acme.example", "/").await;
+    assert_eq!(
+        branded.location.as_deref(),
+        Some("https://www.acme.example/")
+    );
+    // One host asked again and again is read once, then known: one token in all.
+    for _ in 0..10 {
+        assert_eq!(get(&node, "same.example", "/").await.status, 303);
+    }
+    // New hosts, each a read that finds nothing: the four tokens left (and any the budget's
+    // rate of one a second gave back meanwhile), then 429.
+    let mut answered = 0;
+    let mut refused = false;
+    for i in 0..30 {
+        match get(&node, &format!("probe-{i}.example"), "/").await.status {
+            303 if !refused => answered += 1,
+            429 => refused = true,
+            other => panic!("probe {i} answered {other}"),
+        }
+        if refused {
+            break;
+        }
+    }
+    assert!(refused, "thirty unknown hosts were looked up without a 429");
+    assert!(
+        (4..=6).contains(&answered),
+        "{answered} unknown hosts were answered before the 429"
+    );
+    // Refused for its Retry-After: new hosts are not even looked up.
+    for i in 30..33 {
+        let answer = get(&node, &format!("probe-{i}.example"), "/").await;
+        assert_eq!(answer.status, 429, "probe {i}: {answer:?}");
+    }
+    // What is known still answers for nothing: the domain, and the host known to be none.
+    let branded = get(&node, "go.acme.example", "/").await;
+    assert_eq!(
+        branded.location.as_deref(),
+        Some("https://www.acme.example/")
+    );
+    assert_eq!(get(&node, "same.example", "/").await.status, 303);
+}

@@ -225,11 +225,35 @@ pub async fn unlock(
 
 /// A 404, or a 429 once the client has spent its 404 budget (code enumeration).
 pub(crate) fn not_found(state: &HttpState, peer: SocketAddr, headers: &HeaderMap) -> Response {
+    spend_404_token(state, peer, headers)
+        .unwrap_or_else(|| no_store(StatusCode::NOT_FOUND, "not found\n"))
+}
+
+/// Takes one token of the client's 404 budget for a lookup that found nothing; `Some` is the
+/// 429 once the budget is spent.
+pub(crate) fn spend_404_token(
+    state: &HttpState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+) -> Option<Response> {
     let client = state.client_policy.client(peer, headers);
-    match state.limits.not_found(client) {
-        Ok(()) => no_store(StatusCode::NOT_FOUND, "not found\n"),
-        Err(retry_after) => too_many_unknown(state, retry_after),
+    let retry_after = state.limits.not_found(client).err()?;
+    Some(too_many_unknown(state, retry_after))
+}
+
+/// The 429 of a client past its 404 budget, before any lookup is made for it (see
+/// [`refused_before_lookup`]); `None` for every other client.
+pub(crate) fn past_404_budget(
+    state: &HttpState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    if !state.limits.any_404_budget_spent() {
+        return None;
     }
+    let client = state.client_policy.client(peer, headers);
+    let retry_after = state.limits.refused_before_lookup(client)?;
+    Some(too_many_unknown(state, retry_after))
 }
 
 /// A client past its 404 budget is answered 429 before the cache or the store is asked, for the
@@ -241,12 +265,7 @@ fn refused_before_lookup(
     headers: &HeaderMap,
     started: Instant,
 ) -> Option<Response> {
-    if !state.limits.any_404_budget_spent() {
-        return None;
-    }
-    let client = state.client_policy.client(peer, headers);
-    let retry_after = state.limits.refused_before_lookup(client)?;
-    let response = too_many_unknown(state, retry_after);
+    let response = past_404_budget(state, peer, headers)?;
     state
         .metrics
         .redirect(response.status().as_u16(), "not_found", started.elapsed());
