@@ -4,6 +4,7 @@
 //! made them and within the bound on another; a forwarded host believed only from a trusted
 //! proxy; bad app-link files refused over JSON and gRPC, nothing written.
 
+use crate::domains::call;
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::{TenantKeys, write_keys};
 use reqwest::Method;
@@ -32,35 +33,9 @@ fn keys(stack: &Stack) -> TenantKeys {
     write_keys(&stack.dir.path().join("api-keys.toml"))
 }
 
-/// `method` on `/api/v1{path}` with `key` and an optional JSON body: the status and the body.
-async fn call(
-    node: &Node,
-    method: Method,
-    path: &str,
-    key: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut request = node
-        .client
-        .request(method, format!("{}/api/v1{path}", node.base))
-        .bearer_auth(key);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("send");
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
+/// Claims `host` with `key`, which must succeed.
 async fn claim(node: &Node, key: &str, host: &str) {
-    let (status, body) = call(
-        node,
-        Method::POST,
-        "/domains",
-        key,
-        Some(json!({ "host": host })),
-    )
-    .await;
+    let (status, body) = crate::domains::claim(node, key, host).await;
     assert_eq!(status, 201, "{host}: {body}");
 }
 

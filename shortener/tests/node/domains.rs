@@ -36,7 +36,7 @@ async fn node_named(stack: &Stack, name: &str) -> Node {
 }
 
 /// `method` on `/api/v1{path}` with `key` and an optional JSON body: the status and the body.
-async fn call(
+pub(crate) async fn call(
     node: &Node,
     method: Method,
     path: &str,
@@ -55,7 +55,8 @@ async fn call(
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn claim(node: &Node, key: &str, host: &str) -> (u16, Value) {
+/// Claims `host` with `key`: the status and the body.
+pub(crate) async fn claim(node: &Node, key: &str, host: &str) -> (u16, Value) {
     call(
         node,
         Method::POST,

@@ -326,8 +326,16 @@ async fn two_hundred_unread_exports_leave_an_embedded_nodes_memory_and_files_fla
         }
     }
     assert_eq!((held.len(), refused), (4, 196), "the node's export cap");
-    // Let the held ones fill their sockets and stall.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Let the held ones fill their sockets and stall: until the node's peak memory holds still
+    // for three readings in a row (at most ten seconds).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (mut peak, mut still) = (served.peak_rss_kib(), 0);
+    while still < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = served.peak_rss_kib();
+        still = if now == peak { still + 1 } else { 0 };
+        peak = now;
+    }
     let grown_mib = served.peak_rss_kib().saturating_sub(memory_before) / 1024;
     let more_files = open_files(&served).saturating_sub(files_before);
     // The four exports the cap lets through are served at once, each with its page of rows and
