@@ -91,6 +91,10 @@ impl Node {
             max_url_length: config.redirects.max_url_length,
             targets: Arc::clone(&targets) as Arc<dyn TargetPolicy>,
             code_length: resources.space.length(),
+            own_hosts: own_hosts
+                .iter()
+                .filter_map(|h| crate::domain::path_host(h))
+                .collect(),
         };
         let ids = Arc::new(IdPool::start(resources.lease_source, config.ids.pool()));
         let click_flush = config.visits.click_flush();
@@ -228,6 +232,7 @@ impl Node {
             console: config.access.console,
             blocklist: Arc::clone(&self.blocklist),
             domains: Arc::clone(&self.domains),
+            unknown_hosts: config.redirects.unknown_hosts,
         })
     }
 

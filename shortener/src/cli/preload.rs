@@ -39,6 +39,7 @@ const IN_FLIGHT: usize = 4;
 fn link(resources: &app::Resources, args: &PreloadArgs, id: u64) -> NewLink {
     NewLink {
         code: resources.space.encode(id),
+        domain: None,
         url: args.url_pattern.replace("{id}", &format!("{id:08}")),
         kind: CodeKind::Generated,
         id: Some(id),

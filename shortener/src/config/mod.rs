@@ -15,7 +15,7 @@ pub use access::AccessConfig;
 pub use ids::IdsConfig;
 pub use limits::LimitsConfig;
 pub use listeners::ListenerConfig;
-pub use redirects::RedirectConfig;
+pub use redirects::{RedirectConfig, UnknownHosts};
 pub use store::StoreConfig;
 pub use validate::ConfigError;
 pub use visits::VisitsConfig;
@@ -176,6 +176,7 @@ impl Config {
                 cache_ttl: std::num::NonZero::new(60).expect("non-zero"),
                 negative_cache_ttl_ms: 500,
                 high_water_reads: std::num::NonZero::new(50).expect("non-zero"),
+                unknown_hosts: UnknownHosts::Default,
             },
             visits: VisitsConfig {
                 click_flush_interval_ms: std::num::NonZero::new(200).expect("non-zero"),

@@ -43,6 +43,26 @@ pub struct RedirectConfig {
     /// next read, so one may wait up to 1/this seconds.
     #[arg(long, env = "SHORTENER_HIGH_WATER_READS", default_value = "50")]
     pub high_water_reads: NonZeroU32,
+    /// What a request on the public listener gets when its host is neither one of the node's
+    /// own (the public URL's, the short domains) nor a claimed domain: `default` answers it as
+    /// the default domain (as before domains existed), `not-found` answers every code, `/` and
+    /// the domain files there 404 (the JSON API is not affected).
+    #[arg(
+        long,
+        env = "SHORTENER_UNKNOWN_HOSTS",
+        default_value = "default",
+        value_enum
+    )]
+    pub unknown_hosts: UnknownHosts,
+}
+
+/// What a host that is no domain gets (`SHORTENER_UNKNOWN_HOSTS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UnknownHosts {
+    /// Answered as the default domain.
+    Default,
+    /// Every code, `/` and the domain files answer 404.
+    NotFound,
 }
 
 impl RedirectConfig {

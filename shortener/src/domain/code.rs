@@ -3,16 +3,37 @@
 
 use super::Error;
 use codespace::shape::{self, CodeKind};
+use std::borrow::Cow;
 
 /// The most characters of a refused code repeated back in an error message.
 const ECHOED: usize = 32;
 
+/// The key a link is stored under for `code` of shape `kind` on `domain` (a branded domain's
+/// host; `None` for the default domain). An alias-shaped code on a branded domain is unique per
+/// domain, so its key is the host, `/` and the code (`go.brand.com/spring`); every other code
+/// is its own key: on the default domain, and a code of generated or private shape anywhere,
+/// which is unique across all domains as generated codes are (docs/design.md, I2). No code
+/// holds a `/`, so a key names its domain part unambiguously.
+pub fn link_key<'a>(domain: Option<&str>, code: &'a str, kind: CodeKind) -> Cow<'a, str> {
+    match domain {
+        Some(host) if kind == CodeKind::Alias => Cow::Owned(format!("{host}/{code}")),
+        _ => Cow::Borrowed(code),
+    }
+}
+
+/// The code of the key `key` as people type it after the host (the key without a domain part).
+pub fn shown_code(key: &str) -> &str {
+    key.rsplit_once('/').map_or(key, |(_, code)| code)
+}
+
 /// A code an API call names: its text has the shape of a generated code, a private code or an
-/// alias for the node's base length. Whether a link holds it is the store's answer.
+/// alias for the node's base length, and it may name the branded domain it is on. Whether a link
+/// holds it is the store's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShortCode {
-    text: String,
+    key: String,
     kind: CodeKind,
+    domain: Option<String>,
 }
 
 impl ShortCode {
@@ -21,8 +42,9 @@ impl ShortCode {
     pub fn parse(text: &str, length: usize) -> Result<Self, Error> {
         match shape::classify(text, length) {
             Some(kind) => Ok(Self {
-                text: text.to_string(),
+                key: text.to_string(),
                 kind,
+                domain: None,
             }),
             None => Err(Error::invalid(
                 "invalid_code",
@@ -31,9 +53,34 @@ impl ShortCode {
         }
     }
 
-    /// The code.
+    /// The code on the branded domain `domain` (its host in normal form; `None`: the default
+    /// domain, which a code names when no domain is given).
+    pub fn on(mut self, domain: Option<String>) -> Self {
+        self.key = link_key(domain.as_deref(), self.shown(), self.kind).into_owned();
+        self.domain = domain;
+        self
+    }
+
+    /// The key of the link it names ([`link_key`]): what the store is asked for.
     pub fn as_str(&self) -> &str {
-        &self.text
+        &self.key
+    }
+
+    /// The code as the caller wrote it.
+    pub fn shown(&self) -> &str {
+        shown_code(&self.key)
+    }
+
+    /// The branded domain the caller named, if any.
+    pub fn domain(&self) -> Option<&str> {
+        self.domain.as_deref()
+    }
+
+    /// Whether `link` (found under this code's key) is on the domain the caller named: a code
+    /// of generated or private shape is found under the same key on every domain, so a caller
+    /// that names a domain gets only that domain's link. Naming none matches any.
+    pub fn names(&self, link: &super::Link) -> bool {
+        self.domain.is_none() || link.domain == self.domain
     }
 
     /// What kind of code its shape makes it.

@@ -33,6 +33,8 @@ pub struct CreateInput {
     pub max_visits: Option<u64>,
     /// A password visitors must give.
     pub password: Option<String>,
+    /// The host of the branded domain the link is for (`None`: the default domain).
+    pub domain: Option<String>,
 }
 
 /// The rules of a deployment that a create is checked against.
@@ -44,6 +46,27 @@ pub struct CreateRules {
     pub targets: Arc<dyn TargetPolicy>,
     /// The base length L of generated codes (aliases must not take their shape).
     pub code_length: usize,
+    /// The hosts of the default domain (the public URL's and the short domains), in normal
+    /// form: a link "on" one of them is on the default domain.
+    pub own_hosts: Arc<[String]>,
+}
+
+impl CreateRules {
+    /// The branded domain `input` names, in normal form: `None` for none or for a host of the
+    /// default domain, `invalid_domain` for text no domain can have. Whether the caller's
+    /// tenant owns it is the link service's check.
+    pub fn domain(&self, input: Option<&str>) -> Result<Option<String>, Error> {
+        let Some(text) = input.filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        let host = super::path_host(text).ok_or_else(|| {
+            Error::invalid(
+                "invalid_domain",
+                format!("{} is not a host a domain can have", super::echo(text)),
+            )
+        })?;
+        Ok((!self.own_hosts.contains(&host)).then_some(host))
+    }
 }
 
 impl std::fmt::Debug for CreateRules {
@@ -77,6 +100,9 @@ pub struct CreateRequest {
     pub max_visits: Option<u64>,
     /// A password visitors must give (checked; hashed by the link service).
     pub password: Option<String>,
+    /// The branded domain (its host in normal form) the link is for; `None`: the default
+    /// domain.
+    pub domain: Option<String>,
 }
 
 impl std::fmt::Debug for CreateInput {
@@ -94,6 +120,7 @@ impl std::fmt::Debug for CreateRequest {
         f.debug_struct("CreateRequest")
             .field("url", &self.url)
             .field("alias", &self.alias)
+            .field("domain", &self.domain)
             .field("expires_at", &self.expires_at)
             .field("dedup", &self.dedup)
             .field("private", &self.private)
@@ -179,6 +206,7 @@ impl CreateRequest {
             tags,
             max_visits: input.max_visits,
             password: input.password,
+            domain: rules.domain(input.domain.as_deref())?,
         })
     }
 }

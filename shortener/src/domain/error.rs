@@ -42,6 +42,14 @@ pub enum Error {
     /// The host is another domain's already (of any tenant, the caller's included).
     #[error("the host {0:?} is already a domain")]
     DomainTaken(String),
+    /// The request conflicts with what is stored (a domain that links are still on).
+    #[error("{message}")]
+    Conflict {
+        /// Stable machine code, e.g. `domain_has_links`.
+        code: &'static str,
+        /// Human-readable explanation.
+        message: String,
+    },
     /// The caller may not claim this host (its tenant's allowed suffixes do not cover it).
     #[error("this API key may not claim {0:?}: it is not under a suffix allowed for its tenant")]
     HostNotAllowed(String),
@@ -84,10 +92,20 @@ impl Error {
         }
     }
 
+    /// A conflict with what is stored, with a machine code.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Error::Conflict {
+            code,
+            message: message.into(),
+        }
+    }
+
     /// The stable machine code of the error, as sent to clients.
     pub fn code(&self) -> &'static str {
         match self {
-            Error::BadRequest { code, .. } | Error::Invalid { code, .. } => code,
+            Error::BadRequest { code, .. }
+            | Error::Invalid { code, .. }
+            | Error::Conflict { code, .. } => code,
             Error::Unauthenticated => "unauthorized",
             Error::Forbidden(_) => "forbidden",
             Error::NotFound(_) => "not_found",
@@ -110,7 +128,7 @@ impl Error {
             }
             Error::Unauthenticated => "unauthorized",
             Error::Forbidden(_) | Error::HostNotAllowed(_) => "forbidden",
-            Error::AliasTaken(_) | Error::DomainTaken(_) => "conflict",
+            Error::AliasTaken(_) | Error::DomainTaken(_) | Error::Conflict { .. } => "conflict",
             Error::Unavailable { .. } => "unavailable",
             Error::RateLimited { .. } => "rate_limited",
             Error::NotFound(_) | Error::Gone(_) | Error::Internal(_) => "error",

@@ -5,8 +5,12 @@ use chrono::{DateTime, Utc};
 /// A stored short link.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
-    /// The short code.
+    /// The link's key: its code, or for an alias-shaped code on a branded domain the domain's
+    /// host, `/` and the code ([`super::link_key`]); the code shown to people is
+    /// [`Link::shown_code`].
     pub code: String,
+    /// The branded domain it answers on (its host); `None` for the default domain.
+    pub domain: Option<String>,
     /// The tenant that owns it.
     pub tenant: String,
     /// The name of the API key that created it.
@@ -74,6 +78,11 @@ impl LinkState {
 }
 
 impl Link {
+    /// The code as people type it after the host: the key without its domain part.
+    pub fn shown_code(&self) -> &str {
+        super::shown_code(&self.code)
+    }
+
     /// The link's state at `now`: deleted before disabled before expired.
     pub fn state(&self, now: DateTime<Utc>) -> LinkState {
         if self.deleted_at.is_some() {

@@ -136,6 +136,8 @@ pub struct ListQuery {
     pub created_before: Option<DateTime<Utc>>,
     /// Only links whose target contains this text.
     pub q: Option<String>,
+    /// Only links on this domain.
+    pub domain: Option<DomainFilter>,
     /// The moment states are judged at.
     pub now: DateTime<Utc>,
 }
@@ -159,6 +161,31 @@ pub struct ListInput {
     pub created_before: Option<DateTime<Utc>>,
     /// A substring of the target URL.
     pub q: Option<String>,
+    /// A domain (resolved by the transport: [`DomainFilter::of`]).
+    pub domain: Option<DomainFilter>,
+}
+
+/// Which domain's links a list holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DomainFilter {
+    /// The default domain's (links made without a domain, and every link of before domains).
+    Default,
+    /// The branded domain of this host's (in normal form).
+    Host(String),
+}
+
+impl DomainFilter {
+    /// The filter `input` names under `rules` (a host of the default domain names the default
+    /// domain); `invalid_domain` for text no domain can have.
+    pub fn of(input: Option<&str>, rules: &super::CreateRules) -> Result<Option<Self>, Error> {
+        let Some(text) = input.filter(|t| !t.is_empty()) else {
+            return Ok(None);
+        };
+        Ok(Some(match rules.domain(Some(text))? {
+            Some(host) => DomainFilter::Host(host),
+            None => DomainFilter::Default,
+        }))
+    }
 }
 
 /// The longest `q`.
@@ -216,6 +243,7 @@ impl ListQuery {
             created_after: input.created_after,
             created_before: input.created_before,
             q: input.q.clone(),
+            domain: input.domain.clone(),
             now,
         })
     }
@@ -223,7 +251,7 @@ impl ListQuery {
     /// What the filters are, for binding a cursor to them (the page size, the position and the
     /// clock aside: a client may change its page size between pages).
     pub fn filters_text(&self) -> String {
-        format!(
+        let mut text = format!(
             "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
             self.tenant,
             self.tag,
@@ -232,7 +260,12 @@ impl ListQuery {
             self.created_after.map(|t| t.timestamp_micros()),
             self.created_before.map(|t| t.timestamp_micros()),
             self.q
-        )
+        );
+        // Only when set, so that cursors made before domains keep their filters' text.
+        if let Some(domain) = &self.domain {
+            text.push_str(&format!("|{domain:?}"));
+        }
+        text
     }
 }
 

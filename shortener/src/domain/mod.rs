@@ -25,7 +25,7 @@ pub use branded::{
     AppFile, Domain, DomainSettings, MAX_APP_FILE_BYTES, REDIRECT_STATUSES, Robots, patch_settings,
 };
 pub use caller::Caller;
-pub use code::{ShortCode, echo};
+pub use code::{ShortCode, echo, link_key, shown_code};
 pub use compact_code::CompactCode;
 pub use create::{CreateInput, CreateRequest, CreateRules};
 pub use error::Error;
@@ -33,7 +33,9 @@ pub use history::{Event, EventKind};
 pub use host::{MAX_HOST, MAX_LABEL, normalise_host, path_host};
 pub use import::{ImportInput, ImportRow, check_legacy_code};
 pub use link::{ClickCounts, Link, LinkState, MAX_VISITS, check_max_visits};
-pub use list::{HostFilter, ListInput, ListQuery, Page, Position, StateFilter, reverse_host};
+pub use list::{
+    DomainFilter, HostFilter, ListInput, ListQuery, Page, Position, StateFilter, reverse_host,
+};
 pub use password::{MAX_PASSWORD, PasswordHash, check_password};
 pub use patch::{LinkPatch, PasswordChange, PatchInput};
 pub use public::PublicBase;

@@ -1,33 +1,77 @@
-//! The public base URL short links are shown under.
+//! The public base URL short links are shown under, and the short URL of a link on a branded
+//! domain.
 
-/// The base every short URL starts with: an absolute http(s) URL ending with `/`.
+/// The base every short URL of the default domain starts with: an absolute http(s) URL ending
+/// with `/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicBase(String);
+pub struct PublicBase {
+    base: String,
+    host: Option<String>,
+    https: bool,
+}
 
 impl PublicBase {
     /// `base` with a trailing `/` added if it has none.
     pub fn new(base: &str) -> Self {
-        if base.ends_with('/') {
-            Self(base.to_string())
+        let base = if base.ends_with('/') {
+            base.to_string()
         } else {
-            Self(format!("{base}/"))
+            format!("{base}/")
+        };
+        let parsed = url::Url::parse(&base).ok();
+        Self {
+            host: parsed
+                .as_ref()
+                .and_then(|u| u.host_str().map(str::to_string)),
+            https: parsed.is_none_or(|u| u.scheme() != "http"),
+            base,
         }
     }
 
-    /// The full short URL of `code`.
+    /// The full short URL of `code` on the default domain.
     pub fn short_url(&self, code: &str) -> String {
-        format!("{}{code}", self.0)
+        format!("{}{code}", self.base)
+    }
+
+    /// The full short URL of `link`: on its branded domain (under the scheme of the public
+    /// URL), else on the default domain.
+    pub fn link_url(&self, link: &super::Link) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = self.write_link_url(&mut out, link.domain.as_deref(), link.shown_code());
+        out
+    }
+
+    /// Writes the short URL of `code` on `domain` (`None`: the default domain) to `out`.
+    pub fn write_link_url(
+        &self,
+        out: &mut impl std::fmt::Write,
+        domain: Option<&str>,
+        code: &str,
+    ) -> std::fmt::Result {
+        match domain {
+            None => out.write_str(&self.base)?,
+            Some(host) => {
+                out.write_str(if self.https { "https://" } else { "http://" })?;
+                out.write_str(host)?;
+                out.write_char('/')?;
+            }
+        }
+        out.write_str(code)
     }
 
     /// The host of the base URL, if it has one (refused as a link target).
     pub fn host(&self) -> Option<String> {
-        url::Url::parse(&self.0)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
+        self.host.clone()
+    }
+
+    /// The host of the base URL, the default domain's name in answers (empty without one).
+    pub fn host_str(&self) -> &str {
+        self.host.as_deref().unwrap_or("")
     }
 
     /// The base URL.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.base
     }
 }

@@ -4,6 +4,7 @@
 use crate::domain::{Robots, path_host};
 use crate::limits::ClientAddressPolicy;
 use axum::http::{HeaderMap, HeaderName, Uri, header};
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 /// `X-Forwarded-Host`: the host a proxy was asked for.
@@ -26,18 +27,26 @@ pub fn request_host(
     headers: &HeaderMap,
     policy: &ClientAddressPolicy,
 ) -> Option<String> {
-    let forwarded = policy
-        .trusts(peer.ip())
-        .then(|| forwarded_host(headers))
-        .flatten();
-    let raw = match forwarded {
-        Some(host) => host,
-        None => match uri.authority() {
-            Some(authority) => authority.as_str().to_string(),
-            None => utf8(headers.get(header::HOST)?)?.to_string(),
-        },
-    };
-    normal_host(&raw)
+    normal_host(&raw_request_host(peer, uri, headers, policy)?)
+}
+
+/// The host a request from `peer` was sent to as the request (or a trusted proxy) wrote it,
+/// before [`request_host`] puts it in normal form; borrowed unless a proxy forwarded it.
+pub fn raw_request_host<'a>(
+    peer: SocketAddr,
+    uri: &'a Uri,
+    headers: &'a HeaderMap,
+    policy: &ClientAddressPolicy,
+) -> Option<Cow<'a, str>> {
+    if policy.trusts(peer.ip())
+        && let Some(forwarded) = forwarded_host(headers)
+    {
+        return Some(Cow::Owned(forwarded));
+    }
+    match uri.authority() {
+        Some(authority) => Some(Cow::Borrowed(authority.as_str())),
+        None => Some(Cow::Borrowed(utf8(headers.get(header::HOST)?)?)),
+    }
 }
 
 /// A header's value as UTF-8 text (a host may arrive in Unicode, which IDNA then converts).

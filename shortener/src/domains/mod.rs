@@ -13,7 +13,7 @@ use crate::access::check_name;
 use crate::domain::{
     Caller, CreateRules, Domain, DomainSettings, Error, normalise_host, patch_settings, path_host,
 };
-use crate::store::{DomainStore, Store};
+use crate::store::{DomainRemoval, DomainStore, LIVE_LINKS_COUNTED, Store};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,12 +72,17 @@ impl DomainService {
 
     /// The domain a request's `host` (in its normal form, [`files::request_host`]) names when
     /// that is known without the store: none for the node's own hosts (never a domain), else
-    /// what the [`DomainCache`] holds fresh. `None`: ask [`Domains::load_host`].
+    /// what the [`DomainCache`] holds fresh. `None`: ask [`DomainService::load_host`].
     pub fn cached_host(&self, host: &str) -> Option<Option<Arc<Domain>>> {
-        if self.reserved.iter().any(|h| h == host) {
+        if self.is_own_host(host) {
             return Some(None);
         }
         self.cache.cached(host)
+    }
+
+    /// Whether `host` (in normal form) is one of the node's own: the default domain's.
+    pub fn is_own_host(&self, host: &str) -> bool {
+        self.reserved.iter().any(|h| h == host)
     }
 
     /// The domain `host` names, read from the store (and cached).
@@ -201,15 +206,31 @@ impl DomainService {
         Ok(updated)
     }
 
-    /// Removes the domain of the path's `host`, if `caller` sees it.
+    /// Removes the domain of the path's `host`, if `caller` sees it. A domain that live links
+    /// are still on is kept: `domain_has_links` (409) says how many; delete them, or change
+    /// them to another domain, first. Deleted links do not hold it (their codes stay gone).
     pub async fn delete(&self, caller: &Caller, host: &str) -> Result<(), Error> {
         let host = path_host(host).ok_or_else(|| unknown(host))?;
-        if !self
+        match self
             .store
             .delete_domain(&host, caller.tenant_scope())
             .await?
         {
-            return Err(unknown(&host));
+            DomainRemoval::Removed => {}
+            DomainRemoval::NotFound => return Err(unknown(&host)),
+            DomainRemoval::HasLinks(live) => {
+                let count = if live >= LIVE_LINKS_COUNTED {
+                    format!("at least {live}")
+                } else {
+                    live.to_string()
+                };
+                return Err(Error::conflict(
+                    "domain_has_links",
+                    format!(
+                        "{count} live links are on {host}; delete them (or move them to another domain) before removing it (GET /api/v1/links?domain={host} lists them)"
+                    ),
+                ));
+            }
         }
         self.cache.invalidate(&host);
         tracing::info!(host = %host, key = %caller.key_id(), "domain removed");

@@ -20,7 +20,7 @@ impl LinksApi {
         caller: &Caller,
         request: pb::ListLinksRequest,
     ) -> Result<pb::ListLinksResponse, Error> {
-        let input = wire::list_input(request.filter, request.limit, request.cursor)?;
+        let input = wire::list_input(request.filter, request.limit, request.cursor, &self.rules)?;
         let page = self.links.list(caller, &input).await?;
         Ok(pb::ListLinksResponse {
             links: page
@@ -37,7 +37,7 @@ impl LinksApi {
         caller: &Caller,
         request: pb::UpdateLinkRequest,
     ) -> Result<pb::Link, Error> {
-        let code = self.code(&request.code)?;
+        let code = self.code(&request.code, &request.domain)?;
         let patch = LinkPatch::parse(PatchInput::try_from(request)?, &self.rules, Utc::now())?;
         let link = self.links.update(caller, &code, &patch).await?;
         Ok(wire::answer(caller, false, &self.public, &link))
@@ -60,7 +60,7 @@ impl LinksApi {
             let rows = futures::stream::iter(first)
                 .chain(messages)
                 .flat_map(|message| futures::stream::iter(rows_of(message)));
-            links.import_rows(&caller, dry_run, rules, rows)
+            links.import_rows(&caller, dry_run, None, rules, rows)
         })
         .flatten();
         Box::pin(events.flat_map(|event| futures::stream::iter(answers(event))))
@@ -71,7 +71,7 @@ impl LinksApi {
         caller: &Caller,
         request: pb::ExportLinksRequest,
     ) -> Result<ExportStream, Error> {
-        let input = wire::list_input(request.filter, None, None)?;
+        let input = wire::list_input(request.filter, None, None, &self.rules)?;
         let links = self.links.export(caller, &input)?;
         let public = self.public.clone();
         // One message per link, as before; the store hands them over a batch at a time.

@@ -64,8 +64,11 @@ impl LinksApi {
         Ok(caller)
     }
 
-    fn code(&self, text: &str) -> Result<ShortCode, Error> {
-        ShortCode::parse(text, self.rules.code_length)
+    /// The code `text` on the branded domain `domain` names (the default domain when empty or
+    /// one of the node's own hosts).
+    fn code(&self, text: &str, domain: &str) -> Result<ShortCode, Error> {
+        let domain = self.rules.domain(Some(domain))?;
+        Ok(ShortCode::parse(text, self.rules.code_length)?.on(domain))
     }
 
     /// Converts, checks and creates one item (shared by single and batch creates), counted in
@@ -132,7 +135,10 @@ impl Links for LinksApi {
         let caller = self.admit(&request, Operation::Read)?;
         let link = self
             .links
-            .get(&caller, &self.code(&request.get_ref().code)?)
+            .get(
+                &caller,
+                &self.code(&request.get_ref().code, &request.get_ref().domain)?,
+            )
             .await?;
         Ok(Response::new(wire::link(&self.public, &link)))
     }
@@ -143,7 +149,10 @@ impl Links for LinksApi {
     ) -> Result<Response<pb::DeleteLinkResponse>, Status> {
         let caller = self.admit(&request, Operation::Delete)?;
         self.links
-            .delete(&caller, &self.code(&request.get_ref().code)?)
+            .delete(
+                &caller,
+                &self.code(&request.get_ref().code, &request.get_ref().domain)?,
+            )
             .await?;
         Ok(Response::new(pb::DeleteLinkResponse {}))
     }
@@ -175,7 +184,7 @@ impl Links for LinksApi {
         let caller = self.admit(&request, Operation::Stats)?;
         let request = request.into_inner();
         let input = wire::stats_input(request.range)?;
-        let code = self.code(&request.code)?;
+        let code = self.code(&request.code, &request.domain)?;
         let (freshness, report) = self.stats.link(&caller, &code, input).await?;
         Ok(Response::new(wire::stats(&report, freshness)))
     }
@@ -199,7 +208,10 @@ impl Links for LinksApi {
         let caller = self.admit(&request, Operation::History)?;
         let events = self
             .links
-            .history(&caller, &self.code(&request.get_ref().code)?)
+            .history(
+                &caller,
+                &self.code(&request.get_ref().code, &request.get_ref().domain)?,
+            )
             .await?;
         Ok(Response::new(pb::LinkHistory {
             events: events.iter().map(wire::event).collect(),
@@ -228,8 +240,11 @@ impl Links for LinksApi {
             request.margin,
             request.ecc.as_deref(),
         )?;
-        let link = self.links.get(&caller, &self.code(&request.code)?).await?;
-        let text = self.public.short_url(&link.code);
+        let link = self
+            .links
+            .get(&caller, &self.code(&request.code, &request.domain)?)
+            .await?;
+        let text = self.public.link_url(&link);
         Ok(Response::new(pb::LinkQr {
             data: crate::qr::render(&text, &options)?,
             content_type: options.format.content_type().to_string(),

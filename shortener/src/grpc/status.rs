@@ -16,6 +16,7 @@ pub fn code_of(error: &Error) -> Code {
         Error::NotFound(_) => Code::NotFound,
         Error::Gone(_) => Code::FailedPrecondition,
         Error::AliasTaken(_) | Error::DomainTaken(_) => Code::AlreadyExists,
+        Error::Conflict { .. } => Code::FailedPrecondition,
         Error::Unavailable { .. } => Code::Unavailable,
         Error::RateLimited { .. } => Code::ResourceExhausted,
         Error::Internal(_) => Code::Internal,

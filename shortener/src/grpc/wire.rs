@@ -1,7 +1,8 @@
 //! The gRPC wire types' one conversion to and from domain types.
 
 use crate::domain::{
-    Caller, CreateInput, Error, Event, ImportInput, Link, ListInput, PatchInput, PublicBase,
+    Caller, CreateInput, CreateRules, DomainFilter, Error, Event, ImportInput, Link, ListInput,
+    PatchInput, PublicBase,
 };
 use crate::links::{RowResult, RowStatus};
 use chrono::{DateTime, Utc};
@@ -46,6 +47,7 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             tags: item.tags,
             max_visits: item.max_visits,
             password: item.password,
+            domain: item.domain,
         })
     }
 }
@@ -58,18 +60,26 @@ pub(super) fn answer(caller: &Caller, created: bool, public: &PublicBase, link: 
         self::link(public, link)
     } else {
         pb::Link {
-            code: link.code.clone(),
-            short_url: public.short_url(&link.code),
+            code: link.shown_code().to_string(),
+            short_url: public.link_url(link),
             ..Default::default()
         }
     }
 }
 
+/// The host `link` answers on: its branded domain, or the public URL's host.
+fn domain_of(public: &PublicBase, link: &Link) -> String {
+    link.domain
+        .clone()
+        .unwrap_or_else(|| public.host_str().to_string())
+}
+
 /// `link` as the API shows it under `public`.
 pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
     pb::Link {
-        code: link.code.clone(),
-        short_url: public.short_url(&link.code),
+        code: link.shown_code().to_string(),
+        short_url: public.link_url(link),
+        domain: domain_of(public, link),
         url: link.url.clone(),
         created_at: Some(timestamp(link.created_at)),
         expires_at: link.expires_at.map(timestamp),
@@ -95,6 +105,7 @@ pub(super) fn list_input(
     filter: Option<pb::LinkFilter>,
     limit: Option<u32>,
     cursor: Option<String>,
+    rules: &CreateRules,
 ) -> Result<ListInput, Error> {
     let filter = filter.unwrap_or_default();
     let date = |field: &str, t: Option<prost_types::Timestamp>| {
@@ -117,6 +128,7 @@ pub(super) fn list_input(
         created_after: date("created_after", filter.created_after)?,
         created_before: date("created_before", filter.created_before)?,
         q: filter.q,
+        domain: DomainFilter::of(filter.domain.as_deref(), rules)?,
     })
 }
 

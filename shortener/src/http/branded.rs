@@ -1,12 +1,12 @@
 //! What a branded domain answers by itself on the public listener, chosen by the request's host
-//! ([`crate::domains::files::request_host`]): its root, `robots.txt`, and the two app-link files
-//! under `/.well-known/`. Only these fixed paths look the host up (through the
-//! [`crate::domains::DomainCache`]); redirects of codes never do. A host that is no claimed
-//! domain (the node's own hosts are never one) gets the answer it got before domains existed.
+//! ([`super::site`]): its root, `robots.txt`, and the two app-link files under `/.well-known/`.
+//! A host that is no claimed domain (the node's own hosts are never one) gets the answer it got
+//! before domains existed (or a 404 under `SHORTENER_UNKNOWN_HOSTS=not-found`).
 
 use super::HttpState;
+use super::site::Site;
 use crate::domain::Domain;
-use crate::domains::files::{request_host, robots_txt};
+use crate::domains::files::robots_txt;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -23,36 +23,18 @@ pub const AASA_PATH: &str = "/.well-known/apple-app-site-association";
 /// `/.well-known/assetlinks.json`.
 pub const ASSETLINKS_PATH: &str = "/.well-known/assetlinks.json";
 
-/// The domain the request's host names, if any, and whether the store was read to tell; `Err`
-/// is the answer when it cannot be known (the store is down: `503`, so that a crawler does not
-/// read a missing `robots.txt` as leave to crawl; or the client is past its 404 budget: `429`).
-///
-/// A host the node does not know yet costs a store read, so hosts are bounded as codes are: a
-/// client past its 404 budget is refused before the read, and a read that finds no domain
-/// spends one of its 404 tokens (the files' 404 does that itself; the root, whose answer is
-/// no 404, through [`root`]). Random `Host` values are then no cheaper a probe than random
-/// codes, while a host already known (the negative cache too) costs nothing.
-async fn domain_of(
+/// The request's [`Site`]; `Err` is the answer when it cannot be known (the store is down:
+/// `503`, so that a crawler does not read a missing `robots.txt` as leave to crawl; or the
+/// client is past its 404 budget: `429`). A host the node does not know costs a store read and
+/// a 404 token when it is no domain ([`super::site::load`]); a host already known (the negative
+/// cache too) costs nothing.
+async fn site_of(
     state: &HttpState,
     peer: SocketAddr,
     uri: &Uri,
     headers: &HeaderMap,
-) -> Result<(Option<Arc<Domain>>, bool), Response> {
-    let Some(host) = request_host(peer, uri, headers, &state.client_policy) else {
-        return Ok((None, false));
-    };
-    if let Some(known) = state.domains.cached_host(&host) {
-        return Ok((known, false));
-    }
-    if let Some(refused) = super::redirect::past_404_budget(state, peer, headers) {
-        return Err(refused);
-    }
-    let domain = state
-        .domains
-        .load_host(&host)
-        .await
-        .map_err(|error| super::ApiError::from(error).into_response())?;
-    Ok((domain, true))
+) -> Result<Site, Response> {
+    super::site::load(state, peer, uri, headers).await
 }
 
 /// `GET|HEAD /`: a branded domain with a `root_url` redirects there (with its
@@ -63,12 +45,10 @@ pub async fn root(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let domain = match domain_of(&state, peer, &uri, &headers).await {
-        Ok((None, true)) => match super::redirect::spend_404_token(&state, peer, &headers) {
-            None => None,
-            Some(refused) => return refused,
-        },
-        Ok((domain, _)) => domain,
+    let domain = match site_of(&state, peer, &uri, &headers).await {
+        Ok(Site::Branded(domain)) => Some(domain),
+        Ok(Site::Default) => None,
+        Ok(Site::Closed) => return super::redirect::not_found(&state, peer, &headers),
         Err(response) => return response,
     };
     let target = domain.as_ref().and_then(|d| {
@@ -101,12 +81,12 @@ pub async fn robots(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    match domain_of(&state, peer, &uri, &headers).await {
-        Ok((Some(domain), _)) => file(
+    match site_of(&state, peer, &uri, &headers).await {
+        Ok(Site::Branded(domain)) => file(
             "text/plain; charset=utf-8",
             robots_txt(domain.settings.robots).to_string(),
         ),
-        Ok((None, _)) => super::redirect::not_found(&state, peer, &headers),
+        Ok(_) => super::redirect::not_found(&state, peer, &headers),
         Err(response) => response,
     }
 }
@@ -146,8 +126,8 @@ async fn app_file(
     headers: &HeaderMap,
     pick: impl Fn(&Domain) -> Option<String>,
 ) -> Response {
-    match domain_of(state, peer, uri, headers).await {
-        Ok((domain, _)) => match domain.as_deref().and_then(pick) {
+    match site_of(state, peer, uri, headers).await {
+        Ok(site) => match site.domain().and_then(pick) {
             Some(json) => file("application/json", json),
             None => super::redirect::not_found(state, peer, headers),
         },

@@ -34,7 +34,9 @@ impl From<Error> for ApiError {
             Error::Forbidden(_) | Error::HostNotAllowed(_) => StatusCode::FORBIDDEN,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Gone(_) => StatusCode::GONE,
-            Error::AliasTaken(_) | Error::DomainTaken(_) => StatusCode::CONFLICT,
+            Error::AliasTaken(_) | Error::DomainTaken(_) | Error::Conflict { .. } => {
+                StatusCode::CONFLICT
+            }
             Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -11,6 +11,7 @@ pub mod console;
 mod error;
 pub mod redirect;
 pub mod serve;
+pub mod site;
 
 pub use error::ApiError;
 
@@ -67,6 +68,8 @@ pub struct HttpState {
     pub blocklist: Arc<crate::targets::BlocklistService>,
     /// The branded domains tenants own.
     pub domains: Arc<crate::domains::DomainService>,
+    /// What a host that is neither the node's own nor a domain gets.
+    pub unknown_hosts: crate::config::UnknownHosts,
 }
 
 /// The public listener's request handling. Cheap to clone.
@@ -101,14 +104,14 @@ impl PublicService {
     /// [`PublicService::handle`].
     pub fn handle_cached(&self, peer: SocketAddr, request: &Request<Incoming>) -> Option<Response> {
         let code = redirect::direct_code(request)?;
-        redirect::answer_cached(&self.state, peer, code, request.method(), request.headers())
+        redirect::answer_cached(&self.state, peer, code, request)
     }
 
     /// Answers one request from `peer`.
     pub async fn handle(&self, peer: SocketAddr, request: Request<Incoming>) -> Response {
         if let Some(code) = redirect::direct_code(&request) {
-            return redirect::answer(&self.state, peer, code, request.method(), request.headers())
-                .await;
+            let (method, uri, headers) = (request.method(), request.uri(), request.headers());
+            return redirect::answer(&self.state, peer, code, method, uri, headers).await;
         }
         // A request whose body is refused unread (a bad key is refused before the body is
         // read) cannot share its connection with the next request: say so, so that clients

@@ -30,12 +30,15 @@ pub(super) struct Row {
     pub(super) import_batch: Option<i64>,
     pub(super) created_at: Option<DateTime<Utc>>,
     pub(super) password: Option<PasswordHash>,
+    /// The branded domain it answers on; `None` for the default domain.
+    pub(super) domain: Option<String>,
 }
 
 impl Row {
     pub(super) fn with_code(&self, code: String, kind: CodeKind, id: Option<u64>) -> NewLink {
         NewLink {
             code,
+            domain: self.domain.clone(),
             url: self.url.clone(),
             kind,
             id,
@@ -54,9 +57,11 @@ impl Row {
     }
 }
 
-/// A link under the caller's alias; a taken alias is [`Error::AliasTaken`].
+/// A link under the caller's alias (on its domain: the same alias on two domains is two links);
+/// a taken alias is [`Error::AliasTaken`].
 pub(super) async fn alias(store: &Store, row: Row, alias: String) -> Result<(Link, bool), Error> {
-    let link = row.with_code(alias.clone(), CodeKind::Alias, None);
+    let key = crate::domain::link_key(row.domain.as_deref(), &alias, CodeKind::Alias).into_owned();
+    let link = row.with_code(key, CodeKind::Alias, None);
     match store.insert(link).await? {
         InsertOutcome::CodeTaken => Err(Error::AliasTaken(alias)),
         other => settle(other),

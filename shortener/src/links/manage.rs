@@ -78,6 +78,10 @@ impl LinkService {
             }
             _ => patch,
         };
+        if code.domain().is_some() && code.as_str() == code.shown() {
+            // A code found under the same key on every domain: only the named domain's.
+            self.get(caller, code).await?;
+        }
         let outcome = self
             .store
             .update(
@@ -97,8 +101,8 @@ impl LinkService {
                     .await?
                     .unwrap_or(*link))
             }
-            UpdateOutcome::NotFound => Err(Error::NotFound(code.as_str().to_string())),
-            UpdateOutcome::Gone => Err(Error::Gone(code.as_str().to_string())),
+            UpdateOutcome::NotFound => Err(Error::NotFound(code.shown().to_string())),
+            UpdateOutcome::Gone => Err(Error::Gone(code.shown().to_string())),
         }
     }
 
@@ -109,8 +113,8 @@ impl LinkService {
             .store
             .history(code.as_str())
             .await?
-            .filter(|(link, _)| caller.sees(&link.tenant))
-            .ok_or_else(|| Error::NotFound(code.as_str().to_string()))?;
+            .filter(|(link, _)| caller.sees(&link.tenant) && code.names(link))
+            .ok_or_else(|| Error::NotFound(code.shown().to_string()))?;
         let mut all = Vec::with_capacity(events.len() + 1);
         all.push(creation(&link, &events));
         all.extend(events);
@@ -177,6 +181,7 @@ mod tests {
         let at = Utc::now();
         let link = Link {
             code: "abc1234".into(),
+            domain: None,
             tenant: "acme".into(),
             owner: "ci".into(),
             url: "https://new.example/".into(),

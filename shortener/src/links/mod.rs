@@ -152,6 +152,9 @@ impl LinkService {
                 Err(Error::IdempotencyMismatch)
             };
         }
+        if let Some(host) = &request.domain {
+            self.check_domain(caller, host).await?;
+        }
         let dedup_key = request
             .dedup
             .then(|| digest::dedup_key(&caller.tenant, &request));
@@ -175,6 +178,7 @@ impl LinkService {
                 Some(password) => Some(hash_password(password).await?),
                 None => None,
             },
+            domain: request.domain,
         };
         if let Some(alias) = request.alias {
             create::alias(&self.store, row, alias).await
@@ -185,19 +189,43 @@ impl LinkService {
         }
     }
 
+    /// Checks that `host` is a branded domain of the caller's tenant (a link may be put only on
+    /// its own tenant's domains, whatever the caller's scopes): another tenant's domain and a
+    /// host that is no domain are refused alike, `unknown_domain`, telling nothing of whose it
+    /// is.
+    pub(crate) async fn check_domain(&self, caller: &Caller, host: &str) -> Result<(), Error> {
+        use crate::store::DomainStore;
+        match self.store.domain(host, Some(&caller.tenant)).await? {
+            Some(_) => Ok(()),
+            None => Err(Error::invalid(
+                "unknown_domain",
+                format!(
+                    "{} is not a domain of tenant {}; claim it first (POST /api/v1/domains)",
+                    crate::domain::echo(host),
+                    caller.tenant
+                ),
+            )),
+        }
+    }
+
     /// Reads a link (including deleted and expired ones) with its click counts. Another
-    /// tenant's link is [`Error::NotFound`], exactly as an unknown code is.
+    /// tenant's link, and a link on another domain than the one the caller named, are
+    /// [`Error::NotFound`], exactly as an unknown code is.
     pub async fn get(&self, caller: &Caller, code: &ShortCode) -> Result<Link, Error> {
         self.store
             .get_with_clicks(code.as_str())
             .await?
-            .filter(|link| caller.sees(&link.tenant))
-            .ok_or_else(|| Error::NotFound(code.as_str().to_string()))
+            .filter(|link| caller.sees(&link.tenant) && code.names(link))
+            .ok_or_else(|| Error::NotFound(code.shown().to_string()))
     }
 
     /// Deletes a link of the caller's tenant (any tenant's for `admin`); deleting twice is not
     /// an error. Another tenant's link is [`Error::NotFound`] and stays as it is.
     pub async fn delete(&self, caller: &Caller, code: &ShortCode) -> Result<(), Error> {
+        if code.domain().is_some() && code.as_str() == code.shown() {
+            // A code found under the same key on every domain: only the named domain's.
+            self.get(caller, code).await?;
+        }
         let outcome = self
             .store
             .delete(code.as_str(), caller.tenant_scope(), &caller.key_id())
@@ -207,7 +235,7 @@ impl LinkService {
         }
         match outcome {
             DeleteOutcome::Deleted | DeleteOutcome::AlreadyDeleted => Ok(()),
-            DeleteOutcome::NotFound => Err(Error::NotFound(code.as_str().to_string())),
+            DeleteOutcome::NotFound => Err(Error::NotFound(code.shown().to_string())),
         }
     }
 }

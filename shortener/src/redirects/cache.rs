@@ -74,11 +74,14 @@ pub enum Cached {
         password: Option<Arc<crate::domain::PasswordHash>>,
         /// Its tenant (visits are counted under it).
         tenant: Arc<str>,
+        /// The branded domain it answers on (`None`: the default domain).
+        domain: Option<Arc<str>>,
     },
     /// No such code (cached briefly).
     Missing,
-    /// A link to a domain on the operator's blocklist.
-    Blocked,
+    /// A link to a domain on the operator's blocklist, on its branded domain (`None`: the
+    /// default domain).
+    Blocked(Option<Arc<str>>),
 }
 
 /// Sizes and lifetimes of the cache.
@@ -115,11 +118,16 @@ impl Weighter<CompactCode, Stored> for Bytes {
                 location,
                 password,
                 tenant,
+                domain,
                 ..
             } => {
-                location.len() + password.as_ref().map_or(0, |p| p.as_stored().len()) + tenant.len()
+                location.len()
+                    + password.as_ref().map_or(0, |p| p.as_stored().len())
+                    + tenant.len()
+                    + domain.as_ref().map_or(0, |d| d.len())
             }
-            Cached::Missing | Cached::Blocked => 0,
+            Cached::Blocked(domain) => domain.as_ref().map_or(0, |d| d.len()),
+            Cached::Missing => 0,
         };
         (code.as_bytes().len() + url + 96) as u64
     }
@@ -170,7 +178,7 @@ impl LinkCache {
         let lifetime = match stored.entry {
             Cached::Missing => self.negative_ttl,
             Cached::Link { limit: Some(_), .. } => self.limited_ttl,
-            Cached::Link { .. } | Cached::Blocked => self.ttl,
+            Cached::Link { .. } | Cached::Blocked(_) => self.ttl,
         };
         if now.saturating_duration_since(stored.at) < lifetime
             && stored.generation == self.generation()
@@ -252,6 +260,7 @@ mod tests {
             limit: None,
             password: None,
             tenant: "default".into(),
+            domain: None,
         }
     }
 
@@ -373,8 +382,11 @@ mod tests {
         cache.put_at("raced", link("https://example.com/"), read_before);
         assert_eq!(cache.get("abc", Instant::now()), None);
         assert_eq!(cache.get("raced", Instant::now()), None);
-        cache.put("abc", Cached::Blocked);
-        assert_eq!(cache.get("abc", Instant::now()), Some(Cached::Blocked));
+        cache.put("abc", Cached::Blocked(None));
+        assert_eq!(
+            cache.get("abc", Instant::now()),
+            Some(Cached::Blocked(None))
+        );
     }
 
     #[test]

@@ -17,4 +17,4 @@ mod resolver;
 
 pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
 pub use high_water::{HighWaterReads, Read};
-pub use resolver::{LookupCounters, Resolution, Resolver, Target};
+pub use resolver::{Key, LookupCounters, Resolution, Resolver, Target};

@@ -3,8 +3,8 @@
 
 use super::cache::{Cached, LinkCache, VisitLimit};
 use super::high_water::HighWaterReads;
-use crate::domain::Error;
 use crate::domain::PasswordHash;
+use crate::domain::{Domain, Error};
 use crate::metrics::{Sample, Samples};
 use crate::store::{LinkStore, SlotBound, Store};
 use crate::targets::TargetRules;
@@ -14,6 +14,7 @@ use chrono::Utc;
 use codespace::CodeSpace;
 use codespace::shape::{self, CodeKind};
 use futures::FutureExt;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -137,29 +138,47 @@ impl Resolver {
         self.high_water.reads()
     }
 
-    /// Where `segment` redirects, as of `now` (the request's arrival: the cache's lifetimes are
-    /// checked against it, so a redirect reads the clock once for both this and its latency),
-    /// when that is known without the store: a segment that cannot be a code, or a cached code.
-    /// `None` means the store must be asked ([`Resolver::resolve`]).
+    /// The key `segment` is stored under on `site` (the request's branded domain; `None`: the
+    /// default domain), and its shape; `None` when it cannot be a code. Only an alias on a
+    /// branded domain has a key of its own (`host/alias`), made here; every other code is its
+    /// own key ([`crate::domain::link_key`]).
+    pub fn key<'a>(&self, site: Option<&Domain>, segment: &'a str) -> Option<Key<'a>> {
+        let kind = shape::classify(segment, self.space.length())?;
+        let key = crate::domain::link_key(site.map(|d| d.host.as_str()), segment, kind);
+        Some(Key { key, kind })
+    }
+
+    /// Where `key` redirects on `site`, as of `now` (the request's arrival: the cache's
+    /// lifetimes are checked against it, so a redirect reads the clock once for both this and
+    /// its latency), when that is known without the store: a cached code. `None` means the
+    /// store must be asked ([`Resolver::resolve`]). A link answers only on its own domain, and
+    /// on a branded one only while the domain is its tenant's: anywhere else it is not found.
     ///
     /// A generated code that decodes above the slot high-water mark is answered "not found"
     /// here when the mark is exact (this node is the store's only writer); where other nodes
     /// write too, [`Resolver::resolve`] reads the mark first (docs/design.md, I9).
-    pub fn resolve_cached(&self, segment: &str, now: Instant) -> Option<Resolution> {
-        self.known(segment, now).ok()
+    pub fn resolve_cached(
+        &self,
+        site: Option<&Domain>,
+        key: &Key<'_>,
+        now: Instant,
+    ) -> Option<Resolution> {
+        self.known(site, key, now).ok()
     }
 
     /// [`Resolver::resolve_cached`], or what the mark says of the code when the store must be
     /// asked otherwise.
-    fn known(&self, segment: &str, now: Instant) -> Result<Resolution, Bound> {
-        let Some(kind) = shape::classify(segment, self.space.length()) else {
-            return Ok(Resolution::NotFound);
-        };
-        if let Some(entry) = self.cache.get(segment, now) {
+    fn known(
+        &self,
+        site: Option<&Domain>,
+        key: &Key<'_>,
+        now: Instant,
+    ) -> Result<Resolution, Bound> {
+        if let Some(entry) = self.cache.get(&key.key, now) {
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(resolution(entry));
+            return Ok(resolution(placed(entry, site)));
         }
-        match self.bound(segment, kind) {
+        match self.bound(&key.key, key.kind) {
             Bound::Impossible => Ok(self.refuse()),
             bound => Err(bound),
         }
@@ -198,11 +217,18 @@ impl Resolver {
         Resolution::NotFound
     }
 
-    /// Where `segment` redirects, as of `now`: [`Resolver::resolve_cached`], else (for a code
-    /// above the mark as last read, once a read of the mark that started after `now` still
-    /// finds it above) "not found", else the store (and the answer is cached).
-    pub async fn resolve(&self, segment: &str, now: Instant) -> Result<Resolution, Error> {
-        let bound = match self.known(segment, now) {
+    /// Where `key` redirects on `site`, as of `now`: [`Resolver::resolve_cached`], else (for a
+    /// code above the mark as last read, once a read of the mark that started after `now`
+    /// still finds it above) "not found", else the store (and the answer is cached under the
+    /// key, for every domain: whether it answers on `site` is decided on each use).
+    pub async fn resolve(
+        &self,
+        site: Option<&Domain>,
+        key: &Key<'_>,
+        now: Instant,
+    ) -> Result<Resolution, Error> {
+        let segment: &str = &key.key;
+        let bound = match self.known(site, key, now) {
             Ok(resolution) => return Ok(resolution),
             Err(bound) => bound,
         };
@@ -219,7 +245,7 @@ impl Resolver {
         let generation = self.cache.generation();
         let entry = match self.store.get(segment).await? {
             Some(link) if link.deleted_at.is_none() && self.targets.blocks_stored(&link.url) => {
-                Cached::Blocked
+                Cached::Blocked(link.domain.map(Arc::from))
             }
             Some(link) => {
                 let limit = match link.max_visits {
@@ -242,12 +268,13 @@ impl Resolver {
                     limit,
                     password: link.password.map(Arc::new),
                     tenant: link.tenant.as_str().into(),
+                    domain: link.domain.map(Arc::from),
                 }
             }
             None => Cached::Missing,
         };
         self.cache.put_at(segment, entry.clone(), generation);
-        Ok(resolution(entry))
+        Ok(resolution(placed(entry, site)))
     }
 }
 
@@ -282,11 +309,36 @@ impl Sample for Resolver {
     }
 }
 
+/// A code as a redirect asks for it: the key it is stored under on the request's domain, and
+/// its shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key<'a> {
+    /// The key ([`crate::domain::link_key`]).
+    pub key: Cow<'a, str>,
+    /// The shape of the code.
+    pub kind: CodeKind,
+}
+
+/// `entry` as it answers on `site`: a link (or a blocked one) of another domain, or of a branded
+/// domain that is no longer its tenant's (a link left when its domain was removed and claimed
+/// again by another tenant), is not found there.
+fn placed(entry: Cached, site: Option<&Domain>) -> Cached {
+    let here = site.map(|d| d.host.as_str());
+    let answers = match &entry {
+        Cached::Link { domain, tenant, .. } => {
+            domain.as_deref() == here && site.is_none_or(|d| d.tenant == **tenant)
+        }
+        Cached::Blocked(domain) => domain.as_deref() == here,
+        Cached::Missing => true,
+    };
+    if answers { entry } else { Cached::Missing }
+}
+
 /// What a cache entry says about a redirect.
 fn resolution(entry: Cached) -> Resolution {
     match entry {
         Cached::Missing => Resolution::NotFound,
-        Cached::Blocked => Resolution::Blocked,
+        Cached::Blocked(_) => Resolution::Blocked,
         Cached::Link { gone: true, .. } => Resolution::Gone,
         Cached::Link {
             expires_at: Some(t),

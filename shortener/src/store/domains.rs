@@ -39,12 +39,39 @@ pub trait DomainStore: Send + Sync {
         settings: &DomainSettings,
     ) -> impl Future<Output = Result<Option<Domain>, StoreError>> + Send;
 
-    /// Removes the domain of `host`, if `tenant` sees it; false if there was none.
+    /// Removes the domain of `host`, if `tenant` sees it and no live link is on it.
     fn delete_domain(
         &self,
         host: &str,
         tenant: Option<&str>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+    ) -> impl Future<Output = Result<DomainRemoval, StoreError>> + Send;
+}
+
+/// How many live links a refused removal counts at most (it says "at least" past that).
+pub const LIVE_LINKS_COUNTED: i64 = 1000;
+
+/// What became of a domain's removal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DomainRemoval {
+    /// It is removed.
+    Removed,
+    /// No such domain (or another tenant's).
+    NotFound,
+    /// Refused: this many live links (at most [`LIVE_LINKS_COUNTED`]) are on it. Deleted links
+    /// do not count.
+    HasLinks(i64),
+}
+
+impl DomainRemoval {
+    /// The outcome from what a store saw: whether it removed the row, whether the row was
+    /// there (to the caller), and the live links it counted.
+    pub(crate) fn of(removed: bool, exists: bool, live: i64) -> Self {
+        match (removed, exists) {
+            (true, _) => DomainRemoval::Removed,
+            (false, false) => DomainRemoval::NotFound,
+            (false, true) => DomainRemoval::HasLinks(live),
+        }
+    }
 }
 
 impl DomainStore for Store {
@@ -74,7 +101,11 @@ impl DomainStore for Store {
         traced!(self, "UPDATE", "domains", s => s.set_domain_settings(host, tenant, settings))
     }
 
-    async fn delete_domain(&self, host: &str, tenant: Option<&str>) -> Result<bool, StoreError> {
+    async fn delete_domain(
+        &self,
+        host: &str,
+        tenant: Option<&str>,
+    ) -> Result<DomainRemoval, StoreError> {
         traced!(self, "DELETE", "domains", s => s.delete_domain(host, tenant))
     }
 }

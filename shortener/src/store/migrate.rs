@@ -88,6 +88,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "domain app files",
         sql: include_str!("../../migrations/postgres/0015_domain_app_files.sql"),
     },
+    Migration {
+        version: 16,
+        name: "link domains",
+        sql: include_str!("../../migrations/postgres/0016_link_domains.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -176,6 +181,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 17,
         name: "domain app files",
         sql: include_str!("../../migrations/sqlite/0017_domain_app_files.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "link domains",
+        sql: include_str!("../../migrations/sqlite/0018_link_domains.sql"),
     },
 ];
 

@@ -110,7 +110,7 @@ mod visits;
 
 pub use blocklist::BlocklistStore;
 pub use capabilities::Capabilities;
-pub use domains::DomainStore;
+pub use domains::{DomainRemoval, DomainStore, LIVE_LINKS_COUNTED};
 pub use links::LinkStore;
 pub use outbox::OutboxStore;
 pub use visits::VisitStore;

@@ -28,8 +28,11 @@ pub struct Idempotency {
 /// A row to insert.
 #[derive(Debug, Clone)]
 pub struct NewLink {
-    /// The code.
+    /// The key ([`crate::domain::link_key`]): the code, or `host/alias` for an alias on a
+    /// branded domain.
     pub code: String,
+    /// The branded domain it answers on; `None` for the default domain.
+    pub domain: Option<String>,
     /// The serialized target URL.
     pub url: String,
     /// The code's kind.

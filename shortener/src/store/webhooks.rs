@@ -36,7 +36,8 @@ pub fn hour_name(hour: i64) -> String {
 /// The data of a link event: the link as it is after the change.
 pub fn link_data(link: &Link) -> String {
     serde_json::json!({
-        "code": link.code,
+        "code": link.shown_code(),
+        "domain": link.domain,
         "tenant": link.tenant,
         "url": link.url,
         "tags": link.tags,

@@ -247,6 +247,7 @@ async fn over_grpc(node: &Node, call: &Call) -> (Code, String) {
         Call::Get(code, with_key) => {
             let message = pb::GetLinkRequest {
                 code: code.to_string(),
+                ..Default::default()
             };
             let request = if *with_key {
                 authed(message)
@@ -258,6 +259,7 @@ async fn over_grpc(node: &Node, call: &Call) -> (Code, String) {
         Call::Delete(code) => client
             .delete_link(authed(pb::DeleteLinkRequest {
                 code: code.to_string(),
+                ..Default::default()
             }))
             .await
             .map(drop),

@@ -37,7 +37,10 @@ async fn clicks_are_counted_apart_for_people_head_requests_and_bots(backend: Bac
     );
     let mut client = node.links_client().await;
     let clicks = client
-        .get_link(authed(pb::GetLinkRequest { code }))
+        .get_link(authed(pb::GetLinkRequest {
+            code,
+            ..Default::default()
+        }))
         .await
         .expect("get")
         .into_inner()

@@ -27,6 +27,7 @@ async fn grpc_create_get_delete_and_batch(backend: Backend) {
     let got = client
         .get_link(authed(pb::GetLinkRequest {
             code: link.code.clone(),
+            ..Default::default()
         }))
         .await
         .expect("get")
@@ -130,6 +131,7 @@ async fn grpc_create_get_delete_and_batch(backend: Backend) {
     let missing = client
         .get_link(authed(pb::GetLinkRequest {
             code: "zzzzzzz".into(),
+            ..Default::default()
         }))
         .await
         .expect_err("missing");
@@ -138,6 +140,7 @@ async fn grpc_create_get_delete_and_batch(backend: Backend) {
     client
         .delete_link(authed(pb::DeleteLinkRequest {
             code: link.code.clone(),
+            ..Default::default()
         }))
         .await
         .expect("delete");
@@ -145,6 +148,7 @@ async fn grpc_create_get_delete_and_batch(backend: Backend) {
     let deleted = client
         .get_link(authed(pb::GetLinkRequest {
             code: link.code.clone(),
+            ..Default::default()
         }))
         .await
         .expect("get")

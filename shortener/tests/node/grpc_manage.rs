@@ -83,7 +83,10 @@ async fn list_update_and_history_work_over_grpc(backend: Backend) {
     assert_eq!(updated.state, "disabled");
     assert!(updated.disabled_at.is_some());
     let history = client
-        .get_link_history(authed(pb::GetLinkHistoryRequest { code: code.clone() }))
+        .get_link_history(authed(pb::GetLinkHistoryRequest {
+            code: code.clone(),
+            ..Default::default()
+        }))
         .await
         .expect("history")
         .into_inner();
@@ -112,6 +115,7 @@ async fn list_update_and_history_work_over_grpc(backend: Backend) {
     client
         .delete_link(authed(pb::DeleteLinkRequest {
             code: made[1].clone(),
+            ..Default::default()
         }))
         .await
         .expect("delete");

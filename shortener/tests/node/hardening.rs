@@ -89,6 +89,7 @@ async fn bad_messages_are_the_callers_error_and_never_echoed_at_length(backend: 
     let huge_code = client
         .get_link(authed(pb::GetLinkRequest {
             code: "z".repeat(1_000_000),
+            ..Default::default()
         }))
         .await
         .expect_err("a megabyte code was accepted");
@@ -109,7 +110,10 @@ async fn bad_messages_are_the_callers_error_and_never_echoed_at_length(backend: 
     // Under the bound but malformed: refused, and only a short escaped prefix comes back.
     let bad_code = format!("{}\u{202e}\n{}", "-".repeat(300), "x".repeat(300));
     let refused = client
-        .get_link(authed(pb::GetLinkRequest { code: bad_code }))
+        .get_link(authed(pb::GetLinkRequest {
+            code: bad_code,
+            ..Default::default()
+        }))
         .await
         .expect_err("refused");
     assert_eq!(refused.code(), Code::InvalidArgument);

@@ -241,7 +241,10 @@ async fn reads_beyond_the_per_key_rate_get_429() {
     assert!(limited >= 4, "{statuses:?}");
     let mut client = node.links_client().await;
     let refused = client
-        .get_link(authed(proto::shortener::v1::GetLinkRequest { code }))
+        .get_link(authed(proto::shortener::v1::GetLinkRequest {
+            code,
+            ..Default::default()
+        }))
         .await
         .expect_err("limited");
     assert_eq!(refused.code(), Code::ResourceExhausted);

@@ -213,6 +213,7 @@ async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Back
     for planted in [id + 1, id + 2] {
         let link = shortener::store::NewLink {
             code: parts.space.encode(planted),
+            domain: None,
             url: "https://planted.example/".into(),
             kind: codespace::shape::CodeKind::Alias,
             id: None,

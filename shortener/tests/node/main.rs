@@ -28,6 +28,7 @@ mod importing;
 mod impossible;
 mod keys;
 mod limits;
+mod link_domains;
 mod links;
 mod listing;
 mod metrics;

@@ -117,11 +117,23 @@ async fn grpc(node: &Node, op: Op, key: Option<&str>, code: &str) -> Code {
             client.create_link(with(message, key)).await.map(drop)
         }
         Op::Get => client
-            .get_link(with(pb::GetLinkRequest { code }, key))
+            .get_link(with(
+                pb::GetLinkRequest {
+                    code,
+                    ..Default::default()
+                },
+                key,
+            ))
             .await
             .map(drop),
         Op::Delete => client
-            .delete_link(with(pb::DeleteLinkRequest { code }, key))
+            .delete_link(with(
+                pb::DeleteLinkRequest {
+                    code,
+                    ..Default::default()
+                },
+                key,
+            ))
             .await
             .map(drop),
     };

@@ -29,7 +29,10 @@ pub async fn list(
         )
         .into());
     }
-    let page = state.links.list(&caller, &input.into_input()?).await?;
+    let page = state
+        .links
+        .list(&caller, &input.into_input(&state.rules)?)
+        .await?;
     let body = PageJson {
         links: page
             .links
@@ -48,10 +51,11 @@ pub async fn update(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
+    uri: Uri,
     body: Body,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Update)?;
-    let code = code(&state, path)?;
+    let code = code(&state, path, &uri)?;
     let bytes = read_body(
         &headers,
         body,
@@ -68,9 +72,13 @@ pub async fn history(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
+    uri: Uri,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::History)?;
-    let events = state.links.history(&caller, &code(&state, path)?).await?;
+    let events = state
+        .links
+        .history(&caller, &code(&state, path, &uri)?)
+        .await?;
     let events: Vec<EventJson<'_>> = events.iter().map(EventJson::new).collect();
     Ok(axum::Json(serde_json::json!({ "events": events })).into_response())
 }
@@ -79,6 +87,10 @@ pub async fn history(
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct QrParams {
+    /// Read by [`code`].
+    #[serde(default)]
+    #[allow(dead_code)]
+    domain: Option<String>,
     #[serde(default)]
     format: Option<String>,
     #[serde(default)]
@@ -113,8 +125,8 @@ pub async fn qr(
         params.margin,
         params.ecc.as_deref(),
     )?;
-    let link = state.links.get(&caller, &code(&state, path)?).await?;
-    let text = state.public.short_url(&link.code);
+    let link = state.links.get(&caller, &code(&state, path, &uri)?).await?;
+    let text = state.public.link_url(&link);
     let etag = options.etag(&text);
     let cache = [
         (header::ETAG, etag.clone()),
@@ -170,7 +182,7 @@ pub async fn export(
             );
         }
     };
-    let input = params.into_input()?;
+    let input = params.into_input(&state.rules)?;
     if input.cursor.is_some() || input.limit.is_some() {
         return Err(Error::bad_request(
             "invalid_query_parameter",
@@ -255,14 +267,14 @@ fn csv_row(
     let time = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let mut writer = csv::Writer::from_writer(out);
     let _ = writer.write_record([
-        link.code.as_str(),
+        link.shown_code(),
         link.url.as_str(),
         &link.tags.join("|"),
         &time(link.created_at),
         &link.expires_at.map(time).unwrap_or_default(),
         &link.max_visits.map(|n| n.to_string()).unwrap_or_default(),
         link.state(now).name(),
-        &public.short_url(&link.code),
+        &public.link_url(link),
         link.tenant.as_str(),
         &link.clicks.human.to_string(),
     ]);

@@ -57,15 +57,26 @@ fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result
 }
 
 /// The code a path names, parsed for this node (a segment that does not decode to UTF-8 is no
-/// code either).
-fn code(state: &HttpState, code: Result<Path<String>, PathRejection>) -> Result<ShortCode, Error> {
+/// code either), on the branded domain the query's `domain` names (the default domain when it
+/// names none or one of the node's own hosts): an alias is found only on the domain named.
+fn code(
+    state: &HttpState,
+    code: Result<Path<String>, PathRejection>,
+    uri: &axum::http::Uri,
+) -> Result<ShortCode, Error> {
     let Ok(Path(text)) = code else {
         return Err(Error::invalid(
             "invalid_code",
             "the code in the path is not valid UTF-8",
         ));
     };
-    ShortCode::parse(&text, state.rules.code_length)
+    let named = uri.query().and_then(|query| {
+        url::form_urlencoded::parse(query.as_bytes())
+            .find(|(name, _)| name == "domain")
+            .map(|(_, value)| value.into_owned())
+    });
+    let domain = state.rules.domain(named.as_deref())?;
+    Ok(ShortCode::parse(&text, state.rules.code_length)?.on(domain))
 }
 
 /// `POST /api/v1/links`: creates a link (201), or returns the existing one for a dedup hit or
@@ -126,9 +137,10 @@ pub async fn get(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
+    uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Read)?;
-    let link = state.links.get(&caller, &code(&state, path)?).await?;
+    let link = state.links.get(&caller, &code(&state, path, &uri)?).await?;
     Ok(axum::Json(LinkJson::new(&state.public, &link)).into_response())
 }
 
@@ -137,9 +149,13 @@ pub async fn delete(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
+    uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Delete)?;
-    state.links.delete(&caller, &code(&state, path)?).await?;
+    state
+        .links
+        .delete(&caller, &code(&state, path, &uri)?)
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -20,6 +20,10 @@ use std::sync::Arc;
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StatsParams {
+    /// A link's domain, read by the code's parse.
+    #[serde(default)]
+    #[allow(dead_code)]
+    domain: Option<String>,
     #[serde(default)]
     from: Option<String>,
     #[serde(default)]
@@ -93,9 +97,9 @@ pub async fn link_stats(
         )
         .into());
     }
-    let code = code(&state, path)?;
+    let code = code(&state, path, &uri)?;
     let (freshness, report) = state.stats.link(&caller, &code, params.input()).await?;
-    Ok(render(&report, freshness, format, false, code.as_str()))
+    Ok(render(&report, freshness, format, false, code.shown()))
 }
 
 /// `GET /api/v1/stats?tag=&from=&to=&granularity=&top=&format=`: the caller's tenant's clicks

@@ -5,7 +5,8 @@
 
 use super::super::ApiError;
 use crate::domain::{
-    Caller, CreateInput, Error, Event, Link, ListInput, PatchInput, PublicBase, echo,
+    Caller, CreateInput, CreateRules, DomainFilter, Error, Event, Link, ListInput, PatchInput,
+    PublicBase, echo,
 };
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -35,6 +36,8 @@ pub(super) struct CreateBody {
     max_visits: Option<u64>,
     #[serde(default)]
     password: Option<String>,
+    #[serde(default)]
+    domain: Option<String>,
 }
 
 impl CreateBody {
@@ -69,6 +72,7 @@ impl CreateBody {
             tags: self.tags,
             max_visits: self.max_visits,
             password: self.password,
+            domain: self.domain,
         })
     }
 }
@@ -194,13 +198,14 @@ impl Serialize for Millis {
     }
 }
 
-/// A link's short URL: the public base and the code, serialized without joining them first.
-struct ShortUrl<'a>(&'a PublicBase, &'a str);
+/// A link's short URL: the public base (or the link's branded domain) and the code, serialized
+/// without joining them first.
+pub(super) struct ShortUrl<'a>(&'a PublicBase, &'a Link);
 
 impl std::fmt::Display for ShortUrl<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0.as_str())?;
-        f.write_str(self.1)
+        self.0
+            .write_link_url(f, self.1.domain.as_deref(), self.1.shown_code())
     }
 }
 
@@ -215,6 +220,7 @@ impl Serialize for ShortUrl<'_> {
 #[derive(Serialize)]
 pub(super) struct LinkJson<'a> {
     code: &'a str,
+    domain: &'a str,
     short_url: ShortUrl<'a>,
     url: &'a str,
     tenant: &'a str,
@@ -248,8 +254,9 @@ impl<'a> LinkJson<'a> {
     /// whole batch of links).
     pub(super) fn at(public: &'a PublicBase, link: &'a Link, now: DateTime<Utc>) -> Self {
         LinkJson {
-            code: &link.code,
-            short_url: ShortUrl(public, &link.code),
+            code: link.shown_code(),
+            domain: link.domain.as_deref().unwrap_or(public.host_str()),
+            short_url: ShortUrl(public, link),
             url: &link.url,
             tenant: &link.tenant,
             owner: &link.owner,
@@ -300,8 +307,8 @@ impl<'a> LinkAnswer<'a> {
             LinkAnswer::Whole(LinkJson::new(public, link))
         } else {
             LinkAnswer::Receipt(ReceiptJson {
-                code: &link.code,
-                short_url: ShortUrl(public, &link.code),
+                code: link.shown_code(),
+                short_url: ShortUrl(public, link),
             })
         }
     }
@@ -327,6 +334,8 @@ pub(super) struct ListParams {
     created_before: Option<String>,
     #[serde(default)]
     q: Option<String>,
+    #[serde(default)]
+    domain: Option<String>,
     /// Export only: `ndjson` (the default) or `csv`.
     #[serde(default)]
     pub(super) format: Option<String>,
@@ -346,7 +355,7 @@ impl ListParams {
     }
 
     /// The list these parameters ask for.
-    pub(super) fn into_input(self) -> Result<ListInput, Error> {
+    pub(super) fn into_input(self, rules: &CreateRules) -> Result<ListInput, Error> {
         let limit = self
             .limit
             .map(|text| {
@@ -380,6 +389,7 @@ impl ListParams {
             created_after: date("created_after", self.created_after)?,
             created_before: date("created_before", self.created_before)?,
             q: self.q,
+            domain: DomainFilter::of(self.domain.as_deref(), rules)?,
         })
     }
 }
@@ -401,8 +411,9 @@ const PATCHABLE: [&str; 6] = [
     "password",
 ];
 /// The fields of a link a PATCH cannot change.
-const READ_ONLY: [&str; 13] = [
+const READ_ONLY: [&str; 14] = [
     "code",
+    "domain",
     "short_url",
     "tenant",
     "owner",
@@ -539,6 +550,7 @@ mod tests {
         let public = PublicBase::new("https://s.test/");
         let link = Link {
             code: "abc1234".into(),
+            domain: None,
             tenant: "t\"en".into(),
             owner: "ci".into(),
             url: "https://example.com/\"q\"\\b\u{1}/ü".into(),

@@ -7,6 +7,9 @@
 mod protect;
 
 use super::HttpState;
+use super::site::{self, Site};
+use crate::domain::Domain;
+use crate::redirects::Key;
 use crate::redirects::{Resolution, Target};
 use crate::visits::Visit;
 use axum::body::Body;
@@ -55,14 +58,23 @@ pub async fn redirect(
     request: axum::extract::Request,
 ) -> Response {
     let code = code.map(|Path(code)| code).unwrap_or_default();
-    answer(&state, peer, &code, request.method(), request.headers()).await
+    answer(
+        &state,
+        peer,
+        &code,
+        request.method(),
+        request.uri(),
+        request.headers(),
+    )
+    .await
 }
 
-/// Redirects a code to its URL; 404 (not cached) for unknown codes, 410 for deleted, disabled
-/// or expired links and for links past their visit limit, 429 for clients that exceed their
-/// 404 budget (before any lookup, for the `Retry-After` they are told). Paths that cannot be
-/// codes are answered without touching the store. Clicks are counted in memory and flushed in
-/// batches.
+/// Redirects a code to its URL on the request's domain ([`Site`]); 404 (not cached) for
+/// unknown codes, 410 for deleted, disabled or expired links and for links past their visit
+/// limit (on a branded domain, a redirect to its `not_found_url` or `expired_url` instead when
+/// it has one), 429 for clients that exceed their 404 budget (before any lookup, for the
+/// `Retry-After` they are told). Paths that cannot be codes are answered without touching the
+/// store. Clicks are counted in memory and flushed in batches.
 ///
 /// A redirect gets a server span only when tracing is on and the sampler picks it
 /// (`otel::http::edge_span`); otherwise tracing costs it one flag read.
@@ -71,11 +83,15 @@ pub fn answer<'a>(
     peer: SocketAddr,
     code: &'a str,
     method: &'a Method,
+    uri: &'a axum::http::Uri,
     headers: &'a HeaderMap,
 ) -> impl Future<Output = Response> + Send + 'a {
     // Not an `async fn`: it would hold the answer's future twice (see `otel::http::answer_in`).
     let span = otel::http::edge_span(method, headers);
-    otel::http::answer_in(span, answer_untraced(state, peer, code, method, headers))
+    otel::http::answer_in(
+        span,
+        answer_untraced(state, peer, code, method, uri, headers),
+    )
 }
 
 async fn answer_untraced(
@@ -83,31 +99,70 @@ async fn answer_untraced(
     peer: SocketAddr,
     code: &str,
     method: &Method,
+    uri: &axum::http::Uri,
     headers: &HeaderMap,
 ) -> Response {
     let started = Instant::now();
     if let Some(refused) = refused_before_lookup(state, peer, headers, started) {
         return refused;
     }
-    let resolution = state.resolver.resolve(code, started).await;
-    respond(state, peer, code, method, headers, resolution, started)
+    let site = match site::load(state, peer, uri, headers).await {
+        Ok(site) => site,
+        Err(refused) => return refused,
+    };
+    let request = Asked {
+        peer,
+        code,
+        method,
+        headers,
+        site: &site,
+    };
+    let Some(key) = lookup_key(state, &site, code) else {
+        return respond(state, &request, code, Ok(Resolution::NotFound), started);
+    };
+    let resolution = state.resolver.resolve(site.domain(), &key, started).await;
+    respond(state, &request, &key.key, resolution, started)
+}
+
+/// The key `code` is looked up under on `site`; `None` when nothing can be found there (not a
+/// code, or a closed site).
+fn lookup_key<'a>(state: &HttpState, site: &Site, code: &'a str) -> Option<Key<'a>> {
+    match site {
+        Site::Closed => None,
+        _ => state.resolver.key(site.domain(), code),
+    }
 }
 
 /// [`answer`] without waiting: `Some` when the answer is known without the store (a cached
-/// code, or a path that cannot be a code), `None` when the store must be asked.
-pub fn answer_cached(
+/// code on a known host, or a path that cannot be a code), `None` when the store must be asked.
+pub fn answer_cached<B>(
     state: &HttpState,
     peer: SocketAddr,
     code: &str,
-    method: &Method,
-    headers: &HeaderMap,
+    request: &hyper::Request<B>,
 ) -> Option<Response> {
+    let (method, headers) = (request.method(), request.headers());
     let started = Instant::now();
     if let Some(refused) = refused_before_lookup(state, peer, headers, started) {
         return Some(refused);
     }
-    let resolution = state.resolver.resolve_cached(code, started)?;
-    let response = respond(state, peer, code, method, headers, Ok(resolution), started);
+    let site = site::cached(state, peer, request.uri(), headers)?;
+    let asked = Asked {
+        peer,
+        code,
+        method,
+        headers,
+        site: &site,
+    };
+    let response = match lookup_key(state, &site, code) {
+        None => respond(state, &asked, code, Ok(Resolution::NotFound), started),
+        Some(key) => {
+            let resolution = state
+                .resolver
+                .resolve_cached(site.domain(), &key, started)?;
+            respond(state, &asked, &key.key, Ok(resolution), started)
+        }
+    };
     // Asked only once the answer is known here, so that a request that goes on to [`answer`]
     // is not offered to the sampler twice.
     if let Some(span) = otel::http::edge_span(method, headers) {
@@ -116,35 +171,45 @@ pub fn answer_cached(
     Some(response)
 }
 
-/// The response to a resolved redirect request, counted in the click counts and the metrics.
+/// A redirect request: who asked for which code, how, and on which site.
+struct Asked<'a> {
+    peer: SocketAddr,
+    code: &'a str,
+    method: &'a Method,
+    headers: &'a HeaderMap,
+    site: &'a Site,
+}
+
+/// The response to a resolved redirect request for the link of `key`, counted in the click
+/// counts and the metrics.
 fn respond(
     state: &HttpState,
-    peer: SocketAddr,
-    code: &str,
-    method: &Method,
-    headers: &HeaderMap,
+    asked: &Asked<'_>,
+    key: &str,
     resolution: Result<Resolution, crate::domain::Error>,
     started: Instant,
 ) -> Response {
+    let (peer, headers, domain) = (asked.peer, asked.headers, asked.site.domain());
     let (response, outcome) = match resolution {
         // A protected link's target is never answered to a GET or HEAD: they get the form.
         Ok(Resolution::Redirect(target)) if target.password.is_some() => {
-            protect::locked(code, method)
+            protect::locked(asked.code, asked.method)
         }
         Ok(Resolution::Redirect(target)) => {
-            if count_visit(state, peer, code, method == Method::HEAD, headers, &target) {
+            let head = asked.method == Method::HEAD;
+            if count_visit(state, peer, key, head, headers, &target) {
                 let mut response = Response::new(Body::empty());
-                *response.status_mut() = state.redirect_status;
+                *response.status_mut() = redirect_status(state, domain);
                 response
                     .headers_mut()
                     .insert(header::LOCATION, target.location);
                 (response, "redirect")
             } else {
-                (gone(), "gone")
+                (gone_on(domain), "gone")
             }
         }
-        Ok(Resolution::NotFound) => (not_found(state, peer, headers), "not_found"),
-        Ok(Resolution::Gone) => (gone(), "gone"),
+        Ok(Resolution::NotFound) => (not_found_on(state, peer, headers, domain), "not_found"),
+        Ok(Resolution::Gone) => (gone_on(domain), "gone"),
         Ok(Resolution::Blocked) => (
             no_store(state.blocked_status, "this link has been disabled\n"),
             "blocked",
@@ -155,6 +220,51 @@ fn respond(
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
     response
+}
+
+/// The status of redirects on `domain`: its own, else the node's.
+fn redirect_status(state: &HttpState, domain: Option<&Domain>) -> StatusCode {
+    domain
+        .and_then(|d| d.settings.redirect_status)
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(state.redirect_status)
+}
+
+/// A `302` to a domain's fallback URL, never stored by caches (the fallback may change, and
+/// the code may come to exist).
+fn fallback_to(url: Option<&str>) -> Option<Response> {
+    let location = HeaderValue::from_str(url?).ok()?;
+    Some(
+        (
+            StatusCode::FOUND,
+            [
+                (header::LOCATION, location),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            ],
+        )
+            .into_response(),
+    )
+}
+
+/// What an unknown code answers on `domain`: the 404 budget is spent as anywhere (a 429 once
+/// it is), then the domain's `not_found_url`, else the 404.
+fn not_found_on(
+    state: &HttpState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    domain: Option<&Domain>,
+) -> Response {
+    if let Some(refused) = spend_404_token(state, peer, headers) {
+        return refused;
+    }
+    fallback_to(domain.and_then(|d| d.settings.not_found_url.as_deref()))
+        .unwrap_or_else(|| no_store(StatusCode::NOT_FOUND, "not found\n"))
+}
+
+/// What an expired, disabled, deleted or spent link answers on `domain`: its `expired_url`,
+/// else the 410.
+fn gone_on(domain: Option<&Domain>) -> Response {
+    fallback_to(domain.and_then(|d| d.settings.expired_url.as_deref())).unwrap_or_else(gone)
 }
 
 /// Whether `target`'s visit limit admits the visit this request makes, counting the visit if
@@ -205,17 +315,30 @@ pub async fn unlock(
     if let Some(refused) = refused_before_lookup(&state, peer, &parts.headers, started) {
         return refused;
     }
-    let (response, outcome) = match state.resolver.resolve(&code, started).await {
-        Ok(Resolution::Redirect(target)) => {
-            protect::unlock(&state, peer, &code, &parts.headers, body, target).await
+    let site = match site::load(&state, peer, &parts.uri, &parts.headers).await {
+        Ok(site) => site,
+        Err(refused) => return refused,
+    };
+    let domain = site.domain();
+    let key = lookup_key(&state, &site, &code);
+    let resolution = match &key {
+        Some(key) => state.resolver.resolve(domain, key, started).await,
+        None => Ok(Resolution::NotFound),
+    };
+    let (response, outcome) = match (resolution, &key) {
+        (Ok(Resolution::Redirect(target)), Some(key)) => {
+            protect::unlock(&state, peer, &code, &key.key, &parts.headers, body, target).await
         }
-        Ok(Resolution::NotFound) => (not_found(&state, peer, &parts.headers), "not_found"),
-        Ok(Resolution::Gone) => (gone(), "gone"),
-        Ok(Resolution::Blocked) => (
+        (Ok(Resolution::Redirect(_)) | Ok(Resolution::NotFound), _) => (
+            not_found_on(&state, peer, &parts.headers, domain),
+            "not_found",
+        ),
+        (Ok(Resolution::Gone), _) => (gone_on(domain), "gone"),
+        (Ok(Resolution::Blocked), _) => (
             no_store(state.blocked_status, "this link has been disabled\n"),
             "blocked",
         ),
-        Err(error) => (super::ApiError::from(error).into_response(), "error"),
+        (Err(error), _) => (super::ApiError::from(error).into_response(), "error"),
     };
     state
         .metrics

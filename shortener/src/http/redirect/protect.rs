@@ -172,11 +172,13 @@ fn proceed(target: &HeaderValue, json: bool) -> Response {
 }
 
 /// `POST /{code}`: for the right password the page that continues to the target, for a wrong
-/// one the form again.
+/// one the form again. `key` is the link's key on the request's domain (attempts are limited,
+/// and the visit counted, under it).
 pub(super) async fn unlock(
     state: &HttpState,
     peer: SocketAddr,
     code: &str,
+    key: &str,
     headers: &HeaderMap,
     body: Body,
     target: Target,
@@ -195,7 +197,7 @@ pub(super) async fn unlock(
     };
     let json = wants_json(headers);
     let client = state.client_policy.client(peer, headers);
-    if let Err(wait) = state.limits.password_attempt(client, code) {
+    if let Err(wait) = state.limits.password_attempt(client, key) {
         state.metrics.rate_limited("password");
         let seconds = wait.as_secs().max(1);
         return (
@@ -276,7 +278,7 @@ pub(super) async fn unlock(
             "wrong_password",
         );
     }
-    if !count_visit(state, peer, code, false, headers, &target) {
+    if !count_visit(state, peer, key, false, headers, &target) {
         return (gone(), "gone");
     }
     (proceed(&target.location, json), "redirect")

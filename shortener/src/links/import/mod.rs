@@ -26,7 +26,7 @@ mod pipeline;
 pub use pipeline::{ImportEvent, ImportStop, ImportSummary, InputRow};
 
 use super::{LinkService, create};
-use crate::domain::{Caller, Error, ImportRow, Link};
+use crate::domain::{Caller, Error, ImportRow, Link, shown_code};
 use crate::store::{InsertOutcome, LinkStore, NewLink};
 use codespace::shape::CodeKind;
 use futures::StreamExt;
@@ -108,6 +108,9 @@ struct Import {
     caller: Caller,
     batch: i64,
     dry_run: bool,
+    /// The branded domain the links go on (checked to be the caller's tenant's); `None`: the
+    /// default domain.
+    domain: Option<String>,
 }
 
 /// A row of a chunk: its number and the checked row, or why it was refused.
@@ -116,12 +119,13 @@ type ChunkRow = (u64, Result<ImportRow, Error>);
 impl LinkService {
     /// Starts an import for `caller` (links go to its tenant); a dry run checks every row and
     /// stores nothing.
-    fn start_import(&self, caller: &Caller, dry_run: bool) -> Import {
+    fn start_import(&self, caller: &Caller, dry_run: bool, domain: Option<String>) -> Import {
         Import {
             caller: caller.clone(),
             // Positive and random: a batch number is never reused by chance.
             batch: (rand::random::<u64>() >> 1) as i64,
             dry_run,
+            domain,
         }
     }
 
@@ -208,8 +212,13 @@ impl LinkService {
     }
 
     fn imported_link(&self, import: &Import, row: ImportRow, code: String) -> NewLink {
+        // An alias-shaped legacy code is unique per domain, any other one across all of them
+        // (`link_key`).
+        let kind =
+            codespace::shape::classify(&code, self.space.length()).unwrap_or(CodeKind::Alias);
         NewLink {
-            code,
+            code: crate::domain::link_key(import.domain.as_deref(), &code, kind).into_owned(),
+            domain: import.domain.clone(),
             url: row.url.as_str().to_string(),
             // A legacy code has no ID here: it is filed as a named code, whatever its shape.
             kind: CodeKind::Alias,
@@ -229,7 +238,7 @@ impl LinkService {
     }
 
     fn imported_row(&self, import: &Import, row: &ImportRow) -> create::Row {
-        let dedup_key = import_dedup_key(&import.caller.tenant, row);
+        let dedup_key = import_dedup_key(&import.caller.tenant, import.domain.as_deref(), row);
         create::Row {
             url: row.url.as_str().to_string(),
             expires_at: row.expires_at,
@@ -244,6 +253,7 @@ impl LinkService {
             import_batch: None,
             created_at: row.created_at,
             password: None,
+            domain: import.domain.clone(),
         }
     }
 
@@ -330,7 +340,7 @@ impl LinkService {
                 *i,
                 RowResult {
                     row: *row,
-                    code: Some(link.code.clone()),
+                    code: Some(shown_code(&link.code).to_string()),
                     status,
                 },
             ));
@@ -351,7 +361,7 @@ impl LinkService {
         let ours = *holder.tenant == *import.caller.tenant;
         if ours && holder.import_batch == Some(import.batch) {
             RowStatus::Error(duplicate(&link.code))
-        } else if ours && holder.url == link.url {
+        } else if ours && holder.url == link.url && holder.domain == link.domain {
             RowStatus::Exists
         } else {
             RowStatus::Error(code_taken(&link.code))
@@ -384,7 +394,9 @@ impl LinkService {
     }
 }
 
+/// A row's result; `code` is a link's key, answered as the code people type.
 fn result(row: u64, code: Option<String>, status: RowStatus) -> RowResult {
+    let code = code.map(|key| shown_code(&key).to_string());
     RowResult { row, code, status }
 }
 
@@ -393,7 +405,7 @@ fn duplicate(code: &str) -> Error {
         "duplicate_code",
         format!(
             "the code {} appears more than once in this import",
-            crate::domain::echo(code)
+            crate::domain::echo(shown_code(code))
         ),
     )
 }
@@ -401,15 +413,23 @@ fn duplicate(code: &str) -> Error {
 fn code_taken(code: &str) -> Error {
     Error::invalid(
         "code_taken",
-        format!("the code {} is taken", crate::domain::echo(code)),
+        format!(
+            "the code {} is taken",
+            crate::domain::echo(shown_code(code))
+        ),
     )
 }
 
 /// The dedup key of an imported row without a code: one link per (tenant, target, expiry,
 /// creation time, private or not), so the same rows imported twice make their links once.
-fn import_dedup_key(tenant: &str, row: &ImportRow) -> Vec<u8> {
+fn import_dedup_key(tenant: &str, domain: Option<&str>, row: &ImportRow) -> Vec<u8> {
     let mut h = Sha256::new();
     h.update(b"import v1");
+    if let Some(host) = domain {
+        // On a branded domain, per domain too (the default domain's keys are those of before).
+        h.update(b"\0domain\0");
+        h.update(host.as_bytes());
+    }
     for field in [
         tenant.as_bytes(),
         row.url.as_str().as_bytes(),

@@ -61,13 +61,15 @@ pub enum ImportEvent<E> {
 type Chunk<E> = Result<Vec<ChunkRow>, E>;
 
 impl LinkService {
-    /// Imports `rows` for `caller` (links go to its tenant), each checked against `rules`; a
-    /// dry run checks every row and stores nothing. The events end with the summary, unless
-    /// the stream of them is dropped first.
+    /// Imports `rows` for `caller` (links go to its tenant, on `domain`: a branded domain the
+    /// caller's tenant owns, checked by [`LinkService::check_domain`] first, or `None` for the
+    /// default domain), each checked against `rules`; a dry run checks every row and stores
+    /// nothing. The events end with the summary, unless the stream of them is dropped first.
     pub fn import_rows<S, E>(
         self: &Arc<Self>,
         caller: &Caller,
         dry_run: bool,
+        domain: Option<String>,
         rules: CreateRules,
         rows: S,
     ) -> impl Stream<Item = ImportEvent<E>> + Send + use<S, E>
@@ -78,7 +80,7 @@ impl LinkService {
         let (chunks_tx, chunks) = mpsc::channel(READ_AHEAD);
         let (events, rx) = mpsc::channel(RESULTS_AHEAD);
         tokio::spawn(read_chunks(rows, rules, chunks_tx));
-        let import = self.start_import(caller, dry_run);
+        let import = self.start_import(caller, dry_run, domain);
         tokio::spawn(Arc::clone(self).write_chunks(import, chunks, events));
         ReceiverStream::new(rx)
     }

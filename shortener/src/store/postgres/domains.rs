@@ -5,7 +5,7 @@
 
 use super::error::db_error;
 use crate::domain::{Domain, DomainSettings, Robots};
-use crate::store::StoreError;
+use crate::store::{DomainRemoval, LIVE_LINKS_COUNTED, StoreError};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -144,15 +144,22 @@ pub(super) async fn delete(
     client: &tokio_postgres::Client,
     host: &str,
     tenant: Option<&str>,
-) -> Result<bool, StoreError> {
-    let removed: i64 = client
+) -> Result<DomainRemoval, StoreError> {
+    // One statement: the count, the delete and the notification see one snapshot. A create on
+    // the domain that commits meanwhile keeps its link, which then answers nowhere (a link
+    // answers on a branded domain only while the domain is its tenant's) until the tenant
+    // claims the host again.
+    let row = client
         .query_one(
-            "WITH removed AS (DELETE FROM domains WHERE host = $1 AND ($2::text IS NULL OR tenant = $2) RETURNING host) \
-             SELECT count(*) FROM removed, LATERAL pg_notify($3, removed.host)",
-            &[&host, &tenant, &DOMAIN_NOTIFY_CHANNEL],
+            "WITH live AS (SELECT count(*) AS n FROM (SELECT 1 FROM links WHERE domain = $1 AND deleted_at IS NULL LIMIT $4) l), \
+             removed AS (DELETE FROM domains WHERE host = $1 AND ($2::text IS NULL OR tenant = $2) \
+                 AND (SELECT n FROM live) = 0 RETURNING host) \
+             SELECT (SELECT count(*) FROM removed, LATERAL pg_notify($3, removed.host)), (SELECT n FROM live), \
+                 EXISTS (SELECT 1 FROM domains WHERE host = $1 AND ($2::text IS NULL OR tenant = $2))",
+            &[&host, &tenant, &DOMAIN_NOTIFY_CHANNEL, &LIVE_LINKS_COUNTED],
         )
         .await
-        .map_err(db_error)?
-        .get(0);
-    Ok(removed == 1)
+        .map_err(db_error)?;
+    let (removed, live, exists): (i64, i64, bool) = (row.get(0), row.get(1), row.get(2));
+    Ok(DomainRemoval::of(removed == 1, exists, live))
 }

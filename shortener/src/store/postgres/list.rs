@@ -4,7 +4,7 @@
 
 use super::error::db_error;
 use super::{L_LINK_COLUMNS, link_with_clicks};
-use crate::domain::{Link, ListQuery, Page, Position, StateFilter};
+use crate::domain::{DomainFilter, Link, ListQuery, Page, Position, StateFilter};
 use crate::store::StoreError;
 use tokio_postgres::types::ToSql;
 
@@ -100,6 +100,14 @@ fn build(query: &ListQuery, limit: Option<usize>) -> Sql {
             ));
         } else {
             conditions.push(format!("l.host_rev = {exact}"));
+        }
+    }
+    match &query.domain {
+        None => {}
+        Some(DomainFilter::Default) => conditions.push("l.domain IS NULL".into()),
+        Some(DomainFilter::Host(host)) => {
+            let p = sql.param(host.clone());
+            conditions.push(format!("l.domain = {p}"));
         }
     }
     if let Some(q) = &query.q {

@@ -101,11 +101,11 @@ pub struct PgStore {
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
-const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash";
+const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain";
 /// [`LINK_COLUMNS`] of the table aliased `l`.
-const L_LINK_COLUMNS: &str = "l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, l.owner, l.disabled_at, l.max_visits, l.tags, l.import_batch, l.password_hash";
+const L_LINK_COLUMNS: &str = "l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, l.owner, l.disabled_at, l.max_visits, l.tags, l.import_batch, l.password_hash, l.domain";
 /// How many columns [`LINK_COLUMNS`] holds (click counts follow them where a read joins them).
-const LINK_COLUMN_COUNT: usize = 12;
+const LINK_COLUMN_COUNT: usize = 13;
 
 fn link_from_row(row: &Row) -> Link {
     Link {
@@ -123,6 +123,7 @@ fn link_from_row(row: &Row) -> Link {
         password: row
             .get::<_, Option<String>>(11)
             .map(PasswordHash::from_stored),
+        domain: row.get(12),
         clicks: ClickCounts::default(),
     }
 }
@@ -550,7 +551,11 @@ impl DomainStore for PgStore {
         domains::set_settings(&*self.client().await?, host, tenant, settings).await
     }
 
-    async fn delete_domain(&self, host: &str, tenant: Option<&str>) -> Result<bool, StoreError> {
+    async fn delete_domain(
+        &self,
+        host: &str,
+        tenant: Option<&str>,
+    ) -> Result<crate::store::DomainRemoval, StoreError> {
         domains::delete(&*self.client().await?, host, tenant).await
     }
 }

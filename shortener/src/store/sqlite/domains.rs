@@ -3,7 +3,7 @@
 
 use super::convert::{db_error, from_millis, millis};
 use crate::domain::{Domain, DomainSettings, Robots};
-use crate::store::StoreError;
+use crate::store::{DomainRemoval, LIVE_LINKS_COUNTED, StoreError};
 use chrono::Utc;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -116,14 +116,35 @@ pub(super) fn set_settings(
 }
 
 pub(super) fn delete(
-    conn: &Connection,
+    conn: &mut Connection,
     host: &str,
     tenant: Option<&str>,
-) -> Result<bool, StoreError> {
-    conn.execute(
-        "DELETE FROM domains WHERE host = ?1 AND (?2 IS NULL OR tenant = ?2)",
-        params![host, tenant],
-    )
-    .map(|n| n == 1)
-    .map_err(db_error)
+) -> Result<DomainRemoval, StoreError> {
+    // One write transaction: no create on the domain commits between the count and the delete.
+    let tx = conn.transaction().map_err(db_error)?;
+    let exists: bool = tx
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM domains WHERE host = ?1 AND (?2 IS NULL OR tenant = ?2))",
+            params![host, tenant],
+            |r| r.get(0),
+        )
+        .map_err(db_error)?;
+    let live: i64 = tx
+        .query_row(
+            "SELECT count(*) FROM (SELECT 1 FROM links WHERE domain = ?1 AND deleted_at IS NULL LIMIT ?2)",
+            params![host, LIVE_LINKS_COUNTED],
+            |r| r.get(0),
+        )
+        .map_err(db_error)?;
+    let removed = exists
+        && live == 0
+        && tx
+            .execute(
+                "DELETE FROM domains WHERE host = ?1 AND (?2 IS NULL OR tenant = ?2)",
+                params![host, tenant],
+            )
+            .map_err(db_error)?
+            == 1;
+    tx.commit().map_err(db_error)?;
+    Ok(DomainRemoval::of(removed, exists, live))
 }

@@ -8,7 +8,9 @@
 
 use super::convert::{db_error, from_millis, millis};
 use super::rows::{COLUMNS, find_slot, link_from_row, link_with_clicks};
-use crate::domain::{Event, EventKind, Link, LinkPatch, ListQuery, Page, Position, StateFilter};
+use crate::domain::{
+    DomainFilter, Event, EventKind, Link, LinkPatch, ListQuery, Page, Position, StateFilter,
+};
 use crate::store::{DeleteOutcome, StoreError, UpdateOutcome, host_rev};
 use chrono::Utc;
 use codespace::CodeSpace;
@@ -193,6 +195,14 @@ fn select(query: &ListQuery) -> (String, Vec<Value>) {
             ));
         } else {
             conditions.push(format!("l.host_rev = {exact}"));
+        }
+    }
+    match &query.domain {
+        None => {}
+        Some(DomainFilter::Default) => conditions.push("l.domain IS NULL".into()),
+        Some(DomainFilter::Host(host)) => {
+            let p = param(Value::Text(host.clone()));
+            conditions.push(format!("l.domain = {p}"));
         }
     }
     let columns: Vec<String> = COLUMNS.split(", ").map(|c| format!("l.{c}")).collect();

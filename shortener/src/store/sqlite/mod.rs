@@ -522,7 +522,11 @@ impl DomainStore for SqliteStore {
             .await
     }
 
-    async fn delete_domain(&self, host: &str, tenant: Option<&str>) -> Result<bool, StoreError> {
+    async fn delete_domain(
+        &self,
+        host: &str,
+        tenant: Option<&str>,
+    ) -> Result<crate::store::DomainRemoval, StoreError> {
         let (host, tenant) = (host.to_string(), tenant.map(str::to_string));
         self.write(move |conn| domains::delete(conn, &host, tenant.as_deref()))
             .await

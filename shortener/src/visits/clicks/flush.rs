@@ -176,6 +176,7 @@ mod tests {
         let links: Vec<crate::store::NewLink> = (0..n)
             .map(|i| crate::store::NewLink {
                 code: code(i),
+                domain: None,
                 url: format!("https://example.com/{i}"),
                 kind: codespace::shape::CodeKind::Alias,
                 id: None,

@@ -67,6 +67,7 @@ async fn stats_say_up_to_when_their_counts_are_complete(backend: Backend) {
         .get_link_stats(authed(pb::GetLinkStatsRequest {
             code: code.clone(),
             range: None,
+            ..Default::default()
         }))
         .await
         .expect("GetLinkStats")

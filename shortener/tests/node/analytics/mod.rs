@@ -210,6 +210,7 @@ async fn stats_count_exactly_the_visits_by_referrer_device_and_country(backend: 
         .get_link_stats(authed(pb::GetLinkStatsRequest {
             code: code.clone(),
             range: Some(hourly()),
+            ..Default::default()
         }))
         .await
         .expect("GetLinkStats")
@@ -245,6 +246,7 @@ async fn stats_count_exactly_the_visits_by_referrer_device_and_country(backend: 
     let bounded = grpc
         .get_link_stats(authed(pb::GetLinkStatsRequest {
             code: code.clone(),
+            domain: String::new(),
             range: Some(pb::StatsRange {
                 from: Some(hour),
                 to: Some(prost_types::Timestamp {
@@ -263,6 +265,7 @@ async fn stats_count_exactly_the_visits_by_referrer_device_and_country(backend: 
     let before = grpc
         .get_link_stats(authed(pb::GetLinkStatsRequest {
             code: code.clone(),
+            domain: String::new(),
             range: Some(pb::StatsRange {
                 to: Some(hour),
                 granularity: "hour".into(),
@@ -288,6 +291,7 @@ async fn stats_count_exactly_the_visits_by_referrer_device_and_country(backend: 
     let refused = grpc
         .get_link_stats(authed(pb::GetLinkStatsRequest {
             code: code.clone(),
+            domain: String::new(),
             range: Some(pb::StatsRange {
                 granularity: "week".into(),
                 ..Default::default()

@@ -203,7 +203,11 @@ async fn bad_stats_requests_are_refused_with_a_clear_error(backend: Backend) {
         ),
     ];
     for (case, asked, range, key, want) in grpc_cases {
-        let mut request = tonic::Request::new(pb::GetLinkStatsRequest { code: asked, range });
+        let mut request = tonic::Request::new(pb::GetLinkStatsRequest {
+            code: asked,
+            range,
+            ..Default::default()
+        });
         request.metadata_mut().insert(
             "authorization",
             format!("Bearer {key}").parse().expect("ascii"),

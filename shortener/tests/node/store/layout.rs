@@ -86,7 +86,7 @@ async fn layout_row(db: &tokio_postgres::Client) -> (String, Option<String>) {
 
 /// Moves a fresh database to the code layout and makes its rows look like rows written before
 /// the slot column existed (no slot), as an upgraded database's are.
-async fn code_layout_with_old_rows(stack: &Stack) {
+pub(crate) async fn code_layout_with_old_rows(stack: &Stack) {
     succeed(layout(stack, &["revert", "--grace-ms", "1000"]));
     let db = sql(stack).await;
     db.batch_execute(
@@ -99,7 +99,7 @@ async fn code_layout_with_old_rows(stack: &Stack) {
 /// Links of every kind through the API: generated (plain, deduplicated, idempotent, tagged,
 /// protected, expiring, deleted), aliases that are and are not base62 of the code length,
 /// a private code, and imported legacy codes. Returns code -> url of the live ones.
-async fn every_kind(node: &Node) -> HashMap<String, String> {
+pub(crate) async fn every_kind(node: &Node) -> HashMap<String, String> {
     let mut made = HashMap::new();
     let mut keep = |status: StatusCode, body: serde_json::Value| {
         assert_eq!(status, StatusCode::CREATED, "{body}");

@@ -5,6 +5,7 @@ mod bounds;
 mod durability;
 mod embedded;
 mod layout;
+mod upgrade;
 
 use crate::helpers::{Backend, Stack};
 use codespace::shape::CodeKind;
@@ -14,6 +15,7 @@ use shortener::store::{Capabilities, InsertOutcome, LinkStore, NewLink};
 pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
     NewLink {
         code: code.to_string(),
+        domain: None,
         url: url.to_string(),
         kind: if dedup.is_some() {
             CodeKind::Generated

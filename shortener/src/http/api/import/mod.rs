@@ -35,6 +35,9 @@ struct ImportParams {
     dry_run: Option<String>,
     #[serde(default)]
     results: Option<String>,
+    /// The branded domain the links go on (the default domain when absent).
+    #[serde(default)]
+    domain: Option<String>,
 }
 
 /// How rows are written.
@@ -78,6 +81,10 @@ async fn start(
         )),
     };
     let dry_run = flag("dry_run", params.dry_run.as_deref())?;
+    let domain = state.rules.domain(params.domain.as_deref())?;
+    if let Some(host) = &domain {
+        state.links.check_domain(&caller, host).await?;
+    }
     let errors_only = match params.results.as_deref() {
         None | Some("all") => false,
         Some("errors") => true,
@@ -111,7 +118,7 @@ async fn start(
     let rows = reader.into_rows(columns);
     let events = state
         .links
-        .import_rows(&caller, dry_run, state.rules.clone(), rows);
+        .import_rows(&caller, dry_run, domain, state.rules.clone(), rows);
     let lines = events.filter_map(move |event| async move {
         let bytes = match event {
             ImportEvent::Rows(results) => rows_lines(&results, errors_only)?,

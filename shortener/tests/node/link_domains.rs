@@ -1,0 +1,560 @@
+//! Links belong to a domain: two tenants with a branded domain each and the default domain; the
+//! same alias on each domain is its own link with its own target; a generated code answers on
+//! its own domain only; another tenant can neither put links on a domain nor read, list or
+//! change another's; lists filter by domain; a domain with live links cannot be removed; the
+//! fallbacks of a domain answer for its unknown, expired and disabled codes; two creates racing
+//! for one alias on one domain get one winner.
+
+use crate::domains::{call, claim};
+use crate::helpers::{Backend, Node, Stack};
+use crate::tenants::{TenantKeys, write_keys};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// A node with the tenants' keys; `acme` may claim under `acme.example`, `globex` under
+/// `globex.example`; `s.example` is a short domain of the default domain.
+async fn node(stack: &Stack, name: &str) -> (Node, TenantKeys) {
+    let keys = write_keys(&stack.dir.path().join("api-keys.toml"));
+    let mut config = stack.config(name);
+    config.access.api_keys_file = Some(stack.dir.path().join("api-keys.toml"));
+    config.access.domain_suffixes = ["acme=acme.example", "globex=globex.example"]
+        .map(String::from)
+        .to_vec();
+    config.listeners.short_domains = vec!["s.example".into()];
+    (Node::start(config).await, keys)
+}
+
+/// Creates a link with `key` from `body`: the status and the answer.
+async fn create(node: &Node, key: &str, body: Value) -> (u16, Value) {
+    call(node, Method::POST, "/links", key, Some(body)).await
+}
+
+/// Creates a link that must be made.
+async fn made(node: &Node, key: &str, body: Value) -> Value {
+    let (status, link) = create(node, key, body.clone()).await;
+    assert_eq!(status, 201, "{body} -> {link}");
+    link
+}
+
+/// `GET /{code}` on `host`: the status and the `Location`.
+async fn visit(node: &Node, host: &str, code: &str) -> (u16, Option<String>) {
+    let response = node
+        .client
+        .get(format!("{}/{code}", node.base))
+        .header("host", host)
+        .send()
+        .await
+        .expect("send");
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .map(|v| v.to_str().expect("ascii").to_string());
+    (response.status().as_u16(), location)
+}
+
+async fn the_same_alias_is_a_link_per_domain(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node(&stack, "aliases").await;
+    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
+    assert_eq!(claim(&node, &keys.other, "go.globex.example").await.0, 201);
+
+    let default = made(
+        &node,
+        &keys.own,
+        json!({"url": "https://default.example/", "alias": "spring"}),
+    )
+    .await;
+    let acme = made(
+        &node,
+        &keys.own,
+        json!({"url": "https://acme.example/spring", "alias": "spring", "domain": "Go.Acme.Example."}),
+    )
+    .await;
+    let globex = made(
+        &node,
+        &keys.other,
+        json!({"url": "https://globex.example/spring", "alias": "spring", "domain": "go.globex.example"}),
+    )
+    .await;
+    assert_eq!(acme["code"], "spring");
+    assert_eq!(acme["domain"], "go.acme.example");
+    assert_eq!(acme["short_url"], "https://go.acme.example/spring");
+    assert_eq!(globex["short_url"], "https://go.globex.example/spring");
+    assert_eq!(default["domain"], "sho.rt");
+    assert!(
+        default["short_url"]
+            .as_str()
+            .expect("short_url")
+            .ends_with("/spring"),
+        "{default}"
+    );
+    // Taken again on its own domain: 409, whoever asks.
+    for (key, domain) in [
+        (&keys.own, "go.acme.example"),
+        (&keys.other, "go.globex.example"),
+    ] {
+        let (status, body) = create(
+            &node,
+            key,
+            json!({"url": "https://x.example/", "alias": "spring", "domain": domain}),
+        )
+        .await;
+        assert_eq!(
+            (status, &body["error"]),
+            (409, &json!("alias_taken")),
+            "{body}"
+        );
+    }
+
+    // Each host answers with its own link; the default domain's hosts with the default's.
+    assert_eq!(
+        visit(&node, "go.acme.example", "spring").await,
+        (302, Some("https://acme.example/spring".into()))
+    );
+    assert_eq!(
+        visit(&node, "go.globex.example:8443", "spring").await,
+        (302, Some("https://globex.example/spring".into()))
+    );
+    for host in ["127.0.0.1", "sho.rt", "s.example", "unclaimed.example"] {
+        assert_eq!(
+            visit(&node, host, "spring").await,
+            (302, Some("https://default.example/".into())),
+            "{host}"
+        );
+    }
+    // An alias made on one domain is unknown on the others.
+    made(
+        &node,
+        &keys.own,
+        json!({"url": "https://acme.example/only", "alias": "only-acme", "domain": "go.acme.example"}),
+    )
+    .await;
+    for host in ["127.0.0.1", "go.globex.example"] {
+        assert_eq!(visit(&node, host, "only-acme").await.0, 404, "{host}");
+    }
+
+    // A generated code answers on its own domain only.
+    let generated = made(
+        &node,
+        &keys.own,
+        json!({"url": "https://acme.example/generated", "domain": "go.acme.example"}),
+    )
+    .await;
+    let code = generated["code"].as_str().expect("code");
+    assert_eq!(
+        visit(&node, "go.acme.example", code).await,
+        (302, Some("https://acme.example/generated".into()))
+    );
+    for host in ["127.0.0.1", "s.example", "go.globex.example"] {
+        assert_eq!(visit(&node, host, code).await.0, 404, "{host}");
+    }
+    // And the default domain's generated codes do not answer on a branded domain.
+    let plain = made(
+        &node,
+        &keys.own,
+        json!({"url": "https://default.example/g"}),
+    )
+    .await;
+    let plain_code = plain["code"].as_str().expect("code");
+    assert_eq!(visit(&node, "go.acme.example", plain_code).await.0, 404);
+    assert_eq!(visit(&node, "127.0.0.1", plain_code).await.0, 302);
+
+    // Reads name the domain of an alias; without it, the default domain's alias is read.
+    let (status, body) = call(
+        &node,
+        Method::GET,
+        "/links/spring?domain=go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["url"]),
+        (200, &json!("https://acme.example/spring")),
+        "{body}"
+    );
+    let (status, body) = call(&node, Method::GET, "/links/spring", &keys.own, None).await;
+    assert_eq!(
+        (status, &body["url"]),
+        (200, &json!("https://default.example/")),
+        "{body}"
+    );
+    let (status, body) = call(
+        &node,
+        Method::GET,
+        &format!("/links/{code}"),
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["domain"]),
+        (200, &json!("go.acme.example")),
+        "{body}"
+    );
+    let (status, _) = call(
+        &node,
+        Method::GET,
+        &format!("/links/{code}?domain=go.globex.example"),
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(status, 404, "a generated code read on another domain");
+
+    tenants_stay_apart(&node, &keys).await;
+    lists_filter_by_domain(&node, &keys).await;
+    a_domain_with_live_links_stays(&node, &keys).await;
+}
+
+/// Another tenant can neither put links on a domain nor read, change or delete its links.
+async fn tenants_stay_apart(node: &Node, keys: &TenantKeys) {
+    let (status, body) = create(
+        node,
+        &keys.other,
+        json!({"url": "https://globex.example/", "alias": "in-truder", "domain": "go.acme.example"}),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (422, &json!("unknown_domain")),
+        "{body}"
+    );
+    let (status, body) = create(
+        node,
+        &keys.other,
+        json!({"url": "https://globex.example/", "domain": "go.acme.example"}),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (422, &json!("unknown_domain")),
+        "{body}"
+    );
+    for method in [Method::GET, Method::DELETE] {
+        let (status, _) = call(
+            node,
+            method.clone(),
+            "/links/spring?domain=go.acme.example",
+            &keys.other,
+            None,
+        )
+        .await;
+        assert_eq!(status, 404, "{method} of another tenant's alias");
+    }
+    let (status, _) = call(
+        node,
+        Method::PATCH,
+        "/links/spring?domain=go.acme.example",
+        &keys.other,
+        Some(json!({"url": "https://evil.example/"})),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        visit(node, "go.acme.example", "spring").await,
+        (302, Some("https://acme.example/spring".into()))
+    );
+}
+
+/// `domain=` lists one domain's links; a host of the default domain lists the default's.
+async fn lists_filter_by_domain(node: &Node, keys: &TenantKeys) {
+    let codes = |page: &Value| -> Vec<(String, String)> {
+        page["links"]
+            .as_array()
+            .expect("links")
+            .iter()
+            .map(|l| {
+                (
+                    l["code"].as_str().expect("code").to_string(),
+                    l["domain"].as_str().expect("domain").to_string(),
+                )
+            })
+            .collect()
+    };
+    let (status, page) = call(
+        node,
+        Method::GET,
+        "/links?domain=go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{page}");
+    let listed = codes(&page);
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert!(
+        listed.iter().all(|(_, d)| d == "go.acme.example"),
+        "{listed:?}"
+    );
+    let (_, page) = call(
+        node,
+        Method::GET,
+        "/links?domain=s.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    let listed = codes(&page);
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.iter().all(|(_, d)| d == "sho.rt"), "{listed:?}");
+    // Another tenant's domain lists nothing of it.
+    let (_, page) = call(
+        node,
+        Method::GET,
+        "/links?domain=go.acme.example",
+        &keys.other,
+        None,
+    )
+    .await;
+    assert_eq!(codes(&page), Vec::<(String, String)>::new());
+    let (status, page) = call(
+        node,
+        Method::GET,
+        "/links?domain=not%20a%20host",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &page["error"]),
+        (422, &json!("invalid_domain")),
+        "{page}"
+    );
+}
+
+/// A domain is kept while live links are on it, and removed once they are deleted.
+async fn a_domain_with_live_links_stays(node: &Node, keys: &TenantKeys) {
+    let (status, body) = call(
+        node,
+        Method::DELETE,
+        "/domains/go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (409, &json!("domain_has_links")),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("3 live links"),
+        "{body}"
+    );
+    let (_, page) = call(
+        node,
+        Method::GET,
+        "/links?domain=go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    for link in page["links"].as_array().expect("links") {
+        let path = format!(
+            "/links/{}?domain=go.acme.example",
+            link["code"].as_str().expect("code")
+        );
+        let (status, body) = call(node, Method::DELETE, &path, &keys.own, None).await;
+        assert_eq!(status, 204, "{path}: {body}");
+    }
+    let (status, body) = call(
+        node,
+        Method::DELETE,
+        "/domains/go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    // No longer a domain, the host answers as the default domain's.
+    assert_eq!(
+        visit(node, "go.acme.example", "spring").await,
+        (302, Some("https://default.example/".into()))
+    );
+}
+
+crate::on_both_stores!(the_same_alias_is_a_link_per_domain);
+
+async fn a_domain_answers_its_fallbacks(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node(&stack, "fallbacks").await;
+    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
+    assert_eq!(claim(&node, &keys.own, "bare.acme.example").await.0, 201);
+    let (status, body) = call(
+        &node,
+        Method::PATCH,
+        "/domains/go.acme.example",
+        &keys.own,
+        Some(json!({
+            "root_url": "https://www.acme.example/",
+            "not_found_url": "https://www.acme.example/missing",
+            "expired_url": "https://www.acme.example/expired",
+            "redirect_status": 301,
+        })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    for domain in ["go.acme.example", "bare.acme.example"] {
+        made(
+            &node,
+            &keys.own,
+            json!({"url": "https://acme.example/live", "alias": "live", "domain": domain}),
+        )
+        .await;
+        made(
+            &node,
+            &keys.own,
+            json!({"url": "https://acme.example/off", "alias": "off", "domain": domain}),
+        )
+        .await;
+        let (status, body) = call(
+            &node,
+            Method::PATCH,
+            &format!("/links/off?domain={domain}"),
+            &keys.own,
+            Some(json!({"disabled": true})),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let soon = (chrono::Utc::now() + chrono::Duration::milliseconds(1500)).to_rfc3339();
+        made(
+            &node,
+            &keys.own,
+            json!({"url": "https://acme.example/soon", "alias": "soon", "domain": domain, "expires_at": soon}),
+        )
+        .await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1700)).await;
+    // The domain's own redirect status, and its fallbacks for what would be a 404 or a 410.
+    let cases = [
+        ("live", (301, Some("https://acme.example/live"))),
+        (
+            "unknown-code",
+            (302, Some("https://www.acme.example/missing")),
+        ),
+        ("off", (302, Some("https://www.acme.example/expired"))),
+        ("soon", (302, Some("https://www.acme.example/expired"))),
+    ];
+    for (code, (status, location)) in cases {
+        assert_eq!(
+            visit(&node, "go.acme.example", code).await,
+            (status, location.map(str::to_string)),
+            "{code}"
+        );
+    }
+    // A domain without fallbacks answers as the default domain does.
+    let bare = [
+        ("live", (302, Some("https://acme.example/live"))),
+        ("unknown-code", (404, None)),
+        ("off", (410, None)),
+        ("soon", (410, None)),
+    ];
+    for (code, (status, location)) in bare {
+        assert_eq!(
+            visit(&node, "bare.acme.example", code).await,
+            (status, location.map(str::to_string)),
+            "{code}"
+        );
+    }
+}
+
+crate::on_both_stores!(a_domain_answers_its_fallbacks);
+
+/// Unknown codes on a domain with a `not_found_url` spend the 404 budget as anywhere: a scan
+/// is refused with 429 after the budget, fallback or not.
+#[tokio::test]
+async fn a_fallback_for_unknown_codes_still_spends_the_404_budget() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let keys = write_keys(&stack.dir.path().join("api-keys.toml"));
+    let mut config = stack.config("budget");
+    config.access.api_keys_file = Some(stack.dir.path().join("api-keys.toml"));
+    config.access.domain_suffixes = vec!["acme=acme.example".to_string()];
+    config.limits.not_found_rate = 1;
+    config.limits.not_found_burst = 5;
+    let node = Node::start(config).await;
+    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
+    let (status, body) = call(
+        &node,
+        Method::PATCH,
+        "/domains/go.acme.example",
+        &keys.own,
+        Some(json!({"not_found_url": "https://www.acme.example/missing"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut fallbacks = 0;
+    let mut refused = false;
+    for i in 0..30 {
+        match visit(&node, "go.acme.example", &format!("probe-{i}"))
+            .await
+            .0
+        {
+            302 if !refused => fallbacks += 1,
+            429 => {
+                refused = true;
+                break;
+            }
+            other => panic!("probe {i} answered {other}"),
+        }
+    }
+    assert!(
+        refused,
+        "thirty unknown codes got the fallback without a 429"
+    );
+    assert!(
+        (4..=7).contains(&fallbacks),
+        "{fallbacks} fallbacks before the 429"
+    );
+}
+
+/// Creates racing for one alias on one domain, from two tenants' keys and from one: one winner
+/// each time, decided by the database; the loser is told `alias_taken`.
+async fn racing_creates_of_one_alias_on_one_domain_get_one_winner(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node(&stack, "race").await;
+    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
+    for round in 0..20 {
+        let alias = format!("race-{round}");
+        let attempts = (0..4).map(|i| {
+            let body = json!({
+                "url": format!("https://acme.example/{round}/{i}"),
+                "alias": alias,
+                "domain": "go.acme.example",
+            });
+            let (node, key) = (&node, keys.own.clone());
+            async move { create(node, &key, body).await }
+        });
+        let answers = futures::future::join_all(attempts).await;
+        let winners: Vec<&Value> = answers
+            .iter()
+            .filter(|(status, _)| *status == 201)
+            .map(|(_, body)| body)
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}: {answers:?}");
+        assert!(
+            answers
+                .iter()
+                .all(|(status, body)| *status == 201 || body["error"] == "alias_taken"),
+            "round {round}: {answers:?}"
+        );
+        let (_, location) = visit(&node, "go.acme.example", &alias).await;
+        assert_eq!(
+            location.as_deref(),
+            winners[0]["url"].as_str(),
+            "round {round}"
+        );
+        // The same alias on the default domain is still free.
+        made(
+            &node,
+            &keys.other,
+            json!({"url": "https://globex.example/", "alias": alias}),
+        )
+        .await;
+    }
+}
+
+crate::on_both_stores!(racing_creates_of_one_alias_on_one_domain_get_one_winner);
