@@ -20,7 +20,8 @@ The truth comes from the binaries themselves: clap prints every option's environ
   * the security context and resources are set.
 
 It also cross-checks the rendered objects against each other (Service target ports, Ingress
-backends, NetworkPolicy ports, ServiceMonitor ports, HPA and PDB targets), and the monitoring
+backends, NetworkPolicy ports, ServiceMonitor ports, HPA and PDB targets), the Ingresses'
+certificates and Host handling (ingress_check.py), and the monitoring
 against the metric families the binaries export, learnt by running them (exported_metrics.py):
 
   * every service metric an alert rule or a dashboard query names is a series of an exported
@@ -53,6 +54,7 @@ from pathlib import Path
 import yaml
 
 import exported_metrics
+import ingress_check
 from exported_metrics import Family
 
 BINARIES = ("id-service", "shortener")
@@ -446,7 +448,8 @@ class Checker:
         elif not insecure and not tokens:
             self.error(where, "neither ID_SERVICE_TOKENS_FILE nor --insecure-no-auth: the binary "
                               "refuses to serve without authentication")
-        if insecure and self.overlay == "prod":
+        # prod, and prod with a component of its (prod+NAME, rendered by deploy/check).
+        if insecure and self.overlay.partition("+")[0] == "prod":
             self.error(where, "the prod overlay must authenticate callers (--insecure-no-auth)")
 
     def check_files(self, where: str, spec: dict, c: dict, env: dict) -> None:
@@ -629,6 +632,8 @@ class Checker:
                     if not self.service_port(svc["name"], svc["port"]):
                         self.error(where, f"backend {svc['name']}:{svc['port']} is not a Service port")
             self.check_closed_prefixes(where, ing)
+            for problem in ingress_check.problems(ing):
+                self.error(where, problem)
 
     def check_closed_prefixes(self, where: str, ing: dict) -> None:
         """An Ingress that publishes the redirect edge keeps the JSON API and the console internal:
@@ -957,7 +962,8 @@ def has_dashboard(docs: list[dict]) -> bool:
 
 def self_test(helps: HelpSource, families: dict[str, Family], paths: list[Path]) -> int:
     """Each mutation must be caught: the general ones on the first overlay, the monitoring ones
-    on the first overlay that renders the dashboard."""
+    on the first overlay that renders the dashboard, the Ingress ones on the first that renders
+    certificates per host (components/branded-domains; none rendered, none tried)."""
     rendered = [[d for d in yaml.safe_load_all(p.read_text()) if d] for p in paths]
     with_dashboard = next((docs for docs in rendered if has_dashboard(docs)), None)
     if with_dashboard is None:
@@ -965,6 +971,12 @@ def self_test(helps: HelpSource, families: dict[str, Family], paths: list[Path])
         return 1
     plan = [(rendered[0], m) for m in mutations()] + \
         [(with_dashboard, m) for m in monitoring_mutations()]
+    with_hosts = next((d for d in rendered if ingress_check.renders_certificates_per_host(d)), None)
+    if with_hosts is None:
+        print("self-test: note: no overlay renders certificates per host "
+              "(components/branded-domains): its breaks are not tried")
+    else:
+        plan += [(with_hosts, m) for m in ingress_check.mutations()]
     for docs in {id(d): d for d, _ in plan}.values():
         base = Checker(helps, families)
         base.check_overlay("self-test", copy.deepcopy(docs))
