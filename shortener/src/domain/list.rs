@@ -176,12 +176,16 @@ pub enum DomainFilter {
 
 impl DomainFilter {
     /// The filter `input` names under `rules` (a host of the default domain names the default
-    /// domain); `invalid_domain` for text no domain can have.
+    /// domain); `invalid_domain` (a bad request) for text no domain can have.
     pub fn of(input: Option<&str>, rules: &super::CreateRules) -> Result<Option<Self>, Error> {
         let Some(text) = input.filter(|t| !t.is_empty()) else {
             return Ok(None);
         };
-        Ok(Some(match rules.domain(Some(text))? {
+        // A filter is part of the query: a bad one is a bad request, as a bad tag is.
+        let named = rules
+            .domain(Some(text))
+            .map_err(|e| Error::bad_request("invalid_domain", e.public_message()))?;
+        Ok(Some(match named {
             Some(host) => DomainFilter::Host(host),
             None => DomainFilter::Default,
         }))

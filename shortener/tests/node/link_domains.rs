@@ -318,7 +318,7 @@ async fn lists_filter_by_domain(node: &Node, keys: &TenantKeys) {
     .await;
     assert_eq!(
         (status, &page["error"]),
-        (422, &json!("invalid_domain")),
+        (400, &json!("invalid_domain")),
         "{page}"
     );
 }
@@ -558,3 +558,78 @@ async fn racing_creates_of_one_alias_on_one_domain_get_one_winner(backend: Backe
 }
 
 crate::on_both_stores!(racing_creates_of_one_alias_on_one_domain_get_one_winner);
+
+/// The links `key` lists, all domains.
+async fn count_links(node: &Node, key: &str) -> usize {
+    let (status, page) = call(node, Method::GET, "/links?limit=1000", key, None).await;
+    assert_eq!(status, 200, "{page}");
+    page["links"].as_array().expect("links").len()
+}
+
+async fn bad_domains_are_refused_and_nothing_is_written(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node(&stack, "bad").await;
+    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
+    assert_eq!(claim(&node, &keys.other, "go.globex.example").await.0, 201);
+    let before = count_links(&node, &keys.own).await;
+    #[rustfmt::skip]
+    let table: &[(&str, u16, &str)] = &[
+        // (domain, status, error)
+        ("go.globex.example", 422, "unknown_domain"),
+        ("unclaimed.acme.example", 422, "unknown_domain"),
+        ("GO.GLOBEX.EXAMPLE.", 422, "unknown_domain"),
+        ("go.acme.example:443", 422, "invalid_domain"),
+        ("https://go.acme.example/", 422, "invalid_domain"),
+        ("user@go.acme.example", 422, "invalid_domain"),
+        ("*.acme.example", 422, "invalid_domain"),
+        ("192.0.2.1", 422, "invalid_domain"),
+        ("[2001:db8::1]", 422, "invalid_domain"),
+        ("go..acme.example", 422, "invalid_domain"),
+        ("single", 422, "invalid_domain"),
+    ];
+    for (domain, status, error) in table {
+        for body in [
+            json!({"url": "https://acme.example/", "domain": domain}),
+            json!({"url": "https://acme.example/", "alias": "bad-domain", "domain": domain}),
+        ] {
+            let (got, answer) = create(&node, &keys.own, body.clone()).await;
+            assert_eq!(
+                (got, answer["error"].as_str()),
+                (*status, Some(*error)),
+                "{body}: {answer}"
+            );
+        }
+        let path = format!("/links/import?domain={}", urlencoding(domain));
+        let response = node
+            .client
+            .post(format!("{}/api/v1{path}", node.base))
+            .bearer_auth(&keys.own)
+            .header("content-type", "application/x-ndjson")
+            .body("{\"url\": \"https://acme.example/imported\", \"code\": \"imp-1\"}\n")
+            .send()
+            .await
+            .expect("import");
+        assert_eq!(response.status().as_u16(), *status, "import on {domain}");
+        // A read naming the domain is refused the same way, or not found.
+        let (got, _) = call(
+            &node,
+            Method::GET,
+            &format!("/links/bad-domain?domain={}", urlencoding(domain)),
+            &keys.own,
+            None,
+        )
+        .await;
+        assert!(got == 404 || got == *status, "read on {domain}: {got}");
+    }
+    assert_eq!(
+        count_links(&node, &keys.own).await,
+        before,
+        "a refused create wrote a link"
+    );
+}
+
+fn urlencoding(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+crate::on_both_stores!(bad_domains_are_refused_and_nothing_is_written);
