@@ -633,3 +633,150 @@ fn urlencoding(text: &str) -> String {
 }
 
 crate::on_both_stores!(bad_domains_are_refused_and_nothing_is_written);
+
+/// The same rules over gRPC: a create names its domain, a read names the alias's domain, another
+/// tenant's domain is `unknown_domain` and its alias `NOT_FOUND`, and the answer carries the
+/// domain and the short URL on its host.
+async fn links_on_domains_over_grpc(backend: Backend) {
+    use crate::domains::with_key;
+    use proto::shortener::v1 as pb;
+    use tonic::Code;
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node(&stack, "grpc").await;
+    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
+    let mut grpc = node.links_client().await;
+    let create = |key: &str, alias: &str, domain: Option<&str>, url: &str| {
+        with_key(
+            key,
+            pb::CreateLinkRequest {
+                url: url.into(),
+                alias: Some(alias.into()),
+                domain: domain.map(str::to_string),
+                ..Default::default()
+            },
+        )
+    };
+    let branded = grpc
+        .create_link(create(
+            &keys.own,
+            "spring",
+            Some("GO.acme.example"),
+            "https://acme.example/b",
+        ))
+        .await
+        .expect("create on the domain")
+        .into_inner();
+    assert_eq!(
+        (
+            branded.code.as_str(),
+            branded.domain.as_str(),
+            branded.short_url.as_str()
+        ),
+        (
+            "spring",
+            "go.acme.example",
+            "https://go.acme.example/spring"
+        )
+    );
+    let default = grpc
+        .create_link(create(&keys.own, "spring", None, "https://acme.example/d"))
+        .await
+        .expect("the same alias on the default domain")
+        .into_inner();
+    assert_eq!(
+        (default.domain.as_str(), default.url.as_str()),
+        ("sho.rt", "https://acme.example/d")
+    );
+    let taken = grpc
+        .create_link(create(
+            &keys.own,
+            "spring",
+            Some("go.acme.example"),
+            "https://x.example/",
+        ))
+        .await
+        .expect_err("taken on its domain");
+    assert_eq!(taken.code(), Code::AlreadyExists);
+    let refused = grpc
+        .create_link(create(
+            &keys.other,
+            "other",
+            Some("go.acme.example"),
+            "https://x.example/",
+        ))
+        .await
+        .expect_err("another tenant's domain");
+    assert_eq!(
+        (
+            refused.code(),
+            refused
+                .metadata()
+                .get("error-code")
+                .map(|v| v.to_str().expect("ascii"))
+        ),
+        (Code::InvalidArgument, Some("unknown_domain"))
+    );
+    let get = |key: &str, domain: &str| {
+        with_key(
+            key,
+            pb::GetLinkRequest {
+                code: "spring".into(),
+                domain: domain.into(),
+            },
+        )
+    };
+    let read = grpc
+        .get_link(get(&keys.own, "go.acme.example"))
+        .await
+        .expect("read on the domain")
+        .into_inner();
+    assert_eq!(read.url, "https://acme.example/b");
+    let read = grpc
+        .get_link(get(&keys.own, ""))
+        .await
+        .expect("read")
+        .into_inner();
+    assert_eq!(read.url, "https://acme.example/d");
+    let hidden = grpc
+        .get_link(get(&keys.other, "go.acme.example"))
+        .await
+        .expect_err("another tenant's alias");
+    assert_eq!(hidden.code(), Code::NotFound);
+    let deleted = grpc
+        .delete_link(with_key(
+            &keys.other,
+            pb::DeleteLinkRequest {
+                code: "spring".into(),
+                domain: "go.acme.example".into(),
+            },
+        ))
+        .await
+        .expect_err("another tenant's delete");
+    assert_eq!(deleted.code(), Code::NotFound);
+    let listed = grpc
+        .list_links(with_key(
+            &keys.own,
+            pb::ListLinksRequest {
+                filter: Some(pb::LinkFilter {
+                    domain: Some("go.acme.example".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("list")
+        .into_inner();
+    let codes: Vec<(&str, &str)> = listed
+        .links
+        .iter()
+        .map(|l| (l.code.as_str(), l.url.as_str()))
+        .collect();
+    assert_eq!(codes, [("spring", "https://acme.example/b")]);
+    assert_eq!(
+        visit(&node, "go.acme.example", "spring").await,
+        (302, Some("https://acme.example/b".into()))
+    );
+}
+
+crate::on_both_stores!(links_on_domains_over_grpc);
