@@ -73,6 +73,8 @@ pub struct Node {
     pub blocklist: Arc<BlocklistService>,
     /// The branded domains tenants own.
     pub domains: Arc<DomainService>,
+    /// Redirects per listed branded domain.
+    pub domain_metrics: Arc<crate::domains::DomainMetrics>,
 }
 
 impl Node {
@@ -144,6 +146,9 @@ impl Node {
             Arc::clone(&visits),
             config.redirects.high_water_reads.get(),
         ));
+        let domain_metrics = Arc::new(crate::domains::DomainMetrics::new(
+            &config.redirects.domain_metrics,
+        ));
         let metrics = Arc::new(Metrics::new(Sources::new(vec![
             Arc::clone(&visits) as _,
             Arc::clone(&webhooks) as _,
@@ -155,6 +160,7 @@ impl Node {
             targets.reloads(),
             Arc::new(gates.clone()),
             Arc::new(crate::telemetry::TraceExport),
+            Arc::clone(&domain_metrics) as _,
         ])));
         let admission = Arc::new(Admission::new(
             resources.api_keys,
@@ -199,6 +205,7 @@ impl Node {
             blocklist,
             targets,
             domains,
+            domain_metrics,
         })
     }
 
@@ -233,6 +240,7 @@ impl Node {
             blocklist: Arc::clone(&self.blocklist),
             domains: Arc::clone(&self.domains),
             unknown_hosts: config.redirects.unknown_hosts,
+            domain_metrics: Arc::clone(&self.domain_metrics),
         })
     }
 

@@ -177,6 +177,7 @@ impl Config {
                 negative_cache_ttl_ms: 500,
                 high_water_reads: std::num::NonZero::new(50).expect("non-zero"),
                 unknown_hosts: UnknownHosts::Default,
+                domain_metrics: Vec::new(),
             },
             visits: VisitsConfig {
                 click_flush_interval_ms: std::num::NonZero::new(200).expect("non-zero"),

@@ -54,6 +54,11 @@ pub struct RedirectConfig {
         value_enum
     )]
     pub unknown_hosts: UnknownHosts,
+    /// Branded domains whose redirects are counted per domain
+    /// (`shortener_domain_redirects_total{domain, outcome}`), comma-separated; no other host
+    /// gets a series.
+    #[arg(long, env = "SHORTENER_DOMAIN_METRICS", value_delimiter = ',')]
+    pub domain_metrics: Vec<String>,
 }
 
 /// What a host that is no domain gets (`SHORTENER_UNKNOWN_HOSTS`).

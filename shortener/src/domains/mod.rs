@@ -6,8 +6,10 @@
 
 mod cache;
 pub mod files;
+mod metrics;
 
 pub use cache::{DomainCache, MAX_HOSTS};
+pub use metrics::DomainMetrics;
 
 use crate::access::check_name;
 use crate::domain::{

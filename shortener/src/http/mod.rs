@@ -70,6 +70,8 @@ pub struct HttpState {
     pub domains: Arc<crate::domains::DomainService>,
     /// What a host that is neither the node's own nor a domain gets.
     pub unknown_hosts: crate::config::UnknownHosts,
+    /// Redirects per listed branded domain.
+    pub domain_metrics: Arc<crate::domains::DomainMetrics>,
 }
 
 /// The public listener's request handling. Cheap to clone.

@@ -780,3 +780,54 @@ async fn links_on_domains_over_grpc(backend: Backend) {
 }
 
 crate::on_both_stores!(links_on_domains_over_grpc);
+
+/// Redirects are counted per domain only for the domains the operator lists: a listed domain
+/// gets a series per outcome, another claimed domain and made-up hosts none.
+#[tokio::test]
+async fn only_listed_domains_get_redirect_series() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let keys = write_keys(&stack.dir.path().join("api-keys.toml"));
+    let mut config = stack.config("metrics");
+    config.access.api_keys_file = Some(stack.dir.path().join("api-keys.toml"));
+    config.access.domain_suffixes = vec!["acme=acme.example".to_string()];
+    config.redirects.domain_metrics = vec!["Go.Acme.Example".into()];
+    let node = Node::start(config).await;
+    for host in ["go.acme.example", "other.acme.example"] {
+        assert_eq!(claim(&node, &keys.own, host).await.0, 201);
+        made(
+            &node,
+            &keys.own,
+            json!({"url": "https://acme.example/", "alias": "m-1", "domain": host}),
+        )
+        .await;
+    }
+    for _ in 0..3 {
+        assert_eq!(visit(&node, "go.acme.example", "m-1").await.0, 302);
+        assert_eq!(visit(&node, "other.acme.example", "m-1").await.0, 302);
+    }
+    assert_eq!(visit(&node, "go.acme.example", "m-unknown").await.0, 404);
+    assert_eq!(visit(&node, "made-up.example", "m-1").await.0, 404);
+    let text = node.metrics().await;
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("shortener_domain_redirects_total{"))
+        .collect();
+    assert!(
+        series.contains(
+            &r#"shortener_domain_redirects_total{domain="go.acme.example",outcome="redirect"} 3"#
+        ),
+        "{series:?}"
+    );
+    assert!(
+        series.contains(
+            &r#"shortener_domain_redirects_total{domain="go.acme.example",outcome="not_found"} 1"#
+        ),
+        "{series:?}"
+    );
+    assert!(
+        series
+            .iter()
+            .all(|l| l.contains(r#"domain="go.acme.example""#)),
+        "a series for a host that is not listed: {series:?}"
+    );
+}

@@ -219,6 +219,11 @@ fn respond(
     state
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
+    if let Some(domain) = domain
+        && state.domain_metrics.any()
+    {
+        state.domain_metrics.count(&domain.host, outcome);
+    }
     response
 }
 
