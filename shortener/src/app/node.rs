@@ -95,7 +95,7 @@ impl Node {
             code_length: resources.space.length(),
             own_hosts: own_hosts
                 .iter()
-                .filter_map(|h| crate::domain::path_host(h))
+                .map(|h| crate::domain::path_host(h).unwrap_or_else(|| h.to_ascii_lowercase()))
                 .collect(),
         };
         let ids = Arc::new(IdPool::start(resources.lease_source, config.ids.pool()));

@@ -59,6 +59,12 @@ impl CreateRules {
         let Some(text) = input.filter(|t| !t.is_empty()) else {
             return Ok(None);
         };
+        // The node's own hosts first: the public URL's may be an IP address, which no domain
+        // can be, and a link answers it as its `domain`.
+        let plain = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
+        if self.own_hosts.contains(&plain) {
+            return Ok(None);
+        }
         let host = super::path_host(text).ok_or_else(|| {
             Error::invalid(
                 "invalid_domain",

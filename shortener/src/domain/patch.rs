@@ -21,6 +21,9 @@ pub struct PatchInput {
     pub max_visits: Option<Option<u64>>,
     /// A new password, or `Some(None)` to remove it.
     pub password: Option<Option<String>>,
+    /// Another domain (its host), or `Some(None)` (or a host of the default domain) for the
+    /// default domain.
+    pub domain: Option<Option<String>>,
 }
 
 impl std::fmt::Debug for PatchInput {
@@ -31,6 +34,7 @@ impl std::fmt::Debug for PatchInput {
             .field("tags", &self.tags)
             .field("disabled", &self.disabled)
             .field("max_visits", &self.max_visits)
+            .field("domain", &self.domain)
             .field(
                 "password",
                 &self
@@ -78,6 +82,9 @@ pub struct LinkPatch {
     pub max_visits: Option<Option<u64>>,
     /// A new password, or its removal.
     pub password: Option<PasswordChange>,
+    /// Another domain (the host of a branded one, in normal form), or `Some(None)` for the
+    /// default domain. Whether the link may move there is the link service's check.
+    pub domain: Option<Option<String>>,
 }
 
 impl LinkPatch {
@@ -123,6 +130,10 @@ impl LinkPatch {
             password: input
                 .password
                 .map(|p| p.map_or(PasswordChange::Remove, PasswordChange::Set)),
+            domain: input
+                .domain
+                .map(|d| rules.domain(d.as_deref()))
+                .transpose()?,
         })
     }
 
@@ -170,6 +181,12 @@ impl LinkPatch {
         {
             changed.insert("tags".into(), json!({ "old": old.tags, "new": tags }));
             new.tags = tags.clone();
+        }
+        if let Some(domain) = &self.domain
+            && *domain != old.domain
+        {
+            changed.insert("domain".into(), json!({ "old": old.domain, "new": domain }));
+            new.domain = domain.clone();
         }
         if let Some(max_visits) = self.max_visits
             && max_visits != old.max_visits

@@ -209,8 +209,8 @@ impl DomainService {
     }
 
     /// Removes the domain of the path's `host`, if `caller` sees it. A domain that live links
-    /// are still on is kept: `domain_has_links` (409) says how many; delete them, or change
-    /// them to another domain, first. Deleted links do not hold it (their codes stay gone).
+    /// are still on is kept: `domain_has_links` (409) says how many; delete them, or move them
+    /// to another domain, first. Deleted links do not hold it (their codes stay gone).
     pub async fn delete(&self, caller: &Caller, host: &str) -> Result<(), Error> {
         let host = path_host(host).ok_or_else(|| unknown(host))?;
         match self

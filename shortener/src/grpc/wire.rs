@@ -168,6 +168,9 @@ impl TryFrom<pb::UpdateLinkRequest> for PatchInput {
             disabled: request.disabled,
             max_visits,
             password,
+            domain: request
+                .move_to_domain
+                .map(|host| Some(host).filter(|h| !h.is_empty())),
         })
     }
 }

@@ -82,6 +82,9 @@ impl LinkService {
             // A code found under the same key on every domain: only the named domain's.
             self.get(caller, code).await?;
         }
+        if let Some(domain) = &patch.domain {
+            self.check_move(caller, code, domain.as_deref()).await?;
+        }
         let outcome = self
             .store
             .update(

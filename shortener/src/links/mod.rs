@@ -208,6 +208,33 @@ impl LinkService {
         }
     }
 
+    /// Checks that the link of `code` may move to `domain` (`None`: the default domain): only a
+    /// code of generated or private shape moves (its key is the same on every domain; an alias
+    /// is unique per domain, so moving it would make it another link), and only to a domain of
+    /// the link's own tenant.
+    pub(crate) async fn check_move(
+        &self,
+        caller: &Caller,
+        code: &ShortCode,
+        domain: Option<&str>,
+    ) -> Result<(), Error> {
+        if code.kind() == codespace::shape::CodeKind::Alias {
+            return Err(Error::invalid(
+                "alias_not_movable",
+                "an alias is unique per domain and cannot move: create it on the other domain, then delete this one",
+            ));
+        }
+        let Some(host) = domain else {
+            return Ok(());
+        };
+        let link = self.get(caller, code).await?;
+        let owner = Caller {
+            tenant: link.tenant.as_str().into(),
+            ..caller.clone()
+        };
+        self.check_domain(&owner, host).await
+    }
+
     /// Reads a link (including deleted and expired ones) with its click counts. Another
     /// tenant's link, and a link on another domain than the one the caller named, are
     /// [`Error::NotFound`], exactly as an unknown code is.

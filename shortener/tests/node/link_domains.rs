@@ -831,3 +831,126 @@ async fn only_listed_domains_get_redirect_series() {
         "a series for a host that is not listed: {series:?}"
     );
 }
+
+/// A link of generated or private shape moves between its tenant's domains (and the default
+/// domain) with a PATCH of `domain`, recorded in its history; an alias does not move, nor does
+/// any link to another tenant's domain; a domain emptied by moves can be removed.
+async fn links_move_between_domains(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node(&stack, "moves").await;
+    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
+    assert_eq!(claim(&node, &keys.other, "go.globex.example").await.0, 201);
+    let link = made(
+        &node,
+        &keys.own,
+        json!({"url": "https://acme.example/moving"}),
+    )
+    .await;
+    let code = link["code"].as_str().expect("code").to_string();
+    let patch = |body: Value| {
+        let (node, key, code) = (&node, keys.own.clone(), code.clone());
+        async move {
+            call(
+                node,
+                Method::PATCH,
+                &format!("/links/{code}"),
+                &key,
+                Some(body),
+            )
+            .await
+        }
+    };
+    let (status, moved) = patch(json!({"domain": "go.acme.example"})).await;
+    assert_eq!(status, 200, "{moved}");
+    assert_eq!(
+        (&moved["domain"], &moved["short_url"]),
+        (
+            &json!("go.acme.example"),
+            &json!(format!("https://go.acme.example/{code}"))
+        )
+    );
+    assert_eq!(visit(&node, "go.acme.example", &code).await.0, 302);
+    assert_eq!(visit(&node, "sho.rt", &code).await.0, 404);
+    // Refused, nothing changed: another tenant's domain, an unclaimed host, a bad host.
+    for (domain, error) in [
+        ("go.globex.example", "unknown_domain"),
+        ("nobody.acme.example", "unknown_domain"),
+        ("bad host", "invalid_domain"),
+    ] {
+        let (status, body) = patch(json!({ "domain": domain })).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (422, Some(error)),
+            "{domain}: {body}"
+        );
+    }
+    assert_eq!(visit(&node, "go.acme.example", &code).await.0, 302);
+    // An alias stays on its domain.
+    made(
+        &node,
+        &keys.own,
+        json!({"url": "https://acme.example/a", "alias": "stays-put"}),
+    )
+    .await;
+    let (status, body) = call(
+        &node,
+        Method::PATCH,
+        "/links/stays-put",
+        &keys.own,
+        Some(json!({"domain": "go.acme.example"})),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (422, &json!("alias_not_movable")),
+        "{body}"
+    );
+    // The domain holds a live link, so it stays; moved back to the default domain (named by the
+    // public URL's host, as links show it), the domain can go.
+    let (status, _) = call(
+        &node,
+        Method::DELETE,
+        "/domains/go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(status, 409);
+    let (status, back) = patch(json!({"domain": "sho.rt"})).await;
+    assert_eq!((status, &back["domain"]), (200, &json!("sho.rt")), "{back}");
+    assert_eq!(visit(&node, "sho.rt", &code).await.0, 302);
+    assert_eq!(visit(&node, "go.acme.example", &code).await.0, 404);
+    let (status, history) = call(
+        &node,
+        Method::GET,
+        &format!("/links/{code}/history"),
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{history}");
+    let moves: Vec<&Value> = history["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["change"].get("domain"))
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            &json!({"old": null, "new": "go.acme.example"}),
+            &json!({"old": "go.acme.example", "new": null})
+        ]
+    );
+    let (status, body) = call(
+        &node,
+        Method::DELETE,
+        "/domains/go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+}
+
+crate::on_both_stores!(links_move_between_domains);

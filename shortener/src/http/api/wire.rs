@@ -402,8 +402,9 @@ pub(super) struct PageJson<'a> {
 }
 
 /// The fields a PATCH may change; every other field of a link is read-only.
-const PATCHABLE: [&str; 6] = [
+const PATCHABLE: [&str; 7] = [
     "url",
+    "domain",
     "expires_at",
     "tags",
     "disabled",
@@ -411,9 +412,8 @@ const PATCHABLE: [&str; 6] = [
     "password",
 ];
 /// The fields of a link a PATCH cannot change.
-const READ_ONLY: [&str; 14] = [
+const READ_ONLY: [&str; 13] = [
     "code",
-    "domain",
     "short_url",
     "tenant",
     "owner",
@@ -493,6 +493,9 @@ pub(super) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Error> {
             ("password", Value::Null) => input.password = Some(None),
             ("password", Value::String(password)) => input.password = Some(Some(password)),
             ("password", _) => return Err(wrong("password", "a string or null")),
+            ("domain", Value::Null) => input.domain = Some(None),
+            ("domain", Value::String(host)) => input.domain = Some(Some(host)),
+            ("domain", _) => return Err(wrong("domain", "a host or null")),
             _ => {}
         }
     }

@@ -45,7 +45,9 @@ pub(super) async fn update(
         tx.commit().await.map_err(db_error)?;
         return Ok(UpdateOutcome::Updated(Box::new(old)));
     }
-    let retargeted = new.url != old.url || new.expires_at != old.expires_at;
+    // A dedup key names the target, the expiry and (on a branded domain) the domain.
+    let retargeted =
+        new.url != old.url || new.expires_at != old.expires_at || new.domain != old.domain;
     let max_visits = new.max_visits.map(|n| n as i64);
     let host = host_rev(&new.url);
     let password = new.password.as_ref().map(|p| p.as_stored());
@@ -59,13 +61,14 @@ pub(super) async fn update(
         &host,
         &retargeted,
         &password,
+        &new.domain,
     ];
     params.extend(find.param());
     tx.execute(
         &format!(
             "UPDATE links SET long_url = $2, expires_at = $3, tags = $4, disabled_at = $5, max_visits = $6, \
-             host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END, password_hash = $9 WHERE {}",
-            find.clause("", 10)
+             host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END, password_hash = $9, domain = $10 WHERE {}",
+            find.clause("", 11)
         ),
         &params,
     )

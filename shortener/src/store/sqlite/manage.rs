@@ -53,10 +53,12 @@ pub(super) fn update(
     if events.is_empty() {
         return Ok(UpdateOutcome::Updated(Box::new(old)));
     }
-    let retargeted = new.url != old.url || new.expires_at != old.expires_at;
+    // A dedup key names the target, the expiry and (on a branded domain) the domain.
+    let retargeted =
+        new.url != old.url || new.expires_at != old.expires_at || new.domain != old.domain;
     tx.execute(
         "UPDATE links SET long_url = ?2, expires_at = ?3, tags = ?4, disabled_at = ?5, max_visits = ?6, \
-         host_rev = ?7, dedup_key = CASE WHEN ?8 THEN NULL ELSE dedup_key END, password_hash = ?9 WHERE slot = ?1",
+         host_rev = ?7, dedup_key = CASE WHEN ?8 THEN NULL ELSE dedup_key END, password_hash = ?9, domain = ?10 WHERE slot = ?1",
         params![
             slot,
             new.url,
@@ -66,7 +68,8 @@ pub(super) fn update(
             new.max_visits.map(|n| n as i64),
             host_rev(&new.url),
             retargeted,
-            new.password.as_ref().map(|p| p.as_stored())
+            new.password.as_ref().map(|p| p.as_stored()),
+            new.domain
         ],
     )
     .map_err(db_error)?;
