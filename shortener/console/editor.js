@@ -29,7 +29,7 @@ function problem(error) {
 
 export function createPage() {
   const url = el('input', { type: 'url', required: true, placeholder: 'https://example.com/landing' });
-  const alias = el('input', { type: 'text', pattern: '[A-Za-z0-9_-]+', maxlength: 64 });
+  const alias = el('input', { type: 'text', pattern: '[A-Za-z0-9_\\-]+', maxlength: 64 });
   const expires = el('input', { type: 'datetime-local' });
   const tags = el('input', { type: 'text', placeholder: 'spring, promo' });
   const maxVisits = el('input', { type: 'number', min: 1 });
