@@ -131,6 +131,44 @@ async fn the_console_claims_a_domain_and_puts_links_on_it() {
 }
 
 async fn flow(node: &Node, page: &mut Page, key: &str) {
+    claim_and_set_a_fallback(node, page, key).await;
+    the_same_alias_on_two_domains(node, page, key).await;
+
+    // A domain with links on it stays, and the page says why.
+    open(page, &format!("#/domains/{HOST}"), "#domain-title", HOST).await;
+    page.click("Remove domain").await;
+    page.wait_text("dialog h2", &format!("Remove {HOST}?"))
+        .await;
+    page.click(&format!("Remove {HOST}")).await;
+    page.wait_text("#remove-error", "domain_has_links").await;
+    page.wait_text("#remove-error", "live links are on").await;
+    page.wait_text("#notice.error", "domain_has_links").await;
+    check_refused(page, "remove-refused", 409).await;
+    let (status, _) = call(node, Method::GET, &format!("/domains/{HOST}"), key, None).await;
+    assert_eq!(status, 200, "the domain was removed");
+    // The refusal leads to the list of those links, filtered by the domain.
+    page.client
+        .find(Locator::Css("#remove-error a"))
+        .await
+        .expect("the link to the domain's links")
+        .click()
+        .await
+        .expect("follow it");
+    page.wait_text("main h1", "Links").await;
+    wait_rows(
+        page,
+        &[["spring", HOST, &format!("#/links/spring?domain={HOST}")]],
+    )
+    .await;
+    let chosen = page
+        .eval("return document.querySelector('select[name=domain]').value;")
+        .await;
+    assert_eq!(chosen, json!(HOST));
+    page.check("links-of-the-domain").await;
+}
+
+/// Claims [`HOST`] (after a host the tenant is not allowed) and sets its not-found fallback.
+async fn claim_and_set_a_fallback(node: &Node, page: &mut Page, key: &str) {
     page.sign_in(key).await;
     page.click("Domains").await;
     page.wait_text("main h1", "Domains").await;
@@ -175,7 +213,11 @@ async fn flow(node: &Node, page: &mut Page, key: &str) {
         Some("https://acme.example/missing")
     );
     page.check("fallback-saved").await;
+}
 
+/// Puts the alias `spring` on the default domain and on [`HOST`], lists, filters, opens and
+/// edits the branded one.
+async fn the_same_alias_on_two_domains(node: &Node, page: &mut Page, key: &str) {
     // The alias `spring` on the default domain, then on the claimed one.
     for (domain, target) in [
         (None, "https://example.com/default-spring"),
@@ -269,17 +311,4 @@ async fn flow(node: &Node, page: &mut Page, key: &str) {
         Some("https://example.com/default-spring")
     );
     page.check("branded-edited").await;
-
-    // A domain with links on it stays, and the page says why.
-    open(page, &format!("#/domains/{HOST}"), "#domain-title", HOST).await;
-    page.click("Remove domain").await;
-    page.wait_text("dialog h2", &format!("Remove {HOST}?"))
-        .await;
-    page.click(&format!("Remove {HOST}")).await;
-    page.wait_text("#remove-error", "domain_has_links").await;
-    page.wait_text("#remove-error", "live links are on").await;
-    page.wait_text("#notice.error", "domain_has_links").await;
-    check_refused(page, "remove-refused", 409).await;
-    let (status, _) = call(node, Method::GET, &format!("/domains/{HOST}"), key, None).await;
-    assert_eq!(status, 200, "the domain was removed");
 }
