@@ -4,6 +4,7 @@ import { get, query, request } from './api.js';
 import { el, field, notify } from './dom.js';
 import { may } from './app.js';
 import { stateBadge } from './links.js';
+import { allDomains } from './domains.js';
 
 async function blocklistSection() {
   const list = el('ul', { id: 'blocklist' });
@@ -63,12 +64,14 @@ function campaignSection() {
     codes = [];
     status.textContent = 'Searching…';
     try {
+      // An alias on a branded domain is changed only with its host named.
+      const branded = new Set((await allDomains()).map((d) => d.host));
       let cursor = null;
       do {
         const page = await get(`/links${query({ host: host.value.trim(), state: 'active', limit: 1000, cursor })}`);
         for (const link of page.links) {
-          codes.push(link.code);
-          found.append(el('tr', {}, el('td', { class: 'code' }, link.code), el('td', {}, link.tenant),
+          codes.push({ code: link.code, domain: branded.has(link.domain) ? link.domain : null });
+          found.append(el('tr', {}, el('td', { class: 'code' }, link.code), el('td', {}, link.domain), el('td', {}, link.tenant),
             el('td', { class: 'url' }, link.url), el('td', {}, stateBadge(link.state))));
         }
         cursor = page.next_cursor;
@@ -88,9 +91,9 @@ function campaignSection() {
     const queue = codes.slice();
     const worker = async () => {
       while (queue.length) {
-        const code = queue.shift();
+        const { code, domain } = queue.shift();
         try {
-          await request('PATCH', `/links/${encodeURIComponent(code)}`, { body: { disabled: true }, type: 'application/merge-patch+json' });
+          await request('PATCH', `/links/${encodeURIComponent(code)}${query({ domain })}`, { body: { disabled: true }, type: 'application/merge-patch+json' });
           done += 1;
         } catch {
           failed += 1;
@@ -105,7 +108,7 @@ function campaignSection() {
   });
   return el('section', { 'aria-labelledby': 'campaign-title' }, el('h2', { id: 'campaign-title' }, 'Links to a host, every tenant'),
     form, status, disableAll,
-    el('table', {}, el('thead', {}, el('tr', {}, ['Code', 'Tenant', 'Target', 'State'].map((h) => el('th', { scope: 'col' }, h)))), found));
+    el('table', {}, el('thead', {}, el('tr', {}, ['Code', 'Domain', 'Tenant', 'Target', 'State'].map((h) => el('th', { scope: 'col' }, h)))), found));
 }
 
 export async function adminPage() {

@@ -10,6 +10,11 @@ export class ApiError extends Error {
   }
 }
 
+/// An error as the user reads it: the API's message, with its code when it has one.
+export function problem(error) {
+  return error.code ? `${error.message} (${error.code})` : error.message;
+}
+
 export function key() {
   return sessionStorage.getItem(KEY);
 }

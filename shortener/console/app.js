@@ -1,5 +1,6 @@
-// The console: sign in with an API key, then links, a link's detail, create, import and admin
-// pages, routed by the URL's fragment.
+// The console: sign in with an API key, then links, a link's detail, create, import, domains
+// and admin pages, routed by the URL's fragment (`#/links/CODE?domain=HOST`: a query after the
+// path names a branded domain or a list filter).
 
 import { ApiError, get, key, setKey } from './api.js';
 import { clear, el, field, hideNotice, notify } from './dom.js';
@@ -8,6 +9,7 @@ import { detailPage } from './detail.js';
 import { createPage, editPage } from './editor.js';
 import { importPage } from './importer.js';
 import { adminPage } from './admin.js';
+import { domainPage, domainsPage } from './domains.js';
 
 const main = document.getElementById('main');
 export const session = { me: null };
@@ -59,12 +61,14 @@ function signOut() {
 }
 
 const routes = [
-  [/^#\/links\/([A-Za-z0-9_-]+)\/edit$/, (m) => editPage(decodeURIComponent(m[1]))],
-  [/^#\/links\/([A-Za-z0-9_-]+)$/, (m) => detailPage(decodeURIComponent(m[1]))],
+  [/^#\/links\/([A-Za-z0-9_-]+)\/edit$/, (m, p) => editPage(decodeURIComponent(m[1]), p.get('domain'))],
+  [/^#\/links\/([A-Za-z0-9_-]+)$/, (m, p) => detailPage(decodeURIComponent(m[1]), p.get('domain'))],
   [/^#\/new$/, () => createPage()],
   [/^#\/import$/, () => importPage()],
+  [/^#\/domains\/([^/]+)$/, (m) => domainPage(decodeURIComponent(m[1]))],
+  [/^#\/domains$/, () => domainsPage()],
   [/^#\/admin$/, () => adminPage()],
-  [/^(#\/links)?$/, () => linksPage()],
+  [/^(#\/links)?$/, (m, p) => linksPage({ domain: p.get('domain') })],
 ];
 
 let generation = 0;
@@ -84,11 +88,11 @@ export async function route() {
         return;
       }
     }
-    const hash = location.hash || '#/links';
+    const [hash, search] = (location.hash || '#/links').split('?', 2);
     const found = routes.find(([pattern]) => pattern.test(hash));
     const make = found ? found[1] : () => [el('p', {}, 'No such page.')];
     try {
-      view = await make(found ? hash.match(found[0]) : null);
+      view = await make(found ? hash.match(found[0]) : null, new URLSearchParams(search || ''));
     } catch (error) {
       if (error instanceof ApiError && error.status === 401) return signOut();
       view = [el('p', { role: 'alert' }, error.message)];

@@ -1,9 +1,9 @@
 // One link: its facts, QR code, clicks, history, and the actions the key allows.
 
-import { blobUrl, get, query, request } from './api.js';
-import { clear, el, notify, time } from './dom.js';
+import { blobUrl, get, problem, query, request } from './api.js';
+import { clear, confirmDialog, el, notify, time } from './dom.js';
 import { may } from './app.js';
-import { stateBadge, tags } from './links.js';
+import { linkHash, stateBadge, tags } from './links.js';
 import { PERIODS, barChart, span } from './chart.js';
 
 function facts(link) {
@@ -19,6 +19,7 @@ function facts(link) {
   const row = (name, ...value) => [el('dt', {}, name), el('dd', {}, ...value)];
   return el('dl', { class: 'facts' },
     row('Short URL', el('span', { class: 'code', id: 'short-url' }, link.short_url), ' ', copy),
+    row('Domain', el('span', { id: 'domain' }, link.domain)),
     row('Target', el('span', { id: 'target' }, link.url)),
     row('State', stateBadge(link.state)),
     row('Tags', link.tags.length ? tags(link.tags) : '—'),
@@ -29,8 +30,8 @@ function facts(link) {
     row('Clicks', `${link.clicks.human} people, ${link.clicks.bot} bots, ${link.clicks.head} HEAD`));
 }
 
-async function qrSection(code) {
-  const path = (format) => `/links/${encodeURIComponent(code)}/qr${query({ format, size: 512 })}`;
+async function qrSection(code, domain) {
+  const path = (format) => `/links/${encodeURIComponent(code)}/qr${query({ domain, format, size: 512 })}`;
   const image = el('img', { alt: `QR code of the short URL of ${code}`, id: 'qr-image' });
   const save = (format) => {
     const button = el('button', { type: 'button', class: 'secondary' }, `Download ${format.toUpperCase()}`);
@@ -43,12 +44,12 @@ async function qrSection(code) {
         a.remove();
         setTimeout(() => URL.revokeObjectURL(url), 1000);
       } catch (error) {
-        notify(error.message, 'error');
+        notify(problem(error), 'error');
       }
     });
     return button;
   };
-  blobUrl(path('svg')).then((url) => { image.src = url; }).catch((error) => notify(error.message, 'error'));
+  blobUrl(path('svg')).then((url) => { image.src = url; }).catch((error) => notify(problem(error), 'error'));
   return el('section', { 'aria-labelledby': 'qr-title' }, el('h2', { id: 'qr-title' }, 'QR code'),
     el('div', { class: 'qr' }, image, el('div', { class: 'actions' }, save('svg'), save('png'))));
 }
@@ -74,7 +75,7 @@ function freshness(stats) {
   return el('p', { class: 'hint', id: 'stats-as-of', title: stats.as_of }, `Counts as of ${clock}, ${then}`);
 }
 
-function statsSection(code) {
+function statsSection(code, domain) {
   const body = el('div', { 'aria-live': 'polite' }, el('p', { class: 'hint' }, 'Loading…'));
   const range = el('select', { 'aria-label': 'Chart period' },
     PERIODS.map((p) => el('option', { value: p.key }, p.label)));
@@ -83,6 +84,7 @@ function statsSection(code) {
     const period = span(PERIODS.find((p) => p.key === range.value) || PERIODS[0]);
     try {
       const stats = await get(`/links/${encodeURIComponent(code)}/stats${query({
+        domain,
         granularity: period.granularity,
         from: new Date(period.start).toISOString(),
         to: new Date().toISOString() })}`);
@@ -149,54 +151,47 @@ function historySection(events) {
 }
 
 function confirmDelete(code, onYes) {
-  const dialog = el('dialog', { 'aria-labelledby': 'confirm-title' },
-    el('h2', { id: 'confirm-title' }, `Delete ${code}?`),
-    el('p', {}, `The code ${code} will answer 410 for good and is never reused. This cannot be undone.`));
-  const yes = el('button', { type: 'button', class: 'danger' }, `Delete ${code}`);
-  const no = el('button', { type: 'button', class: 'secondary' }, 'Keep it');
-  dialog.append(el('div', { class: 'actions' }, no, yes));
-  yes.addEventListener('click', () => { dialog.close(); dialog.remove(); onYes(); });
-  no.addEventListener('click', () => { dialog.close(); dialog.remove(); });
-  dialog.addEventListener('cancel', () => dialog.remove());
-  document.body.append(dialog);
-  dialog.showModal();
-  no.focus();
+  confirmDialog(`Delete ${code}?`, `The code ${code} will answer 410 for good and is never reused. This cannot be undone.`,
+    `Delete ${code}`, 'Keep it', onYes);
 }
 
-export async function detailPage(code) {
+/// The page of the link `code`; `domain` names its branded domain (none: the default domain,
+/// or a generated code, found on any).
+export async function detailPage(code, domain) {
   const enc = encodeURIComponent(code);
-  const [link, history] = await Promise.all([get(`/links/${enc}`), get(`/links/${enc}/history`)]);
+  const on = query({ domain });
+  const [link, history] = await Promise.all([get(`/links/${enc}${on}`), get(`/links/${enc}/history${on}`)]);
   const actions = el('div', { class: 'actions' });
   const live = link.state !== 'deleted';
   if (may('links:write') && live) {
-    actions.append(el('a', { class: 'button', href: `#/links/${enc}/edit` }, 'Edit'));
+    actions.append(el('a', { class: 'button', href: linkHash(code, domain, '/edit') }, 'Edit'));
     const disabled = link.state === 'disabled';
     const toggle = el('button', { type: 'button', class: 'secondary' }, disabled ? 'Enable' : 'Disable');
     toggle.addEventListener('click', async () => {
       try {
-        await request('PATCH', `/links/${enc}`, { body: { disabled: !disabled }, type: 'application/merge-patch+json' });
+        await request('PATCH', `/links/${enc}${on}`, { body: { disabled: !disabled }, type: 'application/merge-patch+json' });
         notify(disabled ? `${code} redirects again.` : `${code} is disabled: it answers 410.`);
         window.dispatchEvent(new HashChangeEvent('hashchange'));
       } catch (error) {
-        notify(error.message, 'error');
+        notify(problem(error), 'error');
       }
     });
     const remove = el('button', { type: 'button', class: 'danger' }, 'Delete');
     remove.addEventListener('click', () => confirmDelete(code, async () => {
       try {
-        await request('DELETE', `/links/${enc}`);
+        await request('DELETE', `/links/${enc}${on}`);
         notify(`${code} deleted.`);
         location.hash = '#/links';
       } catch (error) {
-        notify(error.message, 'error');
+        notify(problem(error), 'error');
       }
     }));
     actions.append(toggle, remove);
   }
   const page = el('article', { 'aria-labelledby': 'link-title' },
     el('h1', { id: 'link-title', tabindex: -1 }, 'Link ', el('span', { class: 'code' }, link.code)),
-    facts(link), actions, await qrSection(code),
-    may('stats:read') ? statsSection(code) : null,
+    facts(link), actions, await qrSection(code, domain),
+    may('stats:read') ? statsSection(code, domain) : null,
     historySection(history.events));
   return [page, () => document.getElementById('link-title')?.focus()];
 }

@@ -86,3 +86,19 @@ export function download(name, text, type) {
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
+
+/// A modal question: `title`, `text`, a `no` button (focused) and a danger `yes` button that
+/// closes it and calls `onYes`.
+export function confirmDialog(title, text, yes, no, onYes) {
+  const dialog = el('dialog', { 'aria-labelledby': 'confirm-title' },
+    el('h2', { id: 'confirm-title' }, title), el('p', {}, text));
+  const yesButton = el('button', { type: 'button', class: 'danger' }, yes);
+  const noButton = el('button', { type: 'button', class: 'secondary' }, no);
+  dialog.append(el('div', { class: 'actions' }, noButton, yesButton));
+  yesButton.addEventListener('click', () => { dialog.close(); dialog.remove(); onYes(); });
+  noButton.addEventListener('click', () => { dialog.close(); dialog.remove(); });
+  dialog.addEventListener('cancel', () => dialog.remove());
+  document.body.append(dialog);
+  dialog.showModal();
+  noButton.focus();
+}

@@ -1,7 +1,9 @@
 // Creating a link, and editing one (a JSON merge patch of what changed).
 
-import { get, request } from './api.js';
+import { get, problem, query, request } from './api.js';
 import { checkbox, el, field, notify } from './dom.js';
+import { domainChoice, ownHosts } from './domains.js';
+import { linkHash } from './links.js';
 
 /// Tags typed as `a, b c` -> ['a', 'b', 'c'].
 function tagList(text) {
@@ -23,13 +25,11 @@ function localFrom(iso) {
   return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}T${pad(t.getHours())}:${pad(t.getMinutes())}`;
 }
 
-function problem(error) {
-  return error.code ? `${error.message} (${error.code})` : error.message;
-}
-
-export function createPage() {
+/// The form of a new link, on the default domain or one of the tenant's.
+export async function createPage() {
+  const [domain, domainField] = domainChoice(await ownHosts());
   const url = el('input', { type: 'url', required: true, placeholder: 'https://example.com/landing' });
-  const alias = el('input', { type: 'text', pattern: '[A-Za-z0-9_-]+', maxlength: 64 });
+  const alias = el('input', { type: 'text', pattern: '[A-Za-z0-9_\\-]+', maxlength: 64 });
   const expires = el('input', { type: 'datetime-local' });
   const tags = el('input', { type: 'text', placeholder: 'spring, promo' });
   const maxVisits = el('input', { type: 'number', min: 1 });
@@ -38,6 +38,7 @@ export function createPage() {
   const form = el('form', { 'aria-labelledby': 'create-title' },
     el('h1', { id: 'create-title' }, 'New link'),
     field('Target URL', url),
+    domainField,
     field('Alias', alias, 'Optional. Letters, digits, - and _; with only letters and digits it must be shorter than a generated code.'),
     field('Expires', expires, 'Optional. The link answers 410 from then on.'),
     field('Tags', tags, 'Optional. Up to 20, separated by commas or spaces: a-z, 0-9, _ and -.'),
@@ -48,6 +49,7 @@ export function createPage() {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const body = { url: url.value.trim(), tags: tagList(tags.value) };
+    if (domain.value) body.domain = domain.value;
     if (alias.value.trim()) body.alias = alias.value.trim();
     if (expires.value) body.expires_at = isoFrom(expires.value);
     if (maxVisits.value) body.max_visits = Number(maxVisits.value);
@@ -56,7 +58,7 @@ export function createPage() {
     try {
       const link = await request('POST', '/links', { body });
       notify(`Created ${link.short_url}`);
-      location.hash = `#/links/${encodeURIComponent(link.code)}`;
+      location.hash = linkHash(link.code, body.domain ? link.domain : null);
     } catch (error) {
       notify(problem(error), 'error');
     }
@@ -64,8 +66,10 @@ export function createPage() {
   return [form, () => url.focus()];
 }
 
-export async function editPage(code) {
-  const link = await get(`/links/${encodeURIComponent(code)}`);
+/// The edit form of the link `code` (on the branded domain `domain`, if any).
+export async function editPage(code, domain) {
+  const on = query({ domain });
+  const link = await get(`/links/${encodeURIComponent(code)}${on}`);
   const url = el('input', { type: 'url', required: true, value: link.url });
   const expires = el('input', { type: 'datetime-local', value: localFrom(link.expires_at) });
   const tags = el('input', { type: 'text', value: (link.tags || []).join(', ') });
@@ -82,7 +86,7 @@ export async function editPage(code) {
     link.protected ? clearPassword.node : null,
     el('div', { class: 'actions' },
       el('button', { type: 'submit' }, 'Save'),
-      el('a', { class: 'button secondary', href: `#/links/${encodeURIComponent(link.code)}` }, 'Cancel')));
+      el('a', { class: 'button secondary', href: linkHash(link.code, domain) }, 'Cancel')));
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const patch = {};
@@ -96,9 +100,9 @@ export async function editPage(code) {
     if (password.value) patch.password = password.value;
     else if (clearPassword.box.checked) patch.password = null;
     try {
-      await request('PATCH', `/links/${encodeURIComponent(link.code)}`, { body: patch, type: 'application/merge-patch+json' });
+      await request('PATCH', `/links/${encodeURIComponent(link.code)}${on}`, { body: patch, type: 'application/merge-patch+json' });
       notify('Saved.');
-      location.hash = `#/links/${encodeURIComponent(link.code)}`;
+      location.hash = linkHash(link.code, domain);
     } catch (error) {
       notify(problem(error), 'error');
     }

@@ -1,10 +1,12 @@
 // Importing a CSV or NDJSON file: the per-row results as they stream back, then a summary and a
 // download of every result.
 
-import { lines, request } from './api.js';
+import { lines, problem, query, request } from './api.js';
 import { checkbox, download, el, field, notify } from './dom.js';
+import { domainChoice, ownHosts } from './domains.js';
 
-export function importPage() {
+export async function importPage() {
+  const [domain, domainField] = domainChoice(await ownHosts());
   const file = el('input', { type: 'file', accept: '.csv,.ndjson,.jsonl,text/csv,application/x-ndjson', required: true });
   const dry = checkbox('Dry run: check every row, store nothing');
   const summary = el('p', { 'aria-live': 'polite', id: 'import-summary' });
@@ -16,6 +18,7 @@ export function importPage() {
   const form = el('form', { 'aria-labelledby': 'import-title' },
     el('h1', { id: 'import-title' }, 'Import links'),
     field('File', file, 'CSV with a header row (url, code, tags, expires_at, created_at; the exports of Bitly, Shlink and YOURLS work as they are), or NDJSON, one link per line.'),
+    domainField,
     dry.node,
     el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Import'), saveButton));
   form.addEventListener('submit', async (event) => {
@@ -28,7 +31,8 @@ export function importPage() {
     summary.textContent = 'Importing…';
     saveButton.hidden = true;
     try {
-      const response = await request('POST', `/links/import${dry.box.checked ? '?dry_run=true' : ''}`, {
+      const params = query({ domain: domain.value, dry_run: dry.box.checked ? 'true' : null });
+      const response = await request('POST', `/links/import${params}`, {
         body: chosen, type: csv ? 'text/csv' : 'application/x-ndjson', raw: true,
       });
       await lines(response, (line) => {
@@ -48,7 +52,7 @@ export function importPage() {
       saveButton.hidden = false;
     } catch (error) {
       summary.textContent = '';
-      notify(error.message, 'error');
+      notify(problem(error), 'error');
     }
   });
   const table = el('table', { class: 'results' },

@@ -621,6 +621,7 @@ async fn console_responses_are_locked_down_and_cacheable() {
         "editor.js",
         "importer.js",
         "admin.js",
+        "domains.js",
         "chart.js",
         "console.css",
     ] {

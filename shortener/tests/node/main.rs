@@ -15,6 +15,7 @@ mod clicks;
 mod config;
 mod console;
 mod console_details;
+mod console_domains;
 mod domain_files;
 mod domains;
 mod editing;
