@@ -150,7 +150,7 @@ pub async fn qr(
 }
 
 /// The columns of a CSV export, which a CSV import reads back.
-const CSV_COLUMNS: [&str; 10] = [
+const CSV_COLUMNS: [&str; 11] = [
     "code",
     "url",
     "tags",
@@ -161,6 +161,7 @@ const CSV_COLUMNS: [&str; 10] = [
     "short_url",
     "tenant",
     "clicks",
+    "domain",
 ];
 
 /// `GET /api/v1/links/export?format=ndjson|csv`: every link of the list (filters as in
@@ -277,6 +278,7 @@ fn csv_row(
         &public.link_url(link),
         link.tenant.as_str(),
         &link.clicks.human.to_string(),
+        link.domain.as_deref().unwrap_or(public.host_str()),
     ]);
     let _ = writer.flush();
 }
