@@ -35,6 +35,8 @@ pub struct CreateInput {
     pub password: Option<String>,
     /// The host of the branded domain the link is for (`None`: the default domain).
     pub domain: Option<String>,
+    /// Redirect rules.
+    pub rules: Vec<super::RuleInput>,
 }
 
 /// The rules of a deployment that a create is checked against.
@@ -109,6 +111,8 @@ pub struct CreateRequest {
     /// The branded domain (its host in normal form) the link is for; `None`: the default
     /// domain.
     pub domain: Option<String>,
+    /// Redirect rules, checked.
+    pub rules: super::Rules,
 }
 
 impl std::fmt::Debug for CreateInput {
@@ -213,6 +217,7 @@ impl CreateRequest {
             max_visits: input.max_visits,
             password: input.password,
             domain: rules.domain(input.domain.as_deref())?,
+            rules: super::Rules::parse(input.rules, rules.max_url_length, rules.targets.as_ref())?,
         })
     }
 }

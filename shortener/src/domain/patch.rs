@@ -24,6 +24,8 @@ pub struct PatchInput {
     /// Another domain (its host), or `Some(None)` (or a host of the default domain) for the
     /// default domain.
     pub domain: Option<Option<String>>,
+    /// New redirect rules, replacing the old ones (empty: none).
+    pub rules: Option<Vec<super::RuleInput>>,
 }
 
 impl std::fmt::Debug for PatchInput {
@@ -35,6 +37,7 @@ impl std::fmt::Debug for PatchInput {
             .field("disabled", &self.disabled)
             .field("max_visits", &self.max_visits)
             .field("domain", &self.domain)
+            .field("rules", &self.rules)
             .field(
                 "password",
                 &self
@@ -85,6 +88,8 @@ pub struct LinkPatch {
     /// Another domain (the host of a branded one, in normal form), or `Some(None)` for the
     /// default domain. Whether the link may move there is the link service's check.
     pub domain: Option<Option<String>>,
+    /// New redirect rules (empty: none).
+    pub rules: Option<super::Rules>,
 }
 
 impl LinkPatch {
@@ -133,6 +138,10 @@ impl LinkPatch {
             domain: input
                 .domain
                 .map(|d| rules.domain(d.as_deref()))
+                .transpose()?,
+            rules: input
+                .rules
+                .map(|r| super::Rules::parse(r, rules.max_url_length, rules.targets.as_ref()))
                 .transpose()?,
         })
     }
@@ -187,6 +196,18 @@ impl LinkPatch {
         {
             changed.insert("domain".into(), json!({ "old": old.domain, "new": domain }));
             new.domain = domain.clone();
+        }
+        if let Some(rules) = &self.rules
+            && *rules != old.rules
+        {
+            let api = |r: &super::Rules| {
+                serde_json::to_value(super::rules::ApiRules(r)).unwrap_or(Value::Null)
+            };
+            changed.insert(
+                "rules".into(),
+                json!({ "old": api(&old.rules), "new": api(rules) }),
+            );
+            new.rules = rules.clone();
         }
         if let Some(max_visits) = self.max_visits
             && max_visits != old.max_visits

@@ -48,6 +48,7 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             max_visits: item.max_visits,
             password: item.password,
             domain: item.domain,
+            rules: item.rules.into_iter().map(rule_input).collect(),
         })
     }
 }
@@ -64,6 +65,51 @@ pub(super) fn answer(caller: &Caller, created: bool, public: &PublicBase, link: 
             short_url: public.link_url(link),
             ..Default::default()
         }
+    }
+}
+
+/// A rule as the API takes it, from its message.
+pub(super) fn rule_input(rule: pb::Rule) -> crate::domain::RuleInput {
+    use crate::domain::rules::{ConditionInput, ValueInput};
+    crate::domain::RuleInput {
+        url: rule.url,
+        conditions: rule
+            .conditions
+            .into_iter()
+            .map(|c| ConditionInput {
+                key: (c.r#type == "query" || !c.key.is_empty()).then_some(c.key),
+                value: match c.values.len() {
+                    0 => None,
+                    1 => c.values.into_iter().next().map(ValueInput::One),
+                    _ => Some(ValueInput::Many(c.values)),
+                },
+                kind: c.r#type,
+            })
+            .collect(),
+    }
+}
+
+/// A rule as its message.
+fn rule_message(rule: &crate::domain::Rule) -> pb::Rule {
+    use crate::domain::rules::Condition;
+    pb::Rule {
+        url: rule.url.clone(),
+        conditions: rule
+            .conditions
+            .iter()
+            .map(|c| {
+                let (kind, value) = c.parts();
+                let (key, values) = match c {
+                    Condition::Query { key, values } => (key.clone(), values.clone()),
+                    _ => (String::new(), vec![value]),
+                };
+                pb::Condition {
+                    r#type: kind.to_string(),
+                    key,
+                    values,
+                }
+            })
+            .collect(),
     }
 }
 
@@ -97,6 +143,7 @@ pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
         owner: link.owner.clone(),
         imported: link.import_batch.is_some(),
         protected: link.password.is_some(),
+        rules: link.rules.0.iter().map(rule_message).collect(),
     }
 }
 
@@ -171,6 +218,9 @@ impl TryFrom<pb::UpdateLinkRequest> for PatchInput {
             domain: request
                 .move_to_domain
                 .map(|host| Some(host).filter(|h| !h.is_empty())),
+            rules: request
+                .rules
+                .map(|list| list.rules.into_iter().map(rule_input).collect()),
         })
     }
 }

@@ -76,6 +76,8 @@ pub enum Cached {
         tenant: Arc<str>,
         /// The branded domain it answers on (`None`: the default domain).
         domain: Option<Arc<str>>,
+        /// Its redirect rules, compiled (`None`: a plain link).
+        routing: Option<Arc<super::routing::Routing>>,
     },
     /// No such code (cached briefly).
     Missing,
@@ -119,12 +121,14 @@ impl Weighter<CompactCode, Stored> for Bytes {
                 password,
                 tenant,
                 domain,
+                routing,
                 ..
             } => {
                 location.len()
                     + password.as_ref().map_or(0, |p| p.as_stored().len())
                     + tenant.len()
                     + domain.as_ref().map_or(0, |d| d.len())
+                    + routing.as_ref().map_or(0, |r| r.weight())
             }
             Cached::Blocked(domain) => domain.as_ref().map_or(0, |d| d.len()),
             Cached::Missing => 0,
@@ -261,6 +265,7 @@ mod tests {
             password: None,
             tenant: "default".into(),
             domain: None,
+            routing: None,
         }
     }
 

@@ -16,5 +16,6 @@ mod high_water;
 mod resolver;
 
 pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
+pub mod routing;
 pub use high_water::{HighWaterReads, Read};
 pub use resolver::{Key, LookupCounters, Resolution, Resolver, Target};

@@ -43,6 +43,8 @@ pub struct Target {
     pub password: Option<Arc<PasswordHash>>,
     /// Its tenant.
     pub tenant: Arc<str>,
+    /// Its redirect rules, compiled, if it has any: the edge decides per request.
+    pub routing: Option<Arc<super::routing::Routing>>,
 }
 
 impl Target {
@@ -269,6 +271,7 @@ impl Resolver {
                     password: link.password.map(Arc::new),
                     tenant: link.tenant.as_str().into(),
                     domain: link.domain.map(Arc::from),
+                    routing: super::routing::Routing::compile(&link.rules).map(Arc::new),
                 }
             }
             None => Cached::Missing,
@@ -349,12 +352,14 @@ fn resolution(entry: Cached) -> Resolution {
             limit,
             password,
             tenant,
+            routing,
             ..
         } => Resolution::Redirect(Target {
             location,
             limit,
             password,
             tenant,
+            routing,
         }),
     }
 }

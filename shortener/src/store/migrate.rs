@@ -93,6 +93,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "link domains",
         sql: include_str!("../../migrations/postgres/0016_link_domains.sql"),
     },
+    Migration {
+        version: 17,
+        name: "link rules",
+        sql: include_str!("../../migrations/postgres/0017_link_rules.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -186,6 +191,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 18,
         name: "link domains",
         sql: include_str!("../../migrations/sqlite/0018_link_domains.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "link rules",
+        sql: include_str!("../../migrations/sqlite/0019_link_rules.sql"),
     },
 ];
 

@@ -149,6 +149,82 @@ fn parse(agent: &str) -> Device {
     }
 }
 
+/// What redirect rules read of a user agent: its device class, operating system and browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentProfile {
+    /// The device class (`None`: a bot or unknown).
+    pub device: Option<crate::domain::rules::DeviceClass>,
+    /// The operating system family, if known.
+    pub os: Option<crate::domain::rules::Os>,
+    /// The browser family, if known.
+    pub browser: Option<crate::domain::rules::Browser>,
+}
+
+/// Profiles of recently seen user agents, keyed by a hash of the agent (as [`DEVICES`]).
+static PROFILES: LazyLock<(Cache<u64, AgentProfile>, foldhash::quality::RandomState)> =
+    LazyLock::new(|| (Cache::new(4096), foldhash::quality::RandomState::default()));
+
+/// The profile of `user_agent` for redirect rules (woothee, as [`device`]; remembered).
+pub fn agent_profile(user_agent: Option<&str>) -> AgentProfile {
+    let Some(agent) = user_agent else {
+        return AgentProfile {
+            device: None,
+            os: None,
+            browser: None,
+        };
+    };
+    let (cache, hasher) = &*PROFILES;
+    let key = hasher.hash_one(agent);
+    if let Some(profile) = cache.get(&key) {
+        return profile;
+    }
+    let profile = profile_of(agent);
+    cache.insert(key, profile);
+    profile
+}
+
+fn profile_of(agent: &str) -> AgentProfile {
+    use crate::domain::rules::{Browser, DeviceClass, Os};
+    let device = match parse(agent) {
+        Device::Desktop => Some(DeviceClass::Desktop),
+        Device::Mobile => Some(DeviceClass::Mobile),
+        Device::Tablet => Some(DeviceClass::Tablet),
+        Device::Bot | Device::Other => None,
+    };
+    let parsed = woothee::parser::Parser::new().parse(agent);
+    let os = match parsed.as_ref().map(|p| p.os) {
+        Some("iPhone" | "iPad" | "iPod" | "iOS") => Some(Os::Ios),
+        Some("Android") => Some(Os::Android),
+        Some(os) if os.starts_with("Windows") => Some(Os::Windows),
+        Some("Mac OSX" | "Mac OS Classic") => Some(Os::Macos),
+        Some("ChromeOS") => Some(Os::Chromeos),
+        Some("Linux") => Some(Os::Linux),
+        _ => None,
+    };
+    // Browsers that build on Chrome's engine name themselves after it in the agent; the
+    // specific names are looked for first.
+    let browser = if agent.contains("SamsungBrowser/") {
+        Some(Browser::Samsung)
+    } else if agent.contains("Edg/") || agent.contains("Edge/") || agent.contains("EdgA/") {
+        Some(Browser::Edge)
+    } else if agent.contains("OPR/") || agent.contains("Opera") {
+        Some(Browser::Opera)
+    } else if agent.contains("Firefox/") || agent.contains("FxiOS/") {
+        Some(Browser::Firefox)
+    } else if agent.contains("Chrome/") || agent.contains("CriOS/") || agent.contains("Chromium/") {
+        Some(Browser::Chrome)
+    } else if agent.contains("Safari/") && agent.contains("Version/") {
+        Some(Browser::Safari)
+    } else {
+        None
+    };
+    AgentProfile {
+        device,
+        os,
+        browser,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,6 +42,7 @@ mod readme;
 mod redirects;
 mod replica;
 mod reserved;
+mod rules;
 mod store;
 mod targets;
 mod tenants;

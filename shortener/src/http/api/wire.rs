@@ -4,9 +4,10 @@
 //! API sits beside its conversion, so a field changes in one place for every endpoint.
 
 use super::super::ApiError;
+use crate::domain::rules::ApiRules;
 use crate::domain::{
     Caller, CreateInput, CreateRules, DomainFilter, Error, Event, Link, ListInput, PatchInput,
-    PublicBase, echo,
+    PublicBase, RuleInput, echo,
 };
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -38,6 +39,8 @@ pub(super) struct CreateBody {
     password: Option<String>,
     #[serde(default)]
     domain: Option<String>,
+    #[serde(default)]
+    rules: Vec<RuleInput>,
 }
 
 impl CreateBody {
@@ -73,6 +76,7 @@ impl CreateBody {
             max_visits: self.max_visits,
             password: self.password,
             domain: self.domain,
+            rules: self.rules,
         })
     }
 }
@@ -234,6 +238,7 @@ pub(super) struct LinkJson<'a> {
     tags: &'a [String],
     imported: bool,
     protected: bool,
+    rules: ApiRules<'a>,
     clicks: ClicksJson,
 }
 
@@ -269,6 +274,7 @@ impl<'a> LinkJson<'a> {
             tags: &link.tags,
             imported: link.import_batch.is_some(),
             protected: link.password.is_some(),
+            rules: ApiRules(&link.rules),
             clicks: ClicksJson {
                 human: link.clicks.human,
                 head: link.clicks.head,
@@ -402,9 +408,10 @@ pub(super) struct PageJson<'a> {
 }
 
 /// The fields a PATCH may change; every other field of a link is read-only.
-const PATCHABLE: [&str; 7] = [
+const PATCHABLE: [&str; 8] = [
     "url",
     "domain",
+    "rules",
     "expires_at",
     "tags",
     "disabled",
@@ -496,6 +503,14 @@ pub(super) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Error> {
             ("domain", Value::Null) => input.domain = Some(None),
             ("domain", Value::String(host)) => input.domain = Some(Some(host)),
             ("domain", _) => return Err(wrong("domain", "a host or null")),
+            ("rules", Value::Null) => input.rules = Some(Vec::new()),
+            ("rules", rules @ Value::Array(_)) => {
+                input.rules = Some(
+                    serde_json::from_value(rules)
+                        .map_err(|e| Error::bad_request("invalid_json", format!("rules: {e}")))?,
+                )
+            }
+            ("rules", _) => return Err(wrong("rules", "an array of rules or null")),
             _ => {}
         }
     }
@@ -554,6 +569,7 @@ mod tests {
         let link = Link {
             code: "abc1234".into(),
             domain: None,
+            rules: Default::default(),
             tenant: "t\"en".into(),
             owner: "ci".into(),
             url: "https://example.com/\"q\"\\b\u{1}/ü".into(),

@@ -10,6 +10,7 @@ use super::HttpState;
 use super::site::{self, Site};
 use crate::domain::Domain;
 use crate::redirects::Key;
+use crate::redirects::routing::{Varies, Visitor};
 use crate::redirects::{Resolution, Target};
 use crate::visits::Visit;
 use axum::body::Body;
@@ -115,6 +116,7 @@ async fn answer_untraced(
         code,
         method,
         headers,
+        query: uri.query(),
         site: &site,
     };
     let Some(key) = lookup_key(state, &site, code) else {
@@ -152,6 +154,7 @@ pub fn answer_cached<B>(
         code,
         method,
         headers,
+        query: request.uri().query(),
         site: &site,
     };
     let response = match lookup_key(state, &site, code) {
@@ -177,6 +180,8 @@ struct Asked<'a> {
     code: &'a str,
     method: &'a Method,
     headers: &'a HeaderMap,
+    /// The short URL's query (read by `query` rule conditions only).
+    query: Option<&'a str>,
     site: &'a Site,
 }
 
@@ -195,15 +200,14 @@ fn respond(
         Ok(Resolution::Redirect(target)) if target.password.is_some() => {
             protect::locked(asked.code, asked.method)
         }
-        Ok(Resolution::Redirect(target)) => {
+        Ok(Resolution::Redirect(mut target)) => {
             let head = asked.method == Method::HEAD;
             if count_visit(state, peer, key, head, headers, &target) {
-                let mut response = Response::new(Body::empty());
-                *response.status_mut() = redirect_status(state, domain);
-                response
-                    .headers_mut()
-                    .insert(header::LOCATION, target.location);
-                (response, "redirect")
+                let varies = route(state, peer, headers, asked.query, &mut target);
+                (
+                    redirect_to(state, domain, target.location, varies),
+                    "redirect",
+                )
             } else {
                 (gone_on(domain), "gone")
             }
@@ -224,6 +228,66 @@ fn respond(
     {
         state.domain_metrics.count(&domain.host, outcome);
     }
+    response
+}
+
+/// Replaces `target`'s location by the one its rules choose for this request, if it has rules;
+/// what the choice read of the request, for the answer's headers (`None`: a plain link).
+fn route(
+    state: &HttpState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    target: &mut Target,
+) -> Option<Varies> {
+    let routing = target.routing.as_ref()?;
+    let client = || state.client_policy.client(peer, headers);
+    let geo = state.visits.analytics().geo().filter(|g| g.loaded());
+    let country = |ip| geo.and_then(|g| g.country(ip));
+    let visitor = Visitor::new(headers, query, chrono::Utc::now(), &client, &country);
+    if let Some(location) = routing.choose(&visitor) {
+        target.location = location.clone();
+    }
+    Some(routing.varies())
+}
+
+/// The redirect to `location` on `domain`. An answer decided by rules (`varies`) is one no
+/// shared cache may keep or hand to another visitor (`Cache-Control: private, no-store`, and
+/// `Vary` on the headers its rules read), and never permanent: a 301 or 308 status is sent as
+/// its temporary twin (302, 307), since a browser keeps a permanent redirect for good.
+fn redirect_to(
+    state: &HttpState,
+    domain: Option<&Domain>,
+    location: HeaderValue,
+    varies: Option<Varies>,
+) -> Response {
+    let mut response = Response::new(Body::empty());
+    let status = redirect_status(state, domain);
+    let headers = response.headers_mut();
+    headers.insert(header::LOCATION, location);
+    *response.status_mut() = match varies {
+        None => status,
+        Some(varies) => {
+            headers.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("private, no-store"),
+            );
+            let vary = match (varies.user_agent, varies.language) {
+                (true, true) => Some("User-Agent, Accept-Language"),
+                (true, false) => Some("User-Agent"),
+                (false, true) => Some("Accept-Language"),
+                (false, false) => None,
+            };
+            if let Some(vary) = vary {
+                headers.insert(header::VARY, HeaderValue::from_static(vary));
+            }
+            match status {
+                StatusCode::MOVED_PERMANENTLY => StatusCode::FOUND,
+                StatusCode::PERMANENT_REDIRECT => StatusCode::TEMPORARY_REDIRECT,
+                other => other,
+            }
+        }
+    };
     response
 }
 
@@ -331,7 +395,9 @@ pub async fn unlock(
         None => Ok(Resolution::NotFound),
     };
     let (response, outcome) = match (resolution, &key) {
-        (Ok(Resolution::Redirect(target)), Some(key)) => {
+        (Ok(Resolution::Redirect(mut target)), Some(key)) => {
+            // The form posts to the code without the short URL's query.
+            route(&state, peer, &parts.headers, None, &mut target);
             protect::unlock(&state, peer, &code, &key.key, &parts.headers, body, target).await
         }
         (Ok(Resolution::Redirect(_)) | Ok(Resolution::NotFound), _) => (

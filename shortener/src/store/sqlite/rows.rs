@@ -18,9 +18,9 @@ use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
-pub(super) const COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain";
+pub(super) const COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules";
 /// How many columns [`COLUMNS`] holds (click counts follow them where a read joins them).
-pub(super) const COLUMN_COUNT: usize = 13;
+pub(super) const COLUMN_COUNT: usize = 14;
 
 /// A link from a row holding [`COLUMNS`] first.
 pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
@@ -48,6 +48,7 @@ pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
             .get::<_, Option<String>>(11)?
             .map(PasswordHash::from_stored),
         domain: row.get(12)?,
+        rules: crate::domain::Rules::from_stored(row.get::<_, Option<String>>(13)?.as_deref()),
         clicks: ClickCounts::default(),
     })
 }
@@ -79,17 +80,17 @@ fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
 
 // Statements are constants so `prepare_cached` finds them without formatting a string, and
 // SQLite parses each once per connection.
-const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash, domain) \
-     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO NOTHING";
+const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash, domain, rules) \
+     VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT DO NOTHING";
 /// The next free negative slot: one below the lowest (`min(slot)` reads one end of the table).
-const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash, domain) \
-     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) ON CONFLICT DO NOTHING";
+const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash, domain, rules) \
+     VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT DO NOTHING";
 const INSERT_TAG: &str = "INSERT INTO link_tags (tenant, tag, created_at, code) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
-const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain FROM links WHERE slot = ?1 AND code = ?2";
-const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain FROM links WHERE code = ?1 AND id IS NULL";
+const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules FROM links WHERE slot = ?1 AND code = ?2";
+const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules FROM links WHERE code = ?1 AND id IS NULL";
 const SLOT_BY_SLOT: &str = "SELECT slot FROM links WHERE slot = ?1 AND code = ?2";
 const SLOT_NAMED: &str = "SELECT slot FROM links WHERE code = ?1 AND id IS NULL";
-const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain FROM links WHERE dedup_key = ?1";
+const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules FROM links WHERE dedup_key = ?1";
 
 /// Inserts `links` in one immediate transaction; outcomes in input order.
 pub(super) fn insert_all(
@@ -215,7 +216,8 @@ pub(super) fn insert_row(
                 host_rev(&link.url),
                 link.import_batch,
                 link.password.as_ref().map(PasswordHash::as_stored),
-                link.domain
+                link.domain,
+                link.rules.to_stored()
             ])
             .map_err(db_error)?
     };
@@ -238,6 +240,7 @@ pub(super) fn insert_row(
             Link {
                 code: link.code.clone(),
                 domain: link.domain.clone(),
+                rules: link.rules.clone(),
                 tenant: link.tenant.clone(),
                 owner: link.owner.clone(),
                 url: link.url.clone(),
@@ -446,6 +449,7 @@ mod tests {
         let link = NewLink {
             code: "legacy-1".into(),
             domain: None,
+            rules: Default::default(),
             url: "https://example.com/".into(),
             kind: CodeKind::Alias,
             id: None,

@@ -5,7 +5,7 @@
 mod crash;
 mod fair_share;
 mod freshness;
-mod mmdb;
+pub(crate) mod mmdb;
 mod privacy;
 mod refusals;
 mod tenant_rollups;
