@@ -40,7 +40,7 @@ fn link(resources: &app::Resources, args: &PreloadArgs, id: u64) -> NewLink {
     NewLink {
         code: resources.space.encode(id),
         domain: None,
-        rules: Default::default(),
+        routes: Default::default(),
         url: args.url_pattern.replace("{id}", &format!("{id:08}")),
         kind: CodeKind::Generated,
         id: Some(id),

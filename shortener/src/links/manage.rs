@@ -185,7 +185,7 @@ mod tests {
         let link = Link {
             code: "abc1234".into(),
             domain: None,
-            rules: Default::default(),
+            routes: Default::default(),
             tenant: "acme".into(),
             owner: "ci".into(),
             url: "https://new.example/".into(),

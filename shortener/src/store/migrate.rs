@@ -95,8 +95,8 @@ pub(crate) const POSTGRES: &[Migration] = &[
     },
     Migration {
         version: 17,
-        name: "link rules",
-        sql: include_str!("../../migrations/postgres/0017_link_rules.sql"),
+        name: "link routing",
+        sql: include_str!("../../migrations/postgres/0017_link_routing.sql"),
     },
 ];
 
@@ -194,8 +194,8 @@ pub(crate) const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 19,
-        name: "link rules",
-        sql: include_str!("../../migrations/sqlite/0019_link_rules.sql"),
+        name: "link routing",
+        sql: include_str!("../../migrations/sqlite/0019_link_routing.sql"),
     },
 ];
 

@@ -214,7 +214,7 @@ async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Back
         let link = shortener::store::NewLink {
             code: parts.space.encode(planted),
             domain: None,
-            rules: Default::default(),
+            routes: Default::default(),
             url: "https://planted.example/".into(),
             kind: codespace::shape::CodeKind::Alias,
             id: None,

@@ -569,7 +569,7 @@ mod tests {
         let link = Link {
             code: "abc1234".into(),
             domain: None,
-            rules: Default::default(),
+            routes: Default::default(),
             tenant: "t\"en".into(),
             owner: "ci".into(),
             url: "https://example.com/\"q\"\\b\u{1}/ü".into(),

@@ -21,13 +21,13 @@ use std::collections::HashMap;
 const INSERT_ROWS: &str = "WITH r AS (\
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], \
         $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[], $15::int8[], $16::text[], $17::text[], $18::text[]) \
-     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot, traceparent, domain, rules)), \
-   ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot, domain, rules) \
+     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot, traceparent, domain, routing)), \
+   ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot, domain, routing) \
      SELECT code, long_url, kind, id, expires_at, owner, dedup_key, tenant, \
         ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), max_visits, host_rev, import_batch, coalesce(created_at, now()), password_hash, \
-        coalesce(slot, -nextval('links_named_slot')), domain, rules \
+        coalesce(slot, -nextval('links_named_slot')), domain, routing \
      FROM r ON CONFLICT DO NOTHING \
-     RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules), \
+     RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, routing), \
    tagged AS (INSERT INTO link_tags (tenant, tag, created_at, code) \
      SELECT ins.tenant, t.tag, ins.created_at, ins.code FROM ins, unnest(ins.tags) AS t(tag) ON CONFLICT DO NOTHING), \
    ev AS (INSERT INTO webhook_events (tenant, kind, data, traceparent) \
@@ -80,7 +80,7 @@ pub(super) async fn insert_rows(
     let slots: Vec<Option<i64>> = links.iter().map(|l| slot_of_new(space, l)).collect();
     let traces: Vec<Option<&str>> = links.iter().map(|l| l.trace.as_deref()).collect();
     let domains: Vec<Option<&str>> = links.iter().map(|l| l.domain.as_deref()).collect();
-    let rules: Vec<Option<String>> = links.iter().map(|l| l.rules.to_stored()).collect();
+    let rules: Vec<Option<String>> = links.iter().map(|l| l.routes.to_stored()).collect();
     let rows = client
         .query(
             &insert,
@@ -229,7 +229,7 @@ pub(super) async fn insert_one(
                 &[slot_of_new(layout.space(), &link)].as_slice(),
                 &[link.trace.as_deref()].as_slice(),
                 &[link.domain.as_deref()].as_slice(),
-                &[link.rules.to_stored()].as_slice(),
+                &[link.routes.to_stored()].as_slice(),
             ],
         )
         .await

@@ -101,9 +101,9 @@ pub struct PgStore {
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
-const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules";
+const LINK_COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, routing";
 /// [`LINK_COLUMNS`] of the table aliased `l`.
-const L_LINK_COLUMNS: &str = "l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, l.owner, l.disabled_at, l.max_visits, l.tags, l.import_batch, l.password_hash, l.domain, l.rules";
+const L_LINK_COLUMNS: &str = "l.code, l.long_url, l.created_at, l.expires_at, l.deleted_at, l.tenant, l.owner, l.disabled_at, l.max_visits, l.tags, l.import_batch, l.password_hash, l.domain, l.routing";
 /// How many columns [`LINK_COLUMNS`] holds (click counts follow them where a read joins them).
 const LINK_COLUMN_COUNT: usize = 14;
 
@@ -124,7 +124,7 @@ fn link_from_row(row: &Row) -> Link {
             .get::<_, Option<String>>(11)
             .map(PasswordHash::from_stored),
         domain: row.get(12),
-        rules: crate::domain::Rules::from_stored(row.get(13)),
+        routes: crate::domain::Routes::from_stored(row.get(13)),
         clicks: ClickCounts::default(),
     }
 }

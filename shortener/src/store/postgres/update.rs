@@ -51,7 +51,7 @@ pub(super) async fn update(
     let max_visits = new.max_visits.map(|n| n as i64);
     let host = host_rev(&new.url);
     let password = new.password.as_ref().map(|p| p.as_stored());
-    let stored_rules = new.rules.to_stored();
+    let stored_rules = new.routes.to_stored();
     let mut params: Vec<&(dyn ToSql + Sync)> = vec![
         &code,
         &new.url,
@@ -69,7 +69,7 @@ pub(super) async fn update(
     tx.execute(
         &format!(
             "UPDATE links SET long_url = $2, expires_at = $3, tags = $4, disabled_at = $5, max_visits = $6, \
-             host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END, password_hash = $9, domain = $10, rules = $11 WHERE {}",
+             host_rev = $7, dedup_key = CASE WHEN $8 THEN NULL ELSE dedup_key END, password_hash = $9, domain = $10, routing = $11 WHERE {}",
             find.clause("", 12)
         ),
         &params,

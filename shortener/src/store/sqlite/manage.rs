@@ -58,7 +58,7 @@ pub(super) fn update(
         new.url != old.url || new.expires_at != old.expires_at || new.domain != old.domain;
     tx.execute(
         "UPDATE links SET long_url = ?2, expires_at = ?3, tags = ?4, disabled_at = ?5, max_visits = ?6, \
-         host_rev = ?7, dedup_key = CASE WHEN ?8 THEN NULL ELSE dedup_key END, password_hash = ?9, domain = ?10, rules = ?11 WHERE slot = ?1",
+         host_rev = ?7, dedup_key = CASE WHEN ?8 THEN NULL ELSE dedup_key END, password_hash = ?9, domain = ?10, routing = ?11 WHERE slot = ?1",
         params![
             slot,
             new.url,
@@ -70,7 +70,7 @@ pub(super) fn update(
             retargeted,
             new.password.as_ref().map(|p| p.as_stored()),
             new.domain,
-            new.rules.to_stored()
+            new.routes.to_stored()
         ],
     )
     .map_err(db_error)?;

@@ -18,7 +18,7 @@ use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
-pub(super) const COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules";
+pub(super) const COLUMNS: &str = "code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, routing";
 /// How many columns [`COLUMNS`] holds (click counts follow them where a read joins them).
 pub(super) const COLUMN_COUNT: usize = 14;
 
@@ -48,7 +48,7 @@ pub(super) fn link_from_row(row: &Row<'_>) -> rusqlite::Result<Link> {
             .get::<_, Option<String>>(11)?
             .map(PasswordHash::from_stored),
         domain: row.get(12)?,
-        rules: crate::domain::Rules::from_stored(row.get::<_, Option<String>>(13)?.as_deref()),
+        routes: crate::domain::Routes::from_stored(row.get::<_, Option<String>>(13)?.as_deref()),
         clicks: ClickCounts::default(),
     })
 }
@@ -80,17 +80,17 @@ fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
 
 // Statements are constants so `prepare_cached` finds them without formatting a string, and
 // SQLite parses each once per connection.
-const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash, domain, rules) \
+const INSERT_GENERATED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash, domain, routing) \
      VALUES (?4, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT DO NOTHING";
 /// The next free negative slot: one below the lowest (`min(slot)` reads one end of the table).
-const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash, domain, rules) \
+const INSERT_NAMED: &str = "INSERT INTO links (slot, code, long_url, kind, id, created_at, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, password_hash, domain, routing) \
      VALUES ((SELECT min(0, coalesce(min(slot), 0)) - 1 FROM links), ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT DO NOTHING";
 const INSERT_TAG: &str = "INSERT INTO link_tags (tenant, tag, created_at, code) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
-const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules FROM links WHERE slot = ?1 AND code = ?2";
-const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules FROM links WHERE code = ?1 AND id IS NULL";
+const SELECT_BY_SLOT: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, routing FROM links WHERE slot = ?1 AND code = ?2";
+const SELECT_NAMED: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, routing FROM links WHERE code = ?1 AND id IS NULL";
 const SLOT_BY_SLOT: &str = "SELECT slot FROM links WHERE slot = ?1 AND code = ?2";
 const SLOT_NAMED: &str = "SELECT slot FROM links WHERE code = ?1 AND id IS NULL";
-const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, rules FROM links WHERE dedup_key = ?1";
+const SELECT_BY_DEDUP: &str = "SELECT code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, routing FROM links WHERE dedup_key = ?1";
 
 /// Inserts `links` in one immediate transaction; outcomes in input order.
 pub(super) fn insert_all(
@@ -217,7 +217,7 @@ pub(super) fn insert_row(
                 link.import_batch,
                 link.password.as_ref().map(PasswordHash::as_stored),
                 link.domain,
-                link.rules.to_stored()
+                link.routes.to_stored()
             ])
             .map_err(db_error)?
     };
@@ -240,7 +240,7 @@ pub(super) fn insert_row(
             Link {
                 code: link.code.clone(),
                 domain: link.domain.clone(),
-                rules: link.rules.clone(),
+                routes: link.routes.clone(),
                 tenant: link.tenant.clone(),
                 owner: link.owner.clone(),
                 url: link.url.clone(),
@@ -449,7 +449,7 @@ mod tests {
         let link = NewLink {
             code: "legacy-1".into(),
             domain: None,
-            rules: Default::default(),
+            routes: Default::default(),
             url: "https://example.com/".into(),
             kind: CodeKind::Alias,
             id: None,

@@ -177,7 +177,7 @@ mod tests {
             .map(|i| crate::store::NewLink {
                 code: code(i),
                 domain: None,
-                rules: Default::default(),
+                routes: Default::default(),
                 url: format!("https://example.com/{i}"),
                 kind: codespace::shape::CodeKind::Alias,
                 id: None,

@@ -16,7 +16,7 @@ pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
     NewLink {
         code: code.to_string(),
         domain: None,
-        rules: Default::default(),
+        routes: Default::default(),
         url: url.to_string(),
         kind: if dedup.is_some() {
             CodeKind::Generated
