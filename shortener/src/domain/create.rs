@@ -37,6 +37,12 @@ pub struct CreateInput {
     pub domain: Option<String>,
     /// Redirect rules.
     pub rules: Vec<super::RuleInput>,
+    /// The iOS target.
+    pub ios: Option<String>,
+    /// The Android target.
+    pub android: Option<String>,
+    /// A split.
+    pub variants: Vec<super::VariantInput>,
 }
 
 /// The rules of a deployment that a create is checked against.
@@ -51,6 +57,23 @@ pub struct CreateRules {
     /// The hosts of the default domain (the public URL's and the short domains), in normal
     /// form: a link "on" one of them is on the default domain.
     pub own_hosts: Arc<[String]>,
+}
+
+/// The routing a create (or a patch that sets every part) asks for, checked against `rules`.
+pub fn routes_of(
+    rule_input: Vec<super::RuleInput>,
+    ios: Option<String>,
+    android: Option<String>,
+    variants: Vec<super::VariantInput>,
+    rules: &CreateRules,
+) -> Result<super::Routes, Error> {
+    let (max, targets) = (rules.max_url_length, rules.targets.as_ref());
+    Ok(super::Routes {
+        rules: super::Rules::parse(rule_input, max, targets)?,
+        ios: super::routes::app_target("ios", ios, max, targets)?,
+        android: super::routes::app_target("android", android, max, targets)?,
+        variants: super::routes::variants(variants, max, targets)?,
+    })
 }
 
 impl CreateRules {
@@ -111,8 +134,8 @@ pub struct CreateRequest {
     /// The branded domain (its host in normal form) the link is for; `None`: the default
     /// domain.
     pub domain: Option<String>,
-    /// Redirect rules, checked.
-    pub rules: super::Rules,
+    /// Where it routes besides its URL, checked.
+    pub routes: super::Routes,
 }
 
 impl std::fmt::Debug for CreateInput {
@@ -217,7 +240,7 @@ impl CreateRequest {
             max_visits: input.max_visits,
             password: input.password,
             domain: rules.domain(input.domain.as_deref())?,
-            rules: super::Rules::parse(input.rules, rules.max_url_length, rules.targets.as_ref())?,
+            routes: routes_of(input.rules, input.ios, input.android, input.variants, rules)?,
         })
     }
 }

@@ -11,8 +11,8 @@ pub struct Link {
     pub code: String,
     /// The branded domain it answers on (its host); `None` for the default domain.
     pub domain: Option<String>,
-    /// Its redirect rules, in order (none for a plain link).
-    pub rules: super::Rules,
+    /// Where it routes besides its URL: rules, app targets, a split (none for a plain link).
+    pub routes: super::Routes,
     /// The tenant that owns it.
     pub tenant: String,
     /// The name of the API key that created it.

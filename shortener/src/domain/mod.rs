@@ -15,6 +15,7 @@ pub mod list;
 mod password;
 mod patch;
 mod public;
+pub mod routes;
 pub mod rules;
 mod scope;
 pub mod stats;
@@ -40,6 +41,7 @@ pub use list::{
 pub use password::{MAX_PASSWORD, PasswordHash, check_password};
 pub use patch::{LinkPatch, PasswordChange, PatchInput};
 pub use public::PublicBase;
+pub use routes::{Routes, Variant, VariantInput};
 pub use rules::{Rule, RuleInput, Rules};
 pub use scope::{Scope, Scopes, unknown_scope};
 pub use stats::{

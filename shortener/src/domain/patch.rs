@@ -26,6 +26,12 @@ pub struct PatchInput {
     pub domain: Option<Option<String>>,
     /// New redirect rules, replacing the old ones (empty: none).
     pub rules: Option<Vec<super::RuleInput>>,
+    /// A new iOS target, or `Some(None)` to remove it.
+    pub ios: Option<Option<String>>,
+    /// A new Android target, or `Some(None)` to remove it.
+    pub android: Option<Option<String>>,
+    /// A new split, replacing the old one (empty: none).
+    pub variants: Option<Vec<super::VariantInput>>,
 }
 
 impl std::fmt::Debug for PatchInput {
@@ -38,6 +44,9 @@ impl std::fmt::Debug for PatchInput {
             .field("max_visits", &self.max_visits)
             .field("domain", &self.domain)
             .field("rules", &self.rules)
+            .field("ios", &self.ios)
+            .field("android", &self.android)
+            .field("variants", &self.variants)
             .field(
                 "password",
                 &self
@@ -90,6 +99,12 @@ pub struct LinkPatch {
     pub domain: Option<Option<String>>,
     /// New redirect rules (empty: none).
     pub rules: Option<super::Rules>,
+    /// A new iOS target, or `Some(None)` to remove it.
+    pub ios: Option<Option<String>>,
+    /// A new Android target, or `Some(None)` to remove it.
+    pub android: Option<Option<String>>,
+    /// A new split (empty: none; ending a split, the link's `url` says where its visitors go).
+    pub variants: Option<Vec<super::Variant>>,
 }
 
 impl LinkPatch {
@@ -143,12 +158,81 @@ impl LinkPatch {
                 .rules
                 .map(|r| super::Rules::parse(r, rules.max_url_length, rules.targets.as_ref()))
                 .transpose()?,
+            ios: app_patch("ios", input.ios, rules)?,
+            android: app_patch("android", input.android, rules)?,
+            variants: input
+                .variants
+                .map(|v| super::routes::variants(v, rules.max_url_length, rules.targets.as_ref()))
+                .transpose()?,
         })
     }
 
     /// Whether the patch asks for nothing.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
+    }
+}
+
+/// A patched app target, checked.
+fn app_patch(
+    field: &str,
+    input: Option<Option<String>>,
+    rules: &CreateRules,
+) -> Result<Option<Option<String>>, Error> {
+    input
+        .map(|target| {
+            super::routes::app_target(field, target, rules.max_url_length, rules.targets.as_ref())
+        })
+        .transpose()
+}
+
+impl LinkPatch {
+    /// Applies the routing parts of the patch to `new`, recording each part that changes (its
+    /// old and new value, as the API shows it).
+    fn apply_routes(
+        &self,
+        old: &super::Link,
+        new: &mut super::Link,
+        changed: &mut serde_json::Map<String, serde_json::Value>,
+    ) {
+        use serde_json::{Value, json};
+        let routes = &mut new.routes;
+        if let Some(rules) = &self.rules
+            && *rules != old.routes.rules
+        {
+            let api = |r: &super::Rules| {
+                serde_json::to_value(super::rules::ApiRules(r)).unwrap_or(Value::Null)
+            };
+            changed.insert(
+                "rules".into(),
+                json!({ "old": api(&old.routes.rules), "new": api(rules) }),
+            );
+            routes.rules = rules.clone();
+        }
+        if let Some(ios) = &self.ios
+            && *ios != old.routes.ios
+        {
+            changed.insert("ios".into(), json!({ "old": old.routes.ios, "new": ios }));
+            routes.ios = ios.clone();
+        }
+        if let Some(android) = &self.android
+            && *android != old.routes.android
+        {
+            changed.insert(
+                "android".into(),
+                json!({ "old": old.routes.android, "new": android }),
+            );
+            routes.android = android.clone();
+        }
+        if let Some(variants) = &self.variants
+            && *variants != old.routes.variants
+        {
+            changed.insert(
+                "variants".into(),
+                json!({ "old": old.routes.variants, "new": variants }),
+            );
+            routes.variants = variants.clone();
+        }
     }
 }
 
@@ -197,18 +281,7 @@ impl LinkPatch {
             changed.insert("domain".into(), json!({ "old": old.domain, "new": domain }));
             new.domain = domain.clone();
         }
-        if let Some(rules) = &self.rules
-            && *rules != old.rules
-        {
-            let api = |r: &super::Rules| {
-                serde_json::to_value(super::rules::ApiRules(r)).unwrap_or(Value::Null)
-            };
-            changed.insert(
-                "rules".into(),
-                json!({ "old": api(&old.rules), "new": api(rules) }),
-            );
-            new.rules = rules.clone();
-        }
+        self.apply_routes(old, &mut new, &mut changed);
         if let Some(max_visits) = self.max_visits
             && max_visits != old.max_visits
         {

@@ -26,6 +26,16 @@ pub struct Variant {
     pub weight: u8,
 }
 
+/// A variant as a transport received it (the weight any integer, checked by [`variants`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantInput {
+    /// The target.
+    pub url: String,
+    /// Its share, in percent.
+    pub weight: i64,
+}
+
 /// A link's routing, checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Routes {
@@ -74,7 +84,8 @@ pub fn app_target(
     let Some(text) = input.filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
-    let invalid = |message: String| Error::invalid("invalid_app_target", format!("{field}: {message}"));
+    let invalid =
+        |message: String| Error::invalid("invalid_app_target", format!("{field}: {message}"));
     let parsed = url::Url::parse(&text).map_err(|e| invalid(format!("not a URL: {e}")))?;
     if matches!(parsed.scheme(), "http" | "https") {
         return TargetUrl::parse(&text, max_url_length, targets)
@@ -92,7 +103,9 @@ pub fn app_target(
     }
     let serialized = parsed.to_string();
     if serialized.len() > MAX_APP_URL || serialized.chars().any(char::is_control) {
-        return Err(invalid(format!("at most {MAX_APP_URL} bytes, no control characters")));
+        return Err(invalid(format!(
+            "at most {MAX_APP_URL} bytes, no control characters"
+        )));
     }
     Ok(Some(serialized))
 }
@@ -100,12 +113,12 @@ pub fn app_target(
 /// Checks a split: 2 to [`MAX_VARIANTS`] variants, each target like a link's, each weight 1 to
 /// 100, the weights summing to 100. Empty: no split.
 pub fn variants(
-    input: Vec<Variant>,
+    input: Vec<VariantInput>,
     max_url_length: usize,
     targets: &dyn TargetPolicy,
 ) -> Result<Vec<Variant>, Error> {
     if input.is_empty() {
-        return Ok(input);
+        return Ok(Vec::new());
     }
     let invalid = |message: String| Error::invalid("invalid_variants", message);
     if input.len() < 2 || input.len() > MAX_VARIANTS {
@@ -117,21 +130,34 @@ pub fn variants(
     let mut total = 0u32;
     let mut checked = Vec::with_capacity(input.len());
     for (i, variant) in input.into_iter().enumerate() {
-        if !(1..=100).contains(&variant.weight) {
-            return Err(invalid(format!("variants[{i}].weight: 1 to 100")));
-        }
-        total += u32::from(variant.weight);
+        let Ok(weight) = u8::try_from(variant.weight).map_err(drop).and_then(|w| {
+            if (1..=100).contains(&w) {
+                Ok(w)
+            } else {
+                Err(())
+            }
+        }) else {
+            return Err(invalid(format!(
+                "variants[{i}].weight: 1 to 100, not {}",
+                variant.weight
+            )));
+        };
+        total += u32::from(weight);
         let url = TargetUrl::parse(&variant.url, max_url_length, targets).map_err(|e| match e {
-            UrlError::Blocked(_) => Error::invalid("blocked_target", format!("variants[{i}].url: {e}")),
+            UrlError::Blocked(_) => {
+                Error::invalid("blocked_target", format!("variants[{i}].url: {e}"))
+            }
             e => invalid(format!("variants[{i}].url: {e}")),
         })?;
         checked.push(Variant {
             url: url.as_str().to_string(),
-            weight: variant.weight,
+            weight,
         });
     }
     if total != 100 {
-        return Err(invalid(format!("variants: the weights sum to {total}, not 100")));
+        return Err(invalid(format!(
+            "variants: the weights sum to {total}, not 100"
+        )));
     }
     Ok(checked)
 }
@@ -154,8 +180,14 @@ mod tests {
         let routes = Routes {
             ios: Some("myapp://item/7".into()),
             variants: vec![
-                Variant { url: "https://a.example/".into(), weight: 30 },
-                Variant { url: "https://b.example/".into(), weight: 70 },
+                Variant {
+                    url: "https://a.example/".into(),
+                    weight: 30,
+                },
+                Variant {
+                    url: "https://b.example/".into(),
+                    weight: 70,
+                },
             ],
             ..Default::default()
         };
@@ -166,26 +198,52 @@ mod tests {
     #[test]
     fn app_targets_and_splits_are_checked() {
         let app = |t: &str| app_target("ios", Some(t.into()), 2048, &Anything);
-        assert_eq!(app("myapp://item/7").expect("app"), Some("myapp://item/7".into()));
+        assert_eq!(
+            app("myapp://item/7").expect("app"),
+            Some("myapp://item/7".into())
+        );
         assert_eq!(
             app("https://apps.apple.com/app/id1").expect("store"),
             Some("https://apps.apple.com/app/id1".into())
         );
-        for bad in ["javascript:alert(1)", "data:text/html,x", "not a url", "file:///etc/passwd"] {
-            assert_eq!(app(bad).expect_err(bad).code(), "invalid_app_target", "{bad}");
+        for bad in [
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "not a url",
+            "file:///etc/passwd",
+        ] {
+            assert_eq!(
+                app(bad).expect_err(bad).code(),
+                "invalid_app_target",
+                "{bad}"
+            );
         }
-        let split = |w: &[u8]| {
+        let split = |w: &[i64]| {
             variants(
                 w.iter()
-                    .map(|w| Variant { url: format!("https://{w}.example/"), weight: *w })
+                    .map(|w| VariantInput {
+                        url: format!("https://{w}.example/"),
+                        weight: *w,
+                    })
                     .collect(),
                 2048,
                 &Anything,
             )
         };
         assert!(split(&[50, 50]).is_ok());
-        for bad in [&[100][..], &[50, 49], &[0, 100], &[60, 60], &[10; 11]] {
-            assert_eq!(split(bad).expect_err("bad").code(), "invalid_variants", "{bad:?}");
+        for bad in [
+            &[100][..],
+            &[50, 49],
+            &[0, 100],
+            &[60, 60],
+            &[10; 11],
+            &[-50, 150],
+        ] {
+            assert_eq!(
+                split(bad).expect_err("bad").code(),
+                "invalid_variants",
+                "{bad:?}"
+            );
         }
     }
 }

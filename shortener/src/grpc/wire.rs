@@ -49,6 +49,9 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             password: item.password,
             domain: item.domain,
             rules: item.rules.into_iter().map(rule_input).collect(),
+            ios: item.ios,
+            android: item.android,
+            variants: item.variants.into_iter().map(variant_input).collect(),
         })
     }
 }
@@ -86,6 +89,14 @@ pub(super) fn rule_input(rule: pb::Rule) -> crate::domain::RuleInput {
                 kind: c.r#type,
             })
             .collect(),
+    }
+}
+
+/// A variant as the API takes it, from its message.
+fn variant_input(variant: pb::Variant) -> crate::domain::VariantInput {
+    crate::domain::VariantInput {
+        url: variant.url,
+        weight: variant.weight,
     }
 }
 
@@ -143,7 +154,18 @@ pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
         owner: link.owner.clone(),
         imported: link.import_batch.is_some(),
         protected: link.password.is_some(),
-        rules: link.rules.0.iter().map(rule_message).collect(),
+        rules: link.routes.rules.0.iter().map(rule_message).collect(),
+        ios: link.routes.ios.clone(),
+        android: link.routes.android.clone(),
+        variants: link
+            .routes
+            .variants
+            .iter()
+            .map(|v| pb::Variant {
+                url: v.url.clone(),
+                weight: i64::from(v.weight),
+            })
+            .collect(),
     }
 }
 
@@ -221,6 +243,11 @@ impl TryFrom<pb::UpdateLinkRequest> for PatchInput {
             rules: request
                 .rules
                 .map(|list| list.rules.into_iter().map(rule_input).collect()),
+            ios: request.ios.map(|t| Some(t).filter(|t| !t.is_empty())),
+            android: request.android.map(|t| Some(t).filter(|t| !t.is_empty())),
+            variants: request
+                .variants
+                .map(|list| list.variants.into_iter().map(variant_input).collect()),
         })
     }
 }

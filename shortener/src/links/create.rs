@@ -32,8 +32,8 @@ pub(super) struct Row {
     pub(super) password: Option<PasswordHash>,
     /// The branded domain it answers on; `None` for the default domain.
     pub(super) domain: Option<String>,
-    /// Its redirect rules.
-    pub(super) rules: crate::domain::Rules,
+    /// Where it routes besides its URL.
+    pub(super) routes: crate::domain::Routes,
 }
 
 impl Row {
@@ -41,7 +41,7 @@ impl Row {
         NewLink {
             code,
             domain: self.domain.clone(),
-            rules: self.rules.clone(),
+            routes: self.routes.clone(),
             url: self.url.clone(),
             kind,
             id,

@@ -179,7 +179,7 @@ impl LinkService {
                 None => None,
             },
             domain: request.domain,
-            rules: request.rules,
+            routes: request.routes,
         };
         if let Some(alias) = request.alias {
             create::alias(&self.store, row, alias).await

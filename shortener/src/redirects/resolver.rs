@@ -271,7 +271,7 @@ impl Resolver {
                     password: link.password.map(Arc::new),
                     tenant: link.tenant.as_str().into(),
                     domain: link.domain.map(Arc::from),
-                    routing: super::routing::Routing::compile(&link.rules).map(Arc::new),
+                    routing: super::routing::Routing::compile(&link.routes).map(Arc::new),
                 }
             }
             None => Cached::Missing,

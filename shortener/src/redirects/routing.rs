@@ -1,13 +1,17 @@
-//! A link's redirect rules as the edge decides them: compiled once, when the link enters the
-//! redirect cache (each target checked as the `Location` it is sent as), then decided per
-//! request in memory. What a request is read for is read once and only if some condition needs
-//! it: the user agent's profile (remembered per agent), the preferred language, the client's
-//! address and country, the query.
+//! A link's routing as the edge decides it: compiled once, when the link enters the redirect
+//! cache (each target checked as the `Location` it is sent as), then decided per request in
+//! memory, in the order of [`crate::domain::routes`]: the first rule that holds, the app target
+//! of the visitor's operating system, the visitor's variant of a split, else the link's URL.
+//! What a request is read for is read once and only if something needs it: the user agent's
+//! profile (remembered per agent), the preferred language, the client's address and country,
+//! the query, the split's cookie.
 
-use crate::domain::rules::{Condition, Rules};
+use crate::domain::Routes;
+use crate::domain::rules::{Condition, Os};
 use crate::visits::classify::{AgentProfile, agent_profile};
 use axum::http::{HeaderMap, HeaderValue, header};
 use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
 use std::cell::OnceCell;
 use std::net::IpAddr;
 
@@ -18,17 +22,50 @@ pub struct Varies {
     pub user_agent: bool,
     /// Language conditions read `Accept-Language`.
     pub language: bool,
+    /// A split reads its cookie.
+    pub cookie: bool,
+}
+
+/// The name of the cookie that keeps a visitor on its variant of a split (one per link: its
+/// path is the short URL's).
+pub const SPLIT_COOKIE: &str = "sv";
+
+/// What the routing chose for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chosen<'a> {
+    /// A rule's target.
+    Rule(&'a HeaderValue),
+    /// The app target of the visitor's operating system.
+    App(&'a HeaderValue),
+    /// A variant of the split (its index) and its target; `fresh` when the visitor had no valid
+    /// cookie for it (the answer sets one).
+    Variant {
+        /// The variant's index.
+        index: usize,
+        /// Its target.
+        location: &'a HeaderValue,
+        /// Whether the visitor is assigned just now.
+        fresh: bool,
+    },
+    /// The link's own URL.
+    Url,
 }
 
 /// A link's rules, compiled.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Routing {
     rules: Vec<(HeaderValue, Vec<Condition>)>,
+    ios: Option<HeaderValue>,
+    android: Option<HeaderValue>,
+    /// Each variant's target and the end of its share of 0..100.
+    split: Vec<(HeaderValue, u8)>,
     varies: Varies,
 }
 
 /// What a request offers the conditions, each read on first use.
 pub struct Visitor<'a> {
+    /// The link's key (a split's assignment is per link).
+    key: &'a str,
     headers: &'a HeaderMap,
     query: Option<&'a str>,
     now: DateTime<Utc>,
@@ -43,6 +80,7 @@ impl<'a> Visitor<'a> {
     /// A visit with `headers` and the short URL's `query`, at `now`; `client` finds the client
     /// address (by the trusted-proxy rules) and `country` its country, when asked.
     pub fn new(
+        key: &'a str,
         headers: &'a HeaderMap,
         query: Option<&'a str>,
         now: DateTime<Utc>,
@@ -50,6 +88,7 @@ impl<'a> Visitor<'a> {
         country: &'a dyn Fn(IpAddr) -> Option<[u8; 2]>,
     ) -> Self {
         Self {
+            key,
             headers,
             query,
             now,
@@ -91,6 +130,35 @@ impl<'a> Visitor<'a> {
         url::form_urlencoded::parse(self.query.unwrap_or("").as_bytes())
             .filter(move |(k, _)| k == key)
             .map(|(_, v)| v)
+    }
+
+    /// The variant index the visitor's cookie names, if it names one of `count`.
+    fn cookie_variant(&self, count: usize) -> Option<usize> {
+        self.headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(name, _)| *name == SPLIT_COOKIE)
+            .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+            .filter(|index| *index < count)
+    }
+
+    /// The visitor's bucket in 0..100 for a split without a cookie: a hash of the link's key,
+    /// the client address and the user agent, so a visitor without cookies who comes back from
+    /// the same address and browser lands on the same variant, on every node.
+    fn bucket(&self) -> u8 {
+        let mut hash = Sha256::new();
+        hash.update(self.key.as_bytes());
+        hash.update([0]);
+        hash.update(self.address().to_string().as_bytes());
+        hash.update([0]);
+        if let Some(agent) = self.headers.get(header::USER_AGENT) {
+            hash.update(agent.as_bytes());
+        }
+        let digest = hash.finalize();
+        (u64::from_be_bytes(digest[..8].try_into().unwrap_or_default()) % 100) as u8
     }
 
     fn meets(&self, condition: &Condition) -> bool {
@@ -144,14 +212,29 @@ pub fn preferred_language(accept: &str) -> Option<String> {
 }
 
 impl Routing {
-    /// `rules` compiled, or `None` when there are none (a plain link). A target that is no
-    /// valid `Location` (impossible for a checked URL) is left out.
-    pub fn compile(rules: &Rules) -> Option<Self> {
-        if rules.is_empty() {
+    /// `routes` compiled, or `None` for a plain link. A target that is no valid `Location`
+    /// (impossible for a checked URL) is left out.
+    pub fn compile(routes: &Routes) -> Option<Self> {
+        if routes.is_empty() {
             return None;
         }
-        let mut varies = Varies::default();
-        let compiled = rules
+        let mut varies = Varies {
+            user_agent: routes.ios.is_some() || routes.android.is_some(),
+            cookie: !routes.variants.is_empty(),
+            ..Varies::default()
+        };
+        let header = |url: &str| HeaderValue::from_str(url).ok();
+        let mut end = 0u8;
+        let split = routes
+            .variants
+            .iter()
+            .filter_map(|v| {
+                end = end.saturating_add(v.weight);
+                Some((header(&v.url)?, end))
+            })
+            .collect();
+        let compiled = routes
+            .rules
             .0
             .iter()
             .filter_map(|rule| {
@@ -170,17 +253,53 @@ impl Routing {
             .collect();
         Some(Self {
             rules: compiled,
+            ios: routes.ios.as_deref().and_then(header),
+            android: routes.android.as_deref().and_then(header),
+            split,
             varies,
         })
     }
 
-    /// The target of the first rule whose conditions `visitor` all meets; `None`: the link's
-    /// own URL.
-    pub fn choose(&self, visitor: &Visitor<'_>) -> Option<&HeaderValue> {
-        self.rules
+    /// Where `visitor` goes: the first rule whose conditions it all meets, else the app target
+    /// of its operating system, else its variant of the split, else the link's own URL.
+    pub fn choose(&self, visitor: &Visitor<'_>) -> Chosen<'_> {
+        if let Some((location, _)) = self
+            .rules
             .iter()
             .find(|(_, conditions)| conditions.iter().all(|c| visitor.meets(c)))
-            .map(|(location, _)| location)
+        {
+            return Chosen::Rule(location);
+        }
+        if self.ios.is_some() || self.android.is_some() {
+            let app = match visitor.agent().os {
+                Some(Os::Ios) => self.ios.as_ref(),
+                Some(Os::Android) => self.android.as_ref(),
+                _ => None,
+            };
+            if let Some(location) = app {
+                return Chosen::App(location);
+            }
+        }
+        if self.split.is_empty() {
+            return Chosen::Url;
+        }
+        let (index, fresh) = match visitor.cookie_variant(self.split.len()) {
+            Some(index) => (index, false),
+            None => {
+                let bucket = visitor.bucket();
+                let index = self
+                    .split
+                    .iter()
+                    .position(|(_, end)| bucket < *end)
+                    .unwrap_or(self.split.len() - 1);
+                (index, true)
+            }
+        };
+        Chosen::Variant {
+            index,
+            location: &self.split[index].0,
+            fresh,
+        }
     }
 
     /// The request headers the choice depends on.
@@ -190,10 +309,16 @@ impl Routing {
 
     /// Bytes the compiled rules hold (for the cache's weight).
     pub fn weight(&self) -> usize {
-        self.rules
+        let rules: usize = self
+            .rules
             .iter()
             .map(|(location, conditions)| location.len() + conditions.len() * 48)
-            .sum()
+            .sum();
+        let apps = [&self.ios, &self.android]
+            .iter()
+            .filter_map(|a| a.as_ref().map(HeaderValue::len))
+            .sum::<usize>();
+        rules + apps + self.split.iter().map(|(l, _)| l.len() + 8).sum::<usize>()
     }
 }
 

@@ -33,8 +33,8 @@ pub struct NewLink {
     pub code: String,
     /// The branded domain it answers on; `None` for the default domain.
     pub domain: Option<String>,
-    /// Its redirect rules (none for a plain link).
-    pub rules: crate::domain::Rules,
+    /// Where it routes besides its URL (none for a plain link).
+    pub routes: crate::domain::Routes,
     /// The serialized target URL.
     pub url: String,
     /// The code's kind.

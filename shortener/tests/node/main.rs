@@ -5,6 +5,7 @@
 #[macro_use]
 mod helpers;
 mod served;
+mod splits;
 
 mod admin;
 mod analytics;

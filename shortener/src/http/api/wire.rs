@@ -7,7 +7,7 @@ use super::super::ApiError;
 use crate::domain::rules::ApiRules;
 use crate::domain::{
     Caller, CreateInput, CreateRules, DomainFilter, Error, Event, Link, ListInput, PatchInput,
-    PublicBase, RuleInput, echo,
+    PublicBase, RuleInput, Variant, VariantInput, echo,
 };
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -41,6 +41,12 @@ pub(super) struct CreateBody {
     domain: Option<String>,
     #[serde(default)]
     rules: Vec<RuleInput>,
+    #[serde(default)]
+    ios: Option<String>,
+    #[serde(default)]
+    android: Option<String>,
+    #[serde(default)]
+    variants: Vec<VariantInput>,
 }
 
 impl CreateBody {
@@ -77,6 +83,9 @@ impl CreateBody {
             password: self.password,
             domain: self.domain,
             rules: self.rules,
+            ios: self.ios,
+            android: self.android,
+            variants: self.variants,
         })
     }
 }
@@ -239,6 +248,9 @@ pub(super) struct LinkJson<'a> {
     imported: bool,
     protected: bool,
     rules: ApiRules<'a>,
+    ios: Option<&'a str>,
+    android: Option<&'a str>,
+    variants: &'a [Variant],
     clicks: ClicksJson,
 }
 
@@ -274,7 +286,10 @@ impl<'a> LinkJson<'a> {
             tags: &link.tags,
             imported: link.import_batch.is_some(),
             protected: link.password.is_some(),
-            rules: ApiRules(&link.rules),
+            rules: ApiRules(&link.routes.rules),
+            ios: link.routes.ios.as_deref(),
+            android: link.routes.android.as_deref(),
+            variants: &link.routes.variants,
             clicks: ClicksJson {
                 human: link.clicks.human,
                 head: link.clicks.head,
@@ -408,10 +423,13 @@ pub(super) struct PageJson<'a> {
 }
 
 /// The fields a PATCH may change; every other field of a link is read-only.
-const PATCHABLE: [&str; 8] = [
+const PATCHABLE: [&str; 11] = [
     "url",
     "domain",
     "rules",
+    "ios",
+    "android",
+    "variants",
     "expires_at",
     "tags",
     "disabled",
@@ -511,6 +529,20 @@ pub(super) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Error> {
                 )
             }
             ("rules", _) => return Err(wrong("rules", "an array of rules or null")),
+            ("ios", Value::Null) => input.ios = Some(None),
+            ("ios", Value::String(t)) => input.ios = Some(Some(t)),
+            ("ios", _) => return Err(wrong("ios", "a URL or null")),
+            ("android", Value::Null) => input.android = Some(None),
+            ("android", Value::String(t)) => input.android = Some(Some(t)),
+            ("android", _) => return Err(wrong("android", "a URL or null")),
+            ("variants", Value::Null) => input.variants = Some(Vec::new()),
+            ("variants", variants @ Value::Array(_)) => {
+                input.variants =
+                    Some(serde_json::from_value(variants).map_err(|e| {
+                        Error::bad_request("invalid_json", format!("variants: {e}"))
+                    })?)
+            }
+            ("variants", _) => return Err(wrong("variants", "an array of variants or null")),
             _ => {}
         }
     }

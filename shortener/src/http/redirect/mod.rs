@@ -10,7 +10,7 @@ use super::HttpState;
 use super::site::{self, Site};
 use crate::domain::Domain;
 use crate::redirects::Key;
-use crate::redirects::routing::{Varies, Visitor};
+use crate::redirects::routing::{Chosen, SPLIT_COOKIE, Varies, Visitor};
 use crate::redirects::{Resolution, Target};
 use crate::visits::Visit;
 use axum::body::Body;
@@ -203,9 +203,10 @@ fn respond(
         Ok(Resolution::Redirect(mut target)) => {
             let head = asked.method == Method::HEAD;
             if count_visit(state, peer, key, head, headers, &target) {
-                let varies = route(state, peer, headers, asked.query, &mut target);
+                let request = (peer, headers, asked.query);
+                let routed = route(state, request, key, asked.code, &mut target);
                 (
-                    redirect_to(state, domain, target.location, varies),
+                    redirect_to(state, domain, target.location, routed),
                     "redirect",
                 )
             } else {
@@ -231,24 +232,63 @@ fn respond(
     response
 }
 
-/// Replaces `target`'s location by the one its rules choose for this request, if it has rules;
-/// what the choice read of the request, for the answer's headers (`None`: a plain link).
+/// What a routed link's answer must say besides its `Location`.
+struct Routed {
+    varies: Varies,
+    /// The cookie that keeps a visitor just assigned to a variant on it.
+    cookie: Option<HeaderValue>,
+}
+
+/// Replaces `target`'s location by the one its routing chooses for this request (the link of
+/// `key`, asked for as `/{code}`), if it routes; what the answer must say (`None`: a plain
+/// link).
 fn route(
     state: &HttpState,
-    peer: SocketAddr,
-    headers: &HeaderMap,
-    query: Option<&str>,
+    request: (SocketAddr, &HeaderMap, Option<&str>),
+    key: &str,
+    code: &str,
     target: &mut Target,
-) -> Option<Varies> {
+) -> Option<Routed> {
+    let (peer, headers, query) = request;
     let routing = target.routing.as_ref()?;
     let client = || state.client_policy.client(peer, headers);
     let geo = state.visits.analytics().geo().filter(|g| g.loaded());
     let country = |ip| geo.and_then(|g| g.country(ip));
-    let visitor = Visitor::new(headers, query, chrono::Utc::now(), &client, &country);
-    if let Some(location) = routing.choose(&visitor) {
-        target.location = location.clone();
+    let visitor = Visitor::new(key, headers, query, chrono::Utc::now(), &client, &country);
+    let mut cookie = None;
+    match routing.choose(&visitor) {
+        Chosen::Rule(location) | Chosen::App(location) => target.location = location.clone(),
+        Chosen::Variant {
+            index,
+            location,
+            fresh,
+        } => {
+            target.location = location.clone();
+            if fresh {
+                cookie = split_cookie(state, code, index);
+            }
+        }
+        Chosen::Url => {}
     }
-    Some(routing.varies())
+    Some(Routed {
+        varies: routing.varies(),
+        cookie,
+    })
+}
+
+/// The cookie that keeps a visitor on variant `index` of the split of `/{code}`: scoped to that
+/// path on the short domain, for 30 days, out of scripts' reach, `Secure` under an https public
+/// URL.
+fn split_cookie(state: &HttpState, code: &str, index: usize) -> Option<HeaderValue> {
+    let secure = if state.public.as_str().starts_with("https:") {
+        "; Secure"
+    } else {
+        ""
+    };
+    HeaderValue::from_str(&format!(
+        "{SPLIT_COOKIE}={index}; Path=/{code}; Max-Age=2592000; HttpOnly; SameSite=Lax{secure}"
+    ))
+    .ok()
 }
 
 /// The redirect to `location` on `domain`. An answer decided by rules (`varies`) is one no
@@ -259,27 +299,32 @@ fn redirect_to(
     state: &HttpState,
     domain: Option<&Domain>,
     location: HeaderValue,
-    varies: Option<Varies>,
+    routed: Option<Routed>,
 ) -> Response {
     let mut response = Response::new(Body::empty());
     let status = redirect_status(state, domain);
     let headers = response.headers_mut();
     headers.insert(header::LOCATION, location);
-    *response.status_mut() = match varies {
+    *response.status_mut() = match routed {
         None => status,
-        Some(varies) => {
+        Some(Routed { varies, cookie }) => {
             headers.insert(
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("private, no-store"),
             );
-            let vary = match (varies.user_agent, varies.language) {
-                (true, true) => Some("User-Agent, Accept-Language"),
-                (true, false) => Some("User-Agent"),
-                (false, true) => Some("Accept-Language"),
-                (false, false) => None,
-            };
-            if let Some(vary) = vary {
-                headers.insert(header::VARY, HeaderValue::from_static(vary));
+            let read = [
+                (varies.user_agent, "User-Agent"),
+                (varies.language, "Accept-Language"),
+                (varies.cookie, "Cookie"),
+            ];
+            let vary: Vec<&str> = read.iter().filter(|(on, _)| *on).map(|(_, h)| *h).collect();
+            if !vary.is_empty()
+                && let Ok(vary) = HeaderValue::from_str(&vary.join(", "))
+            {
+                headers.insert(header::VARY, vary);
+            }
+            if let Some(cookie) = cookie {
+                headers.insert(header::SET_COOKIE, cookie);
             }
             match status {
                 StatusCode::MOVED_PERMANENTLY => StatusCode::FOUND,
@@ -397,7 +442,13 @@ pub async fn unlock(
     let (response, outcome) = match (resolution, &key) {
         (Ok(Resolution::Redirect(mut target)), Some(key)) => {
             // The form posts to the code without the short URL's query.
-            route(&state, peer, &parts.headers, None, &mut target);
+            route(
+                &state,
+                (peer, &parts.headers, None),
+                &key.key,
+                &code,
+                &mut target,
+            );
             protect::unlock(&state, peer, &code, &key.key, &parts.headers, body, target).await
         }
         (Ok(Resolution::Redirect(_)) | Ok(Resolution::NotFound), _) => (

@@ -1,0 +1,253 @@
+//! Splits and app targets: new visitors spread over a split's variants by its weights, each
+//! kept on its variant (by its cookie, or without one by its address and browser); a split
+//! ended by choosing a winner, recorded; iOS and Android visitors sent to their app targets
+//! after the rules; bad splits and app targets refused over HTTP and gRPC with nothing written.
+
+use crate::helpers::{Backend, Node, Stack, authed};
+use crate::rules::{ANDROID, IPHONE, WINDOWS_CHROME, node};
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// A visit of `code` from `address` with `headers`: status, `Location`, `Set-Cookie`, `Vary`.
+async fn visit(
+    node: &Node,
+    code: &str,
+    address: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String, Option<String>, Option<String>) {
+    let mut request = node
+        .client
+        .get(format!("{}/{code}", node.base))
+        .header("x-forwarded-for", address);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("visit");
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().expect("ascii").to_string())
+    };
+    (
+        response.status().as_u16(),
+        header("location").unwrap_or_default(),
+        header("set-cookie"),
+        header("vary"),
+    )
+}
+
+async fn create(node: &Node, body: Value) -> String {
+    let (status, made) = node.create(body.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}: {made}");
+    made["code"].as_str().expect("code").to_string()
+}
+
+async fn a_split_spreads_new_visitors_and_keeps_each(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = node(&stack, "split").await;
+    let code = create(
+        &node,
+        json!({"url": "https://plain.example/", "variants": [
+            {"url": "https://a.example/", "weight": 70},
+            {"url": "https://b.example/", "weight": 30}]}),
+    )
+    .await;
+    // 10,000 new visitors, each from its own address, no cookie.
+    let counts: HashMap<String, u32> = futures::stream::iter(0..10_000u32)
+        .map(|i| {
+            let (node, code) = (&node, &code);
+            async move {
+                let address = format!("198.{}.{}.{}", 18 + i / 65_536, (i / 256) % 256, i % 256);
+                visit(node, code, &address, &[]).await.1
+            }
+        })
+        .buffer_unordered(32)
+        .fold(HashMap::new(), |mut counts, location| async move {
+            *counts.entry(location).or_insert(0) += 1;
+            counts
+        })
+        .await;
+    let share = |host: &str| f64::from(counts.get(host).copied().unwrap_or(0)) / 100.0;
+    let (a, b) = (share("https://a.example/"), share("https://b.example/"));
+    assert!(
+        (a - 70.0).abs() <= 3.0 && (b - 30.0).abs() <= 3.0,
+        "{counts:?}"
+    );
+    assert_eq!(counts.len(), 2, "{counts:?}");
+
+    // A new visitor is told its variant in a cookie on the short URL's path; with it, it stays
+    // on it from any address, and without it from the same address and browser.
+    let (status, first, cookie, vary) = visit(&node, &code, "203.0.113.9", &[]).await;
+    assert_eq!(status, 302);
+    let cookie = cookie.expect("a cookie for a new visitor");
+    assert!(
+        cookie.contains(&format!("Path=/{code}"))
+            && cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Lax")
+            && cookie.contains("Max-Age=2592000"),
+        "{cookie}"
+    );
+    assert!(
+        vary.as_deref().is_some_and(|v| v.contains("Cookie")),
+        "{vary:?}"
+    );
+    let pair = cookie.split(';').next().expect("name=value").to_string();
+    for i in 0..20 {
+        let (_, location, again, _) = visit(
+            &node,
+            &code,
+            &format!("192.0.2.{i}"),
+            &[("cookie", pair.as_str())],
+        )
+        .await;
+        assert_eq!(location, first, "a returning visitor moved");
+        assert_eq!(again, None, "a visitor with its cookie is not told again");
+    }
+    for _ in 0..5 {
+        assert_eq!(visit(&node, &code, "203.0.113.9", &[]).await.1, first);
+    }
+    // A cookie naming no variant of this split is ignored, and a new one set.
+    let (_, _, reset, _) = visit(&node, &code, "203.0.113.9", &[("cookie", "sv=7")]).await;
+    assert!(reset.is_some(), "a cookie out of range was believed");
+
+    // Ending the split: the winner becomes the URL, recorded in the history.
+    let (status, ended) = node
+        .patch(&code, json!({"url": first, "variants": null}))
+        .await;
+    assert_eq!(
+        (status, &ended["variants"]),
+        (StatusCode::OK, &json!([])),
+        "{ended}"
+    );
+    let (status, location, cookie, vary) = visit(&node, &code, "198.51.100.1", &[]).await;
+    assert_eq!(
+        (status, location.as_str(), cookie, vary),
+        (301, first.as_str(), None, None)
+    );
+    let (_, history) = node.history(&code).await;
+    let update = history["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["kind"] == "update")
+        .expect("the update");
+    assert_eq!(update["change"]["variants"]["new"], json!([]));
+    assert_eq!(update["change"]["variants"]["old"][0]["weight"], 70);
+    assert_eq!(update["change"]["url"]["new"], json!(first));
+}
+
+crate::on_both_stores!(a_split_spreads_new_visitors_and_keeps_each);
+
+async fn app_targets_follow_the_rules(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = node(&stack, "apps").await;
+    let code = create(
+        &node,
+        json!({
+            "url": "https://plain.example/",
+            "ios": "myapp://item/7",
+            "android": "https://play.google.com/store/apps/details?id=com.example.app",
+            "rules": [{"url": "https://german.example/", "conditions": [{"type": "language", "value": "de"}]}],
+        }),
+    )
+    .await;
+    #[rustfmt::skip]
+    let cases: [(&[(&str, &str)], &str); 5] = [
+        (&[("user-agent", IPHONE)], "myapp://item/7"),
+        (&[("user-agent", ANDROID)], "https://play.google.com/store/apps/details?id=com.example.app"),
+        (&[("user-agent", WINDOWS_CHROME)], "https://plain.example/"),
+        (&[("user-agent", IPHONE), ("accept-language", "de")], "https://german.example/"),
+        (&[], "https://plain.example/"),
+    ];
+    for (headers, want) in cases {
+        let (status, location, _, vary) = visit(&node, &code, "192.0.2.1", headers).await;
+        assert_eq!((status, location.as_str()), (302, want), "{headers:?}");
+        assert!(vary.is_some_and(|v| v.contains("User-Agent")));
+    }
+    let (_, read) = node.get(&code).await;
+    assert_eq!(
+        (&read["ios"], &read["variants"]),
+        (&json!("myapp://item/7"), &json!([]))
+    );
+    let (status, patched) = node.patch(&code, json!({"ios": null})).await;
+    assert_eq!((status, &patched["ios"]), (StatusCode::OK, &Value::Null));
+    let (_, location, _, _) = visit(&node, &code, "192.0.2.1", &[("user-agent", IPHONE)]).await;
+    assert_eq!(location, "https://plain.example/");
+}
+
+crate::on_both_stores!(app_targets_follow_the_rules);
+
+async fn bad_splits_and_app_targets_are_refused(backend: Backend) {
+    use proto::shortener::v1 as pb;
+    let stack = Stack::new(backend).await;
+    let node = node(&stack, "bad").await;
+    let variant = |w: i64| json!({"url": format!("https://w{w}.example/"), "weight": w});
+    #[rustfmt::skip]
+    let table: Vec<(Value, &str, &str)> = vec![
+        (json!({"variants": [variant(100)]}), "invalid_variants", "variants:"),
+        (json!({"variants": [variant(50), variant(49)]}), "invalid_variants", "variants:"),
+        (json!({"variants": [variant(0), variant(100)]}), "invalid_variants", "variants[0].weight"),
+        (json!({"variants": [variant(-50), variant(150)]}), "invalid_variants", "variants[0].weight"),
+        (json!({"variants": vec![variant(10); 11]}), "invalid_variants", "variants:"),
+        (json!({"variants": [variant(50), {"url": "ftp://x.example/", "weight": 50}]}), "invalid_variants", "variants[1].url"),
+        (json!({"ios": "javascript:alert(1)"}), "invalid_app_target", "ios:"),
+        (json!({"android": "data:text/html,hi"}), "invalid_app_target", "android:"),
+        (json!({"ios": "not a url"}), "invalid_app_target", "ios:"),
+        (json!({"android": "https://127.0.0.1/app"}), "invalid_app_target", "android:"),
+    ];
+    let before = node.list_all("", 1000).await.len();
+    let mut grpc = node.links_client().await;
+    for (fields, error, field) in &table {
+        let mut body = json!({"url": "https://plain.example/"});
+        for (k, v) in fields.as_object().expect("fields") {
+            body[k] = v.clone();
+        }
+        let (status, answer) = node.create(body.clone()).await;
+        assert_eq!(
+            (status.as_u16(), answer["error"].as_str()),
+            (422, Some(*error)),
+            "{body}: {answer}"
+        );
+        let message = answer["message"].as_str().expect("message");
+        assert!(message.starts_with(field), "{body}: {message}");
+        let request = pb::CreateLinkRequest {
+            url: "https://plain.example/".into(),
+            ios: fields["ios"].as_str().map(str::to_string),
+            android: fields["android"].as_str().map(str::to_string),
+            variants: fields["variants"]
+                .as_array()
+                .map(|vs| {
+                    vs.iter()
+                        .map(|v| pb::Variant {
+                            url: v["url"].as_str().expect("url").into(),
+                            weight: v["weight"].as_i64().expect("weight"),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            ..Default::default()
+        };
+        let refused = grpc
+            .create_link(authed(request))
+            .await
+            .expect_err("refused over gRPC");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{body}");
+        assert_eq!(
+            refused
+                .metadata()
+                .get("error-code")
+                .map(|v| v.to_str().expect("ascii")),
+            Some(*error)
+        );
+    }
+    assert_eq!(
+        node.list_all("", 1000).await.len(),
+        before,
+        "a refused create wrote a link"
+    );
+}
+
+crate::on_both_stores!(bad_splits_and_app_targets_are_refused);
