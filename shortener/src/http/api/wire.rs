@@ -312,7 +312,7 @@ pub(super) struct ReceiptJson<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 pub(super) enum LinkAnswer<'a> {
-    Whole(LinkJson<'a>),
+    Whole(Box<LinkJson<'a>>),
     Receipt(ReceiptJson<'a>),
 }
 
@@ -325,7 +325,7 @@ impl<'a> LinkAnswer<'a> {
         link: &'a Link,
     ) -> Self {
         if crate::links::answers_whole(caller, created) {
-            LinkAnswer::Whole(LinkJson::new(public, link))
+            LinkAnswer::Whole(Box::new(LinkJson::new(public, link)))
         } else {
             LinkAnswer::Receipt(ReceiptJson {
                 code: link.shown_code(),
