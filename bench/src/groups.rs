@@ -1,7 +1,8 @@
 //! The groups that write sections of docs/benchmarks.md of their own and are not part of
-//! `bench all`: link management, stats latency and table growth.
+//! `bench all`: link management, stats latency and table growth; and the branded-domain
+//! comparison, which prints only.
 
-use crate::{Cli, Command, analytics, growth, machine, manage, plot, report};
+use crate::{Cli, Command, analytics, branded, growth, machine, manage, plot, report};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -121,5 +122,22 @@ pub(crate) async fn growth(cli: &Cli) -> anyhow::Result<()> {
             report::growth::CHART
         );
     }
+    Ok(())
+}
+
+/// `bench branded`: cache-hit redirects on a branded domain beside the default domain, printed.
+pub(crate) async fn branded(cli: &Cli) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let settings = branded::BrandedSettings::new(cli.quick, cli.reps.map(usize::from));
+    let (scratch, mut machine) = prepare().await?;
+    let results = branded::run(&settings, scratch.path()).await?;
+    machine.push(("load average at end".into(), machine::load_average()));
+    let command = format!(
+        "branded{}{}",
+        if cli.quick { " --quick" } else { "" },
+        cli.reps.map_or(String::new(), |r| format!(" --reps {r}"))
+    );
+    let section = report::branded::markdown(&results, &machine, &command, started.elapsed());
+    println!("{section}");
     Ok(())
 }

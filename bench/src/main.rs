@@ -11,10 +11,12 @@
 //! PostgreSQL) is not part of `all` either; it writes between `<!-- bench:stats:begin -->` and
 //! `<!-- bench:stats:end -->`. `bench growth` (the PostgreSQL store's cost as the links table
 //! grows, on a cluster of its own) is not part of `all`; it writes between
-//! `<!-- bench:growth:begin -->` and `<!-- bench:growth:end -->`.
+//! `<!-- bench:growth:begin -->` and `<!-- bench:growth:end -->`. `bench branded` (cache-hit
+//! redirects on a branded domain beside the default domain, one node) prints only.
 
 mod analytics;
 mod baselines;
+mod branded;
 mod ceiling;
 mod create_suite;
 mod creates;
@@ -85,6 +87,10 @@ enum Command {
     /// beside the store doing the same work directly. Not part of `all`; writes its own
     /// section of docs/benchmarks.md (unless --quick, --store or --no-docs).
     Manage,
+    /// Cache-hit redirects on a branded domain beside the default domain, on one embedded node
+    /// in the same run: requests per CPU second of the node for each host, and their ratio
+    /// (target ≥ 0.95×). Not part of `all`; prints only.
+    Branded,
     /// Stats on PostgreSQL over a year of rollups of 100k links of one tenant: one link's
     /// 90-day daily series, the tenant's 30-day summary and one tag's, through the node and as
     /// its own statements sent directly. Not part of `all`; writes its own section of
@@ -249,6 +255,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if let Command::Manage = cli.command {
         return groups::manage(&cli).await;
+    }
+    if let Command::Branded = cli.command {
+        return groups::branded(&cli).await;
     }
     if let Command::Stats = cli.command {
         return groups::stats(&cli).await;

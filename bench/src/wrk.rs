@@ -24,7 +24,7 @@ pub fn install_script(dir: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// Runs wrk against `addr` with `connections` for `duration`, measuring the CPU the server
-/// process `server_pid` uses meanwhile.
+/// process `server_pid` uses meanwhile. Requests carry the address as their `Host`.
 pub fn run(
     script: &Path,
     codes_file: &Path,
@@ -34,8 +34,38 @@ pub fn run(
     mix: Mix,
     server_pid: u32,
 ) -> anyhow::Result<Run> {
+    run_on(
+        script,
+        codes_file,
+        addr,
+        None,
+        connections,
+        duration,
+        mix,
+        server_pid,
+    )
+}
+
+/// [`run`] with every request naming `host` in its `Host` header (`None`: the address), as a
+/// client of a domain that resolves to the node sends it.
+#[allow(clippy::too_many_arguments)]
+pub fn run_on(
+    script: &Path,
+    codes_file: &Path,
+    addr: SocketAddr,
+    host: Option<&str>,
+    connections: usize,
+    duration: Duration,
+    mix: Mix,
+    server_pid: u32,
+) -> anyhow::Result<Run> {
     let cpu_before = machine::cpu_seconds(server_pid);
-    let output = machine::pinned(LOAD_CORE, "wrk")
+    let mut wrk = machine::pinned(LOAD_CORE, "wrk");
+    if let Some(host) = host {
+        // wrk.format() in the script takes wrk.headers, where -H puts this.
+        wrk.args(["-H", &format!("Host: {host}")]);
+    }
+    let output = wrk
         .args(["-t1", "-c", &connections.to_string()])
         .args(["-d", &format!("{}s", duration.as_secs().max(1))])
         .args(["--timeout", "5s", "-s"])

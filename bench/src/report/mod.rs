@@ -9,6 +9,7 @@ use crate::redirects::{Redirects, rate_at};
 use crate::settings::Settings;
 use crate::stats::{Repeated, ms, rate, ratio};
 pub mod analytics;
+pub mod branded;
 pub mod growth;
 pub mod manage;
 mod sections;

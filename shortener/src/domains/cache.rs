@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 /// The most hosts the cache holds (found or not).
 pub const MAX_HOSTS: usize = 10_000;
 
-/// What the cache knows of a host, and since when.
+/// What the cache knows of a host, and until when (`None`: a lifetime past what the clock can
+/// count).
 #[derive(Clone)]
 struct Entry {
     domain: Option<Arc<Domain>>,
-    at: Instant,
+    until: Option<Instant>,
 }
 
 /// The domains by host, cached. Cheap to share behind an `Arc`.
@@ -49,22 +50,21 @@ impl DomainCache {
     /// The domain of `host` (in its normal form), from the cache while it is fresh, else from
     /// the store.
     pub async fn get(&self, host: &str) -> Result<Option<Arc<Domain>>, StoreError> {
-        match self.cached(host) {
+        match self.cached(host, Instant::now()) {
             Some(known) => Ok(known),
             None => self.load(host).await,
         }
     }
 
-    /// What the cache knows of `host` while it is fresh: `Some(None)` for a host that is no
-    /// domain; `None` when only the store can tell ([`DomainCache::load`]).
-    pub fn cached(&self, host: &str) -> Option<Option<Arc<Domain>>> {
+    /// What the cache knows of `host` while it is fresh as of `now` (a redirect passes its
+    /// arrival, so that it reads the clock once): `Some(None)` for a host that is no domain;
+    /// `None` when only the store can tell ([`DomainCache::load`]).
+    pub fn cached(&self, host: &str, now: Instant) -> Option<Option<Arc<Domain>>> {
         let entry = self.entries.get(host)?;
-        let lifetime = if entry.domain.is_some() {
-            self.ttl
-        } else {
-            self.negative_ttl
-        };
-        (entry.at.elapsed() < lifetime).then_some(entry.domain)
+        entry
+            .until
+            .is_none_or(|until| now < until)
+            .then_some(entry.domain)
     }
 
     /// The domain of `host` read from the store, and cached.
@@ -73,11 +73,17 @@ impl DomainCache {
         let at = Instant::now();
         let domain = self.store.domain(host, None).await?.map(Arc::new);
         if self.generation.load(Ordering::Acquire) == generation {
+            // The end of its lifetime is worked out once here, not on every read.
+            let lifetime = if domain.is_some() {
+                self.ttl
+            } else {
+                self.negative_ttl
+            };
             self.entries.insert(
                 host.to_string(),
                 Entry {
                     domain: domain.clone(),
-                    at,
+                    until: at.checked_add(lifetime),
                 },
             );
         }

@@ -18,7 +18,7 @@ use crate::domain::{
 use crate::store::{DomainRemoval, DomainStore, LIVE_LINKS_COUNTED, Store};
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The most domains one page of a list holds.
 pub const MAX_PAGE: i64 = 1000;
@@ -74,12 +74,13 @@ impl DomainService {
 
     /// The domain a request's `host` (in its normal form, [`files::request_host`]) names when
     /// that is known without the store: none for the node's own hosts (never a domain), else
-    /// what the [`DomainCache`] holds fresh. `None`: ask [`DomainService::load_host`].
-    pub fn cached_host(&self, host: &str) -> Option<Option<Arc<Domain>>> {
+    /// what the [`DomainCache`] holds fresh as of `now`. `None`: ask
+    /// [`DomainService::load_host`].
+    pub fn cached_host(&self, host: &str, now: Instant) -> Option<Option<Arc<Domain>>> {
         if self.is_own_host(host) {
             return Some(None);
         }
-        self.cache.cached(host)
+        self.cache.cached(host, now)
     }
 
     /// Whether `host` (in normal form) is one of the node's own: the default domain's.

@@ -34,7 +34,7 @@ async fn site_of(
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Site, Response> {
-    super::site::load(state, peer, uri, headers).await
+    super::site::load(state, peer, uri, headers, std::time::Instant::now()).await
 }
 
 /// `GET|HEAD /`: a branded domain with a `root_url` redirects there (with its

@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Where a request's codes are looked up.
 #[derive(Debug, Clone)]
@@ -35,33 +36,55 @@ impl Site {
     }
 }
 
-/// `host` without a port and one trailing dot, when it is already in the normal form a domain's
+/// A host as [`plain`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Plain<'a> {
+    /// Without a port and one trailing dot.
+    host: &'a str,
+    /// Whether it can be no domain at all: a single label, or a last label that is empty or a
+    /// number (an IPv4 literal).
+    never_a_domain: bool,
+}
+
+/// `raw` without a port and one trailing dot, when it is already in the normal form a domain's
 /// host has (lower-case ASCII letters, digits, `.` and `-`); `None` when it must be normalised.
-fn plain(raw: &str) -> Option<&str> {
-    let host = match raw.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
-        Some(_) => return None,
-        None => raw,
-    };
-    let host = host.strip_suffix('.').unwrap_or(host);
-    host.bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
-        .then_some(host)
-}
-
-/// Whether `host` (plain) can be no domain at all: a single label, or a last label that is a
-/// number (an IPv4 literal).
-fn never_a_domain(host: &str) -> bool {
-    match host.rsplit_once('.') {
-        None => true,
-        Some((_, last)) => last.is_empty() || last.bytes().all(|b| b.is_ascii_digit()),
+/// One pass over the bytes: every redirect reads its host here.
+fn plain(raw: &str) -> Option<Plain<'_>> {
+    let bytes = raw.as_bytes();
+    // A port: digits after the last `:` (a `:` anywhere else is refused below).
+    let digits = bytes
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let mut end = bytes.len();
+    if digits < end && bytes[end - digits - 1] == b':' {
+        end -= digits + 1;
     }
+    if end > 0 && bytes[end - 1] == b'.' {
+        end -= 1;
+    }
+    let host = &bytes[..end];
+    let (mut dotted, mut label, mut numeric) = (false, 0usize, true);
+    for &b in host {
+        match b {
+            b'.' => (dotted, label, numeric) = (true, 0, true),
+            b'0'..=b'9' => label += 1,
+            b'a'..=b'z' | b'-' => (label, numeric) = (label + 1, false),
+            _ => return None,
+        }
+    }
+    Some(Plain {
+        // Only ASCII bytes passed the loop, at a boundary the `raw` text has.
+        host: &raw[..end],
+        never_a_domain: !dotted || label == 0 || numeric,
+    })
 }
 
-/// What the cache and the node's own hosts say of `host` (normal form or a candidate); `None`:
-/// the store must be asked.
-fn known_host(state: &HttpState, host: &str) -> Option<Site> {
-    Some(match state.domains.cached_host(host)? {
+/// What the cache and the node's own hosts say of `host` (normal form or a candidate) as of
+/// `now`; `None`: the store must be asked.
+fn known_host(state: &HttpState, host: &str, now: Instant) -> Option<Site> {
+    Some(match state.domains.cached_host(host, now)? {
         Some(domain) => Site::Branded(domain),
         None if state.domains.is_own_host(host) => Site::Default,
         None => unknown(state),
@@ -76,30 +99,43 @@ fn unknown(state: &HttpState) -> Site {
     }
 }
 
-/// The site of a request when it is known without the store; `None`: [`load`] it.
-pub fn cached(state: &HttpState, peer: SocketAddr, uri: &Uri, headers: &HeaderMap) -> Option<Site> {
+/// The site of a request that arrived at `now` when it is known without the store (a cached
+/// domain is fresh if it was at `now`); `None`: [`load`] it.
+pub fn cached(
+    state: &HttpState,
+    peer: SocketAddr,
+    uri: &Uri,
+    headers: &HeaderMap,
+    now: Instant,
+) -> Option<Site> {
     let Some(raw) = raw_request_host(peer, uri, headers, &state.client_policy) else {
         return Some(Site::Default);
     };
     let host = match plain(raw.trim()) {
-        Some(host) if never_a_domain(host) => return Some(Site::Default),
-        Some(host) => host,
+        Some(plain) if plain.never_a_domain => return Some(Site::Default),
+        Some(plain) => plain.host,
         // Upper case, Unicode, an IPv6 literal: normalised below (allocating), then asked.
-        None => return normalised(state, peer, uri, headers),
+        None => return normalised(state, peer, uri, headers, now),
     };
-    known_host(state, host)
+    known_host(state, host, now)
 }
 
 /// [`cached`] for a host that needs normalising first.
-fn normalised(state: &HttpState, peer: SocketAddr, uri: &Uri, headers: &HeaderMap) -> Option<Site> {
+fn normalised(
+    state: &HttpState,
+    peer: SocketAddr,
+    uri: &Uri,
+    headers: &HeaderMap,
+    now: Instant,
+) -> Option<Site> {
     let Some(host) = request_host(peer, uri, headers, &state.client_policy) else {
         return Some(Site::Default);
     };
-    known_host(state, &host)
+    known_host(state, &host, now)
 }
 
-/// The site of a request, read from the store when the cache does not know its host, and
-/// whether it was read. A host the node does not know costs a store read, so hosts are bounded
+/// The site of a request that arrived at `now`, read from the store when the cache does not
+/// know its host. A host the node does not know costs a store read, so hosts are bounded
 /// as codes are: a client past its 404 budget is refused (`Err`, the 429) before the read, and
 /// a read that finds no domain spends one of its 404 tokens (refused once spent). The store
 /// being down is `Err` too (503).
@@ -108,8 +144,9 @@ pub async fn load(
     peer: SocketAddr,
     uri: &Uri,
     headers: &HeaderMap,
+    now: Instant,
 ) -> Result<Site, Response> {
-    if let Some(site) = cached(state, peer, uri, headers) {
+    if let Some(site) = cached(state, peer, uri, headers, now) {
         return Ok(site);
     }
     let Some(host) = request_host(peer, uri, headers, &state.client_policy) else {
@@ -149,16 +186,22 @@ mod tests {
             ("[::1]:8080", None),
             ("go.brand.com:x", None),
         ] {
-            assert_eq!(plain(raw), want, "{raw}");
+            assert_eq!(plain(raw).map(|p| p.host), want, "{raw}");
         }
         for (host, never) in [
             ("localhost", true),
+            ("localhost:8080", true),
             ("127.0.0.1", true),
+            ("127.0.0.1:8080", true),
             ("10.1.2.3", true),
+            ("a..", true),
             ("go.brand.com", false),
+            ("go.brand.com.", false),
             ("a.b", false),
+            ("x.b2", false),
+            ("1.2.3.com", false),
         ] {
-            assert_eq!(never_a_domain(host), never, "{host}");
+            assert_eq!(plain(host).map(|p| p.never_a_domain), Some(never), "{host}");
         }
     }
 }

@@ -107,7 +107,7 @@ async fn answer_untraced(
     if let Some(refused) = refused_before_lookup(state, peer, headers, started) {
         return refused;
     }
-    let site = match site::load(state, peer, uri, headers).await {
+    let site = match site::load(state, peer, uri, headers, started).await {
         Ok(site) => site,
         Err(refused) => return refused,
     };
@@ -148,7 +148,7 @@ pub fn answer_cached<B>(
     if let Some(refused) = refused_before_lookup(state, peer, headers, started) {
         return Some(refused);
     }
-    let site = site::cached(state, peer, request.uri(), headers)?;
+    let site = site::cached(state, peer, request.uri(), headers, started)?;
     let asked = Asked {
         peer,
         code,
@@ -429,7 +429,7 @@ pub async fn unlock(
     if let Some(refused) = refused_before_lookup(&state, peer, &parts.headers, started) {
         return refused;
     }
-    let site = match site::load(&state, peer, &parts.uri, &parts.headers).await {
+    let site = match site::load(&state, peer, &parts.uri, &parts.headers, started).await {
         Ok(site) => site,
         Err(refused) => return refused,
     };
