@@ -43,6 +43,10 @@ pub struct CreateInput {
     pub android: Option<String>,
     /// A split.
     pub variants: Vec<super::VariantInput>,
+    /// UTM parameters for every target.
+    pub utm: super::routes::Utm,
+    /// Pass the short URL's query on to the target.
+    pub pass_query: bool,
 }
 
 /// The rules of a deployment that a create is checked against.
@@ -73,6 +77,8 @@ pub fn routes_of(
         ios: super::routes::app_target("ios", ios, max, targets)?,
         android: super::routes::app_target("android", android, max, targets)?,
         variants: super::routes::variants(variants, max, targets)?,
+        utm: super::routes::Utm::default(),
+        pass_query: false,
     })
 }
 
@@ -240,7 +246,11 @@ impl CreateRequest {
             max_visits: input.max_visits,
             password: input.password,
             domain: rules.domain(input.domain.as_deref())?,
-            routes: routes_of(input.rules, input.ios, input.android, input.variants, rules)?,
+            routes: super::Routes {
+                utm: input.utm.checked()?,
+                pass_query: input.pass_query,
+                ..routes_of(input.rules, input.ios, input.android, input.variants, rules)?
+            },
         })
     }
 }

@@ -32,6 +32,10 @@ pub struct PatchInput {
     pub android: Option<Option<String>>,
     /// A new split, replacing the old one (empty: none).
     pub variants: Option<Vec<super::VariantInput>>,
+    /// UTM parameters to set or clear.
+    pub utm: super::routes::UtmPatch,
+    /// Pass the short URL's query on, or not.
+    pub pass_query: Option<bool>,
 }
 
 impl std::fmt::Debug for PatchInput {
@@ -47,6 +51,8 @@ impl std::fmt::Debug for PatchInput {
             .field("ios", &self.ios)
             .field("android", &self.android)
             .field("variants", &self.variants)
+            .field("utm", &self.utm)
+            .field("pass_query", &self.pass_query)
             .field(
                 "password",
                 &self
@@ -105,6 +111,10 @@ pub struct LinkPatch {
     pub android: Option<Option<String>>,
     /// A new split (empty: none; ending a split, the link's `url` says where its visitors go).
     pub variants: Option<Vec<super::Variant>>,
+    /// UTM parameters to set or clear (checked against the link's when applied).
+    pub utm: super::routes::UtmPatch,
+    /// Pass the short URL's query on, or not.
+    pub pass_query: Option<bool>,
 }
 
 impl LinkPatch {
@@ -164,6 +174,12 @@ impl LinkPatch {
                 .variants
                 .map(|v| super::routes::variants(v, rules.max_url_length, rules.targets.as_ref()))
                 .transpose()?,
+            utm: {
+                // Each value is checked here; the whole is applied to the link's own.
+                super::routes::Utm::default().patched(&input.utm)?;
+                input.utm
+            },
+            pass_query: input.pass_query,
         })
     }
 
@@ -223,6 +239,23 @@ impl LinkPatch {
                 json!({ "old": old.routes.android, "new": android }),
             );
             routes.android = android.clone();
+        }
+        if !self.utm.is_empty() {
+            // Checked when the patch was parsed; the same values pass again.
+            let utm = old.routes.utm.patched(&self.utm).unwrap_or_default();
+            if utm != old.routes.utm {
+                changed.insert("utm".into(), json!({ "old": old.routes.utm, "new": utm }));
+                routes.utm = utm;
+            }
+        }
+        if let Some(pass) = self.pass_query
+            && pass != old.routes.pass_query
+        {
+            changed.insert(
+                "pass_query".into(),
+                json!({ "old": old.routes.pass_query, "new": pass }),
+            );
+            routes.pass_query = pass;
         }
         if let Some(variants) = &self.variants
             && *variants != old.routes.variants

@@ -51,6 +51,162 @@ pub struct Routes {
     /// The split, if the link has one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variants: Vec<Variant>,
+    /// UTM parameters added to every http(s) target.
+    #[serde(default, skip_serializing_if = "Utm::is_empty")]
+    pub utm: Utm,
+    /// Whether the short URL's own query is passed on to the target.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pass_query: bool,
+}
+
+/// The UTM parameters of a link (`utm_source`, ...), each optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Utm {
+    /// `utm_source`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// `utm_medium`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub medium: Option<String>,
+    /// `utm_campaign`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<String>,
+    /// `utm_term`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub term: Option<String>,
+    /// `utm_content`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+impl Utm {
+    /// `self` with each value checked ([`utm_value`]).
+    pub fn checked(self) -> Result<Self, Error> {
+        Ok(Self {
+            source: utm_value("utm_source", self.source)?,
+            medium: utm_value("utm_medium", self.medium)?,
+            campaign: utm_value("utm_campaign", self.campaign)?,
+            term: utm_value("utm_term", self.term)?,
+            content: utm_value("utm_content", self.content)?,
+        })
+    }
+
+    /// `self` with the set fields of `patch` applied (`Some(None)` clears one), checked.
+    pub fn patched(&self, patch: &UtmPatch) -> Result<Self, Error> {
+        let pick = |now: &Option<String>, new: &Option<Option<String>>| match new {
+            Some(value) => value.clone(),
+            None => now.clone(),
+        };
+        Self {
+            source: pick(&self.source, &patch.source),
+            medium: pick(&self.medium, &patch.medium),
+            campaign: pick(&self.campaign, &patch.campaign),
+            term: pick(&self.term, &patch.term),
+            content: pick(&self.content, &patch.content),
+        }
+        .checked()
+    }
+}
+
+/// A change of UTM parameters: each field set (`Some(Some)`), cleared (`Some(None)`) or left.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UtmPatch {
+    /// `utm_source`.
+    pub source: Option<Option<String>>,
+    /// `utm_medium`.
+    pub medium: Option<Option<String>>,
+    /// `utm_campaign`.
+    pub campaign: Option<Option<String>>,
+    /// `utm_term`.
+    pub term: Option<Option<String>>,
+    /// `utm_content`.
+    pub content: Option<Option<String>>,
+}
+
+impl UtmPatch {
+    /// The field of `name` (`utm_source`, ...), if it is one.
+    pub fn field(&mut self, name: &str) -> Option<&mut Option<Option<String>>> {
+        Some(match name {
+            "utm_source" => &mut self.source,
+            "utm_medium" => &mut self.medium,
+            "utm_campaign" => &mut self.campaign,
+            "utm_term" => &mut self.term,
+            "utm_content" => &mut self.content,
+            _ => return None,
+        })
+    }
+
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// The longest UTM value, in bytes.
+pub const MAX_UTM: usize = 200;
+
+impl Utm {
+    /// Whether no parameter is set.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// The parameters that are set, by their query names.
+    pub fn pairs(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("utm_source", &self.source),
+            ("utm_medium", &self.medium),
+            ("utm_campaign", &self.campaign),
+            ("utm_term", &self.term),
+            ("utm_content", &self.content),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value.as_deref()?)))
+    }
+}
+
+/// Checks a UTM value (`field` names it): 1 to [`MAX_UTM`] bytes, no control characters and none
+/// of the query's separators (`&`, `=`, `#`, `?`), so what the target receives is what was set.
+/// `None` or empty: unset.
+pub fn utm_value(field: &str, input: Option<String>) -> Result<Option<String>, Error> {
+    let Some(text) = input.filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if text.len() > MAX_UTM
+        || text
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '&' | '=' | '#' | '?'))
+    {
+        return Err(Error::invalid(
+            "invalid_utm",
+            format!("{field}: 1 to {MAX_UTM} bytes, without control characters, &, =, # or ?"),
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// `url` with `pairs` added to its query, each only if the query has no parameter of that name
+/// already; a URL that is not http(s) (an app's) or does not parse is left as it is.
+pub fn with_params<K: AsRef<str>, V: AsRef<str>>(
+    url: &str,
+    pairs: impl IntoIterator<Item = (K, V)>,
+) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return url.to_string();
+    };
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return url.to_string();
+    }
+    let present: Vec<String> = parsed.query_pairs().map(|(k, _)| k.into_owned()).collect();
+    let added: Vec<(K, V)> = pairs
+        .into_iter()
+        .filter(|(k, _)| !present.iter().any(|p| p == k.as_ref()))
+        .collect();
+    if added.is_empty() {
+        return url.to_string();
+    }
+    parsed.query_pairs_mut().extend_pairs(added);
+    parsed.to_string()
 }
 
 impl Routes {

@@ -52,6 +52,14 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             ios: item.ios,
             android: item.android,
             variants: item.variants.into_iter().map(variant_input).collect(),
+            utm: crate::domain::routes::Utm {
+                source: item.utm_source,
+                medium: item.utm_medium,
+                campaign: item.utm_campaign,
+                term: item.utm_term,
+                content: item.utm_content,
+            },
+            pass_query: item.pass_query,
         })
     }
 }
@@ -166,6 +174,12 @@ pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
                 weight: i64::from(v.weight),
             })
             .collect(),
+        utm_source: link.routes.utm.source.clone(),
+        utm_medium: link.routes.utm.medium.clone(),
+        utm_campaign: link.routes.utm.campaign.clone(),
+        utm_term: link.routes.utm.term.clone(),
+        utm_content: link.routes.utm.content.clone(),
+        pass_query: link.routes.pass_query,
     }
 }
 
@@ -248,6 +262,17 @@ impl TryFrom<pb::UpdateLinkRequest> for PatchInput {
             variants: request
                 .variants
                 .map(|list| list.variants.into_iter().map(variant_input).collect()),
+            utm: {
+                let set = |v: Option<String>| v.map(|t| Some(t).filter(|t| !t.is_empty()));
+                crate::domain::routes::UtmPatch {
+                    source: set(request.utm_source),
+                    medium: set(request.utm_medium),
+                    campaign: set(request.utm_campaign),
+                    term: set(request.utm_term),
+                    content: set(request.utm_content),
+                }
+            },
+            pass_query: request.pass_query,
         })
     }
 }

@@ -263,6 +263,7 @@ impl Resolver {
                         Some(Arc::new(VisitLimit::new(max, stored + pending)))
                     }
                 };
+                let routing = super::routing::Routing::compile(&link.routes, &link.url);
                 Cached::Link {
                     location: location(segment, link.url)?,
                     expires_at: link.expires_at,
@@ -271,7 +272,7 @@ impl Resolver {
                     password: link.password.map(Arc::new),
                     tenant: link.tenant.as_str().into(),
                     domain: link.domain.map(Arc::from),
-                    routing: super::routing::Routing::compile(&link.routes).map(Arc::new),
+                    routing: routing.map(Arc::new),
                 }
             }
             None => Cached::Missing,

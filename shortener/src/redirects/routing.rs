@@ -7,6 +7,7 @@
 //! the query, the split's cookie.
 
 use crate::domain::Routes;
+use crate::domain::routes::with_params;
 use crate::domain::rules::{Condition, Os};
 use crate::visits::classify::{AgentProfile, agent_profile};
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -24,6 +25,10 @@ pub struct Varies {
     pub language: bool,
     /// A split reads its cookie.
     pub cookie: bool,
+    /// The answer depends on who asks (rules, app targets, a split): no shared cache may keep
+    /// it. UTM parameters and the passed-on query alone do not make it so (the query is part
+    /// of the URL a cache keys on).
+    pub personal: bool,
 }
 
 /// The name of the cookie that keeps a visitor on its variant of a split (one per link: its
@@ -59,6 +64,10 @@ pub struct Routing {
     android: Option<HeaderValue>,
     /// Each variant's target and the end of its share of 0..100.
     split: Vec<(HeaderValue, u8)>,
+    /// The link's own URL with its UTM parameters, when it has some.
+    url: Option<HeaderValue>,
+    /// Whether the short URL's query is passed on.
+    pass_query: bool,
     varies: Varies,
 }
 
@@ -214,16 +223,21 @@ pub fn preferred_language(accept: &str) -> Option<String> {
 impl Routing {
     /// `routes` compiled, or `None` for a plain link. A target that is no valid `Location`
     /// (impossible for a checked URL) is left out.
-    pub fn compile(routes: &Routes) -> Option<Self> {
+    pub fn compile(routes: &Routes, url: &str) -> Option<Self> {
         if routes.is_empty() {
             return None;
         }
         let mut varies = Varies {
             user_agent: routes.ios.is_some() || routes.android.is_some(),
             cookie: !routes.variants.is_empty(),
+            personal: !routes.rules.is_empty()
+                || routes.ios.is_some()
+                || routes.android.is_some()
+                || !routes.variants.is_empty(),
             ..Varies::default()
         };
-        let header = |url: &str| HeaderValue::from_str(url).ok();
+        // Every http(s) target carries the link's UTM parameters, added once, here.
+        let header = |url: &str| HeaderValue::from_str(&with_params(url, routes.utm.pairs())).ok();
         let mut end = 0u8;
         let split = routes
             .variants
@@ -247,7 +261,7 @@ impl Routing {
                         _ => {}
                     }
                 }
-                let location = HeaderValue::from_str(&rule.url).ok()?;
+                let location = header(&rule.url)?;
                 Some((location, rule.conditions.clone()))
             })
             .collect();
@@ -256,6 +270,8 @@ impl Routing {
             ios: routes.ios.as_deref().and_then(header),
             android: routes.android.as_deref().and_then(header),
             split,
+            url: (!routes.utm.is_empty()).then(|| header(url)).flatten(),
+            pass_query: routes.pass_query,
             varies,
         })
     }
@@ -300,6 +316,24 @@ impl Routing {
             location: &self.split[index].0,
             fresh,
         }
+    }
+
+    /// The link's own URL with its UTM parameters, if it has some.
+    pub fn url(&self) -> Option<&HeaderValue> {
+        self.url.as_ref()
+    }
+
+    /// `location` with the short URL's `query` passed on, if the link passes it on (a
+    /// parameter the target has already is kept as the target has it).
+    pub fn pass_on(&self, location: &HeaderValue, query: Option<&str>) -> Option<HeaderValue> {
+        let query = query.filter(|q| self.pass_query && !q.is_empty())?;
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+            .take(64)
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let target = location.to_str().ok()?;
+        let passed = with_params(target, pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        HeaderValue::from_str(&passed).ok()
     }
 
     /// The request headers the choice depends on.

@@ -251,3 +251,92 @@ async fn bad_splits_and_app_targets_are_refused(backend: Backend) {
 }
 
 crate::on_both_stores!(bad_splits_and_app_targets_are_refused);
+
+/// UTM parameters are added to every http(s) target that lacks them, and the short URL's own
+/// query is passed on when the link says so, never duplicating a parameter; a link with only
+/// these keeps the node's permanent status and cacheability. Bad UTM values are refused.
+async fn utm_and_the_query_are_passed_on(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = node(&stack, "utm").await;
+    let tagged = create(
+        &node,
+        json!({"url": "https://t.example/p?utm_source=kept", "utm_source": "news",
+               "utm_medium": "mail", "utm_campaign": "spring sale", "pass_query": true}),
+    )
+    .await;
+    let (_, read) = node.get(&tagged).await;
+    assert_eq!(
+        (&read["utm_source"], &read["utm_term"], &read["pass_query"]),
+        (&json!("news"), &Value::Null, &json!(true))
+    );
+    let base = "https://t.example/p?utm_source=kept&utm_medium=mail&utm_campaign=spring+sale";
+    #[rustfmt::skip]
+    let cases = [
+        ("", base.to_string()),
+        ("?ref=x", format!("{base}&ref=x")),
+        ("?utm_medium=other&ref=a+b", format!("{base}&ref=a+b")),
+    ];
+    for (query, want) in cases {
+        let response = node
+            .client
+            .get(format!("{}/{tagged}{query}", node.base))
+            .send()
+            .await
+            .expect("visit");
+        let location = response.headers()["location"]
+            .to_str()
+            .expect("ascii")
+            .to_string();
+        assert_eq!(
+            (response.status().as_u16(), location.as_str()),
+            (301, want.as_str()),
+            "{query}"
+        );
+        assert!(response.headers().get("cache-control").is_none(), "{query}");
+    }
+    // Rule targets carry them too.
+    let routed = create(
+        &node,
+        json!({"url": "https://t.example/", "utm_source": "news",
+               "rules": [{"url": "https://promo.example/x", "conditions": [{"type": "query", "key": "promo"}]}]}),
+    )
+    .await;
+    let (status, location, _, _) = visit(&node, &format!("{routed}?promo"), "192.0.2.1", &[]).await;
+    assert_eq!(
+        (status, location.as_str()),
+        (302, "https://promo.example/x?utm_source=news")
+    );
+    // A patch clears one parameter and stops passing the query on.
+    let (status, patched) = node
+        .patch(&tagged, json!({"utm_medium": null, "pass_query": false}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    let response = node
+        .client
+        .get(format!("{}/{tagged}?ref=x", node.base))
+        .send()
+        .await
+        .expect("visit");
+    assert_eq!(
+        response.headers()["location"],
+        "https://t.example/p?utm_source=kept&utm_campaign=spring+sale"
+    );
+    for bad in ["a&b", "x=y", "#frag", "tab\there", &"x".repeat(201)] {
+        let (status, body) = node
+            .create(json!({"url": "https://t.example/", "utm_campaign": bad}))
+            .await;
+        assert_eq!(
+            (status.as_u16(), body["error"].as_str()),
+            (422, Some("invalid_utm")),
+            "{bad}"
+        );
+        let (status, body) = node.patch(&tagged, json!({"utm_term": bad})).await;
+        assert_eq!(
+            (status.as_u16(), body["error"].as_str()),
+            (422, Some("invalid_utm")),
+            "{bad}"
+        );
+    }
+}
+
+crate::on_both_stores!(utm_and_the_query_are_passed_on);

@@ -47,6 +47,18 @@ pub(super) struct CreateBody {
     android: Option<String>,
     #[serde(default)]
     variants: Vec<VariantInput>,
+    #[serde(default)]
+    utm_source: Option<String>,
+    #[serde(default)]
+    utm_medium: Option<String>,
+    #[serde(default)]
+    utm_campaign: Option<String>,
+    #[serde(default)]
+    utm_term: Option<String>,
+    #[serde(default)]
+    utm_content: Option<String>,
+    #[serde(default)]
+    pass_query: bool,
 }
 
 impl CreateBody {
@@ -86,6 +98,14 @@ impl CreateBody {
             ios: self.ios,
             android: self.android,
             variants: self.variants,
+            utm: crate::domain::routes::Utm {
+                source: self.utm_source,
+                medium: self.utm_medium,
+                campaign: self.utm_campaign,
+                term: self.utm_term,
+                content: self.utm_content,
+            },
+            pass_query: self.pass_query,
         })
     }
 }
@@ -251,6 +271,12 @@ pub(super) struct LinkJson<'a> {
     ios: Option<&'a str>,
     android: Option<&'a str>,
     variants: &'a [Variant],
+    utm_source: Option<&'a str>,
+    utm_medium: Option<&'a str>,
+    utm_campaign: Option<&'a str>,
+    utm_term: Option<&'a str>,
+    utm_content: Option<&'a str>,
+    pass_query: bool,
     clicks: ClicksJson,
 }
 
@@ -290,6 +316,12 @@ impl<'a> LinkJson<'a> {
             ios: link.routes.ios.as_deref(),
             android: link.routes.android.as_deref(),
             variants: &link.routes.variants,
+            utm_source: link.routes.utm.source.as_deref(),
+            utm_medium: link.routes.utm.medium.as_deref(),
+            utm_campaign: link.routes.utm.campaign.as_deref(),
+            utm_term: link.routes.utm.term.as_deref(),
+            utm_content: link.routes.utm.content.as_deref(),
+            pass_query: link.routes.pass_query,
             clicks: ClicksJson {
                 human: link.clicks.human,
                 head: link.clicks.head,
@@ -423,8 +455,14 @@ pub(super) struct PageJson<'a> {
 }
 
 /// The fields a PATCH may change; every other field of a link is read-only.
-const PATCHABLE: [&str; 11] = [
+const PATCHABLE: [&str; 17] = [
     "url",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "utm_term",
+    "utm_content",
+    "pass_query",
     "domain",
     "rules",
     "ios",
@@ -543,6 +581,19 @@ pub(super) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Error> {
                     })?)
             }
             ("variants", _) => return Err(wrong("variants", "an array of variants or null")),
+            ("pass_query", Value::Bool(pass)) => input.pass_query = Some(pass),
+            ("pass_query", _) => return Err(wrong("pass_query", "true or false")),
+            (utm, value) if utm.starts_with("utm_") => {
+                let field = input
+                    .utm
+                    .field(utm)
+                    .ok_or_else(|| wrong(utm, "a known field"))?;
+                *field = Some(match value {
+                    Value::Null => None,
+                    Value::String(text) => Some(text),
+                    _ => return Err(wrong(utm, "a string or null")),
+                });
+            }
             _ => {}
         }
     }

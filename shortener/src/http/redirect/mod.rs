@@ -268,7 +268,14 @@ fn route(
                 cookie = split_cookie(state, code, index);
             }
         }
-        Chosen::Url => {}
+        Chosen::Url => {
+            if let Some(url) = routing.url() {
+                target.location = url.clone();
+            }
+        }
+    }
+    if let Some(passed) = routing.pass_on(&target.location, query) {
+        target.location = passed;
     }
     Some(Routed {
         varies: routing.varies(),
@@ -307,6 +314,7 @@ fn redirect_to(
     headers.insert(header::LOCATION, location);
     *response.status_mut() = match routed {
         None => status,
+        Some(Routed { varies, .. }) if !varies.personal => status,
         Some(Routed { varies, cookie }) => {
             headers.insert(
                 header::CACHE_CONTROL,
