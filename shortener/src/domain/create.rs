@@ -47,6 +47,8 @@ pub struct CreateInput {
     pub utm: super::routes::Utm,
     /// Pass the short URL's query on to the target.
     pub pass_query: bool,
+    /// The social preview (fields as given).
+    pub preview: super::routes::Preview,
 }
 
 /// The rules of a deployment that a create is checked against.
@@ -79,6 +81,7 @@ pub fn routes_of(
         variants: super::routes::variants(variants, max, targets)?,
         utm: super::routes::Utm::default(),
         pass_query: false,
+        preview: super::routes::Preview::default(),
     })
 }
 
@@ -249,6 +252,7 @@ impl CreateRequest {
             routes: super::Routes {
                 utm: input.utm.checked()?,
                 pass_query: input.pass_query,
+                preview: input.preview.checked(rules)?,
                 ..routes_of(input.rules, input.ios, input.android, input.variants, rules)?
             },
         })

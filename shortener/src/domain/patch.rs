@@ -36,6 +36,8 @@ pub struct PatchInput {
     pub utm: super::routes::UtmPatch,
     /// Pass the short URL's query on, or not.
     pub pass_query: Option<bool>,
+    /// Preview fields to set or clear.
+    pub preview: super::routes::PreviewPatch,
 }
 
 impl std::fmt::Debug for PatchInput {
@@ -53,6 +55,7 @@ impl std::fmt::Debug for PatchInput {
             .field("variants", &self.variants)
             .field("utm", &self.utm)
             .field("pass_query", &self.pass_query)
+            .field("preview", &self.preview)
             .field(
                 "password",
                 &self
@@ -115,6 +118,8 @@ pub struct LinkPatch {
     pub utm: super::routes::UtmPatch,
     /// Pass the short URL's query on, or not.
     pub pass_query: Option<bool>,
+    /// Preview fields to set or clear (checked).
+    pub preview: super::routes::PreviewPatch,
 }
 
 impl LinkPatch {
@@ -180,6 +185,7 @@ impl LinkPatch {
                 input.utm
             },
             pass_query: input.pass_query,
+            preview: input.preview.checked(rules)?,
         })
     }
 
@@ -246,6 +252,16 @@ impl LinkPatch {
             if utm != old.routes.utm {
                 changed.insert("utm".into(), json!({ "old": old.routes.utm, "new": utm }));
                 routes.utm = utm;
+            }
+        }
+        if !self.preview.is_empty() {
+            let preview = old.routes.preview.patched(&self.preview);
+            if preview != old.routes.preview {
+                changed.insert(
+                    "preview".into(),
+                    json!({ "old": old.routes.preview, "new": preview }),
+                );
+                routes.preview = preview;
             }
         }
         if let Some(pass) = self.pass_query

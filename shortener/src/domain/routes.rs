@@ -57,6 +57,128 @@ pub struct Routes {
     /// Whether the short URL's own query is passed on to the target.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pass_query: bool,
+    /// What link-preview crawlers are shown.
+    #[serde(default, skip_serializing_if = "Preview::is_empty")]
+    pub preview: Preview,
+}
+
+/// A link's social preview: what a preview crawler (Facebook, X, LinkedIn, Slack, ...) is shown
+/// instead of the redirect, each field optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preview {
+    /// The title (`og:title`), at most [`MAX_TITLE`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The description (`og:description`), at most [`MAX_DESCRIPTION`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The image (`og:image`): an http(s) URL checked as a link's target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// The longest preview title, in characters.
+pub const MAX_TITLE: usize = 200;
+/// The longest preview description, in characters.
+pub const MAX_DESCRIPTION: usize = 500;
+
+impl Preview {
+    /// Whether no field is set.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// `self` with each field checked against `rules`.
+    pub fn checked(self, rules: &super::CreateRules) -> Result<Self, Error> {
+        Ok(Self {
+            title: preview_text("title", self.title, MAX_TITLE)?,
+            description: preview_text("description", self.description, MAX_DESCRIPTION)?,
+            image: preview_image(self.image, rules.max_url_length, rules.targets.as_ref())?,
+        })
+    }
+
+    /// `self` with the set fields of `patch` applied (`Some(None)` clears one).
+    pub fn patched(&self, patch: &PreviewPatch) -> Self {
+        let pick = |now: &Option<String>, new: &Option<Option<String>>| match new {
+            Some(value) => value.clone(),
+            None => now.clone(),
+        };
+        Self {
+            title: pick(&self.title, &patch.title),
+            description: pick(&self.description, &patch.description),
+            image: pick(&self.image, &patch.image),
+        }
+    }
+}
+
+/// A change of a preview: each field set, cleared (`Some(None)`) or left.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreviewPatch {
+    /// The title.
+    pub title: Option<Option<String>>,
+    /// The description.
+    pub description: Option<Option<String>>,
+    /// The image.
+    pub image: Option<Option<String>>,
+}
+
+impl PreviewPatch {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// `self` with each value it sets checked against `rules`.
+    pub fn checked(self, rules: &super::CreateRules) -> Result<Self, Error> {
+        let (max, targets) = (rules.max_url_length, rules.targets.as_ref());
+        Ok(Self {
+            title: self
+                .title
+                .map(|t| preview_text("title", t, MAX_TITLE))
+                .transpose()?,
+            description: self
+                .description
+                .map(|d| preview_text("description", d, MAX_DESCRIPTION))
+                .transpose()?,
+            image: self
+                .image
+                .map(|i| preview_image(i, max, targets))
+                .transpose()?,
+        })
+    }
+}
+
+/// A preview text (`field`, at most `max` characters, no control characters); `None` or empty:
+/// unset.
+pub fn preview_text(
+    field: &str,
+    input: Option<String>,
+    max: usize,
+) -> Result<Option<String>, Error> {
+    let Some(text) = input.filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if text.chars().count() > max || text.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "invalid_preview",
+            format!("{field}: at most {max} characters, without control characters"),
+        ));
+    }
+    Ok(Some(text))
+}
+
+/// A preview image URL, checked as a link's target; `None` or empty: unset.
+pub fn preview_image(
+    input: Option<String>,
+    max_url_length: usize,
+    targets: &dyn TargetPolicy,
+) -> Result<Option<String>, Error> {
+    let Some(text) = input.filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    TargetUrl::parse(&text, max_url_length, targets)
+        .map(|u| Some(u.as_str().to_string()))
+        .map_err(|e| Error::invalid("invalid_preview", format!("image: {e}")))
 }
 
 /// The UTM parameters of a link (`utm_source`, ...), each optional.

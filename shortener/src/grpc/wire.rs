@@ -60,6 +60,11 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
                 content: item.utm_content,
             },
             pass_query: item.pass_query,
+            preview: crate::domain::routes::Preview {
+                title: item.title,
+                description: item.description,
+                image: item.image,
+            },
         })
     }
 }
@@ -180,6 +185,9 @@ pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
         utm_term: link.routes.utm.term.clone(),
         utm_content: link.routes.utm.content.clone(),
         pass_query: link.routes.pass_query,
+        title: link.routes.preview.title.clone(),
+        description: link.routes.preview.description.clone(),
+        image: link.routes.preview.image.clone(),
     }
 }
 
@@ -273,6 +281,14 @@ impl TryFrom<pb::UpdateLinkRequest> for PatchInput {
                 }
             },
             pass_query: request.pass_query,
+            preview: {
+                let set = |v: Option<String>| v.map(|t| Some(t).filter(|t| !t.is_empty()));
+                crate::domain::routes::PreviewPatch {
+                    title: set(request.title),
+                    description: set(request.description),
+                    image: set(request.image),
+                }
+            },
         })
     }
 }

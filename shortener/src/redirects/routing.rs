@@ -68,6 +68,8 @@ pub struct Routing {
     url: Option<HeaderValue>,
     /// Whether the short URL's query is passed on.
     pass_query: bool,
+    /// What preview crawlers are shown, if the link has a preview.
+    preview: Option<crate::domain::routes::Preview>,
     varies: Varies,
 }
 
@@ -233,9 +235,12 @@ impl Routing {
             personal: !routes.rules.is_empty()
                 || routes.ios.is_some()
                 || routes.android.is_some()
-                || !routes.variants.is_empty(),
+                || !routes.variants.is_empty()
+                || !routes.preview.is_empty(),
             ..Varies::default()
         };
+        // A preview is answered to crawlers only: the redirect varies by user agent.
+        varies.user_agent |= !routes.preview.is_empty();
         // Every http(s) target carries the link's UTM parameters, added once, here.
         let header = |url: &str| HeaderValue::from_str(&with_params(url, routes.utm.pairs())).ok();
         let mut end = 0u8;
@@ -272,6 +277,7 @@ impl Routing {
             split,
             url: (!routes.utm.is_empty()).then(|| header(url)).flatten(),
             pass_query: routes.pass_query,
+            preview: (!routes.preview.is_empty()).then(|| routes.preview.clone()),
             varies,
         })
     }
@@ -316,6 +322,11 @@ impl Routing {
             location: &self.split[index].0,
             fresh,
         }
+    }
+
+    /// What preview crawlers are shown, if the link has a preview.
+    pub fn preview(&self) -> Option<&crate::domain::routes::Preview> {
+        self.preview.as_ref()
     }
 
     /// The link's own URL with its UTM parameters, if it has some.

@@ -340,3 +340,100 @@ async fn utm_and_the_query_are_passed_on(backend: Backend) {
 }
 
 crate::on_both_stores!(utm_and_the_query_are_passed_on);
+
+/// A link with a preview answers a preview crawler with a small page of `og:` tags (values
+/// escaped, `og:url` the short URL, no script, `noindex`) and everyone else with the redirect;
+/// bad preview fields are refused.
+async fn previews_are_shown_to_crawlers_only(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = node(&stack, "preview").await;
+    let code = create(
+        &node,
+        json!({"url": "https://t.example/", "title": "Spring <sale> & \"more\"",
+               "description": "Everything 20 % off", "image": "https://img.example/a.png?x=1&y=2"}),
+    )
+    .await;
+    for crawler in [
+        "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
+        "Twitterbot/1.0",
+        "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+    ] {
+        let response = node
+            .client
+            .get(format!("{}/{code}", node.base))
+            .header("user-agent", crawler)
+            .send()
+            .await
+            .expect("visit");
+        assert_eq!(response.status(), StatusCode::OK, "{crawler}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/html; charset=utf-8"
+        );
+        assert_eq!(response.headers()["cache-control"], "private, no-store");
+        let page = response.text().await.expect("page");
+        assert!(page.len() < 10 * 1024);
+        for want in [
+            r#"<meta property="og:title" content="Spring &lt;sale&gt; &amp; &quot;more&quot;">"#,
+            r#"<meta property="og:description" content="Everything 20 % off">"#,
+            r#"<meta property="og:image" content="https://img.example/a.png?x=1&amp;y=2">"#,
+            &format!(r#"<meta property="og:url" content="https://sho.rt/{code}">"#),
+            r#"<meta name="robots" content="noindex">"#,
+            r#"<meta name="twitter:card" content="summary_large_image">"#,
+        ] {
+            assert!(page.contains(want), "{crawler}: {want} missing in {page}");
+        }
+        assert!(
+            !page.contains("<script") && !page.contains("http-equiv"),
+            "{page}"
+        );
+    }
+    let (status, location, _, vary) =
+        visit(&node, &code, "192.0.2.1", &[("user-agent", IPHONE)]).await;
+    assert_eq!((status, location.as_str()), (302, "https://t.example/"));
+    assert!(vary.is_some_and(|v| v.contains("User-Agent")));
+    let (status, patched) = node
+        .patch(
+            &code,
+            json!({"title": null, "description": null, "image": null}),
+        )
+        .await;
+    assert_eq!((status, &patched["title"]), (StatusCode::OK, &Value::Null));
+    let response = node
+        .client
+        .get(format!("{}/{code}", node.base))
+        .header("user-agent", "Twitterbot/1.0")
+        .send()
+        .await
+        .expect("visit");
+    assert_eq!(
+        response.status().as_u16(),
+        301,
+        "without a preview a crawler gets the redirect"
+    );
+    for bad in [
+        json!({"title": "x".repeat(201)}),
+        json!({"description": "line\nbreak"}),
+        json!({"image": "javascript:alert(1)"}),
+        json!({"image": "https://127.0.0.1/i.png"}),
+    ] {
+        let mut body = json!({"url": "https://t.example/"});
+        for (k, v) in bad.as_object().expect("object") {
+            body[k] = v.clone();
+        }
+        let (status, answer) = node.create(body.clone()).await;
+        assert_eq!(
+            (status.as_u16(), answer["error"].as_str()),
+            (422, Some("invalid_preview")),
+            "{body}"
+        );
+        let (status, answer) = node.patch(&code, bad.clone()).await;
+        assert_eq!(
+            (status.as_u16(), answer["error"].as_str()),
+            (422, Some("invalid_preview")),
+            "{bad}"
+        );
+    }
+}
+
+crate::on_both_stores!(previews_are_shown_to_crawlers_only);

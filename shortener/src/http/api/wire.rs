@@ -59,6 +59,12 @@ pub(super) struct CreateBody {
     utm_content: Option<String>,
     #[serde(default)]
     pass_query: bool,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    image: Option<String>,
 }
 
 impl CreateBody {
@@ -106,6 +112,11 @@ impl CreateBody {
                 content: self.utm_content,
             },
             pass_query: self.pass_query,
+            preview: crate::domain::routes::Preview {
+                title: self.title,
+                description: self.description,
+                image: self.image,
+            },
         })
     }
 }
@@ -277,6 +288,9 @@ pub(super) struct LinkJson<'a> {
     utm_term: Option<&'a str>,
     utm_content: Option<&'a str>,
     pass_query: bool,
+    title: Option<&'a str>,
+    description: Option<&'a str>,
+    image: Option<&'a str>,
     clicks: ClicksJson,
 }
 
@@ -322,6 +336,9 @@ impl<'a> LinkJson<'a> {
             utm_term: link.routes.utm.term.as_deref(),
             utm_content: link.routes.utm.content.as_deref(),
             pass_query: link.routes.pass_query,
+            title: link.routes.preview.title.as_deref(),
+            description: link.routes.preview.description.as_deref(),
+            image: link.routes.preview.image.as_deref(),
             clicks: ClicksJson {
                 human: link.clicks.human,
                 head: link.clicks.head,
@@ -455,8 +472,11 @@ pub(super) struct PageJson<'a> {
 }
 
 /// The fields a PATCH may change; every other field of a link is read-only.
-const PATCHABLE: [&str; 17] = [
+const PATCHABLE: [&str; 20] = [
     "url",
+    "title",
+    "description",
+    "image",
     "utm_source",
     "utm_medium",
     "utm_campaign",
@@ -583,6 +603,19 @@ pub(super) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Error> {
             ("variants", _) => return Err(wrong("variants", "an array of variants or null")),
             ("pass_query", Value::Bool(pass)) => input.pass_query = Some(pass),
             ("pass_query", _) => return Err(wrong("pass_query", "true or false")),
+            (field @ ("title" | "description" | "image"), value) => {
+                let set = match value {
+                    Value::Null => None,
+                    Value::String(text) => Some(text),
+                    _ => return Err(wrong(field, "a string or null")),
+                };
+                let preview = &mut input.preview;
+                match field {
+                    "title" => preview.title = Some(set),
+                    "description" => preview.description = Some(set),
+                    _ => preview.image = Some(set),
+                }
+            }
             (utm, value) if utm.starts_with("utm_") => {
                 let field = input
                     .utm

@@ -4,6 +4,7 @@
 //! [`crate::redirects`]); the handlers here turn that into the response, count the click and
 //! the metrics, and spend the client's 404 budget on unknown codes.
 
+mod preview;
 mod protect;
 
 use super::HttpState;
@@ -199,6 +200,33 @@ fn respond(
         // A protected link's target is never answered to a GET or HEAD: they get the form.
         Ok(Resolution::Redirect(target)) if target.password.is_some() => {
             protect::locked(asked.code, asked.method)
+        }
+        Ok(Resolution::Redirect(target))
+            if target
+                .routing
+                .as_ref()
+                .is_some_and(|r| r.preview().is_some())
+                && preview::is_preview_crawler(headers) =>
+        {
+            count_visit(
+                state,
+                peer,
+                key,
+                asked.method == Method::HEAD,
+                headers,
+                &target,
+            );
+            let mut short_url = String::new();
+            let _ = state.public.write_link_url(
+                &mut short_url,
+                domain.map(|d| d.host.as_str()),
+                asked.code,
+            );
+            let preview = target.routing.as_ref().and_then(|r| r.preview());
+            (
+                preview::page(preview.unwrap_or(&Default::default()), &short_url),
+                "preview",
+            )
         }
         Ok(Resolution::Redirect(mut target)) => {
             let head = asked.method == Method::HEAD;

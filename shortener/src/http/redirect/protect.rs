@@ -47,7 +47,7 @@ static POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
 });
 
 /// `text` with the HTML specials escaped.
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
