@@ -391,3 +391,39 @@ fn grpc_rule(rule: shortener::domain::RuleInput) -> proto::shortener::v1::Rule {
 }
 
 crate::on_both_stores!(bad_rules_are_refused_and_nothing_is_written);
+
+/// Rules edited on one node are followed by another within the change feed's bound, as target
+/// edits are: the other node had the old rules cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_edited_on_one_node_reach_another() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (a, b) = (node(&stack, "a").await, node(&stack, "b").await);
+    let german = [("accept-language", "de")];
+    let code = link_with(
+        &a,
+        json!([rule("first", json!([{"type": "language", "value": "de"}]))]),
+    )
+    .await;
+    assert_eq!(
+        visit(&b, &code, "", &german).await.1,
+        "https://first.example/"
+    );
+    let edited = std::time::Instant::now();
+    let (status, body) = a
+        .patch(
+            &code,
+            json!({"rules": [rule("second", json!([{"type": "language", "value": "de"}]))]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    crate::helpers::wait_for(
+        "the other node to follow the edited rules",
+        std::time::Duration::from_secs(2),
+        async || visit(&b, &code, "", &german).await.1 == "https://second.example/",
+    )
+    .await;
+    println!(
+        "rules edit followed by the other node after {:?}",
+        edited.elapsed()
+    );
+}
