@@ -5,6 +5,7 @@ import { clear, confirmDialog, el, notify, time } from './dom.js';
 import { may } from './app.js';
 import { linkHash, stateBadge, tags } from './links.js';
 import { PERIODS, barChart, span } from './chart.js';
+import { routingSection, ruleText, splitText } from './routing.js';
 
 function facts(link) {
   const copy = el('button', { type: 'button', class: 'secondary' }, 'Copy');
@@ -106,7 +107,8 @@ function statsSection(code, domain) {
 
 const FIELDS = {
   url: 'url', expires_at: 'expires', tags: 'tags', max_visits: 'visit limit',
-  password: 'password', disabled: 'disabled', deleted: 'deleted', imported: 'imported',
+  password: 'password', rules: 'rules', ios: 'iOS target', android: 'Android target',
+  variants: 'split', disabled: 'disabled', deleted: 'deleted', imported: 'imported',
 };
 
 /// A recorded value in words: times as `2027-01-01 09:30` (this browser's time zone), lists
@@ -115,6 +117,8 @@ function value(field, v) {
   if (v === null || v === undefined || (Array.isArray(v) && !v.length)) {
     return field === 'expires_at' ? 'never' : 'none';
   }
+  if (field === 'rules' && Array.isArray(v)) return v.map((rule, i) => `${i + 1}. ${ruleText(rule)}`).join('; ');
+  if (field === 'variants' && Array.isArray(v)) return splitText(v);
   if (Array.isArray(v)) return v.join(', ');
   if (typeof v === 'boolean') return v ? 'yes' : 'no';
   if (v === '(set)') return 'set';
@@ -190,7 +194,7 @@ export async function detailPage(code, domain) {
   }
   const page = el('article', { 'aria-labelledby': 'link-title' },
     el('h1', { id: 'link-title', tabindex: -1 }, 'Link ', el('span', { class: 'code' }, link.code)),
-    facts(link), actions, await qrSection(code, domain),
+    facts(link), actions, routingSection(link), await qrSection(code, domain),
     may('stats:read') ? statsSection(code, domain) : null,
     historySection(history.events));
   return [page, () => document.getElementById('link-title')?.focus()];

@@ -1,9 +1,10 @@
 // Creating a link, and editing one (a JSON merge patch of what changed).
 
 import { get, problem, query, request } from './api.js';
-import { checkbox, el, field, notify } from './dom.js';
+import { checkbox, confirmDialog, el, field, notify } from './dom.js';
 import { domainChoice, ownHosts } from './domains.js';
 import { linkHash } from './links.js';
+import { appTargets, markField, routingChanges, rulesEditor, splitEditor } from './routing.js';
 
 /// Tags typed as `a, b c` -> ['a', 'b', 'c'].
 function tagList(text) {
@@ -25,6 +26,35 @@ function localFrom(iso) {
   return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}T${pad(t.getHours())}:${pad(t.getMinutes())}`;
 }
 
+/// The routing editors of `link` (rules, app targets, split; `extra` goes under the split), the
+/// place their refusals are shown, and `changes()`: the routing fields that differ from the
+/// link's, or throws why the form cannot be sent.
+function routingEditors(link, extra) {
+  const rules = rulesEditor(link.rules || []);
+  const apps = appTargets(link);
+  const split = splitEditor(link.variants || [], extra);
+  const current = () => ({ rules: rules.value(), ...apps.value(), variants: split.value() });
+  const before = current();
+  const refusal = el('div', { id: 'form-error', role: 'alert' });
+  return {
+    nodes: [rules.node, apps.node, split.node, refusal],
+    changes() {
+      const problem = split.problem();
+      if (problem) throw Object.assign(new Error(problem), { field: 'variants[0].weight' });
+      return routingChanges(before, current());
+    },
+    /// Shows `error` (a refusal of the page or the API) next to the form and marks its field.
+    show(form, error) {
+      const text = problem(error);
+      refusal.replaceChildren(el('p', { class: 'refusal' }, text));
+      notify(text, 'error');
+      const marked = markField(form, error.field || error.message);
+      (marked || refusal).scrollIntoView({ block: 'nearest' });
+    },
+    clear() { refusal.replaceChildren(); },
+  };
+}
+
 /// The form of a new link, on the default domain or one of the tenant's.
 export async function createPage() {
   const [domain, domainField] = domainChoice(await ownHosts());
@@ -35,6 +65,7 @@ export async function createPage() {
   const maxVisits = el('input', { type: 'number', min: 1 });
   const password = el('input', { type: 'password', autocomplete: 'new-password', maxlength: 256 });
   const priv = checkbox('Private: an unguessable 16-character code');
+  const routing = routingEditors({});
   const form = el('form', { 'aria-labelledby': 'create-title' },
     el('h1', { id: 'create-title' }, 'New link'),
     field('Target URL', url),
@@ -45,6 +76,7 @@ export async function createPage() {
     field('Visit limit', maxVisits, 'Optional. After this many visits by people the link answers 410.'),
     field('Password', password, 'Optional. Visitors must type it before they are sent on.'),
     priv.node,
+    routing.nodes,
     el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Create')));
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -56,14 +88,36 @@ export async function createPage() {
     if (password.value) body.password = password.value;
     if (priv.box.checked) body.private = true;
     try {
+      Object.assign(body, routing.changes());
+      routing.clear();
       const link = await request('POST', '/links', { body });
       notify(`Created ${link.short_url}`);
       location.hash = linkHash(link.code, body.domain ? link.domain : null);
     } catch (error) {
-      notify(problem(error), 'error');
+      routing.show(form, error);
     }
   });
   return [form, () => url.focus()];
+}
+
+/// Ending `link`'s split: a winner among its variants becomes the target, and the split goes
+/// (one patch: `{"url": winner, "variants": null}`).
+function endSplit(link, domain) {
+  const winner = el('select', {}, link.variants.map((v) => el('option', { value: v.url }, `${v.url} (${v.weight}%)`)));
+  const end = el('button', { type: 'button', class: 'danger' }, 'End split');
+  end.addEventListener('click', () => confirmDialog('End the split?',
+    `Every visit not routed otherwise goes to ${winner.value}, which becomes the link's target.`,
+    'End the split', 'Keep it', async () => {
+      try {
+        await request('PATCH', `/links/${encodeURIComponent(link.code)}${query({ domain })}`,
+          { body: { url: winner.value, variants: null }, type: 'application/merge-patch+json' });
+        notify(`Split ended: ${winner.value} is the target.`);
+        location.hash = linkHash(link.code, domain);
+      } catch (error) {
+        notify(problem(error), 'error');
+      }
+    }));
+  return el('div', { class: 'row end-split' }, field('Winner', winner, 'Ending the split makes the winner the target.'), end);
 }
 
 /// The edit form of the link `code` (on the branded domain `domain`, if any).
@@ -76,6 +130,7 @@ export async function editPage(code, domain) {
   const maxVisits = el('input', { type: 'number', min: 1, value: link.max_visits ?? '' });
   const password = el('input', { type: 'password', autocomplete: 'new-password', maxlength: 256 });
   const clearPassword = checkbox('Remove the password');
+  const routing = routingEditors(link, (link.variants || []).length ? endSplit(link, domain) : null);
   const form = el('form', { 'aria-labelledby': 'edit-title' },
     el('h1', { id: 'edit-title' }, 'Edit ', el('span', { class: 'code' }, link.code)),
     field('Target URL', url, 'A new target is recorded in the link\'s history.'),
@@ -84,6 +139,7 @@ export async function editPage(code, domain) {
     field('Visit limit', maxVisits, 'Empty: none.'),
     field('New password', password, link.protected ? 'The link has a password; leave empty to keep it.' : 'Optional.'),
     link.protected ? clearPassword.node : null,
+    routing.nodes,
     el('div', { class: 'actions' },
       el('button', { type: 'submit' }, 'Save'),
       el('a', { class: 'button secondary', href: linkHash(link.code, domain) }, 'Cancel')));
@@ -100,11 +156,13 @@ export async function editPage(code, domain) {
     if (password.value) patch.password = password.value;
     else if (clearPassword.box.checked) patch.password = null;
     try {
+      Object.assign(patch, routing.changes());
+      routing.clear();
       await request('PATCH', `/links/${encodeURIComponent(link.code)}${on}`, { body: patch, type: 'application/merge-patch+json' });
       notify('Saved.');
       location.hash = linkHash(link.code, domain);
     } catch (error) {
-      notify(problem(error), 'error');
+      routing.show(form, error);
     }
   });
   return [form, () => url.focus()];

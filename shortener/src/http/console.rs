@@ -69,6 +69,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../console/domains.js"),
     ),
     (
+        "routing.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/routing.js"),
+    ),
+    (
         "chart.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/chart.js"),

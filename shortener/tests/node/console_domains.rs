@@ -36,7 +36,7 @@ async fn visit(node: &Node, host: &str, code: &str) -> (u16, Option<String>) {
 
 /// Saves a screenshot named `name` after a step whose request the API refuses on purpose:
 /// the page may log that refused request (a response of `status`), and nothing else.
-async fn check_refused(page: &mut Page, name: &str, status: u16) {
+pub(crate) async fn check_refused(page: &mut Page, name: &str, status: u16) {
     page.step += 1;
     let png = page.client.screenshot().await.expect("screenshot");
     std::fs::write(page.shots.join(format!("{:02}-{name}.png", page.step)), png)

@@ -17,6 +17,7 @@ mod config;
 mod console;
 mod console_details;
 mod console_domains;
+mod console_routing;
 mod domain_files;
 mod domains;
 mod editing;
