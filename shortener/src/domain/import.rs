@@ -31,6 +31,39 @@ pub struct ImportInput {
     pub max_visits: Option<u64>,
     /// Without a legacy code: an unguessable private code instead of a generated one.
     pub private: bool,
+    /// Where the link routes besides its URL, as a create gives it.
+    pub routes: RoutesInput,
+}
+
+/// A link's routing as a create or an import row gives it, unchecked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoutesInput {
+    /// Redirect rules.
+    pub rules: Vec<super::RuleInput>,
+    /// The iOS target.
+    pub ios: Option<String>,
+    /// The Android target.
+    pub android: Option<String>,
+    /// A split.
+    pub variants: Vec<super::VariantInput>,
+    /// UTM parameters.
+    pub utm: super::routes::Utm,
+    /// Pass the short URL's query on.
+    pub pass_query: bool,
+    /// The social preview.
+    pub preview: super::routes::Preview,
+}
+
+impl RoutesInput {
+    /// The routing, checked against `rules`.
+    pub fn checked(self, rules: &CreateRules) -> Result<super::Routes, Error> {
+        Ok(super::Routes {
+            utm: self.utm.checked()?,
+            pass_query: self.pass_query,
+            preview: self.preview.checked(rules)?,
+            ..super::create::routes_of(self.rules, self.ios, self.android, self.variants, rules)?
+        })
+    }
 }
 
 /// A checked import row.
@@ -50,6 +83,8 @@ pub struct ImportRow {
     pub max_visits: Option<u64>,
     /// A private code instead of a generated one (for a row without a legacy code).
     pub private: bool,
+    /// Where the link routes besides its URL.
+    pub routes: super::Routes,
 }
 
 impl ImportRow {
@@ -116,6 +151,7 @@ impl ImportRow {
             created_at: input.created_at,
             max_visits: input.max_visits,
             private: input.private,
+            routes: input.routes.checked(rules)?,
         })
     }
 }

@@ -342,6 +342,8 @@ impl TryFrom<pb::ImportRow> for ImportInput {
                 .transpose()?,
             max_visits: row.max_visits,
             private: false,
+            // Import rows over gRPC carry no routing; a patch adds it.
+            routes: Default::default(),
         })
     }
 }

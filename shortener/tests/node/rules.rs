@@ -427,3 +427,46 @@ async fn rules_edited_on_one_node_reach_another() {
         edited.elapsed()
     );
 }
+
+/// NDJSON import rows carry routing as a create does: imported rules route at once, and a row
+/// with bad routing is refused on its own, the others imported.
+async fn imported_rows_carry_their_routing(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = node(&stack, "import").await;
+    let rows = [
+        json!({"url": "https://fallback.example/", "code": "imp-routed",
+               "rules": [rule("promo", json!([{"type": "query", "key": "promo"}]))],
+               "utm_source": "import", "title": "Imported"}),
+        json!({"url": "https://fallback.example/", "code": "imp-bad",
+               "variants": [{"url": "https://a.example/", "weight": 70}]}),
+        json!({"url": "https://fallback.example/", "variants": [
+               {"url": "https://a.example/", "weight": 50}, {"url": "https://b.example/", "weight": 50}]}),
+    ];
+    let body: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    let (status, lines) = node.import("application/x-ndjson", body, "").await;
+    assert_eq!(status, StatusCode::OK, "{lines:?}");
+    let row = |n: u64| {
+        lines
+            .iter()
+            .find(|l| l["row"] == n)
+            .unwrap_or_else(|| panic!("no row {n}: {lines:?}"))
+    };
+    assert_eq!(row(1)["status"], "created");
+    assert_eq!(row(2)["status"], "error");
+    assert_eq!(row(2)["error"], "invalid_variants", "{}", row(2));
+    assert_eq!(row(3)["status"], "created");
+    let (status, location, _, _) = visit(&node, "imp-routed", "?promo", &[]).await;
+    assert_eq!(
+        (status, location.as_str()),
+        (302, "https://promo.example/?utm_source=import")
+    );
+    let (_, read) = node.get("imp-routed").await;
+    assert_eq!(read["title"], "Imported");
+    let (status, _) = node.get("imp-bad").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a refused row was written");
+    let split = row(3)["code"].as_str().expect("code").to_string();
+    let (_, read) = node.get(&split).await;
+    assert_eq!(read["variants"][1]["weight"], 50);
+}
+
+crate::on_both_stores!(imported_rows_carry_their_routing);

@@ -219,7 +219,7 @@ impl LinkService {
         NewLink {
             code: crate::domain::link_key(import.domain.as_deref(), &code, kind).into_owned(),
             domain: import.domain.clone(),
-            routes: Default::default(),
+            routes: row.routes.clone(),
             url: row.url.as_str().to_string(),
             // A legacy code has no ID here: it is filed as a named code, whatever its shape.
             kind: CodeKind::Alias,
@@ -255,7 +255,7 @@ impl LinkService {
             created_at: row.created_at,
             password: None,
             domain: import.domain.clone(),
-            routes: Default::default(),
+            routes: row.routes.clone(),
         }
     }
 

@@ -28,6 +28,32 @@ struct NdjsonRow {
     /// Accepted for a create's sake; an import always finds the rows it made before.
     #[serde(default, rename = "dedup")]
     _dedup: bool,
+    #[serde(default)]
+    rules: Vec<crate::domain::RuleInput>,
+    #[serde(default)]
+    ios: Option<String>,
+    #[serde(default)]
+    android: Option<String>,
+    #[serde(default)]
+    variants: Vec<crate::domain::VariantInput>,
+    #[serde(default)]
+    utm_source: Option<String>,
+    #[serde(default)]
+    utm_medium: Option<String>,
+    #[serde(default)]
+    utm_campaign: Option<String>,
+    #[serde(default)]
+    utm_term: Option<String>,
+    #[serde(default)]
+    utm_content: Option<String>,
+    #[serde(default)]
+    pass_query: bool,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    image: Option<String>,
 }
 
 fn utf8(bytes: &[u8]) -> Result<&str, Error> {
@@ -70,6 +96,25 @@ pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
             .transpose()?,
         max_visits: row.max_visits,
         private: row.private,
+        routes: crate::domain::RoutesInput {
+            rules: row.rules,
+            ios: row.ios,
+            android: row.android,
+            variants: row.variants,
+            utm: crate::domain::routes::Utm {
+                source: row.utm_source,
+                medium: row.utm_medium,
+                campaign: row.utm_campaign,
+                term: row.utm_term,
+                content: row.utm_content,
+            },
+            pass_query: row.pass_query,
+            preview: crate::domain::routes::Preview {
+                title: row.title,
+                description: row.description,
+                image: row.image,
+            },
+        },
     })
 }
 
