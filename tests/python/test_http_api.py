@@ -199,7 +199,7 @@ def test_create_with_a_non_ascii_idempotency_key_returns_400(api, unique_url):
     "body",
     ['{"url": ', "[]", '"https://example.com/"', "{}", '{"url": 5}', '{"url": null}',
      '{"url": "https://example.com/", "dedup": "yes"}', '{"url": "https://example.com/", "dedup": null}',
-     '{"url": "https://example.com/", "alias": 5}', '{"url": "https://example.com/", "title": "x"}', ""],
+     '{"url": "https://example.com/", "alias": 5}', '{"url": "https://example.com/", "headline": "x"}', ""],
 )
 def test_create_with_a_malformed_body_returns_400(api, body):
     response = api.create(None, data=body.encode(), headers={"Content-Type": "application/json"},
