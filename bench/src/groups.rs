@@ -1,8 +1,8 @@
 //! The groups that write sections of docs/benchmarks.md of their own and are not part of
-//! `bench all`: link management, stats latency and table growth; and the branded-domain
-//! comparison, which prints only.
+//! `bench all`: link management, stats latency and table growth; and the branded-domain and
+//! routing comparisons, which print only.
 
-use crate::{Cli, Command, analytics, branded, growth, machine, manage, plot, report};
+use crate::{Cli, Command, analytics, branded, growth, machine, manage, plot, report, routing};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -138,6 +138,24 @@ pub(crate) async fn branded(cli: &Cli) -> anyhow::Result<()> {
         cli.reps.map_or(String::new(), |r| format!(" --reps {r}"))
     );
     let section = report::branded::markdown(&results, &machine, &command, started.elapsed());
+    println!("{section}");
+    Ok(())
+}
+
+/// `bench routing`: cache-hit redirects of links with rules and splits beside plain links,
+/// printed.
+pub(crate) async fn routing(cli: &Cli) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let settings = routing::RoutingSettings::new(cli.quick, cli.reps.map(usize::from));
+    let (scratch, mut machine) = prepare().await?;
+    let results = routing::run(&settings, scratch.path()).await?;
+    machine.push(("load average at end".into(), machine::load_average()));
+    let command = format!(
+        "routing{}{}",
+        if cli.quick { " --quick" } else { "" },
+        cli.reps.map_or(String::new(), |r| format!(" --reps {r}"))
+    );
+    let section = report::routing::markdown(&results, &machine, &command, started.elapsed());
     println!("{section}");
     Ok(())
 }

@@ -42,11 +42,26 @@ impl Conn {
         &mut self,
         request: Request<Full<Bytes>>,
     ) -> anyhow::Result<(StatusCode, Bytes)> {
+        let (status, _, body) = self.send_reading_headers(request).await?;
+        Ok((status, body))
+    }
+
+    /// [`Conn::send`], returning the answer's headers as well.
+    pub async fn send_reading_headers(
+        &mut self,
+        request: Request<Full<Bytes>>,
+    ) -> anyhow::Result<(StatusCode, hyper::HeaderMap, Bytes)> {
         self.sender.ready().await?;
         let response = self.sender.send_request(request).await?;
         let status = response.status();
+        let headers = response.headers().clone();
         let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        Ok((status, headers, body))
+    }
+
+    /// The `Host` this connection's requests name (the address it connected to).
+    pub fn host(&self) -> &str {
+        &self.host
     }
 
     /// `GET path`; returns the status.

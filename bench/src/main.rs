@@ -12,7 +12,8 @@
 //! `<!-- bench:stats:end -->`. `bench growth` (the PostgreSQL store's cost as the links table
 //! grows, on a cluster of its own) is not part of `all`; it writes between
 //! `<!-- bench:growth:begin -->` and `<!-- bench:growth:end -->`. `bench branded` (cache-hit
-//! redirects on a branded domain beside the default domain, one node) prints only.
+//! redirects on a branded domain beside the default domain, one node) prints only, and so does
+//! `bench routing` (cache-hit redirects of links with rules and splits beside plain links).
 
 mod analytics;
 mod baselines;
@@ -34,6 +35,7 @@ mod preload;
 mod procs;
 mod redirects;
 mod report;
+mod routing;
 mod settings;
 mod stats;
 mod wrk;
@@ -91,6 +93,11 @@ enum Command {
     /// in the same run: requests per CPU second of the node for each host, and their ratio
     /// (target ≥ 0.95×). Not part of `all`; prints only.
     Branded,
+    /// Cache-hit redirects of links with 10 rules (the last matching) and of links with a
+    /// 50/50 split beside plain links, on one embedded node in the same run: requests per CPU
+    /// second of the node for each kind, and the ratios (target ≥ 0.9×). Not part of `all`;
+    /// prints only.
+    Routing,
     /// Stats on PostgreSQL over a year of rollups of 100k links of one tenant: one link's
     /// 90-day daily series, the tenant's 30-day summary and one tag's, through the node and as
     /// its own statements sent directly. Not part of `all`; writes its own section of
@@ -258,6 +265,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if let Command::Branded = cli.command {
         return groups::branded(&cli).await;
+    }
+    if let Command::Routing = cli.command {
+        return groups::routing(&cli).await;
     }
     if let Command::Stats = cli.command {
         return groups::stats(&cli).await;

@@ -59,11 +59,36 @@ pub fn run_on(
     mix: Mix,
     server_pid: u32,
 ) -> anyhow::Result<Run> {
+    let headers: Vec<String> = host.map(|h| format!("Host: {h}")).into_iter().collect();
+    run_with(
+        script,
+        codes_file,
+        addr,
+        &headers,
+        connections,
+        duration,
+        mix,
+        server_pid,
+    )
+}
+
+/// [`run`] with `headers` (`Name: value`) on every request.
+#[allow(clippy::too_many_arguments)]
+pub fn run_with(
+    script: &Path,
+    codes_file: &Path,
+    addr: SocketAddr,
+    headers: &[String],
+    connections: usize,
+    duration: Duration,
+    mix: Mix,
+    server_pid: u32,
+) -> anyhow::Result<Run> {
     let cpu_before = machine::cpu_seconds(server_pid);
     let mut wrk = machine::pinned(LOAD_CORE, "wrk");
-    if let Some(host) = host {
-        // wrk.format() in the script takes wrk.headers, where -H puts this.
-        wrk.args(["-H", &format!("Host: {host}")]);
+    for header in headers {
+        // wrk.format() in the script takes wrk.headers, where -H puts these.
+        wrk.args(["-H", header]);
     }
     let output = wrk
         .args(["-t1", "-c", &connections.to_string()])

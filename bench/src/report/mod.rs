@@ -12,6 +12,7 @@ pub mod analytics;
 pub mod branded;
 pub mod growth;
 pub mod manage;
+pub mod routing;
 mod sections;
 
 use sections::{creates, memory, redirects};
