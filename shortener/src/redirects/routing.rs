@@ -12,7 +12,11 @@ use crate::domain::rules::{Condition, Os};
 use crate::visits::classify::{AgentProfile, agent_profile};
 use axum::http::{HeaderMap, HeaderValue, header};
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
+use std::hash::{BuildHasher, Hash, Hasher};
+
+/// The hasher of a split's assignment: seeded with a constant, so every node agrees.
+const SPLIT_HASH: foldhash::fast::FixedState =
+    foldhash::fast::FixedState::with_seed(0x5ee7_5b11_7000_0001);
 use std::cell::OnceCell;
 use std::net::IpAddr;
 
@@ -68,6 +72,8 @@ pub struct Routing {
     url: Option<HeaderValue>,
     /// Whether the short URL's query is passed on.
     pass_query: bool,
+    /// The `Vary` of its answers (the headers its choice reads), made once.
+    vary: Option<HeaderValue>,
     /// What preview crawlers are shown, if the link has a preview.
     preview: Option<crate::domain::routes::Preview>,
     varies: Varies,
@@ -83,7 +89,7 @@ pub struct Visitor<'a> {
     client: &'a dyn Fn() -> IpAddr,
     country: &'a dyn Fn(IpAddr) -> Option<[u8; 2]>,
     agent: OnceCell<AgentProfile>,
-    language: OnceCell<Option<String>>,
+    language: OnceCell<Option<&'a str>>,
     address: OnceCell<IpAddr>,
 }
 
@@ -121,16 +127,14 @@ impl<'a> Visitor<'a> {
         })
     }
 
-    fn language(&self) -> Option<&str> {
-        self.language
-            .get_or_init(|| {
-                preferred_language(
-                    self.headers
-                        .get(header::ACCEPT_LANGUAGE)
-                        .and_then(|v| v.to_str().ok())?,
-                )
-            })
-            .as_deref()
+    fn language(&self) -> Option<&'a str> {
+        *self.language.get_or_init(|| {
+            preferred_language(
+                self.headers
+                    .get(header::ACCEPT_LANGUAGE)
+                    .and_then(|v| v.to_str().ok())?,
+            )
+        })
     }
 
     fn address(&self) -> IpAddr {
@@ -157,19 +161,18 @@ impl<'a> Visitor<'a> {
     }
 
     /// The visitor's bucket in 0..100 for a split without a cookie: a hash of the link's key,
-    /// the client address and the user agent, so a visitor without cookies who comes back from
-    /// the same address and browser lands on the same variant, on every node.
+    /// the client address and the user agent under a fixed seed (foldhash, the same on every
+    /// node of a release), so a visitor without cookies who comes back from the same address
+    /// and browser lands on the same variant. Not a secret: a visitor may pick its variant by
+    /// its cookie anyway.
     fn bucket(&self) -> u8 {
-        let mut hash = Sha256::new();
-        hash.update(self.key.as_bytes());
-        hash.update([0]);
-        hash.update(self.address().to_string().as_bytes());
-        hash.update([0]);
+        let mut hash = SPLIT_HASH.build_hasher();
+        hash.write(self.key.as_bytes());
+        self.address().hash(&mut hash);
         if let Some(agent) = self.headers.get(header::USER_AGENT) {
-            hash.update(agent.as_bytes());
+            hash.write(agent.as_bytes());
         }
-        let digest = hash.finalize();
-        (u64::from_be_bytes(digest[..8].try_into().unwrap_or_default()) % 100) as u8
+        (hash.finish() % 100) as u8
     }
 
     fn meets(&self, condition: &Condition) -> bool {
@@ -178,11 +181,11 @@ impl<'a> Visitor<'a> {
             Condition::Os { value } => self.agent().os == Some(*value),
             Condition::Browser { value } => self.agent().browser == Some(*value),
             Condition::Language { value } => self.language().is_some_and(|preferred| {
-                preferred == value
+                preferred.eq_ignore_ascii_case(value)
                     || (!value.contains('-')
                         && preferred
                             .split_once('-')
-                            .is_some_and(|(primary, _)| primary == value))
+                            .is_some_and(|(primary, _)| primary.eq_ignore_ascii_case(value)))
             }),
             Condition::Country { value } => (self.country)(self.address())
                 .is_some_and(|code| code.eq_ignore_ascii_case(value.as_bytes())),
@@ -201,9 +204,23 @@ impl<'a> Visitor<'a> {
     }
 }
 
+/// The `Vary` value naming the headers `varies` reads, if any.
+fn vary_of(varies: Varies) -> Option<HeaderValue> {
+    let read = [
+        (varies.user_agent, "User-Agent"),
+        (varies.language, "Accept-Language"),
+        (varies.cookie, "Cookie"),
+    ];
+    let names: Vec<&str> = read.iter().filter(|(on, _)| *on).map(|(_, h)| *h).collect();
+    (!names.is_empty())
+        .then(|| HeaderValue::from_str(&names.join(", ")).ok())
+        .flatten()
+}
+
 /// The visitor's preferred language: the range of `Accept-Language` with the highest q-value
-/// (the first of equals), lower case; `*` and `q=0` ranges are never preferred.
-pub fn preferred_language(accept: &str) -> Option<String> {
+/// (the first of equals), as written (conditions compare it without case); `*` and `q=0`
+/// ranges are never preferred.
+pub fn preferred_language(accept: &str) -> Option<&str> {
     let mut best: Option<(f32, &str)> = None;
     for range in accept.split(',').take(32) {
         let mut parts = range.split(';');
@@ -219,7 +236,7 @@ pub fn preferred_language(accept: &str) -> Option<String> {
             best = Some((q, tag));
         }
     }
-    best.map(|(_, tag)| tag.to_ascii_lowercase())
+    best.map(|(_, tag)| tag)
 }
 
 impl Routing {
@@ -278,6 +295,7 @@ impl Routing {
             url: (!routes.utm.is_empty()).then(|| header(url)).flatten(),
             pass_query: routes.pass_query,
             preview: (!routes.preview.is_empty()).then(|| routes.preview.clone()),
+            vary: vary_of(varies),
             varies,
         })
     }
@@ -347,6 +365,11 @@ impl Routing {
         HeaderValue::from_str(&passed).ok()
     }
 
+    /// The `Vary` header value of its answers, if the choice reads any header.
+    pub fn vary(&self) -> Option<&HeaderValue> {
+        self.vary.as_ref()
+    }
+
     /// The request headers the choice depends on.
     pub fn varies(&self) -> Varies {
         self.varies
@@ -374,15 +397,15 @@ mod tests {
     #[test]
     fn the_preferred_language_is_the_highest_q_value() {
         for (header, want) in [
-            ("de-AT,de;q=0.9,en;q=0.8", Some("de-at")),
+            ("de-AT,de;q=0.9,en;q=0.8", Some("de-AT")),
             ("en;q=0.5, fr;q=0.9", Some("fr")),
             ("*;q=1, it", Some("it")),
-            ("es;q=0, pt-BR", Some("pt-br")),
+            ("es;q=0, pt-BR", Some("pt-BR")),
             ("en;q=oops, nl;q=0.1", Some("nl")),
             ("", None),
             ("*", None),
         ] {
-            assert_eq!(preferred_language(header).as_deref(), want, "{header}");
+            assert_eq!(preferred_language(header), want, "{header}");
         }
     }
 }

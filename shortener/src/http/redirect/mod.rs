@@ -263,6 +263,8 @@ fn respond(
 /// What a routed link's answer must say besides its `Location`.
 struct Routed {
     varies: Varies,
+    /// The `Vary` value, made when the routing was compiled.
+    vary: Option<HeaderValue>,
     /// The cookie that keeps a visitor just assigned to a variant on it.
     cookie: Option<HeaderValue>,
 }
@@ -307,6 +309,7 @@ fn route(
     }
     Some(Routed {
         varies: routing.varies(),
+        vary: routing.vary().cloned(),
         cookie,
     })
 }
@@ -343,20 +346,12 @@ fn redirect_to(
     *response.status_mut() = match routed {
         None => status,
         Some(Routed { varies, .. }) if !varies.personal => status,
-        Some(Routed { varies, cookie }) => {
+        Some(Routed { vary, cookie, .. }) => {
             headers.insert(
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("private, no-store"),
             );
-            let read = [
-                (varies.user_agent, "User-Agent"),
-                (varies.language, "Accept-Language"),
-                (varies.cookie, "Cookie"),
-            ];
-            let vary: Vec<&str> = read.iter().filter(|(on, _)| *on).map(|(_, h)| *h).collect();
-            if !vary.is_empty()
-                && let Ok(vary) = HeaderValue::from_str(&vary.join(", "))
-            {
+            if let Some(vary) = vary {
                 headers.insert(header::VARY, vary);
             }
             if let Some(cookie) = cookie {

@@ -69,8 +69,15 @@ fn utf8(bytes: &[u8]) -> Result<&str, Error> {
 }
 
 pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
-    let row: NdjsonRow = serde_json::from_str(utf8(bytes)?)
-        .map_err(|e| Error::bad_request("invalid_json", format!("invalid row: {e}")))?;
+    let row: NdjsonRow = serde_json::from_str(utf8(bytes)?).map_err(|e| {
+        // An unknown field's error lists every known one; the field named is what helps.
+        let text = e.to_string();
+        let short = match text.split_once(", expected one of") {
+            Some((head, _)) => head.to_string(),
+            None => text,
+        };
+        Error::bad_request("invalid_json", format!("invalid row: {short}"))
+    })?;
     let code = match (row.code, row.alias) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid(
