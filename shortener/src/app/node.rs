@@ -89,15 +89,7 @@ impl Node {
     ) -> anyhow::Result<Self> {
         let public = public_base(config, addrs[0]);
         let (targets, own_hosts) = target_rules(config, &public, addrs)?;
-        let rules = CreateRules {
-            max_url_length: config.redirects.max_url_length,
-            targets: Arc::clone(&targets) as Arc<dyn TargetPolicy>,
-            code_length: resources.space.length(),
-            own_hosts: own_hosts
-                .iter()
-                .map(|h| crate::domain::path_host(h).unwrap_or_else(|| h.to_ascii_lowercase()))
-                .collect(),
-        };
+        let rules = create_rules(config, &targets, resources.space.length(), &own_hosts);
         let ids = Arc::new(IdPool::start(resources.lease_source, config.ids.pool()));
         let click_flush = config.visits.click_flush();
         let cache = LinkCache::new(
@@ -316,6 +308,25 @@ fn target_rules(
         .map_err(anyhow::Error::msg)
         .context("load the target rules")?;
     Ok((Arc::new(rules), own_hosts))
+}
+
+/// What a create must pass on this node: the URL bound, the target rules, the code length,
+/// and the default domain's hosts in normal form (an IP address as it is).
+fn create_rules(
+    config: &Config,
+    targets: &Arc<TargetRules>,
+    code_length: usize,
+    own_hosts: &[String],
+) -> CreateRules {
+    CreateRules {
+        max_url_length: config.redirects.max_url_length,
+        targets: Arc::clone(targets) as Arc<dyn TargetPolicy>,
+        code_length,
+        own_hosts: own_hosts
+            .iter()
+            .map(|h| crate::domain::path_host(h).unwrap_or_else(|| h.to_ascii_lowercase()))
+            .collect(),
+    }
 }
 
 /// The base of short URLs: `SHORTENER_PUBLIC_URL`, or the public listener's address.
