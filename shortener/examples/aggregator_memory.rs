@@ -36,6 +36,7 @@ fn main() {
                 referrer: Referrer::Host(host.as_str().into()),
                 device: Device::Desktop,
                 country: None,
+                route: Default::default(),
             };
             aggregator.add(code, &tenant, 0, cell, one(VisitKind::Human), true);
         }
@@ -51,6 +52,7 @@ fn main() {
                 referrer: Referrer::Host(host.as_str().into()),
                 device: Device::Desktop,
                 country: None,
+                route: Default::default(),
             };
             aggregator.add(code, &tenant, 0, cell, one(VisitKind::Human), true);
         }

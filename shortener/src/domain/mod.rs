@@ -45,7 +45,7 @@ pub use routes::{Routes, Variant, VariantInput};
 pub use rules::{Rule, RuleInput, Rules};
 pub use scope::{Scope, Scopes, unknown_scope};
 pub use stats::{
-    Device, Granularity, SeriesPoint, StatsInput, StatsQuery, StatsReport, StatsScope,
+    Device, Granularity, Route, SeriesPoint, StatsInput, StatsQuery, StatsReport, StatsScope,
 };
 pub use tags::{MAX_TAGS, check_tag, check_tags};
 pub use target::{DEFAULT_MAX_URL_LENGTH, TargetPolicy, TargetUrl, UrlError};

@@ -388,9 +388,20 @@ pub fn app_target(
     Ok(Some(serialized))
 }
 
-/// Checks a split: 2 to [`MAX_VARIANTS`] variants, each target like a link's, each weight 1 to
-/// 100, the weights summing to 100. Empty: no split.
+/// Checks a link's split: 2 to [`MAX_VARIANTS`] variants, each target like a link's, each weight
+/// 1 to 100, the weights summing to 100. Empty: no split.
 pub fn variants(
+    input: Vec<VariantInput>,
+    max_url_length: usize,
+    targets: &dyn TargetPolicy,
+) -> Result<Vec<Variant>, Error> {
+    split_at("variants", input, max_url_length, targets)
+}
+
+/// Checks the split at `field` (`variants`, or a rule's `rules[2].variants`) as [`variants`]
+/// does, naming the field in the error.
+pub fn split_at(
+    field: &str,
     input: Vec<VariantInput>,
     max_url_length: usize,
     targets: &dyn TargetPolicy,
@@ -401,7 +412,7 @@ pub fn variants(
     let invalid = |message: String| Error::invalid("invalid_variants", message);
     if input.len() < 2 || input.len() > MAX_VARIANTS {
         return Err(invalid(format!(
-            "variants: 2 to {MAX_VARIANTS} variants, not {}",
+            "{field}: 2 to {MAX_VARIANTS} variants, not {}",
             input.len()
         )));
     }
@@ -416,16 +427,16 @@ pub fn variants(
             }
         }) else {
             return Err(invalid(format!(
-                "variants[{i}].weight: 1 to 100, not {}",
+                "{field}[{i}].weight: 1 to 100, not {}",
                 variant.weight
             )));
         };
         total += u32::from(weight);
         let url = TargetUrl::parse(&variant.url, max_url_length, targets).map_err(|e| match e {
             UrlError::Blocked(_) => {
-                Error::invalid("blocked_target", format!("variants[{i}].url: {e}"))
+                Error::invalid("blocked_target", format!("{field}[{i}].url: {e}"))
             }
-            e => invalid(format!("variants[{i}].url: {e}")),
+            e => invalid(format!("{field}[{i}].url: {e}")),
         })?;
         checked.push(Variant {
             url: url.as_str().to_string(),
@@ -434,7 +445,7 @@ pub fn variants(
     }
     if total != 100 {
         return Err(invalid(format!(
-            "variants: the weights sum to {total}, not 100"
+            "{field}: the weights sum to {total}, not 100"
         )));
     }
     Ok(checked)

@@ -21,8 +21,12 @@ pub const MAX_QUERY_TEXT: usize = 128;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleInput {
-    /// Where a visit that meets every condition goes.
+    /// Where a visit that meets every condition goes (empty when the rule splits instead).
+    #[serde(default)]
     pub url: String,
+    /// A split of the visits that meet every condition, instead of one `url`.
+    #[serde(default)]
+    pub variants: Vec<super::VariantInput>,
     /// What a visit must meet (all of them); at least one.
     pub conditions: Vec<ConditionInput>,
 }
@@ -157,11 +161,15 @@ pub enum Condition {
     },
 }
 
-/// A checked rule.
+/// A checked rule: one target, or a split of its visits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {
-    /// The target, serialized as a link's URL is.
+    /// The target, serialized as a link's URL is; empty when the rule splits.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
+    /// The rule's split (2 to 10 variants, weights summing to 100), instead of `url`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<super::Variant>,
     /// What a visit must meet, all of them.
     pub conditions: Vec<Condition>,
 }
@@ -232,8 +240,12 @@ struct ApiRule<'a>(&'a Rule);
 impl Serialize for ApiRule<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(2))?;
-        map.serialize_entry("url", &self.0.url)?;
+        let mut map = serializer.serialize_map(None)?;
+        if self.0.variants.is_empty() {
+            map.serialize_entry("url", &self.0.url)?;
+        } else {
+            map.serialize_entry("variants", &self.0.variants)?;
+        }
         let conditions: Vec<ApiCondition<'_>> =
             self.0.conditions.iter().map(ApiCondition).collect();
         map.serialize_entry("conditions", &conditions)?;
@@ -303,10 +315,27 @@ fn parse_rule(
     max_url_length: usize,
     targets: &dyn TargetPolicy,
 ) -> Result<Rule, Error> {
-    let url = TargetUrl::parse(&rule.url, max_url_length, targets).map_err(|e| match e {
-        UrlError::Blocked(_) => Error::invalid("blocked_target", format!("rules[{i}].url: {e}")),
-        e => invalid(format!("rules[{i}].url: {e}")),
-    })?;
+    let (url, variants) = match (rule.url.is_empty(), rule.variants.is_empty()) {
+        (false, false) | (true, true) => {
+            return Err(invalid(format!(
+                "rules[{i}]: a rule has a url or variants (a split), exactly one of them"
+            )));
+        }
+        (true, false) => {
+            let field = format!("rules[{i}].variants");
+            let split = super::routes::split_at(&field, rule.variants, max_url_length, targets)?;
+            (String::new(), split)
+        }
+        (false, true) => {
+            let url = TargetUrl::parse(&rule.url, max_url_length, targets).map_err(|e| match e {
+                UrlError::Blocked(_) => {
+                    Error::invalid("blocked_target", format!("rules[{i}].url: {e}"))
+                }
+                e => invalid(format!("rules[{i}].url: {e}")),
+            })?;
+            (url.as_str().to_string(), Vec::new())
+        }
+    };
     if rule.conditions.is_empty() || rule.conditions.len() > MAX_CONDITIONS {
         return Err(invalid(format!(
             "rules[{i}].conditions: 1 to {MAX_CONDITIONS} conditions, not {}",
@@ -322,7 +351,8 @@ fn parse_rule(
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Rule {
-        url: url.as_str().to_string(),
+        url,
+        variants,
         conditions,
     })
 }

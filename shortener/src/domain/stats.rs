@@ -77,6 +77,47 @@ impl Device {
     }
 }
 
+/// Which of a link's targets a visit was sent to: a dimension of the per-link rollups, so a
+/// split (or a rule) can be judged. Indexes are positions in the link's `rules` and `variants`
+/// as they were when the visit was made (an edit that reorders them starts new rows).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Route {
+    /// The link's own URL (every visit of a link that does not route).
+    #[default]
+    Url,
+    /// The rule at this index.
+    Rule(u8),
+    /// Variant `.1` of the split of the rule at index `.0`.
+    RuleVariant(u8, u8),
+    /// The iOS app target.
+    Ios,
+    /// The Android app target.
+    Android,
+    /// Variant at this index of the link's split.
+    Variant(u8),
+}
+
+impl Route {
+    /// The route as stored and answered: `url` (stored empty), `rules[2]`,
+    /// `rules[2].variants[1]`, `ios`, `android`, `variants[1]`.
+    pub fn stored(self) -> std::borrow::Cow<'static, str> {
+        use std::borrow::Cow;
+        match self {
+            Route::Url => Cow::Borrowed(""),
+            Route::Rule(i) => Cow::Owned(format!("rules[{i}]")),
+            Route::RuleVariant(i, v) => Cow::Owned(format!("rules[{i}].variants[{v}]")),
+            Route::Ios => Cow::Borrowed("ios"),
+            Route::Android => Cow::Borrowed("android"),
+            Route::Variant(v) => Cow::Owned(format!("variants[{v}]")),
+        }
+    }
+
+    /// The name of a stored route on the wire: `url` for the empty one.
+    pub fn shown(stored: &str) -> &str {
+        if stored.is_empty() { "url" } else { stored }
+    }
+}
+
 /// Whose clicks a stats request counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatsScope {
@@ -221,6 +262,9 @@ pub struct StatsReport {
     pub countries: Vec<(Option<String>, u64)>,
     /// Codes (only for a [`StatsScope::Links`] request).
     pub links: Vec<(String, u64)>,
+    /// The link's targets by [`Route`] name (`url`, `rules[2]`, `variants[1]`, ...; only for a
+    /// [`StatsScope::Link`] request).
+    pub routes: Vec<(String, u64)>,
 }
 
 #[cfg(test)]

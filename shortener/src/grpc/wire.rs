@@ -89,6 +89,7 @@ pub(super) fn rule_input(rule: pb::Rule) -> crate::domain::RuleInput {
     use crate::domain::rules::{ConditionInput, ValueInput};
     crate::domain::RuleInput {
         url: rule.url,
+        variants: rule.variants.into_iter().map(variant_input).collect(),
         conditions: rule
             .conditions
             .into_iter()
@@ -113,11 +114,20 @@ fn variant_input(variant: pb::Variant) -> crate::domain::VariantInput {
     }
 }
 
+/// A variant as its message.
+fn variant_message(variant: &crate::domain::Variant) -> pb::Variant {
+    pb::Variant {
+        url: variant.url.clone(),
+        weight: i64::from(variant.weight),
+    }
+}
+
 /// A rule as its message.
 fn rule_message(rule: &crate::domain::Rule) -> pb::Rule {
     use crate::domain::rules::Condition;
     pb::Rule {
         url: rule.url.clone(),
+        variants: rule.variants.iter().map(variant_message).collect(),
         conditions: rule
             .conditions
             .iter()
@@ -174,10 +184,7 @@ pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
             .routes
             .variants
             .iter()
-            .map(|v| pb::Variant {
-                url: v.url.clone(),
-                weight: i64::from(v.weight),
-            })
+            .map(variant_message)
             .collect(),
         utm_source: link.routes.utm.source.clone(),
         utm_medium: link.routes.utm.medium.clone(),
@@ -424,6 +431,7 @@ pub(super) fn stats(
         devices: entries(report.devices.clone()),
         countries: optional(&report.countries),
         links: entries(report.links.clone()),
+        routes: entries(report.routes.clone()),
         as_of: Some(timestamp(
             DateTime::from_timestamp(freshness.as_of, 0).unwrap_or(DateTime::UNIX_EPOCH),
         )),

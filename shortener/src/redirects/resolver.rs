@@ -45,6 +45,8 @@ pub struct Target {
     pub tenant: Arc<str>,
     /// Its redirect rules, compiled, if it has any: the edge decides per request.
     pub routing: Option<Arc<super::routing::Routing>>,
+    /// Which of its targets `location` is (the link's URL until the edge routes the request).
+    pub route: crate::domain::Route,
 }
 
 impl Target {
@@ -361,6 +363,7 @@ fn resolution(entry: Cached) -> Resolution {
             password,
             tenant,
             routing,
+            route: crate::domain::Route::Url,
         }),
     }
 }

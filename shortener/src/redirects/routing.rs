@@ -6,7 +6,7 @@
 //! profile (remembered per agent), the preferred language, the client's address and country,
 //! the query, the split's cookie.
 
-use crate::domain::Routes;
+use crate::domain::{Route, Routes};
 use crate::domain::routes::with_params;
 use crate::domain::rules::{Condition, Os};
 use crate::visits::classify::{AgentProfile, agent_profile};
@@ -19,6 +19,7 @@ const SPLIT_HASH: foldhash::fast::FixedState =
     foldhash::fast::FixedState::with_seed(0x5ee7_5b11_7000_0001);
 use std::cell::OnceCell;
 use std::net::IpAddr;
+use std::sync::OnceLock;
 
 /// The request headers an answer decided by rules depends on, for its `Vary`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -41,33 +42,94 @@ pub const SPLIT_COOKIE: &str = "sv";
 
 /// What the routing chose for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Chosen<'a> {
-    /// A rule's target.
-    Rule(&'a HeaderValue),
-    /// The app target of the visitor's operating system.
-    App(&'a HeaderValue),
-    /// A variant of the split (its index) and its target; `fresh` when the visitor had no valid
-    /// cookie for it (the answer sets one).
-    Variant {
-        /// The variant's index.
-        index: usize,
-        /// Its target.
-        location: &'a HeaderValue,
-        /// Whether the visitor is assigned just now.
-        fresh: bool,
-    },
-    /// The link's own URL.
-    Url,
+pub struct Chosen<'a> {
+    /// Where the visitor goes; `None`: the link's own URL (see [`Routing::url`]).
+    pub location: Option<&'a HeaderValue>,
+    /// Which target that is, for the rollups.
+    pub route: Route,
+    /// The cookie that keeps a visitor just assigned to a variant on it (none for a visitor
+    /// whose cookie already named one).
+    pub cookie: Option<&'a HeaderValue>,
+}
+
+/// A split: each variant's target and the end of its share of 0..100, and the cookie that keeps
+/// a visitor on its variant (one per split; its values are made on the first new visitor).
+#[derive(Debug)]
+struct Split {
+    variants: Vec<(HeaderValue, u8)>,
+    /// The cookie's name: [`SPLIT_COOKIE`] for the link's split, `sv2` for rule 2's.
+    name: Box<str>,
+    /// `Set-Cookie` per variant, made once (they depend only on the short URL's path).
+    cookies: OnceLock<Box<[Option<HeaderValue>]>>,
+}
+
+impl PartialEq for Split {
+    fn eq(&self, other: &Self) -> bool {
+        self.variants == other.variants && self.name == other.name
+    }
+}
+
+impl Eq for Split {}
+
+impl Split {
+    fn new(variants: Vec<(HeaderValue, u8)>, name: String) -> Option<Self> {
+        (!variants.is_empty()).then(|| Split {
+            variants,
+            name: name.into_boxed_str(),
+            cookies: OnceLock::new(),
+        })
+    }
+
+    /// The visitor's variant: the one its cookie names, else the one its bucket falls in (and
+    /// the cookie that keeps it there).
+    fn choose<'s>(&'s self, visitor: &Visitor<'_>) -> (usize, &'s HeaderValue, Option<&'s HeaderValue>) {
+        if let Some(index) = visitor.cookie_variant(&self.name, self.variants.len()) {
+            return (index, &self.variants[index].0, None);
+        }
+        let bucket = visitor.bucket(&self.name);
+        let index = self
+            .variants
+            .iter()
+            .position(|(_, end)| bucket < *end)
+            .unwrap_or(self.variants.len() - 1);
+        let cookies = self.cookies.get_or_init(|| {
+            (0..self.variants.len())
+                .map(|i| split_cookie(&self.name, i, visitor.path, visitor.secure))
+                .collect()
+        });
+        (index, &self.variants[index].0, cookies[index].as_ref())
+    }
+
+    fn weight(&self) -> usize {
+        self.variants.iter().map(|(l, _)| l.len() * 2 + 64).sum()
+    }
+}
+
+/// The cookie that keeps a visitor on variant `index` of the split `name` of the short URL
+/// `/{path}`: scoped to that path on the short domain, for 30 days, out of scripts' reach,
+/// `Secure` under an https public URL.
+fn split_cookie(name: &str, index: usize, path: &str, secure: bool) -> Option<HeaderValue> {
+    let secure = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={index}; Path=/{path}; Max-Age=2592000; HttpOnly; SameSite=Lax{secure}"
+    ))
+    .ok()
+}
+
+/// Where a rule sends the visits that meet it.
+#[derive(Debug, PartialEq, Eq)]
+enum Goes {
+    To(HeaderValue),
+    Split(Split),
 }
 
 /// A link's rules, compiled.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Routing {
-    rules: Vec<(HeaderValue, Vec<Condition>)>,
+    rules: Vec<(Goes, Vec<Condition>)>,
     ios: Option<HeaderValue>,
     android: Option<HeaderValue>,
-    /// Each variant's target and the end of its share of 0..100.
-    split: Vec<(HeaderValue, u8)>,
+    split: Option<Split>,
     /// The link's own URL with its UTM parameters, when it has some.
     url: Option<HeaderValue>,
     /// Whether the short URL's query is passed on.
@@ -83,9 +145,13 @@ pub struct Routing {
 pub struct Visitor<'a> {
     /// The link's key (a split's assignment is per link).
     key: &'a str,
+    /// The short URL's path after `/` (a split's cookie is scoped to it).
+    path: &'a str,
+    /// Whether a split's cookie is `Secure`.
+    secure: bool,
     headers: &'a HeaderMap,
     query: Option<&'a str>,
-    now: DateTime<Utc>,
+    now: OnceCell<DateTime<Utc>>,
     client: &'a dyn Fn() -> IpAddr,
     country: &'a dyn Fn(IpAddr) -> Option<[u8; 2]>,
     agent: OnceCell<AgentProfile>,
@@ -94,27 +160,53 @@ pub struct Visitor<'a> {
 }
 
 impl<'a> Visitor<'a> {
-    /// A visit with `headers` and the short URL's `query`, at `now`; `client` finds the client
-    /// address (by the trusted-proxy rules) and `country` its country, when asked.
+    /// A visit of the link of `key` with `headers` and the short URL's `query`; `client`
+    /// finds the client address (by the trusted-proxy rules) and `country` its country, when
+    /// asked. The time is read when a condition asks for it.
     pub fn new(
         key: &'a str,
         headers: &'a HeaderMap,
         query: Option<&'a str>,
-        now: DateTime<Utc>,
         client: &'a dyn Fn() -> IpAddr,
         country: &'a dyn Fn(IpAddr) -> Option<[u8; 2]>,
     ) -> Self {
         Self {
             key,
+            path: crate::domain::shown_code(key),
+            secure: false,
             headers,
             query,
-            now,
+            now: OnceCell::new(),
             client,
             country,
             agent: OnceCell::new(),
             language: OnceCell::new(),
             address: OnceCell::new(),
         }
+    }
+
+    /// The visit as asked for at `/{path}` (a split's cookie is scoped to it), its cookie
+    /// `Secure` if `secure`.
+    pub fn at(mut self, path: &'a str, secure: bool) -> Self {
+        self.path = path;
+        self.secure = secure;
+        self
+    }
+
+    /// The visit at `now` instead of the time a condition reads it (for tests).
+    pub fn at_time(self, now: DateTime<Utc>) -> Self {
+        let _ = self.now.set(now);
+        self
+    }
+
+    /// The user agent's profile, if a condition read it (so the visit's counting reads it
+    /// from here instead of again).
+    pub fn profile(&self) -> Option<AgentProfile> {
+        self.agent.get().copied()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        *self.now.get_or_init(Utc::now)
     }
 
     fn agent(&self) -> &AgentProfile {
@@ -147,27 +239,28 @@ impl<'a> Visitor<'a> {
             .map(|(_, v)| v)
     }
 
-    /// The variant index the visitor's cookie names, if it names one of `count`.
-    fn cookie_variant(&self, count: usize) -> Option<usize> {
+    /// The variant index the visitor's cookie `name` names, if it names one of `count`.
+    fn cookie_variant(&self, name: &str, count: usize) -> Option<usize> {
         self.headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == SPLIT_COOKIE)
+            .find(|(cookie, _)| *cookie == name)
             .and_then(|(_, value)| value.trim().parse::<usize>().ok())
             .filter(|index| *index < count)
     }
 
-    /// The visitor's bucket in 0..100 for a split without a cookie: a hash of the link's key,
-    /// the client address and the user agent under a fixed seed (foldhash, the same on every
-    /// node of a release), so a visitor without cookies who comes back from the same address
-    /// and browser lands on the same variant. Not a secret: a visitor may pick its variant by
-    /// its cookie anyway.
-    fn bucket(&self) -> u8 {
+    /// The visitor's bucket in 0..100 for the split `name` without a cookie: a hash of the
+    /// link's key, the split's name, the client address and the user agent under a fixed seed
+    /// (foldhash, the same on every node of a release), so a visitor without cookies who comes
+    /// back from the same address and browser lands on the same variant. Not a secret: a
+    /// visitor may pick its variant by its cookie anyway.
+    fn bucket(&self, name: &str) -> u8 {
         let mut hash = SPLIT_HASH.build_hasher();
         hash.write(self.key.as_bytes());
+        hash.write(name.as_bytes());
         self.address().hash(&mut hash);
         if let Some(agent) = self.headers.get(header::USER_AGENT) {
             hash.write(agent.as_bytes());
@@ -197,8 +290,8 @@ impl<'a> Visitor<'a> {
                     found.any(|v| values.iter().any(|want| *want == v))
                 }
             }
-            Condition::Before { value } => self.now < *value,
-            Condition::After { value } => self.now >= *value,
+            Condition::Before { value } => self.now() < *value,
+            Condition::After { value } => self.now() >= *value,
             Condition::Cidr { value } => value.contains(&self.address()),
         }
     }
@@ -228,10 +321,12 @@ pub fn preferred_language(accept: &str) -> Option<&str> {
         if tag.is_empty() || tag == "*" {
             continue;
         }
-        let q = parts
-            .find_map(|p| p.trim().strip_prefix("q="))
-            .map_or(Some(1.0), |q| q.trim().parse::<f32>().ok())
-            .unwrap_or(0.0);
+        let Some(q) = parts.find_map(|p| p.trim().strip_prefix("q=")) else {
+            // No q-value is q=1, the highest there is: nothing after it can be preferred, and
+            // only an earlier range of q=1 is preferred to it.
+            return Some(best.filter(|(b, _)| *b >= 1.0).map_or(tag, |(_, t)| t));
+        };
+        let q = q.trim().parse::<f32>().unwrap_or(0.0);
         if q > 0.0 && best.is_none_or(|(b, _)| q > b) {
             best = Some((q, tag));
         }
@@ -246,9 +341,11 @@ impl Routing {
         if routes.is_empty() {
             return None;
         }
+        let any_split =
+            !routes.variants.is_empty() || routes.rules.0.iter().any(|r| !r.variants.is_empty());
         let mut varies = Varies {
             user_agent: routes.ios.is_some() || routes.android.is_some(),
-            cookie: !routes.variants.is_empty(),
+            cookie: any_split,
             personal: !routes.rules.is_empty()
                 || routes.ios.is_some()
                 || routes.android.is_some()
@@ -260,38 +357,43 @@ impl Routing {
         varies.user_agent |= !routes.preview.is_empty();
         // Every http(s) target carries the link's UTM parameters, added once, here.
         let header = |url: &str| HeaderValue::from_str(&with_params(url, routes.utm.pairs())).ok();
-        let mut end = 0u8;
-        let split = routes
-            .variants
-            .iter()
-            .filter_map(|v| {
-                end = end.saturating_add(v.weight);
-                Some((header(&v.url)?, end))
-            })
-            .collect();
+        let split = |variants: &[crate::domain::Variant], name: String| {
+            let mut end = 0u8;
+            let targets = variants
+                .iter()
+                .filter_map(|v| {
+                    end = end.saturating_add(v.weight);
+                    Some((header(&v.url)?, end))
+                })
+                .collect();
+            Split::new(targets, name)
+        };
         let compiled = routes
             .rules
             .0
             .iter()
-            .filter_map(|rule| {
+            .enumerate()
+            .filter_map(|(i, rule)| {
                 for condition in &rule.conditions {
-                    match condition {
-                        Condition::Device { .. }
-                        | Condition::Os { .. }
-                        | Condition::Browser { .. } => varies.user_agent = true,
-                        Condition::Language { .. } => varies.language = true,
-                        _ => {}
-                    }
+                    varies.user_agent |= matches!(
+                        condition,
+                        Condition::Device { .. } | Condition::Os { .. } | Condition::Browser { .. }
+                    );
+                    varies.language |= matches!(condition, Condition::Language { .. });
                 }
-                let location = header(&rule.url)?;
-                Some((location, rule.conditions.clone()))
+                let goes = if rule.variants.is_empty() {
+                    Goes::To(header(&rule.url)?)
+                } else {
+                    Goes::Split(split(&rule.variants, format!("{SPLIT_COOKIE}{i}"))?)
+                };
+                Some((goes, rule.conditions.clone()))
             })
             .collect();
         Some(Self {
             rules: compiled,
             ios: routes.ios.as_deref().and_then(header),
             android: routes.android.as_deref().and_then(header),
-            split,
+            split: split(&routes.variants, SPLIT_COOKIE.to_string()),
             url: (!routes.utm.is_empty()).then(|| header(url)).flatten(),
             pass_query: routes.pass_query,
             preview: (!routes.preview.is_empty()).then(|| routes.preview.clone()),
@@ -300,56 +402,67 @@ impl Routing {
         })
     }
 
-    /// Where `visitor` goes: the first rule whose conditions it all meets, else the app target
-    /// of its operating system, else its variant of the split, else the link's own URL.
+    /// Where `visitor` goes: the first rule whose conditions it all meets (its target, or its
+    /// variant of the rule's split), else the app target of its operating system, else its
+    /// variant of the link's split, else the link's own URL.
     pub fn choose(&self, visitor: &Visitor<'_>) -> Chosen<'_> {
-        if let Some((location, _)) = self
+        let found = self
             .rules
             .iter()
-            .find(|(_, conditions)| conditions.iter().all(|c| visitor.meets(c)))
-        {
-            return Chosen::Rule(location);
+            .enumerate()
+            .find(|(_, (_, conditions))| conditions.iter().all(|c| visitor.meets(c)));
+        if let Some((i, (goes, _))) = found {
+            let rule = u8::try_from(i).unwrap_or(u8::MAX);
+            return match goes {
+                Goes::To(location) => Chosen {
+                    location: Some(location),
+                    route: Route::Rule(rule),
+                    cookie: None,
+                },
+                Goes::Split(split) => {
+                    let (index, location, cookie) = split.choose(visitor);
+                    Chosen {
+                        location: Some(location),
+                        route: Route::RuleVariant(rule, index as u8),
+                        cookie,
+                    }
+                }
+            };
         }
         if self.ios.is_some() || self.android.is_some() {
             let app = match visitor.agent().os {
-                Some(Os::Ios) => self.ios.as_ref(),
-                Some(Os::Android) => self.android.as_ref(),
+                Some(Os::Ios) => self.ios.as_ref().map(|l| (l, Route::Ios)),
+                Some(Os::Android) => self.android.as_ref().map(|l| (l, Route::Android)),
                 _ => None,
             };
-            if let Some(location) = app {
-                return Chosen::App(location);
+            if let Some((location, route)) = app {
+                return Chosen {
+                    location: Some(location),
+                    route,
+                    cookie: None,
+                };
             }
         }
-        if self.split.is_empty() {
-            return Chosen::Url;
-        }
-        let (index, fresh) = match visitor.cookie_variant(self.split.len()) {
-            Some(index) => (index, false),
-            None => {
-                let bucket = visitor.bucket();
-                let index = self
-                    .split
-                    .iter()
-                    .position(|(_, end)| bucket < *end)
-                    .unwrap_or(self.split.len() - 1);
-                (index, true)
+        match &self.split {
+            Some(split) => {
+                let (index, location, cookie) = split.choose(visitor);
+                Chosen {
+                    location: Some(location),
+                    route: Route::Variant(index as u8),
+                    cookie,
+                }
             }
-        };
-        Chosen::Variant {
-            index,
-            location: &self.split[index].0,
-            fresh,
+            None => Chosen {
+                location: self.url.as_ref(),
+                route: Route::Url,
+                cookie: None,
+            },
         }
     }
 
     /// What preview crawlers are shown, if the link has a preview.
     pub fn preview(&self) -> Option<&crate::domain::routes::Preview> {
         self.preview.as_ref()
-    }
-
-    /// The link's own URL with its UTM parameters, if it has some.
-    pub fn url(&self) -> Option<&HeaderValue> {
-        self.url.as_ref()
     }
 
     /// `location` with the short URL's `query` passed on, if the link passes it on (a
@@ -380,13 +493,19 @@ impl Routing {
         let rules: usize = self
             .rules
             .iter()
-            .map(|(location, conditions)| location.len() + conditions.len() * 48)
+            .map(|(goes, conditions)| {
+                let goes = match goes {
+                    Goes::To(location) => location.len(),
+                    Goes::Split(split) => split.weight(),
+                };
+                goes + conditions.len() * 48
+            })
             .sum();
         let apps = [&self.ios, &self.android]
             .iter()
             .filter_map(|a| a.as_ref().map(HeaderValue::len))
             .sum::<usize>();
-        rules + apps + self.split.iter().map(|(l, _)| l.len() + 8).sum::<usize>()
+        rules + apps + self.split.as_ref().map_or(0, Split::weight)
     }
 }
 
@@ -401,6 +520,8 @@ mod tests {
             ("en;q=0.5, fr;q=0.9", Some("fr")),
             ("*;q=1, it", Some("it")),
             ("es;q=0, pt-BR", Some("pt-BR")),
+            ("fr;q=1, de", Some("fr")),
+            ("de;q=0.5, en, fr", Some("en")),
             ("en;q=oops, nl;q=0.1", Some("nl")),
             ("", None),
             ("*", None),

@@ -98,6 +98,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "link routing",
         sql: include_str!("../../migrations/postgres/0017_link_routing.sql"),
     },
+    Migration {
+        version: 18,
+        name: "click routes",
+        sql: include_str!("../../migrations/postgres/0018_click_routes.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -196,6 +201,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 19,
         name: "link routing",
         sql: include_str!("../../migrations/sqlite/0019_link_routing.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "click routes",
+        sql: include_str!("../../migrations/sqlite/0020_click_routes.sql"),
     },
 ];
 

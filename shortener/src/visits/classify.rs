@@ -79,10 +79,15 @@ pub fn cell(visit: &Visit<'_>, kind: VisitKind, geo: Option<&GeoIp>) -> Cell {
         .filter(|geo| geo.loaded())
         .zip(visit.client)
         .and_then(|(geo, client)| geo.country(client));
+    let device = match visit.profile {
+        Some(profile) if kind != VisitKind::Bot => profile.class,
+        _ => device(kind, visit.user_agent),
+    };
     Cell {
         referrer,
-        device: device(kind, visit.user_agent),
+        device,
         country,
+        route: visit.route,
     }
 }
 
@@ -105,33 +110,19 @@ pub fn referrer_host(referer: Option<&str>) -> Option<Box<str>> {
     Some(host.to_ascii_lowercase().into_boxed_str())
 }
 
-/// Device classes of recently seen user agents, keyed by a hash of the agent: a parse costs
-/// microseconds, and a few agents make up most traffic.
-static DEVICES: LazyLock<(Cache<u64, Device>, foldhash::quality::RandomState)> =
-    LazyLock::new(|| (Cache::new(4096), foldhash::quality::RandomState::default()));
-
 /// The device class of a visit: bots (as [`kind`] tells them) are `bot`; otherwise the
-/// User-Agent is parsed (woothee): PCs are desktops, phones mobile, iPads and Android devices
-/// without the `Mobile` token tablets, crawlers bots, the rest other.
+/// User-Agent is parsed (woothee, remembered per agent with its profile): PCs are desktops,
+/// phones mobile, iPads and Android devices without the `Mobile` token tablets, crawlers bots,
+/// the rest other.
 pub fn device(kind: VisitKind, user_agent: Option<&str>) -> Device {
     if kind == VisitKind::Bot {
         return Device::Bot;
     }
-    let Some(agent) = user_agent else {
-        return Device::Other;
-    };
-    let (cache, hasher) = &*DEVICES;
-    let key = hasher.hash_one(agent);
-    if let Some(device) = cache.get(&key) {
-        return device;
-    }
-    let device = parse(agent);
-    cache.insert(key, device);
-    device
+    agent_profile(user_agent).class
 }
 
-fn parse(agent: &str) -> Device {
-    let Some(parsed) = woothee::parser::Parser::new().parse(agent) else {
+fn class(agent: &str, parsed: Option<&woothee::parser::WootheeResult<'_>>) -> Device {
+    let Some(parsed) = parsed else {
         return Device::Other;
     };
     match parsed.category {
@@ -152,6 +143,8 @@ fn parse(agent: &str) -> Device {
 /// What redirect rules read of a user agent: its device class, operating system and browser.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgentProfile {
+    /// The device class the rollups count it under (bots by the agent only; see [`device`]).
+    pub class: Device,
     /// The device class (`None`: a bot or unknown).
     pub device: Option<crate::domain::rules::DeviceClass>,
     /// The operating system family, if known.
@@ -160,14 +153,17 @@ pub struct AgentProfile {
     pub browser: Option<crate::domain::rules::Browser>,
 }
 
-/// Profiles of recently seen user agents, keyed by a hash of the agent (as [`DEVICES`]).
+/// Profiles of recently seen user agents, keyed by a hash of the agent: a parse costs
+/// microseconds, and a few agents make up most traffic. One cache serves the rollups' device
+/// classes and the redirect rules alike.
 static PROFILES: LazyLock<(Cache<u64, AgentProfile>, foldhash::quality::RandomState)> =
     LazyLock::new(|| (Cache::new(4096), foldhash::quality::RandomState::default()));
 
-/// The profile of `user_agent` for redirect rules (woothee, as [`device`]; remembered).
+/// The profile of `user_agent` for the rollups and redirect rules (woothee; remembered).
 pub fn agent_profile(user_agent: Option<&str>) -> AgentProfile {
     let Some(agent) = user_agent else {
         return AgentProfile {
+            class: Device::Other,
             device: None,
             os: None,
             browser: None,
@@ -185,13 +181,14 @@ pub fn agent_profile(user_agent: Option<&str>) -> AgentProfile {
 
 fn profile_of(agent: &str) -> AgentProfile {
     use crate::domain::rules::{Browser, DeviceClass, Os};
-    let device = match parse(agent) {
+    let parsed = woothee::parser::Parser::new().parse(agent);
+    let class = class(agent, parsed.as_ref());
+    let device = match class {
         Device::Desktop => Some(DeviceClass::Desktop),
         Device::Mobile => Some(DeviceClass::Mobile),
         Device::Tablet => Some(DeviceClass::Tablet),
         Device::Bot | Device::Other => None,
     };
-    let parsed = woothee::parser::Parser::new().parse(agent);
     let os = match parsed.as_ref().map(|p| p.os) {
         Some("iPhone" | "iPad" | "iPod" | "iOS") => Some(Os::Ios),
         Some("Android") => Some(Os::Android),
@@ -219,6 +216,7 @@ fn profile_of(agent: &str) -> AgentProfile {
         None
     };
     AgentProfile {
+        class,
         device,
         os,
         browser,

@@ -41,6 +41,10 @@ pub struct Visit<'a> {
     /// The client address; the transport finds it only when [`Visits::locates_clients`]
     /// (it is looked up for a country and dropped, never kept).
     pub client: Option<IpAddr>,
+    /// Which of the link's targets the visit was sent to.
+    pub route: crate::domain::Route,
+    /// The user agent's profile, when routing read it already (so it is not looked up again).
+    pub profile: Option<classify::AgentProfile>,
 }
 
 impl<'a> Visit<'a> {

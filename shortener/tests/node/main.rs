@@ -5,6 +5,7 @@
 #[macro_use]
 mod helpers;
 mod served;
+mod route_stats;
 mod splits;
 
 mod admin;

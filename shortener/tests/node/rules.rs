@@ -298,6 +298,20 @@ crate::on_both_stores!(rules_are_edited_and_recorded);
 
 /// Bad rules, over HTTP (create and patch) and gRPC: refused with the field named, nothing
 /// written.
+/// One `device` = `mobile` condition.
+fn mobile() -> Value {
+    json!([{"type": "device", "value": "mobile"}])
+}
+
+/// A split with these weights, each variant on a host of its own.
+fn split(weights: &[i64]) -> Value {
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, w)| json!({"url": format!("https://v{i}.example/"), "weight": w}))
+        .collect()
+}
+
 async fn bad_rules_are_refused_and_nothing_is_written(backend: Backend) {
     use proto::shortener::v1 as pb;
     let stack = Stack::new(backend).await;
@@ -319,6 +333,13 @@ async fn bad_rules_are_refused_and_nothing_is_written(backend: Backend) {
         (json!(vec![rule("a", json!([{"type": "device", "value": "mobile"}])); 33]), "invalid_rules", "rules:"),
         (json!([{"url": "javascript:alert(1)", "conditions": [{"type": "device", "value": "mobile"}]}]), "invalid_rules", "rules[0].url"),
         (json!([{"url": "https://127.0.0.1/", "conditions": [{"type": "device", "value": "mobile"}]}]), "invalid_rules", "rules[0].url"),
+        // A rule's split: a url or variants, exactly one; the variants checked as a link's.
+        (json!([{"conditions": mobile()}]), "invalid_rules", "rules[0]:"),
+        (json!([{"url": "https://a.example/", "variants": split(&[50, 50]), "conditions": mobile()}]), "invalid_rules", "rules[0]:"),
+        (json!([{"variants": split(&[100]), "conditions": mobile()}]), "invalid_variants", "rules[0].variants:"),
+        (json!([{"variants": split(&[50, 49]), "conditions": mobile()}]), "invalid_variants", "rules[0].variants:"),
+        (json!([{"variants": split(&[0, 100]), "conditions": mobile()}]), "invalid_variants", "rules[0].variants[0].weight"),
+        (json!([{"variants": [{"url": "https://a.example/", "weight": 50}, {"url": "ftp://b.example/", "weight": 50}], "conditions": mobile()}]), "invalid_variants", "rules[0].variants[1].url"),
     ];
     let before = node.list_all("", 1000).await.len();
     let mut grpc = node.links_client().await;
@@ -374,6 +395,14 @@ fn grpc_rule(rule: shortener::domain::RuleInput) -> proto::shortener::v1::Rule {
     use shortener::domain::rules::ValueInput;
     proto::shortener::v1::Rule {
         url: rule.url,
+        variants: rule
+            .variants
+            .into_iter()
+            .map(|v| proto::shortener::v1::Variant {
+                url: v.url,
+                weight: v.weight,
+            })
+            .collect(),
         conditions: rule
             .conditions
             .into_iter()

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 
 /// A visit of `code` from `address` with `headers`: status, `Location`, `Set-Cookie`, `Vary`.
-async fn visit(
+pub(crate) async fn visit(
     node: &Node,
     code: &str,
     address: &str,

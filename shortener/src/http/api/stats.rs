@@ -174,6 +174,13 @@ fn render(
         "as_of": time(freshness.as_of),
         "flush_interval_ms": freshness.flush_interval.map(|d| d.as_millis() as u64),
     });
+    if !links {
+        body["routes"] = report
+            .routes
+            .iter()
+            .map(|(route, visits)| json!({ "route": route, "visits": visits }))
+            .collect();
+    }
     if links {
         body["links"] = report
             .links

@@ -11,7 +11,8 @@ use super::HttpState;
 use super::site::{self, Site};
 use crate::domain::Domain;
 use crate::redirects::Key;
-use crate::redirects::routing::{Chosen, SPLIT_COOKIE, Varies, Visitor};
+use crate::redirects::routing::{Varies, Visitor};
+use crate::visits::classify::AgentProfile;
 use crate::redirects::{Resolution, Target};
 use crate::visits::Visit;
 use axum::body::Body;
@@ -212,7 +213,7 @@ fn respond(
                 state,
                 peer,
                 key,
-                asked.method == Method::HEAD,
+                (asked.method == Method::HEAD, None),
                 headers,
                 &target,
             );
@@ -230,9 +231,9 @@ fn respond(
         }
         Ok(Resolution::Redirect(mut target)) => {
             let head = asked.method == Method::HEAD;
-            if count_visit(state, peer, key, head, headers, &target) {
-                let request = (peer, headers, asked.query);
-                let routed = route(state, request, key, asked.code, &mut target);
+            let request = (peer, headers, asked.query);
+            let (routed, profile) = route(state, request, key, asked.code, &mut target);
+            if count_visit(state, peer, key, (head, profile), headers, &target) {
                 (
                     redirect_to(state, domain, target.location, routed),
                     "redirect",
@@ -269,64 +270,39 @@ struct Routed {
     cookie: Option<HeaderValue>,
 }
 
-/// Replaces `target`'s location by the one its routing chooses for this request (the link of
-/// `key`, asked for as `/{code}`), if it routes; what the answer must say (`None`: a plain
-/// link).
+/// Replaces `target`'s location (and route) by the one its routing chooses for this request
+/// (the link of `key`, asked for as `/{code}`), if it routes; what the answer must say (`None`:
+/// a plain link), and the user agent's profile if the choice read it.
 fn route(
     state: &HttpState,
     request: (SocketAddr, &HeaderMap, Option<&str>),
     key: &str,
     code: &str,
     target: &mut Target,
-) -> Option<Routed> {
+) -> (Option<Routed>, Option<AgentProfile>) {
     let (peer, headers, query) = request;
-    let routing = target.routing.as_ref()?;
+    let Some(routing) = target.routing.as_ref() else {
+        return (None, None);
+    };
     let client = || state.client_policy.client(peer, headers);
     let geo = state.visits.analytics().geo().filter(|g| g.loaded());
     let country = |ip| geo.and_then(|g| g.country(ip));
-    let visitor = Visitor::new(key, headers, query, chrono::Utc::now(), &client, &country);
-    let mut cookie = None;
-    match routing.choose(&visitor) {
-        Chosen::Rule(location) | Chosen::App(location) => target.location = location.clone(),
-        Chosen::Variant {
-            index,
-            location,
-            fresh,
-        } => {
-            target.location = location.clone();
-            if fresh {
-                cookie = split_cookie(state, code, index);
-            }
-        }
-        Chosen::Url => {
-            if let Some(url) = routing.url() {
-                target.location = url.clone();
-            }
-        }
+    let secure = state.public.as_str().starts_with("https:");
+    let visitor = Visitor::new(key, headers, query, &client, &country).at(code, secure);
+    let chosen = routing.choose(&visitor);
+    if let Some(location) = chosen.location {
+        target.location = location.clone();
     }
+    target.route = chosen.route;
     if let Some(passed) = routing.pass_on(&target.location, query) {
         target.location = passed;
     }
-    Some(Routed {
+    let routed = Routed {
         varies: routing.varies(),
         vary: routing.vary().cloned(),
-        cookie,
-    })
-}
-
-/// The cookie that keeps a visitor on variant `index` of the split of `/{code}`: scoped to that
-/// path on the short domain, for 30 days, out of scripts' reach, `Secure` under an https public
-/// URL.
-fn split_cookie(state: &HttpState, code: &str, index: usize) -> Option<HeaderValue> {
-    let secure = if state.public.as_str().starts_with("https:") {
-        "; Secure"
-    } else {
-        ""
+        cookie: chosen.cookie.cloned(),
     };
-    HeaderValue::from_str(&format!(
-        "{SPLIT_COOKIE}={index}; Path=/{code}; Max-Age=2592000; HttpOnly; SameSite=Lax{secure}"
-    ))
-    .ok()
+    (Some(routed), visitor.profile())
 }
 
 /// The redirect to `location` on `domain`. An answer decided by rules (`varies`) is one no
@@ -419,7 +395,7 @@ fn count_visit(
     state: &HttpState,
     peer: SocketAddr,
     code: &str,
-    head: bool,
+    (head, profile): (bool, Option<AgentProfile>),
     headers: &HeaderMap,
     target: &Target,
 ) -> bool {
@@ -433,6 +409,8 @@ fn count_visit(
         user_agent: text(header::USER_AGENT),
         referrer: text(header::REFERER),
         client: (state.visits.locates_clients()).then(|| state.client_policy.client(peer, headers)),
+        route: target.route,
+        profile,
     }
     .classify();
     if !target.admits(visit.kind()) {

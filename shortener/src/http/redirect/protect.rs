@@ -278,7 +278,7 @@ pub(super) async fn unlock(
             "wrong_password",
         );
     }
-    if !count_visit(state, peer, key, false, headers, &target) {
+    if !count_visit(state, peer, key, (false, None), headers, &target) {
         return (gone(), "gone");
     }
     (proceed(&target.location, json), "redirect")

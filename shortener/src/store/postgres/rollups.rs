@@ -145,12 +145,13 @@ async fn add_in_transaction(
 ) -> Result<(), StoreError> {
     let text = |f: fn(&RollupRow) -> &str| -> Vec<&str> { rows.iter().map(f).collect() };
     let int = |f: fn(&RollupRow) -> i64| -> Vec<i64> { rows.iter().map(f).collect() };
-    let (tenant, code, referrer, device, country) = (
+    let (tenant, code, referrer, device, country, route) = (
         text(|r| &r.tenant),
         text(|r| &r.code),
         text(|r| &r.referrer),
         text(|r| r.device),
         text(|r| &r.country),
+        text(|r| &r.route),
     );
     let (bucket, human, bot, head) = (
         int(|r| r.bucket),
@@ -160,14 +161,14 @@ async fn add_in_transaction(
     );
     let tx = client.transaction().await.map_err(db_error)?;
     tx.execute(
-        "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head) \
+        "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head, route) \
          SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], \
-                              $7::int8[], $8::int8[], $9::int8[]) \
-         ON CONFLICT (code, bucket, referrer, device, country) DO UPDATE SET \
+                              $7::int8[], $8::int8[], $9::int8[], $10::text[]) \
+         ON CONFLICT (code, bucket, referrer, device, country, route) DO UPDATE SET \
            human = click_hourly.human + excluded.human, bot = click_hourly.bot + excluded.bot, \
            head = click_hourly.head + excluded.head",
         &[
-            &tenant, &code, &bucket, &referrer, &device, &country, &human, &bot, &head,
+            &tenant, &code, &bucket, &referrer, &device, &country, &human, &bot, &head, &route,
         ],
     )
     .await
@@ -273,10 +274,10 @@ pub(super) async fn maintain(
         let folded = tx
             .execute(
                 &format!(
-                    "INSERT INTO click_daily (tenant, code, bucket, referrer, device, country, human, bot, head) \
-                     SELECT min(tenant), code, {day}, referrer, device, country, sum(human), sum(bot), sum(head) \
-                     FROM {name} GROUP BY code, referrer, device, country \
-                     ON CONFLICT (code, bucket, referrer, device, country) DO UPDATE SET \
+                    "INSERT INTO click_daily (tenant, code, bucket, referrer, device, country, route, human, bot, head) \
+                     SELECT min(tenant), code, {day}, referrer, device, country, route, sum(human), sum(bot), sum(head) \
+                     FROM {name} GROUP BY code, referrer, device, country, route \
+                     ON CONFLICT (code, bucket, referrer, device, country, route) DO UPDATE SET \
                        human = click_daily.human + excluded.human, bot = click_daily.bot + excluded.bot, \
                        head = click_daily.head + excluded.head"
                 ),
@@ -378,7 +379,7 @@ pub(super) async fn stats(
             .ok_or_else(|| StoreError::Internal("a stats statement answered no row".into()))?;
         let (series, tops) = crate::store::rollups::combined_rows(&text)
             .map_err(|e| StoreError::Internal(format!("a stats answer: {e}")))?;
-        return Ok(report(series, tops));
+        return Ok(report(query, series, tops));
     }
     let mut answers = answers.into_iter();
     let series = answers
@@ -390,7 +391,7 @@ pub(super) async fn stats(
     let tops = answers
         .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
         .collect();
-    Ok(report(series, tops))
+    Ok(report(query, series, tops))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //!
 //! Two tables hold the same columns: `click_hourly` (a bucket per hour) and `click_daily` (a
 //! bucket per UTC day, made by compaction of hours older than the compaction age). A row is
-//! keyed by (code, bucket, referrer, device, country) and carries the tenant; counts only ever
+//! keyed by (code, bucket, referrer, device, country, route) and carries the tenant; counts only ever
 //! grow by additive upserts. A stats query reads both tables over its range: an hour is in
 //! exactly one of them, since compaction moves it in one transaction.
 //!
@@ -23,7 +23,7 @@ use std::sync::Arc;
 pub use sql::{Flavor, Param, Statement, StatsSql, TOP_LINKS_PER_DAY, stats_sql};
 pub(crate) use sql::{combined_rows, report};
 
-/// The counts of one (tenant, code, hour, referrer, device, country) to add.
+/// The counts of one (tenant, code, hour, referrer, device, country, route) to add.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RollupRow {
     /// The link's tenant.
@@ -39,6 +39,9 @@ pub struct RollupRow {
     pub device: &'static str,
     /// ISO country code; empty when unknown.
     pub country: String,
+    /// Which of the link's targets the visits went to ([`crate::domain::Route::stored`]);
+    /// empty for the link's URL.
+    pub route: String,
     /// The clicks.
     pub counts: ClickCounts,
 }

@@ -207,7 +207,8 @@ pub fn stats_sql(query: &StatsQuery, flavor: Flavor) -> StatsSql {
         top(source, "country"),
     ];
     match &query.scope {
-        StatsScope::Link(_) => {}
+        // One link's visits by the target they went to (its rules, app targets, variants).
+        StatsScope::Link(_) => tops.push(top(source, "route")),
         StatsScope::Links {
             tenant: Some(tenant),
             tag: None,
@@ -388,8 +389,8 @@ fn top_links(query: &StatsQuery, tenant: &str, flavor: Flavor) -> Statement {
     ))
 }
 
-/// The report of the rows the statements of [`stats_sql`] returned.
-pub(crate) fn report(series: SeriesRows, mut tops: TopRows) -> StatsReport {
+/// The report of the rows the statements of [`stats_sql`] returned for `query`.
+pub(crate) fn report(query: &StatsQuery, series: SeriesRows, mut tops: TopRows) -> StatsReport {
     let count = |n: i64| n.max(0) as u64;
     let series: Vec<SeriesPoint> = series
         .into_iter()
@@ -427,7 +428,15 @@ pub(crate) fn report(series: SeriesRows, mut tops: TopRows) -> StatsReport {
     let referrers = optional(next());
     let devices = plain(next());
     let countries = optional(next());
-    let links = plain(next());
+    let last = plain(next());
+    let (links, routes) = match query.scope {
+        StatsScope::Link(_) => (Vec::new(), last),
+        StatsScope::Links { .. } => (last, Vec::new()),
+    };
+    let routes = routes
+        .into_iter()
+        .map(|(route, n)| (crate::domain::Route::shown(&route).to_string(), n))
+        .collect();
     StatsReport {
         totals,
         series,
@@ -435,5 +444,6 @@ pub(crate) fn report(series: SeriesRows, mut tops: TopRows) -> StatsReport {
         devices,
         countries,
         links,
+        routes,
     }
 }

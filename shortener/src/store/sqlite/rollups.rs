@@ -75,9 +75,9 @@ impl Upsert {
 }
 
 const CLICK_HOURLY: Upsert = Upsert {
-    insert: "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head)",
-    width: 9,
-    conflict: "ON CONFLICT (code, bucket, referrer, device, country) DO UPDATE SET \
+    insert: "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head, route)",
+    width: 10,
+    conflict: "ON CONFLICT (code, bucket, referrer, device, country, route) DO UPDATE SET \
                human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head",
 };
 
@@ -108,7 +108,8 @@ pub(super) fn add(conn: &mut Connection, rows: &[RollupRow]) -> Result<(), Store
         s.raw_bind_parameter(at + 5, &r.country)?;
         s.raw_bind_parameter(at + 6, r.counts.human as i64)?;
         s.raw_bind_parameter(at + 7, r.counts.bot as i64)?;
-        s.raw_bind_parameter(at + 8, r.counts.head as i64)
+        s.raw_bind_parameter(at + 8, r.counts.head as i64)?;
+        s.raw_bind_parameter(at + 9, &r.route)
     })?;
     LINK_DAY_TOTALS.run(
         &tx,
@@ -145,11 +146,11 @@ pub(super) fn maintain(
         .map_err(db_error)?;
     tx.execute(
         &format!(
-            "INSERT INTO click_daily (tenant, code, bucket, referrer, device, country, human, bot, head) \
-             SELECT min(tenant), code, bucket - bucket % {DAY} AS day, referrer, device, country, \
+            "INSERT INTO click_daily (tenant, code, bucket, referrer, device, country, route, human, bot, head) \
+             SELECT min(tenant), code, bucket - bucket % {DAY} AS day, referrer, device, country, route, \
                     sum(human), sum(bot), sum(head) \
-             FROM click_hourly WHERE bucket < ?1 GROUP BY code, day, referrer, device, country \
-             ON CONFLICT (code, bucket, referrer, device, country) DO UPDATE SET \
+             FROM click_hourly WHERE bucket < ?1 GROUP BY code, day, referrer, device, country, route \
+             ON CONFLICT (code, bucket, referrer, device, country, route) DO UPDATE SET \
                human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head"
         ),
         [plan.compact_before],
@@ -229,5 +230,5 @@ pub(super) fn stats(conn: &Connection, query: &StatsQuery) -> Result<StatsReport
             .map_err(db_error)?;
         tops.push(rows);
     }
-    Ok(report(series, tops))
+    Ok(report(query, series, tops))
 }

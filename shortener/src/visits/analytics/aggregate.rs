@@ -17,7 +17,7 @@
 //! tenant with its reason ([`DropReason`]) and logged once per tenant between flushes.
 
 use crate::domain::stats::OTHER_REFERRER;
-use crate::domain::{ClickCounts, CompactCode, Device};
+use crate::domain::{ClickCounts, CompactCode, Device, Route};
 use crate::visits::VisitKind;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -56,6 +56,8 @@ pub struct Cell {
     pub device: Device,
     /// The country, if known.
     pub country: Option<[u8; 2]>,
+    /// Which of the link's targets the visit went to.
+    pub route: Route,
 }
 
 /// A link's counters of one hour, with its tenant (so a flush needs no lookup). The first cell
@@ -373,6 +375,7 @@ mod tests {
             referrer: Referrer::Host(name.into()),
             device: Device::Desktop,
             country: None,
+            route: Route::Url,
         }
     }
 

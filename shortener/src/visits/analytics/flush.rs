@@ -33,6 +33,7 @@ impl Analytics {
                         .country
                         .map(|c| String::from_utf8_lossy(&c).into_owned())
                         .unwrap_or_default(),
+                    route: t.cell.route.stored().into_owned(),
                     counts: t.counts,
                 })
                 .collect();
