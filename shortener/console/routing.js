@@ -32,7 +32,8 @@ export function conditionText(c) {
 
 /// A rule in words: `device is mobile and os is ios -> URL`.
 export function ruleText(rule) {
-  return `${(rule.conditions || []).map(conditionText).join(' and ')} -> ${rule.url}`;
+  const to = rule.variants?.length ? `split ${splitText(rule.variants)}` : rule.url;
+  return `${(rule.conditions || []).map(conditionText).join(' and ')} -> ${to}`;
 }
 
 /// A split in words: `50% URL, 50% URL`.
@@ -49,7 +50,8 @@ export function routingSection(link) {
     parts.push(el('h3', {}, 'Rules'), el('p', { class: 'hint' }, 'The first rule whose conditions all hold decides.'),
       el('ol', { id: 'rules', class: 'routes' }, rules.map((rule) => el('li', {},
         el('ul', { class: 'conditions' }, rule.conditions.map((c) => el('li', {}, conditionText(c)))),
-        el('div', {}, '-> ', el('span', { class: 'url' }, rule.url))))));
+        el('div', {}, '-> ', el('span', { class: 'url' },
+          rule.variants?.length ? `split ${splitText(rule.variants)}` : rule.url))))));
   }
   if (link.ios || link.android) {
     const row = (name, value) => (value ? [el('dt', {}, name), el('dd', { class: 'url' }, value)] : null);
@@ -122,9 +124,13 @@ function ruleBox(rules, r, redraw) {
   const rule = rules[r];
   const url = el('input', { type: 'url', value: rule.url, spellcheck: 'false', 'data-field': `rules[${r}].url` });
   url.addEventListener('input', () => { rule.url = url.value; });
+  // A rule that splits its visits keeps its split as it is (the API edits a rule's split).
+  const target = rule.variants
+    ? el('p', { class: 'url', 'data-field': `rules[${r}].variants` }, `Split: ${splitText(rule.variants)}`)
+    : field(`Rule ${r + 1} URL`, url);
   const move = (to) => () => { rules.splice(to, 0, ...rules.splice(r, 1)); redraw(); };
   return el('fieldset', { class: 'rule' }, el('legend', {}, `Rule ${r + 1}`),
-    field(`Rule ${r + 1} URL`, url),
+    target,
     rule.conditions.map((c, i) => conditionRow(rule, r, c, i, redraw)),
     el('div', { class: 'actions' },
       button('Add condition', () => { rule.conditions.push({ type: 'device', key: '', value: 'mobile' }); redraw(); },
@@ -137,7 +143,11 @@ function ruleBox(rules, r, redraw) {
 /// The rules editor of `initial` (the link's rules): its fieldset and `value()`, the rules as
 /// the API takes them.
 export function rulesEditor(initial = []) {
-  const rules = initial.map((rule) => ({ url: rule.url, conditions: rule.conditions.map(conditionDraft) }));
+  const rules = initial.map((rule) => ({
+    url: rule.url || '',
+    variants: rule.variants?.length ? rule.variants : undefined,
+    conditions: rule.conditions.map(conditionDraft),
+  }));
   const list = el('div', { class: 'rules' });
   function redraw() {
     clear(list).append(...rules.map((_, r) => ruleBox(rules, r, redraw)));
@@ -153,7 +163,10 @@ export function rulesEditor(initial = []) {
       redraw();
       list.lastElementChild?.querySelector('input')?.focus();
     })));
-  const value = () => rules.map((rule) => ({ url: rule.url.trim(), conditions: rule.conditions.map(conditionValue) }));
+  const value = () => rules.map((rule) => ({
+    ...(rule.variants ? { variants: rule.variants } : { url: rule.url.trim() }),
+    conditions: rule.conditions.map(conditionValue),
+  }));
   return { node, value };
 }
 
