@@ -5,8 +5,8 @@
 //! requested once (each must redirect where its kind says), then wrk runs of equal length over
 //! each set alternate within every round, all with the same headers: a desktop Chrome
 //! `User-Agent` and an `Accept-Language`. No request carries a cookie, so every visit of a split
-//! is a new visitor's and takes the hash path (SHA-256 of the link, the address and the agent,
-//! and a `Set-Cookie` on the answer), the costlier of the two.
+//! is a new visitor's and takes the hash path (a seeded foldhash of the link, the address and
+//! the agent, and a `Set-Cookie` on the answer), the costlier of the two.
 
 use crate::http::Conn;
 use crate::node::{API_KEY, Backend, Node, NodeSpec};

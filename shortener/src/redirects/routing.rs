@@ -145,7 +145,7 @@ pub struct Routing {
 pub struct Visitor<'a> {
     /// The link's key (a split's assignment is per link).
     key: &'a str,
-    /// The short URL's path after `/` (a split's cookie is scoped to it).
+    /// The short URL's path after `/` (a split's cookie is scoped to it; see [`Visitor::at`]).
     path: &'a str,
     /// Whether a split's cookie is `Secure`.
     secure: bool,
@@ -172,7 +172,7 @@ impl<'a> Visitor<'a> {
     ) -> Self {
         Self {
             key,
-            path: crate::domain::shown_code(key),
+            path: key,
             secure: false,
             headers,
             query,
