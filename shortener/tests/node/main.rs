@@ -45,6 +45,7 @@ mod readme;
 mod redirects;
 mod replica;
 mod reserved;
+mod routing_bad_input;
 mod rules;
 mod store;
 mod targets;
