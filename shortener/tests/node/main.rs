@@ -18,6 +18,7 @@ mod console;
 mod console_details;
 mod console_domains;
 mod console_routing;
+mod console_sharing;
 mod csv_routing;
 mod domain_files;
 mod domains;
