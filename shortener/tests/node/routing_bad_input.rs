@@ -2,6 +2,7 @@
 //! create and patch (`422` with its code, the message naming the field) and by a gRPC
 //! `CreateLink` and `UpdateLink` (`INVALID_ARGUMENT`, the code in `error-code`, the field in
 //! the message), and nothing is written: no link is made and the edited link stays as it was.
+//! And the other way: a routed link of several kilobytes that HTTP takes, gRPC takes too.
 
 use crate::helpers::{Backend, Node, Stack, authed};
 use crate::rules::node;
@@ -195,3 +196,81 @@ async fn bad_utm_and_preview_input_is_refused_alike_over_http_and_grpc(backend: 
     assert_eq!(updated.description.map(|d| d.len()), Some(500));
 }
 crate::on_both_stores!(bad_utm_and_preview_input_is_refused_alike_over_http_and_grpc);
+
+/// A create whose routing takes several kilobytes (long rule targets, a split, a preview at
+/// its bounds): what the JSON API takes, `CreateLink` and `UpdateLink` take too, rather than
+/// refusing the message for its size.
+async fn a_routed_create_http_takes_grpc_takes_too(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node: Node = node(&stack, "big").await;
+    let long = |name: &str| format!("https://{name}.example/{}", "p".repeat(1500));
+    let rules: Vec<pb::Rule> = (0..3)
+        .map(|i| pb::Rule {
+            url: long(&format!("rule{i}")),
+            conditions: vec![pb::Condition {
+                r#type: "query".into(),
+                key: "c".into(),
+                values: vec![format!("v{i}")],
+            }],
+        })
+        .collect();
+    let variants = vec![
+        pb::Variant {
+            url: long("a"),
+            weight: 50,
+        },
+        pb::Variant {
+            url: long("b"),
+            weight: 50,
+        },
+    ];
+    let (title, description) = ("\u{e9}".repeat(200), "d".repeat(500));
+    let body = json!({
+        "url": long("target"),
+        "rules": rules.iter().map(|r| json!({"url": r.url, "conditions": [
+            {"type": "query", "key": "c", "value": r.conditions[0].values[0]}]})).collect::<Vec<_>>(),
+        "variants": variants.iter().map(|v| json!({"url": v.url, "weight": v.weight})).collect::<Vec<_>>(),
+        "title": title, "description": description, "image": long("img"),
+    });
+    assert!(body.to_string().len() > 8 * 1024, "a create of some size");
+    let (status, made) = node.create(body).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+
+    let mut grpc = node.links_client().await;
+    let request = pb::CreateLinkRequest {
+        url: long("target"),
+        rules: rules.clone(),
+        variants: variants.clone(),
+        title: Some(title.clone()),
+        description: Some(description.clone()),
+        image: Some(long("img")),
+        ..Default::default()
+    };
+    let created = grpc
+        .create_link(authed(request))
+        .await
+        .expect("CreateLink takes what HTTP takes")
+        .into_inner();
+    assert_eq!((created.rules.len(), created.variants.len()), (3, 2));
+    let plain = grpc
+        .create_link(authed(crate::helpers::create("https://plain.example/")))
+        .await
+        .expect("a plain create")
+        .into_inner();
+    let update = pb::UpdateLinkRequest {
+        code: plain.code.clone(),
+        rules: Some(pb::RuleList { rules }),
+        variants: Some(pb::VariantList { variants }),
+        title: Some(title),
+        description: Some(description),
+        image: Some(long("img")),
+        ..Default::default()
+    };
+    let updated = grpc
+        .update_link(authed(update))
+        .await
+        .expect("UpdateLink takes what HTTP takes")
+        .into_inner();
+    assert_eq!((updated.rules.len(), updated.variants.len()), (3, 2));
+}
+crate::on_both_stores!(a_routed_create_http_takes_grpc_takes_too);
