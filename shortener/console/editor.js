@@ -5,6 +5,7 @@ import { checkbox, confirmDialog, el, field, notify } from './dom.js';
 import { domainChoice, ownHosts } from './domains.js';
 import { linkHash } from './links.js';
 import { appTargets, markField, routingChanges, rulesEditor, splitEditor } from './routing.js';
+import { campaignEditor, previewEditor } from './sharing.js';
 
 /// Tags typed as `a, b c` -> ['a', 'b', 'c'].
 function tagList(text) {
@@ -26,18 +27,24 @@ function localFrom(iso) {
   return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())}T${pad(t.getHours())}:${pad(t.getMinutes())}`;
 }
 
-/// The routing editors of `link` (rules, app targets, split; `extra` goes under the split), the
-/// place their refusals are shown, and `changes()`: the routing fields that differ from the
-/// link's, or throws why the form cannot be sent.
-function routingEditors(link, extra) {
+/// The routing editors of `link` (rules, app targets, split, UTM parameters and the query,
+/// preview; `extra` goes under the split, `host()` names the short URL's host on the preview
+/// card), the place their refusals are shown, `refresh()` (redraws the card) and `changes()`:
+/// the routing fields that differ from the link's, or throws why the form cannot be sent.
+function routingEditors(link, extra, host) {
   const rules = rulesEditor(link.rules || []);
   const apps = appTargets(link);
   const split = splitEditor(link.variants || [], extra);
-  const current = () => ({ rules: rules.value(), ...apps.value(), variants: split.value() });
+  const campaign = campaignEditor(link);
+  const preview = previewEditor(link, host);
+  const current = () => ({
+    rules: rules.value(), ...apps.value(), variants: split.value(), ...campaign.value(), ...preview.value(),
+  });
   const before = current();
   const refusal = el('div', { id: 'form-error', role: 'alert' });
   return {
-    nodes: [rules.node, apps.node, split.node, refusal],
+    nodes: [rules.node, apps.node, split.node, campaign.node, preview.node, refusal],
+    refresh: preview.refresh,
     changes() {
       const problem = split.problem();
       if (problem) throw Object.assign(new Error(problem), { field: 'variants[0].weight' });
@@ -65,7 +72,8 @@ export async function createPage() {
   const maxVisits = el('input', { type: 'number', min: 1 });
   const password = el('input', { type: 'password', autocomplete: 'new-password', maxlength: 256 });
   const priv = checkbox('Private: an unguessable 16-character code');
-  const routing = routingEditors({});
+  const routing = routingEditors({}, null, () => domain.value || location.host);
+  domain.addEventListener('change', routing.refresh);
   const form = el('form', { 'aria-labelledby': 'create-title' },
     el('h1', { id: 'create-title' }, 'New link'),
     field('Target URL', url),
@@ -130,7 +138,8 @@ export async function editPage(code, domain) {
   const maxVisits = el('input', { type: 'number', min: 1, value: link.max_visits ?? '' });
   const password = el('input', { type: 'password', autocomplete: 'new-password', maxlength: 256 });
   const clearPassword = checkbox('Remove the password');
-  const routing = routingEditors(link, (link.variants || []).length ? endSplit(link, domain) : null);
+  const routing = routingEditors(link, (link.variants || []).length ? endSplit(link, domain) : null,
+    () => new URL(link.short_url).host);
   const form = el('form', { 'aria-labelledby': 'edit-title' },
     el('h1', { id: 'edit-title' }, 'Edit ', el('span', { class: 'code' }, link.code)),
     field('Target URL', url, 'A new target is recorded in the link\'s history.'),

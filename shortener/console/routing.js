@@ -41,7 +41,8 @@ export function splitText(variants) {
   return variants.map((v) => `${v.weight}% ${v.url}`).join(', ');
 }
 
-/// The link's routing, read-only: rules in order, app targets, the split with its weights.
+/// The link's routing, read-only: rules in order, app targets, the split with its weights, the
+/// UTM parameters and whether the query is passed on, the social preview.
 export function routingSection(link) {
   const rules = link.rules || [];
   const variants = link.variants || [];
@@ -53,8 +54,8 @@ export function routingSection(link) {
         el('div', {}, '-> ', el('span', { class: 'url' },
           rule.variants?.length ? `split ${splitText(rule.variants)}` : rule.url))))));
   }
+  const row = (name, value) => (value ? [el('dt', {}, name), el('dd', { class: 'url' }, value)] : null);
   if (link.ios || link.android) {
-    const row = (name, value) => (value ? [el('dt', {}, name), el('dd', { class: 'url' }, value)] : null);
     parts.push(el('h3', {}, 'App targets'),
       el('dl', { id: 'app-targets', class: 'facts' }, row('iOS', link.ios), row('Android', link.android)));
   }
@@ -62,6 +63,15 @@ export function routingSection(link) {
     parts.push(el('h3', {}, 'Split'), el('table', { id: 'variants' },
       el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Weight'), el('th', { scope: 'col' }, 'URL'))),
       el('tbody', {}, variants.map((v) => el('tr', {}, el('td', {}, `${v.weight}%`), el('td', { class: 'url' }, v.url))))));
+  }
+  const utm = ['utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content'].filter((n) => link[n]);
+  if (utm.length || link.pass_query) {
+    parts.push(el('h3', {}, 'Campaign'), el('dl', { id: 'campaign', class: 'facts' },
+      utm.map((n) => row(n, link[n])), link.pass_query ? row('Query', 'passed on to the target') : null));
+  }
+  if (link.title || link.description || link.image) {
+    parts.push(el('h3', {}, 'Social preview'), el('dl', { id: 'preview', class: 'facts' },
+      row('Title', link.title), row('Description', link.description), row('Image', link.image)));
   }
   if (!parts.length) parts.push(el('p', { class: 'hint', id: 'no-routing' }, 'No rules, app targets or split: every visit goes to the target.'));
   return el('section', { 'aria-labelledby': 'routing-title' }, el('h2', { id: 'routing-title' }, 'Routing'), parts);
@@ -220,10 +230,10 @@ export function splitEditor(initial = [], extra = null) {
 }
 
 /// The routing fields of a create body or patch that differ from `before` (a snapshot of the
-/// same editors' values when the form was built).
+/// same editors' values when the form was built); an emptied list is sent as null.
 export function routingChanges(before, now) {
   const changes = {};
-  for (const name of ['rules', 'ios', 'android', 'variants']) {
+  for (const name of Object.keys(now)) {
     if (JSON.stringify(now[name]) === JSON.stringify(before[name])) continue;
     const empty = Array.isArray(now[name]) && !now[name].length;
     changes[name] = empty ? null : now[name];

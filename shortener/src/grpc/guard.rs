@@ -24,8 +24,11 @@ const OTHER_LIMIT: usize = 16 * 1024;
 /// How large a request each method may send, in bytes of its body (framing included).
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimits {
-    /// A create of one link.
+    /// A create of one link without routing, or a domain's claim.
     pub create: usize,
+    /// A create or update of one link with its routing (rules, split, app targets, UTM
+    /// parameters, preview): at least what the JSON API takes for one ([`ROUTED_LINK`]).
+    pub routed: usize,
     /// A batch create.
     pub batch: usize,
     /// A get, delete or history (a code).
@@ -34,12 +37,18 @@ pub struct BodyLimits {
     pub query: usize,
 }
 
+/// The least a create or update of one link may be over gRPC, whatever the URL bound: as much
+/// as the JSON API reads for one (16 KiB), so a link with rules, a split and a preview that HTTP
+/// takes is not refused over gRPC for its size (its protobuf is smaller than its JSON).
+pub const ROUTED_LINK: usize = 16 * 1024;
+
 impl BodyLimits {
     /// The limits for target URLs of at most `max_url` bytes and batches of `batch_limit`.
     pub fn new(max_url: usize, batch_limit: usize) -> Self {
         let create = max_url + 1024;
         Self {
             create,
+            routed: create.max(ROUTED_LINK),
             batch: create * batch_limit + 1024,
             small: 1024,
             query: 4096,
@@ -51,10 +60,10 @@ impl BodyLimits {
     /// size limit (that of a batch), and it is read a chunk at a time.
     fn of(&self, method: &str) -> (usize, Operation) {
         match method {
-            "CreateLink" => (self.create, Operation::Create),
+            "CreateLink" => (self.routed, Operation::Create),
             "BatchCreateLinks" => (self.batch, Operation::CreateBatch { items: 0 }),
             "DeleteLink" => (self.small, Operation::Delete),
-            "UpdateLink" => (self.create, Operation::Update),
+            "UpdateLink" => (self.routed, Operation::Update),
             "GetLinkHistory" => (self.small, Operation::History),
             "GetLinkStats" | "GetTenantStats" => (self.small, Operation::Stats),
             "ListLinks" => (self.query, Operation::List),

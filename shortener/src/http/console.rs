@@ -74,6 +74,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../console/routing.js"),
     ),
     (
+        "sharing.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/sharing.js"),
+    ),
+    (
         "chart.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/chart.js"),

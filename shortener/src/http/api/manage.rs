@@ -3,6 +3,7 @@
 use super::wire::{EventJson, LinkAnswer, LinkJson, ListParams, PageJson, patch_input, read_body};
 use super::{admit, bytes_stream, code};
 use crate::access::Operation;
+use crate::domain::rules::ApiRules;
 use crate::domain::{Error, LinkPatch, PublicBase};
 use crate::http::{ApiError, HttpState};
 use axum::body::{Body, Bytes};
@@ -149,8 +150,12 @@ pub async fn qr(
         .into_response())
 }
 
-/// The columns of a CSV export, which a CSV import reads back.
-const CSV_COLUMNS: [&str; 11] = [
+/// The columns of a CSV export, which a CSV import reads back: the link, then its routing
+/// (`rules` and `variants` as JSON text, empty when unset). The preview's columns are
+/// `preview_title`, `preview_description` and `preview_image` rather than the API's `title`,
+/// ...: Bitly, Shlink and YOURLS exports have a `title` column that names the link, which
+/// must not import as a social preview.
+const CSV_COLUMNS: [&str; 24] = [
     "code",
     "url",
     "tags",
@@ -162,6 +167,19 @@ const CSV_COLUMNS: [&str; 11] = [
     "tenant",
     "clicks",
     "domain",
+    "rules",
+    "ios",
+    "android",
+    "variants",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "utm_term",
+    "utm_content",
+    "pass_query",
+    "preview_title",
+    "preview_description",
+    "preview_image",
 ];
 
 /// `GET /api/v1/links/export?format=ndjson|csv`: every link of the list (filters as in
@@ -266,6 +284,22 @@ fn csv_row(
     now: chrono::DateTime<Utc>,
 ) {
     let time = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let routes = &link.routes;
+    fn text(value: &Option<String>) -> &str {
+        value.as_deref().unwrap_or_default()
+    }
+    // Writing JSON into a String cannot fail.
+    let rules = if routes.rules.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string(&ApiRules(&routes.rules)).unwrap_or_default()
+    };
+    let variants = if routes.variants.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string(&routes.variants).unwrap_or_default()
+    };
+    let (utm, preview) = (&routes.utm, &routes.preview);
     let mut writer = csv::Writer::from_writer(out);
     let _ = writer.write_record([
         link.shown_code(),
@@ -279,6 +313,19 @@ fn csv_row(
         link.tenant.as_str(),
         &link.clicks.human.to_string(),
         link.domain.as_deref().unwrap_or(public.host_str()),
+        &rules,
+        text(&routes.ios),
+        text(&routes.android),
+        &variants,
+        text(&utm.source),
+        text(&utm.medium),
+        text(&utm.campaign),
+        text(&utm.term),
+        text(&utm.content),
+        if routes.pass_query { "true" } else { "false" },
+        text(&preview.title),
+        text(&preview.description),
+        text(&preview.image),
     ]);
     let _ = writer.flush();
 }

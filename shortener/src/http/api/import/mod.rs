@@ -8,6 +8,7 @@
 //! it has sent everything should ask for `?results=errors`, which answers only the rows refused
 //! (and the summary), so that the answer never waits on a client that is not reading it.
 
+mod routing;
 mod rows;
 
 use super::admit;

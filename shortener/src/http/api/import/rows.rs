@@ -1,6 +1,7 @@
 //! The rows of an import body: an NDJSON line's fields, or a CSV row's by the columns its
 //! header names (the mappings of other shorteners' exports, docs/shortener.md).
 
+use super::routing::Routing;
 use crate::domain::{Error, ImportInput};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde::Deserialize;
@@ -162,6 +163,8 @@ enum Column {
     ExpiresAt,
     CreatedAt,
     MaxVisits,
+    /// A routing field ([`super::routing`]).
+    Routing(Routing),
     Ignored,
 }
 
@@ -181,7 +184,7 @@ fn column(name: &str) -> Column {
         "expiresat" | "expires" | "validuntil" => Column::ExpiresAt,
         "createdat" | "created" | "datecreated" | "timestamp" | "date" => Column::CreatedAt,
         "maxvisits" => Column::MaxVisits,
-        _ => Column::Ignored,
+        routing => Routing::of(routing).map_or(Column::Ignored, Column::Routing),
     }
 }
 
@@ -268,6 +271,7 @@ impl Columns {
                         )
                     })?)
                 }
+                Column::Routing(field) => field.fill(&mut input.routes, text)?,
                 Column::Ignored => {}
             }
         }
@@ -329,5 +333,44 @@ mod tests {
             Columns::parse(b"code,tags").expect_err("no url").code(),
             "missing_url_column"
         );
+    }
+
+    #[test]
+    fn routing_columns_read_what_an_export_writes() {
+        let columns = Columns::parse(
+            b"url,title,rules,variants,UTM Source,utm_content,pass_query,preview_title,preview_image,ios",
+        )
+        .expect("a header");
+        let row = columns
+            .row(br#"https://e.test/,Named,"[{""url"":""https://r.test/"",""conditions"":[{""type"":""device"",""value"":""mobile""}]}]","[{""url"":""https://a.test/"",""weight"":60},{""url"":""https://b.test/"",""weight"":40}]",news,x y,TRUE,Spring,https://i.test/a.png,myapp://x"#)
+            .expect("a row");
+        let routes = &row.routes;
+        assert_eq!(routes.rules.len(), 1);
+        assert_eq!(routes.variants[1].weight, 40);
+        assert_eq!(routes.utm.source.as_deref(), Some("news"));
+        assert_eq!(routes.utm.content.as_deref(), Some("x y"));
+        assert!(routes.pass_query);
+        // `title` is a link's name in other shorteners' exports, never a preview.
+        assert_eq!(routes.preview.title.as_deref(), Some("Spring"));
+        assert_eq!(
+            routes.preview.image.as_deref(),
+            Some("https://i.test/a.png")
+        );
+        assert_eq!(routes.ios.as_deref(), Some("myapp://x"));
+        let named = Columns::parse(b"url,title").expect("a header");
+        let row = named.row(b"https://e.test/,Named").expect("a row");
+        assert!(row.routes.preview.is_empty());
+        for (cell, code) in [
+            ("x,[nope,,,,,,,", "invalid_rules"),
+            ("x,,{},,,,,,", "invalid_variants"),
+            ("x,,,,,yes,,,", "invalid_pass_query"),
+        ] {
+            let row = format!("https://e.test/,{cell}");
+            assert_eq!(
+                columns.row(row.as_bytes()).expect_err(cell).code(),
+                code,
+                "{cell}"
+            );
+        }
     }
 }
