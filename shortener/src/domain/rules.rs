@@ -327,12 +327,13 @@ fn parse_rule(
             (String::new(), split)
         }
         (false, true) => {
-            let url = TargetUrl::parse(&rule.url, max_url_length, targets).map_err(|e| match e {
-                UrlError::Blocked(_) => {
-                    Error::invalid("blocked_target", format!("rules[{i}].url: {e}"))
-                }
-                e => invalid(format!("rules[{i}].url: {e}")),
-            })?;
+            let url =
+                TargetUrl::parse(&rule.url, max_url_length, targets).map_err(|e| match e {
+                    UrlError::Blocked(_) => {
+                        Error::invalid("blocked_target", format!("rules[{i}].url: {e}"))
+                    }
+                    e => invalid(format!("rules[{i}].url: {e}")),
+                })?;
             (url.as_str().to_string(), Vec::new())
         }
     };

@@ -180,12 +180,7 @@ pub(super) fn link(public: &PublicBase, link: &Link) -> pb::Link {
         rules: link.routes.rules.0.iter().map(rule_message).collect(),
         ios: link.routes.ios.clone(),
         android: link.routes.android.clone(),
-        variants: link
-            .routes
-            .variants
-            .iter()
-            .map(variant_message)
-            .collect(),
+        variants: link.routes.variants.iter().map(variant_message).collect(),
         utm_source: link.routes.utm.source.clone(),
         utm_medium: link.routes.utm.medium.clone(),
         utm_campaign: link.routes.utm.campaign.clone(),

@@ -6,9 +6,9 @@
 //! profile (remembered per agent), the preferred language, the client's address and country,
 //! the query, the split's cookie.
 
-use crate::domain::{Route, Routes};
 use crate::domain::routes::with_params;
 use crate::domain::rules::{Condition, Os};
+use crate::domain::{Route, Routes};
 use crate::visits::classify::{AgentProfile, agent_profile};
 use axum::http::{HeaderMap, HeaderValue, header};
 use chrono::{DateTime, Utc};
@@ -82,7 +82,10 @@ impl Split {
 
     /// The visitor's variant: the one its cookie names, else the one its bucket falls in (and
     /// the cookie that keeps it there).
-    fn choose<'s>(&'s self, visitor: &Visitor<'_>) -> (usize, &'s HeaderValue, Option<&'s HeaderValue>) {
+    fn choose<'s>(
+        &'s self,
+        visitor: &Visitor<'_>,
+    ) -> (usize, &'s HeaderValue, Option<&'s HeaderValue>) {
         if let Some(index) = visitor.cookie_variant(&self.name, self.variants.len()) {
             return (index, &self.variants[index].0, None);
         }

@@ -124,6 +124,35 @@ async fn flow(node: &Node, page: &mut Page, key: &str) {
     );
     page.wait_text("#rules", "query src is one of a, b").await;
     page.check("split-ended").await;
+    a_rules_split_is_kept(node, page, key, &code).await;
+}
+
+/// A rule that splits its visits (set over the API) is shown with its split, and an edit of the
+/// rules in the console keeps it as it is.
+async fn a_rules_split_is_kept(node: &Node, page: &mut Page, key: &str, code: &str) {
+    let mut rules = link(node, key, code).await["rules"].clone();
+    rules[1] = json!({"variants": [{"url": A, "weight": 30}, {"url": B, "weight": 70}],
+        "conditions": [{"type": "device", "value": "mobile"}]});
+    let (status, body) = call(
+        node,
+        Method::PATCH,
+        &format!("/links/{code}"),
+        key,
+        Some(json!({ "rules": rules })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    page.client.refresh().await.expect("reload");
+    page.wait_text("#rules", "split 30%").await;
+    page.click("Edit").await;
+    page.wait_text("#edit-title", code).await;
+    press(page, "Move rule 2 up").await;
+    page.click("Save").await;
+    page.wait_text("#rules", "split 30%").await;
+    let stored = link(node, key, code).await;
+    assert_eq!(stored["rules"][0], rules[1], "{stored}");
+    assert_eq!(stored["rules"][1]["url"], CAMPAIGN, "{stored}");
+    page.check("rule-split-kept").await;
 }
 
 /// Adds a rule (mobile visitors to [`MOBILE`]) and a 50/50 split in the edit form, and checks

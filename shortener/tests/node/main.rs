@@ -4,8 +4,8 @@
 
 #[macro_use]
 mod helpers;
-mod served;
 mod route_stats;
+mod served;
 mod splits;
 
 mod admin;

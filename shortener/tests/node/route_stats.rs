@@ -52,7 +52,11 @@ async fn a_rules_split_is_kept_and_stats_count_each_route(backend: Backend) {
     let (status, made) = node.create(routed_link()).await;
     assert_eq!(status, StatusCode::CREATED, "{made}");
     let code = made["code"].as_str().expect("code").to_string();
-    assert_eq!(made["rules"][0]["variants"][1]["weight"], json!(50), "{made}");
+    assert_eq!(
+        made["rules"][0]["variants"][1]["weight"],
+        json!(50),
+        "{made}"
+    );
     assert!(made["rules"][0].get("url").is_none(), "{made}");
 
     // What each visitor got, tallied by route: German visitors (81.0.0.0/8) over the rule's
@@ -66,17 +70,31 @@ async fn a_rules_split_is_kept_and_stats_count_each_route(backend: Backend) {
         assert_eq!(status, 302, "{german}");
         *seen.entry(route_of(&location)).or_default() += 1;
         let cookie = cookie.expect("a new visitor of the rule's split gets a cookie");
-        assert!(cookie.starts_with("sv0=") && cookie.contains(&format!("Path=/{code}")), "{cookie}");
-        cookies.push((location, cookie.split(';').next().expect("pair").to_string()));
+        assert!(
+            cookie.starts_with("sv0=") && cookie.contains(&format!("Path=/{code}")),
+            "{cookie}"
+        );
+        cookies.push((
+            location,
+            cookie.split(';').next().expect("pair").to_string(),
+        ));
         let elsewhere = format!("198.51.{}.{}", i / 200, i % 200);
         let (_, location, cookie, _) =
             visit(&node, &code, &elsewhere, &[("user-agent", WINDOWS_CHROME)]).await;
         *seen.entry(route_of(&location)).or_default() += 1;
-        assert!(cookie.is_some_and(|c| c.starts_with("sv=")), "the link's split cookie");
+        assert!(
+            cookie.is_some_and(|c| c.starts_with("sv=")),
+            "the link's split cookie"
+        );
     }
     for i in 0..3 {
-        let (_, location, _, _) =
-            visit(&node, &code, &format!("203.0.113.{i}"), &[("user-agent", IPHONE)]).await;
+        let (_, location, _, _) = visit(
+            &node,
+            &code,
+            &format!("203.0.113.{i}"),
+            &[("user-agent", IPHONE)],
+        )
+        .await;
         assert_eq!(location, "https://ios.example/");
         *seen.entry("rules[1]").or_default() += 1;
     }
@@ -85,13 +103,25 @@ async fn a_rules_split_is_kept_and_stats_count_each_route(backend: Backend) {
     for (i, (location, pair)) in cookies.iter().take(10).enumerate() {
         let headers = [("user-agent", WINDOWS_CHROME), ("cookie", pair.as_str())];
         let (_, again, cookie, _) = visit(&node, &code, &format!("81.9.9.{i}"), &headers).await;
-        assert_eq!((&again, cookie), (location, None), "a returning visitor moved");
+        assert_eq!(
+            (&again, cookie),
+            (location, None),
+            "a returning visitor moved"
+        );
         *seen.entry(route_of(&again)).or_default() += 1;
     }
     assert!(!seen.contains_key("unexpected"), "{seen:?}");
-    for route in ["rules[0].variants[0]", "rules[0].variants[1]", "variants[0]", "variants[1]"] {
+    for route in [
+        "rules[0].variants[0]",
+        "rules[0].variants[1]",
+        "variants[0]",
+        "variants[1]",
+    ] {
         let n = seen.get(route).copied().unwrap_or(0);
-        assert!((20..=110).contains(&n), "{route} got {n} of its split: {seen:?}");
+        assert!(
+            (20..=110).contains(&n),
+            "{route} got {n} of its split: {seen:?}"
+        );
     }
 
     // The stats count each route exactly as the visitors were sent.
@@ -107,7 +137,12 @@ async fn a_rules_split_is_kept_and_stats_count_each_route(backend: Backend) {
         .as_array()
         .expect("routes")
         .iter()
-        .map(|e| (e["route"].as_str().expect("route"), e["visits"].as_u64().expect("n")))
+        .map(|e| {
+            (
+                e["route"].as_str().expect("route"),
+                e["visits"].as_u64().expect("n"),
+            )
+        })
         .collect();
     assert_eq!(routes, seen, "{body}");
     assert!(body.get("links").is_none(), "{body}");
@@ -142,7 +177,13 @@ async fn a_rules_split_is_kept_and_stats_count_each_route(backend: Backend) {
 
     // A link that does not route has one route, its URL.
     let plain = node.create_url("https://plain.example/only").await;
-    visit(&node, &plain, "198.51.100.1", &[("user-agent", WINDOWS_CHROME)]).await;
+    visit(
+        &node,
+        &plain,
+        "198.51.100.1",
+        &[("user-agent", WINDOWS_CHROME)],
+    )
+    .await;
     let path = format!("/links/{plain}/stats");
     let plain_counted = testkit::wait_until(Duration::from_secs(15), || async {
         stats(&node, &path).await.1["routes"] == json!([{"route": "url", "visits": 1}])

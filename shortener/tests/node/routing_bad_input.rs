@@ -212,6 +212,7 @@ async fn a_routed_create_http_takes_grpc_takes_too(backend: Backend) {
                 key: "c".into(),
                 values: vec![format!("v{i}")],
             }],
+            variants: Vec::new(),
         })
         .collect();
     let variants = vec![
