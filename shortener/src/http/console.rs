@@ -217,10 +217,11 @@ mod tests {
         assert!(PAGE.contains(&format!("/console/assets/{}/app.js", *DIGEST)));
         assert!(!PAGE.contains("{assets}"));
         for (name, _, text) in FILES {
-            // The SVG namespace and a placeholder are the only absolute URLs, and fetch none.
+            // The SVG namespace and two placeholders are the only absolute URLs, and fetch none.
             let text = text
                 .replace("http://www.w3.org/2000/svg", "")
-                .replace("https://example.com/landing", "");
+                .replace("https://example.com/landing", "")
+                .replace("https://example.com/card.png", "");
             for forbidden in [
                 "innerHTML",
                 "outerHTML",
