@@ -276,15 +276,13 @@ impl<'a> Visitor<'a> {
             Condition::Device { value } => self.agent().device == Some(*value),
             Condition::Os { value } => self.agent().os == Some(*value),
             Condition::Browser { value } => self.agent().browser == Some(*value),
-            Condition::Language { value } => self.language().is_some_and(|preferred| {
-                preferred.eq_ignore_ascii_case(value)
-                    || (!value.contains('-')
-                        && preferred
-                            .split_once('-')
-                            .is_some_and(|(primary, _)| primary.eq_ignore_ascii_case(value)))
-            }),
+            Condition::Language { value } => self
+                .language()
+                .is_some_and(|preferred| language_matches(preferred, value)),
             Condition::Country { value } => (self.country)(self.address())
                 .is_some_and(|code| code.eq_ignore_ascii_case(value.as_bytes())),
+            // Without a query no query condition holds: nothing to parse.
+            Condition::Query { .. } if self.query.is_none_or(str::is_empty) => false,
             Condition::Query { key, values } => {
                 let mut found = self.query_values(key);
                 if values.is_empty() {
@@ -301,16 +299,34 @@ impl<'a> Visitor<'a> {
 }
 
 /// The `Vary` value naming the headers `varies` reads, if any.
+/// One of a few static values, so an answer's `Vary` is a pointer, not a shared count.
 fn vary_of(varies: Varies) -> Option<HeaderValue> {
-    let read = [
-        (varies.user_agent, "User-Agent"),
-        (varies.language, "Accept-Language"),
-        (varies.cookie, "Cookie"),
-    ];
-    let names: Vec<&str> = read.iter().filter(|(on, _)| *on).map(|(_, h)| *h).collect();
-    (!names.is_empty())
-        .then(|| HeaderValue::from_str(&names.join(", ")).ok())
-        .flatten()
+    let value = match (varies.user_agent, varies.language, varies.cookie) {
+        (false, false, false) => return None,
+        (true, false, false) => "User-Agent",
+        (false, true, false) => "Accept-Language",
+        (false, false, true) => "Cookie",
+        (true, true, false) => "User-Agent, Accept-Language",
+        (true, false, true) => "User-Agent, Cookie",
+        (false, true, true) => "Accept-Language, Cookie",
+        (true, true, true) => "User-Agent, Accept-Language, Cookie",
+    };
+    Some(HeaderValue::from_static(value))
+}
+
+/// Whether the `preferred` language (as the visitor wrote it) is the condition's `tag` (lower
+/// case): the same tag without case, or a region of it when the tag is a primary tag alone
+/// (`de` holds for `de-AT`, `de-at` not for `de`). The lengths are compared first, so a tag of
+/// another length costs no compare.
+fn language_matches(preferred: &str, tag: &str) -> bool {
+    let (p, t) = (preferred.as_bytes(), tag.as_bytes());
+    if p.len() == t.len() {
+        return p.eq_ignore_ascii_case(t);
+    }
+    p.len() > t.len()
+        && p[t.len()] == b'-'
+        && p[..t.len()].eq_ignore_ascii_case(t)
+        && !t.contains(&b'-')
 }
 
 /// The visitor's preferred language: the range of `Accept-Language` with the highest q-value
@@ -515,6 +531,22 @@ impl Routing {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_language_tag_holds_for_itself_and_a_primary_tag_for_its_regions() {
+        for (preferred, tag, holds) in [
+            ("de", "de", true),
+            ("DE-at", "de", true),
+            ("de-AT", "de-at", true),
+            ("de", "de-at", false),
+            ("de-CH", "de-at", false),
+            ("pt-BR-x", "pt-br", false),
+            ("den", "de", false),
+            ("en-US", "de", false),
+        ] {
+            assert_eq!(language_matches(preferred, tag), holds, "{preferred} {tag}");
+        }
+    }
 
     #[test]
     fn the_preferred_language_is_the_highest_q_value() {

@@ -285,8 +285,11 @@ fn route(
         return (None, None);
     };
     let client = || state.client_policy.client(peer, headers);
-    let geo = state.visits.analytics().geo().filter(|g| g.loaded());
-    let country = |ip| geo.and_then(|g| g.country(ip));
+    // The GeoIP database is asked only by a country condition.
+    let country = |ip| {
+        let geo = state.visits.analytics().geo().filter(|g| g.loaded());
+        geo.and_then(|g| g.country(ip))
+    };
     let secure = state.public.as_str().starts_with("https:");
     let visitor = Visitor::new(key, headers, query, &client, &country).at(code, secure);
     let chosen = routing.choose(&visitor);
