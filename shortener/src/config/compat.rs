@@ -28,6 +28,12 @@ impl Dialect {
         }
     }
 
+    /// Whether this node serves the dialect yet (one that is not is refused at start rather
+    /// than accepted and left silent).
+    pub fn served(self) -> bool {
+        matches!(self, Dialect::Yourls)
+    }
+
     fn bit(self) -> u8 {
         1 << self as u8
     }
@@ -39,7 +45,8 @@ pub struct Dialects(u8);
 
 impl Dialects {
     /// The dialects named in `names` (each `yourls`, `shlink` or `bitly`, any case, blanks
-    /// ignored); an unknown name is an error that lists the known ones.
+    /// ignored); an unknown name is an error that lists the known ones, and a dialect not
+    /// served yet an error that says so.
     pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
         let mut set = Dialects::default();
         for name in names.iter().map(|n| n.as_ref().trim()) {
@@ -55,6 +62,12 @@ impl Dialects {
                         crate::domain::echo(name)
                     )
                 })?;
+            if !dialect.served() {
+                return Err(format!(
+                    "{} is not served by this version yet (served: yourls)",
+                    dialect.name()
+                ));
+            }
             set = set.with(dialect);
         }
         Ok(set)
@@ -76,8 +89,8 @@ impl Dialects {
 #[command(next_help_heading = "Compatibility")]
 pub struct CompatConfig {
     /// Other shorteners' APIs to speak besides our own, comma-separated: `yourls`
-    /// (`/yourls-api.php`), `shlink`, `bitly`. None by default; a dialect not named answers
-    /// its paths 404 like any unknown code (docs/compat.md).
+    /// (`/yourls-api.php`); `shlink` and `bitly` are refused until served. None by default; a
+    /// dialect not named answers its paths 404 like any unknown code (docs/compat.md).
     #[arg(long, env = "SHORTENER_COMPAT", value_delimiter = ',')]
     pub compat: Vec<String>,
 }
@@ -101,9 +114,13 @@ mod tests {
 
     #[test]
     fn names_any_case_and_blanks_are_read_and_unknown_names_refused() {
-        let set = Dialects::parse(&["YOURLS", " bitly", ""]).expect("known names");
-        assert!(set.speaks(Dialect::Yourls) && set.speaks(Dialect::Bitly));
-        assert!(!set.speaks(Dialect::Shlink));
+        let set = Dialects::parse(&["YOURLS", " yourls", ""]).expect("known names");
+        assert!(set.speaks(Dialect::Yourls));
+        assert!(!set.speaks(Dialect::Shlink) && !set.speaks(Dialect::Bitly));
+        for later in ["shlink", "bitly"] {
+            let error = Dialects::parse(&[later]).expect_err("not served yet");
+            assert!(error.contains("not served by this version yet"), "{error}");
+        }
         assert_eq!(Dialects::parse::<&str>(&[]), Ok(Dialects::default()));
         let error = Dialects::parse(&["yourls", "polr"]).expect_err("unknown name");
         assert!(error.contains("\"polr\"") && error.contains("yourls, shlink and bitly"));
