@@ -71,6 +71,8 @@ pub struct Answer {
     pub fields: Vec<(String, Value)>,
     /// What `format=simple` writes.
     pub simple: String,
+    /// Seconds a client should wait before it retries (sent as `Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 impl Answer {
@@ -82,6 +84,7 @@ impl Answer {
                 .map(|(name, value)| (name.to_string(), value))
                 .collect(),
             simple: simple.into(),
+            retry_after: None,
         }
     }
 
@@ -123,7 +126,7 @@ impl Answer {
             Format::Xml => ("application/xml", xml(&self.fields)),
             Format::Simple => ("text/plain; charset=utf-8", self.simple.clone()),
         };
-        (
+        let mut response = (
             self.status(),
             [
                 (header::CONTENT_TYPE, HeaderValue::from_static(media)),
@@ -131,7 +134,13 @@ impl Answer {
             ],
             body,
         )
-            .into_response()
+            .into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 

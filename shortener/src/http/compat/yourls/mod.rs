@@ -5,6 +5,7 @@
 
 mod actions;
 mod answer;
+mod stats;
 
 use super::{Params, authenticate};
 use crate::access::Operation;
@@ -123,8 +124,8 @@ async fn run(state: &HttpState, caller: &Caller, params: &Params, action: Action
         Action::ShortUrl => actions::shorturl(state, caller, params).await,
         Action::Expand => actions::expand(state, caller, params).await,
         Action::UrlStats => actions::url_stats(state, caller, params).await,
-        Action::Stats => actions::stats(state, caller, params).await,
-        Action::DbStats => actions::db_stats(state, caller).await,
+        Action::Stats => stats::stats(state, caller, params).await,
+        Action::DbStats => stats::db_stats(state, caller).await,
         Action::Version => (
             Answer::new(vec![("version", YOURLS_VERSION.into())], YOURLS_VERSION),
             "ok",
@@ -195,5 +196,9 @@ fn refusal(error: &Error) -> Answer {
         Error::NotFound(_) | Error::Gone(_) => StatusCode::NOT_FOUND,
         _ => StatusCode::BAD_REQUEST,
     };
-    Answer::error(status, error.public_message())
+    let mut answer = Answer::error(status, error.public_message());
+    if let Error::RateLimited { retry_after } | Error::Unavailable { retry_after, .. } = error {
+        answer.retry_after = Some(retry_after.as_secs().max(1));
+    }
+    answer
 }

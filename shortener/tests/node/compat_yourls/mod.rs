@@ -2,6 +2,8 @@
 //! GET and form POST; the JSON API's key check, tenancy and scopes; bad input answered in
 //! YOURLS's error shape with nothing written.
 
+mod bad_input;
+
 use crate::helpers::{BROWSER, Backend, Node, Stack, metric, wait_for};
 use crate::tenants::{TenantKeys, write_keys};
 use reqwest::StatusCode;
@@ -10,8 +12,18 @@ use std::time::Duration;
 
 /// A node on `stack` speaking YOURLS, with the tenant table's keys.
 async fn yourls_node(stack: &Stack, name: &str) -> (Node, TenantKeys) {
+    yourls_node_with(stack, name, |_| {}).await
+}
+
+/// [`yourls_node`] with `edit` applied to its configuration.
+async fn yourls_node_with(
+    stack: &Stack,
+    name: &str,
+    edit: impl FnOnce(&mut shortener::Config),
+) -> (Node, TenantKeys) {
     let mut config = stack.config(name);
     config.compat.compat = vec!["yourls".into()];
+    edit(&mut config);
     let path = stack.dir.path().join(format!("{name}-keys.toml"));
     let keys = write_keys(&path);
     config.access.api_keys_file = Some(path);
@@ -340,208 +352,44 @@ async fn tenancy_and_scopes(node: &Node, keys: &TenantKeys, code: &str) {
     assert_eq!(db["db-stats"]["total_links"], "3");
 }
 
-/// One bad request: its parameters (a signature is added unless given), the status, the
-/// field that must be `expected`, and a word the message must hold.
-struct Bad {
-    params: Vec<(&'static str, String)>,
-    status: StatusCode,
-    field: &'static str,
-    expected: Value,
-    names: &'static str,
-}
-
-fn bad_cases(key: &str) -> Vec<Bad> {
-    let case = |params: &[(&'static str, &str)], status, field, expected: Value, names| {
-        let mut params: Vec<(&'static str, String)> =
-            params.iter().map(|(n, v)| (*n, v.to_string())).collect();
-        if !params.iter().any(|(n, _)| *n == "signature") {
-            params.push(("signature", key.to_string()));
-        }
-        Bad {
-            params,
-            status,
-            field,
-            expected,
-            names,
-        }
-    };
-    let shorten = |url: &'static str, keyword: &'static str| {
-        vec![("action", "shorturl"), ("url", url), ("keyword", keyword)]
-    };
-    let stale = (chrono::Utc::now().timestamp() - 3600).to_string();
-    let stale: &'static str = Box::leak(stale.into_boxed_str());
-    let long_title: &'static str = Box::leak("t".repeat(201).into_boxed_str());
-    vec![
-        case(
-            &shorten("not a url", ""),
-            StatusCode::BAD_REQUEST,
-            "code",
-            "error:nourl".into(),
-            "url",
-        ),
-        case(
-            &shorten("ftp://example.com/x", ""),
-            StatusCode::BAD_REQUEST,
-            "code",
-            "error:nourl".into(),
-            "url",
-        ),
-        case(
-            &[("action", "shorturl")],
-            StatusCode::BAD_REQUEST,
-            "code",
-            "error:nourl".into(),
-            "url",
-        ),
-        case(
-            &shorten("https://example.com/t", "yourls-taken"),
-            StatusCode::OK,
-            "code",
-            "error:keyword".into(),
-            "yourls-taken",
-        ),
-        case(
-            &shorten("https://example.com/t", "api"),
-            StatusCode::OK,
-            "code",
-            "error:keyword".into(),
-            "keyword",
-        ),
-        case(
-            &shorten("https://example.com/t", "bad keyword!"),
-            StatusCode::OK,
-            "code",
-            "error:keyword".into(),
-            "keyword",
-        ),
-        case(
-            &[
-                ("action", "shorturl"),
-                ("url", "https://example.com/t"),
-                ("title", long_title),
-            ],
-            StatusCode::BAD_REQUEST,
-            "status",
-            "fail".into(),
-            "title",
-        ),
-        case(
-            &[
-                ("action", "shorturl"),
-                ("url", "https://example.com/t"),
-                ("signature", "not-a-key-at-all-0000"),
-            ],
-            StatusCode::FORBIDDEN,
-            "errorCode",
-            "403".into(),
-            "signature",
-        ),
-        case(
-            &[
-                ("action", "shorturl"),
-                ("url", "https://example.com/t"),
-                ("signature", ""),
-            ],
-            StatusCode::FORBIDDEN,
-            "errorCode",
-            "403".into(),
-            "signature",
-        ),
-        case(
-            &[
-                ("action", "shorturl"),
-                ("url", "https://example.com/t"),
-                ("timestamp", stale),
-                ("signature", "0123456789abcdef0123456789abcdef"),
-            ],
-            StatusCode::FORBIDDEN,
-            "errorCode",
-            "403".into(),
-            "timestamp",
-        ),
-        case(
-            &[
-                ("action", "shorturl"),
-                ("url", "https://example.com/t"),
-                ("username", "admin"),
-                ("password", "secret"),
-            ],
-            StatusCode::FORBIDDEN,
-            "errorCode",
-            "403".into(),
-            "password",
-        ),
-        case(
-            &[
-                ("action", "shorturl"),
-                ("url", "https://example.com/t"),
-                ("format", "jsonp"),
-            ],
-            StatusCode::BAD_REQUEST,
-            "errorCode",
-            "400".into(),
-            "format",
-        ),
-        case(
-            &[("action", "stats"), ("filter", "best")],
-            StatusCode::BAD_REQUEST,
-            "errorCode",
-            "400".into(),
-            "filter",
-        ),
-        case(
-            &[("action", "stats"), ("limit", "many")],
-            StatusCode::BAD_REQUEST,
-            "errorCode",
-            "400".into(),
-            "limit",
-        ),
-    ]
-}
-
-async fn bad_input_is_answered_in_yourls_shape_and_writes_nothing(backend: Backend) {
-    let stack = Stack::new(backend).await;
-    let (node, keys) = yourls_node(&stack, "a").await;
-    let (status, _) = json(
-        &node,
-        &keys.own,
-        &[
-            ("action", "shorturl"),
-            ("url", "https://example.com/x"),
-            ("keyword", "yourls-taken"),
-        ],
-    )
+/// Past the key's create rate a shorten is refused as YOURLS refuses (`errorCode` 429) with
+/// the JSON API's `Retry-After`, and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_keys_rate_limit_applies() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = yourls_node_with(&stack, "a", |c| {
+        (
+            c.limits.create_rate,
+            c.limits.create_burst,
+            c.limits.batch_limit,
+        ) = (1, 1, 1);
+    })
     .await;
-    assert_eq!(status, StatusCode::OK);
-    let stored = node.stored_links().await;
-    for bad in bad_cases(&keys.own) {
-        let mut params: Vec<(&str, &str)> =
-            bad.params.iter().map(|(n, v)| (*n, v.as_str())).collect();
-        if !params.iter().any(|(n, _)| *n == "format") {
-            params.push(("format", "json"));
+    let shorten = |n: usize| {
+        let url = format!("https://example.com/limited/{n}");
+        let (client, base, key) = (node.client.clone(), node.base.clone(), keys.own.clone());
+        async move {
+            client
+                .get(format!("{base}/yourls-api.php"))
+                .query(&[
+                    ("action", "shorturl"),
+                    ("format", "json"),
+                    ("url", url.as_str()),
+                    ("signature", key.as_str()),
+                ])
+                .send()
+                .await
+                .expect("send")
         }
-        for (via, (status, media, body)) in [
-            ("get", get(&node, &params).await),
-            ("post", post(&node, &params).await),
-        ] {
-            assert_eq!(status, bad.status, "{via} {params:?}: {body}");
-            assert_eq!(media, "application/json", "{via} {params:?}");
-            let answer: Value = serde_json::from_str(&body).expect("json");
-            assert_eq!(
-                answer[bad.field], bad.expected,
-                "{via} {params:?}: {answer}"
-            );
-            let message = answer["message"].as_str().unwrap_or_default();
-            assert!(message.contains(bad.names), "{via} {params:?}: {message}");
-        }
-    }
-    assert_eq!(
-        node.stored_links().await,
-        stored,
-        "a refused request wrote a link"
-    );
+    };
+    assert_eq!(shorten(1).await.status(), StatusCode::OK);
+    let refused = shorten(2).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.expect("json");
+    assert_eq!(body["errorCode"], "429", "{body}");
+    assert_eq!(node.stored_links().await, 1);
     let metrics = node.metrics().await;
-    let refused = "shortener_compat_requests_total{dialect=\"yourls\",action=\"shorturl\",outcome=\"unauthenticated\"}";
-    assert_eq!(metric(&metrics, refused), 8.0);
+    let limited = "shortener_compat_requests_total{dialect=\"yourls\",action=\"shorturl\",outcome=\"rate_limited\"}";
+    assert_eq!(metric(&metrics, limited), 1.0);
 }
-on_both_stores!(bad_input_is_answered_in_yourls_shape_and_writes_nothing);
