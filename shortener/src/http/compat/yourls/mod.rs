@@ -105,8 +105,7 @@ pub async fn api(State(state): State<Arc<HttpState>>, request: axum::extract::Re
                 .compat_request(DIALECT, action.name(), "invalid");
             // A format that is not served is answered in JSON, the closest a client that
             // asked for a script can read.
-            return Answer::error(StatusCode::BAD_REQUEST, format!("format: {message}"))
-                .render(Format::Json);
+            return Answer::error(StatusCode::BAD_REQUEST, message).render(Format::Json);
         }
     };
     let (answer, outcome) = match admit(&state, &params, action.operation()) {
