@@ -17,17 +17,19 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, header};
 use std::sync::Arc;
 
-/// The routes of the dialects `dialects` names.
+/// The routes of the dialects `dialects` names, each request in a server span named after its
+/// route when tracing is on (as the JSON API's: the query, which holds the key, is never
+/// recorded).
 pub fn router(dialects: Dialects) -> Router<Arc<HttpState>> {
-    let router = Router::new();
-    if dialects.speaks(Dialect::Yourls) {
-        router.route(
+    if !dialects.speaks(Dialect::Yourls) {
+        return Router::new();
+    }
+    Router::new()
+        .route(
             yourls::PATH,
             axum::routing::get(yourls::api).post(yourls::api),
         )
-    } else {
-        router
-    }
+        .route_layer(axum::middleware::from_fn(super::trace_api))
 }
 
 /// The most bytes of a form body a dialect reads.
