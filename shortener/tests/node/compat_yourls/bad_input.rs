@@ -206,6 +206,32 @@ async fn bad_input_is_answered_in_yourls_shape_and_writes_nothing(backend: Backe
             assert!(message.contains(bad.names), "{via} {params:?}: {message}");
         }
     }
+    // The same refusals in the other formats: XML's elements, and no short URL in `simple`.
+    let taken = [
+        ("action", "shorturl"),
+        ("url", "https://example.com/t"),
+        ("keyword", "yourls-taken"),
+        ("signature", keys.own.as_str()),
+    ];
+    let (status, media, body) = get(&node, &taken).await;
+    assert_eq!(
+        (status, media.as_str()),
+        (StatusCode::OK, "application/xml")
+    );
+    assert!(
+        body.contains("<status>fail</status><code>error:keyword</code>"),
+        "{body}"
+    );
+    let simple = [&taken[..], &[("format", "simple")]].concat();
+    let (status, _, body) = get(&node, &simple).await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, ""));
+    let (status, _, body) = get(
+        &node,
+        &[("action", "db-stats"), ("signature", "wrong-key-000000000")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("<errorCode>403</errorCode>"), "{body}");
     assert_eq!(
         node.stored_links().await,
         stored,
