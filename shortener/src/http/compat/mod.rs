@@ -6,6 +6,7 @@
 //! answer shape. A dialect not spoken has no route: its paths answer 404 like any unknown code.
 //! Each request is counted in `shortener_compat_requests_total{dialect, action, outcome}`.
 
+pub mod shlink;
 pub mod yourls;
 
 use super::HttpState;
@@ -21,15 +22,20 @@ use std::sync::Arc;
 /// route when tracing is on (as the JSON API's: the query, which holds the key, is never
 /// recorded).
 pub fn router(dialects: Dialects) -> Router<Arc<HttpState>> {
-    if !dialects.speaks(Dialect::Yourls) {
-        return Router::new();
+    let mut router = Router::new();
+    if dialects == Dialects::default() {
+        return router;
     }
-    Router::new()
-        .route(
+    if dialects.speaks(Dialect::Yourls) {
+        router = router.route(
             yourls::PATH,
             axum::routing::get(yourls::api).post(yourls::api),
-        )
-        .route_layer(axum::middleware::from_fn(super::trace_api))
+        );
+    }
+    if dialects.speaks(Dialect::Shlink) {
+        router = router.merge(shlink::router());
+    }
+    router.route_layer(axum::middleware::from_fn(super::trace_api))
 }
 
 /// The most bytes of a form body a dialect reads.

@@ -1,0 +1,191 @@
+//! Shlink's errors: RFC 7807 problem+json with Shlink's `type` URIs where Shlink has the case,
+//! `about:blank` (titled with the HTTP status) where only this node has it (a missing scope, a
+//! rate limit, an outage).
+
+use crate::domain::Error;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+const ERROR_BASE: &str = "https://shlink.io/api/error/";
+
+/// A problem+json answer.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// The HTTP status.
+    pub status: StatusCode,
+    kind: String,
+    title: String,
+    detail: String,
+    extra: Map<String, Value>,
+    retry_after: Option<u64>,
+}
+
+impl Problem {
+    fn new(status: StatusCode, kind: &str, title: &str, detail: impl Into<String>) -> Self {
+        let kind = if kind.is_empty() {
+            "about:blank".to_string()
+        } else {
+            format!("{ERROR_BASE}{kind}")
+        };
+        Problem {
+            status,
+            kind,
+            title: title.to_string(),
+            detail: detail.into(),
+            extra: Map::new(),
+            retry_after: None,
+        }
+    }
+
+    fn with(mut self, name: &str, value: Value) -> Self {
+        self.extra.insert(name.to_string(), value);
+        self
+    }
+
+    /// No `X-Api-Key`.
+    pub fn missing_key() -> Self {
+        Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "missing-authentication",
+            "Invalid authorization",
+            "Expected one of the following authentication headers, [\"X-Api-Key\"], but none \
+             were provided",
+        )
+    }
+
+    /// A key the node does not take.
+    pub fn invalid_key() -> Self {
+        Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid-api-key",
+            "Invalid API key",
+            "Provided API key does not exist or is invalid.",
+        )
+    }
+
+    /// Invalid input in `field`.
+    pub fn invalid_data(field: &str, detail: impl Into<String>) -> Self {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "invalid-data",
+            "Invalid data",
+            detail,
+        )
+        .with("invalidElements", json!([field]))
+    }
+
+    /// No short URL `code` (on `domain`) the caller sees.
+    pub fn short_url_not_found(code: &str, domain: Option<&str>) -> Self {
+        let detail = match domain {
+            Some(domain) => {
+                format!("No URL found with short code \"{code}\" for domain \"{domain}\"")
+            }
+            None => format!("No URL found with short code \"{code}\""),
+        };
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "short-url-not-found",
+            "Short URL not found",
+            detail,
+        )
+        .with("shortCode", json!(code))
+        .with("domain", json!(domain))
+    }
+
+    /// An operation on tags this node cannot do.
+    pub fn tag_operation(detail: impl Into<String>) -> Self {
+        Problem::new(
+            StatusCode::FORBIDDEN,
+            "forbidden-tag-operation",
+            "Forbidden tag operation",
+            detail,
+        )
+    }
+
+    /// A domain the caller has not.
+    pub fn domain_not_found(host: &str) -> Self {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "domain-not-found",
+            "Domain not found",
+            format!("Domain with authority \"{host}\" could not be found"),
+        )
+        .with("authority", json!(host))
+    }
+
+    /// `error` as Shlink would answer its case.
+    pub fn of(error: &Error) -> Self {
+        let message = error.public_message();
+        let mut problem = match error {
+            Error::Unauthenticated => Problem::invalid_key(),
+            Error::Invalid { code, .. } | Error::BadRequest { code, .. } => {
+                Problem::invalid_data(field_of(code), message)
+            }
+            Error::AliasTaken(slug) => Problem::new(
+                StatusCode::BAD_REQUEST,
+                "non-unique-slug",
+                "Invalid custom slug",
+                format!("Provided slug \"{slug}\" is already in use."),
+            )
+            .with("customSlug", json!(slug)),
+            Error::NotFound(code) | Error::Gone(code) => Problem::short_url_not_found(code, None),
+            other => {
+                let status = match other {
+                    Error::Forbidden(_) | Error::HostNotAllowed(_) => StatusCode::FORBIDDEN,
+                    Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+                    Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                    Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                    _ => StatusCode::CONFLICT,
+                };
+                let title = status.canonical_reason().unwrap_or("Error");
+                Problem::new(status, "", title, message)
+            }
+        };
+        if let Error::RateLimited { retry_after } | Error::Unavailable { retry_after, .. } = error {
+            problem.retry_after = Some(retry_after.as_secs().max(1));
+        }
+        problem
+    }
+}
+
+/// The Shlink field a refusal of ours is about.
+fn field_of(code: &str) -> &str {
+    match code {
+        "invalid_url" | "blocked_target" | "ip_host" | "invalid_host" => "longUrl",
+        "invalid_alias" | "invalid_code" => "customSlug",
+        "invalid_tag" => "tags",
+        "invalid_expiry" => "validUntil",
+        "invalid_max_visits" => "maxVisits",
+        "invalid_domain" => "domain",
+        "invalid_preview" => "title",
+        "invalid_app_target" => "deviceLongUrls",
+        "invalid_rules" | "invalid_variants" => "redirectRules",
+        "invalid_query" => "searchTerm",
+        "invalid_limit" => "itemsPerPage",
+        other => other,
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut body = Map::new();
+        body.insert("type".into(), json!(self.kind));
+        body.insert("title".into(), json!(self.title));
+        body.insert("detail".into(), json!(self.detail));
+        body.insert("status".into(), json!(self.status.as_u16()));
+        body.extend(self.extra);
+        let mut response = (
+            self.status,
+            [(header::CONTENT_TYPE, "application/problem+json")],
+            Value::Object(body).to_string(),
+        )
+            .into_response();
+        if let Some(seconds) = self.retry_after
+            && let Ok(value) = seconds.to_string().parse()
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}

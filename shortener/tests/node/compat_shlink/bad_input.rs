@@ -1,0 +1,216 @@
+//! Bad input to Shlink's API: each refused with `invalid-data` naming its field, nothing
+//! written.
+
+use super::{assert_problem, call, shlink_node};
+use crate::helpers::{Backend, Stack};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+async fn bad_input_is_refused_naming_its_field(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = shlink_node(&stack, "a").await;
+    let key = Some(keys.own.as_str());
+    let (status, _, _) = call(
+        &node,
+        Method::POST,
+        "/v3/short-urls",
+        key,
+        Some(json!({"longUrl": "https://example.com/kept", "customSlug": "kept"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let stored = node.stored_links().await;
+    let creates: Vec<(Value, &str)> = vec![
+        (json!({}), "longUrl"),
+        (json!({"longUrl": ""}), "longUrl"),
+        (json!({"longUrl": 5}), "longUrl"),
+        (json!({"longUrl": "not a url"}), "longUrl"),
+        (json!({"longUrl": "ftp://example.com/x"}), "longUrl"),
+        (json!({"longUrl": "http://127.0.0.1/x"}), "longUrl"),
+        (
+            json!({"longUrl": "https://example.com/x", "customSlug": "bad slug!"}),
+            "customSlug",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "customSlug": "rest"}),
+            "customSlug",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "tags": "one"}),
+            "tags",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "tags": ["has space"]}),
+            "tags",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "validUntil": "tomorrow"}),
+            "validUntil",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "validUntil": "2001-01-01T00:00:00+00:00"}),
+            "validUntil",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "validSince": "2099-01-01T00:00:00+00:00"}),
+            "validSince",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "maxVisits": 0}),
+            "maxVisits",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "maxVisits": "ten"}),
+            "maxVisits",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "crawlable": true}),
+            "crawlable",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "shortCodeLength": 8}),
+            "shortCodeLength",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "title": "t".repeat(201)}),
+            "title",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "domain": "not a host"}),
+            "domain",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "deviceLongUrls": {"desktop": "https://example.com/d"}}),
+            "deviceLongUrls",
+        ),
+        (json!(["not", "an", "object"]), "body"),
+    ];
+    for (body, field) in creates {
+        let answer = call(
+            &node,
+            Method::POST,
+            "/v3/short-urls",
+            key,
+            Some(body.clone()),
+        )
+        .await;
+        assert_problem(&answer, 400, "invalid-data");
+        assert_eq!(
+            answer.2["invalidElements"],
+            json!([field]),
+            "{body}: {}",
+            answer.2
+        );
+    }
+    assert_eq!(node.stored_links().await, stored);
+
+    // Edits and rules refused leave the link as it was.
+    let (_, _, before) = call(&node, Method::GET, "/v3/short-urls/kept", key, None).await;
+    let edits: Vec<(&str, Value, &str)> = vec![
+        ("", json!({"longUrl": null}), "longUrl"),
+        ("", json!({"longUrl": "javascript:alert(1)"}), "longUrl"),
+        (
+            "",
+            json!({"validUntil": "2001-01-01T00:00:00+00:00"}),
+            "validUntil",
+        ),
+        ("", json!({"tags": [1]}), "tags"),
+        (
+            "/redirect-rules",
+            json!({"redirectRules": "none"}),
+            "redirectRules",
+        ),
+        (
+            "/redirect-rules",
+            json!({"redirectRules": [{"longUrl": "https://example.com/c", "conditions": [{"type": "geolocation-city-name", "matchKey": null, "matchValue": "Paris"}]}]}),
+            "redirectRules[0].conditions[0]",
+        ),
+        (
+            "/redirect-rules",
+            json!({"redirectRules": [{"longUrl": "https://example.com/c", "conditions": [{"type": "device", "matchKey": null, "matchValue": "toaster"}]}]}),
+            "redirectRules",
+        ),
+        (
+            "/redirect-rules",
+            json!({"redirectRules": [{"longUrl": "not a url", "conditions": [{"type": "language", "matchKey": null, "matchValue": "de"}]}]}),
+            "redirectRules",
+        ),
+    ];
+    for (suffix, body, field) in edits {
+        let method = if suffix.is_empty() {
+            Method::PATCH
+        } else {
+            Method::POST
+        };
+        let answer = call(
+            &node,
+            method,
+            &format!("/v3/short-urls/kept{suffix}"),
+            key,
+            Some(body.clone()),
+        )
+        .await;
+        assert_problem(&answer, 400, "invalid-data");
+        assert_eq!(
+            answer.2["invalidElements"],
+            json!([field]),
+            "{body}: {}",
+            answer.2
+        );
+    }
+    let (_, _, after) = call(&node, Method::GET, "/v3/short-urls/kept", key, None).await;
+    assert_eq!(after, before);
+
+    // List parameters.
+    for (query, field) in [
+        ("itemsPerPage=0", "itemsPerPage"),
+        ("itemsPerPage=ten", "itemsPerPage"),
+        ("page=0", "page"),
+        ("page=1000&itemsPerPage=100", "page"),
+        ("orderBy=visits-UP", "orderBy"),
+        ("orderBy=colour-ASC", "orderBy"),
+        ("tagsMode=some", "tagsMode"),
+        ("startDate=yesterday", "startDate"),
+        ("domain=not%20a%20host", "domain"),
+    ] {
+        let answer = call(
+            &node,
+            Method::GET,
+            &format!("/v3/short-urls?{query}"),
+            key,
+            None,
+        )
+        .await;
+        assert_problem(&answer, 400, "invalid-data");
+        assert_eq!(
+            answer.2["invalidElements"],
+            json!([field]),
+            "{query}: {}",
+            answer.2
+        );
+    }
+    // The legacy shorten's format.
+    let answer = node
+        .client
+        .get(format!("{}/rest/v3/short-urls/shorten", node.base))
+        .query(&[
+            ("apiKey", keys.own.as_str()),
+            ("longUrl", "https://example.com/f"),
+            ("format", "xml"),
+        ])
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(answer.status(), 400);
+    assert_eq!(node.stored_links().await, stored);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_naming_its_field_on_sqlite() {
+    bad_input_is_refused_naming_its_field(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_naming_its_field_on_postgres() {
+    bad_input_is_refused_naming_its_field(Backend::Postgres).await;
+}

@@ -1,0 +1,283 @@
+//! Shlink's tags, domains, redirect rules and visits over the caller's links and domains.
+
+use super::{assert_problem, call, shlink_node};
+use crate::helpers::{BROWSER, Backend, Stack, wait_for};
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn tags_domains_rules_and_visits(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = shlink_node(&stack, "a").await;
+    let key = Some(keys.own.as_str());
+    for (slug, tags) in [
+        ("t-one", json!(["news", "blue"])),
+        ("t-two", json!(["news"])),
+    ] {
+        let body = json!({"longUrl": format!("https://example.com/{slug}"), "customSlug": slug, "tags": tags});
+        assert_eq!(
+            call(&node, Method::POST, "/v3/short-urls", key, Some(body))
+                .await
+                .0,
+            200
+        );
+    }
+    let other = json!({"longUrl": "https://example.com/theirs", "customSlug": "t-theirs", "tags": ["secret"]});
+    assert_eq!(
+        call(
+            &node,
+            Method::POST,
+            "/v3/short-urls",
+            Some(&keys.other),
+            Some(other)
+        )
+        .await
+        .0,
+        200
+    );
+    for _ in 0..2 {
+        node.client
+            .get(format!("{}/t-one", node.base))
+            .header("user-agent", BROWSER)
+            .send()
+            .await
+            .expect("visit");
+    }
+    node.client
+        .get(format!("{}/t-one", node.base))
+        .header("user-agent", "curl/8.0")
+        .send()
+        .await
+        .expect("visit");
+
+    // Visits overview: the caller's links' counts; orphan visits are not counted.
+    wait_for(
+        "three visits in the overview",
+        Duration::from_secs(10),
+        async || {
+            let (_, _, overview) = call(&node, Method::GET, "/v3/visits", key, None).await;
+            overview["visits"]["nonOrphanVisits"]["total"] == 3
+        },
+    )
+    .await;
+    let (_, _, overview) = call(&node, Method::GET, "/v3/visits", key, None).await;
+    assert_eq!(
+        overview["visits"]["nonOrphanVisits"],
+        json!({"total": 3, "nonBots": 2, "bots": 1})
+    );
+    assert_eq!(
+        overview["visits"]["orphanVisits"],
+        json!({"total": 0, "nonBots": 0, "bots": 0})
+    );
+    let (status, _, page) = call(
+        &node,
+        Method::GET,
+        "/v3/short-urls/t-one/visits?page=2&itemsPerPage=5",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(page["visits"]["data"], json!([]));
+    assert_eq!(page["visits"]["pagination"]["totalItems"], 0);
+    assert_eq!(page["visits"]["pagination"]["currentPage"], 2);
+    assert_problem(
+        &call(
+            &node,
+            Method::GET,
+            "/v3/short-urls/t-theirs/visits",
+            key,
+            None,
+        )
+        .await,
+        404,
+        "short-url-not-found",
+    );
+    for path in [
+        "/v3/tags/news/visits",
+        "/v3/visits/orphan",
+        "/v3/visits/non-orphan",
+        "/v3/domains/sho.rt/visits",
+    ] {
+        let (status, _, page) = call(&node, Method::GET, path, key, None).await;
+        assert_eq!(
+            (status.as_u16(), &page["visits"]["data"]),
+            (200, &json!([])),
+            "{path}"
+        );
+    }
+
+    // Tags: the caller's only, with their counts; renaming and deleting refused.
+    let (_, _, tags) = call(&node, Method::GET, "/v3/tags", key, None).await;
+    assert_eq!(tags["tags"]["data"], json!(["blue", "news"]));
+    let (_, _, stats) = call(&node, Method::GET, "/v3/tags/stats", key, None).await;
+    assert_eq!(
+        stats["tags"]["data"],
+        json!([
+            {"tag": "blue", "shortUrlsCount": 1, "visitsSummary": {"total": 3, "nonBots": 2, "bots": 1}},
+            {"tag": "news", "shortUrlsCount": 2, "visitsSummary": {"total": 3, "nonBots": 2, "bots": 1}},
+        ])
+    );
+    let renamed = call(
+        &node,
+        Method::PUT,
+        "/v3/tags",
+        key,
+        Some(json!({"oldName": "news", "newName": "old"})),
+    )
+    .await;
+    assert_problem(&renamed, 403, "forbidden-tag-operation");
+    assert_problem(
+        &call(&node, Method::DELETE, "/v3/tags?tags%5B%5D=news", key, None).await,
+        403,
+        "forbidden-tag-operation",
+    );
+    assert_eq!(
+        call(&node, Method::GET, "/v3/tags", key, None).await.2,
+        tags
+    );
+
+    // Domains: the default one and the caller's, with redirects set through Shlink.
+    assert_eq!(
+        crate::domains::claim(&node, &keys.own, "go.acme.example")
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        crate::domains::claim(&node, &keys.other, "go.globex.example")
+            .await
+            .0,
+        201
+    );
+    let redirects = json!({"domain": "go.acme.example", "baseUrlRedirect": "https://acme.example/", "regular404Redirect": "https://acme.example/404"});
+    let (status, _, set) = call(
+        &node,
+        Method::PATCH,
+        "/v3/domains/redirects",
+        key,
+        Some(redirects),
+    )
+    .await;
+    assert_eq!(status, 200, "{set}");
+    let expected = json!({"baseUrlRedirect": "https://acme.example/", "regular404Redirect": "https://acme.example/404", "invalidShortUrlRedirect": null});
+    assert_eq!(set, expected);
+    let (_, _, domains) = call(&node, Method::GET, "/v3/domains", key, None).await;
+    let none = json!({"baseUrlRedirect": null, "regular404Redirect": null, "invalidShortUrlRedirect": null});
+    assert_eq!(
+        domains["domains"]["data"],
+        json!([
+            {"domain": "sho.rt", "isDefault": true, "redirects": none},
+            {"domain": "go.acme.example", "isDefault": false, "redirects": expected},
+        ])
+    );
+    let theirs = call(
+        &node,
+        Method::PATCH,
+        "/v3/domains/redirects",
+        key,
+        Some(json!({"domain": "go.globex.example", "baseUrlRedirect": "https://x.example/"})),
+    )
+    .await;
+    assert_problem(&theirs, 404, "domain-not-found");
+    let default = call(
+        &node,
+        Method::PATCH,
+        "/v3/domains/redirects",
+        key,
+        Some(json!({"domain": "sho.rt", "baseUrlRedirect": "https://x.example/"})),
+    )
+    .await;
+    assert_problem(&default, 400, "invalid-data");
+    let bad = call(
+        &node,
+        Method::PATCH,
+        "/v3/domains/redirects",
+        key,
+        Some(json!({"domain": "go.acme.example", "regular404Redirect": "not a url"})),
+    )
+    .await;
+    assert_problem(&bad, 400, "invalid-data");
+    assert_eq!(bad.2["invalidElements"], json!(["regular404Redirect"]));
+
+    // Redirect rules, set and read back.
+    let rules = json!({"redirectRules": [
+        {"longUrl": "https://example.com/mobile", "conditions": [
+            {"type": "device", "matchKey": null, "matchValue": "android"},
+            {"type": "language", "matchKey": null, "matchValue": "de"},
+        ]},
+        {"longUrl": "https://example.com/campaign", "conditions": [
+            {"type": "query-param", "matchKey": "c", "matchValue": "spring"},
+            {"type": "ip-address", "matchKey": null, "matchValue": "10.0.0.0/8"},
+            {"type": "geolocation-country-code", "matchKey": null, "matchValue": "FR"},
+            {"type": "before-date", "matchKey": null, "matchValue": "2099-01-01T00:00:00+00:00"},
+        ]},
+    ]});
+    let (status, _, set) = call(
+        &node,
+        Method::POST,
+        "/v3/short-urls/t-two/redirect-rules",
+        key,
+        Some(rules),
+    )
+    .await;
+    assert_eq!(status, 200, "{set}");
+    let (_, _, read) = call(
+        &node,
+        Method::GET,
+        "/v3/short-urls/t-two/redirect-rules",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(read, set);
+    assert_eq!(read["defaultLongUrl"], "https://example.com/t-two");
+    let rules = read["redirectRules"].as_array().expect("rules");
+    assert_eq!(
+        (rules[0]["priority"].clone(), rules[1]["priority"].clone()),
+        (json!(1), json!(2))
+    );
+    assert_eq!(
+        rules[0]["conditions"][0],
+        json!({"type": "device", "matchKey": null, "matchValue": "android"})
+    );
+    assert_eq!(
+        rules[1]["conditions"][0],
+        json!({"type": "query-param", "matchKey": "c", "matchValue": "spring"})
+    );
+    assert_eq!(
+        rules[1]["conditions"][3]["matchValue"],
+        "2099-01-01T00:00:00.000Z"
+    );
+    let (_, _, link) = call(&node, Method::GET, "/v3/short-urls/t-two", key, None).await;
+    assert_eq!(link["hasRedirectRules"], true);
+    let rule_of = |page: &Value| page["redirectRules"].clone();
+    let theirs = call(
+        &node,
+        Method::GET,
+        "/v3/short-urls/t-theirs/redirect-rules",
+        key,
+        None,
+    )
+    .await;
+    assert_problem(&theirs, 404, "short-url-not-found");
+    let (_, _, cleared) = call(
+        &node,
+        Method::POST,
+        "/v3/short-urls/t-two/redirect-rules",
+        key,
+        Some(json!({"redirectRules": []})),
+    )
+    .await;
+    assert_eq!(rule_of(&cleared), json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_domains_rules_and_visits_on_sqlite() {
+    tags_domains_rules_and_visits(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_domains_rules_and_visits_on_postgres() {
+    tags_domains_rules_and_visits(Backend::Postgres).await;
+}
