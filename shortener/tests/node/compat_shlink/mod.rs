@@ -3,6 +3,7 @@
 //! scopes with Shlink's problem+json; bad input refused naming its field, nothing written.
 
 mod bad_input;
+mod js_sdk;
 mod more;
 
 use crate::helpers::{Backend, Node, Stack, metric};
