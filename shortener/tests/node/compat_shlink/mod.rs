@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod js_sdk;
+mod limits;
 mod more;
 
 use crate::helpers::{Backend, Node, Stack, metric};
@@ -14,6 +15,15 @@ use serde_json::{Value, json};
 /// A node on `stack` speaking Shlink, with the tenant table's keys (`acme` may claim domains
 /// under `acme.example`, `globex` under `globex.example`).
 pub async fn shlink_node(stack: &Stack, name: &str) -> (Node, TenantKeys) {
+    shlink_node_with(stack, name, |_| {}).await
+}
+
+/// [`shlink_node`] with `edit` applied to its configuration.
+pub async fn shlink_node_with(
+    stack: &Stack,
+    name: &str,
+    edit: impl FnOnce(&mut shortener::Config),
+) -> (Node, TenantKeys) {
     let mut config = stack.config(name);
     config.compat.compat = vec!["shlink".into()];
     let path = stack.dir.path().join(format!("{name}-keys.toml"));
@@ -22,6 +32,7 @@ pub async fn shlink_node(stack: &Stack, name: &str) -> (Node, TenantKeys) {
     config.access.domain_suffixes = ["acme=acme.example", "globex=globex.example"]
         .map(String::from)
         .to_vec();
+    edit(&mut config);
     (Node::start(config).await, keys)
 }
 

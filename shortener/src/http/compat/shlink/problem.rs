@@ -116,6 +116,15 @@ impl Problem {
 
     /// `error` as Shlink would answer its case.
     pub fn of(error: &Error) -> Self {
+        match error {
+            Error::Internal(detail) => {
+                tracing::error!(detail = %crate::domain::text::Untrusted(detail), "internal error")
+            }
+            Error::Unavailable { message, .. } => {
+                tracing::warn!(%message, "request refused: unavailable")
+            }
+            _ => {}
+        }
         let message = error.public_message();
         let mut problem = match error {
             Error::Unauthenticated => Problem::invalid_key(),
