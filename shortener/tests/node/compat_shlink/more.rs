@@ -171,6 +171,52 @@ async fn tags_domains_rules_and_visits(backend: Backend) {
             {"domain": "go.acme.example", "isDefault": false, "redirects": expected},
         ])
     );
+    // A short URL on the branded domain is found with `domain`, listed under it.
+    let branded = json!({"longUrl": "https://example.com/branded", "customSlug": "on-brand", "domain": "go.acme.example"});
+    let (status, _, made) = call(&node, Method::POST, "/v3/short-urls", key, Some(branded)).await;
+    assert_eq!(status, 200, "{made}");
+    assert_eq!(
+        (&made["domain"], &made["shortUrl"]),
+        (
+            &json!("go.acme.example"),
+            &json!("https://go.acme.example/on-brand")
+        )
+    );
+    let (status, _, got) = call(
+        &node,
+        Method::GET,
+        "/v3/short-urls/on-brand?domain=go.acme.example",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status.as_u16(), &got["longUrl"]),
+        (200, &json!("https://example.com/branded"))
+    );
+    assert_problem(
+        &call(&node, Method::GET, "/v3/short-urls/on-brand", key, None).await,
+        404,
+        "short-url-not-found",
+    );
+    let (_, _, listed) = call(
+        &node,
+        Method::GET,
+        "/v3/short-urls?domain=go.acme.example",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(listed["shortUrls"]["pagination"]["totalItems"], 1);
+    let (_, _, listed) = call(
+        &node,
+        Method::GET,
+        "/v3/short-urls?domain=DEFAULT",
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(listed["shortUrls"]["pagination"]["totalItems"], 2);
     let theirs = call(
         &node,
         Method::PATCH,
