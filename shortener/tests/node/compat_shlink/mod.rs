@@ -115,6 +115,10 @@ async fn two_dialects_are_served_side_by_side() {
     .await;
     let (status, _, _) = call(&node, Method::GET, "/health", None, None).await;
     assert_eq!(status, StatusCode::OK);
+    for path in ["/v3/mercure-info", "/v2/short-urls", "/"] {
+        let answer = call(&node, Method::GET, path, Some(&keys.own), None).await;
+        assert_problem(&answer, 404, "not-found");
+    }
     let made = node
         .client
         .get(format!("{}/yourls-api.php", node.base))

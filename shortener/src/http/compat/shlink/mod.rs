@@ -67,6 +67,14 @@ pub fn router() -> Router<Arc<HttpState>> {
         .route("/rest/v3/domains/{host}/visits", get(visits::other))
         .route("/rest/v3/visits/orphan", get(visits::other))
         .route("/rest/v3/visits/non-orphan", get(visits::other))
+        .route("/rest", axum::routing::any(unknown))
+        .route("/rest/", axum::routing::any(unknown))
+        .route("/rest/{*rest}", axum::routing::any(unknown))
+}
+
+/// Any other path under `/rest`: Shlink's `not-found`, so a client reads the answer it expects.
+async fn unknown(axum::extract::State(state): axum::extract::State<Arc<HttpState>>) -> Response {
+    finish(&state, "unknown", Err(Problem::not_found().into()))
 }
 
 /// A request's failure: its answer and its metric outcome.

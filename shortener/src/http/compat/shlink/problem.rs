@@ -93,6 +93,17 @@ impl Problem {
         .with("domain", json!(domain))
     }
 
+    /// A path the dialect does not serve.
+    pub fn not_found() -> Self {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            "Not found",
+            "Requested route does not exist: this node serves part of Shlink's API \
+             (docs/compat.md)",
+        )
+    }
+
     /// An operation on tags this node cannot do.
     pub fn tag_operation(detail: impl Into<String>) -> Self {
         Problem::new(
