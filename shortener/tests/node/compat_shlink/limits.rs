@@ -97,3 +97,97 @@ async fn the_keys_rate_limit_applies() {
     let limited = "shortener_compat_requests_total{dialect=\"shlink\",action=\"create\",outcome=\"rate_limited\"}";
     assert_eq!(metric(&metrics, limited), 2.0);
 }
+
+/// A key that may create or change links but not read them sees only the code and short URL
+/// of a link its request did not create (a `findIfExists` hit, an edit, new rules), as the
+/// JSON API answers it: the target is what only a read reveals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_cannot_read_sees_no_target_it_did_not_send() {
+    use shortener::access::{KEY_FILE_HEADER, KeyEntry, digest, generate_api_key, render};
+    let stack = Stack::new(Backend::Sqlite).await;
+    let [full, creator, writer] = [(); 3].map(|()| generate_api_key());
+    let entry = |name: &str, key: &str, scopes: &str| KeyEntry {
+        tenant: "acme".into(),
+        name: name.into(),
+        digest: digest(key),
+        scopes: shortener::domain::Scopes::parse_list(scopes).expect("scopes"),
+        expires: None,
+    };
+    let text = [
+        entry("full", &full, "links:create,links:read,links:write"),
+        entry("creator", &creator, "links:create"),
+        entry("writer", &writer, "links:write"),
+    ]
+    .iter()
+    .map(render)
+    .fold(KEY_FILE_HEADER.to_string(), |text, table| text + &table);
+    let path = stack.dir.path().join("limited-keys.toml");
+    std::fs::write(&path, text).expect("write keys file");
+    let mut config = stack.config("a");
+    config.compat.compat = vec!["shlink".into()];
+    config.access.api_keys_file = Some(path);
+    let node = crate::helpers::Node::start(config).await;
+    let secret = "https://secret.example/only-readers-know";
+    // findIfExists finds a link made with it (our dedup) to the same URL.
+    let body = json!({"longUrl": secret, "findIfExists": true, "title": "Secret"});
+    let (status, _, made) = call(
+        &node,
+        Method::POST,
+        "/v3/short-urls",
+        Some(&full),
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    let code = made["shortCode"].as_str().expect("code").to_string();
+    let receipt = json!({"shortCode": code, "shortUrl": format!("https://sho.rt/{code}")});
+    let again = json!({"longUrl": secret, "findIfExists": true});
+    let (status, _, found) = call(
+        &node,
+        Method::POST,
+        "/v3/short-urls",
+        Some(&creator),
+        Some(again),
+    )
+    .await;
+    assert_eq!((status, &found), (StatusCode::OK, &receipt));
+    assert_eq!(node.stored_links().await, 1);
+    let (status, _, edited) = call(
+        &node,
+        Method::PATCH,
+        &format!("/v3/short-urls/{code}"),
+        Some(&writer),
+        Some(json!({"title": "Changed"})),
+    )
+    .await;
+    assert_eq!((status, &edited), (StatusCode::OK, &receipt));
+    let rules = json!({"redirectRules": [{"longUrl": "https://example.com/de", "conditions": [{"type": "language", "matchKey": null, "matchValue": "de"}]}]});
+    let (status, _, set) = call(
+        &node,
+        Method::POST,
+        &format!("/v3/short-urls/{code}/redirect-rules"),
+        Some(&writer),
+        Some(rules),
+    )
+    .await;
+    assert_eq!((status, &set), (StatusCode::OK, &receipt));
+    // Its own new link it sees whole.
+    let (_, _, own) = call(
+        &node,
+        Method::POST,
+        "/v3/short-urls",
+        Some(&creator),
+        Some(json!({"longUrl": "https://example.com/mine"})),
+    )
+    .await;
+    assert_eq!(own["longUrl"], "https://example.com/mine");
+    let (status, _, _) = call(
+        &node,
+        Method::GET,
+        &format!("/v3/short-urls/{code}"),
+        Some(&creator),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}

@@ -186,6 +186,10 @@ pub async fn set(
         let patch = LinkPatch::parse(input, &state.rules, Utc::now())?;
         let code = short_code(&state, &code, &uri)?;
         let link = state.links.update(&caller, &code, &patch).await?;
+        if !crate::links::answers_whole(&caller, false) {
+            // The rules hold targets: only a read reveals them.
+            return Ok(json(super::short_urls::seen(&state, &caller, &link, false)));
+        }
         Ok(json(shown(&link)))
     }
     .await;

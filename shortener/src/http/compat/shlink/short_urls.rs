@@ -11,7 +11,7 @@ use super::body::{self, Fields};
 use super::{Answer, Fail, Problem, admit, finish, json, query_value, short_code};
 use crate::access::Operation;
 use crate::domain::routes::{Preview, PreviewPatch};
-use crate::domain::{CreateInput, CreateRequest, Link, LinkPatch, PatchInput};
+use crate::domain::{Caller, CreateInput, CreateRequest, Link, LinkPatch, PatchInput};
 use crate::http::HttpState;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -47,6 +47,17 @@ pub fn short_url(state: &HttpState, link: &Link) -> Value {
         "forwardQuery": routes.pass_query,
         "hasRedirectRules": !routes.rules.is_empty(),
     })
+}
+
+/// A link as the caller may see it: whole, or (to a key without `links:read`, of a link its
+/// request did not create: a `findIfExists` hit, an edit) only its code and short URL, as the
+/// JSON API answers such a key.
+pub fn seen(state: &HttpState, caller: &Caller, link: &Link, created: bool) -> Value {
+    if crate::links::answers_whole(caller, created) {
+        short_url(state, link)
+    } else {
+        json!({ "shortCode": link.shown_code(), "shortUrl": state.public.link_url(link) })
+    }
 }
 
 /// Shlink's visits summary: people's and bots' `GET` visits (`HEAD` requests are not visits).
@@ -154,8 +165,8 @@ async fn created(state: &HttpState, caller: &crate::domain::Caller, input: Creat
             if *new { "created" } else { "existing" }
         });
     state.metrics.create(label, started.elapsed());
-    let (link, _) = result?;
-    Ok(json(short_url(state, &link)))
+    let (link, new) = result?;
+    Ok(json(seen(state, caller, &link, new)))
 }
 
 /// `POST /rest/v3/short-urls`.
@@ -280,7 +291,7 @@ pub async fn edit(
         let patch = LinkPatch::parse(input, &state.rules, Utc::now())?;
         let code = short_code(&state, &code, &uri)?;
         let link = state.links.update(&caller, &code, &patch).await?;
-        Ok(json(short_url(&state, &link)))
+        Ok(json(seen(&state, &caller, &link, false)))
     }
     .await;
     finish(&state, "edit", answer)
