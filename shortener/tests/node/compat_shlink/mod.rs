@@ -106,47 +106,6 @@ async fn the_dialect_is_off_unless_named() {
     assert_eq!(node.stored_links().await, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_dialects_are_served_side_by_side() {
-    let stack = Stack::new(Backend::Sqlite).await;
-    let (node, keys) = shlink_node_with(&stack, "a", |c| {
-        c.compat.compat = vec!["yourls".into(), "shlink".into()];
-    })
-    .await;
-    let (status, _, _) = call(&node, Method::GET, "/health", None, None).await;
-    assert_eq!(status, StatusCode::OK);
-    for path in ["/v3/mercure-info", "/v2/short-urls", "/"] {
-        let answer = call(&node, Method::GET, path, Some(&keys.own), None).await;
-        assert_problem(&answer, 404, "not-found");
-    }
-    let made = node
-        .client
-        .get(format!("{}/yourls-api.php", node.base))
-        .query(&[
-            ("action", "shorturl"),
-            ("format", "json"),
-            ("url", "https://example.com/y"),
-            ("keyword", "from-yourls"),
-            ("signature", keys.own.as_str()),
-        ])
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(made.status(), StatusCode::OK);
-    let (status, _, got) = call(
-        &node,
-        Method::GET,
-        "/v3/short-urls/from-yourls",
-        Some(&keys.own),
-        None,
-    )
-    .await;
-    assert_eq!(
-        (status, &got["longUrl"]),
-        (StatusCode::OK, &json!("https://example.com/y"))
-    );
-}
-
 async fn short_urls_answer_as_shlink_does(backend: Backend) {
     let stack = Stack::new(backend).await;
     let (node, keys) = shlink_node(&stack, "a").await;

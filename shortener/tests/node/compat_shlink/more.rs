@@ -1,8 +1,8 @@
 //! Shlink's tags, domains, redirect rules and visits over the caller's links and domains.
 
-use super::{assert_problem, call, shlink_node};
+use super::{assert_problem, call, shlink_node, shlink_node_with};
 use crate::helpers::{BROWSER, Backend, Stack, wait_for};
-use reqwest::Method;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -326,4 +326,55 @@ async fn tags_domains_rules_and_visits_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tags_domains_rules_and_visits_on_postgres() {
     tags_domains_rules_and_visits(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_dialects_are_served_side_by_side() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = shlink_node_with(&stack, "a", |c| {
+        c.compat.compat = vec!["yourls".into(), "shlink".into()];
+    })
+    .await;
+    let (status, _, _) = call(&node, Method::GET, "/health", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    for (method, path) in [
+        (Method::GET, "/v3/mercure-info"),
+        (Method::GET, "/v2/short-urls"),
+        (Method::GET, "/"),
+    ] {
+        let answer = call(&node, method, path, Some(&keys.own), None).await;
+        assert_problem(&answer, 404, "not-found");
+    }
+    let wrong = call(&node, Method::PUT, "/v3/short-urls", Some(&keys.own), None).await;
+    assert_eq!(
+        (wrong.0.as_u16(), wrong.1.as_str()),
+        (405, "application/problem+json")
+    );
+    assert_eq!(wrong.2["type"], "about:blank");
+    let made = node
+        .client
+        .get(format!("{}/yourls-api.php", node.base))
+        .query(&[
+            ("action", "shorturl"),
+            ("format", "json"),
+            ("url", "https://example.com/y"),
+            ("keyword", "from-yourls"),
+            ("signature", keys.own.as_str()),
+        ])
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(made.status(), StatusCode::OK);
+    let (status, _, got) = call(
+        &node,
+        Method::GET,
+        "/v3/short-urls/from-yourls",
+        Some(&keys.own),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &got["longUrl"]),
+        (StatusCode::OK, &json!("https://example.com/y"))
+    );
 }

@@ -67,9 +67,22 @@ pub fn router() -> Router<Arc<HttpState>> {
         .route("/rest/v3/domains/{host}/visits", get(visits::other))
         .route("/rest/v3/visits/orphan", get(visits::other))
         .route("/rest/v3/visits/non-orphan", get(visits::other))
+        // Set on the routes above only: `any` routes answer every method themselves.
+        .method_not_allowed_fallback(wrong_method)
         .route("/rest", axum::routing::any(unknown))
         .route("/rest/", axum::routing::any(unknown))
         .route("/rest/{*rest}", axum::routing::any(unknown))
+}
+
+/// Another method on one of the dialect's paths: 405 as problem+json.
+async fn wrong_method(
+    axum::extract::State(state): axum::extract::State<Arc<HttpState>>,
+) -> Response {
+    finish(
+        &state,
+        "unknown",
+        Err(Problem::of_status(StatusCode::METHOD_NOT_ALLOWED).into()),
+    )
 }
 
 /// Any other path under `/rest`: Shlink's `not-found`, so a client reads the answer it expects.
@@ -99,6 +112,7 @@ impl From<Problem> for Fail {
             StatusCode::UNAUTHORIZED => "unauthenticated",
             StatusCode::NOT_FOUND => "not_found",
             StatusCode::FORBIDDEN => "forbidden",
+            StatusCode::METHOD_NOT_ALLOWED => "not_found",
             _ => "invalid",
         };
         Fail {

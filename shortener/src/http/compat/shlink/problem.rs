@@ -104,6 +104,12 @@ impl Problem {
         )
     }
 
+    /// A bare `status` (`about:blank`).
+    pub fn of_status(status: StatusCode) -> Self {
+        let title = status.canonical_reason().unwrap_or("Error");
+        Problem::new(status, "", title, title)
+    }
+
     /// An operation on tags this node cannot do.
     pub fn tag_operation(detail: impl Into<String>) -> Self {
         Problem::new(
