@@ -19,8 +19,10 @@ pub const PRIVATE_LENGTH: usize = 16;
 pub const MAX_ALIAS_LENGTH: usize = 64;
 
 /// Words no code may take on any write path (alias, import; compared case-insensitively),
-/// because the service's own routes or common well-known paths live there. The node's router
-/// checks in a test that each of its fixed first path segments is here.
+/// because the service's own routes or common well-known paths live there, or the first path
+/// segments of the other shorteners' APIs a node may speak (`yourls-api.php`, Shlink's `rest`,
+/// Bitly's `v4`). The node's router checks in a test that each of its fixed first path segments
+/// is here.
 pub const RESERVED_WORDS: &[&str] = &[
     "admin",
     "api",
@@ -43,8 +45,10 @@ pub const RESERVED_WORDS: &[&str] = &[
     "robots",
     "static",
     "status",
+    "v4",
     "well-known",
     "www",
+    "yourls-api.php",
 ];
 
 /// Whether `word` is one of the [`RESERVED_WORDS`] (in any case).

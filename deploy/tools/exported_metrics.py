@@ -333,8 +333,9 @@ def scrape(admin: str) -> str:
 
 
 def exercise_shortener(http_base: str) -> None:
-    """A create, its redirect, an unauthenticated create, and unknown codes past the 404 limit
-    (the node runs with a 404 burst of 1): the request families with labels get their series."""
+    """A create, its redirect, an unauthenticated create, a YOURLS expand, and unknown codes past
+    the 404 limit (the node runs with a 404 burst of 1): the request families with labels get
+    their series."""
     body = json.dumps({"url": "https://example.com/deploy-check"}).encode()
     headers = {"Content-Type": "application/json"}
     status, answer = http("POST", http_base + "/api/v1/links", body,
@@ -346,6 +347,10 @@ def exercise_shortener(http_base: str) -> None:
     status, _ = http("POST", http_base + "/api/v1/links", body, headers)
     if status != 401:
         raise Failure(f"POST /api/v1/links without a key answered {status}, expected 401")
+    status, answer = http("GET", f"{http_base}/yourls-api.php?action=expand&format=json"
+                          f"&shorturl={code}&signature={TEST_API_KEY}")
+    if status != 200:
+        raise Failure(f"YOURLS expand answered {status}: {answer[:200]!r}")
     statuses = {get_no_redirect(f"{http_base}/zzzzzz{i}") for i in range(3)}
     if 429 not in statuses:
         raise Failure(f"unknown codes past the 404 burst answered {sorted(statuses)}, expected a 429")
@@ -447,6 +452,8 @@ def discover(bin_dir: Path, database_url: str) -> dict[str, Family]:
                 # The webhook worker polls at this interval (at most 1 s) and describes the
                 # outbox gauges after its first poll: make that come at once.
                 "SHORTENER_CLICK_FLUSH_INTERVAL_MS": "100",
+                # A compatible API, so that its request family gets a series.
+                "SHORTENER_COMPAT": "yourls",
             }
 
         nodes = {}

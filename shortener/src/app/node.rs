@@ -233,6 +233,7 @@ impl Node {
             domains: Arc::clone(&self.domains),
             unknown_hosts: config.redirects.unknown_hosts,
             domain_metrics: Arc::clone(&self.domain_metrics),
+            compat: config.compat.dialects()?,
         })
     }
 

@@ -2,6 +2,7 @@
 //! bound (`validate`, which names the setting in every [`ConfigError`]).
 
 mod access;
+mod compat;
 mod ids;
 mod limits;
 mod listeners;
@@ -12,6 +13,7 @@ mod visits;
 mod webhooks;
 
 pub use access::AccessConfig;
+pub use compat::{CompatConfig, Dialect, Dialects};
 pub use ids::IdsConfig;
 pub use limits::LimitsConfig;
 pub use listeners::ListenerConfig;
@@ -104,6 +106,9 @@ pub struct Config {
     /// Rates and caps per caller.
     #[command(flatten)]
     pub limits: LimitsConfig,
+    /// Other shorteners' APIs the node speaks.
+    #[command(flatten)]
+    pub compat: CompatConfig,
     /// Log format.
     #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
     pub log_format: LogFormat,
@@ -208,6 +213,7 @@ impl Config {
                 export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
                 export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),
             },
+            compat: CompatConfig { compat: Vec::new() },
             log_format: LogFormat::Text,
             clock: crate::clock::Clock::system(),
         }

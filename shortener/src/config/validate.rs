@@ -34,6 +34,7 @@ impl Config {
         self.visits.validate()?;
         self.webhooks.validate()?;
         self.limits.validate()?;
+        self.compat.validate()?;
         if self.listeners.admin_addr == super::Listen::Off && self.store.database_url.is_some() {
             return Err(ConfigError::new(
                 "SHORTENER_ADMIN_ADDR",

@@ -7,6 +7,7 @@
 
 mod api;
 pub mod branded;
+mod compat;
 pub mod console;
 mod error;
 pub mod redirect;
@@ -72,6 +73,8 @@ pub struct HttpState {
     pub unknown_hosts: crate::config::UnknownHosts,
     /// Redirects per listed branded domain.
     pub domain_metrics: Arc<crate::domains::DomainMetrics>,
+    /// The other shorteners' APIs the node speaks (`compat`).
+    pub compat: crate::config::Dialects,
 }
 
 /// The public listener's request handling. Cheap to clone.
@@ -225,6 +228,7 @@ fn router(state: Arc<HttpState>) -> Router {
             branded::ASSETLINKS_PATH,
             get(branded::assetlinks).fallback(api::method_not_allowed),
         )
+        .merge(compat::router(state.compat))
         .route("/{code}", get(redirect::redirect).post(redirect::unlock))
         .fallback(redirect::fallback)
         .with_state(state)
@@ -322,10 +326,11 @@ fn api_router() -> Router<Arc<HttpState>> {
 pub const FIXED_SEGMENTS: &[&str] = &["api", "console"];
 
 /// The single-segment files the public listener routes itself (a branded domain's
-/// `robots.txt`): each holds a `.`, which no code of any shape or import holds, and the redirect
-/// edge's fast path hands them to the router (checked by a test). `/.well-known/...` is two
-/// segments, never the fast path's, and its first holds a `.` too.
-pub const FIXED_FILES: &[&str] = &["robots.txt"];
+/// `robots.txt`; YOURLS's `yourls-api.php`, answered 404 unless that dialect is spoken): each
+/// holds a `.`, which no code of any shape or import holds, and the redirect edge's fast path
+/// hands them to the router (checked by a test). `/.well-known/...` is two segments, never the
+/// fast path's, and its first holds a `.` too.
+pub const FIXED_FILES: &[&str] = &["robots.txt", compat::yourls::PATH_FILE];
 
 /// `GET /console`: the console's page (at `/console/`) when it is served, else a 404.
 async fn console_home(State(state): State<Arc<HttpState>>) -> axum::response::Response {

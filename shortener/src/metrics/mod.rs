@@ -38,6 +38,7 @@ pub struct Metrics {
     /// By tenant: the label values come from the configured keys, never from a request.
     api_requests: Family<Vec<(&'static str, String)>, Counter>,
     api_unauthenticated: Family<Labels, Counter>,
+    compat_requests: Family<Labels, Counter>,
 }
 
 impl Metrics {
@@ -51,6 +52,7 @@ impl Metrics {
         let rate_limited = Family::<Labels, Counter>::default();
         let api_requests = Family::<Vec<(&'static str, String)>, Counter>::default();
         let api_unauthenticated = Family::<Labels, Counter>::default();
+        let compat_requests = Family::<Labels, Counter>::default();
         registry.register(
             "shortener_redirects",
             "Redirect requests by HTTP status",
@@ -85,6 +87,11 @@ impl Metrics {
             "shortener_api_unauthenticated",
             "API requests refused for a missing, unknown or expired key, by operation",
             api_unauthenticated.clone(),
+        );
+        registry.register(
+            "shortener_compat_requests",
+            "Requests to another shortener's API the node speaks (SHORTENER_COMPAT), by dialect, action and outcome",
+            compat_requests.clone(),
         );
         registry.register_collector(Box::new(sources));
         let redirect_by_status = [301, 302, 307, 308, 403, 404, 410, 429, 451, 500, 503]
@@ -141,6 +148,7 @@ impl Metrics {
             rate_limited,
             api_requests,
             api_unauthenticated,
+            compat_requests,
         }
     }
 
@@ -184,6 +192,23 @@ impl Metrics {
     pub fn rate_limited(&self, limit: &'static str) {
         self.rate_limited
             .get_or_create(&vec![("limit", limit)])
+            .inc();
+    }
+
+    /// Records one request to another shortener's API: its `dialect`, `action` and `outcome`
+    /// each one of a fixed set, never taken from the request.
+    pub fn compat_request(
+        &self,
+        dialect: &'static str,
+        action: &'static str,
+        outcome: &'static str,
+    ) {
+        self.compat_requests
+            .get_or_create(&vec![
+                ("dialect", dialect),
+                ("action", action),
+                ("outcome", outcome),
+            ])
             .inc();
     }
 

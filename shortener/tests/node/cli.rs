@@ -239,6 +239,7 @@ fn every_commands_help_is_grouped_under_headings_with_an_example() {
         "Clicks and analytics:",
         "Webhooks:",
         "Limits:",
+        "Compatibility:",
         "Logging:",
     ];
     let grouped: usize = headings.iter().map(|h| section(&help, h).len()).sum();

@@ -74,6 +74,12 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
         ("SHORTENER_DATABASE_CA_FILE", |c| {
             c.store.database_ca_file = Some("/dev/null".into())
         }),
+        ("SHORTENER_COMPAT", |c| {
+            c.compat.compat = vec!["polr".into()]
+        }),
+        ("SHORTENER_COMPAT", |c| {
+            c.compat.compat = vec!["yourls".into(), "yourls-api".into()]
+        }),
         ("API key", |c| c.access.api_keys = vec!["short".into()]),
         ("SHORTENER_ADMIN_ADDR", |c| {
             c.listeners.admin_addr = shortener::config::Listen::Off;

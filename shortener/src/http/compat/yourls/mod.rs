@@ -1,0 +1,203 @@
+//! YOURLS's API at `/yourls-api.php` (GET, or POST with a form body): `shorturl`, `expand`,
+//! `url-stats`, `stats`, `db-stats` and `version`, answered as YOURLS answers them (`answer`)
+//! in `format=xml` (the default), `json` or `simple`. The caller sends one of our API keys as
+//! `signature`; see docs/compat.md for what is served and why other credentials are not.
+
+mod actions;
+mod answer;
+mod stats;
+
+use super::{Params, authenticate};
+use crate::access::Operation;
+use crate::domain::{Caller, Error};
+use crate::http::HttpState;
+use answer::{Answer, Format};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use std::sync::Arc;
+
+/// The API's path.
+pub const PATH: &str = "/yourls-api.php";
+/// The API's path segment (a reserved word: no code can take it).
+pub const PATH_FILE: &str = "yourls-api.php";
+/// The dialect's metric label.
+const DIALECT: &str = "yourls";
+
+/// The YOURLS version whose answers the API follows (what `action=version` says; clients that
+/// check it see the API level they get, not this node's version).
+pub const YOURLS_VERSION: &str = "1.9.2";
+
+/// What a request asks for (`action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    ShortUrl,
+    Expand,
+    UrlStats,
+    Stats,
+    DbStats,
+    Version,
+    Unknown,
+}
+
+impl Action {
+    fn parse(text: Option<&str>) -> Self {
+        match text.unwrap_or_default() {
+            "shorturl" => Action::ShortUrl,
+            "expand" => Action::Expand,
+            "url-stats" => Action::UrlStats,
+            "stats" => Action::Stats,
+            "db-stats" => Action::DbStats,
+            "version" => Action::Version,
+            _ => Action::Unknown,
+        }
+    }
+
+    /// The metric label (a fixed set).
+    fn name(self) -> &'static str {
+        match self {
+            Action::ShortUrl => "shorturl",
+            Action::Expand => "expand",
+            Action::UrlStats => "url-stats",
+            Action::Stats => "stats",
+            Action::DbStats => "db-stats",
+            Action::Version => "version",
+            Action::Unknown => "unknown",
+        }
+    }
+
+    /// What admission checks for the action: the operation of the JSON API that does the
+    /// same (a link's page for `url-stats` shows its clicks as `GET /api/v1/links/{code}`
+    /// does; `stats` lists links with their clicks; `db-stats` is the tenant's stats).
+    fn operation(self) -> Operation {
+        match self {
+            Action::ShortUrl => Operation::Create,
+            Action::Expand | Action::UrlStats | Action::Version | Action::Unknown => {
+                Operation::Read
+            }
+            Action::Stats => Operation::Export,
+            Action::DbStats => Operation::Stats,
+        }
+    }
+}
+
+/// A request's result: its answer and its metric outcome.
+type Outcome = (Answer, &'static str);
+
+/// `GET|POST /yourls-api.php`.
+pub async fn api(State(state): State<Arc<HttpState>>, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let params = match Params::read(&parts.method, parts.uri.query(), &parts.headers, body).await {
+        Ok(params) => params,
+        Err(message) => {
+            state
+                .metrics
+                .compat_request(DIALECT, Action::Unknown.name(), "invalid");
+            return Answer::error(StatusCode::BAD_REQUEST, message).render(Format::Json);
+        }
+    };
+    let action = Action::parse(params.get("action"));
+    let format = match Format::parse(params.get("format")) {
+        Ok(format) => format,
+        Err(message) => {
+            state
+                .metrics
+                .compat_request(DIALECT, action.name(), "invalid");
+            // A format that is not served is answered in JSON, the closest a client that
+            // asked for a script can read.
+            return Answer::error(StatusCode::BAD_REQUEST, message).render(Format::Json);
+        }
+    };
+    let (answer, outcome) = match admit(&state, &params, action.operation()) {
+        Ok(caller) => run(&state, &caller, &params, action).await,
+        Err(refused) => refused,
+    };
+    state
+        .metrics
+        .compat_request(DIALECT, action.name(), outcome);
+    answer.render(format)
+}
+
+async fn run(state: &HttpState, caller: &Caller, params: &Params, action: Action) -> Outcome {
+    match action {
+        Action::ShortUrl => actions::shorturl(state, caller, params).await,
+        Action::Expand => actions::expand(state, caller, params).await,
+        Action::UrlStats => actions::url_stats(state, caller, params).await,
+        Action::Stats => stats::stats(state, caller, params).await,
+        Action::DbStats => stats::db_stats(state, caller).await,
+        Action::Version => (
+            Answer::new(vec![("version", YOURLS_VERSION.into())], YOURLS_VERSION),
+            "ok",
+        ),
+        Action::Unknown => {
+            let message = "Unknown or missing \"action\" parameter";
+            (
+                Answer::new(
+                    vec![("errorCode", 400u64.into()), ("message", message.into())],
+                    message,
+                ),
+                "invalid",
+            )
+        }
+    }
+}
+
+/// The caller a request's credentials make, admitted for `operation`; a refusal is answered
+/// as YOURLS refuses one (`message`, `errorCode` 403, or 429 past the key's rate).
+///
+/// Only `signature=<API key>` is accepted. A `timestamp` with a signature (YOURLS's
+/// `md5(timestamp . key)`) cannot be checked, as the node keeps only SHA-256 digests of its
+/// keys; `username` and `password` are no credentials of this node.
+fn admit(state: &HttpState, params: &Params, operation: Operation) -> Result<Caller, Outcome> {
+    let refuse = |message: &str| {
+        Err((
+            Answer::error(StatusCode::FORBIDDEN, message),
+            "unauthenticated",
+        ))
+    };
+    if params.non_empty("username").is_some() || params.non_empty("password").is_some() {
+        return refuse(
+            "username and password are not accepted: send one of the node's API keys as \
+             signature (docs/compat.md)",
+        );
+    }
+    if params.non_empty("timestamp").is_some() {
+        return refuse(
+            "timestamp signatures are not accepted: the node keeps only SHA-256 digests of its \
+             API keys, so it cannot compute md5(timestamp . key); send the API key itself as \
+             signature, over HTTPS (docs/compat.md)",
+        );
+    }
+    let Some(key) = params.non_empty("signature") else {
+        return refuse("Please log in: send one of the node's API keys as signature");
+    };
+    let caller = match authenticate(state, key, operation) {
+        Ok(caller) => caller,
+        Err(_) => return refuse("Invalid signature: no such API key, or it has expired"),
+    };
+    state
+        .admission
+        .admit(&caller, operation)
+        .map(|()| caller)
+        .map_err(|error| (refusal(&error), super::outcome(&error)))
+}
+
+/// A refusal of an admitted caller (a missing scope, a rate limit) or a fault, as YOURLS
+/// answers errors outside a create.
+fn refusal(error: &Error) -> Answer {
+    let status = match error {
+        Error::Unauthenticated | Error::Forbidden(_) | Error::HostNotAllowed(_) => {
+            StatusCode::FORBIDDEN
+        }
+        Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        Error::NotFound(_) | Error::Gone(_) => StatusCode::NOT_FOUND,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let mut answer = Answer::error(status, error.public_message());
+    if let Error::RateLimited { retry_after } | Error::Unavailable { retry_after, .. } = error {
+        answer.retry_after = Some(retry_after.as_secs().max(1));
+    }
+    answer
+}
