@@ -211,3 +211,28 @@ async fn the_keys_rate_limit_applies() {
     let limited = "shortener_compat_requests_total{dialect=\"bitly\",action=\"shorten\",outcome=\"rate_limited\"}";
     assert_eq!(metric(&metrics, limited), 1.0);
 }
+
+/// A public URL with a path: a bitlink's id holds it, and reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_url_with_a_path_makes_ids_that_read_back() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = bitly_node(&stack, "a", |c| {
+        c.listeners.public_url = Some("https://example.net/s/".into());
+    })
+    .await;
+    let body = Some(json!({ "long_url": "https://example.com/pathed" }));
+    let (status, _, made) = call(&node, Method::POST, "/shorten", Some(&keys.own), body).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let id = made["id"].as_str().expect("id");
+    assert!(id.starts_with("example.net/s/"), "{made}");
+    let (status, _, read) = call(
+        &node,
+        Method::GET,
+        &format!("/bitlinks/{id}"),
+        Some(&keys.own),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!(read["long_url"], "https://example.com/pathed");
+}

@@ -3,6 +3,7 @@
 //! JSON API's key check, tenancy and scopes answered in Bitly's error shape.
 
 mod bad_input;
+mod webhooks;
 
 use crate::domains::claim;
 use crate::helpers::{BROWSER, Backend, Node, Stack, metric, wait_for};

@@ -156,18 +156,25 @@ fn create_arg(error: &Error) -> (&'static str, &'static str) {
 
 /// The link a bitlink `id` (`host/code`, optionally with a scheme) names and the caller may
 /// see, with its code; a deleted link is no link here. An id that cannot name a link is `INVALID_ARG_BITLINK`.
-pub(super) async fn find(
-    state: &HttpState,
+pub(super) async fn find<'a>(
+    state: &'a HttpState,
     caller: &Caller,
-    id: &str,
+    id: &'a str,
     field: &'static str,
 ) -> Result<(Link, ShortCode), Failure> {
     let bad = |why: String| Failure::arg("INVALID_ARG_BITLINK", field, false, why);
-    let plain = id
-        .strip_prefix("https://")
-        .or_else(|| id.strip_prefix("http://"))
-        .unwrap_or(id);
-    let Some((host, code)) = plain.split_once('/') else {
+    let unscheme = |text: &'a str| {
+        text.strip_prefix("https://")
+            .or_else(|| text.strip_prefix("http://"))
+            .unwrap_or(text)
+    };
+    let plain = unscheme(id);
+    // The public URL may have a path (`example.com/s/abc`): its codes are the default domain's.
+    let split = match plain.strip_prefix(unscheme(state.public.as_str())) {
+        Some(code) => Some((state.public.host_str(), code)),
+        None => plain.split_once('/'),
+    };
+    let Some((host, code)) = split else {
         return Err(bad(format!(
             "{field} must be host/code, such as sho.rt/abc, not {}",
             crate::domain::echo(id)
