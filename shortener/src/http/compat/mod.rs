@@ -36,9 +36,18 @@ pub fn router(dialects: Dialects) -> Router<Arc<HttpState>> {
     if dialects.speaks(Dialect::Bitly) {
         let path = |rest: &str| format!("/{}/{rest}", bitly::PATH_WORD);
         router = router
-            .route(&path("shorten"), axum::routing::post(bitly::shorten))
-            .route(&path("expand"), axum::routing::post(bitly::expand))
-            .route(&path("bitlinks/{*id}"), axum::routing::get(bitly::bitlinks))
+            .route(
+                &path("shorten"),
+                axum::routing::post(bitly::shorten).fallback(bitly::method_not_allowed),
+            )
+            .route(
+                &path("expand"),
+                axum::routing::post(bitly::expand).fallback(bitly::method_not_allowed),
+            )
+            .route(
+                &path("bitlinks/{*id}"),
+                axum::routing::get(bitly::bitlinks).fallback(bitly::method_not_allowed),
+            )
             .route(&path("{*rest}"), axum::routing::any(bitly::unknown));
     }
     router.route_layer(axum::middleware::from_fn(super::trace_api))

@@ -342,6 +342,10 @@ async fn tenancy_and_scopes(node: &Node, keys: &TenantKeys, id: &str) {
         assert_error(&body, "UNAUTHORIZED");
     }
     assert_eq!(node.stored_links().await, stored);
+    let (status, _, body) =
+        call(node, Method::GET, "/shorten", Some(keys.own.as_str()), None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_error(&body, "METHOD_NOT_ALLOWED");
     let (status, _, body) = call(node, Method::GET, "/groups", Some(keys.own.as_str()), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_error(&body, "NOT_FOUND");

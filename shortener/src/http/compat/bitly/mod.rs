@@ -255,16 +255,45 @@ pub async fn bitlinks(
 
 /// Any other path under `/v4`: Bitly's `404`.
 pub async fn unknown(State(state): State<Arc<HttpState>>) -> Response {
+    refuse(
+        &state,
+        StatusCode::NOT_FOUND,
+        "NOT_FOUND",
+        "this path of Bitly's API is not served (docs/compat.md)",
+    )
+}
+
+/// A served path with another method: Bitly's `405`.
+pub async fn method_not_allowed(State(state): State<Arc<HttpState>>) -> Response {
+    refuse(
+        &state,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "METHOD_NOT_ALLOWED",
+        "POST /v4/shorten and /v4/expand, GET /v4/bitlinks/... (docs/compat.md)",
+    )
+}
+
+fn refuse(
+    state: &HttpState,
+    status: StatusCode,
+    message: &'static str,
+    description: &str,
+) -> Response {
+    let outcome = if status == StatusCode::NOT_FOUND {
+        "not_found"
+    } else {
+        "invalid"
+    };
     state
         .metrics
-        .compat_request(DIALECT, Action::Unknown.name(), "not_found");
+        .compat_request(DIALECT, Action::Unknown.name(), outcome);
     Failure {
-        status: StatusCode::NOT_FOUND,
-        message: "NOT_FOUND",
+        status,
+        message,
         field: None,
-        description: "this path of Bitly's API is not served (docs/compat.md)".into(),
+        description: description.into(),
         retry_after: None,
-        outcome: "not_found",
+        outcome,
     }
     .render(Action::Unknown)
 }
