@@ -234,3 +234,57 @@ async fn read(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).expect("time").to_utc()
+    }
+
+    #[test]
+    fn units_start_on_the_hour_day_monday_and_first_of_the_month_in_utc() {
+        // A Sunday.
+        let t = at("2026-03-01T17:45:12.5Z");
+        assert_eq!(Unit::Hour.floor(t), at("2026-03-01T17:00:00Z"));
+        assert_eq!(Unit::Day.floor(t), at("2026-03-01T00:00:00Z"));
+        assert_eq!(Unit::Week.floor(t), at("2026-02-23T00:00:00Z"));
+        assert_eq!(Unit::Month.floor(t), at("2026-03-01T00:00:00Z"));
+        assert_eq!(
+            Unit::Month.back(at("2026-02-01T00:00:00Z"), 2),
+            at("2025-12-01T00:00:00Z")
+        );
+        assert_eq!(
+            Unit::Month.next(at("2026-12-01T00:00:00Z")),
+            at("2027-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            Unit::Week.back(at("2026-02-23T00:00:00Z"), 1),
+            at("2026-02-16T00:00:00Z")
+        );
+    }
+
+    #[test]
+    fn parameters_are_checked() {
+        assert!(Unit::parse(None).is_ok_and(|u| u == Unit::Day));
+        for bad in ["minute", "year", ""] {
+            let failure = Unit::parse(Some(bad)).expect_err(bad);
+            assert_eq!(failure.message, "INVALID_ARG_UNIT");
+        }
+        assert_eq!(parse_units(None).ok(), Some(-1));
+        assert_eq!(parse_units(Some("7")).ok(), Some(7));
+        for bad in ["0", "-2", "10001", "x"] {
+            assert_eq!(
+                parse_units(Some(bad)).expect_err(bad).message,
+                "INVALID_ARG_UNITS"
+            );
+        }
+        let bitly = parse_reference("2026-01-31T10:00:00+0000").expect("Bitly's form");
+        assert_eq!(
+            bitly,
+            parse_reference("2026-01-31T10:00:00Z").expect("RFC 3339")
+        );
+        assert!(parse_reference("yesterday").is_err());
+    }
+}
