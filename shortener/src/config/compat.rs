@@ -31,7 +31,7 @@ impl Dialect {
     /// Whether this node serves the dialect yet (one that is not is refused at start rather
     /// than accepted and left silent).
     pub fn served(self) -> bool {
-        matches!(self, Dialect::Yourls)
+        matches!(self, Dialect::Yourls | Dialect::Bitly)
     }
 
     fn bit(self) -> u8 {
@@ -64,7 +64,7 @@ impl Dialects {
                 })?;
             if !dialect.served() {
                 return Err(format!(
-                    "{} is not served by this version yet (served: yourls)",
+                    "{} is not served by this version yet (served: yourls, bitly)",
                     dialect.name()
                 ));
             }
@@ -89,7 +89,7 @@ impl Dialects {
 #[command(next_help_heading = "Compatibility")]
 pub struct CompatConfig {
     /// Other shorteners' APIs to speak besides our own, comma-separated: `yourls`
-    /// (`/yourls-api.php`); `shlink` and `bitly` are refused until served. None by default; a
+    /// (`/yourls-api.php`), `bitly` (`/v4/...`); `shlink` is refused until served. None by default; a
     /// dialect not named answers its paths 404 like any unknown code (docs/compat.md).
     #[arg(long, env = "SHORTENER_COMPAT", value_delimiter = ',')]
     pub compat: Vec<String>,
@@ -117,10 +117,10 @@ mod tests {
         let set = Dialects::parse(&["YOURLS", " yourls", ""]).expect("known names");
         assert!(set.speaks(Dialect::Yourls));
         assert!(!set.speaks(Dialect::Shlink) && !set.speaks(Dialect::Bitly));
-        for later in ["shlink", "bitly"] {
-            let error = Dialects::parse(&[later]).expect_err("not served yet");
-            assert!(error.contains("not served by this version yet"), "{error}");
-        }
+        let set = Dialects::parse(&["yourls", "Bitly"]).expect("served names");
+        assert!(set.speaks(Dialect::Yourls) && set.speaks(Dialect::Bitly));
+        let error = Dialects::parse(&["shlink"]).expect_err("not served yet");
+        assert!(error.contains("not served by this version yet"), "{error}");
         assert_eq!(Dialects::parse::<&str>(&[]), Ok(Dialects::default()));
         let error = Dialects::parse(&["yourls", "polr"]).expect_err("unknown name");
         assert!(error.contains("\"polr\"") && error.contains("yourls, shlink and bitly"));

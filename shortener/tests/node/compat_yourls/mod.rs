@@ -3,7 +3,7 @@
 //! YOURLS's error shape with nothing written.
 
 mod bad_input;
-mod webhooks;
+pub(crate) mod webhooks;
 
 use crate::helpers::{BROWSER, Backend, Node, Stack, metric, wait_for};
 use crate::tenants::{TenantKeys, write_keys};

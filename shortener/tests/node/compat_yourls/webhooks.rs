@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A receiver on 127.0.0.2 that records each request body and answers 200.
-async fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
+pub(crate) async fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.2:0")
         .await
         .expect("bind receiver");
