@@ -31,7 +31,7 @@ impl Dialect {
     /// Whether this node serves the dialect yet (one that is not is refused at start rather
     /// than accepted and left silent).
     pub fn served(self) -> bool {
-        matches!(self, Dialect::Yourls | Dialect::Shlink)
+        matches!(self, Dialect::Yourls | Dialect::Shlink | Dialect::Bitly)
     }
 
     fn bit(self) -> u8 {
@@ -64,7 +64,7 @@ impl Dialects {
                 })?;
             if !dialect.served() {
                 return Err(format!(
-                    "{} is not served by this version yet (served: yourls, shlink)",
+                    "{} is not served by this version yet (served: yourls, shlink, bitly)",
                     dialect.name()
                 ));
             }
@@ -89,7 +89,7 @@ impl Dialects {
 #[command(next_help_heading = "Compatibility")]
 pub struct CompatConfig {
     /// Other shorteners' APIs to speak besides our own, comma-separated: `yourls`
-    /// (`/yourls-api.php`), `shlink` (`/rest/...`); `bitly` is refused until served. None by default; a
+    /// (`/yourls-api.php`), `shlink` (`/rest/...`), `bitly` (`/v4/...`). None by default; a
     /// dialect not named answers its paths 404 like any unknown code (docs/compat.md).
     #[arg(long, env = "SHORTENER_COMPAT", value_delimiter = ',')]
     pub compat: Vec<String>,
@@ -117,13 +117,12 @@ mod tests {
         let set = Dialects::parse(&["YOURLS", " yourls", ""]).expect("known names");
         assert!(set.speaks(Dialect::Yourls));
         assert!(!set.speaks(Dialect::Shlink) && !set.speaks(Dialect::Bitly));
+        let set = Dialects::parse(&["yourls", "Shlink", "Bitly"]).expect("served names");
         assert!(
-            Dialects::parse(&["Shlink"])
-                .expect("served")
-                .speaks(Dialect::Shlink)
+            set.speaks(Dialect::Yourls)
+                && set.speaks(Dialect::Shlink)
+                && set.speaks(Dialect::Bitly)
         );
-        let error = Dialects::parse(&["bitly"]).expect_err("not served yet");
-        assert!(error.contains("not served by this version yet"), "{error}");
         assert_eq!(Dialects::parse::<&str>(&[]), Ok(Dialects::default()));
         let error = Dialects::parse(&["yourls", "polr"]).expect_err("unknown name");
         assert!(error.contains("\"polr\"") && error.contains("yourls, shlink and bitly"));

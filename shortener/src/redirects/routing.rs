@@ -153,6 +153,8 @@ pub struct Visitor<'a> {
     /// Whether a split's cookie is `Secure`.
     secure: bool,
     headers: &'a HeaderMap,
+    /// The `User-Agent`, read once by the edge for the routing and the visit's counting.
+    user_agent: Option<&'a str>,
     query: Option<&'a str>,
     now: OnceCell<DateTime<Utc>>,
     client: &'a dyn Fn() -> IpAddr,
@@ -169,6 +171,7 @@ impl<'a> Visitor<'a> {
     pub fn new(
         key: &'a str,
         headers: &'a HeaderMap,
+        user_agent: Option<&'a str>,
         query: Option<&'a str>,
         client: &'a dyn Fn() -> IpAddr,
         country: &'a dyn Fn(IpAddr) -> Option<[u8; 2]>,
@@ -178,6 +181,7 @@ impl<'a> Visitor<'a> {
             path: key,
             secure: false,
             headers,
+            user_agent,
             query,
             now: OnceCell::new(),
             client,
@@ -213,13 +217,7 @@ impl<'a> Visitor<'a> {
     }
 
     fn agent(&self) -> &AgentProfile {
-        self.agent.get_or_init(|| {
-            agent_profile(
-                self.headers
-                    .get(header::USER_AGENT)
-                    .and_then(|v| v.to_str().ok()),
-            )
-        })
+        self.agent.get_or_init(|| agent_profile(self.user_agent))
     }
 
     fn language(&self) -> Option<&'a str> {
@@ -244,6 +242,9 @@ impl<'a> Visitor<'a> {
 
     /// The variant index the visitor's cookie `name` names, if it names one of `count`.
     fn cookie_variant(&self, name: &str, count: usize) -> Option<usize> {
+        // One lookup finds a new visitor (no cookie at all); only a visitor with cookies has
+        // every `Cookie` header read.
+        self.headers.get(header::COOKIE)?;
         self.headers
             .get_all(header::COOKIE)
             .iter()
@@ -265,7 +266,7 @@ impl<'a> Visitor<'a> {
         hash.write(self.key.as_bytes());
         hash.write(name.as_bytes());
         self.address().hash(&mut hash);
-        if let Some(agent) = self.headers.get(header::USER_AGENT) {
+        if let Some(agent) = self.user_agent {
             hash.write(agent.as_bytes());
         }
         (hash.finish() % 100) as u8
@@ -333,6 +334,16 @@ fn language_matches(preferred: &str, tag: &str) -> bool {
 /// (the first of equals), as written (conditions compare it without case); `*` and `q=0`
 /// ranges are never preferred.
 pub fn preferred_language(accept: &str) -> Option<&str> {
+    // Most agents send their preferred language first, without a q-value (q=1): that range is
+    // the answer, found without splitting the rest.
+    let bytes = accept.as_bytes();
+    let end = bytes.iter().position(|&b| b == b',').unwrap_or(bytes.len());
+    if !bytes[..end].contains(&b';') {
+        let tag = accept[..end].trim();
+        if !tag.is_empty() && tag != "*" {
+            return Some(tag);
+        }
+    }
     let mut best: Option<(f32, &str)> = None;
     for range in accept.split(',').take(32) {
         let mut parts = range.split(';');

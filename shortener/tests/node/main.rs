@@ -14,6 +14,7 @@ mod bad_input;
 mod cache;
 mod cli;
 mod clicks;
+mod compat_bitly;
 mod compat_shlink;
 mod compat_yourls;
 mod config;

@@ -6,6 +6,7 @@
 //! answer shape. A dialect not spoken has no route: its paths answer 404 like any unknown code.
 //! Each request is counted in `shortener_compat_requests_total{dialect, action, outcome}`.
 
+pub mod bitly;
 pub mod shlink;
 pub mod yourls;
 
@@ -22,15 +23,33 @@ use std::sync::Arc;
 /// route when tracing is on (as the JSON API's: the query, which holds the key, is never
 /// recorded).
 pub fn router(dialects: Dialects) -> Router<Arc<HttpState>> {
-    let mut router = Router::new();
-    if dialects == Dialects::default() {
-        return router;
+    if !Dialect::ALL.into_iter().any(|d| dialects.speaks(d)) {
+        // A route layer on no routes is refused by the router.
+        return Router::new();
     }
+    let mut router = Router::new();
     if dialects.speaks(Dialect::Yourls) {
         router = router.route(
             yourls::PATH,
             axum::routing::get(yourls::api).post(yourls::api),
         );
+    }
+    if dialects.speaks(Dialect::Bitly) {
+        let path = |rest: &str| format!("/{}/{rest}", bitly::PATH_WORD);
+        router = router
+            .route(
+                &path("shorten"),
+                axum::routing::post(bitly::shorten).fallback(bitly::method_not_allowed),
+            )
+            .route(
+                &path("expand"),
+                axum::routing::post(bitly::expand).fallback(bitly::method_not_allowed),
+            )
+            .route(
+                &path("bitlinks/{*id}"),
+                axum::routing::get(bitly::bitlinks).fallback(bitly::method_not_allowed),
+            )
+            .route(&path("{*rest}"), axum::routing::any(bitly::unknown));
     }
     if dialects.speaks(Dialect::Shlink) {
         router = router.merge(shlink::router());
@@ -129,7 +148,7 @@ pub fn outcome(error: &Error) -> &'static str {
 mod tests {
     #[test]
     fn each_dialect_path_is_a_reserved_word() {
-        for word in [super::yourls::PATH_FILE, "rest", "v4"] {
+        for word in [super::yourls::PATH_FILE, "rest", super::bitly::PATH_WORD] {
             assert!(
                 codespace::shape::is_reserved(word),
                 "{word} is not reserved"

@@ -209,14 +209,8 @@ fn respond(
                 .is_some_and(|r| r.preview().is_some())
                 && preview::is_preview_crawler(headers) =>
         {
-            count_visit(
-                state,
-                peer,
-                key,
-                (asked.method == Method::HEAD, None),
-                headers,
-                &target,
-            );
+            let seen = Seen::of(asked.method == Method::HEAD, headers);
+            count_visit(state, peer, key, seen, headers, &target);
             let mut short_url = String::new();
             let _ = state.public.write_link_url(
                 &mut short_url,
@@ -230,10 +224,10 @@ fn respond(
             )
         }
         Ok(Resolution::Redirect(mut target)) => {
-            let head = asked.method == Method::HEAD;
+            let mut seen = Seen::of(asked.method == Method::HEAD, headers);
             let request = (peer, headers, asked.query);
-            let (routed, profile) = route(state, request, key, asked.code, &mut target);
-            if count_visit(state, peer, key, (head, profile), headers, &target) {
+            let routed = route(state, request, key, asked.code, &mut target, &mut seen);
+            if count_visit(state, peer, key, seen, headers, &target) {
                 (
                     redirect_to(state, domain, target.location, routed),
                     "redirect",
@@ -270,20 +264,43 @@ struct Routed {
     cookie: Option<HeaderValue>,
 }
 
+/// What the edge reads of a visit once, for its routing and its counting alike.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Seen<'a> {
+    /// A HEAD request.
+    pub(super) head: bool,
+    /// The `User-Agent`, if it is text.
+    pub(super) agent: Option<&'a str>,
+    /// The agent's profile, once the routing has read it.
+    pub(super) profile: Option<AgentProfile>,
+}
+
+impl<'a> Seen<'a> {
+    /// A visit with `headers`, a HEAD request if `head`.
+    pub(super) fn of(head: bool, headers: &'a HeaderMap) -> Self {
+        Self {
+            head,
+            agent: headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok()),
+            profile: None,
+        }
+    }
+}
+
 /// Replaces `target`'s location (and route) by the one its routing chooses for this request
 /// (the link of `key`, asked for as `/{code}`), if it routes; what the answer must say (`None`:
-/// a plain link), and the user agent's profile if the choice read it.
+/// a plain link). The user agent's profile, if the choice read it, is kept in `seen`.
 fn route(
     state: &HttpState,
     request: (SocketAddr, &HeaderMap, Option<&str>),
     key: &str,
     code: &str,
     target: &mut Target,
-) -> (Option<Routed>, Option<AgentProfile>) {
+    seen: &mut Seen<'_>,
+) -> Option<Routed> {
     let (peer, headers, query) = request;
-    let Some(routing) = target.routing.as_ref() else {
-        return (None, None);
-    };
+    let routing = target.routing.as_ref()?;
     let client = || state.client_policy.client(peer, headers);
     // The GeoIP database is asked only by a country condition.
     let country = |ip| {
@@ -291,7 +308,7 @@ fn route(
         geo.and_then(|g| g.country(ip))
     };
     let secure = state.public.as_str().starts_with("https:");
-    let visitor = Visitor::new(key, headers, query, &client, &country).at(code, secure);
+    let visitor = Visitor::new(key, headers, seen.agent, query, &client, &country).at(code, secure);
     let chosen = routing.choose(&visitor);
     if let Some(location) = chosen.location {
         target.location = location.clone();
@@ -305,7 +322,8 @@ fn route(
         vary: routing.vary().cloned(),
         cookie: chosen.cookie.cloned(),
     };
-    (Some(routed), visitor.profile())
+    seen.profile = visitor.profile();
+    Some(routed)
 }
 
 /// The redirect to `location` on `domain`. An answer decided by rules (`varies`) is one no
@@ -398,22 +416,19 @@ fn count_visit(
     state: &HttpState,
     peer: SocketAddr,
     code: &str,
-    (head, profile): (bool, Option<AgentProfile>),
+    seen: Seen<'_>,
     headers: &HeaderMap,
     target: &Target,
 ) -> bool {
-    let text = |name| {
-        headers
-            .get(name)
-            .and_then(|v: &HeaderValue| v.to_str().ok())
-    };
     let visit = Visit {
-        head,
-        user_agent: text(header::USER_AGENT),
-        referrer: text(header::REFERER),
+        head: seen.head,
+        user_agent: seen.agent,
+        referrer: headers
+            .get(header::REFERER)
+            .and_then(|v: &HeaderValue| v.to_str().ok()),
         client: (state.visits.locates_clients()).then(|| state.client_policy.client(peer, headers)),
         route: target.route,
-        profile,
+        profile: seen.profile,
     }
     .classify();
     if !target.admits(visit.kind()) {
@@ -454,12 +469,14 @@ pub async fn unlock(
     let (response, outcome) = match (resolution, &key) {
         (Ok(Resolution::Redirect(mut target)), Some(key)) => {
             // The form posts to the code without the short URL's query.
+            let mut seen = Seen::of(false, &parts.headers);
             route(
                 &state,
                 (peer, &parts.headers, None),
                 &key.key,
                 &code,
                 &mut target,
+                &mut seen,
             );
             protect::unlock(&state, peer, &code, &key.key, &parts.headers, body, target).await
         }

@@ -18,7 +18,7 @@
 //! for `application/json` gets `{"url": ...}` instead, and its refusals as JSON errors.
 
 use super::super::HttpState;
-use super::{Target, count_visit, gone};
+use super::{Seen, Target, count_visit, gone};
 use crate::domain::PasswordHash;
 use crate::limits::CheckRefused;
 use axum::body::Body;
@@ -278,7 +278,7 @@ pub(super) async fn unlock(
             "wrong_password",
         );
     }
-    if !count_visit(state, peer, key, (false, None), headers, &target) {
+    if !count_visit(state, peer, key, Seen::of(false, headers), headers, &target) {
         return (gone(), "gone");
     }
     (proceed(&target.location, json), "redirect")

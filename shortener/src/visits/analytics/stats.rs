@@ -63,6 +63,22 @@ impl StatsService {
         }
     }
 
+    /// The analytics clock's time and the oldest time a stats request may start from (`None`:
+    /// rollups are kept forever), for a transport that asks for "everything kept".
+    pub fn window(
+        &self,
+    ) -> (
+        chrono::DateTime<chrono::Utc>,
+        Option<chrono::DateTime<chrono::Utc>>,
+    ) {
+        let now = self.analytics.clock.now();
+        let days = self.analytics.settings.retention_days;
+        (
+            now,
+            (days > 0).then(|| now - chrono::Duration::days(i64::from(days))),
+        )
+    }
+
     /// The stats of one link of the caller's tenant (any tenant's for `admin`).
     pub async fn link(
         &self,
