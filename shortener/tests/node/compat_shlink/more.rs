@@ -316,6 +316,41 @@ async fn tags_domains_rules_and_visits(backend: Backend) {
     )
     .await;
     assert_eq!(rule_of(&cleared), json!([]));
+
+    // A rule Shlink cannot show (a split) is never dropped by a Shlink client saving what it
+    // read: the save is refused, and the rule stays.
+    let split = json!({"rules": [{"conditions": [{"type": "device", "value": "mobile"}],
+        "variants": [{"url": "https://example.com/a", "weight": 50},
+                     {"url": "https://example.com/b", "weight": 50}]}]});
+    let patched = node
+        .client
+        .patch(format!("{}/api/v1/links/t-two", node.base))
+        .bearer_auth(key.expect("a key"))
+        .json(&split)
+        .send()
+        .await
+        .expect("patch");
+    assert_eq!(patched.status(), 200);
+    let refused = call(
+        &node,
+        Method::POST,
+        "/v3/short-urls/t-two/redirect-rules",
+        key,
+        Some(json!({"redirectRules": []})),
+    )
+    .await;
+    assert_problem(&refused, 400, "invalid-data");
+    let kept = node
+        .client
+        .get(format!("{}/api/v1/links/t-two", node.base))
+        .bearer_auth(key.expect("a key"))
+        .send()
+        .await
+        .expect("get")
+        .json::<Value>()
+        .await
+        .expect("json");
+    assert_eq!(kept["rules"], split["rules"], "{kept}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,8 @@
 //! (an address is its own network); `geolocation-country-code` is `country`; `before-date` and
 //! `after-date` are `before` and `after`. `valueless-query-param` and `geolocation-city-name`
 //! have no counterpart and are refused. A rule of ours Shlink cannot show (a split, a tablet,
-//! a query condition with several values) is left out of what `GET` answers.
+//! a query condition with several values) is left out of what `GET` answers, and a link that
+//! has one refuses a `POST` of its rules (`invalid-data`), so a client never drops it unseen.
 
 use super::short_urls::find;
 use super::{Fail, Problem, admit, finish, json, short_code};
@@ -184,6 +185,24 @@ pub async fn set(
             ..PatchInput::default()
         };
         let patch = LinkPatch::parse(input, &state.rules, Utc::now())?;
+        // Rules Shlink cannot show are not in what a Shlink client read, so saving its list
+        // would drop them unseen: such a link's rules are changed through /api/v1 only.
+        let current = find(&state, &caller, &code, &uri).await?;
+        if current
+            .routes
+            .rules
+            .0
+            .iter()
+            .any(|r| shown_rule(r, 0).is_none())
+        {
+            return Err(Problem::invalid_data(
+                "redirectRules",
+                "this short URL has redirect rules Shlink cannot express (a split, a tablet \
+                 condition or a query condition with several values), which saving would drop: \
+                 change its rules through /api/v1",
+            )
+            .into());
+        }
         let code = short_code(&state, &code, &uri)?;
         let link = state.links.update(&caller, &code, &patch).await?;
         if !crate::links::answers_whole(&caller, false) {
