@@ -325,7 +325,7 @@ async fn tags_domains_rules_and_visits(backend: Backend) {
     let patched = node
         .client
         .patch(format!("{}/api/v1/links/t-two", node.base))
-        .bearer_auth(key.expect("a key"))
+        .bearer_auth(&keys.own)
         .json(&split)
         .send()
         .await
@@ -343,7 +343,7 @@ async fn tags_domains_rules_and_visits(backend: Backend) {
     let kept = node
         .client
         .get(format!("{}/api/v1/links/t-two", node.base))
-        .bearer_auth(key.expect("a key"))
+        .bearer_auth(&keys.own)
         .send()
         .await
         .expect("get")
