@@ -352,9 +352,11 @@ async fn a_migration_moves_every_kind_of_link_while_the_node_serves() {
             tokio::spawn(async move {
                 let mut answers = Vec::new();
                 // Bounded: the rounds stop with the migration, or at 2000.
+                // A racer that sees the stop leaves its rival at the barrier: the rival's wait
+                // is bounded, and it leaves too.
                 for n in 0..2000 {
-                    barrier.wait().await;
-                    if stop.load(Ordering::Relaxed) {
+                    let met = tokio::time::timeout(Duration::from_secs(5), barrier.wait()).await;
+                    if met.is_err() || stop.load(Ordering::Relaxed) {
                         break;
                     }
                     let body = json!({
