@@ -412,7 +412,7 @@ impl Drop for Cluster {
 
 /// Whether `pid` is a live process. A killed postmaster may linger as a zombie when nothing
 /// reaps it (its parent is PID 1 in a container); a zombie holds no files or ports.
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the parenthesised command name, which may itself contain spaces.
         Ok(stat) => stat
@@ -455,7 +455,7 @@ async fn connect(url: &str) -> tokio_postgres::Client {
 }
 
 /// The newest `/usr/lib/postgresql/<version>/bin`, or `PG_BIN_DIR`.
-fn bin_dir() -> PathBuf {
+pub(crate) fn bin_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("PG_BIN_DIR") {
         return PathBuf::from(dir);
     }
@@ -475,7 +475,7 @@ fn bin_dir() -> PathBuf {
         .expect("an initdb under /usr/lib/postgresql/<version>/bin (or set PG_BIN_DIR)")
 }
 
-async fn run_output(program: &str, args: &[&str]) -> String {
+pub(crate) async fn run_output(program: &str, args: &[&str]) -> String {
     let output = tokio::process::Command::new(program)
         .args(args)
         .output()
@@ -484,7 +484,7 @@ async fn run_output(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn parse_id(text: &str) -> u32 {
+pub(crate) fn parse_id(text: &str) -> u32 {
     text.trim()
         .parse()
         .unwrap_or_else(|_| panic!("a numeric id, got {text:?}"))

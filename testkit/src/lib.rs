@@ -6,9 +6,13 @@
 //! [`wait_until`] polls a condition against a deadline instead of sleeping a fixed time.
 //! [`cluster::Cluster`] is a whole throwaway PostgreSQL server for tests that crash it, and
 //! [`free_port`] and [`free_addr`] pick ports for processes that must be told theirs, and [`tls::TestCerts`]
-//! makes certificates for a cluster that serves TLS.
+//! makes certificates for a cluster that serves TLS. [`patroni::Patroni`] is a highly available
+//! cluster (etcd and PostgreSQL members under Patroni) for failover tests, and [`proxy::Proxy`]
+//! a TCP link a test can cut.
 
 pub mod cluster;
+pub mod patroni;
+pub mod proxy;
 pub mod tls;
 
 use std::future::Future;

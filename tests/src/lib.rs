@@ -13,7 +13,9 @@ pub mod checker;
 pub mod history;
 pub mod nemesis;
 pub mod process;
-pub mod proxy;
+/// The test-controlled TCP proxy, kept in `testkit` so other harnesses (the Patroni cluster's
+/// links to etcd) use the same one.
+pub use testkit::proxy;
 pub mod run;
 pub mod snapshot;
 pub mod system;
