@@ -169,6 +169,16 @@ pub enum Fault {
         /// Reset or blackhole.
         blackhole: bool,
     },
+    /// A planned Patroni switchover from the leader to another member.
+    Switchover,
+    /// `kill -9` of the Patroni leader's agent and postmaster; the member is started again once
+    /// another one leads.
+    KillLeader,
+    /// The Patroni leader cut off from etcd (a blackhole) until another member leads, then
+    /// healed: it must demote itself.
+    PartitionLeader,
+    /// A Patroni replica killed (`kill -9`) and started again.
+    RestartReplica,
 }
 
 /// The shared record of a run.

@@ -10,6 +10,8 @@
 
 pub mod binaries;
 pub mod checker;
+pub mod database;
+pub mod ha;
 pub mod history;
 pub mod nemesis;
 pub mod process;

@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use std::time::{Duration, SystemTime};
 
 /// How long the system may take to be ready again after a fault.
-const RECOVERY_TIMEOUT: Duration = Duration::from_secs(45);
+pub(crate) const RECOVERY_TIMEOUT: Duration = Duration::from_secs(45);
 
 /// Timing of the nemesis.
 #[derive(Debug, Clone)]
@@ -173,6 +173,11 @@ async fn inject(
             system.set_postgres_link(*node, link_mode(*blackhole));
             tokio::time::sleep(pause(rng, 1000, 4000)).await;
             system.set_postgres_link(*node, Mode::Open);
+        }
+        Fault::Switchover | Fault::KillLeader | Fault::PartitionLeader | Fault::RestartReplica => {
+            problems.push(format!(
+                "{fault:?} is a Patroni fault (crate::ha runs those)"
+            ));
         }
     }
     let end = history.now();

@@ -3,6 +3,8 @@
 
 use crate::binaries::Binaries;
 use crate::checker::{self, Bounds, Input, Report};
+use crate::database::DatabaseKind;
+use crate::ha::{self, LeaseProbe};
 use crate::history::{History, Outcome, ReadOutcome};
 use crate::nemesis::{self, NemesisConfig};
 use crate::snapshot::Snapshot;
@@ -61,8 +63,18 @@ impl RunSettings {
                 id_services: 2,
                 min_block: 20,
                 max_block: 200,
+                database: DatabaseKind::Single,
             },
         })
+    }
+
+    /// The Patroni failover suite's settings: `FAULT_SEED`, `SOAK_CLIENTS` and `FAULT_GRPC` as
+    /// above; `PATRONI_SOAK_SECONDS` (default 0: each fault kind once) extends it into a soak.
+    pub fn patroni(replication: testkit::patroni::Replication) -> anyhow::Result<Self> {
+        let mut settings = Self::from_env()?;
+        settings.duration = Duration::from_secs(env_parse("PATRONI_SOAK_SECONDS", 0)?);
+        settings.system.database = DatabaseKind::Patroni(replication);
+        Ok(settings)
     }
 }
 
@@ -104,7 +116,16 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
         duration: settings.duration,
         outage_limit: Duration::from_secs(45),
     };
-    let mut problems = nemesis::run(&mut system, &workload, &history, &nemesis).await;
+    let patroni = matches!(settings.system.database, DatabaseKind::Patroni(_));
+    let (mut problems, lease_probe) = if patroni {
+        let (probe, task) = LeaseProbe::start(system.id_service_grpc(0), Arc::clone(&history));
+        let problems = ha::run(&mut system, &history, &nemesis).await;
+        task.abort();
+        (problems, Some(probe))
+    } else {
+        let problems = nemesis::run(&mut system, &workload, &history, &nemesis).await;
+        (problems, None)
+    };
     workload.stop();
     let drained = tokio::time::timeout(Duration::from_secs(60), async {
         while clients.join_next().await.is_some() {}
@@ -139,8 +160,28 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
         space: &space,
         namespace: NAMESPACE,
         nodes: system.node_count(),
-        bounds: Bounds::default(),
+        bounds: Bounds {
+            lossy: settings.system.database
+                == DatabaseKind::Patroni(testkit::patroni::Replication::Async),
+            ..Bounds::default()
+        },
     });
+    if let Some(probe) = &lease_probe {
+        report.notes.extend(recovery_notes(
+            &faults,
+            &creates,
+            probe,
+            system.node_count(),
+            history.now(),
+        ));
+        report.notes.push(format!(
+            "IDs skipped by the id-service's timeline fence: {}; acknowledged creates lost in \
+             failovers: {}; IDs in use outside every surviving lease: {}",
+            ha::ids_skipped_by_fence(&system).await,
+            report.lost_in_failover,
+            report.ids_outside_surviving_leases
+        ));
+    }
     report.violations.extend(problems);
     report.notes.push(format!(
         "{} leases, {} links in the database, {} faults, wall time {:.1}s",
@@ -169,6 +210,39 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
     }
     println!("{} seed={}", report.summary(), settings.seed);
     Ok(report)
+}
+
+/// One line per fault: how long creates (the worst node) and leases paused, and the time from
+/// the fault to the first success after the pause (the recovery time).
+fn recovery_notes(
+    faults: &[crate::history::FaultRecord],
+    creates: &[crate::history::CreateOp],
+    probe: &LeaseProbe,
+    nodes: usize,
+    run_end: Duration,
+) -> Vec<String> {
+    let show = |p: &ha::Pause| {
+        if p.resumed {
+            format!(
+                "paused {:.2}s, first after the fault at {:.2}s",
+                p.longest.as_secs_f64(),
+                p.until_first.as_secs_f64()
+            )
+        } else {
+            "never resumed".to_string()
+        }
+    };
+    ha::recoveries(faults, creates, probe, nodes, run_end)
+        .iter()
+        .map(|r| {
+            format!(
+                "recovery after {:?}: creates (worst node) {}; leases {}",
+                r.fault,
+                show(&r.creates),
+                show(&r.leases)
+            )
+        })
+        .collect()
 }
 
 /// Reads every acknowledged code once through the redirect edge of a node other than the one

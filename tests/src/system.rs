@@ -15,6 +15,7 @@
 //! across files would scatter that lifecycle.
 
 use crate::binaries::Binaries;
+use crate::database::{Database, DatabaseKind};
 use crate::process::Process;
 use crate::proxy::{Mode, Proxy};
 use anyhow::{Context, bail};
@@ -22,7 +23,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use testkit::cluster::Cluster;
 use tokio::time::Instant;
 
 /// The API key every node accepts and every client sends.
@@ -45,6 +45,8 @@ pub struct SystemConfig {
     pub min_block: u64,
     /// `SHORTENER_MAX_BLOCK`: with the spare block, a node's runway is at most twice this.
     pub max_block: u64,
+    /// The PostgreSQL underneath.
+    pub database: DatabaseKind,
 }
 
 /// Where a node can be reached right now.
@@ -97,13 +99,14 @@ struct IdService {
 struct Node {
     process: Process,
     id_proxies: Vec<Proxy>,
-    pg_proxy: Proxy,
+    /// None when the node connects to a Patroni cluster by its multi-host URL.
+    pg_proxy: Option<Proxy>,
 }
 
 /// The running system.
 pub struct System {
     dir: tempfile::TempDir,
-    pg: Cluster,
+    pg: Database,
     db_url: String,
     id_services: Vec<IdService>,
     nodes: Vec<Node>,
@@ -129,10 +132,7 @@ impl System {
             .prefix("fault-test-")
             .tempdir()
             .context("create the log directory")?;
-        // fsync buys nothing here: the faults kill processes, not the machine, so what
-        // PostgreSQL has written survives in the page cache either way; synchronous_commit
-        // still makes every commit wait for its WAL write.
-        let pg = Cluster::start(&["max_connections = 200", "fsync = off"]).await;
+        let pg = Database::start(config.database).await;
         let db_url = pg.create_database("links").await;
         let admin_client = reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
@@ -177,7 +177,14 @@ impl System {
             for service in &id_services {
                 id_proxies.push(Proxy::start(service.grpc).await?);
             }
-            let pg_proxy = Proxy::start(loopback(pg.port())).await?;
+            let pg_proxy = match pg.proxied_target() {
+                Some(target) => Some(Proxy::start(target).await?),
+                None => None,
+            };
+            let node_db_url = match &pg_proxy {
+                Some(proxy) => format!("postgres://postgres@{}/links", proxy.addr()),
+                None => db_url.clone(),
+            };
             let endpoint = NodeEndpoint {
                 http: loopback(testkit::free_port()),
                 grpc: loopback(testkit::free_port()),
@@ -193,10 +200,7 @@ impl System {
                 &format!("node{i}"),
                 &binaries.shortener,
                 env(&[
-                    (
-                        "DATABASE_URL",
-                        format!("postgres://postgres@{}/links", pg_proxy.addr()),
-                    ),
+                    ("DATABASE_URL", node_db_url),
                     ("SHORTENER_ID_SERVICE", id_urls.join(",")),
                     ("SHORTENER_KEY", CODE_KEY.into()),
                     ("SHORTENER_API_KEYS", API_KEY.into()),
@@ -262,6 +266,21 @@ impl System {
             tempfile::tempdir().expect("create a placeholder directory"),
         );
         dir.keep()
+    }
+
+    /// The Patroni cluster underneath (panics when the run uses a single cluster).
+    pub fn patroni(&mut self) -> &mut testkit::patroni::Patroni {
+        self.pg.patroni()
+    }
+
+    /// Where id-service replica `i` serves gRPC right now.
+    pub fn id_service_grpc(&self, i: usize) -> SocketAddr {
+        self.id_services[i].grpc
+    }
+
+    /// Where id-service replica `i` serves health and metrics right now.
+    pub fn id_service_admin(&self, i: usize) -> SocketAddr {
+        self.id_services[i].admin
     }
 
     /// A direct connection to the links database (not through any proxy).
@@ -366,22 +385,24 @@ impl System {
 
     /// Cuts node `i` off from PostgreSQL (or restores it with [`Mode::Open`]).
     pub fn set_postgres_link(&self, i: usize, mode: Mode) {
-        self.nodes[i].pg_proxy.set_mode(mode);
+        if let Some(proxy) = &self.nodes[i].pg_proxy {
+            proxy.set_mode(mode);
+        }
     }
 
     /// Stops PostgreSQL with an immediate shutdown (like a crash).
     pub async fn crash_postgres(&self) {
-        self.pg.crash().await;
+        self.pg.single().crash().await;
     }
 
     /// `kill -9` of the PostgreSQL postmaster (its backends follow).
     pub async fn kill_postgres(&self) {
-        self.pg.kill().await;
+        self.pg.single().kill().await;
     }
 
     /// Starts PostgreSQL again after a crash or kill (crash recovery runs).
     pub async fn restart_postgres(&self) {
-        self.pg.restart().await;
+        self.pg.single().restart().await;
     }
 
     /// Waits until every node answers `/readyz` with 200 (store reachable, IDs in hand).

@@ -36,6 +36,7 @@ pub(super) fn check(input: &Input<'_>, report: &mut Report) {
     }
 
     let mut lost: HashSet<&str> = HashSet::new();
+    let mut failover_lost: HashSet<&str> = HashSet::new();
     for (url, ops) in &groups {
         let rows = rows_by_url.get(url).map(Vec::as_slice).unwrap_or(&[]);
         let acked: BTreeSet<&str> = ops
@@ -76,6 +77,11 @@ pub(super) fn check(input: &Input<'_>, report: &mut Report) {
             } = &op.outcome
             {
                 match rows_by_code.get(code.as_str()) {
+                    None if input.bounds.lossy => {
+                        if failover_lost.insert(code) {
+                            report.lost_in_failover += 1;
+                        }
+                    }
                     None => {
                         if lost.insert(code) {
                             report.violation(format!(
@@ -137,7 +143,10 @@ pub(super) fn check(input: &Input<'_>, report: &mut Report) {
         }
     }
     for (code, outcome) in input.final_reads {
-        if *outcome != ReadOutcome::Redirected && lost.insert(code) {
+        if *outcome != ReadOutcome::Redirected
+            && !failover_lost.contains(code.as_str())
+            && lost.insert(code)
+        {
             report.violation(format!(
                 "final redirect of acknowledged code {code}: {outcome:?}"
             ));

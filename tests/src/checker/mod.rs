@@ -28,6 +28,10 @@ pub struct Bounds {
     pub answer_deadline: Duration,
     /// After an outage, each node must create again within this long.
     pub recovery: Duration,
+    /// Asynchronous replication underneath: a failover may lose acknowledged creates (and the
+    /// leases their IDs came from). Such losses are counted in [`Report::lost_in_failover`]
+    /// (the RPO) instead of failing the run; a code or ID twice still fails it.
+    pub lossy: bool,
 }
 
 impl Default for Bounds {
@@ -36,6 +40,7 @@ impl Default for Bounds {
             fast_fail: Duration::from_secs(1),
             answer_deadline: Duration::from_secs(2),
             recovery: Duration::from_secs(30),
+            lossy: false,
         }
     }
 }
@@ -79,6 +84,11 @@ pub struct Report {
     pub duplicates: usize,
     /// Acknowledged creates missing from the database or the edge.
     pub lost: usize,
+    /// With [`Bounds::lossy`]: acknowledged creates a failover lost (missing from the database,
+    /// so not counted in `lost`), and IDs in use whose lease row it lost.
+    pub lost_in_failover: usize,
+    /// With [`Bounds::lossy`]: generated codes whose ID no surviving lease covers.
+    pub ids_outside_surviving_leases: usize,
     /// Everything that broke an invariant, precisely.
     pub violations: Vec<String>,
     /// Observations that are not violations.
@@ -89,7 +99,8 @@ impl Report {
     /// The one-line summary.
     pub fn summary(&self) -> String {
         format!(
-            "attempted={} acked={} refused={} indeterminate={} reads={} duplicates={} lost={} violations={}",
+            "attempted={} acked={} refused={} indeterminate={} reads={} duplicates={} lost={} \
+             lost_in_failover={} violations={}",
             self.attempted,
             self.acked,
             self.refused,
@@ -97,6 +108,7 @@ impl Report {
             self.reads,
             self.duplicates,
             self.lost,
+            self.lost_in_failover,
             self.violations.len()
         )
     }
