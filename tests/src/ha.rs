@@ -321,3 +321,30 @@ pub async fn ids_skipped_by_fence(system: &System) -> u64 {
     }
     total
 }
+
+#[cfg(test)]
+mod tests {
+    use super::pause;
+    use std::time::Duration;
+
+    fn s(n: f64) -> Duration {
+        Duration::from_secs_f64(n)
+    }
+
+    #[test]
+    fn the_longest_gap_from_the_fault_is_the_pause() {
+        let successes = [s(9.0), s(10.2), s(10.4), s(13.0), s(13.1), s(20.0)];
+        let p = pause(&successes, s(10.0), s(15.0));
+        assert!(p.resumed);
+        assert_eq!(p.longest, s(13.0) - s(10.4));
+        assert_eq!(p.until_first, s(3.0));
+    }
+
+    #[test]
+    fn a_stream_that_stops_at_the_fault_pauses_from_the_fault() {
+        let p = pause(&[s(1.0), s(16.5), s(16.6)], s(5.0), s(30.0));
+        assert_eq!((p.longest, p.until_first), (s(11.5), s(11.5)));
+        let never = pause(&[s(1.0)], s(5.0), s(30.0));
+        assert!(!never.resumed, "no success after the fault");
+    }
+}

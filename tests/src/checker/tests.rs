@@ -102,6 +102,10 @@ fn clean() -> Case {
 }
 
 fn run(case: &Case) -> Report {
+    run_with(case, Bounds::default())
+}
+
+fn run_with(case: &Case, bounds: Bounds) -> Report {
     let s = space();
     let final_reads: Vec<(String, ReadOutcome)> = case
         .snapshot
@@ -118,8 +122,15 @@ fn run(case: &Case) -> Report {
         space: &s,
         namespace: "links",
         nodes: 3,
-        bounds: Bounds::default(),
+        bounds,
     })
+}
+
+fn lossy() -> Bounds {
+    Bounds {
+        lossy: true,
+        ..Bounds::default()
+    }
 }
 
 fn assert_flags(report: &Report, needle: &str) {
@@ -271,4 +282,45 @@ fn an_outage_without_fast_failure_or_recovery_is_flagged() {
     assert_flags(&report, "node0 created nothing from its prefetched blocks");
     assert_flags(&report, "node0 never acknowledged a generated create after");
     assert_flags(&report, "no redirect was read during");
+}
+
+#[test]
+fn with_asynchronous_replication_a_lost_create_is_counted_not_failed() {
+    let mut case = clean();
+    case.snapshot.links.pop();
+    let report = run_with(&case, lossy());
+    assert!(report.passed(), "{:#?}", report.violations);
+    assert_eq!((report.lost, report.lost_in_failover), (0, 1));
+}
+
+#[test]
+fn with_asynchronous_replication_an_id_whose_lease_was_lost_is_counted_not_failed() {
+    let mut case = clean();
+    case.snapshot.leases.pop();
+    let strict = run(&case);
+    assert_flags(&strict, "which no lease of links covers");
+    let report = run_with(&case, lossy());
+    assert!(report.passed(), "{:#?}", report.violations);
+    assert_eq!(report.ids_outside_surviving_leases, 1);
+}
+
+#[test]
+fn with_asynchronous_replication_an_id_used_twice_still_fails() {
+    let mut case = clean();
+    let twice = space().encode(5);
+    case.snapshot.links[1].code = twice;
+    let report = run_with(&case, lossy());
+    assert!(!report.passed(), "an ID twice must fail a lossy run too");
+    assert!(report.duplicates >= 1, "{report:?}");
+}
+
+#[test]
+fn the_lease_probe_may_hold_leases_and_strangers_may_not() {
+    let mut case = clean();
+    case.snapshot
+        .leases
+        .push(lease(3, 500, 501, crate::ha::PROBE_HOLDER));
+    assert!(run(&case).passed(), "the probe's lease is known");
+    case.snapshot.leases.push(lease(4, 600, 601, "someone"));
+    assert_flags(&run(&case), "which is no node incarnation");
 }
