@@ -302,6 +302,19 @@ pub fn recoveries(
         .collect()
 }
 
+/// The ledger's own count of timeline jumps of the nodes' namespace (`id_namespaces`), and the
+/// timeline it last granted on.
+pub async fn fence_jumps(system: &System) -> anyhow::Result<(i64, i64)> {
+    let db = system.db().await?;
+    let row = db
+        .query_one(
+            "SELECT timeline_jumps, pg_timeline FROM id_namespaces WHERE name = $1",
+            &[&NAMESPACE],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
+
 /// IDs the id-services' timeline fence skipped (`idservice_ids_skipped_total{cause="timeline"}`
 /// summed over the replicas' `/metrics`).
 pub async fn ids_skipped_by_fence(system: &System) -> u64 {

@@ -5,7 +5,7 @@ use crate::binaries::Binaries;
 use crate::checker::{self, Bounds, Input, Report};
 use crate::database::DatabaseKind;
 use crate::ha::{self, LeaseProbe};
-use crate::history::{History, Outcome, ReadOutcome};
+use crate::history::{Fault, History, Outcome, ReadOutcome};
 use crate::nemesis::{self, NemesisConfig};
 use crate::snapshot::Snapshot;
 use crate::system::{API_KEY, CODE_KEY, NAMESPACE, System, SystemConfig};
@@ -174,22 +174,33 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
             system.node_count(),
             history.now(),
         ));
+        let (jumps, timeline) = ha::fence_jumps(&system).await?;
+        // Each promotion starts a timeline, and the probe leases within 100 ms of the new
+        // leader's first write: every promotion must show as a jump of the fence.
+        let promotions = faults
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f.fault,
+                    Fault::Switchover | Fault::KillLeader | Fault::PartitionLeader
+                )
+            })
+            .count() as i64;
+        if jumps < promotions {
+            report.violations.push(format!(
+                "the timeline fence recorded {jumps} jumps after {promotions} promotions"
+            ));
+        }
         report.notes.push(format!(
-            "IDs skipped by the id-service's timeline fence: {}; acknowledged creates lost in \
-             failovers: {}; IDs in use outside every surviving lease: {}",
+            "timeline fence: {jumps} jumps recorded in the ledger after {promotions} promotions \
+             (last grant on timeline {timeline}); {} IDs skipped by grants whose answer reached \
+             an id-service; acknowledged creates lost in failovers: {}; IDs in use outside \
+             every surviving lease: {}",
             ha::ids_skipped_by_fence(&system).await,
             report.lost_in_failover,
             report.ids_outside_surviving_leases
         ));
     }
-    report.violations.extend(problems);
-    report.notes.push(format!(
-        "{} leases, {} links in the database, {} faults, wall time {:.1}s",
-        snapshot.leases.len(),
-        snapshot.links.len(),
-        faults.len(),
-        wall.elapsed().as_secs_f64()
-    ));
     for note in &report.notes {
         eprintln!("  {note}");
     }
