@@ -102,8 +102,11 @@ impl CreateOp {
 pub enum ReadOutcome {
     /// A redirect to the acknowledged URL.
     Redirected,
-    /// A redirect elsewhere, or a 404/410 for an acknowledged link: always a violation.
+    /// A redirect elsewhere: always a violation.
     Wrong(String),
+    /// A 404 or 410 (the status) for an acknowledged link: a violation, unless the checker counts
+    /// that create as lost in an asynchronous failover (then the read saw the loss, no more).
+    Missing(u16),
     /// 5xx, timeout or connection error.
     Failed(String),
 }

@@ -233,7 +233,12 @@ fn recovery_notes(
     run_end: Duration,
 ) -> Vec<String> {
     let show = |p: &ha::Pause| {
-        if p.resumed {
+        if p.resumed && p.longest < Duration::from_millis(500) {
+            format!(
+                "no pause over 0.5s (longest {:.2}s)",
+                p.longest.as_secs_f64()
+            )
+        } else if p.resumed {
             format!(
                 "paused {:.2}s, first after the fault at {:.2}s",
                 p.longest.as_secs_f64(),

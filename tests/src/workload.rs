@@ -220,7 +220,7 @@ pub fn classify_redirect(status: u16, location: Option<&str>, url: &str) -> Read
         301 | 302 | 307 | 308 => {
             ReadOutcome::Wrong(format!("{status} to {location:?} instead of {url:?}"))
         }
-        404 | 410 => ReadOutcome::Wrong(format!("{status} for an acknowledged link")),
+        404 | 410 => ReadOutcome::Missing(status),
         other => ReadOutcome::Failed(format!("status {other}")),
     }
 }

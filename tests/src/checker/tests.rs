@@ -293,6 +293,31 @@ fn with_asynchronous_replication_a_lost_create_is_counted_not_failed() {
     assert_eq!((report.lost, report.lost_in_failover), (0, 1));
 }
 
+/// A 404 read of the second link, at 500 ms through node2.
+fn missing_read(case: &Case) -> ReadOp {
+    ReadOp {
+        node: 2,
+        code: case.snapshot.links[1].code.clone(),
+        start: ms(500),
+        elapsed: ms(1),
+        outcome: ReadOutcome::Missing(404),
+    }
+}
+
+#[test]
+fn a_404_for_an_acknowledged_link_fails_unless_a_failover_lost_it() {
+    let mut case = clean();
+    case.reads.push(missing_read(&case));
+    assert_flags(&run(&case), "404 for an acknowledged link");
+    // Lossy, but the link is in the database: the 404 was wrong.
+    assert_flags(&run_with(&case, lossy()), "404 for an acknowledged link");
+    // Lossy, and the failover lost the link: the read saw the loss the count already holds.
+    case.snapshot.links.pop();
+    let report = run_with(&case, lossy());
+    assert!(report.passed(), "{:#?}", report.violations);
+    assert_eq!(report.lost_in_failover, 1);
+}
+
 #[test]
 fn with_asynchronous_replication_an_id_whose_lease_was_lost_is_counted_not_failed() {
     let mut case = clean();
