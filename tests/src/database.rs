@@ -63,6 +63,14 @@ impl Database {
         }
     }
 
+    /// The Patroni cluster, if the run has one.
+    pub fn patroni_mut(&mut self) -> Option<&mut Patroni> {
+        match self {
+            Database::Patroni(cluster) => Some(cluster),
+            Database::Single(_) => None,
+        }
+    }
+
     /// The Patroni cluster; panics for a single cluster.
     pub fn patroni(&mut self) -> &mut Patroni {
         match self {

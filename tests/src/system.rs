@@ -259,8 +259,15 @@ impl System {
         self.dir.path()
     }
 
-    /// Keeps the log directory after the system is dropped (for a failed run) and returns it.
+    /// Keeps the log directory after the system is dropped (for a failed run) and returns it;
+    /// on Patroni, the cluster's files too (their directory is printed).
     pub fn keep_logs(&mut self) -> std::path::PathBuf {
+        if let Some(cluster) = self.pg.patroni_mut() {
+            eprintln!(
+                "Patroni cluster files kept in {}",
+                cluster.keep_files().display()
+            );
+        }
         let dir = std::mem::replace(
             &mut self.dir,
             tempfile::tempdir().expect("create a placeholder directory"),

@@ -282,6 +282,15 @@ impl Patroni {
         streaming.len()
     }
 
+    /// The timeline member `i` runs on, as its Patroni reports it (`None` while it answers
+    /// nothing or is not running).
+    pub async fn timeline(&self, i: usize) -> Option<u64> {
+        let url = format!("http://{}/patroni", self.members[i].rest);
+        let answer = self.http.get(&url).send().await.ok()?;
+        let view: serde_json::Value = answer.json().await.ok()?;
+        view["timeline"].as_u64()
+    }
+
     /// A planned switchover from the current leader to member `candidate` (or to any eligible
     /// member when `None`), through Patroni's REST API. Returns the old leader.
     pub async fn switchover(&self, candidate: Option<usize>) -> Result<usize, String> {
@@ -386,6 +395,18 @@ impl Patroni {
     }
 }
 
+impl Patroni {
+    /// Keeps the members' files and logs (and etcd's) after the cluster is dropped, for a run
+    /// that failed without panicking, and returns their directory.
+    pub fn keep_files(&mut self) -> PathBuf {
+        let dir = std::mem::replace(
+            &mut self.dir,
+            tempfile::tempdir().expect("create a placeholder directory"),
+        );
+        dir.keep()
+    }
+}
+
 impl Drop for Patroni {
     fn drop(&mut self) {
         for i in 0..self.members.len() {
@@ -433,13 +454,25 @@ async fn start_etcd(dir: &Path, client: SocketAddr) -> Child {
         .kill_on_drop(true)
         .spawn()
         .expect("start etcd (apt-get install etcd-server; tests/prepare does)");
-    let ready = crate::wait_until(Duration::from_secs(30), || async move {
-        tokio::net::TcpStream::connect(client).await.is_ok()
+    // Listening is not enough: until its cluster version is decided etcd answers
+    // `"etcdcluster": "not_decided"`, which Patroni cannot parse and dies of.
+    let http = reqwest::Client::new();
+    let ready = crate::wait_until(Duration::from_secs(30), || {
+        let http = http.clone();
+        async move {
+            let Ok(answer) = http.get(format!("http://{client}/version")).send().await else {
+                return false;
+            };
+            let version: serde_json::Value = answer.json().await.unwrap_or_default();
+            version["etcdcluster"]
+                .as_str()
+                .is_some_and(|v| v.split('.').all(|n| n.parse::<u32>().is_ok()))
+        }
     })
     .await;
     assert!(
         ready,
-        "etcd did not listen on {client}:\n{}",
+        "etcd did not decide its cluster version on {client}:\n{}",
         std::fs::read_to_string(dir.join("etcd.log")).unwrap_or_default()
     );
     child
