@@ -326,3 +326,85 @@ async fn tokio_postgres_count(url: &str) -> i64 {
         .expect("count")
         .get(0)
 }
+
+/// A standby promoted under a node's read pool (a failover elsewhere, a mistake) stops following
+/// the primary: its rows may change on their own from then on. The node notices within a poll
+/// and reads from the primary only, so a link changed on the promoted server alone is never
+/// served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_promoted_under_the_read_pool_is_no_longer_read() {
+    let primary = Cluster::start(&[]).await;
+    let url = primary.create_database("links").await;
+    let standby = primary.start_standby(&[]).await;
+    let read_url = standby.database_url("links");
+    let stack = Stack::on_database(&url).await;
+    let node = Node::start(with_replica(&stack, "promoted", &read_url)).await;
+    wait_for("a list answered by the replica", DELAY * 4, async || {
+        let before = value(&node, "shortener_replica_reads_total").await;
+        assert_eq!(node.list("limit=1").await.0, StatusCode::OK);
+        value(&node, "shortener_replica_reads_total").await > before
+    })
+    .await;
+    // Created, replayed by the standby, and never read through the node (so never cached).
+    let code = node.create_url("https://example.com/primary").await;
+    let (replica, connection) = tokio_postgres::connect(&read_url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the standby");
+    tokio::spawn(connection);
+    wait_for("the standby to replay the link", DELAY * 4, async || {
+        replica
+            .query_opt("SELECT 1 FROM links WHERE code = $1", &[&code])
+            .await
+            .expect("read the standby")
+            .is_some()
+    })
+    .await;
+
+    standby.promote().await;
+    wait_for(
+        "the node to stop reading the promoted server",
+        DELAY * 4,
+        async || value(&node, "shortener_replica_available").await == 0.0,
+    )
+    .await;
+    // The promoted server goes its own way: the link's target changes there and only there.
+    let changed = replica
+        .execute(
+            "UPDATE links SET long_url = 'https://example.com/split-brain' WHERE code = $1",
+            &[&code],
+        )
+        .await
+        .expect("write to the promoted server");
+    assert_eq!(changed, 1);
+
+    let refused = "shortener_replica_fallbacks_total{reason=\"refused\"}";
+    let refused_before = value(&node, refused).await;
+    assert_eq!(
+        node.location(&code).await,
+        (
+            StatusCode::FOUND,
+            Some("https://example.com/primary".into())
+        )
+    );
+    let (status, link) = node.get(&code).await;
+    assert_eq!(status, StatusCode::OK, "{link}");
+    assert_eq!(link["url"], "https://example.com/primary", "{link}");
+    let (status, page) = node.list("limit=10").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.to_string().contains("https://example.com/primary")
+            && !page.to_string().contains("split-brain"),
+        "{page}"
+    );
+    assert!(
+        value(&node, refused).await > refused_before,
+        "the reads should have been counted as refused by the replica"
+    );
+    // Writes and reads of new links go on against the primary.
+    let fresh = node.create_url("https://example.com/after").await;
+    assert_eq!(
+        node.location(&fresh).await,
+        (StatusCode::FOUND, Some("https://example.com/after".into()))
+    );
+    node.stop().await;
+}
