@@ -234,6 +234,7 @@ impl Node {
             unknown_hosts: config.redirects.unknown_hosts,
             domain_metrics: Arc::clone(&self.domain_metrics),
             compat: config.compat.dialects()?,
+            compat_cors: config.compat.cors_origins()?,
         })
     }
 
