@@ -77,6 +77,9 @@ pub struct HttpState {
     pub compat: crate::config::Dialects,
     /// The browser origins that may call the dialects (`SHORTENER_COMPAT_CORS_ORIGINS`).
     pub compat_cors: crate::config::CorsOrigins,
+    /// The secret the keys' YOURLS tokens are derived under (the YOURLS dialect's timestamp
+    /// signatures).
+    pub yourls_tokens: crate::access::YourlsTokens,
 }
 
 /// The public listener's request handling. Cheap to clone.
