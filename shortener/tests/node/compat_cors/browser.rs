@@ -106,7 +106,11 @@ async fn a_page_of_an_allowed_origin_calls_shlink_and_another_origin_cannot() {
         shown.starts_with("failed TypeError"),
         "another origin's app: {shown}"
     );
-    assert_eq!(node.stored_links().await, 1, "another origin created a link");
+    assert_eq!(
+        node.stored_links().await,
+        1,
+        "another origin created a link"
+    );
 
     // A node that allows any origin lets the second page in too.
     let mut config = stack.config("browser-any");

@@ -152,10 +152,20 @@ async fn a_listed_origin_reads_every_dialect_and_others_get_no_cors_headers() {
         let status = plain.status();
         assert_marked(&plain, None, true, &format!("{} without Origin", call.what));
         let allowed = send(&node, &call, Some(ALLOWED)).await;
-        assert_eq!(allowed.status(), status, "{}: Origin changed the answer", call.what);
+        assert_eq!(
+            allowed.status(),
+            status,
+            "{}: Origin changed the answer",
+            call.what
+        );
         assert_marked(&allowed, Some(ALLOWED), true, call.what);
         let other = send(&node, &call, Some(OTHER)).await;
-        assert_eq!(other.status(), status, "{}: Origin changed the answer", call.what);
+        assert_eq!(
+            other.status(),
+            status,
+            "{}: Origin changed the answer",
+            call.what
+        );
         assert_marked(&other, None, true, &format!("{} from {OTHER}", call.what));
         let opaque = send(&node, &call, Some("null")).await;
         assert_marked(&opaque, None, true, &format!("{} from null", call.what));
@@ -245,8 +255,18 @@ async fn preflights_have_one_shape_and_write_nothing() {
     // A node set to `none` marks no actual answer either; `*` marks every one, no Vary.
     let list = &dialect_calls()[0];
     assert_marked(&send(&none, list, Some(ALLOWED)).await, None, false, "none");
-    assert_marked(&send(&any, list, Some(OTHER)).await, Some("*"), false, "any");
-    assert_marked(&send(&any, list, None).await, Some("*"), false, "any, no Origin");
+    assert_marked(
+        &send(&any, list, Some(OTHER)).await,
+        Some("*"),
+        false,
+        "any",
+    );
+    assert_marked(
+        &send(&any, list, None).await,
+        Some("*"),
+        false,
+        "any, no Origin",
+    );
     for node in [&listed, &any, &none] {
         assert_eq!(node.stored_links().await, 0, "a preflight wrote");
     }
