@@ -271,3 +271,44 @@ async fn preflights_have_one_shape_and_write_nothing() {
         assert_eq!(node.stored_links().await, 0, "a preflight wrote");
     }
 }
+
+/// Bad values of `SHORTENER_COMPAT_CORS_ORIGINS`, read by the binary's own loader from its
+/// environment: each stops the node before it binds or writes anything, naming the setting
+/// and what to write instead.
+#[test]
+fn bad_origins_stop_the_binary_naming_the_setting() {
+    for (value, says) in [
+        ("https://app.example/", "write https://app.example"),
+        ("https://App.Example", "write https://app.example"),
+        ("https://app.example:443", "write https://app.example"),
+        ("https://app.example/shlink", "write https://app.example"),
+        ("app.example", "not an origin"),
+        ("chrome-extension://abc", "only http and https"),
+        ("https://*.example", "no wildcards"),
+        ("*,https://app.example", "stands alone"),
+        ("https://app.example,none", "stands alone"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"))
+            .arg("serve")
+            .env_remove("DATABASE_URL")
+            .env("SHORTENER_DATA_DIR", dir.path().join("data"))
+            .env("SHORTENER_HTTP_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_GRPC_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_ADMIN_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_COMPAT", "shlink")
+            .env("SHORTENER_COMPAT_CORS_ORIGINS", value)
+            .output()
+            .expect("run shortener");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{value} was accepted: {stderr}");
+        assert!(
+            stderr.contains("SHORTENER_COMPAT_CORS_ORIGINS") && stderr.contains(says),
+            "{value}: {stderr}"
+        );
+        assert!(
+            !dir.path().join("data").exists(),
+            "{value} wrote the data directory"
+        );
+    }
+}
