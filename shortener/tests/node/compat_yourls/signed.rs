@@ -46,6 +46,9 @@ fn token(keys: &Path, code_key: &Path, tenant: &str, name: &str) -> String {
     token
 }
 
+/// A request's parameters.
+type Pairs = Vec<(&'static str, String)>;
+
 fn md5_hex(text: &str) -> String {
     hex::encode(Md5::digest(text.as_bytes()))
 }
@@ -169,7 +172,7 @@ async fn signed_requests_act_as_their_key_and_bad_ones_are_refused(backend: Back
     };
     let at = |t: i64| md5_hex(&format!("{t}{own}"));
     let t = now();
-    let bad: Vec<(&str, Vec<(&'static str, String)>, &str)> = vec![
+    let bad: Vec<(&str, Pairs, &str)> = vec![
         (
             "expired",
             with(&[
