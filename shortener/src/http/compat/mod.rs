@@ -5,6 +5,8 @@
 //! services (validation, blocklist, history and webhooks apply unchanged), and writes its own
 //! answer shape. A dialect not spoken has no route: its paths answer 404 like any unknown code.
 //! Each request is counted in `shortener_compat_requests_total{dialect, action, outcome}`.
+//! Pages of other origins may call the dialects as `SHORTENER_COMPAT_CORS_ORIGINS` allows
+//! ([`cors`]); the node's own API and console never carry that layer.
 
 pub mod bitly;
 pub mod cors;
