@@ -1,8 +1,14 @@
 """YOURLS's API (SHORTENER_COMPAT=yourls) from PyPI's own YOURLS client, `yourls` 1.2.3, unchanged:
 shorten with and without a keyword, expand, url_stats, stats and db_stats; a taken keyword and a
 bad URL raise the client's own exceptions, and write nothing. The key is of a tenant of its own
-(tests/python/run makes it), so the counts are this module's links only."""
+(tests/python/run makes it), so the counts are this module's links only.
 
+The same client, extended as its base classes allow, signs each request with a timestamp and a
+key's YOURLS token (`shortener keys yourls-token`) instead of sending a key: md5 and sha256,
+acting as that key's tenant; a wrong token, a stale timestamp and an unknown hash are refused
+with the client's HTTP error, and write nothing."""
+
+import hashlib
 import os
 import time
 import uuid
@@ -10,7 +16,7 @@ from datetime import datetime, timedelta
 
 import pytest
 import requests
-from yourls import YOURLSClient
+from yourls import YOURLSAPIMixin, YOURLSClient, YOURLSClientBase
 from yourls.exceptions import (
     YOURLSHTTPError,
     YOURLSKeywordExistsError,
@@ -125,3 +131,62 @@ def test_keys_the_json_api_refuses_are_refused(api_url, yourls):
             client.shorten("https://example.com/yourls/refused")
         assert refused.value.response.status_code == 403
     assert yourls.db_stats() == before
+
+
+class SignedClient(YOURLSAPIMixin, YOURLSClientBase):
+    """The `yourls` client signing each request as YOURLS's passwordless API has it:
+    `timestamp` and `signature` = hash(timestamp . token), the hash named by `hash` unless md5;
+    `skew` moves the client's clock."""
+
+    def __init__(self, apiurl, token, hash_name="md5", skew=0):
+        super().__init__(apiurl)
+        self.token, self.hash_name, self.skew = token, hash_name, skew
+
+    def _api_request(self, params):
+        stamp = str(int(time.time()) + self.skew)
+        signature = hashlib.new(self.hash_name, (stamp + self.token).encode()).hexdigest()
+        signed = dict(params, timestamp=stamp, signature=signature)
+        if self.hash_name != "md5":
+            signed["hash"] = self.hash_name
+        return super()._api_request(signed)
+
+
+@pytest.fixture(scope="module")
+def token() -> str:
+    value = os.environ.get("SHORTENER_TEST_YOURLS_TOKEN")
+    if not value:
+        pytest.exit("SHORTENER_TEST_YOURLS_TOKEN is not set: run through tests/python/run", returncode=2)
+    return value
+
+
+def test_timestamp_signatures_act_as_the_tokens_key(api_url, token, yourls):
+    signed = SignedClient(api_url, token)
+    before = signed.db_stats()
+    tag = uuid.uuid4().hex[:10]
+    made = signed.shorten(f"https://example.com/yourls/{tag}/signed", keyword=f"sig-{tag}")
+    assert made.keyword == f"sig-{tag}"
+    assert signed.expand(made.shorturl) == made.url
+    by_sha256 = SignedClient(api_url, token, hash_name="sha256")
+    assert by_sha256.url_stats(made.keyword).url == made.url
+    # The token's tenant is its key's: its count grew by one, and the key-signed client's tenant
+    # does not see the link.
+    assert by_sha256.db_stats().total_links == before.total_links + 1
+    with pytest.raises(YOURLSHTTPError) as unseen:
+        yourls.expand(made.keyword)
+    assert unseen.value.response.status_code == 404
+
+
+def test_bad_timestamp_signatures_are_refused_and_write_nothing(api_url, token):
+    signed = SignedClient(api_url, token)
+    before = signed.db_stats()
+    for client, says in (
+        (SignedClient(api_url, "0" * len(token)), "Invalid signature"),
+        (SignedClient(api_url, token, skew=-3600), "has expired"),
+        (SignedClient(api_url, token, skew=3600), "in the future"),
+        (SignedClient(api_url, token, hash_name="sha1"), "is not accepted"),
+    ):
+        with pytest.raises(YOURLSHTTPError) as refused:
+            client.shorten("https://example.com/yourls/refused-signed")
+        assert refused.value.response.status_code == 403
+        assert says in refused.value.response.json()["message"]
+    assert signed.db_stats() == before

@@ -1,6 +1,7 @@
 //! API keys: held only as SHA-256 digests, each with its tenant, name, scopes and expiry; sent
 //! by clients as `Authorization: Bearer <key>`.
 
+use super::signed::{Signed, YourlsTokens};
 use crate::domain::{Caller, Error, Scopes};
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
@@ -138,6 +139,22 @@ impl KeySet {
             return Err(Error::Unauthenticated);
         }
         Ok(accepted.caller.clone())
+    }
+
+    /// The caller whose YOURLS token (under `tokens`) signed `signed`, as of `now`: every
+    /// unexpired key is tried, as a signed request names none. None matches: `Err`.
+    pub fn authenticate_signed(
+        &self,
+        tokens: &YourlsTokens,
+        signed: &Signed,
+        now: DateTime<Utc>,
+    ) -> Result<Caller, Error> {
+        self.by_digest
+            .iter()
+            .filter(|(_, accepted)| accepted.expires.is_none_or(|t| t > now))
+            .find(|(digest, _)| signed.signed_with(&tokens.token(digest)))
+            .map(|(_, accepted)| accepted.caller.clone())
+            .ok_or(Error::Unauthenticated)
     }
 }
 

@@ -11,6 +11,7 @@
 mod keyfile;
 mod keys;
 mod reload;
+mod signed;
 mod suffixes;
 
 pub use keyfile::{
@@ -20,6 +21,7 @@ pub use keys::{
     DEFAULT_TENANT, KeyEntry, KeySet, MIN_KEY_LENGTH, check_name, digest, generate_api_key,
 };
 pub use reload::ApiKeys;
+pub use signed::{SignatureHash, Signed, WINDOW_SECONDS, YourlsTokens};
 pub use suffixes::DomainSuffixes;
 
 use crate::domain::{Caller, Error, Scope};
@@ -157,6 +159,26 @@ impl Admission {
         self.keys.authenticate(authorization).inspect_err(|_| {
             self.metrics.api_unauthenticated(operation.name());
         })
+    }
+
+    /// The caller whose YOURLS token (under `tokens`) signed `signed`:
+    /// [`Error::Unauthenticated`] when no key in force did (a removed or expired key's token
+    /// signs nothing).
+    pub fn authenticate_signed(
+        &self,
+        tokens: &YourlsTokens,
+        signed: &Signed,
+        operation: Operation,
+    ) -> Result<Caller, Error> {
+        self.keys
+            .authenticate_signed(tokens, signed)
+            .inspect_err(|_| self.metrics.api_unauthenticated(operation.name()))
+    }
+
+    /// Counts a request refused before its credentials could be checked (a malformed or stale
+    /// signature) as the unauthenticated request it is.
+    pub fn refused_unauthenticated(&self, operation: Operation) {
+        self.metrics.api_unauthenticated(operation.name());
     }
 
     /// Whether `caller` may run `operation` now: [`Error::Forbidden`] without its scope,

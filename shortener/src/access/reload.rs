@@ -3,6 +3,7 @@
 
 use super::keyfile;
 use super::keys::{KeyEntry, KeySet};
+use super::signed::{Signed, YourlsTokens};
 use crate::domain::{Caller, Error};
 use crate::watch::{ReloadCounters, ReloadSeries};
 use arc_swap::ArcSwap;
@@ -82,6 +83,17 @@ impl ApiKeys {
     /// The caller of an `Authorization` header value, against the keys in force now.
     pub fn authenticate(&self, header: Option<&str>) -> Result<Caller, Error> {
         self.current.load().authenticate(header, Utc::now())
+    }
+
+    /// The caller whose YOURLS token signed `signed`, against the keys in force now.
+    pub fn authenticate_signed(
+        &self,
+        tokens: &YourlsTokens,
+        signed: &Signed,
+    ) -> Result<Caller, Error> {
+        self.current
+            .load()
+            .authenticate_signed(tokens, signed, Utc::now())
     }
 
     /// The tenants that hold keys now.

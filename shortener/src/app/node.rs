@@ -75,6 +75,8 @@ pub struct Node {
     pub domains: Arc<DomainService>,
     /// Redirects per listed branded domain.
     pub domain_metrics: Arc<crate::domains::DomainMetrics>,
+    /// The secret the keys' YOURLS tokens are derived under.
+    pub yourls_tokens: crate::access::YourlsTokens,
 }
 
 impl Node {
@@ -198,6 +200,7 @@ impl Node {
             targets,
             domains,
             domain_metrics,
+            yourls_tokens: resources.yourls_tokens,
         })
     }
 
@@ -234,6 +237,8 @@ impl Node {
             unknown_hosts: config.redirects.unknown_hosts,
             domain_metrics: Arc::clone(&self.domain_metrics),
             compat: config.compat.dialects()?,
+            compat_cors: config.compat.cors_origins()?,
+            yourls_tokens: self.yourls_tokens.clone(),
         })
     }
 

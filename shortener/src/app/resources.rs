@@ -6,7 +6,7 @@
 //! configured. Distributed mode: PostgreSQL, the id-service, and keys that must be configured.
 
 use super::lease_source::Explained;
-use crate::access::{ApiKeys, generate_api_key, parse_legacy};
+use crate::access::{ApiKeys, YourlsTokens, generate_api_key, parse_legacy};
 use crate::config::Config;
 use crate::links::CursorKey;
 use crate::secrets;
@@ -33,6 +33,8 @@ pub struct Resources {
     pub space: Arc<CodeSpace>,
     /// The key list cursors are sealed with (derived from the code-space key).
     pub cursors: CursorKey,
+    /// The secret YOURLS tokens are derived under (derived from the code-space key).
+    pub yourls_tokens: YourlsTokens,
     /// Accepted API keys (the keys file is re-read while the node runs).
     pub api_keys: Arc<ApiKeys>,
     /// Where IDs come from.
@@ -84,11 +86,15 @@ fn load_key(config: &Config, generated_default: Option<&Path>) -> anyhow::Result
 fn code_space(
     config: &Config,
     generated_default: Option<&Path>,
-) -> anyhow::Result<(Arc<CodeSpace>, CursorKey)> {
+) -> anyhow::Result<(Arc<CodeSpace>, CursorKey, YourlsTokens)> {
     let key = load_key(config, generated_default)?;
     let space = CodeSpace::new(&key, config.ids.code_length).context("configure the code space")?;
     tracing::info!(fingerprint = %space.fingerprint(), length = config.ids.code_length, "code space ready");
-    Ok((Arc::new(space), CursorKey::derive(&key)))
+    Ok((
+        Arc::new(space),
+        CursorKey::derive(&key),
+        YourlsTokens::derive(&key),
+    ))
 }
 
 fn load_api_keys(
@@ -123,7 +129,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
     let holder = config.ids.holder.clone().unwrap_or_else(default_holder);
     match &config.store.database_url {
         Some(url) => {
-            let (space, cursors) = code_space(config, None)?;
+            let (space, cursors, yourls_tokens) = code_space(config, None)?;
             let pg = PgStore::connect(&PgSettings {
                 url: url.clone(),
                 read_url: config.store.database_read_url.clone(),
@@ -159,6 +165,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 store: Store::Postgres(pg),
                 space,
                 cursors,
+                yourls_tokens,
                 api_keys,
                 lease_source: Arc::new(source),
                 default_api_key: None,
@@ -167,7 +174,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
         None => {
             let dir = &config.store.data_dir;
             create_private_dir(dir)?;
-            let (space, cursors) = code_space(config, Some(&dir.join(KEY_FILE)))?;
+            let (space, cursors, yourls_tokens) = code_space(config, Some(&dir.join(KEY_FILE)))?;
             let sqlite = SqliteStore::open(
                 &dir.join(DB_FILE),
                 Arc::clone(&space),
@@ -186,6 +193,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 store,
                 space,
                 cursors,
+                yourls_tokens,
                 api_keys,
                 lease_source,
                 default_api_key,

@@ -1,8 +1,9 @@
 //! `shortener keys add`: a new API key, printed once, its digest appended to a keys file.
+//! `shortener keys yourls-token`: a key's YOURLS token, for clients that sign with timestamps.
 
 use crate::access::{
-    KEY_FILE_HEADER, KeyEntry, KeySet, check_name, digest, generate_api_key, is_legacy,
-    parse_key_file, render,
+    KEY_FILE_HEADER, KeyEntry, KeySet, YourlsTokens, check_name, digest, generate_api_key,
+    is_legacy, parse_key_file, render,
 };
 use crate::domain::Scopes;
 use anyhow::{Context, bail};
@@ -18,6 +19,29 @@ pub enum KeysCommand {
     /// file, or at once on SIGHUP.
     #[command(after_help = super::KEYS_EXAMPLES)]
     Add(AddArgs),
+    /// Print a key's YOURLS token, for a YOURLS client that signs its requests with a
+    /// timestamp (`timestamp` and `signature` = md5(timestamp . token)) instead of sending the
+    /// key: the token stands for that key alone (its tenant, scopes and expiry), stops working
+    /// when the key is removed, and is the same on every node sharing the code-space key.
+    #[command(after_help = super::YOURLS_TOKEN_EXAMPLES)]
+    YourlsToken(YourlsTokenArgs),
+}
+
+/// Arguments of `shortener keys yourls-token`.
+#[derive(Debug, clap::Args)]
+pub struct YourlsTokenArgs {
+    /// The keys file holding the key (the node's SHORTENER_API_KEYS_FILE).
+    #[arg(long, value_name = "FILE")]
+    pub file: PathBuf,
+    /// The key's tenant.
+    #[arg(long, default_value = crate::access::DEFAULT_TENANT)]
+    pub tenant: String,
+    /// The key's name; may be left out when the tenant has one key in the file.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The code-space key file the nodes use (embedded mode: `<data dir>/code.key`).
+    #[arg(long, env = "SHORTENER_KEY_FILE", value_name = "FILE")]
+    pub key_file: PathBuf,
 }
 
 /// Arguments of `shortener keys add`.
@@ -44,7 +68,48 @@ pub struct AddArgs {
 pub fn run(command: &KeysCommand, out: impl Write) -> anyhow::Result<()> {
     match command {
         KeysCommand::Add(args) => add(args, out),
+        KeysCommand::YourlsToken(args) => yourls_token(args, out),
     }
+}
+
+fn yourls_token(args: &YourlsTokenArgs, mut out: impl Write) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.file)
+        .with_context(|| format!("read {}", args.file.display()))?;
+    let entries = parse_key_file(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("parse {}", args.file.display()))?;
+    let of_tenant: Vec<&KeyEntry> = entries.iter().filter(|e| e.tenant == args.tenant).collect();
+    let entry = match (&args.name, of_tenant.as_slice()) {
+        (Some(name), _) => of_tenant.iter().find(|e| e.name == *name).copied(),
+        (None, [one]) => Some(*one),
+        (None, []) => None,
+        (None, _) => bail!(
+            "tenant {:?} has {} keys in {}: name one with --name",
+            args.tenant,
+            of_tenant.len(),
+            args.file.display()
+        ),
+    };
+    let Some(entry) = entry else {
+        bail!(
+            "{} holds no key {}of tenant {:?}",
+            args.file.display(),
+            args.name
+                .as_ref()
+                .map(|n| format!("{n:?} "))
+                .unwrap_or_default(),
+            args.tenant
+        );
+    };
+    let code_key = crate::secrets::read_code_key(&args.key_file)?;
+    let token = YourlsTokens::derive(&code_key).token(&entry.digest);
+    writeln!(out, "{token}").context("print the token")?;
+    eprintln!(
+        "the YOURLS token of key {:?} of tenant {:?} ({}); it works while the key is in the \
+         keys file",
+        entry.name, entry.tenant, entry.scopes
+    );
+    Ok(())
 }
 
 fn add(args: &AddArgs, mut out: impl Write) -> anyhow::Result<()> {

@@ -40,7 +40,13 @@ Every flag has the environment variable shown beside it; `--help` describes each
 /// Examples under `shortener keys --help`.
 pub(crate) const KEYS_EXAMPLES: &str = "Examples:
   shortener keys add --file keys.toml --tenant default --name ci --scopes links:create,links:read
-  shortener keys add --file keys.toml --tenant default --name admin --scopes admin";
+  shortener keys add --file keys.toml --tenant default --name admin --scopes admin
+  shortener keys yourls-token --file keys.toml --tenant default --name ci --key-file code.key";
+
+/// Examples under `shortener keys yourls-token --help`.
+pub(crate) const YOURLS_TOKEN_EXAMPLES: &str = "Examples:
+  shortener keys yourls-token --file keys.toml --tenant default --name ci --key-file code.key
+  shortener keys yourls-token --file data/api-keys --key-file data/code.key   # embedded mode";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]

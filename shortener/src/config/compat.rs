@@ -1,7 +1,7 @@
 //! Settings of one part of the node (`Compatibility` in `--help`): which other shorteners' APIs
 //! the node also speaks.
 
-use super::ConfigError;
+use super::{ConfigError, CorsOrigins};
 use clap::Args;
 
 /// Another shortener's API the node may speak besides its own (see docs/compat.md).
@@ -93,12 +93,34 @@ pub struct CompatConfig {
     /// dialect not named answers its paths 404 like any unknown code (docs/compat.md).
     #[arg(long, env = "SHORTENER_COMPAT", value_delimiter = ',')]
     pub compat: Vec<String>,
+    /// Which browser origins may call the dialects' paths from their pages (CORS): `*` (any,
+    /// the default), `none`, or comma-separated exact origins such as
+    /// `https://app.shlink.io,http://localhost:3000`. The console and the JSON API never
+    /// answer other origins (docs/compat.md, "Browsers and CORS").
+    #[arg(
+        long,
+        env = "SHORTENER_COMPAT_CORS_ORIGINS",
+        value_delimiter = ',',
+        default_value = "*"
+    )]
+    pub compat_cors_origins: Vec<String>,
 }
 
 impl CompatConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        self.dialects().map(|_| ())
+        self.dialects()?;
+        self.cors_origins().map(|_| ())
+    }
+
+    /// The origins that may call the dialects from a browser.
+    pub fn cors_origins(&self) -> Result<CorsOrigins, ConfigError> {
+        CorsOrigins::parse(&self.compat_cors_origins).map_err(|e| {
+            ConfigError::new(
+                "SHORTENER_COMPAT_CORS_ORIGINS",
+                format!("SHORTENER_COMPAT_CORS_ORIGINS: {e}"),
+            )
+        })
     }
 
     /// The dialects the node speaks.

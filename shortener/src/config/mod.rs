@@ -3,6 +3,7 @@
 
 mod access;
 mod compat;
+mod cors;
 mod ids;
 mod limits;
 mod listeners;
@@ -14,6 +15,7 @@ mod webhooks;
 
 pub use access::AccessConfig;
 pub use compat::{CompatConfig, Dialect, Dialects};
+pub use cors::CorsOrigins;
 pub use ids::IdsConfig;
 pub use limits::LimitsConfig;
 pub use listeners::ListenerConfig;
@@ -213,7 +215,10 @@ impl Config {
                 export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
                 export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),
             },
-            compat: CompatConfig { compat: Vec::new() },
+            compat: CompatConfig {
+                compat: Vec::new(),
+                compat_cors_origins: vec!["*".into()],
+            },
             log_format: LogFormat::Text,
             clock: crate::clock::Clock::system(),
         }

@@ -75,6 +75,11 @@ pub struct HttpState {
     pub domain_metrics: Arc<crate::domains::DomainMetrics>,
     /// The other shorteners' APIs the node speaks (`compat`).
     pub compat: crate::config::Dialects,
+    /// The browser origins that may call the dialects (`SHORTENER_COMPAT_CORS_ORIGINS`).
+    pub compat_cors: crate::config::CorsOrigins,
+    /// The secret the keys' YOURLS tokens are derived under (the YOURLS dialect's timestamp
+    /// signatures).
+    pub yourls_tokens: crate::access::YourlsTokens,
 }
 
 /// The public listener's request handling. Cheap to clone.
@@ -228,7 +233,7 @@ fn router(state: Arc<HttpState>) -> Router {
             branded::ASSETLINKS_PATH,
             get(branded::assetlinks).fallback(api::method_not_allowed),
         )
-        .merge(compat::router(state.compat))
+        .merge(compat::router(state.compat, state.compat_cors.clone()))
         .route("/{code}", get(redirect::redirect).post(redirect::unlock))
         .fallback(redirect::fallback)
         .with_state(state)

@@ -213,6 +213,7 @@ fn every_commands_help_is_grouped_under_headings_with_an_example() {
         &["keygen", "--help"],
         &["keys", "--help"],
         &["keys", "add", "--help"],
+        &["keys", "yourls-token", "--help"],
         &["layout", "--help"],
     ] {
         let out = shortener(command, "");

@@ -80,6 +80,15 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
         ("SHORTENER_COMPAT", |c| {
             c.compat.compat = vec!["yourls".into(), "yourls-api".into()]
         }),
+        ("SHORTENER_COMPAT_CORS_ORIGINS", |c| {
+            c.compat.compat_cors_origins = vec!["https://app.example/".into()]
+        }),
+        ("SHORTENER_COMPAT_CORS_ORIGINS", |c| {
+            c.compat.compat_cors_origins = vec!["*".into(), "https://app.example".into()]
+        }),
+        ("SHORTENER_COMPAT_CORS_ORIGINS", |c| {
+            c.compat.compat_cors_origins = vec!["app.example".into()]
+        }),
         ("API key", |c| c.access.api_keys = vec!["short".into()]),
         ("SHORTENER_ADMIN_ADDR", |c| {
             c.listeners.admin_addr = shortener::config::Listen::Off;

@@ -15,6 +15,7 @@ mod cache;
 mod cli;
 mod clicks;
 mod compat_bitly;
+mod compat_cors;
 mod compat_shlink;
 mod compat_yourls;
 mod config;

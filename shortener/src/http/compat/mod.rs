@@ -5,14 +5,17 @@
 //! services (validation, blocklist, history and webhooks apply unchanged), and writes its own
 //! answer shape. A dialect not spoken has no route: its paths answer 404 like any unknown code.
 //! Each request is counted in `shortener_compat_requests_total{dialect, action, outcome}`.
+//! Pages of other origins may call the dialects as `SHORTENER_COMPAT_CORS_ORIGINS` allows
+//! ([`cors`]); the node's own API and console never carry that layer.
 
 pub mod bitly;
+pub mod cors;
 pub mod shlink;
 pub mod yourls;
 
 use super::HttpState;
 use crate::access::Operation;
-use crate::config::{Dialect, Dialects};
+use crate::config::{CorsOrigins, Dialect, Dialects};
 use crate::domain::{Caller, Error};
 use axum::Router;
 use axum::body::Body;
@@ -21,8 +24,8 @@ use std::sync::Arc;
 
 /// The routes of the dialects `dialects` names, each request in a server span named after its
 /// route when tracing is on (as the JSON API's: the query, which holds the key, is never
-/// recorded).
-pub fn router(dialects: Dialects) -> Router<Arc<HttpState>> {
+/// recorded), and answered to the browser origins `origins` allows (`cors`).
+pub fn router(dialects: Dialects, origins: CorsOrigins) -> Router<Arc<HttpState>> {
     if !Dialect::ALL.into_iter().any(|d| dialects.speaks(d)) {
         // A route layer on no routes is refused by the router.
         return Router::new();
@@ -54,7 +57,16 @@ pub fn router(dialects: Dialects) -> Router<Arc<HttpState>> {
     if dialects.speaks(Dialect::Shlink) {
         router = router.merge(shlink::router());
     }
-    router.route_layer(axum::middleware::from_fn(super::trace_api))
+    let router = router.route_layer(axum::middleware::from_fn(super::trace_api));
+    if origins == CorsOrigins::None {
+        return router;
+    }
+    // A layer, not a route layer: a preflight is answered on a path whose methods do not
+    // include OPTIONS.
+    router.layer(axum::middleware::from_fn_with_state(
+        Arc::new(origins),
+        cors::layer,
+    ))
 }
 
 /// The most bytes of a form body a dialect reads.

@@ -3,6 +3,7 @@
 //! YOURLS's error shape with nothing written.
 
 mod bad_input;
+mod signed;
 pub(crate) mod webhooks;
 
 use crate::helpers::{BROWSER, Backend, Node, Stack, metric, wait_for};

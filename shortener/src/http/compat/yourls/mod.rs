@@ -1,14 +1,15 @@
 //! YOURLS's API at `/yourls-api.php` (GET, or POST with a form body): `shorturl`, `expand`,
 //! `url-stats`, `stats`, `db-stats` and `version`, answered as YOURLS answers them (`answer`)
 //! in `format=xml` (the default), `json` or `simple`. The caller sends one of our API keys as
-//! `signature`; see docs/compat.md for what is served and why other credentials are not.
+//! `signature`, or a timestamp signature made with the key's YOURLS token; see docs/compat.md
+//! for what is served and why other credentials are not.
 
 mod actions;
 mod answer;
 mod stats;
 
 use super::{Params, authenticate};
-use crate::access::Operation;
+use crate::access::{Operation, Signed};
 use crate::domain::{Caller, Error};
 use crate::http::HttpState;
 use answer::{Answer, Format};
@@ -145,9 +146,11 @@ async fn run(state: &HttpState, caller: &Caller, params: &Params, action: Action
 /// The caller a request's credentials make, admitted for `operation`; a refusal is answered
 /// as YOURLS refuses one (`message`, `errorCode` 403, or 429 past the key's rate).
 ///
-/// Only `signature=<API key>` is accepted. A `timestamp` with a signature (YOURLS's
-/// `md5(timestamp . key)`) cannot be checked, as the node keeps only SHA-256 digests of its
-/// keys; `username` and `password` are no credentials of this node.
+/// Two credentials are accepted: `signature=<API key>`, and YOURLS's timestamp signature,
+/// `timestamp` with `signature` = hash(`timestamp` . token) (`hash` names the hash, md5 by
+/// default), where the token is the key's YOURLS token (`shortener keys yourls-token`), not
+/// the key: the node keeps only digests of its keys (see [`crate::access::Signed`]).
+/// `username` and `password` are no credentials of this node.
 fn admit(state: &HttpState, params: &Params, operation: Operation) -> Result<Caller, Outcome> {
     let refuse = |message: &str| {
         Err((
@@ -158,22 +161,38 @@ fn admit(state: &HttpState, params: &Params, operation: Operation) -> Result<Cal
     if params.non_empty("username").is_some() || params.non_empty("password").is_some() {
         return refuse(
             "username and password are not accepted: send one of the node's API keys as \
-             signature (docs/compat.md)",
+             signature, or sign with its YOURLS token (docs/compat.md)",
         );
     }
-    if params.non_empty("timestamp").is_some() {
-        return refuse(
-            "timestamp signatures are not accepted: the node keeps only SHA-256 digests of its \
-             API keys, so it cannot compute md5(timestamp . key); send the API key itself as \
-             signature, over HTTPS (docs/compat.md)",
-        );
-    }
-    let Some(key) = params.non_empty("signature") else {
+    let Some(signature) = params.non_empty("signature") else {
         return refuse("Please log in: send one of the node's API keys as signature");
     };
-    let caller = match authenticate(state, key, operation) {
-        Ok(caller) => caller,
-        Err(_) => return refuse("Invalid signature: no such API key, or it has expired"),
+    let caller = if let Some(timestamp) = params.non_empty("timestamp") {
+        let now = chrono::Utc::now().timestamp();
+        let signed = match Signed::parse(timestamp, signature, params.get("hash"), now) {
+            Ok(signed) => signed,
+            Err(message) => {
+                state.admission.refused_unauthenticated(operation);
+                return refuse(&message);
+            }
+        };
+        match state
+            .admission
+            .authenticate_signed(&state.yourls_tokens, &signed, operation)
+        {
+            Ok(caller) => caller,
+            Err(_) => {
+                return refuse(
+                    "Invalid signature: no API key's YOURLS token signed this timestamp, or \
+                     the key has been removed or has expired",
+                );
+            }
+        }
+    } else {
+        match authenticate(state, signature, operation) {
+            Ok(caller) => caller,
+            Err(_) => return refuse("Invalid signature: no such API key, or it has expired"),
+        }
     };
     state
         .admission
