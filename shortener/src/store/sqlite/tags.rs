@@ -39,7 +39,10 @@ pub(super) fn change_tag(
         .map_err(db_error)?;
     let links = select
         .query_map(params![tenant, sought, limit], |row| {
-            Ok((link_from_row(row)?, row.get::<_, i64>(super::rows::COLUMN_COUNT)?))
+            Ok((
+                link_from_row(row)?,
+                row.get::<_, i64>(super::rows::COLUMN_COUNT)?,
+            ))
         })
         .map_err(db_error)?
         .collect::<Result<Vec<_>, _>>()
@@ -58,9 +61,11 @@ pub(super) fn change_tag(
         let taken = serde_json::to_string(&[to])
             .map_err(|e| StoreError::Internal(format!("tags as JSON: {e}")))?;
         let exists = tx
-            .query_row(&format!("{TAGGED_SLOTS} LIMIT 1"), params![tenant, taken], |r| {
-                r.get::<_, i64>(0)
-            })
+            .query_row(
+                &format!("{TAGGED_SLOTS} LIMIT 1"),
+                params![tenant, taken],
+                |r| r.get::<_, i64>(0),
+            )
             .optional()
             .map_err(db_error)?;
         if exists.is_some() {

@@ -3,15 +3,15 @@
 //! and a rename or delete is one change of every live link of the caller's tenant that carries
 //! the tag (see [`crate::links::LinkService::rename_tag`]): all of them change, or none does.
 
+use super::body::{Fields, object};
 use super::list::{pagination, walk};
 use super::short_urls::visits_summary;
-use super::body::{Fields, object};
 use super::{Fail, Problem, admit, finish, json, query_pairs};
 use crate::access::Operation;
 use crate::domain::{Error, ListInput};
 use crate::http::HttpState;
-use axum::extract::State;
 use axum::body::Body;
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -129,7 +129,10 @@ pub async fn delete(State(state): State<Arc<HttpState>>, headers: HeaderMap, uri
         if tags.len() > MAX_DELETED_TAGS {
             return Err(Problem::invalid_data(
                 "tags",
-                format!("at most {MAX_DELETED_TAGS} tags at once, not {}", tags.len()),
+                format!(
+                    "at most {MAX_DELETED_TAGS} tags at once, not {}",
+                    tags.len()
+                ),
             )
             .into());
         }
