@@ -9,7 +9,7 @@ use crate::http::{ApiError, HttpState};
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
@@ -45,7 +45,11 @@ fn refused(error: Error, tag: &str) -> ApiError {
 
 /// The answer of a change: the tag and how many links it changed.
 fn changed(tag: &str, links: usize) -> Response {
-    axum::Json(serde_json::json!({ "tag": tag, "links": links })).into_response()
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(serde_json::json!({ "tag": tag, "links": links })),
+    )
+        .into_response()
 }
 
 /// `PATCH /api/v1/tags/{tag}` `{"name": "<new>"}`: renames the tag on every live link of the
