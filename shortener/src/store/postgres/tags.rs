@@ -62,39 +62,82 @@ pub(super) async fn change_tag(
             return Ok(TagOutcome::Conflict);
         }
     }
-    let now = Utc::now();
-    let mut codes: Vec<String> = Vec::with_capacity(rows.len());
-    let mut created: Vec<DateTime<Utc>> = Vec::with_capacity(rows.len());
-    let mut tags: Vec<String> = Vec::with_capacity(rows.len());
-    let (mut event_codes, mut kinds, mut changes) = (Vec::new(), Vec::new(), Vec::new());
-    let mut hooks: Vec<String> = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let old = link_from_row(row);
-        let patch = LinkPatch {
-            tags: Some(change.apply(&old.tags)),
-            ..LinkPatch::default()
-        };
-        let (new, events) = patch.apply(&old, now);
-        if events.is_empty() {
-            continue;
+    let rows = Rows::of(&rows, change);
+    write(&tx, tenant, change, key, &rows).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(TagOutcome::Changed(rows.codes))
+}
+
+/// What a change writes, column by column (one entry per changed link, or per event).
+#[derive(Default)]
+struct Rows {
+    codes: Vec<String>,
+    created: Vec<DateTime<Utc>>,
+    /// Each link's new tags, as JSON text.
+    tags: Vec<String>,
+    event_codes: Vec<String>,
+    kinds: Vec<&'static str>,
+    changes: Vec<String>,
+    /// Each link's webhook data.
+    hooks: Vec<String>,
+}
+
+impl Rows {
+    /// The changes `change` makes to the links of `rows`, as a patch of their tags makes them
+    /// (a link it leaves as it was is left out).
+    fn of(rows: &[tokio_postgres::Row], change: &TagChange) -> Rows {
+        let now = Utc::now();
+        let mut out = Rows::default();
+        for row in rows {
+            let old = link_from_row(row);
+            let patch = LinkPatch {
+                tags: Some(change.apply(&old.tags)),
+                ..LinkPatch::default()
+            };
+            let (new, events) = patch.apply(&old, now);
+            if events.is_empty() {
+                continue;
+            }
+            for (kind, change) in &events {
+                out.event_codes.push(new.code.clone());
+                out.kinds.push(kind.name());
+                out.changes.push(change.to_string());
+            }
+            out.hooks.push(crate::store::webhooks::link_data(&new));
+            out.tags
+                .push(serde_json::to_string(&new.tags).unwrap_or_else(|_| "[]".into()));
+            out.created.push(new.created_at);
+            out.codes.push(new.code);
         }
-        for (kind, change) in &events {
-            event_codes.push(new.code.clone());
-            kinds.push(kind.name());
-            changes.push(change.to_string());
-        }
-        hooks.push(crate::store::webhooks::link_data(&new));
-        tags.push(serde_json::to_string(&new.tags).unwrap_or_else(|_| "[]".into()));
-        created.push(new.created_at);
-        codes.push(new.code);
+        out
     }
+}
+
+/// Writes `rows` in `tx`: the links, their tag rows, their events, their webhook events and
+/// their announcements.
+async fn write(
+    tx: &tokio_postgres::Transaction<'_>,
+    tenant: &str,
+    change: &TagChange,
+    key: &str,
+    rows: &Rows,
+) -> Result<(), StoreError> {
+    let Rows {
+        codes,
+        created,
+        tags,
+        event_codes,
+        kinds,
+        changes,
+        hooks,
+    } = rows;
     tx.execute(
         "UPDATE links l SET tags = v.tags FROM \
            (SELECT c, at, ARRAY(SELECT e.x FROM jsonb_array_elements_text(tg::jsonb) \
                                 WITH ORDINALITY AS e(x, n) ORDER BY e.n) AS tags \
             FROM unnest($2::text[], $3::timestamptz[], $4::text[]) AS u(c, at, tg)) v \
          WHERE l.tenant = $1 AND l.created_at = v.at AND l.code = v.c",
-        &[&tenant, &codes, &created, &tags],
+        &[&tenant, codes, created, tags],
     )
     .await
     .map_err(db_error)?;
@@ -102,14 +145,14 @@ pub(super) async fn change_tag(
         TagChange::Rename { from, to } => {
             tx.execute(
                 "UPDATE link_tags SET tag = $3 WHERE tenant = $1 AND tag = $2 AND code = ANY($4)",
-                &[&tenant, from, to, &codes],
+                &[&tenant, from, to, codes],
             )
             .await
         }
         TagChange::Delete(gone) => {
             tx.execute(
                 "DELETE FROM link_tags WHERE tenant = $1 AND tag = ANY($2) AND code = ANY($3)",
-                &[&tenant, gone, &codes],
+                &[&tenant, gone, codes],
             )
             .await
         }
@@ -119,21 +162,20 @@ pub(super) async fn change_tag(
         "INSERT INTO link_events (code, key, kind, change) \
          SELECT c, $1, k, ch::jsonb FROM unnest($2::text[], $3::text[], $4::text[]) \
            WITH ORDINALITY AS u(c, k, ch, n) ORDER BY n",
-        &[&key, &event_codes, &kinds, &changes],
+        &[&key, event_codes, kinds, changes],
     )
     .await
     .map_err(db_error)?;
     // Told to the tenant's webhooks if (and only if) the change commits.
-    for data in &hooks {
-        super::webhooks::record(&tx, tenant, crate::store::webhooks::LINK_UPDATED, data).await?;
+    for data in hooks {
+        super::webhooks::record(tx, tenant, crate::store::webhooks::LINK_UPDATED, data).await?;
     }
     // Delivered to every listening node when (and only if) the change commits.
     tx.execute(
         "SELECT pg_notify($1, c) FROM unnest($2::text[]) AS c",
-        &[&NOTIFY_CHANNEL, &codes],
+        &[&NOTIFY_CHANNEL, codes],
     )
     .await
     .map_err(db_error)?;
-    tx.commit().await.map_err(db_error)?;
-    Ok(TagOutcome::Changed(codes))
+    Ok(())
 }
