@@ -300,3 +300,60 @@ async fn a_change_past_the_bound_is_refused_before_anything_is_written(backend: 
     );
 }
 on_both_stores!(a_change_past_the_bound_is_refused_before_anything_is_written);
+
+/// Makes the store fail a tag change after it has written some of it: on PostgreSQL the
+/// events' insert fails (after every link row is written); on SQLite the third link's event
+/// (after two links are written in full).
+async fn break_the_events(stack: &Stack, backend: Backend) {
+    match backend {
+        Backend::Postgres => {
+            let db = stack.db.as_ref().expect("a PostgreSQL stack");
+            db.connect()
+                .await
+                .batch_execute(
+                    "CREATE FUNCTION refuse_update() RETURNS trigger LANGUAGE plpgsql AS \
+                       $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$; \
+                     CREATE TRIGGER refuse_update BEFORE INSERT ON link_events FOR EACH ROW \
+                       WHEN (NEW.kind = 'update') EXECUTE FUNCTION refuse_update();",
+                )
+                .await
+                .expect("trigger");
+        }
+        Backend::Sqlite => {
+            let path = stack.dir.path().join("a").join("shortener.db");
+            rusqlite::Connection::open(path)
+                .expect("open the node's file")
+                .execute_batch(
+                    "CREATE TRIGGER refuse_update AFTER INSERT ON link_events \
+                     WHEN (SELECT count(*) FROM link_events WHERE kind = 'update') >= 3 \
+                     BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+                )
+                .expect("trigger");
+        }
+    }
+}
+
+async fn a_change_that_fails_midway_changes_nothing(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node_with(&stack, |_| {}).await;
+    let w = keys.writer.as_str();
+    let mut codes = Vec::new();
+    for _ in 0..4 {
+        codes.push(make(&node, w, &["a", "k"]).await);
+    }
+    let codes: Vec<&str> = codes.iter().map(String::as_str).collect();
+    let before = stored(&node, &codes).await;
+    break_the_events(&stack, backend).await;
+    for (status, body) in [
+        rename(&node, w, "a", "b").await,
+        delete(&node, w, "a").await,
+    ] {
+        assert!(status.is_server_error(), "{status} {body}");
+    }
+    assert_eq!(stored(&node, &codes).await, before, "no link changed");
+    let (_, page) = node.list_with_key("tag=a", w).await;
+    assert_eq!(page["links"].as_array().map(Vec::len), Some(4), "{page}");
+    let (_, page) = node.list_with_key("tag=b", w).await;
+    assert_eq!(page["links"].as_array().map(Vec::len), Some(0), "{page}");
+}
+on_both_stores!(a_change_that_fails_midway_changes_nothing);
