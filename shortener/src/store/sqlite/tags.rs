@@ -1,6 +1,8 @@
 //! A tag renamed or deleted across a tenant's links on the embedded store: one immediate
 //! transaction that finds the links, checks the bounds, and writes each link's change with the
-//! history and webhook events a single edit of its tags writes.
+//! history and webhook events a single edit of its tags writes. Every statement finds its rows
+//! by a key (a link by its slot, a tag row by its whole primary key), so the work grows with the
+//! number of links changed, never with their square.
 
 use super::convert::{db_error, millis};
 use super::rows::{COLUMNS, link_from_row};
@@ -92,15 +94,19 @@ pub(super) fn change_tag(
             ],
         )
         .map_err(db_error)?;
-        tx.execute(
-            "DELETE FROM link_tags WHERE tenant = ?1 AND code = ?2",
-            params![old.tenant, old.code],
-        )
-        .map_err(db_error)?;
-        for tag in &new.tags {
+        // Each tag row by its whole key: a probe, never a scan of the tenant's tag rows.
+        let created = millis(old.created_at);
+        for tag in old.tags.iter().filter(|t| !new.tags.contains(t)) {
+            tx.execute(
+                "DELETE FROM link_tags WHERE tenant = ?1 AND tag = ?2 AND created_at = ?3 AND code = ?4",
+                params![old.tenant, tag, created, old.code],
+            )
+            .map_err(db_error)?;
+        }
+        for tag in new.tags.iter().filter(|t| !old.tags.contains(t)) {
             tx.execute(
                 "INSERT INTO link_tags (tenant, tag, created_at, code) VALUES (?1, ?2, ?3, ?4)",
-                params![old.tenant, tag, millis(old.created_at), old.code],
+                params![old.tenant, tag, created, old.code],
             )
             .map_err(db_error)?;
         }

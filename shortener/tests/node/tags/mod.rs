@@ -2,10 +2,11 @@
 //! live link of the caller's tenant that carries it changes, each with its history event;
 //! deleted links and other tenants' links stay as they were; unknown tags, conflicts, keys
 //! without `links:write`, changes past the bound and bad input are refused with nothing
-//! changed (bad input in `bad_input`). Webhook events of a change are in `webhooks::tags`;
+//! changed (bad input in `bad_input`, the default bound at its size in `bound`). Webhook events of a change are in `webhooks::tags`;
 //! Shlink's endpoints in `compat_shlink::tags`.
 
 mod bad_input;
+mod bound;
 
 use crate::helpers::{Backend, Node, Stack};
 use reqwest::{Method, StatusCode};
