@@ -107,10 +107,23 @@ await step('tags list and stats', async () => {
   const sdk = stats.data.find((t) => t.tag === 'sdk');
   assert.equal(sdk.shortUrlsCount, 4);
   assert.deepEqual(sdk.visitsSummary, { total: 3, nonBots: 2, bots: 1 });
+});
+
+await step('tags renamed and deleted', async () => {
+  await client.editTag({ oldName: 'sdk', newName: 'kit' });
+  assert.deepEqual((await client.listTags()).data, ['edited', 'kit']);
+  assert.deepEqual((await client.getShortUrl({ shortCode: 'sdk-one' })).tags, ['edited', 'kit']);
   await assert.rejects(
-    client.editTag({ oldName: 'sdk', newName: 'kit' }),
-    (error) => error.type === 'https://shlink.io/api/error/forbidden-tag-operation',
+    client.editTag({ oldName: 'kit', newName: 'edited' }),
+    (error) => error.type === 'https://shlink.io/api/error/tag-conflict' && error.status === 409,
   );
+  await assert.rejects(
+    client.editTag({ oldName: 'sdk', newName: 'other' }),
+    (error) => error.type === 'https://shlink.io/api/error/tag-not-found' && error.status === 404,
+  );
+  await client.deleteTags(['edited', 'never-used']);
+  assert.deepEqual((await client.listTags()).data, ['kit']);
+  assert.deepEqual((await client.getShortUrl({ shortCode: 'sdk-one' })).tags, ['kit']);
 });
 
 await step('domains list and redirects', async () => {

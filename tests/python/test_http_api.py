@@ -545,6 +545,59 @@ def test_a_refused_patch_changes_nothing(api, unique_url, patch, status, code):
     assert api.get(created["code"]).json()["url"] == unique_url
 
 
+def fresh_tag() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+def test_a_tag_is_renamed_and_deleted_across_the_tenants_links(api, unique_url):
+    old, new = fresh_tag(), fresh_tag()
+    codes = [api.create({"url": f"{unique_url}/{i}", "tags": [old, "kept"]}).json()["code"]
+             for i in range(2)]
+    json_body = {**api.auth(), "Content-Type": "application/json"}
+    renamed = api.request("PATCH", f"/api/v1/tags/{old}", "/api/v1/tags/{tag}", 200,
+                          headers=json_body, data=json.dumps({"name": new})).json()
+    assert renamed == {"tag": new, "links": 2}
+    for code in codes:
+        assert api.get(code).json()["tags"] == sorted(["kept", new])
+    history = api.request("GET", f"/api/v1/links/{codes[0]}/history",
+                          "/api/v1/links/{code}/history", 200, headers=api.auth()).json()
+    assert history["events"][-1]["change"] == {
+        "tags": {"old": sorted(["kept", old]), "new": sorted(["kept", new])}}
+    deleted = api.request("DELETE", f"/api/v1/tags/{new}", "/api/v1/tags/{tag}", 200,
+                          headers=api.auth()).json()
+    assert deleted == {"tag": new, "links": 2}
+    for code in codes:
+        assert api.get(code).json()["tags"] == ["kept"]
+    gone = api.request("DELETE", f"/api/v1/tags/{new}", "/api/v1/tags/{tag}", 404,
+                       headers=api.auth())
+    assert error_of(gone) == "not_found"
+
+
+@pytest.mark.parametrize("body,status,code", [
+    ("not json", 400, "invalid_json"),
+    ("{}", 400, "invalid_json"),
+    ('{"name": "x", "other": 1}', 400, "invalid_json"),
+    ('{"name": "Bad Tag"}', 422, "invalid_tag"),
+    (None, 409, "tag_conflict"),
+])
+def test_a_refused_tag_rename_changes_nothing(api, unique_url, body, status, code):
+    tag, taken = fresh_tag(), fresh_tag()
+    link = api.create({"url": unique_url, "tags": [tag]}).json()["code"]
+    api.create({"url": unique_url + "/taken", "tags": [taken]})
+    data = body if body is not None else json.dumps({"name": taken})
+    response = api.request("PATCH", f"/api/v1/tags/{tag}", "/api/v1/tags/{tag}", status,
+                           headers={**api.auth(), "Content-Type": "application/json"}, data=data)
+    assert error_of(response) == code
+    assert api.get(link).json()["tags"] == [tag]
+
+
+def test_a_rename_of_a_tag_no_link_carries_is_404(api):
+    response = api.request("PATCH", f"/api/v1/tags/{fresh_tag()}", "/api/v1/tags/{tag}", 404,
+                           headers={**api.auth(), "Content-Type": "application/json"},
+                           data=json.dumps({"name": fresh_tag()}))
+    assert error_of(response) == "not_found"
+
+
 def test_patch_of_a_deleted_link_is_410(api, unique_url):
     code = api.create({"url": unique_url}).json()["code"]
     api.delete(code)

@@ -112,6 +112,7 @@ impl Node {
                     .limits
                     .exports(Duration::from_secs(config.listeners.send_timeout.get())),
                 rates: Arc::clone(&limits),
+                tag_change_links: config.limits.tag_change_max_links,
             },
         ));
         let webhooks = Arc::new(Webhooks::new(

@@ -37,6 +37,10 @@ pub struct LimitsConfig {
     /// Most exports running at once for one API key (more answer 429).
     #[arg(long, env = "SHORTENER_EXPORT_MAX_PER_KEY", default_value = "2")]
     pub export_max_per_key: NonZeroUsize,
+    /// Most links one rename or delete of a tag changes, 1 to 10000 (a change that would touch
+    /// more is refused, 409 `too_many_links`, before anything is written).
+    #[arg(long, env = "SHORTENER_TAG_CHANGE_MAX_LINKS", default_value_t = crate::links::MAX_TAG_CHANGE_LINKS)]
+    pub tag_change_max_links: usize,
 }
 
 impl LimitsConfig {
@@ -86,6 +90,16 @@ impl LimitsConfig {
                 format!(
                     "SHORTENER_BATCH_LIMIT must be between 1 and 10000, not {}",
                     self.batch_limit
+                ),
+            ));
+        }
+        let most = crate::links::MAX_TAG_CHANGE_LINKS;
+        if self.tag_change_max_links == 0 || self.tag_change_max_links > most {
+            return Err(ConfigError::new(
+                "SHORTENER_TAG_CHANGE_MAX_LINKS",
+                format!(
+                    "SHORTENER_TAG_CHANGE_MAX_LINKS must be between 1 and {most}, not {}",
+                    self.tag_change_max_links
                 ),
             ));
         }

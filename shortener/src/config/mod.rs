@@ -214,6 +214,7 @@ impl Config {
                 batch_limit: 1000,
                 export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
                 export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),
+                tag_change_max_links: crate::links::MAX_TAG_CHANGE_LINKS,
             },
             compat: CompatConfig {
                 compat: Vec::new(),

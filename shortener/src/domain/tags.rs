@@ -43,6 +43,46 @@ pub fn check_tags(tags: Vec<String>) -> Result<Vec<String>, Error> {
     Ok(tags)
 }
 
+/// A change of tags across every live link of one tenant that carries them: what the tag
+/// endpoints (`/api/v1/tags/{tag}`, Shlink's `/rest/v3/tags`) ask of the store, which makes it
+/// as one transaction (see [`crate::store::LinkStore::change_tag`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TagChange {
+    /// `from` becomes `to` on every link that has `from`.
+    Rename {
+        /// The tag the links carry now.
+        from: String,
+        /// The tag they carry after (checked by [`check_tag`]).
+        to: String,
+    },
+    /// These tags leave every link that has any of them.
+    Delete(Vec<String>),
+}
+
+impl TagChange {
+    /// The tags whose links the change touches.
+    pub fn sought(&self) -> &[String] {
+        match self {
+            TagChange::Rename { from, .. } => std::slice::from_ref(from),
+            TagChange::Delete(tags) => tags,
+        }
+    }
+
+    /// A link's `tags` (sorted, without duplicates) after the change, kept so.
+    pub fn apply(&self, tags: &[String]) -> Vec<String> {
+        let mut new: Vec<String> = match self {
+            TagChange::Rename { from, to } => tags
+                .iter()
+                .map(|t| if t == from { to.clone() } else { t.clone() })
+                .collect(),
+            TagChange::Delete(gone) => tags.iter().filter(|t| !gone.contains(t)).cloned().collect(),
+        };
+        new.sort_unstable();
+        new.dedup();
+        new
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +105,19 @@ mod tests {
         }
         let many: Vec<String> = (0..21).map(|i| format!("t{i}")).collect();
         assert!(check_tags(many).is_err());
+    }
+
+    #[test]
+    fn a_tag_change_keeps_the_tags_sorted() {
+        let tags: Vec<String> = ["b", "m", "x"].map(String::from).to_vec();
+        let rename = TagChange::Rename {
+            from: "b".into(),
+            to: "z".into(),
+        };
+        assert_eq!(rename.apply(&tags), ["m", "x", "z"]);
+        assert_eq!(rename.sought(), ["b"]);
+        let delete = TagChange::Delete(vec!["m".into(), "q".into()]);
+        assert_eq!(delete.apply(&tags), ["b", "x"]);
+        assert_eq!(TagChange::Delete(vec![]).apply(&tags), tags);
     }
 }

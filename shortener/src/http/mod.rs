@@ -301,6 +301,12 @@ fn api_router() -> Router<Arc<HttpState>> {
             get(api::link_stats).fallback(api::method_not_allowed),
         )
         .route(
+            "/api/v1/tags/{tag}",
+            axum::routing::patch(api::rename_tag)
+                .delete(api::delete_tag)
+                .fallback(api::method_not_allowed),
+        )
+        .route(
             "/api/v1/stats",
             get(api::tenant_stats).fallback(api::method_not_allowed),
         )

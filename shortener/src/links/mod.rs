@@ -14,6 +14,7 @@ mod digest;
 mod export;
 mod import;
 mod manage;
+mod tags;
 
 pub use counters::CreateCounters;
 pub use cursor::CursorKey;
@@ -23,6 +24,7 @@ pub use import::{
     RowStatus,
 };
 pub use manage::ListPage;
+pub use tags::MAX_TAG_CHANGE_LINKS;
 
 use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, Scope, ShortCode};
 use crate::limits::Limits;
@@ -68,6 +70,7 @@ pub struct LinkService {
     cursors: CursorKey,
     exports: export::ExportGate,
     rates: Arc<Limits>,
+    tag_change_links: usize,
 }
 
 /// What bounds a caller's use of the link service beyond admission.
@@ -76,6 +79,9 @@ pub struct Budgets {
     pub exports: ExportLimits,
     /// The keys' rate limits: each answer an import gives about a code is charged as a read.
     pub rates: Arc<Limits>,
+    /// The most links one rename or delete of a tag changes (at most
+    /// [`MAX_TAG_CHANGE_LINKS`]); one that would change more is refused, `too_many_links`.
+    pub tag_change_links: usize,
 }
 
 impl LinkService {
@@ -101,6 +107,7 @@ impl LinkService {
             cursors,
             exports: export::ExportGate::new(budgets.exports),
             rates: budgets.rates,
+            tag_change_links: budgets.tag_change_links,
         }
     }
 

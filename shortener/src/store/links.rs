@@ -1,8 +1,10 @@
 //! The links interface: creates, reads, edits, deletes, lists and histories of links, and the
 //! idempotency claims of creates.
 
-use super::{DeleteOutcome, InsertOutcome, NewLink, SlotBound, Store, StoreError, UpdateOutcome};
-use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
+use super::{
+    DeleteOutcome, InsertOutcome, NewLink, SlotBound, Store, StoreError, TagOutcome, UpdateOutcome,
+};
+use crate::domain::{Event, Link, LinkPatch, ListQuery, Page, TagChange};
 use chrono::{DateTime, Utc};
 use std::future::Future;
 
@@ -69,6 +71,21 @@ pub trait LinkStore: Send + Sync {
         patch: &LinkPatch,
         key: &str,
     ) -> impl Future<Output = Result<UpdateOutcome, StoreError>> + Send;
+
+    /// Applies `change` to every live (not deleted) link of `tenant` that carries a tag it
+    /// seeks, on behalf of `key`, as ONE transaction: each changed link gets the history event,
+    /// webhook event and (on a shared store) announcement to the other nodes that an
+    /// [`update`](Self::update) of its tags gives it, and all of them commit or none does.
+    /// Refused before anything is written when no such link exists, when a rename's new name is
+    /// on a live link of the tenant already, or when more than `max_links` links carry the
+    /// tags (see [`TagOutcome`]).
+    fn change_tag(
+        &self,
+        tenant: &str,
+        change: &TagChange,
+        key: &str,
+        max_links: usize,
+    ) -> impl Future<Output = Result<TagOutcome, StoreError>> + Send;
 
     /// A link (without click counts) and the events recorded after its creation, oldest first.
     fn history(
@@ -165,6 +182,16 @@ impl LinkStore for Store {
         key: &str,
     ) -> Result<UpdateOutcome, StoreError> {
         traced!(self, "UPDATE", "links", s => s.update(code, tenant, patch, key))
+    }
+
+    async fn change_tag(
+        &self,
+        tenant: &str,
+        change: &TagChange,
+        key: &str,
+        max_links: usize,
+    ) -> Result<TagOutcome, StoreError> {
+        traced!(self, "UPDATE", "links", s => s.change_tag(tenant, change, key, max_links))
     }
 
     async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {

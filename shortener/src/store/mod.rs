@@ -43,7 +43,7 @@ pub mod webhooks;
 use crate::domain::{ClickCounts, CompactCode};
 pub use model::{
     BlockedDomain, ChangeEvent, DeleteOutcome, Idempotency, InsertOutcome, NewLink, StoreError,
-    UpdateOutcome, WriterStats, host_rev, kind_name,
+    TagOutcome, UpdateOutcome, WriterStats, host_rev, kind_name,
 };
 pub use postgres::{
     ChangeFeed, Fallback, LayoutOptions, LayoutStatus, PgSettings, PgStore, ReplicaStats,

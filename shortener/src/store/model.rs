@@ -124,6 +124,21 @@ pub enum UpdateOutcome {
     Gone,
 }
 
+/// The result of a [`TagChange`](crate::domain::TagChange) over a tenant's links.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TagOutcome {
+    /// The change committed: the codes of the links it changed (none for a rename of a tag
+    /// onto itself).
+    Changed(Vec<String>),
+    /// No live link of the tenant carries any of the tags sought; nothing was written.
+    NotFound,
+    /// A live link of the tenant already carries the new name of a rename; nothing was
+    /// written.
+    Conflict,
+    /// More links than the bound carry the tags; nothing was written.
+    TooMany,
+}
+
 /// Storage failures.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {

@@ -58,6 +58,12 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
         }),
         ("SHORTENER_CREATE_BURST", |c| c.limits.create_burst = 10),
         ("SHORTENER_WRITE_BATCH", |c| c.store.write_batch = 0),
+        ("SHORTENER_TAG_CHANGE_MAX_LINKS", |c| {
+            c.limits.tag_change_max_links = 0
+        }),
+        ("SHORTENER_TAG_CHANGE_MAX_LINKS", |c| {
+            c.limits.tag_change_max_links = 10_001
+        }),
         ("SHORTENER_KEY", |c| c.ids.key = Some("abcd".into())),
         ("SHORTENER_DOMAIN_SUFFIXES", |c| {
             c.access.domain_suffixes = vec!["brand.com".into()]

@@ -54,6 +54,7 @@ mod reserved;
 mod routing_bad_input;
 mod rules;
 mod store;
+mod tags;
 mod targets;
 mod tenants;
 mod timeouts;

@@ -2,7 +2,7 @@
 //! the wire request into a domain request once (`wire`), and calls the link service. Creates,
 //! reads and deletes are here; lists, edits, history and export in `manage` (an NDJSON export's
 //! lines written by `ndjson`); bulk import in `import` (its body split into rows by `records`);
-//! branded domains in `domains`.
+//! branded domains in `domains`; a tag renamed or deleted across a tenant's links in `tags`.
 
 mod blocklist;
 mod domains;
@@ -10,6 +10,7 @@ mod import;
 mod manage;
 mod records;
 mod stats;
+mod tags;
 mod webhooks;
 mod wire;
 
@@ -18,6 +19,7 @@ pub use domains::{claim_domain, delete_domain, domain, domains, update_domain};
 pub use import::import;
 pub use manage::{export, history, list, qr, update};
 pub use stats::{link_stats, tenant_stats};
+pub use tags::{delete_tag, rename_tag};
 pub use webhooks::{
     delete_webhook, register_webhook, update_webhook, webhook_deliveries, webhooks,
 };

@@ -22,6 +22,7 @@ mod read;
 mod relayout;
 mod replica;
 mod rollups;
+mod tags;
 mod update;
 mod webhooks;
 mod write;
@@ -34,10 +35,12 @@ use super::{
 use super::{
     BlockedDomain, BlocklistStore, Capabilities, ClickRows, DeleteOutcome, Durability,
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
-    StoreError, UpdateOutcome, VisitStore, WriterStats,
+    StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
 use super::{HighWater, SlotBound};
-use crate::domain::{ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash};
+use crate::domain::{
+    ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash, TagChange,
+};
 use crate::domain::{Domain, DomainSettings};
 use crate::domain::{StatsQuery, StatsReport};
 use batch::Batcher;
@@ -352,6 +355,21 @@ impl LinkStore for PgStore {
         .await?;
         if let UpdateOutcome::Updated(link) = &outcome {
             self.wrote([code], Some(&link.tenant));
+        }
+        Ok(outcome)
+    }
+
+    async fn change_tag(
+        &self,
+        tenant: &str,
+        change: &TagChange,
+        key: &str,
+        max_links: usize,
+    ) -> Result<TagOutcome, StoreError> {
+        let outcome =
+            tags::change_tag(&mut self.client().await?, tenant, change, key, max_links).await?;
+        if let TagOutcome::Changed(codes) = &outcome {
+            self.wrote(codes.iter().map(String::as_str), Some(tenant));
         }
         Ok(outcome)
     }

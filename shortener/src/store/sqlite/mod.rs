@@ -31,6 +31,7 @@ mod ledger;
 mod manage;
 mod rollups;
 mod rows;
+mod tags;
 mod walsync;
 mod webhooks;
 mod writer;
@@ -43,11 +44,11 @@ use super::{
 use super::{
     BlockedDomain, BlocklistStore, Capabilities, ChangeFeed, ClickRows, DeleteOutcome,
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
-    StoreError, UpdateOutcome, VisitStore, WriterStats,
+    StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
 use super::{HighWater, SlotBound};
 use crate::domain::{Domain, DomainSettings};
-use crate::domain::{Event, Link, LinkPatch, ListQuery, Page};
+use crate::domain::{Event, Link, LinkPatch, ListQuery, Page, TagChange};
 use crate::domain::{StatsQuery, StatsReport};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
@@ -260,6 +261,21 @@ impl LinkStore for SqliteStore {
                 &key,
                 trace.as_deref(),
             )
+        })
+        .await
+    }
+
+    async fn change_tag(
+        &self,
+        tenant: &str,
+        change: &TagChange,
+        key: &str,
+        max_links: usize,
+    ) -> Result<TagOutcome, StoreError> {
+        let (tenant, change, key) = (tenant.to_string(), change.clone(), key.to_string());
+        let trace = otel::current_traceparent();
+        self.write(move |conn| {
+            tags::change_tag(conn, &tenant, &change, &key, max_links, trace.as_deref())
         })
         .await
     }

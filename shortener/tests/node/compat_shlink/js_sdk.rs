@@ -1,6 +1,6 @@
 //! Shlink's own JavaScript SDK (`@shlinkio/shlink-js-sdk`, pinned in tests/compat-js) against a
 //! node: `tests/compat-js/shlink.mjs` runs every step a Shlink client takes (health, create,
-//! list, get, edit, visits, tags, domains, redirect rules, delete) and fails at the first
+//! list, get, edit, visits, tags renamed and deleted, domains, redirect rules, delete) and fails at the first
 //! answer the SDK reads differently. Needs Node.js 18 or later and npm; the SDK is installed
 //! with `npm ci` from the lockfile on the first run (from the npm registry) and reused after.
 

@@ -6,6 +6,7 @@ mod bad_input;
 mod js_sdk;
 mod limits;
 mod more;
+mod tags;
 
 use crate::helpers::{Backend, Node, Stack, metric};
 use crate::tenants::{TenantKeys, write_keys};

@@ -2,10 +2,12 @@
 //! signed, once each, across a restart in the middle of a delivery; a receiver that fails gets
 //! retries and then its endpoint is disabled; refused URLs and keys change nothing. What
 //! happens to slow, hanging and re-enabled receivers and to the delivery log is in `delivery`;
-//! how tenants share delivery, and the outbox bound, in `fairness`.
+//! how tenants share delivery, and the outbox bound, in `fairness`; what a tag renamed across
+//! a tenant announces, in `tags`.
 
 mod delivery;
 mod fairness;
+mod tags;
 
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::{TenantKeys, write_keys};

@@ -111,6 +111,7 @@ impl From<Problem> for Fail {
         let outcome = match problem.status {
             StatusCode::UNAUTHORIZED => "unauthenticated",
             StatusCode::NOT_FOUND => "not_found",
+            StatusCode::CONFLICT => "conflict",
             StatusCode::FORBIDDEN => "forbidden",
             StatusCode::METHOD_NOT_ALLOWED => "not_found",
             _ => "invalid",

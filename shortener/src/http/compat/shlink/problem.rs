@@ -9,6 +9,9 @@ use serde_json::{Map, Value, json};
 
 const ERROR_BASE: &str = "https://shlink.io/api/error/";
 
+/// The most characters of a tag a problem shows (a valid tag has at most 64).
+const SHOWN_TAG: usize = 100;
+
 /// A problem+json answer.
 #[derive(Debug, Clone)]
 pub struct Problem {
@@ -110,14 +113,33 @@ impl Problem {
         Problem::new(status, "", title, title)
     }
 
-    /// An operation on tags this node cannot do.
-    pub fn tag_operation(detail: impl Into<String>) -> Self {
+    /// No live link of the caller's tenant carries `tag` (shown cut to [`SHOWN_TAG`]
+    /// characters).
+    pub fn tag_not_found(tag: &str) -> Self {
+        let tag = crate::domain::text::bounded(tag, SHOWN_TAG);
         Problem::new(
-            StatusCode::FORBIDDEN,
-            "forbidden-tag-operation",
-            "Forbidden tag operation",
-            detail,
+            StatusCode::NOT_FOUND,
+            "tag-not-found",
+            "Tag not found",
+            format!("Tag with name \"{tag}\" could not be found"),
         )
+        .with("tag", json!(tag))
+    }
+
+    /// A rename of `old` onto `new`, which links carry already.
+    pub fn tag_conflict(old: &str, new: &str) -> Self {
+        let (old, new) = (
+            crate::domain::text::bounded(old, SHOWN_TAG),
+            crate::domain::text::bounded(new, SHOWN_TAG),
+        );
+        Problem::new(
+            StatusCode::CONFLICT,
+            "tag-conflict",
+            "Tag conflict",
+            format!("You cannot rename tag {old} to {new}, because it already exists"),
+        )
+        .with("oldName", json!(old))
+        .with("newName", json!(new))
     }
 
     /// A domain the caller has not.

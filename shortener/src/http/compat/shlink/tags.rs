@@ -1,18 +1,19 @@
 //! Shlink's tag endpoints. Tags live on links here (there is no tag table), so the list and
-//! the stats are one pass over the caller's links (an export, bounded and charged like one).
-//! Renaming and deleting a tag would change every link that has it, one link at a time and not
-//! as one change (a failure midway would leave some changed): they are refused with Shlink's
-//! `forbidden-tag-operation`; change the links' tags instead.
+//! the stats are one pass over the caller's links (an export, bounded and charged like one),
+//! and a rename or delete is one change of every live link of the caller's tenant that carries
+//! the tag (see [`crate::links::LinkService::rename_tag`]): all of them change, or none does.
 
+use super::body::{Fields, object};
 use super::list::{pagination, walk};
 use super::short_urls::visits_summary;
-use super::{Problem, admit, finish, json};
+use super::{Fail, Problem, admit, finish, json, query_pairs};
 use crate::access::Operation;
-use crate::domain::ListInput;
+use crate::domain::{Error, ListInput};
 use crate::http::HttpState;
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -73,23 +74,73 @@ pub async fn stats(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> R
     finish(&state, "tags-stats", answer)
 }
 
-fn refused(state: &HttpState, headers: &HeaderMap, action: &'static str, what: &str) -> Response {
-    let answer = admit(state, headers, None, Operation::Update).and_then(|_| {
-        Err(Problem::tag_operation(format!(
-            "{what} is not supported by this node: a tag lives on each link; change the tags \
-             of the links instead (PATCH /rest/v3/short-urls/{{shortCode}})"
-        ))
-        .into())
-    });
-    finish(state, action, answer)
+/// The most tags one `DELETE /rest/v3/tags` names.
+pub const MAX_DELETED_TAGS: usize = 100;
+
+/// A required string field of a body.
+fn required(fields: &Fields<'_>, field: &str) -> Result<String, Fail> {
+    fields
+        .string(field)?
+        .flatten()
+        .ok_or_else(|| Problem::invalid_data(field, format!("{field} is required")).into())
 }
 
-/// `PUT /rest/v3/tags`: refused (see the module's note).
-pub async fn rename(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
-    refused(&state, &headers, "tag-rename", "Renaming a tag")
+/// `PUT /rest/v3/tags` `{"oldName", "newName"}`: renames the tag on every live link of the
+/// caller's tenant (204); `tag-not-found` when no link carries it, `tag-conflict` when one
+/// carries the new name already, `invalid-data` for a missing field or a name no link could
+/// carry.
+pub async fn rename(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let answer = async {
+        let caller = admit(&state, &headers, None, Operation::Update)?;
+        let fields = object(body).await?;
+        let fields = Fields(&fields);
+        let (old, new) = (required(&fields, "oldName")?, required(&fields, "newName")?);
+        match state.links.rename_tag(&caller, &old, &new).await {
+            Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
+            Err(Error::NotFound(_)) => Err(Problem::tag_not_found(&old).into()),
+            Err(Error::Invalid { message, .. }) => {
+                Err(Problem::invalid_data("newName", message).into())
+            }
+            Err(Error::Conflict {
+                code: "tag_conflict",
+                ..
+            }) => Err(Problem::tag_conflict(&old, &new).into()),
+            Err(other) => Err(other.into()),
+        }
+    }
+    .await;
+    finish(&state, "tag-rename", answer)
 }
 
-/// `DELETE /rest/v3/tags`: refused (see the module's note).
-pub async fn delete(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
-    refused(&state, &headers, "tag-delete", "Deleting a tag")
+/// `DELETE /rest/v3/tags?tags[]=a&tags[]=b`: removes the tags from every live link of the
+/// caller's tenant (204); tags no link carries are ignored, as Shlink ignores them.
+pub async fn delete(State(state): State<Arc<HttpState>>, headers: HeaderMap, uri: Uri) -> Response {
+    let answer = async {
+        let caller = admit(&state, &headers, None, Operation::Update)?;
+        let tags: Vec<String> = query_pairs(&uri)
+            .into_iter()
+            .filter(|(name, _)| name == "tags[]" || name == "tags")
+            .map(|(_, tag)| tag)
+            .collect();
+        if tags.len() > MAX_DELETED_TAGS {
+            return Err(Problem::invalid_data(
+                "tags",
+                format!(
+                    "at most {MAX_DELETED_TAGS} tags at once, not {}",
+                    tags.len()
+                ),
+            )
+            .into());
+        }
+        match state.links.delete_tags(&caller, &tags).await {
+            Ok(_) | Err(Error::NotFound(_)) => Ok(StatusCode::NO_CONTENT.into_response()),
+            Err(other) => Err(other.into()),
+        }
+    }
+    .await;
+    finish(&state, "tag-delete", answer)
 }
