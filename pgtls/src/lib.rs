@@ -20,6 +20,7 @@
 //!
 //! Cryptography is rustls on the `ring` provider, which builds without a C toolchain or cmake.
 
+pub mod evict;
 mod unverified;
 
 use rustls::pki_types::CertificateDer;

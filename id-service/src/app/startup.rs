@@ -141,6 +141,8 @@ fn build_pool(config: &Config) -> anyhow::Result<Pool> {
     );
     Pool::builder(manager)
         .max_size(config.db_pool_size)
+        // A connection made before a read-only answer, a shutdown or a failure is not reused.
+        .pre_recycle(pgtls::evict::hook())
         .wait_timeout(Some(config.db_pool_timeout))
         .create_timeout(Some(config.db_connect_timeout))
         .recycle_timeout(Some(config.db_connect_timeout))

@@ -119,21 +119,44 @@ impl Ledger {
 
     /// Grants a block, creating the namespace first if it is unknown and auto-creation is on.
     /// Returns the lease and, if the cursor was moved first, by how much and why.
+    ///
+    /// A grant refused as read-only (the server is a standby now) changed nothing: it runs once
+    /// more on a fresh connection, which finds the primary if the connection string lists it.
     pub async fn grant(&self, grant: &Grant<'_>) -> Result<(Lease, Option<Skip>), Error> {
-        let client = self.client().await?;
+        match self.grant_on(grant).await {
+            Err(Refusal::ReadOnly(error)) => {
+                tracing::debug!(%error, "grant refused as read-only; running it once more");
+                self.grant_on(grant).await.map_err(Refusal::into_error)
+            }
+            other => other.map_err(Refusal::into_error),
+        }
+    }
+
+    /// [`Ledger::grant`] on one pooled connection.
+    async fn grant_on(&self, grant: &Grant<'_>) -> Result<(Lease, Option<Skip>), Refusal> {
+        let classify = |e: tokio_postgres::Error| {
+            if pgtls::evict::read_only(&e) {
+                Refusal::ReadOnly(db_error(e, grant.namespace))
+            } else {
+                Refusal::Other(db_error(e, grant.namespace))
+            }
+        };
+        let client = self.client().await.map_err(Refusal::Other)?;
         // Traced when the call is (see the `otel` crate): the procedure, never its arguments.
         let span = otel::db_procedure_span("postgresql", "id_grant");
         let first = tracing::Instrument::instrument(self.grant_once(&client, grant), span).await;
         match first {
             Err(e) if e.code() == Some(&SqlState::NO_DATA_FOUND) && self.settings.auto_create => {
-                if self.create_default(&client, grant.namespace).await? {
+                if self
+                    .create_default(&client, grant.namespace)
+                    .await
+                    .map_err(Refusal::Other)?
+                {
                     tracing::info!(namespace = %grant.namespace, "created namespace on first use");
                 }
-                self.grant_once(&client, grant)
-                    .await
-                    .map_err(|e| db_error(e, grant.namespace))
+                self.grant_once(&client, grant).await.map_err(classify)
             }
-            result => result.map_err(|e| db_error(e, grant.namespace)),
+            result => result.map_err(classify),
         }
     }
 
@@ -267,13 +290,31 @@ impl Ledger {
         rows.iter().map(lease_from_row).collect()
     }
 
-    /// Whether the database answers within `timeout`.
+    /// Whether a primary answers within `timeout`: a pooled connection whose server is
+    /// read-only (a standby, or a primary demoted since) does not count, and empties the pool
+    /// of connections made before it (see [`pgtls::evict`]).
     pub async fn ping(&self, timeout: Duration) -> bool {
         let check = async {
             let client = self.client().await.ok()?;
-            client.simple_query("SELECT 1").await.ok()
+            pgtls::evict::require_primary(&client).await.ok()
         };
         matches!(tokio::time::timeout(timeout, check).await, Ok(Some(_)))
+    }
+}
+
+/// How a grant on one connection failed.
+enum Refusal {
+    /// The server refused the write as read-only: nothing changed.
+    ReadOnly(Error),
+    /// Anything else.
+    Other(Error),
+}
+
+impl Refusal {
+    fn into_error(self) -> Error {
+        match self {
+            Refusal::ReadOnly(e) | Refusal::Other(e) => e,
+        }
     }
 }
 

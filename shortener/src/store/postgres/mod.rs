@@ -45,7 +45,7 @@ use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 pub use connect::migrate_database;
 use deadpool_postgres::Pool;
-use error::{db_error, pool_error};
+use error::pool_error;
 use id_client::LeaseSource;
 use layout::Layout;
 pub use listen::{ChangeFeed, NOTIFY_CHANNEL};
@@ -257,8 +257,18 @@ impl LinkStore for PgStore {
         self.layout.record_before_writing(&self.pool).await?;
         let id = link.id.and_then(|id| i64::try_from(id).ok());
         let outcome = if link.idempotency.is_some() {
-            // The claim needs the row's own transaction.
-            insert::insert_one(&mut self.client().await?, &self.layout, link).await?
+            // The claim needs the row's own transaction. A rolled-back one (a standby's refusal,
+            // a deadlock) wrote nothing, and runs once more on a fresh connection: the code is
+            // the arbiter, so a second run cannot create a second link.
+            let first =
+                insert::insert_one(&mut self.client().await?, &self.layout, link.clone()).await;
+            match first {
+                Err(StoreError::Retry(message)) => {
+                    tracing::debug!(%message, "create rolled back; running it once more");
+                    insert::insert_one(&mut self.client().await?, &self.layout, link).await?
+                }
+                other => other?,
+            }
         } else {
             self.batcher.insert(link).await?
         };
@@ -276,8 +286,15 @@ impl LinkStore for PgStore {
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         self.layout.check_writable()?;
         self.layout.record_before_writing(&self.pool).await?;
-        let client = self.client().await?;
-        let outcomes = insert::insert_rows(&client, self.layout.space(), &links).await?;
+        let outcomes = match insert::insert_rows(&self.client().await?, self.layout.space(), &links)
+            .await
+        {
+            // Nothing was written (see `insert`): once more, on a fresh connection.
+            Err(StoreError::Retry(_)) => {
+                insert::insert_rows(&self.client().await?, self.layout.space(), &links).await?
+            }
+            other => other?,
+        };
         for (outcome, new) in outcomes.iter().zip(&links) {
             if let InsertOutcome::Created(link) = outcome {
                 self.wrote([], Some(&link.tenant));
@@ -583,10 +600,14 @@ impl Capabilities for PgStore {
         Ok(ran)
     }
 
+    /// Ready when a pooled connection reaches a primary: one that answers read-only (a
+    /// standby, or a primary demoted since) is an error, and empties the pool of connections
+    /// made before it (see [`pgtls::evict`]).
     async fn ping(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
-        client.simple_query("SELECT 1").await.map_err(db_error)?;
-        Ok(())
+        pgtls::evict::require_primary(&client)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
     }
 
     fn writer_stats(&self) -> &WriterStats {
