@@ -9,6 +9,7 @@ mod allocate;
 mod allocate_kill9;
 mod auth;
 mod cli;
+mod demoted;
 mod failover;
 mod id_pool;
 mod kill9;
