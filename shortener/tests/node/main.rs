@@ -24,6 +24,7 @@ mod console_domains;
 mod console_routing;
 mod console_sharing;
 mod csv_routing;
+mod demoted;
 mod domain_files;
 mod domains;
 mod editing;
