@@ -138,6 +138,10 @@ pub async fn require_primary(client: &tokio_postgres::Client) -> Result<(), Prim
     }
 }
 
+/// What [`explain_connect`] adds to a connection failure that found no primary.
+pub const NO_PRIMARY: &str =
+    "no host of the connection string is a primary (each one that answered is read-only)";
+
 /// The words to add to a connection failure whose last host refused as read-only: with
 /// `target_session_attrs=read-write` tokio-postgres reports only "database does not allow
 /// writes" for the last host it tried.
@@ -145,13 +149,42 @@ pub fn explain_connect(error: &tokio_postgres::Error) -> Option<&'static str> {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(c) = cause {
         if c.to_string().contains("does not allow writes") {
-            return Some(
-                "no host of the connection string is a primary (each one that answered is read-only)",
-            );
+            return Some(NO_PRIMARY);
         }
         cause = c.source();
     }
     None
+}
+
+/// Runs `attempt` (a start-up step that needs the primary, such as the migrations) until it
+/// does not fail for want of a primary (`no_primary` says which failures are that): while an
+/// HA cluster has no leader, a service waits, logging why every few seconds, instead of
+/// exiting and being restarted in a loop. Any other outcome is returned at once.
+pub async fn wait_for_primary<T, E, F, Fut>(
+    what: &str,
+    mut attempt: F,
+    no_primary: impl Fn(&E) -> bool,
+) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    let mut pause = std::time::Duration::from_millis(500);
+    loop {
+        match attempt().await {
+            Err(error) if no_primary(&error) => {
+                tracing::error!(
+                    %error,
+                    retry_in_ms = pause.as_millis() as u64,
+                    "{what}: {NO_PRIMARY}; waiting for one (not ready meanwhile)"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -95,3 +95,29 @@ async fn a_pool_of_connections_to_a_demoted_primary_recovers_on_the_first_refuse
         .expect("a grant once a primary is back");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_no_primary_at_start_the_service_waits_for_one_instead_of_exiting() {
+    let old = Cluster::start(&[]).await;
+    old.create_database("ids").await;
+    let standby = old.start_standby(&[]).await;
+    old.set_read_only(true).await;
+    let url = Cluster::multi_host_url(&[&old, &standby], "ids");
+    let starting = tokio::spawn(async move { Server::start(Config::for_tests(&url)).await });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !starting.is_finished(),
+        "start-up ended (it should wait for a primary)"
+    );
+    old.set_read_only(false).await;
+    let server = tokio::time::timeout(Duration::from_secs(20), starting)
+        .await
+        .expect("the service starts once a primary is back")
+        .expect("start-up task");
+    let mut client = server.client().await;
+    lease(&mut client, "links", 10, "started")
+        .await
+        .expect("a grant after the wait");
+    assert_eq!(ready(&server).await.0, 200);
+    server.stop().await;
+}

@@ -105,3 +105,28 @@ async fn a_pool_of_connections_to_a_demoted_primary_recovers_on_the_first_refuse
     assert!(back, "not ready again: {:?}", ready(&node).await);
     node.create_url("https://example.com/back").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_no_primary_at_start_the_node_waits_for_one_instead_of_exiting() {
+    let old = Cluster::start(&[]).await;
+    old.create_database("links").await;
+    let standby = old.start_standby(&[]).await;
+    let url = Cluster::multi_host_url(&[&old, &standby], "links");
+    // The id-service is started first, while there is a primary: the node's wait is tested.
+    let stack = Stack::on_database(&url).await;
+    old.set_read_only(true).await;
+    let config = stack.config("a");
+    let starting = tokio::spawn(async move { Node::start(config).await });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !starting.is_finished(),
+        "start-up ended (it should wait for a primary)"
+    );
+    old.set_read_only(false).await;
+    let node = tokio::time::timeout(Duration::from_secs(20), starting)
+        .await
+        .expect("the node starts once a primary is back")
+        .expect("start-up task");
+    node.create_url("https://example.com/started").await;
+    assert_eq!(ready(&node).await.0, StatusCode::OK);
+}
