@@ -67,6 +67,11 @@ pub(crate) fn classify(error: tokio_postgres::Error, namespace: Option<&Namespac
         || *code == SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE;
     if transient {
         Error::Unavailable(format!("{}: {}", code.code(), db.message()))
+    } else if let Some(hint) =
+        // Only the session mode names statements; in transaction mode they are unnamed.
+        pgtls::pooler::explain_statement_error(&error, pgtls::pooler::PoolMode::Session)
+    {
+        Error::Internal(format!("{}: {} ({hint})", code.code(), db.message()))
     } else {
         Error::Internal(format!("{}: {}", code.code(), db.message()))
     }
