@@ -68,7 +68,10 @@ pub fn note(error: &tokio_postgres::Error) -> bool {
 /// Moves the mark to now: every pooled connection made until now is discarded at its next
 /// checkout (for a check that found a connection's server read-only without a failed write).
 pub fn mark() {
-    MARK.fetch_max(since_base(Instant::now()).saturating_add(1), Ordering::AcqRel);
+    MARK.fetch_max(
+        since_base(Instant::now()).saturating_add(1),
+        Ordering::AcqRel,
+    );
 }
 
 /// Connections the hook has discarded since the process started (the services' metric

@@ -60,7 +60,11 @@ impl PgBouncer {
                 .expect("write pgbouncer.ini");
             let mut command = Command::new(binary());
             if let Some((uid, gid)) = owner {
-                for path in [dir.path().to_path_buf(), ini.clone(), dir.path().join("users.txt")] {
+                for path in [
+                    dir.path().to_path_buf(),
+                    ini.clone(),
+                    dir.path().join("users.txt"),
+                ] {
                     std::os::unix::fs::chown(&path, Some(uid), Some(gid))
                         .unwrap_or_else(|e| panic!("give {} to postgres: {e}", path.display()));
                 }

@@ -7,8 +7,8 @@ use crate::ledger::{Failover, Ledger, LedgerSettings};
 use crate::logsafe::Escaped;
 use crate::metrics::Metrics;
 use anyhow::Context;
-use pgtls::pooler::PoolMode;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use pgtls::pooler::PoolMode;
 use std::sync::Arc;
 
 /// The ledger over a connection pool for `config`, with the configured namespaces created.

@@ -69,7 +69,10 @@ pub(crate) fn classify(error: tokio_postgres::Error, namespace: Option<&Namespac
         Error::Unavailable(format!("{}: {}", code.code(), db.message()))
     } else if let Some(hint) =
         // Only the session mode names statements; in transaction mode they are unnamed.
-        pgtls::pooler::explain_statement_error(&error, pgtls::pooler::PoolMode::Session)
+        pgtls::pooler::explain_statement_error(
+            &error,
+            pgtls::pooler::PoolMode::Session,
+        )
     {
         Error::Internal(format!("{}: {} ({hint})", code.code(), db.message()))
     } else {

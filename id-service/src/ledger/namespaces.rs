@@ -1,13 +1,13 @@
 //! Namespaces in the ledger: creation, descriptions and listings.
 
 use super::{Ledger, bigint, db_error, sql};
-use pgtls::pooler::PoolMode;
-use tokio_postgres::types::Type;
 use crate::domain::{CreateNamespace, ListNamespaces, Namespace, NamespaceInfo};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Object;
+use pgtls::pooler::PoolMode;
 use tokio_postgres::Row;
+use tokio_postgres::types::Type;
 
 /// Every column [`info_from_row`] reads: the namespace, its cursor, and the first lease of the
 /// last hour (one index probe of `id_leases_namespace_leased_at`, however busy the namespace).
@@ -114,7 +114,7 @@ impl Ledger {
         )
         .await
         .map_err(|e| db_error(e, namespace))?
-            .ok_or_else(|| Error::NotFound(format!("namespace {namespace} does not exist")))?;
+        .ok_or_else(|| Error::NotFound(format!("namespace {namespace} does not exist")))?;
         self.info_from_row(&row)
     }
 

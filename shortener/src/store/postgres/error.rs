@@ -12,7 +12,13 @@ pub(super) fn db_error(e: tokio_postgres::Error) -> StoreError {
     // The library's text omits the server's message and the cause (a refused connection, an
     // untrusted certificate); keep them for the logs.
     let text = match e.as_db_error() {
-        Some(db) => format!("{} ({}): {}", e, db.code().code(), db.message()),
+        // A prepared statement gone or already there: a pooler in transaction mode, probably.
+        Some(db) => {
+            match pgtls::pooler::explain_statement_error(&e, pgtls::pooler::PoolMode::Session) {
+                Some(hint) => format!("{} ({}): {} ({hint})", e, db.code().code(), db.message()),
+                None => format!("{} ({}): {}", e, db.code().code(), db.message()),
+            }
+        }
         None => {
             let mut text = e.to_string();
             let mut cause = std::error::Error::source(&e);

@@ -286,15 +286,14 @@ impl LinkStore for PgStore {
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         self.layout.check_writable()?;
         self.layout.record_before_writing(&self.pool).await?;
-        let outcomes = match insert::insert_rows(&self.client().await?, self.layout.space(), &links)
-            .await
-        {
-            // Nothing was written (see `insert`): once more, on a fresh connection.
-            Err(StoreError::Retry(_)) => {
-                insert::insert_rows(&self.client().await?, self.layout.space(), &links).await?
-            }
-            other => other?,
-        };
+        let outcomes =
+            match insert::insert_rows(&self.client().await?, self.layout.space(), &links).await {
+                // Nothing was written (see `insert`): once more, on a fresh connection.
+                Err(StoreError::Retry(_)) => {
+                    insert::insert_rows(&self.client().await?, self.layout.space(), &links).await?
+                }
+                other => other?,
+            };
         for (outcome, new) in outcomes.iter().zip(&links) {
             if let InsertOutcome::Created(link) = outcome {
                 self.wrote([], Some(&link.tenant));
