@@ -43,6 +43,7 @@ mod links;
 mod listing;
 mod metrics;
 mod nodes;
+mod pooler;
 mod probing;
 mod protected;
 mod protected_browser;
