@@ -257,18 +257,8 @@ impl LinkStore for PgStore {
         self.layout.record_before_writing(&self.pool).await?;
         let id = link.id.and_then(|id| i64::try_from(id).ok());
         let outcome = if link.idempotency.is_some() {
-            // The claim needs the row's own transaction. A rolled-back one (a standby's refusal,
-            // a deadlock) wrote nothing, and runs once more on a fresh connection: the code is
-            // the arbiter, so a second run cannot create a second link.
-            let first =
-                insert::insert_one(&mut self.client().await?, &self.layout, link.clone()).await;
-            match first {
-                Err(StoreError::Retry(message)) => {
-                    tracing::debug!(%message, "create rolled back; running it once more");
-                    insert::insert_one(&mut self.client().await?, &self.layout, link).await?
-                }
-                other => other?,
-            }
+            // The claim needs the row's own transaction.
+            insert::insert_one_retried(&self.pool, &self.layout, link).await?
         } else {
             self.batcher.insert(link).await?
         };
@@ -286,14 +276,7 @@ impl LinkStore for PgStore {
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         self.layout.check_writable()?;
         self.layout.record_before_writing(&self.pool).await?;
-        let outcomes =
-            match insert::insert_rows(&self.client().await?, self.layout.space(), &links).await {
-                // Nothing was written (see `insert`): once more, on a fresh connection.
-                Err(StoreError::Retry(_)) => {
-                    insert::insert_rows(&self.client().await?, self.layout.space(), &links).await?
-                }
-                other => other?,
-            };
+        let outcomes = insert::insert_rows_retried(&self.pool, self.layout.space(), &links).await?;
         for (outcome, new) in outcomes.iter().zip(&links) {
             if let InsertOutcome::Created(link) = outcome {
                 self.wrote([], Some(&link.tenant));
