@@ -175,10 +175,10 @@ impl Ledger {
     ) -> Result<Option<(Lease, Option<Skip>)>, tokio_postgres::Error> {
         let failover = self.settings.failover;
         // The statement runs in its own implicit transaction, which the server commits when it
-        // processes Sync, before it sends ReadyForQuery. `query_one` reads up to ReadyForQuery,
-        // so it returns the row only after the durable commit, and a failed commit comes back as
-        // an error. Keep it that way: an API that returned at the first DataRow could reply
-        // before the commit.
+        // processes Sync, before it sends ReadyForQuery. `sql::query_opt` collects the rows up
+        // to ReadyForQuery (prepared or unnamed alike), so it returns the row only after the
+        // durable commit, and a failed commit comes back as an error. Keep it that way: an API
+        // that returned at the first DataRow could reply before the commit.
         let row = sql::query_opt(
             client,
             self.settings.pool_mode,

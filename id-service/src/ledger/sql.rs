@@ -11,7 +11,7 @@ use tokio_postgres::types::{ToSql, Type};
 /// A parameter and its PostgreSQL type.
 pub(super) type Param<'a> = (&'a (dyn ToSql + Sync), Type);
 
-/// The rows of `sql` with `params`.
+/// The rows of `sql` with `params`, read up to the server's ReadyForQuery.
 pub(super) async fn query(
     client: &Object,
     mode: PoolMode,
@@ -28,7 +28,8 @@ pub(super) async fn query(
     }
 }
 
-/// The first row of `sql` with `params`, if any.
+/// The first row of `sql` with `params`, if any. Like [`query`], it reads the server's answer to
+/// its end (ReadyForQuery): an autocommit statement's commit has happened when it returns.
 pub(super) async fn query_opt(
     client: &Object,
     mode: PoolMode,
