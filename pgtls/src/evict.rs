@@ -195,6 +195,46 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// The error a statement gets from a real server, on a fresh session.
+    async fn error_of(db: &testkit::TestDb, setup: &str, statement: &str) -> tokio_postgres::Error {
+        let client = db.connect().await;
+        client
+            .batch_execute("CREATE TABLE IF NOT EXISTS t (n int)")
+            .await
+            .expect("create table");
+        if !setup.is_empty() {
+            client.batch_execute(setup).await.expect(setup);
+        }
+        client.batch_execute(statement).await.expect_err(statement)
+    }
+
+    #[tokio::test]
+    async fn read_only_refusals_shutdowns_and_closed_connections_evict_and_other_errors_do_not() {
+        let db = testkit::TestDb::create().await;
+        let cases = [
+            (
+                "SET default_transaction_read_only = on",
+                "INSERT INTO t VALUES (1)",
+                true,
+                true,
+            ),
+            (
+                "",
+                "SELECT pg_terminate_backend(pg_backend_pid())",
+                true,
+                false,
+            ),
+            ("", "SELECT 1/0", false, false),
+            ("", "SELEKT 1", false, false),
+            ("", "INSERT INTO missing VALUES (1)", false, false),
+        ];
+        for (setup, statement, evicting, refused_write) in cases {
+            let error = error_of(&db, setup, statement).await;
+            assert_eq!(evicts(&error), evicting, "{statement}: {error:?}");
+            assert_eq!(read_only(&error), refused_write, "{statement}: {error:?}");
+        }
+    }
+
     #[test]
     fn a_connection_made_before_the_mark_is_stale_and_one_made_after_is_not() {
         let before = Instant::now();
