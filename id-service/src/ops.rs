@@ -45,7 +45,7 @@ async fn readyz(State(state): State<OpsState>) -> (StatusCode, &'static str) {
     let (status, body) = if state.draining.is_cancelled() {
         (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
     } else if !state.ledger.ping(READY_PING_TIMEOUT).await {
-        (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n")
+        (StatusCode::SERVICE_UNAVAILABLE, "no primary reachable\n")
     } else {
         (StatusCode::OK, "ready\n")
     };

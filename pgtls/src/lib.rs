@@ -19,7 +19,12 @@
 //! against it, and a setting that is silently ignored suggests a protection that is not there.
 //!
 //! Cryptography is rustls on the `ring` provider, which builds without a C toolchain or cmake.
+//!
+//! Besides TLS: [`evict`] keeps pooled connections a failover left unusable from being reused,
+//! and [`pooler`] says what a service does differently behind a pooler in transaction mode.
 
+pub mod evict;
+pub mod pooler;
 mod unverified;
 
 use rustls::pki_types::CertificateDer;

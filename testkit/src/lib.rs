@@ -8,10 +8,14 @@
 //! [`free_port`] and [`free_addr`] pick ports for processes that must be told theirs, and [`tls::TestCerts`]
 //! makes certificates for a cluster that serves TLS. [`patroni::Patroni`] is a highly available
 //! cluster (etcd and PostgreSQL members under Patroni) for failover tests, and [`proxy::Proxy`]
-//! a TCP link a test can cut.
+//! a TCP link a test can cut. [`cluster::Cluster::set_read_only`] makes a cluster behave as a
+//! demoted primary, and [`cluster::Cluster::multi_host_url`] lists several as one connection string.
+//! [`pgbouncer::PgBouncer`] puts Debian's PgBouncer in front of a server.
 
 pub mod cluster;
+mod demote;
 pub mod patroni;
+pub mod pgbouncer;
 pub mod proxy;
 pub mod tls;
 

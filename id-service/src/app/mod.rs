@@ -52,7 +52,18 @@ impl App {
             .context("validate configuration")?;
         let metrics = Arc::new(Metrics::new());
         let (gate, tokens_text) = startup::load_gate(&config, &metrics)?;
-        startup::migrate(&config).await?;
+        // No primary among the URL's hosts (an HA cluster between leaders): wait for one.
+        pgtls::evict::wait_for_primary(
+            "apply migrations",
+            || startup::migrate(&config),
+            |e: &anyhow::Error| {
+                e.chain().any(|c| {
+                    c.downcast_ref::<tokio_postgres::Error>()
+                        .is_some_and(|e| pgtls::evict::explain_connect(e).is_some())
+                })
+            },
+        )
+        .await?;
         let ledger = startup::open_ledger(&config).await?;
         if let Some(text) = &tokens_text
             && !config.auto_create_namespaces

@@ -8,6 +8,7 @@ use crate::logsafe::Escaped;
 use crate::metrics::Metrics;
 use anyhow::Context;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use pgtls::pooler::PoolMode;
 use std::sync::Arc;
 
 /// The ledger over a connection pool for `config`, with the configured namespaces created.
@@ -23,6 +24,7 @@ pub(super) async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
                 margin_leases: config.failover_margin_leases,
                 max_reported_ahead: config.max_reported_ahead,
             },
+            pool_mode: config.database_pool_mode,
         },
     );
     for name in &config.namespaces {
@@ -100,13 +102,27 @@ pub(super) async fn warn_of_missing_namespaces(ledger: &Ledger, tokens_text: &st
 }
 
 /// Validates `config` like [`App::build`], then applies pending migrations over a dedicated
-/// connection; returns the versions applied.
+/// connection (to ID_SERVICE_DATABASE_DIRECT_URL in transaction pooling mode, which must reach
+/// a primary); returns the versions applied.
 pub async fn migrate(config: &Config) -> anyhow::Result<Vec<i32>> {
     config.validate().context("validate configuration")?;
-    let pg = config.pg_config().context("read DATABASE_URL")?;
-    let tls = config.tls().context("configure TLS to postgres")?;
-    let (mut client, connection) = pg.connect(tls).await.context("connect to postgres")?;
+    let (pg, what) = match config.database_pool_mode {
+        PoolMode::Transaction => (config.direct_pg_config(), "ID_SERVICE_DATABASE_DIRECT_URL"),
+        PoolMode::Session => (config.pg_config(), "DATABASE_URL"),
+    };
+    let pg = pg.with_context(|| format!("read {what}"))?;
+    let tls = config.direct_tls().context("configure TLS to postgres")?;
+    let (mut client, connection) = pg
+        .connect(tls)
+        .await
+        .with_context(|| format!("connect to postgres ({what})"))?;
     let connection = tokio::spawn(connection);
+    if config.database_pool_mode == PoolMode::Transaction {
+        // A direct URL at a standby would migrate nothing and hold no lock that matters.
+        pgtls::evict::require_primary(&client)
+            .await
+            .with_context(|| format!("{what} must reach the primary"))?;
+    }
     let applied = crate::migrate::apply(&mut client)
         .await
         .context("apply migrations");
@@ -123,13 +139,17 @@ fn build_pool(config: &Config) -> anyhow::Result<Pool> {
     // Migrations use their own connection without this bound: they may queue behind another
     // replica's.
     let mut options = pg.get_options().unwrap_or_default().to_string();
-    if !options.contains("statement_timeout") {
+    // A pooler in transaction mode passes no startup options: there, set statement_timeout on
+    // the role (docs/operations.md, "PgBouncer and HAProxy").
+    if config.database_pool_mode == PoolMode::Session && !options.contains("statement_timeout") {
         options.push_str(&format!(
             " -c statement_timeout={}",
             config.request_timeout.as_millis()
         ));
     }
-    pg.options(options.trim());
+    if !options.trim().is_empty() {
+        pg.options(options.trim());
+    }
     let manager = Manager::from_config(
         pg,
         config.tls()?,
@@ -141,6 +161,8 @@ fn build_pool(config: &Config) -> anyhow::Result<Pool> {
     );
     Pool::builder(manager)
         .max_size(config.db_pool_size)
+        // A connection made before a read-only answer, a shutdown or a failure is not reused.
+        .pre_recycle(pgtls::evict::hook())
         .wait_timeout(Some(config.db_pool_timeout))
         .create_timeout(Some(config.db_connect_timeout))
         .recycle_timeout(Some(config.db_connect_timeout))

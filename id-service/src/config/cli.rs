@@ -176,3 +176,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         reason,
     })
 }
+
+/// Parses `ID_SERVICE_DATABASE_POOL_MODE` (`session` or `transaction`).
+pub fn parse_pool_mode(text: &str) -> Result<pgtls::pooler::PoolMode, String> {
+    text.trim().parse()
+}

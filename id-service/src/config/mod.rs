@@ -8,6 +8,7 @@ mod validate;
 
 pub use cli::{
     AddToken, Cli, Command, DurationError, LogFormat, Secret, TokensCommand, parse_duration,
+    parse_pool_mode,
 };
 pub use validate::ConfigError;
 
@@ -63,6 +64,22 @@ pub struct Config {
     /// with `sslmode=require` in DATABASE_URL, which verifies the server's certificate and name.
     #[arg(long, env = "ID_SERVICE_DATABASE_CA_FILE", help_heading = "Database")]
     pub database_ca_file: Option<PathBuf>,
+    /// The pooling mode of a pooler between the service and PostgreSQL: `session` (the
+    /// default, also without a pooler) or `transaction` (PgBouncer's transaction pooling: the
+    /// ledger then prepares nothing that outlives a transaction, and migrations use
+    /// ID_SERVICE_DATABASE_DIRECT_URL).
+    #[arg(long, env = "ID_SERVICE_DATABASE_POOL_MODE", default_value = "session", value_parser = parse_pool_mode, help_heading = "Database")]
+    pub database_pool_mode: pgtls::pooler::PoolMode,
+    /// A connection string that reaches the primary itself, not through the pooler: required
+    /// with ID_SERVICE_DATABASE_POOL_MODE=transaction, for the migrations and their advisory
+    /// lock. A standby there is refused at start-up.
+    #[arg(
+        long,
+        env = "ID_SERVICE_DATABASE_DIRECT_URL",
+        hide_env_values = true,
+        help_heading = "Database"
+    )]
+    pub database_direct_url: Option<String>,
     /// The callers and their tokens (TOML; see `id-service tokens add`). Re-read when it
     /// changes and on SIGHUP.
     #[arg(long, env = "ID_SERVICE_TOKENS_FILE", help_heading = "Callers")]
@@ -207,6 +224,11 @@ impl fmt::Debug for Config {
             .field("admin_addr", &self.admin_addr)
             .field("database_url", &"<redacted>")
             .field("database_ca_file", &self.database_ca_file)
+            .field("database_pool_mode", &self.database_pool_mode)
+            .field(
+                "database_direct_url",
+                &self.database_direct_url.as_ref().map(|_| "<redacted>"),
+            )
             .field("tokens_file", &self.tokens_file)
             .field("tokens_reload_interval", &self.tokens_reload_interval)
             .field("insecure_no_auth", &self.insecure_no_auth)
@@ -246,6 +268,8 @@ impl Config {
             admin_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             database_url: database_url.to_string(),
             database_ca_file: None,
+            database_pool_mode: pgtls::pooler::PoolMode::Session,
+            database_direct_url: None,
             tokens_file: None,
             tokens_reload_interval: Duration::from_millis(100),
             insecure_no_auth: true,

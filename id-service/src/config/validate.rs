@@ -23,6 +23,9 @@ pub enum ConfigError {
     /// No way to authenticate callers was chosen, or two were.
     #[error("{0}")]
     Auth(String),
+    /// The pool mode and the direct URL do not fit together, or the direct URL is malformed.
+    #[error("{0}")]
+    Pooler(String),
     /// Another setting is out of range.
     #[error("{0}")]
     Invalid(String),
@@ -43,6 +46,7 @@ impl Config {
             return Err(ConfigError::DatabaseUrl("DATABASE_URL is required".into()));
         }
         self.tls()?;
+        self.check_pooler()?;
         if self.min_block == 0 {
             return Err(ConfigError::Blocks(
                 "ID_SERVICE_MIN_BLOCK must be at least 1".into(),
@@ -188,6 +192,60 @@ impl Config {
             pg.application_name("id-service");
         }
         Ok(pg)
+    }
+
+    /// Transaction pooling needs a direct URL, and a direct URL is only read with it.
+    fn check_pooler(&self) -> Result<(), ConfigError> {
+        use pgtls::pooler::PoolMode;
+        let direct = self
+            .database_direct_url
+            .as_deref()
+            .filter(|u| !u.trim().is_empty());
+        match (self.database_pool_mode, direct) {
+            (PoolMode::Transaction, None) => Err(ConfigError::Pooler(
+                "ID_SERVICE_DATABASE_POOL_MODE=transaction needs ID_SERVICE_DATABASE_DIRECT_URL: \
+                 the migrations take an advisory lock, which a pooler in transaction mode cannot \
+                 keep"
+                    .into(),
+            )),
+            (PoolMode::Session, Some(_)) => Err(ConfigError::Pooler(
+                "ID_SERVICE_DATABASE_DIRECT_URL is read only with \
+                 ID_SERVICE_DATABASE_POOL_MODE=transaction (in session mode everything uses \
+                 DATABASE_URL)"
+                    .into(),
+            )),
+            (_, Some(_)) => self.direct_pg_config().map(|_| ()),
+            (PoolMode::Session, None) => Ok(()),
+        }
+    }
+
+    /// The settings of the connection the migrations use: the direct URL in transaction mode,
+    /// `DATABASE_URL` otherwise.
+    pub fn direct_pg_config(&self) -> Result<tokio_postgres::Config, ConfigError> {
+        let Some(url) = &self.database_direct_url else {
+            return self.pg_config();
+        };
+        let mut pg: tokio_postgres::Config = url.parse().map_err(|e: tokio_postgres::Error| {
+            ConfigError::Pooler(format!(
+                "ID_SERVICE_DATABASE_DIRECT_URL is not a valid PostgreSQL connection string: {e}"
+            ))
+        })?;
+        if pg.get_hosts().is_empty() {
+            return Err(ConfigError::Pooler(
+                "ID_SERVICE_DATABASE_DIRECT_URL: no host given".into(),
+            ));
+        }
+        pg.connect_timeout(self.db_connect_timeout);
+        if pg.get_application_name().is_none() {
+            pg.application_name("id-service");
+        }
+        Ok(pg)
+    }
+
+    /// The TLS connector for the direct connection (see [`Config::direct_pg_config`]).
+    pub fn direct_tls(&self) -> Result<pgtls::MakeRustlsConnect, ConfigError> {
+        pgtls::connector(&self.direct_pg_config()?, self.database_ca_file.as_deref())
+            .map_err(ConfigError::DatabaseTls)
     }
 
     /// The TLS connector for the ledger's connections, following DATABASE_URL's `sslmode`

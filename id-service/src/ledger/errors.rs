@@ -25,11 +25,17 @@ pub(crate) fn db_error(error: tokio_postgres::Error, namespace: &Namespace) -> E
     classify(error, Some(namespace))
 }
 
-/// Sorts a database error into the cases callers act on.
+/// Sorts a database error into the cases callers act on, and tells the pool's eviction (see
+/// [`pgtls::evict`]) about it: a connection that answered read-only, was shut down or failed is
+/// not handed out again.
 pub(crate) fn classify(error: tokio_postgres::Error, namespace: Option<&Namespace>) -> Error {
+    pgtls::evict::note(&error);
     let Some(db) = error.as_db_error() else {
         // No server answer at all: the connection failed, closed or timed out.
-        return Error::Unavailable(error.to_string());
+        return Error::Unavailable(match pgtls::evict::explain_connect(&error) {
+            Some(hint) => format!("{hint}: {error}"),
+            None => error.to_string(),
+        });
     };
     let code = db.code();
     if *code == SqlState::SEQUENCE_GENERATOR_LIMIT_EXCEEDED {
@@ -61,6 +67,14 @@ pub(crate) fn classify(error: tokio_postgres::Error, namespace: Option<&Namespac
         || *code == SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE;
     if transient {
         Error::Unavailable(format!("{}: {}", code.code(), db.message()))
+    } else if let Some(hint) =
+        // Only the session mode names statements; in transaction mode they are unnamed.
+        pgtls::pooler::explain_statement_error(
+            &error,
+            pgtls::pooler::PoolMode::Session,
+        )
+    {
+        Error::Internal(format!("{}: {} ({hint})", code.code(), db.message()))
     } else {
         Error::Internal(format!("{}: {}", code.code(), db.message()))
     }

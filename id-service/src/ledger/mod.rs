@@ -9,6 +9,7 @@
 mod errors;
 mod namespaces;
 mod quotas;
+mod sql;
 
 use crate::domain::{Lease, ListRequest, LookupRequest, Namespace};
 use crate::error::Error;
@@ -19,6 +20,7 @@ pub use quotas::{QuotaCharge, QuotaKind};
 use std::time::Duration;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
 
 /// The columns every lease query returns, in [`lease_from_row`] order.
 const LEASE_COLUMNS: &str = "lease_id, namespace, lower(ids), upper(ids), holder, leased_at";
@@ -45,6 +47,8 @@ pub struct LedgerSettings {
     pub auto_create: bool,
     /// The failover margins.
     pub failover: Failover,
+    /// The pooler's mode, which decides how statements are sent (see `sql`).
+    pub pool_mode: pgtls::pooler::PoolMode,
 }
 
 /// A grant to make: the holder is already the one to record.
@@ -119,21 +123,48 @@ impl Ledger {
 
     /// Grants a block, creating the namespace first if it is unknown and auto-creation is on.
     /// Returns the lease and, if the cursor was moved first, by how much and why.
+    ///
+    /// A grant refused as read-only (the server is a standby now) changed nothing: it runs once
+    /// more on a fresh connection, which finds the primary if the connection string lists it.
     pub async fn grant(&self, grant: &Grant<'_>) -> Result<(Lease, Option<Skip>), Error> {
-        let client = self.client().await?;
+        match self.grant_on(grant).await {
+            Err(Refusal::ReadOnly(error)) => {
+                tracing::debug!(%error, "grant refused as read-only; running it once more");
+                self.grant_on(grant).await.map_err(Refusal::into_error)
+            }
+            other => other.map_err(Refusal::into_error),
+        }
+    }
+
+    /// [`Ledger::grant`] on one pooled connection.
+    async fn grant_on(&self, grant: &Grant<'_>) -> Result<(Lease, Option<Skip>), Refusal> {
+        let classify = |e: tokio_postgres::Error| {
+            if pgtls::evict::read_only(&e) {
+                Refusal::ReadOnly(db_error(e, grant.namespace))
+            } else {
+                Refusal::Other(db_error(e, grant.namespace))
+            }
+        };
+        let client = self.client().await.map_err(Refusal::Other)?;
         // Traced when the call is (see the `otel` crate): the procedure, never its arguments.
         let span = otel::db_procedure_span("postgresql", "id_grant");
         let first = tracing::Instrument::instrument(self.grant_once(&client, grant), span).await;
+        let no_row = || Refusal::Other(Error::Internal("id_grant returned no row".into()));
         match first {
             Err(e) if e.code() == Some(&SqlState::NO_DATA_FOUND) && self.settings.auto_create => {
-                if self.create_default(&client, grant.namespace).await? {
+                if self
+                    .create_default(&client, grant.namespace)
+                    .await
+                    .map_err(Refusal::Other)?
+                {
                     tracing::info!(namespace = %grant.namespace, "created namespace on first use");
                 }
                 self.grant_once(&client, grant)
                     .await
-                    .map_err(|e| db_error(e, grant.namespace))
+                    .map_err(classify)?
+                    .ok_or_else(no_row)
             }
-            result => result.map_err(|e| db_error(e, grant.namespace)),
+            result => result.map_err(classify)?.ok_or_else(no_row),
         }
     }
 
@@ -141,34 +172,33 @@ impl Ledger {
         &self,
         client: &Object,
         grant: &Grant<'_>,
-    ) -> Result<(Lease, Option<Skip>), tokio_postgres::Error> {
-        let statement = client
-            .prepare_cached(
-                "SELECT lease_id, first_id, end_id, leased_at, skipped_from, new_timeline,
-                        reported_ahead
-                   FROM id_grant($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .await?;
+    ) -> Result<Option<(Lease, Option<Skip>)>, tokio_postgres::Error> {
         let failover = self.settings.failover;
         // The statement runs in its own implicit transaction, which the server commits when it
-        // processes Sync, before it sends ReadyForQuery. `query_one` reads up to ReadyForQuery,
-        // so it returns the row only after the durable commit, and a failed commit comes back as
-        // an error. Keep it that way: an API that returned at the first DataRow could reply
-        // before the commit.
-        let row = client
-            .query_one(
-                &statement,
-                &[
-                    &grant.namespace.as_str(),
-                    &bigint(grant.size),
-                    &grant.holder,
-                    &grant.high_water.map(bigint),
-                    &bigint(failover.margin_ids),
-                    &bigint(failover.margin_leases),
-                    &bigint(failover.max_reported_ahead),
-                ],
-            )
-            .await?;
+        // processes Sync, before it sends ReadyForQuery. `sql::query_opt` collects the rows up
+        // to ReadyForQuery (prepared or unnamed alike), so it returns the row only after the
+        // durable commit, and a failed commit comes back as an error. Keep it that way: an API
+        // that returned at the first DataRow could reply before the commit.
+        let row = sql::query_opt(
+            client,
+            self.settings.pool_mode,
+            "SELECT lease_id, first_id, end_id, leased_at, skipped_from, new_timeline,
+                    reported_ahead
+               FROM id_grant($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                (&grant.namespace.as_str(), Type::TEXT),
+                (&bigint(grant.size), Type::INT8),
+                (&grant.holder, Type::TEXT),
+                (&grant.high_water.map(bigint), Type::INT8),
+                (&bigint(failover.margin_ids), Type::INT8),
+                (&bigint(failover.margin_leases), Type::INT8),
+                (&bigint(failover.max_reported_ahead), Type::INT8),
+            ],
+        )
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
         let lease_id: i64 = row.try_get(0)?;
         let first: i64 = row.try_get(1)?;
         let end: i64 = row.try_get(2)?;
@@ -192,7 +222,7 @@ impl Ledger {
             new_timeline,
             reported,
         });
-        Ok((lease, skip))
+        Ok(Some((lease, skip)))
     }
 
     /// The lease that contains the ID.
@@ -213,16 +243,16 @@ impl Ledger {
             return Err(not_found());
         };
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!(
+        let row = sql::query_opt(
+            &client,
+            self.settings.pool_mode,
+            &format!(
                 "SELECT {LEASE_COLUMNS} FROM id_leases WHERE namespace = $1 AND ids @> $2::int8"
-            ))
-            .await
-            .map_err(|e| db_error(e, &request.namespace))?;
-        let row = client
-            .query_opt(&statement, &[&request.namespace.as_str(), &id])
-            .await
-            .map_err(|e| db_error(e, &request.namespace))?;
+            ),
+            &[(&request.namespace.as_str(), Type::TEXT), (&id, Type::INT8)],
+        )
+        .await
+        .map_err(|e| db_error(e, &request.namespace))?;
         match row {
             Some(row) => lease_from_row(&row),
             None => {
@@ -242,38 +272,53 @@ impl Ledger {
     async fn list_untraced(&self, request: &ListRequest) -> Result<Vec<Lease>, Error> {
         let before = request.before_lease_id.map_or(i64::MAX, bigint);
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(&format!(
+        let rows = sql::query(
+            &client,
+            self.settings.pool_mode,
+            &format!(
                 "SELECT {LEASE_COLUMNS} FROM id_leases
                   WHERE namespace = $1 AND lease_id < $2
                   ORDER BY lease_id DESC LIMIT $3"
-            ))
-            .await
-            .map_err(|e| db_error(e, &request.namespace))?;
-        let rows = client
-            .query(
-                &statement,
-                &[
-                    &request.namespace.as_str(),
-                    &before,
-                    &i64::from(request.limit),
-                ],
-            )
-            .await
-            .map_err(|e| db_error(e, &request.namespace))?;
+            ),
+            &[
+                (&request.namespace.as_str(), Type::TEXT),
+                (&before, Type::INT8),
+                (&i64::from(request.limit), Type::INT8),
+            ],
+        )
+        .await
+        .map_err(|e| db_error(e, &request.namespace))?;
         if rows.is_empty() {
             self.require_namespace(&client, &request.namespace).await?;
         }
         rows.iter().map(lease_from_row).collect()
     }
 
-    /// Whether the database answers within `timeout`.
+    /// Whether a primary answers within `timeout`: a pooled connection whose server is
+    /// read-only (a standby, or a primary demoted since) does not count, and empties the pool
+    /// of connections made before it (see [`pgtls::evict`]).
     pub async fn ping(&self, timeout: Duration) -> bool {
         let check = async {
             let client = self.client().await.ok()?;
-            client.simple_query("SELECT 1").await.ok()
+            pgtls::evict::require_primary(&client).await.ok()
         };
         matches!(tokio::time::timeout(timeout, check).await, Ok(Some(_)))
+    }
+}
+
+/// How a grant on one connection failed.
+enum Refusal {
+    /// The server refused the write as read-only: nothing changed.
+    ReadOnly(Error),
+    /// Anything else.
+    Other(Error),
+}
+
+impl Refusal {
+    fn into_error(self) -> Error {
+        match self {
+            Refusal::ReadOnly(e) | Refusal::Other(e) => e,
+        }
     }
 }
 

@@ -1,11 +1,13 @@
 //! Namespaces in the ledger: creation, descriptions and listings.
 
-use super::{Ledger, bigint, db_error};
+use super::{Ledger, bigint, db_error, sql};
 use crate::domain::{CreateNamespace, ListNamespaces, Namespace, NamespaceInfo};
 use crate::error::Error;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Object;
+use pgtls::pooler::PoolMode;
 use tokio_postgres::Row;
+use tokio_postgres::types::Type;
 
 /// Every column [`info_from_row`] reads: the namespace, its cursor, and the first lease of the
 /// last hour (one index probe of `id_leases_namespace_leased_at`, however busy the namespace).
@@ -40,7 +42,15 @@ impl Ledger {
         client: &Object,
         namespace: &Namespace,
     ) -> Result<bool, Error> {
-        create_with(client, namespace, 1, self.settings.namespace_max, None).await
+        create_with(
+            client,
+            self.settings.pool_mode,
+            namespace,
+            1,
+            self.settings.namespace_max,
+            None,
+        )
+        .await
     }
 
     /// Creates a namespace as asked; `ALREADY_EXISTS` if the name is taken.
@@ -60,6 +70,7 @@ impl Ledger {
         let client = self.client().await?;
         let created = create_with(
             &client,
+            self.settings.pool_mode,
             &request.namespace,
             request.first_id,
             request.max_id,
@@ -95,14 +106,15 @@ impl Ledger {
         client: &Object,
         namespace: &Namespace,
     ) -> Result<NamespaceInfo, Error> {
-        let row = client
-            .query_opt(
-                &format!("{INFO_QUERY} WHERE n.name = $1"),
-                &[&namespace.as_str()],
-            )
-            .await
-            .map_err(|e| db_error(e, namespace))?
-            .ok_or_else(|| Error::NotFound(format!("namespace {namespace} does not exist")))?;
+        let row = sql::query_opt(
+            client,
+            self.settings.pool_mode,
+            &format!("{INFO_QUERY} WHERE n.name = $1"),
+            &[(&namespace.as_str(), Type::TEXT)],
+        )
+        .await
+        .map_err(|e| db_error(e, namespace))?
+        .ok_or_else(|| Error::NotFound(format!("namespace {namespace} does not exist")))?;
         self.info_from_row(&row)
     }
 
@@ -124,18 +136,23 @@ impl Ledger {
     ) -> Result<Vec<NamespaceInfo>, Error> {
         let client = self.client().await?;
         let after = request.after.as_ref().map(Namespace::as_str);
-        let rows = client
-            .query(
-                &format!(
-                    "{INFO_QUERY}
-                      WHERE ($1::text IS NULL OR n.name > $1)
-                        AND ($2::text[] IS NULL OR n.name = ANY($2))
-                      ORDER BY n.name LIMIT $3"
-                ),
-                &[&after, &visible, &i64::from(request.limit)],
-            )
-            .await
-            .map_err(|e| super::classify(e, None))?;
+        let rows = sql::query(
+            &client,
+            self.settings.pool_mode,
+            &format!(
+                "{INFO_QUERY}
+                  WHERE ($1::text IS NULL OR n.name > $1)
+                    AND ($2::text[] IS NULL OR n.name = ANY($2))
+                  ORDER BY n.name LIMIT $3"
+            ),
+            &[
+                (&after, Type::TEXT),
+                (&visible, Type::TEXT_ARRAY),
+                (&i64::from(request.limit), Type::INT8),
+            ],
+        )
+        .await
+        .map_err(|e| super::classify(e, None))?;
         rows.iter().map(|row| self.info_from_row(row)).collect()
     }
 
@@ -143,10 +160,10 @@ impl Ledger {
     /// exist (and auto-creation is off, or creating it failed).
     pub async fn segment_limit(&self, namespace: &Namespace) -> Result<u64, Error> {
         let client = self.client().await?;
-        let mut own = own_max_block(&client, namespace).await?;
+        let mut own = own_max_block(&client, self.settings.pool_mode, namespace).await?;
         if own.is_none() && self.settings.auto_create {
             self.create_default(&client, namespace).await?;
-            own = own_max_block(&client, namespace).await?;
+            own = own_max_block(&client, self.settings.pool_mode, namespace).await?;
         }
         let own =
             own.ok_or_else(|| Error::NotFound(format!("namespace {namespace} does not exist")))?;
@@ -160,14 +177,15 @@ impl Ledger {
         client: &Object,
         namespace: &Namespace,
     ) -> Result<(), Error> {
-        let exists = client
-            .query_opt(
-                "SELECT 1 FROM id_namespaces WHERE name = $1",
-                &[&namespace.as_str()],
-            )
-            .await
-            .map_err(|e| db_error(e, namespace))?
-            .is_some();
+        let exists = sql::query_opt(
+            client,
+            self.settings.pool_mode,
+            "SELECT 1 FROM id_namespaces WHERE name = $1",
+            &[(&namespace.as_str(), Type::TEXT)],
+        )
+        .await
+        .map_err(|e| db_error(e, namespace))?
+        .is_some();
         if exists {
             Ok(())
         } else {
@@ -213,15 +231,17 @@ impl Ledger {
 /// has none.
 async fn own_max_block(
     client: &Object,
+    mode: PoolMode,
     namespace: &Namespace,
 ) -> Result<Option<Option<i64>>, Error> {
-    let row = client
-        .query_opt(
-            "SELECT max_block FROM id_namespaces WHERE name = $1",
-            &[&namespace.as_str()],
-        )
-        .await
-        .map_err(|e| db_error(e, namespace))?;
+    let row = sql::query_opt(
+        client,
+        mode,
+        "SELECT max_block FROM id_namespaces WHERE name = $1",
+        &[(&namespace.as_str(), Type::TEXT)],
+    )
+    .await
+    .map_err(|e| db_error(e, namespace))?;
     row.map(|row| row.try_get(0))
         .transpose()
         .map_err(|e| Error::Internal(format!("decode max_block: {e}")))
@@ -229,22 +249,25 @@ async fn own_max_block(
 
 async fn create_with(
     client: &Object,
+    mode: PoolMode,
     namespace: &Namespace,
     first_id: u64,
     max_id: u64,
     max_block: Option<u64>,
 ) -> Result<bool, Error> {
-    client
-        .query_one(
-            "SELECT id_create_namespace($1, $2, $3, $4)",
-            &[
-                &namespace.as_str(),
-                &bigint(first_id),
-                &bigint(max_id),
-                &max_block.map(bigint),
-            ],
-        )
-        .await
-        .and_then(|row| row.try_get(0))
-        .map_err(|e| db_error(e, namespace))
+    let row = sql::query_opt(
+        client,
+        mode,
+        "SELECT id_create_namespace($1, $2, $3, $4)",
+        &[
+            (&namespace.as_str(), Type::TEXT),
+            (&bigint(first_id), Type::INT8),
+            (&bigint(max_id), Type::INT8),
+            (&max_block.map(bigint), Type::INT8),
+        ],
+    )
+    .await
+    .map_err(|e| db_error(e, namespace))?
+    .ok_or_else(|| Error::Internal("id_create_namespace returned no row".into()))?;
+    row.try_get(0).map_err(|e| db_error(e, namespace))
 }

@@ -4,6 +4,7 @@
 use super::{Ledger, bigint, classify};
 use crate::error::Error;
 use std::time::Duration;
+use tokio_postgres::types::Type;
 
 /// Which bucket of a caller a charge takes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,23 +55,21 @@ impl Ledger {
         charge: &QuotaCharge<'_>,
     ) -> Result<Option<Duration>, Error> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached("SELECT id_take_quota($1, $2, $3, $4, $5)")
-            .await
-            .map_err(|e| classify(e, None))?;
-        let row = client
-            .query_one(
-                &statement,
-                &[
-                    &charge.caller,
-                    &charge.kind.as_str(),
-                    &bigint(charge.count),
-                    &i64::from(charge.rate),
-                    &i64::from(charge.burst),
-                ],
-            )
-            .await
-            .map_err(|e| classify(e, None))?;
+        let row = super::sql::query_opt(
+            &client,
+            self.settings.pool_mode,
+            "SELECT id_take_quota($1, $2, $3, $4, $5)",
+            &[
+                (&charge.caller, Type::TEXT),
+                (&charge.kind.as_str(), Type::TEXT),
+                (&bigint(charge.count), Type::INT8),
+                (&i64::from(charge.rate), Type::INT8),
+                (&i64::from(charge.burst), Type::INT8),
+            ],
+        )
+        .await
+        .map_err(|e| classify(e, None))?
+        .ok_or_else(|| Error::Internal("id_take_quota returned no row".into()))?;
         let wait: i64 = row.get(0);
         Ok(u64::try_from(wait)
             .ok()

@@ -105,8 +105,8 @@ impl Metrics {
     }
 }
 
-/// The trace export's counters (the `otel` crate's), read at scrape time; zero while tracing
-/// is off.
+/// The trace export's counters (the `otel` crate's), read at scrape time, zero while tracing
+/// is off; and the connections the pool's eviction discarded (`pgtls`'s).
 #[derive(Debug)]
 struct TraceExport;
 
@@ -120,6 +120,14 @@ impl prometheus_client::collector::Collector for TraceExport {
         use prometheus_client::metrics::counter::ConstCounter;
         let stats = otel::stats();
         let read = |f: fn(&otel::ExportStats) -> u64| stats.as_deref().map_or(0, f);
+        ConstCounter::new(pgtls::evict::evicted()).encode(encoder.encode_descriptor(
+            "db_connections_evicted",
+            "Pooled PostgreSQL connections discarded instead of reused: made before a statement \
+             was refused as read-only (25006), its session shut down (57P01-57P03) or its \
+             connection failed (class 08).",
+            None,
+            MetricType::Counter,
+        )?)?;
         let exported = ConstCounter::new(read(otel::ExportStats::exported));
         exported.encode(encoder.encode_descriptor(
             "trace_spans_exported",

@@ -144,7 +144,14 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 space: Arc::clone(&space),
             })
             .context("configure the PostgreSQL pool")?;
-            pg.migrate().await.context("apply PostgreSQL migrations")?;
+            // No primary among the URL's hosts (an HA cluster between leaders): wait for one.
+            pgtls::evict::wait_for_primary(
+                "apply PostgreSQL migrations",
+                || pg.migrate(),
+                |e| matches!(e, crate::store::StoreError::Unavailable(m) if m.contains(pgtls::evict::NO_PRIMARY)),
+            )
+            .await
+            .context("apply PostgreSQL migrations")?;
             pg.verify_replica()
                 .await
                 .context("check SHORTENER_DATABASE_READ_URL")?;

@@ -1,5 +1,5 @@
-//! The store's part of `/metrics`: what its write batching, its read replica (PostgreSQL) and
-//! its group commit (SQLite) have done, read at scrape time.
+//! The store's part of `/metrics`: what its write batching, its read replica and pool eviction
+//! (PostgreSQL) and its group commit (SQLite) have done, read at scrape time.
 
 use super::{Capabilities, Durability, Fallback, ReplicaStats, Store, WriterStats};
 use crate::metrics::{Sample, Samples};
@@ -14,6 +14,15 @@ impl Sample for Store {
         }
         if let Some(durability) = self.durability() {
             group_commit(&durability, out)?;
+        }
+        if matches!(self, Store::Postgres(_)) {
+            out.counter(
+                "shortener_db_connections_evicted",
+                "Pooled PostgreSQL connections discarded instead of reused: made before a statement \
+                 was refused as read-only (25006), its session shut down (57P01-57P03) or its \
+                 connection failed (class 08)",
+                pgtls::evict::evicted(),
+            )?;
         }
         Ok(())
     }

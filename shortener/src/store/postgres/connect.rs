@@ -33,6 +33,8 @@ pub(super) fn new_pool(
     );
     let pool = Pool::builder(manager)
         .max_size(settings.max_connections)
+        // A connection made before a read-only answer, a shutdown or a failure is not reused.
+        .pre_recycle(pgtls::evict::hook())
         .runtime(Runtime::Tokio1)
         .timeouts(Timeouts {
             wait: Some(settings.timeout),

@@ -4,13 +4,21 @@
 use crate::store::StoreError;
 use deadpool_postgres::PoolError;
 
-/// Classifies a tokio-postgres error.
+/// Classifies a tokio-postgres error, and tells the pools' eviction (see [`pgtls::evict`]) about
+/// it: a connection that answered read-only, was shut down or failed is not handed out again.
 pub(super) fn db_error(e: tokio_postgres::Error) -> StoreError {
     use tokio_postgres::error::SqlState;
+    pgtls::evict::note(&e);
     // The library's text omits the server's message and the cause (a refused connection, an
     // untrusted certificate); keep them for the logs.
     let text = match e.as_db_error() {
-        Some(db) => format!("{} ({}): {}", e, db.code().code(), db.message()),
+        // A prepared statement gone or already there: a pooler in transaction mode, probably.
+        Some(db) => {
+            match pgtls::pooler::explain_statement_error(&e, pgtls::pooler::PoolMode::Session) {
+                Some(hint) => format!("{} ({}): {} ({hint})", e, db.code().code(), db.message()),
+                None => format!("{} ({}): {}", e, db.code().code(), db.message()),
+            }
+        }
         None => {
             let mut text = e.to_string();
             let mut cause = std::error::Error::source(&e);
@@ -18,12 +26,18 @@ pub(super) fn db_error(e: tokio_postgres::Error) -> StoreError {
                 text.push_str(&format!(": {c}"));
                 cause = c.source();
             }
+            if let Some(hint) = pgtls::evict::explain_connect(&e) {
+                text = format!("{hint}: {text}");
+            }
             text
         }
     };
     let code = e.code().map(SqlState::code).unwrap_or("");
     if e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED)
         || e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE)
+        // A server that is (now) a standby refused the write before doing anything; the
+        // connection is evicted, and a fresh one finds the primary if the URL lists it.
+        || pgtls::evict::read_only(&e)
     {
         // The statement rolled back and can run again at once.
         StoreError::Retry(text)

@@ -1,7 +1,7 @@
 //! Inserting links: many rows in one statement (the batched path), or one row in a
 //! transaction of its own with its idempotency claim.
 
-use super::error::{after_write, db_error};
+use super::error::{after_write, db_error, pool_error};
 use super::layout::{Layout, slot_of_new};
 use super::{LINK_COLUMN_COUNT, LINK_COLUMNS, link_from_row};
 use crate::domain::Link;
@@ -42,6 +42,44 @@ const INSERT_ROWS: &str = "WITH r AS (\
 
 /// Inserts `links` (none with an idempotency key) in one statement: one round trip, one commit.
 /// Outcomes come back in input order; conflicts are resolved per row.
+/// [`insert_rows`] on a pooled connection; a rolled-back attempt (a standby's read-only
+/// refusal, a deadlock) wrote nothing and runs once more on a fresh connection.
+pub(super) async fn insert_rows_retried(
+    pool: &deadpool_postgres::Pool,
+    space: &CodeSpace,
+    links: &[NewLink],
+) -> Result<Vec<InsertOutcome>, StoreError> {
+    let client = pool.get().await.map_err(pool_error)?;
+    match insert_rows(&client, space, links).await {
+        Err(StoreError::Retry(message)) => {
+            drop(client);
+            tracing::debug!(%message, "insert rolled back; running it once more");
+            let client = pool.get().await.map_err(pool_error)?;
+            insert_rows(&client, space, links).await
+        }
+        other => other,
+    }
+}
+
+/// [`insert_one`] on a pooled connection; a rolled-back attempt wrote nothing and runs once
+/// more on a fresh connection: the code is the arbiter, so a second run cannot create a second
+/// link.
+pub(super) async fn insert_one_retried(
+    pool: &deadpool_postgres::Pool,
+    layout: &Layout,
+    link: NewLink,
+) -> Result<InsertOutcome, StoreError> {
+    let mut client = pool.get().await.map_err(pool_error)?;
+    match insert_one(&mut client, layout, link.clone()).await {
+        Err(StoreError::Retry(message)) => {
+            drop(client);
+            tracing::debug!(%message, "create rolled back; running it once more");
+            insert_one(&mut pool.get().await.map_err(pool_error)?, layout, link).await
+        }
+        other => other,
+    }
+}
+
 pub(super) async fn insert_rows(
     client: &deadpool_postgres::Object,
     space: &CodeSpace,

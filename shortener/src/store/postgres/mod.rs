@@ -48,7 +48,7 @@ use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 pub use connect::migrate_database;
 use deadpool_postgres::Pool;
-use error::{db_error, pool_error};
+use error::pool_error;
 use id_client::LeaseSource;
 use layout::Layout;
 pub use listen::{ChangeFeed, NOTIFY_CHANNEL};
@@ -261,7 +261,7 @@ impl LinkStore for PgStore {
         let id = link.id.and_then(|id| i64::try_from(id).ok());
         let outcome = if link.idempotency.is_some() {
             // The claim needs the row's own transaction.
-            insert::insert_one(&mut self.client().await?, &self.layout, link).await?
+            insert::insert_one_retried(&self.pool, &self.layout, link).await?
         } else {
             self.batcher.insert(link).await?
         };
@@ -279,8 +279,7 @@ impl LinkStore for PgStore {
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
         self.layout.check_writable()?;
         self.layout.record_before_writing(&self.pool).await?;
-        let client = self.client().await?;
-        let outcomes = insert::insert_rows(&client, self.layout.space(), &links).await?;
+        let outcomes = insert::insert_rows_retried(&self.pool, self.layout.space(), &links).await?;
         for (outcome, new) in outcomes.iter().zip(&links) {
             if let InsertOutcome::Created(link) = outcome {
                 self.wrote([], Some(&link.tenant));
@@ -601,10 +600,14 @@ impl Capabilities for PgStore {
         Ok(ran)
     }
 
+    /// Ready when a pooled connection reaches a primary: one that answers read-only (a
+    /// standby, or a primary demoted since) is an error, and empties the pool of connections
+    /// made before it (see [`pgtls::evict`]).
     async fn ping(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
-        client.simple_query("SELECT 1").await.map_err(db_error)?;
-        Ok(())
+        pgtls::evict::require_primary(&client)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
     }
 
     fn writer_stats(&self) -> &WriterStats {
