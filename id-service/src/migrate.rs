@@ -42,6 +42,10 @@ const MIGRATION_LOCK: i64 = 0x6964_7376_6300_0001;
 /// Applies every pending migration; returns the versions applied by this call.
 pub async fn apply(client: &mut Client) -> Result<Vec<i32>, tokio_postgres::Error> {
     let tx = client.transaction().await?;
+    // Waiting for another replica's migrations, and a long migration, must not be cut short by
+    // a statement_timeout set on the role or the database (with a transaction-mode pooler the
+    // serving pool's bound lives there; docs/operations.md, "PgBouncer and HAProxy").
+    tx.batch_execute("SET LOCAL statement_timeout = 0").await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await?;
     tx.batch_execute(

@@ -53,6 +53,43 @@ async fn the_migrate_subcommand_applies_migrations_once_and_exits() {
     assert_eq!(leases, 0);
 }
 
+/// A statement_timeout on the database (or the role: where it lives behind a transaction-mode
+/// pooler) does not cut short a `migrate` that waits for another replica's migrations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_waits_for_another_migrator_past_a_database_statement_timeout() {
+    let db = TestDb::create().await;
+    let admin = db.connect().await;
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE \"{}\" SET statement_timeout = '200ms'",
+            db.name()
+        ))
+        .await
+        .expect("set the database's statement_timeout");
+    // Another migrator holds the lock for a second.
+    let mut holder = db.connect().await;
+    let tx = holder.transaction().await.expect("begin");
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&0x6964_7376_6300_0001_i64],
+    )
+    .await
+    .expect("take the migration lock");
+    let migrate = tokio::spawn({
+        let url = db.url().to_string();
+        async move { run(&["migrate"], &[("DATABASE_URL", &url)]).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    tx.rollback().await.expect("release the lock");
+    let output = migrate.await.expect("join");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(migrated(&db).await);
+}
+
 #[tokio::test]
 async fn an_invalid_configuration_is_refused_before_any_port_is_bound() {
     let db = TestDb::create().await;
