@@ -21,7 +21,8 @@ The truth comes from the binaries themselves: clap prints every option's environ
 
 It also cross-checks the rendered objects against each other (Service target ports, Ingress
 backends, NetworkPolicy ports, ServiceMonitor ports, HPA and PDB targets), the Ingresses'
-certificates and Host handling (ingress_check.py), and the monitoring
+certificates and Host handling (ingress_check.py), the CloudNativePG clusters and poolers and the
+connection strings that reach them (cnpg_check.py), and the monitoring
 against the metric families the binaries export, learnt by running them (exported_metrics.py):
 
   * every service metric an alert rule or a dashboard query names is a series of an exported
@@ -53,6 +54,7 @@ from pathlib import Path
 
 import yaml
 
+import cnpg_check
 import exported_metrics
 import ingress_check
 from exported_metrics import Family
@@ -346,7 +348,10 @@ class Checker:
         by_kind: dict[str, list[dict]] = {}
         for d in docs:
             by_kind.setdefault(d["kind"], []).append(d)
+        # Secrets the CloudNativePG operator makes for the Clusters rendered here.
+        by_kind.setdefault("Secret", []).extend(cnpg_check.generated_secrets(docs))
         self.by_kind = by_kind
+        self.service_containers: list[tuple[str, str, bool, dict]] = []
         for doc in docs:
             spec = pod_spec(doc)
             if spec is None:
@@ -362,6 +367,9 @@ class Checker:
         self.check_network_policies()
         self.check_scaling()
         self.check_monitoring()
+        for problem in cnpg_check.problems(docs, self.service_containers):
+            # Container problems start with their container's place; the others name an object.
+            self.errors.append(problem if problem.startswith("[") else f"[{name}] {problem}")
 
     def find(self, kind: str, name: str) -> dict | None:
         for d in self.by_kind.get(kind, []):
@@ -427,8 +435,12 @@ class Checker:
             self.error(where, "a long-running container runs migrate (it exits)")
         accepted = self.helps.accepted(binary, sub)
         env = self.container_env(where, c)
+        self.service_containers.append((where, binary, init, env))
+        # Variables that only feed another's value through Kubernetes' $(NAME) expansion (a
+        # password from an operator's Secret put into a connection string) reach no option.
+        expanded = {n for v in env.values() if v for n in re.findall(r"\$\((\w+)\)", v)}
         for name in sorted(env):
-            if name not in accepted.envs and name not in ALWAYS_ACCEPTED:
+            if name not in accepted.envs and name not in ALWAYS_ACCEPTED and name not in expanded:
                 command = " ".join([binary, *([sub] if sub else [])])
                 self.error(where, f"env {name} is not accepted by `{command}`")
         self.check_files(where, spec, c, env)
@@ -977,6 +989,12 @@ def self_test(helps: HelpSource, families: dict[str, Family], paths: list[Path])
               "(components/branded-domains): its breaks are not tried")
     else:
         plan += [(with_hosts, m) for m in ingress_check.mutations()]
+    with_clusters = next((d for d in rendered if cnpg_check.renders_clusters(d)), None)
+    if with_clusters is None:
+        print("self-test: note: no overlay renders CloudNativePG clusters (overlays/prod-cnpg): "
+              "its breaks are not tried")
+    else:
+        plan += [(with_clusters, m) for m in cnpg_check.mutations()]
     for docs in {id(d): d for d, _ in plan}.values():
         base = Checker(helps, families)
         base.check_overlay("self-test", copy.deepcopy(docs))
