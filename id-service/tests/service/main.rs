@@ -14,6 +14,7 @@ mod failover;
 mod id_pool;
 mod kill9;
 mod namespaces;
+mod patroni_pooler;
 mod pooler;
 mod postgres_crash;
 mod replicas;
