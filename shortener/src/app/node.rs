@@ -107,13 +107,7 @@ impl Node {
             Arc::new(cache.clone()),
             Duration::from_secs(config.access.idempotency_ttl.get()),
             resources.cursors.clone(),
-            Budgets {
-                exports: config
-                    .limits
-                    .exports(Duration::from_secs(config.listeners.send_timeout.get())),
-                rates: Arc::clone(&limits),
-                tag_change_links: config.limits.tag_change_max_links,
-            },
+            budgets(config, &limits),
         ));
         let webhooks = Arc::new(Webhooks::new(
             store.clone(),
@@ -352,5 +346,17 @@ fn display_addr(addr: SocketAddr) -> String {
         format!("localhost:{}", addr.port())
     } else {
         addr.to_string()
+    }
+}
+
+/// What the link service lets callers spend: exports at once, the keys' rates, and the links one
+/// tag change may touch.
+fn budgets(config: &Config, limits: &Arc<Limits>) -> Budgets {
+    Budgets {
+        exports: config
+            .limits
+            .exports(Duration::from_secs(config.listeners.send_timeout.get())),
+        rates: Arc::clone(limits),
+        tag_change_links: config.limits.tag_change_max_links,
     }
 }
