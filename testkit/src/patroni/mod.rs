@@ -266,20 +266,54 @@ impl Patroni {
             return 0;
         };
         let members = view["members"].as_array().cloned().unwrap_or_default();
-        let streaming: Vec<&str> = members
-            .iter()
-            .filter(|m| {
-                let state = m["state"].as_str().unwrap_or("");
-                (state == "running" || state == "streaming") && m["lag"].as_u64() == Some(0)
-            })
-            .filter_map(|m| m["role"].as_str())
-            .filter(|role| *role == "replica" || *role == "sync_standby")
-            .collect();
+        let Some(timeline) = self.timeline(leader).await else {
+            return 0;
+        };
+        let mut streaming: Vec<&str> = Vec::new();
+        for m in &members {
+            let state = m["state"].as_str().unwrap_or("");
+            let role = m["role"].as_str().unwrap_or("");
+            if !((state == "running" || state == "streaming") && m["lag"].as_u64() == Some(0))
+                || !(role == "replica" || role == "sync_standby")
+            {
+                continue;
+            }
+            // Patroni's lag is 0 too for a replica that receives nothing yet (its replication
+            // slot not made on a new leader): ask its WAL receiver.
+            let Some(i) = self
+                .members
+                .iter()
+                .position(|x| Some(x.name.as_str()) == m["name"].as_str())
+            else {
+                continue;
+            };
+            if self.receives_from_timeline(i, timeline).await {
+                streaming.push(role);
+            }
+        }
         let synchronous = streaming.contains(&"sync_standby");
         if self.replication != Replication::Async && !synchronous {
             return 0;
         }
         streaming.len()
+    }
+
+    /// Whether member `i`'s WAL receiver streams on `timeline`.
+    async fn receives_from_timeline(&self, i: usize, timeline: u64) -> bool {
+        let Ok((client, connection)) =
+            tokio_postgres::connect(&self.member_url(i, "postgres"), tokio_postgres::NoTls).await
+        else {
+            return false;
+        };
+        let connection = tokio::spawn(connection);
+        let row = client
+            .query_opt(
+                "SELECT received_tli::bigint FROM pg_stat_wal_receiver WHERE status = 'streaming'",
+                &[],
+            )
+            .await;
+        connection.abort();
+        matches!(row, Ok(Some(r)) if r.get::<_, i64>(0) as u64 == timeline)
     }
 
     /// The timeline member `i` runs on, as its Patroni reports it (`None` while it answers
