@@ -19,6 +19,8 @@
 //! - [`targets`]: what targets are refused (own hosts, private addresses, the blocklist) and
 //!   the blocklist service.
 //! - [`domains`]: branded domains, each host owned by one tenant, with its settings.
+//! - [`keys`]: the API keys tenant admins make through the API, kept in the store and in force
+//!   beside the keys file's.
 //! - [`http`]: the public listener: the redirect edge ([`http::redirect`]), the JSON API and the
 //!   console; [`grpc`]: the `shortener.v1.Links` service; [`ops`]: the operations listener
 //!   (health, readiness, metrics; `SHORTENER_ADMIN_ADDR`).
@@ -28,8 +30,8 @@
 //!   schedule ([`clock`]: the time it runs on).
 //! - [`webhooks`]: signed deliveries of link events from the store's outbox.
 //! - [`qr`]: QR codes of short URLs (SVG and PNG).
-//! - [`store`]: the store interfaces (links, visits, webhook outbox, blocklist, domains,
-//!   capabilities)
+//! - [`store`]: the store interfaces (links, visits, webhook outbox, blocklist, domains, API
+//!   keys, capabilities)
 //!   and their PostgreSQL and SQLite backends.
 //! - [`net`]: connection caps per listener and client, the open-file budget, idle gRPC
 //!   connections, stalled writers.
@@ -79,6 +81,7 @@ pub mod domain;
 pub mod domains;
 pub mod grpc;
 pub mod http;
+pub mod keys;
 pub mod limits;
 pub mod links;
 pub mod metrics;

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// The shortest API key accepted (so a key cannot be guessed).
 pub const MIN_KEY_LENGTH: usize = 16;
@@ -66,19 +67,51 @@ pub struct KeySet {
     by_digest: HashMap<[u8; 32], Arc<Accepted>>,
 }
 
-/// A key as authentication hands it out: the caller it makes, and its expiry.
+/// A key as authentication hands it out: the caller it makes, its expiry, and (for a key kept
+/// in the store) where its last use is noted.
 #[derive(Debug)]
 struct Accepted {
     caller: Caller,
     expires: Option<DateTime<Utc>>,
+    used: Option<Arc<LastUse>>,
+}
+
+/// When a key was last accepted, in Unix seconds (0: not since the node started). Noted in
+/// memory on every use, one relaxed atomic store at most, and written to the store in batches
+/// (see `crate::keys`), so a request never waits for a write.
+#[derive(Debug, Default)]
+pub struct LastUse(AtomicI64);
+
+impl LastUse {
+    /// Notes a use at `now`.
+    pub fn note(&self, now: DateTime<Utc>) {
+        let seconds = now.timestamp();
+        if self.0.load(Ordering::Relaxed) < seconds {
+            self.0.store(seconds, Ordering::Relaxed);
+        }
+    }
+
+    /// The last use noted, if any.
+    pub fn last(&self) -> Option<DateTime<Utc>> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            seconds => DateTime::from_timestamp(seconds, 0),
+        }
+    }
 }
 
 impl KeySet {
     /// A set of `entries`; refused when two share a digest or a (tenant, name).
     pub fn new(entries: Vec<KeyEntry>) -> Result<Self, String> {
+        Self::noting(entries.into_iter().map(|e| (e, None)).collect())
+    }
+
+    /// A set of `entries`, each use of a key noted in its [`LastUse`] where it has one;
+    /// refused when two share a digest or a (tenant, name).
+    pub fn noting(entries: Vec<(KeyEntry, Option<Arc<LastUse>>)>) -> Result<Self, String> {
         let mut by_digest = HashMap::new();
         let mut names = BTreeSet::new();
-        for entry in entries {
+        for (entry, used) in entries {
             if !names.insert((entry.tenant.clone(), entry.name.clone())) {
                 return Err(format!(
                     "two keys are named {:?} in tenant {:?}",
@@ -92,6 +125,7 @@ impl KeySet {
                     scopes: entry.scopes,
                 },
                 expires: entry.expires,
+                used,
             };
             if by_digest.insert(entry.digest, Arc::new(accepted)).is_some() {
                 return Err(format!(
@@ -111,6 +145,13 @@ impl KeySet {
     /// Whether no key is accepted.
     pub fn is_empty(&self) -> bool {
         self.by_digest.is_empty()
+    }
+
+    /// Whether a key named `name` of `tenant` is in the set.
+    pub fn holds(&self, tenant: &str, name: &str) -> bool {
+        self.by_digest
+            .values()
+            .any(|a| *a.caller.tenant == *tenant && *a.caller.key == *name)
     }
 
     /// The tenants that hold keys, sorted.
@@ -138,6 +179,9 @@ impl KeySet {
         if accepted.expires.is_some_and(|t| t <= now) {
             return Err(Error::Unauthenticated);
         }
+        if let Some(used) = &accepted.used {
+            used.note(now);
+        }
         Ok(accepted.caller.clone())
     }
 
@@ -153,7 +197,12 @@ impl KeySet {
             .iter()
             .filter(|(_, accepted)| accepted.expires.is_none_or(|t| t > now))
             .find(|(digest, _)| signed.signed_with(&tokens.token(digest)))
-            .map(|(_, accepted)| accepted.caller.clone())
+            .map(|(_, accepted)| {
+                if let Some(used) = &accepted.used {
+                    used.note(now);
+                }
+                accepted.caller.clone()
+            })
             .ok_or(Error::Unauthenticated)
     }
 }
@@ -199,6 +248,33 @@ mod tests {
             keys.authenticate(Some(&header), later),
             Err(Error::Unauthenticated)
         ));
+    }
+
+    #[test]
+    fn a_use_is_noted_where_the_key_has_a_note_and_an_expired_key_notes_nothing() {
+        let (key, old) = (generate_api_key(), generate_api_key());
+        let now = Utc::now();
+        let mut expired = entry("acme", "old", &old, Scopes::all_but_admin());
+        expired.expires = Some(now - chrono::Duration::seconds(1));
+        let (used, unused) = (Arc::new(LastUse::default()), Arc::new(LastUse::default()));
+        let keys = KeySet::noting(vec![
+            (
+                entry("acme", "console", &key, Scopes::all_but_admin()),
+                Some(Arc::clone(&used)),
+            ),
+            (expired, Some(Arc::clone(&unused))),
+        ])
+        .expect("valid");
+        assert_eq!(used.last(), None);
+        keys.authenticate(Some(&format!("Bearer {key}")), now)
+            .expect("known key");
+        assert_eq!(used.last().map(|t| t.timestamp()), Some(now.timestamp()));
+        assert!(
+            keys.authenticate(Some(&format!("Bearer {old}")), now)
+                .is_err()
+        );
+        assert_eq!(unused.last(), None);
+        assert!(keys.holds("acme", "console") && !keys.holds("other", "console"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub use keyfile::{
     HEADER as KEY_FILE_HEADER, is_legacy, parse as parse_key_file, parse_legacy, render,
 };
 pub use keys::{
-    DEFAULT_TENANT, KeyEntry, KeySet, MIN_KEY_LENGTH, check_name, digest, generate_api_key,
+    DEFAULT_TENANT, KeyEntry, KeySet, LastUse, MIN_KEY_LENGTH, check_name, digest, generate_api_key,
 };
 pub use reload::ApiKeys;
 pub use signed::{SignatureHash, Signed, WINDOW_SECONDS, YourlsTokens};
@@ -62,6 +62,10 @@ pub enum Operation {
     /// Claim, change or remove a domain (a claim is checked further by
     /// [`Admission::admit_claim`]).
     DomainWrite,
+    /// List the API keys kept in the store for the caller's tenant.
+    KeyRead,
+    /// Create or revoke an API key of the caller's tenant.
+    KeyWrite,
 }
 
 impl Operation {
@@ -77,6 +81,7 @@ impl Operation {
             Operation::Import => Scope::LinksCreate,
             Operation::Admin => Scope::Admin,
             Operation::Stats => Scope::StatsRead,
+            Operation::KeyRead | Operation::KeyWrite => Scope::KeysManage,
         }
     }
 
@@ -96,6 +101,8 @@ impl Operation {
             Operation::Stats => "stats",
             Operation::DomainRead => "domain_read",
             Operation::DomainWrite => "domain_write",
+            Operation::KeyRead => "key_read",
+            Operation::KeyWrite => "key_write",
         }
     }
 }
@@ -215,16 +222,19 @@ impl Admission {
                 }
                 self.limits.create_n(&key, items as u32)
             }
-            Operation::Delete | Operation::Update | Operation::Import | Operation::DomainWrite => {
-                self.limits.create(&key)
-            }
+            Operation::Delete
+            | Operation::Update
+            | Operation::Import
+            | Operation::DomainWrite
+            | Operation::KeyWrite => self.limits.create(&key),
             Operation::Read
             | Operation::List
             | Operation::History
             | Operation::Export
             | Operation::Admin
             | Operation::Stats
-            | Operation::DomainRead => self.limits.read(&key),
+            | Operation::DomainRead
+            | Operation::KeyRead => self.limits.read(&key),
         };
         charged.map_err(|retry_after| {
             self.metrics.rate_limited(match operation {

@@ -1,5 +1,7 @@
 //! The keys in force, and their reload: a changed keys file (or SIGHUP) replaces the whole set
-//! at once, and a file that does not parse changes nothing.
+//! at once, and a file that does not parse changes nothing. The keys tenant admins keep in the
+//! store are a second set beside the file's, replaced whole by `crate::keys` each reload
+//! interval; the file's set is asked first.
 
 use super::keyfile;
 use super::keys::{KeyEntry, KeySet};
@@ -17,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 /// when it changes. Readers take no lock.
 pub struct ApiKeys {
     current: ArcSwap<KeySet>,
+    stored: ArcSwap<KeySet>,
     fixed: Vec<KeyEntry>,
     file: Option<PathBuf>,
     reloads: Arc<ReloadCounters>,
@@ -28,6 +31,7 @@ impl ApiKeys {
     pub fn load(fixed: Vec<KeyEntry>, file: Option<PathBuf>) -> Result<Self, String> {
         let keys = Self {
             current: ArcSwap::from_pointee(KeySet::default()),
+            stored: ArcSwap::from_pointee(KeySet::default()),
             fixed,
             file,
             reloads: Arc::new(ReloadCounters::new(ReloadSeries {
@@ -80,9 +84,25 @@ impl ApiKeys {
         Arc::clone(&self.reloads)
     }
 
-    /// The caller of an `Authorization` header value, against the keys in force now.
+    /// Puts `set` in force as the keys kept in the store, in place of the previous ones.
+    pub fn set_stored(&self, set: KeySet) {
+        self.stored.store(Arc::new(set));
+    }
+
+    /// Whether the keys file (or the keys given directly) holds a key named `name` in
+    /// `tenant`: such a name is the operator's, and a stored key may not take it.
+    pub fn configured(&self, tenant: &str, name: &str) -> bool {
+        self.current.load().holds(tenant, name)
+    }
+
+    /// The caller of an `Authorization` header value, against the keys in force now: the
+    /// file's, then the stored ones.
     pub fn authenticate(&self, header: Option<&str>) -> Result<Caller, Error> {
-        self.current.load().authenticate(header, Utc::now())
+        let now = Utc::now();
+        self.current
+            .load()
+            .authenticate(header, now)
+            .or_else(|_| self.stored.load().authenticate(header, now))
     }
 
     /// The caller whose YOURLS token signed `signed`, against the keys in force now.
@@ -91,9 +111,11 @@ impl ApiKeys {
         tokens: &YourlsTokens,
         signed: &Signed,
     ) -> Result<Caller, Error> {
+        let now = Utc::now();
         self.current
             .load()
-            .authenticate_signed(tokens, signed, Utc::now())
+            .authenticate_signed(tokens, signed, now)
+            .or_else(|_| self.stored.load().authenticate_signed(tokens, signed, now))
     }
 
     /// The tenants that hold keys now.

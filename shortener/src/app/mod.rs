@@ -111,6 +111,11 @@ impl App {
             .sync()
             .await
             .context("read the blocked domains")?;
+        // So are the API keys kept in the store.
+        node.api_keys
+            .sync()
+            .await
+            .context("read the stored API keys")?;
         Ok(App {
             config,
             listeners,

@@ -73,6 +73,8 @@ pub struct Node {
     pub blocklist: Arc<BlocklistService>,
     /// The branded domains tenants own.
     pub domains: Arc<DomainService>,
+    /// The API keys tenant admins make, kept in the store.
+    pub api_keys: Arc<crate::keys::KeyService>,
     /// Redirects per listed branded domain.
     pub domain_metrics: Arc<crate::domains::DomainMetrics>,
     /// The secret the keys' YOURLS tokens are derived under.
@@ -167,6 +169,10 @@ impl Node {
             cache_config.negative_ttl,
         ));
         let blocklist = Arc::new(BlocklistService::new(store.clone(), Arc::clone(&targets)));
+        let api_keys = Arc::new(crate::keys::KeyService::new(
+            store.clone(),
+            Arc::clone(admission.keys()),
+        ));
         let stats = Arc::new(StatsService::new(
             Arc::clone(visits.analytics()),
             Arc::clone(&links),
@@ -194,6 +200,7 @@ impl Node {
             blocklist,
             targets,
             domains,
+            api_keys,
             domain_metrics,
             yourls_tokens: resources.yourls_tokens,
         })
@@ -229,6 +236,7 @@ impl Node {
             console: config.access.console,
             blocklist: Arc::clone(&self.blocklist),
             domains: Arc::clone(&self.domains),
+            api_keys: Arc::clone(&self.api_keys),
             unknown_hosts: config.redirects.unknown_hosts,
             domain_metrics: Arc::clone(&self.domain_metrics),
             compat: config.compat.dialects()?,

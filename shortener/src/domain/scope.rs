@@ -15,15 +15,19 @@ pub enum Scope {
     StatsRead,
     /// Everything, on every tenant's links, and key and operator management.
     Admin,
+    /// Manage the API keys of the key's own tenant (create, list, revoke); a key made this
+    /// way gets at most the scopes of the key that made it. The tenant admin's right.
+    KeysManage,
 }
 
 impl Scope {
     /// Every scope, in the order they are shown.
-    pub const ALL: [Scope; 5] = [
+    pub const ALL: [Scope; 6] = [
         Scope::LinksCreate,
         Scope::LinksRead,
         Scope::LinksWrite,
         Scope::StatsRead,
+        Scope::KeysManage,
         Scope::Admin,
     ];
 
@@ -35,6 +39,7 @@ impl Scope {
             Scope::LinksWrite => "links:write",
             Scope::StatsRead => "stats:read",
             Scope::Admin => "admin",
+            Scope::KeysManage => "keys:manage",
         }
     }
 
@@ -59,12 +64,23 @@ impl fmt::Display for Scope {
 pub struct Scopes(u8);
 
 impl Scopes {
-    /// Every scope but `admin`: what a key of the simple one-key setups gets.
+    /// Every scope but `admin` and `keys:manage` (the links and stats scopes): what a key of
+    /// the simple one-key setups gets.
     pub fn all_but_admin() -> Self {
         Scope::ALL
             .into_iter()
-            .filter(|s| *s != Scope::Admin)
+            .filter(|s| !matches!(s, Scope::Admin | Scope::KeysManage))
             .collect()
+    }
+
+    /// Whether every scope of `self` is granted by `other` (`admin` grants them all).
+    pub fn within(self, other: Scopes) -> bool {
+        self.iter().all(|s| other.grants(s))
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
     }
 
     /// Whether the set grants `scope`: `admin` grants every scope.
@@ -138,6 +154,21 @@ mod tests {
         }
         assert!(!Scopes::all_but_admin().is_admin());
         assert!(Scopes::all_but_admin().grants(Scope::StatsRead));
+        assert!(!Scopes::all_but_admin().grants(Scope::KeysManage));
+    }
+
+    #[test]
+    fn a_set_is_within_another_only_when_that_grants_each_of_its_scopes() {
+        let manager = Scopes::parse_list("keys:manage,links:read").expect("valid");
+        let reader = Scopes::parse_list("links:read").expect("valid");
+        let writer = Scopes::parse_list("links:write").expect("valid");
+        let admin = Scopes::parse_list("admin").expect("valid");
+        assert!(reader.within(manager));
+        assert!(manager.within(manager));
+        assert!(!writer.within(manager));
+        assert!(!admin.within(manager));
+        assert!(admin.within(admin) && writer.within(admin) && manager.within(admin));
+        assert_eq!(Scope::parse("keys:manage"), Some(Scope::KeysManage));
     }
 
     #[test]

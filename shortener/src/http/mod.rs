@@ -69,6 +69,8 @@ pub struct HttpState {
     pub blocklist: Arc<crate::targets::BlocklistService>,
     /// The branded domains tenants own.
     pub domains: Arc<crate::domains::DomainService>,
+    /// The API keys tenant admins make.
+    pub api_keys: Arc<crate::keys::KeyService>,
     /// What a host that is neither the node's own nor a domain gets.
     pub unknown_hosts: crate::config::UnknownHosts,
     /// Redirects per listed branded domain.
@@ -326,6 +328,16 @@ fn api_router() -> Router<Arc<HttpState>> {
                 .patch(api::update_domain)
                 .delete(api::delete_domain)
                 .fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/keys",
+            get(api::api_keys)
+                .post(api::create_api_key)
+                .fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/keys/{name}",
+            axum::routing::delete(api::revoke_api_key).fallback(api::method_not_allowed),
         )
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/{*rest}", axum::routing::any(api::not_found))

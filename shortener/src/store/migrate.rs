@@ -103,6 +103,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "click routes",
         sql: include_str!("../../migrations/postgres/0018_click_routes.sql"),
     },
+    Migration {
+        version: 19,
+        name: "api keys",
+        sql: include_str!("../../migrations/postgres/0019_api_keys.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -206,6 +211,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 20,
         name: "click routes",
         sql: include_str!("../../migrations/sqlite/0020_click_routes.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "api keys",
+        sql: include_str!("../../migrations/sqlite/0021_api_keys.sql"),
     },
 ];
 

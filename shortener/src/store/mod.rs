@@ -4,7 +4,8 @@
 //! The interfaces: [`LinkStore`] (links and the idempotency claims of creates), [`VisitStore`]
 //! (click totals and rollups), [`OutboxStore`] (webhook endpoints and the outbox),
 //! [`BlocklistStore`] (the blocked domains), [`DomainStore`] (branded domains, each host owned
-//! by one tenant) and [`Capabilities`] (migrations, health and capabilities). Each backend
+//! by one tenant), [`KeyStore`] (the API keys tenant admins make) and [`Capabilities`]
+//! (migrations, health and capabilities). Each backend
 //! implements every one, and [`Store`] has one dispatcher for each, so a part that uses the
 //! store names the interfaces it needs in its `use` line.
 //!
@@ -24,8 +25,8 @@
 //! owns the file's one writer connection and fsyncs each round once ([`sqlite`]).
 //!
 //! Layout: one file per interface (the trait and its dispatcher on [`Store`]: `links`,
-//! `visits`, `outbox`, `blocklist`, `domains`, `capabilities`), [`model`] (the values that
-//! cross the interfaces), `migrate` (the versioned schema of both backends), `reply`
+//! `visits`, `outbox`, `blocklist`, `domains`, `api_keys`, `capabilities`), [`model`] (the
+//! values that cross the interfaces), `migrate` (the versioned schema of both backends), `reply`
 //! (answering the callers of one batch), one folder per backend.
 
 mod high_water;
@@ -101,6 +102,7 @@ macro_rules! traced {
 }
 
 // Declared after `dispatch!` and `traced!`, which their dispatchers use.
+mod api_keys;
 mod blocklist;
 mod capabilities;
 mod domains;
@@ -108,6 +110,7 @@ mod links;
 mod outbox;
 mod visits;
 
+pub use api_keys::{KeyStore, NewApiKey, StoredApiKey};
 pub use blocklist::BlocklistStore;
 pub use capabilities::Capabilities;
 pub use domains::{DomainRemoval, DomainStore, LIVE_LINKS_COUNTED};

@@ -2,11 +2,12 @@
 //! the wire request into a domain request once (`wire`), and calls the link service. Creates,
 //! reads and deletes are here; lists, edits, history and export in `manage` (an NDJSON export's
 //! lines written by `ndjson`); bulk import in `import` (its body split into rows by `records`);
-//! branded domains in `domains`; a tag renamed or deleted across a tenant's links in `tags`.
+//! branded domains in `domains`; API keys made by tenant admins in `keys`; a tag renamed or deleted across a tenant's links in `tags`.
 
 mod blocklist;
 mod domains;
 mod import;
+mod keys;
 mod manage;
 mod records;
 mod stats;
@@ -17,6 +18,7 @@ mod wire;
 pub use blocklist::{block, blocklist, unblock};
 pub use domains::{claim_domain, delete_domain, domain, domains, update_domain};
 pub use import::import;
+pub use keys::{api_keys, create_api_key, revoke_api_key};
 pub use manage::{export, history, list, qr, update};
 pub use stats::{link_stats, tenant_stats};
 pub use tags::{delete_tag, rename_tag};

@@ -6,10 +6,11 @@
 //! and [`ChangeFeed`] tells every node what any node changed (`listen`).
 //!
 //! This file implements the store's interfaces (links, visits, the outbox, the blocklist,
-//! domains, the backend), one short method per operation that picks the connection (primary or
+//! domains, API keys, the backend), one short method per operation that picks the connection (primary or
 //! replica) and hands the work to the module that holds its SQL; they stay together so that
 //! routing is visible in one place.
 
+mod api_keys;
 mod batch;
 mod connect;
 mod domains;
@@ -38,6 +39,7 @@ use super::{
     StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
 use super::{HighWater, SlotBound};
+use super::{KeyStore, NewApiKey, StoredApiKey};
 use crate::domain::{
     ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash, TagChange,
 };
@@ -575,6 +577,24 @@ impl DomainStore for PgStore {
         tenant: Option<&str>,
     ) -> Result<crate::store::DomainRemoval, StoreError> {
         domains::delete(&*self.client().await?, host, tenant).await
+    }
+}
+
+impl KeyStore for PgStore {
+    async fn insert_api_key(&self, key: &NewApiKey) -> Result<Option<StoredApiKey>, StoreError> {
+        api_keys::insert(&*self.client().await?, key).await
+    }
+
+    async fn api_keys(&self, tenant: Option<&str>) -> Result<Vec<StoredApiKey>, StoreError> {
+        api_keys::list(&*self.client().await?, tenant).await
+    }
+
+    async fn revoke_api_key(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        api_keys::revoke(&*self.client().await?, tenant, name).await
+    }
+
+    async fn note_api_key_uses(&self, uses: Vec<(i64, DateTime<Utc>)>) -> Result<(), StoreError> {
+        api_keys::note_uses(&*self.client().await?, &uses).await
     }
 }
 

@@ -19,10 +19,11 @@
 //! that code space finds them. The lease ledger is in `ledger`.
 //!
 //! This file implements the store's interfaces (links, visits, the outbox, the blocklist,
-//! domains, the backend): each method is the hop from the runtime to the writer thread or a
+//! domains, API keys, the backend): each method is the hop from the runtime to the writer thread or a
 //! reader, kept together so the one threading rule above is visible in one place; the SQL lives
 //! in the submodules.
 
+mod api_keys;
 mod code_space;
 mod convert;
 mod domains;
@@ -47,6 +48,7 @@ use super::{
     StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
 use super::{HighWater, SlotBound};
+use super::{KeyStore, NewApiKey, StoredApiKey};
 use crate::domain::{Domain, DomainSettings};
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page, TagChange};
 use crate::domain::{StatsQuery, StatsReport};
@@ -545,6 +547,30 @@ impl DomainStore for SqliteStore {
     ) -> Result<crate::store::DomainRemoval, StoreError> {
         let (host, tenant) = (host.to_string(), tenant.map(str::to_string));
         self.write(move |conn| domains::delete(conn, &host, tenant.as_deref()))
+            .await
+    }
+}
+
+impl KeyStore for SqliteStore {
+    async fn insert_api_key(&self, key: &NewApiKey) -> Result<Option<StoredApiKey>, StoreError> {
+        let key = key.clone();
+        self.write(move |conn| api_keys::insert(conn, &key)).await
+    }
+
+    async fn api_keys(&self, tenant: Option<&str>) -> Result<Vec<StoredApiKey>, StoreError> {
+        let tenant = tenant.map(str::to_string);
+        self.read(move |conn| api_keys::list(conn, tenant.as_deref()))
+            .await
+    }
+
+    async fn revoke_api_key(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
+        let (tenant, name) = (tenant.to_string(), name.to_string());
+        self.write(move |conn| api_keys::revoke(conn, &tenant, &name))
+            .await
+    }
+
+    async fn note_api_key_uses(&self, uses: Vec<(i64, DateTime<Utc>)>) -> Result<(), StoreError> {
+        self.write(move |conn| api_keys::note_uses(conn, &uses))
             .await
     }
 }

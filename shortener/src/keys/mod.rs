@@ -1,0 +1,359 @@
+//! API keys tenant admins make through the API, kept in the store beside the operator's keys
+//! file. [`KeyService`] owns them: the rules a new key must pass, the tenant confinement, and
+//! keeping them in force on this node.
+//!
+//! - Who: a caller with `keys:manage` (or `admin`, which grants it) manages its own tenant's
+//!   keys only (an `admin` key too: its other tenants are the operator's file's business), and
+//!   gives a new key at most the scopes it holds itself.
+//! - The secret is made here ([`generate_api_key`]), handed out once in the create's answer,
+//!   and only its SHA-256 is stored. It is never logged.
+//! - Names: the keys file's names are the operator's. A key of the file and a stored key never
+//!   share a (tenant, name): a create of a name the file holds is refused, and a stored key
+//!   whose name the file takes later is left out of force (the file wins), with a warning.
+//! - In force: every node reads the live stored keys each reload interval
+//!   (`SHORTENER_RELOAD_INTERVAL_MS`) and replaces its stored set whole, so a revocation stops
+//!   the key on every node within that bound; the node that takes a create or revocation puts
+//!   it in force at once.
+//! - Last use: authentication notes it in memory ([`LastUse`], one atomic store); this service
+//!   writes the notes that moved, in one batch, every [`LAST_USE_INTERVAL`] (and when the node
+//!   stops), so a request never waits for a write and a key costs at most one row update a
+//!   minute. A list shows the later of the stored time and this node's note.
+
+use crate::access::{ApiKeys, KeyEntry, KeySet, LastUse, check_name, digest, generate_api_key};
+use crate::domain::{Caller, Error, Scope, Scopes, unknown_scope};
+use crate::store::{KeyStore, NewApiKey, Store, StoreError, StoredApiKey};
+use chrono::{DateTime, Datelike, Utc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often the keys' last uses are written to the store.
+pub const LAST_USE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The most scopes a request may list (there are fewer scopes than this; repeats count).
+const MAX_SCOPES: usize = 16;
+
+/// A key to make, as the caller asked for it.
+#[derive(Debug, Clone, Default)]
+pub struct KeyRequest {
+    /// Its name (`A-Za-z0-9_.-`, 1 to 64 characters, starting with a letter or digit).
+    pub name: String,
+    /// Its scopes, by name.
+    pub scopes: Vec<String>,
+    /// When it stops working (RFC 3339), if ever.
+    pub expires_at: Option<String>,
+}
+
+/// A key made through the API, as it is shown: never its secret or digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyView {
+    /// The tenant whose links it acts on.
+    pub tenant: String,
+    /// Its name.
+    pub name: String,
+    /// What it may do.
+    pub scopes: Scopes,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// The key that made it (`tenant/name`).
+    pub created_by: String,
+    /// When it stops working, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When it was last accepted, as far as this node knows.
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// A key just made: how it is shown, and its secret (shown this once, kept nowhere).
+#[derive(Debug, Clone)]
+pub struct CreatedKey {
+    /// The key.
+    pub key: KeyView,
+    /// The secret a client sends as `Authorization: Bearer <secret>`.
+    pub secret: String,
+}
+
+/// A request's key, checked: its name, scopes and expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedKey {
+    /// Its name.
+    pub name: String,
+    /// Its scopes.
+    pub scopes: Scopes,
+    /// Its expiry.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A stored key's note of its last use on this node, and the time last written for it.
+struct Note {
+    used: Arc<LastUse>,
+    written: Option<DateTime<Utc>>,
+}
+
+/// The API keys made through the API: creates, lists and revocations, each confined to the
+/// caller's tenant, and keeping them in force on this node.
+pub struct KeyService {
+    store: Store,
+    keys: Arc<ApiKeys>,
+    notes: Mutex<HashMap<i64, Note>>,
+    /// Held by each read and replacement of the stored set, so an older read never replaces
+    /// a newer one (a revocation's own sync racing the periodic one).
+    syncing: tokio::sync::Mutex<()>,
+}
+
+fn invalid(code: &'static str, message: String) -> Error {
+    Error::invalid(code, message)
+}
+
+/// Checks what `caller` asks for as of `now`: a valid name, known scopes that `caller` holds
+/// itself, and an expiry in the future. Each refusal names the field.
+pub fn check(
+    caller: &Caller,
+    request: &KeyRequest,
+    now: DateTime<Utc>,
+) -> Result<CheckedKey, Error> {
+    check_name("name", &request.name, true).map_err(|m| invalid("invalid_name", m))?;
+    if request.scopes.is_empty() || request.scopes.len() > MAX_SCOPES {
+        return Err(invalid(
+            "invalid_scopes",
+            format!("scopes must list 1 to {MAX_SCOPES} scope names"),
+        ));
+    }
+    let mut scopes = Vec::with_capacity(request.scopes.len());
+    for name in &request.scopes {
+        let scope = Scope::parse(name)
+            .ok_or_else(|| invalid("invalid_scopes", format!("scopes: {}", unknown_scope(name))))?;
+        scopes.push(scope);
+    }
+    let scopes: Scopes = scopes.into_iter().collect();
+    if !scopes.within(caller.scopes) {
+        let lacking: Vec<&str> = scopes
+            .iter()
+            .filter(|s| !caller.scopes.grants(*s))
+            .map(Scope::name)
+            .collect();
+        return Err(invalid(
+            "scope_not_held",
+            format!(
+                "scopes: a key may give only scopes it holds itself; this one lacks {}",
+                lacking.join(", ")
+            ),
+        ));
+    }
+    let expires_at = match &request.expires_at {
+        None => None,
+        Some(text) => {
+            let at = DateTime::parse_from_rfc3339(text)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| {
+                    invalid(
+                        "invalid_expiry",
+                        format!("expires_at must be an RFC 3339 time: {e}"),
+                    )
+                })?;
+            if at <= now {
+                return Err(invalid(
+                    "invalid_expiry",
+                    "expires_at must be in the future".into(),
+                ));
+            }
+            if at.year() > 9999 {
+                return Err(invalid(
+                    "invalid_expiry",
+                    "expires_at must be before the year 10000".into(),
+                ));
+            }
+            Some(at)
+        }
+    };
+    Ok(CheckedKey {
+        name: request.name.clone(),
+        scopes,
+        expires_at,
+    })
+}
+
+fn name_taken(name: &str, by: &str) -> Error {
+    Error::conflict(
+        "key_name_taken",
+        format!(
+            "name: {} is taken in this tenant by {by}",
+            crate::domain::echo(name)
+        ),
+    )
+}
+
+impl KeyService {
+    /// The service over `store`, putting stored keys in force in `keys`.
+    pub fn new(store: Store, keys: Arc<ApiKeys>) -> Self {
+        Self {
+            store,
+            keys,
+            notes: Mutex::new(HashMap::new()),
+            syncing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Makes a key for `caller`'s tenant: checked ([`check`]), stored by its digest, in force
+    /// on this node at once and on the others within the reload interval.
+    pub async fn create(&self, caller: &Caller, request: &KeyRequest) -> Result<CreatedKey, Error> {
+        let checked = check(caller, request, Utc::now())?;
+        if self.keys.configured(&caller.tenant, &checked.name) {
+            return Err(name_taken(&checked.name, "a key of the keys file"));
+        }
+        let secret = generate_api_key();
+        let new = NewApiKey {
+            tenant: caller.tenant.to_string(),
+            name: checked.name.clone(),
+            digest: digest(&secret),
+            scopes: checked.scopes.to_string(),
+            created_by: caller.key_id(),
+            expires_at: checked.expires_at,
+        };
+        let Some(stored) = self.store.insert_api_key(&new).await? else {
+            return Err(name_taken(&checked.name, "another key"));
+        };
+        self.sync().await?;
+        tracing::info!(tenant = %stored.tenant, name = %stored.name, by = %caller.key_id(), scopes = %new.scopes, "API key created");
+        Ok(CreatedKey {
+            key: self.view(&stored, checked.scopes),
+            secret,
+        })
+    }
+
+    /// The live keys of `caller`'s tenant made through the API, by name.
+    pub async fn list(&self, caller: &Caller) -> Result<Vec<KeyView>, Error> {
+        let stored = self.store.api_keys(Some(&caller.tenant)).await?;
+        Ok(stored
+            .iter()
+            .filter_map(|k| Some(self.view(k, Scopes::parse_list(&k.scopes).ok()?)))
+            .collect())
+    }
+
+    /// Revokes the key `name` of `caller`'s tenant: false when the tenant has no live key of
+    /// that name made through the API (another tenant's is not seen).
+    pub async fn revoke(&self, caller: &Caller, name: &str) -> Result<bool, Error> {
+        check_name("name", name, true).map_err(|m| invalid("invalid_name", m))?;
+        if !self.store.revoke_api_key(&caller.tenant, name).await? {
+            return Ok(false);
+        }
+        self.sync().await?;
+        tracing::info!(tenant = %caller.tenant, name = %name, by = %caller.key_id(), "API key revoked");
+        Ok(true)
+    }
+
+    fn view(&self, stored: &StoredApiKey, scopes: Scopes) -> KeyView {
+        let noted = self
+            .notes
+            .lock()
+            .expect("notes")
+            .get(&stored.id)
+            .and_then(|n| n.used.last());
+        KeyView {
+            tenant: stored.tenant.clone(),
+            name: stored.name.clone(),
+            scopes,
+            created_at: stored.created_at,
+            created_by: stored.created_by.clone(),
+            expires_at: stored.expires_at,
+            last_used_at: stored.last_used_at.max(noted),
+        }
+    }
+
+    /// Reads the live stored keys and puts them in force in place of the previous ones; returns
+    /// how many are in force. A row whose scopes do not parse (a hand-edited one) or whose
+    /// name the keys file holds is left out, with a warning.
+    pub async fn sync(&self) -> Result<usize, StoreError> {
+        let _syncing = self.syncing.lock().await;
+        let stored = self.store.api_keys(None).await?;
+        let mut notes = self.notes.lock().expect("notes");
+        let mut kept = HashMap::with_capacity(stored.len());
+        let mut entries = Vec::with_capacity(stored.len());
+        for key in stored {
+            let Ok(scopes) = Scopes::parse_list(&key.scopes) else {
+                tracing::warn!(tenant = %key.tenant, name = %key.name, "a stored API key's scopes do not parse; it is not in force");
+                continue;
+            };
+            if self.keys.configured(&key.tenant, &key.name) {
+                tracing::warn!(tenant = %key.tenant, name = %key.name, "the keys file holds a key of this stored key's name; the file's is in force, the stored one is not");
+                continue;
+            }
+            let note = notes.remove(&key.id).unwrap_or_else(|| Note {
+                used: Arc::new(LastUse::default()),
+                written: key.last_used_at,
+            });
+            let used = Arc::clone(&note.used);
+            kept.insert(key.id, note);
+            entries.push((
+                KeyEntry {
+                    tenant: key.tenant,
+                    name: key.name,
+                    digest: key.digest,
+                    scopes,
+                    expires: key.expires_at,
+                },
+                Some(used),
+            ));
+        }
+        let count = entries.len();
+        // The store's constraints keep names and digests unique among live keys.
+        let set = KeySet::noting(entries).map_err(StoreError::Internal)?;
+        // Notes of keys no longer live are dropped with the keys: a revoked key's last use
+        // after its last batch is not written.
+        *notes = kept;
+        drop(notes);
+        self.keys.set_stored(set);
+        Ok(count)
+    }
+
+    /// Writes the last uses noted since the previous write, in one batch; returns how many.
+    pub async fn write_last_uses(&self) -> Result<usize, StoreError> {
+        let due: Vec<(i64, DateTime<Utc>)> = self
+            .notes
+            .lock()
+            .expect("notes")
+            .iter()
+            .filter_map(|(id, note)| {
+                let last = note.used.last()?;
+                (note.written.is_none_or(|w| w < last)).then_some((*id, last))
+            })
+            .collect();
+        if due.is_empty() {
+            return Ok(0);
+        }
+        self.store.note_api_key_uses(due.clone()).await?;
+        let mut notes = self.notes.lock().expect("notes");
+        for (id, at) in &due {
+            if let Some(note) = notes.get_mut(id) {
+                note.written = note.written.max(Some(*at));
+            }
+        }
+        Ok(due.len())
+    }
+
+    /// Keeps the stored keys in force (read again every `reload`) and writes their last uses
+    /// every [`LAST_USE_INTERVAL`], until `stop`; then writes the last uses once more.
+    pub async fn run(self: Arc<Self>, reload: Duration, stop: CancellationToken) {
+        let mut last_write = tokio::time::Instant::now();
+        while tokio::time::timeout(reload, stop.cancelled())
+            .await
+            .is_err()
+        {
+            if let Err(error) = self.sync().await {
+                tracing::warn!(%error, "reading the stored API keys failed; the keys in force stay");
+            }
+            if last_write.elapsed() >= LAST_USE_INTERVAL {
+                last_write = tokio::time::Instant::now();
+                if let Err(error) = self.write_last_uses().await {
+                    tracing::warn!(%error, "writing the API keys' last uses failed; will retry");
+                }
+            }
+        }
+        if let Err(error) = self.write_last_uses().await {
+            tracing::warn!(%error, "writing the API keys' last uses at shutdown failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

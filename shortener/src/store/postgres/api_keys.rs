@@ -1,0 +1,100 @@
+//! API keys on PostgreSQL: one row per key made through the API, the partial unique index
+//! deciding between two keys of one name, whichever node makes them. Read on the primary: a
+//! revocation must not be missed by a lagging replica.
+
+use super::error::db_error;
+use crate::store::{NewApiKey, StoreError, StoredApiKey};
+use chrono::{DateTime, Utc};
+use tokio_postgres::Row;
+
+const COLUMNS: &str =
+    "id, tenant, name, digest, scopes, created_at, created_by, expires_at, last_used_at";
+
+fn key(row: &Row) -> StoredApiKey {
+    let digest: Vec<u8> = row.get(3);
+    StoredApiKey {
+        id: row.get(0),
+        tenant: row.get(1),
+        name: row.get(2),
+        // The table's check holds it to 32 bytes.
+        digest: digest.try_into().unwrap_or([0; 32]),
+        scopes: row.get(4),
+        created_at: row.get(5),
+        created_by: row.get(6),
+        expires_at: row.get(7),
+        last_used_at: row.get(8),
+    }
+}
+
+pub(super) async fn insert(
+    client: &tokio_postgres::Client,
+    k: &NewApiKey,
+) -> Result<Option<StoredApiKey>, StoreError> {
+    let row = client
+        .query_opt(
+            &format!(
+                "INSERT INTO api_keys (tenant, name, digest, scopes, created_by, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+            ),
+            &[
+                &k.tenant,
+                &k.name,
+                &k.digest.as_slice(),
+                &k.scopes,
+                &k.created_by,
+                &k.expires_at,
+            ],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.as_ref().map(key))
+}
+
+pub(super) async fn list(
+    client: &tokio_postgres::Client,
+    tenant: Option<&str>,
+) -> Result<Vec<StoredApiKey>, StoreError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM api_keys WHERE revoked_at IS NULL \
+                 AND ($1::text IS NULL OR tenant = $1) ORDER BY tenant, name"
+            ),
+            &[&tenant],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(rows.iter().map(key).collect())
+}
+
+pub(super) async fn revoke(
+    client: &tokio_postgres::Client,
+    tenant: &str,
+    name: &str,
+) -> Result<bool, StoreError> {
+    client
+        .execute(
+            "UPDATE api_keys SET revoked_at = now() WHERE tenant = $1 AND name = $2 AND revoked_at IS NULL",
+            &[&tenant, &name],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(db_error)
+}
+
+pub(super) async fn note_uses(
+    client: &tokio_postgres::Client,
+    uses: &[(i64, DateTime<Utc>)],
+) -> Result<(), StoreError> {
+    let ids: Vec<i64> = uses.iter().map(|(id, _)| *id).collect();
+    let times: Vec<DateTime<Utc>> = uses.iter().map(|(_, at)| *at).collect();
+    client
+        .execute(
+            "UPDATE api_keys k SET last_used_at = greatest(k.last_used_at, u.at) \
+             FROM unnest($1::bigint[], $2::timestamptz[]) AS u(id, at) WHERE k.id = u.id",
+            &[&ids, &times],
+        )
+        .await
+        .map(|_| ())
+        .map_err(db_error)
+}

@@ -1,0 +1,88 @@
+//! API keys on SQLite: one row per key made through the API, the partial unique index deciding
+//! between two keys of one name (all writes go through the one writer thread, in order).
+
+use super::convert::{db_error, from_millis, millis};
+use crate::store::{NewApiKey, StoreError, StoredApiKey};
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+const COLUMNS: &str =
+    "id, tenant, name, digest, scopes, created_at, created_by, expires_at, last_used_at";
+
+fn key(row: &Row<'_>) -> rusqlite::Result<StoredApiKey> {
+    let digest: Vec<u8> = row.get(3)?;
+    Ok(StoredApiKey {
+        id: row.get(0)?,
+        tenant: row.get(1)?,
+        name: row.get(2)?,
+        // The table's check holds it to 32 bytes.
+        digest: digest.try_into().unwrap_or([0; 32]),
+        scopes: row.get(4)?,
+        created_at: from_millis(row.get(5)?),
+        created_by: row.get(6)?,
+        expires_at: row.get::<_, Option<i64>>(7)?.map(from_millis),
+        last_used_at: row.get::<_, Option<i64>>(8)?.map(from_millis),
+    })
+}
+
+pub(super) fn insert(conn: &Connection, k: &NewApiKey) -> Result<Option<StoredApiKey>, StoreError> {
+    conn.query_row(
+        &format!(
+            "INSERT INTO api_keys (tenant, name, digest, scopes, created_at, created_by, expires_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+        ),
+        params![
+            k.tenant,
+            k.name,
+            k.digest.as_slice(),
+            k.scopes,
+            millis(Utc::now()),
+            k.created_by,
+            k.expires_at.map(millis)
+        ],
+        key,
+    )
+    .optional()
+    .map_err(db_error)
+}
+
+pub(super) fn list(
+    conn: &Connection,
+    tenant: Option<&str>,
+) -> Result<Vec<StoredApiKey>, StoreError> {
+    let mut select = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM api_keys WHERE revoked_at IS NULL \
+             AND (?1 IS NULL OR tenant = ?1) ORDER BY tenant, name"
+        ))
+        .map_err(db_error)?;
+    let rows = select.query_map(params![tenant], key).map_err(db_error)?;
+    rows.collect::<Result<_, _>>().map_err(db_error)
+}
+
+pub(super) fn revoke(conn: &Connection, tenant: &str, name: &str) -> Result<bool, StoreError> {
+    conn.execute(
+        "UPDATE api_keys SET revoked_at = ?3 WHERE tenant = ?1 AND name = ?2 AND revoked_at IS NULL",
+        params![tenant, name, millis(Utc::now())],
+    )
+    .map(|n| n == 1)
+    .map_err(db_error)
+}
+
+pub(super) fn note_uses(
+    conn: &mut Connection,
+    uses: &[(i64, DateTime<Utc>)],
+) -> Result<(), StoreError> {
+    let tx = conn.transaction().map_err(db_error)?;
+    {
+        let mut update = tx
+            .prepare_cached(
+                "UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, 0), ?2) WHERE id = ?1",
+            )
+            .map_err(db_error)?;
+        for (id, at) in uses {
+            update.execute(params![id, millis(*at)]).map_err(db_error)?;
+        }
+    }
+    tx.commit().map_err(db_error)
+}
