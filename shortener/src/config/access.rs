@@ -35,7 +35,8 @@ pub struct AccessConfig {
     #[arg(long, env = "SHORTENER_IDEMPOTENCY_TTL", default_value = "86400")]
     pub idempotency_ttl: NonZeroU64,
     /// Milliseconds between checks of the keys file (and the blocklist) for changes; SIGHUP
-    /// re-reads them at once.
+    /// re-reads them at once. The stored API keys and blocked domains are read again as often,
+    /// so this bounds how long another node takes to see a revocation.
     #[arg(long, env = "SHORTENER_RELOAD_INTERVAL_MS", default_value = "2000")]
     pub reload_interval_ms: NonZeroU64,
     /// Host suffixes a tenant's keys may claim as domains, comma-separated `tenant=suffix`
