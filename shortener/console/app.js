@@ -1,5 +1,5 @@
-// The console: sign in with an API key, then links, a link's detail, create, import, domains
-// and admin pages, routed by the URL's fragment (`#/links/CODE?domain=HOST`: a query after the
+// The console: sign in with an API key, then links, a link's detail, create, import, domains,
+// keys and admin pages, routed by the URL's fragment (`#/links/CODE?domain=HOST`: a query after the
 // path names a branded domain or a list filter).
 
 import { ApiError, get, key, setKey } from './api.js';
@@ -10,6 +10,7 @@ import { createPage, editPage } from './editor.js';
 import { importPage } from './importer.js';
 import { adminPage } from './admin.js';
 import { domainPage, domainsPage } from './domains.js';
+import { keysPage } from './keys.js';
 
 const main = document.getElementById('main');
 export const session = { me: null };
@@ -67,6 +68,7 @@ const routes = [
   [/^#\/import$/, () => importPage()],
   [/^#\/domains\/([^/]+)$/, (m) => domainPage(decodeURIComponent(m[1]))],
   [/^#\/domains$/, () => domainsPage()],
+  [/^#\/keys$/, () => keysPage()],
   [/^#\/admin$/, () => adminPage()],
   [/^(#\/links)?$/, (m, p) => linksPage({ domain: p.get('domain') })],
 ];

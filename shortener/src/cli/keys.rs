@@ -56,7 +56,8 @@ pub struct AddArgs {
     /// The key's name, unique within its tenant, shown in logs and metrics (`A-Za-z0-9_.-`).
     #[arg(long)]
     pub name: String,
-    /// Comma-separated scopes: links:create, links:read, links:write, stats:read, admin.
+    /// Comma-separated scopes: links:create, links:read, links:write, stats:read, keys:manage,
+    /// admin.
     #[arg(long)]
     pub scopes: String,
     /// When the key stops working (RFC 3339, e.g. 2027-06-30T00:00:00Z).

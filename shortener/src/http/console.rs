@@ -64,6 +64,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../console/admin.js"),
     ),
     (
+        "keys.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../console/keys.js"),
+    ),
+    (
         "domains.js",
         "text/javascript; charset=utf-8",
         include_str!("../../console/domains.js"),

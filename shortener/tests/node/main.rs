@@ -22,6 +22,7 @@ mod config;
 mod console;
 mod console_details;
 mod console_domains;
+mod console_keys;
 mod console_routing;
 mod console_sharing;
 mod csv_routing;
