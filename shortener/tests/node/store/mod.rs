@@ -1,6 +1,7 @@
 //! The store interface itself, on both backends (batched inserts resolve conflicts per row);
 //! the embedded file's layout and migrations (`embedded`), and its group commit (`durability`).
 
+mod api_keys;
 mod bounds;
 mod durability;
 mod embedded;

@@ -1,0 +1,145 @@
+//! The API keys a tenant admin makes, in the store, on both backends: one live key per name in
+//! a tenant (a revoked key's name is free again), reads confined to a tenant, last uses that
+//! never move back; and the key service's batched writes of last uses (a use is written once,
+//! not again until the key is used again).
+
+use crate::helpers::{Backend, Stack};
+use chrono::{Duration, SubsecRound, Utc};
+use shortener::access::{digest, generate_api_key};
+use shortener::domain::{Caller, Scopes};
+use shortener::keys::KeyRequest;
+use shortener::store::{KeyStore, NewApiKey};
+use std::sync::Arc;
+
+fn new_key(tenant: &str, name: &str) -> NewApiKey {
+    NewApiKey {
+        tenant: tenant.into(),
+        name: name.into(),
+        digest: digest(&generate_api_key()),
+        scopes: "links:read".into(),
+        created_by: format!("{tenant}/lead"),
+        expires_at: None,
+    }
+}
+
+async fn a_name_is_taken_once_per_tenant_and_freed_by_revocation(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("keys-store").await;
+    let store = node.app.store.clone();
+    let first = new_key("acme", "ci");
+    let stored = store
+        .insert_api_key(&first)
+        .await
+        .expect("insert")
+        .expect("a new name");
+    assert_eq!(
+        (stored.tenant.as_str(), stored.name.as_str()),
+        ("acme", "ci")
+    );
+    assert_eq!(stored.digest, first.digest);
+    assert_eq!(stored.created_by, "acme/lead");
+    assert_eq!(stored.last_used_at, None);
+    assert!(
+        store
+            .insert_api_key(&new_key("acme", "ci"))
+            .await
+            .expect("insert")
+            .is_none(),
+        "a second live key of one name"
+    );
+    store
+        .insert_api_key(&new_key("globex", "ci"))
+        .await
+        .expect("insert")
+        .expect("another tenant's name");
+    let acme = store.api_keys(Some("acme")).await.expect("list");
+    assert_eq!(acme.len(), 1);
+    let all = store.api_keys(None).await.expect("list");
+    let names: Vec<(&str, &str)> = all
+        .iter()
+        .map(|k| (k.tenant.as_str(), k.name.as_str()))
+        .collect();
+    assert_eq!(names, [("acme", "ci"), ("globex", "ci")]);
+
+    // Uses are written in a batch; an older time never moves a key's last use back.
+    let later = Utc::now().trunc_subsecs(0);
+    store
+        .note_api_key_uses(vec![(stored.id, later)])
+        .await
+        .expect("note");
+    store
+        .note_api_key_uses(vec![(stored.id, later - Duration::hours(1))])
+        .await
+        .expect("note");
+    let acme = store.api_keys(Some("acme")).await.expect("list");
+    assert_eq!(acme[0].last_used_at, Some(later));
+
+    assert!(
+        !store
+            .revoke_api_key("globex", "nope")
+            .await
+            .expect("revoke")
+    );
+    assert!(store.revoke_api_key("acme", "ci").await.expect("revoke"));
+    assert!(
+        !store.revoke_api_key("acme", "ci").await.expect("revoke"),
+        "twice"
+    );
+    assert!(store.api_keys(Some("acme")).await.expect("list").is_empty());
+    assert_eq!(store.api_keys(Some("globex")).await.expect("list").len(), 1);
+    store
+        .insert_api_key(&new_key("acme", "ci"))
+        .await
+        .expect("insert")
+        .expect("a revoked key's name is free again");
+    node.stop().await;
+}
+
+on_both_stores!(a_name_is_taken_once_per_tenant_and_freed_by_revocation);
+
+async fn a_use_is_written_once_in_a_batch(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("keys-uses").await;
+    let service = Arc::clone(&node.app.api_keys);
+    let lead = Caller {
+        tenant: Arc::from("acme"),
+        key: Arc::from("lead"),
+        scopes: Scopes::parse_list("keys:manage,links:read").expect("scopes"),
+    };
+    let request = KeyRequest {
+        name: "bot".into(),
+        scopes: vec!["links:read".into()],
+        expires_at: None,
+    };
+    let created = service.create(&lead, &request).await.expect("create");
+    assert_eq!(service.write_last_uses().await.expect("write"), 0, "unused");
+    let header = format!("Bearer {}", created.secret);
+    let caller = node
+        .app
+        .admission
+        .keys()
+        .authenticate(Some(&header))
+        .expect("the new key is in force at once");
+    assert_eq!((&*caller.tenant, &*caller.key), ("acme", "bot"));
+    assert_eq!(service.write_last_uses().await.expect("write"), 1);
+    assert_eq!(
+        service.write_last_uses().await.expect("write"),
+        0,
+        "written"
+    );
+    let stored = node.app.store.api_keys(Some("acme")).await.expect("list");
+    let used = stored[0].last_used_at.expect("the use is stored");
+    assert!((Utc::now() - used).num_seconds().abs() < 60, "{used}");
+    assert!(service.revoke(&lead, "bot").await.expect("revoke"));
+    assert!(
+        node.app
+            .admission
+            .keys()
+            .authenticate(Some(&header))
+            .is_err(),
+        "refused at once on the node that revoked it"
+    );
+    node.stop().await;
+}
+
+on_both_stores!(a_use_is_written_once_in_a_batch);
