@@ -213,7 +213,9 @@ impl KeyService {
         let Some(stored) = self.store.insert_api_key(&new).await? else {
             return Err(name_taken(&checked.name, "another key"));
         };
-        self.sync().await?;
+        // The key is stored: its secret must reach the caller even if this node cannot put it
+        // in force now (the next reload does).
+        self.sync_soon().await;
         tracing::info!(tenant = %stored.tenant, name = %stored.name, by = %caller.key_id(), scopes = %new.scopes, "API key created");
         Ok(CreatedKey {
             key: self.view(&stored, checked.scopes),
@@ -237,7 +239,7 @@ impl KeyService {
         if !self.store.revoke_api_key(&caller.tenant, name).await? {
             return Ok(false);
         }
-        self.sync().await?;
+        self.sync_soon().await;
         tracing::info!(tenant = %caller.tenant, name = %name, by = %caller.key_id(), "API key revoked");
         Ok(true)
     }
@@ -257,6 +259,14 @@ impl KeyService {
             created_by: stored.created_by.clone(),
             expires_at: stored.expires_at,
             last_used_at: stored.last_used_at.max(noted),
+        }
+    }
+
+    /// [`KeyService::sync`] after a change: a failure is logged, and the next reload interval
+    /// puts the change in force instead.
+    async fn sync_soon(&self) {
+        if let Err(error) = self.sync().await {
+            tracing::warn!(%error, "reading the stored API keys after a change failed; the next reload puts it in force");
         }
     }
 
