@@ -126,10 +126,96 @@ enum Goes {
     Split(Split),
 }
 
+/// What a request is, as bits a rule's needs are checked against in one step: the agent's
+/// device class, operating system and browser (one bit per value) and whether the short URL
+/// has a query. A rule holds only if every bit it needs is set, so a rule whose agent
+/// conditions the visitor does not meet, or one with a query condition asked without a
+/// query, is passed over without reading anything else.
+mod facts {
+    use crate::domain::rules::{Browser, Condition, DeviceClass, Os};
+    use crate::visits::classify::AgentProfile;
+
+    /// The short URL has a (non-empty) query.
+    pub const QUERY: u32 = 1 << 31;
+
+    fn device(value: DeviceClass) -> u32 {
+        1 << (value as u32)
+    }
+
+    fn os(value: Os) -> u32 {
+        1 << (8 + value as u32)
+    }
+
+    fn browser(value: Browser) -> u32 {
+        1 << (16 + value as u32)
+    }
+
+    /// The bits of an agent's profile.
+    pub fn of_agent(profile: &AgentProfile) -> u32 {
+        profile.device.map_or(0, device)
+            | profile.os.map_or(0, os)
+            | profile.browser.map_or(0, browser)
+    }
+
+    /// The bit `condition` needs set, if it needs one: all of an agent condition, a part of a
+    /// query condition (a query must be there before its values are looked for).
+    pub fn needed_by(condition: &Condition) -> Option<u32> {
+        match condition {
+            Condition::Device { value } => Some(device(*value)),
+            Condition::Os { value } => Some(os(*value)),
+            Condition::Browser { value } => Some(browser(*value)),
+            Condition::Query { .. } => Some(QUERY),
+            _ => None,
+        }
+    }
+
+    /// Whether the bits of `condition` decide it alone (nothing is left to check).
+    pub fn decide(condition: &Condition) -> bool {
+        matches!(
+            condition,
+            Condition::Device { .. } | Condition::Os { .. } | Condition::Browser { .. }
+        )
+    }
+}
+
+/// A rule, compiled: the [`facts`] bits it needs, and the conditions those bits do not decide
+/// (language, country, address, time, a query's keys and values), checked in order after.
+/// Where it goes is boxed, so the rules a request walks past are 32 bytes each: ten of them
+/// are five cache lines, not fifteen.
+#[derive(Debug, PartialEq, Eq)]
+struct Rule {
+    need: u32,
+    rest: Box<[Condition]>,
+    goes: Box<Goes>,
+}
+
+impl Rule {
+    fn new(goes: Goes, conditions: &[Condition]) -> Self {
+        Self {
+            goes: Box::new(goes),
+            need: conditions
+                .iter()
+                .filter_map(facts::needed_by)
+                .fold(0, |need, bit| need | bit),
+            rest: conditions
+                .iter()
+                .filter(|c| !facts::decide(c))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    fn holds(&self, facts: u32, visitor: &Visitor<'_>) -> bool {
+        facts & self.need == self.need && self.rest.iter().all(|c| visitor.meets(c))
+    }
+}
+
 /// A link's rules, compiled.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Routing {
-    rules: Vec<(Goes, Vec<Condition>)>,
+    rules: Vec<Rule>,
+    /// Some rule has an agent condition: the agent's profile is read before the rules are.
+    agent_rules: bool,
     ios: Option<HeaderValue>,
     android: Option<HeaderValue>,
     split: Option<Split>,
@@ -160,7 +246,8 @@ pub struct Visitor<'a> {
     client: &'a dyn Fn() -> IpAddr,
     country: &'a dyn Fn(IpAddr) -> Option<[u8; 2]>,
     agent: OnceCell<AgentProfile>,
-    language: OnceCell<Option<&'a str>>,
+    /// The preferred language's bytes (printable ASCII when a condition can match it).
+    language: OnceCell<Option<&'a [u8]>>,
     address: OnceCell<IpAddr>,
 }
 
@@ -220,13 +307,11 @@ impl<'a> Visitor<'a> {
         self.agent.get_or_init(|| agent_profile(self.user_agent))
     }
 
-    fn language(&self) -> Option<&'a str> {
+    fn language(&self) -> Option<&'a [u8]> {
         *self.language.get_or_init(|| {
-            preferred_language(
-                self.headers
-                    .get(header::ACCEPT_LANGUAGE)
-                    .and_then(|v| v.to_str().ok())?,
-            )
+            let value = self.headers.get(header::ACCEPT_LANGUAGE)?;
+            first_language(value.as_bytes())
+                .unwrap_or_else(|| preferred_language(value.to_str().ok()?).map(str::as_bytes))
         })
     }
 
@@ -319,8 +404,8 @@ fn vary_of(varies: Varies) -> Option<HeaderValue> {
 /// case): the same tag without case, or a region of it when the tag is a primary tag alone
 /// (`de` holds for `de-AT`, `de-at` not for `de`). The lengths are compared first, so a tag of
 /// another length costs no compare.
-fn language_matches(preferred: &str, tag: &str) -> bool {
-    let (p, t) = (preferred.as_bytes(), tag.as_bytes());
+fn language_matches(preferred: &[u8], tag: &str) -> bool {
+    let (p, t) = (preferred, tag.as_bytes());
     if p.len() == t.len() {
         return p.eq_ignore_ascii_case(t);
     }
@@ -330,6 +415,25 @@ fn language_matches(preferred: &str, tag: &str) -> bool {
         && !t.contains(&b'-')
 }
 
+/// The preferred language of an `Accept-Language` value whose first range is a plain tag (no
+/// q-value, printable ASCII): that range, found without reading the rest of the value (which
+/// cannot change the answer; see [`preferred_language`]). `None` when the first range needs the
+/// full reading: it has parameters, is empty or `*`, or holds other bytes.
+fn first_language(value: &[u8]) -> Option<Option<&[u8]>> {
+    let mut end = 0;
+    while end < value.len() && value[end] != b',' {
+        if value[end] == b';' || !(value[end] == b' ' || value[end].is_ascii_graphic()) {
+            return None;
+        }
+        end += 1;
+    }
+    let tag = value[..end].trim_ascii();
+    if tag.is_empty() || tag == b"*" {
+        return None;
+    }
+    Some(Some(tag))
+}
+
 /// The visitor's preferred language: the range of `Accept-Language` with the highest q-value
 /// (the first of equals), as written (conditions compare it without case); `*` and `q=0`
 /// ranges are never preferred.
@@ -337,9 +441,13 @@ pub fn preferred_language(accept: &str) -> Option<&str> {
     // Most agents send their preferred language first, without a q-value (q=1): that range is
     // the answer, found without splitting the rest.
     let bytes = accept.as_bytes();
-    let end = bytes.iter().position(|&b| b == b',').unwrap_or(bytes.len());
-    if !bytes[..end].contains(&b';') {
-        let tag = accept[..end].trim();
+    let (mut end, mut params) = (0, false);
+    while end < bytes.len() && bytes[end] != b',' {
+        params |= bytes[end] == b';';
+        end += 1;
+    }
+    if !params {
+        let tag = accept[..end].trim_ascii();
         if !tag.is_empty() && tag != "*" {
             return Some(tag);
         }
@@ -347,16 +455,16 @@ pub fn preferred_language(accept: &str) -> Option<&str> {
     let mut best: Option<(f32, &str)> = None;
     for range in accept.split(',').take(32) {
         let mut parts = range.split(';');
-        let tag = parts.next().unwrap_or("").trim();
+        let tag = parts.next().unwrap_or("").trim_ascii();
         if tag.is_empty() || tag == "*" {
             continue;
         }
-        let Some(q) = parts.find_map(|p| p.trim().strip_prefix("q=")) else {
+        let Some(q) = parts.find_map(|p| p.trim_ascii().strip_prefix("q=")) else {
             // No q-value is q=1, the highest there is: nothing after it can be preferred, and
             // only an earlier range of q=1 is preferred to it.
             return Some(best.filter(|(b, _)| *b >= 1.0).map_or(tag, |(_, t)| t));
         };
-        let q = q.trim().parse::<f32>().unwrap_or(0.0);
+        let q = q.trim_ascii().parse::<f32>().unwrap_or(0.0);
         if q > 0.0 && best.is_none_or(|(b, _)| q > b) {
             best = Some((q, tag));
         }
@@ -416,11 +524,16 @@ impl Routing {
                 } else {
                     Goes::Split(split(&rule.variants, format!("{SPLIT_COOKIE}{i}"))?)
                 };
-                Some((goes, rule.conditions.clone()))
+                Some(Rule::new(goes, &rule.conditions))
             })
             .collect();
         Some(Self {
             rules: compiled,
+            agent_rules: routes
+                .rules
+                .0
+                .iter()
+                .any(|r| r.conditions.iter().any(facts::decide)),
             ios: routes.ios.as_deref().and_then(header),
             android: routes.android.as_deref().and_then(header),
             split: split(&routes.variants, SPLIT_COOKIE.to_string()),
@@ -436,14 +549,18 @@ impl Routing {
     /// variant of the rule's split), else the app target of its operating system, else its
     /// variant of the link's split, else the link's own URL.
     pub fn choose(&self, visitor: &Visitor<'_>) -> Chosen<'_> {
-        let found = self
-            .rules
-            .iter()
-            .enumerate()
-            .find(|(_, (_, conditions))| conditions.iter().all(|c| visitor.meets(c)));
-        if let Some((i, (goes, _))) = found {
+        let found = (!self.rules.is_empty())
+            .then(|| {
+                let facts = self.facts(visitor);
+                self.rules
+                    .iter()
+                    .enumerate()
+                    .find(|(_, rule)| rule.holds(facts, visitor))
+            })
+            .flatten();
+        if let Some((i, Rule { goes, .. })) = found {
             let rule = u8::try_from(i).unwrap_or(u8::MAX);
-            return match goes {
+            return match &**goes {
                 Goes::To(location) => Chosen {
                     location: Some(location),
                     route: Route::Rule(rule),
@@ -490,6 +607,21 @@ impl Routing {
         }
     }
 
+    /// The [`facts`] bits of `visitor`'s request, read once before the rules are walked.
+    fn facts(&self, visitor: &Visitor<'_>) -> u32 {
+        let query = if visitor.query.is_some_and(|q| !q.is_empty()) {
+            facts::QUERY
+        } else {
+            0
+        };
+        let agent = if self.agent_rules {
+            facts::of_agent(visitor.agent())
+        } else {
+            0
+        };
+        query | agent
+    }
+
     /// What preview crawlers are shown, if the link has a preview.
     pub fn preview(&self) -> Option<&crate::domain::routes::Preview> {
         self.preview.as_ref()
@@ -497,8 +629,15 @@ impl Routing {
 
     /// `location` with the short URL's `query` passed on, if the link passes it on (a
     /// parameter the target has already is kept as the target has it).
+    #[inline]
     pub fn pass_on(&self, location: &HeaderValue, query: Option<&str>) -> Option<HeaderValue> {
-        let query = query.filter(|q| self.pass_query && !q.is_empty())?;
+        if !self.pass_query {
+            return None;
+        }
+        self.passed_on(location, query.filter(|q| !q.is_empty())?)
+    }
+
+    fn passed_on(&self, location: &HeaderValue, query: &str) -> Option<HeaderValue> {
         let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
             .take(64)
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
@@ -523,12 +662,12 @@ impl Routing {
         let rules: usize = self
             .rules
             .iter()
-            .map(|(goes, conditions)| {
-                let goes = match goes {
+            .map(|rule| {
+                let goes = match &*rule.goes {
                     Goes::To(location) => location.len(),
                     Goes::Split(split) => split.weight(),
                 };
-                goes + conditions.len() * 48
+                goes + 8 + rule.rest.len() * 48
             })
             .sum();
         let apps = [&self.ios, &self.android]
@@ -555,7 +694,146 @@ mod tests {
             ("den", "de", false),
             ("en-US", "de", false),
         ] {
-            assert_eq!(language_matches(preferred, tag), holds, "{preferred} {tag}");
+            assert_eq!(
+                language_matches(preferred.as_bytes(), tag),
+                holds,
+                "{preferred} {tag}"
+            );
+        }
+    }
+
+    /// The compiled rules (agent conditions and a query's presence as bits) choose the rule
+    /// that reading every condition in order would: for each agent, query and language, over
+    /// rules that mix every kind of condition the bits decide or pre-check.
+    #[test]
+    fn compiled_rules_choose_what_reading_each_condition_would() {
+        use crate::domain::rules::{Browser, DeviceClass, Rule as Written, Rules};
+        let rule = |n: usize, conditions: Vec<Condition>| Written {
+            url: format!("https://r{n}.example/"),
+            variants: Vec::new(),
+            conditions,
+        };
+        let query = |key: &str, values: &[&str]| Condition::Query {
+            key: key.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        let written = vec![
+            rule(0, vec![query("ref", &[])]),
+            rule(
+                1,
+                vec![query("src", &["feed"]), Condition::Os { value: Os::Ios }],
+            ),
+            rule(2, vec![Condition::Language { value: "de".into() }]),
+            rule(
+                3,
+                vec![
+                    Condition::Device {
+                        value: DeviceClass::Mobile,
+                    },
+                    Condition::Browser {
+                        value: Browser::Firefox,
+                    },
+                ],
+            ),
+            rule(
+                4,
+                vec![
+                    Condition::Device {
+                        value: DeviceClass::Desktop,
+                    },
+                    Condition::Device {
+                        value: DeviceClass::Mobile,
+                    },
+                ],
+            ),
+            rule(
+                5,
+                vec![
+                    Condition::Os { value: Os::Android },
+                    Condition::Language { value: "fr".into() },
+                ],
+            ),
+            rule(
+                6,
+                vec![
+                    Condition::Browser {
+                        value: Browser::Chrome,
+                    },
+                    query("x", &[]),
+                ],
+            ),
+            rule(
+                7,
+                vec![Condition::Device {
+                    value: DeviceClass::Desktop,
+                }],
+            ),
+        ];
+        let routes = Routes {
+            rules: Rules(written.clone()),
+            ..Routes::default()
+        };
+        let routing = Routing::compile(&routes, "https://url.example/").expect("it routes");
+        let agents = [
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1",
+            "Mozilla/5.0 (Android 14; Mobile; rv:121.0) Gecko/121.0 Firefox/121.0",
+            "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36",
+            "curl/8.5",
+        ];
+        let mut chosen = std::collections::BTreeSet::new();
+        for agent in agents {
+            for query in [
+                None,
+                Some(""),
+                Some("ref=1"),
+                Some("src=feed"),
+                Some("x=&y=2"),
+            ] {
+                for language in [None, Some("de-AT"), Some("fr;q=0.9, en;q=0.8")] {
+                    let mut headers = HeaderMap::new();
+                    if let Some(language) = language {
+                        headers.insert(header::ACCEPT_LANGUAGE, language.parse().unwrap());
+                    }
+                    let client = || IpAddr::from([192, 0, 2, 1]);
+                    let country = |_| None;
+                    let visitor =
+                        Visitor::new("k", &headers, Some(agent), query, &client, &country);
+                    let read = written
+                        .iter()
+                        .position(|r| r.conditions.iter().all(|c| visitor.meets(c)));
+                    let route = routing.choose(&visitor).route;
+                    let want = read.map_or(Route::Url, |i| Route::Rule(i as u8));
+                    assert_eq!(route, want, "{agent} {query:?} {language:?}");
+                    chosen.insert(format!("{route:?}"));
+                }
+            }
+        }
+        // The table reaches most rules, so a wrong bit would show.
+        assert!(chosen.len() >= 6, "{chosen:?}");
+    }
+
+    #[test]
+    fn a_plain_first_range_is_the_preferred_language_without_reading_on() {
+        for (header, fast) in [
+            ("en-US,en;q=0.9", Some(Some(&b"en-US"[..]))),
+            ("  de-AT , fr", Some(Some(&b"de-AT"[..]))),
+            ("pt-BR", Some(Some(&b"pt-BR"[..]))),
+            ("de;q=0.5, en", None),
+            ("*, en", None),
+            (", en", None),
+            ("", None),
+            ("d\u{e9}, en", None),
+            ("de\tat, en", None),
+        ] {
+            assert_eq!(first_language(header.as_bytes()), fast, "{header}");
+            if let Some(answer) = fast {
+                assert_eq!(
+                    preferred_language(header).map(str::as_bytes),
+                    answer,
+                    "{header}"
+                );
+            }
         }
     }
 
