@@ -4,6 +4,7 @@
 use super::metrics::IdSupply;
 use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
+use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
 use crate::domains::DomainService;
@@ -79,6 +80,8 @@ pub struct Node {
     pub domain_metrics: Arc<crate::domains::DomainMetrics>,
     /// The secret the keys' YOURLS tokens are derived under.
     pub yourls_tokens: crate::access::YourlsTokens,
+    /// The audit log every change is recorded in.
+    pub audit: Arc<AuditLog>,
 }
 
 impl Node {
@@ -102,15 +105,19 @@ impl Node {
         );
         let limits = Arc::new(config.limits.rates(config.access.password_attempts));
         let store = resources.store;
-        let links = Arc::new(LinkService::new(
-            store.clone(),
-            Arc::clone(&ids),
-            Arc::clone(&resources.space),
-            Arc::new(cache.clone()),
-            Duration::from_secs(config.access.idempotency_ttl.get()),
-            resources.cursors.clone(),
-            budgets(config, &limits),
-        ));
+        let audit = Arc::new(AuditLog::new(store.clone(), config.access.audit()));
+        let links = Arc::new(
+            LinkService::new(
+                store.clone(),
+                Arc::clone(&ids),
+                Arc::clone(&resources.space),
+                Arc::new(cache.clone()),
+                Duration::from_secs(config.access.idempotency_ttl.get()),
+                resources.cursors.clone(),
+                budgets(config, &limits),
+            )
+            .with_audit(Arc::clone(&audit)),
+        );
         let webhooks = Arc::new(Webhooks::new(
             store.clone(),
             Arc::clone(&targets),
@@ -118,6 +125,7 @@ impl Node {
                 .webhooks
                 .delivery(click_flush.min(Duration::from_secs(1))),
             config.clock.clone(),
+            Arc::clone(&audit),
         ));
         let geoip = config
             .visits
@@ -167,11 +175,17 @@ impl Node {
             rules.clone(),
             cache_config.ttl,
             cache_config.negative_ttl,
+            Arc::clone(&audit),
         ));
-        let blocklist = Arc::new(BlocklistService::new(store.clone(), Arc::clone(&targets)));
+        let blocklist = Arc::new(BlocklistService::new(
+            store.clone(),
+            Arc::clone(&targets),
+            Arc::clone(&audit),
+        ));
         let api_keys = Arc::new(crate::keys::KeyService::new(
             store.clone(),
             Arc::clone(admission.keys()),
+            Arc::clone(&audit),
         ));
         let stats = Arc::new(StatsService::new(
             Arc::clone(visits.analytics()),
@@ -203,6 +217,7 @@ impl Node {
             api_keys,
             domain_metrics,
             yourls_tokens: resources.yourls_tokens,
+            audit,
         })
     }
 
@@ -242,6 +257,7 @@ impl Node {
             compat: config.compat.dialects()?,
             compat_cors: config.compat.cors_origins()?,
             yourls_tokens: self.yourls_tokens.clone(),
+            audit: Arc::clone(&self.audit),
         })
     }
 
