@@ -63,7 +63,11 @@ impl LinksApi {
         self.admission.admit(&caller, operation)?;
         // The connection's peer: gRPC callers are internal services, not behind the public
         // proxies, so no forwarded header is believed here.
-        caller.address = request.remote_addr().map(|a| a.ip().to_canonical());
+        caller.address = request
+            .extensions()
+            .get::<crate::net::idle::ConnectionInfo>()
+            .map(|connection| connection.peer.ip().to_canonical())
+            .or_else(|| request.remote_addr().map(|a| a.ip().to_canonical()));
         Ok(caller)
     }
 
