@@ -450,6 +450,21 @@ impl AuditLog {
     }
 }
 
+impl crate::metrics::Sample for AuditLog {
+    fn sample(&self, out: &mut crate::metrics::Samples<'_, '_>) -> std::fmt::Result {
+        out.counter(
+            "shortener_audit_entries_lost",
+            "Audit entries that could not be written after their retries (the change stood).",
+            self.failed(),
+        )?;
+        out.counter(
+            "shortener_audit_entries_purged",
+            "Audit entries removed past their retention by this node's purge.",
+            self.purged(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -274,3 +274,92 @@ where
     // Cut at the bound: more entries may follow.
     Ok(filter.before_id.map(cursor))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Scopes;
+    use std::sync::Arc;
+
+    fn caller(scopes: &str) -> Caller {
+        Caller::of_key(
+            Arc::from("acme"),
+            Arc::from("lead"),
+            Scopes::parse_list(scopes).expect("scopes"),
+        )
+    }
+
+    fn parse(query: &str) -> Result<AuditQuery, Error> {
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        AuditQuery::parse(pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+    }
+
+    #[test]
+    fn a_cursor_opens_to_the_number_it_was_made_from_and_nothing_else_opens() {
+        let query = parse(&format!("cursor={}", cursor(42))).expect("a cursor");
+        assert_eq!(query.filter.before_id, Some(42));
+        for bad in [
+            "42",
+            "nonsense",
+            &URL_SAFE_NO_PAD.encode("links:42"),
+            &cursor(0),
+        ] {
+            let error = parse(&format!("cursor={bad}")).expect_err(bad);
+            assert_eq!(error.code(), "invalid_cursor", "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_caller_without_admin_is_confined_to_its_tenant_and_admin_to_none() {
+        let reader = caller("audit:read");
+        let own = parse("").expect("empty").filter(&reader).expect("own");
+        assert_eq!(own.tenant.as_deref(), Some("acme"));
+        let named = parse("tenant=acme").expect("own tenant");
+        assert_eq!(
+            named.filter(&reader).expect("own").tenant.as_deref(),
+            Some("acme")
+        );
+        let other = parse("tenant=other").expect("parses");
+        assert_eq!(
+            other.filter(&reader).expect_err("another").code(),
+            "invalid_tenant"
+        );
+        let admin = caller("admin");
+        assert_eq!(
+            parse("")
+                .expect("empty")
+                .filter(&admin)
+                .expect("all")
+                .tenant,
+            None
+        );
+        let theirs = other.filter(&admin).expect("admin names any");
+        assert_eq!(theirs.tenant.as_deref(), Some("other"));
+    }
+
+    #[test]
+    fn limits_formats_and_instants_are_checked() {
+        assert_eq!(parse("").expect("empty").limit(), DEFAULT_LIMIT);
+        assert_eq!(parse("limit=500").expect("max").limit(), 500);
+        assert_eq!(
+            parse("format=csv").expect("csv").export_limit(),
+            EXPORT_MAX_ROWS
+        );
+        for (query, code) in [
+            ("limit=0", "invalid_limit"),
+            ("limit=501", "invalid_limit"),
+            ("since=monday", "invalid_date"),
+            (
+                "since=2025-01-02T00:00:00Z&until=2025-01-02T00:00:00Z",
+                "invalid_range",
+            ),
+            ("format=xml", "invalid_query_parameter"),
+            ("kind=planet", "invalid_query_parameter"),
+            ("actor=", "invalid_query_parameter"),
+        ] {
+            assert_eq!(parse(query).expect_err(query).code(), code, "{query}");
+        }
+    }
+}

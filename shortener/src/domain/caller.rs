@@ -86,3 +86,24 @@ impl Caller {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_author_of_a_change_is_the_key_and_the_person_when_one_signed_in() {
+        let mut caller = Caller::of_key(Arc::from("acme"), Arc::from("console"), Scopes::default());
+        assert_eq!(caller.author(), "acme/console");
+        caller.person = Some(Arc::new(Person {
+            subject: Arc::from("248289761001"),
+            email: None,
+        }));
+        assert_eq!(caller.author(), "acme/console (248289761001)");
+        caller.person = Some(Arc::new(Person {
+            subject: Arc::from("248289761001"),
+            email: Some(Arc::from("ana@example.com")),
+        }));
+        assert_eq!(caller.author(), "acme/console (ana@example.com)");
+    }
+}
