@@ -85,7 +85,9 @@ use chrono::Utc;
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 tokio::task_local! {
@@ -302,15 +304,32 @@ impl Default for AuditSettings {
 }
 
 /// Records and reads the audit log.
+///
+/// Entries recorded at once by concurrent requests are written together: [`AuditLog::record`]
+/// hands its entry to one writer task, which appends whatever entries are waiting in one
+/// store write and then answers each of their callers, so a busy node adds one write per
+/// batch rather than per change, and every caller still waits until its entry is durable.
 pub struct AuditLog {
     store: Store,
     settings: AuditSettings,
-    failed: AtomicU64,
+    failed: Arc<AtomicU64>,
     purged: AtomicU64,
+    /// The writer task's queue, started by the first entry (in the runtime that records).
+    queue: OnceLock<mpsc::Sender<Pending>>,
 }
 
-/// Attempts at writing one entry before it is given up (and logged as lost).
+/// An entry waiting for the writer, and who to tell once it is written.
+struct Pending {
+    entry: NewAuditEntry,
+    written: oneshot::Sender<()>,
+}
+
+/// Attempts at writing one batch before it is given up (and its entries logged as lost).
 const ATTEMPTS: u32 = 4;
+/// The most entries one write takes.
+const MAX_BATCH: usize = 256;
+/// Entries that may wait for the writer; past it, recording waits for room.
+const QUEUE: usize = 4096;
 
 impl AuditLog {
     /// A log kept in `store`.
@@ -318,8 +337,9 @@ impl AuditLog {
         Self {
             store,
             settings,
-            failed: AtomicU64::new(0),
+            failed: Arc::default(),
             purged: AtomicU64::new(0),
+            queue: OnceLock::new(),
         }
     }
 
@@ -378,26 +398,20 @@ impl AuditLog {
     }
 
     async fn append(&self, entry: NewAuditEntry) {
-        let mut delay = Duration::from_millis(50);
-        for attempt in 1..=ATTEMPTS {
-            match self.store.append_audit(vec![entry.clone()]).await {
-                Ok(()) => return,
-                Err(e) if attempt == ATTEMPTS => {
-                    self.failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(
-                        action = %entry.action,
-                        kind = %entry.object_kind,
-                        object = %entry.object_id,
-                        tenant = %entry.tenant,
-                        error = %e,
-                        "an audit entry could not be written; the change stands"
-                    );
-                }
-                Err(_) => {
-                    tokio::time::sleep(delay).await;
-                    delay *= 4;
-                }
-            }
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::channel(QUEUE);
+            tokio::spawn(write_batches(
+                self.store.clone(),
+                rx,
+                Arc::clone(&self.failed),
+            ));
+            tx
+        });
+        let (written, done) = oneshot::channel();
+        if queue.send(Pending { entry, written }).await.is_err() || done.await.is_err() {
+            // The writer is gone (the runtime is shutting down): the entry is not written.
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            tracing::error!("an audit entry could not be written: the writer stopped");
         }
     }
 
@@ -433,7 +447,7 @@ impl AuditLog {
     }
 
     /// Purges past-retention entries every purge interval until `stop`.
-    pub async fn run_purge(self: std::sync::Arc<Self>, stop: CancellationToken) {
+    pub async fn run_purge(self: Arc<Self>, stop: CancellationToken) {
         let mut every = tokio::time::interval(self.settings.purge_every);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -446,6 +460,42 @@ impl AuditLog {
                 Ok(n) => tracing::info!(removed = n, "audit entries past their retention purged"),
                 Err(e) => tracing::warn!(error = %e, "audit purge failed; the next run retries"),
             }
+        }
+    }
+}
+
+/// The writer task: appends whatever entries wait (at most [`MAX_BATCH`]) in one store write,
+/// retrying a failed write a few times, then tells each caller; until `rx` closes.
+async fn write_batches(store: Store, mut rx: mpsc::Receiver<Pending>, failed: Arc<AtomicU64>) {
+    let mut waiting = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut waiting, MAX_BATCH).await > 0 {
+        let batch: Vec<Pending> = std::mem::take(&mut waiting);
+        let entries: Vec<NewAuditEntry> = batch.iter().map(|p| p.entry.clone()).collect();
+        let mut delay = Duration::from_millis(50);
+        for attempt in 1..=ATTEMPTS {
+            match store.append_audit(entries.clone()).await {
+                Ok(()) => break,
+                Err(e) if attempt == ATTEMPTS => {
+                    failed.fetch_add(entries.len() as u64, Ordering::Relaxed);
+                    for entry in &entries {
+                        tracing::error!(
+                            action = %entry.action,
+                            kind = %entry.object_kind,
+                            object = %entry.object_id,
+                            tenant = %entry.tenant,
+                            error = %e,
+                            "an audit entry could not be written; the change stands"
+                        );
+                    }
+                }
+                Err(_) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 4;
+                }
+            }
+        }
+        for pending in batch {
+            let _ = pending.written.send(());
         }
     }
 }

@@ -176,3 +176,43 @@ async fn a_person_is_recorded_beside_the_key(backend: Backend) {
 }
 
 on_both_stores!(a_person_is_recorded_beside_the_key);
+
+/// Entries recorded at once by many requests are all in the store when each call returns
+/// (they are written in batches by one writer).
+async fn concurrent_entries_are_all_durable_when_recorded(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("audit-burst").await;
+    let caller = Caller::of_key(Arc::from("acme"), Arc::from("bulk"), Scopes::default());
+    let ids: Vec<String> = (0..200).map(|i| format!("code-{i}")).collect();
+    futures::future::join_all(ids.iter().map(|id| {
+        let subject = Subject {
+            tenant: "acme",
+            action: Action::LinkCreate,
+            kind: ObjectKind::Link,
+            id,
+        };
+        node.app
+            .audit
+            .record(&caller, subject, serde_json::json!({}))
+    }))
+    .await;
+    let filter = AuditFilter {
+        actor: Some("bulk".into()),
+        ..Default::default()
+    };
+    let stored = node
+        .app
+        .store
+        .audit_entries(&filter, 500)
+        .await
+        .expect("read");
+    let mut got: Vec<&str> = stored.iter().map(|e| e.entry.object_id.as_str()).collect();
+    got.sort_unstable();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    assert_eq!(node.app.audit.failed(), 0);
+    node.stop().await;
+}
+
+on_both_stores!(concurrent_entries_are_all_durable_when_recorded);
