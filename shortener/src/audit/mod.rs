@@ -316,7 +316,12 @@ pub struct AuditLog {
     purged: AtomicU64,
     /// The writer task's queue, started by the first entry (in the runtime that records).
     queue: OnceLock<mpsc::Sender<Pending>>,
+    /// Places for exports running at once on this node.
+    exports: Arc<tokio::sync::Semaphore>,
 }
+
+/// Audit exports one node streams at once; more answer `429`.
+pub const MAX_EXPORTS: usize = 2;
 
 /// An entry waiting for the writer, and who to tell once it is written.
 struct Pending {
@@ -340,6 +345,7 @@ impl AuditLog {
             failed: Arc::default(),
             purged: AtomicU64::new(0),
             queue: OnceLock::new(),
+            exports: Arc::new(tokio::sync::Semaphore::new(MAX_EXPORTS)),
         }
     }
 
@@ -429,6 +435,16 @@ impl AuditLog {
         limit: usize,
     ) -> Result<Vec<crate::store::AuditEntry>, Error> {
         Ok(self.store.audit_entries(filter, limit).await?)
+    }
+
+    /// A place for one export, held until the returned permit is dropped; `rate_limited` when
+    /// [`MAX_EXPORTS`] are running.
+    pub fn export_place(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Error> {
+        Arc::clone(&self.exports)
+            .try_acquire_owned()
+            .map_err(|_| Error::RateLimited {
+                retry_after: Duration::from_secs(1),
+            })
     }
 
     /// Removes entries past the retention, at most one batch; how many it removed.

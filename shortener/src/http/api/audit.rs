@@ -21,7 +21,8 @@ const MAX_QUERY_BYTES: usize = 4096;
 
 /// `GET /api/v1/audit?action=&kind=&object=&actor=&tenant=&since=&until=&cursor=&limit=&format=`
 /// (`audit:read`): the caller's tenant's entries (every tenant's for `admin`), newest first;
-/// `format=ndjson|csv` streams them all (at most `EXPORT_MAX_ROWS`).
+/// `format=ndjson|csv` streams them all (at most `EXPORT_MAX_ROWS`; `MAX_EXPORTS` at once per
+/// node, more answer `429`).
 pub async fn audit(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
@@ -49,9 +50,11 @@ pub async fn audit(
     }
     // Refused before the stream starts, as a page would be.
     query.filter(&caller)?;
+    let place = state.audit.export_place()?;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     let format = query.format;
     tokio::spawn(async move {
+        let _place = place;
         let deadline = tokio::time::Instant::now() + EXPORT_DEADLINE;
         if format == Format::Csv {
             let mut head = Vec::new();
