@@ -20,5 +20,7 @@ CREATE TABLE audit_log (
 -- A tenant's entries, newest first by keyset (the id orders them as they were committed
 -- closely enough for reading; `at` is the store's clock).
 CREATE INDEX audit_log_tenant ON audit_log (tenant, id);
+-- One object's entries (a link's code, a host), newest first.
+CREATE INDEX audit_log_object ON audit_log (object_id, id);
 -- The purge finds the oldest entries.
 CREATE INDEX audit_log_at ON audit_log (at);

@@ -19,4 +19,5 @@ CREATE TABLE audit_log (
 ) STRICT;
 
 CREATE INDEX audit_log_tenant ON audit_log (tenant, id);
+CREATE INDEX audit_log_object ON audit_log (object_id, id);
 CREATE INDEX audit_log_at ON audit_log (at);

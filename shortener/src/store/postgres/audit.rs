@@ -5,6 +5,7 @@ use super::error::db_error;
 use crate::store::{AuditEntry, AuditFilter, NewAuditEntry, StoreError};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 fn entry(row: &Row) -> AuditEntry {
     AuditEntry {
@@ -57,36 +58,62 @@ pub(super) async fn append(
         .map_err(db_error)
 }
 
+/// The conditions `f` sets and their parameters, numbered from `$1`: only the filters given,
+/// so each query is planned for what it asks (an index on the tenant, the object or the time).
+fn conditions<'a>(f: &'a AuditFilter) -> (String, Vec<&'a (dyn ToSql + Sync)>) {
+    let mut sql = Vec::new();
+    let mut params: Vec<&'a (dyn ToSql + Sync)> = Vec::new();
+    let mut add = |condition: &str, value: &'a (dyn ToSql + Sync)| {
+        params.push(value);
+        sql.push(condition.replace('?', &format!("${}", params.len())));
+    };
+    if let Some(v) = &f.tenant {
+        add("tenant = ?", v);
+    }
+    if let Some(v) = &f.action {
+        add("action = ?", v);
+    }
+    if let Some(v) = &f.object_kind {
+        add("object_kind = ?", v);
+    }
+    if let Some(v) = &f.object_id {
+        add("object_id = ?", v);
+    }
+    if let Some(v) = &f.actor {
+        add("(actor_key = ? OR actor_subject = ? OR actor_email = ?)", v);
+    }
+    if let Some(v) = &f.since {
+        add("at >= ?", v);
+    }
+    if let Some(v) = &f.until {
+        add("at < ?", v);
+    }
+    if let Some(v) = &f.before_id {
+        add("id < ?", v);
+    }
+    let clause = if sql.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", sql.join(" AND "))
+    };
+    (clause, params)
+}
+
 pub(super) async fn entries(
     client: &tokio_postgres::Client,
     f: &AuditFilter,
     limit: usize,
 ) -> Result<Vec<AuditEntry>, StoreError> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = client
-        .query(
-            "SELECT id, at, tenant, actor_tenant, actor_key, actor_subject, actor_email, address, \
-             action, object_kind, object_id, change FROM audit_log \
-             WHERE ($1::text IS NULL OR tenant = $1) AND ($2::text IS NULL OR action = $2) \
-             AND ($3::text IS NULL OR object_kind = $3) AND ($4::text IS NULL OR object_id = $4) \
-             AND ($5::text IS NULL OR actor_key = $5 OR actor_subject = $5 OR actor_email = $5) \
-             AND ($6::timestamptz IS NULL OR at >= $6) AND ($7::timestamptz IS NULL OR at < $7) \
-             AND ($8::bigint IS NULL OR id < $8) \
-             ORDER BY id DESC LIMIT $9",
-            &[
-                &f.tenant,
-                &f.action,
-                &f.object_kind,
-                &f.object_id,
-                &f.actor,
-                &f.since,
-                &f.until,
-                &f.before_id,
-                &limit,
-            ],
-        )
-        .await
-        .map_err(db_error)?;
+    let (clause, mut params) = conditions(f);
+    params.push(&limit);
+    let sql = format!(
+        "SELECT id, at, tenant, actor_tenant, actor_key, actor_subject, actor_email, address, \
+         action, object_kind, object_id, change FROM audit_log {clause} \
+         ORDER BY id DESC LIMIT ${}",
+        params.len()
+    );
+    let rows = client.query(&sql, &params).await.map_err(db_error)?;
     Ok(rows.iter().map(entry).collect())
 }
 

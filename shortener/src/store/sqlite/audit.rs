@@ -58,38 +58,70 @@ pub(super) fn append(conn: &mut Connection, entries: &[NewAuditEntry]) -> Result
     tx.commit().map_err(db_error)
 }
 
+/// The conditions `f` sets and their parameters, numbered from `?1`: only the filters given,
+/// so each query is planned for what it asks (an index on the tenant, the object or the time).
+fn conditions(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value;
+    let mut sql = Vec::new();
+    let mut params = Vec::new();
+    let mut add = |condition: &str, value: Value| {
+        params.push(value);
+        sql.push(condition.replace('?', &format!("?{}", params.len())));
+    };
+    let text = |v: &String| Value::Text(v.clone());
+    if let Some(v) = &f.tenant {
+        add("tenant = ?", text(v));
+    }
+    if let Some(v) = &f.action {
+        add("action = ?", text(v));
+    }
+    if let Some(v) = &f.object_kind {
+        add("object_kind = ?", text(v));
+    }
+    if let Some(v) = &f.object_id {
+        add("object_id = ?", text(v));
+    }
+    if let Some(v) = &f.actor {
+        add(
+            "(actor_key = ? OR actor_subject = ? OR actor_email = ?)",
+            text(v),
+        );
+    }
+    if let Some(v) = f.since {
+        add("at >= ?", Value::Integer(millis(v)));
+    }
+    if let Some(v) = f.until {
+        add("at < ?", Value::Integer(millis(v)));
+    }
+    if let Some(v) = f.before_id {
+        add("id < ?", Value::Integer(v));
+    }
+    let clause = if sql.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", sql.join(" AND "))
+    };
+    (clause, params)
+}
+
 pub(super) fn entries(
     conn: &Connection,
     f: &AuditFilter,
     limit: usize,
 ) -> Result<Vec<AuditEntry>, StoreError> {
-    let mut select = conn
-        .prepare_cached(
-            "SELECT id, at, tenant, actor_tenant, actor_key, actor_subject, actor_email, address, \
-             action, object_kind, object_id, change FROM audit_log \
-             WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR action = ?2) \
-             AND (?3 IS NULL OR object_kind = ?3) AND (?4 IS NULL OR object_id = ?4) \
-             AND (?5 IS NULL OR actor_key = ?5 OR actor_subject = ?5 OR actor_email = ?5) \
-             AND (?6 IS NULL OR at >= ?6) AND (?7 IS NULL OR at < ?7) \
-             AND (?8 IS NULL OR id < ?8) \
-             ORDER BY id DESC LIMIT ?9",
-        )
-        .map_err(db_error)?;
+    let (clause, mut params) = conditions(f);
+    params.push(rusqlite::types::Value::Integer(
+        i64::try_from(limit).unwrap_or(i64::MAX),
+    ));
+    let sql = format!(
+        "SELECT id, at, tenant, actor_tenant, actor_key, actor_subject, actor_email, address, \
+         action, object_kind, object_id, change FROM audit_log {clause} \
+         ORDER BY id DESC LIMIT ?{}",
+        params.len()
+    );
+    let mut select = conn.prepare_cached(&sql).map_err(db_error)?;
     let rows = select
-        .query_map(
-            params![
-                f.tenant,
-                f.action,
-                f.object_kind,
-                f.object_id,
-                f.actor,
-                f.since.map(millis),
-                f.until.map(millis),
-                f.before_id,
-                i64::try_from(limit).unwrap_or(i64::MAX)
-            ],
-            entry,
-        )
+        .query_map(rusqlite::params_from_iter(params), entry)
         .map_err(db_error)?;
     rows.collect::<Result<_, _>>().map_err(db_error)
 }
