@@ -8,7 +8,7 @@ import { may, session } from './app.js';
 
 /// The scopes a new key may get: those the signed-in key holds (`admin` holds every one).
 function grantable() {
-  const all = ['links:create', 'links:read', 'links:write', 'stats:read', 'keys:manage', 'admin'];
+  const all = ['links:create', 'links:read', 'links:write', 'stats:read', 'keys:manage', 'audit:read', 'admin'];
   return all.filter((scope) => may(scope));
 }
 

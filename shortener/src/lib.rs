@@ -74,6 +74,7 @@
 
 pub mod access;
 pub mod app;
+pub mod audit;
 pub mod cli;
 pub mod clock;
 pub mod config;

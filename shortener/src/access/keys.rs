@@ -119,11 +119,11 @@ impl KeySet {
                 ));
             }
             let accepted = Accepted {
-                caller: Caller {
-                    tenant: Arc::from(entry.tenant.as_str()),
-                    key: Arc::from(entry.name.as_str()),
-                    scopes: entry.scopes,
-                },
+                caller: Caller::of_key(
+                    Arc::from(entry.tenant.as_str()),
+                    Arc::from(entry.name.as_str()),
+                    entry.scopes,
+                ),
                 expires: entry.expires,
                 used,
             };

@@ -66,6 +66,8 @@ pub enum Operation {
     KeyRead,
     /// Create or revoke an API key of the caller's tenant.
     KeyWrite,
+    /// Read the audit log (a page, or an export charged once).
+    AuditRead,
 }
 
 impl Operation {
@@ -82,6 +84,7 @@ impl Operation {
             Operation::Admin => Scope::Admin,
             Operation::Stats => Scope::StatsRead,
             Operation::KeyRead | Operation::KeyWrite => Scope::KeysManage,
+            Operation::AuditRead => Scope::AuditRead,
         }
     }
 
@@ -103,6 +106,7 @@ impl Operation {
             Operation::DomainWrite => "domain_write",
             Operation::KeyRead => "key_read",
             Operation::KeyWrite => "key_write",
+            Operation::AuditRead => "audit_read",
         }
     }
 }
@@ -234,7 +238,8 @@ impl Admission {
             | Operation::Admin
             | Operation::Stats
             | Operation::DomainRead
-            | Operation::KeyRead => self.limits.read(&key),
+            | Operation::KeyRead
+            | Operation::AuditRead => self.limits.read(&key),
         };
         charged.map_err(|retry_after| {
             self.metrics.rate_limited(match operation {

@@ -4,6 +4,7 @@
 use super::metrics::IdSupply;
 use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
+use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
 use crate::domains::DomainService;
@@ -79,6 +80,8 @@ pub struct Node {
     pub domain_metrics: Arc<crate::domains::DomainMetrics>,
     /// The secret the keys' YOURLS tokens are derived under.
     pub yourls_tokens: crate::access::YourlsTokens,
+    /// The audit log every change is recorded in.
+    pub audit: Arc<AuditLog>,
 }
 
 impl Node {
@@ -102,15 +105,19 @@ impl Node {
         );
         let limits = Arc::new(config.limits.rates(config.access.password_attempts));
         let store = resources.store;
-        let links = Arc::new(LinkService::new(
-            store.clone(),
-            Arc::clone(&ids),
-            Arc::clone(&resources.space),
-            Arc::new(cache.clone()),
-            Duration::from_secs(config.access.idempotency_ttl.get()),
-            resources.cursors.clone(),
-            budgets(config, &limits),
-        ));
+        let audit = Arc::new(AuditLog::new(store.clone(), config.access.audit()));
+        let links = Arc::new(
+            LinkService::new(
+                store.clone(),
+                Arc::clone(&ids),
+                Arc::clone(&resources.space),
+                Arc::new(cache.clone()),
+                Duration::from_secs(config.access.idempotency_ttl.get()),
+                resources.cursors.clone(),
+                budgets(config, &limits),
+            )
+            .with_audit(Arc::clone(&audit)),
+        );
         let webhooks = Arc::new(Webhooks::new(
             store.clone(),
             Arc::clone(&targets),
@@ -118,6 +125,7 @@ impl Node {
                 .webhooks
                 .delivery(click_flush.min(Duration::from_secs(1))),
             config.clock.clone(),
+            Arc::clone(&audit),
         ));
         let geoip = config
             .visits
@@ -152,6 +160,7 @@ impl Node {
             Arc::new(gates.clone()),
             Arc::new(crate::telemetry::TraceExport),
             Arc::clone(&domain_metrics) as _,
+            Arc::clone(&audit) as _,
         ])));
         let admission = Arc::new(Admission::new(
             resources.api_keys,
@@ -160,19 +169,9 @@ impl Node {
             config.limits.batch_limit,
             config.access.suffixes()?,
         ));
-        let cache_config = config.redirects.cache(click_flush);
-        let domains = Arc::new(DomainService::new(
-            store.clone(),
-            &own_hosts,
-            rules.clone(),
-            cache_config.ttl,
-            cache_config.negative_ttl,
-        ));
-        let blocklist = Arc::new(BlocklistService::new(store.clone(), Arc::clone(&targets)));
-        let api_keys = Arc::new(crate::keys::KeyService::new(
-            store.clone(),
-            Arc::clone(admission.keys()),
-        ));
+        let (domains, blocklist, api_keys) = managed(
+            config, &store, &own_hosts, &rules, &targets, &admission, &audit,
+        );
         let stats = Arc::new(StatsService::new(
             Arc::clone(visits.analytics()),
             Arc::clone(&links),
@@ -203,6 +202,7 @@ impl Node {
             api_keys,
             domain_metrics,
             yourls_tokens: resources.yourls_tokens,
+            audit,
         })
     }
 
@@ -242,6 +242,7 @@ impl Node {
             compat: config.compat.dialects()?,
             compat_cors: config.compat.cors_origins()?,
             yourls_tokens: self.yourls_tokens.clone(),
+            audit: Arc::clone(&self.audit),
         })
     }
 
@@ -293,6 +294,43 @@ impl Node {
             "answering at {public}{console}\n  API key:  first line of {path} ({made}); it may create, read, change and delete links and read stats, but not administer.\n            An admin key: shortener keys add --file {dir}/keys.toml --tenant default --name admin --scopes admin,\n            then start with SHORTENER_API_KEYS_FILE={dir}/keys.toml (add a key without admin there for scripts too).\n  try:      curl -i -H \"Authorization: Bearer $(head -1 {path})\" -H 'Content-Type: application/json' -d '{{\"url\":\"https://example.com/\"}}' {public}api/v1/links"
         ))
     }
+}
+
+/// The services tenants manage their domains, blocked domains and API keys through, each
+/// recording its changes in `audit`.
+fn managed(
+    config: &Config,
+    store: &Store,
+    own_hosts: &[String],
+    rules: &CreateRules,
+    targets: &Arc<TargetRules>,
+    admission: &Arc<Admission>,
+    audit: &Arc<AuditLog>,
+) -> (
+    Arc<DomainService>,
+    Arc<BlocklistService>,
+    Arc<crate::keys::KeyService>,
+) {
+    let cache_config = config.redirects.cache(config.visits.click_flush());
+    let domains = Arc::new(DomainService::new(
+        store.clone(),
+        own_hosts,
+        rules.clone(),
+        cache_config.ttl,
+        cache_config.negative_ttl,
+        Arc::clone(audit),
+    ));
+    let blocklist = Arc::new(BlocklistService::new(
+        store.clone(),
+        Arc::clone(targets),
+        Arc::clone(audit),
+    ));
+    let api_keys = Arc::new(crate::keys::KeyService::new(
+        store.clone(),
+        Arc::clone(admission.keys()),
+        Arc::clone(audit),
+    ));
+    (domains, blocklist, api_keys)
 }
 
 /// What targets the node refuses: its own names and addresses (no link may point at the node

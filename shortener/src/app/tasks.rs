@@ -73,6 +73,9 @@ impl Tasks {
         handles.push(tokio::spawn(
             Arc::clone(&node.api_keys).run(every.reload, stop.clone()),
         ));
+        handles.push(tokio::spawn(
+            Arc::clone(&node.audit).run_purge(stop.clone()),
+        ));
         handles.push(tokio::spawn({
             let (blocklist, stop) = (Arc::clone(&node.blocklist), stop.clone());
             async move {

@@ -44,12 +44,40 @@ pub struct AccessConfig {
     /// under it). An `admin` key claims any host for any tenant without one.
     #[arg(long, env = "SHORTENER_DOMAIN_SUFFIXES", value_delimiter = ',')]
     pub domain_suffixes: Vec<String>,
+    /// Days an audit log entry is kept (it names people and their addresses: personal data);
+    /// older entries are purged.
+    #[arg(long, env = "SHORTENER_AUDIT_RETENTION_DAYS", default_value = "365")]
+    pub audit_retention_days: NonZeroU64,
+    /// Seconds an audit log entry is kept, instead of the days when set (short retention
+    /// for trials and tests).
+    #[arg(long, env = "SHORTENER_AUDIT_RETENTION_SECONDS")]
+    pub audit_retention_seconds: Option<NonZeroU64>,
+    /// Milliseconds between runs of the audit purge; each run removes at most 10000 entries.
+    #[arg(
+        long,
+        env = "SHORTENER_AUDIT_PURGE_INTERVAL_MS",
+        default_value = "3600000"
+    )]
+    pub audit_purge_interval_ms: NonZeroU64,
 }
 
 impl AccessConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         self.suffixes().map(|_| ())
+    }
+
+    /// How long audit entries are kept and how the purge runs.
+    pub fn audit(&self) -> crate::audit::AuditSettings {
+        let retention = match self.audit_retention_seconds {
+            Some(seconds) => seconds.get(),
+            None => self.audit_retention_days.get().saturating_mul(86_400),
+        };
+        crate::audit::AuditSettings {
+            retention: std::time::Duration::from_secs(retention),
+            purge_every: std::time::Duration::from_millis(self.audit_purge_interval_ms.get()),
+            purge_batch: 10_000,
+        }
     }
 
     /// The host suffixes each tenant's keys may claim.

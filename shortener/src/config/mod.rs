@@ -172,6 +172,9 @@ impl Config {
                 idempotency_ttl: std::num::NonZero::new(86_400).expect("non-zero"),
                 reload_interval_ms: std::num::NonZero::new(100).expect("non-zero"),
                 domain_suffixes: Vec::new(),
+                audit_retention_days: std::num::NonZero::new(365).expect("non-zero"),
+                audit_retention_seconds: None,
+                audit_purge_interval_ms: std::num::NonZero::new(3_600_000).expect("non-zero"),
             },
             redirects: RedirectConfig {
                 redirect_status: axum::http::StatusCode::FOUND,

@@ -2,18 +2,45 @@
 
 use super::Scopes;
 use super::scope::Scope;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// An authenticated caller: the tenant whose links it acts on, the name of its API key (shown
-/// in logs, metrics and a link's history, never the secret), and what the key may do.
+/// in logs, metrics and a link's history, never the secret), and what the key may do; with
+/// the person behind the request when one signed in, and the client address it came from,
+/// both of which the audit log records.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Caller {
     /// The tenant that owns what this caller creates.
     pub tenant: Arc<str>,
-    /// The API key's name, unique within its tenant.
+    /// The API key's name, unique within its tenant (for a signed-in person, the name the
+    /// session's credential goes by).
     pub key: Arc<str>,
     /// What the key may do.
     pub scopes: Scopes,
+    /// The person who signed in, when a person (not a machine's key) makes the request; `None`
+    /// for API keys. Sign-in fills it; nothing else does.
+    pub person: Option<Arc<Person>>,
+    /// The client address the request came from (after the trusted-proxy rules), when the
+    /// transport knows it.
+    pub address: Option<IpAddr>,
+}
+
+/// A person as the identity provider names them: what the audit log and a link's history
+/// record of who made a change besides the key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Person {
+    /// The issuer's stable identifier of the person (the ID token's `sub`).
+    pub subject: Arc<str>,
+    /// Their e-mail, when the issuer gives one.
+    pub email: Option<Arc<str>>,
+}
+
+impl Person {
+    /// How records name the person: the e-mail when known, else the subject.
+    pub fn name(&self) -> &str {
+        self.email.as_deref().unwrap_or(&self.subject)
+    }
 }
 
 impl Caller {
@@ -36,5 +63,47 @@ impl Caller {
     /// The key's identity across tenants (`tenant/name`), for rate limits.
     pub fn key_id(&self) -> String {
         format!("{}/{}", self.tenant, self.key)
+    }
+
+    /// A key's caller, with no person and no address yet.
+    pub fn of_key(tenant: Arc<str>, key: Arc<str>, scopes: Scopes) -> Self {
+        Self {
+            tenant,
+            key,
+            scopes,
+            person: None,
+            address: None,
+        }
+    }
+
+    /// Who a link's history names as the author of a change: the key's identity
+    /// ([`Caller::key_id`]), followed by the person (`marketing/console (ana@example.com)`)
+    /// when one signed in.
+    pub fn author(&self) -> String {
+        match &self.person {
+            Some(person) => format!("{} ({})", self.key_id(), person.name()),
+            None => self.key_id(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_author_of_a_change_is_the_key_and_the_person_when_one_signed_in() {
+        let mut caller = Caller::of_key(Arc::from("acme"), Arc::from("console"), Scopes::default());
+        assert_eq!(caller.author(), "acme/console");
+        caller.person = Some(Arc::new(Person {
+            subject: Arc::from("248289761001"),
+            email: None,
+        }));
+        assert_eq!(caller.author(), "acme/console (248289761001)");
+        caller.person = Some(Arc::new(Person {
+            subject: Arc::from("248289761001"),
+            email: Some(Arc::from("ana@example.com")),
+        }));
+        assert_eq!(caller.author(), "acme/console (ana@example.com)");
     }
 }

@@ -18,16 +18,20 @@ pub enum Scope {
     /// Manage the API keys of the key's own tenant (create, list, revoke); a key made this
     /// way gets at most the scopes of the key that made it. The tenant admin's right.
     KeysManage,
+    /// Read the tenant's audit log (`GET /api/v1/audit`); granted by `admin`, which reads every
+    /// tenant's.
+    AuditRead,
 }
 
 impl Scope {
     /// Every scope, in the order they are shown.
-    pub const ALL: [Scope; 6] = [
+    pub const ALL: [Scope; 7] = [
         Scope::LinksCreate,
         Scope::LinksRead,
         Scope::LinksWrite,
         Scope::StatsRead,
         Scope::KeysManage,
+        Scope::AuditRead,
         Scope::Admin,
     ];
 
@@ -40,6 +44,7 @@ impl Scope {
             Scope::StatsRead => "stats:read",
             Scope::Admin => "admin",
             Scope::KeysManage => "keys:manage",
+            Scope::AuditRead => "audit:read",
         }
     }
 
@@ -64,12 +69,12 @@ impl fmt::Display for Scope {
 pub struct Scopes(u8);
 
 impl Scopes {
-    /// Every scope but `admin` and `keys:manage` (the links and stats scopes): what a key of
+    /// Every scope but `admin`, `keys:manage` and `audit:read` (the links and stats scopes): what a key of
     /// the simple one-key setups gets.
     pub fn all_but_admin() -> Self {
         Scope::ALL
             .into_iter()
-            .filter(|s| !matches!(s, Scope::Admin | Scope::KeysManage))
+            .filter(|s| !matches!(s, Scope::Admin | Scope::KeysManage | Scope::AuditRead))
             .collect()
     }
 

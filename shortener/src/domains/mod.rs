@@ -12,6 +12,7 @@ pub use cache::{DomainCache, MAX_HOSTS};
 pub use metrics::DomainMetrics;
 
 use crate::access::check_name;
+use crate::audit::{Action, AuditLog, ObjectKind, Subject};
 use crate::domain::{
     Caller, CreateRules, Domain, DomainSettings, Error, normalise_host, patch_settings, path_host,
 };
@@ -42,6 +43,7 @@ pub struct DomainService {
     reserved: Vec<String>,
     rules: CreateRules,
     cache: DomainCache,
+    audit: Arc<AuditLog>,
 }
 
 fn unknown(host: &str) -> Error {
@@ -59,6 +61,7 @@ impl DomainService {
         rules: CreateRules,
         ttl: Duration,
         negative_ttl: Duration,
+        audit: Arc<AuditLog>,
     ) -> Self {
         let reserved = reserved
             .iter()
@@ -69,6 +72,7 @@ impl DomainService {
             store,
             reserved,
             rules,
+            audit,
         }
     }
 
@@ -139,6 +143,14 @@ impl DomainService {
             key = %caller.key_id(),
             "domain claimed"
         );
+        let subject = Subject {
+            tenant: &claimed.tenant,
+            action: Action::DomainClaim,
+            kind: ObjectKind::Domain,
+            id: &claimed.host,
+        };
+        let change = serde_json::json!({ "host": &claimed.host, "tenant": &claimed.tenant });
+        self.audit.record(caller, subject, change).await;
         Ok(claimed)
     }
 
@@ -206,6 +218,15 @@ impl DomainService {
             .ok_or_else(|| unknown(&current.host))?;
         self.cache.invalidate(&updated.host);
         tracing::info!(host = %updated.host, key = %caller.key_id(), "domain changed");
+        let subject = Subject {
+            tenant: &updated.tenant,
+            action: Action::DomainUpdate,
+            kind: ObjectKind::Domain,
+            id: &updated.host,
+        };
+        self.audit
+            .record(caller, subject, Value::Object(patch.clone()))
+            .await;
         Ok(updated)
     }
 
@@ -213,7 +234,8 @@ impl DomainService {
     /// are still on is kept: `domain_has_links` (409) says how many; delete them, or move them
     /// to another domain, first. Deleted links do not hold it (their codes stay gone).
     pub async fn delete(&self, caller: &Caller, host: &str) -> Result<(), Error> {
-        let host = path_host(host).ok_or_else(|| unknown(host))?;
+        let current = self.get(caller, host).await?;
+        let host = current.host;
         match self
             .store
             .delete_domain(&host, caller.tenant_scope())
@@ -237,6 +259,15 @@ impl DomainService {
         }
         self.cache.invalidate(&host);
         tracing::info!(host = %host, key = %caller.key_id(), "domain removed");
+        let subject = Subject {
+            tenant: &current.tenant,
+            action: Action::DomainDelete,
+            kind: ObjectKind::Domain,
+            id: &host,
+        };
+        self.audit
+            .record(caller, subject, serde_json::json!({ "host": &host }))
+            .await;
         Ok(())
     }
 }

@@ -55,12 +55,19 @@ pub struct LinksApi {
 impl LinksApi {
     /// The caller the guard authenticated, if it may run `operation` (scope, rate, bounds).
     fn admit<T>(&self, request: &Request<T>, operation: Operation) -> Result<Caller, Error> {
-        let caller = request
+        let mut caller = request
             .extensions()
             .get::<Caller>()
             .cloned()
             .ok_or(Error::Unauthenticated)?;
         self.admission.admit(&caller, operation)?;
+        // The connection's peer: gRPC callers are internal services, not behind the public
+        // proxies, so no forwarded header is believed here.
+        caller.address = request
+            .extensions()
+            .get::<crate::net::idle::ConnectionInfo>()
+            .map(|connection| connection.peer.ip().to_canonical())
+            .or_else(|| request.remote_addr().map(|a| a.ip().to_canonical()));
         Ok(caller)
     }
 

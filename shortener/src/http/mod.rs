@@ -82,6 +82,8 @@ pub struct HttpState {
     /// The secret the keys' YOURLS tokens are derived under (the YOURLS dialect's timestamp
     /// signatures).
     pub yourls_tokens: crate::access::YourlsTokens,
+    /// The audit log (`GET /api/v1/audit` reads it).
+    pub audit: Arc<crate::audit::AuditLog>,
 }
 
 /// The public listener's request handling. Cheap to clone.
@@ -128,6 +130,13 @@ impl PublicService {
         // A request whose body is refused unread (a bad key is refused before the body is
         // read) cannot share its connection with the next request: say so, so that clients
         // do not send the next one on a connection the server is about to close.
+        let client = self.state.client_policy.address(peer, request.headers());
+        crate::audit::with_client(client, self.handle_api(peer, request)).await
+    }
+
+    /// Answers a request that is not a plain redirect (the API, the console, the dialects),
+    /// within which [`crate::audit::client`] is its client address.
+    async fn handle_api(&self, peer: SocketAddr, request: Request<Incoming>) -> Response {
         let read = Arc::new(AtomicBool::new(request.body().is_end_stream()));
         let request = request.map(|body| {
             Body::new(Tracked {
@@ -334,6 +343,10 @@ fn api_router() -> Router<Arc<HttpState>> {
             get(api::api_keys)
                 .post(api::create_api_key)
                 .fallback(api::method_not_allowed),
+        )
+        .route(
+            "/api/v1/audit",
+            get(api::audit).fallback(api::method_not_allowed),
         )
         .route(
             "/api/v1/keys/{name}",

@@ -20,6 +20,7 @@
 //!   minute. A list shows the later of the stored time and this node's note.
 
 use crate::access::{ApiKeys, KeyEntry, KeySet, LastUse, check_name, digest, generate_api_key};
+use crate::audit::{Action, AuditLog, ObjectKind, Subject};
 use crate::domain::{Caller, Error, Scope, Scopes, unknown_scope};
 use crate::store::{KeyStore, NewApiKey, Store, StoreError, StoredApiKey};
 use chrono::{DateTime, Datelike, Utc};
@@ -99,6 +100,7 @@ pub struct KeyService {
     /// Held by each read and replacement of the stored set, so an older read never replaces
     /// a newer one (a revocation's own sync racing the periodic one).
     syncing: tokio::sync::Mutex<()>,
+    audit: Arc<AuditLog>,
 }
 
 fn invalid(code: &'static str, message: String) -> Error {
@@ -185,12 +187,13 @@ fn name_taken(name: &str, by: &str) -> Error {
 
 impl KeyService {
     /// The service over `store`, putting stored keys in force in `keys`.
-    pub fn new(store: Store, keys: Arc<ApiKeys>) -> Self {
+    pub fn new(store: Store, keys: Arc<ApiKeys>, audit: Arc<AuditLog>) -> Self {
         Self {
             store,
             keys,
             notes: Mutex::new(HashMap::new()),
             syncing: tokio::sync::Mutex::new(()),
+            audit,
         }
     }
 
@@ -217,6 +220,15 @@ impl KeyService {
         // in force now (the next reload does).
         self.sync_soon().await;
         tracing::info!(tenant = %stored.tenant, name = %stored.name, by = %caller.key_id(), scopes = %new.scopes, "API key created");
+        let subject = Subject {
+            tenant: &stored.tenant,
+            action: Action::KeyCreate,
+            kind: ObjectKind::Key,
+            id: &stored.name,
+        };
+        // The secret and its digest are never part of the record.
+        let change = serde_json::json!({ "scopes": &new.scopes, "expires_at": new.expires_at });
+        self.audit.record(caller, subject, change).await;
         Ok(CreatedKey {
             key: self.view(&stored, checked.scopes),
             secret,
@@ -241,6 +253,15 @@ impl KeyService {
         }
         self.sync_soon().await;
         tracing::info!(tenant = %caller.tenant, name = %name, by = %caller.key_id(), "API key revoked");
+        let subject = Subject {
+            tenant: &caller.tenant,
+            action: Action::KeyRevoke,
+            kind: ObjectKind::Key,
+            id: name,
+        };
+        self.audit
+            .record(caller, subject, serde_json::json!({ "revoked": true }))
+            .await;
         Ok(true)
     }
 

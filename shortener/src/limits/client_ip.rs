@@ -61,13 +61,18 @@ impl ClientAddressPolicy {
     /// is not an address (`unknown`, garbage) ends the walk at the peer itself, so a client
     /// cannot pick its own key by adding entries to the left.
     pub fn client(&self, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
+        client_key(self.address(peer, headers), self.ipv6_prefix)
+    }
+
+    /// The client's own address, found as [`ClientAddressPolicy::client`] finds it but whole
+    /// (not keyed by prefix): what the audit log records.
+    pub fn address(&self, peer: SocketAddr, headers: &HeaderMap) -> IpAddr {
         let peer_ip = peer.ip().to_canonical();
-        let key = |ip: IpAddr| client_key(ip, self.ipv6_prefix);
         let Some(header) = &self.header else {
-            return key(peer_ip);
+            return peer_ip;
         };
         if !self.is_trusted(peer_ip) {
-            return key(peer_ip);
+            return peer_ip;
         }
         let entries: Vec<&str> = headers
             .get_all(header)
@@ -78,11 +83,11 @@ impl ClientAddressPolicy {
         for entry in entries.into_iter().rev() {
             match entry_address(entry) {
                 Some(ip) if self.is_trusted(ip.to_canonical()) => continue,
-                Some(ip) => return key(ip.to_canonical()),
-                None => return key(peer_ip),
+                Some(ip) => return ip.to_canonical(),
+                None => return peer_ip,
             }
         }
-        key(peer_ip)
+        peer_ip
     }
 
     /// Whether a connection from `peer` is a trusted proxy's (`SHORTENER_TRUSTED_PROXIES`): the

@@ -91,12 +91,16 @@ impl LinkService {
                 code.as_str(),
                 caller.tenant_scope(),
                 patch,
-                &caller.key_id(),
+                &caller.author(),
             )
             .await?;
         match outcome {
             UpdateOutcome::Updated(link) => {
                 self.changes.changed(code.as_str());
+                let action = super::audit::patch_action(patch);
+                let change = super::audit::patch_summary(patch);
+                self.audit_link(caller, &link.tenant, &link.code, action, change)
+                    .await;
                 // The read after the write carries the click counts.
                 Ok(self
                     .store

@@ -7,6 +7,7 @@
 //! changes is told to its [`LinkChanges`] listener (the redirect cache), so a probe of a code
 //! before it existed, or a cached copy of a deleted link, is dropped at once.
 
+mod audit;
 mod counters;
 mod create;
 mod cursor;
@@ -26,6 +27,7 @@ pub use import::{
 pub use manage::ListPage;
 pub use tags::MAX_TAG_CHANGE_LINKS;
 
+use crate::audit::{Action, AuditLog, AuditSettings};
 use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, Scope, ShortCode};
 use crate::limits::Limits;
 use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
@@ -71,6 +73,7 @@ pub struct LinkService {
     exports: export::ExportGate,
     rates: Arc<Limits>,
     tag_change_links: usize,
+    audit: Arc<AuditLog>,
 }
 
 /// What bounds a caller's use of the link service beyond admission.
@@ -97,6 +100,7 @@ impl LinkService {
         cursors: CursorKey,
         budgets: Budgets,
     ) -> Self {
+        let store_for_audit = store.clone();
         Self {
             store,
             ids,
@@ -108,7 +112,15 @@ impl LinkService {
             exports: export::ExportGate::new(budgets.exports),
             rates: budgets.rates,
             tag_change_links: budgets.tag_change_links,
+            audit: Arc::new(AuditLog::new(store_for_audit, AuditSettings::default())),
         }
+    }
+
+    /// The service recording its changes in `audit` (the node's one log) rather than the
+    /// log of its own it starts with.
+    pub fn with_audit(mut self, audit: Arc<AuditLog>) -> Self {
+        self.audit = audit;
+        self
     }
 
     /// Claims of idempotency keys made before this have expired.
@@ -133,6 +145,9 @@ impl LinkService {
         if let Ok((link, true)) = &result {
             // A probe of this code before it existed may have left a negative cache entry.
             self.changes.changed(&link.code);
+            let change = audit::created_summary(link);
+            self.audit_link(caller, &link.tenant, &link.code, Action::LinkCreate, change)
+                .await;
         }
         result
     }
@@ -257,16 +272,21 @@ impl LinkService {
     /// Deletes a link of the caller's tenant (any tenant's for `admin`); deleting twice is not
     /// an error. Another tenant's link is [`Error::NotFound`] and stays as it is.
     pub async fn delete(&self, caller: &Caller, code: &ShortCode) -> Result<(), Error> {
-        if code.domain().is_some() && code.as_str() == code.shown() {
-            // A code found under the same key on every domain: only the named domain's.
-            self.get(caller, code).await?;
-        }
+        // Read first: the audit entry is filed under the link's tenant (an admin may delete
+        // another tenant's), and a code found under the same key on every domain is deleted
+        // only on the named domain.
+        let link = self.get(caller, code).await?;
         let outcome = self
             .store
-            .delete(code.as_str(), caller.tenant_scope(), &caller.key_id())
+            .delete(code.as_str(), caller.tenant_scope(), &caller.author())
             .await?;
         if outcome != DeleteOutcome::NotFound {
             self.changes.changed(code.as_str());
+        }
+        if outcome == DeleteOutcome::Deleted {
+            let change = serde_json::json!({ "deleted": true });
+            self.audit_link(caller, &link.tenant, &link.code, Action::LinkDelete, change)
+                .await;
         }
         match outcome {
             DeleteOutcome::Deleted | DeleteOutcome::AlreadyDeleted => Ok(()),

@@ -3,6 +3,7 @@
 //! cache as a single edit's link is.
 
 use super::LinkService;
+use crate::audit::{Action, ObjectKind, Subject};
 use crate::domain::{Caller, Error, TagChange, check_tag};
 use crate::store::{LinkStore, TagOutcome};
 
@@ -53,7 +54,7 @@ impl LinkService {
             .change_tag(
                 &caller.tenant,
                 change,
-                &caller.key_id(),
+                &caller.author(),
                 self.tag_change_links,
             )
             .await?;
@@ -62,6 +63,7 @@ impl LinkService {
                 for code in &codes {
                     self.changes.changed(code);
                 }
+                self.audit_tag(caller, change, &codes).await;
                 Ok(codes.len())
             }
             TagOutcome::NotFound => Err(Error::NotFound(change.sought().join(","))),
@@ -84,5 +86,30 @@ impl LinkService {
                 ),
             )),
         }
+    }
+
+    /// Records a tag change: one entry for the tag (the links it changed, up to 100 codes, and
+    /// their count); each link's own history holds its event.
+    async fn audit_tag(&self, caller: &Caller, change: &TagChange, codes: &[String]) {
+        let shown: Vec<&String> = codes.iter().take(100).collect();
+        let (action, tag, summary) = match change {
+            TagChange::Rename { from, to } => (
+                Action::TagRename,
+                from.clone(),
+                serde_json::json!({ "from": from, "to": to, "links": codes.len(), "codes": shown }),
+            ),
+            TagChange::Delete(tags) => (
+                Action::TagDelete,
+                tags.join(","),
+                serde_json::json!({ "tags": tags, "links": codes.len(), "codes": shown }),
+            ),
+        };
+        let subject = Subject {
+            tenant: &caller.tenant,
+            action,
+            kind: ObjectKind::Tag,
+            id: &tag,
+        };
+        self.audit.record(caller, subject, summary).await;
     }
 }

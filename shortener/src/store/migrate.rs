@@ -108,6 +108,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "api keys",
         sql: include_str!("../../migrations/postgres/0019_api_keys.sql"),
     },
+    Migration {
+        version: 20,
+        name: "audit log",
+        sql: include_str!("../../migrations/postgres/0020_audit_log.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -216,6 +221,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 21,
         name: "api keys",
         sql: include_str!("../../migrations/sqlite/0021_api_keys.sql"),
+    },
+    Migration {
+        version: 22,
+        name: "audit log",
+        sql: include_str!("../../migrations/sqlite/0022_audit_log.sql"),
     },
 ];
 

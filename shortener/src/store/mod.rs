@@ -4,7 +4,7 @@
 //! The interfaces: [`LinkStore`] (links and the idempotency claims of creates), [`VisitStore`]
 //! (click totals and rollups), [`OutboxStore`] (webhook endpoints and the outbox),
 //! [`BlocklistStore`] (the blocked domains), [`DomainStore`] (branded domains, each host owned
-//! by one tenant), [`KeyStore`] (the API keys tenant admins make) and [`Capabilities`]
+//! by one tenant), [`KeyStore`] (the API keys tenant admins make), [`AuditStore`] (the audit log) and [`Capabilities`]
 //! (migrations, health and capabilities). Each backend
 //! implements every one, and [`Store`] has one dispatcher for each, so a part that uses the
 //! store names the interfaces it needs in its `use` line.
@@ -103,6 +103,7 @@ macro_rules! traced {
 
 // Declared after `dispatch!` and `traced!`, which their dispatchers use.
 mod api_keys;
+mod audit;
 mod blocklist;
 mod capabilities;
 mod domains;
@@ -111,6 +112,7 @@ mod outbox;
 mod visits;
 
 pub use api_keys::{KeyStore, NewApiKey, StoredApiKey};
+pub use audit::{AuditEntry, AuditFilter, AuditStore, NewAuditEntry};
 pub use blocklist::BlocklistStore;
 pub use capabilities::Capabilities;
 pub use domains::{DomainRemoval, DomainStore, LIVE_LINKS_COUNTED};

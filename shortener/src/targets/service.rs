@@ -3,6 +3,7 @@
 //! reload interval, as the file is (the node that takes a change puts it in force at once).
 
 use super::{Blocklist, TargetRules};
+use crate::audit::{Action, AuditLog, ObjectKind, Subject};
 use crate::domain::{Caller, Error};
 use crate::store::{BlocklistStore, Store, StoreError};
 use chrono::{DateTime, Utc};
@@ -46,6 +47,7 @@ pub enum Unblocked {
 pub struct BlocklistService {
     store: Store,
     targets: Arc<TargetRules>,
+    audit: Arc<AuditLog>,
 }
 
 fn invalid_domain(message: String) -> Error {
@@ -54,8 +56,26 @@ fn invalid_domain(message: String) -> Error {
 
 impl BlocklistService {
     /// The service over `store`, putting stored entries in force in `targets`.
-    pub fn new(store: Store, targets: Arc<TargetRules>) -> Self {
-        Self { store, targets }
+    pub fn new(store: Store, targets: Arc<TargetRules>, audit: Arc<AuditLog>) -> Self {
+        Self {
+            store,
+            targets,
+            audit,
+        }
+    }
+
+    /// Records a change of the blocklist, which is the deployment's: filed under the admin's
+    /// own tenant.
+    async fn audit(&self, caller: &Caller, action: Action, entry: &str) {
+        let subject = Subject {
+            tenant: &caller.tenant,
+            action,
+            kind: ObjectKind::Blocklist,
+            id: entry,
+        };
+        self.audit
+            .record(caller, subject, serde_json::json!({ "domain": entry }))
+            .await;
     }
 
     /// Every blocked domain: the file's first, then those added through the API.
@@ -85,6 +105,9 @@ impl BlocklistService {
     pub async fn block(&self, caller: &Caller, domain: &str) -> Result<(String, bool), Error> {
         let entry = Blocklist::canonical(domain).map_err(invalid_domain)?;
         let added = self.store.block_domain(&entry, &caller.key_id()).await?;
+        if added {
+            self.audit(caller, Action::BlocklistAdd, &entry).await;
+        }
         self.sync().await?;
         tracing::info!(entry = %entry, key = %caller.key_id(), "domain blocked");
         Ok((entry, added))
@@ -100,6 +123,7 @@ impl BlocklistService {
                 Unblocked::NotFound
             });
         }
+        self.audit(caller, Action::BlocklistRemove, &entry).await;
         self.sync().await?;
         tracing::info!(entry = %entry, key = %caller.key_id(), "domain unblocked");
         Ok(Unblocked::Removed)

@@ -17,6 +17,7 @@ pub mod sign;
 
 pub use counters::{DeliveryCounters, Outcome};
 
+use crate::audit::{Action, AuditLog, ObjectKind, Subject};
 use crate::clock::Clock;
 use crate::domain::{Caller, Error, TargetUrl, UrlError};
 pub use crate::store::{DeliveryRecord, Endpoint};
@@ -66,6 +67,7 @@ pub struct Webhooks {
     /// The purge's time (tests set it by hand).
     clock: Clock,
     counters: DeliveryCounters,
+    audit: Arc<AuditLog>,
 }
 
 /// What a registration asks for.
@@ -87,6 +89,7 @@ impl Webhooks {
         targets: Arc<TargetRules>,
         settings: WebhookSettings,
         clock: Clock,
+        audit: Arc<AuditLog>,
     ) -> Self {
         Self {
             store,
@@ -94,6 +97,7 @@ impl Webhooks {
             settings,
             clock,
             counters: DeliveryCounters::default(),
+            audit,
         }
     }
 
@@ -191,7 +195,7 @@ impl Webhooks {
         }
         let url = self.check_url(&registration.url)?;
         self.check_host(&url).await?;
-        Ok(self
+        let endpoint = self
             .store
             .create_endpoint(NewEndpoint {
                 tenant: registration.tenant,
@@ -199,7 +203,29 @@ impl Webhooks {
                 secret: registration.secret,
                 created_by: caller.key_id(),
             })
-            .await?)
+            .await?;
+        // The secret is never part of the record.
+        let change = serde_json::json!({ "url": &endpoint.url, "tenant": &endpoint.tenant });
+        self.audit_endpoint(caller, &endpoint, Action::WebhookCreate, change)
+            .await;
+        Ok(endpoint)
+    }
+
+    async fn audit_endpoint(
+        &self,
+        caller: &Caller,
+        endpoint: &Endpoint,
+        action: Action,
+        change: serde_json::Value,
+    ) {
+        let id = endpoint.id.to_string();
+        let subject = Subject {
+            tenant: &endpoint.tenant,
+            action,
+            kind: ObjectKind::Webhook,
+            id: &id,
+        };
+        self.audit.record(caller, subject, change).await;
     }
 
     /// The endpoints `caller` sees.
@@ -209,11 +235,16 @@ impl Webhooks {
 
     /// Removes an endpoint; an unknown one is [`Error::NotFound`].
     pub async fn delete(&self, caller: &Caller, id: i64) -> Result<(), Error> {
-        if self
-            .store
-            .delete_endpoint(id, caller.tenant_scope())
-            .await?
+        let endpoint = self.list(caller).await?.into_iter().find(|e| e.id == id);
+        if let Some(endpoint) = endpoint
+            && self
+                .store
+                .delete_endpoint(id, caller.tenant_scope())
+                .await?
         {
+            let change = serde_json::json!({ "url": &endpoint.url });
+            self.audit_endpoint(caller, &endpoint, Action::WebhookDelete, change)
+                .await;
             Ok(())
         } else {
             Err(Error::NotFound(format!("webhook {id}")))
@@ -228,10 +259,15 @@ impl Webhooks {
         id: i64,
         enabled: bool,
     ) -> Result<Endpoint, Error> {
-        self.store
+        let endpoint = self
+            .store
             .set_endpoint_enabled(id, caller.tenant_scope(), enabled)
             .await?
-            .ok_or_else(|| Error::NotFound(format!("webhook {id}")))
+            .ok_or_else(|| Error::NotFound(format!("webhook {id}")))?;
+        let change = serde_json::json!({ "enabled": enabled });
+        self.audit_endpoint(caller, &endpoint, Action::WebhookUpdate, change)
+            .await;
+        Ok(endpoint)
     }
 
     /// The latest deliveries of an endpoint, newest first.

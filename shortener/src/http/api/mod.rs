@@ -4,6 +4,7 @@
 //! lines written by `ndjson`); bulk import in `import` (its body split into rows by `records`);
 //! branded domains in `domains`; API keys made by tenant admins in `keys`; a tag renamed or deleted across a tenant's links in `tags`.
 
+mod audit;
 mod blocklist;
 mod domains;
 mod import;
@@ -15,6 +16,7 @@ mod tags;
 mod webhooks;
 mod wire;
 
+pub use audit::audit;
 pub use blocklist::{block, blocklist, unblock};
 pub use domains::{claim_domain, delete_domain, domain, domains, update_domain};
 pub use import::import;
@@ -57,7 +59,9 @@ fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    state.admission.admit_request(authorization, operation)
+    let mut caller = state.admission.admit_request(authorization, operation)?;
+    caller.address = crate::audit::client();
+    Ok(caller)
 }
 
 /// The code a path names, parsed for this node (a segment that does not decode to UTF-8 is no

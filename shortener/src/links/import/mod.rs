@@ -176,7 +176,36 @@ impl LinkService {
         for (i, result) in made {
             results[i] = Some(result);
         }
-        Ok(results.into_iter().flatten().collect())
+        let results: Vec<RowResult> = results.into_iter().flatten().collect();
+        self.audit_chunk(import, &results).await;
+        Ok(results)
+    }
+
+    /// Records the links one chunk of an import created: one entry per chunk (the import's
+    /// batch number, how many rows it created and the first 100 of their codes), so an import
+    /// of any size writes a bounded number of bounded entries.
+    async fn audit_chunk(&self, import: &Import, results: &[RowResult]) {
+        let created: Vec<&str> = results
+            .iter()
+            .filter(|r| matches!(r.status, RowStatus::Created))
+            .filter_map(|r| r.code.as_deref())
+            .collect();
+        if import.dry_run || created.is_empty() {
+            return;
+        }
+        let batch = import.batch.to_string();
+        let subject = crate::audit::Subject {
+            tenant: &import.caller.tenant,
+            action: crate::audit::Action::LinkImport,
+            kind: crate::audit::ObjectKind::Import,
+            id: &batch,
+        };
+        let change = serde_json::json!({
+            "created": created.len(),
+            "codes": created.iter().take(100).collect::<Vec<_>>(),
+            "domain": &import.domain,
+        });
+        self.audit.record(&import.caller, subject, change).await;
     }
 
     /// Rows with generated codes, in one write.

@@ -11,6 +11,7 @@
 //! routing is visible in one place.
 
 mod api_keys;
+mod audit;
 mod batch;
 mod connect;
 mod domains;
@@ -33,6 +34,7 @@ use super::migrate::ADVISORY_LOCK;
 use super::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
 };
+use super::{AuditEntry, AuditFilter, AuditStore, NewAuditEntry};
 use super::{
     BlockedDomain, BlocklistStore, Capabilities, ClickRows, DeleteOutcome, Durability,
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
@@ -595,6 +597,25 @@ impl KeyStore for PgStore {
 
     async fn note_api_key_uses(&self, uses: Vec<(i64, DateTime<Utc>)>) -> Result<(), StoreError> {
         api_keys::note_uses(&*self.client().await?, &uses).await
+    }
+}
+
+impl AuditStore for PgStore {
+    async fn append_audit(&self, entries: Vec<NewAuditEntry>) -> Result<(), StoreError> {
+        audit::append(&*self.client().await?, &entries).await
+    }
+
+    /// Read on the primary: an entry a change just wrote is in the next read.
+    async fn audit_entries(
+        &self,
+        filter: &AuditFilter,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        audit::entries(&*self.client().await?, filter, limit).await
+    }
+
+    async fn purge_audit(&self, before: DateTime<Utc>, limit: usize) -> Result<usize, StoreError> {
+        audit::purge(&*self.client().await?, before, limit).await
     }
 }
 

@@ -24,6 +24,7 @@
 //! in the submodules.
 
 mod api_keys;
+mod audit;
 mod code_space;
 mod convert;
 mod domains;
@@ -42,6 +43,7 @@ use super::migrate::{SQLITE, VERSION_TABLE};
 use super::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
 };
+use super::{AuditEntry, AuditFilter, AuditStore, NewAuditEntry};
 use super::{
     BlockedDomain, BlocklistStore, Capabilities, ChangeFeed, ClickRows, DeleteOutcome,
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
@@ -571,6 +573,27 @@ impl KeyStore for SqliteStore {
 
     async fn note_api_key_uses(&self, uses: Vec<(i64, DateTime<Utc>)>) -> Result<(), StoreError> {
         self.write(move |conn| api_keys::note_uses(conn, &uses))
+            .await
+    }
+}
+
+impl AuditStore for SqliteStore {
+    async fn append_audit(&self, entries: Vec<NewAuditEntry>) -> Result<(), StoreError> {
+        self.write(move |conn| audit::append(conn, &entries)).await
+    }
+
+    async fn audit_entries(
+        &self,
+        filter: &AuditFilter,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |conn| audit::entries(conn, &filter, limit))
+            .await
+    }
+
+    async fn purge_audit(&self, before: DateTime<Utc>, limit: usize) -> Result<usize, StoreError> {
+        self.write(move |conn| audit::purge(conn, before, limit))
             .await
     }
 }

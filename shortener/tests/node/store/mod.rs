@@ -2,6 +2,7 @@
 //! the embedded file's layout and migrations (`embedded`), and its group commit (`durability`).
 
 mod api_keys;
+mod audit;
 mod bounds;
 mod durability;
 mod embedded;

@@ -1,0 +1,119 @@
+//! What the link service records in the audit log for each change it makes: the action, the
+//! link, and a summary built from the request (never a password; its presence only).
+
+use super::LinkService;
+use crate::audit::{Action, ObjectKind, Subject};
+use crate::domain::{Caller, Link, LinkPatch, PasswordChange};
+use serde_json::{Value, json};
+
+/// The action a patch is recorded as: a patch that only disables or enables a link is that;
+/// anything else is an update (with `disabled` among its fields when it also did that).
+pub(super) fn patch_action(patch: &LinkPatch) -> Action {
+    match patch.disabled {
+        Some(disabled) if patch_fields(patch) == ["disabled"] => {
+            if disabled {
+                Action::LinkDisable
+            } else {
+                Action::LinkEnable
+            }
+        }
+        _ => Action::LinkUpdate,
+    }
+}
+
+/// The names of the fields a patch sets, in the API's spelling.
+fn patch_fields(patch: &LinkPatch) -> Vec<&'static str> {
+    let utm = &patch.utm;
+    let preview = &patch.preview;
+    [
+        ("url", patch.url.is_some()),
+        ("expires_at", patch.expires_at.is_some()),
+        ("tags", patch.tags.is_some()),
+        ("disabled", patch.disabled.is_some()),
+        ("max_visits", patch.max_visits.is_some()),
+        ("password", patch.password.is_some()),
+        ("domain", patch.domain.is_some()),
+        ("rules", patch.rules.is_some()),
+        ("ios", patch.ios.is_some()),
+        ("android", patch.android.is_some()),
+        ("variants", patch.variants.is_some()),
+        ("utm_source", utm.source.is_some()),
+        ("utm_medium", utm.medium.is_some()),
+        ("utm_campaign", utm.campaign.is_some()),
+        ("utm_term", utm.term.is_some()),
+        ("utm_content", utm.content.is_some()),
+        ("pass_query", patch.pass_query.is_some()),
+        ("title", preview.title.is_some()),
+        ("description", preview.description.is_some()),
+        ("image", preview.image.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect()
+}
+
+/// The summary of a patch: the fields it set, and the new values of the plain ones (the
+/// routing's are named only; a password is `"(set)"` or null).
+pub(super) fn patch_summary(patch: &LinkPatch) -> Value {
+    let mut values = serde_json::Map::new();
+    values.insert("fields".into(), json!(patch_fields(patch)));
+    if let Some(url) = &patch.url {
+        values.insert("url".into(), json!(url.as_str()));
+    }
+    if let Some(expires_at) = &patch.expires_at {
+        values.insert("expires_at".into(), json!(expires_at));
+    }
+    if let Some(tags) = &patch.tags {
+        values.insert("tags".into(), json!(tags));
+    }
+    if let Some(disabled) = patch.disabled {
+        values.insert("disabled".into(), json!(disabled));
+    }
+    if let Some(max_visits) = &patch.max_visits {
+        values.insert("max_visits".into(), json!(max_visits));
+    }
+    if let Some(domain) = &patch.domain {
+        values.insert("domain".into(), json!(domain));
+    }
+    if let Some(password) = &patch.password {
+        let shown = match password {
+            PasswordChange::Remove => Value::Null,
+            PasswordChange::Set(_) | PasswordChange::Hashed(_) => json!("(set)"),
+        };
+        values.insert("password".into(), shown);
+    }
+    Value::Object(values)
+}
+
+/// The summary of a new link: what it was made with (a password only as `protected`).
+pub(super) fn created_summary(link: &Link) -> Value {
+    json!({
+        "url": &link.url,
+        "domain": &link.domain,
+        "tags": &link.tags,
+        "expires_at": link.expires_at,
+        "max_visits": link.max_visits,
+        "protected": link.password.is_some(),
+        "imported": link.import_batch.is_some(),
+    })
+}
+
+impl LinkService {
+    /// Records `action` on the link of `code` in `tenant`.
+    pub(super) async fn audit_link(
+        &self,
+        caller: &Caller,
+        tenant: &str,
+        code: &str,
+        action: Action,
+        change: Value,
+    ) {
+        let subject = Subject {
+            tenant,
+            action,
+            kind: ObjectKind::Link,
+            id: code,
+        };
+        self.audit.record(caller, subject, change).await;
+    }
+}

@@ -1,0 +1,140 @@
+//! The audit log on SQLite: appended on the writer thread in one transaction per batch (made
+//! durable like every write), read by keyset (newest first), purged in bounded runs.
+
+use super::convert::{db_error, from_millis, millis};
+use crate::store::{AuditEntry, AuditFilter, NewAuditEntry, StoreError};
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, Row, params};
+
+fn entry(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
+    let change: String = row.get(11)?;
+    Ok(AuditEntry {
+        id: row.get(0)?,
+        at: from_millis(row.get(1)?),
+        entry: NewAuditEntry {
+            tenant: row.get(2)?,
+            actor_tenant: row.get(3)?,
+            actor_key: row.get(4)?,
+            actor_subject: row.get(5)?,
+            actor_email: row.get(6)?,
+            address: row.get(7)?,
+            action: row.get(8)?,
+            object_kind: row.get(9)?,
+            object_id: row.get(10)?,
+            change: serde_json::from_str(&change).unwrap_or(serde_json::Value::Null),
+        },
+    })
+}
+
+pub(super) fn append(conn: &mut Connection, entries: &[NewAuditEntry]) -> Result<(), StoreError> {
+    let tx = conn.transaction().map_err(db_error)?;
+    {
+        let mut insert = tx
+            .prepare_cached(
+                "INSERT INTO audit_log (at, tenant, actor_tenant, actor_key, actor_subject, \
+                 actor_email, address, action, object_kind, object_id, change) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )
+            .map_err(db_error)?;
+        let at = millis(Utc::now());
+        for e in entries {
+            insert
+                .execute(params![
+                    at,
+                    e.tenant,
+                    e.actor_tenant,
+                    e.actor_key,
+                    e.actor_subject,
+                    e.actor_email,
+                    e.address,
+                    e.action,
+                    e.object_kind,
+                    e.object_id,
+                    e.change.to_string()
+                ])
+                .map_err(db_error)?;
+        }
+    }
+    tx.commit().map_err(db_error)
+}
+
+/// The conditions `f` sets and their parameters, numbered from `?1`: only the filters given,
+/// so each query is planned for what it asks (an index on the tenant, the object or the time).
+fn conditions(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value;
+    let mut sql = Vec::new();
+    let mut params = Vec::new();
+    let mut add = |condition: &str, value: Value| {
+        params.push(value);
+        sql.push(condition.replace('?', &format!("?{}", params.len())));
+    };
+    let text = |v: &String| Value::Text(v.clone());
+    if let Some(v) = &f.tenant {
+        add("tenant = ?", text(v));
+    }
+    if let Some(v) = &f.action {
+        add("action = ?", text(v));
+    }
+    if let Some(v) = &f.object_kind {
+        add("object_kind = ?", text(v));
+    }
+    if let Some(v) = &f.object_id {
+        add("object_id = ?", text(v));
+    }
+    if let Some(v) = &f.actor {
+        add(
+            "(actor_key = ? OR actor_subject = ? OR actor_email = ?)",
+            text(v),
+        );
+    }
+    if let Some(v) = f.since {
+        add("at >= ?", Value::Integer(millis(v)));
+    }
+    if let Some(v) = f.until {
+        add("at < ?", Value::Integer(millis(v)));
+    }
+    if let Some(v) = f.before_id {
+        add("id < ?", Value::Integer(v));
+    }
+    let clause = if sql.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", sql.join(" AND "))
+    };
+    (clause, params)
+}
+
+pub(super) fn entries(
+    conn: &Connection,
+    f: &AuditFilter,
+    limit: usize,
+) -> Result<Vec<AuditEntry>, StoreError> {
+    let (clause, mut params) = conditions(f);
+    params.push(rusqlite::types::Value::Integer(
+        i64::try_from(limit).unwrap_or(i64::MAX),
+    ));
+    let sql = format!(
+        "SELECT id, at, tenant, actor_tenant, actor_key, actor_subject, actor_email, address, \
+         action, object_kind, object_id, change FROM audit_log {clause} \
+         ORDER BY id DESC LIMIT ?{}",
+        params.len()
+    );
+    let mut select = conn.prepare_cached(&sql).map_err(db_error)?;
+    let rows = select
+        .query_map(rusqlite::params_from_iter(params), entry)
+        .map_err(db_error)?;
+    rows.collect::<Result<_, _>>().map_err(db_error)
+}
+
+pub(super) fn purge(
+    conn: &Connection,
+    before: DateTime<Utc>,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    conn.execute(
+        "DELETE FROM audit_log WHERE id IN \
+         (SELECT id FROM audit_log WHERE at < ?1 ORDER BY at LIMIT ?2)",
+        params![millis(before), i64::try_from(limit).unwrap_or(i64::MAX)],
+    )
+    .map_err(db_error)
+}
