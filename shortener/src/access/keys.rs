@@ -119,11 +119,7 @@ impl KeySet {
                 ));
             }
             let accepted = Accepted {
-                caller: Caller {
-                    tenant: Arc::from(entry.tenant.as_str()),
-                    key: Arc::from(entry.name.as_str()),
-                    scopes: entry.scopes,
-                },
+                caller: Caller::key(&entry.tenant, &entry.name, entry.scopes),
                 expires: entry.expires,
                 used,
             };

@@ -79,6 +79,8 @@ pub struct Node {
     pub domain_metrics: Arc<crate::domains::DomainMetrics>,
     /// The secret the keys' YOURLS tokens are derived under.
     pub yourls_tokens: crate::access::YourlsTokens,
+    /// Single sign-on to the console, when configured.
+    pub signin: Option<Arc<crate::signin::SignIn>>,
 }
 
 impl Node {
@@ -173,6 +175,7 @@ impl Node {
             store.clone(),
             Arc::clone(admission.keys()),
         ));
+        let signin = signin(config, &public, &store, admission.keys())?;
         let stats = Arc::new(StatsService::new(
             Arc::clone(visits.analytics()),
             Arc::clone(&links),
@@ -203,6 +206,7 @@ impl Node {
             api_keys,
             domain_metrics,
             yourls_tokens: resources.yourls_tokens,
+            signin,
         })
     }
 
@@ -242,6 +246,7 @@ impl Node {
             compat: config.compat.dialects()?,
             compat_cors: config.compat.cors_origins()?,
             yourls_tokens: self.yourls_tokens.clone(),
+            signin: self.signin.clone(),
         })
     }
 
@@ -336,6 +341,54 @@ fn create_rules(
             .map(|h| crate::domain::path_host(h).unwrap_or_else(|| h.to_ascii_lowercase()))
             .collect(),
     }
+}
+
+/// Single sign-on to the console, when `SHORTENER_OIDC_ISSUER` is set: the client secret read
+/// from its file, the roles file loaded (a mapping to a tenant that holds no keys is warned
+/// about and left out).
+fn signin(
+    config: &Config,
+    public: &PublicBase,
+    store: &Store,
+    keys: &Arc<crate::access::ApiKeys>,
+) -> anyhow::Result<Option<Arc<crate::signin::SignIn>>> {
+    let access = &config.access;
+    let (Some(issuer), Some(client_id), Some(secret_file)) = (
+        &access.oidc_issuer,
+        &access.oidc_client_id,
+        &access.oidc_client_secret_file,
+    ) else {
+        return Ok(None);
+    };
+    let secret = std::fs::read_to_string(secret_file).with_context(|| {
+        format!(
+            "read SHORTENER_OIDC_CLIENT_SECRET_FILE {}",
+            secret_file.display()
+        )
+    })?;
+    let secret = secret.lines().next().unwrap_or("").trim().to_string();
+    anyhow::ensure!(
+        !secret.is_empty(),
+        "SHORTENER_OIDC_CLIENT_SECRET_FILE is empty"
+    );
+    let roles = crate::signin::roles::Roles::load(access.roles_file.clone())
+        .map_err(anyhow::Error::msg)
+        .context("load SHORTENER_ROLES_FILE")?;
+    let settings = crate::signin::Settings {
+        client: crate::signin::oidc::ClientConfig {
+            issuer: issuer.clone(),
+            client_id: client_id.clone(),
+            client_secret: secret,
+            redirect_url: format!("{}console/oidc/callback", public.as_str()),
+        },
+        idle: Duration::from_secs(access.session_idle_seconds.get()),
+        absolute: Duration::from_secs(access.session_max_seconds.get()),
+        public_url: public.as_str().to_string(),
+    };
+    let signin =
+        crate::signin::SignIn::new(settings, Arc::new(roles), Arc::clone(keys), store.clone())?;
+    signin.warn_unknown_tenants();
+    Ok(Some(Arc::new(signin)))
 }
 
 /// The base of short URLs: `SHORTENER_PUBLIC_URL`, or the public listener's address.

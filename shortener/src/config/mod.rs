@@ -172,6 +172,12 @@ impl Config {
                 idempotency_ttl: std::num::NonZero::new(86_400).expect("non-zero"),
                 reload_interval_ms: std::num::NonZero::new(100).expect("non-zero"),
                 domain_suffixes: Vec::new(),
+                oidc_issuer: None,
+                oidc_client_id: None,
+                oidc_client_secret_file: None,
+                roles_file: None,
+                session_idle_seconds: std::num::NonZero::new(3600).expect("non-zero"),
+                session_max_seconds: std::num::NonZero::new(43_200).expect("non-zero"),
             },
             redirects: RedirectConfig {
                 redirect_status: axum::http::StatusCode::FOUND,

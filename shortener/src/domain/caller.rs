@@ -5,7 +5,9 @@ use super::scope::Scope;
 use std::sync::Arc;
 
 /// An authenticated caller: the tenant whose links it acts on, the name of its API key (shown
-/// in logs, metrics and a link's history, never the secret), and what the key may do.
+/// in logs, metrics and a link's history, never the secret), and what the key may do. A person
+/// signed in to the console is a caller too: `key` is then their e-mail address (or
+/// `oidc:<subject>`), which no key name can be, and `subject` and `email` name them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Caller {
     /// The tenant that owns what this caller creates.
@@ -14,9 +16,24 @@ pub struct Caller {
     pub key: Arc<str>,
     /// What the key may do.
     pub scopes: Scopes,
+    /// The signed-in person's subject at the issuer; `None` for an API key.
+    pub subject: Option<Arc<str>>,
+    /// The signed-in person's e-mail address, when the issuer gave one.
+    pub email: Option<Arc<str>>,
 }
 
 impl Caller {
+    /// The caller of an API key `key` of `tenant` with `scopes` (no person).
+    pub fn key(tenant: &str, key: &str, scopes: Scopes) -> Self {
+        Self {
+            tenant: Arc::from(tenant),
+            key: Arc::from(key),
+            scopes,
+            subject: None,
+            email: None,
+        }
+    }
+
     /// Whether the caller may act on a link of `tenant`: its own tenant's, or any with `admin`.
     pub fn sees(&self, tenant: &str) -> bool {
         self.scopes.is_admin() || *self.tenant == *tenant

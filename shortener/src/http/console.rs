@@ -120,7 +120,7 @@ fn etag(body: &[u8]) -> String {
 }
 
 /// The headers every console response carries.
-fn secured(mut response: Response) -> Response {
+pub(super) fn secured(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,

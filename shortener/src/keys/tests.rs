@@ -1,11 +1,7 @@
 use super::*;
 
 fn caller(scopes: &str) -> Caller {
-    Caller {
-        tenant: Arc::from("acme"),
-        key: Arc::from("lead"),
-        scopes: Scopes::parse_list(scopes).expect("scopes"),
-    }
+    Caller::key("acme", "lead", Scopes::parse_list(scopes).expect("scopes"))
 }
 
 fn request(name: &str, scopes: &[&str], expires_at: Option<&str>) -> KeyRequest {

@@ -108,6 +108,12 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "api keys",
         sql: include_str!("../../migrations/postgres/0019_api_keys.sql"),
     },
+    // 20 is left for the audit log.
+    Migration {
+        version: 21,
+        name: "console sessions",
+        sql: include_str!("../../migrations/postgres/0021_console_sessions.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -216,6 +222,12 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 21,
         name: "api keys",
         sql: include_str!("../../migrations/sqlite/0021_api_keys.sql"),
+    },
+    // 22 is left for the audit log.
+    Migration {
+        version: 23,
+        name: "console sessions",
+        sql: include_str!("../../migrations/sqlite/0023_console_sessions.sql"),
     },
 ];
 

@@ -108,6 +108,7 @@ mod capabilities;
 mod domains;
 mod links;
 mod outbox;
+mod sessions;
 mod visits;
 
 pub use api_keys::{KeyStore, NewApiKey, StoredApiKey};
@@ -116,4 +117,5 @@ pub use capabilities::Capabilities;
 pub use domains::{DomainRemoval, DomainStore, LIVE_LINKS_COUNTED};
 pub use links::LinkStore;
 pub use outbox::OutboxStore;
+pub use sessions::{NewSession, SessionStore, StoredSession};
 pub use visits::VisitStore;

@@ -101,11 +101,11 @@ async fn a_use_is_written_once_in_a_batch(backend: Backend) {
     let stack = Stack::new(backend).await;
     let node = stack.node("keys-uses").await;
     let service = Arc::clone(&node.app.api_keys);
-    let lead = Caller {
-        tenant: Arc::from("acme"),
-        key: Arc::from("lead"),
-        scopes: Scopes::parse_list("keys:manage,links:read").expect("scopes"),
-    };
+    let lead = Caller::key(
+        "acme",
+        "lead",
+        Scopes::parse_list("keys:manage,links:read").expect("scopes"),
+    );
     let request = KeyRequest {
         name: "bot".into(),
         scopes: vec!["links:read".into()],
