@@ -31,7 +31,8 @@ use std::time::Duration;
 /// The header the console sends its anti-CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-/// How often a session's last use is written at most (the idle timeout's granularity).
+/// How often a session's last use is written at most (or a quarter of the idle timeout, when
+/// that is shorter): the idle timeout's granularity.
 const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
 /// The claims kept with a session: the standard ones about the token itself are left out.
@@ -309,7 +310,7 @@ impl SignIn {
         if now >= stored.expires_at || now - stored.last_seen_at >= self.idle {
             return Err(SessionError::Unauthenticated);
         }
-        if now - stored.last_seen_at >= TOUCH_EVERY {
+        if now - stored.last_seen_at >= TOUCH_EVERY.min(self.idle / 4) {
             self.store.touch_session(digest, now).await?;
         }
         Ok(self.person(digest, csrf_of(cookie), stored))
