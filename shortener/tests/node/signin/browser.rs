@@ -7,14 +7,36 @@
 
 use super::provider::OidcProvider;
 use super::{configure, marketing_keys, marketing_links, me};
-use crate::console::{Page, browser, driver};
+use crate::console::{BrowserLog, Page, browser, driver};
 use crate::helpers::{Backend, Node, Stack};
 use fantoccini::Locator;
 use reqwest::StatusCode;
 use std::path::PathBuf;
 
+/// Reads the browser log past the provider's pages: their errors (the development login page
+/// loads a web font, which cannot be reached here, and asks the provider for a favicon) are the
+/// provider's, and each must be about one of those; the console's own are checked by
+/// [`Page::check`].
+async fn past_the_provider(page: &Page, issuer: &str) {
+    let log = page
+        .client
+        .issue_cmd(BrowserLog)
+        .await
+        .expect("browser log");
+    for entry in log.as_array().into_iter().flatten() {
+        let message = entry["message"].as_str().unwrap_or("");
+        if entry["level"] == "SEVERE" {
+            assert!(
+                message.starts_with("https://fonts.googleapis.com/")
+                    || message.starts_with(&format!("{issuer}/favicon.ico")),
+                "the provider's page logged {message}"
+            );
+        }
+    }
+}
+
 /// Signs in at the provider's login page as `login`, from the console's sign-in page.
-async fn sign_in(page: &mut Page, login: &str, name: &str) {
+async fn sign_in(page: &mut Page, issuer: &str, login: &str, name: &str) {
     page.client
         .goto(&format!("{}/console/", page.base))
         .await
@@ -32,6 +54,7 @@ async fn sign_in(page: &mut Page, login: &str, name: &str) {
     page.click("Sign-in").await;
     page.wait_text("#who", name).await;
     page.wait_text("main h1", "Links").await;
+    past_the_provider(page, issuer).await;
 }
 
 /// The session cookie the browser holds for the node, as `name=value`.
@@ -80,7 +103,7 @@ async fn people_sign_in_through_the_provider_and_act_by_their_role() {
     };
 
     // The editor signs in, in marketing (the mapping to the unknown tenant is left out).
-    sign_in(&mut page, "editor", "Ed Editor").await;
+    sign_in(&mut page, &provider.issuer, "editor", "Ed Editor").await;
     page.wait_text("#tenant", "marketing (editor)").await;
     page.wait_text("#tenant", "sales (viewer)").await;
     page.check("editor-signed-in").await;
@@ -104,11 +127,13 @@ async fn people_sign_in_through_the_provider_and_act_by_their_role() {
     // The issuer's sign-out page: confirm, and the browser comes back to the console.
     page.click("Yes, sign me out").await;
     page.wait_text("main h1", "Sign in").await;
+    past_the_provider(&page, &provider.issuer).await;
+    page.check("signed-out").await;
     assert_eq!(me(&a, &editor).await, StatusCode::UNAUTHORIZED);
     assert_eq!(me(&b, &editor).await, StatusCode::UNAUTHORIZED);
 
     // The viewer sees no create control, and the server refuses a forged create anyway.
-    sign_in(&mut page, "viewer", "Vi Viewer").await;
+    sign_in(&mut page, &provider.issuer, "viewer", "Vi Viewer").await;
     page.wait_text("#tenant", "marketing (viewer)").await;
     page.check("viewer-signed-in").await;
     assert!(
