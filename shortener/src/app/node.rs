@@ -121,16 +121,7 @@ impl Node {
                 .delivery(click_flush.min(Duration::from_secs(1))),
             config.clock.clone(),
         ));
-        let geoip = config
-            .visits
-            .geoip_db
-            .clone()
-            .map(|p| Arc::new(GeoIp::open(p)));
-        let visits = Arc::new(Visits::new(
-            config.visits.analytics(config.webhooks.webhook_log_days),
-            geoip,
-            config.clock.clone(),
-        ));
+        let visits = visits(config);
         let resolver = Arc::new(Resolver::new(
             store.clone(),
             cache.clone(),
@@ -341,6 +332,20 @@ fn create_rules(
             .map(|h| crate::domain::path_host(h).unwrap_or_else(|| h.to_ascii_lowercase()))
             .collect(),
     }
+}
+
+/// Pending visit counts and analytics, with the country database when one is configured.
+fn visits(config: &Config) -> Arc<Visits> {
+    let geoip = config
+        .visits
+        .geoip_db
+        .clone()
+        .map(|p| Arc::new(GeoIp::open(p)));
+    Arc::new(Visits::new(
+        config.visits.analytics(config.webhooks.webhook_log_days),
+        geoip,
+        config.clock.clone(),
+    ))
 }
 
 /// Single sign-on to the console, when `SHORTENER_OIDC_ISSUER` is set: the client secret read

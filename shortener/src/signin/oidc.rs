@@ -363,7 +363,7 @@ impl Provider {
 
 /// The signing key `kid` of `keys`, or their only signing key when the token names none.
 fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
-    let signing = keys.iter().filter(|k| {
+    let mut signing = keys.iter().filter(|k| {
         !matches!(
             k.common.public_key_use,
             Some(jsonwebtoken::jwk::PublicKeyUse::Encryption)
@@ -371,8 +371,7 @@ fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
     });
     match kid {
         Some(kid) => signing
-            .filter(|k| k.common.key_id.as_deref() == Some(kid))
-            .next()
+            .find(|k| k.common.key_id.as_deref() == Some(kid))
             .cloned(),
         None => {
             let all: Vec<&Jwk> = signing.collect();
