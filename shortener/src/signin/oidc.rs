@@ -419,7 +419,7 @@ mod tests {
         };
         assert_eq!(
             known.challenge(),
-            "E9Melhoa2OwvFrEFXMYt16oBsjHPVXH2cfC0XW-2CEM"
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         assert_eq!(format!("{a:?}"), "Attempt(..)");
     }
