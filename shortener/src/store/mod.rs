@@ -25,7 +25,7 @@
 //! owns the file's one writer connection and fsyncs each round once ([`sqlite`]).
 //!
 //! Layout: one file per interface (the trait and its dispatcher on [`Store`]: `links`,
-//! `visits`, `outbox`, `blocklist`, `domains`, `api_keys`, `capabilities`), [`model`] (the
+//! `visits`, `outbox`, `blocklist`, `domains`, `api_keys`, `sessions`, `capabilities`), [`model`] (the
 //! values that cross the interfaces), `migrate` (the versioned schema of both backends), `reply`
 //! (answering the callers of one batch), one folder per backend.
 
