@@ -3,7 +3,8 @@
 //! sessions that no longer hold (tampered, timed out, revoked, on another node after
 //! revocation), cross-site requests (no token, a wrong token, a foreign or no Origin) and
 //! roles (a viewer's create, an editor's key, a tenant that does not exist). Each is refused
-//! with its status, and nothing is written: no session row, no link, no key.
+//! with its status, and nothing is written: no session row, no link, no key. The same session
+//! works on an embedded node, whose SQLite file holds it.
 
 use super::issuer::{Key, TestIssuer};
 use super::provider::OidcProvider;
@@ -578,5 +579,55 @@ async fn the_real_provider_refuses_a_replayed_code_and_a_wrong_verifier() {
         (StatusCode::UNAUTHORIZED, None)
     );
     assert_eq!(sessions_stored(&stack).await, 1);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_node_keeps_sessions_in_its_sqlite_file() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let key = marketing_keys(&stack.dir.path().join("keys.toml"));
+    let signer = Key::new("k1");
+    let issuer = TestIssuer::start(&[&signer]).await;
+    let node = node_for(&stack, "a", &issuer.issuer).await;
+    let session = sign_in(&node, &issuer, &signer, &["link-editors"]).await;
+    let person = whoami(&node, &session).await;
+    assert_eq!(person["email"], "link-editors@example.com");
+    let csrf = person["csrf"].as_str().expect("token").to_string();
+    let origin = node.base.clone();
+    assert_eq!(
+        create(&node, &session, None, Some(&origin)).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        create(&node, &session, Some(&csrf), Some(&origin)).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(marketing_links(&node, &key).await, 1);
+    let switched = with_session(
+        node.client
+            .post(format!("{}/console/session/tenant", node.base)),
+        &session,
+        Some(&csrf),
+        Some(&origin),
+    )
+    .json(&json!({ "tenant": "sales" }))
+    .send()
+    .await
+    .expect("switch");
+    assert_eq!(switched.status(), StatusCode::NO_CONTENT);
+    assert_eq!(whoami(&node, &session).await["tenant"], "sales");
+    let out = with_session(
+        node.client
+            .post(format!("{}/console/oidc/logout", node.base)),
+        &session,
+        Some(&csrf),
+        Some(&origin),
+    )
+    .send()
+    .await
+    .expect("logout");
+    assert_eq!(out.status(), StatusCode::OK);
+    assert_eq!(me(&node, &session).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(whoami(&node, &session).await["signed_in"], false);
     node.stop().await;
 }
