@@ -119,7 +119,11 @@ impl KeySet {
                 ));
             }
             let accepted = Accepted {
-                caller: Caller::key(&entry.tenant, &entry.name, entry.scopes),
+                caller: Caller::of_key(
+                    Arc::from(entry.tenant.as_str()),
+                    Arc::from(entry.name.as_str()),
+                    entry.scopes,
+                ),
                 expires: entry.expires,
                 used,
             };

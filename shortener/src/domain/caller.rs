@@ -7,7 +7,7 @@ use std::sync::Arc;
 /// An authenticated caller: the tenant whose links it acts on, the name of its API key (shown
 /// in logs, metrics and a link's history, never the secret), and what the key may do. A person
 /// signed in to the console is a caller too: `key` is then their e-mail address (or
-/// `oidc:<subject>`), which no key name can be, and `subject` and `email` name them.
+/// `oidc:<subject>`), which no key name can be, and `person` names them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Caller {
     /// The tenant that owns what this caller creates.
@@ -16,21 +16,28 @@ pub struct Caller {
     pub key: Arc<str>,
     /// What the key may do.
     pub scopes: Scopes,
-    /// The signed-in person's subject at the issuer; `None` for an API key.
-    pub subject: Option<Arc<str>>,
-    /// The signed-in person's e-mail address, when the issuer gave one.
+    /// The person who signed in, when a person (not a machine's key) makes the request; `None`
+    /// for API keys. Sign-in fills it; nothing else does.
+    pub person: Option<Arc<Person>>,
+}
+
+/// A person as the identity provider names them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Person {
+    /// The issuer's stable identifier of the person (the ID token's `sub`).
+    pub subject: Arc<str>,
+    /// Their e-mail, when the issuer gives one.
     pub email: Option<Arc<str>>,
 }
 
 impl Caller {
-    /// The caller of an API key `key` of `tenant` with `scopes` (no person).
-    pub fn key(tenant: &str, key: &str, scopes: Scopes) -> Self {
+    /// A key's caller, with no person.
+    pub fn of_key(tenant: Arc<str>, key: Arc<str>, scopes: Scopes) -> Self {
         Self {
-            tenant: Arc::from(tenant),
-            key: Arc::from(key),
+            tenant,
+            key,
             scopes,
-            subject: None,
-            email: None,
+            person: None,
         }
     }
 

@@ -26,7 +26,7 @@ pub mod text;
 pub use branded::{
     AppFile, Domain, DomainSettings, MAX_APP_FILE_BYTES, REDIRECT_STATUSES, Robots, patch_settings,
 };
-pub use caller::Caller;
+pub use caller::{Caller, Person};
 pub use code::{ShortCode, echo, link_key, shown_code};
 pub use compact_code::CompactCode;
 pub use create::{CreateInput, CreateRequest, CreateRules};

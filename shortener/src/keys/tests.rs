@@ -1,7 +1,11 @@
 use super::*;
 
 fn caller(scopes: &str) -> Caller {
-    Caller::key("acme", "lead", Scopes::parse_list(scopes).expect("scopes"))
+    Caller::of_key(
+        Arc::from("acme"),
+        Arc::from("lead"),
+        Scopes::parse_list(scopes).expect("scopes"),
+    )
 }
 
 fn request(name: &str, scopes: &[&str], expires_at: Option<&str>) -> KeyRequest {

@@ -18,7 +18,7 @@ pub mod oidc;
 pub mod roles;
 
 use crate::access::ApiKeys;
-use crate::domain::{Caller, Scopes};
+use crate::domain::{Caller, Person, Scopes};
 use crate::store::{NewSession, SessionStore, Store, StoreError, StoredSession};
 use chrono::{DateTime, Utc};
 use oidc::{Attempt, Claims, ClientConfig, Provider, SignInError};
@@ -115,13 +115,12 @@ impl Session {
             Some(email) => email.clone(),
             None => format!("oidc:{}", self.subject),
         };
-        Caller {
-            tenant: Arc::from(tenant),
-            key: Arc::from(key.as_str()),
-            scopes,
-            subject: Some(Arc::from(self.subject.as_str())),
+        let mut caller = Caller::of_key(Arc::from(tenant), Arc::from(key.as_str()), scopes);
+        caller.person = Some(Arc::new(Person {
+            subject: Arc::from(self.subject.as_str()),
             email: self.email.as_deref().map(Arc::from),
-        }
+        }));
+        caller
     }
 }
 

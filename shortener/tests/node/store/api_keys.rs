@@ -101,9 +101,9 @@ async fn a_use_is_written_once_in_a_batch(backend: Backend) {
     let stack = Stack::new(backend).await;
     let node = stack.node("keys-uses").await;
     let service = Arc::clone(&node.app.api_keys);
-    let lead = Caller::key(
-        "acme",
-        "lead",
+    let lead = Caller::of_key(
+        Arc::from("acme"),
+        Arc::from("lead"),
         Scopes::parse_list("keys:manage,links:read").expect("scopes"),
     );
     let request = KeyRequest {
