@@ -1,4 +1,6 @@
-// The JSON API, with the key the user pasted (kept in sessionStorage only: gone with the tab).
+// The JSON API, with the key the user pasted (kept in sessionStorage only: gone with the tab),
+// or with the sign-in session's cookie (set by the node, HttpOnly): then every request that
+// changes something carries the session's anti-CSRF token in X-CSRF-Token.
 
 const KEY = 'shortener.apiKey';
 
@@ -23,8 +25,32 @@ export function setKey(value) {
   if (value) sessionStorage.setItem(KEY, value); else sessionStorage.removeItem(KEY);
 }
 
-function headers(extra = {}) {
-  return { Authorization: `Bearer ${key()}`, ...extra };
+let csrf = null;
+
+/// The anti-CSRF token of the sign-in session (null: none, requests use the pasted key).
+export function setCsrf(token) {
+  csrf = token || null;
+}
+
+export function signedInWithSession() {
+  return !key() && csrf !== null;
+}
+
+function headers(method) {
+  if (key()) return { Authorization: `Bearer ${key()}` };
+  return method === 'GET' || method === 'HEAD' || !csrf ? {} : { 'X-CSRF-Token': csrf };
+}
+
+/// A console route of the session (`/console/session`, ...), outside the JSON API.
+export async function consoleRequest(method, path, body) {
+  const init = { method, headers: headers(method), cache: 'no-store', credentials: 'same-origin' };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  if (!response.ok) await fail(response);
+  return response.status === 204 ? null : response.json();
 }
 
 async function fail(response) {
@@ -34,7 +60,7 @@ async function fail(response) {
 }
 
 export async function request(method, path, { body, type, raw } = {}) {
-  const init = { method, headers: headers(), cache: 'no-store' };
+  const init = { method, headers: headers(method), cache: 'no-store', credentials: 'same-origin' };
   if (body !== undefined) {
     init.headers['Content-Type'] = type || 'application/json';
     init.body = typeof body === 'string' || body instanceof Blob ? body : JSON.stringify(body);

@@ -92,6 +92,7 @@ pub mod qr;
 pub mod redirects;
 pub mod secrets;
 pub mod shutdown;
+pub mod signin;
 pub mod store;
 pub mod targets;
 pub mod telemetry;

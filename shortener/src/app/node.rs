@@ -82,6 +82,8 @@ pub struct Node {
     pub yourls_tokens: crate::access::YourlsTokens,
     /// The audit log every change is recorded in.
     pub audit: Arc<AuditLog>,
+    /// Single sign-on to the console, when configured.
+    pub signin: Option<Arc<crate::signin::SignIn>>,
 }
 
 impl Node {
@@ -127,16 +129,7 @@ impl Node {
             config.clock.clone(),
             Arc::clone(&audit),
         ));
-        let geoip = config
-            .visits
-            .geoip_db
-            .clone()
-            .map(|p| Arc::new(GeoIp::open(p)));
-        let visits = Arc::new(Visits::new(
-            config.visits.analytics(config.webhooks.webhook_log_days),
-            geoip,
-            config.clock.clone(),
-        ));
+        let visits = visits(config);
         let resolver = Arc::new(Resolver::new(
             store.clone(),
             cache.clone(),
@@ -172,6 +165,7 @@ impl Node {
         let (domains, blocklist, api_keys) = managed(
             config, &store, &own_hosts, &rules, &targets, &admission, &audit,
         );
+        let signin = signin(config, &public, &store, admission.keys())?;
         let stats = Arc::new(StatsService::new(
             Arc::clone(visits.analytics()),
             Arc::clone(&links),
@@ -203,6 +197,7 @@ impl Node {
             domain_metrics,
             yourls_tokens: resources.yourls_tokens,
             audit,
+            signin,
         })
     }
 
@@ -243,6 +238,7 @@ impl Node {
             compat_cors: config.compat.cors_origins()?,
             yourls_tokens: self.yourls_tokens.clone(),
             audit: Arc::clone(&self.audit),
+            signin: self.signin.clone(),
         })
     }
 
@@ -374,6 +370,68 @@ fn create_rules(
             .map(|h| crate::domain::path_host(h).unwrap_or_else(|| h.to_ascii_lowercase()))
             .collect(),
     }
+}
+
+/// Pending visit counts and analytics, with the country database when one is configured.
+fn visits(config: &Config) -> Arc<Visits> {
+    let geoip = config
+        .visits
+        .geoip_db
+        .clone()
+        .map(|p| Arc::new(GeoIp::open(p)));
+    Arc::new(Visits::new(
+        config.visits.analytics(config.webhooks.webhook_log_days),
+        geoip,
+        config.clock.clone(),
+    ))
+}
+
+/// Single sign-on to the console, when `SHORTENER_OIDC_ISSUER` is set: the client secret read
+/// from its file, the roles file loaded (a mapping to a tenant that holds no keys is warned
+/// about and left out).
+fn signin(
+    config: &Config,
+    public: &PublicBase,
+    store: &Store,
+    keys: &Arc<crate::access::ApiKeys>,
+) -> anyhow::Result<Option<Arc<crate::signin::SignIn>>> {
+    let access = &config.access;
+    let (Some(issuer), Some(client_id), Some(secret_file)) = (
+        &access.oidc_issuer,
+        &access.oidc_client_id,
+        &access.oidc_client_secret_file,
+    ) else {
+        return Ok(None);
+    };
+    let secret = std::fs::read_to_string(secret_file).with_context(|| {
+        format!(
+            "read SHORTENER_OIDC_CLIENT_SECRET_FILE {}",
+            secret_file.display()
+        )
+    })?;
+    let secret = secret.lines().next().unwrap_or("").trim().to_string();
+    anyhow::ensure!(
+        !secret.is_empty(),
+        "SHORTENER_OIDC_CLIENT_SECRET_FILE is empty"
+    );
+    let roles = crate::signin::roles::Roles::load(access.roles_file.clone())
+        .map_err(anyhow::Error::msg)
+        .context("load SHORTENER_ROLES_FILE")?;
+    let settings = crate::signin::Settings {
+        client: crate::signin::oidc::ClientConfig {
+            issuer: issuer.clone(),
+            client_id: client_id.clone(),
+            client_secret: secret,
+            redirect_url: format!("{}console/oidc/callback", public.as_str()),
+        },
+        idle: Duration::from_secs(access.session_idle_seconds.get()),
+        absolute: Duration::from_secs(access.session_max_seconds.get()),
+        public_url: public.as_str().to_string(),
+    };
+    let signin =
+        crate::signin::SignIn::new(settings, Arc::new(roles), Arc::clone(keys), store.clone())?;
+    signin.warn_unknown_tenants();
+    Ok(Some(Arc::new(signin)))
 }
 
 /// The base of short URLs: `SHORTENER_PUBLIC_URL`, or the public listener's address.

@@ -42,6 +42,11 @@ impl Tasks {
             tokio::spawn(Arc::clone(&node.webhooks).run(stop.clone())),
             tokio::spawn(Arc::clone(node.admission.keys()).watch(every.reload, stop.clone())),
             tokio::spawn(Arc::clone(&node.targets).watch(every.reload, stop.clone())),
+            tokio::spawn(crate::signin::SignIn::watch(
+                node.signin.clone(),
+                every.reload,
+                stop.clone(),
+            )),
             tokio::spawn({
                 let (links, store, stop) = (node.links.clone(), node.store.clone(), stop.clone());
                 async move {

@@ -59,12 +59,73 @@ pub struct AccessConfig {
         default_value = "3600000"
     )]
     pub audit_purge_interval_ms: NonZeroU64,
+    /// The OpenID Connect issuer people sign in to the console with (`https://id.example.com`;
+    /// discovery is read from `<issuer>/.well-known/openid-configuration`). Off when unset.
+    #[arg(long, env = "SHORTENER_OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+    /// The client id the issuer knows the console by.
+    #[arg(long, env = "SHORTENER_OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+    /// File holding the client secret (its first line).
+    #[arg(long, env = "SHORTENER_OIDC_CLIENT_SECRET_FILE")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+    /// File mapping the issuer's claims to roles in tenants: TOML `[[role]]` tables of
+    /// `claim`, `value`, `tenant` and `role` (owner, admin, editor or viewer). Re-read when it
+    /// changes or on SIGHUP.
+    #[arg(long, env = "SHORTENER_ROLES_FILE")]
+    pub roles_file: Option<PathBuf>,
+    /// Seconds a console session may go unused before it ends.
+    #[arg(long, env = "SHORTENER_SESSION_IDLE_SECONDS", default_value = "3600")]
+    pub session_idle_seconds: NonZeroU64,
+    /// Seconds a console session lasts at most, however it is used.
+    #[arg(long, env = "SHORTENER_SESSION_MAX_SECONDS", default_value = "43200")]
+    pub session_max_seconds: NonZeroU64,
 }
 
 impl AccessConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        self.suffixes().map(|_| ())
+        self.suffixes()?;
+        self.validate_oidc()
+    }
+
+    fn validate_oidc(&self) -> Result<(), ConfigError> {
+        let Some(issuer) = &self.oidc_issuer else {
+            return if self.oidc_client_id.is_some() || self.oidc_client_secret_file.is_some() {
+                Err(ConfigError::new(
+                    "SHORTENER_OIDC_ISSUER",
+                    "SHORTENER_OIDC_CLIENT_ID and SHORTENER_OIDC_CLIENT_SECRET_FILE need SHORTENER_OIDC_ISSUER",
+                ))
+            } else {
+                Ok(())
+            };
+        };
+        let parsed = url::Url::parse(issuer).ok();
+        if !parsed.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some()) {
+            return Err(ConfigError::new(
+                "SHORTENER_OIDC_ISSUER",
+                format!("SHORTENER_OIDC_ISSUER must be an http(s) URL, not {issuer:?}"),
+            ));
+        }
+        if self.oidc_client_id.as_deref().is_none_or(str::is_empty) {
+            return Err(ConfigError::new(
+                "SHORTENER_OIDC_CLIENT_ID",
+                "SHORTENER_OIDC_CLIENT_ID is required with SHORTENER_OIDC_ISSUER",
+            ));
+        }
+        if self.oidc_client_secret_file.is_none() {
+            return Err(ConfigError::new(
+                "SHORTENER_OIDC_CLIENT_SECRET_FILE",
+                "SHORTENER_OIDC_CLIENT_SECRET_FILE is required with SHORTENER_OIDC_ISSUER",
+            ));
+        }
+        if self.session_idle_seconds > self.session_max_seconds {
+            return Err(ConfigError::new(
+                "SHORTENER_SESSION_IDLE_SECONDS",
+                "SHORTENER_SESSION_IDLE_SECONDS must not exceed SHORTENER_SESSION_MAX_SECONDS",
+            ));
+        }
+        Ok(())
     }
 
     /// How long audit entries are kept and how the purge runs.

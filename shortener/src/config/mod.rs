@@ -175,6 +175,12 @@ impl Config {
                 audit_retention_days: std::num::NonZero::new(365).expect("non-zero"),
                 audit_retention_seconds: None,
                 audit_purge_interval_ms: std::num::NonZero::new(3_600_000).expect("non-zero"),
+                oidc_issuer: None,
+                oidc_client_id: None,
+                oidc_client_secret_file: None,
+                roles_file: None,
+                session_idle_seconds: std::num::NonZero::new(3600).expect("non-zero"),
+                session_max_seconds: std::num::NonZero::new(43_200).expect("non-zero"),
             },
             redirects: RedirectConfig {
                 redirect_status: axum::http::StatusCode::FOUND,

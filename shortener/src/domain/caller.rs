@@ -8,7 +8,8 @@ use std::sync::Arc;
 /// An authenticated caller: the tenant whose links it acts on, the name of its API key (shown
 /// in logs, metrics and a link's history, never the secret), and what the key may do; with
 /// the person behind the request when one signed in, and the client address it came from,
-/// both of which the audit log records.
+/// both of which the audit log records. A person signed in to the console is a caller too:
+/// `key` is then their e-mail address (or `oidc:<subject>`), which no key name can be.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Caller {
     /// The tenant that owns what this caller creates.
@@ -78,11 +79,14 @@ impl Caller {
 
     /// Who a link's history names as the author of a change: the key's identity
     /// ([`Caller::key_id`]), followed by the person (`marketing/console (ana@example.com)`)
-    /// when one signed in.
+    /// when one signed in under another name. A person signed in to the console acts under
+    /// their own name (`marketing/ana@example.com`), which is not repeated.
     pub fn author(&self) -> String {
         match &self.person {
-            Some(person) => format!("{} ({})", self.key_id(), person.name()),
-            None => self.key_id(),
+            Some(person) if *self.key != *person.name() && !self.key.starts_with("oidc:") => {
+                format!("{} ({})", self.key_id(), person.name())
+            }
+            _ => self.key_id(),
         }
     }
 }
@@ -105,5 +109,10 @@ mod tests {
             email: Some(Arc::from("ana@example.com")),
         }));
         assert_eq!(caller.author(), "acme/console (ana@example.com)");
+        // Signed in to the console, the person acts under their own name, said once.
+        caller.key = Arc::from("ana@example.com");
+        assert_eq!(caller.author(), "acme/ana@example.com");
+        caller.key = Arc::from("oidc:248289761001");
+        assert_eq!(caller.author(), "acme/oidc:248289761001");
     }
 }

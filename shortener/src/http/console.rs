@@ -1,5 +1,6 @@
 //! The web console at `/console/`: a static page and its ES modules, compiled into the binary
-//! (`shortener/console/`), that talk to the JSON API with the API key the user pastes.
+//! (`shortener/console/`), that talk to the JSON API with the API key the user pastes, or with
+//! the session of a person signed in through the identity provider (`signin`).
 //!
 //! The assets are served under a path that holds a digest of their content
 //! (`/console/assets/<digest>/app.js`), so they can be kept for a year (`immutable`) and an
@@ -7,7 +8,7 @@
 //! an `ETag`). Every response carries a Content-Security-Policy that allows scripts, styles and
 //! requests to this origin only (no inline script, no `eval`, no framing), `nosniff` and no
 //! referrer. The console only ever reads and writes through the API, so it can do nothing the
-//! key could not do with `curl`.
+//! key (or the person's role) could not do with `curl`.
 
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -120,7 +121,7 @@ fn etag(body: &[u8]) -> String {
 }
 
 /// The headers every console response carries.
-fn secured(mut response: Response) -> Response {
+pub(super) fn secured(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,

@@ -12,6 +12,7 @@ pub mod console;
 mod error;
 pub mod redirect;
 pub mod serve;
+pub mod signin;
 pub mod site;
 
 pub use error::ApiError;
@@ -84,6 +85,8 @@ pub struct HttpState {
     pub yourls_tokens: crate::access::YourlsTokens,
     /// The audit log (`GET /api/v1/audit` reads it).
     pub audit: Arc<crate::audit::AuditLog>,
+    /// Single sign-on to the console, when configured.
+    pub signin: Option<Arc<crate::signin::SignIn>>,
 }
 
 /// The public listener's request handling. Cheap to clone.
@@ -144,28 +147,47 @@ impl PublicService {
                 read: Arc::clone(&read),
             })
         });
-        let mut response =
-            if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
-                // The route the router would pick, without its matching. Boxed: a create's future
-                // is kilobytes large, and without the box every request's future (which the
-                // server moves into a box of its own) would be as large.
-                let span = otel::http::server_span(&Method::POST, CREATE_PATH, request.headers());
-                let create = api::create(State(Arc::clone(&self.state)), request);
-                Box::pin(otel::http::answer_in(span, create)).await
-            } else {
-                let mut request = request;
-                request.extensions_mut().insert(ConnectInfo(peer));
-                match self.router.clone().oneshot(request).await {
-                    Ok(response) => response,
-                    Err(never) => match never {},
-                }
-            };
+        // A JSON API request made with a console session (no API key) runs with the session's
+        // caller in force, once its anti-CSRF checks pass.
+        let session = if request.uri().path().starts_with("/api/v1/") {
+            signin::api_session(&self.state, request.method(), request.headers()).await
+        } else {
+            None
+        };
+        let mut response = match session {
+            Some(Err(refused)) => refused,
+            Some(Ok(caller)) => {
+                Box::pin(signin::session_scope(caller, self.route(peer, request))).await
+            }
+            None => self.route(peer, request).await,
+        };
         if !read.load(Ordering::Acquire) {
             response
                 .headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
+    }
+}
+
+impl PublicService {
+    /// Answers a request that is no plain redirect: the create fast path, or the router.
+    async fn route(&self, peer: SocketAddr, request: Request<Body>) -> Response {
+        if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
+            // The route the router would pick, without its matching. Boxed: a create's future
+            // is kilobytes large, and without the box every request's future (which the
+            // server moves into a box of its own) would be as large.
+            let span = otel::http::server_span(&Method::POST, CREATE_PATH, request.headers());
+            let create = api::create(State(Arc::clone(&self.state)), request);
+            Box::pin(otel::http::answer_in(span, create)).await
+        } else {
+            let mut request = request;
+            request.extensions_mut().insert(ConnectInfo(peer));
+            match self.router.clone().oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
     }
 }
 
@@ -221,6 +243,17 @@ fn router(state: Arc<HttpState>) -> Router {
         Router::new()
             .route("/console/", get(console::page))
             .route("/console/assets/{digest}/{file}", get(console::asset))
+            .route("/console/oidc/login", get(signin::login))
+            .route("/console/oidc/callback", get(signin::callback))
+            .route(
+                "/console/oidc/logout",
+                axum::routing::post(signin::logout).fallback(api::method_not_allowed),
+            )
+            .route("/console/session", get(signin::whoami))
+            .route(
+                "/console/session/tenant",
+                axum::routing::post(signin::switch_tenant).fallback(api::method_not_allowed),
+            )
     } else {
         Router::new()
     };

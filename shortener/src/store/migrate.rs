@@ -113,6 +113,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "audit log",
         sql: include_str!("../../migrations/postgres/0020_audit_log.sql"),
     },
+    Migration {
+        version: 21,
+        name: "console sessions",
+        sql: include_str!("../../migrations/postgres/0021_console_sessions.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -226,6 +231,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 22,
         name: "audit log",
         sql: include_str!("../../migrations/sqlite/0022_audit_log.sql"),
+    },
+    Migration {
+        version: 23,
+        name: "console sessions",
+        sql: include_str!("../../migrations/sqlite/0023_console_sessions.sql"),
     },
 ];
 

@@ -25,7 +25,7 @@
 //! owns the file's one writer connection and fsyncs each round once ([`sqlite`]).
 //!
 //! Layout: one file per interface (the trait and its dispatcher on [`Store`]: `links`,
-//! `visits`, `outbox`, `blocklist`, `domains`, `api_keys`, `capabilities`), [`model`] (the
+//! `visits`, `outbox`, `blocklist`, `domains`, `api_keys`, `sessions`, `capabilities`), [`model`] (the
 //! values that cross the interfaces), `migrate` (the versioned schema of both backends), `reply`
 //! (answering the callers of one batch), one folder per backend.
 
@@ -109,6 +109,7 @@ mod capabilities;
 mod domains;
 mod links;
 mod outbox;
+mod sessions;
 mod visits;
 
 pub use api_keys::{KeyStore, NewApiKey, StoredApiKey};
@@ -118,4 +119,5 @@ pub use capabilities::Capabilities;
 pub use domains::{DomainRemoval, DomainStore, LIVE_LINKS_COUNTED};
 pub use links::LinkStore;
 pub use outbox::OutboxStore;
+pub use sessions::{NewSession, SessionStore, StoredSession};
 pub use visits::VisitStore;

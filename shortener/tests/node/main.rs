@@ -6,6 +6,7 @@
 mod helpers;
 mod route_stats;
 mod served;
+mod signin;
 mod splits;
 
 mod admin;

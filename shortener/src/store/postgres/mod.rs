@@ -24,6 +24,7 @@ mod read;
 mod relayout;
 mod replica;
 mod rollups;
+mod sessions;
 mod tags;
 mod update;
 mod webhooks;
@@ -42,6 +43,7 @@ use super::{
 };
 use super::{HighWater, SlotBound};
 use super::{KeyStore, NewApiKey, StoredApiKey};
+use super::{NewSession, SessionStore, StoredSession};
 use crate::domain::{
     ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash, TagChange,
 };
@@ -579,6 +581,32 @@ impl DomainStore for PgStore {
         tenant: Option<&str>,
     ) -> Result<crate::store::DomainRemoval, StoreError> {
         domains::delete(&*self.client().await?, host, tenant).await
+    }
+}
+
+impl SessionStore for PgStore {
+    async fn insert_session(&self, session: &NewSession) -> Result<(), StoreError> {
+        sessions::insert(&*self.client().await?, session).await
+    }
+
+    async fn session(&self, digest: [u8; 32]) -> Result<Option<StoredSession>, StoreError> {
+        sessions::find(&*self.client().await?, digest).await
+    }
+
+    async fn touch_session(&self, digest: [u8; 32], at: DateTime<Utc>) -> Result<(), StoreError> {
+        sessions::touch(&*self.client().await?, digest, at).await
+    }
+
+    async fn switch_session_tenant(
+        &self,
+        digest: [u8; 32],
+        tenant: &str,
+    ) -> Result<bool, StoreError> {
+        sessions::switch(&*self.client().await?, digest, tenant).await
+    }
+
+    async fn revoke_session(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
+        sessions::revoke(&*self.client().await?, digest).await
     }
 }
 

@@ -33,6 +33,7 @@ mod ledger;
 mod manage;
 mod rollups;
 mod rows;
+mod sessions;
 mod tags;
 mod walsync;
 mod webhooks;
@@ -51,6 +52,7 @@ use super::{
 };
 use super::{HighWater, SlotBound};
 use super::{KeyStore, NewApiKey, StoredApiKey};
+use super::{NewSession, SessionStore, StoredSession};
 use crate::domain::{Domain, DomainSettings};
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page, TagChange};
 use crate::domain::{StatsQuery, StatsReport};
@@ -550,6 +552,37 @@ impl DomainStore for SqliteStore {
         let (host, tenant) = (host.to_string(), tenant.map(str::to_string));
         self.write(move |conn| domains::delete(conn, &host, tenant.as_deref()))
             .await
+    }
+}
+
+impl SessionStore for SqliteStore {
+    async fn insert_session(&self, session: &NewSession) -> Result<(), StoreError> {
+        let session = session.clone();
+        self.write(move |conn| sessions::insert(conn, &session))
+            .await
+    }
+
+    async fn session(&self, digest: [u8; 32]) -> Result<Option<StoredSession>, StoreError> {
+        self.read(move |conn| sessions::find(conn, digest)).await
+    }
+
+    async fn touch_session(&self, digest: [u8; 32], at: DateTime<Utc>) -> Result<(), StoreError> {
+        self.write(move |conn| sessions::touch(conn, digest, at))
+            .await
+    }
+
+    async fn switch_session_tenant(
+        &self,
+        digest: [u8; 32],
+        tenant: &str,
+    ) -> Result<bool, StoreError> {
+        let tenant = tenant.to_string();
+        self.write(move |conn| sessions::switch(conn, digest, &tenant))
+            .await
+    }
+
+    async fn revoke_session(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
+        self.write(move |conn| sessions::revoke(conn, digest)).await
     }
 }
 

@@ -1,0 +1,98 @@
+//! Console sessions on PostgreSQL, read on the primary: a sign-out must not be missed by a
+//! lagging replica.
+
+use super::error::db_error;
+use crate::store::{NewSession, StoreError, StoredSession};
+use chrono::{DateTime, Utc};
+
+pub(super) async fn insert(
+    client: &tokio_postgres::Client,
+    s: &NewSession,
+) -> Result<(), StoreError> {
+    client
+        .execute(
+            "INSERT INTO console_sessions (digest, subject, email, name, claims, tenant, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                &s.digest.as_slice(),
+                &s.subject,
+                &s.email,
+                &s.name,
+                &s.claims,
+                &s.tenant,
+                &s.expires_at,
+            ],
+        )
+        .await
+        .map(|_| ())
+        .map_err(db_error)
+}
+
+pub(super) async fn find(
+    client: &tokio_postgres::Client,
+    digest: [u8; 32],
+) -> Result<Option<StoredSession>, StoreError> {
+    let row = client
+        .query_opt(
+            "SELECT subject, email, name, claims, tenant, created_at, last_seen_at, expires_at \
+             FROM console_sessions WHERE digest = $1 AND revoked_at IS NULL",
+            &[&digest.as_slice()],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(row.map(|r| StoredSession {
+        subject: r.get(0),
+        email: r.get(1),
+        name: r.get(2),
+        claims: r.get(3),
+        tenant: r.get(4),
+        created_at: r.get(5),
+        last_seen_at: r.get(6),
+        expires_at: r.get(7),
+    }))
+}
+
+pub(super) async fn touch(
+    client: &tokio_postgres::Client,
+    digest: [u8; 32],
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    client
+        .execute(
+            "UPDATE console_sessions SET last_seen_at = greatest(last_seen_at, $2) \
+             WHERE digest = $1 AND revoked_at IS NULL",
+            &[&digest.as_slice(), &at],
+        )
+        .await
+        .map(|_| ())
+        .map_err(db_error)
+}
+
+pub(super) async fn switch(
+    client: &tokio_postgres::Client,
+    digest: [u8; 32],
+    tenant: &str,
+) -> Result<bool, StoreError> {
+    client
+        .execute(
+            "UPDATE console_sessions SET tenant = $2 WHERE digest = $1 AND revoked_at IS NULL",
+            &[&digest.as_slice(), &tenant],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(db_error)
+}
+
+pub(super) async fn revoke(
+    client: &tokio_postgres::Client,
+    digest: [u8; 32],
+) -> Result<bool, StoreError> {
+    client
+        .execute(
+            "UPDATE console_sessions SET revoked_at = now() WHERE digest = $1 AND revoked_at IS NULL",
+            &[&digest.as_slice()],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(db_error)
+}
