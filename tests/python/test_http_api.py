@@ -813,6 +813,58 @@ def test_a_branded_domain_answers_its_root_robots_and_app_files_by_host(api, ser
     api.request("DELETE", f"{base}/{host}", item, 204, headers=own)
     api.request("GET", "/robots.txt", "/robots.txt", 404, headers=on)
 
+def test_api_keys_are_made_listed_used_and_revoked(api):
+    admin = api.auth(api.server.admin_api_key)
+    base, item = "/api/v1/keys", "/api/v1/keys/{name}"
+    name = "py-" + uuid.uuid4().hex[:10]
+    made = api.request("POST", base, base, 201, headers=admin,
+                       json={"name": name, "scopes": ["links:read"]}).json()
+    assert (made["name"], made["tenant"], made["scopes"]) == (name, "ops", ["links:read"])
+    secret = made["secret"]
+    listed = api.request("GET", base, base, 200, headers=admin).json()["keys"]
+    mine = [k for k in listed if k["name"] == name]
+    assert len(mine) == 1 and "secret" not in mine[0]
+    # In force at once on the node that made it: it reads, and may do no more than it was given.
+    api.request("GET", "/api/v1/links", "/api/v1/links", 200, headers=api.auth(secret))
+    api.request("POST", "/api/v1/links", "/api/v1/links", 403, headers=api.auth(secret),
+                json={"url": "https://example.com/keys"})
+    for body, status, code in [
+        ({"name": name, "scopes": ["links:read"]}, 409, "key_name_taken"),
+        ({"name": "", "scopes": ["links:read"]}, 422, "invalid_name"),
+        ({"name": "x\u0007y", "scopes": ["links:read"]}, 422, "invalid_name"),
+        ({"name": "py-scope", "scopes": ["links:fly"]}, 422, "invalid_scopes"),
+        ({"name": "py-past", "scopes": ["links:read"], "expires_at": "2001-01-01T00:00:00Z"}, 422, "invalid_expiry"),
+    ]:
+        assert error_of(api.request("POST", base, base, status, headers=admin, json=body)) == code, body
+    # A key without keys:manage may not make one.
+    api.request("POST", base, base, 403, headers=api.auth(secret),
+                json={"name": "py-other", "scopes": ["links:read"]})
+    api.request("DELETE", f"{base}/{name}", item, 204, headers=admin)
+    api.request("DELETE", f"{base}/{name}", item, 404, headers=admin)
+    api.request("GET", "/api/v1/links", "/api/v1/links", 401, headers=api.auth(secret))
+
+
+def test_the_audit_log_names_who_changed_a_link(api, unique_url):
+    admin = api.auth(api.server.admin_api_key)
+    code = api.create({"url": unique_url}).json()["code"]
+    api.delete(code)
+    base = "/api/v1/audit"
+    page = api.request("GET", base, base, 200, headers=admin, params={"object": code}).json()
+    actions = [e["action"] for e in page["entries"]]
+    assert actions == ["link.delete", "link.create"], actions
+    created = page["entries"][-1]
+    assert created["object"] == {"kind": "link", "id": code}
+    assert created["actor"]["key"] and created["actor"].get("subject") is None
+    assert created["change"]["url"] == unique_url
+    ndjson = api.request("GET", base, base, 200, headers=admin,
+                         params={"object": code, "format": "ndjson"})
+    assert len([line for line in ndjson.text.splitlines() if line.strip()]) == 2
+    for params in [{"limit": "0"}, {"since": "yesterday"}, {"cursor": "not-a-cursor"}, {"format": "xml"}]:
+        api.request("GET", base, base, 400, headers=admin, params=params)
+    # A key without audit:read reads nothing.
+    api.request("GET", base, base, 403, headers=api.auth())
+
+
 # Coverage of the document by the tests above.
 
 
