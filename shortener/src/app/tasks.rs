@@ -44,6 +44,10 @@ impl Tasks {
             tokio::spawn(Arc::clone(&node.targets).watch(every.reload, stop.clone())),
             tokio::spawn(crate::signin::SignIn::watch(
                 node.signin.clone(),
+                crate::signin::Reporter {
+                    audit: Arc::clone(&node.audit),
+                    node: super::resources::default_holder(),
+                },
                 every.reload,
                 stop.clone(),
             )),

@@ -50,6 +50,39 @@ const TOKEN_CLAIMS: [&str; 11] = [
     "jti",
 ];
 
+/// Who records the roles file's changes in the audit log: each node that reloads the file
+/// records what it saw change, one entry per affected tenant, naming itself (`node`) in the
+/// summary, so a cluster of N nodes sharing a store holds N entries per change, one per node
+/// (docs/audit.md says why).
+pub struct Reporter {
+    /// The audit log.
+    pub audit: Arc<crate::audit::AuditLog>,
+    /// This node's name.
+    pub node: String,
+}
+
+impl Reporter {
+    /// Records `changed`, one `role_mapping.change` entry per tenant.
+    pub async fn report(self: Arc<Self>, changed: BTreeMap<String, roles::TenantChange>) {
+        let tables = |tables: &[(String, String, Role)]| -> Vec<serde_json::Value> {
+            tables
+                .iter()
+                .map(|(claim, value, role)| {
+                    serde_json::json!({ "claim": claim, "value": value, "role": role.name() })
+                })
+                .collect()
+        };
+        for (tenant, change) in changed {
+            let summary = serde_json::json!({
+                "node": &self.node,
+                "added": tables(&change.added),
+                "removed": tables(&change.removed),
+            });
+            self.audit.record_role_mappings(&tenant, summary).await;
+        }
+    }
+}
+
 /// The settings of sign-in.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -236,9 +269,11 @@ impl SignIn {
     }
 
     /// Re-reads the roles file of `signin` (if any) when it changes, warning about unknown
-    /// tenants after each load, until `stop`.
+    /// tenants after each load and recording in the audit log what each reload changed
+    /// ([`Reporter::report`]), until `stop`.
     pub async fn watch(
         signin: Option<Arc<Self>>,
+        reporter: Reporter,
         every: Duration,
         stop: tokio_util::sync::CancellationToken,
     ) {
@@ -249,9 +284,15 @@ impl SignIn {
             return;
         };
         let reloads = signin.roles.reloads();
+        let reporter = Arc::new(reporter);
         let reload = move || {
+            let before = signin.roles.mappings();
             let count = signin.roles.reload()?;
             signin.warn_unknown_tenants();
+            let changed = roles::changes(&before, &signin.roles.mappings());
+            if !changed.is_empty() {
+                tokio::spawn(Arc::clone(&reporter).report(changed));
+            }
             Ok(format!("{count} role mappings"))
         };
         crate::watch::watch_file(path, "roles", every, &reloads, reload, stop).await;

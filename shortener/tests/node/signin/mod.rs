@@ -1,8 +1,9 @@
 //! Single sign-on to the console: a real OpenID provider (`oidc-provider`, tests/oidc) in a
 //! real browser (`browser`), and the tables of bad ID tokens, sessions, cross-site requests and
 //! roles, each refused with nothing changed (`tables`, against an issuer the test signs tokens
-//! for itself, `issuer`).
+//! for itself, `issuer`), and what sign-in adds to the audit log (`audited`).
 
+mod audited;
 mod browser;
 mod issuer;
 mod provider;
