@@ -1,11 +1,53 @@
-//! What sign-in adds to the audit log beyond the changes a caller makes: a change of the roles
-//! file, recorded by the node that reloads it, per tenant it touched.
+//! What sign-in leaves behind besides sessions: a change of the roles file is recorded in the
+//! audit log by the node that reloads it, per tenant it touched; and the node's logs, captured
+//! at debug level through a full sign-in and a key made with the session, hold none of the
+//! secrets that went by (the code, the ID token, the state, nonce and PKCE verifier, the
+//! session cookie, the anti-CSRF token, the new key's secret).
 
 use super::issuer::{Key, TestIssuer};
+use super::tables::{callback, claims, start, whoami, with_session};
 use super::{ROLES, configure, marketing_audit, marketing_keys};
 use crate::helpers::{Backend, Node, Stack};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
+use std::io::Write;
+use std::sync::{Mutex, Once};
 use std::time::Duration;
+
+/// Every log line any node of this test binary wrote since [`capture_logs`] was first called.
+static LOGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+/// Appends what it is given to [`LOGS`].
+struct Capture;
+
+impl Write for Capture {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        LOGS.lock().expect("logs").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Installs, once for the test binary, a subscriber that writes every event at debug level
+/// and above (trace for the node's own crate), with its spans' fields, into [`LOGS`].
+fn capture_logs() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("debug,shortener=trace"))
+            .with_writer(|| Capture)
+            .with_ansi(false)
+            .init();
+    });
+}
+
+/// The captured logs as text.
+fn logs() -> String {
+    String::from_utf8_lossy(&LOGS.lock().expect("logs")).into_owned()
+}
 
 /// Marketing's `role_mapping.change` entries, waiting up to ten seconds for `count` of them.
 async fn role_changes(node: &Node, key: &str, count: usize) -> Vec<Value> {
@@ -86,4 +128,79 @@ async fn a_change_of_the_roles_file_is_audited_per_tenant() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(role_changes(&node, &key, 2).await.len(), 1);
     node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_secret_of_a_sign_in_or_a_new_key_reaches_the_logs() {
+    capture_logs();
+    let stack = Stack::new(Backend::Sqlite).await;
+    marketing_keys(&stack.dir.path().join("keys.toml"));
+    let signer = Key::new("k1");
+    let issuer = TestIssuer::start(&[&signer]).await;
+    let mut config = stack.config("a");
+    configure(&mut config, stack.dir.path(), &issuer.issuer);
+    let node = Node::start(config).await;
+    tracing::info!("the log capture works");
+
+    // A sign-in as an admin of marketing, by a code that can be looked for.
+    let started = start(&node).await;
+    let attempt = started.cookie.split_once('=').expect("name=value").1;
+    let verifier = attempt.rsplit('.').next().expect("a verifier").to_string();
+    let id_token = signer.sign(
+        &signer.kid,
+        &claims(&issuer.issuer, &started.nonce, &["link-admins"]),
+    );
+    issuer.answer(id_token.clone());
+    let code = shortener::access::generate_api_key();
+    let query = format!("code={code}&state={}", started.state);
+    let (status, session) = callback(&node, Some(&started.cookie), &query).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let session = session.expect("a session cookie");
+    let csrf = whoami(&node, &session).await["csrf"]
+        .as_str()
+        .expect("a token")
+        .to_string();
+
+    // A key made with the session, as the console's Keys page does.
+    let made = with_session(
+        node.client.post(format!("{}/api/v1/keys", node.base)),
+        &session,
+        Some(&csrf),
+        Some(&node.base),
+    )
+    .json(&json!({ "name": "robot", "scopes": ["links:read"] }))
+    .send()
+    .await
+    .expect("create a key");
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let made: Value = made.json().await.expect("JSON");
+    let secret = made["secret"].as_str().expect("a secret").to_string();
+    node.stop().await;
+
+    let logs = logs();
+    assert!(
+        logs.contains("the log capture works"),
+        "nothing was captured"
+    );
+    assert!(
+        logs.contains("a person signed in"),
+        "the sign-in was not logged"
+    );
+    let cookie = session.split_once('=').expect("name=value").1;
+    for (what, value) in [
+        ("the authorization code", code.as_str()),
+        ("the ID token", id_token.as_str()),
+        ("the session cookie", cookie),
+        ("the anti-CSRF token", csrf.as_str()),
+        ("the state", started.state.as_str()),
+        ("the nonce", started.nonce.as_str()),
+        ("the PKCE verifier", verifier.as_str()),
+        ("the new key's secret", secret.as_str()),
+    ] {
+        assert!(
+            value.len() >= 16,
+            "{what} is too short to look for: {value}"
+        );
+        assert!(!logs.contains(value), "{what} was logged");
+    }
 }
