@@ -35,6 +35,14 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 /// that is shorter): the idle timeout's granularity.
 const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
+/// How often session rows past their absolute timeout, or signed out longer than
+/// [`REVOKED_KEPT`], are purged.
+pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
+/// The most session rows one purge run deletes (the next run takes the rest).
+pub const PURGE_BATCH: usize = 10_000;
+/// How long a signed-out session's row is kept (so the table still says who signed out when).
+pub const REVOKED_KEPT: chrono::TimeDelta = chrono::TimeDelta::days(1);
+
 /// The claims kept with a session: the standard ones about the token itself are left out.
 const TOKEN_CLAIMS: [&str; 11] = [
     "iss",
@@ -296,6 +304,41 @@ impl SignIn {
             Ok(format!("{count} role mappings"))
         };
         crate::watch::watch_file(path, "roles", every, &reloads, reload, stop).await;
+    }
+
+    /// Deletes at most [`PURGE_BATCH`] session rows past their absolute timeout or signed out
+    /// more than [`REVOKED_KEPT`] ago; how many it deleted.
+    pub async fn purge_once(&self) -> Result<usize, StoreError> {
+        let now = Utc::now();
+        self.store
+            .purge_sessions(now, now - REVOKED_KEPT, PURGE_BATCH)
+            .await
+    }
+
+    /// Purges old session rows of `signin` (if any) every `every` until `stop`, as the audit
+    /// log's purge runs: any node may run it, a run is bounded, a failed run waits for the
+    /// next.
+    pub async fn run_purge(
+        signin: Option<Arc<Self>>,
+        every: Duration,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let Some(signin) = signin else {
+            return;
+        };
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            match signin.purge_once().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "ended console sessions purged"),
+                Err(e) => tracing::warn!(error = %e, "session purge failed; the next run retries"),
+            }
+        }
     }
 
     /// Finishes a sign-in: exchanges `code` for the verified claims of `attempt`, and opens a
