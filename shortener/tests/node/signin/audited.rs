@@ -11,6 +11,7 @@ use crate::helpers::{Backend, Node, Stack};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
@@ -31,17 +32,43 @@ impl Write for Capture {
     }
 }
 
+/// Whether [`LOGS`] takes events now: only while a test holds a [`Capturing`], so the other
+/// tests of the binary run with logging off as before.
+static CAPTURING: AtomicBool = AtomicBool::new(false);
+
+/// Capturing lasts as long as this.
+struct Capturing;
+
+impl Drop for Capturing {
+    fn drop(&mut self) {
+        CAPTURING.store(false, Ordering::Relaxed);
+    }
+}
+
 /// Installs, once for the test binary, a subscriber that writes every event at debug level
-/// and above (trace for the node's own crate), with its spans' fields, into [`LOGS`].
-fn capture_logs() {
+/// and above (trace for the node's own crate), with its spans' fields, into [`LOGS`] while
+/// capturing; and captures until the answer is dropped.
+fn capture_logs() -> Capturing {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("debug,shortener=trace"))
-            .with_writer(|| Capture)
-            .with_ansi(false)
+        let while_capturing =
+            tracing_subscriber::filter::filter_fn(|_| CAPTURING.load(Ordering::Relaxed));
+        let levels = tracing_subscriber::EnvFilter::new("debug,shortener=trace");
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(|| Capture)
+                    .with_ansi(false)
+                    .with_filter(levels)
+                    .with_filter(while_capturing),
+            )
             .init();
     });
+    CAPTURING.store(true, Ordering::Relaxed);
+    Capturing
 }
 
 /// The captured logs as text.
@@ -132,7 +159,7 @@ async fn a_change_of_the_roles_file_is_audited_per_tenant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_secret_of_a_sign_in_or_a_new_key_reaches_the_logs() {
-    capture_logs();
+    let capturing = capture_logs();
     let stack = Stack::new(Backend::Sqlite).await;
     marketing_keys(&stack.dir.path().join("keys.toml"));
     let signer = Key::new("k1");
@@ -176,6 +203,7 @@ async fn no_secret_of_a_sign_in_or_a_new_key_reaches_the_logs() {
     let made: Value = made.json().await.expect("JSON");
     let secret = made["secret"].as_str().expect("a secret").to_string();
     node.stop().await;
+    drop(capturing);
 
     let logs = logs();
     assert!(
