@@ -53,7 +53,9 @@ pub struct DefaultApiKey {
     pub made_now: bool,
 }
 
-fn default_holder() -> String {
+/// This node's name: its host name and process id (what an audit entry a node records on its
+/// own, such as a roles file reload, names it by).
+pub(crate) fn default_holder() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())

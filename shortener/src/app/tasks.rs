@@ -1,6 +1,6 @@
 //! The node's background work: the visits' (their flushes, rollup maintenance and the GeoIP
 //! file's re-reads, on `visits::Schedule`), webhook deliveries, forgetting idle rate-limit
-//! clients, re-reading the keys file, the stored API keys and the blocklist, purging expired idempotency keys, and (on a shared store) the change feed
+//! clients, re-reading the keys file, purging ended console sessions, the stored API keys and the blocklist, purging expired idempotency keys, and (on a shared store) the change feed
 //! that keeps the redirect cache in step with other nodes.
 
 use super::node::Node;
@@ -44,6 +44,10 @@ impl Tasks {
             tokio::spawn(Arc::clone(&node.targets).watch(every.reload, stop.clone())),
             tokio::spawn(crate::signin::SignIn::watch(
                 node.signin.clone(),
+                crate::signin::Reporter {
+                    audit: Arc::clone(&node.audit),
+                    node: super::resources::default_holder(),
+                },
                 every.reload,
                 stop.clone(),
             )),
@@ -81,6 +85,11 @@ impl Tasks {
         handles.push(tokio::spawn(
             Arc::clone(&node.audit).run_purge(stop.clone()),
         ));
+        handles.push(tokio::spawn(crate::signin::SignIn::run_purge(
+            node.signin.clone(),
+            crate::signin::PURGE_EVERY,
+            stop.clone(),
+        )));
         handles.push(tokio::spawn({
             let (blocklist, stop) = (Arc::clone(&node.blocklist), stop.clone());
             async move {

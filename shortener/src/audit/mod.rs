@@ -8,8 +8,9 @@
 //! transport found (the trusted-proxy rules of `SHORTENER_CLIENT_IP_HEADER`), the action, the
 //! object and a bounded summary of what changed ([`summary`]), never a secret.
 //!
-//! Sign-ins and failed sign-ins go through [`AuditLog::record_sign_in`]. Role mappings, when
-//! they come, record with [`Action::RoleMappingChange`] on [`ObjectKind::RoleMapping`].
+//! Sign-ins and failed sign-ins go through [`AuditLog::record_sign_in`]. Changes of the roles
+//! file go through [`AuditLog::record_role_mappings`] ([`Action::RoleMappingChange`] on
+//! [`ObjectKind::RoleMapping`]), by each node that reloads it.
 //!
 //! Entries past `SHORTENER_AUDIT_RETENTION_DAYS` are purged by [`AuditLog::run_purge`], a
 //! bounded number per run. docs/audit.md says why entries are written where they are.
@@ -172,7 +173,7 @@ names! {
         BlocklistAdd => "blocklist.add",
         /// A target domain was unblocked.
         BlocklistRemove => "blocklist.remove",
-        /// A role mapping was added, changed or removed (kept for the role mappings to come).
+        /// A tenant's role mappings changed in the roles file (one entry per tenant and node).
         RoleMappingChange => "role_mapping.change",
         /// A person signed in.
         SignIn => "signin",
@@ -198,12 +199,15 @@ names! {
         Webhook => "webhook",
         /// A blocked domain, by its entry.
         Blocklist => "blocklist",
-        /// A role mapping.
+        /// A tenant's role mappings, by the tenant.
         RoleMapping => "role_mapping",
         /// A console session (sign-ins), by the person's subject.
         Session => "session",
     }
 }
+
+/// The actor a change of the roles file is recorded with.
+pub const ROLES_FILE_ACTOR: &str = "roles-file";
 
 /// The most bytes a change summary keeps as compact JSON; a larger one is replaced by the
 /// names of the fields it changed.
@@ -399,6 +403,25 @@ impl AuditLog {
             object_kind: ObjectKind::Session.name().to_string(),
             object_id: attempt.subject.unwrap_or_default().to_string(),
             change: summary(serde_json::json!({ "reason": attempt.reason })),
+        };
+        self.append(entry).await;
+    }
+
+    /// Records that the roles file changed `tenant`'s mappings as `change` says (the tables
+    /// added and removed, and the node that saw it): the actor is the operator's file
+    /// ([`ROLES_FILE_ACTOR`]), with no person and no address.
+    pub async fn record_role_mappings(&self, tenant: &str, change: serde_json::Value) {
+        let entry = NewAuditEntry {
+            tenant: tenant.to_string(),
+            actor_tenant: String::new(),
+            actor_key: ROLES_FILE_ACTOR.to_string(),
+            actor_subject: None,
+            actor_email: None,
+            address: None,
+            action: Action::RoleMappingChange.name().to_string(),
+            object_kind: ObjectKind::RoleMapping.name().to_string(),
+            object_id: tenant.to_string(),
+            change: summary(change),
         };
         self.append(entry).await;
     }

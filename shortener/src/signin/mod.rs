@@ -35,6 +35,14 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 /// that is shorter): the idle timeout's granularity.
 const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
+/// How often session rows past their absolute timeout, or signed out longer than
+/// [`REVOKED_KEPT`], are purged.
+pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
+/// The most session rows one purge run deletes (the next run takes the rest).
+pub const PURGE_BATCH: usize = 10_000;
+/// How long a signed-out session's row is kept (so the table still says who signed out when).
+pub const REVOKED_KEPT: chrono::TimeDelta = chrono::TimeDelta::days(1);
+
 /// The claims kept with a session: the standard ones about the token itself are left out.
 const TOKEN_CLAIMS: [&str; 11] = [
     "iss",
@@ -49,6 +57,39 @@ const TOKEN_CLAIMS: [&str; 11] = [
     "auth_time",
     "jti",
 ];
+
+/// Who records the roles file's changes in the audit log: each node that reloads the file
+/// records what it saw change, one entry per affected tenant, naming itself (`node`) in the
+/// summary, so a cluster of N nodes sharing a store holds N entries per change, one per node
+/// (docs/audit.md says why).
+pub struct Reporter {
+    /// The audit log.
+    pub audit: Arc<crate::audit::AuditLog>,
+    /// This node's name.
+    pub node: String,
+}
+
+impl Reporter {
+    /// Records `changed`, one `role_mapping.change` entry per tenant.
+    pub async fn report(self: Arc<Self>, changed: BTreeMap<String, roles::TenantChange>) {
+        let tables = |tables: &[(String, String, Role)]| -> Vec<serde_json::Value> {
+            tables
+                .iter()
+                .map(|(claim, value, role)| {
+                    serde_json::json!({ "claim": claim, "value": value, "role": role.name() })
+                })
+                .collect()
+        };
+        for (tenant, change) in changed {
+            let summary = serde_json::json!({
+                "node": &self.node,
+                "added": tables(&change.added),
+                "removed": tables(&change.removed),
+            });
+            self.audit.record_role_mappings(&tenant, summary).await;
+        }
+    }
+}
 
 /// The settings of sign-in.
 #[derive(Debug, Clone)]
@@ -236,9 +277,11 @@ impl SignIn {
     }
 
     /// Re-reads the roles file of `signin` (if any) when it changes, warning about unknown
-    /// tenants after each load, until `stop`.
+    /// tenants after each load and recording in the audit log what each reload changed
+    /// ([`Reporter::report`]), until `stop`.
     pub async fn watch(
         signin: Option<Arc<Self>>,
+        reporter: Reporter,
         every: Duration,
         stop: tokio_util::sync::CancellationToken,
     ) {
@@ -249,12 +292,53 @@ impl SignIn {
             return;
         };
         let reloads = signin.roles.reloads();
+        let reporter = Arc::new(reporter);
         let reload = move || {
+            let before = signin.roles.mappings();
             let count = signin.roles.reload()?;
             signin.warn_unknown_tenants();
+            let changed = roles::changes(&before, &signin.roles.mappings());
+            if !changed.is_empty() {
+                tokio::spawn(Arc::clone(&reporter).report(changed));
+            }
             Ok(format!("{count} role mappings"))
         };
         crate::watch::watch_file(path, "roles", every, &reloads, reload, stop).await;
+    }
+
+    /// Deletes at most [`PURGE_BATCH`] session rows past their absolute timeout or signed out
+    /// more than [`REVOKED_KEPT`] ago; how many it deleted.
+    pub async fn purge_once(&self) -> Result<usize, StoreError> {
+        let now = Utc::now();
+        self.store
+            .purge_sessions(now, now - REVOKED_KEPT, PURGE_BATCH)
+            .await
+    }
+
+    /// Purges old session rows of `signin` (if any) every `every` until `stop`, as the audit
+    /// log's purge runs: any node may run it, a run is bounded, a failed run waits for the
+    /// next.
+    pub async fn run_purge(
+        signin: Option<Arc<Self>>,
+        every: Duration,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        let Some(signin) = signin else {
+            return;
+        };
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = ticks.tick() => {}
+            }
+            match signin.purge_once().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "ended console sessions purged"),
+                Err(e) => tracing::warn!(error = %e, "session purge failed; the next run retries"),
+            }
+        }
     }
 
     /// Finishes a sign-in: exchanges `code` for the verified claims of `attempt`, and opens a

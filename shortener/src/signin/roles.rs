@@ -7,13 +7,13 @@
 use crate::domain::{Scope, Scopes};
 use crate::watch::{ReloadCounters, ReloadSeries};
 use arc_swap::ArcSwap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// A role in a tenant, from least to most.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Reads the tenant's links and their stats.
@@ -82,6 +82,39 @@ pub fn parse(text: &str) -> Result<Vec<Mapping>, String> {
         }
     }
     Ok(file.role)
+}
+
+/// How a reload changed one tenant's mappings: the `(claim, value, role)` tables added and
+/// removed (a changed role is one of each).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantChange {
+    /// Tables in the new file that the old one did not have.
+    pub added: Vec<(String, String, Role)>,
+    /// Tables of the old file that the new one does not have.
+    pub removed: Vec<(String, String, Role)>,
+}
+
+/// The tenants whose mappings differ between `before` and `after`, with what changed in each
+/// (tables only reordered, or repeated, are no change).
+pub fn changes(before: &[Mapping], after: &[Mapping]) -> BTreeMap<String, TenantChange> {
+    use std::collections::BTreeSet;
+    let set = |mappings: &[Mapping]| -> BTreeSet<(String, String, String, Role)> {
+        mappings
+            .iter()
+            .map(|m| (m.tenant.clone(), m.claim.clone(), m.value.clone(), m.role))
+            .collect()
+    };
+    let (old, new) = (set(before), set(after));
+    let mut changed: BTreeMap<String, TenantChange> = BTreeMap::new();
+    for (tenant, claim, value, role) in new.difference(&old) {
+        let change = changed.entry(tenant.clone()).or_default();
+        change.added.push((claim.clone(), value.clone(), *role));
+    }
+    for (tenant, claim, value, role) in old.difference(&new) {
+        let change = changed.entry(tenant.clone()).or_default();
+        change.removed.push((claim.clone(), value.clone(), *role));
+    }
+    changed
 }
 
 /// Whether claim `value` is `wanted` or, as an array, holds it.
@@ -234,6 +267,31 @@ mod tests {
         assert!(Role::Admin.scopes().grants(Scope::KeysManage));
         assert!(!Role::Editor.scopes().grants(Scope::AuditRead));
         assert!(Role::Admin.scopes().grants(Scope::AuditRead));
+    }
+
+    #[test]
+    fn changes_are_told_per_tenant_and_a_reordered_file_is_none() {
+        let table = |value: &str, tenant: &str, role: Role| Mapping {
+            claim: "groups".into(),
+            value: value.into(),
+            tenant: tenant.into(),
+            role,
+        };
+        let before = [
+            table("eds", "m", Role::Editor),
+            table("vs", "s", Role::Viewer),
+        ];
+        let reordered = [before[1].clone(), before[0].clone(), before[0].clone()];
+        assert!(changes(&before, &reordered).is_empty());
+        let after = [
+            table("eds", "m", Role::Admin),
+            table("vs", "s", Role::Viewer),
+        ];
+        let changed = changes(&before, &after);
+        assert_eq!(changed.len(), 1);
+        let entry = |role| ("groups".to_string(), "eds".to_string(), role);
+        assert_eq!(changed["m"].added, [entry(Role::Admin)]);
+        assert_eq!(changed["m"].removed, [entry(Role::Editor)]);
     }
 
     #[test]

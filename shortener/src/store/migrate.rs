@@ -118,6 +118,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "console sessions",
         sql: include_str!("../../migrations/postgres/0021_console_sessions.sql"),
     },
+    Migration {
+        version: 22,
+        name: "console sessions by sign-out",
+        sql: include_str!("../../migrations/postgres/0022_console_sessions_revoked.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -236,6 +241,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 23,
         name: "console sessions",
         sql: include_str!("../../migrations/sqlite/0023_console_sessions.sql"),
+    },
+    Migration {
+        version: 24,
+        name: "console sessions by sign-out",
+        sql: include_str!("../../migrations/sqlite/0024_console_sessions_revoked.sql"),
     },
 ];
 

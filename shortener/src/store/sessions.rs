@@ -80,6 +80,15 @@ pub trait SessionStore: Send + Sync {
         &self,
         digest: [u8; 32],
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Deletes at most `limit` sessions past their absolute timeout before `expired_before`, or
+    /// signed out before `revoked_before`; how many it deleted.
+    fn purge_sessions(
+        &self,
+        expired_before: DateTime<Utc>,
+        revoked_before: DateTime<Utc>,
+        limit: usize,
+    ) -> impl Future<Output = Result<usize, StoreError>> + Send;
 }
 
 impl SessionStore for Store {
@@ -105,5 +114,14 @@ impl SessionStore for Store {
 
     async fn revoke_session(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
         traced!(self, "UPDATE", "console_sessions", s => s.revoke_session(digest))
+    }
+
+    async fn purge_sessions(
+        &self,
+        expired_before: DateTime<Utc>,
+        revoked_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        traced!(self, "DELETE", "console_sessions", s => s.purge_sessions(expired_before, revoked_before, limit))
     }
 }

@@ -608,6 +608,21 @@ impl SessionStore for PgStore {
     async fn revoke_session(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
         sessions::revoke(&*self.client().await?, digest).await
     }
+
+    async fn purge_sessions(
+        &self,
+        expired_before: DateTime<Utc>,
+        revoked_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        sessions::purge(
+            &*self.client().await?,
+            expired_before,
+            revoked_before,
+            limit,
+        )
+        .await
+    }
 }
 
 impl KeyStore for PgStore {

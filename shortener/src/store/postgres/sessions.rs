@@ -96,3 +96,26 @@ pub(super) async fn revoke(
         .map(|n| n == 1)
         .map_err(db_error)
 }
+
+/// Deletes at most `limit` sessions that expired before `expired_before` or were signed out
+/// before `revoked_before`, each found by its index.
+pub(super) async fn purge(
+    client: &tokio_postgres::Client,
+    expired_before: DateTime<Utc>,
+    revoked_before: DateTime<Utc>,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    client
+        .execute(
+            "DELETE FROM console_sessions WHERE id IN (SELECT id FROM (\
+             (SELECT id FROM console_sessions WHERE expires_at < $1 ORDER BY expires_at LIMIT $3) \
+             UNION \
+             (SELECT id FROM console_sessions WHERE revoked_at < $2 ORDER BY revoked_at LIMIT $3)\
+             ) AS old LIMIT $3)",
+            &[&expired_before, &revoked_before, &limit],
+        )
+        .await
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+        .map_err(db_error)
+}

@@ -584,6 +584,16 @@ impl SessionStore for SqliteStore {
     async fn revoke_session(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
         self.write(move |conn| sessions::revoke(conn, digest)).await
     }
+
+    async fn purge_sessions(
+        &self,
+        expired_before: DateTime<Utc>,
+        revoked_before: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        self.write(move |conn| sessions::purge(conn, expired_before, revoked_before, limit))
+            .await
+    }
 }
 
 impl KeyStore for SqliteStore {

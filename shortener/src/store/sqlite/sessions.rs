@@ -85,3 +85,27 @@ pub(super) fn revoke(conn: &Connection, digest: [u8; 32]) -> Result<bool, StoreE
     .map(|n| n == 1)
     .map_err(db_error)
 }
+
+/// Deletes at most `limit` sessions that expired before `expired_before` or were signed out
+/// before `revoked_before`, each found by its index.
+pub(super) fn purge(
+    conn: &Connection,
+    expired_before: DateTime<Utc>,
+    revoked_before: DateTime<Utc>,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    conn.execute(
+        "DELETE FROM console_sessions WHERE id IN (SELECT id FROM (\
+         SELECT id FROM (SELECT id FROM console_sessions WHERE expires_at < ?1 \
+         ORDER BY expires_at LIMIT ?3) \
+         UNION \
+         SELECT id FROM (SELECT id FROM console_sessions WHERE revoked_at < ?2 \
+         ORDER BY revoked_at LIMIT ?3)) LIMIT ?3)",
+        params![
+            millis(expired_before),
+            millis(revoked_before),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ],
+    )
+    .map_err(db_error)
+}

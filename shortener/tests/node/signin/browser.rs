@@ -6,7 +6,7 @@
 //! `target/console-screenshots/signin/`.
 
 use super::provider::OidcProvider;
-use super::{configure, marketing_keys, marketing_links, me};
+use super::{configure, marketing_audit, marketing_keys, marketing_links, me};
 use crate::console::{BrowserLog, Page, browser, driver};
 use crate::helpers::{Backend, Node, Stack};
 use fantoccini::Locator;
@@ -72,6 +72,36 @@ async fn session_cookie(page: &Page) -> String {
     format!("{}={}", cookie.name(), cookie.value())
 }
 
+/// Reads marketing's audit log: the link the editor made is recorded as theirs (subject,
+/// e-mail and the browser's address, not only the name the person's caller goes by), and so is
+/// their sign-in.
+async fn the_audit_log_names_ed(node: &Node, key: &str) {
+    let entries = marketing_audit(node, key).await;
+    let shown = serde_json::Value::Array(entries.clone());
+    let of = |action: &str| {
+        entries
+            .iter()
+            .find(|e| e["action"] == action)
+            .unwrap_or_else(|| panic!("no {action} entry in {shown}"))
+    };
+    let created = of("link.create");
+    let signed_in = of("signin");
+    let subject = signed_in["actor"]["subject"].as_str().expect("a subject");
+    assert_eq!(subject, "editor", "{signed_in}");
+    assert_eq!(signed_in["actor"]["email"], "ed@example.com", "{signed_in}");
+    assert_eq!(signed_in["object"]["kind"], "session", "{signed_in}");
+    assert_eq!(signed_in["address"], "127.0.0.1", "{signed_in}");
+    assert_eq!(created["object"]["kind"], "link", "{created}");
+    assert_eq!(created["actor"]["subject"], subject, "{created}");
+    assert_eq!(created["actor"]["email"], "ed@example.com", "{created}");
+    assert_eq!(created["actor"]["tenant"], "marketing", "{created}");
+    assert_eq!(created["address"], "127.0.0.1", "{created}");
+    assert_eq!(
+        created["change"]["url"], "https://example.com/by/ed",
+        "{created}"
+    );
+}
+
 async fn start_node(stack: &Stack, name: &str, port: u16, issuer: &str) -> Node {
     let mut config = stack.config(name);
     config.listeners.http_addr = format!("127.0.0.1:{port}").parse().expect("address");
@@ -118,6 +148,7 @@ async fn people_sign_in_through_the_provider_and_act_by_their_role() {
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["links"][0]["owner"], "ed@example.com", "{listed}");
     assert_eq!(marketing_links(&a, &key).await, 1);
+    the_audit_log_names_ed(&a, &key).await;
 
     // The session is in the store: the other node knows it; signing out ends it on both.
     let editor = session_cookie(&page).await;

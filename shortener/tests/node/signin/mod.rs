@@ -1,8 +1,9 @@
 //! Single sign-on to the console: a real OpenID provider (`oidc-provider`, tests/oidc) in a
 //! real browser (`browser`), and the tables of bad ID tokens, sessions, cross-site requests and
 //! roles, each refused with nothing changed (`tables`, against an issuer the test signs tokens
-//! for itself, `issuer`).
+//! for itself, `issuer`), and what sign-in adds to the audit log (`audited`).
 
+mod audited;
 mod browser;
 mod issuer;
 mod provider;
@@ -19,15 +20,15 @@ pub const CLIENT_ID: &str = "shortener-console";
 /// Its secret.
 pub const CLIENT_SECRET: &str = "console-secret-0123456789";
 
-/// A keys file with a key of tenant `marketing` that reads its links and keys, and one of
-/// `sales` (the keys make the two tenants exist); returns marketing's key.
+/// A keys file with a key of tenant `marketing` that reads its links, keys and audit log, and
+/// one of `sales` (the keys make the two tenants exist); returns marketing's key.
 pub fn marketing_keys(path: &Path) -> String {
     let key = generate_api_key();
     let entry = |tenant: &str, key: &str| KeyEntry {
         tenant: tenant.into(),
         name: "reader".into(),
         digest: digest(key),
-        scopes: Scopes::parse_list("links:read,keys:manage").expect("scopes"),
+        scopes: Scopes::parse_list("links:read,keys:manage,audit:read").expect("scopes"),
         expires: None,
     };
     let text = KEY_FILE_HEADER.to_string()
@@ -106,4 +107,18 @@ pub async fn marketing_links(node: &Node, key: &str) -> usize {
     let (status, body) = node.list_with_key("limit=100", key).await;
     assert_eq!(status, 200, "{body}");
     body["links"].as_array().expect("links").len()
+}
+
+/// Tenant marketing's audit entries (newest first), as its key reads them.
+pub async fn marketing_audit(node: &Node, key: &str) -> Vec<serde_json::Value> {
+    let response = node
+        .client
+        .get(format!("{}/api/v1/audit?limit=100", node.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("GET /api/v1/audit");
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: serde_json::Value = response.json().await.expect("audit page");
+    body["entries"].as_array().expect("entries").clone()
 }

@@ -18,10 +18,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// A sign-in started at a node: the attempt cookie (`name=value`) and what the issuer was sent.
-struct Started {
-    cookie: String,
-    state: String,
-    nonce: String,
+pub(super) struct Started {
+    pub(super) cookie: String,
+    pub(super) state: String,
+    pub(super) nonce: String,
     location: String,
 }
 
@@ -36,7 +36,7 @@ fn set_cookies(response: &reqwest::Response) -> Vec<String> {
         .collect()
 }
 
-async fn start(node: &Node) -> Started {
+pub(super) async fn start(node: &Node) -> Started {
     let response = node
         .client
         .get(format!("{}/console/oidc/login", node.base))
@@ -70,7 +70,11 @@ async fn start(node: &Node) -> Started {
 }
 
 /// The node's callback with `cookie` and `query`: the status and the session cookie it set.
-async fn callback(node: &Node, cookie: Option<&str>, query: &str) -> (StatusCode, Option<String>) {
+pub(super) async fn callback(
+    node: &Node,
+    cookie: Option<&str>,
+    query: &str,
+) -> (StatusCode, Option<String>) {
     let mut request = node
         .client
         .get(format!("{}/console/oidc/callback?{query}", node.base));
@@ -84,7 +88,7 @@ async fn callback(node: &Node, cookie: Option<&str>, query: &str) -> (StatusCode
     (response.status(), session)
 }
 
-fn claims(issuer: &str, nonce: &str, groups: &[&str]) -> Value {
+pub(super) fn claims(issuer: &str, nonce: &str, groups: &[&str]) -> Value {
     let now = chrono::Utc::now().timestamp();
     json!({
         "iss": issuer, "aud": CLIENT_ID, "sub": format!("sub-{}", groups.join("-")),
@@ -279,7 +283,7 @@ async fn id_tokens_that_fail_a_check_open_no_session_and_keys_rotate() {
 
 /// A request made with the session `cookie`: `token` in X-CSRF-Token and `origin` in Origin
 /// when given.
-fn with_session(
+pub(super) fn with_session(
     builder: reqwest::RequestBuilder,
     cookie: &str,
     token: Option<&str>,
@@ -296,7 +300,7 @@ fn with_session(
 }
 
 /// `GET /console/session` with `cookie`.
-async fn whoami(node: &Node, cookie: &str) -> Value {
+pub(super) async fn whoami(node: &Node, cookie: &str) -> Value {
     let response = node
         .client
         .get(format!("{}/console/session", node.base))

@@ -7,6 +7,7 @@ mod bounds;
 mod durability;
 mod embedded;
 mod layout;
+mod sessions;
 mod upgrade;
 
 use crate::helpers::{Backend, Stack};
