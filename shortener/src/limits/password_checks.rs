@@ -16,8 +16,8 @@
 //! - one client (an address, or an IPv6 prefix, as the client policy keys it) holds at most
 //!   `share` places, running or waiting;
 //! - the waiting are served lightest first: the client that ran the fewest checks in the last
-//!   minute goes ahead, and when the queue is full a newcomer lighter than the heaviest waiter
-//!   takes its place (that one is refused). A flood from busy addresses thus never keeps an
+//!   minute and holds the fewest places, weighed at each decision, goes ahead; when the queue
+//!   is full a newcomer lighter than the heaviest waiter takes its place (that one is refused). A flood from busy addresses thus never keeps an
 //!   ordinary user, who checks once or twice, waiting behind it. Many addresses that each check
 //!   as rarely as a user cannot be told from users; they share the bounded pool with them, and
 //!   the node's CPU stays bounded either way.
@@ -91,19 +91,10 @@ struct Recent {
 struct Waiter {
     id: u64,
     client: IpAddr,
-    weight: u32,
     /// Its `max_wait` ran out while it was next in line: it goes before every other waiter and
     /// is never pushed out.
     due: bool,
     wake: oneshot::Sender<()>,
-}
-
-impl Waiter {
-    /// The order of the waiting: those due first (earliest first), then the lightest client,
-    /// the earliest among equals.
-    fn order(&self) -> (bool, u32, u64) {
-        (!self.due, if self.due { 0 } else { self.weight }, self.id)
-    }
 }
 
 #[derive(Default)]
@@ -118,11 +109,29 @@ struct State {
 }
 
 impl State {
+    /// How heavy `client` is now: the checks it ran in its window and the places it holds,
+    /// running or waiting. Read at each decision, not when a check joined the queue: a flood's
+    /// first waiters, queued before any of its checks ran, weigh by the places they hold, so a
+    /// newcomer holding none is lighter than every one of them.
     fn weight(&self, client: IpAddr, now: Instant) -> u32 {
-        self.recent
+        let ran = self
+            .recent
             .get(&client)
             .filter(|r| now.duration_since(r.since) < WINDOW)
-            .map_or(0, |r| r.count)
+            .map_or(0, |r| r.count);
+        let held = self.held.get(&client).copied().unwrap_or(0);
+        ran.saturating_add(u32::try_from(held).unwrap_or(u32::MAX))
+    }
+
+    /// The order of the waiting: those due first (earliest first), then the lightest client
+    /// now, the earliest among equals.
+    fn order(&self, waiter: &Waiter, now: Instant) -> (bool, u32, u64) {
+        let weight = if waiter.due {
+            0
+        } else {
+            self.weight(waiter.client, now)
+        };
+        (!waiter.due, weight, waiter.id)
     }
 
     fn charge(&mut self, client: IpAddr, now: Instant) {
@@ -154,7 +163,8 @@ impl State {
 
     /// The waiter that takes the next free worker.
     fn next(&self) -> Option<usize> {
-        (0..self.waiting.len()).min_by_key(|&i| self.waiting[i].order())
+        let now = Instant::now();
+        (0..self.waiting.len()).min_by_key(|&i| self.order(&self.waiting[i], now))
     }
 
     /// Starts waiting checks while workers are free, in [`Waiter::order`].
@@ -303,9 +313,16 @@ impl PasswordChecks {
                 // one that is due keeps its place.
                 let heaviest = (0..state.waiting.len())
                     .filter(|&i| !state.waiting[i].due)
-                    .max_by_key(|&i| (state.waiting[i].weight, state.waiting[i].id));
+                    .map(|i| {
+                        (
+                            state.weight(state.waiting[i].client, now),
+                            state.waiting[i].id,
+                            i,
+                        )
+                    })
+                    .max();
                 match heaviest {
-                    Some(index) if state.waiting[index].weight > weight => {
+                    Some((heavier, _, index)) if heavier > weight => {
                         // Dropping its sender tells it so.
                         let pushed_out = state.waiting.swap_remove(index);
                         state.unhold(pushed_out.client);
@@ -319,7 +336,6 @@ impl PasswordChecks {
             state.waiting.push(Waiter {
                 id,
                 client,
-                weight,
                 due: false,
                 wake: sender,
             });
@@ -440,17 +456,61 @@ mod tests {
             }
         }
         assert_eq!(checks.run(ip(3), || 0).await, Err(CheckRefused::Busy));
-        // A fresh client pushes the heaviest, latest waiter (ip 2) out and goes first.
+        // A fresh client pushes the heaviest waiter out, weighed now: ip 1's (a check run and
+        // two places held, against ip 2's one and one), and goes first.
         let user = spawn(&checks, ip(9), || 9);
-        assert_eq!(other.await.expect("join"), Err(CheckRefused::Busy));
-        drop(finish_third);
+        assert_eq!(queued.await.expect("join"), Err(CheckRefused::Busy));
+        drop(finish_second);
         finish_first.send(1).expect("finish");
         assert_eq!(running.await.expect("join"), Ok(1));
         assert_eq!(user.await.expect("join"), Ok(9), "the light client ran");
-        finish_second.send(2).expect("finish");
-        assert_eq!(queued.await.expect("join"), Ok(2));
+        finish_third.send(3).expect("finish");
+        assert_eq!(other.await.expect("join"), Ok(3));
         assert_eq!(state(&checks), (0, 0));
         assert!(checks.inner.lock().held.is_empty());
+    }
+
+    /// A flood's first checks join the queue before any of them ran, so no check of theirs is
+    /// in the window yet; the places they hold weigh them, and a user who holds none still
+    /// takes the place of one of them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_floods_first_waiters_give_way_to_a_user() {
+        let checks = Arc::new(PasswordChecks::new(CheckBounds {
+            workers: 1,
+            queue: 2,
+            share: 2,
+            max_wait: Duration::from_secs(5),
+        }));
+        let waiting = |checks: &PasswordChecks| checks.inner.lock().waiting.len();
+        let (first, finish_first) = held();
+        let running = spawn(&checks, ip(1), first);
+        until("the first check runs", || checks.inner.lock().running == 1).await;
+        let (second, finish_second) = held();
+        let (third, finish_third) = held();
+        let flood = [spawn(&checks, ip(2), second), spawn(&checks, ip(3), third)];
+        until("the queue is full", || waiting(&checks) == 2).await;
+        let user = spawn(&checks, ip(9), || 9);
+        until("the user waits", || {
+            checks
+                .inner
+                .lock()
+                .waiting
+                .iter()
+                .any(|w| w.client == ip(9))
+        })
+        .await;
+        // It waits its turn among equals (the flood's remaining waiter and the user each hold
+        // one place and ran nothing), but it is not refused.
+        drop((finish_second, finish_third));
+        finish_first.send(1).expect("finish");
+        assert_eq!(running.await.expect("join"), Ok(1));
+        assert_eq!(user.await.expect("join"), Ok(9), "the user was refused");
+        let answers: Vec<_> = futures::future::join_all(flood)
+            .await
+            .into_iter()
+            .map(|r| r.expect("join"))
+            .collect();
+        assert!(answers.contains(&Err(CheckRefused::Busy)), "{answers:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
