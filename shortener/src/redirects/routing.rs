@@ -21,21 +21,6 @@ use std::cell::OnceCell;
 use std::net::IpAddr;
 use std::sync::OnceLock;
 
-/// The request headers an answer decided by rules depends on, for its `Vary`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Varies {
-    /// Device, OS or browser conditions read `User-Agent`.
-    pub user_agent: bool,
-    /// Language conditions read `Accept-Language`.
-    pub language: bool,
-    /// A split reads its cookie.
-    pub cookie: bool,
-    /// The answer depends on who asks (rules, app targets, a split): no shared cache may keep
-    /// it. UTM parameters and the passed-on query alone do not make it so (the query is part
-    /// of the URL a cache keys on).
-    pub personal: bool,
-}
-
 /// The name of the cookie that keeps a visitor on its variant of a split (one per link: its
 /// path is the short URL's).
 pub const SPLIT_COOKIE: &str = "sv";
@@ -223,11 +208,12 @@ pub struct Routing {
     url: Option<HeaderValue>,
     /// Whether the short URL's query is passed on.
     pass_query: bool,
-    /// The `Vary` of its answers (the headers its choice reads), made once.
-    vary: Option<HeaderValue>,
     /// What preview crawlers are shown, if the link has a preview.
     preview: Option<crate::domain::routes::Preview>,
-    varies: Varies,
+    /// Its answer depends on who asks (rules, app targets, a split, a preview): no cache may
+    /// keep it. UTM parameters and the passed-on query alone do not make it so (the query is
+    /// part of the URL a cache keys on).
+    personal: bool,
 }
 
 /// What a request offers the conditions, each read on first use.
@@ -384,22 +370,6 @@ impl<'a> Visitor<'a> {
     }
 }
 
-/// The `Vary` value naming the headers `varies` reads, if any.
-/// One of a few static values, so an answer's `Vary` is a pointer, not a shared count.
-fn vary_of(varies: Varies) -> Option<HeaderValue> {
-    let value = match (varies.user_agent, varies.language, varies.cookie) {
-        (false, false, false) => return None,
-        (true, false, false) => "User-Agent",
-        (false, true, false) => "Accept-Language",
-        (false, false, true) => "Cookie",
-        (true, true, false) => "User-Agent, Accept-Language",
-        (true, false, true) => "User-Agent, Cookie",
-        (false, true, true) => "Accept-Language, Cookie",
-        (true, true, true) => "User-Agent, Accept-Language, Cookie",
-    };
-    Some(HeaderValue::from_static(value))
-}
-
 /// Whether the `preferred` language (as the visitor wrote it) is the condition's `tag` (lower
 /// case): the same tag without case, or a region of it when the tag is a primary tag alone
 /// (`de` holds for `de-AT`, `de-at` not for `de`). The lengths are compared first, so a tag of
@@ -481,18 +451,12 @@ impl Routing {
         }
         let any_split =
             !routes.variants.is_empty() || routes.rules.0.iter().any(|r| !r.variants.is_empty());
-        let mut varies = Varies {
-            user_agent: routes.ios.is_some() || routes.android.is_some(),
-            cookie: any_split,
-            personal: !routes.rules.is_empty()
-                || routes.ios.is_some()
-                || routes.android.is_some()
-                || !routes.variants.is_empty()
-                || !routes.preview.is_empty(),
-            ..Varies::default()
-        };
-        // A preview is answered to crawlers only: the redirect varies by user agent.
-        varies.user_agent |= !routes.preview.is_empty();
+        // A preview is answered to crawlers only: the redirect depends on the user agent.
+        let personal = !routes.rules.is_empty()
+            || routes.ios.is_some()
+            || routes.android.is_some()
+            || any_split
+            || !routes.preview.is_empty();
         // Every http(s) target carries the link's UTM parameters, added once, here.
         let header = |url: &str| HeaderValue::from_str(&with_params(url, routes.utm.pairs())).ok();
         let split = |variants: &[crate::domain::Variant], name: String| {
@@ -512,13 +476,6 @@ impl Routing {
             .iter()
             .enumerate()
             .filter_map(|(i, rule)| {
-                for condition in &rule.conditions {
-                    varies.user_agent |= matches!(
-                        condition,
-                        Condition::Device { .. } | Condition::Os { .. } | Condition::Browser { .. }
-                    );
-                    varies.language |= matches!(condition, Condition::Language { .. });
-                }
                 let goes = if rule.variants.is_empty() {
                     Goes::To(header(&rule.url)?)
                 } else {
@@ -540,8 +497,7 @@ impl Routing {
             url: (!routes.utm.is_empty()).then(|| header(url)).flatten(),
             pass_query: routes.pass_query,
             preview: (!routes.preview.is_empty()).then(|| routes.preview.clone()),
-            vary: vary_of(varies),
-            varies,
+            personal,
         })
     }
 
@@ -647,14 +603,9 @@ impl Routing {
         HeaderValue::from_str(&passed).ok()
     }
 
-    /// The `Vary` header value of its answers, if the choice reads any header.
-    pub fn vary(&self) -> Option<&HeaderValue> {
-        self.vary.as_ref()
-    }
-
-    /// The request headers the choice depends on.
-    pub fn varies(&self) -> Varies {
-        self.varies
+    /// Whether its answer depends on who asks, so that no cache may keep it.
+    pub fn personal(&self) -> bool {
+        self.personal
     }
 
     /// Bytes the compiled rules hold (for the cache's weight).

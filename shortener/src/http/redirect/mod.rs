@@ -11,7 +11,7 @@ use super::HttpState;
 use super::site::{self, Site};
 use crate::domain::Domain;
 use crate::redirects::Key;
-use crate::redirects::routing::{Varies, Visitor};
+use crate::redirects::routing::Visitor;
 use crate::redirects::{Resolution, Target};
 use crate::visits::Visit;
 use crate::visits::classify::AgentProfile;
@@ -257,9 +257,8 @@ fn respond(
 
 /// What a routed link's answer must say besides its `Location`.
 struct Routed {
-    varies: Varies,
-    /// The `Vary` value, made when the routing was compiled.
-    vary: Option<HeaderValue>,
+    /// The answer depends on who asks.
+    personal: bool,
     /// The cookie that keeps a visitor just assigned to a variant on it.
     cookie: Option<HeaderValue>,
 }
@@ -318,18 +317,18 @@ fn route(
         target.location = passed;
     }
     let routed = Routed {
-        varies: routing.varies(),
-        vary: routing.vary().cloned(),
+        personal: routing.personal(),
         cookie: chosen.cookie.cloned(),
     };
     seen.profile = visitor.profile();
     Some(routed)
 }
 
-/// The redirect to `location` on `domain`. An answer decided by rules (`varies`) is one no
-/// shared cache may keep or hand to another visitor (`Cache-Control: private, no-store`, and
-/// `Vary` on the headers its rules read), and never permanent: a 301 or 308 status is sent as
-/// its temporary twin (302, 307), since a browser keeps a permanent redirect for good.
+/// The redirect to `location` on `domain`. An answer that depends on who asks (`personal`) is
+/// one no cache may keep (`Cache-Control: private, no-store`; no `Vary`: an answer no cache
+/// stores has no variance a cache could cross, RFC 9110 section 12.5.5), and never permanent: a
+/// 301 or 308 status is sent as its temporary twin (302, 307), since a browser keeps a
+/// permanent redirect for good.
 fn redirect_to(
     state: &HttpState,
     domain: Option<&Domain>,
@@ -342,15 +341,14 @@ fn redirect_to(
     headers.insert(header::LOCATION, location);
     *response.status_mut() = match routed {
         None => status,
-        Some(Routed { varies, .. }) if !varies.personal => status,
-        Some(Routed { vary, cookie, .. }) => {
+        Some(Routed {
+            personal: false, ..
+        }) => status,
+        Some(Routed { cookie, .. }) => {
             headers.insert(
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("private, no-store"),
             );
-            if let Some(vary) = vary {
-                headers.insert(header::VARY, vary);
-            }
             if let Some(cookie) = cookie {
                 headers.insert(header::SET_COOKIE, cookie);
             }

@@ -71,7 +71,6 @@ pub fn page(preview: &Preview, short_url: &str) -> Response {
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("private, no-store"),
             ),
-            (header::VARY, HeaderValue::from_static("User-Agent")),
             (
                 header::HeaderName::from_static("x-robots-tag"),
                 HeaderValue::from_static("noindex"),
