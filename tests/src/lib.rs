@@ -14,6 +14,7 @@ pub mod database;
 pub mod ha;
 pub mod history;
 pub mod nemesis;
+pub mod node;
 pub mod process;
 /// The test-controlled TCP proxy, kept in `testkit` so other harnesses (the Patroni cluster's
 /// links to etcd) use the same one.

@@ -9,24 +9,16 @@ use proto::shortener::v1::links_client::LinksClient;
 use proto::shortener::v1::{CreateLinkRequest, GetLinkRequest};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 use tests::binaries::Binaries;
-use tests::process::Process;
+use tests::node::{Node, add_key, start_id_service};
 use tokio::time::Instant;
 
 /// How often nodes re-read their keys (`SHORTENER_RELOAD_INTERVAL_MS`).
 const RELOAD: Duration = Duration::from_millis(500);
 /// The code-space key both distributed nodes share.
 const CODE_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-
-/// One running node and where it answers.
-struct Node {
-    process: Process,
-    http: SocketAddr,
-    grpc: SocketAddr,
-}
 
 /// The operator's keys (secrets), from the keys file `shortener keys add` writes.
 struct FileKeys {
@@ -38,23 +30,15 @@ struct FileKeys {
     boss: String,
 }
 
-fn loopback() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], testkit::free_port()))
-}
-
-/// Adds a key to `file` with the real CLI and returns its secret.
-fn add_key(binaries: &Binaries, file: &Path, tenant: &str, name: &str, scopes: &str) -> String {
-    let output = std::process::Command::new(&binaries.shortener)
-        .args(["keys", "add", "--file"])
-        .arg(file)
-        .args(["--tenant", tenant, "--name", name, "--scopes", scopes])
-        .output()
-        .expect("run shortener keys add");
-    assert!(output.status.success(), "keys add: {output:?}");
-    String::from_utf8(output.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_string()
+/// Starts a node with `env` (plus its addresses and the reload interval) and waits until it is
+/// ready.
+async fn start_node(name: &str, binaries: &Binaries, env: &[(&str, String)], dir: &Path) -> Node {
+    let mut env = env.to_vec();
+    env.push((
+        "SHORTENER_RELOAD_INTERVAL_MS",
+        RELOAD.as_millis().to_string(),
+    ));
+    tests::node::start_node(name, binaries, &env, dir).await
 }
 
 fn file_keys(binaries: &Binaries, file: &Path) -> FileKeys {
@@ -74,61 +58,6 @@ fn file_keys(binaries: &Binaries, file: &Path) -> FileKeys {
             "boss",
             "keys:manage,links:create,links:read,links:write",
         ),
-    }
-}
-
-/// Starts a node with `env` (plus its addresses) and waits until it is ready.
-async fn start_node(name: &str, binaries: &Binaries, env: &[(&str, String)], dir: &Path) -> Node {
-    let (http, grpc, admin) = (loopback(), loopback(), loopback());
-    let mut vars: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
-    for (k, v) in [
-        ("SHORTENER_HTTP_ADDR", http.to_string()),
-        ("SHORTENER_GRPC_ADDR", grpc.to_string()),
-        ("SHORTENER_ADMIN_ADDR", admin.to_string()),
-        ("SHORTENER_PUBLIC_URL", format!("http://{http}/")),
-        (
-            "SHORTENER_RELOAD_INTERVAL_MS",
-            RELOAD.as_millis().to_string(),
-        ),
-        ("RUST_LOG", "info".into()),
-    ] {
-        vars.push((k.to_string(), v));
-    }
-    let mut process = Process::new(name, &binaries.shortener, vars, dir);
-    process.spawn().expect("start the node");
-    wait_ready(&mut process, admin).await;
-    Node {
-        process,
-        http,
-        grpc,
-    }
-}
-
-async fn wait_ready(process: &mut Process, admin: SocketAddr) {
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(
-            process.exit_status().is_none(),
-            "{} exited: {}",
-            process.name(),
-            process.log_tail(30)
-        );
-        if let Ok(r) = client.get(format!("http://{admin}/readyz")).send().await
-            && r.status().is_success()
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} not ready: {}",
-            process.name(),
-            process.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -484,22 +413,7 @@ async fn keys_made_over_http_work_everywhere_and_stop_on_every_node_once_revoked
     let file = dir.path().join("keys.toml");
     let keys = file_keys(&binaries, &file);
     let db = testkit::TestDb::create().await;
-    let id_grpc = loopback();
-    let mut id_service = Process::new(
-        "id-service",
-        &binaries.id_service,
-        vec![
-            ("ID_SERVICE_GRPC_ADDR".into(), id_grpc.to_string()),
-            ("ID_SERVICE_ADMIN_ADDR".into(), loopback().to_string()),
-            ("ID_SERVICE_HTTP_ADDR".into(), "127.0.0.1:0".into()),
-            ("DATABASE_URL".into(), db.url().to_string()),
-            ("ID_SERVICE_NAMESPACES".into(), "links".into()),
-            ("RUST_LOG".into(), "info".into()),
-        ],
-        dir.path(),
-    )
-    .with_args(&["--insecure-no-auth"]);
-    id_service.spawn().expect("start the id-service");
+    let (mut id_service, id_grpc) = start_id_service(&binaries, dir.path(), db.url());
     let env = |node: &str| {
         vec![
             ("DATABASE_URL", db.url().to_string()),

@@ -11,12 +11,11 @@ use proto::shortener::v1::CreateLinkRequest;
 use proto::shortener::v1::links_client::LinksClient;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 use tests::binaries::Binaries;
+use tests::node::{Node, add_key, start_id_service};
 use tests::process::Process;
-use tokio::time::Instant;
 
 const CODE_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 /// The client address the trusted proxy forwards for every HTTP change.
@@ -25,12 +24,6 @@ const CLIENT: &str = "203.0.113.7";
 const LINK_PASSWORD: &str = "first-link-password";
 const NEW_PASSWORD: &str = "second-link-password";
 const WEBHOOK_SECRET: &str = "webhook-signing-secret-0123456789";
-
-struct Node {
-    process: Process,
-    http: SocketAddr,
-    grpc: SocketAddr,
-}
 
 /// The operator's keys (secrets).
 struct Keys {
@@ -42,24 +35,6 @@ struct Keys {
     boss: String,
     /// Tenant `ops`: `admin`.
     root: String,
-}
-
-fn loopback() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], testkit::free_port()))
-}
-
-fn add_key(binaries: &Binaries, file: &Path, tenant: &str, name: &str, scopes: &str) -> String {
-    let output = std::process::Command::new(&binaries.shortener)
-        .args(["keys", "add", "--file"])
-        .arg(file)
-        .args(["--tenant", tenant, "--name", name, "--scopes", scopes])
-        .output()
-        .expect("run shortener keys add");
-    assert!(output.status.success(), "keys add: {output:?}");
-    String::from_utf8(output.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_string()
 }
 
 fn keys(binaries: &Binaries, file: &Path) -> Keys {
@@ -84,47 +59,16 @@ fn keys(binaries: &Binaries, file: &Path) -> Keys {
     }
 }
 
+/// Starts a node with `env` (plus its addresses, a trusted proxy on loopback forwarding the
+/// client's address, and `acme`'s domain suffix) and waits until it is ready.
 async fn start_node(name: &str, binaries: &Binaries, env: &[(&str, String)], dir: &Path) -> Node {
-    let (http, grpc, admin) = (loopback(), loopback(), loopback());
-    let mut vars: Vec<(String, String)> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect();
-    for (k, v) in [
-        ("SHORTENER_HTTP_ADDR", http.to_string()),
-        ("SHORTENER_GRPC_ADDR", grpc.to_string()),
-        ("SHORTENER_ADMIN_ADDR", admin.to_string()),
-        ("SHORTENER_PUBLIC_URL", format!("http://{http}/")),
-        ("SHORTENER_CLIENT_IP_HEADER", "x-forwarded-for".into()),
+    let mut env = env.to_vec();
+    env.extend([
+        ("SHORTENER_CLIENT_IP_HEADER", "x-forwarded-for".to_string()),
         ("SHORTENER_TRUSTED_PROXIES", "127.0.0.0/8".into()),
         ("SHORTENER_DOMAIN_SUFFIXES", "acme=acme.test".into()),
-        ("RUST_LOG", "info".into()),
-    ] {
-        vars.push((k.to_string(), v));
-    }
-    let mut process = Process::new(name, &binaries.shortener, vars, dir);
-    process.spawn().expect("start the node");
-    let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(
-            process.exit_status().is_none(),
-            "{name} exited: {}",
-            process.log_tail(30)
-        );
-        if let Ok(r) = client.get(format!("http://{admin}/readyz")).send().await
-            && r.status().is_success()
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{name} not ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Node {
-        process,
-        http,
-        grpc,
-    }
+    ]);
+    tests::node::start_node(name, binaries, &env, dir).await
 }
 
 /// A JSON API call through the trusted proxy (which forwards [`CLIENT`]): the status and the
@@ -633,22 +577,7 @@ async fn postgres(
     dir: &Path,
     db: &testkit::TestDb,
 ) -> (Process, Vec<(&'static str, String)>) {
-    let id_grpc = loopback();
-    let mut id_service = Process::new(
-        "id-service",
-        &binaries.id_service,
-        vec![
-            ("ID_SERVICE_GRPC_ADDR".into(), id_grpc.to_string()),
-            ("ID_SERVICE_ADMIN_ADDR".into(), loopback().to_string()),
-            ("ID_SERVICE_HTTP_ADDR".into(), "127.0.0.1:0".into()),
-            ("DATABASE_URL".into(), db.url().to_string()),
-            ("ID_SERVICE_NAMESPACES".into(), "links".into()),
-            ("RUST_LOG".into(), "info".into()),
-        ],
-        dir,
-    )
-    .with_args(&["--insecure-no-auth"]);
-    id_service.spawn().expect("start the id-service");
+    let (id_service, id_grpc) = start_id_service(binaries, dir, db.url());
     let env = vec![
         ("DATABASE_URL", db.url().to_string()),
         ("SHORTENER_ID_SERVICE", format!("http://{id_grpc}")),
