@@ -47,6 +47,8 @@ mod listing;
 mod metrics;
 mod nodes;
 mod pooler;
+mod pooler_refusals;
+mod pooler_transaction;
 mod probing;
 mod protected;
 mod protected_browser;
