@@ -48,6 +48,7 @@ mod metrics;
 mod nodes;
 mod pooler;
 mod pooler_refusals;
+mod pooler_switchover;
 mod pooler_transaction;
 mod probing;
 mod protected;
