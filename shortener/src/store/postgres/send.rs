@@ -297,7 +297,11 @@ impl<C: Link> Db<C> {
             } else {
                 "ROLLBACK"
             };
-            client.batch_execute(end).await?;
+            let ended = client.batch_execute(end).await;
+            // A failed statement's own error says more than its rollback's.
+            if described.is_ok() {
+                ended?;
+            }
         }
         let types = described?;
         self.sending.learn(sql, Arc::clone(&types));
