@@ -6,8 +6,9 @@
 //! In transaction mode a pooler such as PgBouncer hands the server connection to another
 //! client after every transaction, so nothing may outlive one: every statement is sent
 //! unnamed, parsed, bound and run in one round trip (`query_typed`). Its parameter types are
-//! learnt once per statement text, by preparing it inside a transaction of its own (closed
-//! before the transaction ends), and kept in [`Sending`]'s cache.
+//! learnt once per statement text, by preparing it inside a transaction (the caller's, or
+//! one opened for it) and closing it before that transaction ends, and kept in [`Sending`]'s
+//! cache.
 
 use deadpool_postgres::{GenericClient, Object, Pool, PoolError, Transaction};
 use futures::{StreamExt, pin_mut};
