@@ -7,10 +7,13 @@
 
 use crate::analytics::stats;
 use crate::helpers::{Node, Stack};
+use chrono::Utc;
 use pgtls::pooler::PoolMode;
 use reqwest::StatusCode;
 use serde_json::json;
+use shortener::access::{digest, generate_api_key};
 use shortener::config::Config;
+use shortener::store::{KeyStore, NewApiKey, NewSession, SessionStore};
 use std::process::{Command, Output};
 use std::time::Duration;
 use testkit::cluster::Cluster;
@@ -108,10 +111,81 @@ async fn nodes_work_through_pgbouncer_in_transaction_mode() {
     assert!(counted, "{}", stats(&a, &path).await.1);
     // The deleted link's row stays, marked deleted.
     assert_eq!(a.stored_links().await, 40);
+    sessions_and_keys(&a, &b).await;
     assert!(
         !bouncer.log().contains("prepared statement"),
         "{}",
         bouncer.log()
+    );
+}
+
+/// Console sessions and API keys written through `a` are read, changed and revoked through
+/// `b`.
+async fn sessions_and_keys(a: &Node, b: &Node) {
+    let session = NewSession {
+        digest: [7; 32],
+        subject: "person-7".into(),
+        email: None,
+        name: None,
+        claims: "{}".into(),
+        tenant: Some("acme".into()),
+        expires_at: Utc::now() + chrono::Duration::hours(8),
+    };
+    a.app
+        .store
+        .insert_session(&session)
+        .await
+        .expect("insert a session");
+    let found = b
+        .app
+        .store
+        .session([7; 32])
+        .await
+        .expect("read the session");
+    assert_eq!(found.map(|s| s.subject), Some("person-7".to_string()));
+    assert!(
+        b.app
+            .store
+            .switch_session_tenant([7; 32], "globex")
+            .await
+            .expect("switch")
+    );
+    assert!(a.app.store.revoke_session([7; 32]).await.expect("revoke"));
+
+    let key = NewApiKey {
+        tenant: "acme".into(),
+        name: "ci".into(),
+        digest: digest(&generate_api_key()),
+        scopes: "links:read".into(),
+        created_by: "acme/lead".into(),
+        expires_at: None,
+    };
+    let stored = a
+        .app
+        .store
+        .insert_api_key(&key)
+        .await
+        .expect("insert a key");
+    assert!(stored.is_some(), "a new name");
+    let listed = b.app.store.api_keys(Some("acme")).await.expect("list keys");
+    assert_eq!(
+        listed.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(),
+        ["ci"]
+    );
+    assert!(
+        b.app
+            .store
+            .revoke_api_key("acme", "ci")
+            .await
+            .expect("revoke")
+    );
+    assert!(
+        a.app
+            .store
+            .api_keys(Some("acme"))
+            .await
+            .expect("list")
+            .is_empty()
     );
 }
 
