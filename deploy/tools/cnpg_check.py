@@ -11,6 +11,8 @@ For each container of the two services whose connection strings name a cluster's
   * a cluster has three instances or more and synchronous replication (`synchronous.number` 1
     or more); the id-service's writes a cluster with `dataDurability: required` (a lease lost in
     a failover could be granted again; docs/operations.md, "Measured failovers under Patroni");
+  * a serving container (not an init container) writes through a `Pooler` of its cluster, so
+    every pod's pool shares the pooler's server connections rather than holding its own;
   * a connection string through a `Pooler` in transaction mode comes with the service's
     `*_DATABASE_POOL_MODE=transaction` and a `*_DATABASE_DIRECT_URL` at the same cluster's `-rw`
     Service (migrations, advisory locks and LISTEN cannot go through such a pooler); every
@@ -104,6 +106,9 @@ def problems(docs: list[dict], containers: list[tuple[str, str, bool, dict]]) ->
         cluster, route = write
         if init and route != "rw":
             out.append(f"{where}: migrations reach {cluster} by {route}, not its -rw Service")
+        if not init and not route.startswith("pooler:"):
+            out.append(f"{where}: DATABASE_URL reaches {cluster} by {route}, not through a Pooler "
+                       "of it")
         if binary == "id-service" and not init:
             durability = ((found[cluster].get("spec") or {}).get("postgresql") or {}) \
                 .get("synchronous", {}).get("dataDurability")
@@ -166,11 +171,28 @@ def mutations():
         url = next(e["value"] for e in env if e["name"] == "DATABASE_URL")
         set_env(env, "ID_SERVICE_DATABASE_DIRECT_URL", url)
 
-    def node_through_transaction_pooler(docs):
-        # The shortener has no transaction pooling mode: pointed at such a pooler it is refused.
+    def node_through_another_clusters_pooler(docs):
+        # Its direct URL (links-pg-rw) no longer reaches the cluster it writes to.
         env = container_env(docs, "shortener")
         url = next(e["value"] for e in env if e["name"] == "DATABASE_URL")
-        set_env(env, "DATABASE_URL", url.replace("links-pg-rw", "ids-pg-pooler-rw"))
+        set_env(env, "DATABASE_URL", url.replace("links-pg-pooler-rw", "ids-pg-pooler-rw"))
+
+    def node_told_session_mode(docs):
+        set_env(container_env(docs, "shortener"), "SHORTENER_DATABASE_POOL_MODE", "session")
+
+    def node_without_direct_url(docs):
+        env = container_env(docs, "shortener")
+        env[:] = [e for e in env if e["name"] != "SHORTENER_DATABASE_DIRECT_URL"]
+
+    def node_listening_through_pooler(docs):
+        env = container_env(docs, "shortener")
+        url = next(e["value"] for e in env if e["name"] == "DATABASE_URL")
+        set_env(env, "SHORTENER_DATABASE_DIRECT_URL", url)
+
+    def node_around_the_pooler(docs):
+        env = container_env(docs, "shortener")
+        url = next(e["value"] for e in env if e["name"] == "DATABASE_URL")
+        set_env(env, "DATABASE_URL", url.replace("links-pg-pooler-rw", "links-pg-rw"))
 
     def read_url_at_primary(docs):
         env = container_env(docs, "shortener")
@@ -192,5 +214,7 @@ def mutations():
         next(e for e in env if e["name"] == "DB_USER")["valueFrom"]["secretKeyRef"]["key"] = "user"
 
     return [ledger_durability_preferred, two_instances, pooler_in_session_mode,
-            direct_url_through_pooler, node_through_transaction_pooler, read_url_at_primary, migrations_through_pooler, no_tls,
+            direct_url_through_pooler, node_through_another_clusters_pooler,
+            node_told_session_mode, node_without_direct_url, node_listening_through_pooler,
+            node_around_the_pooler, read_url_at_primary, migrations_through_pooler, no_tls,
             missing_app_secret_key]

@@ -9,51 +9,18 @@
 use crate::helpers::{Server, assert_ledger_covers, assert_ranges_disjoint, lease};
 use id_service::Config;
 use pgtls::pooler::PoolMode;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use testkit::patroni::router::{follow_leader, member};
 use testkit::patroni::{Patroni, Replication};
 use testkit::pgbouncer::{Mode, PgBouncer};
-use testkit::proxy::{self, Proxy};
+use testkit::proxy::Proxy;
 
 /// How long grants run after the new leader's first grant.
 const AFTER: Duration = Duration::from_secs(8);
 /// How long past the first grant after the switchover a refused one is still the failover's.
 const SETTLE: Duration = Duration::from_secs(1);
-
-fn member(cluster: &Patroni, i: usize) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], cluster.pg_port(i)))
-}
-
-/// Routes to the leader as Patroni's REST API names it, every 200 ms; a member that stops being
-/// the leader loses its sessions at once, and with no leader nothing is routed.
-fn follow_leader(cluster: Arc<Patroni>, router: Arc<Proxy>, first: usize) -> impl Drop {
-    let task = tokio::spawn(async move {
-        let mut current = Some(first);
-        loop {
-            let leader = cluster.leader().await;
-            if leader != current {
-                router.set_mode(proxy::Mode::Reset);
-                if let Some(l) = leader {
-                    router.set_target(member(&cluster, l));
-                    router.set_mode(proxy::Mode::Open);
-                }
-                current = leader;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    });
-    AbortOnDrop(task)
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// One grant's outcome: when it was answered, and the range or the refusal.
 type Outcome = (Instant, Result<(u64, u64), String>);

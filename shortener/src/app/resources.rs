@@ -144,6 +144,8 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                     config.store.database_statement_timeout_ms,
                 ),
                 space: Arc::clone(&space),
+                pool_mode: config.store.database_pool_mode,
+                direct_url: config.store.database_direct_url.clone(),
             })
             .context("configure the PostgreSQL pool")?;
             // No primary among the URL's hosts (an HA cluster between leaders): wait for one.

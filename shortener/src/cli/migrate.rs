@@ -13,6 +13,15 @@ pub struct MigrateArgs {
     /// which a node also migrates at every start).
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// The pooling mode of a pooler behind DATABASE_URL (`session` or `transaction`); in
+    /// transaction mode the migrations run over SHORTENER_DATABASE_DIRECT_URL.
+    #[arg(long, env = "SHORTENER_DATABASE_POOL_MODE", default_value = "session",
+          value_parser = crate::config::parse_pool_mode)]
+    pub database_pool_mode: pgtls::pooler::PoolMode,
+    /// A connection string that reaches the primary itself, not through the pooler (required
+    /// in transaction mode).
+    #[arg(long, env = "SHORTENER_DATABASE_DIRECT_URL", hide_env_values = true)]
+    pub database_direct_url: Option<String>,
     /// PEM file of CA certificates trusted for TLS to PostgreSQL, besides the system's.
     #[arg(long, env = "SHORTENER_DATABASE_CA_FILE")]
     pub database_ca_file: Option<PathBuf>,
@@ -28,7 +37,8 @@ pub struct MigrateArgs {
 pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
     let ran = match &args.database_url {
         Some(url) => {
-            crate::store::postgres::migrate_database(url, args.database_ca_file.as_deref())
+            let (url, what) = migration_url(&args, url)?;
+            crate::store::postgres::migrate_database(url, what, args.database_ca_file.as_deref())
                 .await
                 .context("apply PostgreSQL migrations")?
         }
@@ -43,4 +53,24 @@ pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
     };
     tracing::info!(ran, "migrations applied");
     Ok(())
+}
+
+/// The URL the migrations run over, and its setting's name: the direct URL in transaction
+/// pooling mode (a pooler there keeps no advisory lock), DATABASE_URL otherwise.
+fn migration_url<'a>(
+    args: &'a MigrateArgs,
+    url: &'a str,
+) -> anyhow::Result<(&'a str, &'static str)> {
+    use pgtls::pooler::PoolMode;
+    match (args.database_pool_mode, args.database_direct_url.as_deref()) {
+        (PoolMode::Transaction, Some(direct)) => Ok((direct, "SHORTENER_DATABASE_DIRECT_URL")),
+        (PoolMode::Transaction, None) => anyhow::bail!(
+            "SHORTENER_DATABASE_POOL_MODE=transaction needs SHORTENER_DATABASE_DIRECT_URL: the \
+             migrations take an advisory lock, which a pooler in transaction mode cannot keep"
+        ),
+        (PoolMode::Session, Some(_)) => anyhow::bail!(
+            "SHORTENER_DATABASE_DIRECT_URL is read only with SHORTENER_DATABASE_POOL_MODE=transaction"
+        ),
+        (PoolMode::Session, None) => Ok((url, "DATABASE_URL")),
+    }
 }

@@ -20,7 +20,7 @@ pub use ids::IdsConfig;
 pub use limits::LimitsConfig;
 pub use listeners::ListenerConfig;
 pub use redirects::{RedirectConfig, UnknownHosts};
-pub use store::StoreConfig;
+pub use store::{StoreConfig, parse_pool_mode};
 pub use validate::ConfigError;
 pub use visits::VisitsConfig;
 pub use webhooks::WebhookConfig;
@@ -147,6 +147,8 @@ impl Config {
                 data_dir,
                 database_url: None,
                 database_read_url: None,
+                database_pool_mode: Default::default(),
+                database_direct_url: None,
                 database_max_connections: 8,
                 database_statement_timeout_ms: 10_000,
                 database_ca_file: None,

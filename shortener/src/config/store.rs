@@ -2,7 +2,13 @@
 
 use super::ConfigError;
 use clap::Args;
+use pgtls::pooler::PoolMode;
 use std::path::PathBuf;
+
+/// Parses `SHORTENER_DATABASE_POOL_MODE` (`session` or `transaction`).
+pub fn parse_pool_mode(text: &str) -> Result<PoolMode, String> {
+    text.trim().parse()
+}
 
 /// Where links live: the embedded SQLite file or PostgreSQL (and a replica).
 #[derive(Debug, Clone, Args)]
@@ -19,6 +25,19 @@ pub struct StoreConfig {
     /// replayed yet and whenever it is down.
     #[arg(long, env = "SHORTENER_DATABASE_READ_URL", hide_env_values = true)]
     pub database_read_url: Option<String>,
+    /// The pooling mode of a pooler (PgBouncer) between the node and PostgreSQL: `session`
+    /// (the default, also without a pooler) or `transaction`, where the node prepares nothing
+    /// that outlives a transaction, sets no session setting, and takes what needs a session of
+    /// its own (the change feed's LISTEN, migrations, `shortener layout`) from
+    /// SHORTENER_DATABASE_DIRECT_URL.
+    #[arg(long, env = "SHORTENER_DATABASE_POOL_MODE", default_value = "session",
+          value_parser = parse_pool_mode)]
+    pub database_pool_mode: PoolMode,
+    /// A connection string that reaches the primary itself, not through the pooler: required
+    /// with SHORTENER_DATABASE_POOL_MODE=transaction, refused without it. A standby there is
+    /// refused at start-up.
+    #[arg(long, env = "SHORTENER_DATABASE_DIRECT_URL", hide_env_values = true)]
+    pub database_direct_url: Option<String>,
     /// Most PostgreSQL connections this node opens (to the primary; as many again to a replica).
     #[arg(long, env = "SHORTENER_DATABASE_MAX_CONNECTIONS", default_value_t = 16)]
     pub database_max_connections: usize,
@@ -62,6 +81,16 @@ impl StoreConfig {
                 )
             })?;
         }
+        if self.database_url.is_none()
+            && (self.database_direct_url.is_some()
+                || self.database_pool_mode == PoolMode::Transaction)
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_DATABASE_POOL_MODE",
+                "SHORTENER_DATABASE_POOL_MODE and SHORTENER_DATABASE_DIRECT_URL need DATABASE_URL \
+                 (the embedded store has no pooler)",
+            ));
+        }
         if self.database_read_url.is_some() && self.database_url.is_none() {
             return Err(ConfigError::new(
                 "SHORTENER_DATABASE_READ_URL",
@@ -81,6 +110,7 @@ impl StoreConfig {
                     format!("SHORTENER_DATABASE_CA_FILE with DATABASE_URL: {e}"),
                 )
             })?;
+            self.check_pooler()?;
             if let Some(read) = &self.database_read_url {
                 let replica: tokio_postgres::Config = read.parse().map_err(|e| {
                     ConfigError::new(
@@ -96,6 +126,57 @@ impl StoreConfig {
                 })?;
             }
         }
+        Ok(())
+    }
+
+    /// Transaction pooling needs a direct URL, and a direct URL is read only with it; the
+    /// direct URL must parse, name a host and suit the CA file.
+    fn check_pooler(&self) -> Result<(), ConfigError> {
+        const SETTING: &str = "SHORTENER_DATABASE_DIRECT_URL";
+        let direct = self
+            .database_direct_url
+            .as_deref()
+            .filter(|u| !u.trim().is_empty());
+        let url = match (self.database_pool_mode, direct) {
+            (PoolMode::Transaction, None) => {
+                return Err(ConfigError::new(
+                    SETTING,
+                    "SHORTENER_DATABASE_POOL_MODE=transaction needs SHORTENER_DATABASE_DIRECT_URL: \
+                     the change feed's LISTEN, the migrations and `shortener layout` need a \
+                     session of their own, which a pooler in transaction mode cannot keep",
+                ));
+            }
+            (PoolMode::Session, Some(_)) => {
+                return Err(ConfigError::new(
+                    SETTING,
+                    "SHORTENER_DATABASE_DIRECT_URL is read only with \
+                     SHORTENER_DATABASE_POOL_MODE=transaction (in session mode everything uses \
+                     DATABASE_URL)",
+                ));
+            }
+            (PoolMode::Session, None) => return Ok(()),
+            (PoolMode::Transaction, Some(url)) => url,
+        };
+        let pg: tokio_postgres::Config = url.parse().map_err(|e| {
+            ConfigError::new(
+                SETTING,
+                format!(
+                    "SHORTENER_DATABASE_DIRECT_URL is not a valid PostgreSQL connection string: {e}"
+                ),
+            )
+        })?;
+        if pg.get_hosts().is_empty() {
+            return Err(ConfigError::new(
+                SETTING,
+                "SHORTENER_DATABASE_DIRECT_URL: no host given",
+            ));
+        }
+        pgtls::connector(&pg, self.database_ca_file.as_deref()).map_err(|e| {
+            ConfigError::new(
+                "SHORTENER_DATABASE_CA_FILE",
+                format!("SHORTENER_DATABASE_CA_FILE with SHORTENER_DATABASE_DIRECT_URL: {e}"),
+            )
+        })?;
         Ok(())
     }
 }

@@ -1,7 +1,16 @@
 //! Configuration is validated before any port is bound; each bad setting is named.
 
+use pgtls::pooler::PoolMode;
 use shortener::{App, Config};
 use testkit::free_port;
+
+/// A distributed node behind a pooler in `mode`, with `direct` as its direct URL.
+fn behind_a_pooler(config: &mut Config, mode: PoolMode, direct: Option<&str>) {
+    config.store.database_url = Some("postgres://postgres@127.0.0.1:6432/x".into());
+    config.ids.id_service = vec!["http://127.0.0.1:1".into()];
+    config.store.database_pool_mode = mode;
+    config.store.database_direct_url = direct.map(str::to_string);
+}
 
 /// Builds an app from `config` with a free HTTP port, expects the build to fail, checks that
 /// the port was left free, and returns the error with its causes.
@@ -94,6 +103,26 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
         }),
         ("SHORTENER_COMPAT_CORS_ORIGINS", |c| {
             c.compat.compat_cors_origins = vec!["app.example".into()]
+        }),
+        ("SHORTENER_DATABASE_DIRECT_URL", |c| {
+            behind_a_pooler(c, PoolMode::Transaction, None)
+        }),
+        ("SHORTENER_DATABASE_DIRECT_URL", |c| {
+            behind_a_pooler(
+                c,
+                PoolMode::Session,
+                Some("postgres://postgres@127.0.0.1/x"),
+            )
+        }),
+        ("SHORTENER_DATABASE_DIRECT_URL", |c| {
+            behind_a_pooler(c, PoolMode::Transaction, Some("postgres://h:notaport/x"))
+        }),
+        ("SHORTENER_DATABASE_DIRECT_URL", |c| {
+            behind_a_pooler(c, PoolMode::Transaction, Some("dbname=x user=postgres"))
+        }),
+        ("SHORTENER_DATABASE_POOL_MODE", |c| {
+            c.store.database_pool_mode = PoolMode::Transaction;
+            c.store.database_direct_url = Some("postgres://postgres@127.0.0.1/x".into());
         }),
         ("API key", |c| c.access.api_keys = vec!["short".into()]),
         ("SHORTENER_ADMIN_ADDR", |c| {
@@ -210,6 +239,16 @@ fn values_their_type_refuses_stop_the_binary_naming_the_flag() {
         ("SHORTENER_ADMIN_ADDR", "everywhere", "--admin-addr"),
         ("SHORTENER_REDIRECT_STATUS", "303", "--redirect-status"),
         ("SHORTENER_BLOCKED_STATUS", "200", "--blocked-status"),
+        (
+            "SHORTENER_DATABASE_POOL_MODE",
+            "statement",
+            "--database-pool-mode",
+        ),
+        (
+            "SHORTENER_DATABASE_POOL_MODE",
+            "Transaction",
+            "--database-pool-mode",
+        ),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"))

@@ -14,6 +14,7 @@
 //! `postgres` user (`initdb` refuses root), as [`crate::cluster::Cluster`] does.
 
 mod config;
+pub mod router;
 
 pub use config::Replication;
 

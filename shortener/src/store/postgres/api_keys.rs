@@ -3,6 +3,7 @@
 //! revocation must not be missed by a lagging replica.
 
 use super::error::db_error;
+use super::send::Conn;
 use crate::store::{NewApiKey, StoreError, StoredApiKey};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
@@ -27,7 +28,7 @@ fn key(row: &Row) -> StoredApiKey {
 }
 
 pub(super) async fn insert(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     k: &NewApiKey,
 ) -> Result<Option<StoredApiKey>, StoreError> {
     let row = client
@@ -51,7 +52,7 @@ pub(super) async fn insert(
 }
 
 pub(super) async fn list(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     tenant: Option<&str>,
 ) -> Result<Vec<StoredApiKey>, StoreError> {
     let rows = client
@@ -67,11 +68,7 @@ pub(super) async fn list(
     Ok(rows.iter().map(key).collect())
 }
 
-pub(super) async fn revoke(
-    client: &tokio_postgres::Client,
-    tenant: &str,
-    name: &str,
-) -> Result<bool, StoreError> {
+pub(super) async fn revoke(client: &Conn, tenant: &str, name: &str) -> Result<bool, StoreError> {
     client
         .execute(
             "UPDATE api_keys SET revoked_at = now() WHERE tenant = $1 AND name = $2 AND revoked_at IS NULL",
@@ -83,7 +80,7 @@ pub(super) async fn revoke(
 }
 
 pub(super) async fn note_uses(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     uses: &[(i64, DateTime<Utc>)],
 ) -> Result<(), StoreError> {
     let ids: Vec<i64> = uses.iter().map(|(id, _)| *id).collect();

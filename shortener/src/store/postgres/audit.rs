@@ -2,6 +2,7 @@
 //! keyset (newest first) with every filter a parameter that may be null, purged in bounded runs.
 
 use super::error::db_error;
+use super::send::Conn;
 use crate::store::{AuditEntry, AuditFilter, NewAuditEntry, StoreError};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
@@ -26,10 +27,7 @@ fn entry(row: &Row) -> AuditEntry {
     }
 }
 
-pub(super) async fn append(
-    client: &tokio_postgres::Client,
-    entries: &[NewAuditEntry],
-) -> Result<(), StoreError> {
+pub(super) async fn append(client: &Conn, entries: &[NewAuditEntry]) -> Result<(), StoreError> {
     let column = |f: fn(&NewAuditEntry) -> Option<&str>| -> Vec<Option<&str>> {
         entries.iter().map(f).collect()
     };
@@ -100,7 +98,7 @@ fn conditions<'a>(f: &'a AuditFilter) -> (String, Vec<&'a (dyn ToSql + Sync)>) {
 }
 
 pub(super) async fn entries(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     f: &AuditFilter,
     limit: usize,
 ) -> Result<Vec<AuditEntry>, StoreError> {
@@ -118,7 +116,7 @@ pub(super) async fn entries(
 }
 
 pub(super) async fn purge(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     before: DateTime<Utc>,
     limit: usize,
 ) -> Result<usize, StoreError> {

@@ -9,10 +9,11 @@
 
 use super::error::pool_error;
 use super::insert::insert_rows;
+use super::send::Pooled;
 use crate::store::reply::{Reply, answer};
 use crate::store::{InsertOutcome, NewLink, StoreError, WriterStats};
 use codespace::CodeSpace;
-use deadpool_postgres::Pool;
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -31,7 +32,7 @@ impl Batcher {
     /// Starts the writer task over `pool` (within a tokio runtime): up to `max_in_flight`
     /// batches of up to `max_batch` rows at once, their slots computed in `space`.
     pub(super) fn start(
-        pool: Pool,
+        pool: Pooled,
         space: Arc<CodeSpace>,
         max_batch: usize,
         max_in_flight: usize,
@@ -69,7 +70,7 @@ impl Batcher {
 }
 
 async fn run(
-    pool: Pool,
+    pool: Pooled,
     space: Arc<CodeSpace>,
     mut queue: mpsc::Receiver<(NewLink, Reply)>,
     max_batch: usize,
@@ -112,7 +113,7 @@ fn gather(
     batch
 }
 
-async fn write(pool: &Pool, space: &CodeSpace, batch: Vec<(NewLink, Reply)>) {
+async fn write(pool: &Pooled, space: &CodeSpace, batch: Vec<(NewLink, Reply)>) {
     let (links, replies): (Vec<NewLink>, Vec<Reply>) = batch.into_iter().unzip();
     let mut attempt = 0;
     let result = loop {

@@ -4,6 +4,7 @@
 //! drops what it cached of the host ([`crate::domains::DomainCache`]).
 
 use super::error::db_error;
+use super::send::Conn;
 use crate::domain::{Domain, DomainSettings, Robots};
 use crate::store::{DomainRemoval, LIVE_LINKS_COUNTED, StoreError};
 use tokio_postgres::Row;
@@ -39,10 +40,7 @@ fn status(settings: &DomainSettings) -> Option<i16> {
     settings.redirect_status.and_then(|s| i16::try_from(s).ok())
 }
 
-pub(super) async fn insert(
-    client: &tokio_postgres::Client,
-    d: &Domain,
-) -> Result<Option<Domain>, StoreError> {
+pub(super) async fn insert(client: &Conn, d: &Domain) -> Result<Option<Domain>, StoreError> {
     let s = &d.settings;
     let params: [&(dyn ToSql + Sync); 11] = [
         &d.host,
@@ -72,7 +70,7 @@ pub(super) async fn insert(
 }
 
 pub(super) async fn get(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     host: &str,
     tenant: Option<&str>,
 ) -> Result<Option<Domain>, StoreError> {
@@ -89,7 +87,7 @@ pub(super) async fn get(
 }
 
 pub(super) async fn list(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     tenant: Option<&str>,
     after: Option<&str>,
     limit: i64,
@@ -108,7 +106,7 @@ pub(super) async fn list(
 }
 
 pub(super) async fn set_settings(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     host: &str,
     tenant: Option<&str>,
     s: &DomainSettings,
@@ -141,7 +139,7 @@ pub(super) async fn set_settings(
 }
 
 pub(super) async fn delete(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     host: &str,
     tenant: Option<&str>,
 ) -> Result<DomainRemoval, StoreError> {

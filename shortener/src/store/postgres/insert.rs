@@ -3,12 +3,12 @@
 
 use super::error::{after_write, db_error, pool_error};
 use super::layout::{Layout, slot_of_new};
+use super::send::{Conn, Pooled};
 use super::{LINK_COLUMN_COUNT, LINK_COLUMNS, link_from_row};
 use crate::domain::Link;
 use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
-use deadpool_postgres::ClientWrapper;
 use std::collections::HashMap;
 
 /// The insert of many rows in one statement: the rows come in as one array per column
@@ -45,7 +45,7 @@ const INSERT_ROWS: &str = "WITH r AS (\
 /// [`insert_rows`] on a pooled connection; a rolled-back attempt (a standby's read-only
 /// refusal, a deadlock) wrote nothing and runs once more on a fresh connection.
 pub(super) async fn insert_rows_retried(
-    pool: &deadpool_postgres::Pool,
+    pool: &Pooled,
     space: &CodeSpace,
     links: &[NewLink],
 ) -> Result<Vec<InsertOutcome>, StoreError> {
@@ -65,7 +65,7 @@ pub(super) async fn insert_rows_retried(
 /// more on a fresh connection: the code is the arbiter, so a second run cannot create a second
 /// link.
 pub(super) async fn insert_one_retried(
-    pool: &deadpool_postgres::Pool,
+    pool: &Pooled,
     layout: &Layout,
     link: NewLink,
 ) -> Result<InsertOutcome, StoreError> {
@@ -81,17 +81,13 @@ pub(super) async fn insert_one_retried(
 }
 
 pub(super) async fn insert_rows(
-    client: &deadpool_postgres::Object,
+    client: &Conn,
     space: &CodeSpace,
     links: &[NewLink],
 ) -> Result<Vec<InsertOutcome>, StoreError> {
     // A connection lost while the statement is prepared (a fresh pooled connection prepares
     // it with the write's first use) is reported as one lost while it runs: the caller cannot
     // tell them apart, and a retry with the same Idempotency-Key is right in both cases.
-    let insert = client
-        .prepare_cached(INSERT_ROWS)
-        .await
-        .map_err(|e| after_write(db_error(e)))?;
     let codes: Vec<&str> = links.iter().map(|l| l.code.as_str()).collect();
     let urls: Vec<&str> = links.iter().map(|l| l.url.as_str()).collect();
     let kinds: Vec<&str> = links.iter().map(|l| kind_name(l.kind)).collect();
@@ -120,8 +116,8 @@ pub(super) async fn insert_rows(
     let domains: Vec<Option<&str>> = links.iter().map(|l| l.domain.as_deref()).collect();
     let rules: Vec<Option<String>> = links.iter().map(|l| l.routes.to_stored()).collect();
     let rows = client
-        .query(
-            &insert,
+        .prepared_query(
+            INSERT_ROWS,
             &[
                 &codes,
                 &urls,
@@ -194,7 +190,7 @@ pub(super) async fn insert_rows(
 /// Inserts one link in a transaction of its own, claiming its idempotency key (if any) in the
 /// same transaction.
 pub(super) async fn insert_one(
-    client: &mut deadpool_postgres::Object,
+    client: &mut Conn,
     layout: &Layout,
     link: NewLink,
 ) -> Result<InsertOutcome, StoreError> {
@@ -205,25 +201,16 @@ pub(super) async fn insert_one(
         .map_err(db_error)?;
     if let Some(idem) = &link.idempotency {
         // An expired claim frees its key.
-        let free = tx
-            .prepare_cached(
-                "DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2 AND created_at < $3",
-            )
-            .await
-            .map_err(db_error)?;
-        tx.execute(&free, &[&link.tenant, &idem.key, &idem.expired_before])
-            .await
-            .map_err(db_error)?;
-        let claim = tx
-            .prepare_cached(
+        tx.prepared_execute(
+            "DELETE FROM idempotency_keys WHERE tenant = $1 AND key = $2 AND created_at < $3",
+            &[&link.tenant, &idem.key, &idem.expired_before],
+        )
+        .await
+        .map_err(db_error)?;
+        let claimed = tx
+            .prepared_query_opt(
                 "INSERT INTO idempotency_keys (tenant, key, fingerprint, code) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT DO NOTHING RETURNING 1",
-            )
-            .await
-            .map_err(db_error)?;
-        let claimed = tx
-            .query_opt(
-                &claim,
                 &[&link.tenant, &idem.key, &idem.fingerprint, &link.code],
             )
             .await
@@ -242,13 +229,9 @@ pub(super) async fn insert_one(
     let tags = serde_json::to_string(&link.tags).unwrap_or_else(|_| "[]".into());
     let max_visits = link.max_visits.map(|n| n as i64);
     // Prepared once per connection, as the batched insert is (the same statement).
-    let insert = tx
-        .prepare_cached(INSERT_ROWS)
-        .await
-        .map_err(|e| after_write(db_error(e)))?;
     let inserted = tx
-        .query_opt(
-            &insert,
+        .prepared_query_opt(
+            INSERT_ROWS,
             &[
                 &[link.code.as_str()].as_slice(),
                 &[link.url.as_str()].as_slice(),
@@ -271,7 +254,7 @@ pub(super) async fn insert_one(
             ],
         )
         .await
-        .map_err(db_error)?;
+        .map_err(|e| after_write(db_error(e)))?;
     if let Some(row) = inserted {
         tx.commit().await.map_err(|e| after_write(db_error(e)))?;
         return Ok(InsertOutcome::Created(link_from_row(&row)));
@@ -321,22 +304,19 @@ fn replay(
 /// The fingerprint and link of the idempotency key `key` of `tenant`, unless its claim was
 /// made before `expired_before`, on `client`.
 pub(super) async fn find_idempotent_on(
-    client: &ClientWrapper,
+    client: &Conn,
     layout: &Layout,
     tenant: &str,
     key: &str,
     expired_before: DateTime<Utc>,
 ) -> Result<Option<(Vec<u8>, Link)>, StoreError> {
     // Two reads, since the claim holds the code and the link is found by the code's slot.
-    let statement = client
-        .prepare_cached(
+    let claim = client
+        .prepared_query_opt(
             "SELECT code, fingerprint FROM idempotency_keys \
              WHERE tenant = $1 AND key = $2 AND created_at >= $3",
+            &[&tenant, &key, &expired_before],
         )
-        .await
-        .map_err(db_error)?;
-    let claim = client
-        .query_opt(&statement, &[&tenant, &key, &expired_before])
         .await
         .map_err(db_error)?;
     let Some(claim) = claim else {

@@ -14,9 +14,10 @@
 //! nodes to notice, and only then drops the index they were using.
 
 use super::error::db_error;
+use super::send::{Conn, Pooled};
 use crate::store::StoreError;
 use codespace::CodeSpace;
-use deadpool_postgres::Pool;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -146,7 +147,7 @@ impl Layout {
     }
 
     /// Records the code space before this node's first write to a database without links.
-    pub(super) async fn record_before_writing(&self, pool: &Pool) -> Result<(), StoreError> {
+    pub(super) async fn record_before_writing(&self, pool: &Pooled) -> Result<(), StoreError> {
         if self.recorded.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -172,7 +173,7 @@ impl Layout {
     }
 
     /// Reads the layout (and the code space it was placed in) from the database.
-    pub(super) async fn load(&self, client: &tokio_postgres::Client) -> Result<(), StoreError> {
+    pub(super) async fn load(&self, client: &Conn) -> Result<(), StoreError> {
         let row = client
             .query_one(
                 "SELECT l.layout, l.step IS NOT NULL, c.fingerprint, c.length \
@@ -206,7 +207,7 @@ impl Layout {
     }
 
     /// Reads the layout every [`POLL`] until the store is dropped.
-    pub(super) fn watch(self: &Arc<Self>, pool: Pool) {
+    pub(super) fn watch(self: &Arc<Self>, pool: Pooled) {
         let layout: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
@@ -237,10 +238,7 @@ impl Layout {
 /// with the wrong key, and the database is refused instead of recorded. A database without
 /// links records nothing yet: returns false, and the first write records
 /// ([`record_code_space`]).
-pub(super) async fn check_code_space(
-    client: &tokio_postgres::Client,
-    space: &CodeSpace,
-) -> Result<bool, StoreError> {
+pub(super) async fn check_code_space(client: &Conn, space: &CodeSpace) -> Result<bool, StoreError> {
     let length = space.length() as i32;
     let state = client
         .query_one("SELECT layout, step FROM link_layout", &[])
@@ -302,10 +300,7 @@ pub(super) async fn check_code_space(
 
 /// Records `space` as the database's, unless one is recorded; refuses if the recorded one
 /// (perhaps another node's, a moment earlier) is another.
-pub(super) async fn record_code_space(
-    client: &tokio_postgres::Client,
-    space: &CodeSpace,
-) -> Result<(), StoreError> {
+pub(super) async fn record_code_space(client: &Conn, space: &CodeSpace) -> Result<(), StoreError> {
     let length = space.length() as i32;
     client
         .execute(

@@ -3,6 +3,7 @@
 //! the same query without a limit in a snapshot transaction, streamed.
 
 use super::error::db_error;
+use super::send::Conn;
 use super::{L_LINK_COLUMNS, link_with_clicks};
 use crate::domain::{DomainFilter, Link, ListQuery, Page, Position, StateFilter};
 use crate::store::StoreError;
@@ -139,10 +140,7 @@ fn params(sql: &Sql) -> Vec<&(dyn ToSql + Sync)> {
 }
 
 /// One page of `query`.
-pub(super) async fn list(
-    client: &tokio_postgres::Client,
-    query: &ListQuery,
-) -> Result<Page, StoreError> {
+pub(super) async fn list(client: &Conn, query: &ListQuery) -> Result<Page, StoreError> {
     let sql = build(query, Some(query.limit + 1));
     let rows = client
         .query(&sql.text, &params(&sql))

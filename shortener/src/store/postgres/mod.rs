@@ -24,6 +24,7 @@ mod read;
 mod relayout;
 mod replica;
 mod rollups;
+mod send;
 mod sessions;
 mod tags;
 mod update;
@@ -53,14 +54,15 @@ use batch::Batcher;
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 pub use connect::migrate_database;
-use deadpool_postgres::Pool;
 use error::pool_error;
 use id_client::LeaseSource;
 use layout::Layout;
 pub use listen::{ChangeFeed, NOTIFY_CHANNEL};
+pub use pgtls::pooler::PoolMode;
 pub use relayout::{LayoutOptions, LayoutStatus};
 pub use replica::{Fallback, ReplicaStats};
 use replica::{Replica, Route, Scope};
+use send::{Conn, Pooled};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,12 +91,22 @@ pub struct PgSettings {
     pub statement_timeout: Duration,
     /// The code space: where a code's row is (see [`layout`]).
     pub space: Arc<CodeSpace>,
+    /// The mode of a pooler between the node and PostgreSQL (`SHORTENER_DATABASE_POOL_MODE`):
+    /// in transaction mode statements are sent unnamed and no session setting is made.
+    pub pool_mode: PoolMode,
+    /// A connection string that reaches the primary itself (`SHORTENER_DATABASE_DIRECT_URL`),
+    /// for what needs a session of its own in transaction mode: the change feed's LISTEN, the
+    /// migrations and the layout tool.
+    pub direct_url: Option<String>,
 }
 
 /// Links in PostgreSQL. Cheap to clone (a pool handle and a writer handle).
 #[derive(Clone)]
 pub struct PgStore {
-    pool: Pool,
+    pool: Pooled,
+    /// Sessions of their own (migrations, layout runs): the direct URL's pool in transaction
+    /// mode, the main pool otherwise.
+    direct: Pooled,
     feed: ChangeFeed,
     batcher: Batcher,
     replica: Option<Arc<Replica>>,
@@ -160,34 +172,12 @@ impl PgStore {
     /// (within the timeout) until it is back. TLS follows the URL's `sslmode`; the CA file adds
     /// trusted roots (see [`pgtls::connector`]).
     pub fn connect(settings: &PgSettings) -> Result<Self, StoreError> {
-        // Every session commits synchronously, whatever the server default: an insert is
-        // acknowledged only once it is durable (I3), even as a single autocommit statement.
-        // A statement that outlives its bound is cancelled by the server, and a session left
-        // idle inside a transaction (a client gone mid-way) is ended rather than holding locks.
-        let bounds = format!(
-            "-c statement_timeout={} -c idle_in_transaction_session_timeout=60000",
-            settings.statement_timeout.as_millis()
-        );
-        let (pool, config, tls) = connect::new_pool(
-            &settings.url,
-            "DATABASE_URL",
-            &format!("-c synchronous_commit=on {bounds}"),
-            settings,
-        )?;
+        let pools = connect::Pools::new(settings)?;
         let layout = Arc::new(Layout::new(Arc::clone(&settings.space)));
-        let replica = match &settings.read_url {
-            Some(url) => {
-                // A replica refuses writes anyway; saying so makes a routing mistake an error.
-                let (replica, _, _) = connect::new_pool(
-                    url,
-                    "SHORTENER_DATABASE_READ_URL",
-                    &format!("-c default_transaction_read_only=on {bounds}"),
-                    settings,
-                )?;
-                Some(Replica::start(replica, pool.clone()))
-            }
-            None => None,
-        };
+        let pool = pools.main;
+        let replica = pools
+            .replica
+            .map(|replica| Replica::start(replica, pool.clone()));
         let batcher = Batcher::start(
             pool.clone(),
             Arc::clone(&settings.space),
@@ -196,9 +186,10 @@ impl PgStore {
         );
         Ok(Self {
             pool,
+            direct: pools.direct,
             feed: ChangeFeed {
-                config: Arc::new(config),
-                tls,
+                config: Arc::new(pools.feed_config),
+                tls: pools.feed_tls,
                 replica: replica.clone(),
             },
             batcher,
@@ -228,21 +219,21 @@ impl PgStore {
         }
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+    async fn client(&self) -> Result<Conn, StoreError> {
         self.pool.get().await.map_err(pool_error)
     }
 }
 
 /// Runs a read of one row on the replica where [`Replica::route`] allows, and on the primary
 /// otherwise, or when the replica has no such row or fails: `$read` is evaluated with `$c`
-/// bound to a `&deadpool_postgres::ClientWrapper` and must give `Result<Option<_>, StoreError>`.
+/// bound to a `&Conn` and must give `Result<Option<_>, StoreError>`.
 macro_rules! read_row {
     ($store:expr, $scope:expr, |$c:ident| $read:expr) => {{
         async {
             if let Some(replica) = &$store.replica
                 && let Route::Replica(client) = replica.route($scope).await
             {
-                let $c: &deadpool_postgres::ClientWrapper = &client;
+                let $c: &Conn = &client;
                 match $read.await {
                     Ok(Some(found)) => {
                         replica.answered();
@@ -253,7 +244,7 @@ macro_rules! read_row {
                 }
             }
             let primary = $store.client().await?;
-            let $c: &deadpool_postgres::ClientWrapper = &primary;
+            let $c: &Conn = &primary;
             $read.await
         }
         .await
@@ -536,25 +527,25 @@ impl OutboxStore for PgStore {
 
 impl BlocklistStore for PgStore {
     async fn blocked_domains(&self) -> Result<Vec<BlockedDomain>, StoreError> {
-        read::blocked_domains(&*self.client().await?).await
+        read::blocked_domains(&self.client().await?).await
     }
 
     async fn block_domain(&self, entry: &str, key: &str) -> Result<bool, StoreError> {
-        write::block_domain(&*self.client().await?, entry, key).await
+        write::block_domain(&self.client().await?, entry, key).await
     }
 
     async fn unblock_domain(&self, entry: &str) -> Result<bool, StoreError> {
-        write::unblock_domain(&*self.client().await?, entry).await
+        write::unblock_domain(&self.client().await?, entry).await
     }
 }
 
 impl DomainStore for PgStore {
     async fn insert_domain(&self, domain: &Domain) -> Result<Option<Domain>, StoreError> {
-        domains::insert(&*self.client().await?, domain).await
+        domains::insert(&self.client().await?, domain).await
     }
 
     async fn domain(&self, host: &str, tenant: Option<&str>) -> Result<Option<Domain>, StoreError> {
-        domains::get(&*self.client().await?, host, tenant).await
+        domains::get(&self.client().await?, host, tenant).await
     }
 
     async fn domains(
@@ -563,7 +554,7 @@ impl DomainStore for PgStore {
         after: Option<&str>,
         limit: i64,
     ) -> Result<Vec<Domain>, StoreError> {
-        domains::list(&*self.client().await?, tenant, after, limit).await
+        domains::list(&self.client().await?, tenant, after, limit).await
     }
 
     async fn set_domain_settings(
@@ -572,7 +563,7 @@ impl DomainStore for PgStore {
         tenant: Option<&str>,
         settings: &DomainSettings,
     ) -> Result<Option<Domain>, StoreError> {
-        domains::set_settings(&*self.client().await?, host, tenant, settings).await
+        domains::set_settings(&self.client().await?, host, tenant, settings).await
     }
 
     async fn delete_domain(
@@ -580,21 +571,21 @@ impl DomainStore for PgStore {
         host: &str,
         tenant: Option<&str>,
     ) -> Result<crate::store::DomainRemoval, StoreError> {
-        domains::delete(&*self.client().await?, host, tenant).await
+        domains::delete(&self.client().await?, host, tenant).await
     }
 }
 
 impl SessionStore for PgStore {
     async fn insert_session(&self, session: &NewSession) -> Result<(), StoreError> {
-        sessions::insert(&*self.client().await?, session).await
+        sessions::insert(&self.client().await?, session).await
     }
 
     async fn session(&self, digest: [u8; 32]) -> Result<Option<StoredSession>, StoreError> {
-        sessions::find(&*self.client().await?, digest).await
+        sessions::find(&self.client().await?, digest).await
     }
 
     async fn touch_session(&self, digest: [u8; 32], at: DateTime<Utc>) -> Result<(), StoreError> {
-        sessions::touch(&*self.client().await?, digest, at).await
+        sessions::touch(&self.client().await?, digest, at).await
     }
 
     async fn switch_session_tenant(
@@ -602,11 +593,11 @@ impl SessionStore for PgStore {
         digest: [u8; 32],
         tenant: &str,
     ) -> Result<bool, StoreError> {
-        sessions::switch(&*self.client().await?, digest, tenant).await
+        sessions::switch(&self.client().await?, digest, tenant).await
     }
 
     async fn revoke_session(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
-        sessions::revoke(&*self.client().await?, digest).await
+        sessions::revoke(&self.client().await?, digest).await
     }
 
     async fn purge_sessions(
@@ -615,37 +606,31 @@ impl SessionStore for PgStore {
         revoked_before: DateTime<Utc>,
         limit: usize,
     ) -> Result<usize, StoreError> {
-        sessions::purge(
-            &*self.client().await?,
-            expired_before,
-            revoked_before,
-            limit,
-        )
-        .await
+        sessions::purge(&self.client().await?, expired_before, revoked_before, limit).await
     }
 }
 
 impl KeyStore for PgStore {
     async fn insert_api_key(&self, key: &NewApiKey) -> Result<Option<StoredApiKey>, StoreError> {
-        api_keys::insert(&*self.client().await?, key).await
+        api_keys::insert(&self.client().await?, key).await
     }
 
     async fn api_keys(&self, tenant: Option<&str>) -> Result<Vec<StoredApiKey>, StoreError> {
-        api_keys::list(&*self.client().await?, tenant).await
+        api_keys::list(&self.client().await?, tenant).await
     }
 
     async fn revoke_api_key(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
-        api_keys::revoke(&*self.client().await?, tenant, name).await
+        api_keys::revoke(&self.client().await?, tenant, name).await
     }
 
     async fn note_api_key_uses(&self, uses: Vec<(i64, DateTime<Utc>)>) -> Result<(), StoreError> {
-        api_keys::note_uses(&*self.client().await?, &uses).await
+        api_keys::note_uses(&self.client().await?, &uses).await
     }
 }
 
 impl AuditStore for PgStore {
     async fn append_audit(&self, entries: Vec<NewAuditEntry>) -> Result<(), StoreError> {
-        audit::append(&*self.client().await?, &entries).await
+        audit::append(&self.client().await?, &entries).await
     }
 
     /// Read on the primary: an entry a change just wrote is in the next read.
@@ -654,11 +639,11 @@ impl AuditStore for PgStore {
         filter: &AuditFilter,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        audit::entries(&*self.client().await?, filter, limit).await
+        audit::entries(&self.client().await?, filter, limit).await
     }
 
     async fn purge_audit(&self, before: DateTime<Utc>, limit: usize) -> Result<usize, StoreError> {
-        audit::purge(&*self.client().await?, before, limit).await
+        audit::purge(&self.client().await?, before, limit).await
     }
 }
 
@@ -667,8 +652,13 @@ impl Capabilities for PgStore {
     /// apply each exactly once; then checks the code space and reads the layout, which the
     /// store reads again every second from then on.
     async fn migrate(&self) -> Result<usize, StoreError> {
-        let mut client = self.client().await?;
-        let ran = connect::migrate(&mut client).await?;
+        let mut direct = self.direct.get().await.map_err(pool_error)?;
+        if self.pool.sending.mode() == PoolMode::Transaction {
+            connect::check_pooled(&self.client().await?, &direct).await?;
+        }
+        let ran = connect::migrate(direct.raw_mut()).await?;
+        drop(direct);
+        let client = self.client().await?;
         let recorded = layout::check_code_space(&client, self.layout.space()).await?;
         self.layout.set_recorded(recorded);
         self.layout.load(&client).await?;
@@ -689,7 +679,7 @@ impl Capabilities for PgStore {
     /// made before it (see [`pgtls::evict`]).
     async fn ping(&self) -> Result<(), StoreError> {
         let client = self.client().await?;
-        pgtls::evict::require_primary(&client)
+        pgtls::evict::require_primary(client.raw())
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))
     }

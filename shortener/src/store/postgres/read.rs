@@ -2,17 +2,17 @@
 
 use super::error::db_error;
 use super::layout::{Find, Layout, slot_of};
+use super::send::Conn;
 use super::{L_LINK_COLUMNS, LINK_COLUMNS, link_from_row, link_with_clicks};
 use crate::domain::Link;
 use crate::store::{BlockedDomain, StoreError};
-use deadpool_postgres::ClientWrapper;
 use std::sync::LazyLock;
 use tokio_postgres::types::ToSql;
 
 /// The link with `code`, without click counts: the read of a redirect's cache miss, so its
 /// statement is prepared once per connection.
 pub(super) async fn get(
-    client: &ClientWrapper,
+    client: &Conn,
     layout: &Layout,
     code: &str,
 ) -> Result<Option<Link>, StoreError> {
@@ -21,12 +21,8 @@ pub(super) async fn get(
             .map(|f| format!("SELECT {LINK_COLUMNS} FROM links WHERE {}", f.clause("", 2)))
     });
     let find = layout.find(code);
-    let statement = client
-        .prepare_cached(&SQL[find.variant()])
-        .await
-        .map_err(db_error)?;
     let row = client
-        .query_opt(&statement, &params(&code, &find))
+        .prepared_query_opt(&SQL[find.variant()], &params(&code, &find))
         .await
         .map_err(db_error)?;
     Ok(row.as_ref().map(link_from_row))
@@ -34,7 +30,7 @@ pub(super) async fn get(
 
 /// The link with `code` and its click counts.
 pub(super) async fn get_with_clicks(
-    client: &ClientWrapper,
+    client: &Conn,
     layout: &Layout,
     code: &str,
 ) -> Result<Option<Link>, StoreError> {
@@ -48,12 +44,8 @@ pub(super) async fn get_with_clicks(
         })
     });
     let find = layout.find(code);
-    let statement = client
-        .prepare_cached(&SQL[find.variant()])
-        .await
-        .map_err(db_error)?;
     let row = client
-        .query_opt(&statement, &params(&code, &find))
+        .prepared_query_opt(&SQL[find.variant()], &params(&code, &find))
         .await
         .map_err(db_error)?;
     Ok(row.as_ref().map(link_with_clicks))
@@ -69,17 +61,14 @@ pub(super) fn params<'a>(code: &'a &str, find: &'a Find) -> Vec<&'a (dyn ToSql +
 
 /// The live link with `dedup_key` (asked by every dedup create, so prepared once).
 pub(super) async fn find_dedup(
-    client: &ClientWrapper,
+    client: &Conn,
     dedup_key: &[u8],
 ) -> Result<Option<Link>, StoreError> {
-    let statement = client
-        .prepare_cached(&format!(
-            "SELECT {LINK_COLUMNS} FROM links WHERE dedup_key = $1"
-        ))
-        .await
-        .map_err(db_error)?;
     let row = client
-        .query_opt(&statement, &[&dedup_key])
+        .prepared_query_opt(
+            &format!("SELECT {LINK_COLUMNS} FROM links WHERE dedup_key = $1"),
+            &[&dedup_key],
+        )
         .await
         .map_err(db_error)?;
     Ok(row.as_ref().map(link_from_row))
@@ -87,17 +76,16 @@ pub(super) async fn find_dedup(
 
 /// The highest slot a row holds, or `-1` for none: the last entry of the slot index (only
 /// asked in the slot layout, where that index exists), a few pages whatever the table's size.
-pub(super) async fn high_water(client: &ClientWrapper) -> Result<i64, StoreError> {
-    let statement = client
-        .prepare_cached("SELECT coalesce(max(slot), -1) FROM links")
+pub(super) async fn high_water(client: &Conn) -> Result<i64, StoreError> {
+    let row = client
+        .prepared_query_one("SELECT coalesce(max(slot), -1) FROM links", &[])
         .await
         .map_err(db_error)?;
-    let row = client.query_one(&statement, &[]).await.map_err(db_error)?;
     Ok(row.get(0))
 }
 
 /// How many links exist.
-pub(super) async fn count(client: &tokio_postgres::Client) -> Result<u64, StoreError> {
+pub(super) async fn count(client: &Conn) -> Result<u64, StoreError> {
     let row = client
         .query_one("SELECT count(*) FROM links", &[])
         .await
@@ -107,7 +95,7 @@ pub(super) async fn count(client: &tokio_postgres::Client) -> Result<u64, StoreE
 
 /// The links holding `codes` (those that exist), with their click counts.
 pub(super) async fn get_many(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     layout: &Layout,
     codes: &[String],
 ) -> Result<Vec<Link>, StoreError> {
@@ -146,9 +134,7 @@ pub(super) async fn get_many(
 }
 
 /// The domains blocked through the admin API, in entry order.
-pub(super) async fn blocked_domains(
-    client: &tokio_postgres::Client,
-) -> Result<Vec<BlockedDomain>, StoreError> {
+pub(super) async fn blocked_domains(client: &Conn) -> Result<Vec<BlockedDomain>, StoreError> {
     let rows = client
         .query(
             "SELECT entry, added_at, added_by FROM blocked_domains ORDER BY entry",

@@ -26,7 +26,7 @@
 //! (index builds, lock-bounded swaps, verification) read best in one place.
 
 use super::PgStore;
-use super::error::db_error;
+use super::error::{db_error, pool_error};
 use super::layout::slot_of;
 use crate::store::StoreError;
 use codespace::CodeSpace;
@@ -104,7 +104,7 @@ const CODE_INDEXES: [(&str, &str); 2] = [
 impl PgStore {
     /// Where the links table stands.
     pub async fn layout_status(&self) -> Result<LayoutStatus, StoreError> {
-        status(&*self.client().await?).await
+        status(&self.direct.get().await.map_err(pool_error)?.into_raw()).await
     }
 
     /// Moves the links table to the slot layout (or finishes a migration a kill interrupted),
@@ -260,11 +260,12 @@ impl PgStore {
         verify_or_replace(&mut client, self.layout.space()).await
     }
 
-    /// A connection for a layout run: no statement bound (a step may scan the table), and
-    /// the run's lock (waited for up to [`LOCK_WAIT`]), or an error naming the run that holds
-    /// it.
+    /// A connection for a layout run: a session of its own (from the direct URL behind a
+    /// pooler in transaction mode), no statement bound (a step may scan the table), and the
+    /// run's session lock (waited for up to [`LOCK_WAIT`]), or an error naming the run that
+    /// holds it.
     async fn session(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        let client = self.client().await?;
+        let client = self.direct.get().await.map_err(pool_error)?.into_raw();
         client
             .batch_execute("SET statement_timeout = 0")
             .await

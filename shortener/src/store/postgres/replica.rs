@@ -22,8 +22,9 @@
 //! (the last 30-odd lines).
 
 use super::error::db_error;
+use super::send::{Conn, Pooled};
 use crate::store::StoreError;
-use deadpool_postgres::Pool;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -164,8 +165,8 @@ const REFUSED: u8 = 2;
 
 /// The replica's pool and what is known of it.
 pub(super) struct Replica {
-    pool: Pool,
-    primary: Pool,
+    pool: Pooled,
+    primary: Pooled,
     marks: Mutex<Marks>,
     replayed: AtomicI64,
     state: AtomicU8,
@@ -176,7 +177,7 @@ pub(super) struct Replica {
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Route {
     /// To the replica, on this connection.
-    Replica(deadpool_postgres::Object),
+    Replica(Conn),
     /// To the primary.
     Primary,
 }
@@ -190,7 +191,7 @@ pub(super) enum Scope<'a> {
 impl Replica {
     /// The replica behind `pool`, read instead of `primary`; starts its poll on the current
     /// runtime (it ends when the store is dropped).
-    pub(super) fn start(pool: Pool, primary: Pool) -> Arc<Self> {
+    pub(super) fn start(pool: Pooled, primary: Pooled) -> Arc<Self> {
         let replica = Arc::new(Self {
             pool,
             primary,
@@ -423,7 +424,7 @@ struct Identity {
     database: String,
 }
 
-async fn identity(client: &tokio_postgres::Client) -> Result<Identity, String> {
+async fn identity(client: &Conn) -> Result<Identity, String> {
     let row = client
         .query_one(
             "SELECT pg_is_in_recovery(), (SELECT system_identifier FROM pg_control_system())::text, current_database()",
@@ -438,7 +439,7 @@ async fn identity(client: &tokio_postgres::Client) -> Result<Identity, String> {
     })
 }
 
-async fn primary_lsn(pool: &Pool) -> Result<Lsn, StoreError> {
+async fn primary_lsn(pool: &Pooled) -> Result<Lsn, StoreError> {
     let client = pool.get().await.map_err(super::error::pool_error)?;
     let row = client
         .query_one("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint", &[])

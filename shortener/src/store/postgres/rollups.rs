@@ -7,6 +7,7 @@
 //! once) and remembered per store handle, so a flush issues no DDL for a day it has seen.
 
 use super::error::db_error;
+use super::send::{Conn, Pooled};
 use crate::domain::stats::DAY;
 use crate::domain::{StatsQuery, StatsReport};
 use crate::store::StoreError;
@@ -83,7 +84,7 @@ fn partition_start(name: &str, prefix: &str, format: &str) -> Option<i64> {
 /// Makes the hourly partitions of `days` that this handle has not seen, and the
 /// `link_day_totals` partitions of their months.
 async fn ensure_days(
-    client: &mut deadpool_postgres::Object,
+    client: &mut Conn,
     known: &Partitions,
     days: impl IntoIterator<Item = i64>,
 ) -> Result<(), StoreError> {
@@ -125,7 +126,7 @@ async fn ensure_days(
 /// in one transaction: the per-link rows, each link's day totals and the tenant-level rows,
 /// each with one additive upsert, making their days' partitions first where needed.
 pub(super) async fn add(
-    client: &mut deadpool_postgres::Object,
+    client: &mut Conn,
     known: &Partitions,
     rows: &[RollupRow],
 ) -> Result<(), StoreError> {
@@ -139,10 +140,7 @@ pub(super) async fn add(
     result
 }
 
-async fn add_in_transaction(
-    client: &mut deadpool_postgres::Object,
-    rows: &[RollupRow],
-) -> Result<(), StoreError> {
+async fn add_in_transaction(client: &mut Conn, rows: &[RollupRow]) -> Result<(), StoreError> {
     let text = |f: fn(&RollupRow) -> &str| -> Vec<&str> { rows.iter().map(f).collect() };
     let int = |f: fn(&RollupRow) -> i64| -> Vec<i64> { rows.iter().map(f).collect() };
     let (tenant, code, referrer, device, country, route) = (
@@ -212,7 +210,7 @@ async fn add_in_transaction(
 
 /// The partitions of `table` and the start each one's name stands for.
 async fn partitions_of(
-    client: &deadpool_postgres::Object,
+    client: &Conn,
     table: &str,
     prefix: &str,
     format: &str,
@@ -238,7 +236,7 @@ async fn partitions_of(
 /// folded into daily rows (each day in one transaction, its partition dropped), months wholly
 /// before the retention boundary dropped.
 pub(super) async fn maintain(
-    client: &mut deadpool_postgres::Object,
+    client: &mut Conn,
     known: &Partitions,
     plan: &RollupPlan,
 ) -> Result<RollupOutcome, StoreError> {
@@ -337,7 +335,7 @@ pub(super) async fn maintain(
 
 /// The rows of one stats statement.
 async fn run(
-    client: &deadpool_postgres::Object,
+    client: &Conn,
     statement: &crate::store::rollups::Statement,
 ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
     let params: Vec<Box<dyn ToSql + Sync + Send>> = statement
@@ -360,10 +358,7 @@ async fn run(
 /// The report of `query`. Its statements run at once, each on a connection of its own from
 /// the pool (each is released as soon as its statement has answered), so a summary takes
 /// about as long as its slowest statement rather than the sum of them.
-pub(super) async fn stats(
-    pool: &deadpool_postgres::Pool,
-    query: &StatsQuery,
-) -> Result<StatsReport, StoreError> {
+pub(super) async fn stats(pool: &Pooled, query: &StatsQuery) -> Result<StatsReport, StoreError> {
     let sql = stats_sql(query, Flavor::Postgres);
     let answers =
         futures::future::try_join_all(sql.statements().into_iter().map(|statement| async move {

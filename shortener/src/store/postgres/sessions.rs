@@ -2,13 +2,11 @@
 //! lagging replica.
 
 use super::error::db_error;
+use super::send::Conn;
 use crate::store::{NewSession, StoreError, StoredSession};
 use chrono::{DateTime, Utc};
 
-pub(super) async fn insert(
-    client: &tokio_postgres::Client,
-    s: &NewSession,
-) -> Result<(), StoreError> {
+pub(super) async fn insert(client: &Conn, s: &NewSession) -> Result<(), StoreError> {
     client
         .execute(
             "INSERT INTO console_sessions (digest, subject, email, name, claims, tenant, expires_at) \
@@ -29,7 +27,7 @@ pub(super) async fn insert(
 }
 
 pub(super) async fn find(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     digest: [u8; 32],
 ) -> Result<Option<StoredSession>, StoreError> {
     let row = client
@@ -53,7 +51,7 @@ pub(super) async fn find(
 }
 
 pub(super) async fn touch(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     digest: [u8; 32],
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
@@ -69,7 +67,7 @@ pub(super) async fn touch(
 }
 
 pub(super) async fn switch(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     digest: [u8; 32],
     tenant: &str,
 ) -> Result<bool, StoreError> {
@@ -83,10 +81,7 @@ pub(super) async fn switch(
         .map_err(db_error)
 }
 
-pub(super) async fn revoke(
-    client: &tokio_postgres::Client,
-    digest: [u8; 32],
-) -> Result<bool, StoreError> {
+pub(super) async fn revoke(client: &Conn, digest: [u8; 32]) -> Result<bool, StoreError> {
     client
         .execute(
             "UPDATE console_sessions SET revoked_at = now() WHERE digest = $1 AND revoked_at IS NULL",
@@ -100,7 +95,7 @@ pub(super) async fn revoke(
 /// Deletes at most `limit` sessions that expired before `expired_before` or were signed out
 /// before `revoked_before`, each found by its index.
 pub(super) async fn purge(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     expired_before: DateTime<Utc>,
     revoked_before: DateTime<Utc>,
     limit: usize,

@@ -6,6 +6,7 @@
 //! about two seconds in a debug build).
 
 use super::error::db_error;
+use super::send::{Conn, Tx};
 use super::{L_LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
 use crate::domain::{LinkPatch, TagChange};
 use crate::store::{StoreError, TagOutcome};
@@ -14,7 +15,7 @@ use chrono::{DateTime, Utc};
 /// Applies `change` to the live links of `tenant` in one transaction (see
 /// [`crate::store::LinkStore::change_tag`]).
 pub(super) async fn change_tag(
-    client: &mut deadpool_postgres::Object,
+    client: &mut Conn,
     tenant: &str,
     change: &TagChange,
     key: &str,
@@ -116,7 +117,7 @@ impl Rows {
 /// Writes `rows` in `tx`: the links, their tag rows, their events, their webhook events and
 /// their announcements.
 async fn write(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &Tx<'_>,
     tenant: &str,
     change: &TagChange,
     key: &str,

@@ -3,16 +3,17 @@
 
 use super::error::db_error;
 use super::layout::Layout;
+use super::send::Conn;
 use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
 use crate::domain::{Event, EventKind, Link, LinkPatch};
 use crate::store::{StoreError, UpdateOutcome, host_rev};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::ClientWrapper;
+
 use tokio_postgres::types::ToSql;
 
 /// Applies `patch` to `code` (of `tenant`, or any tenant's for `None`) on behalf of `key`.
 pub(super) async fn update(
-    client: &mut deadpool_postgres::Object,
+    client: &mut Conn,
     layout: &Layout,
     code: &str,
     tenant: Option<&str>,
@@ -120,10 +121,7 @@ pub(super) async fn update(
 }
 
 /// The events recorded for `code` after its creation, oldest first.
-pub(super) async fn events(
-    client: &tokio_postgres::Client,
-    code: &str,
-) -> Result<Vec<Event>, StoreError> {
+pub(super) async fn events(client: &Conn, code: &str) -> Result<Vec<Event>, StoreError> {
     let rows = client
         .query(
             "SELECT at, key, kind, change FROM link_events WHERE code = $1 ORDER BY id",
@@ -148,7 +146,7 @@ pub(super) async fn events(
 
 /// The link holding `code` and the events recorded after its creation.
 pub(super) async fn history(
-    client: &ClientWrapper,
+    client: &Conn,
     layout: &Layout,
     code: &str,
 ) -> Result<Option<(Link, Vec<Event>)>, StoreError> {

@@ -1,6 +1,7 @@
 //! Webhook endpoints and the outbox on PostgreSQL (see [`crate::store::webhooks`]).
 
 use super::error::db_error;
+use super::send::{Conn, Tx};
 use crate::store::StoreError;
 use crate::store::webhooks::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
@@ -13,7 +14,7 @@ use tokio_postgres::Row;
 /// endpoint of the tenant (nothing when it has none). The event keeps the `traceparent` of the
 /// current request when it is traced.
 pub(super) async fn record(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &Tx<'_>,
     tenant: &str,
     kind: &str,
     data: &str,
@@ -37,10 +38,7 @@ pub(super) async fn record(
 /// [`crate::store::OutboxStore::record_rollup_events`]), from the tenant-level totals (one row
 /// per tenant and hour, found by the `bucket` index), so looking back over many hours stays
 /// cheap however many links had clicks.
-pub(super) async fn record_rollups(
-    client: &deadpool_postgres::Object,
-    hour: i64,
-) -> Result<u64, StoreError> {
+pub(super) async fn record_rollups(client: &Conn, hour: i64) -> Result<u64, StoreError> {
     let name = crate::store::webhooks::hour_name(hour);
     client
         .execute(
@@ -73,10 +71,7 @@ fn endpoint(row: &Row) -> Endpoint {
     }
 }
 
-pub(super) async fn create(
-    client: &deadpool_postgres::Object,
-    new: &NewEndpoint,
-) -> Result<Endpoint, StoreError> {
+pub(super) async fn create(client: &Conn, new: &NewEndpoint) -> Result<Endpoint, StoreError> {
     let row = client
         .query_one(
             &format!(
@@ -90,10 +85,7 @@ pub(super) async fn create(
     Ok(endpoint(&row))
 }
 
-pub(super) async fn list(
-    client: &deadpool_postgres::Object,
-    tenant: Option<&str>,
-) -> Result<Vec<Endpoint>, StoreError> {
+pub(super) async fn list(client: &Conn, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {
     let rows = client
         .query(
             &format!(
@@ -107,7 +99,7 @@ pub(super) async fn list(
 }
 
 pub(super) async fn delete(
-    client: &deadpool_postgres::Object,
+    client: &Conn,
     id: i64,
     tenant: Option<&str>,
 ) -> Result<bool, StoreError> {
@@ -122,7 +114,7 @@ pub(super) async fn delete(
 }
 
 pub(super) async fn log(
-    client: &deadpool_postgres::Object,
+    client: &Conn,
     id: i64,
     tenant: Option<&str>,
     limit: i64,
@@ -165,7 +157,7 @@ pub(super) async fn log(
 /// `SKIP LOCKED` and their lease is checked again on the row as it is when locked, so two
 /// workers claiming at once never take the same endpoint.
 pub(super) async fn claim(
-    client: &deadpool_postgres::Object,
+    client: &Conn,
     lease: Duration,
     endpoints: i64,
     per_endpoint: i64,
@@ -220,10 +212,7 @@ pub(super) async fn claim(
         .collect())
 }
 
-pub(super) async fn finish(
-    client: &mut deadpool_postgres::Object,
-    attempt: &Attempt,
-) -> Result<Finished, StoreError> {
+pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finished, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
     let status = attempt.status.map(i32::from);
     let finished = if attempt.delivered {
@@ -286,7 +275,7 @@ pub(super) async fn finish(
 }
 
 pub(super) async fn release(
-    client: &deadpool_postgres::Object,
+    client: &Conn,
     endpoint_id: i64,
     unsent: &[i64],
 ) -> Result<(), StoreError> {
@@ -304,10 +293,7 @@ pub(super) async fn release(
 
 /// Lists the tenants at `max_pending` in `webhook_full_tenants` (the trigger of migration 12
 /// drops their events) and empties `webhook_dropped` into the answer, in one transaction.
-pub(super) async fn bound(
-    client: &mut deadpool_postgres::Object,
-    max_pending: u64,
-) -> Result<OutboxBound, StoreError> {
+pub(super) async fn bound(client: &mut Conn, max_pending: u64) -> Result<OutboxBound, StoreError> {
     let max = i64::try_from(max_pending).unwrap_or(i64::MAX);
     let tx = client.transaction().await.map_err(db_error)?;
     let full: Vec<String> = tx
@@ -350,7 +336,7 @@ pub(super) async fn bound(
 }
 
 pub(super) async fn set_enabled(
-    client: &mut deadpool_postgres::Object,
+    client: &mut Conn,
     id: i64,
     tenant: Option<&str>,
     enabled: bool,
@@ -389,7 +375,7 @@ pub(super) async fn set_enabled(
     Ok(row.as_ref().map(endpoint))
 }
 
-pub(super) async fn backlog(client: &deadpool_postgres::Object) -> Result<Backlog, StoreError> {
+pub(super) async fn backlog(client: &Conn) -> Result<Backlog, StoreError> {
     let row = client
         .query_one(
             "SELECT count(*), coalesce(extract(epoch FROM now() - min(d.next_at) FILTER (WHERE d.next_at <= now())), 0)::float8 \
@@ -406,7 +392,7 @@ pub(super) async fn backlog(client: &deadpool_postgres::Object) -> Result<Backlo
 }
 
 pub(super) async fn purge(
-    client: &deadpool_postgres::Object,
+    client: &Conn,
     before: DateTime<Utc>,
     limit: i64,
 ) -> Result<(u64, u64), StoreError> {

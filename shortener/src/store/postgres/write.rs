@@ -2,6 +2,7 @@
 
 use super::error::db_error;
 use super::layout::Layout;
+use super::send::Conn;
 use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
 use crate::domain::{ClickCounts, CompactCode};
 use crate::store::{DeleteOutcome, StoreError};
@@ -12,7 +13,7 @@ use tokio_postgres::types::ToSql;
 /// `None`), recording the delete by `key` in its history; the change is announced to every
 /// node in the same transaction.
 pub(super) async fn delete(
-    client: &mut deadpool_postgres::Object,
+    client: &mut Conn,
     layout: &Layout,
     code: &str,
     tenant: Option<&str>,
@@ -76,7 +77,7 @@ pub(super) async fn delete(
 
 /// Deletes idempotency claims made before `expired_before`; returns how many.
 pub(super) async fn purge_idempotency(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     expired_before: DateTime<Utc>,
 ) -> Result<u64, StoreError> {
     client
@@ -90,7 +91,7 @@ pub(super) async fn purge_idempotency(
 
 /// Adds the counts of `rows` with one upsert (every flush, so prepared once).
 pub(super) async fn add_clicks(
-    client: &deadpool_postgres::ClientWrapper,
+    client: &Conn,
     rows: &[(CompactCode, ClickCounts)],
 ) -> Result<(), StoreError> {
     let codes: Vec<&str> = rows.iter().map(|(c, _)| c.as_str()).collect();
@@ -98,17 +99,14 @@ pub(super) async fn add_clicks(
         rows.iter().map(|(_, c)| f(c) as i64).collect()
     };
     let (human, head, bot) = (column(|c| c.human), column(|c| c.head), column(|c| c.bot));
-    let statement = client
-        .prepare_cached(
+    client
+        .prepared_execute(
             "INSERT INTO link_clicks (code, human, head, bot) \
              SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) \
              ON CONFLICT (code) DO UPDATE SET human = link_clicks.human + EXCLUDED.human, \
              head = link_clicks.head + EXCLUDED.head, bot = link_clicks.bot + EXCLUDED.bot",
+            &[&codes, &human, &head, &bot],
         )
-        .await
-        .map_err(db_error)?;
-    client
-        .execute(&statement, &[&codes, &human, &head, &bot])
         .await
         .map_err(db_error)?;
     Ok(())
@@ -116,7 +114,7 @@ pub(super) async fn add_clicks(
 
 /// Adds a blocked domain entry on behalf of `key`; false if it was there already.
 pub(super) async fn block_domain(
-    client: &tokio_postgres::Client,
+    client: &Conn,
     entry: &str,
     key: &str,
 ) -> Result<bool, StoreError> {
@@ -131,10 +129,7 @@ pub(super) async fn block_domain(
 }
 
 /// Removes a blocked domain entry; false if it was not there.
-pub(super) async fn unblock_domain(
-    client: &tokio_postgres::Client,
-    entry: &str,
-) -> Result<bool, StoreError> {
+pub(super) async fn unblock_domain(client: &Conn, entry: &str) -> Result<bool, StoreError> {
     client
         .execute("DELETE FROM blocked_domains WHERE entry = $1", &[&entry])
         .await

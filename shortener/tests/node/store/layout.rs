@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The `shortener` binary with this stack's database, id-service and keys.
-fn shortener(stack: &Stack) -> Command {
+pub(crate) fn shortener(stack: &Stack) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_shortener"));
     command
         .envs(stack.env())

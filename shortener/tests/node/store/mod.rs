@@ -6,7 +6,7 @@ mod audit;
 mod bounds;
 mod durability;
 mod embedded;
-mod layout;
+pub(crate) mod layout;
 mod sessions;
 mod upgrade;
 
