@@ -136,17 +136,24 @@ pub fn free_addr() -> std::net::SocketAddr {
 /// may be restarted on it.
 ///
 /// The port comes from below the kernel's ephemeral range, so the outgoing connections of the
-/// test itself cannot occupy it while its server is down between a crash and a restart. Falls
-/// back to an ephemeral port if none is free there.
+/// test itself cannot occupy it while its server is down between a crash and a restart. No port
+/// is handed out twice in one test process, so a test that frees its port and checks it is free
+/// again cannot find it taken by another test of the same binary. Falls back to an ephemeral
+/// port if none is free there.
 pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<Option<std::collections::HashSet<u16>>> =
+        std::sync::Mutex::new(None);
     let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(32768);
     let floor = low.saturating_sub(12_000).max(1024);
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let given = given.get_or_insert_with(Default::default);
     for _ in 0..200 {
         let port = rand::random_range(floor..low.max(floor + 1));
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !given.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
             return port;
         }
     }
@@ -154,4 +161,14 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("bind an ephemeral port")
         .port()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn no_port_is_handed_out_twice() {
+        let ports: Vec<u16> = (0..500).map(|_| super::free_port()).collect();
+        let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port was handed out twice");
+    }
 }
