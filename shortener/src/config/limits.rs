@@ -28,8 +28,8 @@ pub struct LimitsConfig {
     pub read_burst: u32,
     /// Most clients (addresses, API keys, or an address and a code) each rate limit remembers
     /// at once. A limit at its bound forgets the clients whose buckets are full again, and if
-    /// that is not enough, every client (each starts with a full bucket). About 60 bytes per
-    /// client per limit (README, "Sizing").
+    /// that is not enough, every client (each starts with a full bucket). About 65 to 160 bytes
+    /// per client, by limit (README, "Sizing").
     #[arg(long, env = "SHORTENER_LIMIT_MAX_CLIENTS", default_value = "100000")]
     pub limit_max_clients: NonZeroUsize,
     /// Most links in one batch create.
