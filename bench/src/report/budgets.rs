@@ -65,7 +65,7 @@ pub fn markdown(
     );
     let _ = writeln!(
         s,
-        "| node | idle RSS MiB | RSS after MiB | budgets MiB | in use MiB (gauges) | RSS / (budgets + idle) | target ≤ {RSS_TARGET}× | redirects/s | not 302 | unknown codes | unknown/s |\n\
+        "| node | idle RSS MiB | RSS after MiB | budgets MiB | in use at end MiB (gauges) | RSS / (budgets + idle) | target ≤ {RSS_TARGET}× | redirects/s | not 302 | unknown codes | unknown/s |\n\
          |---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"
     );
     for n in &b.nodes {
@@ -99,7 +99,7 @@ pub fn markdown(
 fn structures(s: &mut String, nodes: &[NodeFigures]) {
     let _ = write!(
         s,
-        "\nEach structure at the end (MiB in use / budget):\n\n| structure |"
+        "\nEach structure's gauges (MiB in use right after the redirects / at the end / budget):\n\n| structure |"
     );
     for n in nodes {
         let _ = write!(s, " {} |", n.store);
@@ -144,8 +144,8 @@ fn cold(s: &mut String, nodes: &[NodeFigures]) {
         "\nCold working set: the same node right after, cache at its default, wrk with the \
          seeded codes chosen uniformly at 64 connections, alternating with the hyper ceiling \
          (medians of the runs):\n\n\
-         | node | ceiling req/s | ceiling CPU µs/req | node req/s | node CPU µs/req | vs ceiling | target | p99 ms | node errors |\n\
-         |---|---:|---:|---:|---:|---:|---|---:|---:|"
+         | node | ceiling req/s | ceiling CPU µs/req | node req/s | node CPU µs/req | vs ceiling | target | CPU/req vs ceiling | p99 ms | node errors |\n\
+         |---|---:|---:|---:|---:|---:|---|---:|---:|---:|"
     );
     for n in nodes {
         let (ceiling, ceiling_cpu) = medians(&n.ceiling);
@@ -155,12 +155,13 @@ fn cold(s: &mut String, nodes: &[NodeFigures]) {
         let p99 = median(n.cold.iter().map(|r| r.p99_ms).collect());
         let _ = writeln!(
             s,
-            "| {} | {} | {ceiling_cpu:.2} | {} | {node_cpu:.2} | {} | ≥ {target}× {} | {} | {} |",
+            "| {} | {} | {ceiling_cpu:.2} | {} | {node_cpu:.2} | {} | ≥ {target}× {} | {} | {} | {} |",
             n.store,
             rate(ceiling),
             rate(node),
             ratio(r),
             verdict(r >= target),
+            ratio(node_cpu / ceiling_cpu),
             ms(p99),
             n.cold.iter().map(|r| r.errors).sum::<u64>()
         );
