@@ -7,14 +7,20 @@
 //! than the bound can reach that, and such a flood is past what a per-client limit can stop;
 //! the clients remembered as having spent their 404 budget (`spent`) are kept apart and stay
 //! refused.
+//!
+//! The bound is looked at every [`LOOK_EVERY`] checks, not on each (counting a sharded map's
+//! keys takes every shard's lock), so it may be passed by that many keys between two looks.
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use std::hash::Hash;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
+
+/// Checks between two looks at the number of keys.
+pub(super) const LOOK_EVERY: usize = 32;
 
 /// A bounded keyed token bucket.
 pub(super) struct Keyed<K: Hash + Eq + Clone> {
@@ -26,6 +32,8 @@ pub(super) struct Keyed<K: Hash + Eq + Clone> {
     clock: DefaultClock,
     /// Times every key was forgotten at once.
     resets: AtomicU64,
+    /// Checks made, for [`LOOK_EVERY`].
+    checks: AtomicUsize,
 }
 
 impl<K: Hash + Eq + Clone> Keyed<K> {
@@ -39,6 +47,7 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
             limiter: RwLock::new(DefaultKeyedRateLimiter::keyed(quota)),
             clock: DefaultClock::default(),
             resets: AtomicU64::new(0),
+            checks: AtomicUsize::new(0),
         }
     }
 
@@ -78,9 +87,9 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
         self.len() as u64 * self.entry_bytes()
     }
 
-    /// [`Keyed::bytes`] at the bound.
+    /// [`Keyed::bytes`] at the bound (and the few keys that may pass it between two looks).
     pub(super) fn budget(&self) -> u64 {
-        self.max_keys as u64 * self.entry_bytes()
+        (self.max_keys + LOOK_EVERY) as u64 * self.entry_bytes()
     }
 
     fn entry_bytes(&self) -> u64 {
@@ -98,7 +107,12 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
 
     /// Makes room for one more key when the bound is reached (see the module's notes).
     fn make_room(&self) {
-        if self.read().len() < self.max_keys {
+        if !self
+            .checks
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(LOOK_EVERY)
+            || self.read().len() < self.max_keys
+        {
             return;
         }
         self.housekeeping();
@@ -135,7 +149,7 @@ mod tests {
         assert_eq!(keyed.len(), 50);
         assert_eq!(
             keyed.bytes(),
-            keyed.budget() / 2,
+            50 * keyed.entry_bytes(),
             "the gauge follows the keys"
         );
         assert!(
@@ -144,7 +158,8 @@ mod tests {
         );
         for i in 50..350 {
             let _ = keyed.check(&client(i));
-            assert!(keyed.len() <= 100, "{} keys past the bound", keyed.len());
+            let most = 100 + LOOK_EVERY;
+            assert!(keyed.len() <= most, "{} keys past the bound", keyed.len());
         }
         assert!(keyed.resets() >= 2, "the bound was reached and kept");
         assert!(keyed.bytes() <= keyed.budget());
@@ -159,6 +174,8 @@ mod tests {
             assert!(keyed.check(&client(i)).is_ok());
         }
         std::thread::sleep(Duration::from_millis(5));
+        // The next check looks at the bound.
+        keyed.checks.store(0, Ordering::Relaxed);
         assert!(keyed.check(&client(99)).is_ok());
         assert_eq!(keyed.resets(), 0, "the full buckets made room");
         assert_eq!(keyed.len(), 1);
