@@ -2,7 +2,9 @@
 //! `bench all`: link management, stats latency and table growth; and the branded-domain and
 //! routing comparisons, which print only.
 
-use crate::{Cli, Command, analytics, branded, growth, machine, manage, plot, report, routing};
+use crate::{
+    Cli, Command, analytics, branded, budgets, growth, machine, manage, plot, report, routing,
+};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -157,5 +159,23 @@ pub(crate) async fn routing(cli: &Cli) -> anyhow::Result<()> {
     );
     let section = report::routing::markdown(&results, &machine, &command, started.elapsed());
     println!("{section}");
+    Ok(())
+}
+
+/// `bench budgets`: node memory against its budgets and the cold working set, printed and
+/// (full runs) written into its own section of docs/benchmarks.md.
+pub(crate) async fn budgets(cli: &Cli) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let settings = budgets::BudgetSettings::new(cli.quick);
+    let (scratch, mut machine) = prepare().await?;
+    let results = budgets::run(&settings, scratch.path()).await?;
+    machine.push(("load average at end".into(), machine::load_average()));
+    let command = format!("budgets{}", if cli.quick { " --quick" } else { "" });
+    let section = report::budgets::markdown(&results, &machine, &command, started.elapsed());
+    println!("{section}");
+    if !cli.no_docs && (cli.write_docs || !cli.quick) {
+        write_section(report::budgets::BEGIN, report::budgets::END, &section)?;
+        eprintln!("wrote the memory-budget section of docs/benchmarks.md");
+    }
     Ok(())
 }

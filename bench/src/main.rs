@@ -14,10 +14,14 @@
 //! `<!-- bench:growth:begin -->` and `<!-- bench:growth:end -->`. `bench branded` (cache-hit
 //! redirects on a branded domain beside the default domain, one node) prints only, and so does
 //! `bench routing` (cache-hit redirects of links with rules and splits beside plain links).
+//! `bench budgets` (node memory against its configured budgets, and the cold working set) is
+//! not part of `all`; it writes between `<!-- bench:budgets:begin -->` and
+//! `<!-- bench:budgets:end -->`.
 
 mod analytics;
 mod baselines;
 mod branded;
+mod budgets;
 mod ceiling;
 mod create_suite;
 mod creates;
@@ -98,6 +102,13 @@ enum Command {
     /// second of the node for each kind, and the ratios (target ≥ 0.9×). Not part of `all`;
     /// prints only.
     Routing,
+    /// Node memory against its configured budgets (embedded and PostgreSQL: idle RSS, 100k
+    /// links, 300k uniform redirects, a million unknown codes, then RSS and every structure's
+    /// gauge; target ≤ 1.25× the budgets plus the idle RSS), and the cold working set beside
+    /// the hyper ceiling (uniform codes, default cache; targets ≥ 0.8× embedded, 0.7×
+    /// PostgreSQL). Not part of `all`; writes its own section of docs/benchmarks.md (unless
+    /// --quick or --no-docs).
+    Budgets,
     /// Stats on PostgreSQL over a year of rollups of 100k links of one tenant: one link's
     /// 90-day daily series, the tenant's 30-day summary and one tag's, through the node and as
     /// its own statements sent directly. Not part of `all`; writes its own section of
@@ -268,6 +279,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     if let Command::Routing = cli.command {
         return groups::routing(&cli).await;
+    }
+    if let Command::Budgets = cli.command {
+        return groups::budgets(&cli).await;
     }
     if let Command::Stats = cli.command {
         return groups::stats(&cli).await;

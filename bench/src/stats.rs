@@ -55,7 +55,8 @@ pub struct Repeated {
     pub runs: Vec<Run>,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The median of the finite `values` (NaN when there are none).
+pub fn median(mut values: Vec<f64>) -> f64 {
     values.retain(|v| v.is_finite());
     if values.is_empty() {
         return f64::NAN;

@@ -10,6 +10,7 @@ use crate::settings::Settings;
 use crate::stats::{Repeated, ms, rate, ratio};
 pub mod analytics;
 pub mod branded;
+pub mod budgets;
 pub mod growth;
 pub mod manage;
 pub mod routing;

@@ -7,6 +7,7 @@
 //! click flush) stopped, the admin port last.
 
 mod lease_source;
+mod memory;
 mod metrics;
 mod node;
 mod resources;

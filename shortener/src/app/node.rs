@@ -1,6 +1,7 @@
 //! Wiring: every long-lived part of a node, made once from its configuration and resources,
 //! and the state each listener is given.
 
+use super::memory::{Accounted, account};
 use super::metrics::IdSupply;
 use super::resources::{DefaultApiKey, Resources};
 use crate::access::Admission;
@@ -12,7 +13,7 @@ use crate::grpc::LinksApi;
 use crate::http::HttpState;
 use crate::limits::{ClientAddressPolicy, Limits};
 use crate::links::{Budgets, LinkService};
-use crate::metrics::{Metrics, Sources};
+use crate::metrics::{MemoryGauges, Metrics, Sources};
 use crate::net::Gates;
 use crate::ops::OpsState;
 use crate::redirects::{LinkCache, Resolver};
@@ -84,6 +85,8 @@ pub struct Node {
     pub audit: Arc<AuditLog>,
     /// Single sign-on to the console, when configured.
     pub signin: Option<Arc<crate::signin::SignIn>>,
+    /// The memory gauges every bounded structure registers in.
+    pub memory: Arc<MemoryGauges>,
 }
 
 impl Node {
@@ -141,6 +144,7 @@ impl Node {
         let domain_metrics = Arc::new(crate::domains::DomainMetrics::new(
             &config.redirects.domain_metrics,
         ));
+        let memory = Arc::new(MemoryGauges::default());
         let metrics = Arc::new(Metrics::new(Sources::new(vec![
             Arc::clone(&visits) as _,
             Arc::clone(&webhooks) as _,
@@ -154,6 +158,7 @@ impl Node {
             Arc::new(crate::telemetry::TraceExport),
             Arc::clone(&domain_metrics) as _,
             Arc::clone(&audit) as _,
+            Arc::clone(&memory) as _,
         ])));
         let admission = Arc::new(Admission::new(
             resources.api_keys,
@@ -166,6 +171,13 @@ impl Node {
             config, &store, &own_hosts, &rules, &targets, &admission, &audit,
         );
         let signin = signin(config, &public, &store, admission.keys())?;
+        let parts = Accounted {
+            limits: &limits,
+            visits: &visits,
+            domains: &domains,
+            gates: &gates,
+        };
+        account(&memory, parts);
         let stats = Arc::new(StatsService::new(
             Arc::clone(visits.analytics()),
             Arc::clone(&links),
@@ -198,6 +210,7 @@ impl Node {
             yourls_tokens: resources.yourls_tokens,
             audit,
             signin,
+            memory,
         })
     }
 
@@ -383,6 +396,7 @@ fn visits(config: &Config) -> Arc<Visits> {
         config.visits.analytics(config.webhooks.webhook_log_days),
         geoip,
         config.clock.clone(),
+        config.visits.click_max_pending.get(),
     ))
 }
 

@@ -26,6 +26,12 @@ pub struct LimitsConfig {
     /// Burst of API reads allowed per API key.
     #[arg(long, env = "SHORTENER_READ_BURST", default_value_t = 400)]
     pub read_burst: u32,
+    /// Most clients (addresses, API keys, or an address and a code) each rate limit remembers
+    /// at once. A limit at its bound forgets the clients whose buckets are full again, and if
+    /// that is not enough, every client (each starts with a full bucket). About 65 to 160 bytes
+    /// per client, by limit (README, "Sizing").
+    #[arg(long, env = "SHORTENER_LIMIT_MAX_CLIENTS", default_value = "100000")]
+    pub limit_max_clients: NonZeroUsize,
     /// Most links in one batch create.
     #[arg(long, env = "SHORTENER_BATCH_LIMIT", default_value_t = 1000)]
     pub batch_limit: usize,
@@ -61,6 +67,7 @@ impl LimitsConfig {
                 burst: self.read_burst,
             },
             password_attempts,
+            self.limit_max_clients.get(),
         )
     }
 

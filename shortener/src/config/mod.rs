@@ -199,6 +199,7 @@ impl Config {
             },
             visits: VisitsConfig {
                 click_flush_interval_ms: std::num::NonZero::new(200).expect("non-zero"),
+                click_max_pending: std::num::NonZero::new(1_000_000).expect("non-zero"),
                 analytics: true,
                 analytics_flush_interval_ms: std::num::NonZero::new(200).expect("non-zero"),
                 analytics_max_entries: std::num::NonZero::new(1_000_000).expect("non-zero"),
@@ -222,6 +223,7 @@ impl Config {
                 create_burst: 100_000,
                 read_rate: 100_000,
                 read_burst: 100_000,
+                limit_max_clients: NonZeroUsize::new(100_000).expect("non-zero"),
                 batch_limit: 1000,
                 export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
                 export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),

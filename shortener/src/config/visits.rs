@@ -19,6 +19,11 @@ pub struct VisitsConfig {
         default_value = "5000"
     )]
     pub click_flush_interval_ms: NonZeroU64,
+    /// Most links with click counts pending between flushes: past it the counts flush at once,
+    /// so no visit is dropped and memory stays bounded (about 100 bytes per link at the bound;
+    /// README, "Sizing").
+    #[arg(long, env = "SHORTENER_CLICK_MAX_PENDING", default_value = "1000000")]
+    pub click_max_pending: NonZeroUsize,
     /// Whether visits are counted by hour, referrer, device and country for the stats API.
     #[arg(long, env = "SHORTENER_ANALYTICS", default_value = "on", value_parser = parse_switch)]
     pub analytics: bool,

@@ -15,6 +15,15 @@ use std::time::{Duration, Instant};
 /// The most hosts the cache holds (found or not).
 pub const MAX_HOSTS: usize = 10_000;
 
+/// The heap a host name takes, estimated (most are far shorter than DNS's 253 characters).
+const HOST_BYTES: u64 = 64;
+
+/// What one cached host costs (see [`DomainCache::memory`]).
+const ENTRY_BYTES: u64 = HOST_BYTES
+    + 2 * std::mem::size_of::<(String, Entry)>() as u64
+    + std::mem::size_of::<Domain>() as u64
+    + 16;
+
 /// What the cache knows of a host, and until when (`None`: a lifetime past what the clock can
 /// count).
 #[derive(Clone)]
@@ -90,6 +99,16 @@ impl DomainCache {
         Ok(domain)
     }
 
+    /// Bytes the cache holds now, and at most, estimated: each host's slot (its name's
+    /// allocation, at most [`HOST_BYTES`], the entry and the cache's index of it) and, for a
+    /// known domain, the domain itself.
+    pub fn memory(&self) -> (u64, u64) {
+        (
+            self.entries.len() as u64 * ENTRY_BYTES,
+            MAX_HOSTS as u64 * ENTRY_BYTES,
+        )
+    }
+
     /// Forgets `host` (it was claimed, changed or removed).
     pub fn invalidate(&self, host: &str) {
         self.generation.fetch_add(1, Ordering::AcqRel);
@@ -100,5 +119,37 @@ impl DomainCache {
     pub fn clear(&self) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         self.entries.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Capabilities, SqliteStore};
+
+    #[tokio::test]
+    async fn the_cache_keeps_to_its_bound_however_many_hosts_are_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let space = Arc::new(
+            codespace::CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
+                .expect("space"),
+        );
+        let sqlite = SqliteStore::open(&dir.path().join("d.db"), space, 8).expect("open");
+        sqlite.migrate().await.expect("migrate");
+        let cache = DomainCache::new(
+            Store::Sqlite(sqlite),
+            Duration::from_secs(60),
+            Duration::from_secs(60),
+        );
+        assert_eq!(cache.memory().0, 0);
+        for i in 0..(MAX_HOSTS + MAX_HOSTS / 2) {
+            let host = format!("host-{i}.example");
+            assert!(cache.get(&host).await.expect("read").is_none());
+        }
+        let (bytes, budget) = cache.memory();
+        assert!(bytes > 0, "the gauge moved");
+        assert!(bytes <= budget, "{bytes} past {budget}");
+        cache.clear();
+        assert_eq!(cache.memory().0, 0, "cleared");
     }
 }

@@ -8,12 +8,13 @@
 //! lookup.
 
 mod client_ip;
+mod keyed;
 mod password_checks;
 mod spent;
 
 pub use client_ip::{ClientAddressPolicy, client_key};
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota};
+use governor::Quota;
+use keyed::Keyed;
 pub use password_checks::{CheckBounds, CheckRefused, PasswordChecks};
 use spent::Spent;
 use std::net::IpAddr;
@@ -29,16 +30,23 @@ pub struct Rate {
     pub burst: u32,
 }
 
-/// The keyed limiters of a node.
+/// Heap bytes of an API key or a code held as a limiter's key, estimated (their usual length,
+/// rounded up to the allocator's size class).
+const KEY_TEXT_HEAP: u64 = 48;
+
+/// The keyed limiters of a node. Each remembers at most `max_clients` keys ([`keyed`]).
 pub struct Limits {
-    not_found: DefaultKeyedRateLimiter<IpAddr>,
+    not_found: Keyed<IpAddr>,
     spent: Spent,
-    create: DefaultKeyedRateLimiter<String>,
-    read: DefaultKeyedRateLimiter<String>,
-    password: DefaultKeyedRateLimiter<(IpAddr, String)>,
-    clock: DefaultClock,
+    create: Keyed<String>,
+    read: Keyed<String>,
+    password: Keyed<(IpAddr, String)>,
     password_checks: PasswordChecks,
 }
+
+/// The bytes a node's limiter state holds now and may hold at most, by part (the memory
+/// gauges' `structure` label, then bytes in use and budget).
+pub type LimitMemory = [(&'static str, u64, u64); 4];
 
 fn quota(rate: Rate) -> Quota {
     let per_second = NonZeroU32::new(rate.per_second.max(1)).expect("at least 1");
@@ -49,18 +57,47 @@ fn quota(rate: Rate) -> Quota {
 impl Limits {
     /// Limiters with the given rates: 404s per client address, creates and changes per API
     /// key, reads per API key; password attempts per client address and code, at most
-    /// `password_per_minute` a minute.
-    pub fn new(not_found: Rate, create: Rate, read: Rate, password_per_minute: u32) -> Self {
+    /// `password_per_minute` a minute. Each limiter remembers at most `max_clients` keys.
+    pub fn new(
+        not_found: Rate,
+        create: Rate,
+        read: Rate,
+        password_per_minute: u32,
+        max_clients: usize,
+    ) -> Self {
         let attempts = NonZeroU32::new(password_per_minute.max(1)).expect("at least 1");
         Self {
-            not_found: DefaultKeyedRateLimiter::keyed(quota(not_found)),
+            not_found: Keyed::new(quota(not_found), max_clients, 0),
             spent: Spent::default(),
-            create: DefaultKeyedRateLimiter::keyed(quota(create)),
-            read: DefaultKeyedRateLimiter::keyed(quota(read)),
-            password: DefaultKeyedRateLimiter::keyed(Quota::per_minute(attempts)),
-            clock: DefaultClock::default(),
+            create: Keyed::new(quota(create), max_clients, KEY_TEXT_HEAP),
+            read: Keyed::new(quota(read), max_clients, KEY_TEXT_HEAP),
+            password: Keyed::new(Quota::per_minute(attempts), max_clients, KEY_TEXT_HEAP),
             password_checks: PasswordChecks::new(CheckBounds::for_this_machine()),
         }
+    }
+
+    /// What the limiter state holds now and at most: the 404 budgets, the clients past theirs,
+    /// the password attempts per client and code, and the API keys' create and read buckets
+    /// together. Estimates: entries times what one costs ([`keyed`], `spent`).
+    pub fn memory(&self) -> LimitMemory {
+        [
+            (
+                "limits_not_found",
+                self.not_found.bytes(),
+                self.not_found.budget(),
+            ),
+            ("limits_spent", self.spent.bytes(), Spent::budget()),
+            (
+                "limits_password",
+                self.password.bytes(),
+                self.password.budget(),
+            ),
+            (
+                "limits_api_keys",
+                self.create.bytes() + self.read.bytes(),
+                self.create.budget() + self.read.budget(),
+            ),
+        ]
     }
 
     /// The node's pool of password checks.
@@ -70,16 +107,12 @@ impl Limits {
 
     /// Takes one token for a password attempt by `client` on `code`.
     pub fn password_attempt(&self, client: IpAddr, code: &str) -> Result<(), Duration> {
-        self.password
-            .check_key(&(client, code.to_string()))
-            .map_err(|nu| nu.wait_time_from(self.clock.now()))
+        self.password.check(&(client, code.to_string()))
     }
 
     /// Takes one token for an API read by `key`.
     pub fn read(&self, key: &str) -> Result<(), Duration> {
-        self.read
-            .check_key(&key.to_string())
-            .map_err(|nu| nu.wait_time_from(self.clock.now()))
+        self.read.check(&key.to_string())
     }
 
     /// Takes one token for a 404 answered to `client`; `Err(retry_after)` once the budget is
@@ -87,8 +120,7 @@ impl Limits {
     /// says). Until then the client is refused before any lookup (see
     /// [`Limits::refused_before_lookup`]).
     pub fn not_found(&self, client: IpAddr) -> Result<(), Duration> {
-        self.not_found.check_key(&client).map_err(|nu| {
-            let wait = nu.wait_time_from(self.clock.now());
+        self.not_found.check(&client).map_err(|wait| {
             let retry_after = Duration::from_secs(wait.as_secs().max(1));
             self.spent.mark(client, Instant::now() + retry_after);
             retry_after
@@ -109,9 +141,7 @@ impl Limits {
 
     /// Takes one token for a create by `owner`.
     pub fn create(&self, owner: &str) -> Result<(), Duration> {
-        self.create
-            .check_key(&owner.to_string())
-            .map_err(|nu| nu.wait_time_from(self.clock.now()))
+        self.create.check(&owner.to_string())
     }
 
     /// Takes `n` tokens for a batch create by `owner`.
@@ -119,25 +149,17 @@ impl Limits {
         let Some(n) = NonZeroU32::new(n) else {
             return Ok(());
         };
-        match self.create.check_key_n(&owner.to_string(), n) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(nu)) => Err(nu.wait_time_from(self.clock.now())),
-            // More than the burst can ever hold: refuse with a nominal delay.
-            Err(_) => Err(Duration::from_secs(1)),
-        }
+        // More than the burst can ever hold is refused with a nominal delay.
+        self.create.check_n(&owner.to_string(), n)
     }
 
     /// Forgets idle clients so memory stays bounded (call periodically).
     pub fn housekeeping(&self) {
-        self.not_found.retain_recent();
-        self.not_found.shrink_to_fit();
+        self.not_found.housekeeping();
         self.spent.housekeeping(Instant::now());
-        self.create.retain_recent();
-        self.create.shrink_to_fit();
-        self.read.retain_recent();
-        self.read.shrink_to_fit();
-        self.password.retain_recent();
-        self.password.shrink_to_fit();
+        self.create.housekeeping();
+        self.read.housekeeping();
+        self.password.housekeeping();
         self.password_checks.housekeeping();
     }
 }
@@ -162,6 +184,7 @@ mod tests {
                 burst: 2,
             },
             5,
+            1000,
         );
         let scanner: IpAddr = "10.0.0.1".parse().expect("ip");
         let other: IpAddr = "10.0.0.2".parse().expect("ip");

@@ -31,6 +31,17 @@ use tokio::sync::oneshot;
 /// How long a client's checks count towards its weight: a fixed window.
 const WINDOW: Duration = Duration::from_secs(60);
 
+/// Clients whose checks in the window are remembered at most (a check takes tens of
+/// milliseconds, so a node runs far fewer in a window than this on any machine it runs on).
+const MAX_RECENT: usize = 16_384;
+
+/// The memory one running check takes: Argon2id's default cost (19 MiB).
+pub const CHECK_BYTES: u64 = 19 << 20;
+
+/// What one remembered client costs in the pool's maps, estimated: its slot (address and
+/// window, one control byte), doubled for the free slots a hash table keeps.
+const CLIENT_BYTES: u64 = 2 * (std::mem::size_of::<(IpAddr, Recent)>() as u64 + 1);
+
 /// How the password checks of a node are bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CheckBounds {
@@ -135,6 +146,14 @@ impl State {
     }
 
     fn charge(&mut self, client: IpAddr, now: Instant) {
+        if self.recent.len() >= MAX_RECENT && !self.recent.contains_key(&client) {
+            self.recent
+                .retain(|_, r| now.duration_since(r.since) < WINDOW);
+            if self.recent.len() >= MAX_RECENT {
+                // Past the bound a newcomer's checks are not weighed (it counts as light).
+                return;
+            }
+        }
         let recent = self.recent.entry(client).or_insert(Recent {
             since: now,
             count: 0,
@@ -265,6 +284,21 @@ impl PasswordChecks {
                 state: Mutex::new(State::default()),
             }),
         }
+    }
+
+    /// Bytes the pool holds now, estimated: [`CHECK_BYTES`] per running check, and the
+    /// clients it remembers.
+    pub fn bytes(&self) -> u64 {
+        let state = self.inner.lock();
+        let clients = (state.recent.len() + state.held.len()) as u64;
+        state.running as u64 * CHECK_BYTES + clients * CLIENT_BYTES
+    }
+
+    /// [`PasswordChecks::bytes`] at its bounds: every worker running, every client remembered.
+    pub fn budget(&self) -> u64 {
+        let bounds = self.inner.bounds;
+        bounds.workers as u64 * CHECK_BYTES
+            + (MAX_RECENT + bounds.workers + bounds.queue) as u64 * CLIENT_BYTES
     }
 
     /// The pool's bounds.
@@ -589,5 +623,32 @@ mod tests {
         assert_eq!(user.await.expect("join"), Ok(9), "the user ran");
         assert_eq!(checks.inner.lock().running, 0);
         assert!(checks.inner.lock().held.is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_remembered_clients_are_bounded_and_a_running_check_is_counted() {
+        let checks = Arc::new(PasswordChecks::new(CheckBounds {
+            workers: 1,
+            queue: 1,
+            share: 1,
+            max_wait: Duration::from_secs(5),
+        }));
+        assert_eq!(checks.bytes(), 0);
+        let (check, finish) = held();
+        let running = spawn(&checks, ip(1), check);
+        until("it runs", || checks.inner.lock().running == 1).await;
+        assert!(checks.bytes() >= CHECK_BYTES, "a running check is counted");
+        finish.send(1).expect("finish");
+        assert_eq!(running.await.expect("join"), Ok(1));
+        let now = Instant::now();
+        {
+            let mut state = checks.inner.lock();
+            for i in 0..(MAX_RECENT as u32 + 100) {
+                state.charge(IpAddr::from(i.to_be_bytes()), now);
+            }
+            assert_eq!(state.recent.len(), MAX_RECENT, "past the bound");
+        }
+        assert!(checks.bytes() <= checks.budget());
+        assert!(checks.bytes() >= MAX_RECENT as u64 * CLIENT_BYTES);
     }
 }

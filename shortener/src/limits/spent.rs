@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 /// token it does not have).
 const MAX_REMEMBERED: usize = 65_536;
 
+/// What one remembered client costs (see [`Spent::bytes`]).
+const ENTRY_BYTES: u64 = 2 * (std::mem::size_of::<(IpAddr, Instant)>() as u64 + 1);
+
 /// The clients past their 404 budget, for the redirect edge's check before any lookup.
 #[derive(Default)]
 pub(super) struct Spent {
@@ -48,6 +51,17 @@ impl Spent {
             .filter(|wait| !wait.is_zero())
     }
 
+    /// Bytes the remembered clients take, estimated: each client's slot (address and time, one
+    /// control byte), doubled for the free slots a hash table keeps.
+    pub(super) fn bytes(&self) -> u64 {
+        self.count.load(Ordering::Relaxed) as u64 * ENTRY_BYTES
+    }
+
+    /// [`Spent::bytes`] with as many clients as are ever remembered.
+    pub(super) fn budget() -> u64 {
+        MAX_REMEMBERED as u64 * ENTRY_BYTES
+    }
+
     /// Forgets the clients whose time has come.
     pub(super) fn housekeeping(&self, now: Instant) {
         let mut map = self.until.write().unwrap_or_else(PoisonError::into_inner);
@@ -73,6 +87,7 @@ mod tests {
         assert_eq!(spent.wait(client, now), None);
         spent.mark(client, now + Duration::from_millis(300));
         assert!(spent.any());
+        assert_eq!(spent.bytes(), ENTRY_BYTES, "the gauge moves");
         assert_eq!(spent.wait(client, now), Some(Duration::from_millis(300)));
         assert_eq!(
             spent.wait(other, now),
@@ -83,6 +98,7 @@ mod tests {
         assert_eq!(spent.wait(client, later), None, "its token has come");
         spent.housekeeping(later);
         assert!(!spent.any());
+        assert_eq!(spent.bytes(), 0);
     }
 
     #[test]
@@ -93,6 +109,7 @@ mod tests {
             spent.mark(IpAddr::from(i.to_be_bytes()), until);
         }
         assert_eq!(spent.count.load(Ordering::Relaxed), MAX_REMEMBERED);
+        assert_eq!(spent.bytes(), Spent::budget(), "the gauge is at its bound");
         // One already remembered is still updated.
         spent.mark(
             IpAddr::from(0u32.to_be_bytes()),

@@ -6,6 +6,9 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// What one client with connections open costs the gate (see [`ConnectionGate::memory`]).
+const CLIENT_BYTES: u64 = 2 * (std::mem::size_of::<(IpAddr, usize)>() as u64 + 1);
+
 /// The caps of one listener and the connections it holds now.
 pub struct ConnectionGate {
     name: &'static str,
@@ -80,6 +83,22 @@ impl ConnectionGate {
         })
     }
 
+    /// Bytes the per-client counts hold now, and at most, estimated: each client's slot
+    /// (address, count, one control byte), doubled for the free slots a hash table keeps. A
+    /// client is held only while it has a connection open, so there are never more than the
+    /// listener's cap.
+    pub fn memory(&self) -> (u64, u64) {
+        let clients = self
+            .per_client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        (
+            clients as u64 * CLIENT_BYTES,
+            self.max_total as u64 * CLIENT_BYTES,
+        )
+    }
+
     /// What the gate holds now.
     pub fn snapshot(&self) -> GateSnapshot {
         GateSnapshot {
@@ -121,11 +140,18 @@ mod tests {
         let first = gate.admit(a).expect("a 1");
         let _second = gate.admit(a).expect("a 2");
         assert!(gate.admit(a).is_none(), "a third from one client");
-        let _third = gate.admit(b).expect("b 1");
+        let third = gate.admit(b).expect("b 1");
         assert!(gate.admit(b).is_none(), "over the total");
         drop(first);
         assert!(gate.admit(a).is_some(), "a place came free");
         assert_eq!(gate.snapshot().refused, 2);
+        assert_eq!(
+            gate.memory(),
+            (2 * CLIENT_BYTES, 3 * CLIENT_BYTES),
+            "a and b"
+        );
+        drop(third);
+        assert_eq!(gate.memory().0, CLIENT_BYTES, "b left: the gauge moves");
         // IPv6 clients share a /64.
         let gate = ConnectionGate::new("v6", 10, 1, 64);
         let _one = gate

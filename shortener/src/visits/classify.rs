@@ -157,7 +157,28 @@ pub struct AgentProfile {
 /// microseconds, and a few agents make up most traffic. One cache serves the rollups' device
 /// classes and the redirect rules alike.
 static PROFILES: LazyLock<(Cache<u64, AgentProfile>, foldhash::quality::RandomState)> =
-    LazyLock::new(|| (Cache::new(4096), foldhash::quality::RandomState::default()));
+    LazyLock::new(|| {
+        (
+            Cache::new(PROFILES_HELD),
+            foldhash::quality::RandomState::default(),
+        )
+    });
+
+/// The most agent profiles remembered.
+const PROFILES_HELD: usize = 4096;
+
+/// What one remembered profile costs, estimated: its key and profile in the cache's slot, the
+/// cache's index of it and its eviction state (about as much again).
+const PROFILE_BYTES: u64 = 2 * std::mem::size_of::<(u64, AgentProfile)>() as u64 + 16;
+
+/// Bytes the per-agent profile cache holds now, and at most (see [`PROFILE_BYTES`]).
+pub fn profile_cache_memory() -> (u64, u64) {
+    let (cache, _) = &*PROFILES;
+    (
+        cache.len() as u64 * PROFILE_BYTES,
+        PROFILES_HELD as u64 * PROFILE_BYTES,
+    )
+}
 
 /// The profile of `user_agent` for the rollups and redirect rules (woothee; remembered).
 pub fn agent_profile(user_agent: Option<&str>) -> AgentProfile {
@@ -304,5 +325,15 @@ mod tests {
         }
         assert_eq!(device(VisitKind::Bot, Some(cases[0].0)), Device::Bot);
         assert_eq!(device(VisitKind::Human, None), Device::Other);
+    }
+
+    #[test]
+    fn the_profile_cache_keeps_to_its_bound_however_many_agents_come() {
+        for i in 0..(PROFILES_HELD * 3) {
+            agent_profile(Some(&format!("Mozilla/5.0 (agent {i}) Chrome/120.0")));
+        }
+        let (bytes, budget) = profile_cache_memory();
+        assert!(bytes > 0, "the gauge moved");
+        assert!(bytes <= budget, "{bytes} past {budget}");
     }
 }

@@ -79,10 +79,15 @@ pub struct Visits {
 
 impl Visits {
     /// Visit counting with analytics as `settings` say, countries from `geo` if given, on
-    /// `clock`.
-    pub fn new(settings: AnalyticsSettings, geo: Option<Arc<GeoIp>>, clock: Clock) -> Self {
+    /// `clock`; the totals flush early past `max_pending_clicks` codes.
+    pub fn new(
+        settings: AnalyticsSettings,
+        geo: Option<Arc<GeoIp>>,
+        clock: Clock,
+        max_pending_clicks: usize,
+    ) -> Self {
         Self {
-            clicks: ClickRecorder::default(),
+            clicks: ClickRecorder::new(max_pending_clicks),
             analytics: Arc::new(Analytics::new(settings, geo, clock)),
         }
     }

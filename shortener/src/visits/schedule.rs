@@ -2,9 +2,12 @@
 //! at its own interval (`SHORTENER_CLICK_FLUSH_INTERVAL_MS`,
 //! `SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS`) and both once more at stop; the rollups'
 //! maintenance; and the GeoIP file's re-reads. They run side by side, so a long flush of one
-//! never holds up the other.
+//! never holds up the other. The totals also flush at once when their pending codes reach
+//! their bound (`SHORTENER_CLICK_MAX_PENDING`), so their memory stays bounded without dropping
+//! a visit.
 
 use super::Visits;
+use super::clicks::ClickRecorder;
 use crate::store::Store;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,10 +29,12 @@ impl Visits {
     /// accumulators have been flushed one last time.
     pub async fn run(self: Arc<Self>, store: Store, every: Schedule, stop: CancellationToken) {
         let analytics = &self.analytics;
-        let totals = flush_every(every.clicks, &stop, || self.clicks.flush(&store));
+        let totals = flush_every(every.clicks, &stop, Some(&self.clicks), || {
+            self.clicks.flush(&store)
+        });
         let rollups = async {
             if analytics.settings().enabled {
-                flush_every(every.analytics, &stop, || async {
+                flush_every(every.analytics, &stop, None, || async {
                     analytics.flush(&store).await;
                 })
                 .await;
@@ -47,8 +52,12 @@ impl Visits {
 
 /// Runs `flush` every `interval` (a late tick waits, it does not catch up) until `stop`, then
 /// once more.
-async fn flush_every<F, Fut>(interval: Duration, stop: &CancellationToken, mut flush: F)
-where
+async fn flush_every<F, Fut>(
+    interval: Duration,
+    stop: &CancellationToken,
+    early: Option<&ClickRecorder>,
+    mut flush: F,
+) where
     F: FnMut() -> Fut,
     Fut: Future<Output = ()>,
 {
@@ -57,8 +66,20 @@ where
     loop {
         tokio::select! {
             _ = ticker.tick() => flush().await,
+            () = full(early) => {
+                flush().await;
+                ticker.reset();
+            }
             () = stop.cancelled() => break,
         }
     }
     flush().await;
+}
+
+/// Completes when `recorder` holds its bound of pending codes; never without one.
+async fn full(recorder: Option<&ClickRecorder>) {
+    match recorder {
+        Some(recorder) => recorder.full().await,
+        None => std::future::pending().await,
+    }
 }

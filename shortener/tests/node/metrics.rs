@@ -45,3 +45,55 @@ async fn metrics_are_present_and_move() {
         node.metrics().await
     );
 }
+
+/// The value of the series `name{structure="…"}` in `text`.
+fn structure_value(text: &str, name: &str, structure: &str) -> Option<f64> {
+    let prefix = format!("{name}{{structure=\"{structure}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bounded_structure_reports_its_bytes_and_budget_and_the_bytes_move() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let node = stack.node("memory").await;
+    let text = node.metrics().await;
+    for structure in [
+        "limits_not_found",
+        "limits_spent",
+        "limits_password",
+        "limits_api_keys",
+        "password_checks",
+        "agent_profiles",
+        "click_counts",
+        "analytics_counters",
+        "domain_cache",
+        "connection_gates",
+        "connection_buffers",
+    ] {
+        let budget = structure_value(&text, "shortener_memory_budget_bytes", structure);
+        assert!(
+            budget.is_some_and(|b| b > 0.0),
+            "{structure}: no budget in:\n{text}"
+        );
+        let bytes = structure_value(&text, "shortener_memory_bytes", structure);
+        assert!(
+            bytes.is_some_and(|b| b <= budget.unwrap_or(0.0)),
+            "{structure}: bytes missing or past the budget in:\n{text}"
+        );
+    }
+    // An unknown code is a 404 charged to the client's budget: the limiter now holds it.
+    node.visit("zzzzzzz").await;
+    let moved = testkit::wait_until(Duration::from_secs(5), || async {
+        let text = node.metrics().await;
+        structure_value(&text, "shortener_memory_bytes", "limits_not_found")
+            .is_some_and(|b| b > 0.0)
+    })
+    .await;
+    assert!(
+        moved,
+        "the 404 budget's bytes did not move:\n{}",
+        node.metrics().await
+    );
+}

@@ -131,6 +131,13 @@ struct Tenants {
     logged: HashSet<Arc<str>, Fast>,
 }
 
+/// What one counter costs, estimated: a link-hour's slot in its shard (code inline, hour,
+/// tenant, the first cell inline, one control byte), doubled for the free slots a hash table
+/// keeps; the same slot in a link-hour's further cells when there are several is smaller, so
+/// one figure serves both; plus a referrer host's allocation (most are under 32 bytes).
+pub const COUNTER_BYTES: u64 =
+    2 * (std::mem::size_of::<((CompactCode, i64), LinkHour)>() as u64 + 1) + 32;
+
 /// The aggregator.
 pub struct Aggregator {
     shards: [Mutex<Shard>; SHARDS],
@@ -181,6 +188,16 @@ impl Aggregator {
     /// Counters held now.
     pub fn entries(&self) -> usize {
         self.entries.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the counters hold now, estimated: [`COUNTER_BYTES`] each.
+    pub fn bytes(&self) -> u64 {
+        self.entries() as u64 * COUNTER_BYTES
+    }
+
+    /// [`Aggregator::bytes`] at the ceiling (`max_entries`).
+    pub fn budget(&self) -> u64 {
+        self.max_entries as u64 * COUNTER_BYTES
     }
 
     /// Visits dropped since the start, per tenant and reason, sorted (for metrics).
@@ -391,6 +408,11 @@ mod tests {
         agg.add("x", &t, 3600, host("c.com"), one(VisitKind::Bot), true);
         assert_eq!(agg.folded.load(Ordering::Relaxed), 2);
         assert_eq!(agg.entries(), 4);
+        assert_eq!(
+            agg.bytes(),
+            4 * COUNTER_BYTES,
+            "the gauge follows the counters"
+        );
         // Half the ceiling is held, all by one tenant: its share. Its next counter is dropped,
         // another tenant's is made.
         agg.add("y", &t, 0, host("a.com"), one(VisitKind::Head), true);
@@ -402,6 +424,7 @@ mod tests {
         );
         let taken = agg.take();
         assert_eq!(agg.entries(), 0);
+        assert_eq!(agg.bytes(), 0);
         let summary: Vec<(&str, i64, &str, u64)> = taken
             .iter()
             .map(|t| {
@@ -525,5 +548,23 @@ mod tests {
                 ("y", other, 2),
             ]
         );
+    }
+
+    #[test]
+    fn the_counters_keep_to_their_ceiling_and_so_does_their_gauge() {
+        let agg = Aggregator::new(16, 2);
+        let tenants: Vec<Arc<str>> = (0..40).map(|i| format!("t{i}").into()).collect();
+        for (i, tenant) in tenants.iter().enumerate() {
+            agg.add(
+                &format!("c{i}"),
+                tenant,
+                0,
+                host("a.com"),
+                one(VisitKind::Human),
+                true,
+            );
+        }
+        assert_eq!(agg.entries(), 16, "the ceiling holds");
+        assert_eq!(agg.bytes(), agg.budget(), "the gauge is at its bound");
     }
 }

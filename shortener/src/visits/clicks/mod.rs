@@ -56,12 +56,30 @@ fn shard_of(code: &str) -> usize {
 /// code's first click of an interval allocates nothing, and a lookup follows no pointer.
 type Pending = HashMap<CompactCode, ClickCounts, foldhash::fast::RandomState>;
 
-/// Pending counts, flushed in batches.
-#[derive(Default)]
+/// The most codes with pending counts by default (`SHORTENER_CLICK_MAX_PENDING`).
+pub const DEFAULT_MAX_PENDING: usize = 1_000_000;
+
+/// What one code's pending counts cost, estimated: its slot in a shard (code held inline,
+/// counts, one control byte).
+const SLOT_BYTES: u64 = std::mem::size_of::<(CompactCode, ClickCounts)>() as u64 + 1;
+
+/// Pending counts, flushed in batches. They are bounded without dropping a visit: when a
+/// shard holds its part of `max_pending` codes, the flush is asked to run at once
+/// ([`ClickRecorder::full`]) rather than at the end of its interval.
 pub struct ClickRecorder {
     shards: [Mutex<Pending>; SHARDS],
+    /// Codes one shard holds before it asks for a flush.
+    shard_bound: usize,
+    /// Woken when a shard reaches its bound.
+    full: tokio::sync::Notify,
     /// Clicks written to the store since start.
     pub flushed: AtomicU64,
+}
+
+impl Default for ClickRecorder {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_PENDING)
+    }
 }
 
 fn lock(shard: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
@@ -70,6 +88,36 @@ fn lock(shard: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
 }
 
 impl ClickRecorder {
+    /// A recorder that asks for an early flush past about `max_pending` codes.
+    pub fn new(max_pending: usize) -> Self {
+        Self {
+            shards: Default::default(),
+            shard_bound: max_pending.div_ceil(SHARDS).max(1),
+            full: tokio::sync::Notify::new(),
+            flushed: AtomicU64::new(0),
+        }
+    }
+
+    /// Completes when a shard reached its bound since the last flush began (the flush schedule
+    /// then flushes at once).
+    pub async fn full(&self) {
+        self.full.notified().await;
+    }
+
+    /// Bytes the pending counts hold now, estimated from the shards' capacity (every slot,
+    /// used or free; aliases longer than an inline code hold a little more on the heap).
+    pub fn bytes(&self) -> u64 {
+        let slots: usize = self.shards.iter().map(|s| lock(s).capacity()).sum();
+        slots as u64 * SLOT_BYTES
+    }
+
+    /// [`ClickRecorder::bytes`] at the bound: a hash table holding `max_pending` codes has up
+    /// to twice as many slots, and while a flush writes a shard the next interval's map is
+    /// already filling (about as many again, covered by the same factor).
+    pub fn budget(&self) -> u64 {
+        2 * (self.shard_bound * SHARDS) as u64 * SLOT_BYTES
+    }
+
     fn shard(&self, code: &str) -> &Mutex<Pending> {
         &self.shards[shard_of(code)]
     }
@@ -79,7 +127,12 @@ impl ClickRecorder {
         let mut pending = lock(self.shard(code));
         let counts = match pending.get_mut(code.as_bytes()) {
             Some(counts) => counts,
-            None => pending.entry(CompactCode::new(code)).or_default(),
+            None => {
+                if pending.len() + 1 == self.shard_bound {
+                    self.full.notify_one();
+                }
+                pending.entry(CompactCode::new(code)).or_default()
+            }
         };
         match kind {
             VisitKind::Human => counts.human += 1,
@@ -223,5 +276,24 @@ mod tests {
             .map(|(code, _)| code.as_str().to_string())
             .collect();
         assert_eq!(taken, sorted);
+    }
+
+    #[tokio::test]
+    async fn a_shard_at_its_bound_asks_for_a_flush_and_the_gauge_follows() {
+        let recorder = ClickRecorder::new(SHARDS * 4);
+        assert_eq!(recorder.bytes(), 0);
+        // Codes of one shard (the same first byte), one short of its bound: no flush asked.
+        for i in 0..3 {
+            recorder.record(&format!("a{i}"), VisitKind::Human);
+        }
+        let asked = tokio::time::timeout(std::time::Duration::from_millis(20), recorder.full());
+        assert!(asked.await.is_err(), "asked too early");
+        assert!(recorder.bytes() > 0, "the gauge moved");
+        recorder.record("a3", VisitKind::Human);
+        tokio::time::timeout(std::time::Duration::from_secs(1), recorder.full())
+            .await
+            .expect("a flush is asked at the bound");
+        assert!(recorder.bytes() <= recorder.budget());
+        assert_eq!(recorder.take().len(), 4, "no visit dropped");
     }
 }

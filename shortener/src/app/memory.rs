@@ -1,0 +1,83 @@
+//! The structures of a node that grow with traffic, registered in its memory gauges
+//! (`shortener_memory_bytes` and `shortener_memory_budget_bytes`, by `structure`), each with
+//! the bound its settings give it. The redirect cache registers itself where it is made.
+
+use crate::domains::DomainService;
+use crate::limits::Limits;
+use crate::metrics::MemoryGauges;
+use crate::net::Gates;
+use crate::visits::Visits;
+use std::sync::Arc;
+
+/// What one open connection holds, estimated: hyper's 8 KiB read buffer and a write buffer
+/// about as large, the connection's task and state (an HTTP/2 connection's frame buffers are
+/// of the same order while it is idle; a gRPC call in flight holds at most its flow-control
+/// window more, which this figure does not count).
+pub const CONNECTION_BYTES: u64 = 20 << 10;
+
+/// The parts whose structures are accounted.
+pub(super) struct Accounted<'a> {
+    /// The rate limits and the password-check pool.
+    pub limits: &'a Arc<Limits>,
+    /// The click and analytics accumulators.
+    pub visits: &'a Arc<Visits>,
+    /// The branded-domain cache.
+    pub domains: &'a Arc<DomainService>,
+    /// The listeners' connection gates.
+    pub gates: &'a Gates,
+}
+
+/// Registers every structure of `parts` in `gauges`.
+pub(super) fn account(gauges: &MemoryGauges, parts: Accounted<'_>) {
+    for (index, (name, _, budget)) in parts.limits.memory().into_iter().enumerate() {
+        let limits = Arc::clone(parts.limits);
+        gauges.register(name, budget, move || limits.memory()[index].1);
+    }
+    let limits = Arc::clone(parts.limits);
+    gauges.register(
+        "password_checks",
+        limits.password_checks().budget(),
+        move || limits.password_checks().bytes(),
+    );
+    let (_, budget) = crate::visits::classify::profile_cache_memory();
+    gauges.register("agent_profiles", budget, || {
+        crate::visits::classify::profile_cache_memory().0
+    });
+    let visits = Arc::clone(parts.visits);
+    gauges.register("click_counts", visits.clicks().budget(), move || {
+        visits.clicks().bytes()
+    });
+    let visits = Arc::clone(parts.visits);
+    let aggregator = visits.analytics().aggregator();
+    gauges.register("analytics_counters", aggregator.budget(), move || {
+        visits.analytics().aggregator().bytes()
+    });
+    let domains = Arc::clone(parts.domains);
+    gauges.register("domain_cache", domains.cache().memory().1, move || {
+        domains.cache().memory().0
+    });
+    let gates = parts.gates.clone();
+    let budget = gate_memory(&gates).1;
+    gauges.register("connection_gates", budget, move || gate_memory(&gates).0);
+    let gates = parts.gates.clone();
+    let budget: u64 = gates
+        .snapshots()
+        .iter()
+        .map(|g| g.max as u64 * CONNECTION_BYTES)
+        .sum();
+    gauges.register("connection_buffers", budget, move || {
+        gates
+            .snapshots()
+            .iter()
+            .map(|g| g.open as u64 * CONNECTION_BYTES)
+            .sum()
+    });
+}
+
+/// The three gates' per-client counts, in use and at most.
+fn gate_memory(gates: &Gates) -> (u64, u64) {
+    [&gates.public, &gates.grpc, &gates.admin]
+        .iter()
+        .map(|gate| gate.memory())
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+}
