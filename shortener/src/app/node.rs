@@ -12,7 +12,7 @@ use crate::grpc::LinksApi;
 use crate::http::HttpState;
 use crate::limits::{ClientAddressPolicy, Limits};
 use crate::links::{Budgets, LinkService};
-use crate::metrics::{Metrics, Sources};
+use crate::metrics::{MemoryGauges, Metrics, Sources};
 use crate::net::Gates;
 use crate::ops::OpsState;
 use crate::redirects::{LinkCache, Resolver};
@@ -130,6 +130,8 @@ impl Node {
             Arc::clone(&audit),
         ));
         let visits = visits(config);
+        let memory = Arc::new(MemoryGauges::default());
+        cache.register_memory(&memory);
         let resolver = Arc::new(Resolver::new(
             store.clone(),
             cache.clone(),
@@ -154,6 +156,7 @@ impl Node {
             Arc::new(crate::telemetry::TraceExport),
             Arc::clone(&domain_metrics) as _,
             Arc::clone(&audit) as _,
+            memory,
         ])));
         let admission = Arc::new(Admission::new(
             resources.api_keys,

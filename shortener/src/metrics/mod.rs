@@ -7,10 +7,12 @@
 //! crate. Latency histograms are lock-free (`latency`).
 
 mod latency;
+mod memory;
 mod sample;
 mod sampled;
 
 use latency::LatencyHistogram;
+pub use memory::{Footprint, MemoryGauges};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
