@@ -40,7 +40,7 @@ pub struct RedirectConfig {
     /// 60-byte URL weighs 243 bytes, so the default holds a million such links).
     #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = DEFAULT_CACHE_BYTES)]
     pub cache_bytes: u64,
-    /// Memory bound of the unknown codes the redirect cache remembers, in bytes (about 110
+    /// Memory bound of the unknown codes the redirect cache remembers, in bytes (about 100
     /// bytes a code; kept apart from the links, so a storm of unknown codes never evicts one).
     #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_BYTES", default_value_t = DEFAULT_NEGATIVE_CACHE_BYTES)]
     pub negative_cache_bytes: u64,

@@ -11,54 +11,18 @@
 use super::entry::{Entry, Fields, Kind, Rare};
 use super::negative::Negative;
 use super::places::Places;
+use super::weigh::{GHOSTS, Held, key_heap, slot_cost};
 use crate::domain::CompactCode;
-use crate::domain::compact_code::INLINE;
 use crate::links::LinkChanges;
 use crate::metrics::{Footprint, MemoryGauges};
 use chrono::{DateTime, Utc};
 use quick_cache::sync::{Cache, DefaultLifecycle};
-use quick_cache::{DefaultHashBuilder, MemoryUsed, OptionsBuilder, Weighter};
+use quick_cache::{DefaultHashBuilder, OptionsBuilder, Weighter};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use super::entry::VisitLimit;
 use std::time::{Duration, Instant};
-
-/// A link's visit limit as this node enforces it: the human visits counted so far (those
-/// stored when the entry was made, this node's not yet flushed, and those served from the entry
-/// since) against the limit. Shared by every hit of one cache entry.
-#[derive(Debug)]
-pub struct VisitLimit {
-    max: u64,
-    counted: AtomicU64,
-}
-
-impl VisitLimit {
-    /// A limit of `max` human visits of which `counted` are known to have happened.
-    pub fn new(max: u64, counted: u64) -> Self {
-        Self {
-            max,
-            counted: AtomicU64::new(counted),
-        }
-    }
-
-    /// Counts one human visit: false if the limit was reached before it (the visit is refused).
-    pub fn take(&self) -> bool {
-        self.counted.fetch_add(1, Ordering::AcqRel) < self.max
-    }
-
-    /// Whether the limit is reached (nothing more is served).
-    pub fn spent(&self) -> bool {
-        self.counted.load(Ordering::Acquire) >= self.max
-    }
-}
-
-impl PartialEq for VisitLimit {
-    fn eq(&self, other: &Self) -> bool {
-        self.max == other.max
-            && self.counted.load(Ordering::Relaxed) == other.counted.load(Ordering::Relaxed)
-    }
-}
-
-impl Eq for VisitLimit {}
 
 /// What the cache knows about a code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,73 +83,11 @@ pub struct CacheConfig {
     pub limited_ttl: Duration,
 }
 
-/// The bytes of one slot of a quick_cache whose slots hold `key_value` bytes of key and value:
-/// the key and value, the entry's state and reference bits with the enum's tag, and the two
-/// list links.
-pub(super) const fn slot_size(key_value: usize) -> usize {
-    (key_value + 8).next_multiple_of(8) + 8
-}
-
-/// What one entry costs a quick_cache beyond what it holds on the heap: its slot (of
-/// `key_value` bytes of key and value, [`slot_size`]) times 1.5 for the slab's spare capacity
-/// (a vector that doubles is between half and fully used), plus its index entry (a 4-byte token
-/// and a control byte, at most 7/8 full, in a table that doubles: 8 bytes on average); and a
-/// quarter more for the evicted keys the cache remembers once full (ghosts, a slot and an index
-/// entry each, at most a quarter of the entries: [`GHOSTS`]). Checked against a counting
-/// allocator by `shortener/tests/cache_memory.rs`.
-pub(super) const fn slot_cost(key_value: usize) -> u64 {
-    ((slot_size(key_value) * 3 / 2 + 8) * 5 / 4) as u64
-}
-
-/// Evicted keys remembered, per resident entry (quick_cache's "ghost allocation").
-pub(super) const GHOSTS: f64 = 0.25;
-
 /// A link's key and value.
 const LINK_SLOT: usize = size_of::<CompactCode>() + size_of::<Entry>();
 
 /// One link's fixed cost: its slot and its share of the index.
 const FIXED: u64 = slot_cost(LINK_SLOT);
-
-/// Heap bytes of a key too long to be held inline (its `Arc<str>`).
-pub(super) fn key_heap(code: &CompactCode) -> u64 {
-    let len = code.as_bytes().len();
-    if len > INLINE {
-        (16 + len).next_multiple_of(8) as u64
-    } else {
-        0
-    }
-}
-
-/// What a quick_cache holds, as it reports it.
-pub(super) struct Held {
-    /// Its tables: the slots in use, and the index as allocated.
-    pub(super) memory: MemoryUsed,
-    /// Its shards.
-    pub(super) shards: usize,
-    /// Its entries' total weight.
-    pub(super) weight: u64,
-    /// Its entries.
-    pub(super) len: usize,
-}
-
-impl Held {
-    /// Bytes in use for slots of `key_value` bytes and entries of fixed cost `fixed`: each
-    /// shard's slab as allocated (quick_cache reports the slots in use; a slab is a vector that
-    /// doubles, so it has room for the next power of two of them), the index, and what the
-    /// entries hold on the heap (their weight less their fixed costs).
-    pub(super) fn bytes(&self, key_value: usize, fixed: u64) -> u64 {
-        let slot = slot_size(key_value);
-        let shards = self.shards.max(1);
-        let per_shard = (self.memory.entries / slot).div_ceil(shards);
-        let slab = if per_shard == 0 {
-            0
-        } else {
-            shards * per_shard.next_power_of_two().max(4) * slot
-        };
-        let heap = self.weight.saturating_sub(self.len as u64 * fixed);
-        (slab + self.memory.map) as u64 + heap
-    }
-}
 
 /// Nanoseconds from `epoch` to `now` (zero if `now` is earlier).
 pub(super) fn nanos_since(epoch: Instant, now: Instant) -> u64 {
@@ -383,6 +285,7 @@ impl LinkChanges for LinkCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::compact_code::INLINE;
 
     fn cache(max_bytes: u64, ttl: Duration, negative_ttl: Duration) -> LinkCache {
         LinkCache::new(

@@ -8,12 +8,50 @@
 //! of the allocator's size classes, so a block wastes no more than an allocation of the exact
 //! size would. Handing an entry out of the cache costs one atomic increment.
 
-use super::VisitLimit;
 use super::places::Place;
 use super::routing::Routing;
 use crate::domain::PasswordHash;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A link's visit limit as this node enforces it: the human visits counted so far (those
+/// stored when the entry was made, this node's not yet flushed, and those served from the entry
+/// since) against the limit. Shared by every hit of one cache entry.
+#[derive(Debug)]
+pub struct VisitLimit {
+    max: u64,
+    counted: AtomicU64,
+}
+
+impl VisitLimit {
+    /// A limit of `max` human visits of which `counted` are known to have happened.
+    pub fn new(max: u64, counted: u64) -> Self {
+        Self {
+            max,
+            counted: AtomicU64::new(counted),
+        }
+    }
+
+    /// Counts one human visit: false if the limit was reached before it (the visit is refused).
+    pub fn take(&self) -> bool {
+        self.counted.fetch_add(1, Ordering::AcqRel) < self.max
+    }
+
+    /// Whether the limit is reached (nothing more is served).
+    pub fn spent(&self) -> bool {
+        self.counted.load(Ordering::Acquire) >= self.max
+    }
+}
+
+impl PartialEq for VisitLimit {
+    fn eq(&self, other: &Self) -> bool {
+        self.max == other.max
+            && self.counted.load(Ordering::Relaxed) == other.counted.load(Ordering::Relaxed)
+    }
+}
+
+impl Eq for VisitLimit {}
 
 /// The parts of a link few links have, boxed so the others pay one pointer for them.
 #[derive(Debug, Default, PartialEq, Eq)]

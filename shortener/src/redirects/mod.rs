@@ -17,6 +17,7 @@ mod high_water;
 mod negative;
 mod places;
 mod resolver;
+mod weigh;
 
 pub use cache::{Answer, CacheConfig, Cached, LinkCache, NewLink, VisitLimit};
 pub use entry::{Entry, Kind, Rare};

@@ -4,7 +4,8 @@
 //! so a storm of unknown codes evicts only other unknown codes, never a link. An entry is the
 //! code and when it was stored: nothing on the heap for a code of up to 22 bytes.
 
-use super::cache::{GHOSTS, Held, nanos_since, slot_cost};
+use super::cache::nanos_since;
+use super::weigh::{GHOSTS, Held, key_heap, slot_cost};
 use crate::domain::CompactCode;
 use crate::metrics::Footprint;
 use quick_cache::OptionsBuilder;
@@ -26,7 +27,7 @@ const FIXED: u64 = slot_cost(SLOT);
 
 impl Weighter<CompactCode, u64> for Bytes {
     fn weight(&self, code: &CompactCode, _: &u64) -> u64 {
-        FIXED + super::cache::key_heap(code)
+        FIXED + key_heap(code)
     }
 }
 
