@@ -224,12 +224,18 @@ impl Entry {
     /// The target URL (checked as a `Location` header value when the entry was made; empty
     /// for a blocked link).
     pub fn url(&self) -> &str {
+        // Made from a `str`'s bytes, so this cannot fail.
+        std::str::from_utf8(self.url_bytes()).unwrap_or_default()
+    }
+
+    /// The target URL's bytes: what a redirect sends, read without checking them as UTF-8
+    /// again (a check that would cost a hit as much as making its `Location` does).
+    pub fn url_bytes(&self) -> &[u8] {
         if let Some(long) = self.rare().long_url.as_deref() {
-            return long;
+            return long.as_bytes();
         }
         let len = (self.fields().meta & LENGTH) as usize;
-        // Made from a `str`'s bytes, so this cannot fail.
-        std::str::from_utf8(&self.0.url[..len]).unwrap_or_default()
+        &self.0.url[..len]
     }
 
     /// Whether it expires at all.
@@ -298,7 +304,7 @@ impl PartialEq for Entry {
             && a.expires_at == b.expires_at
             && a.place == b.place
             && self.rare() == other.rare()
-            && self.url() == other.url()
+            && self.url_bytes() == other.url_bytes()
     }
 }
 

@@ -48,9 +48,10 @@ impl Target {
     /// The target of the cached `link`, to its URL; `None` if the URL is not a header value
     /// (never: it was checked when the entry was made).
     fn new(link: Entry) -> Option<Self> {
-        // A copy of the URL, checked again (a vectorized pass over its bytes): one small
-        // allocation per redirect, where sharing one would cost the entry a second allocation.
-        let location = HeaderValue::from_str(link.url()).ok()?;
+        // A copy of the URL, checked again as a header value (a vectorized pass over its
+        // bytes, not a UTF-8 check): one small allocation per redirect, where sharing one would
+        // cost the entry a second allocation.
+        let location = HeaderValue::from_bytes(link.url_bytes()).ok()?;
         Some(Self {
             location,
             route: crate::domain::Route::Url,
