@@ -19,6 +19,9 @@ pub struct MemoryPoint {
     pub links: u64,
     /// Entries the node reports in its cache.
     pub cache_entries: f64,
+    /// Bytes the node reports its redirect cache's links hold
+    /// (`shortener_memory_bytes{structure="redirect_cache"}`; NaN for a node without it).
+    pub cache_bytes: f64,
     /// Resident set size (KiB).
     pub rss_kib: u64,
 }
@@ -46,9 +49,14 @@ async fn point(node: &Node, links: u64) -> MemoryPoint {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    let cache_bytes = node
+        .metric("shortener_memory_bytes{structure=\"redirect_cache\"}")
+        .await
+        .unwrap_or(f64::NAN);
     MemoryPoint {
         links,
         cache_entries,
+        cache_bytes,
         rss_kib: rss_kib(node.server.pid()).unwrap_or(0),
     }
 }
