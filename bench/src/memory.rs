@@ -19,6 +19,9 @@ pub struct MemoryPoint {
     pub links: u64,
     /// Entries the node reports in its cache.
     pub cache_entries: f64,
+    /// Bytes the node reports its redirect cache's links hold
+    /// (`shortener_memory_bytes{structure="redirect_cache"}`; NaN for a node without it).
+    pub cache_bytes: f64,
     /// Resident set size (KiB).
     pub rss_kib: u64,
 }
@@ -46,9 +49,14 @@ async fn point(node: &Node, links: u64) -> MemoryPoint {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    let cache_bytes = node
+        .metric("shortener_memory_bytes{structure=\"redirect_cache\"}")
+        .await
+        .unwrap_or(f64::NAN);
     MemoryPoint {
         links,
         cache_entries,
+        cache_bytes,
         rss_kib: rss_kib(node.server.pid()).unwrap_or(0),
     }
 }
@@ -58,6 +66,14 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Memory> {
     let key = CodeKey::generate();
     let data = dir.join("memory-node");
     std::fs::create_dir_all(&data)?;
+    // Written before the node starts: an embedded node keeps the highest stored ID in memory
+    // and answers a code above it 404 without a lookup, so links written behind a running
+    // node's back would never be found (nor cached).
+    let total = settings.memory_points.iter().copied().max().unwrap_or(0);
+    let codes = {
+        let (data, key) = (data.clone(), key.clone());
+        tokio::task::spawn_blocking(move || preload::links(&data, &key, total)).await??
+    };
     let node = Node::start(NodeSpec {
         backend: Backend::Embedded(&data),
         key_hex: key.to_hex(),
@@ -71,11 +87,6 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Memory> {
     .await?;
     let mut out = Memory::default();
     out.points.push(point(&node, 0).await);
-    let total = settings.memory_points.iter().copied().max().unwrap_or(0);
-    let codes = {
-        let (data, key) = (data.clone(), key.clone());
-        tokio::task::spawn_blocking(move || preload::links(&data, &key, total)).await??
-    };
     let mut warmed = 0usize;
     for &target in &settings.memory_points {
         eprintln!("memory: warming {target} links");

@@ -204,7 +204,7 @@ pub(super) fn memory(s: &mut String, m: &Memory) {
     );
     let _ = writeln!(
         s,
-        "| cached links | cache entries (node's count) | RSS MiB | bytes per link over empty |\n|---:|---:|---:|---:|"
+        "| cached links | cache entries (node's count) | RSS MiB | bytes per link over empty | redirect cache MiB (node's gauge) | cache bytes per link |\n|---:|---:|---:|---:|---:|---:|"
     );
     let base = m.points.first().map_or(0, |p| p.rss_kib);
     for p in &m.points {
@@ -216,9 +216,18 @@ pub(super) fn memory(s: &mut String, m: &Memory) {
         } else {
             "–".into()
         };
+        let (cache, cache_per) = if p.cache_bytes.is_nan() {
+            ("–".into(), "–".into())
+        } else {
+            let per = (p.links > 0).then(|| format!("{:.0}", p.cache_bytes / p.links as f64));
+            (
+                format!("{:.1}", p.cache_bytes / 1048576.0),
+                per.unwrap_or_else(|| "–".into()),
+            )
+        };
         let _ = writeln!(
             s,
-            "| {} | {:.0} | {:.1} | {per} |",
+            "| {} | {:.0} | {:.1} | {per} | {cache} | {cache_per} |",
             p.links,
             p.cache_entries,
             p.rss_kib as f64 / 1024.0

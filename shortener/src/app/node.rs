@@ -133,6 +133,8 @@ impl Node {
             Arc::clone(&audit),
         ));
         let visits = visits(config);
+        let memory = Arc::new(MemoryGauges::default());
+        cache.register_memory(&memory);
         let resolver = Arc::new(Resolver::new(
             store.clone(),
             cache.clone(),
@@ -144,7 +146,6 @@ impl Node {
         let domain_metrics = Arc::new(crate::domains::DomainMetrics::new(
             &config.redirects.domain_metrics,
         ));
-        let memory = Arc::new(MemoryGauges::default());
         let metrics = Arc::new(Metrics::new(Sources::new(vec![
             Arc::clone(&visits) as _,
             Arc::clone(&webhooks) as _,

@@ -191,6 +191,7 @@ impl Config {
                 refuse_private_targets: false,
                 max_url_length: crate::domain::DEFAULT_MAX_URL_LENGTH,
                 cache_bytes: 16 * 1024 * 1024,
+                negative_cache_bytes: 1024 * 1024,
                 cache_ttl: std::num::NonZero::new(60).expect("non-zero"),
                 negative_cache_ttl_ms: 500,
                 high_water_reads: std::num::NonZero::new(50).expect("non-zero"),

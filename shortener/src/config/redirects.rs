@@ -7,6 +7,13 @@ use std::num::{NonZeroU32, NonZeroU64};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The default bound of the redirect cache's links: a million links of 60-byte URLs at 243
+/// bytes each is 232 MiB (docs/shortener.md, "What a cached link costs").
+pub const DEFAULT_CACHE_BYTES: u64 = 240 * 1024 * 1024;
+
+/// The default bound of the unknown codes remembered.
+pub const DEFAULT_NEGATIVE_CACHE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// How redirects answer, what targets are accepted, and the link cache.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Redirects and targets")]
@@ -29,9 +36,14 @@ pub struct RedirectConfig {
     /// Longest accepted target URL, in bytes.
     #[arg(long, env = "SHORTENER_MAX_URL_LENGTH", default_value_t = crate::domain::DEFAULT_MAX_URL_LENGTH)]
     pub max_url_length: usize,
-    /// Memory bound of the redirect cache, in bytes.
-    #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    /// Memory bound of the redirect cache's links, in bytes, everything counted (a link with a
+    /// 60-byte URL weighs 243 bytes, so the default holds a million such links).
+    #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = DEFAULT_CACHE_BYTES)]
     pub cache_bytes: u64,
+    /// Memory bound of the unknown codes the redirect cache remembers, in bytes (about 100
+    /// bytes a code; kept apart from the links, so a storm of unknown codes never evicts one).
+    #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_BYTES", default_value_t = DEFAULT_NEGATIVE_CACHE_BYTES)]
+    pub negative_cache_bytes: u64,
     /// Seconds a cached link is kept (bounds staleness if a change notification is missed).
     #[arg(long, env = "SHORTENER_CACHE_TTL", default_value = "60")]
     pub cache_ttl: NonZeroU64,
@@ -75,6 +87,7 @@ impl RedirectConfig {
     pub fn cache(&self, limited_ttl: Duration) -> crate::redirects::CacheConfig {
         crate::redirects::CacheConfig {
             max_bytes: self.cache_bytes,
+            negative_max_bytes: self.negative_cache_bytes,
             ttl: Duration::from_secs(self.cache_ttl.get()),
             negative_ttl: Duration::from_millis(self.negative_cache_ttl_ms),
             limited_ttl,

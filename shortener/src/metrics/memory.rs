@@ -13,6 +13,14 @@ use std::sync::{Mutex, PoisonError};
 /// Reads the bytes a structure holds now.
 pub type BytesInUse = Box<dyn Fn() -> u64 + Send + Sync>;
 
+/// A structure that tells what it holds and its bound itself (the redirect caches).
+pub trait Footprint: Send + Sync {
+    /// Bytes it holds now.
+    fn bytes(&self) -> u64;
+    /// Bytes it is configured to hold at most.
+    fn budget(&self) -> u64;
+}
+
 struct Structure {
     name: &'static str,
     bytes: BytesInUse,
@@ -41,6 +49,12 @@ impl MemoryGauges {
             bytes: Box::new(bytes),
             budget,
         });
+    }
+
+    /// Accounts the structure `name` that tells its own bytes and budget.
+    pub fn register_footprint(&self, name: &'static str, footprint: std::sync::Arc<dyn Footprint>) {
+        let budget = footprint.budget();
+        self.register(name, budget, move || footprint.bytes());
     }
 
     /// Each structure's name, bytes in use now and budget, in the order registered.

@@ -12,7 +12,7 @@ mod sample;
 mod sampled;
 
 use latency::LatencyHistogram;
-pub use memory::{BytesInUse, MemoryGauges};
+pub use memory::{BytesInUse, Footprint, MemoryGauges};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -1,96 +1,79 @@
 //! The redirect cache in front of the store.
 //!
 //! Hot codes are answered from memory: found links for up to the positive TTL, unknown codes for
-//! a short negative TTL. Memory is bounded by the total size of the cached entries. Deletes are
-//! pushed to every node (PostgreSQL `LISTEN/NOTIFY`, the store's change feed); the
-//! TTL bounds staleness when a notification is missed. Entries hold the target as the
-//! `Location` header value it is sent as, checked once when the entry is made, so a hit costs
-//! the edge no validation or copy.
+//! a short negative TTL, each kind under its own byte bound (unknown codes in [`Negative`], so
+//! a storm of them never evicts a link). Deletes are pushed to every node (PostgreSQL
+//! `LISTEN/NOTIFY`, the store's change feed); the TTL bounds staleness when a notification is
+//! missed. A link is one allocation ([`Entry`]: its fields, then its URL, checked as a
+//! `Location` header value once when the entry is made), weighed at what it really costs, so
+//! the bound is one on memory: see docs/shortener.md, "What a cached link costs".
 
+use super::entry::{Entry, Fields, Kind, Rare};
+use super::negative::Negative;
+use super::places::Places;
+use super::weigh::{GHOSTS, Held, key_heap, slot_cost};
 use crate::domain::CompactCode;
 use crate::links::LinkChanges;
-use axum::http::HeaderValue;
+use crate::metrics::{Footprint, MemoryGauges};
 use chrono::{DateTime, Utc};
-use quick_cache::Weighter;
-use quick_cache::sync::Cache;
+use quick_cache::sync::{Cache, DefaultLifecycle};
+use quick_cache::{DefaultHashBuilder, OptionsBuilder, Weighter};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use super::entry::VisitLimit;
 use std::time::{Duration, Instant};
-
-/// A link's visit limit as this node enforces it: the human visits counted so far (those
-/// stored when the entry was made, this node's not yet flushed, and those served from the entry
-/// since) against the limit. Shared by every hit of one cache entry.
-#[derive(Debug)]
-pub struct VisitLimit {
-    max: u64,
-    counted: AtomicU64,
-}
-
-impl VisitLimit {
-    /// A limit of `max` human visits of which `counted` are known to have happened.
-    pub fn new(max: u64, counted: u64) -> Self {
-        Self {
-            max,
-            counted: AtomicU64::new(counted),
-        }
-    }
-
-    /// Counts one human visit: false if the limit was reached before it (the visit is refused).
-    pub fn take(&self) -> bool {
-        self.counted.fetch_add(1, Ordering::AcqRel) < self.max
-    }
-
-    /// Whether the limit is reached (nothing more is served).
-    pub fn spent(&self) -> bool {
-        self.counted.load(Ordering::Acquire) >= self.max
-    }
-}
-
-impl PartialEq for VisitLimit {
-    fn eq(&self, other: &Self) -> bool {
-        self.max == other.max
-            && self.counted.load(Ordering::Relaxed) == other.counted.load(Ordering::Relaxed)
-    }
-}
-
-impl Eq for VisitLimit {}
 
 /// What the cache knows about a code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cached {
-    /// A link: its URL, expiry, whether it still serves, and its visit limit.
-    Link {
-        /// The target, as the `Location` header value it is sent as (checked once, when the
-        /// entry is made, so a hit costs no validation or copy).
-        location: HeaderValue,
-        /// When it expires, if ever.
-        expires_at: Option<DateTime<Utc>>,
-        /// Whether it was deleted or disabled.
-        gone: bool,
-        /// Its visit limit, if it has one.
-        limit: Option<Arc<VisitLimit>>,
-        /// The hash of its password, if it is protected: the target is only ever answered
-        /// after the password is checked against it.
-        password: Option<Arc<crate::domain::PasswordHash>>,
-        /// Its tenant (visits are counted under it).
-        tenant: Arc<str>,
-        /// The branded domain it answers on (`None`: the default domain).
-        domain: Option<Arc<str>>,
-        /// Its redirect rules, compiled (`None`: a plain link).
-        routing: Option<Arc<super::routing::Routing>>,
-    },
+    /// A link (live, gone or blocked).
+    Found(Entry),
     /// No such code (cached briefly).
     Missing,
+}
+
+/// What the store said about a code, as it is handed to the cache.
+#[derive(Debug)]
+pub enum Answer {
+    /// A link.
+    Link(NewLink),
     /// A link to a domain on the operator's blocklist, on its branded domain (`None`: the
-    /// default domain).
-    Blocked(Option<Arc<str>>),
+    /// default domain), of its tenant.
+    Blocked {
+        /// Its tenant.
+        tenant: String,
+        /// Its branded domain.
+        domain: Option<String>,
+    },
+    /// No such code.
+    Missing,
+}
+
+/// A link as read from the store, to be cached.
+#[derive(Debug)]
+pub struct NewLink {
+    /// The target, already checked as a `Location` header value.
+    pub url: String,
+    /// When it expires, if ever.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Whether it was deleted or disabled.
+    pub gone: bool,
+    /// Its tenant.
+    pub tenant: String,
+    /// The branded domain it answers on (`None`: the default domain).
+    pub domain: Option<String>,
+    /// Its visit limit, password and rules.
+    pub rare: Rare,
 }
 
 /// Sizes and lifetimes of the cache.
 #[derive(Debug, Clone, Copy)]
 pub struct CacheConfig {
-    /// Upper bound of the memory held by cached links, in bytes (approximate).
+    /// Upper bound of the memory held by cached links, in bytes.
     pub max_bytes: u64,
+    /// Upper bound of the memory held by unknown codes, in bytes.
+    pub negative_max_bytes: u64,
     /// How long a found link is kept.
     pub ttl: Duration,
     /// How long an unknown code is remembered.
@@ -100,51 +83,40 @@ pub struct CacheConfig {
     pub limited_ttl: Duration,
 }
 
-/// An entry and when it was stored (entries past their lifetime read as absent).
-#[derive(Debug, Clone)]
-struct Stored {
-    entry: Cached,
-    at: Instant,
-    /// The target rules' generation the answer was made under.
-    generation: u64,
+/// A link's key and value.
+const LINK_SLOT: usize = size_of::<CompactCode>() + size_of::<Entry>();
+
+/// One link's fixed cost: its slot and its share of the index.
+const FIXED: u64 = slot_cost(LINK_SLOT);
+
+/// Nanoseconds from `epoch` to `now` (zero if `now` is earlier).
+pub(super) fn nanos_since(epoch: Instant, now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Weighs an entry by the bytes it holds, so the bound is in memory, not in entries.
+/// Weighs a link by what it costs: its slot, its block (fields and URL), its rare parts, and
+/// its key's own allocation if the code is too long to be held inline.
 #[derive(Debug, Clone, Copy)]
 struct Bytes;
 
-impl Weighter<CompactCode, Stored> for Bytes {
-    fn weight(&self, code: &CompactCode, stored: &Stored) -> u64 {
-        let url = match &stored.entry {
-            Cached::Link {
-                location,
-                password,
-                tenant,
-                domain,
-                routing,
-                ..
-            } => {
-                location.len()
-                    + password.as_ref().map_or(0, |p| p.as_stored().len())
-                    + tenant.len()
-                    + domain.as_ref().map_or(0, |d| d.len())
-                    + routing.as_ref().map_or(0, |r| r.weight())
-            }
-            Cached::Blocked(domain) => domain.as_ref().map_or(0, |d| d.len()),
-            Cached::Missing => 0,
-        };
-        (code.as_bytes().len() + url + 96) as u64
+impl Weighter<CompactCode, Entry> for Bytes {
+    fn weight(&self, code: &CompactCode, entry: &Entry) -> u64 {
+        FIXED + key_heap(code) + entry.heap_bytes() as u64
     }
 }
 
-/// The redirect cache: a sharded, weight-bounded S3-FIFO cache (quick_cache), chosen for cheap
-/// reads on the redirect path; lifetimes are checked on read.
+/// The redirect cache: a sharded, weight-bounded S3-FIFO cache (quick_cache) of links, chosen
+/// for cheap reads on the redirect path, beside one of unknown codes; lifetimes are checked on
+/// read.
 #[derive(Clone)]
 pub struct LinkCache {
-    entries: Arc<Cache<CompactCode, Stored, Bytes>>,
-    ttl: Duration,
-    negative_ttl: Duration,
-    limited_ttl: Duration,
+    entries: Arc<Cache<CompactCode, Entry, Bytes>>,
+    negative: Arc<Negative>,
+    places: Arc<Places>,
+    max_bytes: u64,
+    epoch: Instant,
+    ttl: u64,
+    limited_ttl: u64,
     generation: Arc<AtomicU64>,
 }
 
@@ -152,19 +124,37 @@ impl LinkCache {
     /// An empty cache whose answers are stale once `generation` (the target rules',
     /// bumped when the blocklist changes) moves past the one they were made under.
     pub fn new(config: CacheConfig, generation: Arc<AtomicU64>) -> Self {
-        // An estimate of the entry count sizes the shards; about 200 bytes per entry.
-        let estimated = usize::try_from(config.max_bytes / 200)
+        // An estimate of the entry count sizes the shards and bounds the ghosts: a link with
+        // an average URL (60 bytes) weighs about this much.
+        let typical = FIXED + Entry::typical_bytes();
+        let estimated = usize::try_from(config.max_bytes / typical)
             .unwrap_or(usize::MAX)
             .clamp(16, 1 << 24);
+        let options = OptionsBuilder::new()
+            .estimated_items_capacity(estimated)
+            .weight_capacity(config.max_bytes.max(1))
+            .ghost_allocation(GHOSTS)
+            .build()
+            .expect("valid cache options");
+        let epoch = Instant::now();
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Self {
-            entries: Arc::new(Cache::with_weighter(
-                estimated,
-                config.max_bytes.max(1),
+            entries: Arc::new(Cache::with_options(
+                options,
                 Bytes,
+                DefaultHashBuilder::default(),
+                DefaultLifecycle::default(),
             )),
-            ttl: config.ttl,
-            negative_ttl: config.negative_ttl,
-            limited_ttl: config.limited_ttl.min(config.ttl),
+            negative: Arc::new(Negative::new(
+                config.negative_max_bytes,
+                config.negative_ttl,
+                epoch,
+            )),
+            places: Arc::default(),
+            max_bytes: config.max_bytes,
+            epoch,
+            ttl: nanos(config.ttl),
+            limited_ttl: nanos(config.limited_ttl.min(config.ttl)),
             generation,
         }
     }
@@ -178,16 +168,19 @@ impl LinkCache {
     /// The cached answer for `code`, if any and still fresh at `now` (a time the caller has
     /// already read; entries stored after it count as fresh).
     pub fn get(&self, code: &str, now: Instant) -> Option<Cached> {
-        let stored = self.entries.get(code.as_bytes())?;
-        let lifetime = match stored.entry {
-            Cached::Missing => self.negative_ttl,
-            Cached::Link { limit: Some(_), .. } => self.limited_ttl,
-            Cached::Link { .. } | Cached::Blocked(_) => self.ttl,
+        let Some(entry) = self.entries.get(code.as_bytes()) else {
+            return self.negative.holds(code, now).then_some(Cached::Missing);
         };
-        if now.saturating_duration_since(stored.at) < lifetime
-            && stored.generation == self.generation()
+        let fields = entry.fields();
+        let lifetime = if entry.rare().limit.is_some() {
+            self.limited_ttl
+        } else {
+            self.ttl
+        };
+        if nanos_since(self.epoch, now).saturating_sub(fields.at) < lifetime
+            && fields.generation == self.generation() as u32
         {
-            Some(stored.entry)
+            Some(Cached::Found(entry))
         } else {
             self.entries.remove(code.as_bytes());
             None
@@ -195,41 +188,91 @@ impl LinkCache {
     }
 
     /// Remembers what the store said about `code`, under the generation in force now.
-    pub fn put(&self, code: &str, entry: Cached) {
-        self.put_at(code, entry, self.generation());
+    pub fn put(&self, code: &str, answer: Answer) -> Option<Cached> {
+        self.put_at(code, answer, self.generation())
     }
 
     /// Remembers what the store said about `code`, under the generation read before the
-    /// store was asked.
-    pub fn put_at(&self, code: &str, entry: Cached, generation: u64) {
-        self.entries.insert(
-            CompactCode::new(code),
-            Stored {
-                entry,
-                at: Instant::now(),
-                generation,
-            },
-        );
+    /// store was asked, and hands it back as a cache hit would; `None` if it cannot be cached
+    /// (a URL over a gigabyte).
+    pub fn put_at(&self, code: &str, answer: Answer, generation: u64) -> Option<Cached> {
+        let (fields, url) = match answer {
+            Answer::Missing => {
+                self.entries.remove(code.as_bytes());
+                self.negative.put(code);
+                return Some(Cached::Missing);
+            }
+            Answer::Blocked { tenant, domain } => {
+                let place = self.places.place(&tenant, domain.as_deref());
+                let fields = Fields::new(Kind::Blocked, false, None, place, None);
+                (fields, String::new())
+            }
+            Answer::Link(link) => {
+                let place = self.places.place(&link.tenant, link.domain.as_deref());
+                let rare = link.rare.boxed();
+                let fields = Fields::new(Kind::Link, link.gone, link.expires_at, place, rare);
+                (fields, link.url)
+            }
+        };
+        let mut fields = fields;
+        fields.at = nanos_since(self.epoch, Instant::now());
+        fields.generation = generation as u32;
+        let entry = Entry::new(fields, &url)?;
+        self.negative.invalidate(code);
+        self.entries.insert(CompactCode::new(code), entry.clone());
+        Some(Cached::Found(entry))
     }
 
     /// Forgets `code` (it was created, deleted or changed).
     pub fn invalidate(&self, code: &str) {
         self.entries.remove(code.as_bytes());
+        self.negative.invalidate(code);
     }
 
     /// Forgets everything (notifications may have been missed).
     pub fn clear(&self) {
         self.entries.clear();
+        self.negative.clear();
     }
 
     /// Number of cached entries (links and unknown codes).
     pub fn len(&self) -> u64 {
-        self.entries.len() as u64
+        self.entries.len() as u64 + self.negative.len()
     }
 
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Bytes the links hold: the cache's tables as allocated, each link's block, rare parts
+    /// and long key, and the places they share.
+    pub fn bytes(&self) -> u64 {
+        let links = Held {
+            memory: self.entries.memory_used(),
+            shards: self.entries.num_shards(),
+            weight: self.entries.weight(),
+            len: self.entries.len(),
+        }
+        .bytes(LINK_SLOT, FIXED);
+        links + self.places.bytes() as u64
+    }
+
+    /// Reports the links' and the unknown codes' memory as `redirect_cache` and
+    /// `negative_cache` in `gauges`.
+    pub fn register_memory(&self, gauges: &MemoryGauges) {
+        gauges.register_footprint("redirect_cache", Arc::new(self.clone()));
+        gauges.register_footprint("negative_cache", Arc::clone(&self.negative) as _);
+    }
+}
+
+impl Footprint for LinkCache {
+    fn bytes(&self) -> u64 {
+        LinkCache::bytes(self)
+    }
+
+    fn budget(&self) -> u64 {
+        self.max_bytes
     }
 }
 
@@ -248,6 +291,7 @@ mod tests {
         LinkCache::new(
             CacheConfig {
                 max_bytes,
+                negative_max_bytes: 1 << 20,
                 ttl,
                 negative_ttl,
                 limited_ttl: ttl,
@@ -256,16 +300,23 @@ mod tests {
         )
     }
 
-    fn link(url: &str) -> Cached {
-        Cached::Link {
-            location: HeaderValue::from_str(url).expect("a valid header value"),
+    fn link(url: &str) -> Answer {
+        Answer::Link(NewLink {
+            url: url.to_owned(),
             expires_at: None,
             gone: false,
-            limit: None,
-            password: None,
             tenant: "default".into(),
             domain: None,
-            routing: None,
+            rare: Rare::default(),
+        })
+    }
+
+    /// The URL a cached answer redirects to (`Some("")` for a blocked link), `None` if the
+    /// code is unknown or not cached.
+    fn url(cached: Option<Cached>) -> Option<String> {
+        match cached? {
+            Cached::Found(entry) => Some(entry.url().to_owned()),
+            Cached::Missing => None,
         }
     }
 
@@ -274,13 +325,18 @@ mod tests {
         let minute = Duration::from_secs(60);
         let cache = cache(1 << 20, minute, minute);
         cache.put("abc", link("https://example.com/"));
-        cache.put("zzz", Cached::Missing);
+        cache.put("zzz", Answer::Missing);
         assert_eq!(
-            cache.get("abc", Instant::now()),
-            Some(link("https://example.com/"))
+            url(cache.get("abc", Instant::now())).as_deref(),
+            Some("https://example.com/")
         );
         assert_eq!(cache.get("zzz", Instant::now()), Some(Cached::Missing));
         assert_eq!(cache.get("other", Instant::now()), None);
+        // A code found after it was unknown (just created) is no longer unknown, and back.
+        cache.put("zzz", link("https://example.com/z"));
+        assert!(url(cache.get("zzz", Instant::now())).is_some());
+        cache.put("zzz", Answer::Missing);
+        assert_eq!(cache.get("zzz", Instant::now()), Some(Cached::Missing));
         cache.invalidate("abc");
         cache.invalidate("zzz");
         assert_eq!(cache.get("abc", Instant::now()), None);
@@ -296,16 +352,15 @@ mod tests {
             Duration::from_millis(20),
         );
         cache.put("abc", link("https://example.com/"));
-        cache.put("zzz", Cached::Missing);
+        cache.put("zzz", Answer::Missing);
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(
             cache.get("zzz", Instant::now()),
             None,
             "the negative entry outlived its lifetime"
         );
-        assert_eq!(
-            cache.get("abc", Instant::now()),
-            Some(link("https://example.com/")),
+        assert!(
+            url(cache.get("abc", Instant::now())).is_some(),
             "the link expired too early"
         );
         std::thread::sleep(Duration::from_millis(200));
@@ -322,21 +377,41 @@ mod tests {
         let cache = cache(1 << 20, ttl, negative_ttl);
         let before = Instant::now();
         cache.put("abc", link("https://example.com/"));
-        cache.put("zzz", Cached::Missing);
+        cache.put("zzz", Answer::Missing);
         let after = Instant::now();
         // A time read before the entry was stored (a request that raced the insert) is fresh.
-        assert_eq!(cache.get("abc", before), Some(link("https://example.com/")));
+        assert!(url(cache.get("abc", before)).is_some());
         assert_eq!(cache.get("zzz", before), Some(Cached::Missing));
         // Each lifetime is its own: the negative one ends first.
         let between = after + negative_ttl;
         assert_eq!(cache.get("zzz", between), None);
-        assert_eq!(
-            cache.get("abc", between),
-            Some(link("https://example.com/"))
-        );
+        assert!(url(cache.get("abc", between)).is_some());
         assert_eq!(cache.get("abc", after + ttl), None);
         // An expired entry is dropped, not just hidden.
         assert_eq!(cache.get("abc", after), None);
+    }
+
+    #[test]
+    fn a_link_with_a_visit_limit_is_kept_for_the_shorter_lifetime() {
+        let cache = LinkCache::new(
+            CacheConfig {
+                max_bytes: 1 << 20,
+                negative_max_bytes: 1 << 20,
+                ttl: Duration::from_secs(60),
+                negative_ttl: Duration::from_secs(60),
+                limited_ttl: Duration::from_secs(2),
+            },
+            Arc::default(),
+        );
+        let Answer::Link(mut limited) = link("https://example.com/limited") else {
+            unreachable!()
+        };
+        limited.rare.limit = Some(Arc::new(VisitLimit::new(5, 0)));
+        cache.put("lim", Answer::Link(limited));
+        cache.put("abc", link("https://example.com/"));
+        let later = Instant::now() + Duration::from_secs(3);
+        assert_eq!(cache.get("lim", later), None);
+        assert!(url(cache.get("abc", later)).is_some());
     }
 
     #[test]
@@ -350,8 +425,8 @@ mod tests {
         }
         for code in ["abc", exactly_inline.as_str(), long] {
             assert_eq!(
-                cache.get(code, Instant::now()),
-                Some(link(&format!("https://example.com/{code}"))),
+                url(cache.get(code, Instant::now())),
+                Some(format!("https://example.com/{code}")),
                 "{code}"
             );
         }
@@ -361,10 +436,7 @@ mod tests {
         assert_eq!(cache.get(&long[..INLINE], Instant::now()), None);
         cache.invalidate(long);
         assert_eq!(cache.get(long, Instant::now()), None);
-        assert_eq!(
-            cache.get("abc", Instant::now()),
-            Some(link("https://example.com/abc"))
-        );
+        assert!(url(cache.get("abc", Instant::now())).is_some());
     }
 
     #[test]
@@ -374,6 +446,7 @@ mod tests {
         let cache = LinkCache::new(
             CacheConfig {
                 max_bytes: 1 << 20,
+                negative_max_bytes: 1 << 20,
                 ttl: minute,
                 negative_ttl: minute,
                 limited_ttl: minute,
@@ -387,22 +460,62 @@ mod tests {
         cache.put_at("raced", link("https://example.com/"), read_before);
         assert_eq!(cache.get("abc", Instant::now()), None);
         assert_eq!(cache.get("raced", Instant::now()), None);
-        cache.put("abc", Cached::Blocked(None));
-        assert_eq!(
-            cache.get("abc", Instant::now()),
-            Some(Cached::Blocked(None))
-        );
+        let blocked = Answer::Blocked {
+            tenant: "default".into(),
+            domain: None,
+        };
+        cache.put("abc", blocked);
+        let Some(Cached::Found(entry)) = cache.get("abc", Instant::now()) else {
+            panic!("the blocked link is not cached");
+        };
+        assert_eq!((entry.kind(), entry.domain()), (Kind::Blocked, None));
     }
 
     #[test]
-    fn memory_stays_within_the_bound() {
-        let cache = cache(64 * 1024, Duration::from_secs(60), Duration::from_secs(1));
+    fn links_of_one_tenant_and_domain_share_one_place() {
+        let minute = Duration::from_secs(60);
+        let cache = cache(1 << 20, minute, minute);
+        for code in ["a1", "a2"] {
+            let Answer::Link(mut branded) = link("https://example.com/") else {
+                unreachable!()
+            };
+            branded.domain = Some("go.example".into());
+            cache.put(code, Answer::Link(branded));
+        }
+        let tenant = |code| match cache.get(code, Instant::now()) {
+            Some(Cached::Found(entry)) => Arc::clone(entry.tenant()),
+            other => panic!("{other:?}"),
+        };
+        assert!(Arc::ptr_eq(&tenant("a1"), &tenant("a2")));
+        assert_eq!(cache.places.len(), 1);
+    }
+
+    #[test]
+    fn memory_stays_within_the_bound_and_misses_never_evict_links() {
+        let cache = cache(64 * 1024, Duration::from_secs(60), Duration::from_secs(60));
         for i in 0..10_000 {
             cache.put(
                 &format!("code{i}"),
                 link(&format!("https://example.com/{i}")),
             );
         }
-        assert!(cache.len() < 1000, "{} entries kept", cache.len());
+        let links = cache.entries.len();
+        assert!(links > 100 && links < 1000, "{links} links kept");
+        assert!(cache.entries.weight() <= 64 * 1024);
+        let kept: Vec<String> = (0..10_000)
+            .map(|i| format!("code{i}"))
+            .filter(|code| cache.get(code, Instant::now()).is_some())
+            .collect();
+        // A storm of unknown codes fills their own cache, and evicts no link.
+        for i in 0..100_000 {
+            cache.put(&format!("miss{i}"), Answer::Missing);
+        }
+        assert!(cache.negative.len() > 1000, "{}", cache.negative.len());
+        for code in &kept {
+            assert!(
+                cache.get(code, Instant::now()).is_some(),
+                "{code} was evicted"
+            );
+        }
     }
 }

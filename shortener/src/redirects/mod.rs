@@ -12,10 +12,16 @@
 //! I9).
 
 mod cache;
+mod entry;
 mod high_water;
+mod negative;
+mod places;
 mod resolver;
+mod weigh;
 
-pub use cache::{CacheConfig, Cached, LinkCache, VisitLimit};
+pub use cache::{Answer, CacheConfig, Cached, LinkCache, NewLink, VisitLimit};
+pub use entry::{Entry, Kind, Rare};
+pub use places::Place;
 pub mod routing;
 pub use high_water::{HighWaterReads, Read};
 pub use resolver::{Key, LookupCounters, Resolution, Resolver, Target};

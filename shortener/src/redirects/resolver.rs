@@ -1,7 +1,8 @@
 //! Where a code redirects: the cache first, then the store, and paths that cannot be codes
 //! answered without either, nor generated codes above the store's slot high-water mark.
 
-use super::cache::{Cached, LinkCache, VisitLimit};
+use super::cache::{Answer, Cached, LinkCache, NewLink, VisitLimit};
+use super::entry::{Entry, Kind, Rare};
 use super::high_water::HighWaterReads;
 use crate::domain::PasswordHash;
 use crate::domain::{Domain, Error};
@@ -37,23 +38,51 @@ pub enum Resolution {
 pub struct Target {
     /// The `Location` header value.
     pub location: HeaderValue,
-    /// Its visit limit, if it has one.
-    pub limit: Option<Arc<VisitLimit>>,
-    /// Its password's hash, if it is protected.
-    pub password: Option<Arc<PasswordHash>>,
-    /// Its tenant.
-    pub tenant: Arc<str>,
-    /// Its redirect rules, compiled, if it has any: the edge decides per request.
-    pub routing: Option<Arc<super::routing::Routing>>,
     /// Which of its targets `location` is (the link's URL until the edge routes the request).
     pub route: crate::domain::Route,
+    /// The cached link.
+    link: Entry,
 }
 
 impl Target {
+    /// The target of the cached `link`, to its URL; `None` if the URL is not a header value
+    /// (never: it was checked when the entry was made).
+    fn new(link: Entry) -> Option<Self> {
+        // A copy of the URL, checked again as a header value (a vectorized pass over its
+        // bytes, not a UTF-8 check): one small allocation per redirect, where sharing one would
+        // cost the entry a second allocation.
+        let location = HeaderValue::from_bytes(link.url_bytes()).ok()?;
+        Some(Self {
+            location,
+            route: crate::domain::Route::Url,
+            link,
+        })
+    }
+
+    /// Its visit limit, if it has one.
+    pub fn limit(&self) -> Option<&Arc<VisitLimit>> {
+        self.link.rare().limit.as_ref()
+    }
+
+    /// Its password's hash, if it is protected.
+    pub fn password(&self) -> Option<&Arc<PasswordHash>> {
+        self.link.rare().password.as_ref()
+    }
+
+    /// Its tenant.
+    pub fn tenant(&self) -> &Arc<str> {
+        self.link.tenant()
+    }
+
+    /// Its redirect rules, compiled, if it has any: the edge decides per request.
+    pub fn routing(&self) -> Option<&Arc<super::routing::Routing>> {
+        self.link.rare().routing.as_ref()
+    }
+
     /// Whether the visit may be served under the link's visit limit, counting it if it is a
     /// person's (only people's visits count against the limit).
     pub fn admits(&self, kind: VisitKind) -> bool {
-        self.limit.as_ref().is_none_or(|limit| match kind {
+        self.limit().is_none_or(|limit| match kind {
             VisitKind::Human => limit.take(),
             VisitKind::Head | VisitKind::Bot => !limit.spent(),
         })
@@ -247,40 +276,57 @@ impl Resolver {
         }
         self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
         let generation = self.cache.generation();
-        let entry = match self.store.get(segment).await? {
+        let answer = match self.store.get(segment).await? {
             Some(link) if link.deleted_at.is_none() && self.targets.blocks_stored(&link.url) => {
-                Cached::Blocked(link.domain.map(Arc::from))
-            }
-            Some(link) => {
-                let limit = match link.max_visits {
-                    None => None,
-                    Some(max) => {
-                        // Read after the link, so no visit flushed in between is missed.
-                        let stored = self
-                            .store
-                            .get_with_clicks(segment)
-                            .await?
-                            .map_or(0, |l| l.clicks.human);
-                        let pending = self.visits.pending_human(segment);
-                        Some(Arc::new(VisitLimit::new(max, stored + pending)))
-                    }
-                };
-                let routing = super::routing::Routing::compile(&link.routes, &link.url);
-                Cached::Link {
-                    location: location(segment, link.url)?,
-                    expires_at: link.expires_at,
-                    gone: link.deleted_at.is_some() || link.disabled_at.is_some(),
-                    limit,
-                    password: link.password.map(Arc::new),
-                    tenant: link.tenant.as_str().into(),
-                    domain: link.domain.map(Arc::from),
-                    routing: routing.map(Arc::new),
+                Answer::Blocked {
+                    tenant: link.tenant,
+                    domain: link.domain,
                 }
             }
-            None => Cached::Missing,
+            Some(link) => Answer::Link(self.new_link(segment, link).await?),
+            None => Answer::Missing,
         };
-        self.cache.put_at(segment, entry.clone(), generation);
+        let entry = self
+            .cache
+            .put_at(segment, answer, generation)
+            .ok_or_else(|| {
+                Error::Internal(format!("the stored URL of {} is too long", shown(segment)))
+            })?;
         Ok(resolution(placed(entry, site)))
+    }
+
+    /// `link`, read from the store for `segment`, as the cache keeps it: its URL checked as a
+    /// `Location`, and its visit limit counted from the stored visits and this node's unflushed
+    /// ones.
+    async fn new_link(&self, segment: &str, link: crate::domain::Link) -> Result<NewLink, Error> {
+        location(segment, &link.url)?;
+        let limit = match link.max_visits {
+            None => None,
+            Some(max) => {
+                // Read after the link, so no visit flushed in between is missed.
+                let stored = self
+                    .store
+                    .get_with_clicks(segment)
+                    .await?
+                    .map_or(0, |l| l.clicks.human);
+                let pending = self.visits.pending_human(segment);
+                Some(Arc::new(VisitLimit::new(max, stored + pending)))
+            }
+        };
+        let routing = super::routing::Routing::compile(&link.routes, &link.url);
+        Ok(NewLink {
+            expires_at: link.expires_at,
+            gone: link.deleted_at.is_some() || link.disabled_at.is_some(),
+            tenant: link.tenant.as_str().to_owned(),
+            domain: link.domain,
+            rare: Rare {
+                limit,
+                password: link.password.map(Arc::new),
+                routing: routing.map(Arc::new),
+                long_url: None,
+            },
+            url: link.url,
+        })
     }
 }
 
@@ -329,57 +375,45 @@ pub struct Key<'a> {
 /// domain that is no longer its tenant's (a link left when its domain was removed and claimed
 /// again by another tenant), is not found there.
 fn placed(entry: Cached, site: Option<&Domain>) -> Cached {
-    let here = site.map(|d| d.host.as_str());
-    let answers = match &entry {
-        Cached::Link { domain, tenant, .. } => {
-            domain.as_deref() == here && site.is_none_or(|d| d.tenant == **tenant)
-        }
-        Cached::Blocked(domain) => domain.as_deref() == here,
-        Cached::Missing => true,
+    let Cached::Found(link) = &entry else {
+        return entry;
     };
+    let here = site.map(|d| d.host.as_str());
+    let answers = link.domain() == here
+        && (link.kind() == Kind::Blocked || site.is_none_or(|d| d.tenant == **link.tenant()));
     if answers { entry } else { Cached::Missing }
 }
 
 /// What a cache entry says about a redirect.
 fn resolution(entry: Cached) -> Resolution {
-    match entry {
-        Cached::Missing => Resolution::NotFound,
-        Cached::Blocked(_) => Resolution::Blocked,
-        Cached::Link { gone: true, .. } => Resolution::Gone,
-        Cached::Link {
-            expires_at: Some(t),
-            ..
-        } if t <= Utc::now() => Resolution::Gone,
-        Cached::Link {
-            location,
-            limit,
-            password,
-            tenant,
-            routing,
-            ..
-        } => Resolution::Redirect(Target {
-            location,
-            limit,
-            password,
-            tenant,
-            routing,
-            route: crate::domain::Route::Url,
-        }),
+    let Cached::Found(link) = entry else {
+        return Resolution::NotFound;
+    };
+    match link.kind() {
+        Kind::Blocked => Resolution::Blocked,
+        Kind::Link if link.gone() => Resolution::Gone,
+        Kind::Link if link.expires() && link.expired(Utc::now()) => Resolution::Gone,
+        Kind::Link => Target::new(link).map_or(Resolution::Gone, Resolution::Redirect),
     }
 }
 
-/// A stored URL as a `Location` header value. Stored URLs are serialized by the URL parser
-/// (ASCII, no control characters), so a failure here is a bug or a hand-edited row. A private
-/// code is a secret: the log names only its shape.
-fn location(code: &str, url: String) -> Result<HeaderValue, Error> {
-    HeaderValue::try_from(url).map_err(|_| {
-        let shown = if code.len() == shape::PRIVATE_LENGTH
-            && code.bytes().all(|b| b.is_ascii_alphanumeric())
-        {
-            "<a private code>"
-        } else {
-            code
-        };
-        Error::Internal(format!("the stored URL of {shown} is not a valid Location"))
+/// Checks that a stored URL can be sent as a `Location` header value. Stored URLs are
+/// serialized by the URL parser (ASCII, no control characters), so a failure here is a bug or a
+/// hand-edited row.
+fn location(code: &str, url: &str) -> Result<(), Error> {
+    HeaderValue::from_str(url).map(drop).map_err(|_| {
+        Error::Internal(format!(
+            "the stored URL of {} is not a valid Location",
+            shown(code)
+        ))
     })
+}
+
+/// `code` as a log may name it: a private code is a secret, so only its shape is named.
+fn shown(code: &str) -> &str {
+    if code.len() == shape::PRIVATE_LENGTH && code.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        "<a private code>"
+    } else {
+        code
+    }
 }

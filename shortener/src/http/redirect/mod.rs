@@ -199,14 +199,11 @@ fn respond(
     let (peer, headers, domain) = (asked.peer, asked.headers, asked.site.domain());
     let (response, outcome) = match resolution {
         // A protected link's target is never answered to a GET or HEAD: they get the form.
-        Ok(Resolution::Redirect(target)) if target.password.is_some() => {
+        Ok(Resolution::Redirect(target)) if target.password().is_some() => {
             protect::locked(asked.code, asked.method)
         }
         Ok(Resolution::Redirect(target))
-            if target
-                .routing
-                .as_ref()
-                .is_some_and(|r| r.preview().is_some())
+            if target.routing().is_some_and(|r| r.preview().is_some())
                 && preview::is_preview_crawler(headers) =>
         {
             let seen = Seen::of(asked.method == Method::HEAD, headers);
@@ -217,7 +214,7 @@ fn respond(
                 domain.map(|d| d.host.as_str()),
                 asked.code,
             );
-            let preview = target.routing.as_ref().and_then(|r| r.preview());
+            let preview = target.routing().and_then(|r| r.preview());
             (
                 preview::page(preview.unwrap_or(&Default::default()), &short_url),
                 "preview",
@@ -299,7 +296,7 @@ fn route(
     seen: &mut Seen<'_>,
 ) -> Option<Routed> {
     let (peer, headers, query) = request;
-    let routing = target.routing.as_ref()?;
+    let routing = Arc::clone(target.routing()?);
     let client = || state.client_policy.client(peer, headers);
     // The GeoIP database is asked only by a country condition.
     let country = |ip| {
@@ -432,7 +429,7 @@ fn count_visit(
     if !target.admits(visit.kind()) {
         return false;
     }
-    state.visits.record(code, &target.tenant, &visit);
+    state.visits.record(code, target.tenant(), &visit);
     true
 }
 

@@ -183,7 +183,7 @@ pub(super) async fn unlock(
     body: Body,
     target: Target,
 ) -> (Response, &'static str) {
-    let Some(hash) = target.password.clone() else {
+    let Some(hash) = target.password().cloned() else {
         // Only a protected link takes a POST.
         let mut response = (
             StatusCode::METHOD_NOT_ALLOWED,
