@@ -8,7 +8,7 @@ use crate::access::Admission;
 use crate::audit::AuditLog;
 use crate::config::Config;
 use crate::domain::{CreateRules, PublicBase, TargetPolicy};
-use crate::domains::DomainService;
+use crate::domains::{DomainMetrics, DomainService};
 use crate::grpc::LinksApi;
 use crate::http::HttpState;
 use crate::limits::{ClientAddressPolicy, Limits};
@@ -78,7 +78,7 @@ pub struct Node {
     /// The API keys tenant admins make, kept in the store.
     pub api_keys: Arc<crate::keys::KeyService>,
     /// Redirects per listed branded domain.
-    pub domain_metrics: Arc<crate::domains::DomainMetrics>,
+    pub domain_metrics: Arc<DomainMetrics>,
     /// The secret the keys' YOURLS tokens are derived under.
     pub yourls_tokens: crate::access::YourlsTokens,
     /// The audit log every change is recorded in.
@@ -143,9 +143,7 @@ impl Node {
             Arc::clone(&visits),
             config.redirects.high_water_reads.get(),
         ));
-        let domain_metrics = Arc::new(crate::domains::DomainMetrics::new(
-            &config.redirects.domain_metrics,
-        ));
+        let domain_metrics = Arc::new(DomainMetrics::new(&config.redirects.domain_metrics));
         let metrics = Arc::new(Metrics::new(Sources::new(vec![
             Arc::clone(&visits) as _,
             Arc::clone(&webhooks) as _,
