@@ -9,10 +9,11 @@
 use crate::helpers::{Server, assert_ledger_covers, assert_ranges_disjoint, lease};
 use id_service::Config;
 use pgtls::pooler::PoolMode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use testkit::patroni::router::{follow_leader, member};
+use testkit::patroni::switchover::{Judging, Outcomes, record, switch_over_under_load};
 use testkit::patroni::{Patroni, Replication};
 use testkit::pgbouncer::{Mode, PgBouncer};
 use testkit::proxy::Proxy;
@@ -22,8 +23,8 @@ const AFTER: Duration = Duration::from_secs(8);
 /// How long past the first grant after the switchover a refused one is still the failover's.
 const SETTLE: Duration = Duration::from_secs(1);
 
-/// One grant's outcome: when it was answered, and the range or the refusal.
-type Outcome = (Instant, Result<(u64, u64), String>);
+/// The granted ranges, or the refusals, by when they were answered.
+type Granted = Outcomes<(u64, u64)>;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_switchover_behind_pgbouncer_loses_no_grant_and_leaves_no_stale_connection() {
@@ -45,7 +46,7 @@ async fn a_switchover_behind_pgbouncer_loses_no_grant_and_leaves_no_stale_connec
     config.database_direct_url = Some(direct.clone());
     let server = Server::start(config).await;
 
-    let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
+    let outcomes: Arc<Granted> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = Vec::new();
     for c in 0..4 {
@@ -63,79 +64,20 @@ async fn a_switchover_behind_pgbouncer_loses_no_grant_and_leaves_no_stale_connec
                     Ok(Err(status)) => Err(format!("{:?}: {}", status.code(), status.message())),
                     Err(_) => Err("no answer within 3 s".to_string()),
                 };
-                let failed = outcome.is_err();
-                outcomes
-                    .lock()
-                    .expect("outcomes")
-                    .push((Instant::now(), outcome));
-                if failed {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                record(&outcomes, outcome).await;
             }
         }));
     }
 
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let switched = Instant::now();
-    cluster
-        .switchover(None)
-        .await
-        .expect("Patroni switches over");
-    // Patroni answers once the new leader runs: the first grant after that ends the pause.
-    let done = Instant::now();
-    let resumed = loop {
-        let first = outcomes
-            .lock()
-            .expect("outcomes")
-            .iter()
-            .find(|(at, o)| *at > done && o.is_ok())
-            .map(|(at, _)| *at);
-        if let Some(at) = first {
-            break at;
-        }
-        assert!(
-            done.elapsed() < Duration::from_secs(60),
-            "no grant within 60 s of the switchover\n{}",
-            bouncer.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let judging = Judging {
+        after: AFTER,
+        settle: SETTLE,
+        what: "grants",
     };
-    tokio::time::sleep(AFTER).await;
-    stop.store(true, Ordering::Relaxed);
-    for client in clients {
-        client.await.expect("client task");
-    }
-
-    let outcomes = outcomes.lock().expect("outcomes").clone();
-    let granted: Vec<(u64, u64)> = outcomes
-        .iter()
-        .filter_map(|(_, o)| o.as_ref().ok().copied())
-        .collect();
-    let late: Vec<&Outcome> = outcomes
-        .iter()
-        .filter(|(at, o)| o.is_err() && *at > resumed + SETTLE)
-        .collect();
-    let before = outcomes.iter().filter(|(at, _)| *at < switched).count();
-    let after = outcomes
-        .iter()
-        .filter(|(at, o)| *at > resumed && o.is_ok())
-        .count();
-    eprintln!(
-        "switchover behind PgBouncer: {} grants, {} refused; grants paused {:.2}s; {before} \
-         before, {after} after",
-        granted.len(),
-        outcomes.len() - granted.len(),
-        (resumed - switched).as_secs_f64()
-    );
-    assert!(
-        late.is_empty(),
-        "grants refused after the new leader served (a stale connection?): {:?}",
-        late.iter().take(5).collect::<Vec<_>>()
-    );
-    assert!(
-        before > 0 && after > 0,
-        "{before} grants before, {after} after"
-    );
+    let granted = switch_over_under_load(&cluster, (&outcomes, &stop, clients), judging, || {
+        bouncer.log()
+    })
+    .await;
     assert_ranges_disjoint(&granted);
     let (db, connection) = tokio_postgres::connect(&direct, tokio_postgres::NoTls)
         .await

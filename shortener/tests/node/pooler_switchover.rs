@@ -10,10 +10,11 @@ use pgtls::pooler::PoolMode;
 use reqwest::StatusCode;
 use serde_json::json;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use testkit::patroni::router::{follow_leader, member};
+use testkit::patroni::switchover::{Judging, Outcomes, record, switch_over_under_load};
 use testkit::patroni::{Patroni, Replication};
 use testkit::pgbouncer::{Mode, PgBouncer};
 use testkit::proxy::Proxy;
@@ -23,14 +24,14 @@ const AFTER: Duration = Duration::from_secs(6);
 /// How long past that first create a refused one is still the failover's.
 const SETTLE: Duration = Duration::from_secs(1);
 
-/// One create's outcome: when it was answered, and the code and URL or the refusal.
-type Outcome = (Instant, Result<(String, String), String>);
+/// The created links' codes and URLs, or the refusals, by when they were answered.
+type Created = Outcomes<(String, String)>;
 
 /// Creates on `node` until `stop`, recording every outcome in `outcomes`.
 fn create_until(
     node: Arc<Node>,
     client: usize,
-    outcomes: Arc<Mutex<Vec<Outcome>>>,
+    outcomes: Arc<Created>,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -48,14 +49,7 @@ fn create_until(
                 Ok((status, body)) => Err(format!("{status}: {body}")),
                 Err(_) => Err("no answer within 3 s".to_string()),
             };
-            let failed = outcome.is_err();
-            outcomes
-                .lock()
-                .expect("outcomes")
-                .push((Instant::now(), outcome));
-            if failed {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            record(&outcomes, outcome).await;
         }
     })
 }
@@ -86,7 +80,7 @@ async fn a_switchover_behind_pgbouncer_loses_no_create_and_leaves_no_stale_conne
         nodes.push(Arc::new(Node::start(config).await));
     }
 
-    let outcomes: Arc<Mutex<Vec<Outcome>>> = Arc::default();
+    let outcomes: Arc<Created> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..4)
         .map(|c| {
@@ -95,66 +89,15 @@ async fn a_switchover_behind_pgbouncer_loses_no_create_and_leaves_no_stale_conne
         })
         .collect();
 
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let switched = Instant::now();
-    cluster
-        .switchover(None)
-        .await
-        .expect("Patroni switches over");
-    let done = Instant::now();
-    let resumed = loop {
-        let first = outcomes
-            .lock()
-            .expect("outcomes")
-            .iter()
-            .find(|(at, o)| *at > done && o.is_ok())
-            .map(|(at, _)| *at);
-        if let Some(at) = first {
-            break at;
-        }
-        assert!(
-            done.elapsed() < Duration::from_secs(60),
-            "no create within 60 s of the switchover\n{}",
-            bouncer.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let judging = Judging {
+        after: AFTER,
+        settle: SETTLE,
+        what: "creates",
     };
-    tokio::time::sleep(AFTER).await;
-    stop.store(true, Ordering::Relaxed);
-    for client in clients {
-        client.await.expect("client task");
-    }
-
-    let outcomes = outcomes.lock().expect("outcomes").clone();
-    let created: Vec<(String, String)> = outcomes
-        .iter()
-        .filter_map(|(_, o)| o.as_ref().ok().cloned())
-        .collect();
-    let late: Vec<&Outcome> = outcomes
-        .iter()
-        .filter(|(at, o)| o.is_err() && *at > resumed + SETTLE)
-        .collect();
-    let before = outcomes.iter().filter(|(at, _)| *at < switched).count();
-    let after = outcomes
-        .iter()
-        .filter(|(at, o)| *at > resumed && o.is_ok())
-        .count();
-    eprintln!(
-        "switchover behind PgBouncer: {} creates, {} refused; creates paused {:.2}s; {before} \
-         before, {after} after",
-        created.len(),
-        outcomes.len() - created.len(),
-        (resumed - switched).as_secs_f64()
-    );
-    assert!(
-        late.is_empty(),
-        "creates refused after the new leader served (a stale connection?): {:?}",
-        late.iter().take(5).collect::<Vec<_>>()
-    );
-    assert!(
-        before > 0 && after > 0,
-        "{before} creates before, {after} after"
-    );
+    let created = switch_over_under_load(&cluster, (&outcomes, &stop, clients), judging, || {
+        bouncer.log()
+    })
+    .await;
     let codes: HashSet<&str> = created.iter().map(|(c, _)| c.as_str()).collect();
     assert_eq!(codes.len(), created.len(), "a code was given twice");
     assert_stored(&routed, &created).await;

@@ -15,6 +15,7 @@
 
 mod config;
 pub mod router;
+pub mod switchover;
 
 pub use config::Replication;
 
