@@ -569,6 +569,104 @@ async fn scenario(node: &Node, keys: &Keys) {
     tenants_are_isolated(node, keys, &acme).await;
     filters_cursor_and_exports_agree(node, keys, &made, &acme).await;
     bad_queries_are_refused(node, keys).await;
+    creates_are_audited_once(node, keys).await;
+}
+
+/// The `link.create` entries of tenant `acme`: (object, actor key), oldest first.
+async fn create_entries(node: &Node, keys: &Keys) -> Vec<(String, String)> {
+    let entries = read_all(node, &keys.lead, "&action=link.create", 500).await;
+    let mut got: Vec<(String, String)> = entries
+        .iter()
+        .map(|e| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (text(&e["object"]["id"]), text(&e["actor"]["key"]))
+        })
+        .collect();
+    got.reverse();
+    got
+}
+
+/// A create's entry is written with its row, in the same transaction: concurrent creates by
+/// two keys (which the PostgreSQL store writes in shared batches) each get one entry naming
+/// their own key; a create that makes nothing new (a dedup hit, an idempotent retry, a taken
+/// alias) writes none; and of concurrent creates of one alias by both keys, only the one that
+/// made the link has an entry.
+async fn creates_are_audited_once(node: &Node, keys: &Keys) {
+    let before = create_entries(node, keys).await;
+    let key_of = |i: usize| {
+        if i.is_multiple_of(2) {
+            (&keys.lead, "lead")
+        } else {
+            (&keys.writer, "writer")
+        }
+    };
+    let creates = (0..24).map(|i| async move {
+        let (key, name) = key_of(i);
+        let body = json!({ "url": format!("https://example.com/many/{i}") });
+        let link = ok(node, ("POST", "/links"), key, Some(body), 201).await;
+        (link["code"].as_str().expect("code").to_string(), name)
+    });
+    let mut expected: Vec<(String, String)> = futures::future::join_all(creates)
+        .await
+        .into_iter()
+        .map(|(code, name)| (code, name.to_string()))
+        .collect();
+    // A dedup create makes its link once; the second finds it.
+    let dedup = json!({ "url": "https://example.com/deduplicated", "dedup": true });
+    let first = ok(
+        node,
+        ("POST", "/links"),
+        &keys.lead,
+        Some(dedup.clone()),
+        201,
+    )
+    .await;
+    let again = ok(node, ("POST", "/links"), &keys.lead, Some(dedup), 200).await;
+    assert_eq!(first["code"], again["code"]);
+    expected.push((first["code"].as_str().expect("code").into(), "lead".into()));
+    // An idempotent retry answers the link it made.
+    let retried = |key: &'static str| async move {
+        let response = reqwest::Client::new()
+            .post(format!("http://{}/api/v1/links", node.http))
+            .bearer_auth(&keys.lead)
+            .header("idempotency-key", key)
+            .json(&json!({ "url": "https://example.com/idempotent" }))
+            .send()
+            .await
+            .expect("send");
+        let status = response.status().as_u16();
+        (status, response.json::<Value>().await.expect("json"))
+    };
+    let (status, made) = retried("audit-retry").await;
+    assert_eq!(status, 201, "{made}");
+    let (status, replayed) = retried("audit-retry").await;
+    assert_eq!((status, &replayed["code"]), (200, &made["code"]));
+    expected.push((made["code"].as_str().expect("code").into(), "lead".into()));
+    // Both keys race for one alias: one link, one entry, the winner's.
+    let race = (0..6).map(|i| async move {
+        let (key, name) = key_of(i);
+        let body = json!({ "url": "https://example.com/raced", "alias": "raced-alias" });
+        let (status, _) = call(node, "POST", "/links", key, Some(body)).await;
+        (status.as_u16(), name)
+    });
+    let outcomes = futures::future::join_all(race).await;
+    let winners: Vec<&str> = outcomes
+        .iter()
+        .filter(|(status, _)| *status == 201)
+        .map(|(_, name)| *name)
+        .collect();
+    assert_eq!(winners.len(), 1, "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|(s, _)| *s == 201 || *s == 409),
+        "{outcomes:?}"
+    );
+    expected.push(("raced-alias".into(), winners[0].into()));
+    let after = create_entries(node, keys).await;
+    assert_eq!(after[..before.len()], before[..], "earlier entries stay");
+    let mut added = after[before.len()..].to_vec();
+    added.sort();
+    expected.sort();
+    assert_eq!(added, expected, "one entry per link made, by its own key");
 }
 
 /// The PostgreSQL store with an id-service; returns them with the node's environment.

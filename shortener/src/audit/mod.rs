@@ -340,6 +340,26 @@ const MAX_BATCH: usize = 256;
 /// Entries that may wait for the writer; past it, recording waits for room.
 const QUEUE: usize = 4096;
 
+/// The entry that records that `caller` did `subject`, changing `change` (made safe by
+/// [`summary`]), as [`AuditLog::record`] writes it. A change whose store write can carry its
+/// entry in the same transaction (a link's create, [`crate::store::NewLink::audit`]) takes it
+/// from here instead of recording it afterwards, so the change and its entry commit together.
+pub fn entry(caller: &Caller, subject: Subject<'_>, change: serde_json::Value) -> NewAuditEntry {
+    let person = caller.person.as_deref();
+    NewAuditEntry {
+        tenant: subject.tenant.to_string(),
+        actor_tenant: caller.tenant.to_string(),
+        actor_key: caller.key.to_string(),
+        actor_subject: person.map(|p| p.subject.to_string()),
+        actor_email: person.and_then(|p| p.email.as_deref().map(str::to_string)),
+        address: caller.address.or_else(client).map(|ip| ip.to_string()),
+        action: subject.action.name().to_string(),
+        object_kind: subject.kind.name().to_string(),
+        object_id: subject.id.to_string(),
+        change: summary(change),
+    }
+}
+
 impl AuditLog {
     /// A log kept in `store`.
     pub fn new(store: Store, settings: AuditSettings) -> Self {
@@ -368,20 +388,7 @@ impl AuditLog {
     /// failed write a few times (the change stands either way: a lost entry is logged and
     /// counted).
     pub async fn record(&self, caller: &Caller, subject: Subject<'_>, change: serde_json::Value) {
-        let person = caller.person.as_deref();
-        let entry = NewAuditEntry {
-            tenant: subject.tenant.to_string(),
-            actor_tenant: caller.tenant.to_string(),
-            actor_key: caller.key.to_string(),
-            actor_subject: person.map(|p| p.subject.to_string()),
-            actor_email: person.and_then(|p| p.email.as_deref().map(str::to_string)),
-            address: caller.address.or_else(client).map(|ip| ip.to_string()),
-            action: subject.action.name().to_string(),
-            object_kind: subject.kind.name().to_string(),
-            object_id: subject.id.to_string(),
-            change: summary(change),
-        };
-        self.append(entry).await;
+        self.append(entry(caller, subject, change)).await;
     }
 
     /// Records a sign-in ([`Action::SignIn`]) or a refused one ([`Action::SignInFailed`]) on

@@ -55,6 +55,7 @@ fn link(resources: &app::Resources, args: &PreloadArgs, id: u64) -> NewLink {
         created_at: None,
         password: None,
         trace: None,
+        audit: None,
     }
 }
 

@@ -3,7 +3,8 @@
 
 use super::LinkService;
 use crate::audit::{Action, ObjectKind, Subject};
-use crate::domain::{Caller, Link, LinkPatch, PasswordChange};
+use crate::domain::{Caller, LinkPatch, PasswordChange};
+use crate::store::NewAuditEntry;
 use serde_json::{Value, json};
 
 /// The action a patch is recorded as: a patch that only disables or enables a link is that;
@@ -85,17 +86,25 @@ pub(super) fn patch_summary(patch: &LinkPatch) -> Value {
     Value::Object(values)
 }
 
-/// The summary of a new link: what it was made with (a password only as `protected`).
-pub(super) fn created_summary(link: &Link) -> Value {
-    json!({
-        "url": &link.url,
-        "domain": &link.domain,
-        "tags": &link.tags,
-        "expires_at": link.expires_at,
-        "max_visits": link.max_visits,
-        "protected": link.password.is_some(),
-        "imported": link.import_batch.is_some(),
-    })
+/// The audit entry of a new link: what it was made with (a password only as `protected`), its
+/// object left for [`super::create::Row::with_code`] to fill with the code it goes in under.
+pub(super) fn created_entry(caller: &Caller, row: &super::create::Row) -> NewAuditEntry {
+    let change = json!({
+        "url": &row.url,
+        "domain": &row.domain,
+        "tags": &row.tags,
+        "expires_at": row.expires_at,
+        "max_visits": row.max_visits,
+        "protected": row.password.is_some(),
+        "imported": row.import_batch.is_some(),
+    });
+    let subject = Subject {
+        tenant: &row.tenant,
+        action: Action::LinkCreate,
+        kind: ObjectKind::Link,
+        id: "",
+    };
+    crate::audit::entry(caller, subject, change)
 }
 
 impl LinkService {

@@ -3,7 +3,7 @@
 
 use super::CreateCounters;
 use crate::domain::{Error, Link, PasswordHash};
-use crate::store::{Idempotency, InsertOutcome, LinkStore, NewLink, Store};
+use crate::store::{Idempotency, InsertOutcome, LinkStore, NewAuditEntry, NewLink, Store};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use codespace::shape::{self, CodeKind};
@@ -34,12 +34,13 @@ pub(super) struct Row {
     pub(super) domain: Option<String>,
     /// Where it routes besides its URL.
     pub(super) routes: crate::domain::Routes,
+    /// The create's audit entry, its object filled in with the code the row goes in under.
+    pub(super) audit: Option<NewAuditEntry>,
 }
 
 impl Row {
     pub(super) fn with_code(&self, code: String, kind: CodeKind, id: Option<u64>) -> NewLink {
         NewLink {
-            code,
             domain: self.domain.clone(),
             routes: self.routes.clone(),
             url: self.url.clone(),
@@ -56,6 +57,11 @@ impl Row {
             created_at: self.created_at,
             password: self.password.clone(),
             trace: otel::current_traceparent(),
+            audit: self.audit.as_ref().map(|entry| NewAuditEntry {
+                object_id: code.clone(),
+                ..entry.clone()
+            }),
+            code,
         }
     }
 }

@@ -145,9 +145,6 @@ impl LinkService {
         if let Ok((link, true)) = &result {
             // A probe of this code before it existed may have left a negative cache entry.
             self.changes.changed(&link.code);
-            let change = audit::created_summary(link);
-            self.audit_link(caller, &link.tenant, &link.code, Action::LinkCreate, change)
-                .await;
         }
         result
     }
@@ -185,7 +182,7 @@ impl LinkService {
         {
             return Ok((link, false));
         }
-        let row = create::Row {
+        let mut row = create::Row {
             url: request.url.as_str().to_string(),
             expires_at: request.expires_at,
             tenant: caller.tenant.to_string(),
@@ -202,7 +199,11 @@ impl LinkService {
             },
             domain: request.domain,
             routes: request.routes,
+            audit: None,
         };
+        // The entry goes in with the row, in its transaction (the store writes it only for a
+        // row it inserted), so a create that committed always has its entry.
+        row.audit = Some(audit::created_entry(caller, &row));
         if let Some(alias) = request.alias {
             create::alias(&self.store, row, alias).await
         } else if request.private {

@@ -66,6 +66,11 @@ pub struct NewLink {
     /// The W3C `traceparent` of the traced request that creates it: its `link.created` event
     /// keeps it, so the delivery continues that trace whichever node makes it.
     pub trace: Option<String>,
+    /// The audit entry of this create (its object the link's key, whatever `code` is when the
+    /// row goes in): the store writes it in the insert's transaction exactly when the row is
+    /// inserted, never for a dedup twin, a taken code or an idempotent replay. `None` writes
+    /// none (imports record their chunks themselves).
+    pub audit: Option<super::NewAuditEntry>,
 }
 
 /// A target URL's host with its labels reversed (`com.example.www`), the form lists filter by.

@@ -229,6 +229,7 @@ async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Back
             created_at: None,
             password: None,
             trace: None,
+            audit: None,
         };
         assert!(matches!(
             parts.store.insert(link).await.expect("plant"),

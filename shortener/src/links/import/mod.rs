@@ -264,6 +264,7 @@ impl LinkService {
             created_at: row.created_at,
             password: None,
             trace: otel::current_traceparent(),
+            audit: None,
         }
     }
 
@@ -285,6 +286,8 @@ impl LinkService {
             password: None,
             domain: import.domain.clone(),
             routes: row.routes.clone(),
+            // The import records its chunks in the audit log, not each row.
+            audit: None,
         }
     }
 

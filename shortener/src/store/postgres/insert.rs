@@ -6,7 +6,7 @@ use super::layout::{Layout, slot_of_new};
 use super::send::{Conn, Pooled};
 use super::{LINK_COLUMN_COUNT, LINK_COLUMNS, link_from_row};
 use crate::domain::Link;
-use crate::store::{InsertOutcome, NewLink, StoreError, host_rev, kind_name};
+use crate::store::{InsertOutcome, NewAuditEntry, NewLink, StoreError, host_rev, kind_name};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use std::collections::HashMap;
@@ -15,18 +15,25 @@ use std::collections::HashMap;
 /// (tags as a JSON array per row, since arrays of arrays do not unnest), are inserted with
 /// `ON CONFLICT DO NOTHING`, and the tags of the rows that went in get their `link_tags` rows
 /// in the same statement, as do their `link.created` events for tenants with webhooks (the
-/// outbox, see [`crate::store::webhooks`]). Each row's slot is the ID its code decodes to, or
-/// (`NULL` in `$15`) the next named slot ([`super::layout`]). Each event keeps the `traceparent`
-/// of the request that made its link (`$16`, `NULL` when untraced). Returns the inserted links.
+/// outbox, see [`crate::store::webhooks`]) and their audit entries (`$19`-`$28`, `NULL` in
+/// `$25` for a row without one). Each row's slot is the ID its code decodes to, or (`NULL` in
+/// `$15`) the next named slot ([`super::layout`]). Each event keeps the `traceparent` of the
+/// request that made its link (`$16`, `NULL` when untraced). Returns the inserted links.
+///
+/// An inserted row's audit entry is the one of the first input row (in input order) with its
+/// key, URL, tenant and owner, the row [`insert_rows`] reports as created; two creates of one
+/// alias in one batch get one entry, the winner's.
 const INSERT_ROWS: &str = "WITH r AS (\
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::timestamptz[], $6::text[], \
-        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[], $15::int8[], $16::text[], $17::text[], $18::text[]) \
-     AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot, traceparent, domain, routing)), \
+        $7::bytea[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::int8[], $13::timestamptz[], $14::text[], $15::int8[], $16::text[], $17::text[], $18::text[], \
+        $19::text[], $20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::text[], $26::text[], $27::text[], $28::jsonb[]) \
+     WITH ORDINALITY AS r(code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot, traceparent, domain, routing, \
+        a_tenant, a_actor_tenant, a_actor_key, a_actor_subject, a_actor_email, a_address, a_action, a_object_kind, a_object_id, a_change, n)), \
    ins AS (INSERT INTO links (code, long_url, kind, id, expires_at, owner, dedup_key, tenant, tags, max_visits, host_rev, import_batch, created_at, password_hash, slot, domain, routing) \
      SELECT code, long_url, kind, id, expires_at, owner, dedup_key, tenant, \
         ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), max_visits, host_rev, import_batch, coalesce(created_at, now()), password_hash, \
         coalesce(slot, -nextval('links_named_slot')), domain, routing \
-     FROM r ON CONFLICT DO NOTHING \
+     FROM r ORDER BY n ON CONFLICT DO NOTHING \
      RETURNING code, long_url, created_at, expires_at, deleted_at, tenant, owner, disabled_at, max_visits, tags, import_batch, password_hash, domain, routing), \
    tagged AS (INSERT INTO link_tags (tenant, tag, created_at, code) \
      SELECT ins.tenant, t.tag, ins.created_at, ins.code FROM ins, unnest(ins.tags) AS t(tag) ON CONFLICT DO NOTHING), \
@@ -37,7 +44,12 @@ const INSERT_ROWS: &str = "WITH r AS (\
      FROM ins WHERE EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.tenant = ins.tenant AND w.disabled_at IS NULL) \
      RETURNING id, tenant), \
    fan AS (INSERT INTO webhook_deliveries (endpoint_id, event_id) \
-     SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL) \
+     SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL), \
+   won AS (SELECT DISTINCT ON (ins.code) r.* FROM ins JOIN r ON r.code = ins.code AND r.long_url = ins.long_url \
+        AND r.tenant = ins.tenant AND r.owner = ins.owner ORDER BY ins.code, r.n), \
+   aud AS (INSERT INTO audit_log (tenant, actor_tenant, actor_key, actor_subject, actor_email, address, action, object_kind, object_id, change) \
+     SELECT a_tenant, a_actor_tenant, a_actor_key, a_actor_subject, a_actor_email, a_address, a_action, a_object_kind, a_object_id, a_change \
+     FROM won WHERE a_action IS NOT NULL ORDER BY n) \
    SELECT * FROM ins";
 
 /// Inserts `links` (none with an idempotency key) in one statement: one round trip, one commit.
@@ -115,6 +127,7 @@ pub(super) async fn insert_rows(
     let traces: Vec<Option<&str>> = links.iter().map(|l| l.trace.as_deref()).collect();
     let domains: Vec<Option<&str>> = links.iter().map(|l| l.domain.as_deref()).collect();
     let rules: Vec<Option<String>> = links.iter().map(|l| l.routes.to_stored()).collect();
+    let audit = AuditColumns::of(links);
     let rows = client
         .prepared_query(
             INSERT_ROWS,
@@ -137,6 +150,16 @@ pub(super) async fn insert_rows(
                 &traces,
                 &domains,
                 &rules,
+                &audit.tenant,
+                &audit.actor_tenant,
+                &audit.actor_key,
+                &audit.actor_subject,
+                &audit.actor_email,
+                &audit.address,
+                &audit.action,
+                &audit.object_kind,
+                &audit.object_id,
+                &audit.change,
             ],
         )
         .await
@@ -228,6 +251,7 @@ pub(super) async fn insert_one(
     let id = link.id.map(|id| id as i64);
     let tags = serde_json::to_string(&link.tags).unwrap_or_else(|_| "[]".into());
     let max_visits = link.max_visits.map(|n| n as i64);
+    let audit = AuditColumns::of(std::slice::from_ref(&link));
     // Prepared once per connection, as the batched insert is (the same statement).
     let inserted = tx
         .prepared_query_opt(
@@ -251,6 +275,16 @@ pub(super) async fn insert_one(
                 &[link.trace.as_deref()].as_slice(),
                 &[link.domain.as_deref()].as_slice(),
                 &[link.routes.to_stored()].as_slice(),
+                &audit.tenant,
+                &audit.actor_tenant,
+                &audit.actor_key,
+                &audit.actor_subject,
+                &audit.actor_email,
+                &audit.address,
+                &audit.action,
+                &audit.object_kind,
+                &audit.object_id,
+                &audit.change,
             ],
         )
         .await
@@ -285,6 +319,44 @@ pub(super) async fn insert_one(
     }
     tx.rollback().await.map_err(db_error)?;
     Ok(InsertOutcome::CodeTaken)
+}
+
+/// The audit entries of rows to insert, one array per column of `audit_log` (`NULL`s for a
+/// row without one), as [`INSERT_ROWS`] takes them.
+struct AuditColumns<'a> {
+    tenant: Vec<Option<&'a str>>,
+    actor_tenant: Vec<Option<&'a str>>,
+    actor_key: Vec<Option<&'a str>>,
+    actor_subject: Vec<Option<&'a str>>,
+    actor_email: Vec<Option<&'a str>>,
+    address: Vec<Option<&'a str>>,
+    action: Vec<Option<&'a str>>,
+    object_kind: Vec<Option<&'a str>>,
+    object_id: Vec<Option<&'a str>>,
+    change: Vec<Option<&'a serde_json::Value>>,
+}
+
+impl<'a> AuditColumns<'a> {
+    fn of(links: &'a [NewLink]) -> Self {
+        let column = |f: fn(&'a NewAuditEntry) -> Option<&'a str>| -> Vec<Option<&'a str>> {
+            links.iter().map(|l| l.audit.as_ref().and_then(f)).collect()
+        };
+        Self {
+            tenant: column(|e| Some(&e.tenant)),
+            actor_tenant: column(|e| Some(&e.actor_tenant)),
+            actor_key: column(|e| Some(&e.actor_key)),
+            actor_subject: column(|e| e.actor_subject.as_deref()),
+            actor_email: column(|e| e.actor_email.as_deref()),
+            address: column(|e| e.address.as_deref()),
+            action: column(|e| Some(&e.action)),
+            object_kind: column(|e| Some(&e.object_kind)),
+            object_id: column(|e| Some(&e.object_id)),
+            change: links
+                .iter()
+                .map(|l| l.audit.as_ref().map(|e| &e.change))
+                .collect(),
+        }
+    }
 }
 
 fn replay(

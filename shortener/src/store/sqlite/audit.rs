@@ -28,34 +28,42 @@ fn entry(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
 
 pub(super) fn append(conn: &mut Connection, entries: &[NewAuditEntry]) -> Result<(), StoreError> {
     let tx = conn.transaction().map_err(db_error)?;
-    {
-        let mut insert = tx
-            .prepare_cached(
-                "INSERT INTO audit_log (at, tenant, actor_tenant, actor_key, actor_subject, \
-                 actor_email, address, action, object_kind, object_id, change) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )
-            .map_err(db_error)?;
-        let at = millis(Utc::now());
-        for e in entries {
-            insert
-                .execute(params![
-                    at,
-                    e.tenant,
-                    e.actor_tenant,
-                    e.actor_key,
-                    e.actor_subject,
-                    e.actor_email,
-                    e.address,
-                    e.action,
-                    e.object_kind,
-                    e.object_id,
-                    e.change.to_string()
-                ])
-                .map_err(db_error)?;
-        }
+    let at = millis(Utc::now());
+    for entry in entries {
+        append_one(&tx, entry, at)?;
     }
     tx.commit().map_err(db_error)
+}
+
+/// Appends `entry`, written at `at` (milliseconds), in the caller's transaction: what a create
+/// does with its own entry ([`crate::store::NewLink::audit`]).
+pub(super) fn append_one(
+    conn: &Connection,
+    entry: &NewAuditEntry,
+    at: i64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO audit_log (at, tenant, actor_tenant, actor_key, actor_subject, \
+         actor_email, address, action, object_kind, object_id, change) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .and_then(|mut insert| {
+        insert.execute(params![
+            at,
+            entry.tenant,
+            entry.actor_tenant,
+            entry.actor_key,
+            entry.actor_subject,
+            entry.actor_email,
+            entry.address,
+            entry.action,
+            entry.object_kind,
+            entry.object_id,
+            entry.change.to_string()
+        ])
+    })
+    .map(|_| ())
+    .map_err(db_error)
 }
 
 /// The conditions `f` sets and their parameters, numbered from `?1`: only the filters given,

@@ -232,6 +232,9 @@ pub(super) fn insert_row(
                 .map_err(db_error)?;
         }
     }
+    if let (1, Some(entry)) = (inserted, &link.audit) {
+        super::audit::append_one(conn, entry, now)?;
+    }
     Ok(match inserted {
         // The row is exactly what was written; no need to read it back.
         1 => InsertOutcome::Created(created(
@@ -464,6 +467,7 @@ mod tests {
             created_at: None,
             password: None,
             trace: None,
+            audit: None,
         };
         // No links table in this file: the insert fails.
         assert!(insert_bulk(&mut conn, &space, &HighWater::unknown(), &[link]).is_err());

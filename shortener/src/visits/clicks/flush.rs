@@ -191,6 +191,7 @@ mod tests {
                 import_batch: None,
                 password: None,
                 trace: None,
+                audit: None,
                 created_at: None,
             })
             .collect();

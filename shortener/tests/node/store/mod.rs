@@ -37,6 +37,7 @@ pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
         import_batch: None,
         password: None,
         trace: None,
+        audit: None,
         created_at: None,
     }
 }
