@@ -140,6 +140,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 timeout: Duration::from_secs(3),
                 write_batch: config.store.write_batch,
                 write_concurrency: config.store.write_concurrency,
+                write_fill: config.store.write_fill,
                 statement_timeout: Duration::from_millis(
                     config.store.database_statement_timeout_ms,
                 ),

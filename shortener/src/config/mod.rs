@@ -154,6 +154,7 @@ impl Config {
                 database_ca_file: None,
                 write_batch: 64,
                 write_concurrency: 4,
+                write_fill: 32,
             },
             ids: IdsConfig {
                 id_service: Vec::new(),

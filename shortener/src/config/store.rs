@@ -58,6 +58,12 @@ pub struct StoreConfig {
     /// Most batched inserts in flight at once on PostgreSQL.
     #[arg(long, env = "SHORTENER_WRITE_CONCURRENCY", default_value_t = 4)]
     pub write_concurrency: usize,
+    /// Creates a batched insert waits for, on PostgreSQL, before it starts beside another
+    /// still in flight (a batch starts at once when none is): fewer, larger statements under
+    /// load, each paying its commit and its executor set-up once for more rows. Capped at
+    /// `SHORTENER_WRITE_BATCH`; 1 starts every batch at once.
+    #[arg(long, env = "SHORTENER_WRITE_FILL", default_value_t = 32)]
+    pub write_fill: usize,
 }
 
 impl StoreConfig {
@@ -70,6 +76,15 @@ impl StoreConfig {
                 format!(
                     "SHORTENER_WRITE_BATCH must be 1 to 10000 and SHORTENER_WRITE_CONCURRENCY 1 to 64, not {} and {}",
                     self.write_batch, self.write_concurrency
+                ),
+            ));
+        }
+        if !(1..=10_000).contains(&self.write_fill) {
+            return Err(ConfigError::new(
+                "SHORTENER_WRITE_FILL",
+                format!(
+                    "SHORTENER_WRITE_FILL must be 1 to 10000, not {}",
+                    self.write_fill
                 ),
             ));
         }

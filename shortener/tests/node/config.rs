@@ -67,6 +67,8 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
         }),
         ("SHORTENER_CREATE_BURST", |c| c.limits.create_burst = 10),
         ("SHORTENER_WRITE_BATCH", |c| c.store.write_batch = 0),
+        ("SHORTENER_WRITE_FILL", |c| c.store.write_fill = 0),
+        ("SHORTENER_WRITE_FILL", |c| c.store.write_fill = 10_001),
         ("SHORTENER_TAG_CHANGE_MAX_LINKS", |c| {
             c.limits.tag_change_max_links = 0
         }),

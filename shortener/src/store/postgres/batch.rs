@@ -2,9 +2,12 @@
 //!
 //! Each create hands its row to a writer task and waits for the outcome. The writer takes
 //! whatever rows are waiting (up to `max_batch`) and inserts them with one statement and one
-//! commit, with up to `max_in_flight` batches running at once. Nothing waits for a batch to
-//! fill: a lone request goes out at once, and under load batches grow by themselves while
-//! earlier ones are in flight. Each caller is answered only after the commit (I3), and
+//! commit, with up to `max_in_flight` batches running at once. A batch starts at once when no
+//! other is in flight, so a lone request never waits for company; beside a batch in flight, a
+//! new one waits until `fill` rows are waiting or nothing is in flight any more. Under load the
+//! node so sends fewer, larger statements: each pays its commit, its round trip and the
+//! executor's set-up of the statement's many parts once for more rows (docs/benchmarks.md,
+//! "Creates and their audit entries"). Each caller is answered only after the commit (I3), and
 //! conflicts are still resolved per row.
 
 use super::error::pool_error;
@@ -15,39 +18,46 @@ use crate::store::{InsertOutcome, NewLink, StoreError, WriterStats};
 use codespace::CodeSpace;
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
 /// How often a batch rolled back by a deadlock is run again before its callers see an error.
 const RETRIES: usize = 3;
 
+/// How the writer cuts its batches.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Shape {
+    /// Most rows in one batch.
+    pub(super) max_batch: usize,
+    /// Most batches in flight at once.
+    pub(super) max_in_flight: usize,
+    /// Rows a batch waits for before it starts beside another in flight (capped at
+    /// `max_batch`).
+    pub(super) fill: usize,
+}
+
+type Job = (NewLink, Reply);
+
 /// A handle to the writer task; cheap to clone. The task ends when every handle is dropped.
 #[derive(Clone)]
 pub(super) struct Batcher {
-    jobs: mpsc::Sender<(NewLink, Reply)>,
+    jobs: mpsc::Sender<Job>,
     stats: Arc<WriterStats>,
 }
 
 impl Batcher {
-    /// Starts the writer task over `pool` (within a tokio runtime): up to `max_in_flight`
-    /// batches of up to `max_batch` rows at once, their slots computed in `space`.
-    pub(super) fn start(
-        pool: Pooled,
-        space: Arc<CodeSpace>,
-        max_batch: usize,
-        max_in_flight: usize,
-    ) -> Self {
-        let (max_batch, max_in_flight) = (max_batch.max(1), max_in_flight.max(1));
-        let (jobs, queue) = mpsc::channel(max_batch * max_in_flight * 4);
-        let stats = Arc::new(WriterStats::default());
-        tokio::spawn(run(
-            pool,
-            space,
-            queue,
+    /// Starts the writer task over `pool` (within a tokio runtime), cutting batches as `shape`
+    /// says, their slots computed in `space`.
+    pub(super) fn start(pool: Pooled, space: Arc<CodeSpace>, shape: Shape) -> Self {
+        let max_batch = shape.max_batch.max(1);
+        let shape = Shape {
             max_batch,
-            max_in_flight,
-            Arc::clone(&stats),
-        ));
+            max_in_flight: shape.max_in_flight.max(1),
+            fill: shape.fill.clamp(1, max_batch),
+        };
+        let (jobs, queue) = mpsc::channel(shape.max_batch * shape.max_in_flight * 4);
+        let stats = Arc::new(WriterStats::default());
+        tokio::spawn(run(pool, space, queue, shape, Arc::clone(&stats)));
         Self { jobs, stats }
     }
 
@@ -69,15 +79,22 @@ impl Batcher {
     }
 }
 
+/// The batches in flight: how many, and a wake-up each time one ends.
+#[derive(Default)]
+struct InFlight {
+    count: AtomicUsize,
+    ended: Notify,
+}
+
 async fn run(
     pool: Pooled,
     space: Arc<CodeSpace>,
-    mut queue: mpsc::Receiver<(NewLink, Reply)>,
-    max_batch: usize,
-    max_in_flight: usize,
+    mut queue: mpsc::Receiver<Job>,
+    shape: Shape,
     stats: Arc<WriterStats>,
 ) {
-    let permits = Arc::new(Semaphore::new(max_in_flight));
+    let permits = Arc::new(Semaphore::new(shape.max_in_flight));
+    let in_flight = Arc::new(InFlight::default());
     loop {
         let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
             return;
@@ -85,32 +102,54 @@ async fn run(
         let Some(first) = queue.recv().await else {
             return;
         };
-        let batch = gather(first, &mut queue, max_batch, &stats);
-        let (pool, space) = (pool.clone(), Arc::clone(&space));
+        let batch = gather(first, &mut queue, shape, &in_flight).await;
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats.rows.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let (pool, space, in_flight) = (pool.clone(), Arc::clone(&space), Arc::clone(&in_flight));
+        in_flight.count.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(async move {
             write(&pool, &space, batch).await;
+            in_flight.count.fetch_sub(1, Ordering::AcqRel);
+            in_flight.ended.notify_one();
             drop(permit);
         });
     }
 }
 
-/// `first` and whatever else is waiting, up to `max_batch` rows; counted in `stats`.
-fn gather(
-    first: (NewLink, Reply),
-    queue: &mut mpsc::Receiver<(NewLink, Reply)>,
-    max_batch: usize,
-    stats: &WriterStats,
-) -> Vec<(NewLink, Reply)> {
+/// `first` and whatever else is waiting, up to `max_batch` rows; while another batch is in
+/// flight, it waits for more until it holds `fill` rows or none is in flight any more.
+async fn gather(
+    first: Job,
+    queue: &mut mpsc::Receiver<Job>,
+    shape: Shape,
+    in_flight: &InFlight,
+) -> Vec<Job> {
     let mut batch = vec![first];
+    take_waiting(&mut batch, queue, shape.max_batch);
+    while batch.len() < shape.fill && in_flight.count.load(Ordering::Acquire) > 0 {
+        tokio::select! {
+            job = queue.recv() => match job {
+                Some(job) => {
+                    batch.push(job);
+                    take_waiting(&mut batch, queue, shape.max_batch);
+                }
+                None => break,
+            },
+            // A batch ended: look again whether any is still in flight.
+            () = in_flight.ended.notified() => {}
+        }
+    }
+    batch
+}
+
+/// Adds whatever else is waiting in `queue` to `batch`, up to `max_batch` rows.
+fn take_waiting(batch: &mut Vec<Job>, queue: &mut mpsc::Receiver<Job>, max_batch: usize) {
     while batch.len() < max_batch {
         match queue.try_recv() {
             Ok(job) => batch.push(job),
             Err(_) => break,
         }
     }
-    stats.batches.fetch_add(1, Ordering::Relaxed);
-    stats.rows.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    batch
 }
 
 async fn write(pool: &Pooled, space: &CodeSpace, batch: Vec<(NewLink, Reply)>) {
@@ -130,4 +169,104 @@ async fn write(pool: &Pooled, space: &CodeSpace, batch: Vec<(NewLink, Reply)>) {
         }
     };
     answer(replies, result);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codespace::shape::CodeKind;
+    use std::time::Duration;
+
+    fn job(n: usize) -> Job {
+        let link = NewLink {
+            code: format!("alias-{n}"),
+            domain: None,
+            routes: Default::default(),
+            url: "https://example.com/".into(),
+            kind: CodeKind::Alias,
+            id: None,
+            expires_at: None,
+            tenant: "default".into(),
+            owner: "ci".into(),
+            dedup_key: None,
+            idempotency: None,
+            tags: Vec::new(),
+            max_visits: None,
+            import_batch: None,
+            created_at: None,
+            password: None,
+            trace: None,
+            audit: None,
+        };
+        (link, oneshot::channel().0)
+    }
+
+    const SHAPE: Shape = Shape {
+        max_batch: 8,
+        max_in_flight: 4,
+        fill: 4,
+    };
+
+    #[tokio::test]
+    async fn with_nothing_in_flight_a_batch_starts_with_what_waits() {
+        let (jobs, mut queue) = mpsc::channel(16);
+        jobs.send(job(1)).await.expect("send");
+        let batch = gather(job(0), &mut queue, SHAPE, &InFlight::default()).await;
+        assert_eq!(batch.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn beside_a_batch_in_flight_a_batch_waits_for_its_fill() {
+        let (jobs, mut queue) = mpsc::channel(16);
+        let in_flight = InFlight::default();
+        in_flight.count.store(1, Ordering::Release);
+        let sender = tokio::spawn(async move {
+            for n in 1..6 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                jobs.send(job(n)).await.expect("send");
+            }
+            jobs
+        });
+        let batch = gather(job(0), &mut queue, SHAPE, &in_flight).await;
+        assert_eq!(
+            batch.len(),
+            4,
+            "it waited for three more, and took no fifth"
+        );
+        let _jobs = sender.await.expect("sender");
+        // Never more than a batch's rows, however many wait.
+        let (jobs, mut queue) = mpsc::channel(16);
+        for n in 0..12 {
+            jobs.send(job(n)).await.expect("send");
+        }
+        let first = queue.recv().await.expect("a job");
+        assert_eq!(gather(first, &mut queue, SHAPE, &in_flight).await.len(), 8);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_batch_starts_when_the_last_one_in_flight_ends() {
+        let (_jobs, mut queue) = mpsc::channel(16);
+        let in_flight = Arc::new(InFlight::default());
+        in_flight.count.store(2, Ordering::Release);
+        let ending = Arc::clone(&in_flight);
+        tokio::spawn(async move {
+            for _ in 0..2 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                ending.count.fetch_sub(1, Ordering::AcqRel);
+                ending.ended.notify_one();
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let batch = tokio::time::timeout(
+            Duration::from_secs(5),
+            gather(job(0), &mut queue, SHAPE, &in_flight),
+        )
+        .await
+        .expect("the batch starts once nothing is in flight");
+        assert_eq!(batch.len(), 1);
+        assert!(
+            started.elapsed() >= Duration::from_millis(40),
+            "not before both ended"
+        );
+    }
 }

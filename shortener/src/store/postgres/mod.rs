@@ -50,7 +50,7 @@ use crate::domain::{
 };
 use crate::domain::{Domain, DomainSettings};
 use crate::domain::{StatsQuery, StatsReport};
-use batch::Batcher;
+use batch::{Batcher, Shape};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 pub use connect::migrate_database;
@@ -86,6 +86,8 @@ pub struct PgSettings {
     pub write_batch: usize,
     /// Most batched inserts in flight at once.
     pub write_concurrency: usize,
+    /// Creates a batch waits for before it starts beside another in flight.
+    pub write_fill: usize,
     /// The bound of one statement (`SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS`); exports,
     /// migrations and maintenance lift it for their own statements.
     pub statement_timeout: Duration,
@@ -181,8 +183,11 @@ impl PgStore {
         let batcher = Batcher::start(
             pool.clone(),
             Arc::clone(&settings.space),
-            settings.write_batch,
-            settings.write_concurrency,
+            Shape {
+                max_batch: settings.write_batch,
+                max_in_flight: settings.write_concurrency,
+                fill: settings.write_fill,
+            },
         );
         Ok(Self {
             pool,
