@@ -14,6 +14,11 @@ use tokio_util::sync::CancellationToken;
 const HOUSEKEEPING: Duration = Duration::from_secs(60);
 /// How often expired idempotency keys are deleted.
 const PURGE: Duration = Duration::from_secs(600);
+/// How often the URL search index's pending list is merged into the index.
+const SEARCH_INDEX: Duration = Duration::from_secs(1);
+/// How long the merge rests after it failed (a standby, a lost connection, a role that does not
+/// own the index), so that a lasting refusal is not logged every second.
+const SEARCH_INDEX_RETRY: Duration = Duration::from_secs(60);
 
 /// How often the periodic tasks run.
 pub(super) struct Intervals {
@@ -79,6 +84,10 @@ impl Tasks {
                 }
             }),
         ];
+        handles.push(tokio::spawn(clean_search_index(
+            node.store.clone(),
+            stop.clone(),
+        )));
         handles.push(tokio::spawn(
             Arc::clone(&node.api_keys).run(every.reload, stop.clone()),
         ));
@@ -125,5 +134,29 @@ impl Tasks {
         for handle in self.handles {
             let _ = tokio::time::timeout(bound, handle).await;
         }
+    }
+}
+
+/// Merges the URL search index's pending list into the index every [`SEARCH_INDEX`], so that no
+/// create's statement does it inline (PostgreSQL; a no-op on SQLite), until `stop`. Every node
+/// does it; two at once are harmless (the second finds the list empty).
+async fn clean_search_index(store: crate::store::Store, stop: CancellationToken) {
+    let mut rest = SEARCH_INDEX;
+    while tokio::time::timeout(rest, stop.cancelled()).await.is_err() {
+        let merged = tokio::select! {
+            () = stop.cancelled() => return,
+            merged = store.clean_search_index() => merged,
+        };
+        rest = match merged {
+            Ok(0) => SEARCH_INDEX,
+            Ok(pages) => {
+                tracing::debug!(pages, "merged the search index's pending list");
+                SEARCH_INDEX
+            }
+            Err(error) => {
+                tracing::warn!(%error, "merging the search index's pending list failed; creates merge it themselves until this works again");
+                SEARCH_INDEX_RETRY
+            }
+        };
     }
 }

@@ -112,6 +112,11 @@ pub trait LinkStore: Send + Sync {
     /// for a request path).
     fn count_links(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
+    /// Merges the entries waiting in the URL search index's pending list into the index, off
+    /// the create path (PostgreSQL's trigram index on `long_url`; SQLite has none: `0`);
+    /// returns the pages the list gave up.
+    fn clean_search_index(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// What bounds the IDs that stored codes decode to, as this node knows it now, without a
     /// read (see [`SlotBound`]; docs/design.md, I9).
     fn slot_bound(&self) -> SlotBound;
@@ -212,6 +217,11 @@ impl LinkStore for Store {
 
     async fn count_links(&self) -> Result<u64, StoreError> {
         traced!(self, "SELECT", "links", s => s.count_links())
+    }
+
+    async fn clean_search_index(&self) -> Result<u64, StoreError> {
+        // Untraced: a background chore every second, no request's work.
+        dispatch!(self, s => Box::pin(s.clean_search_index()).await)
     }
 
     fn slot_bound(&self) -> SlotBound {

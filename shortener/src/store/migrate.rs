@@ -123,6 +123,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "console sessions by sign-out",
         sql: include_str!("../../migrations/postgres/0022_console_sessions_revoked.sql"),
     },
+    Migration {
+        version: 23,
+        name: "search index pending list drained by the nodes",
+        sql: include_str!("../../migrations/postgres/0023_search_index_pending_list.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.

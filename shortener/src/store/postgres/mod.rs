@@ -410,6 +410,11 @@ impl LinkStore for PgStore {
         write::purge_idempotency(&client, expired_before).await
     }
 
+    async fn clean_search_index(&self) -> Result<u64, StoreError> {
+        let mut client = self.client().await?;
+        write::clean_search_index(&mut client).await
+    }
+
     async fn count_links(&self) -> Result<u64, StoreError> {
         let client = self.client().await?;
         read::count(&client).await

@@ -89,6 +89,27 @@ pub(super) async fn purge_idempotency(
         .map_err(db_error)
 }
 
+/// Merges the trigram index's pending list into the index (`gin_clean_pending_list`); the
+/// pages it removed from the list. Its limit (migration 23) is set high enough that no create
+/// meets it while the nodes call this every second, so no create's statement does the merge.
+/// It gives up after 50 ms waiting for a lock (someone altering the table) rather than queue
+/// behind it: the next call comes a second later.
+pub(super) async fn clean_search_index(client: &mut Conn) -> Result<u64, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.batch_execute("SET LOCAL lock_timeout = '50ms'")
+        .await
+        .map_err(db_error)?;
+    let row = tx
+        .query_one(
+            "SELECT gin_clean_pending_list('links_url_trgm'::regclass)",
+            &[],
+        )
+        .await
+        .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+}
+
 /// Adds the counts of `rows` with one upsert (every flush, so prepared once).
 pub(super) async fn add_clicks(
     client: &Conn,

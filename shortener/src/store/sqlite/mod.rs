@@ -319,6 +319,10 @@ impl LinkStore for SqliteStore {
         .await
     }
 
+    async fn clean_search_index(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
     async fn count_links(&self) -> Result<u64, StoreError> {
         self.read(|conn| {
             conn.query_row("SELECT count(*) FROM links", [], |r| r.get::<_, i64>(0))
