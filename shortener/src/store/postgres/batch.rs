@@ -7,8 +7,8 @@
 //! new one waits until `fill` rows are waiting or nothing is in flight any more. Under load the
 //! node so sends fewer, larger statements: each pays its commit, its round trip and the
 //! executor's set-up of the statement's many parts once for more rows (docs/benchmarks.md,
-//! "Creates and their audit entries"). Each caller is answered only after the commit (I3), and
-//! conflicts are still resolved per row.
+//! "PostgreSQL creates: where the time goes"). Each caller is answered only after the commit
+//! (I3), and conflicts are still resolved per row.
 
 use super::error::pool_error;
 use super::insert::insert_rows;
