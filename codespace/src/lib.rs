@@ -10,13 +10,16 @@
 //! [`shape`] says which strings can be generated codes, private codes or custom aliases; the
 //! three namespaces are disjoint by construction, so an alias can never shadow a generated code.
 //!
-//! Modules: `space` ([`CodeSpace`]: encode and decode), `numeral` (the FF1 numeral string over
-//! base62 digits), `base62` (the alphabet and fixed-width digits), `key` ([`CodeKey`]: parsing,
+//! Modules: `space` ([`CodeSpace`]: encode and decode), `ff1` (FF1 as the code space uses it),
+//! `numeral` (tests only: the same strings as `fpe`'s numeral string, to hold `ff1` to `fpe`
+//! and NIST's samples), `base62` (the alphabet and fixed-width digits), `key` ([`CodeKey`]: parsing,
 //! generation, fingerprints), `block` ([`Block`]: a leased half-open range), [`shape`].
 
 mod base62;
 mod block;
+mod ff1;
 mod key;
+#[cfg(test)]
 mod numeral;
 pub mod shape;
 mod space;

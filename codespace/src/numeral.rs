@@ -1,4 +1,6 @@
-//! A numeral string held as one integer, for the `fpe` crate's FF1.
+//! A numeral string held as one integer, for the `fpe` crate's FF1: in tests only, where `fpe`
+//! and NIST's samples check this crate's own rounds (`ff1`). It was the code space's numeral
+//! string until those rounds replaced `fpe`'s, whose PRF clones the key schedule every round.
 //!
 //! `fpe` runs FF1 over any [`NumeralString`]. Its general-purpose one keeps a `Vec` of digits and
 //! does every round's arithmetic in `BigUint`: converting digits to a big integer, adding the

@@ -1,9 +1,8 @@
 //! The keyed permutation of IDs onto fixed-length base62 codes.
 
 use crate::base62::{parse, render};
+use crate::ff1::Ff1;
 use crate::key::CodeKey;
-use crate::numeral::Numeral;
-use fpe::ff1::FF1;
 
 /// The default length `L` of generated codes: `62^7 ≈ 3.52e12` IDs.
 pub const DEFAULT_LENGTH: usize = 7;
@@ -63,7 +62,7 @@ pub enum CodeError {
 /// - Without the key, consecutive IDs give codes with no visible order.
 /// - [`decode`](Self::decode) inverts `encode` and refuses every code `encode` cannot produce.
 pub struct CodeSpace {
-    ff1: FF1<aes::Aes256>,
+    ff1: Ff1,
     length: usize,
     fingerprint: String,
 }
@@ -74,7 +73,7 @@ impl CodeSpace {
         if !(MIN_LENGTH..=MAX_GENERATED_LENGTH).contains(&length) {
             return Err(CodeError::InvalidLength(length));
         }
-        let ff1 = FF1::<aes::Aes256>::new(key.as_bytes(), 62).expect("62 is a valid FF1 radix");
+        let ff1 = Ff1::new(key.as_bytes());
         Ok(Self {
             ff1,
             length,
@@ -112,12 +111,7 @@ impl CodeSpace {
     /// The code for `id`.
     pub fn encode(&self, id: u64) -> String {
         let len = self.code_length(id);
-        let plain = Numeral::new(u128::from(id), len, 62).expect("an ID fits in its code length");
-        let cipher = self
-            .ff1
-            .encrypt(&[], &plain)
-            .expect("base62 numerals of a supported length are valid FF1 input");
-        render(cipher.value(), len)
+        render(self.ff1.encrypt(u128::from(id), len), len)
     }
 
     /// The ID that `code` was generated from.
@@ -133,12 +127,7 @@ impl CodeSpace {
             character,
             position,
         })?;
-        let cipher = Numeral::new(cipher, len, 62).expect("len base62 digits are below 62^len");
-        let value = self
-            .ff1
-            .decrypt(&[], &cipher)
-            .expect("base62 numerals of a supported length are valid FF1 input")
-            .value();
+        let value = self.ff1.decrypt(cipher, len);
         // A k-character code with k > L is only generated for IDs in 62^(k-1)..62^k.
         if len > self.length && value < pow62(len - 1) {
             return Err(CodeError::OutsideDomain);
