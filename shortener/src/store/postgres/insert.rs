@@ -10,6 +10,7 @@ use crate::store::{InsertOutcome, NewAuditEntry, NewLink, StoreError, host_rev, 
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use std::collections::HashMap;
+use tokio_postgres::types::ToSql;
 
 /// The insert of many rows in one statement: the rows come in as one array per column
 /// (tags as a JSON array per row, since arrays of arrays do not unnest), are inserted with
@@ -132,7 +133,7 @@ pub(super) async fn insert_rows(
         .prepared_query(
             INSERT_ROWS,
             &[
-                &codes,
+                &codes as &(dyn ToSql + Sync),
                 &urls,
                 &kinds,
                 &ids,
@@ -150,17 +151,11 @@ pub(super) async fn insert_rows(
                 &traces,
                 &domains,
                 &rules,
-                &audit.tenant,
-                &audit.actor_tenant,
-                &audit.actor_key,
-                &audit.actor_subject,
-                &audit.actor_email,
-                &audit.address,
-                &audit.action,
-                &audit.object_kind,
-                &audit.object_id,
-                &audit.change,
-            ],
+            ]
+            .iter()
+            .copied()
+            .chain(audit.params())
+            .collect::<Vec<_>>(),
         )
         .await
         .map_err(|e| after_write(db_error(e)))?;
@@ -257,7 +252,7 @@ pub(super) async fn insert_one(
         .prepared_query_opt(
             INSERT_ROWS,
             &[
-                &[link.code.as_str()].as_slice(),
+                &[link.code.as_str()].as_slice() as &(dyn ToSql + Sync),
                 &[link.url.as_str()].as_slice(),
                 &[kind_name(link.kind)].as_slice(),
                 &[id].as_slice(),
@@ -275,17 +270,11 @@ pub(super) async fn insert_one(
                 &[link.trace.as_deref()].as_slice(),
                 &[link.domain.as_deref()].as_slice(),
                 &[link.routes.to_stored()].as_slice(),
-                &audit.tenant,
-                &audit.actor_tenant,
-                &audit.actor_key,
-                &audit.actor_subject,
-                &audit.actor_email,
-                &audit.address,
-                &audit.action,
-                &audit.object_kind,
-                &audit.object_id,
-                &audit.change,
-            ],
+            ]
+            .iter()
+            .copied()
+            .chain(audit.params())
+            .collect::<Vec<_>>(),
         )
         .await
         .map_err(|e| after_write(db_error(e)))?;
@@ -337,6 +326,22 @@ struct AuditColumns<'a> {
 }
 
 impl<'a> AuditColumns<'a> {
+    /// The columns as statement parameters, in `INSERT_ROWS`' order (`$19` to `$28`).
+    fn params(&self) -> [&(dyn ToSql + Sync); 10] {
+        [
+            &self.tenant,
+            &self.actor_tenant,
+            &self.actor_key,
+            &self.actor_subject,
+            &self.actor_email,
+            &self.address,
+            &self.action,
+            &self.object_kind,
+            &self.object_id,
+            &self.change,
+        ]
+    }
+
     fn of(links: &'a [NewLink]) -> Self {
         let column = |f: fn(&'a NewAuditEntry) -> Option<&'a str>| -> Vec<Option<&'a str>> {
             links.iter().map(|l| l.audit.as_ref().and_then(f)).collect()
