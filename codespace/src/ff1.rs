@@ -18,6 +18,8 @@ pub(crate) struct Ff1 {
     cipher: Aes256,
     /// `CIPH(P)` for each string length `n` (index `n`), the CBC-MAC state after `P`.
     after_p: [[u8; 16]; MAX_GENERATED_LENGTH + 1],
+    /// `b` (step 3) and `d` (step 4) for each string length `n`.
+    widths: [(usize, usize); MAX_GENERATED_LENGTH + 1],
 }
 
 /// `62^m` for every half length `m` (at most 6) and string length (at most 11).
@@ -45,6 +47,11 @@ impl Ff1 {
     pub(crate) fn new(key: &[u8; 32]) -> Self {
         let cipher = Aes256::new(key.into());
         let mut after_p = [[0u8; 16]; MAX_GENERATED_LENGTH + 1];
+        let mut widths = [(0, 0); MAX_GENERATED_LENGTH + 1];
+        for (n, width) in widths.iter_mut().enumerate() {
+            let b = bytes_of(n - n / 2);
+            *width = (b, 4 * b.div_ceil(4) + 4);
+        }
         for (n, state) in after_p.iter_mut().enumerate().skip(MIN_LENGTH) {
             // P = [1, 2, 1] || [radix]^3 || [10] || [u mod 256] || [n]^4 || [t]^4, with t = 0.
             let mut p = [1, 2, 1, 0, 0, 62, 10, (n / 2) as u8, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -53,14 +60,16 @@ impl Ff1 {
             cipher.encrypt_block(&mut block);
             state.copy_from_slice(&block);
         }
-        Self { cipher, after_p }
+        Self {
+            cipher,
+            after_p,
+            widths,
+        }
     }
 
     /// `NUM(S) mod 62^m` for round `i` of a string of `n` digits whose round input is `x`.
     fn round(&self, n: usize, i: u8, x: u128, m: usize) -> u128 {
-        let v = n - n / 2;
-        let b = bytes_of(v);
-        let d = 4 * b.div_ceil(4) + 4;
+        let (b, d) = self.widths[n];
         // Q = [0]^(16 - 1 - b) || [i] || [NUM(x)]^b: one block, since b <= 5.
         let mut q = [0u8; 16];
         q[15 - b] = i;

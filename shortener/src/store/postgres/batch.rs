@@ -215,31 +215,38 @@ mod tests {
         assert_eq!(batch.len(), 2);
     }
 
+    /// Lets every other task on the test's runtime run until it waits again.
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
     #[tokio::test]
     async fn beside_a_batch_in_flight_a_batch_waits_for_its_fill() {
         let (jobs, mut queue) = mpsc::channel(16);
         let in_flight = InFlight::default();
         in_flight.count.store(1, Ordering::Release);
-        let sender = tokio::spawn(async move {
-            for n in 1..6 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                jobs.send(job(n)).await.expect("send");
-            }
-            jobs
-        });
-        let batch = gather(job(0), &mut queue, SHAPE, &in_flight).await;
-        assert_eq!(
-            batch.len(),
-            4,
-            "it waited for three more, and took no fifth"
-        );
-        let _jobs = sender.await.expect("sender");
+        let gathering =
+            tokio::spawn(async move { gather(job(0), &mut queue, SHAPE, &in_flight).await.len() });
+        for n in 1..4 {
+            settle().await;
+            assert!(!gathering.is_finished(), "started with {n} of 4 rows");
+            jobs.send(job(n)).await.expect("send");
+        }
+        let rows = tokio::time::timeout(Duration::from_secs(5), gathering)
+            .await
+            .expect("the batch starts once it holds 4 rows")
+            .expect("gather");
+        assert_eq!(rows, 4);
         // Never more than a batch's rows, however many wait.
         let (jobs, mut queue) = mpsc::channel(16);
         for n in 0..12 {
             jobs.send(job(n)).await.expect("send");
         }
         let first = queue.recv().await.expect("a job");
+        let in_flight = InFlight::default();
+        in_flight.count.store(1, Ordering::Release);
         assert_eq!(gather(first, &mut queue, SHAPE, &in_flight).await.len(), 8);
     }
 
@@ -248,25 +255,19 @@ mod tests {
         let (_jobs, mut queue) = mpsc::channel(16);
         let in_flight = Arc::new(InFlight::default());
         in_flight.count.store(2, Ordering::Release);
-        let ending = Arc::clone(&in_flight);
-        tokio::spawn(async move {
-            for _ in 0..2 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                ending.count.fetch_sub(1, Ordering::AcqRel);
-                ending.ended.notify_one();
-            }
-        });
-        let started = tokio::time::Instant::now();
-        let batch = tokio::time::timeout(
-            Duration::from_secs(5),
-            gather(job(0), &mut queue, SHAPE, &in_flight),
-        )
-        .await
-        .expect("the batch starts once nothing is in flight");
-        assert_eq!(batch.len(), 1);
-        assert!(
-            started.elapsed() >= Duration::from_millis(40),
-            "not before both ended"
-        );
+        let waiting = Arc::clone(&in_flight);
+        let gathering =
+            tokio::spawn(async move { gather(job(0), &mut queue, SHAPE, &waiting).await.len() });
+        for left in [1, 0] {
+            settle().await;
+            assert!(!gathering.is_finished(), "started with batches in flight");
+            in_flight.count.store(left, Ordering::Release);
+            in_flight.ended.notify_one();
+        }
+        let rows = tokio::time::timeout(Duration::from_secs(5), gathering)
+            .await
+            .expect("the batch starts once nothing is in flight")
+            .expect("gather");
+        assert_eq!(rows, 1);
     }
 }
