@@ -176,10 +176,11 @@ impl PublicService {
         if request.method() == Method::POST && request.uri().path() == CREATE_PATH {
             // The route the router would pick, without its matching. Boxed: a create's future
             // is kilobytes large, and without the box every request's future (which the
-            // server moves into a box of its own) would be as large.
+            // server moves into a box of its own) would be as large. Boxed before the span
+            // wraps it, so that the wrapping moves a pointer and not the future itself.
             let span = otel::http::server_span(&Method::POST, CREATE_PATH, request.headers());
-            let create = api::create(State(Arc::clone(&self.state)), request);
-            Box::pin(otel::http::answer_in(span, create)).await
+            let create = Box::pin(api::create(State(Arc::clone(&self.state)), request));
+            otel::http::answer_in(span, create).await
         } else {
             let mut request = request;
             request.extensions_mut().insert(ConnectInfo(peer));

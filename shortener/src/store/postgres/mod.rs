@@ -262,8 +262,9 @@ impl LinkStore for PgStore {
         self.layout.record_before_writing(&self.pool).await?;
         let id = link.id.and_then(|id| i64::try_from(id).ok());
         let outcome = if link.idempotency.is_some() {
-            // The claim needs the row's own transaction.
-            insert::insert_one_retried(&self.pool, &self.layout, link).await?
+            // The claim needs the row's own transaction. Boxed: this rare path's future is
+            // kilobytes large, and unboxed every create's future would carry its size.
+            Box::pin(insert::insert_one_retried(&self.pool, &self.layout, link)).await?
         } else {
             self.batcher.insert(link).await?
         };

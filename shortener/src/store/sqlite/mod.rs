@@ -176,8 +176,8 @@ impl LinkStore for SqliteStore {
             return self.writer.insert(link).await;
         }
         let (space, high_water) = (Arc::clone(&self.space), Arc::clone(&self.high_water));
-        self.write(move |conn| insert_idempotent(conn, &space, &high_water, &link))
-            .await
+        // Boxed, so that every create's future does not carry the size of this rarer path's.
+        Box::pin(self.write(move |conn| insert_idempotent(conn, &space, &high_water, &link))).await
     }
 
     async fn insert_many(&self, links: Vec<NewLink>) -> Result<Vec<InsertOutcome>, StoreError> {
