@@ -221,7 +221,7 @@ const SECRET_FIELDS: &[&str] = &["password", "secret", "token", "digest", "clien
 /// summary over [`MAX_CHANGE_BYTES`] replaced by `{"truncated": true, "fields": [...]}`.
 pub fn summary(change: serde_json::Value) -> serde_json::Value {
     let masked = mask(change);
-    if masked.to_string().len() <= MAX_CHANGE_BYTES {
+    if compact_len_at_most(&masked, MAX_CHANGE_BYTES) {
         return masked;
     }
     let fields: Vec<String> = match &masked {
@@ -229,6 +229,51 @@ pub fn summary(change: serde_json::Value) -> serde_json::Value {
         _ => Vec::new(),
     };
     serde_json::json!({ "truncated": true, "fields": fields })
+}
+
+/// Whether `value` as compact JSON takes at most `limit` bytes. Most changes are far smaller:
+/// a bound from the value's parts (every byte of a string escaped at the most, six bytes)
+/// answers them without writing the JSON; the rest are written to a counter that stops at
+/// the limit, so no change is ever written out whole to be measured.
+fn compact_len_at_most(value: &serde_json::Value, limit: usize) -> bool {
+    if json_len_bound(value) <= limit {
+        return true;
+    }
+    struct Counter {
+        left: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.left = self
+                .left
+                .checked_sub(bytes.len())
+                .ok_or_else(|| std::io::Error::other("over the limit"))?;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(Counter { left: limit }, value).is_ok()
+}
+
+/// At least as many bytes as `value` takes as compact JSON.
+fn json_len_bound(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    let string = |s: &str| s.len() * 6 + 2;
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        // An f64 or a 64-bit integer is at most 24 characters.
+        Value::Number(_) => 24,
+        Value::String(s) => string(s),
+        Value::Array(items) => 2 + items.iter().map(|v| json_len_bound(v) + 1).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| string(k) + 2 + json_len_bound(v))
+                .sum::<usize>()
+        }
+    }
 }
 
 fn mask(value: serde_json::Value) -> serde_json::Value {
@@ -581,6 +626,28 @@ mod tests {
         let cut = summary(big);
         assert_eq!(cut["truncated"], true);
         assert_eq!(cut["fields"], serde_json::json!(["tags", "url"]));
+    }
+
+    #[test]
+    fn a_summary_is_measured_exactly_at_the_limit() {
+        let values = [
+            serde_json::json!(null),
+            serde_json::json!(-1.2345678901234567e-308),
+            serde_json::json!(u64::MAX),
+            serde_json::json!({"url": "https://example.com/\u{0}\"\\\n", "tags": ["a", "b"], "n": [1, true]}),
+            serde_json::json!({"url": "\u{1}".repeat(700)}),
+            serde_json::json!({"url": "x".repeat(MAX_CHANGE_BYTES - 10)}),
+        ];
+        for value in values {
+            let len = value.to_string().len();
+            assert!(json_len_bound(&value) >= len, "{value}");
+            assert!(compact_len_at_most(&value, len), "{value}");
+            assert!(!compact_len_at_most(&value, len - 1), "{value}");
+        }
+        // Just past the limit: the bound cannot answer, the counter does.
+        let edge = serde_json::json!({ "url": "x".repeat(MAX_CHANGE_BYTES - 9) });
+        assert_eq!(edge.to_string().len(), MAX_CHANGE_BYTES + 1);
+        assert_eq!(summary(edge)["truncated"], true);
     }
 
     #[test]

@@ -100,7 +100,7 @@ pub(super) fn update(
         &tx,
         &new.tenant,
         crate::store::webhooks::LINK_UPDATED,
-        &crate::store::webhooks::link_data(&new),
+        || crate::store::webhooks::link_data(&new),
         trace,
     )?;
     tx.commit().map_err(db_error)?;
@@ -326,7 +326,7 @@ pub(super) fn delete(
             &tx,
             &link.tenant,
             crate::store::webhooks::LINK_DELETED,
-            &crate::store::webhooks::link_data(&link),
+            || crate::store::webhooks::link_data(&link),
             trace,
         )?;
     }

@@ -273,12 +273,11 @@ pub(super) fn insert_row(
 
 /// `link`, once its `link.created` event is recorded (in the insert's transaction).
 fn created(conn: &Connection, trace: Option<&str>, link: Link) -> Result<Link, StoreError> {
-    let data = crate::store::webhooks::link_data(&link);
     super::webhooks::record(
         conn,
         &link.tenant,
         crate::store::webhooks::LINK_CREATED,
-        &data,
+        || crate::store::webhooks::link_data(&link),
         trace,
     )?;
     Ok(link)

@@ -121,7 +121,7 @@ pub(super) fn change_tag(
             &tx,
             &new.tenant,
             crate::store::webhooks::LINK_UPDATED,
-            &crate::store::webhooks::link_data(&new),
+            || crate::store::webhooks::link_data(&new),
             trace,
         )?;
         changed.push(new.code);

@@ -11,32 +11,44 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use std::time::Duration;
 
 /// Records an event of `tenant` on `conn` (inside the caller's transaction), with a delivery
-/// for each enabled endpoint of the tenant (nothing when it has none).
+/// for each enabled endpoint of the tenant; nothing, and `data` is not called, when it has
+/// none.
 pub(super) fn record(
     conn: &Connection,
     tenant: &str,
     kind: &str,
-    data: &str,
+    data: impl FnOnce() -> String,
     trace: Option<&str>,
 ) -> Result<(), StoreError> {
+    // Most tenants have no endpoint: look first, so that their writes build no event data.
+    let wanted = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant = ?1 AND disabled_at IS NULL)",
+        )
+        .and_then(|mut select| select.query_row(params![tenant], |row| row.get::<_, bool>(0)))
+        .map_err(db_error)?;
+    if !wanted {
+        return Ok(());
+    }
     let now = millis(Utc::now());
     let recorded = conn
         .prepare_cached(
             "INSERT INTO webhook_events (tenant, kind, data, created_at, traceparent) \
-             SELECT ?1, ?2, ?3, ?4, ?5 \
-             WHERE EXISTS (SELECT 1 FROM webhook_endpoints WHERE tenant = ?1 AND disabled_at IS NULL)",
+             VALUES (?1, ?2, ?3, ?4, ?5)",
         )
-        .and_then(|mut insert| insert.execute(params![tenant, kind, data, now, trace]))
+        .and_then(|mut insert| insert.execute(params![tenant, kind, data(), now, trace]))
         .map_err(db_error)?;
-    if recorded == 1 {
-        let event = conn.last_insert_rowid();
-        conn.prepare_cached(
-            "INSERT INTO webhook_deliveries (endpoint_id, event_id, next_at) \
-             SELECT id, ?2, ?3 FROM webhook_endpoints WHERE tenant = ?1 AND disabled_at IS NULL",
-        )
-        .and_then(|mut fan| fan.execute(params![tenant, event, now]))
-        .map_err(db_error)?;
+    // A full outbox drops the event (its trigger ignores the insert): nothing to deliver.
+    if recorded == 0 {
+        return Ok(());
     }
+    let event = conn.last_insert_rowid();
+    conn.prepare_cached(
+        "INSERT INTO webhook_deliveries (endpoint_id, event_id, next_at) \
+         SELECT id, ?2, ?3 FROM webhook_endpoints WHERE tenant = ?1 AND disabled_at IS NULL",
+    )
+    .and_then(|mut fan| fan.execute(params![tenant, event, now]))
+    .map_err(db_error)?;
     Ok(())
 }
 
