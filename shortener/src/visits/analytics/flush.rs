@@ -11,8 +11,11 @@ use std::sync::atomic::Ordering;
 const FLUSH_BATCH: usize = 1000;
 
 impl Analytics {
-    /// Writes every pending counter to `store`; returns whether all of it was written.
+    /// Writes every pending counter to `store`; returns whether all of it was written. A flush
+    /// begun while another runs (the periodic one, say) waits for it, so that on `true` every
+    /// visit counted before the call is in the rollups, not still in the other flush's hands.
     pub async fn flush(&self, store: &Store) -> bool {
+        let _one_at_a_time = self.flushing.lock().await;
         // Every visit counted before this second is taken now or was written before.
         let began = self.clock.unix_seconds();
         let taken = self.aggregator.take();

@@ -74,6 +74,8 @@ pub struct Analytics {
     /// counters (every visit counted before it is in the rollups); the start until the first,
     /// so flushes that fail from the start show as a growing lag.
     pub last_flush: AtomicI64,
+    /// Held by the flush in progress (see [`Analytics::flush`]).
+    flushing: tokio::sync::Mutex<()>,
 }
 
 impl Analytics {
@@ -86,6 +88,7 @@ impl Analytics {
             last_flush: AtomicI64::new(clock.unix_seconds()),
             clock,
             flushed: AtomicU64::new(0),
+            flushing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -182,13 +185,8 @@ impl Sample for Analytics {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_flush_lag_counts_from_the_start_until_a_flush_succeeds() {
-        let start = chrono::DateTime::parse_from_rfc3339("2026-01-10T10:00:00Z")
-            .expect("time")
-            .to_utc();
-        let clock = Clock::manual(start);
-        let settings = AnalyticsSettings {
+    fn settings() -> AnalyticsSettings {
+        AnalyticsSettings {
             enabled: true,
             max_entries: 100,
             referrers_per_hour: 10,
@@ -196,12 +194,72 @@ mod tests {
             retention_days: 400,
             rollup_event_hours: ROLLUP_EVENT_HOURS,
             flush_interval: std::time::Duration::from_secs(30),
-        };
-        let analytics = Analytics::new(settings, None, clock.clone());
+        }
+    }
+
+    #[test]
+    fn the_flush_lag_counts_from_the_start_until_a_flush_succeeds() {
+        let start = chrono::DateTime::parse_from_rfc3339("2026-01-10T10:00:00Z")
+            .expect("time")
+            .to_utc();
+        let clock = Clock::manual(start);
+        let analytics = Analytics::new(settings(), None, clock.clone());
         assert_eq!(analytics.flush_lag_seconds(), 0);
         // No flush has written anything yet (they all failed, say): the lag grows.
         clock.advance(chrono::Duration::seconds(90));
         assert_eq!(analytics.flush_lag_seconds(), 90);
+    }
+
+    #[tokio::test]
+    async fn a_flush_begun_beside_another_waits_for_it() {
+        use crate::store::{Capabilities, Store};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let space =
+            codespace::CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
+                .expect("space");
+        let sqlite =
+            crate::store::SqliteStore::open(&dir.path().join("a.db"), Arc::new(space), 256)
+                .expect("open");
+        sqlite.migrate().await.expect("migrate");
+        let store = Store::Sqlite(sqlite);
+        let analytics = Arc::new(Analytics::new(settings(), None, Clock::system()));
+        let cell = aggregate::Cell {
+            referrer: aggregate::Referrer::Host("a.com".into()),
+            device: crate::domain::Device::Desktop,
+            country: None,
+            route: crate::domain::Route::Url,
+        };
+        let visit = crate::domain::ClickCounts {
+            human: 1,
+            head: 0,
+            bot: 0,
+        };
+        let tenant: Arc<str> = "t".into();
+        analytics
+            .aggregator
+            .add("code1", &tenant, 0, cell, visit, true);
+        // Another flush is in progress.
+        let other = analytics.flushing.lock().await;
+        let flush = tokio::spawn({
+            let (analytics, store) = (Arc::clone(&analytics), store.clone());
+            async move { analytics.flush(&store).await }
+        });
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            analytics.aggregator.entries(),
+            1,
+            "nothing is taken meanwhile"
+        );
+        assert!(!flush.is_finished());
+        drop(other);
+        assert!(flush.await.expect("flush"));
+        assert_eq!(analytics.aggregator.entries(), 0);
+        assert_eq!(
+            analytics.flushed.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
     }
 
     #[test]

@@ -21,7 +21,10 @@ impl ClickRecorder {
     /// Writes the pending counts to `store` in chunks of `FLUSH_CHUNK` (256) codes, paced by
     /// `FLUSH_PACE` (1 ms), then makes them durable together ([`VisitStore::sync_clicks`]: one fsync per
     /// flush on SQLite, not one per chunk); what fails to be written is kept for the next flush.
+    /// A flush begun while another runs (the periodic one, say) waits for it: on return, every
+    /// count recorded before the call is written, or kept after a failure.
     pub async fn flush(&self, store: &Store) {
+        let _one_at_a_time = self.flushing.lock().await;
         if self.write_chunks(store).await
             && let Err(error) = store.sync_clicks().await
         {
@@ -248,6 +251,34 @@ mod tests {
                 .expect("link");
             assert_eq!(link.clicks, counts(i), "{}", code(i));
         }
+    }
+
+    #[tokio::test]
+    async fn a_flush_begun_beside_another_waits_for_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = sqlite(&dir, true).await;
+        insert_links(&store, 10).await;
+        let recorder = std::sync::Arc::new(ClickRecorder::default());
+        let total = record(&recorder, 10);
+        // Another flush is in progress.
+        let other = recorder.flushing.lock().await;
+        let flush = tokio::spawn({
+            let (recorder, store) = (std::sync::Arc::clone(&recorder), store.clone());
+            async move { recorder.flush(&store).await }
+        });
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            recorder.pending_human(&code(1)),
+            counts(1).human,
+            "nothing is taken while the other flush runs"
+        );
+        assert!(!flush.is_finished());
+        drop(other);
+        flush.await.expect("flush");
+        assert_eq!(recorder.flushed.load(Ordering::Relaxed), total);
+        assert_eq!(recorder.pending_human(&code(1)), 0);
     }
 
     #[tokio::test]

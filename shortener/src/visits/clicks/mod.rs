@@ -74,6 +74,9 @@ pub struct ClickRecorder {
     full: tokio::sync::Notify,
     /// Clicks written to the store since start.
     pub flushed: AtomicU64,
+    /// Held by the flush in progress, so that a flush begun beside another waits for it and
+    /// returns only once every count taken before it began is written (or put back).
+    flushing: tokio::sync::Mutex<()>,
 }
 
 impl Default for ClickRecorder {
@@ -95,6 +98,7 @@ impl ClickRecorder {
             shard_bound: max_pending.div_ceil(SHARDS).max(1),
             full: tokio::sync::Notify::new(),
             flushed: AtomicU64::new(0),
+            flushing: tokio::sync::Mutex::new(()),
         }
     }
 
