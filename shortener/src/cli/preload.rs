@@ -37,26 +37,14 @@ const IN_FLIGHT: usize = 4;
 
 /// The generated link of `id`, as a create would make it.
 fn link(resources: &app::Resources, args: &PreloadArgs, id: u64) -> NewLink {
-    NewLink {
-        code: resources.space.encode(id),
-        domain: None,
-        routes: Default::default(),
-        url: args.url_pattern.replace("{id}", &format!("{id:08}")),
-        kind: CodeKind::Generated,
-        id: Some(id),
-        expires_at: None,
-        tenant: crate::access::DEFAULT_TENANT.into(),
-        owner: "preload".into(),
-        dedup_key: None,
-        idempotency: None,
-        tags: Vec::new(),
-        max_visits: None,
-        import_batch: None,
-        created_at: None,
-        password: None,
-        trace: None,
-        audit: None,
-    }
+    NewLink::plain(
+        resources.space.encode(id),
+        args.url_pattern.replace("{id}", &format!("{id:08}")),
+        CodeKind::Generated,
+        Some(id),
+        crate::access::DEFAULT_TENANT,
+        "preload",
+    )
 }
 
 /// Writes `args.count` links and prints one code per line to `out`, in ID order.

@@ -73,6 +73,42 @@ pub struct NewLink {
     pub audit: Option<super::NewAuditEntry>,
 }
 
+impl NewLink {
+    /// A plain link of `tenant`, made by `owner`: `code` (of `kind`, and for a generated code
+    /// its `id`) to `url`, on the default domain, with nothing else set (no expiry, tags,
+    /// limits, password, dedup or idempotency key, trace or audit entry). Set the rest with
+    /// struct update syntax.
+    pub fn plain(
+        code: String,
+        url: String,
+        kind: CodeKind,
+        id: Option<u64>,
+        tenant: &str,
+        owner: &str,
+    ) -> Self {
+        Self {
+            code,
+            domain: None,
+            routes: Default::default(),
+            url,
+            kind,
+            id,
+            expires_at: None,
+            tenant: tenant.to_string(),
+            owner: owner.to_string(),
+            dedup_key: None,
+            idempotency: None,
+            tags: Vec::new(),
+            max_visits: None,
+            import_batch: None,
+            created_at: None,
+            password: None,
+            trace: None,
+            audit: None,
+        }
+    }
+}
+
 /// A target URL's host with its labels reversed (`com.example.www`), the form lists filter by.
 pub fn host_rev(url: &str) -> String {
     match plain_web_host(url) {

@@ -211,26 +211,14 @@ async fn a_planted_generated_code_conflict_is_skipped_not_returned(backend: Back
     // The IDs after this one come from the same block (blocks hold at least 10 IDs here).
     let id = parts.ids.next_id().expect("an ID in hand");
     for planted in [id + 1, id + 2] {
-        let link = shortener::store::NewLink {
-            code: parts.space.encode(planted),
-            domain: None,
-            routes: Default::default(),
-            url: "https://planted.example/".into(),
-            kind: codespace::shape::CodeKind::Alias,
-            id: None,
-            expires_at: None,
-            tenant: "default".into(),
-            owner: "planter".into(),
-            dedup_key: None,
-            idempotency: None,
-            tags: Vec::new(),
-            max_visits: None,
-            import_batch: None,
-            created_at: None,
-            password: None,
-            trace: None,
-            audit: None,
-        };
+        let link = shortener::store::NewLink::plain(
+            parts.space.encode(planted),
+            "https://planted.example/".into(),
+            codespace::shape::CodeKind::Alias,
+            None,
+            "default",
+            "planter",
+        );
         assert!(matches!(
             parts.store.insert(link).await.expect("plant"),
             shortener::store::InsertOutcome::Created(_)

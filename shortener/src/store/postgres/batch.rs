@@ -183,26 +183,14 @@ mod tests {
     use std::time::Duration;
 
     fn job(n: usize) -> Job {
-        let link = NewLink {
-            code: format!("alias-{n}"),
-            domain: None,
-            routes: Default::default(),
-            url: "https://example.com/".into(),
-            kind: CodeKind::Alias,
-            id: None,
-            expires_at: None,
-            tenant: "default".into(),
-            owner: "ci".into(),
-            dedup_key: None,
-            idempotency: None,
-            tags: Vec::new(),
-            max_visits: None,
-            import_batch: None,
-            created_at: None,
-            password: None,
-            trace: None,
-            audit: None,
-        };
+        let link = NewLink::plain(
+            format!("alias-{n}"),
+            "https://example.com/".into(),
+            CodeKind::Alias,
+            None,
+            "default",
+            "ci",
+        );
         (Box::new(link), oneshot::channel().0)
     }
 

@@ -449,24 +449,15 @@ mod tests {
         );
         assert_eq!(interval(&conn), 777);
         let link = NewLink {
-            code: "legacy-1".into(),
-            domain: None,
-            routes: Default::default(),
-            url: "https://example.com/".into(),
-            kind: CodeKind::Alias,
-            id: None,
-            expires_at: None,
-            tenant: "default".into(),
-            owner: "ci".into(),
-            dedup_key: None,
-            idempotency: None,
-            tags: Vec::new(),
-            max_visits: None,
             import_batch: Some(1),
-            created_at: None,
-            password: None,
-            trace: None,
-            audit: None,
+            ..NewLink::plain(
+                "legacy-1".into(),
+                "https://example.com/".into(),
+                CodeKind::Alias,
+                None,
+                "default",
+                "ci",
+            )
         };
         // No links table in this file: the insert fails.
         assert!(insert_bulk(&mut conn, &space, &HighWater::unknown(), &[link]).is_err());

@@ -177,25 +177,15 @@ mod tests {
     /// Links for the first `n` test codes.
     async fn insert_links(store: &Store, n: u64) {
         let links: Vec<crate::store::NewLink> = (0..n)
-            .map(|i| crate::store::NewLink {
-                code: code(i),
-                domain: None,
-                routes: Default::default(),
-                url: format!("https://example.com/{i}"),
-                kind: codespace::shape::CodeKind::Alias,
-                id: None,
-                expires_at: None,
-                tenant: "t".into(),
-                owner: "o".into(),
-                dedup_key: None,
-                idempotency: None,
-                tags: Vec::new(),
-                max_visits: None,
-                import_batch: None,
-                password: None,
-                trace: None,
-                audit: None,
-                created_at: None,
+            .map(|i| {
+                crate::store::NewLink::plain(
+                    code(i),
+                    format!("https://example.com/{i}"),
+                    codespace::shape::CodeKind::Alias,
+                    None,
+                    "t",
+                    "o",
+                )
             })
             .collect();
         store.insert_many(links).await.expect("links");

@@ -16,29 +16,21 @@ use codespace::{CodeKey, CodeSpace};
 use shortener::store::{Capabilities, InsertOutcome, LinkStore, NewLink};
 
 pub(super) fn link(code: &str, url: &str, dedup: Option<&[u8]>) -> NewLink {
+    let kind = if dedup.is_some() {
+        CodeKind::Generated
+    } else {
+        CodeKind::Alias
+    };
     NewLink {
-        code: code.to_string(),
-        domain: None,
-        routes: Default::default(),
-        url: url.to_string(),
-        kind: if dedup.is_some() {
-            CodeKind::Generated
-        } else {
-            CodeKind::Alias
-        },
-        id: None,
-        expires_at: None,
-        tenant: "default".into(),
-        owner: "owner".into(),
         dedup_key: dedup.map(<[u8]>::to_vec),
-        idempotency: None,
-        tags: Vec::new(),
-        max_visits: None,
-        import_batch: None,
-        password: None,
-        trace: None,
-        audit: None,
-        created_at: None,
+        ..NewLink::plain(
+            code.to_string(),
+            url.to_string(),
+            kind,
+            None,
+            "default",
+            "owner",
+        )
     }
 }
 
