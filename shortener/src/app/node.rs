@@ -17,7 +17,7 @@ use crate::metrics::{MemoryGauges, Metrics, Sources};
 use crate::net::Gates;
 use crate::ops::OpsState;
 use crate::redirects::{LinkCache, Resolver};
-use crate::store::Store;
+use crate::store::{Capabilities, Store};
 use crate::targets::{BlocklistService, TargetRules};
 use crate::visits::Visits;
 use crate::visits::analytics::{GeoIp, StatsService};
@@ -110,6 +110,11 @@ impl Node {
         );
         let limits = Arc::new(config.limits.rates(config.access.password_attempts));
         let store = resources.store;
+        if store.change_feed().is_none() {
+            // The node is the store's only writer (the embedded file), so every change reaches
+            // the cache as it is made: a cached link is not read again for its lifetime alone.
+            cache.sees_every_change();
+        }
         let audit = Arc::new(AuditLog::new(store.clone(), config.access.audit()));
         let links = Arc::new(
             LinkService::new(

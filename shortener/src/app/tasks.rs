@@ -120,6 +120,7 @@ impl Tasks {
                         cache.clear();
                         domains.cache().clear();
                     }
+                    ChangeEvent::CaughtUp(through) => cache.confirm(through),
                 },
                 stop.clone(),
             )));

@@ -4,10 +4,12 @@
 //! a short negative TTL, each kind under its own byte bound (unknown codes in [`Negative`], so
 //! a storm of them never evicts a link). Deletes are pushed to every node (PostgreSQL
 //! `LISTEN/NOTIFY`, the store's change feed); the TTL bounds staleness when a notification is
-//! missed. A link is one allocation ([`Entry`]: its fields, then its URL, checked as a
+//! missed, and a link no reported change can have reached is not read again while the reports
+//! are confirmed ([`super::changes`]). A link is one allocation ([`Entry`]: its fields, then its URL, checked as a
 //! `Location` header value once when the entry is made), weighed at what it really costs, so
 //! the bound is one on memory: see docs/shortener.md, "What a cached link costs".
 
+use super::changes::{Changes, Seen};
 use super::entry::{Entry, Fields, Kind, Rare};
 use super::negative::Negative;
 use super::places::Places;
@@ -118,6 +120,15 @@ pub struct LinkCache {
     ttl: u64,
     limited_ttl: u64,
     generation: Arc<AtomicU64>,
+    changes: Arc<Changes>,
+}
+
+/// What the cache knew when a read of the store for a code began: the target rules'
+/// generation and the changes reported of the code ([`LinkCache::ticket`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket {
+    generation: u64,
+    seen: Seen,
 }
 
 impl LinkCache {
@@ -156,13 +167,43 @@ impl LinkCache {
             ttl: nanos(config.ttl),
             limited_ttl: nanos(config.limited_ttl.min(config.ttl)),
             generation,
+            changes: Arc::default(),
         }
     }
 
-    /// The target rules' generation now: read it before the store, and store the answer
-    /// under it ([`LinkCache::put_at`]), so an answer that raced a blocklist change is stale.
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+    /// What the cache knows of `code` now: take it before the store is read, and cache the
+    /// answer with it ([`LinkCache::put_at`]), so that an answer that raced a blocklist change
+    /// is stale, and one that raced a reported change to the code lives its lifetime only.
+    pub fn ticket(&self, code: &str) -> Ticket {
+        Ticket {
+            generation: self.generation.load(Ordering::Acquire),
+            seen: self.changes.seen(code),
+        }
+    }
+
+    /// Every change to the store is made by this node and reported to the cache as it is made
+    /// (the embedded store: the node is its file's only writer), so a watched link is never
+    /// read again for its lifetime alone.
+    pub fn sees_every_change(&self) {
+        self.changes.confirm_always();
+    }
+
+    /// Every change committed anywhere before `through` has been reported to the cache (the
+    /// change feed's probe came back): watched links are fresh for a lifetime from then.
+    pub fn confirm(&self, through: Instant) {
+        self.changes.confirm(nanos_since(self.epoch, through));
+    }
+
+    /// How long ago every change was last confirmed reported ([`LinkCache::confirm`]): zero
+    /// where the node makes every change, the cache's age before the first confirmation.
+    pub fn confirmed_age(&self) -> Duration {
+        match self.changes.confirmed() {
+            u64::MAX => Duration::ZERO,
+            nanos => self
+                .epoch
+                .elapsed()
+                .saturating_sub(Duration::from_nanos(nanos)),
+        }
     }
 
     /// The cached answer for `code`, if any and still fresh at `now` (a time the caller has
@@ -177,8 +218,14 @@ impl LinkCache {
         } else {
             self.ttl
         };
-        if nanos_since(self.epoch, now).saturating_sub(fields.at) < lifetime
-            && fields.generation == self.generation() as u32
+        // A watched link is as fresh as the cache's record of changes, if that is later.
+        let since = if fields.watched() {
+            fields.at.max(self.changes.confirmed())
+        } else {
+            fields.at
+        };
+        if nanos_since(self.epoch, now).saturating_sub(since) < lifetime
+            && fields.generation == self.generation.load(Ordering::Acquire) as u32
         {
             Some(Cached::Found(entry))
         } else {
@@ -187,15 +234,16 @@ impl LinkCache {
         }
     }
 
-    /// Remembers what the store said about `code`, under the generation in force now.
+    /// Remembers what the store said about `code`, as if the store had been read just now.
     pub fn put(&self, code: &str, answer: Answer) -> Option<Cached> {
-        self.put_at(code, answer, self.generation())
+        self.put_at(code, answer, self.ticket(code))
     }
 
-    /// Remembers what the store said about `code`, under the generation read before the
-    /// store was asked, and hands it back as a cache hit would; `None` if it cannot be cached
-    /// (a URL over a gigabyte).
-    pub fn put_at(&self, code: &str, answer: Answer, generation: u64) -> Option<Cached> {
+    /// Remembers what the store said about `code`, with the [`Ticket`] taken before the store
+    /// was asked, and hands it back as a cache hit would; `None` if it cannot be cached (a URL
+    /// over half a gigabyte). A link with a visit limit is never watched: the visits other
+    /// nodes count reach it only when it is read again.
+    pub fn put_at(&self, code: &str, answer: Answer, ticket: Ticket) -> Option<Cached> {
         let (fields, url) = match answer {
             Answer::Missing => {
                 self.entries.remove(code.as_bytes());
@@ -216,21 +264,33 @@ impl LinkCache {
         };
         let mut fields = fields;
         fields.at = nanos_since(self.epoch, Instant::now());
-        fields.generation = generation as u32;
+        fields.generation = ticket.generation as u32;
+        let watched = !fields.limited() && self.changes.unchanged_since(code, ticket.seen);
+        if watched {
+            fields.watch();
+        }
         let entry = Entry::new(fields, &url)?;
         self.negative.invalidate(code);
         self.entries.insert(CompactCode::new(code), entry.clone());
+        // A change reported between the check above and the insert removed nothing (the entry
+        // was not in yet), so the entry may be older than it: drop it.
+        if watched && !self.changes.unchanged_since(code, ticket.seen) {
+            self.entries.remove(code.as_bytes());
+        }
         Some(Cached::Found(entry))
     }
 
     /// Forgets `code` (it was created, deleted or changed).
     pub fn invalidate(&self, code: &str) {
+        // Counted first, so that a read that raced the change cannot cache a watched answer.
+        self.changes.changed(code);
         self.entries.remove(code.as_bytes());
         self.negative.invalidate(code);
     }
 
     /// Forgets everything (notifications may have been missed).
     pub fn clear(&self) {
+        self.changes.cleared();
         self.entries.clear();
         self.negative.clear();
     }
@@ -453,7 +513,7 @@ mod tests {
             },
             Arc::clone(&generation),
         );
-        let read_before = cache.generation();
+        let read_before = cache.ticket("raced");
         cache.put("abc", link("https://example.com/"));
         generation.fetch_add(1, Ordering::AcqRel);
         // An answer computed before the change and stored after it.
@@ -469,6 +529,94 @@ mod tests {
             panic!("the blocked link is not cached");
         };
         assert_eq!((entry.kind(), entry.domain()), (Kind::Blocked, None));
+    }
+
+    /// A link with a visit limit of `max`.
+    fn limited(url: &str, max: u64) -> Answer {
+        let Answer::Link(mut limited) = link(url) else {
+            unreachable!()
+        };
+        limited.rare.limit = Some(Arc::new(VisitLimit::new(max, 0)));
+        Answer::Link(limited)
+    }
+
+    #[test]
+    fn a_watched_link_outlives_its_lifetime_while_changes_are_confirmed() {
+        let ttl = Duration::from_millis(50);
+        let cache = cache(1 << 20, ttl, ttl);
+        cache.put("abc", link("https://example.com/"));
+        cache.put("lim", limited("https://example.com/limited", 10));
+        let later = Instant::now() + 2 * ttl;
+        // Nothing confirmed: the lifetime runs from when it was cached, as for any link.
+        assert_eq!(cache.get("abc", later), None);
+
+        cache.put("abc", link("https://example.com/"));
+        cache.put("lim", limited("https://example.com/limited", 10));
+        cache.confirm(later - ttl / 2);
+        let url = |code| url(cache.get(code, later));
+        assert_eq!(url("abc").as_deref(), Some("https://example.com/"));
+        // A visit limit is read again at its lifetime, whatever is confirmed.
+        assert_eq!(url("lim"), None);
+        // Confirmation that stops leaves a lifetime from the last one.
+        assert_eq!(cache.get("abc", later + ttl), None);
+
+        let cache = self::cache(1 << 20, ttl, ttl);
+        cache.sees_every_change();
+        cache.put("abc", link("https://example.com/"));
+        let much_later = Instant::now() + 1000 * ttl;
+        assert_eq!(
+            super::tests::url(cache.get("abc", much_later)).as_deref(),
+            Some("https://example.com/")
+        );
+        // A change the node makes drops it at once.
+        cache.invalidate("abc");
+        assert_eq!(cache.get("abc", Instant::now()), None);
+    }
+
+    #[test]
+    fn a_read_that_raced_a_reported_change_lives_its_lifetime_only() {
+        let ttl = Duration::from_millis(50);
+        let cache = cache(1 << 20, ttl, ttl);
+        cache.sees_every_change();
+        let later = Instant::now() + 2 * ttl;
+
+        // The store was read before the change was reported, its answer cached after.
+        let ticket = cache.ticket("abc");
+        cache.invalidate("abc");
+        cache.put_at("abc", link("https://example.com/old"), ticket);
+        assert_eq!(
+            url(cache.get("abc", Instant::now())).as_deref(),
+            Some("https://example.com/old")
+        );
+        assert_eq!(
+            cache.get("abc", later),
+            None,
+            "a raced read outlived its lifetime"
+        );
+
+        // The same across a clear (the change feed reconnected).
+        let ticket = cache.ticket("def");
+        cache.clear();
+        cache.put_at("def", link("https://example.com/old"), ticket);
+        assert_eq!(cache.get("def", later), None);
+
+        // A change to a code of another stripe leaves a read watched.
+        let other = (0..1000)
+            .map(|i| format!("x{i}"))
+            .find(|code| {
+                let scratch = Changes::default();
+                let seen = scratch.seen("ghi");
+                scratch.changed(code);
+                scratch.unchanged_since("ghi", seen)
+            })
+            .expect("a code of another stripe");
+        let ticket = cache.ticket("ghi");
+        cache.invalidate(&other);
+        cache.put_at("ghi", link("https://example.com/new"), ticket);
+        assert_eq!(
+            url(cache.get("ghi", later)).as_deref(),
+            Some("https://example.com/new")
+        );
     }
 
     #[test]

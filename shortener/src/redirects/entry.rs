@@ -108,7 +108,7 @@ pub(super) struct Fields {
     pub(super) at: u64,
     /// The target rules' generation it was made under (its low 32 bits).
     pub(super) generation: u32,
-    /// The URL's length, with [`GONE`] and [`BLOCKED`] as its top bits.
+    /// The URL's length, with [`WATCHED`], [`GONE`] and [`BLOCKED`] as its top bits.
     meta: u32,
     /// When it expires, in microseconds since 1970 (`i64::MAX`: never).
     expires_at: i64,
@@ -118,9 +118,13 @@ pub(super) struct Fields {
     rare: Option<Box<Rare>>,
 }
 
+/// The entry was read with no change to its code reported meanwhile, so every later change
+/// is one the cache hears of: it stays fresh while the cache's changes are confirmed
+/// (`LinkCache`, "Changes confirmed").
+const WATCHED: u32 = 1 << 29;
 const GONE: u32 = 1 << 30;
 const BLOCKED: u32 = 1 << 31;
-const LENGTH: u32 = GONE - 1;
+const LENGTH: u32 = WATCHED - 1;
 
 impl Fields {
     /// A link's fields (`gone`: deleted or disabled), stored at `at` under `generation`.
@@ -144,6 +148,21 @@ impl Fields {
             place,
             rare,
         }
+    }
+
+    /// Marks the entry as read with no change to its code reported meanwhile ([`WATCHED`]).
+    pub(super) fn watch(&mut self) {
+        self.meta |= WATCHED;
+    }
+
+    /// Whether it was read with no change to its code reported meanwhile ([`WATCHED`]).
+    pub(super) fn watched(&self) -> bool {
+        self.meta & WATCHED != 0
+    }
+
+    /// Whether the link has a visit limit.
+    pub(super) fn limited(&self) -> bool {
+        self.rare.as_ref().is_some_and(|rare| rare.limit.is_some())
     }
 }
 
@@ -189,8 +208,8 @@ blocks!(
 );
 
 impl Entry {
-    /// The entry of `fields` and `url`; `None` if the URL is longer than an entry holds (a
-    /// gigabyte: no stored URL comes near it).
+    /// The entry of `fields` and `url`; `None` if the URL is longer than an entry holds (half
+    /// a gigabyte: no stored URL comes near it).
     pub(super) fn new(mut fields: Fields, url: &str) -> Option<Entry> {
         let len = u32::try_from(url.len()).ok().filter(|&l| l <= LENGTH)?;
         if url.len() <= LONGEST_INLINE {

@@ -12,6 +12,7 @@
 //! I9).
 
 mod cache;
+mod changes;
 mod entry;
 mod high_water;
 mod negative;
@@ -19,7 +20,7 @@ mod places;
 mod resolver;
 mod weigh;
 
-pub use cache::{Answer, CacheConfig, Cached, LinkCache, NewLink, VisitLimit};
+pub use cache::{Answer, CacheConfig, Cached, LinkCache, NewLink, Ticket, VisitLimit};
 pub use entry::{Entry, Kind, Rare};
 pub use places::Place;
 pub mod routing;

@@ -275,7 +275,7 @@ impl Resolver {
             }
         }
         self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
-        let generation = self.cache.generation();
+        let ticket = self.cache.ticket(segment);
         let answer = match self.store.get(segment).await? {
             Some(link) if link.deleted_at.is_none() && self.targets.blocks_stored(&link.url) => {
                 Answer::Blocked {
@@ -286,12 +286,9 @@ impl Resolver {
             Some(link) => Answer::Link(self.new_link(segment, link).await?),
             None => Answer::Missing,
         };
-        let entry = self
-            .cache
-            .put_at(segment, answer, generation)
-            .ok_or_else(|| {
-                Error::Internal(format!("the stored URL of {} is too long", shown(segment)))
-            })?;
+        let entry = self.cache.put_at(segment, answer, ticket).ok_or_else(|| {
+            Error::Internal(format!("the stored URL of {} is too long", shown(segment)))
+        })?;
         Ok(resolution(placed(entry, site)))
     }
 
@@ -357,6 +354,11 @@ impl Sample for Resolver {
             "shortener_cache_entries",
             "Entries held in the redirect cache (links and recently unknown codes)",
             self.cache.len() as f64,
+        )?;
+        out.gauge(
+            "shortener_cache_changes_confirmed_age_seconds",
+            "Seconds since every change to the store was last confirmed reported to the redirect cache (0 where the node makes every change); past SHORTENER_CACHE_TTL, cached links are read again at the end of their lifetime",
+            self.cache.confirmed_age().as_secs_f64(),
         )
     }
 }

@@ -255,6 +255,8 @@ pub enum ChangeEvent {
     DomainChanged(String),
     /// Changes may have been missed: forget everything cached.
     Reset,
+    /// Every change committed anywhere before this instant has been reported.
+    CaughtUp(std::time::Instant),
 }
 
 /// What a store failure means to a caller: the one place it becomes a domain error.

@@ -104,3 +104,70 @@ async fn a_cached_answer_is_the_answer_the_store_gave(backend: Backend) {
     );
 }
 on_both_stores!(a_cached_answer_is_the_answer_the_store_gave);
+
+/// The store reads a node made for its redirects (cache misses).
+fn misses(node: &crate::helpers::Node) -> u64 {
+    node.app
+        .resolver
+        .counters()
+        .cache_misses
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A cached link that no change can have reached is not read again when its lifetime ends:
+/// on the embedded store because the node makes every change, on PostgreSQL while the change
+/// feed's probes come back. A change is still served at once, and on PostgreSQL a change made on
+/// another node too.
+async fn a_cached_link_is_read_again_only_for_a_change(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let mut config = stack.config("a");
+    config.redirects.cache_ttl = std::num::NonZeroU64::new(4).expect("nonzero");
+    let a = crate::helpers::Node::start(config).await;
+    // On PostgreSQL, once the change feed listens and its probes come back.
+    let confirmed = testkit::wait_until(Duration::from_secs(10), || async {
+        let age = crate::helpers::metric(
+            &a.metrics().await,
+            "shortener_cache_changes_confirmed_age_seconds",
+        );
+        age < 2.0
+    })
+    .await;
+    assert!(confirmed, "changes were never confirmed");
+    let code = a.create_url("https://example.com/watched").await;
+    assert_eq!(a.visit(&code).await.status(), StatusCode::FOUND);
+    let read = misses(&a);
+    // Two and a half lifetimes.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (status, location) = a.location(&code).await;
+        assert_eq!(status, StatusCode::FOUND);
+        assert_eq!(location.as_deref(), Some("https://example.com/watched"));
+    }
+    assert_eq!(misses(&a), read, "an unchanged link was read again");
+
+    let (status, _) = a
+        .patch(
+            &code,
+            serde_json::json!({ "url": "https://example.com/edited" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, location) = a.location(&code).await;
+    assert_eq!(location.as_deref(), Some("https://example.com/edited"));
+    if backend == Backend::Postgres {
+        let b = stack.node("b").await;
+        let (status, _) = b
+            .patch(
+                &code,
+                serde_json::json!({ "url": "https://example.com/elsewhere" }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let served = testkit::wait_until(Duration::from_secs(5), || async {
+            a.location(&code).await.1.as_deref() == Some("https://example.com/elsewhere")
+        })
+        .await;
+        assert!(served, "node a kept the target node b replaced");
+    }
+}
+on_both_stores!(a_cached_link_is_read_again_only_for_a_change);

@@ -13,6 +13,16 @@ use tokio_util::sync::CancellationToken;
 /// The channel changes are announced on, in the transaction that makes them.
 pub const NOTIFY_CHANNEL: &str = "shortener_link_changes";
 
+/// The channel each listening connection sends its probes on (see [`Probes`]).
+pub const PROBE_CHANNEL: &str = "shortener_feed_probe";
+
+/// How often a listening connection sends a probe: how far behind the present the cache's
+/// confirmation of changes runs while the feed is healthy.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// Probes a connection leaves unanswered before it stops sending more.
+const MAX_PROBES_OUT: usize = 8;
+
 /// How to listen for changes: the pool's connection settings and TLS. Cheap to clone.
 #[derive(Clone)]
 pub struct ChangeFeed {
@@ -39,7 +49,7 @@ impl ChangeFeed {
                     ChangeEvent::Changed(code) => replica.changed_elsewhere(code),
                     ChangeEvent::Reset => replica.missed_changes(),
                     // Domains are read on the primary.
-                    ChangeEvent::DomainChanged(_) => {}
+                    ChangeEvent::DomainChanged(_) | ChangeEvent::CaughtUp(_) => {}
                 }
             }
             on_event(event)
@@ -75,12 +85,14 @@ impl ChangeFeed {
                 match message {
                     Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
                         let payload = n.payload().to_string();
-                        let event = if n.channel() == DOMAIN_NOTIFY_CHANNEL {
-                            ChangeEvent::DomainChanged(payload)
-                        } else {
-                            ChangeEvent::Changed(payload)
+                        let heard = match n.channel() {
+                            PROBE_CHANNEL => Heard::Probe(n.process_id(), payload),
+                            DOMAIN_NOTIFY_CHANNEL => {
+                                Heard::Event(ChangeEvent::DomainChanged(payload))
+                            }
+                            _ => Heard::Event(ChangeEvent::Changed(payload)),
                         };
-                        if tx.send(Some(event)).is_err() {
+                        if tx.send(heard).is_err() {
                             return;
                         }
                     }
@@ -91,25 +103,129 @@ impl ChangeFeed {
                     }
                 }
             }
-            let _ = tx.send(None);
+            let _ = tx.send(Heard::Closed);
         });
         client
             .batch_execute(&format!(
-                "LISTEN {NOTIFY_CHANNEL}; LISTEN {DOMAIN_NOTIFY_CHANNEL}"
+                "LISTEN {NOTIFY_CHANNEL}; LISTEN {DOMAIN_NOTIFY_CHANNEL}; LISTEN {PROBE_CHANNEL}"
             ))
             .await?;
+        let own: i32 = client
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await?
+            .get(0);
         // Anything that changed before LISTEN took effect is unknown to us.
         on_event(ChangeEvent::Reset);
+        let mut probes = Probes::default();
+        let mut every = tokio::time::interval(PROBE_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                message = rx.recv() => match message {
-                    Some(Some(event)) => on_event(event),
-                    _ => break,
+                heard = rx.recv() => match heard {
+                    Some(Heard::Event(event)) => on_event(event),
+                    Some(Heard::Probe(from, payload)) => {
+                        if let Some(sent) = probes.back(from == own, &payload) {
+                            on_event(ChangeEvent::CaughtUp(sent));
+                        }
+                    }
+                    Some(Heard::Closed) | None => break,
                 },
+                _ = every.tick() => {
+                    if let Some(payload) = probes.send() {
+                        client
+                            .execute("SELECT pg_notify($1, $2)", &[&PROBE_CHANNEL, &payload])
+                            .await?;
+                    }
+                }
                 () = stop.cancelled() => break,
             }
         }
         driver.abort();
         Ok(())
+    }
+}
+
+/// What the listening connection heard.
+enum Heard {
+    /// A change.
+    Event(ChangeEvent),
+    /// A probe, from the backend of this process ID, with this payload.
+    Probe(i32, String),
+    /// The connection ended.
+    Closed,
+}
+
+/// The probes one listening connection has sent and not yet heard back: each is a notification
+/// on [`PROBE_CHANNEL`] from the listening session itself, and PostgreSQL delivers notifications
+/// in the order their transactions committed, so when one comes back every change committed
+/// before it was sent has been heard.
+#[derive(Default)]
+struct Probes {
+    sent: std::collections::VecDeque<(u64, std::time::Instant)>,
+    next: u64,
+}
+
+impl Probes {
+    /// The payload of the next probe, sent now; `None` while [`MAX_PROBES_OUT`] are unanswered
+    /// (the feed has stalled: the cache's links then age from the last probe that came back).
+    fn send(&mut self) -> Option<String> {
+        if self.sent.len() >= MAX_PROBES_OUT {
+            return None;
+        }
+        self.next += 1;
+        self.sent.push_back((self.next, std::time::Instant::now()));
+        Some(self.next.to_string())
+    }
+
+    /// When the probe `payload` was sent, if it is this connection's (`own`: its backend sent
+    /// it) and unanswered; it and every earlier probe are answered.
+    fn back(&mut self, own: bool, payload: &str) -> Option<std::time::Instant> {
+        let number: u64 = payload.parse().ok().filter(|_| own)?;
+        let mut sent = None;
+        while let Some(&(n, at)) = self.sent.front() {
+            if n > number {
+                break;
+            }
+            self.sent.pop_front();
+            if n == number {
+                sent = Some(at);
+            }
+        }
+        sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_confirms_when_it_was_sent_and_answers_every_earlier_one() {
+        let mut probes = Probes::default();
+        let first = probes.send().expect("room");
+        let before_second = std::time::Instant::now();
+        let second = probes.send().expect("room");
+        // Another session's notification, or a payload that is no probe of ours, confirms nothing.
+        assert_eq!(probes.back(false, &second), None);
+        assert_eq!(probes.back(true, "not a number"), None);
+        let sent = probes
+            .back(true, &second)
+            .expect("the second probe is ours");
+        assert!(sent >= before_second);
+        // The first was answered with it.
+        assert_eq!(probes.back(true, &first), None);
+        assert!(probes.sent.is_empty());
+    }
+
+    #[test]
+    fn a_stalled_feed_sends_no_more_probes() {
+        let mut probes = Probes::default();
+        for _ in 0..MAX_PROBES_OUT {
+            assert!(probes.send().is_some());
+        }
+        assert_eq!(probes.send(), None);
+        let last = MAX_PROBES_OUT.to_string();
+        assert!(probes.back(true, &last).is_some());
+        assert!(probes.send().is_some());
     }
 }
