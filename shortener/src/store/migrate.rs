@@ -252,6 +252,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "console sessions by sign-out",
         sql: include_str!("../../migrations/sqlite/0024_console_sessions_revoked.sql"),
     },
+    Migration {
+        version: 25,
+        name: "checks as comparisons",
+        sql: include_str!("../../migrations/sqlite/0025_checks_as_comparisons.sql"),
+    },
 ];
 
 /// How many embedded migrations come after `version` (what a file at that version runs).

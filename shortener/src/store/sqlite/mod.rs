@@ -25,6 +25,7 @@
 
 mod api_keys;
 mod audit;
+mod checks;
 mod code_space;
 mod convert;
 mod domains;
@@ -670,6 +671,9 @@ impl Capabilities for SqliteStore {
                     tx.execute_batch(m.sql).map_err(db_error)?;
                     if m.version == manage::HOST_REV_VERSION {
                         manage::fill_host_rev(&tx)?;
+                    }
+                    if m.version == checks::VERSION {
+                        checks::rewrite(&tx)?;
                     }
                     tx.execute(
                         &format!("INSERT INTO {VERSION_TABLE} (version, name, applied_at) VALUES (?1, ?2, ?3)"),

@@ -4,6 +4,7 @@
 mod api_keys;
 mod audit;
 mod bounds;
+mod checks;
 mod durability;
 mod embedded;
 pub(crate) mod layout;

@@ -1,0 +1,7 @@
+-- The CHECK constraints that named their values with `IN (...)` (links.kind, link_events.kind,
+-- webhook_deliveries.state) are rewritten as comparisons joined by OR, which allow exactly the
+-- same values. SQLite evaluates a CHECK's `IN (list)` of three or more values by building a
+-- temporary B-tree of the list, for every row an INSERT or UPDATE writes; a comparison costs
+-- nothing of the kind. SQLite cannot ALTER a constraint, and the rewrite leaves every row and
+-- index as it is, so it is made in the schema's text, in this migration's transaction
+-- (store/sqlite/checks.rs, which runs after this file: the SQL here changes nothing itself).
