@@ -104,17 +104,9 @@ impl Node {
         let rules = create_rules(config, &targets, resources.space.length(), &own_hosts);
         let ids = Arc::new(IdPool::start(resources.lease_source, config.ids.pool()));
         let click_flush = config.visits.click_flush();
-        let cache = LinkCache::new(
-            config.redirects.cache(click_flush),
-            targets.generation_source(),
-        );
-        let limits = Arc::new(config.limits.rates(config.access.password_attempts));
         let store = resources.store;
-        if store.change_feed().is_none() {
-            // The node is the store's only writer (the embedded file), so every change reaches
-            // the cache as it is made: a cached link is not read again for its lifetime alone.
-            cache.sees_every_change();
-        }
+        let cache = link_cache(config, &targets, &store);
+        let limits = Arc::new(config.limits.rates(config.access.password_attempts));
         let audit = Arc::new(AuditLog::new(store.clone(), config.access.audit()));
         let links = Arc::new(
             LinkService::new(
@@ -453,6 +445,21 @@ fn signin(
 }
 
 /// The base of short URLs: `SHORTENER_PUBLIC_URL`, or the public listener's address.
+/// The redirect cache for `config`, its answers stale when the blocklist of `targets` moves;
+/// where the node is the store's only writer (the embedded file, which has no change feed),
+/// every change reaches the cache as it is made, so a cached link is not read again for its
+/// lifetime alone.
+fn link_cache(config: &Config, targets: &TargetRules, store: &Store) -> LinkCache {
+    let cache = LinkCache::new(
+        config.redirects.cache(config.visits.click_flush()),
+        targets.generation_source(),
+    );
+    if store.change_feed().is_none() {
+        cache.sees_every_change();
+    }
+    cache
+}
+
 fn public_base(config: &Config, http_addr: SocketAddr) -> PublicBase {
     PublicBase::new(
         &config

@@ -145,24 +145,16 @@ async fn a_cached_link_is_read_again_only_for_a_change(backend: Backend) {
     }
     assert_eq!(misses(&a), read, "an unchanged link was read again");
 
-    let (status, _) = a
-        .patch(
-            &code,
-            serde_json::json!({ "url": "https://example.com/edited" }),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    let retarget = async |node: &crate::helpers::Node, url: &str| {
+        let (status, body) = node.patch(&code, serde_json::json!({ "url": url })).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    };
+    retarget(&a, "https://example.com/edited").await;
     let (_, location) = a.location(&code).await;
     assert_eq!(location.as_deref(), Some("https://example.com/edited"));
     if backend == Backend::Postgres {
         let b = stack.node("b").await;
-        let (status, _) = b
-            .patch(
-                &code,
-                serde_json::json!({ "url": "https://example.com/elsewhere" }),
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK);
+        retarget(&b, "https://example.com/elsewhere").await;
         let served = testkit::wait_until(Duration::from_secs(5), || async {
             a.location(&code).await.1.as_deref() == Some("https://example.com/elsewhere")
         })
