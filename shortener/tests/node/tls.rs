@@ -20,13 +20,14 @@ fn node_config(dir: &Path, database_url: &str, ca_file: Option<&Path>, id_servic
     config
 }
 
-/// `(ssl, query)` of every session on database `name`, seen from a plaintext admin session.
+/// `(ssl, application_name)` of every session on database `name`, seen from a plaintext admin
+/// session.
 async fn sessions(cluster: &PgCluster, name: &str) -> Vec<(bool, String)> {
     cluster
         .connect()
         .await
         .query(
-            "SELECT s.ssl, a.query FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+            "SELECT s.ssl, a.application_name FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
              WHERE a.datname = $1",
             &[&name],
         )
@@ -68,7 +69,7 @@ async fn with_sslmode_require_and_the_ca_file_links_are_created_and_redirected_o
         sessions(&cluster, "links")
             .await
             .iter()
-            .any(|(_, query)| query.starts_with("LISTEN"))
+            .any(|(_, name)| name == "shortener-change-feed")
     })
     .await;
     assert!(listening, "the change listener never connected");

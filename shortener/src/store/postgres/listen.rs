@@ -13,6 +13,9 @@ use tokio_util::sync::CancellationToken;
 /// The channel changes are announced on, in the transaction that makes them.
 pub const NOTIFY_CHANNEL: &str = "shortener_link_changes";
 
+/// The listening session's `application_name`, which tells it apart in `pg_stat_activity`.
+pub const APPLICATION_NAME: &str = "shortener-change-feed";
+
 /// The channel each listening connection sends its probes on (see [`Probes`]).
 pub const PROBE_CHANNEL: &str = "shortener_feed_probe";
 
@@ -77,7 +80,9 @@ impl ChangeFeed {
         stop: &CancellationToken,
     ) -> Result<(), tokio_postgres::Error> {
         use futures::StreamExt;
-        let (client, mut connection) = self.config.connect(self.tls.clone()).await?;
+        let mut config = (*self.config).clone();
+        config.application_name(APPLICATION_NAME);
+        let (client, mut connection) = config.connect(self.tls.clone()).await?;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let driver = tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
