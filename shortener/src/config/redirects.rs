@@ -44,7 +44,8 @@ pub struct RedirectConfig {
     /// bytes a code; kept apart from the links, so a storm of unknown codes never evicts one).
     #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_BYTES", default_value_t = DEFAULT_NEGATIVE_CACHE_BYTES)]
     pub negative_cache_bytes: u64,
-    /// Seconds a cached link is kept (bounds staleness if a change notification is missed).
+    /// Seconds a missed change notification can leave a stale cached link (an unchanged link
+    /// is not read again while every change is confirmed reported).
     #[arg(long, env = "SHORTENER_CACHE_TTL", default_value = "60")]
     pub cache_ttl: NonZeroU64,
     /// Milliseconds an unknown code is remembered.
