@@ -105,7 +105,7 @@ impl Node {
         let ids = Arc::new(IdPool::start(resources.lease_source, config.ids.pool()));
         let click_flush = config.visits.click_flush();
         let store = resources.store;
-        let cache = link_cache(config, &targets, &store);
+        let cache = link_cache(config, click_flush, &targets, &store);
         let limits = Arc::new(config.limits.rates(config.access.password_attempts));
         let audit = Arc::new(AuditLog::new(store.clone(), config.access.audit()));
         let links = Arc::new(
@@ -444,14 +444,18 @@ fn signin(
     Ok(Some(Arc::new(signin)))
 }
 
-/// The base of short URLs: `SHORTENER_PUBLIC_URL`, or the public listener's address.
-/// The redirect cache for `config`, its answers stale when the blocklist of `targets` moves;
-/// where the node is the store's only writer (the embedded file, which has no change feed),
-/// every change reaches the cache as it is made, so a cached link is not read again for its
-/// lifetime alone.
-fn link_cache(config: &Config, targets: &TargetRules, store: &Store) -> LinkCache {
+/// The redirect cache for `config` (links with a visit limit kept about a `click_flush`), its
+/// answers stale when the blocklist of `targets` moves; where the node is the store's only
+/// writer (the embedded file, which has no change feed), every change reaches the cache as it is
+/// made, so a cached link is not read again for its lifetime alone.
+fn link_cache(
+    config: &Config,
+    click_flush: Duration,
+    targets: &TargetRules,
+    store: &Store,
+) -> LinkCache {
     let cache = LinkCache::new(
-        config.redirects.cache(config.visits.click_flush()),
+        config.redirects.cache(click_flush),
         targets.generation_source(),
     );
     if store.change_feed().is_none() {
@@ -460,6 +464,7 @@ fn link_cache(config: &Config, targets: &TargetRules, store: &Store) -> LinkCach
     cache
 }
 
+/// The base of short URLs: `SHORTENER_PUBLIC_URL`, or the public listener's address.
 fn public_base(config: &Config, http_addr: SocketAddr) -> PublicBase {
     PublicBase::new(
         &config

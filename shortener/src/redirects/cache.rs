@@ -5,9 +5,10 @@
 //! a storm of them never evicts a link). Deletes are pushed to every node (PostgreSQL
 //! `LISTEN/NOTIFY`, the store's change feed); the TTL bounds staleness when a notification is
 //! missed, and a link no reported change can have reached is not read again while the reports
-//! are confirmed ([`super::changes`]). A link is one allocation ([`Entry`]: its fields, then its URL, checked as a
-//! `Location` header value once when the entry is made), weighed at what it really costs, so
-//! the bound is one on memory: see docs/shortener.md, "What a cached link costs".
+//! are confirmed ([`super::changes`]). A link is one allocation ([`Entry`]: its fields, then
+//! its URL, checked as a `Location` header value once when the entry is made), weighed at what
+//! it really costs, so the bound is one on memory: see docs/shortener.md, "What a cached link
+//! costs".
 
 use super::changes::{Changes, Seen};
 use super::entry::{Entry, Fields, Kind, Rare};

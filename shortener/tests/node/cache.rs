@@ -136,7 +136,8 @@ async fn a_cached_link_is_read_again_only_for_a_change(backend: Backend) {
     let code = a.create_url("https://example.com/watched").await;
     assert_eq!(a.visit(&code).await.status(), StatusCode::FOUND);
     let read = misses(&a);
-    // Two and a half lifetimes.
+    // Two and a half lifetimes. The test is about time passing, so it sleeps: a visit a
+    // second, each of which must come from the cache, not the store.
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let (status, location) = a.location(&code).await;

@@ -16,8 +16,9 @@ pub const NOTIFY_CHANNEL: &str = "shortener_link_changes";
 /// The listening session's `application_name`, which tells it apart in `pg_stat_activity`.
 pub const APPLICATION_NAME: &str = "shortener-change-feed";
 
-/// The channel each listening connection sends its probes on (see [`Probes`]).
-pub const PROBE_CHANNEL: &str = "shortener_feed_probe";
+/// The start of the channel each listening session sends its probes on (see [`Probes`]); its
+/// backend process ID follows, so that each session hears its own probes and no other's.
+pub const PROBE_CHANNEL_PREFIX: &str = "shortener_feed_probe_";
 
 /// How often a listening connection sends a probe: how far behind the present the cache's
 /// confirmation of changes runs while the feed is healthy.
@@ -91,9 +92,12 @@ impl ChangeFeed {
                     Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
                         let payload = n.payload().to_string();
                         let heard = match n.channel() {
-                            PROBE_CHANNEL => Heard::Probe(n.process_id(), payload),
                             DOMAIN_NOTIFY_CHANNEL => {
                                 Heard::Event(ChangeEvent::DomainChanged(payload))
+                            }
+                            // Only this session's own probe channel is listened to.
+                            channel if channel.starts_with(PROBE_CHANNEL_PREFIX) => {
+                                Heard::Probe(payload)
                             }
                             _ => Heard::Event(ChangeEvent::Changed(payload)),
                         };
@@ -110,15 +114,16 @@ impl ChangeFeed {
             }
             let _ = tx.send(Heard::Closed);
         });
-        client
-            .batch_execute(&format!(
-                "LISTEN {NOTIFY_CHANNEL}; LISTEN {DOMAIN_NOTIFY_CHANNEL}; LISTEN {PROBE_CHANNEL}"
-            ))
-            .await?;
         let own: i32 = client
             .query_one("SELECT pg_backend_pid()", &[])
             .await?
             .get(0);
+        let probe_channel = format!("{PROBE_CHANNEL_PREFIX}{own}");
+        client
+            .batch_execute(&format!(
+                "LISTEN {NOTIFY_CHANNEL}; LISTEN {DOMAIN_NOTIFY_CHANNEL}; LISTEN {probe_channel}"
+            ))
+            .await?;
         // Anything that changed before LISTEN took effect is unknown to us.
         on_event(ChangeEvent::Reset);
         let mut probes = Probes::default();
@@ -128,8 +133,8 @@ impl ChangeFeed {
             tokio::select! {
                 heard = rx.recv() => match heard {
                     Some(Heard::Event(event)) => on_event(event),
-                    Some(Heard::Probe(from, payload)) => {
-                        if let Some(sent) = probes.back(from == own, &payload) {
+                    Some(Heard::Probe(payload)) => {
+                        if let Some(sent) = probes.back(&payload) {
                             on_event(ChangeEvent::CaughtUp(sent));
                         }
                     }
@@ -138,7 +143,7 @@ impl ChangeFeed {
                 _ = every.tick() => {
                     if let Some(payload) = probes.send() {
                         client
-                            .execute("SELECT pg_notify($1, $2)", &[&PROBE_CHANNEL, &payload])
+                            .execute("SELECT pg_notify($1, $2)", &[&probe_channel, &payload])
                             .await?;
                     }
                 }
@@ -154,14 +159,14 @@ impl ChangeFeed {
 enum Heard {
     /// A change.
     Event(ChangeEvent),
-    /// A probe, from the backend of this process ID, with this payload.
-    Probe(i32, String),
+    /// One of this session's probes, with this payload.
+    Probe(String),
     /// The connection ended.
     Closed,
 }
 
 /// The probes one listening connection has sent and not yet heard back: each is a notification
-/// on [`PROBE_CHANNEL`] from the listening session itself, and PostgreSQL delivers notifications
+/// from the listening session to itself (on its [`PROBE_CHANNEL_PREFIX`] channel), and PostgreSQL delivers notifications
 /// in the order their transactions committed, so when one comes back every change committed
 /// before it was sent has been heard.
 #[derive(Default)]
@@ -182,10 +187,10 @@ impl Probes {
         Some(self.next.to_string())
     }
 
-    /// When the probe `payload` was sent, if it is this connection's (`own`: its backend sent
-    /// it) and unanswered; it and every earlier probe are answered.
-    fn back(&mut self, own: bool, payload: &str) -> Option<std::time::Instant> {
-        let number: u64 = payload.parse().ok().filter(|_| own)?;
+    /// When the probe `payload` was sent, if it is unanswered; it and every earlier probe are
+    /// answered.
+    fn back(&mut self, payload: &str) -> Option<std::time::Instant> {
+        let number: u64 = payload.parse().ok()?;
         let mut sent = None;
         while let Some(&(n, at)) = self.sent.front() {
             if n > number {
@@ -210,15 +215,13 @@ mod tests {
         let first = probes.send().expect("room");
         let before_second = std::time::Instant::now();
         let second = probes.send().expect("room");
-        // Another session's notification, or a payload that is no probe of ours, confirms nothing.
-        assert_eq!(probes.back(false, &second), None);
-        assert_eq!(probes.back(true, "not a number"), None);
-        let sent = probes
-            .back(true, &second)
-            .expect("the second probe is ours");
+        // A payload that is no probe of ours confirms nothing.
+        assert_eq!(probes.back("not a number"), None);
+        assert_eq!(probes.back("0"), None);
+        let sent = probes.back(&second).expect("the second probe is ours");
         assert!(sent >= before_second);
         // The first was answered with it.
-        assert_eq!(probes.back(true, &first), None);
+        assert_eq!(probes.back(&first), None);
         assert!(probes.sent.is_empty());
     }
 
@@ -230,7 +233,7 @@ mod tests {
         }
         assert_eq!(probes.send(), None);
         let last = MAX_PROBES_OUT.to_string();
-        assert!(probes.back(true, &last).is_some());
+        assert!(probes.back(&last).is_some());
         assert!(probes.send().is_some());
     }
 }
