@@ -109,3 +109,11 @@ pub struct ClickCounts {
     /// GET redirects to known bots and preview fetchers.
     pub bot: u64,
 }
+
+impl std::ops::AddAssign for ClickCounts {
+    fn add_assign(&mut self, more: ClickCounts) {
+        self.human += more.human;
+        self.head += more.head;
+        self.bot += more.bot;
+    }
+}

@@ -11,6 +11,7 @@
 use super::places::Place;
 use super::routing::Routing;
 use crate::domain::PasswordHash;
+use crate::visits::clicks::{Holder, PendingClicks};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -116,6 +117,9 @@ pub(super) struct Fields {
     place: Arc<Place>,
     /// Its visit limit, password and rules, if it has any.
     rare: Option<Box<Rare>>,
+    /// Visits served from it that no click flush has taken yet (of a link without a visit
+    /// limit: a limited link's are counted by code, where its next read finds them).
+    clicks: PendingClicks,
 }
 
 /// The entry was read with no change to its code reported meanwhile, so every later change
@@ -147,6 +151,7 @@ impl Fields {
             expires_at: expires_at.map_or(i64::MAX, |t| t.timestamp_micros()),
             place,
             rare,
+            clicks: PendingClicks::default(),
         }
     }
 
@@ -178,7 +183,7 @@ struct Block<T: ?Sized> {
 pub struct Entry(Arc<Block<[u8]>>);
 
 /// The longest URL a block holds; a longer one is kept in the rare parts' box.
-pub const LONGEST_INLINE: usize = 4040;
+pub const LONGEST_INLINE: usize = 4032;
 
 /// The block of `fields` with `url` in an array of `N` bytes.
 fn sized<const N: usize>(fields: Fields, url: &[u8]) -> Arc<Block<[u8]>> {
@@ -188,7 +193,7 @@ fn sized<const N: usize>(fields: Fields, url: &[u8]) -> Arc<Block<[u8]>> {
 }
 
 /// Picks the smallest array of the listed sizes that holds the URL. Each size makes the whole
-/// allocation (two counts, the fields, the array: 56 + N bytes) one of the allocator's size
+/// allocation (two counts, the fields, the array: 64 + N bytes) one of the allocator's size
 /// classes: 64, 80, 96, 112, 128, 160, ... 4096 bytes (four classes per doubling).
 macro_rules! blocks {
     ($($n:literal),*) => {
@@ -203,8 +208,8 @@ macro_rules! blocks {
 }
 
 blocks!(
-    8, 24, 40, 56, 72, 104, 136, 168, 200, 264, 328, 392, 456, 584, 712, 840, 968, 1224, 1480,
-    1736, 1992, 2504, 3016, 3528, 4040
+    0, 16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 576, 704, 832, 960, 1216, 1472, 1728,
+    1984, 2496, 3008, 3520, 4032
 );
 
 impl Entry {
@@ -299,7 +304,7 @@ impl Entry {
 
     /// The block of a plain link with an average URL (60 bytes).
     pub(super) fn typical_bytes() -> u64 {
-        (ARC_COUNTS + size_of::<Fields>() + 72) as u64
+        (ARC_COUNTS + size_of::<Fields>() + 64) as u64
     }
 
     /// Heap bytes this entry holds alone: its block and its rare parts' box (the place it
@@ -308,6 +313,13 @@ impl Entry {
         ARC_COUNTS
             + size_of_val::<Block<[u8]>>(&self.0)
             + self.fields().rare.as_ref().map_or(0, |r| r.bytes())
+    }
+}
+
+/// A cached link holds the click counts of the visits served from it.
+impl Holder for Entry {
+    fn pending(&self) -> &PendingClicks {
+        &self.fields().clicks
     }
 }
 
@@ -379,7 +391,7 @@ mod tests {
         assert_eq!((&**entry.tenant(), entry.domain()), ("t", None));
         assert_eq!(entry.fields().generation, 7);
         assert_eq!(entry.rare(), &Rare::default());
-        // 26 bytes of URL: the 40-byte array, so the allocator's 96-byte class.
+        // 26 bytes of URL: the 32-byte array, so the allocator's 96-byte class.
         assert_eq!(entry.heap_bytes(), 96);
         let blocked = Entry::new(fields(&places, Kind::Blocked, Rare::default()), "").expect("e");
         assert_eq!((blocked.kind(), blocked.url()), (Kind::Blocked, ""));
@@ -393,14 +405,14 @@ mod tests {
         let classes = [
             64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768,
         ];
-        for len in [0, 1, 8, 9, 60, 72, 73, 500, 4039, 4040, 4041, 70_000] {
+        for len in [0, 1, 8, 9, 60, 64, 65, 500, 4031, 4032, 4033, 70_000] {
             let url = "u".repeat(len);
             let made = Fields::new(Kind::Link, false, None, places.place("t", None), None);
             let entry = Entry::new(made, &url).expect("an entry");
             assert_eq!(entry.url(), url, "{len}");
             let block = ARC_COUNTS + size_of_val::<Block<[u8]>>(&entry.0);
             let inline = if len > LONGEST_INLINE { 0 } else { len };
-            assert!(block >= 56 + inline && block <= 4096, "{len}: {block}");
+            assert!(block >= 64 + inline && block <= 4096, "{len}: {block}");
             if len <= 600 {
                 assert!(classes.contains(&block), "{len}: a block of {block} bytes");
             }

@@ -9,7 +9,8 @@ use crate::domain::{Domain, Error};
 use crate::metrics::{Sample, Samples};
 use crate::store::{LinkStore, SlotBound, Store};
 use crate::targets::TargetRules;
-use crate::visits::{VisitKind, Visits};
+use crate::visits::clicks::{HeldClicks, TakeHeld};
+use crate::visits::{Classified, VisitKind, Visits};
 use axum::http::HeaderValue;
 use chrono::Utc;
 use codespace::CodeSpace;
@@ -119,6 +120,8 @@ pub struct Resolver {
     space: Arc<CodeSpace>,
     targets: Arc<TargetRules>,
     visits: Arc<Visits>,
+    /// Cached links holding click counts a flush has yet to take.
+    held: Arc<HeldClicks<Entry>>,
     counters: Arc<LookupCounters>,
     high_water: HighWaterReads,
 }
@@ -150,14 +153,30 @@ impl Resolver {
             },
             high_water_reads,
         );
+        let held = Arc::new(HeldClicks::default());
+        visits.clicks().hold(Arc::clone(&held) as Arc<dyn TakeHeld>);
         Self {
             store,
             cache,
             space,
             targets,
             visits,
+            held,
             counters: Arc::default(),
             high_water,
+        }
+    }
+
+    /// Counts a served visit of `target`, the link of `key`: its total in the cached link it
+    /// was served from (no map to search on the redirect path), or by code for a link with a
+    /// visit limit (whose next read from the store must find this node's unflushed visits by
+    /// code); its rollups as always.
+    pub fn count(&self, key: &str, target: &Target, visit: &Classified<'_>) {
+        if target.limit().is_some() {
+            self.visits.record(key, target.tenant(), visit);
+        } else {
+            self.visits
+                .record_held(&self.held, &target.link, key, target.tenant(), visit);
         }
     }
 

@@ -100,6 +100,21 @@ impl Visits {
             .record(code, tenant, &visit.visit, visit.kind);
     }
 
+    /// Counts one visit as [`Visits::record`] does, its total held by `holder` (listed in
+    /// `held` until a flush takes it) rather than in the recorder's map by code.
+    pub fn record_held<H: clicks::Holder>(
+        &self,
+        held: &clicks::HeldClicks<H>,
+        holder: &H,
+        code: &str,
+        tenant: &Arc<str>,
+        visit: &Classified<'_>,
+    ) {
+        held.record(&self.clicks, code, holder, visit.kind);
+        self.analytics
+            .record(code, tenant, &visit.visit, visit.kind);
+    }
+
     /// Whether a visit should carry its client address: when analytics are on and a GeoIP
     /// database is in force.
     pub fn locates_clients(&self) -> bool {

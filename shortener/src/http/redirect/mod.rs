@@ -429,7 +429,7 @@ fn count_visit(
     if !target.admits(visit.kind()) {
         return false;
     }
-    state.visits.record(code, target.tenant(), &visit);
+    state.resolver.count(code, target, &visit);
     true
 }
 

@@ -154,9 +154,7 @@ pub struct Aggregator {
 }
 
 fn add(counts: &mut ClickCounts, more: ClickCounts) {
-    counts.human += more.human;
-    counts.head += more.head;
-    counts.bot += more.bot;
+    *counts += more;
 }
 
 /// The counts of one visit.

@@ -1,20 +1,25 @@
 //! The exact click totals of each link, counted off the redirect path: they never drop a
 //! visit.
 //!
-//! A visit only bumps an in-memory counter (through [`super::Visits::record`], the one way
-//! in); the visits' flush schedule writes the accumulated counts every
+//! A visit only bumps an in-memory counter (through [`super::Visits::record`] or
+//! [`super::Visits::record_held`]): in the cached link it was served from ([`HeldClicks`]),
+//! or by code in the recorder's map; the visits' flush schedule takes both and writes the
+//! accumulated counts every
 //! click flush interval in chunks, one batched write each (never a write per redirect, never a
 //! trigger on the link row; `flush`). A crash loses at most the counts of one flush interval
 //! (and of the flush that was writing them).
 
 mod flush;
+mod held;
+
+pub use held::{HeldClicks, Holder, PendingClicks, TakeHeld};
 
 use super::VisitKind;
 use crate::domain::{ClickCounts, CompactCode};
 use crate::metrics::{Sample, Samples};
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// How many independently locked parts the pending counts are split into, so redirects on
 /// different codes (and the flush) rarely wait for one another.
@@ -77,6 +82,8 @@ pub struct ClickRecorder {
     /// Held by the flush in progress, so that a flush begun beside another waits for it and
     /// returns only once every count taken before it began is written (or put back).
     flushing: tokio::sync::Mutex<()>,
+    /// Counts held outside the map (by cached links: [`HeldClicks`]), taken with it.
+    held: OnceLock<Arc<dyn TakeHeld>>,
 }
 
 impl Default for ClickRecorder {
@@ -99,6 +106,20 @@ impl ClickRecorder {
             full: tokio::sync::Notify::new(),
             flushed: AtomicU64::new(0),
             flushing: tokio::sync::Mutex::new(()),
+            held: OnceLock::new(),
+        }
+    }
+
+    /// Takes the counts `held` keeps with every flush, and counts them in
+    /// [`ClickRecorder::pending_human`] and the gauge. Set once; a second set is ignored.
+    pub fn hold(&self, held: Arc<dyn TakeHeld>) {
+        let _ = self.held.set(held);
+    }
+
+    /// A shard's list of holders reached `len`: at the bound, the flush is asked to run.
+    fn listed(&self, len: usize) {
+        if len == self.shard_bound {
+            self.full.notify_one();
         }
     }
 
@@ -112,7 +133,7 @@ impl ClickRecorder {
     /// used or free; aliases longer than an inline code hold a little more on the heap).
     pub fn bytes(&self) -> u64 {
         let slots: usize = self.shards.iter().map(|s| lock(s).capacity()).sum();
-        slots as u64 * SLOT_BYTES
+        slots as u64 * SLOT_BYTES + self.held.get().map_or(0, |held| held.bytes())
     }
 
     /// [`ClickRecorder::bytes`] at the bound: a hash table holding `max_pending` codes has up
@@ -124,6 +145,11 @@ impl ClickRecorder {
 
     fn shard(&self, code: &str) -> &Mutex<Pending> {
         &self.shards[shard_of(code)]
+    }
+
+    /// Adds `more` to the pending counts of `code` (counts a holder spilled).
+    fn add(&self, code: &str, more: ClickCounts) {
+        self.restore(&[(CompactCode::new(code), more)]);
     }
 
     /// Counts one redirect of `code`.
@@ -145,24 +171,30 @@ impl ClickRecorder {
         }
     }
 
-    /// This node's human visits of `code` not yet taken by a flush.
+    /// This node's human visits of `code` not yet taken by a flush (in the map, and held).
     pub fn pending_human(&self, code: &str) -> u64 {
-        lock(self.shard(code))
+        let mapped = lock(self.shard(code))
             .get(code.as_bytes())
-            .map_or(0, |counts| counts.human)
+            .map_or(0, |counts| counts.human);
+        mapped + self.held.get().map_or(0, |held| held.pending_human(code))
     }
 
     /// Takes the pending counts of one shard, sorted by code. The shard is swapped under its lock
     /// for an empty map with room for as many codes as the one taken held (the next interval has
     /// about as many, and a map growing from nothing rehashes on the redirect path), so
     /// redirects wait for a pointer swap, never for the copy or the sort.
-    fn take_shard(&self, shard: usize) -> Vec<(CompactCode, ClickCounts)> {
-        let shard = &self.shards[shard];
+    fn take_shard(&self, index: usize) -> Vec<(CompactCode, ClickCounts)> {
         // Sized under one lock and swapped under another, so the allocation does not hold up
-        // redirects (codes recorded in between go with the swap).
-        let capacity = lock(shard).len();
+        // redirects (codes recorded in between go with the swap). The held counts of the
+        // shard's codes join the rows taken.
+        let capacity = lock(&self.shards[index]).len();
         let empty = Pending::with_capacity_and_hasher(capacity, Default::default());
-        let taken = std::mem::replace(&mut *lock(shard), empty);
+        let mut taken = std::mem::replace(&mut *lock(&self.shards[index]), empty);
+        if let Some(held) = self.held.get() {
+            held.take_shard(index, &mut |code, more| {
+                *taken.entry(code).or_default() += more;
+            });
+        }
         let mut rows: Vec<_> = taken.into_iter().collect();
         // Keys compare in place (no pointer to follow for a short code, nothing to allocate).
         rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -178,12 +210,10 @@ impl ClickRecorder {
     }
 
     fn restore(&self, rows: &[(CompactCode, ClickCounts)]) {
-        for (code, c) in rows {
-            let mut pending = lock(self.shard(code.as_str()));
-            let counts = pending.entry(code.clone()).or_default();
-            counts.human += c.human;
-            counts.head += c.head;
-            counts.bot += c.bot;
+        for (code, more) in rows {
+            *lock(self.shard(code.as_str()))
+                .entry(code.clone())
+                .or_default() += *more;
         }
     }
 }
