@@ -9,6 +9,7 @@ mod api;
 pub mod branded;
 mod compat;
 pub mod console;
+mod drain;
 mod error;
 pub mod redirect;
 pub mod serve;

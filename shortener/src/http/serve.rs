@@ -1,7 +1,7 @@
 //! The HTTP/1 accept loop of the public and admin listeners: connection caps per listener and
 //! client ([`ConnectionGate`]), a per-connection watchdog for clients that are slow to send
 //! request heads (which also closes idle keep-alive connections), the peer address in every
-//! request, and a bounded graceful drain.
+//! request, and a bounded graceful drain ([`Drain`]).
 //!
 //! `axum::serve` offers neither a header read timeout nor a drain bound, so the loop is written
 //! here on hyper's connection builder. Each request is first offered to
@@ -12,18 +12,21 @@
 //! request on a keep-alive connection (docs/decisions.md has its cost). The watchdog here costs each connection one timer, re-armed once per timeout, and
 //! each request two stores to a counter that only its connection's task writes.
 
+use super::drain::{Drain, Listed};
 use crate::net::stall::StallIo;
 use crate::net::{Admitted, ConnectionGate};
 use axum::response::Response;
 use futures::future::Either;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::GracefulConnection;
 use std::convert::Infallible;
+use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -91,13 +94,13 @@ pub async fn serve<H: Handler>(
 ) {
     let ServeSettings {
         header_timeout,
-        drain,
         send_timeout,
+        ..
     } = settings;
     let mut builder = hyper::server::conn::http1::Builder::new();
     // No timer for hyper: the watchdog in each connection's task bounds header reads instead.
     builder.header_read_timeout(None).keep_alive(true);
-    let graceful = GracefulShutdown::new();
+    let drain = Arc::new(Drain::default());
     let handler = Arc::new(handler);
     loop {
         let (stream, peer) = tokio::select! {
@@ -151,17 +154,16 @@ pub async fn serve<H: Handler>(
                 }))
             }))
         });
-        let serving = graceful.watch(
-            builder.serve_connection(TokioIo::new(StallIo::new(stream, send_timeout)), service),
-        );
-        tokio::spawn(watched(serving, connection, header_timeout));
+        let serving =
+            builder.serve_connection(TokioIo::new(StallIo::new(stream, send_timeout)), service);
+        let listed = drain.enlist();
+        tokio::spawn(watched(serving, connection, header_timeout, listed));
     }
     drop(listener);
-    if tokio::time::timeout(drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(?drain, "drain bound reached; closing remaining connections");
+    drain.begin();
+    let bound = settings.drain;
+    if tokio::time::timeout(bound, drain.ended()).await.is_err() {
+        tracing::warn!(drain = ?bound, "drain bound reached; closing remaining connections");
     }
 }
 
@@ -203,33 +205,152 @@ impl<H> hyper::body::Body for Answering<H> {
 /// Drives one connection until it ends, closing it (by dropping it) when it has waited for a
 /// request head through a whole `header_timeout`: the watchdog wakes once per `header_timeout`
 /// and closes the connection if its progress is even (waiting) and has not moved since the last
-/// wake.
-async fn watched<F, H>(serving: F, connection: Arc<Connection<H>>, header_timeout: Duration)
-where
-    F: Future<Output = Result<(), hyper::Error>>,
+/// wake. Once the listener's drain begins (`listed`), the connection finishes the request it is
+/// answering and closes.
+async fn watched<F, H>(
+    serving: F,
+    connection: Arc<Connection<H>>,
+    header_timeout: Duration,
+    mut listed: Listed,
+) where
+    F: GracefulConnection<Error = hyper::Error>,
 {
     let mut serving = pin!(serving);
     let mut watchdog = pin!(tokio::time::sleep(header_timeout));
     let mut seen = connection.progress();
-    loop {
-        tokio::select! {
-            biased;
-            ended = serving.as_mut() => {
-                if let Err(error) = ended {
-                    // No peer address in the log: client IPs are used for limits and countries only.
-                    tracing::debug!(%error, "connection ended with an error");
-                }
-                return;
-            }
-            () = watchdog.as_mut() => {
-                let progress = connection.progress();
-                if progress == seen && progress.is_multiple_of(2) {
-                    tracing::debug!(?header_timeout, "no request head within the header read timeout; closing");
-                    return;
-                }
-                seen = progress;
-                watchdog.as_mut().reset(tokio::time::Instant::now() + header_timeout);
-            }
+    let mut draining = false;
+    poll_fn(|cx| {
+        if !draining && listed.began(cx) {
+            draining = true;
+            serving.as_mut().graceful_shutdown();
         }
+        if let Poll::Ready(ended) = serving.as_mut().poll(cx) {
+            if let Err(error) = ended {
+                // No peer address in the log: client IPs are used for limits and countries only.
+                tracing::debug!(%error, "connection ended with an error");
+            }
+            return Poll::Ready(());
+        }
+        while watchdog.as_mut().poll(cx).is_ready() {
+            let progress = connection.progress();
+            if progress == seen && progress.is_multiple_of(2) {
+                tracing::debug!(
+                    ?header_timeout,
+                    "no request head within the header read timeout; closing"
+                );
+                return Poll::Ready(());
+            }
+            seen = progress;
+            watchdog
+                .as_mut()
+                .reset(tokio::time::Instant::now() + header_timeout);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    use tokio::sync::Notify;
+
+    /// Answers `/slow` once `release` is notified (telling `arrived` when it has the request),
+    /// anything else at once.
+    struct Held {
+        arrived: Arc<Notify>,
+        release: Arc<Notify>,
+    }
+
+    impl Handler for Held {
+        fn handle_now(
+            &self,
+            _: SocketAddr,
+            request: &hyper::Request<Incoming>,
+        ) -> Option<Response> {
+            (request.uri().path() != "/slow").then(|| Response::new("now".into()))
+        }
+
+        async fn handle(&self, _: SocketAddr, _: hyper::Request<Incoming>) -> Response {
+            self.arrived.notify_one();
+            self.release.notified().await;
+            Response::new("slow".into())
+        }
+    }
+
+    /// Reads until the peer closes, within `within`; `None` if it did not close in time.
+    async fn read_to_close(stream: &mut TcpStream, within: Duration) -> Option<String> {
+        let mut text = Vec::new();
+        let read = tokio::time::timeout(within, stream.read_to_end(&mut text)).await;
+        read.ok()?.ok()?;
+        Some(String::from_utf8_lossy(&text).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_drain_closes_idle_connections_at_once_and_lets_the_request_in_flight_finish() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (arrived, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let handler = Held {
+            arrived: Arc::clone(&arrived),
+            release: Arc::clone(&release),
+        };
+        let settings = ServeSettings {
+            header_timeout: Duration::from_secs(60),
+            drain: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+        };
+        let stop = CancellationToken::new();
+        let gate = ConnectionGate::new("test", 16, 16, 64);
+        let serving = tokio::spawn(serve(listener, handler, gate, settings, stop.clone()));
+
+        // A keep-alive connection that has had its answer and waits for the next request.
+        let mut idle = TcpStream::connect(addr).await.expect("connect");
+        idle.write_all(b"GET /fast HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await
+            .expect("send");
+        let mut answer = [0; 256];
+        let n = idle.read(&mut answer).await.expect("answer");
+        assert!(
+            answer[..n].ends_with(b"now"),
+            "{:?}",
+            String::from_utf8_lossy(&answer[..n])
+        );
+        // A request being answered when the drain begins.
+        let mut busy = TcpStream::connect(addr).await.expect("connect");
+        busy.write_all(b"GET /slow HTTP/1.1\r\nhost: t\r\n\r\n")
+            .await
+            .expect("send");
+        tokio::time::timeout(Duration::from_secs(10), arrived.notified())
+            .await
+            .expect("the slow request reached its handler");
+
+        stop.cancel();
+        let closed = read_to_close(&mut idle, Duration::from_secs(10)).await;
+        assert_eq!(
+            closed.as_deref(),
+            Some(""),
+            "the idle connection was not closed"
+        );
+        assert!(
+            !serving.is_finished(),
+            "the drain ended before the request in flight"
+        );
+        release.notify_one();
+        let answered = read_to_close(&mut busy, Duration::from_secs(10))
+            .await
+            .expect("the request in flight was answered and its connection closed");
+        assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+        assert!(
+            answered.to_ascii_lowercase().contains("connection: close"),
+            "{answered}"
+        );
+        assert!(answered.ends_with("slow"), "{answered}");
+        tokio::time::timeout(Duration::from_secs(10), serving)
+            .await
+            .expect("the drain ended with its last connection, long before its bound")
+            .expect("serve");
     }
 }
