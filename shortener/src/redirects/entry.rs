@@ -321,6 +321,10 @@ impl Holder for Entry {
     fn pending(&self) -> &PendingClicks {
         &self.fields().clicks
     }
+
+    fn bytes(&self) -> usize {
+        self.heap_bytes()
+    }
 }
 
 /// The two counts an `Arc` allocation starts with.

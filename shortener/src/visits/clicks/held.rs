@@ -85,6 +85,8 @@ impl PendingClicks {
 pub trait Holder: Clone + Send + Sync + 'static {
     /// The counts it holds.
     fn pending(&self) -> &PendingClicks;
+    /// Heap bytes a handle keeps alive (what a listed holder costs once its owner let go).
+    fn bytes(&self) -> usize;
 }
 
 /// The listed holders, as the recorder drains them (the holder's type erased).
@@ -92,21 +94,38 @@ pub trait TakeHeld: Send + Sync {
     /// Takes the counts of every holder listed under `shard`, handing each to `add` with its
     /// code, and empties the shard's list.
     fn take_shard(&self, shard: usize, add: &mut dyn FnMut(CompactCode, ClickCounts));
-    /// Human visits held for `code` and not yet taken.
+    /// Human visits held for `code` and not yet taken. Searches the code's shard list: asked
+    /// only when a link with a visit limit is read from the store.
     fn pending_human(&self, code: &str) -> u64;
-    /// Bytes the lists hold now (every slot, used or free).
+    /// Bytes the lists hold now (every slot, used or free) and what their holders keep alive:
+    /// an upper bound, since a holder still cached is counted by its cache too.
     fn bytes(&self) -> u64;
+}
+
+/// One shard's listed holders, and the heap bytes they keep alive.
+struct List<H> {
+    holders: Vec<(CompactCode, H)>,
+    kept: u64,
+}
+
+impl<H> Default for List<H> {
+    fn default() -> Self {
+        Self {
+            holders: Vec::new(),
+            kept: 0,
+        }
+    }
 }
 
 /// Holders with counts not yet taken, listed by the shard of their code.
 pub struct HeldClicks<H> {
-    shards: [Mutex<Vec<(CompactCode, H)>>; SHARDS],
+    shards: [Mutex<List<H>>; SHARDS],
 }
 
 impl<H> Default for HeldClicks<H> {
     fn default() -> Self {
         Self {
-            shards: std::array::from_fn(|_| Mutex::new(Vec::new())),
+            shards: std::array::from_fn(|_| Mutex::new(List::default())),
         }
     }
 }
@@ -125,8 +144,10 @@ impl<H: Holder> HeldClicks<H> {
             Added::More => {}
             Added::First => {
                 let mut list = lock(&self.shards[shard_of(code)]);
-                list.push((CompactCode::new(code), holder.clone()));
-                recorder.listed(list.len());
+                let before = list.kept;
+                list.kept += holder.bytes() as u64;
+                list.holders.push((CompactCode::new(code), holder.clone()));
+                recorder.listed(list.holders.len(), before, list.kept);
             }
             Added::Full => recorder.add(code, holder.pending().take()),
         }
@@ -139,7 +160,7 @@ impl<H: Holder> TakeHeld for HeldClicks<H> {
         // list, and its count (if it landed before the take below) is taken now and finds
         // nothing then.
         let taken = std::mem::take(&mut *lock(&self.shards[shard]));
-        for (code, holder) in taken {
+        for (code, holder) in taken.holders {
             let counts = holder.pending().take();
             if counts != ClickCounts::default() {
                 add(code, counts);
@@ -149,6 +170,7 @@ impl<H: Holder> TakeHeld for HeldClicks<H> {
 
     fn pending_human(&self, code: &str) -> u64 {
         lock(&self.shards[shard_of(code)])
+            .holders
             .iter()
             .filter(|(listed, _)| listed.as_str() == code)
             .map(|(_, holder)| holder.pending().peek().human)
@@ -156,8 +178,14 @@ impl<H: Holder> TakeHeld for HeldClicks<H> {
     }
 
     fn bytes(&self) -> u64 {
-        let slots: usize = self.shards.iter().map(|s| lock(s).capacity()).sum();
-        (slots * size_of::<(CompactCode, H)>()) as u64
+        let slot = size_of::<(CompactCode, H)>() as u64;
+        self.shards
+            .iter()
+            .map(|shard| {
+                let list = lock(shard);
+                list.holders.capacity() as u64 * slot + list.kept
+            })
+            .sum()
     }
 }
 
@@ -172,6 +200,10 @@ mod tests {
     impl Holder for Counted {
         fn pending(&self) -> &PendingClicks {
             &self.0
+        }
+
+        fn bytes(&self) -> usize {
+            1000
         }
     }
 
@@ -229,6 +261,33 @@ mod tests {
         let mut total = recorder.take().iter().map(|(_, c)| c.head).sum::<u64>();
         held.take_shard(shard_of("x"), &mut |_, c| total += c.head);
         assert_eq!(total, clicks);
+    }
+
+    #[tokio::test]
+    async fn a_list_keeping_half_its_share_of_the_budget_alive_asks_for_a_flush() {
+        // A budget of 2 x 16 x 64 slots; half a shard's share is a few holders of 1000 bytes.
+        let recorder = ClickRecorder::new(SHARDS * 64);
+        let held = Arc::new(HeldClicks::<Counted>::default());
+        recorder.hold(Arc::clone(&held) as Arc<dyn TakeHeld>);
+        let half_share = recorder.budget() / (2 * SHARDS as u64);
+        let enough = half_share.div_ceil(1000);
+        // Codes of one shard (the same first byte): one holder short, no flush asked.
+        let holders: Vec<Counted> = (0..enough).map(|_| Counted::default()).collect();
+        for (i, holder) in holders.iter().enumerate().skip(1) {
+            held.record(&recorder, &format!("a{i}"), holder, VisitKind::Human);
+        }
+        let asked = tokio::time::timeout(std::time::Duration::from_millis(20), recorder.full());
+        assert!(asked.await.is_err(), "asked too early");
+        assert!(
+            recorder.bytes() >= (enough - 1) * 1000,
+            "the gauge counts what is kept"
+        );
+        held.record(&recorder, "a0", &holders[0], VisitKind::Human);
+        tokio::time::timeout(std::time::Duration::from_secs(1), recorder.full())
+            .await
+            .expect("a flush is asked at half the share");
+        assert_eq!(recorder.take().len() as u64, enough, "no visit dropped");
+        assert!(recorder.bytes() < 1000, "the holders are let go");
     }
 
     /// The totals never drop a visit: threads count while flushes take, and every count

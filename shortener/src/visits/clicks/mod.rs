@@ -116,9 +116,13 @@ impl ClickRecorder {
         let _ = self.held.set(held);
     }
 
-    /// A shard's list of holders reached `len`: at the bound, the flush is asked to run.
-    fn listed(&self, len: usize) {
-        if len == self.shard_bound {
+    /// A shard's list of holders grew to `len` holders keeping `bytes` alive (from `before`):
+    /// at the shard's bound in holders, or as the bytes cross half the shard's part of the
+    /// budget, the flush is asked to run (so that the entries a list keeps alive after the
+    /// cache evicted them are let go).
+    fn listed(&self, len: usize, before: u64, bytes: u64) {
+        let half_share = self.budget() / (2 * SHARDS as u64);
+        if len == self.shard_bound || (before < half_share && bytes >= half_share) {
             self.full.notify_one();
         }
     }
@@ -130,7 +134,8 @@ impl ClickRecorder {
     }
 
     /// Bytes the pending counts hold now, estimated from the shards' capacity (every slot,
-    /// used or free; aliases longer than an inline code hold a little more on the heap).
+    /// used or free; aliases longer than an inline code hold a little more on the heap), and
+    /// the lists of holders with what they keep alive ([`TakeHeld::bytes`]).
     pub fn bytes(&self) -> u64 {
         let slots: usize = self.shards.iter().map(|s| lock(s).capacity()).sum();
         slots as u64 * SLOT_BYTES + self.held.get().map_or(0, |held| held.bytes())
