@@ -17,10 +17,14 @@ use crate::visits::VisitKind;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Human visits in the low 32 bits, HEAD requests in the next 16, bots' in the top 16.
+/// Human visits in the low 32 bits, HEAD requests in the next 16, bots' in the 15 after, and
+/// [`LISTED`] on top.
 const HUMAN: u64 = 1;
 const HEAD: u64 = 1 << 32;
 const BOT: u64 = 1 << 48;
+/// The holder is on a list no flush has taken yet (set under the list's lock when it is put
+/// there; cleared only by a flush's take, after the flush took the list).
+const LISTED: u64 = 1 << 63;
 
 /// Past these a field is taken at once into the recorder's map, long before it could carry
 /// into the next (every adder checks after its own add, so at most one add per thread lands
@@ -35,11 +39,13 @@ pub struct PendingClicks(AtomicU64);
 /// What [`PendingClicks::add`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Added {
-    /// The first count since the counts were last taken: the holder must be listed.
-    First,
-    /// Counted beside others already listed.
+    /// The holder is not listed: it must be, before the visit counts as recorded
+    /// ([`PendingClicks::list`]).
+    Unlisted,
+    /// Counted in a holder already listed.
     More,
-    /// A field is near its width: take the counts into the recorder's map now.
+    /// A field is near its width: spill the counts into the recorder's map now
+    /// ([`PendingClicks::spill`]).
     Full,
 }
 
@@ -47,7 +53,7 @@ fn unpack(word: u64) -> ClickCounts {
     ClickCounts {
         human: word & 0xffff_ffff,
         head: (word >> 32) & 0xffff,
-        bot: word >> 48,
+        bot: (word & !LISTED) >> 48,
     }
 }
 
@@ -59,18 +65,29 @@ impl PendingClicks {
             VisitKind::Head => HEAD,
             VisitKind::Bot => BOT,
         };
-        let before = self.0.fetch_add(one, Ordering::Relaxed);
+        let before = self.0.fetch_add(one, Ordering::AcqRel);
         let now = unpack(before + one);
         if now.human >= HUMAN_MARK || now.head >= SMALL_MARK || now.bot >= SMALL_MARK {
             Added::Full
-        } else if before == 0 {
-            Added::First
+        } else if before & LISTED == 0 {
+            Added::Unlisted
         } else {
             Added::More
         }
     }
 
-    /// Takes the counts, leaving none.
+    /// Marks the holder listed; whether it was not (then the caller, holding the list's lock,
+    /// puts it on the list).
+    fn list(&self) -> bool {
+        self.0.fetch_or(LISTED, Ordering::AcqRel) & LISTED == 0
+    }
+
+    /// Takes the counts, leaving the holder listed or not as it was.
+    fn spill(&self) -> ClickCounts {
+        unpack(self.0.fetch_and(LISTED, Ordering::AcqRel))
+    }
+
+    /// Takes the counts and the mark of being listed (a flush, after taking the list).
     pub fn take(&self) -> ClickCounts {
         unpack(self.0.swap(0, Ordering::AcqRel))
     }
@@ -142,14 +159,18 @@ impl<H: Holder> HeldClicks<H> {
     pub fn record(&self, recorder: &ClickRecorder, code: &str, holder: &H, kind: VisitKind) {
         match holder.pending().add(kind) {
             Added::More => {}
-            Added::First => {
+            Added::Unlisted => {
+                // Listed before this returns, by this visit or by one beside it that holds the
+                // lock: a flush begun after a visit was recorded finds its holder on the list.
                 let mut list = lock(&self.shards[shard_of(code)]);
-                let before = list.kept;
-                list.kept += holder.bytes() as u64;
-                list.holders.push((CompactCode::new(code), holder.clone()));
-                recorder.listed(list.holders.len(), before, list.kept);
+                if holder.pending().list() {
+                    let before = list.kept;
+                    list.kept += holder.bytes() as u64;
+                    list.holders.push((CompactCode::new(code), holder.clone()));
+                    recorder.listed(list.holders.len(), before, list.kept);
+                }
             }
-            Added::Full => recorder.add(code, holder.pending().take()),
+            Added::Full => recorder.add(code, holder.pending().spill()),
         }
     }
 }
@@ -210,19 +231,36 @@ mod tests {
     #[test]
     fn a_word_counts_each_kind_apart_and_says_when_to_list_and_when_to_spill() {
         let pending = PendingClicks::default();
-        assert_eq!(pending.add(VisitKind::Human), Added::First);
-        assert_eq!(pending.add(VisitKind::Head), Added::More);
+        assert_eq!(pending.add(VisitKind::Human), Added::Unlisted);
+        assert_eq!(
+            pending.add(VisitKind::Head),
+            Added::Unlisted,
+            "until it is listed"
+        );
+        assert!(pending.list());
+        assert!(!pending.list(), "listed once");
         assert_eq!(pending.add(VisitKind::Bot), Added::More);
         assert_eq!(pending.add(VisitKind::Bot), Added::More);
         let counts = pending.take();
         assert_eq!((counts.human, counts.head, counts.bot), (1, 1, 2));
         assert_eq!(pending.peek(), ClickCounts::default());
-        assert_eq!(pending.add(VisitKind::Bot), Added::First, "listed again");
+        assert_eq!(
+            pending.add(VisitKind::Bot),
+            Added::Unlisted,
+            "to be listed again"
+        );
+        assert!(pending.list());
         for _ in 1..SMALL_MARK - 1 {
             assert_eq!(pending.add(VisitKind::Bot), Added::More);
         }
         assert_eq!(pending.add(VisitKind::Bot), Added::Full);
-        assert_eq!(pending.take().bot, SMALL_MARK);
+        assert_eq!(pending.spill().bot, SMALL_MARK);
+        assert_eq!(
+            pending.add(VisitKind::Bot),
+            Added::More,
+            "a spill keeps it listed"
+        );
+        assert_eq!(pending.take().bot, 1);
     }
 
     #[test]
@@ -288,6 +326,25 @@ mod tests {
             .expect("a flush is asked at half the share");
         assert_eq!(recorder.take().len() as u64, enough, "no visit dropped");
         assert!(recorder.bytes() < 1000, "the holders are let go");
+    }
+
+    #[test]
+    fn a_spilled_holder_stays_listed_once_so_its_visits_count_once_for_a_limit() {
+        let recorder = ClickRecorder::default();
+        let held = Arc::new(HeldClicks::<Counted>::default());
+        recorder.hold(Arc::clone(&held) as Arc<dyn TakeHeld>);
+        let holder = Counted::default();
+        for _ in 0..3 {
+            held.record(&recorder, "x", &holder, VisitKind::Human);
+        }
+        for _ in 0..SMALL_MARK {
+            held.record(&recorder, "x", &holder, VisitKind::Head);
+        }
+        for _ in 0..2 {
+            held.record(&recorder, "x", &holder, VisitKind::Human);
+        }
+        assert_eq!(recorder.pending_human("x"), 5);
+        assert_eq!(lock(&held.shards[shard_of("x")]).holders.len(), 1);
     }
 
     /// The totals never drop a visit: threads count while flushes take, and every count

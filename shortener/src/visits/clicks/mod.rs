@@ -152,28 +152,29 @@ impl ClickRecorder {
         &self.shards[shard_of(code)]
     }
 
-    /// Adds `more` to the pending counts of `code` (counts a holder spilled).
+    /// Adds `more` to the pending counts of `code`, asking for a flush when its shard reaches
+    /// its bound.
     fn add(&self, code: &str, more: ClickCounts) {
-        self.restore(&[(CompactCode::new(code), more)]);
+        let mut pending = lock(self.shard(code));
+        if let Some(counts) = pending.get_mut(code.as_bytes()) {
+            *counts += more;
+            return;
+        }
+        if pending.len() + 1 == self.shard_bound {
+            self.full.notify_one();
+        }
+        pending.insert(CompactCode::new(code), more);
     }
 
     /// Counts one redirect of `code`.
     pub(super) fn record(&self, code: &str, kind: VisitKind) {
-        let mut pending = lock(self.shard(code));
-        let counts = match pending.get_mut(code.as_bytes()) {
-            Some(counts) => counts,
-            None => {
-                if pending.len() + 1 == self.shard_bound {
-                    self.full.notify_one();
-                }
-                pending.entry(CompactCode::new(code)).or_default()
-            }
-        };
+        let mut one = ClickCounts::default();
         match kind {
-            VisitKind::Human => counts.human += 1,
-            VisitKind::Head => counts.head += 1,
-            VisitKind::Bot => counts.bot += 1,
+            VisitKind::Human => one.human = 1,
+            VisitKind::Head => one.head = 1,
+            VisitKind::Bot => one.bot = 1,
         }
+        self.add(code, one);
     }
 
     /// This node's human visits of `code` not yet taken by a flush (in the map, and held).
