@@ -11,7 +11,7 @@
 //! count is in the entry until a flush takes it, and an entry with counts is listed until
 //! then (or listed again).
 
-use super::{ClickRecorder, SHARDS, shard_of};
+use super::{ClickRecorder, SHARDS, lock, shard_of};
 use crate::domain::{ClickCounts, CompactCode};
 use crate::visits::VisitKind;
 use std::sync::Mutex;
@@ -145,11 +145,6 @@ impl<H> Default for HeldClicks<H> {
             shards: std::array::from_fn(|_| Mutex::new(List::default())),
         }
     }
-}
-
-fn lock<T>(list: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A list stays consistent whatever panicked while holding the lock.
-    list.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<H: Holder> HeldClicks<H> {

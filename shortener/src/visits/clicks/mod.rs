@@ -92,8 +92,8 @@ impl Default for ClickRecorder {
     }
 }
 
-fn lock(shard: &Mutex<Pending>) -> std::sync::MutexGuard<'_, Pending> {
-    // Counters stay consistent whatever panicked while holding the lock.
+fn lock<T>(shard: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Counters and lists stay consistent whatever panicked while holding the lock.
     shard.lock().unwrap_or_else(|p| p.into_inner())
 }
 
