@@ -1,11 +1,15 @@
 //! The in-memory ID pool: one block being handed out, one spare, refilled in the background.
 //!
-//! The pool's state and its refill task stay together, just over 400 lines: the refill's
-//! correctness is argued against the state's invariants, and splitting them would separate the
-//! two halves of that argument.
+//! The state's invariants live here with the state: IDs are taken only from a granted block, in
+//! order, and a block is accepted only at or above every block seen before
+//! ([`State::accept`]). The refill task (`refill`) only decides when to lease and how long to
+//! wait after a failure; every lease it receives goes through `accept`.
+
+mod refill;
 
 use crate::rate::RateEstimator;
 use crate::source::{Lease, LeaseError, LeaseSource};
+use refill::refill;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -138,6 +142,55 @@ impl State {
             }
         }
         taken
+    }
+
+    /// Takes `lease` as the next block if it starts at or above every block received before
+    /// (a block below would repeat IDs: the ledger went back, say by a restore), else refuses
+    /// and counts it. Returns whether it was accepted.
+    fn accept(&mut self, lease: Lease) -> bool {
+        if lease.block.start < self.high_water {
+            self.rewinds += 1;
+            let message = format!(
+                "lease {} starts at {}, below IDs already received (up to {})",
+                lease.lease_id, lease.block.start, self.high_water
+            );
+            self.last_lease_error = Some(LeaseError::Unavailable(message.clone()));
+            self.last_error = Some(message);
+            tracing::error!(
+                lease_id = lease.lease_id,
+                start = lease.block.start,
+                end = lease.block.end,
+                "lease starts below a block already received; refusing it (ledger rewound?)"
+            );
+            return false;
+        }
+        self.high_water = lease.block.end;
+        self.leases += 1;
+        self.last_block_size = lease.block.len();
+        self.last_error = None;
+        self.last_lease_error = None;
+        tracing::debug!(
+            lease_id = lease.lease_id,
+            start = lease.block.start,
+            end = lease.block.end,
+            "lease received"
+        );
+        if self.current.as_ref().is_none_or(|c| c.next >= c.end) {
+            self.current = Some(Cursor {
+                next: lease.block.start,
+                end: lease.block.end,
+            });
+        } else {
+            self.spare = Some(lease);
+        }
+        true
+    }
+
+    /// Records a failed lease attempt.
+    fn failed(&mut self, error: &LeaseError) {
+        self.lease_errors += 1;
+        self.last_error = Some(error.to_string());
+        self.last_lease_error = Some(error.clone());
     }
 }
 
@@ -319,141 +372,5 @@ impl IdPool {
 impl Drop for IdPool {
     fn drop(&mut self) {
         self.task.abort();
-    }
-}
-
-/// The block size to ask for: enough for `target_block_duration` at the measured rate.
-fn block_size(config: &PoolConfig, rate: f64) -> u64 {
-    let wanted = if rate > 1e-9 {
-        (rate * config.target_block_duration.as_secs_f64()).ceil() as u64
-    } else {
-        config.initial_block
-    };
-    wanted.clamp(config.min_block, config.max_block.max(config.min_block))
-}
-
-/// Keeps the spare slot filled: leases whenever it is empty, retries with capped exponential
-/// backoff and jitter, and refuses blocks that go backwards.
-async fn refill(inner: Arc<Inner>) {
-    let config = inner.config.clone();
-    let mut backoff = config.backoff_initial;
-    loop {
-        let ask = {
-            let mut state = inner.lock();
-            let issued = state.issued;
-            state.rate.observe(issued, Instant::now());
-            if state.spare.is_some() {
-                None
-            } else {
-                Some((block_size(&config, state.rate.rate()), state.high_water))
-            }
-        };
-        let Some((size, high_water)) = ask else {
-            // Wake on demand, and now and then to keep the rate estimate fresh.
-            tokio::select! {
-                _ = inner.wake.notified() => {}
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            }
-            continue;
-        };
-        let trigger = inner
-            .trigger
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take();
-        let lease = tracing::Instrument::instrument(
-            inner.source.lease_reporting(size, high_water),
-            otel::follow_up_span("refill ID pool", trigger.as_ref()),
-        );
-        let outcome = match tokio::time::timeout(config.lease_timeout, lease).await {
-            Ok(result) => result,
-            Err(_) => Err(LeaseError::Unavailable(format!(
-                "no lease within {:?}",
-                config.lease_timeout
-            ))),
-        };
-        match outcome {
-            Ok(lease) => {
-                let mut state = inner.lock();
-                if lease.block.start < state.high_water {
-                    state.rewinds += 1;
-                    let message = format!(
-                        "lease {} starts at {}, below IDs already received (up to {})",
-                        lease.lease_id, lease.block.start, state.high_water
-                    );
-                    state.last_lease_error = Some(LeaseError::Unavailable(message.clone()));
-                    state.last_error = Some(message);
-                    drop(state);
-                    tracing::error!(
-                        lease_id = lease.lease_id,
-                        start = lease.block.start,
-                        end = lease.block.end,
-                        "lease starts below a block already received; refusing it (ledger rewound?)"
-                    );
-                } else {
-                    state.high_water = lease.block.end;
-                    state.leases += 1;
-                    state.last_block_size = lease.block.len();
-                    state.last_error = None;
-                    state.last_lease_error = None;
-                    tracing::debug!(
-                        lease_id = lease.lease_id,
-                        start = lease.block.start,
-                        end = lease.block.end,
-                        "lease received"
-                    );
-                    let current_empty = state.current.as_ref().is_none_or(|c| c.next >= c.end);
-                    if current_empty {
-                        state.current = Some(Cursor {
-                            next: lease.block.start,
-                            end: lease.block.end,
-                        });
-                    } else {
-                        state.spare = Some(lease);
-                    }
-                    drop(state);
-                    inner.filled.notify_waiters();
-                    backoff = config.backoff_initial;
-                    continue;
-                }
-            }
-            Err(error) => {
-                let mut state = inner.lock();
-                state.lease_errors += 1;
-                state.last_error = Some(error.to_string());
-                state.last_lease_error = Some(error.clone());
-                drop(state);
-                tracing::warn!(%error, retry_in = ?backoff, "lease failed");
-            }
-        }
-        let jitter = rand_fraction() * 0.5 + 0.75;
-        tokio::time::sleep(backoff.mul_f64(jitter)).await;
-        backoff = (backoff * 2).min(config.backoff_max);
-    }
-}
-
-/// A cheap pseudo-random fraction in [0, 1) for retry jitter (not for anything secret).
-fn rand_fraction() -> f64 {
-    use std::hash::{BuildHasher, RandomState};
-    (RandomState::new().hash_one(std::time::SystemTime::now()) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn block_size_follows_the_rate_within_bounds() {
-        let config = PoolConfig {
-            min_block: 100,
-            max_block: 10_000,
-            initial_block: 500,
-            target_block_duration: Duration::from_secs(60),
-            ..PoolConfig::default()
-        };
-        assert_eq!(block_size(&config, 0.0), 500);
-        assert_eq!(block_size(&config, 0.5), 100);
-        assert_eq!(block_size(&config, 10.0), 600);
-        assert_eq!(block_size(&config, 1e6), 10_000);
     }
 }
