@@ -6,8 +6,10 @@
 mod helpers;
 
 mod allocate;
+mod allocate_json;
 mod allocate_kill9;
 mod auth;
+mod auth_operations;
 mod cli;
 mod demoted;
 mod failover;
