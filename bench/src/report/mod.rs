@@ -166,17 +166,18 @@ impl Report {
                 .find(|(c, _)| *c == 64)
                 .map_or(f64::NAN, |(_, x)| x.p99());
             let capacity = cpu_at(&r.ceiling, 64) / cpu_at(&r.hit, 64);
+            // Issue 38's floor: cache hits stay at 0.85 of the ceiling or above.
             let _ = writeln!(
                 s,
-                "| cache-hit redirects vs hyper ceiling, 64 connections: server CPU per request (capacity) | ≥ 0.8× | {} | {} |",
+                "| cache-hit redirects vs hyper ceiling, 64 connections: server CPU per request (capacity) | ≥ 0.85× | {} | {} |",
                 ratio(capacity),
-                status(capacity >= 0.8)
+                status(capacity >= 0.85)
             );
             let _ = writeln!(
                 s,
-                "| the same, req/s through one wrk thread (the load generator is the limit on 2 cores) | ≥ 0.8× | {} | {} |",
+                "| the same, req/s through one wrk thread (the load generator is the limit on 2 cores) | ≥ 0.85× | {} | {} |",
                 ratio(hit_ratio),
-                status(hit_ratio >= 0.8)
+                status(hit_ratio >= 0.85)
             );
             let off_capacity = cpu_at(&r.hit_analytics_off, 64) / cpu_at(&r.hit, 64);
             let off_rate = rate_at(&r.hit, 64) / rate_at(&r.hit_analytics_off, 64);
