@@ -109,23 +109,59 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
         }
     );
     let workload = Workload::new(Arc::clone(&history), system.topology(), grpc);
-    let mut clients = workload.spawn(settings.clients, settings.seed);
+    let clients = workload.spawn(settings.clients, settings.seed);
+    let (problems, lease_probe) = inject_faults(settings, &mut system, &workload, &history).await;
+    let problems = wind_down(&mut system, &workload, clients, problems).await;
 
+    let (mut report, (leases, links)) = check(settings, &system, &history, &probe).await?;
+    if let Some(probe) = &lease_probe {
+        check_failovers(&mut report, &system, &history, probe).await?;
+    }
+    report.violations.extend(problems);
+    report.notes.push(format!(
+        "{leases} leases, {links} links in the database, {} faults, wall time {:.1}s",
+        history.faults().len(),
+        wall.elapsed().as_secs_f64()
+    ));
+    tell(settings, &mut system, &report);
+    Ok(report)
+}
+
+/// Runs the nemesis over `system` while the workload runs (the Patroni one, with a lease probe,
+/// when the database is a Patroni cluster); the problems it saw, and the probe.
+async fn inject_faults(
+    settings: &RunSettings,
+    system: &mut System,
+    workload: &Workload,
+    history: &Arc<History>,
+) -> (Vec<String>, Option<LeaseProbe>) {
     let nemesis = NemesisConfig {
         seed: settings.seed,
         duration: settings.duration,
         outage_limit: Duration::from_secs(45),
     };
-    let patroni = matches!(settings.system.database, DatabaseKind::Patroni(_));
-    let (mut problems, lease_probe) = if patroni {
-        let (probe, task) = LeaseProbe::start(system.id_service_grpc(0), Arc::clone(&history));
-        let problems = ha::run(&mut system, &history, &nemesis).await;
+    if matches!(settings.system.database, DatabaseKind::Patroni(_)) {
+        let (probe, task) = LeaseProbe::start(system.id_service_grpc(0), Arc::clone(history));
+        let problems = ha::run(system, history, &nemesis).await;
         task.abort();
         (problems, Some(probe))
     } else {
-        let problems = nemesis::run(&mut system, &workload, &history, &nemesis).await;
-        (problems, None)
-    };
+        (
+            nemesis::run(system, workload, history, &nemesis).await,
+            None,
+        )
+    }
+}
+
+/// Stops the workload and waits for its clients, then for every process to be ready again;
+/// `problems` with what went wrong in the end added (clients that hung, processes not ready or
+/// gone, alarms in the logs).
+async fn wind_down(
+    system: &mut System,
+    workload: &Workload,
+    mut clients: JoinSet<()>,
+    mut problems: Vec<String>,
+) -> Vec<String> {
     workload.stop();
     let drained = tokio::time::timeout(Duration::from_secs(60), async {
         while clients.join_next().await.is_some() {}
@@ -142,16 +178,26 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
     for line in system.log_lines_containing(ALARMS) {
         problems.push(format!("alarm logged: {line}"));
     }
+    problems
+}
 
+/// The checker's verdict on the history, against the database's final state and a last read
+/// of every created code at every node; and how many leases and links the database holds.
+async fn check(
+    settings: &RunSettings,
+    system: &System,
+    history: &History,
+    probe: &Clients,
+) -> anyhow::Result<(Report, (usize, usize))> {
     let db = system.db().await?;
     let snapshot = Snapshot::load(&db).await?;
     let creates = history.creates();
-    let final_reads = sweep(&probe, &creates, system.node_count()).await;
+    let final_reads = sweep(probe, &creates, system.node_count()).await;
     let key = CodeKey::parse(CODE_KEY).context("parse the code key")?;
     let space = CodeSpace::new(&key, codespace::DEFAULT_LENGTH).context("build the code space")?;
     let reads = history.reads();
     let faults = history.faults();
-    let mut report = checker::check(&Input {
+    let report = checker::check(&Input {
         creates: &creates,
         reads: &reads,
         faults: &faults,
@@ -166,41 +212,58 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
             ..Bounds::default()
         },
     });
-    if let Some(probe) = &lease_probe {
-        report.notes.extend(recovery_notes(
-            &faults,
-            &creates,
-            probe,
-            system.node_count(),
-            history.now(),
-        ));
-        let (jumps, timeline) = ha::fence_jumps(&system).await?;
-        // Each promotion starts a timeline, and the probe leases within 100 ms of the new
-        // leader's first write: every promotion must show as a jump of the fence.
-        let promotions = faults
-            .iter()
-            .filter(|f| {
-                matches!(
-                    f.fault,
-                    Fault::Switchover | Fault::KillLeader | Fault::PartitionLeader
-                )
-            })
-            .count() as i64;
-        if jumps < promotions {
-            report.violations.push(format!(
-                "the timeline fence recorded {jumps} jumps after {promotions} promotions"
-            ));
-        }
-        report.notes.push(format!(
-            "timeline fence: {jumps} jumps recorded in the ledger after {promotions} promotions \
-             (last grant on timeline {timeline}); {} IDs skipped by grants whose answer reached \
-             an id-service; acknowledged creates lost in failovers: {}; IDs in use outside \
-             every surviving lease: {}",
-            ha::ids_skipped_by_fence(&system).await,
-            report.lost_in_failover,
-            report.ids_outside_surviving_leases
+    Ok((report, (snapshot.leases.len(), snapshot.links.len())))
+}
+
+/// The Patroni suite's checks beyond the history's: each fault's pause and recovery (notes),
+/// and a jump of the ledger's timeline fence for every promotion (a violation if one is
+/// missing).
+async fn check_failovers(
+    report: &mut Report,
+    system: &System,
+    history: &History,
+    probe: &LeaseProbe,
+) -> anyhow::Result<()> {
+    let (faults, creates) = (history.faults(), history.creates());
+    report.notes.extend(recovery_notes(
+        &faults,
+        &creates,
+        probe,
+        system.node_count(),
+        history.now(),
+    ));
+    let (jumps, timeline) = ha::fence_jumps(system).await?;
+    // Each promotion starts a timeline, and the probe leases within 100 ms of the new
+    // leader's first write: every promotion must show as a jump of the fence.
+    let promotions = faults
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.fault,
+                Fault::Switchover | Fault::KillLeader | Fault::PartitionLeader
+            )
+        })
+        .count() as i64;
+    if jumps < promotions {
+        report.violations.push(format!(
+            "the timeline fence recorded {jumps} jumps after {promotions} promotions"
         ));
     }
+    report.notes.push(format!(
+        "timeline fence: {jumps} jumps recorded in the ledger after {promotions} promotions \
+         (last grant on timeline {timeline}); {} IDs skipped by grants whose answer reached \
+         an id-service; acknowledged creates lost in failovers: {}; IDs in use outside \
+         every surviving lease: {}",
+        ha::ids_skipped_by_fence(system).await,
+        report.lost_in_failover,
+        report.ids_outside_surviving_leases
+    ));
+    Ok(())
+}
+
+/// Prints the verdict: the notes, the violations (keeping the logs, with the seed to replay),
+/// and the summary line.
+fn tell(settings: &RunSettings, system: &mut System, report: &Report) {
     for note in &report.notes {
         eprintln!("  {note}");
     }
@@ -220,7 +283,6 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
         );
     }
     println!("{} seed={}", report.summary(), settings.seed);
-    Ok(report)
 }
 
 /// One line per fault: how long creates (the worst node) and leases paused, and the time from
