@@ -6,6 +6,16 @@ use crate::history::{CreateOp, Kind, Outcome, ReadOutcome};
 use crate::snapshot::LinkRow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+/// Acknowledged creates whose code is not in the database (or maps to another URL), by code:
+/// violations, except those lost in an asynchronous failover (`failover`), which are counted.
+#[derive(Default)]
+struct Losses<'a> {
+    lost: HashSet<&'a str>,
+    failover: HashSet<&'a str>,
+}
+
+/// Checks every create and row of the run: no code for two URLs, no URL under two codes, no
+/// acknowledged link lost, no refused create stored, no row the workload never asked for.
 pub(super) fn check(input: &Input<'_>, report: &mut Report) {
     let mut groups: BTreeMap<&str, Vec<&CreateOp>> = BTreeMap::new();
     for op in input.creates {
@@ -17,8 +27,40 @@ pub(super) fn check(input: &Input<'_>, report: &mut Report) {
         rows_by_url.entry(row.url.as_str()).or_default().push(row);
         rows_by_code.insert(row.code.as_str(), row);
     }
+    check_codes_name_one_url(input, report);
+    let mut losses = Losses::default();
+    for (url, ops) in &groups {
+        let rows = rows_by_url.get(url).map(Vec::as_slice).unwrap_or(&[]);
+        check_one_url(url, ops, rows, report);
+        check_acknowledged(input, ops, &rows_by_code, &mut losses, report);
+        for row in rows {
+            check_row_shape(row, ops[0], input.space.length(), report);
+        }
+    }
+    for row in &input.snapshot.links {
+        if !groups.contains_key(row.url.as_str()) {
+            report.violation(format!(
+                "phantom row: code {} -> {} was never requested by the workload",
+                row.code, row.url
+            ));
+        }
+    }
+    check_reads(input, &losses.failover, report);
+    for (code, outcome) in input.final_reads {
+        if *outcome != ReadOutcome::Redirected
+            && !losses.failover.contains(code.as_str())
+            && losses.lost.insert(code)
+        {
+            report.violation(format!(
+                "final redirect of acknowledged code {code}: {outcome:?}"
+            ));
+        }
+    }
+    report.lost += losses.lost.len();
+}
 
-    // No code is acknowledged for two URLs.
+/// No code is acknowledged for two URLs.
+fn check_codes_name_one_url(input: &Input<'_>, report: &mut Report) {
     let mut urls_by_code: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for op in input.creates {
         if let Outcome::Acked { code, url } = &op.outcome {
@@ -34,116 +76,101 @@ pub(super) fn check(input: &Input<'_>, report: &mut Report) {
             ));
         }
     }
+}
 
-    let mut lost: HashSet<&str> = HashSet::new();
-    let mut failover_lost: HashSet<&str> = HashSet::new();
-    for (url, ops) in &groups {
-        let rows = rows_by_url.get(url).map(Vec::as_slice).unwrap_or(&[]);
-        let acked: BTreeSet<&str> = ops
-            .iter()
-            .filter_map(|op| match &op.outcome {
-                Outcome::Acked { code, .. } => Some(code.as_str()),
-                _ => None,
-            })
-            .collect();
-        if acked.len() > 1 {
-            report.duplicates += acked.len() - 1;
-            report.violation(format!(
-                "{url} was acknowledged under {} codes {acked:?} (a dedup or idempotent create \
-                 must return one link); attempts: {}",
-                acked.len(),
-                ops.iter()
-                    .map(|op| describe(op))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ));
-        }
-        if rows.len() > 1 {
-            report.duplicates += rows.len() - 1;
-            report.violation(format!(
-                "{url} is stored under {} codes {:?}, created by: {}",
-                rows.len(),
-                rows.iter().map(|r| r.code.as_str()).collect::<Vec<_>>(),
-                ops.iter()
-                    .map(|op| describe(op))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ));
-        }
-        for op in ops {
-            if let Outcome::Acked {
-                code,
-                url: acked_url,
-            } = &op.outcome
-            {
-                match rows_by_code.get(code.as_str()) {
-                    None if input.bounds.lossy => {
-                        if failover_lost.insert(code) {
-                            report.lost_in_failover += 1;
-                        }
-                    }
-                    None => {
-                        if lost.insert(code) {
-                            report.violation(format!(
-                                "lost: acknowledged create {} returned code {code}, which is not \
-                                 in the database",
-                                describe(op)
-                            ));
-                        }
-                    }
-                    Some(row) if row.url != *acked_url => {
-                        if lost.insert(code) {
-                            report.violation(format!(
-                                "code {code} was acknowledged for {acked_url} but the database \
-                                 maps it to {} ({})",
-                                row.url,
-                                describe(op)
-                            ));
-                        }
-                    }
-                    Some(_) => {}
+/// One URL's attempts (`ops`) and stored `rows`: acknowledged under one code at most, stored
+/// under one code at most, and not stored if every attempt was refused.
+fn check_one_url(url: &str, ops: &[&CreateOp], rows: &[&LinkRow], report: &mut Report) {
+    let attempts = || {
+        ops.iter()
+            .map(|op| describe(op))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let acked: BTreeSet<&str> = ops
+        .iter()
+        .filter_map(|op| match &op.outcome {
+            Outcome::Acked { code, .. } => Some(code.as_str()),
+            _ => None,
+        })
+        .collect();
+    if acked.len() > 1 {
+        report.duplicates += acked.len() - 1;
+        report.violation(format!(
+            "{url} was acknowledged under {} codes {acked:?} (a dedup or idempotent create \
+             must return one link); attempts: {}",
+            acked.len(),
+            attempts()
+        ));
+    }
+    if rows.len() > 1 {
+        report.duplicates += rows.len() - 1;
+        report.violation(format!(
+            "{url} is stored under {} codes {:?}, created by: {}",
+            rows.len(),
+            rows.iter().map(|r| r.code.as_str()).collect::<Vec<_>>(),
+            attempts()
+        ));
+    }
+    let all_refused = ops
+        .iter()
+        .all(|op| matches!(op.outcome, Outcome::Refused { .. }));
+    if all_refused && !rows.is_empty() {
+        report.violation(format!(
+            "refused create stored anyway: {url} is in the database as {:?}; attempts: {}",
+            rows.iter().map(|r| r.code.as_str()).collect::<Vec<_>>(),
+            ops.iter()
+                .map(|op| format!("{} ({:?})", describe(op), op.outcome))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+}
+
+/// Every acknowledged create among `ops` is in the database under its code, with its URL.
+fn check_acknowledged<'a>(
+    input: &Input<'_>,
+    ops: &[&'a CreateOp],
+    rows_by_code: &HashMap<&str, &LinkRow>,
+    losses: &mut Losses<'a>,
+    report: &mut Report,
+) {
+    for op in ops {
+        let Outcome::Acked {
+            code,
+            url: acked_url,
+        } = &op.outcome
+        else {
+            continue;
+        };
+        match rows_by_code.get(code.as_str()) {
+            None if input.bounds.lossy => {
+                if losses.failover.insert(code) {
+                    report.lost_in_failover += 1;
                 }
             }
-        }
-        let all_refused = ops
-            .iter()
-            .all(|op| matches!(op.outcome, Outcome::Refused { .. }));
-        if all_refused && !rows.is_empty() {
-            report.violation(format!(
-                "refused create stored anyway: {url} is in the database as {:?}; attempts: {}",
-                rows.iter().map(|r| r.code.as_str()).collect::<Vec<_>>(),
-                ops.iter()
-                    .map(|op| format!("{} ({:?})", describe(op), op.outcome))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ));
-        }
-        for row in rows {
-            check_row_shape(row, ops[0], input.space.length(), report);
-        }
-    }
-
-    for row in &input.snapshot.links {
-        if !groups.contains_key(row.url.as_str()) {
-            report.violation(format!(
-                "phantom row: code {} -> {} was never requested by the workload",
-                row.code, row.url
-            ));
+            None => {
+                if losses.lost.insert(code) {
+                    report.violation(format!(
+                        "lost: acknowledged create {} returned code {code}, which is not in \
+                         the database",
+                        describe(op)
+                    ));
+                }
+            }
+            Some(row) if row.url != *acked_url => {
+                if losses.lost.insert(code) {
+                    report.violation(format!(
+                        "code {code} was acknowledged for {acked_url} but the database maps \
+                         it to {} ({})",
+                        row.url,
+                        describe(op)
+                    ));
+                }
+            }
+            Some(_) => {}
         }
     }
-
-    check_reads(input, &failover_lost, report);
-    for (code, outcome) in input.final_reads {
-        if *outcome != ReadOutcome::Redirected
-            && !failover_lost.contains(code.as_str())
-            && lost.insert(code)
-        {
-            report.violation(format!(
-                "final redirect of acknowledged code {code}: {outcome:?}"
-            ));
-        }
-    }
-    report.lost += lost.len();
 }
 
 /// Every redirect read during the run of an acknowledged link: a wrong target always fails, a
