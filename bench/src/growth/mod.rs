@@ -8,30 +8,31 @@
 //! and redirects of codes no node has cached. pg_stat_statements' top statements follow the
 //! largest size.
 //!
-//! One file for the run's sequence (load, then measure each point) and the types it fills;
-//! the cluster, sampling, direct lookups and settings are modules of their own.
+//! This file holds the run's sequence (load, then measure each point) and the types it fills;
+//! loading a layout's table, measuring a point, the cluster, sampling, direct lookups and
+//! settings are modules of their own.
 
 pub mod cluster;
 pub mod layout;
+mod loading;
 mod lookup;
+mod measure;
 mod sample;
 mod settings;
 
-use crate::creates::{self, Target, Transport};
-use crate::load;
-use crate::node::{Backend, IdService, Node, NodeSpec};
+use crate::node::{Backend, IdService, NodeSpec};
 use crate::preload;
 use crate::stats::{Repeated, Run};
-use anyhow::{Context, bail};
 use cluster::{BenchCluster, Statement};
 use codespace::CodeKey;
 pub use layout::Layout;
 use layout::{LayoutReady, set_layout};
+use loading::load_to;
+use measure::measure;
 use sample::Sample;
 pub use settings::{GrowthSettings, count_label, parse_count};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// One measured point: a layout, a `shared_buffers` and a table size.
 #[derive(Debug, Clone)]
@@ -287,228 +288,4 @@ async fn run_layout(
     cluster.drop_database(&store.name).await?;
     out.layouts.push(run);
     Ok(())
-}
-
-/// Loads the table at `store` to `target` rows (if it has fewer) in bounded chunks, keeping a
-/// sample of the codes; then `VACUUM (ANALYZE)`, as autovacuum would have left an older table.
-async fn load_to(
-    cluster: &BenchCluster,
-    store: &Store,
-    settings: &GrowthSettings,
-    layout: Layout,
-    target: u64,
-    sample: &mut Sample,
-    deadline: Instant,
-) -> anyhow::Result<Option<Load>> {
-    let from = cluster.links_size(&store.name).await?.rows;
-    if from >= target {
-        return Ok(None);
-    }
-    let ids = IdService::start_on(&store.dir, &store.ids_url).await?;
-    let started = Instant::now();
-    let mut rows = from;
-    // Bounded in count (one chunk per million rows) and in time (the layout's budget).
-    for _ in 0..(target - from).div_ceil(settings.chunk) {
-        let n = (target - rows).min(settings.chunk);
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            bail!(
-                "the {} layout's load budget ran out at {rows} of {target} rows ({:.0} rows/s): \
-                 raise --load-minutes or lower --sizes",
-                layout.label(),
-                (rows - from) as f64 / started.elapsed().as_secs_f64()
-            );
-        }
-        let (url, ids_url, key) = (store.url.clone(), ids.url.clone(), store.key.clone());
-        let mut taken = std::mem::take(sample);
-        let chunk_started = Instant::now();
-        let (result, back) = tokio::task::spawn_blocking(move || {
-            let r = preload::postgres_links_each(&url, &ids_url, &key, n, left, |code| {
-                taken.offer(code)
-            });
-            (r, taken)
-        })
-        .await?;
-        *sample = back;
-        result.with_context(|| format!("load the {} layout to {target} rows", layout.label()))?;
-        rows += n;
-        eprintln!(
-            "growth: {} layout: {rows} of {target} rows, {:.0} rows/s this chunk, {:.0} rows/s so far",
-            layout.label(),
-            n as f64 / chunk_started.elapsed().as_secs_f64(),
-            (rows - from) as f64 / started.elapsed().as_secs_f64()
-        );
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    drop(ids);
-    let vacuum = Instant::now();
-    cluster
-        .execute_in(&store.name, "VACUUM (ANALYZE) links")
-        .await?;
-    Ok(Some(Load {
-        layout,
-        from,
-        to: rows,
-        seconds,
-        vacuum_seconds: vacuum.elapsed().as_secs_f64(),
-    }))
-}
-
-/// Opens the node's database connections before a cache-miss run, so that run does not time
-/// their set-up: a few lookups per connection of random generated-shape codes (a loaded code
-/// among them is as unlikely as one in 3.5e12 / rows, and would only be warmed early).
-async fn warm_pool(addr: std::net::SocketAddr, connections: usize) -> anyhow::Result<()> {
-    const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut tasks = Vec::new();
-    for _ in 0..connections {
-        tasks.push(tokio::spawn(async move {
-            let mut conn = crate::http::Conn::connect(addr).await?;
-            for _ in 0..10 {
-                let code: String = (0..7)
-                    .map(|_| char::from(BASE62[rand::random_range(0..BASE62.len())]))
-                    .collect();
-                conn.get(&format!("/{code}")).await?;
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    Ok(())
-}
-
-/// Measures one point against a fresh id-service and node on the store.
-async fn measure(
-    cluster: &BenchCluster,
-    store: &Store,
-    settings: &GrowthSettings,
-    layout: Layout,
-    size: u64,
-    sample: &mut Sample,
-) -> anyhow::Result<Point> {
-    let name = store.name.as_str();
-    let size_now = cluster.links_size(name).await?;
-    let rows = size_now.rows;
-    let ids = IdService::start_on(&store.dir, &store.ids_url).await?;
-    let label = format!("growth-{}", layout.label());
-    let (mut http, mut batch) = (Repeated::default(), Repeated::default());
-    let (mut wal, mut created) = ([0.0f64; 2], [0u64; 2]);
-    let create_hit = {
-        let node = Node::start(store.node_spec(&ids, &label)).await?;
-        let target = Target {
-            http: node.http,
-            grpc: node.grpc,
-            pid: Some(node.server.pid()),
-        };
-        cluster.settle(name).await?;
-        let before = cluster.blocks(name).await?;
-        for rep in 0..settings.reps {
-            for (i, transport) in [Transport::Http, Transport::GrpcBatch(settings.batch)]
-                .into_iter()
-                .enumerate()
-            {
-                eprintln!(
-                    "growth: {} layout, {} rows, shared_buffers {}: {} creates, rep {rep}",
-                    layout.label(),
-                    rows,
-                    cluster.shared_buffers,
-                    transport.label()
-                );
-                let w0 = cluster.wal_bytes().await?;
-                let (run, links) = creates::run_counted(
-                    target,
-                    transport,
-                    settings.clients,
-                    settings.warmup,
-                    settings.create,
-                )
-                .await?;
-                wal[i] += cluster.wal_bytes().await? - w0;
-                created[i] += links;
-                let runs = if i == 0 { &mut http } else { &mut batch };
-                runs.push(run);
-            }
-        }
-        drop(node);
-        cluster.settle(name).await?;
-        cluster.blocks(name).await?.ratio_since(before)
-    };
-    let mut fresh = || {
-        let codes = sample.fresh(settings.misses);
-        if codes.len() < settings.misses {
-            bail!(
-                "only {} sampled codes left for the cache-miss run (of {})",
-                codes.len(),
-                settings.misses
-            );
-        }
-        Ok(Arc::new(codes))
-    };
-    let (cold_codes, warm_codes) = (fresh()?, fresh()?);
-    let (paced_codes, direct_codes) = (fresh()?, fresh()?);
-    // A fresh node for each run, stopped before the counts are read: a backend reports its
-    // buffer counts when it exits.
-    // Closed (each connection sends its next code when answered) or, with a rate, open.
-    let misses = async |codes, run: &str, rate: Option<f64>| -> anyhow::Result<(Run, f64)> {
-        let node = Node::start(store.node_spec(&ids, &format!("{label}-{run}"))).await?;
-        warm_pool(node.http, settings.miss_connections).await?;
-        cluster.quiesce(name, Duration::from_secs(120)).await?;
-        cluster.settle(name).await?;
-        let before = cluster.blocks(name).await?;
-        let run = match rate {
-            None => load::each_once(node.http, codes, settings.miss_connections).await?,
-            Some(rate) => {
-                let pick = load::Pick::EachOnce;
-                load::open_loop(node.http, codes, rate, pick, settings.miss_connections).await?
-            }
-        };
-        drop(node);
-        cluster.settle(name).await?;
-        Ok((run, cluster.blocks(name).await?.ratio_since(before)))
-    };
-    let (miss, miss_hit) = misses(cold_codes, "misses", None).await?;
-    // Then as a primary that has served misses for a while would answer them: the table and
-    // its primary key in its caches (memory permitting), other codes again.
-    let (warm, warm_hit) = match cluster.prewarm_lookups(name).await? {
-        Some(read) => {
-            eprintln!(
-                "growth: {} layout, {rows} rows: read {:.1} GB of table and primary key into the caches",
-                layout.label(),
-                read as f64 / 1e9
-            );
-            let (run, hit) = misses(warm_codes, "prewarmed-misses", None).await?;
-            (Some(run), hit)
-        }
-        None => (None, f64::NAN),
-    };
-    let (paced, _) = misses(paced_codes, "paced-misses", Some(settings.miss_rate)).await?;
-    let direct = lookup::each_once(
-        &store.url,
-        layout,
-        &store.key,
-        direct_codes,
-        settings.miss_connections,
-    )
-    .await?;
-    drop(ids);
-    Ok(Point {
-        layout,
-        shared_buffers: cluster.shared_buffers.clone(),
-        size,
-        rows,
-        bytes: size_now.total,
-        lookup_bytes: size_now.lookup,
-        http,
-        batch,
-        http_wal: wal[0] / created[0].max(1) as f64,
-        batch_wal: wal[1] / created[1].max(1) as f64,
-        create_hit,
-        miss,
-        miss_hit,
-        warm,
-        warm_hit,
-        paced,
-        direct,
-    })
 }
