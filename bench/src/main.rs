@@ -47,7 +47,7 @@ mod wrk;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Shortener benchmarks beside their baselines.
@@ -215,96 +215,107 @@ fn main() -> anyhow::Result<()> {
         .block_on(run(cli))
 }
 
+/// Dispatches the subcommand `main` did not serve itself.
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Command::Drive {
-        http,
-        grpc,
-        transport,
-        clients,
-        seconds,
-        pid,
-    } = &cli.command
-    {
-        return drive(
-            creates::Target {
-                http: *http,
-                grpc: *grpc,
-                pid: *pid,
-            },
+    match &cli.command {
+        Command::Drive {
+            http,
+            grpc,
             transport,
-            *clients,
-            Duration::from_secs(*seconds),
-        )
-        .await;
+            clients,
+            seconds,
+            pid,
+        } => {
+            drive(
+                creates::Target {
+                    http: *http,
+                    grpc: *grpc,
+                    pid: *pid,
+                },
+                transport,
+                *clients,
+                Duration::from_secs(*seconds),
+            )
+            .await
+        }
+        Command::OpenLoop {
+            addr,
+            codes,
+            rate,
+            seconds,
+        } => open_loop(*addr, codes, *rate, *seconds).await,
+        Command::Manage => groups::manage(&cli).await,
+        Command::Branded => groups::branded(&cli).await,
+        Command::Routing => groups::routing(&cli).await,
+        Command::Budgets => groups::budgets(&cli).await,
+        Command::Stats => groups::stats(&cli).await,
+        Command::Growth { .. } => growth_until_interrupted(&cli).await,
+        Command::StatsLoad { database_url } => stats_load(database_url, cli.quick).await,
+        // `main` serves the two internal commands before the runtime starts.
+        Command::All
+        | Command::Redirects
+        | Command::Creates
+        | Command::Memory
+        | Command::Micro
+        | Command::WakeProbe
+        | Command::CeilingServer { .. } => suite(&cli).await,
     }
-    if let Command::OpenLoop {
+}
+
+/// `bench open-loop`: one open-loop point against a running server.
+async fn open_loop(addr: SocketAddr, codes: &Path, rate: f64, seconds: u64) -> anyhow::Result<()> {
+    let codes: Vec<String> = std::fs::read_to_string(codes)
+        .with_context(|| format!("read {}", codes.display()))?
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(str::to_owned)
+        .collect();
+    anyhow::ensure!(!codes.is_empty(), "no codes to request");
+    anyhow::ensure!(seconds > 0, "--seconds must be at least 1");
+    let r = load::open_loop(
         addr,
-        codes,
+        std::sync::Arc::new(codes),
         rate,
-        seconds,
-    } = &cli.command
-    {
-        let codes: Vec<String> = std::fs::read_to_string(codes)
-            .with_context(|| format!("read {}", codes.display()))?
-            .lines()
-            .filter(|line| !line.is_empty())
-            .map(str::to_owned)
-            .collect();
-        anyhow::ensure!(!codes.is_empty(), "no codes to request");
-        anyhow::ensure!(*seconds > 0, "--seconds must be at least 1");
-        let r = load::open_loop(
-            *addr,
-            std::sync::Arc::new(codes),
-            *rate,
-            load::Pick::Zipf(Duration::from_secs(*seconds)),
-            64,
-        )
-        .await?;
-        println!(
-            "open loop at {rate:.0}/s x64: {:.0} answered/s, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, generator behind {:.2} ms at worst, {} errors",
-            r.per_second,
-            r.p50_ms,
-            r.p99_ms,
-            r.p999_ms,
-            r.behind_ms.unwrap_or(f64::NAN),
-            r.errors
-        );
-        return Ok(());
+        load::Pick::Zipf(Duration::from_secs(seconds)),
+        64,
+    )
+    .await?;
+    println!(
+        "open loop at {rate:.0}/s x64: {:.0} answered/s, p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, generator behind {:.2} ms at worst, {} errors",
+        r.per_second,
+        r.p50_ms,
+        r.p99_ms,
+        r.p999_ms,
+        r.behind_ms.unwrap_or(f64::NAN),
+        r.errors
+    );
+    Ok(())
+}
+
+/// `bench growth`, stopped by Ctrl-C.
+async fn growth_until_interrupted(cli: &Cli) -> anyhow::Result<()> {
+    // Interrupted, the run's cluster, id-service and nodes are still stopped (on drop).
+    tokio::select! {
+        r = groups::growth(cli) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
     }
-    if let Command::Manage = cli.command {
-        return groups::manage(&cli).await;
-    }
-    if let Command::Branded = cli.command {
-        return groups::branded(&cli).await;
-    }
-    if let Command::Routing = cli.command {
-        return groups::routing(&cli).await;
-    }
-    if let Command::Budgets = cli.command {
-        return groups::budgets(&cli).await;
-    }
-    if let Command::Stats = cli.command {
-        return groups::stats(&cli).await;
-    }
-    if let Command::Growth { .. } = cli.command {
-        // Interrupted, the run's cluster, id-service and nodes are still stopped (on drop).
-        return tokio::select! {
-            r = groups::growth(&cli) => r,
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
-        };
-    }
-    if let Command::StatsLoad { database_url } = &cli.command {
-        let (client, connection) =
-            tokio_postgres::connect(database_url, tokio_postgres::NoTls).await?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        let settings = analytics::StatsSettings::new(cli.quick);
-        let now = chrono::Utc::now().timestamp();
-        let loaded = analytics::load(&client, &settings, now).await?;
-        println!("loaded at {now}: {loaded:?}");
-        return Ok(());
-    }
+}
+
+/// `bench stats-load`: loads the stats group's rollups into an existing database.
+async fn stats_load(database_url: &str, quick: bool) -> anyhow::Result<()> {
+    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let settings = analytics::StatsSettings::new(quick);
+    let now = chrono::Utc::now().timestamp();
+    let loaded = analytics::load(&client, &settings, now).await?;
+    println!("loaded at {now}: {loaded:?}");
+    Ok(())
+}
+
+/// `bench all` or one of its groups: runs them, prints the report, and writes docs/ if asked.
+async fn suite(cli: &Cli) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut settings = settings::Settings::new(cli.quick);
     if let Some(reps) = cli.reps {
@@ -328,6 +339,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     for (k, v) in &report.machine {
         eprintln!("{k}: {v}");
     }
+    measure(cli, all, &settings, dir, &mut report).await?;
+    report.elapsed = started.elapsed();
+    report
+        .machine
+        .push(("load average at end".into(), machine::load_average()));
+    println!("{}", report.markdown(&settings));
+
+    let write = !cli.no_docs && (cli.write_docs || (all && !cli.quick && cli.store.is_none()));
+    if write {
+        write_charts_and_docs(&report, &settings)?;
+    }
+    Ok(())
+}
+
+/// Runs the groups the command asks for (every one when `all`), into `report`.
+async fn measure(
+    cli: &Cli,
+    all: bool,
+    settings: &settings::Settings,
+    dir: &Path,
+    report: &mut report::Report,
+) -> anyhow::Result<()> {
     if all || matches!(cli.command, Command::Micro) {
         let d = if cli.quick {
             Duration::from_millis(200)
@@ -339,44 +372,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         report.micro = Some((codes, ids));
     }
     if all || matches!(cli.command, Command::Redirects) {
-        report.redirects = Some(redirects::run(&settings, dir).await?);
+        report.redirects = Some(redirects::run(settings, dir).await?);
     }
     if all || matches!(cli.command, Command::Creates) {
-        report.creates = Some(create_suite::run(&settings, dir, cli.store).await?);
+        report.creates = Some(create_suite::run(settings, dir, cli.store).await?);
     }
     if all || matches!(cli.command, Command::Memory) {
-        report.memory = Some(memory::run(&settings, dir).await?);
+        report.memory = Some(memory::run(settings, dir).await?);
     }
-    report.elapsed = started.elapsed();
-    report
-        .machine
-        .push(("load average at end".into(), machine::load_average()));
-    println!("{}", report.markdown(&settings));
+    Ok(())
+}
 
-    let write = !cli.no_docs && (cli.write_docs || (all && !cli.quick && cli.store.is_none()));
-    if write {
-        let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
-        let mut extra = String::new();
-        if let Some(r) = &report.redirects {
-            plot::redirect_latency(r, &docs.join("bench-redirect-latency.svg"))?;
-            extra.push_str(
-                "![Redirect latency against offered load](bench-redirect-latency.svg)\n\n",
-            );
-        }
-        if let Some(c) = &report.creates {
-            plot::create_throughput(c, settings.batch, &docs.join("bench-creates.svg"))?;
-            extra.push_str(
-                "![Creates per second against concurrent clients](bench-creates.svg)\n\n",
-            );
-        }
-        let notes = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("notes.md");
-        if let Ok(text) = std::fs::read_to_string(&notes) {
-            extra.push_str(text.trim_end());
-            extra.push_str("\n\n");
-        }
-        report.write_docs(&settings, &docs.join("benchmarks.md"), &extra)?;
-        eprintln!("wrote docs/benchmarks.md and docs/bench-*.svg");
+/// Writes the charts and docs/benchmarks.md's shortener section from `report`.
+fn write_charts_and_docs(
+    report: &report::Report,
+    settings: &settings::Settings,
+) -> anyhow::Result<()> {
+    let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let mut extra = String::new();
+    if let Some(r) = &report.redirects {
+        plot::redirect_latency(r, &docs.join("bench-redirect-latency.svg"))?;
+        extra.push_str("![Redirect latency against offered load](bench-redirect-latency.svg)\n\n");
     }
+    if let Some(c) = &report.creates {
+        plot::create_throughput(c, settings.batch, &docs.join("bench-creates.svg"))?;
+        extra.push_str("![Creates per second against concurrent clients](bench-creates.svg)\n\n");
+    }
+    let notes = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("notes.md");
+    if let Ok(text) = std::fs::read_to_string(&notes) {
+        extra.push_str(text.trim_end());
+        extra.push_str("\n\n");
+    }
+    report.write_docs(settings, &docs.join("benchmarks.md"), &extra)?;
+    eprintln!("wrote docs/benchmarks.md and docs/bench-*.svg");
     Ok(())
 }
 

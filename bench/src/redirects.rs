@@ -10,7 +10,8 @@ use crate::stats::{Repeated, Run};
 use crate::{preload, wrk};
 use anyhow::Context;
 use codespace::CodeKey;
-use std::path::Path;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use testkit::free_addr;
 
@@ -77,158 +78,246 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
     let data = dir.join("redirect-node");
     std::fs::create_dir_all(&data)?;
     let script = wrk::install_script(dir)?;
-    let mut node = Node::start(NodeSpec {
-        backend: Backend::Embedded(&data),
-        key_hex: key.to_hex(),
-        cache_bytes: 256 << 20,
-        blocks: None,
-        log_dir: dir.to_path_buf(),
-        name: "redirects".into(),
-        env: Vec::new(),
-    })
-    .await?;
-    let codes = {
-        let (data, key, n) = (data.clone(), key.clone(), settings.links);
-        tokio::task::spawn_blocking(move || preload::links(&data, &key, n)).await??
-    };
-    // As many links in a second file, behind a node that counts no analytics: what the
-    // analytics cost a cache hit, measured side by side.
-    let data_off = dir.join("redirect-node-analytics-off");
-    std::fs::create_dir_all(&data_off)?;
-    let codes_off = {
-        let (data, key, n) = (data_off.clone(), key.clone(), settings.links);
-        tokio::task::spawn_blocking(move || preload::links(&data, &key, n)).await??
-    };
-    let codes_off_file = dir.join("codes-analytics-off.txt");
-    std::fs::write(&codes_off_file, codes_off.join("\n") + "\n")?;
-    let mut node_off = Node::start(NodeSpec {
-        backend: Backend::Embedded(&data_off),
-        key_hex: key.to_hex(),
-        cache_bytes: 256 << 20,
-        blocks: None,
-        log_dir: dir.to_path_buf(),
-        name: "redirects-analytics-off".into(),
-        env: vec![("SHORTENER_ANALYTICS".into(), "off".into())],
-    })
-    .await?;
     let codes_file = dir.join("codes.txt");
-    std::fs::write(&codes_file, codes.join("\n") + "\n")?;
-    let codes = Arc::new(codes);
+    let (rig, codes_off) = Rig::start(settings, dir, &data, &key, &codes_file).await?;
 
-    let ceiling_addr = free_addr();
-    let mut ceiling = Server::spawn(
-        "ceiling",
-        &std::env::current_exe()?,
-        &["ceiling-server", "--addr", &ceiling_addr.to_string()],
-        &[],
-        dir.join("ceiling.log"),
-    )?;
-    ceiling.wait_listening(ceiling_addr).await?;
-
-    eprintln!("redirects: each of {} codes once (cold cache)", codes.len());
-    out.each_once = load::each_once(node.http, Arc::clone(&codes), 64)
+    eprintln!(
+        "redirects: each of {} codes once (cold cache)",
+        rig.codes.len()
+    );
+    out.each_once = load::each_once(rig.node.http, Arc::clone(&rig.codes), 64)
         .await
         .context("warm the cache")?;
-    load::each_once(node_off.http, Arc::new(codes_off), 64)
+    load::each_once(rig.node_off.http, Arc::new(codes_off), 64)
         .await
         .context("warm the analytics-off node's cache")?;
 
-    let hits = wrk::Mix {
-        zipf: 1.0,
-        unknown: 0.0,
-    };
-    let mix = wrk::Mix {
-        zipf: 1.0,
-        unknown: 0.05,
-    };
-    let d = settings.redirect;
-    for rep in 0..settings.reps {
-        for conns in CONNECTIONS {
-            eprintln!(
-                "redirects: rep {rep}, {conns} connections: ceiling, hits, hits with analytics off, 5% unknown"
-            );
-            let r = wrk::run(
-                &script,
-                &codes_file,
-                ceiling_addr,
-                conns,
-                d,
-                hits,
-                ceiling.pid(),
-            )?;
-            entry(&mut out.ceiling, conns).push(r);
-            let r = wrk::run(
-                &script,
-                &codes_file,
-                node.http,
-                conns,
-                d,
-                hits,
-                node.server.pid(),
-            )?;
-            entry(&mut out.hit, conns).push(r);
-            let r = wrk::run(
-                &script,
-                &codes_off_file,
-                node_off.http,
-                conns,
-                d,
-                hits,
-                node_off.server.pid(),
-            )?;
-            entry(&mut out.hit_analytics_off, conns).push(r);
-            let r = wrk::run(
-                &script,
-                &codes_file,
-                node.http,
-                conns,
-                d,
-                mix,
-                node.server.pid(),
-            )?;
-            entry(&mut out.mix404, conns).push(r);
-        }
-    }
+    rig.closed_loop(settings, &script, &codes_file, &mut out)?;
+    rig.open_loop(settings, &mut out).await?;
+    rig.stop()?;
+    out.miss = cache_disabled(settings, dir, &data, &key, &script, &codes_file).await?;
+    Ok(out)
+}
 
-    // Both servers get the same rates, fractions of the node's peak: at equal load, the
-    // difference in latency is what the node adds. (The ceiling's own peak would also take the
-    // higher fractions past what the generator can send.)
-    let node_peak = rate_at(&out.hit, 64);
-    if !(node_peak.is_finite() && node_peak > 0.0) {
-        eprintln!("redirects: no cache-hit peak measured; open loop skipped");
-    }
-    let fractions = if node_peak.is_finite() && node_peak > 0.0 {
-        settings.open_fractions.as_slice()
-    } else {
-        &[]
-    };
-    for &fraction in fractions {
-        eprintln!(
-            "redirects: open loop at {:.0}% of the node's peak",
-            fraction * 100.0
-        );
-        let rate = node_peak * fraction;
-        let ceiling =
-            load::open_loop(ceiling_addr, Arc::clone(&codes), rate, Pick::Zipf(d), 64).await?;
-        let node = load::open_loop(node.http, Arc::clone(&codes), rate, Pick::Zipf(d), 64).await?;
-        out.open.push(OpenPoint {
-            fraction,
-            rate,
+/// The servers of the cache-hit runs and the codes they serve. The servers stop on drop, in
+/// field order: the ceiling, the analytics-off node, the node.
+struct Rig {
+    /// The hyper ceiling.
+    ceiling: Server,
+    /// The ceiling's address.
+    ceiling_addr: SocketAddr,
+    /// The node that counts no analytics, on its own copy of the links.
+    node_off: Node,
+    /// The node (256 MiB cache).
+    node: Node,
+    /// The node's codes.
+    codes: Arc<Vec<String>>,
+    /// The analytics-off node's codes, one per line, for wrk.
+    codes_off_file: PathBuf,
+}
+
+impl Rig {
+    /// Starts the node and the analytics-off node on links preloaded for each, and the ceiling;
+    /// writes the node's codes to `codes_file`. Returns the analytics-off node's codes beside.
+    async fn start(
+        settings: &Settings,
+        dir: &Path,
+        data: &Path,
+        key: &CodeKey,
+        codes_file: &Path,
+    ) -> anyhow::Result<(Rig, Vec<String>)> {
+        let node = Node::start(NodeSpec {
+            backend: Backend::Embedded(data),
+            key_hex: key.to_hex(),
+            cache_bytes: 256 << 20,
+            blocks: None,
+            log_dir: dir.to_path_buf(),
+            name: "redirects".into(),
+            env: Vec::new(),
+        })
+        .await?;
+        let codes = preload_links(data, key, settings.links).await?;
+        // As many links in a second file, behind a node that counts no analytics: what the
+        // analytics cost a cache hit, measured side by side.
+        let data_off = dir.join("redirect-node-analytics-off");
+        std::fs::create_dir_all(&data_off)?;
+        let codes_off = preload_links(&data_off, key, settings.links).await?;
+        let codes_off_file = dir.join("codes-analytics-off.txt");
+        std::fs::write(&codes_off_file, codes_off.join("\n") + "\n")?;
+        let node_off = Node::start(NodeSpec {
+            backend: Backend::Embedded(&data_off),
+            key_hex: key.to_hex(),
+            cache_bytes: 256 << 20,
+            blocks: None,
+            log_dir: dir.to_path_buf(),
+            name: "redirects-analytics-off".into(),
+            env: vec![("SHORTENER_ANALYTICS".into(), "off".into())],
+        })
+        .await?;
+        std::fs::write(codes_file, codes.join("\n") + "\n")?;
+        let codes = Arc::new(codes);
+
+        let ceiling_addr = free_addr();
+        let mut ceiling = Server::spawn(
+            "ceiling",
+            &std::env::current_exe()?,
+            &["ceiling-server", "--addr", &ceiling_addr.to_string()],
+            &[],
+            dir.join("ceiling.log"),
+        )?;
+        ceiling.wait_listening(ceiling_addr).await?;
+        let rig = Rig {
             ceiling,
+            ceiling_addr,
+            node_off,
             node,
-        });
+            codes,
+            codes_off_file,
+        };
+        Ok((rig, codes_off))
     }
-    // A server that died during the runs is reported with its log, not by whatever fails next.
-    ceiling.check_alive()?;
-    node.server.check_alive()?;
-    node_off.server.check_alive()?;
-    drop(ceiling);
-    drop(node);
-    drop(node_off);
 
+    /// The closed-loop runs, each repetition at each connection count: the ceiling, cache hits,
+    /// cache hits with analytics off, and hits with 5% unknown codes.
+    fn closed_loop(
+        &self,
+        settings: &Settings,
+        script: &Path,
+        codes_file: &Path,
+        out: &mut Redirects,
+    ) -> anyhow::Result<()> {
+        let hits = wrk::Mix {
+            zipf: 1.0,
+            unknown: 0.0,
+        };
+        let mix = wrk::Mix {
+            zipf: 1.0,
+            unknown: 0.05,
+        };
+        let d = settings.redirect;
+        for rep in 0..settings.reps {
+            for conns in CONNECTIONS {
+                eprintln!(
+                    "redirects: rep {rep}, {conns} connections: ceiling, hits, hits with analytics off, 5% unknown"
+                );
+                let r = wrk::run(
+                    script,
+                    codes_file,
+                    self.ceiling_addr,
+                    conns,
+                    d,
+                    hits,
+                    self.ceiling.pid(),
+                )?;
+                entry(&mut out.ceiling, conns).push(r);
+                let r = wrk::run(
+                    script,
+                    codes_file,
+                    self.node.http,
+                    conns,
+                    d,
+                    hits,
+                    self.node.server.pid(),
+                )?;
+                entry(&mut out.hit, conns).push(r);
+                let r = wrk::run(
+                    script,
+                    &self.codes_off_file,
+                    self.node_off.http,
+                    conns,
+                    d,
+                    hits,
+                    self.node_off.server.pid(),
+                )?;
+                entry(&mut out.hit_analytics_off, conns).push(r);
+                let r = wrk::run(
+                    script,
+                    codes_file,
+                    self.node.http,
+                    conns,
+                    d,
+                    mix,
+                    self.node.server.pid(),
+                )?;
+                entry(&mut out.mix404, conns).push(r);
+            }
+        }
+        Ok(())
+    }
+
+    /// The open-loop points: the ceiling and the node at the same fractions of the node's peak.
+    async fn open_loop(&self, settings: &Settings, out: &mut Redirects) -> anyhow::Result<()> {
+        // Both servers get the same rates, fractions of the node's peak: at equal load, the
+        // difference in latency is what the node adds. (The ceiling's own peak would also take
+        // the higher fractions past what the generator can send.)
+        let d = settings.redirect;
+        let node_peak = rate_at(&out.hit, 64);
+        if !(node_peak.is_finite() && node_peak > 0.0) {
+            eprintln!("redirects: no cache-hit peak measured; open loop skipped");
+        }
+        let fractions = if node_peak.is_finite() && node_peak > 0.0 {
+            settings.open_fractions.as_slice()
+        } else {
+            &[]
+        };
+        for &fraction in fractions {
+            eprintln!(
+                "redirects: open loop at {:.0}% of the node's peak",
+                fraction * 100.0
+            );
+            let rate = node_peak * fraction;
+            let codes = || Arc::clone(&self.codes);
+            let ceiling =
+                load::open_loop(self.ceiling_addr, codes(), rate, Pick::Zipf(d), 64).await?;
+            let node = load::open_loop(self.node.http, codes(), rate, Pick::Zipf(d), 64).await?;
+            out.open.push(OpenPoint {
+                fraction,
+                rate,
+                ceiling,
+                node,
+            });
+        }
+        Ok(())
+    }
+
+    /// Fails if a server died during the runs, then stops the ceiling, the node and the
+    /// analytics-off node, in that order.
+    fn stop(mut self) -> anyhow::Result<()> {
+        // A server that died during the runs is reported with its log, not by whatever fails next.
+        self.ceiling.check_alive()?;
+        self.node.server.check_alive()?;
+        self.node_off.server.check_alive()?;
+        let Rig {
+            ceiling,
+            node_off,
+            node,
+            ..
+        } = self;
+        drop(ceiling);
+        drop(node);
+        drop(node_off);
+        Ok(())
+    }
+}
+
+/// Preloads `n` links into the store in `data` (on a blocking thread); returns their codes.
+async fn preload_links(data: &Path, key: &CodeKey, n: u64) -> anyhow::Result<Vec<String>> {
+    let (data, key) = (data.to_path_buf(), key.clone());
+    tokio::task::spawn_blocking(move || preload::links(&data, &key, n)).await?
+}
+
+/// The cache-disabled runs on a node whose cache holds nothing; returns them per connection count.
+async fn cache_disabled(
+    settings: &Settings,
+    dir: &Path,
+    data: &Path,
+    key: &CodeKey,
+    script: &Path,
+    codes_file: &Path,
+) -> anyhow::Result<Vec<(usize, Repeated)>> {
     // A node whose cache holds nothing: every redirect reads the store.
     let node = Node::start(NodeSpec {
-        backend: Backend::Embedded(&data),
+        backend: Backend::Embedded(data),
         key_hex: key.to_hex(),
         cache_bytes: 1,
         blocks: None,
@@ -241,20 +330,21 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
         zipf: 0.0,
         unknown: 0.0,
     };
+    let mut miss = Vec::new();
     for rep in 0..settings.reps {
         for conns in CONNECTIONS {
             eprintln!("redirects: rep {rep}, {conns} connections: cache disabled");
             let r = wrk::run(
-                &script,
-                &codes_file,
+                script,
+                codes_file,
                 node.http,
                 conns,
-                d,
+                settings.redirect,
                 uniform,
                 node.server.pid(),
             )?;
-            entry(&mut out.miss, conns).push(r);
+            entry(&mut miss, conns).push(r);
         }
     }
-    Ok(out)
+    Ok(miss)
 }

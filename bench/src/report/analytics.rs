@@ -20,9 +20,21 @@ pub fn markdown(
     command: &str,
     elapsed: Duration,
 ) -> String {
-    let st = &b.settings;
-    let l = &b.loaded;
     let mut s = String::new();
+    intro(&mut s, b, command, elapsed);
+    machine_table(&mut s, machine);
+    targets(&mut s, b);
+    latency(&mut s, b);
+    top_links(&mut s, b);
+    rows_loaded(&mut s, b);
+    method(&mut s, b);
+    s.push('\n');
+    s
+}
+
+/// Writes the title, what generated the figures and how to rerun them.
+fn intro(s: &mut String, b: &StatsBench, command: &str, elapsed: Duration) {
+    let st = &b.settings;
     let _ = writeln!(
         s,
         "## Stats over a year of rollups (PostgreSQL), beside the node's own statements\n"
@@ -48,12 +60,20 @@ pub fn markdown(
         s,
         "    bench/run stats --quick # smoke run (10k links); prints only\n"
     );
+}
+
+/// Writes the machine table, leaving out wrk (this group does not run it).
+fn machine_table(s: &mut String, machine: &[(String, String)]) {
     let _ = writeln!(s, "### Machine\n\n| | |\n|---|---|");
     for (k, v) in machine.iter().filter(|(k, _)| k != "wrk") {
         let _ = writeln!(s, "| {k} | {v} |");
     }
     s.push('\n');
+}
 
+/// Writes the targets table: the p99 through the node of the link series and the tenant summary.
+fn targets(s: &mut String, b: &StatsBench) {
+    let st = &b.settings;
     let _ = writeln!(
         s,
         "### Targets\n\n| target | goal | measured p99 | status |\n|---|---|---:|---|"
@@ -71,7 +91,11 @@ pub fn markdown(
         ms(b.tenant.node.p99_ms),
         super::status(b.tenant.node.p99_ms < TARGET_P99_MS)
     );
+}
 
+/// Writes the latency table: each query through the node beside its statements sent directly.
+fn latency(s: &mut String, b: &StatsBench) {
+    let st = &b.settings;
     let _ = writeln!(s, "### Latency (one request at a time, one connection)\n");
     let _ = writeln!(
         s,
@@ -92,17 +116,17 @@ pub fn markdown(
         );
     };
     row(
-        &mut s,
+        s,
         "(a) `GET /api/v1/links/{code}/stats?from=-90d&to=now&granularity=day`, a random link each time",
         &b.link,
     );
     row(
-        &mut s,
+        s,
         "(b) `GET /api/v1/stats?from=-30d&to=now`, the tenant",
         &b.tenant,
     );
     row(
-        &mut s,
+        s,
         &format!(
             "(c) `GET /api/v1/stats?tag=T&from=-30d&to=now`, a random one of {} tags ({} links each)",
             st.tags,
@@ -111,6 +135,10 @@ pub fn markdown(
         &b.tag,
     );
     s.push('\n');
+}
+
+/// Writes the paragraph on the tenant's top links summed exactly from the per-link rows.
+fn top_links(s: &mut String, b: &StatsBench) {
     let per_link: Vec<String> = b.per_link_top.iter().map(|v| ms(*v)).collect();
     let (common, same) = b.top_agreement;
     let _ = writeln!(
@@ -129,7 +157,11 @@ pub fn markdown(
         b.busiest_day_links,
         shortener::store::rollups::TOP_LINKS_PER_DAY
     );
+}
 
+/// Writes the table of the rollup rows loaded and how long loading took.
+fn rows_loaded(s: &mut String, b: &StatsBench) {
+    let l = &b.loaded;
     let _ = writeln!(s, "### Rows loaded\n");
     let _ = writeln!(s, "| table | rows | covers |\n|---|---:|---|");
     let names = [
@@ -165,7 +197,11 @@ pub fn markdown(
         "\nLoaded in {:.0} s (rows, derived tables, `VACUUM (ANALYZE)`).\n",
         l.seconds
     );
+}
 
+/// Writes how the links, the rollups and the queries behind the figures are made.
+fn method(s: &mut String, b: &StatsBench) {
+    let st = &b.settings;
     let _ = writeln!(s, "### How these figures are made\n");
     let _ = writeln!(
         s,
@@ -199,6 +235,4 @@ pub fn markdown(
          node adds taking connections from its pool, the link lookup for (a), JSON and HTTP. Node and SQL alternate in {} rounds, after 5 warm-up requests of each.",
         crate::analytics::ROUNDS
     );
-    s.push('\n');
-    s
 }
