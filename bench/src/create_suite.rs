@@ -113,12 +113,15 @@ impl Creates {
     }
 }
 
-fn transports(settings: &Settings) -> [Transport; 3] {
-    [
-        Transport::Http,
-        Transport::Grpc,
-        Transport::GrpcBatch(settings.batch),
-    ]
+/// The transports measured at `clients` (one shared channel only where there are several
+/// clients to share it).
+fn transports(settings: &Settings, clients: usize) -> Vec<Transport> {
+    let mut all = vec![Transport::Http, Transport::Grpc];
+    if clients > 1 {
+        all.push(Transport::GrpcShared);
+    }
+    all.push(Transport::GrpcBatch(settings.batch));
+    all
 }
 
 async fn leases(node: &Node) -> f64 {
@@ -215,7 +218,7 @@ async fn postgres_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> a
                         out.pgbench.push((clients, runs));
                     }
                 }
-                for t in transports(settings) {
+                for t in transports(settings, clients) {
                     let r = creates::run(&node, t, clients, w, d).await?;
                     out.push(StoreKind::Postgres, t, clients, r);
                 }
@@ -263,7 +266,7 @@ async fn embedded_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> a
             out.sqlite.push(r);
             for clients in settings.clients() {
                 eprintln!("creates: embedded, {clients} clients, rep {rep}");
-                for t in transports(settings) {
+                for t in transports(settings, clients) {
                     let r = creates::run(&node, t, clients, w, d).await?;
                     out.push(StoreKind::Embedded, t, clients, r);
                 }

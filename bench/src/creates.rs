@@ -1,5 +1,6 @@
 //! Create load through the node: JSON over HTTP, gRPC `CreateLink`, gRPC `BatchCreateLinks`.
-//! Each client keeps one create in flight on its own connection for the whole run.
+//! Each client keeps one create in flight for the whole run, on its own connection, except for
+//! [`Transport::GrpcShared`], whose clients share one channel as a service's callers share it.
 
 use crate::http::Conn;
 use crate::node::API_KEY;
@@ -17,8 +18,11 @@ use tonic::transport::Channel;
 pub enum Transport {
     /// `POST /api/v1/links`.
     Http,
-    /// gRPC `CreateLink`.
+    /// gRPC `CreateLink`, each client on a channel (an HTTP/2 connection) of its own.
     Grpc,
+    /// gRPC `CreateLink`, every client of the run on one channel: how a service uses a tonic
+    /// channel (cloned to each caller, its calls multiplexed on one HTTP/2 connection).
+    GrpcShared,
     /// gRPC `BatchCreateLinks` with this many items per call.
     GrpcBatch(usize),
 }
@@ -29,6 +33,7 @@ impl Transport {
         match self {
             Transport::Http => "HTTP".into(),
             Transport::Grpc => "gRPC".into(),
+            Transport::GrpcShared => "gRPC, one channel".into(),
             Transport::GrpcBatch(n) => format!("gRPC batch×{n}"),
         }
     }
@@ -168,10 +173,15 @@ pub async fn run_counted(
     let start = Instant::now() + warmup;
     let end = start + duration;
     let mut tasks = Vec::new();
+    let shared = match transport {
+        Transport::GrpcShared => Some(channel(target.grpc).await?),
+        _ => None,
+    };
     for _ in 0..clients {
-        let mut client = match transport {
-            Transport::Http => Client::Http(Conn::connect(target.http).await?),
-            _ => Client::Grpc(channel(target.grpc).await?),
+        let mut client = match (transport, &shared) {
+            (Transport::Http, _) => Client::Http(Conn::connect(target.http).await?),
+            (_, Some(shared)) => Client::Grpc(shared.clone()),
+            (_, None) => Client::Grpc(channel(target.grpc).await?),
         };
         tasks.push(tokio::spawn(async move {
             let (mut latencies, mut links, mut errors, mut all_links) =

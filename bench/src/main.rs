@@ -144,10 +144,11 @@ enum Command {
         /// The node's public HTTP address (for `--transport http`).
         #[arg(long, default_value = "127.0.0.1:8080")]
         http: SocketAddr,
-        /// The node's gRPC address (for `--transport grpc|batch`).
+        /// The node's gRPC address (for `--transport grpc|grpc-shared|batch`).
         #[arg(long, default_value = "127.0.0.1:50051")]
         grpc: SocketAddr,
-        /// `http`, `grpc`, or `batch` (gRPC `BatchCreateLinks` of 100).
+        /// `http`, `grpc` (a channel per client), `grpc-shared` (one channel for all clients),
+        /// or `batch` (gRPC `BatchCreateLinks` of 100).
         #[arg(long, default_value = "http")]
         transport: String,
         /// Concurrent clients, one call in flight each.
@@ -418,8 +419,9 @@ async fn drive(
     let transport = match transport {
         "http" => creates::Transport::Http,
         "grpc" => creates::Transport::Grpc,
+        "grpc-shared" => creates::Transport::GrpcShared,
         "batch" => creates::Transport::GrpcBatch(100),
-        other => anyhow::bail!("unknown transport {other:?}: use http, grpc or batch"),
+        other => anyhow::bail!("unknown transport {other:?}: use http, grpc, grpc-shared or batch"),
     };
     let run = creates::run_at(
         target,

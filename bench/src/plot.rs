@@ -98,6 +98,7 @@ const NODE: RGBColor = RGBColor(214, 39, 40);
 const HTTP: RGBColor = RGBColor(214, 39, 40);
 const GRPC: RGBColor = RGBColor(255, 127, 14);
 const BATCH: RGBColor = RGBColor(44, 160, 44);
+const GRPC_SHARED: RGBColor = RGBColor(148, 103, 189);
 const BASE: RGBColor = RGBColor(31, 119, 180);
 const LIGHT_CEILING: RGBColor = RGBColor(158, 202, 225);
 const LIGHT_NODE: RGBColor = RGBColor(252, 146, 114);
@@ -173,6 +174,11 @@ pub fn create_throughput(creates: &Creates, batch: usize, path: &Path) -> anyhow
         let series: Vec<Series> = vec![
             ("HTTP".into(), HTTP, line(Transport::Http)),
             ("gRPC".into(), GRPC, line(Transport::Grpc)),
+            (
+                "gRPC, one channel".into(),
+                GRPC_SHARED,
+                line(Transport::GrpcShared),
+            ),
             (
                 format!("gRPC batch×{batch} (links/s)"),
                 BATCH,
