@@ -156,7 +156,12 @@ where
             .extensions()
             .get::<ConnectionInfo>()
             .map(|info| info.activity.call());
-        let Some(method) = request.uri().path().strip_prefix(LINKS).map(str::to_string) else {
+        let links_call = request
+            .uri()
+            .path()
+            .strip_prefix(LINKS)
+            .map(|method| shared.limits.of(method));
+        let Some((limit, operation)) = links_call else {
             let request = request.map(|body| bounded(body, OTHER_LIMIT));
             return Box::pin(async move {
                 let response = inner.call(request).await;
@@ -171,7 +176,6 @@ where
                 },
             )))));
         };
-        let (limit, operation) = shared.limits.of(&method);
         let authorization = request
             .headers()
             .get("authorization")
@@ -190,6 +194,9 @@ where
     }
 }
 
+/// `grpc-status` of INTERNAL, as it is written.
+const INTERNAL_STATUS: &[u8] = b"13";
+
 /// A response whose status is INTERNAL without the `error-code` every status of the service
 /// carries came from tonic itself, before the handler ran: the request's message did not
 /// decode. That is the caller's fault, so it is reported as INVALID_ARGUMENT.
@@ -199,7 +206,7 @@ fn undecodable_is_invalid(
     let headers = response.headers_mut();
     let internal = headers
         .get("grpc-status")
-        .is_some_and(|s| s.as_bytes() == (tonic::Code::Internal as i32).to_string().as_bytes());
+        .is_some_and(|s| s.as_bytes() == INTERNAL_STATUS);
     if internal && !headers.contains_key("error-code") {
         let code = tonic::Code::InvalidArgument as i32;
         headers.insert("grpc-status", http::HeaderValue::from(code));
@@ -268,5 +275,18 @@ impl Body for Bounded {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_internal_status_is_written_as_its_code() {
+        assert_eq!(
+            INTERNAL_STATUS,
+            (tonic::Code::Internal as i32).to_string().as_bytes()
+        );
     }
 }
