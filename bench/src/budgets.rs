@@ -16,7 +16,6 @@ use rand::Rng;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use testkit::free_addr;
 
 /// The node's default redirect cache bound (`SHORTENER_CACHE_BYTES`, shortener/src/config/redirects.rs),
 /// which this group leaves as it is.
@@ -146,16 +145,7 @@ pub struct Budgets {
 /// Runs the group with scratch files in `dir`.
 pub async fn run(settings: &BudgetSettings, dir: &Path) -> anyhow::Result<Budgets> {
     let script = wrk::install_script(dir)?;
-    let ceiling_addr = free_addr();
-    let mut ceiling = Server::spawn(
-        "ceiling",
-        &std::env::current_exe()?,
-        &["ceiling-server", "--addr", &ceiling_addr.to_string()],
-        &[],
-        dir.join("ceiling.log"),
-    )?;
-    ceiling.wait_listening(ceiling_addr).await?;
-    let ceiling = (ceiling_addr, ceiling);
+    let ceiling = crate::ceiling::spawn(dir).await?;
     let key = CodeKey::generate();
     let data = dir.join("budgets-node");
     std::fs::create_dir_all(&data)?;

@@ -10,6 +10,21 @@ use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
+/// Starts the ceiling as a process of its own (this binary's `ceiling-server`) on a free port,
+/// logging to `dir/ceiling.log`, and waits until it listens; its address and process.
+pub async fn spawn(dir: &std::path::Path) -> anyhow::Result<(SocketAddr, crate::procs::Server)> {
+    let addr = testkit::free_addr();
+    let mut server = crate::procs::Server::spawn(
+        "ceiling",
+        &std::env::current_exe()?,
+        &["ceiling-server", "--addr", &addr.to_string()],
+        &[],
+        dir.join("ceiling.log"),
+    )?;
+    server.wait_listening(addr).await?;
+    Ok((addr, server))
+}
+
 /// Serves fixed redirects on `addr` until the process is killed (run as `bench ceiling-server`).
 pub async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
     serve_on(tokio::net::TcpListener::bind(addr).await?).await

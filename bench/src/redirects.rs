@@ -13,7 +13,6 @@ use codespace::CodeKey;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use testkit::free_addr;
 
 /// Connection counts of the closed-loop runs.
 pub const CONNECTIONS: [usize; 2] = [1, 64];
@@ -157,15 +156,7 @@ impl Rig {
         std::fs::write(codes_file, codes.join("\n") + "\n")?;
         let codes = Arc::new(codes);
 
-        let ceiling_addr = free_addr();
-        let mut ceiling = Server::spawn(
-            "ceiling",
-            &std::env::current_exe()?,
-            &["ceiling-server", "--addr", &ceiling_addr.to_string()],
-            &[],
-            dir.join("ceiling.log"),
-        )?;
-        ceiling.wait_listening(ceiling_addr).await?;
+        let (ceiling_addr, ceiling) = crate::ceiling::spawn(dir).await?;
         let rig = Rig {
             ceiling,
             ceiling_addr,
