@@ -113,11 +113,11 @@ pub async fn run(settings: &RunSettings) -> anyhow::Result<Report> {
     let (problems, lease_probe) = inject_faults(settings, &mut system, &workload, &history).await;
     let problems = wind_down(&mut system, &workload, clients, problems).await;
 
-    let (mut report, (leases, links)) = check(settings, &system, &history, &probe).await?;
+    let (mut report, (leases, links)) =
+        check(settings, &system, &history, &probe, &problems).await?;
     if let Some(probe) = &lease_probe {
         check_failovers(&mut report, &system, &history, probe).await?;
     }
-    report.violations.extend(problems);
     report.notes.push(format!(
         "{leases} leases, {links} links in the database, {} faults, wall time {:.1}s",
         history.faults().len(),
@@ -181,13 +181,15 @@ async fn wind_down(
     problems
 }
 
-/// The checker's verdict on the history, against the database's final state and a last read
-/// of every created code at every node; and how many leases and links the database holds.
+/// The checker's verdict on the history (and on the `problems` the run saw), against the
+/// database's final state and a last read of every created code at every node; and how many
+/// leases and links the database holds.
 async fn check(
     settings: &RunSettings,
     system: &System,
     history: &History,
     probe: &Clients,
+    problems: &[String],
 ) -> anyhow::Result<(Report, (usize, usize))> {
     let db = system.db().await?;
     let snapshot = Snapshot::load(&db).await?;
@@ -211,6 +213,7 @@ async fn check(
                 == DatabaseKind::Patroni(testkit::patroni::Replication::Async),
             ..Bounds::default()
         },
+        problems,
     });
     Ok((report, (snapshot.leases.len(), snapshot.links.len())))
 }

@@ -65,6 +65,9 @@ pub struct Input<'a> {
     pub nodes: usize,
     /// Time bounds.
     pub bounds: Bounds,
+    /// What the run itself saw go wrong: the nemesis's reports, clients that did not stop,
+    /// processes not ready or gone at the end, alarm lines in the logs. Each is a violation.
+    pub problems: &'a [String],
 }
 
 /// The verdict.
@@ -138,6 +141,9 @@ pub fn check(input: &Input<'_>) -> Report {
         }
     }
     report.notes.extend(outcome_breakdown(input.creates));
+    for problem in input.problems {
+        report.violation(problem.clone());
+    }
     links::check(input, &mut report);
     ids::check(input, &mut report);
     timing::check(input, &mut report);

@@ -65,6 +65,7 @@ struct Case {
     snapshot: Snapshot,
     reads: Vec<ReadOp>,
     faults: Vec<FaultRecord>,
+    problems: Vec<String>,
 }
 
 /// Two generated links from node0 and node1, each in its own lease, both read back.
@@ -98,6 +99,7 @@ fn clean() -> Case {
         },
         reads: Vec::new(),
         faults: Vec::new(),
+        problems: Vec::new(),
     }
 }
 
@@ -123,6 +125,7 @@ fn run_with(case: &Case, bounds: Bounds) -> Report {
         namespace: "links",
         nodes: 3,
         bounds,
+        problems: &case.problems,
     })
 }
 
@@ -348,4 +351,14 @@ fn the_lease_probe_may_hold_leases_and_strangers_may_not() {
     assert!(run(&case).passed(), "the probe's lease is known");
     case.snapshot.leases.push(lease(4, 600, 601, "someone"));
     assert_flags(&run(&case), "which is no node incarnation");
+}
+
+#[test]
+fn a_problem_the_run_itself_saw_fails_it() {
+    let mut case = clean();
+    case.problems
+        .push("alarm logged: generated code already taken".into());
+    let report = run(&case);
+    assert!(!report.passed(), "{}", report.summary());
+    assert_flags(&report, "generated code already taken");
 }
