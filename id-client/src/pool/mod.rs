@@ -2,8 +2,8 @@
 //!
 //! The state's invariants live here with the state: IDs are taken only from a granted block, in
 //! order, and a block is accepted only at or above every block seen before
-//! ([`State::accept`]). The refill task (`refill`) only decides when to lease and how long to
-//! wait after a failure; every lease it receives goes through `accept`.
+//! ([`State::accept`]). The refill task (`refill`) decides when to lease, how large a block to
+//! ask for and how long to wait after a failure; every lease it receives goes through `accept`.
 
 mod refill;
 
@@ -146,8 +146,8 @@ impl State {
 
     /// Takes `lease` as the next block if it starts at or above every block received before
     /// (a block below would repeat IDs: the ledger went back, say by a restore), else refuses
-    /// and counts it. Returns whether it was accepted.
-    fn accept(&mut self, lease: Lease) -> bool {
+    /// and counts it, handing it back so that the caller logs it once the lock is released.
+    fn accept(&mut self, lease: Lease) -> Result<(), Lease> {
         if lease.block.start < self.high_water {
             self.rewinds += 1;
             let message = format!(
@@ -156,13 +156,7 @@ impl State {
             );
             self.last_lease_error = Some(LeaseError::Unavailable(message.clone()));
             self.last_error = Some(message);
-            tracing::error!(
-                lease_id = lease.lease_id,
-                start = lease.block.start,
-                end = lease.block.end,
-                "lease starts below a block already received; refusing it (ledger rewound?)"
-            );
-            return false;
+            return Err(lease);
         }
         self.high_water = lease.block.end;
         self.leases += 1;
@@ -183,7 +177,7 @@ impl State {
         } else {
             self.spare = Some(lease);
         }
-        true
+        Ok(())
     }
 
     /// Records a failed lease attempt.

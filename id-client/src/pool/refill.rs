@@ -45,10 +45,18 @@ pub(super) async fn refill(inner: Arc<Inner>) {
         match lease(&inner, size, high_water).await {
             Ok(lease) => {
                 let accepted = inner.lock().accept(lease);
-                if accepted {
-                    inner.filled.notify_waiters();
-                    backoff = config.backoff_initial;
-                    continue;
+                match accepted {
+                    Ok(()) => {
+                        inner.filled.notify_waiters();
+                        backoff = config.backoff_initial;
+                        continue;
+                    }
+                    Err(refused) => tracing::error!(
+                        lease_id = refused.lease_id,
+                        start = refused.block.start,
+                        end = refused.block.end,
+                        "lease starts below a block already received; refusing it (ledger rewound?)"
+                    ),
                 }
             }
             Err(error) => {

@@ -6,8 +6,9 @@ use crate::history::{CreateOp, Kind, Outcome, ReadOutcome};
 use crate::snapshot::LinkRow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-/// Acknowledged creates whose code is not in the database (or maps to another URL), by code:
-/// violations, except those lost in an asynchronous failover (`failover`), which are counted.
+/// Acknowledged codes that are not in the database, map to another URL there, or did not
+/// redirect in the final reads (`lost`: violations), and those lost in an asynchronous
+/// failover (`failover`: counted, not failed).
 #[derive(Default)]
 struct Losses<'a> {
     lost: HashSet<&'a str>,
