@@ -17,16 +17,27 @@ fn behind_a_pooler(config: &mut Config, mode: PoolMode, direct: Option<&str>) {
 ///
 /// The port is from below the kernel's ephemeral range: a port from within it, once freed, can
 /// be handed to another test's `bind(0)` before the check, which would then blame the app.
-async fn refused_before_binding(mut config: Config, what: &str) -> String {
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
-    config.listeners.http_addr = addr;
-    let error = match App::build(config).await {
-        Ok(_) => panic!("{what} was accepted"),
-        Err(error) => format!("{error:#}"),
-    };
-    std::net::TcpListener::bind(addr)
-        .unwrap_or_else(|e| panic!("{what}: port {addr} was left bound: {e}"));
-    error
+///
+/// A port another process took between its choice and the app's bind (the app then fails on
+/// the bind itself, before reading anything) is not the app's doing: another port is tried.
+async fn refused_before_binding(config: Config, what: &str) -> String {
+    for _ in 0..3 {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut config = config.clone();
+        config.listeners.http_addr = addr;
+        let error = match App::build(config).await {
+            Ok(_) => panic!("{what} was accepted"),
+            Err(error) => format!("{error:#}"),
+        };
+        if error.contains(&format!("bind the HTTP listener on {addr}")) {
+            continue;
+        }
+        std::net::TcpListener::bind(addr).unwrap_or_else(|e| {
+            panic!("{what}: port {addr} was left bound: {e} (the start failed with: {error})")
+        });
+        return error;
+    }
+    panic!("{what}: three free ports were taken before the app could bind them")
 }
 
 #[tokio::test]
