@@ -154,6 +154,15 @@ async fn a_disabled_endpoint_is_enabled_again_and_gets_what_waited(backend: Back
     })
     .await;
     assert!(disabled, "{}", endpoint(&node, &keys.admin).await);
+    // The counter moves once the store has answered the write that set `disabled_at`, which
+    // the API can show first.
+    testkit::wait_until(Duration::from_secs(5), || async {
+        metric(
+            &node.metrics().await,
+            "shortener_webhook_endpoints_disabled_total",
+        ) >= 1.0
+    })
+    .await;
     let text = node.metrics().await;
     assert_eq!(
         metric(&text, "shortener_webhook_endpoints_disabled_total"),
