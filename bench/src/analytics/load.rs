@@ -131,29 +131,9 @@ pub async fn load(
     let hour_now = now.div_euclid(HOUR) * HOUR;
     let hours = (hour_now - compact_before) / HOUR + 1;
     let daily_from = compact_before - settings.daily_days * DAY;
-    let mut ddl = String::new();
-    let mut d = compact_before;
-    while d <= day(now) + DAY {
-        ddl.push_str(&format!(
-            "CREATE TABLE IF NOT EXISTS click_hourly_d{} PARTITION OF click_hourly FOR VALUES FROM ({d}) TO ({});\n",
-            date(d).format("%Y%m%d"),
-            d + DAY
-        ));
-        d += DAY;
-    }
-    for (m, end) in months(daily_from, compact_before) {
-        ddl.push_str(&format!(
-            "CREATE TABLE IF NOT EXISTS click_daily_m{} PARTITION OF click_daily FOR VALUES FROM ({m}) TO ({end});\n",
-            date(m).format("%Y%m")
-        ));
-    }
-    for (m, end) in months(daily_from, day(now) + 2 * DAY) {
-        ddl.push_str(&format!(
-            "CREATE TABLE IF NOT EXISTS link_day_totals_m{} PARTITION OF link_day_totals FOR VALUES FROM ({m}) TO ({end});\n",
-            date(m).format("%Y%m")
-        ));
-    }
-    client.batch_execute(&ddl).await?;
+    client
+        .batch_execute(&partitions(now, compact_before, daily_from))
+        .await?;
     client
         .batch_execute(&format!(
             "SET synchronous_commit = off; SET work_mem = '256MB'; SET maintenance_work_mem = '512MB';
@@ -193,8 +173,61 @@ pub async fn load(
         ))
         .await?;
     eprintln!("stats: daily rows in {:.1} s", step.elapsed().as_secs_f64());
+    derived_rows(client).await?;
     let step = Instant::now();
-    // What the flushes and compactions of those rows would have left beside them.
+    // As autovacuum would have left tables this old: statistics and visibility maps.
+    client
+        .batch_execute(
+            "VACUUM (ANALYZE) click_hourly, click_daily, link_day_totals, tenant_hourly, \
+             tenant_daily, links, link_tags",
+        )
+        .await?;
+    eprintln!(
+        "stats: VACUUM ANALYZE in {:.1} s",
+        step.elapsed().as_secs_f64()
+    );
+    let rows = row_counts(client).await?;
+    Ok(Loaded {
+        rows,
+        hours,
+        days: settings.daily_days,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The partitions the loaded rows go in: hourly days from `compact_before` to tomorrow, daily
+/// months from `daily_from`, and the link day totals' months up to the day after tomorrow.
+fn partitions(now: i64, compact_before: i64, daily_from: i64) -> String {
+    let day = |t: i64| t.div_euclid(DAY) * DAY;
+    let mut ddl = String::new();
+    let mut d = compact_before;
+    while d <= day(now) + DAY {
+        ddl.push_str(&format!(
+            "CREATE TABLE IF NOT EXISTS click_hourly_d{} PARTITION OF click_hourly FOR VALUES FROM ({d}) TO ({});\n",
+            date(d).format("%Y%m%d"),
+            d + DAY
+        ));
+        d += DAY;
+    }
+    for (m, end) in months(daily_from, compact_before) {
+        ddl.push_str(&format!(
+            "CREATE TABLE IF NOT EXISTS click_daily_m{} PARTITION OF click_daily FOR VALUES FROM ({m}) TO ({end});\n",
+            date(m).format("%Y%m")
+        ));
+    }
+    for (m, end) in months(daily_from, day(now) + 2 * DAY) {
+        ddl.push_str(&format!(
+            "CREATE TABLE IF NOT EXISTS link_day_totals_m{} PARTITION OF link_day_totals FOR VALUES FROM ({m}) TO ({end});\n",
+            date(m).format("%Y%m")
+        ));
+    }
+    ddl
+}
+
+/// The rows the node's flushes and compactions would have left beside the loaded clicks: the
+/// link day totals and the tenant-wide rows.
+async fn derived_rows(client: &tokio_postgres::Client) -> anyhow::Result<()> {
+    let step = Instant::now();
     let dims = |table: &str| {
         format!(
             "SELECT tenant, bucket, dim, name, sum(human), sum(bot), sum(head) FROM (\
@@ -222,18 +255,11 @@ pub async fn load(
         "stats: link day totals and tenant rows in {:.1} s",
         step.elapsed().as_secs_f64()
     );
-    let step = Instant::now();
-    // As autovacuum would have left tables this old: statistics and visibility maps.
-    client
-        .batch_execute(
-            "VACUUM (ANALYZE) click_hourly, click_daily, link_day_totals, tenant_hourly, \
-             tenant_daily, links, link_tags",
-        )
-        .await?;
-    eprintln!(
-        "stats: VACUUM ANALYZE in {:.1} s",
-        step.elapsed().as_secs_f64()
-    );
+    Ok(())
+}
+
+/// The row counts of the five loaded tables.
+async fn row_counts(client: &tokio_postgres::Client) -> anyhow::Result<[i64; 5]> {
     let mut rows = [0i64; 5];
     for (i, table) in [
         "click_hourly",
@@ -250,12 +276,7 @@ pub async fn load(
             .await?
             .get(0);
     }
-    Ok(Loaded {
-        rows,
-        hours,
-        days: settings.daily_days,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(rows)
 }
 
 #[cfg(test)]

@@ -72,6 +72,8 @@ fn acked_with_id(op: &CreateOp) -> bool {
     op.kind == Kind::Generated && matches!(op.outcome, Outcome::Acked { .. })
 }
 
+/// The id-service outage `fault`: every answer in time, each node through it as it should be,
+/// the redirects served, and no lease granted while every replica was down.
 fn outage(input: &Input<'_>, fault: &FaultRecord, report: &mut Report) {
     let window = format!(
         "the id-service outage [{:.3}s, {:.3}s)",
@@ -81,84 +83,101 @@ fn outage(input: &Input<'_>, fault: &FaultRecord, report: &mut Report) {
     answered_in_time(input, fault, None, &format!("during {window}"), report);
 
     for node in 0..input.nodes {
-        let ops: Vec<&CreateOp> = input.creates.iter().filter(|op| op.node == node).collect();
-        let Some(dry) = fault.ran_dry.get(node).copied().flatten() else {
-            report.violation(format!(
-                "node{node} never refused a create for lack of IDs during {window}: its runway \
-                 should be bounded by its current and spare block"
-            ));
-            continue;
-        };
-        let on_runway = ops
-            .iter()
-            .filter(|op| in_window(op.start, fault) && op.end() <= dry && acked_with_id(op))
-            .count();
-        if on_runway == 0 {
-            report.violation(format!(
-                "node{node} created nothing from its prefetched blocks during {window} before \
-                 running dry at {:.3}s",
-                dry.as_secs_f64()
-            ));
-        }
-        for op in ops
-            .iter()
-            .filter(|op| op.start >= dry && op.start < fault.end)
-        {
-            if acked_with_id(op) {
-                report.violation(format!(
-                    "node{node} acknowledged a generated create after it had run dry at {:.3}s \
-                     with every id-service down: {}",
-                    dry.as_secs_f64(),
-                    describe(op)
-                ));
-            }
-        }
-        let refusals: Vec<Duration> = ops
-            .iter()
-            .filter(|op| in_window(op.start, fault))
-            .filter(|op| {
-                matches!(
-                    op.outcome,
-                    Outcome::Refused {
-                        out_of_ids: true,
-                        ..
-                    }
-                )
-            })
-            .map(|op| op.elapsed)
-            .collect();
-        let recovered = ops
-            .iter()
-            .filter(|op| op.start >= fault.end && acked_with_id(op))
-            .map(|op| op.end())
-            .min();
-        match recovered {
-            None => report.violation(format!(
-                "node{node} never acknowledged a generated create after {window}"
-            )),
-            Some(at) if at - fault.end > input.bounds.recovery => report.violation(format!(
-                "node{node} took {:.3}s after {window} to create again (bound {:?})",
-                (at - fault.end).as_secs_f64(),
-                input.bounds.recovery
-            )),
-            Some(_) => {}
-        }
-        report.notes.push(format!(
-            "outage node{node}: {on_runway} creates on runway, dry at +{:.1}s, {} fast refusals \
-             (slowest {:.0} ms), creating again +{:.1}s after restart",
-            (dry - fault.start).as_secs_f64(),
-            refusals.len(),
-            refusals
-                .iter()
-                .max()
-                .copied()
-                .unwrap_or_default()
-                .as_secs_f64()
-                * 1000.0,
-            recovered.map_or(f64::NAN, |at| (at - fault.end).as_secs_f64())
+        node_through_outage(input, fault, node, &window, report);
+    }
+    reads_through_outage(input, fault, &window, report);
+    no_lease_during_outage(input, fault, &window, report);
+}
+
+/// What node `node` must have done through the outage: created from its prefetched blocks,
+/// run dry and refused fast without acknowledging a generated create, then recovered in time.
+fn node_through_outage(
+    input: &Input<'_>,
+    fault: &FaultRecord,
+    node: usize,
+    window: &str,
+    report: &mut Report,
+) {
+    let ops: Vec<&CreateOp> = input.creates.iter().filter(|op| op.node == node).collect();
+    let Some(dry) = fault.ran_dry.get(node).copied().flatten() else {
+        report.violation(format!(
+            "node{node} never refused a create for lack of IDs during {window}: its runway \
+             should be bounded by its current and spare block"
+        ));
+        return;
+    };
+    let on_runway = ops
+        .iter()
+        .filter(|op| in_window(op.start, fault) && op.end() <= dry && acked_with_id(op))
+        .count();
+    if on_runway == 0 {
+        report.violation(format!(
+            "node{node} created nothing from its prefetched blocks during {window} before \
+             running dry at {:.3}s",
+            dry.as_secs_f64()
         ));
     }
+    for op in ops
+        .iter()
+        .filter(|op| op.start >= dry && op.start < fault.end)
+    {
+        if acked_with_id(op) {
+            report.violation(format!(
+                "node{node} acknowledged a generated create after it had run dry at {:.3}s \
+                 with every id-service down: {}",
+                dry.as_secs_f64(),
+                describe(op)
+            ));
+        }
+    }
+    let refusals: Vec<Duration> = ops
+        .iter()
+        .filter(|op| in_window(op.start, fault))
+        .filter(|op| {
+            matches!(
+                op.outcome,
+                Outcome::Refused {
+                    out_of_ids: true,
+                    ..
+                }
+            )
+        })
+        .map(|op| op.elapsed)
+        .collect();
+    let recovered = ops
+        .iter()
+        .filter(|op| op.start >= fault.end && acked_with_id(op))
+        .map(|op| op.end())
+        .min();
+    match recovered {
+        None => report.violation(format!(
+            "node{node} never acknowledged a generated create after {window}"
+        )),
+        Some(at) if at - fault.end > input.bounds.recovery => report.violation(format!(
+            "node{node} took {:.3}s after {window} to create again (bound {:?})",
+            (at - fault.end).as_secs_f64(),
+            input.bounds.recovery
+        )),
+        Some(_) => {}
+    }
+    report.notes.push(format!(
+        "outage node{node}: {on_runway} creates on runway, dry at +{:.1}s, {} fast refusals \
+         (slowest {:.0} ms), creating again +{:.1}s after restart",
+        (dry - fault.start).as_secs_f64(),
+        refusals.len(),
+        refusals
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or_default()
+            .as_secs_f64()
+            * 1000.0,
+        recovered.map_or(f64::NAN, |at| (at - fault.end).as_secs_f64())
+    ));
+}
 
+/// Every redirect read during the outage was answered, within the deadline, and there was one.
+fn reads_through_outage(input: &Input<'_>, fault: &FaultRecord, window: &str, report: &mut Report) {
     let mut reads = 0;
     for read in input.reads.iter().filter(|r| in_window(r.start, fault)) {
         reads += 1;
@@ -184,8 +203,15 @@ fn outage(input: &Input<'_>, fault: &FaultRecord, report: &mut Report) {
             "no redirect was read during {window}: nothing was proved"
         ));
     }
+}
 
-    // With every replica down no lease can be granted (a margin covers the kill itself).
+/// With every replica down no lease can be granted (a margin covers the kill itself).
+fn no_lease_during_outage(
+    input: &Input<'_>,
+    fault: &FaultRecord,
+    window: &str,
+    report: &mut Report,
+) {
     let seconds = |t: std::time::SystemTime| {
         t.duration_since(UNIX_EPOCH)
             .unwrap_or_default()
