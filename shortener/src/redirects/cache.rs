@@ -244,11 +244,23 @@ impl LinkCache {
     /// was asked, and hands it back as a cache hit would; `None` if it cannot be cached (a URL
     /// over half a gigabyte). A link with a visit limit is never watched: the visits other
     /// nodes count reach it only when it is read again.
+    ///
+    /// An answer read while a change to its code (or a clear) was reported is handed back but
+    /// not kept, found or not found: it may be older than the change, and this node knows of
+    /// the change, so it must not answer from it again (a link its own create or delete just
+    /// changed included).
     pub fn put_at(&self, code: &str, answer: Answer, ticket: Ticket) -> Option<Cached> {
+        let raced = |cache: &Self| !cache.changes.unchanged_since(code, ticket.seen);
         let (fields, url) = match answer {
             Answer::Missing => {
-                self.entries.remove(code.as_bytes());
-                self.negative.put(code);
+                if !raced(self) {
+                    self.entries.remove(code.as_bytes());
+                    self.negative.put(code);
+                    // A change reported between the check and the put removed nothing.
+                    if raced(self) {
+                        self.negative.invalidate(code);
+                    }
+                }
                 return Some(Cached::Missing);
             }
             Answer::Blocked { tenant, domain } => {
@@ -266,16 +278,18 @@ impl LinkCache {
         let mut fields = fields;
         fields.at = nanos_since(self.epoch, Instant::now());
         fields.generation = ticket.generation as u32;
-        let watched = !fields.limited() && self.changes.unchanged_since(code, ticket.seen);
-        if watched {
+        if !fields.limited() {
             fields.watch();
         }
         let entry = Entry::new(fields, &url)?;
+        if raced(self) {
+            return Some(Cached::Found(entry));
+        }
         self.negative.invalidate(code);
         self.entries.insert(CompactCode::new(code), entry.clone());
         // A change reported between the check above and the insert removed nothing (the entry
         // was not in yet), so the entry may be older than it: drop it.
-        if watched && !self.changes.unchanged_since(code, ticket.seen) {
+        if raced(self) {
             self.entries.remove(code.as_bytes());
         }
         Some(Cached::Found(entry))
@@ -575,7 +589,7 @@ mod tests {
     }
 
     #[test]
-    fn a_read_that_raced_a_reported_change_lives_its_lifetime_only() {
+    fn a_read_that_raced_a_reported_change_is_answered_but_not_kept() {
         let ttl = Duration::from_millis(50);
         let cache = cache(1 << 20, ttl, ttl);
         cache.sees_every_change();
@@ -584,22 +598,34 @@ mod tests {
         // The store was read before the change was reported, its answer cached after.
         let ticket = cache.ticket("abc");
         cache.invalidate("abc");
-        cache.put_at("abc", link("https://example.com/old"), ticket);
+        let answered = cache.put_at("abc", link("https://example.com/old"), ticket);
+        assert_eq!(url(answered).as_deref(), Some("https://example.com/old"));
         assert_eq!(
-            url(cache.get("abc", Instant::now())).as_deref(),
-            Some("https://example.com/old")
-        );
-        assert_eq!(
-            cache.get("abc", later),
+            cache.get("abc", Instant::now()),
             None,
-            "a raced read outlived its lifetime"
+            "a read older than a reported change was kept"
         );
 
         // The same across a clear (the change feed reconnected).
         let ticket = cache.ticket("def");
         cache.clear();
         cache.put_at("def", link("https://example.com/old"), ticket);
-        assert_eq!(cache.get("def", later), None);
+        assert_eq!(cache.get("def", Instant::now()), None);
+
+        // A code read as unknown while its create was reported: not remembered as unknown.
+        let ticket = cache.ticket("new");
+        cache.invalidate("new");
+        assert_eq!(
+            cache.put_at("new", Answer::Missing, ticket),
+            Some(Cached::Missing)
+        );
+        assert!(
+            !cache.negative.holds("new", Instant::now()),
+            "a code created during its read was cached as unknown"
+        );
+        let ticket = cache.ticket("new");
+        cache.put_at("new", Answer::Missing, ticket);
+        assert!(cache.negative.holds("new", Instant::now()));
 
         // A change to a code of another stripe leaves a read watched.
         let other = (0..1000)

@@ -10,8 +10,8 @@
 //!   the cache was cleared. A read of the store takes a [`Seen`] before it starts; if neither its
 //!   code's stripe nor the clear count moved by the time its answer is cached (checked before and
 //!   after the insert), no change to that code was reported while the read ran, so the answer is
-//!   not older than any change the cache was told of: it is *watched*. Otherwise it is cached as
-//!   before, for its lifetime only.
+//!   not older than any change the cache was told of: it is *watched*. Otherwise the read's
+//!   answer may be older than a change the node knows of: it is answered, and not cached.
 //! - **Until when every change is known to have been reported** (`confirmed`): on the embedded
 //!   store always (the node is its file's only writer and tells the cache of each change it
 //!   makes), on PostgreSQL the time the change feed last sent a probe notification that has come
