@@ -21,16 +21,19 @@ fn expiry_bytes(request: &CreateRequest) -> [u8; 8] {
         .to_be_bytes()
 }
 
-/// The digest that tells a true retry (same request) from a reused idempotency key. A create
-/// on the default domain digests as it did before domains existed, so a retry across an upgrade
-/// is still recognised.
+/// The digest that tells a true retry (same request) from a reused idempotency key: every
+/// field of the request, its password only as whether it has one (a digest of a password would
+/// be a verifier cheaper to attack than its Argon2 hash; a retry's password is checked against
+/// the link's hash instead, [`super::LinkService`]). A create with neither routing nor a
+/// password digests as it did before routing existed, and one on the default domain as before
+/// domains existed, so a retry across an upgrade is still recognised.
 pub(super) fn fingerprint(request: &CreateRequest) -> Vec<u8> {
     let flags = [u8::from(request.dedup), u8::from(request.private)];
     let alias = request.alias.as_deref().unwrap_or("");
     let tags = request.tags.join(",");
     let max_visits = request.max_visits.unwrap_or(0).to_be_bytes();
     let expiry = expiry_bytes(request);
-    let fields: [&[u8]; 6] = [
+    let mut fields: Vec<&[u8]> = vec![
         request.url.as_str().as_bytes(),
         alias.as_bytes(),
         &expiry,
@@ -38,14 +41,23 @@ pub(super) fn fingerprint(request: &CreateRequest) -> Vec<u8> {
         tags.as_bytes(),
         &max_visits,
     ];
-    match &request.domain {
-        None => digest(b"create v2", &fields),
-        Some(host) => {
-            let mut all = fields.to_vec();
-            all.push(host.as_bytes());
-            digest(b"create v3", &all)
-        }
+    if let Some(host) = &request.domain {
+        fields.push(host.as_bytes());
     }
+    let protected = [u8::from(request.password.is_some())];
+    let routes = (request.password.is_some() || request.routes != Default::default())
+        .then(|| serde_json::to_vec(&request.routes).unwrap_or_default());
+    if let Some(routes) = &routes {
+        fields.push(&protected);
+        fields.push(routes);
+    }
+    let tag: &[u8] = match (request.domain.is_some(), routes.is_some()) {
+        (false, false) => b"create v2",
+        (true, false) => b"create v3",
+        (false, true) => b"create v4",
+        (true, true) => b"create v5",
+    };
+    digest(tag, &fields)
 }
 
 /// The dedup key: one live generated link per (tenant, URL, expiry) on the default domain, and
@@ -60,5 +72,72 @@ pub(super) fn dedup_key(tenant: &str, request: &CreateRequest) -> Vec<u8> {
     match &request.domain {
         None => digest(b"dedup v2", &base),
         Some(host) => digest(b"dedup v3", &[base[0], base[1], base[2], host.as_bytes()]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{CreateInput, CreateRules, TargetPolicy, UrlError};
+    use std::sync::Arc;
+
+    struct Anything;
+
+    impl TargetPolicy for Anything {
+        fn check_host(&self, _: url::Host<&str>) -> Result<(), UrlError> {
+            Ok(())
+        }
+    }
+
+    fn request(change: impl FnOnce(&mut CreateInput)) -> CreateRequest {
+        let mut input = CreateInput {
+            url: "https://example.com/a".into(),
+            ..CreateInput::default()
+        };
+        change(&mut input);
+        let rules = CreateRules {
+            max_url_length: 2048,
+            targets: Arc::new(Anything),
+            code_length: 7,
+            own_hosts: Arc::from([]),
+        };
+        CreateRequest::parse(input, &rules, chrono::Utc::now()).expect("valid")
+    }
+
+    #[test]
+    fn every_field_of_a_create_moves_its_fingerprint() {
+        let plain = fingerprint(&request(|_| {}));
+        type Change = (&'static str, fn(&mut CreateInput));
+        let changes: [Change; 11] = [
+            ("url", |i| i.url = "https://example.com/b".into()),
+            ("alias", |i| i.alias = Some("spring".into())),
+            ("tags", |i| i.tags = vec!["x".into()]),
+            ("max_visits", |i| i.max_visits = Some(3)),
+            ("dedup", |i| i.dedup = true),
+            ("password", |i| i.password = Some("secret-one".into())),
+            ("ios", |i| {
+                i.ios = Some("https://apps.apple.com/app/id1".into())
+            }),
+            ("android", |i| {
+                i.android = Some("https://play.google.com/x".into())
+            }),
+            ("utm", |i| i.utm.source = Some("news".into())),
+            ("pass_query", |i| i.pass_query = true),
+            ("preview", |i| i.preview.title = Some("A title".into())),
+        ];
+        let mut seen = std::collections::HashSet::from([plain.clone()]);
+        for (field, change) in changes {
+            let digest = fingerprint(&request(change));
+            assert!(
+                seen.insert(digest),
+                "{field} left the fingerprint as another's"
+            );
+        }
+        // The same request twice digests the same, and a password's value is not in it.
+        assert_eq!(fingerprint(&request(|_| {})), plain);
+        assert_eq!(
+            fingerprint(&request(|i| i.password = Some("secret-one".into()))),
+            fingerprint(&request(|i| i.password = Some("secret-two".into())))
+        );
     }
 }

@@ -50,9 +50,37 @@ pub fn answers_whole(caller: &Caller, created: bool) -> bool {
 
 /// The Argon2id hash of `password`, made on the blocking pool (it costs tens of milliseconds).
 pub(crate) async fn hash_password(password: String) -> Result<PasswordHash, Error> {
+    let _turn = hashing_turn().await?;
     tokio::task::spawn_blocking(move || PasswordHash::hash(&password))
         .await
         .map_err(|e| Error::Internal(format!("password hashing failed: {e}")))?
+}
+
+/// Whether `password` is the password of `link` (one that has none has no password to match).
+async fn same_password(link: &Link, password: String) -> Result<bool, Error> {
+    let Some(hash) = link.password.clone() else {
+        return Ok(false);
+    };
+    let _turn = hashing_turn().await?;
+    tokio::task::spawn_blocking(move || hash.verify(&password))
+        .await
+        .map_err(|e| Error::Internal(format!("password check failed: {e}")))
+}
+
+/// A turn at Argon2 for a create or an edit: as many run at once as the machine has cores
+/// (each takes ~19 MiB and tens of milliseconds of one core), the rest wait in order, so a
+/// batch of protected links cannot take the node's memory or its blocking threads. (A
+/// visitor's password check has its own pool, `limits::password_checks`.)
+async fn hashing_turn() -> Result<tokio::sync::SemaphorePermit<'static>, Error> {
+    static TURNS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    let turns = TURNS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        tokio::sync::Semaphore::new(cores)
+    });
+    turns
+        .acquire()
+        .await
+        .map_err(|e| Error::Internal(format!("password hashing is closed: {e}")))
 }
 
 /// Told of every link this node creates or changes.
@@ -165,7 +193,14 @@ impl LinkService {
                 .find_idempotent(&caller.tenant, &idem.key, idem.expired_before)
                 .await?
         {
-            return if stored == idem.fingerprint {
+            // The fingerprint holds only whether a password was given: a retry's password
+            // must be the link's.
+            let same = stored == idem.fingerprint
+                && match &request.password {
+                    None => true,
+                    Some(password) => same_password(&link, password.clone()).await?,
+                };
+            return if same {
                 Ok((link, false))
             } else {
                 Err(Error::IdempotencyMismatch)

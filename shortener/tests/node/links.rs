@@ -190,6 +190,36 @@ async fn a_retried_create_with_the_same_idempotency_key_returns_the_same_link(ba
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(err["error"], "idempotency_key_reused");
+    // So is one that differs only in its password or its routing: a retry is the same request,
+    // its password included (checked against the link's hash, never digested).
+    let protected = json!({ "url": "https://example.com/kept", "password": "first-secret" });
+    let (status, made) = node
+        .create_with(protected.clone(), &[("Idempotency-Key", "order-44")])
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let (status, again) = node
+        .create_with(protected, &[("Idempotency-Key", "order-44")])
+        .await;
+    assert_eq!((status, &again["code"]), (StatusCode::OK, &made["code"]));
+    for other in [
+        json!({ "url": "https://example.com/kept", "password": "other-secret" }),
+        json!({ "url": "https://example.com/kept" }),
+        json!({ "url": "https://example.com/kept", "password": "first-secret",
+                "ios": "https://apps.apple.com/app/id1" }),
+    ] {
+        let (status, err) = node
+            .create_with(other.clone(), &[("Idempotency-Key", "order-44")])
+            .await;
+        assert_eq!(
+            (status, &err["error"]),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &json!("idempotency_key_reused")
+            ),
+            "{other}"
+        );
+    }
+    assert_eq!(node.stored_links().await, 2);
     // Concurrent first attempts with a fresh key still create one link.
     let racing = futures::future::join_all(
         (0..10).map(|_| node.create_with(body.clone(), &[("Idempotency-Key", "order-43")])),
@@ -200,7 +230,7 @@ async fn a_retried_create_with_the_same_idempotency_key_returns_the_same_link(ba
         .map(|(_, b)| b["code"].as_str().expect("code").to_string())
         .collect();
     assert_eq!(codes.len(), 1);
-    assert_eq!(node.stored_links().await, 2);
+    assert_eq!(node.stored_links().await, 3);
 }
 on_both_stores!(a_retried_create_with_the_same_idempotency_key_returns_the_same_link);
 
