@@ -51,6 +51,14 @@ pub struct CreateInput {
     pub preview: super::routes::Preview,
 }
 
+/// The largest body, JSON or protobuf, a create or an edit of one link may have when target URLs
+/// may be `max_url` bytes long: a URL at that bound and 1 KiB besides, and never less than
+/// 16 KiB (a link with rules, a split and a preview). HTTP and gRPC read by the same bound, so
+/// a link one takes the other takes too.
+pub fn link_body_limit(max_url: usize) -> usize {
+    max_url.saturating_add(1024).max(16 * 1024)
+}
+
 /// The rules of a deployment that a create is checked against.
 #[derive(Clone)]
 pub struct CreateRules {

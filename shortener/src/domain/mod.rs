@@ -29,7 +29,7 @@ pub use branded::{
 pub use caller::{Caller, Person};
 pub use code::{ShortCode, echo, link_key, shown_code};
 pub use compact_code::CompactCode;
-pub use create::{CreateInput, CreateRequest, CreateRules};
+pub use create::{CreateInput, CreateRequest, CreateRules, link_body_limit};
 pub use error::Error;
 pub use history::{Event, EventKind};
 pub use host::{MAX_HOST, MAX_LABEL, normalise_host, path_host};

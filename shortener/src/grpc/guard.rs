@@ -27,7 +27,7 @@ pub struct BodyLimits {
     /// A create of one link without routing, or a domain's claim.
     pub create: usize,
     /// A create or update of one link with its routing (rules, split, app targets, UTM
-    /// parameters, preview): at least what the JSON API takes for one ([`ROUTED_LINK`]).
+    /// parameters, preview): what the JSON API takes for one ([`crate::domain::link_body_limit`]).
     pub routed: usize,
     /// A batch create.
     pub batch: usize,
@@ -37,18 +37,13 @@ pub struct BodyLimits {
     pub query: usize,
 }
 
-/// The least a create or update of one link may be over gRPC, whatever the URL bound: as much
-/// as the JSON API reads for one (16 KiB), so a link with rules, a split and a preview that HTTP
-/// takes is not refused over gRPC for its size (its protobuf is smaller than its JSON).
-pub const ROUTED_LINK: usize = 16 * 1024;
-
 impl BodyLimits {
     /// The limits for target URLs of at most `max_url` bytes and batches of `batch_limit`.
     pub fn new(max_url: usize, batch_limit: usize) -> Self {
         let create = max_url + 1024;
         Self {
             create,
-            routed: create.max(ROUTED_LINK),
+            routed: crate::domain::link_body_limit(max_url),
             batch: create * batch_limit + 1024,
             small: 1024,
             query: 4096,

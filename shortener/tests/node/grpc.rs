@@ -221,3 +221,59 @@ async fn grpc_create_get_delete_and_batch(backend: Backend) {
     );
 }
 on_both_stores!(grpc_create_get_delete_and_batch);
+
+/// A URL as long as `SHORTENER_MAX_URL_LENGTH` allows is taken by a JSON create and patch as
+/// by a gRPC create: both transports read a link's body by the same bound; one byte past the
+/// limit is refused by both, as a URL too long rather than a body too large.
+#[tokio::test]
+async fn a_url_the_limit_allows_is_taken_over_both_transports() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("long");
+    config.redirects.max_url_length = 65_536;
+    let node = crate::helpers::Node::start(config).await;
+    let url = |len: usize| {
+        let head = "https://example.com/";
+        format!("{head}{}", "a".repeat(len - head.len()))
+    };
+    let (longest, over) = (url(65_536), url(65_537));
+
+    let response = node
+        .api(reqwest::Method::POST, "/links")
+        .json(&serde_json::json!({"url": longest}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let made: serde_json::Value = response.json().await.expect("json");
+    let code = made["code"].as_str().expect("code");
+    let response = node
+        .api(reqwest::Method::PATCH, &format!("/links/{code}"))
+        .header("content-type", "application/merge-patch+json")
+        .body(serde_json::json!({"url": url(65_000)}).to_string())
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), StatusCode::OK);
+    let response = node
+        .api(reqwest::Method::POST, "/links")
+        .json(&serde_json::json!({"url": over}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let refused: serde_json::Value = response.json().await.expect("json");
+    assert_eq!(refused["error"], "invalid_url", "{refused}");
+
+    let mut client = node.links_client().await;
+    let link = client
+        .create_link(authed(create(&longest)))
+        .await
+        .expect("a gRPC create at the limit")
+        .into_inner();
+    assert_eq!(link.url.len(), 65_536);
+    let refused = client
+        .create_link(authed(create(&over)))
+        .await
+        .expect_err("over the limit");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+}

@@ -205,6 +205,59 @@ async fn the_same_alias_is_a_link_per_domain(backend: Backend) {
     tenants_stay_apart(&node, &keys).await;
     lists_filter_by_domain(&node, &keys).await;
     a_domain_with_live_links_stays(&node, &keys).await;
+    locations_name_the_link(&node, &keys).await;
+}
+
+/// A create's `Location` reads the link it made: a branded alias's with its domain, a default
+/// alias's and a generated code's by the code alone.
+async fn locations_name_the_link(node: &Node, keys: &TenantKeys) {
+    for (body, want) in [
+        (
+            json!({"url": "https://globex.example/loc", "alias": "loc", "domain": "go.globex.example"}),
+            "/api/v1/links/loc?domain=go.globex.example",
+        ),
+        (
+            json!({"url": "https://default.example/loc", "alias": "loc"}),
+            "/api/v1/links/loc",
+        ),
+        (
+            json!({"url": "https://globex.example/gen", "domain": "go.globex.example"}),
+            "",
+        ),
+    ] {
+        let response = node
+            .client
+            .post(format!("{}/api/v1/links", node.base))
+            .bearer_auth(&keys.other)
+            .json(&body)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status().as_u16(), 201, "{body}");
+        let location = response.headers()[reqwest::header::LOCATION]
+            .to_str()
+            .expect("ascii")
+            .to_string();
+        let made: Value = response.json().await.expect("json");
+        if !want.is_empty() {
+            assert_eq!(location, want, "{body}");
+        }
+        let read: Value = node
+            .client
+            .get(format!("{}{location}", node.base))
+            .bearer_auth(&keys.other)
+            .send()
+            .await
+            .expect("send")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(
+            (&read["url"], &read["code"], &read["domain"]),
+            (&body["url"], &made["code"], &made["domain"]),
+            "{location}"
+        );
+    }
 }
 
 /// Another tenant can neither put links on a domain nor read, change or delete its links.

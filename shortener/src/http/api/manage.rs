@@ -1,6 +1,8 @@
 //! Link management over HTTP: list, edit, history, export.
 
-use super::wire::{EventJson, LinkAnswer, LinkJson, ListParams, PageJson, patch_input, read_body};
+use super::wire::{
+    EventJson, LinkAnswer, LinkJson, ListParams, PageJson, patch_input, read_body_up_to,
+};
 use super::{admit, bytes_stream, code};
 use crate::access::Operation;
 use crate::domain::rules::ApiRules;
@@ -57,10 +59,11 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Update)?;
     let code = code(&state, path, &uri)?;
-    let bytes = read_body(
+    let bytes = read_body_up_to(
         &headers,
         body,
         &["application/merge-patch+json", "application/json"],
+        crate::domain::link_body_limit(state.rules.max_url_length),
     )
     .await?;
     let patch = LinkPatch::parse(patch_input(&bytes)?, &state.rules, Utc::now())?;

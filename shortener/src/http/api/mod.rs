@@ -126,7 +126,8 @@ async fn create_inner(
     body: Body,
 ) -> Result<(Response, bool), Failure> {
     let caller = admit(state, headers, Operation::Create).map_err(fail)?;
-    let body: wire::CreateBody = wire::read_json(headers, body, &["application/json"])
+    let limit = crate::domain::link_body_limit(state.rules.max_url_length);
+    let body: wire::CreateBody = wire::read_json_up_to(headers, body, &["application/json"], limit)
         .await
         .map_err(|e| (e, "invalid"))?;
     let input = body.into_input(headers).map_err(fail)?;
@@ -137,7 +138,12 @@ async fn create_inner(
     } else {
         StatusCode::OK
     };
-    let location = format!("/api/v1/links/{}", link.code);
+    // Where the link is read: its code as shown, and its branded domain, if any, as `?domain=`
+    // (a branded alias is stored under `host/alias`, which no path names).
+    let location = match &link.domain {
+        Some(host) => format!("/api/v1/links/{}?domain={host}", link.shown_code()),
+        None => format!("/api/v1/links/{}", link.shown_code()),
+    };
     let response = (
         status,
         [(header::LOCATION, location)],

@@ -166,17 +166,8 @@ pub(super) async fn read_json_up_to<T: serde::de::DeserializeOwned>(
 }
 
 /// Reads a body of one of the media types `accepted` (the first is named in the refusal), of
-/// at most [`MAX_BODY_BYTES`].
-pub(super) async fn read_body(
-    headers: &HeaderMap,
-    body: Body,
-    accepted: &[&str],
-) -> Result<axum::body::Bytes, ApiError> {
-    read_body_up_to(headers, body, accepted, MAX_BODY_BYTES).await
-}
-
-/// [`read_body`] of at most `limit` bytes.
-async fn read_body_up_to(
+/// at most `limit` bytes.
+pub(super) async fn read_body_up_to(
     headers: &HeaderMap,
     body: Body,
     accepted: &[&str],
