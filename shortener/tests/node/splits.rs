@@ -397,6 +397,37 @@ async fn previews_are_shown_to_crawlers_only(backend: Backend) {
         (status, location.as_str(), cache_control.as_deref()),
         (302, "https://t.example/", Some("private, no-store"))
     );
+    // A link past its visit limit is gone to crawlers as to people: no preview page.
+    let limited = create(
+        &node,
+        json!({"url": "https://t.example/once", "title": "Once", "max_visits": 1}),
+    )
+    .await;
+    let crawl = |code: String| {
+        let node = &node;
+        async move {
+            node.client
+                .get(format!("{}/{code}", node.base))
+                .header("user-agent", "Twitterbot/1.0")
+                .send()
+                .await
+                .expect("visit")
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(
+        crawl(limited.clone()).await,
+        200,
+        "a preview before the limit"
+    );
+    let (status, ..) = visit(&node, &limited, "192.0.2.2", &[("user-agent", IPHONE)]).await;
+    assert_eq!(status, 302, "the one human visit");
+    assert_eq!(
+        crawl(limited.clone()).await,
+        410,
+        "a preview past the limit"
+    );
     let (status, patched) = node
         .patch(
             &code,

@@ -207,7 +207,10 @@ fn respond(
                 && preview::is_preview_crawler(headers) =>
         {
             let seen = Seen::of(asked.method == Method::HEAD, headers);
-            count_visit(state, peer, key, seen, headers, &target);
+            // A link past its visit limit answers as gone to crawlers too.
+            if !count_visit(state, peer, key, seen, headers, &target) {
+                return finish(state, asked, (gone_on(domain), "gone"), started);
+            }
             let mut short_url = String::new();
             let _ = state.public.write_link_url(
                 &mut short_url,
@@ -241,10 +244,20 @@ fn respond(
         ),
         Err(error) => (super::ApiError::from(error).into_response(), "error"),
     };
+    finish(state, asked, (response, outcome), started)
+}
+
+/// `response` (of `outcome`) counted in the metrics: the node's, and its domain's.
+fn finish(
+    state: &HttpState,
+    asked: &Asked<'_>,
+    (response, outcome): (Response, &'static str),
+    started: Instant,
+) -> Response {
     state
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
-    if let Some(domain) = domain
+    if let Some(domain) = asked.site.domain()
         && state.domain_metrics.any()
     {
         state.domain_metrics.count(&domain.host, outcome);
