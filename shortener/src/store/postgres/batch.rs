@@ -12,13 +12,14 @@
 
 use super::error::pool_error;
 use super::insert::insert_rows;
-use super::send::Pooled;
+use super::send::{Conn, Pooled};
 use crate::store::reply::{Reply, answer};
 use crate::store::{InsertOutcome, NewLink, StoreError, WriterStats};
 use codespace::CodeSpace;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
 /// How often a batch rolled back by a deadlock is run again before its callers see an error.
@@ -34,6 +35,12 @@ pub(super) struct Shape {
     /// Rows a batch waits for before it starts beside another in flight (capped at
     /// `max_batch`).
     pub(super) fill: usize,
+    /// How long one attempt at a batch's statement may take once it has a connection before
+    /// its callers are told its outcome is unknown and the connection is closed (`None`: no
+    /// bound of the node's own). The server's `statement_timeout` ends a slow statement; this
+    /// ends the wait on a connection whose server has gone silent (a network partition), which
+    /// nothing else would end before TCP gives up, minutes later.
+    pub(super) deadline: Option<Duration>,
 }
 
 /// A create's row (boxed: near a kilobyte, it would otherwise be copied into every create's
@@ -56,6 +63,7 @@ impl Batcher {
             max_batch,
             max_in_flight: shape.max_in_flight.max(1),
             fill: shape.fill.clamp(1, max_batch),
+            deadline: shape.deadline,
         };
         let (jobs, queue) = mpsc::channel(shape.max_batch * shape.max_in_flight * 4);
         let stats = Arc::new(WriterStats::default());
@@ -110,7 +118,7 @@ async fn run(
         let (pool, space, in_flight) = (pool.clone(), Arc::clone(&space), Arc::clone(&in_flight));
         in_flight.count.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(async move {
-            write(&pool, &space, batch).await;
+            write(&pool, &space, batch, shape.deadline).await;
             in_flight.count.fetch_sub(1, Ordering::AcqRel);
             in_flight.ended.notify_one();
             drop(permit);
@@ -154,15 +162,22 @@ fn take_waiting(batch: &mut Vec<Job>, queue: &mut mpsc::Receiver<Job>, max_batch
     }
 }
 
-async fn write(pool: &Pooled, space: &CodeSpace, batch: Vec<Job>) {
+/// Writes `batch`, less the rows whose callers have gone (a client that disconnected, a call
+/// past its deadline: told nothing, a retry of theirs must not find a link they were never
+/// answered for), and answers the rest after the commit.
+async fn write(pool: &Pooled, space: &CodeSpace, batch: Vec<Job>, deadline: Option<Duration>) {
     let (links, replies): (Vec<NewLink>, Vec<Reply>) = batch
         .into_iter()
+        .filter(|(_, reply)| !reply.is_closed())
         .map(|(link, reply)| (*link, reply))
         .unzip();
+    if links.is_empty() {
+        return;
+    }
     let mut attempt = 0;
     let result = loop {
         let result = match pool.get().await {
-            Ok(client) => insert_rows(&client, space, &links).await,
+            Ok(client) => insert_within(deadline, client, space, &links).await,
             Err(error) => Err(pool_error(error)),
         };
         match result {
@@ -174,6 +189,27 @@ async fn write(pool: &Pooled, space: &CodeSpace, batch: Vec<Job>) {
         }
     };
     answer(replies, result);
+}
+
+/// Inserts `links` on `client` within `deadline`: past it, the outcome is unknown (the
+/// statement may have committed) and the connection, which may still be running it, is closed
+/// rather than handed to the next batch.
+async fn insert_within(
+    deadline: Option<Duration>,
+    client: Conn,
+    space: &CodeSpace,
+    links: &[NewLink],
+) -> Result<Vec<InsertOutcome>, StoreError> {
+    let Some(deadline) = deadline else {
+        return insert_rows(&client, space, links).await;
+    };
+    let answered = tokio::time::timeout(deadline, insert_rows(&client, space, links)).await;
+    answered.unwrap_or_else(|_| {
+        drop(deadpool_postgres::Object::take(client.into_raw()));
+        Err(StoreError::Ambiguous(format!(
+            "the database did not answer a batched insert within {deadline:?}"
+        )))
+    })
 }
 
 #[cfg(test)]
@@ -198,6 +234,7 @@ mod tests {
         max_batch: 8,
         max_in_flight: 4,
         fill: 4,
+        deadline: None,
     };
 
     #[tokio::test]

@@ -186,7 +186,9 @@ pub(super) async fn insert_rows(
                 &[&wanted],
             )
             .await
-            .map_err(db_error)?;
+            // The batch's rows are committed by now: a failure here leaves their outcome
+            // unknown to the callers, never "not written".
+            .map_err(|e| after_write(db_error(e)))?;
         let twins: HashMap<Vec<u8>, Link> = twins
             .iter()
             .map(|row| (row.get::<_, Vec<u8>>(LINK_COLUMN_COUNT), link_from_row(row)))

@@ -187,6 +187,10 @@ impl PgStore {
                 max_batch: settings.write_batch,
                 max_in_flight: settings.write_concurrency,
                 fill: settings.write_fill,
+                // The server ends a statement at its timeout; a silent server gets a little
+                // longer, so that the server's answer, when there is one, is the one seen.
+                deadline: (!settings.statement_timeout.is_zero())
+                    .then(|| settings.statement_timeout + std::time::Duration::from_secs(5)),
             },
         );
         Ok(Self {

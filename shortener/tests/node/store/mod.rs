@@ -3,6 +3,7 @@
 
 mod api_keys;
 mod audit;
+mod batch_bounds;
 mod bounds;
 mod checks;
 mod durability;

@@ -1,0 +1,101 @@
+//! The PostgreSQL batching writer's bounds: a create whose caller has gone before its batch
+//! ran is not written (a retry must not find a link its caller was never answered for), and a
+//! batch whose database has gone silent is answered, its outcome unknown, within the statement
+//! timeout and a margin rather than waited on until TCP gives up.
+
+use crate::helpers::{Backend, Node, Stack, authed, create};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::Duration;
+use testkit::proxy::{Mode, Proxy};
+
+#[tokio::test]
+async fn a_create_whose_caller_left_before_its_batch_ran_is_not_written() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let node = stack.node("gone").await;
+    let url = stack.db.as_ref().expect("a database").url().to_string();
+    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    // A create that waits on the table's lock keeps a batch in flight; the next create's batch
+    // waits beside it for company (SHORTENER_WRITE_FILL), past its caller's deadline.
+    locker
+        .batch_execute("BEGIN; LOCK TABLE links IN EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let first = tokio::spawn(
+        node.api(reqwest::Method::POST, "/links")
+            .json(&json!({"url": "https://example.com/first"}))
+            .send(),
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut client = node.links_client().await;
+    let mut call = authed(create("https://example.com/gone"));
+    call.set_timeout(Duration::from_millis(800));
+    let refused = client
+        .create_link(call)
+        .await
+        .expect_err("past its deadline");
+    // The client gives up at its deadline (the server would end the call there too).
+    assert!(
+        matches!(
+            refused.code(),
+            tonic::Code::Cancelled | tonic::Code::DeadlineExceeded
+        ),
+        "{refused:?}"
+    );
+
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    let first = first.await.expect("join").expect("send");
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let (status, _) = node
+        .create(json!({"url": "https://example.com/after"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    // The gone caller's batch ran as soon as the first one ended, before the last create.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        node.stored_links().await,
+        2,
+        "only the answered creates are stored"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_whose_database_went_silent_is_answered_as_unknown() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let mut url = url::Url::parse(stack.db.as_ref().expect("a database").url()).expect("url");
+    let target = format!(
+        "{}:{}",
+        url.host_str().expect("host"),
+        url.port().unwrap_or(5432)
+    );
+    let proxy = Proxy::start(target.parse().expect("address"))
+        .await
+        .expect("proxy");
+    url.set_port(Some(proxy.addr().port())).expect("port");
+    let mut config = stack.config("silent");
+    config.store.database_url = Some(url.to_string());
+    config.store.database_statement_timeout_ms = 1000;
+    let node = Node::start(config).await;
+    let (status, _) = node
+        .create(json!({"url": "https://example.com/before"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    proxy.set_mode(Mode::Blackhole);
+    let answered = tokio::time::timeout(
+        Duration::from_secs(30),
+        node.create(json!({"url": "https://example.com/silent"})),
+    )
+    .await
+    .expect("a create whose database is silent is answered, not left waiting");
+    let (status, body) = answered;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body.to_string().contains("may or may not"),
+        "the outcome is unknown, and said so: {body}"
+    );
+    proxy.set_mode(Mode::Open);
+}
