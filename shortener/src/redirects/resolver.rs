@@ -319,7 +319,10 @@ impl Resolver {
         let limit = match link.max_visits {
             None => None,
             Some(max) => {
-                // Read after the link, so no visit flushed in between is missed.
+                // Read after the link, so no visit flushed in between is missed, and with no
+                // flush running, so none is in neither count (taken from this node's pending
+                // counts, not yet committed) or, put back after a failed write, in both.
+                let _settled = self.visits.clicks().settled().await;
                 let stored = self
                     .store
                     .get_with_clicks(segment)

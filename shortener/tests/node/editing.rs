@@ -404,6 +404,52 @@ async fn a_visit_limit_ends_redirects_after_that_many_human_visits(backend: Back
 }
 on_both_stores!(a_visit_limit_ends_redirects_after_that_many_human_visits);
 
+/// A visit limit counts the visits a running flush has taken but not yet written: the link's
+/// entry, read again while a flush is held up by the database (here by a lock on the totals'
+/// table), waits for the flush rather than reading neither count, so the limit holds.
+#[tokio::test]
+async fn a_visit_limit_counts_the_visits_a_running_flush_holds() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let node = stack.node("a").await;
+    let code = make(
+        &node,
+        json!({ "url": "https://example.com/held", "max_visits": 3 }),
+    )
+    .await;
+    for i in 0..2 {
+        assert_eq!(node.location(&code).await.0, StatusCode::FOUND, "visit {i}");
+    }
+    let url = stack.db.as_ref().expect("a database").url().to_string();
+    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    locker
+        .batch_execute("BEGIN; LOCK TABLE link_clicks IN EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    // The periodic flush (every 200 ms here) takes the two visits and waits on the lock; the
+    // link's entry (kept one flush interval) runs out meanwhile.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let third = tokio::spawn(
+        node.client
+            .get(format!("{}/{code}", node.base))
+            .header("user-agent", crate::helpers::BROWSER)
+            .send(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    let third = third.await.expect("join").expect("visit");
+    assert_eq!(third.status(), StatusCode::FOUND, "the third visit");
+    let mut served = 0;
+    for _ in 0..4 {
+        if node.location(&code).await.0 == StatusCode::FOUND {
+            served += 1;
+        }
+    }
+    assert_eq!(served, 0, "visits past the limit of 3 were served");
+}
+
 /// Two nodes on one PostgreSQL: a change made on one stops the other serving the old version
 /// within the change feed's delivery (measured; the bound without the feed is the cache TTL,
 /// 60 s here), and visits served on one count against the other's visit limit once flushed.

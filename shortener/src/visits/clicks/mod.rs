@@ -177,6 +177,14 @@ impl ClickRecorder {
         self.add(code, one);
     }
 
+    /// Waits until no flush is running and keeps one from starting while the guard is held: a
+    /// count is then either pending here or written to the store, never in between (taken by a
+    /// flush whose write has not committed), so the store's total and [`Self::pending_human`]
+    /// read under the guard add up to every visit this node counted.
+    pub async fn settled(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.flushing.lock().await
+    }
+
     /// This node's human visits of `code` not yet taken by a flush (in the map, and held).
     pub fn pending_human(&self, code: &str) -> u64 {
         let mapped = lock(self.shard(code))
