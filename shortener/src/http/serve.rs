@@ -80,7 +80,9 @@ impl<H> Connection<H> {
 }
 
 /// Serves `handler` on `listener` until `stop` is cancelled, then waits up to the drain bound
-/// for in-flight requests. A connection `gate` refuses is closed at once. A client that does
+/// for in-flight requests; the connections still open past it are closed, and have ended when
+/// this returns (so no request of theirs counts a visit after the last click flush, which runs
+/// after the servers stop). A connection `gate` refuses is closed at once. A client that does
 /// not finish sending its headers within the header timeout is disconnected: a connection that
 /// waits for a request head through a whole timeout (a new connection, an idle keep-alive one,
 /// or one whose client sends its head slowly) is closed between one and two timeouts after the
@@ -102,7 +104,10 @@ pub async fn serve<H: Handler>(
     builder.header_read_timeout(None).keep_alive(true);
     let drain = Arc::new(Drain::default());
     let handler = Arc::new(handler);
+    let mut connections = tokio::task::JoinSet::new();
     loop {
+        // Ended connections are reaped as new ones come, so the set holds the open ones.
+        while connections.try_join_next().is_some() {}
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -157,14 +162,16 @@ pub async fn serve<H: Handler>(
         let serving =
             builder.serve_connection(TokioIo::new(StallIo::new(stream, send_timeout)), service);
         let listed = drain.enlist();
-        tokio::spawn(watched(serving, connection, header_timeout, listed));
+        connections.spawn(watched(serving, connection, header_timeout, listed));
     }
     drop(listener);
     drain.begin();
     let bound = settings.drain;
     if tokio::time::timeout(bound, drain.ended()).await.is_err() {
-        tracing::warn!(drain = ?bound, "drain bound reached; closing remaining connections");
+        tracing::warn!(drain = ?bound, open = connections.len(), "drain bound reached; closing remaining connections");
+        connections.abort_all();
     }
+    while connections.join_next().await.is_some() {}
 }
 
 /// A response body being written; its connection steps to "answered" when hyper drops it

@@ -141,6 +141,59 @@ async fn on_shutdown_readiness_goes_off_first_and_an_in_flight_create_still_comp
     );
 }
 
+/// A redirect still waiting on the store when the drain bound runs out is cut off with its
+/// connection before the node's last click flush: it counts no visit that no flush would ever
+/// write (its client sees the connection close, not a redirect).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_past_the_drain_bound_ends_before_the_last_click_flush() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let mut config = stack.config("cut");
+    config.listeners.drain_timeout = 1;
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/cut").await;
+    node.app.cache.clear();
+    let mut locker = stack.db.as_ref().expect("postgres").connect().await;
+    let lock = locker.transaction().await.expect("begin");
+    lock.batch_execute("LOCK TABLE links IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let visit = tokio::spawn(
+        node.client
+            .get(format!("{}/{code}", node.base))
+            .header("user-agent", crate::helpers::BROWSER)
+            .send(),
+    );
+    let admin = stack.db.as_ref().expect("postgres").connect().await;
+    let waiting = testkit::wait_until(std::time::Duration::from_secs(10), || async {
+        let rows = admin
+            .query(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event_type = 'Lock' AND query LIKE '%FROM links%'",
+                &[],
+            )
+            .await
+            .expect("activity");
+        !rows.is_empty()
+    })
+    .await;
+    assert!(waiting, "the redirect never reached the database");
+
+    let app = std::sync::Arc::clone(&node.app);
+    node.stop().await;
+    lock.rollback().await.expect("unlock");
+    let answered = visit.await.expect("join");
+    assert!(
+        answered.is_err(),
+        "a request past the drain bound was answered: {answered:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        app.visits.clicks().pending_human(&code),
+        0,
+        "a visit was counted after the last flush"
+    );
+}
+
 /// The URL search index's pending list (PostgreSQL's trigram index takes inserts there first)
 /// is merged into the index by the node in the background, so no create's statement does it:
 /// after a run of creates the list empties within seconds, though it is far below the limit at
