@@ -20,6 +20,7 @@ use crate::domain::stats::OTHER_REFERRER;
 use crate::domain::{ClickCounts, CompactCode, Device, Route};
 use crate::visits::VisitKind;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -76,8 +77,8 @@ struct LinkHour {
 struct MoreCells {
     cells: HashMap<Cell, ClickCounts, Fast>,
     /// Distinct hosts among these cells' referrers that the first cell's is not (not counting
-    /// none and other).
-    hosts: HashSet<Box<str>, Fast>,
+    /// none and other), by their hash: the host itself is in its cells already.
+    hosts: HashSet<u64, Fast>,
 }
 
 type Fast = foldhash::fast::RandomState;
@@ -297,7 +298,8 @@ impl Aggregator {
         false
     }
 
-    /// Counts into a link-hour a cell other than its first.
+    /// Counts into a link-hour a cell other than its first. A cell the ceiling refuses leaves
+    /// nothing behind (no box, no host), so what is held is what [`Aggregator::bytes`] counts.
     fn add_more(
         &self,
         link_hour: &mut LinkHour,
@@ -305,30 +307,51 @@ impl Aggregator {
         counts: ClickCounts,
         bounded: bool,
     ) {
-        let more = link_hour.more.get_or_insert_with(Box::default);
+        if let Some(existing) = link_hour.more.as_mut().and_then(|m| m.cells.get_mut(&cell)) {
+            add(existing, counts);
+            return;
+        }
+        // A new cell: its referrer host is a new one of the hour unless the first cell's or
+        // another cell's is the same.
+        let mut new_host = None;
         if let Referrer::Host(host) = &cell.referrer {
             let first_host = match &link_hour.first.0.referrer {
                 Referrer::Host(first) => Some(first),
                 _ => None,
             };
-            if first_host != Some(host) && !more.hosts.contains(&**host) {
-                let hosts = more.hosts.len() + usize::from(first_host.is_some());
-                if bounded && hosts >= self.referrers_per_hour {
+            let known = link_hour
+                .more
+                .as_ref()
+                .map(|m| (m.hosts.hasher().hash_one(host), m));
+            let seen = known.is_some_and(|(hash, m)| m.hosts.contains(&hash));
+            if first_host != Some(host) && !seen {
+                let held = link_hour.more.as_ref().map_or(0, |m| m.hosts.len());
+                if bounded && held + usize::from(first_host.is_some()) >= self.referrers_per_hour {
                     cell.referrer = Referrer::Other;
                     self.folded.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    more.hosts.insert(host.clone());
+                    new_host = Some(host.clone());
                 }
             }
         }
-        // A folded referrer may have made it the first cell.
+        // A folded referrer may have made it the first cell, or one already held.
         if link_hour.first.0 == cell {
             add(&mut link_hour.first.1, counts);
-        } else if let Some(existing) = more.cells.get_mut(&cell) {
-            add(existing, counts);
-        } else if self.admit(&link_hour.tenant, bounded) {
-            more.cells.insert(cell, counts);
+            return;
         }
+        if let Some(existing) = link_hour.more.as_mut().and_then(|m| m.cells.get_mut(&cell)) {
+            add(existing, counts);
+            return;
+        }
+        if !self.admit(&link_hour.tenant, bounded) {
+            return;
+        }
+        let more = link_hour.more.get_or_insert_with(Box::default);
+        if let Some(host) = new_host {
+            let hash = more.hosts.hasher().hash_one(&host);
+            more.hosts.insert(hash);
+        }
+        more.cells.insert(cell, counts);
     }
 
     /// Takes every pending counter, sorted by code, hour and dimensions (the order of the
@@ -392,6 +415,45 @@ mod tests {
             country: None,
             route: Route::Url,
         }
+    }
+
+    /// What a link-hour holds besides its first cell: its further cells and hosts.
+    fn held_more(agg: &Aggregator, code: &str, hour: i64) -> Option<(usize, usize)> {
+        let shard = agg.shard(code).lock().expect("shard");
+        let link_hour = shard
+            .get(&(CompactCode::new(code), hour))
+            .expect("link-hour");
+        link_hour
+            .more
+            .as_ref()
+            .map(|m| (m.cells.len(), m.hosts.len()))
+    }
+
+    #[test]
+    fn a_cell_the_ceiling_refuses_leaves_no_host_and_no_box_behind() {
+        let agg = Aggregator::new(1, 100);
+        let t: Arc<str> = "acme".into();
+        agg.add("x", &t, 0, host("first.com"), one(VisitKind::Human), true);
+        for n in 0..50 {
+            let name = format!("h{n}.example");
+            agg.add("x", &t, 0, host(&name), one(VisitKind::Human), true);
+        }
+        assert_eq!(agg.entries(), 1);
+        assert_eq!(agg.dropped.load(Ordering::Relaxed), 50);
+        assert_eq!(
+            held_more(&agg, "x", 0),
+            None,
+            "refused cells left state behind"
+        );
+        // With room, a new host is held once, whatever its visits.
+        let agg = Aggregator::new(8, 100);
+        agg.add("x", &t, 0, host("first.com"), one(VisitKind::Human), true);
+        for _ in 0..3 {
+            agg.add("x", &t, 0, host("b.com"), one(VisitKind::Human), true);
+        }
+        agg.add("x", &t, 0, host("first.com"), one(VisitKind::Bot), true);
+        assert_eq!(held_more(&agg, "x", 0), Some((1, 1)));
+        assert_eq!(agg.entries(), 2);
     }
 
     #[test]
