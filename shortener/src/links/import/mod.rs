@@ -327,15 +327,23 @@ impl LinkService {
             .filter(|((_, o), probe)| !matches!(o, InsertOutcome::Created(_)) && probe.is_ok())
             .map(|(((_, _, link), _), _)| link.code.clone())
             .collect();
-        let holders: HashMap<String, Link> = if taken.is_empty() {
-            HashMap::new()
+        // The rows written are committed by now: a failure to read the holders of the others
+        // answers those rows with it, never the whole chunk (whose created links must still
+        // be reported, and audited).
+        let (holders, unread): (HashMap<String, Link>, Option<Error>) = if taken.is_empty() {
+            (HashMap::new(), None)
         } else {
-            self.store
-                .get_many(&taken)
-                .await?
-                .into_iter()
-                .map(|link| (link.code.clone(), link))
-                .collect()
+            match self.store.get_many(&taken).await {
+                Ok(links) => (
+                    links
+                        .into_iter()
+                        .map(|link| (link.code.clone(), link))
+                        .collect(),
+                    None,
+                ),
+                Err(error) if !import.dry_run => (HashMap::new(), Some(error.into())),
+                Err(error) => return Err(error.into()),
+            }
         };
         let mut seen_in_chunk: HashSet<&str> = HashSet::new();
         let mut results = Vec::with_capacity(rows.len());
@@ -367,8 +375,10 @@ impl LinkService {
                     status => status,
                 },
                 // Taken a moment ago and gone since cannot happen (rows are never removed);
-                // report it as taken rather than guess.
-                (_, None, _) => RowStatus::Error(code_taken(&link.code)),
+                // report it as taken rather than guess, unless its holder could not be read.
+                (_, None, _) => {
+                    RowStatus::Error(unread.clone().unwrap_or_else(|| code_taken(&link.code)))
+                }
             };
             results.push((
                 *i,
