@@ -505,6 +505,47 @@ async fn a_domain_answers_its_fallbacks(backend: Backend) {
             "{code}"
         );
     }
+    // A protected link past its visit limit: the form's unlock answers as a GET of a gone link
+    // does on its domain, the fallback where there is one.
+    for (domain, want) in [
+        (
+            "go.acme.example",
+            (302, Some("https://www.acme.example/expired")),
+        ),
+        ("bare.acme.example", (410, None)),
+    ] {
+        made(
+            &node,
+            &keys.own,
+            json!({"url": "https://acme.example/kept", "alias": "kept", "domain": domain,
+                   "password": "open-sesame", "max_visits": 1}),
+        )
+        .await;
+        let unlock = || async {
+            let response = node
+                .client
+                .post(format!("{}/kept", node.base))
+                .header("host", domain)
+                .header("user-agent", crate::helpers::BROWSER)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("password=open-sesame")
+                .send()
+                .await
+                .expect("send");
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .map(|v| v.to_str().expect("ascii").to_string());
+            (response.status().as_u16(), location)
+        };
+        assert_eq!(unlock().await.0, 200, "{domain}: the one visit");
+        let (status, location) = unlock().await;
+        assert_eq!(
+            (status, location.as_deref()),
+            want,
+            "{domain}: past the limit"
+        );
+    }
     // A domain without fallbacks answers as the default domain does.
     let bare = [
         ("live", (302, Some("https://acme.example/live"))),

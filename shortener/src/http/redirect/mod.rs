@@ -486,7 +486,16 @@ pub async fn unlock(
                 &mut target,
                 &mut seen,
             );
-            protect::unlock(&state, peer, &code, &key.key, &parts.headers, body, target).await
+            protect::unlock(
+                &state,
+                peer,
+                &code,
+                &key.key,
+                &parts.headers,
+                body,
+                (target, domain),
+            )
+            .await
         }
         (Ok(Resolution::Redirect(_)) | Ok(Resolution::NotFound), _) => (
             not_found_on(&state, peer, &parts.headers, domain),

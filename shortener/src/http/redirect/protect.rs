@@ -181,7 +181,7 @@ pub(super) async fn unlock(
     key: &str,
     headers: &HeaderMap,
     body: Body,
-    target: Target,
+    (target, domain): (Target, Option<&crate::domain::Domain>),
 ) -> (Response, &'static str) {
     let Some(hash) = target.password().cloned() else {
         // Only a protected link takes a POST.
@@ -279,7 +279,10 @@ pub(super) async fn unlock(
         );
     }
     if !count_visit(state, peer, key, Seen::of(false, headers), headers, &target) {
-        return (gone(), "gone");
+        // Past its visit limit: as a GET of a gone link answers on its domain (its
+        // `expired_url`, if it has one) to the form; a JSON caller is told 410.
+        let answer = if json { gone() } else { super::gone_on(domain) };
+        return (answer, "gone");
     }
     (proceed(&target.location, json), "redirect")
 }
