@@ -56,12 +56,43 @@ pub fn parse(text: &str) -> Result<Vec<KeyEntry>, String> {
     if is_legacy(text) {
         return parse_legacy(entry_lines(text));
     }
-    let file: KeyFile = toml::from_str(text).map_err(|e| format!("not a valid keys file: {e}"))?;
+    let file: KeyFile = toml::from_str(text).map_err(|e| syntax_error(text, &e))?;
     file.key
         .into_iter()
         .enumerate()
         .map(|(i, table)| table_entry(table).map_err(|e| format!("[[key]] number {}: {e}", i + 1)))
         .collect()
+}
+
+/// A TOML error of the keys file as it may be logged: where it is and what is wrong, without
+/// the offending line or any quoted part of it (`toml` shows the line, and a line of a keys
+/// file, a raw key among them, may be a secret).
+fn syntax_error(text: &str, error: &toml::de::Error) -> String {
+    let mut message = String::new();
+    let mut quote = None;
+    for c in error.message().chars() {
+        match quote {
+            Some(open) if c == open => {
+                message.push('…');
+                message.push(c);
+                quote = None;
+            }
+            Some(_) => {}
+            None => {
+                message.push(c);
+                if c == '`' || c == '"' || c == '\'' {
+                    quote = Some(c);
+                }
+            }
+        }
+    }
+    let message: String = message.chars().filter(|c| !c.is_control()).collect();
+    let Some(span) = error.span() else {
+        return format!("not a valid keys file: {}", message.trim());
+    };
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    format!("not a valid keys file: line {line}: {}", message.trim())
 }
 
 fn table_entry(table: KeyTable) -> Result<KeyEntry, String> {
@@ -195,6 +226,25 @@ mod tests {
             hex::encode(&digest("first-key-0123456789")[..8])
         );
         assert!(parse(HEADER).expect("an empty file").is_empty());
+    }
+
+    #[test]
+    fn a_file_that_is_not_toml_is_refused_without_showing_its_lines() {
+        let secret = "Xk3-raw-key-never-shown-0123456789";
+        for text in [
+            format!("first-key-0123456789\n{secret}  # ci-bot\n"),
+            format!("{secret} = 1\n"),
+            format!("[[key]]\n{secret} = \"x\"\n"),
+            format!("[[key]]\ntenant = \"{secret}\n"),
+        ] {
+            let error = parse(&text).expect_err("not a keys file");
+            assert!(error.starts_with("not a valid keys file"), "{error}");
+            assert!(error.contains("line "), "{error}");
+            assert!(
+                !error.contains("Xk3") && !error.contains("0123456789"),
+                "the error shows a key: {error}"
+            );
+        }
     }
 
     #[test]
