@@ -16,9 +16,10 @@
 use super::{ApiError, HttpState};
 use crate::signin::oidc::Attempt;
 use crate::signin::{CSRF_HEADER, Session, SessionError, SignIn};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// How long a sign-in attempt may take, in seconds.
@@ -107,22 +108,40 @@ pub async fn login(State(state): State<Arc<HttpState>>) -> Result<Response, ApiE
     Ok(no_store(response))
 }
 
+/// Who answered a callback, and whether a sign-in had been started in its browser.
+struct Caller<'a> {
+    peer: SocketAddr,
+    headers: &'a HeaderMap,
+    /// The request carried the attempt cookie of a sign-in begun here: its failure is recorded
+    /// in the audit log. Without one it is noise anyone can send, and only counted.
+    started: bool,
+}
+
 /// A page that says why a sign-in failed (never a token or code), with the attempt cookie
-/// cleared.
-/// The failure is recorded in the audit log (`signin_failed`, with the reason and address).
-async fn failed(state: &HttpState, status: StatusCode, why: &str) -> Response {
-    tracing::warn!(reason = %why, "a console sign-in failed");
-    state
-        .audit
-        .record_sign_in(crate::audit::SignInAttempt {
-            tenant: "",
-            subject: None,
-            email: None,
-            address: None,
-            succeeded: false,
-            reason: Some(why),
-        })
-        .await;
+/// cleared. Each failure spends one token of the client's 404 budget (a `429` once it is
+/// spent, recorded nowhere), so failures cost the node a bounded number of writes per client;
+/// one of a started sign-in is recorded in the audit log (`signin_failed`, with the reason and
+/// address).
+async fn failed(state: &HttpState, caller: Caller<'_>, status: StatusCode, why: &str) -> Response {
+    if let Some(refused) = super::redirect::spend_404_token(state, caller.peer, caller.headers) {
+        return refused;
+    }
+    if caller.started {
+        tracing::warn!(reason = %why, "a console sign-in failed");
+        state
+            .audit
+            .record_sign_in(crate::audit::SignInAttempt {
+                tenant: "",
+                subject: None,
+                email: None,
+                address: None,
+                succeeded: false,
+                reason: Some(why),
+            })
+            .await;
+    } else {
+        tracing::debug!(reason = %why, "a sign-in callback without a sign-in started");
+    }
     let Some(signin) = state.signin.as_deref() else {
         return (status, why.to_string()).into_response();
     };
@@ -143,6 +162,7 @@ async fn failed(state: &HttpState, status: StatusCode, why: &str) -> Response {
 /// `GET /console/oidc/callback?code&state`: opens a session, or says why not.
 pub async fn callback(
     State(state): State<Arc<HttpState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
@@ -151,14 +171,6 @@ pub async fn callback(
         url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
             .into_owned()
             .collect();
-    if query.contains_key("error") {
-        return Ok(failed(
-            &state,
-            StatusCode::UNAUTHORIZED,
-            "the identity provider refused",
-        )
-        .await);
-    }
     let attempt = cookie(&headers, &cookie_name(signin, "signin")).and_then(|v| {
         let mut parts = v.split('.');
         let (state, nonce, verifier) = (parts.next()?, parts.next()?, parts.next()?);
@@ -168,17 +180,33 @@ pub async fn callback(
             verifier: verifier.into(),
         })
     });
+    let caller = |started| Caller {
+        peer,
+        headers: &headers,
+        started,
+    };
     let Some(attempt) = attempt else {
         return Ok(failed(
             &state,
+            caller(false),
             StatusCode::BAD_REQUEST,
             "no sign-in was started in this browser (or it took too long)",
         )
         .await);
     };
+    if query.contains_key("error") {
+        return Ok(failed(
+            &state,
+            caller(true),
+            StatusCode::UNAUTHORIZED,
+            "the identity provider refused",
+        )
+        .await);
+    }
     let (Some(code), Some(returned)) = (query.get("code"), query.get("state")) else {
         return Ok(failed(
             &state,
+            caller(true),
             StatusCode::BAD_REQUEST,
             "the answer lacks a code or state",
         )
@@ -190,6 +218,7 @@ pub async fn callback(
     )) {
         return Ok(failed(
             &state,
+            caller(true),
             StatusCode::BAD_REQUEST,
             "the state does not match this browser's sign-in",
         )
@@ -198,7 +227,13 @@ pub async fn callback(
     let cookie_value = match signin.finish(code, &attempt).await {
         Ok(value) => value,
         Err(error) => {
-            return Ok(failed(&state, StatusCode::UNAUTHORIZED, &error.to_string()).await);
+            return Ok(failed(
+                &state,
+                caller(true),
+                StatusCode::UNAUTHORIZED,
+                &error.to_string(),
+            )
+            .await);
         }
     };
     if let Ok(session) = signin.session(&cookie_value).await {

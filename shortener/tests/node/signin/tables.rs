@@ -154,6 +154,39 @@ async fn node_for(stack: &Stack, name: &str, issuer: &str) -> Node {
     Node::start(config).await
 }
 
+/// Failed callbacks spend the client's 404 budget: once it is spent they are answered 429 and
+/// cost no write, begun sign-in or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_callbacks_spend_the_clients_404_budget() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let key = Key::new("k1");
+    let issuer = TestIssuer::start(&[&key]).await;
+    let mut config = stack.config("budget");
+    configure(&mut config, stack.dir.path(), &issuer.issuer);
+    config.limits.not_found_burst = 4;
+    config.limits.not_found_rate = 1;
+    let node = Node::start(config).await;
+    let started = start(&node).await;
+    let query = format!("code=c&state={}", started.nonce);
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        statuses.push(callback(&node, Some(&started.cookie), &query).await.0);
+    }
+    assert_eq!(statuses[..4], [StatusCode::BAD_REQUEST; 4], "{statuses:?}");
+    assert!(
+        statuses[5..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    let recorded = sign_ins(&stack).await.1;
+    assert!(
+        (4..=5).contains(&recorded),
+        "failures past the budget were recorded: {recorded}"
+    );
+    node.stop().await;
+}
+
 /// The token table's cases: a name and the token, each wrong in one way.
 fn bad_tokens(issuer: &str, nonce: &str, good: &Key, other: &Key) -> Vec<(&'static str, String)> {
     let valid = claims(issuer, nonce, &["link-editors"]);
@@ -252,10 +285,18 @@ async fn id_tokens_that_fail_a_check_open_no_session_and_keys_rotate() {
         callback(&node, Some(&started.cookie), &refused).await.0,
         StatusCode::UNAUTHORIZED
     );
-    // Every refusal above is in the audit log as a failed sign-in; no sign-in was added.
+    // Every refusal above of a sign-in begun in the browser is in the audit log as a failed
+    // sign-in; no sign-in was added. A callback with none begun is noise anyone can send, and
+    // is recorded nowhere, however often it comes.
+    for _ in 0..20 {
+        assert_eq!(
+            callback(&node, None, &query).await.0,
+            StatusCode::BAD_REQUEST
+        );
+    }
     let cases = bad_tokens(&issuer.issuer, &started.nonce, &first, &other).len() as i64;
     assert_eq!(sign_ins(&stack).await.0, 1);
-    assert_eq!(sign_ins(&stack).await.1, cases + 3);
+    assert_eq!(sign_ins(&stack).await.1, cases + 2);
 
     // An unknown key id: the keys were read just now, so they are not read again at once.
     let reads = issuer.jwks_reads();
