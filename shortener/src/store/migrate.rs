@@ -128,6 +128,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "search index pending list drained by the nodes",
         sql: include_str!("../../migrations/postgres/0023_search_index_pending_list.sql"),
     },
+    Migration {
+        version: 24,
+        name: "webhook endpoint backoff",
+        sql: include_str!("../../migrations/postgres/0024_webhook_endpoint_backoff.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -256,6 +261,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 25,
         name: "checks as comparisons",
         sql: include_str!("../../migrations/sqlite/0025_checks_as_comparisons.sql"),
+    },
+    Migration {
+        version: 26,
+        name: "webhook endpoint backoff",
+        sql: include_str!("../../migrations/sqlite/0026_webhook_endpoint_backoff.sql"),
     },
 ];
 

@@ -60,12 +60,14 @@ pub trait OutboxStore: Send + Sync {
         attempt: Attempt,
     ) -> impl Future<Output = Result<Finished, StoreError>> + Send;
 
-    /// Lets go of a claimed endpoint and of its claimed deliveries `unsent` (not attempted),
-    /// so any worker may claim them again at once.
+    /// Lets go of a claimed endpoint and of its claimed deliveries `unsent` (not attempted), so
+    /// any worker may claim them again: at once, or after `hold` (an endpoint that just failed
+    /// waits out its backoff before its next attempt, whichever delivery that is).
     fn release_endpoint(
         &self,
         endpoint_id: i64,
         unsent: Vec<i64>,
+        hold: Option<Duration>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Measures each tenant's pending deliveries (of enabled endpoints) against `max_pending`:
@@ -143,8 +145,13 @@ impl OutboxStore for Store {
         traced!(self, "UPDATE", "webhook_deliveries", s => s.finish_delivery(attempt))
     }
 
-    async fn release_endpoint(&self, endpoint_id: i64, unsent: Vec<i64>) -> Result<(), StoreError> {
-        traced!(self, "UPDATE", "webhook_endpoints", s => s.release_endpoint(endpoint_id, unsent))
+    async fn release_endpoint(
+        &self,
+        endpoint_id: i64,
+        unsent: Vec<i64>,
+        hold: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        traced!(self, "UPDATE", "webhook_endpoints", s => s.release_endpoint(endpoint_id, unsent, hold))
     }
 
     async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {

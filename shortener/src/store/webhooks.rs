@@ -129,6 +129,8 @@ pub struct Finished {
     /// The endpoint is disabled (by this failure, an earlier one or by hand) or gone: nothing
     /// more is sent to it.
     pub stopped: bool,
+    /// The endpoint's failures in a row, this attempt's counted (0 after a delivery).
+    pub failures: u32,
 }
 
 /// What a measurement of the per-tenant outbox bound found.

@@ -174,8 +174,11 @@ impl Webhooks {
     }
 
     /// Sends one endpoint's claimed deliveries one after another (so a receiver sees a link's
-    /// events in order unless a retry intervenes), stopping when the endpoint is disabled or
-    /// at `stop`, then lets the endpoint and what was not sent go.
+    /// events in order unless a retry intervenes), stopping at the first failure, when the
+    /// endpoint is disabled or at `stop`, then lets the endpoint and what was not sent go. After
+    /// a failure the endpoint is held for a backoff that doubles with its failures in a row, so
+    /// a receiver that is down for a moment gets one attempt per backoff, not the claim's
+    /// whole batch at once, and is disabled only after failing for a while.
     async fn deliver_to(
         &self,
         client: &reqwest::Client,
@@ -186,6 +189,7 @@ impl Webhooks {
             return;
         };
         let mut going = true;
+        let mut hold = None;
         let mut unsent = Vec::new();
         for delivery in deliveries {
             if !going || stop.is_cancelled() {
@@ -193,6 +197,7 @@ impl Webhooks {
                 continue;
             }
             let (attempt, outcome) = self.attempt(client, &delivery).await;
+            let attempt_delivered = attempt.delivered;
             self.counters.attempted(outcome);
             match self.store.finish_delivery(attempt).await {
                 Ok(finished) => {
@@ -204,7 +209,11 @@ impl Webhooks {
                             "webhook endpoint disabled after failed deliveries in a row"
                         );
                     }
-                    going = !finished.stopped;
+                    going = !finished.stopped && attempt_delivered;
+                    if !attempt_delivered && !finished.stopped {
+                        let failures = finished.failures.saturating_sub(1);
+                        hold = Some(backoff(self.settings.retry_base, failures));
+                    }
                 }
                 // This delivery's lease runs out and it is tried again then; the rest are let
                 // go now (the store may be back by the next claim).
@@ -214,7 +223,7 @@ impl Webhooks {
                 }
             }
         }
-        if let Err(error) = self.store.release_endpoint(endpoint, unsent).await {
+        if let Err(error) = self.store.release_endpoint(endpoint, unsent, hold).await {
             // Its lease runs out and it is claimed again then.
             tracing::warn!(%error, endpoint, "letting go of a webhook endpoint failed");
         }

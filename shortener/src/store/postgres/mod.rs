@@ -510,8 +510,13 @@ impl OutboxStore for PgStore {
         webhooks::finish(&mut self.client().await?, &attempt).await
     }
 
-    async fn release_endpoint(&self, endpoint_id: i64, unsent: Vec<i64>) -> Result<(), StoreError> {
-        webhooks::release(&self.client().await?, endpoint_id, &unsent).await
+    async fn release_endpoint(
+        &self,
+        endpoint_id: i64,
+        unsent: Vec<i64>,
+        hold: Option<Duration>,
+    ) -> Result<(), StoreError> {
+        webhooks::release(&self.client().await?, endpoint_id, &unsent, hold).await
     }
 
     async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {

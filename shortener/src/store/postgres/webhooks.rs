@@ -172,6 +172,7 @@ pub(super) async fn claim(
                    AND (d.leased_until IS NULL OR d.leased_until < now()) \
                  ORDER BY d.next_at LIMIT 1) first \
                WHERE w.disabled_at IS NULL AND (w.leased_until IS NULL OR w.leased_until < now()) \
+                 AND (w.held_until IS NULL OR w.held_until <= now()) \
                  AND first.next_at <= now()), \
              turns AS (SELECT id, next_at, row_number() OVER (PARTITION BY tenant ORDER BY next_at, id) AS turn FROM due), \
              picked AS (SELECT w.id FROM webhook_endpoints w JOIN turns t ON t.id = w.id \
@@ -234,6 +235,7 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
             disabled_now: false,
             // A deleted endpoint gets nothing more either.
             stopped: row.is_none_or(|r| r.get(0)),
+            failures: 0,
         }
     } else {
         tx.execute(
@@ -260,14 +262,16 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
                  disabled_at = CASE WHEN w.failures + 1 >= $2 THEN coalesce(w.disabled_at, now()) ELSE w.disabled_at END \
                  FROM (SELECT id, disabled_at FROM webhook_endpoints WHERE id = $1 FOR UPDATE) old \
                  WHERE w.id = old.id \
-                 RETURNING old.disabled_at IS NULL AND w.disabled_at IS NOT NULL, w.disabled_at IS NOT NULL",
+                 RETURNING old.disabled_at IS NULL AND w.disabled_at IS NOT NULL, w.disabled_at IS NOT NULL, \
+                   w.failures",
                 &[&attempt.endpoint_id, &max],
             )
             .await
             .map_err(db_error)?;
         Finished {
             disabled_now: row.as_ref().is_some_and(|r| r.get(0)),
-            stopped: row.is_none_or(|r| r.get(1)),
+            stopped: row.as_ref().is_none_or(|r| r.get(1)),
+            failures: row.map_or(0, |r| r.get::<_, i32>(2).max(0) as u32),
         }
     };
     tx.commit().await.map_err(db_error)?;
@@ -278,13 +282,16 @@ pub(super) async fn release(
     client: &Conn,
     endpoint_id: i64,
     unsent: &[i64],
+    hold: Option<Duration>,
 ) -> Result<(), StoreError> {
+    let hold_ms = hold.map(|h| h.as_millis() as f64);
     client
         .execute(
             "WITH unsent AS (UPDATE webhook_deliveries SET leased_until = NULL \
                WHERE endpoint_id = $1 AND event_id = ANY($2) AND state = 'pending') \
-             UPDATE webhook_endpoints SET leased_until = NULL WHERE id = $1",
-            &[&endpoint_id, &unsent],
+             UPDATE webhook_endpoints SET leased_until = NULL, \
+               held_until = now() + $3 * interval '1 millisecond' WHERE id = $1",
+            &[&endpoint_id, &unsent, &hold_ms],
         )
         .await
         .map_err(db_error)?;
@@ -345,7 +352,7 @@ pub(super) async fn set_enabled(
     let row = if enabled {
         tx.query_opt(
             &format!(
-                "UPDATE webhook_endpoints SET failures = 0, disabled_at = NULL \
+                "UPDATE webhook_endpoints SET failures = 0, disabled_at = NULL, held_until = NULL \
                  WHERE id = $1 AND ($2::text IS NULL OR tenant = $2) RETURNING {ENDPOINT_COLUMNS}"
             ),
             &[&id, &tenant],

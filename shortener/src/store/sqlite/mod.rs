@@ -430,8 +430,13 @@ impl OutboxStore for SqliteStore {
             .await
     }
 
-    async fn release_endpoint(&self, endpoint_id: i64, unsent: Vec<i64>) -> Result<(), StoreError> {
-        self.write(move |conn| webhooks::release(conn, endpoint_id, &unsent))
+    async fn release_endpoint(
+        &self,
+        endpoint_id: i64,
+        unsent: Vec<i64>,
+        hold: Option<std::time::Duration>,
+    ) -> Result<(), StoreError> {
+        self.write(move |conn| webhooks::release(conn, endpoint_id, &unsent, hold))
             .await
     }
 

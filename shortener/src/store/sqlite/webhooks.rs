@@ -216,7 +216,8 @@ pub(super) fn claim(
                               AND (d.leased_until IS NULL OR d.leased_until < ?1) \
                             ORDER BY d.next_at LIMIT 1) AS first \
                          FROM webhook_endpoints w \
-                         WHERE w.disabled_at IS NULL AND (w.leased_until IS NULL OR w.leased_until < ?1)) \
+                         WHERE w.disabled_at IS NULL AND (w.leased_until IS NULL OR w.leased_until < ?1) \
+                           AND (w.held_until IS NULL OR w.held_until <= ?1)) \
                    WHERE first <= ?1) \
                  ORDER BY turn, first, id LIMIT ?2",
             )
@@ -298,6 +299,7 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
             disabled_now: false,
             // A deleted endpoint gets nothing more either.
             stopped: disabled.unwrap_or(true),
+            failures: 0,
         }
     } else {
         tx.execute(
@@ -323,22 +325,24 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
             .unwrap_or(false);
         // A failure of an endpoint already disabled (by hand, while the attempt was in flight)
         // does not count.
-        let disabled: Option<bool> = if was_enabled {
+        let counted: Option<(bool, i64)> = if was_enabled {
             tx.query_row(
                 "UPDATE webhook_endpoints SET failures = failures + 1, \
                  disabled_at = CASE WHEN failures + 1 >= ?2 THEN coalesce(disabled_at, ?3) ELSE disabled_at END \
-                 WHERE id = ?1 RETURNING disabled_at IS NOT NULL",
+                 WHERE id = ?1 RETURNING disabled_at IS NOT NULL, failures",
                 params![attempt.endpoint_id, i64::from(attempt.max_failures), now],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(db_error)?
         } else {
             None
         };
+        let disabled = counted.map(|(disabled, _)| disabled);
         Finished {
             disabled_now: was_enabled && disabled == Some(true),
             stopped: disabled.unwrap_or(true),
+            failures: counted.map_or(0, |(_, n)| n.max(0) as u32),
         }
     };
     tx.commit().map_err(db_error)?;
@@ -349,7 +353,10 @@ pub(super) fn release(
     conn: &mut Connection,
     endpoint_id: i64,
     unsent: &[i64],
+    hold: Option<std::time::Duration>,
 ) -> Result<(), StoreError> {
+    let until =
+        hold.map(|h| millis(Utc::now() + chrono::Duration::from_std(h).unwrap_or_default()));
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
@@ -362,8 +369,8 @@ pub(super) fn release(
         .map_err(db_error)?;
     }
     tx.execute(
-        "UPDATE webhook_endpoints SET leased_until = NULL WHERE id = ?1",
-        [endpoint_id],
+        "UPDATE webhook_endpoints SET leased_until = NULL, held_until = ?2 WHERE id = ?1",
+        params![endpoint_id, until],
     )
     .map_err(db_error)?;
     tx.commit().map_err(db_error)?;
@@ -439,7 +446,7 @@ pub(super) fn set_enabled(
         .map_err(db_error)?;
     let sql = if enabled {
         format!(
-            "UPDATE webhook_endpoints SET failures = 0, disabled_at = NULL \
+            "UPDATE webhook_endpoints SET failures = 0, disabled_at = NULL, held_until = NULL \
              WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2) RETURNING {ENDPOINT_COLUMNS}"
         )
     } else {
