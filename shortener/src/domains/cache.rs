@@ -81,22 +81,28 @@ impl DomainCache {
         let generation = self.generation.load(Ordering::Acquire);
         let at = Instant::now();
         let domain = self.store.domain(host, None).await?.map(Arc::new);
-        if self.generation.load(Ordering::Acquire) == generation {
-            // The end of its lifetime is worked out once here, not on every read.
-            let lifetime = if domain.is_some() {
-                self.ttl
-            } else {
-                self.negative_ttl
-            };
-            self.entries.insert(
-                host.to_string(),
-                Entry {
-                    domain: domain.clone(),
-                    until: at.checked_add(lifetime),
-                },
-            );
-        }
+        // The end of its lifetime is worked out once here, not on every read.
+        let lifetime = if domain.is_some() {
+            self.ttl
+        } else {
+            self.negative_ttl
+        };
+        let entry = Entry {
+            domain: domain.clone(),
+            until: at.checked_add(lifetime),
+        };
+        self.put(host, entry, generation);
         Ok(domain)
+    }
+
+    /// Caches what a read that began at `generation` found of `host`, unless an invalidation
+    /// came since: checked after the insert, since one that came between a check and the
+    /// insert would have removed nothing, and the entry may be older than the change.
+    fn put(&self, host: &str, entry: Entry, generation: u64) {
+        self.entries.insert(host.to_string(), entry);
+        if self.generation.load(Ordering::Acquire) != generation {
+            self.entries.remove(host);
+        }
     }
 
     /// Bytes the cache holds now, and at most, estimated: each host's slot (its name's
@@ -126,6 +132,33 @@ impl DomainCache {
 mod tests {
     use super::*;
     use crate::store::{Capabilities, SqliteStore};
+
+    #[tokio::test]
+    async fn an_answer_read_before_an_invalidation_is_not_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let space = Arc::new(
+            codespace::CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
+                .expect("space"),
+        );
+        let sqlite = SqliteStore::open(&dir.path().join("d.db"), space, 8).expect("open");
+        sqlite.migrate().await.expect("migrate");
+        let minute = Duration::from_secs(60);
+        let cache = DomainCache::new(Store::Sqlite(sqlite), minute, minute);
+        let entry = || Entry {
+            domain: None,
+            until: Instant::now().checked_add(minute),
+        };
+        let began = cache.generation.load(Ordering::Acquire);
+        cache.invalidate("go.acme.example");
+        cache.put("go.acme.example", entry(), began);
+        assert!(cache.cached("go.acme.example", Instant::now()).is_none());
+        cache.put(
+            "go.acme.example",
+            entry(),
+            cache.generation.load(Ordering::Acquire),
+        );
+        assert!(cache.cached("go.acme.example", Instant::now()).is_some());
+    }
 
     #[tokio::test]
     async fn the_cache_keeps_to_its_bound_however_many_hosts_are_asked() {
