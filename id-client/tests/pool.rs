@@ -217,3 +217,29 @@ async fn every_lease_request_reports_one_past_the_highest_id_received_so_far() {
     assert_eq!(reported, expected);
     assert_eq!(pool.stats().high_water, *reported.last().unwrap() + 10);
 }
+
+/// A waiter that answers a failure at once is woken by the failed lease, not by its deadline;
+/// one that waits for IDs keeps waiting through failures and gets them once the ledger is back.
+#[tokio::test(start_paused = true)]
+async fn a_failed_lease_wakes_a_waiter_that_answers_failures() {
+    let ledger = Arc::new(Ledger::default());
+    ledger.down.store(true, Ordering::SeqCst);
+    let pool = Arc::new(IdPool::start(ledger.clone(), config(10)));
+    let started = tokio::time::Instant::now();
+    assert!(!pool.wait_ready_or_failure(Duration::from_secs(60)).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "woken after {:?}, not by the failed lease",
+        started.elapsed()
+    );
+    assert!(pool.last_lease_error().is_some());
+
+    let patient = {
+        let pool = Arc::clone(&pool);
+        tokio::spawn(async move { pool.wait_ready(Duration::from_secs(60)).await })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!patient.is_finished(), "a failure ended a wait for IDs");
+    ledger.down.store(false, Ordering::SeqCst);
+    assert!(patient.await.expect("join"), "IDs once the ledger is back");
+}

@@ -93,8 +93,11 @@ impl Allocator {
                 }
                 None => {}
             }
+            // Woken by a segment, or by a failed lease, which the next turn reports at once.
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || !pool.wait_ready(left).await {
+            if left.is_zero()
+                || (!pool.wait_ready_or_failure(left).await && pool.last_lease_error().is_none())
+            {
                 return Err(Error::Unavailable(format!(
                     "no segment for namespace {} within {:?}",
                     request.namespace, self.wait

@@ -192,7 +192,7 @@ struct Inner {
     state: Mutex<State>,
     /// Wakes the refill task when the spare slot is empty.
     wake: Notify,
-    /// Wakes waiters of [`IdPool::wait_ready`] after each accepted lease.
+    /// Wakes waiters of [`IdPool::wait_ready`] after each lease, accepted or failed.
     filled: Notify,
     /// The trace of the request that emptied the spare slot, when tracing is on: the lease it
     /// triggers is traced as its follow-up, so that one trace spans the node and the id-service.
@@ -330,6 +330,32 @@ impl IdPool {
             notified.as_mut().enable();
             if self.is_ready() {
                 return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.is_ready();
+            }
+        }
+    }
+
+    /// Waits until at least one ID is in hand (`true`), or a lease attempt fails, or `timeout`
+    /// passes (`false`): for a caller that answers a failure at once, with
+    /// [`IdPool::last_lease_error`], rather than after its whole wait.
+    pub async fn wait_ready_or_failure(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let failures = |pool: &Self| {
+            let state = pool.inner.lock();
+            state.lease_errors + state.rewinds
+        };
+        let before = failures(self);
+        loop {
+            let notified = self.inner.filled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_ready() {
+                return true;
+            }
+            if failures(self) != before {
+                return false;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return self.is_ready();

@@ -51,16 +51,21 @@ pub(super) async fn refill(inner: Arc<Inner>) {
                         backoff = config.backoff_initial;
                         continue;
                     }
-                    Err(refused) => tracing::error!(
-                        lease_id = refused.lease_id,
-                        start = refused.block.start,
-                        end = refused.block.end,
-                        "lease starts below a block already received; refusing it (ledger rewound?)"
-                    ),
+                    Err(refused) => {
+                        inner.filled.notify_waiters();
+                        tracing::error!(
+                            lease_id = refused.lease_id,
+                            start = refused.block.start,
+                            end = refused.block.end,
+                            "lease starts below a block already received; refusing it (ledger rewound?)"
+                        )
+                    }
                 }
             }
             Err(error) => {
                 inner.lock().failed(&error);
+                // Waiters that give up on a failure learn of it now, not at their deadline.
+                inner.filled.notify_waiters();
                 tracing::warn!(%error, retry_in = ?backoff, "lease failed");
             }
         }

@@ -85,6 +85,7 @@ impl Parts {
             gate: Arc::clone(&self.gate),
             allocator: Arc::clone(&self.allocator),
             max_count: config.allocate_max_count,
+            timeout: config.request_timeout,
         })
     }
 

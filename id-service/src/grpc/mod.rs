@@ -71,7 +71,7 @@ fn authorization(metadata: &MetadataMap) -> Option<&[u8]> {
 /// exist, one with no IDs left, a quota) is a warning with its reason, at most one per method,
 /// caller and reason every [`REFUSAL_LOG_EVERY`], with the count of those not logged since.
 /// Only refusals of the [`GRANTING`] methods: elsewhere a refusal is an ordinary answer.
-fn log_failure(method: &'static str, caller: &str, error: &Error) {
+pub(crate) fn log_failure(method: &'static str, caller: &str, error: &Error) {
     match error {
         Error::Unavailable(_) => tracing::warn!(method, caller, %error, "ledger unavailable"),
         Error::Internal(_) => tracing::error!(method, caller, %error, "call failed"),

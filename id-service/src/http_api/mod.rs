@@ -38,6 +38,9 @@ pub struct HttpApi {
     pub allocator: Arc<Allocator>,
     /// The most IDs one call may ask for.
     pub max_count: u64,
+    /// How long a call may take, as a gRPC call may (`ID_SERVICE_REQUEST_TIMEOUT`): past it the
+    /// caller is told the service is unavailable, and anything the call held is let go.
+    pub timeout: std::time::Duration,
 }
 
 /// The routes of the JSON port.
@@ -71,10 +74,24 @@ async fn allocate(
         let axum::Json(body) = body.map_err(body_error)?;
         AllocateRequest::parse(&namespace, body.count, api.max_count)
     });
-    let outcome = match admitted {
-        Ok((principal, request)) => api.allocator.allocate(&principal, &request).await,
-        Err(error) => Err(error),
+    let (caller, outcome) = match admitted {
+        Ok((principal, request)) => {
+            let allocating = api.allocator.allocate(&principal, &request);
+            let outcome = tokio::time::timeout(api.timeout, allocating)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Unavailable(format!(
+                        "no answer within {:?}",
+                        api.timeout
+                    )))
+                });
+            (principal.name().to_string(), outcome)
+        }
+        Err(error) => (String::new(), Err(error)),
     };
+    if let Err(error) = &outcome {
+        crate::grpc::log_failure("AllocateIds", &caller, error);
+    }
     match outcome {
         Ok(ranges) => {
             let ranges: Vec<[u64; 2]> = ranges.ranges().iter().map(|r| [r.start, r.end]).collect();

@@ -198,3 +198,49 @@ async fn the_json_endpoint_allocates_with_the_same_tokens_and_answers_errors_as_
     assert!(doc["paths"]["/v1/namespaces/{namespace}/ids:allocate"]["post"].is_object());
     server.stop().await;
 }
+
+/// A JSON call whose database has gone silent is answered within the request timeout, as a
+/// gRPC call is, rather than held until TCP gives up; what it held is let go with it.
+#[tokio::test]
+async fn a_json_call_whose_database_is_silent_is_answered_within_the_timeout() {
+    use testkit::proxy::{Mode, Proxy};
+    let (db, dir) = (
+        TestDb::create().await,
+        tempfile::tempdir().expect("tempdir"),
+    );
+    // The database through a proxy the test can silence: its host and port, replaced.
+    let url = db.url().to_string();
+    let (head, rest) = url.split_once("@").expect("a user in the URL");
+    let (address, database) = rest.split_once('/').expect("a database in the URL");
+    let proxy = Proxy::start(address.parse().expect("a socket address"))
+        .await
+        .expect("proxy");
+    let through = format!("{head}@{}/{database}", proxy.addr());
+    let server = crate::helpers::Server::start(id_service::Config {
+        tokens_file: Some(crate::helpers::tokens::write(dir.path(), &[ORDERS, LEASER])),
+        insecure_no_auth: false,
+        auto_create_namespaces: false,
+        namespaces: vec!["orders".into()],
+        request_timeout: Duration::from_secs(1),
+        ..id_service::Config::for_tests(&through)
+    })
+    .await;
+    // The namespace's pool is made on its first call, which reads the database.
+    proxy.set_mode(Mode::Blackhole);
+    let answered = tokio::time::timeout(
+        Duration::from_secs(30),
+        reqwest::Client::new()
+            .post(server.allocate_url("orders"))
+            .header("content-type", "application/json")
+            .bearer_auth(ORDERS.token())
+            .body(r#"{"count": 1}"#)
+            .send(),
+    )
+    .await
+    .expect("a call whose database is silent is answered, not left waiting")
+    .expect("post");
+    assert_eq!(answered.status(), 503);
+    let body: serde_json::Value = answered.json().await.expect("json");
+    assert_eq!(body["error"], "unavailable", "{body}");
+    proxy.set_mode(Mode::Open);
+}
