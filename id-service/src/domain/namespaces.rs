@@ -25,12 +25,14 @@ pub struct CreateNamespace {
 
 impl CreateNamespace {
     /// Parses a wire request; zeros take the server's defaults (`default_max_id`, and the
-    /// server's `server_max_block`, which no namespace may exceed).
+    /// server's block bounds, `server_blocks`: a namespace's largest block may not exceed the
+    /// server's largest, nor fall below its smallest, to which every lease is rounded up).
     pub fn parse(
         request: pb::CreateNamespaceRequest,
         default_max_id: u64,
-        server_max_block: u64,
+        server_blocks: std::ops::RangeInclusive<u64>,
     ) -> Result<Self, Error> {
+        let (server_min_block, server_max_block) = server_blocks.into_inner();
         let namespace = Namespace::parse(&request.name)?;
         let first_id = request.first_id.max(1);
         let max_id = match request.max_id {
@@ -52,6 +54,13 @@ impl CreateNamespace {
             n if n > server_max_block => {
                 return Err(Error::invalid(format!(
                     "max_block {n} is above the server's maximum block of {server_max_block}"
+                )));
+            }
+            n if n < server_min_block => {
+                return Err(Error::invalid(format!(
+                    "max_block {n} is below the server's minimum block of {server_min_block} \
+                     (ID_SERVICE_MIN_BLOCK), to which every lease is rounded up: no lease could \
+                     be granted"
                 )));
             }
             n => Some(n),
@@ -201,7 +210,7 @@ mod tests {
                 max_block,
             },
             1_000_000,
-            10_000,
+            10..=10_000,
         )
     }
 
@@ -221,6 +230,7 @@ mod tests {
             ("first above max", create("a", 10, 5, 0)),
             ("bound too high", create("a", 0, u64::MAX, 0)),
             ("block above the server's", create("a", 0, 0, 10_001)),
+            ("block below the server's least", create("a", 0, 0, 9)),
             ("bad name", create("A", 0, 0, 0)),
         ] {
             assert!(result.is_err(), "{case}");

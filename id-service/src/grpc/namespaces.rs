@@ -21,7 +21,11 @@ impl NamespaceAdmin for NamespaceService {
                 shared
                     .gate
                     .admit(authorization(&metadata), Scope::Admin, || {
-                        CreateNamespace::parse(message, shared.namespace_max, shared.bounds.max)
+                        CreateNamespace::parse(
+                            message,
+                            shared.namespace_max,
+                            shared.bounds.min..=shared.bounds.max,
+                        )
                     })?;
             let info = shared.ledger.create_namespace(&request).await?;
             tracing::info!(
