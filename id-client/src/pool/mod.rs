@@ -323,24 +323,18 @@ impl IdPool {
 
     /// Waits until at least one ID is in hand, or `timeout` passes; returns whether it is ready.
     pub async fn wait_ready(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let notified = self.inner.filled.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.is_ready() {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.is_ready();
-            }
-        }
+        self.wait(timeout, false).await
     }
 
     /// Waits until at least one ID is in hand (`true`), or a lease attempt fails, or `timeout`
     /// passes (`false`): for a caller that answers a failure at once, with
     /// [`IdPool::last_lease_error`], rather than after its whole wait.
     pub async fn wait_ready_or_failure(&self, timeout: Duration) -> bool {
+        self.wait(timeout, true).await
+    }
+
+    /// Waits for IDs in hand, within `timeout`; with `until_failure`, only until a lease fails.
+    async fn wait(&self, timeout: Duration, until_failure: bool) -> bool {
         let deadline = Instant::now() + timeout;
         let failures = |pool: &Self| {
             let state = pool.inner.lock();
@@ -354,7 +348,7 @@ impl IdPool {
             if self.is_ready() {
                 return true;
             }
-            if failures(self) != before {
+            if until_failure && failures(self) != before {
                 return false;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {

@@ -48,4 +48,6 @@ pub use stats::{
     Device, Granularity, Route, SeriesPoint, StatsInput, StatsQuery, StatsReport, StatsScope,
 };
 pub use tags::{MAX_TAGS, TagChange, check_tag, check_tags};
+#[cfg(test)]
+pub(crate) use target::AnyHost;
 pub use target::{DEFAULT_MAX_URL_LENGTH, TargetPolicy, TargetUrl, UrlError};

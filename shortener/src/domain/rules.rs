@@ -488,13 +488,7 @@ fn query(key: Option<String>, value: Option<ValueInput>) -> Result<Condition, St
 mod tests {
     use super::*;
 
-    struct Anything;
-
-    impl TargetPolicy for Anything {
-        fn check_host(&self, _: url::Host<&str>) -> Result<(), UrlError> {
-            Ok(())
-        }
-    }
+    use crate::domain::target::AnyHost as Anything;
 
     fn parse(json: serde_json::Value) -> Result<Rules, Error> {
         let input: Vec<RuleInput> = serde_json::from_value(json).expect("rule input");

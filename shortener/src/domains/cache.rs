@@ -133,8 +133,8 @@ mod tests {
     use super::*;
     use crate::store::{Capabilities, SqliteStore};
 
-    #[tokio::test]
-    async fn an_answer_read_before_an_invalidation_is_not_kept() {
+    /// A migrated embedded store in a directory of its own (kept while the directory lives).
+    async fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("tempdir");
         let space = Arc::new(
             codespace::CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
@@ -142,8 +142,14 @@ mod tests {
         );
         let sqlite = SqliteStore::open(&dir.path().join("d.db"), space, 8).expect("open");
         sqlite.migrate().await.expect("migrate");
+        (dir, Store::Sqlite(sqlite))
+    }
+
+    #[tokio::test]
+    async fn an_answer_read_before_an_invalidation_is_not_kept() {
+        let (_dir, store) = store().await;
         let minute = Duration::from_secs(60);
-        let cache = DomainCache::new(Store::Sqlite(sqlite), minute, minute);
+        let cache = DomainCache::new(store, minute, minute);
         let entry = || Entry {
             domain: None,
             until: Instant::now().checked_add(minute),
@@ -162,18 +168,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_cache_keeps_to_its_bound_however_many_hosts_are_asked() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let space = Arc::new(
-            codespace::CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
-                .expect("space"),
-        );
-        let sqlite = SqliteStore::open(&dir.path().join("d.db"), space, 8).expect("open");
-        sqlite.migrate().await.expect("migrate");
-        let cache = DomainCache::new(
-            Store::Sqlite(sqlite),
-            Duration::from_secs(60),
-            Duration::from_secs(60),
-        );
+        let (_dir, store) = store().await;
+        let cache = DomainCache::new(store, Duration::from_secs(60), Duration::from_secs(60));
         assert_eq!(cache.memory().0, 0);
         for i in 0..(MAX_HOSTS + MAX_HOSTS / 2) {
             let host = format!("host-{i}.example");

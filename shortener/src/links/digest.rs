@@ -78,16 +78,8 @@ pub(super) fn dedup_key(tenant: &str, request: &CreateRequest) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{CreateInput, CreateRules, TargetPolicy, UrlError};
+    use crate::domain::{AnyHost, CreateInput, CreateRules};
     use std::sync::Arc;
-
-    struct Anything;
-
-    impl TargetPolicy for Anything {
-        fn check_host(&self, _: url::Host<&str>) -> Result<(), UrlError> {
-            Ok(())
-        }
-    }
 
     fn request(change: impl FnOnce(&mut CreateInput)) -> CreateRequest {
         let mut input = CreateInput {
@@ -97,7 +89,7 @@ mod tests {
         change(&mut input);
         let rules = CreateRules {
             max_url_length: 2048,
-            targets: Arc::new(Anything),
+            targets: Arc::new(AnyHost),
             code_length: 7,
             own_hosts: Arc::from([]),
         };

@@ -419,11 +419,7 @@ async fn a_visit_limit_counts_the_visits_a_running_flush_holds() {
     for i in 0..2 {
         assert_eq!(node.location(&code).await.0, StatusCode::FOUND, "visit {i}");
     }
-    let url = stack.db.as_ref().expect("a database").url().to_string();
-    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
+    let locker = stack.db.as_ref().expect("a database").connect().await;
     locker
         .batch_execute("BEGIN; LOCK TABLE link_clicks IN EXCLUSIVE MODE")
         .await

@@ -13,11 +13,7 @@ use testkit::proxy::{Mode, Proxy};
 async fn a_create_whose_caller_left_before_its_batch_ran_is_not_written() {
     let stack = Stack::new(Backend::Postgres).await;
     let node = stack.node("gone").await;
-    let url = stack.db.as_ref().expect("a database").url().to_string();
-    let (locker, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(connection);
+    let locker = stack.db.as_ref().expect("a database").connect().await;
     // A create that waits on the table's lock keeps a batch in flight; the next create's batch
     // waits beside it for company (SHORTENER_WRITE_FILL), past its caller's deadline.
     locker
