@@ -119,11 +119,14 @@ impl KeySet {
                 ));
             }
             let accepted = Accepted {
-                caller: Caller::of_key(
-                    Arc::from(entry.tenant.as_str()),
-                    Arc::from(entry.name.as_str()),
-                    entry.scopes,
-                ),
+                caller: Caller {
+                    expires: entry.expires,
+                    ..Caller::of_key(
+                        Arc::from(entry.tenant.as_str()),
+                        Arc::from(entry.name.as_str()),
+                        entry.scopes,
+                    )
+                },
                 expires: entry.expires,
                 used,
             };
@@ -243,6 +246,8 @@ mod tests {
         let caller = keys.authenticate(Some(&header), now).expect("known key");
         assert_eq!((&*caller.tenant, &*caller.key), ("acme", "reader"));
         assert_eq!(caller.scopes, reader);
+        // The caller carries the expiry, which bounds the keys it may make.
+        assert_eq!(caller.expires, Some(now + chrono::Duration::hours(1)));
         let later = now + chrono::Duration::hours(2);
         assert!(matches!(
             keys.authenticate(Some(&header), later),

@@ -25,6 +25,8 @@ pub struct Caller {
     /// The client address the request came from (after the trusted-proxy rules), when the
     /// transport knows it.
     pub address: Option<IpAddr>,
+    /// When the caller's key stops working, if it does: a key it makes may not outlive it.
+    pub expires: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A person as the identity provider names them: what the audit log and a link's history
@@ -74,6 +76,7 @@ impl Caller {
             scopes,
             person: None,
             address: None,
+            expires: None,
         }
     }
 

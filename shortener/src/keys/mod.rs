@@ -108,7 +108,8 @@ fn invalid(code: &'static str, message: String) -> Error {
 }
 
 /// Checks what `caller` asks for as of `now`: a valid name, known scopes that `caller` holds
-/// itself, and an expiry in the future. Each refusal names the field.
+/// itself, and an expiry in the future, and no later than the caller's own key's if it expires
+/// (a key may not make one that outlives it). Each refusal names the field.
 pub fn check(
     caller: &Caller,
     request: &KeyRequest,
@@ -168,6 +169,18 @@ pub fn check(
             Some(at)
         }
     };
+    if let Some(limit) = caller.expires
+        && expires_at.is_none_or(|at| at > limit)
+    {
+        return Err(invalid(
+            "invalid_expiry",
+            format!(
+                "expires_at must be at or before {}: the key making it expires then, and a key \
+                 may not make one that outlives it",
+                limit.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        ));
+    }
     Ok(CheckedKey {
         name: request.name.clone(),
         scopes,

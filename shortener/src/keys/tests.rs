@@ -95,3 +95,39 @@ fn each_bad_field_is_refused_by_its_code_and_named() {
         assert!(error.to_string().contains(named), "{bad:?}: {error}");
     }
 }
+
+#[test]
+fn a_key_that_expires_makes_none_that_outlives_it() {
+    let now = Utc::now();
+    let limit = now + chrono::Duration::days(7);
+    let maker = Caller {
+        expires: Some(limit),
+        ..caller("keys:manage,links:read")
+    };
+    let at = |days: i64| (now + chrono::Duration::days(days)).to_rfc3339();
+    for (case, expires_at) in [
+        ("no expiry", None),
+        ("a day after the maker", Some(at(8))),
+        ("years after", Some("2999-01-01T00:00:00Z".to_string())),
+    ] {
+        let refused = check(
+            &maker,
+            &request("ci", &["links:read"], expires_at.as_deref()),
+            now,
+        )
+        .expect_err(case);
+        assert_eq!(refused.code(), "invalid_expiry", "{case}");
+    }
+    let checked = check(&maker, &request("ci", &["links:read"], Some(&at(6))), now)
+        .expect("within the maker's life");
+    assert!(checked.expires_at.is_some_and(|t| t <= limit));
+    // A key that never expires makes keys as before.
+    assert!(
+        check(
+            &caller("keys:manage,links:read"),
+            &request("ci", &["links:read"], None),
+            now
+        )
+        .is_ok()
+    );
+}
