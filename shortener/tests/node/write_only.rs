@@ -44,6 +44,7 @@ async fn node_with_keys(stack: &Stack) -> (Node, Keys) {
     std::fs::write(&path, text).expect("write keys file");
     let mut config = stack.config("write-only");
     config.access.api_keys_file = Some(path);
+    config.compat.compat = vec!["bitly".into()];
     (Node::start(config).await, keys)
 }
 
@@ -173,6 +174,25 @@ async fn writes_without_links_read_answer_no_more_than_the_code(backend: Backend
     .await;
     assert_eq!(status, StatusCode::OK, "{text}");
     receipt(&text, &code);
+    // So does a Bitly shorten of the same URL (always a dedup create): its id and short URL.
+    let response = node
+        .client
+        .post(format!("{}/v4/shorten", node.base))
+        .bearer_auth(&keys.creator)
+        .json(&json!({ "long_url": TARGET }))
+        .send()
+        .await
+        .expect("shorten");
+    assert_eq!(response.status(), StatusCode::OK);
+    let answer: Value = response.json().await.expect("json");
+    let fields: Vec<&String> = answer.as_object().expect("object").keys().collect();
+    assert_eq!(fields, ["id", "link"], "{answer}");
+    assert!(
+        answer["link"]
+            .as_str()
+            .is_some_and(|l| l.ends_with(&format!("/{code}"))),
+        "{answer}"
+    );
     let (status, text) = post(
         &node,
         &keys.creator,

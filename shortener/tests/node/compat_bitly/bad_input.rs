@@ -133,6 +133,26 @@ fn cases(code: &str) -> Vec<Bad> {
             "INVALID_ARG_UNIT_REFERENCE",
             "unit_reference",
         ),
+        // Years chrono reads but no unit can be stepped from (it would overflow).
+        read(
+            format!(
+                "/bitlinks/sho.rt/{code}/clicks?unit=hour&units=1&unit_reference=%2B262143-12-31T23:00:00%2B0000"
+            ),
+            "INVALID_ARG_UNIT_REFERENCE",
+            "unit_reference",
+        ),
+        read(
+            format!(
+                "/bitlinks/sho.rt/{code}/clicks?units=2&unit_reference=-262144-01-01T00:00:00%2B0000"
+            ),
+            "INVALID_ARG_UNIT_REFERENCE",
+            "unit_reference",
+        ),
+        read(
+            format!("/bitlinks/sho.rt/{code}/clicks?unit_reference=10000-01-01T00:00:00%2B0000"),
+            "INVALID_ARG_UNIT_REFERENCE",
+            "unit_reference",
+        ),
     ]
 }
 

@@ -99,11 +99,16 @@ fn param(query: Option<&str>, name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// `unit_reference` as a time of the years 1 to 9999 (a four-digit ISO 8601 year): chrono
+/// itself reads years past ±262,000, where stepping a unit from them would overflow.
 fn parse_reference(text: &str) -> Result<DateTime<Utc>, Failure> {
     DateTime::parse_from_rfc3339(text)
         .or_else(|_| DateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%z"))
         .map(|t| t.to_utc())
-        .map_err(|_| {
+        .ok()
+        .filter(|t| (1..=9999).contains(&t.year()))
+        .ok_or(())
+        .map_err(|()| {
             Failure::arg(
                 "INVALID_ARG_UNIT_REFERENCE",
                 "unit_reference",

@@ -141,6 +141,14 @@ pub async fn shorten(state: &HttpState, caller: &Caller, body: axum::body::Body)
     } else {
         StatusCode::OK
     };
+    if !crate::links::answers_whole(caller, new) {
+        // An existing bitlink answered to a key that may not read links: only what it named
+        // or is given (its id and short URL), never the link's times or tags.
+        let mut receipt = Map::new();
+        receipt.insert("id".into(), id(state, &link).into());
+        receipt.insert("link".into(), state.public.link_url(&link).into());
+        return Ok((status, Value::Object(receipt)));
+    }
     Ok((status, bitlink_body(state, &link, false)))
 }
 
