@@ -104,7 +104,11 @@ pub fn referrer_host(referer: Option<&str>) -> Option<Box<str>> {
     }
     let host = url.host_str()?.trim_end_matches('.');
     let host = host.strip_prefix("www.").unwrap_or(host);
-    if host.is_empty() || host.len() > MAX_HOST {
+    // A host of the characters names and address literals are made of: the URL parser takes
+    // others (`(other)`, the folded bucket's own name, among them), which no referrer needs.
+    let plain =
+        |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']');
+    if host.is_empty() || host.len() > MAX_HOST || !host.bytes().all(plain) {
         return None;
     }
     Some(host.to_ascii_lowercase().into_boxed_str())
@@ -280,6 +284,11 @@ mod tests {
                 Some("xn--bcher-kva.example"),
             ),
             (Some("android-app://com.slack/"), None),
+            (Some("http://[::1]:8080/"), Some("[::1]")),
+            // The folded bucket's own name, and hosts of characters no name has.
+            (Some("http://(other)/"), None),
+            (Some("http://a(b)c.example/"), None),
+            (Some("http://a$b.example/"), None),
             (Some("not a url"), None),
             (Some(""), None),
             (None, None),

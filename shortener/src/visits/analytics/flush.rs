@@ -40,6 +40,7 @@ impl Analytics {
                     counts: t.counts,
                 })
                 .collect();
+            let rows = coalesced(rows);
             let visits: u64 = rows
                 .iter()
                 .map(|r| r.counts.human + r.counts.bot + r.counts.head)
@@ -68,5 +69,74 @@ impl Analytics {
             self.aggregator
                 .add(t.code.as_str(), &t.tenant, t.hour, t.cell, t.counts, false);
         }
+    }
+}
+
+/// `rows` with those of one stored key (link, hour, referrer, device, country, route) summed
+/// into one: two cells may be stored alike (a referrer host spelled as the folded bucket's
+/// name, say), and one upsert statement may not touch a row twice.
+fn coalesced(mut rows: Vec<RollupRow>) -> Vec<RollupRow> {
+    let key = |r: &RollupRow| {
+        (
+            r.code.clone(),
+            r.bucket,
+            r.referrer.clone(),
+            r.device,
+            r.country.clone(),
+            r.route.clone(),
+        )
+    };
+    rows.sort_by_key(key);
+    let mut out: Vec<RollupRow> = Vec::with_capacity(rows.len());
+    for row in rows {
+        match out.last_mut() {
+            Some(last) if key(last) == key(&row) => last.counts += row.counts,
+            _ => out.push(row),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ClickCounts;
+
+    fn row(code: &str, referrer: &str, human: u64) -> RollupRow {
+        RollupRow {
+            tenant: "acme".into(),
+            code: code.into(),
+            bucket: 3600,
+            referrer: referrer.into(),
+            device: "desktop",
+            country: String::new(),
+            route: String::new(),
+            counts: ClickCounts {
+                human,
+                ..ClickCounts::default()
+            },
+        }
+    }
+
+    #[test]
+    fn rows_stored_alike_are_summed_into_one() {
+        let rows = coalesced(vec![
+            row("b", "(other)", 2),
+            row("a", "x.example", 1),
+            row("b", "y.example", 4),
+            row("b", "(other)", 3),
+        ]);
+        let summary: Vec<(&str, &str, u64)> = rows
+            .iter()
+            .map(|r| (r.code.as_str(), r.referrer.as_str(), r.counts.human))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("a", "x.example", 1),
+                ("b", "(other)", 5),
+                ("b", "y.example", 4)
+            ]
+        );
     }
 }
