@@ -85,6 +85,31 @@ pub struct AccessConfig {
 impl AccessConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        use super::validate::{CENTURY_DAYS, at_most};
+        let century_seconds = CENTURY_DAYS * 86_400;
+        for (setting, value) in [
+            ("SHORTENER_IDEMPOTENCY_TTL", self.idempotency_ttl.get()),
+            (
+                "SHORTENER_SESSION_IDLE_SECONDS",
+                self.session_idle_seconds.get(),
+            ),
+            (
+                "SHORTENER_SESSION_MAX_SECONDS",
+                self.session_max_seconds.get(),
+            ),
+            (
+                "SHORTENER_AUDIT_RETENTION_SECONDS",
+                self.audit_retention_seconds.map_or(0, |s| s.get()),
+            ),
+        ] {
+            at_most(setting, value, century_seconds, "seconds (a century)")?;
+        }
+        at_most(
+            "SHORTENER_AUDIT_RETENTION_DAYS",
+            self.audit_retention_days.get(),
+            CENTURY_DAYS,
+            "days (a century)",
+        )?;
         self.suffixes()?;
         self.validate_oidc()
     }

@@ -75,6 +75,12 @@ pub struct ListenerConfig {
 impl ListenerConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        super::validate::at_most(
+            "SHORTENER_DRAIN_TIMEOUT",
+            self.drain_timeout,
+            86_400,
+            "seconds (a day)",
+        )?;
         if !(1..=128).contains(&self.ipv6_prefix) {
             return Err(ConfigError::new(
                 "SHORTENER_IPV6_PREFIX",

@@ -22,6 +22,27 @@ impl ConfigError {
     }
 }
 
+/// A century, in days: the longest any retention or lifetime setting may be. Longer values
+/// (`u32::MAX` meant as "forever", say) would overflow the date arithmetic they feed.
+pub(super) const CENTURY_DAYS: u64 = 36_500;
+
+/// Refuses `value` of `setting` above `max` (in `unit`s): lifetimes, retentions and timeouts
+/// far past any use, which the clock arithmetic that reads them cannot represent.
+pub(super) fn at_most(
+    setting: &'static str,
+    value: u64,
+    max: u64,
+    unit: &str,
+) -> Result<(), ConfigError> {
+    if value > max {
+        return Err(ConfigError::new(
+            setting,
+            format!("{setting} must be at most {max} {unit}, not {value}"),
+        ));
+    }
+    Ok(())
+}
+
 impl Config {
     /// Checks every setting that can be checked without the network (it reads the CA file);
     /// the error names the setting.

@@ -107,6 +107,19 @@ impl VisitsConfig {
 
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        use super::validate::{CENTURY_DAYS, at_most};
+        for (setting, days) in [
+            (
+                "SHORTENER_ANALYTICS_RETENTION_DAYS",
+                u64::from(self.analytics_retention_days),
+            ),
+            (
+                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
+                u64::from(self.analytics_compact_after_days.get()),
+            ),
+        ] {
+            at_most(setting, days, CENTURY_DAYS, "days (a century)")?;
+        }
         if self.analytics_flush_interval_ms.get() > 50_000 {
             // The hourly `clicks.rollup` event is recorded a minute after its hour ends: every
             // flush of the hour must be in by then.

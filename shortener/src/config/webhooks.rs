@@ -50,6 +50,11 @@ impl WebhookConfig {
 
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        Ok(())
+        super::validate::at_most(
+            "SHORTENER_WEBHOOK_LOG_DAYS",
+            u64::from(self.webhook_log_days),
+            super::validate::CENTURY_DAYS,
+            "days (a century)",
+        )
     }
 }

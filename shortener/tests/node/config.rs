@@ -77,6 +77,24 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
             c.listeners.trusted_proxies = vec!["10.0.0.0/8".parse().expect("net")];
         }),
         ("SHORTENER_CREATE_BURST", |c| c.limits.create_burst = 10),
+        // Lifetimes and retentions past a century: the date arithmetic that reads them would
+        // overflow (u32::MAX days meant as "forever", say).
+        ("SHORTENER_ANALYTICS_RETENTION_DAYS", |c| {
+            c.visits.analytics_retention_days = u32::MAX
+        }),
+        ("SHORTENER_WEBHOOK_LOG_DAYS", |c| {
+            c.webhooks.webhook_log_days = 100_000
+        }),
+        ("SHORTENER_IDEMPOTENCY_TTL", |c| {
+            c.access.idempotency_ttl = std::num::NonZero::new(u64::MAX).expect("non-zero")
+        }),
+        ("SHORTENER_SESSION_MAX_SECONDS", |c| {
+            c.access.session_max_seconds =
+                std::num::NonZero::new(10_000_000_000_000).expect("non-zero")
+        }),
+        ("SHORTENER_DRAIN_TIMEOUT", |c| {
+            c.listeners.drain_timeout = u64::MAX
+        }),
         ("SHORTENER_WRITE_BATCH", |c| c.store.write_batch = 0),
         ("SHORTENER_WRITE_FILL", |c| c.store.write_fill = 0),
         ("SHORTENER_WRITE_FILL", |c| c.store.write_fill = 10_001),
