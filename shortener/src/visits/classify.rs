@@ -56,15 +56,28 @@ static BOT_FINDER: LazyLock<AhoCorasick> = LazyLock::new(|| {
         .expect("the bot markers are valid patterns")
 });
 
-/// Classifies a request by method and `User-Agent`.
+/// Classifies a request by method and `User-Agent`: a GET with no user agent, or an empty
+/// one, is a bot's, as is one naming a crawler (the marker `bot` only where it is not part of
+/// a device name: `CUBOT` phones are people's).
 pub fn kind(is_head: bool, user_agent: Option<&str>) -> VisitKind {
     if is_head {
         return VisitKind::Head;
     }
-    match user_agent {
-        Some(ua) if !BOT_FINDER.is_match(ua) => VisitKind::Human,
+    match user_agent.map(str::trim) {
+        Some(ua) if !ua.is_empty() && !names_a_bot(ua) => VisitKind::Human,
         _ => VisitKind::Bot,
     }
+}
+
+/// Whether `ua` holds a crawler's marker. `bot` counts unless it ends the word `cubot` (a phone
+/// maker whose models put it in every browser's user agent).
+fn names_a_bot(ua: &str) -> bool {
+    BOT_FINDER.find_iter(ua).any(|found| {
+        let before = &ua.as_bytes()[..found.start()];
+        !(BOT_MARKERS[found.pattern().as_usize()] == "bot"
+            && before.len() >= 2
+            && before[before.len() - 2..].eq_ignore_ascii_case(b"cu"))
+    })
 }
 
 /// What a visit is counted under in the rollups besides its kind: its referrer's host, its
@@ -269,6 +282,13 @@ mod tests {
             assert_eq!(kind(false, Some(ua)), VisitKind::Bot, "{ua}");
         }
         assert_eq!(kind(false, None), VisitKind::Bot);
+        // An empty user agent is none; a phone maker's name holding "bot" is a person's.
+        assert_eq!(kind(false, Some("")), VisitKind::Bot);
+        assert_eq!(kind(false, Some("  ")), VisitKind::Bot);
+        let cubot = "Mozilla/5.0 (Linux; Android 10; CUBOT_X30) AppleWebKit/537.36 Chrome/120.0 Mobile Safari/537.36";
+        assert_eq!(kind(false, Some(cubot)), VisitKind::Human);
+        let crawler_on_cubot = "Mozilla/5.0 (Linux; Android 10; CUBOT_X30) Googlebot/2.1";
+        assert_eq!(kind(false, Some(crawler_on_cubot)), VisitKind::Bot);
     }
 
     #[test]
