@@ -120,6 +120,19 @@ impl VisitsConfig {
         ] {
             at_most(setting, days, CENTURY_DAYS, "days (a century)")?;
         }
+        // The hourly `clicks.rollup` events look back two days for hours not yet told, and
+        // read them from the hourly rollups: those must not be compacted away by then.
+        let event_days = crate::visits::analytics::ROLLUP_EVENT_HOURS.div_ceil(24) + 1;
+        if self.analytics_compact_after_days.get() < event_days {
+            return Err(ConfigError::new(
+                "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
+                format!(
+                    "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS must be at least {event_days}: the \
+                     hourly rollup events look back {} hours over the hourly rollups",
+                    crate::visits::analytics::ROLLUP_EVENT_HOURS
+                ),
+            ));
+        }
         if self.analytics_flush_interval_ms.get() > 50_000 {
             // The hourly `clicks.rollup` event is recorded a minute after its hour ends: every
             // flush of the hour must be in by then.

@@ -95,6 +95,9 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
         ("SHORTENER_DRAIN_TIMEOUT", |c| {
             c.listeners.drain_timeout = u64::MAX
         }),
+        ("SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS", |c| {
+            c.visits.analytics_compact_after_days = std::num::NonZero::new(1).expect("non-zero")
+        }),
         ("SHORTENER_WRITE_BATCH", |c| c.store.write_batch = 0),
         ("SHORTENER_WRITE_FILL", |c| c.store.write_fill = 0),
         ("SHORTENER_WRITE_FILL", |c| c.store.write_fill = 10_001),
