@@ -15,6 +15,10 @@ pub const DEFAULT_TOP: usize = 10;
 /// The longest top list a request may ask for.
 pub const MAX_TOP: usize = 100;
 
+/// The most points one stats query reads (hourly points over eleven years, daily ones over
+/// far longer): a query past it is refused, so no request walks every row ever kept.
+pub const MAX_POINTS: i64 = 100_000;
+
 /// The referrer host that stands for every host past a link's per-hour limit.
 pub const OTHER_REFERRER: &str = "(other)";
 
@@ -227,9 +231,20 @@ impl StatsInput {
             ));
         }
         let width = granularity.seconds();
+        let start = from.timestamp().div_euclid(width) * width;
+        let points = (to.timestamp() - start).div_euclid(width) + 1;
+        if points > MAX_POINTS {
+            return Err(Error::bad_request(
+                "invalid_range",
+                format!(
+                    "the range holds {points} points of its granularity, more than the \
+                     {MAX_POINTS} a query may read: narrow it, or ask for a coarser granularity"
+                ),
+            ));
+        }
         Ok(StatsQuery {
             scope,
-            start: from.timestamp().div_euclid(width) * width,
+            start,
             end: to.timestamp(),
             granularity,
             top,
@@ -346,8 +361,22 @@ mod tests {
             let error = parse(input.clone()).expect_err(code);
             assert_eq!(error.code(), code, "{input:?}: {error}");
         }
-        // Retention 0 keeps everything.
+        // Retention 0 keeps everything, but a query reads a bounded number of points.
         let old = input(Some("2001-01-01T00:00:00Z"), None, None);
         assert!(old.parse(StatsScope::Link("a".into()), now(), 0).is_ok());
+        let hourly = input(Some("2001-01-01T00:00:00Z"), None, Some("hour"));
+        let error = hourly
+            .parse(StatsScope::Link("a".into()), now(), 0)
+            .expect_err("25 years of hours");
+        assert_eq!(error.code(), "invalid_range", "{error}");
+        let ages = input(
+            Some("0001-01-01T00:00:00Z"),
+            Some("9999-12-31T00:00:00Z"),
+            None,
+        );
+        let error = ages
+            .parse(StatsScope::Link("a".into()), now(), 0)
+            .expect_err("ten thousand years of days");
+        assert_eq!(error.code(), "invalid_range", "{error}");
     }
 }
