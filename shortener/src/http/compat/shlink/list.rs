@@ -104,6 +104,9 @@ struct Query {
     input: ListInput,
     tags: Vec<String>,
     all_tags: bool,
+    /// The tags asked for can match no link (a tag no link can carry, required, or only such
+    /// tags): an empty page, as Shlink answers a tag nobody used, not a refusal.
+    nothing: bool,
     search: Option<String>,
     exclude_expired: bool,
     exclude_spent: bool,
@@ -178,6 +181,13 @@ impl Query {
                 );
             }
         };
+        // A tag of a form no link's tags have (upper case, say) matches nothing.
+        let asked = tags.len();
+        let tags: Vec<String> = tags
+            .into_iter()
+            .filter(|t| crate::domain::check_tag(t).is_ok())
+            .collect();
+        let nothing = asked > 0 && (tags.is_empty() || (all_tags && tags.len() < asked));
         let domain = value(&pairs, "domain").map(|d| {
             if d == "DEFAULT" {
                 Ok(Some(DomainFilter::Default))
@@ -199,6 +209,7 @@ impl Query {
             input,
             tags,
             all_tags,
+            nothing,
             search: value(&pairs, "searchTerm").map(str::to_lowercase),
             exclude_expired: value(&pairs, "excludePastValidUntil") == Some("true"),
             exclude_spent: value(&pairs, "excludeMaxVisitsReached") == Some("true"),
@@ -254,6 +265,14 @@ pub async fn list(State(state): State<Arc<HttpState>>, headers: HeaderMap, uri: 
 }
 
 async fn page(state: &HttpState, caller: &Caller, query: &Query) -> Answer {
+    if query.nothing {
+        return Ok(json(json!({
+            "shortUrls": {
+                "data": [],
+                "pagination": pagination(query.page, query.per_page, 0, 0),
+            }
+        })));
+    }
     let keep = query.page * query.per_page;
     let now = Utc::now();
     let mut total = 0usize;
