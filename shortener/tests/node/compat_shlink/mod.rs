@@ -284,6 +284,26 @@ async fn short_urls_answer_as_shlink_does(backend: Backend) {
             "short-url-not-found",
         );
     }
+    // The problem names the code and the domain asked for, a generated code's as an alias's.
+    for (path, code) in [
+        ("/v3/short-urls/abc1234?domain=go.acme.example", "abc1234"),
+        (
+            "/v3/short-urls/no-such-alias?domain=go.acme.example",
+            "no-such-alias",
+        ),
+    ] {
+        for method in [Method::GET, Method::PATCH, Method::DELETE] {
+            let body = (method == Method::PATCH).then(|| json!({"title": "x"}));
+            let answer = call(&node, method.clone(), path, key, body).await;
+            assert_problem(&answer, 404, "short-url-not-found");
+            assert_eq!(
+                (&answer.2["shortCode"], &answer.2["domain"]),
+                (&json!(code), &json!("go.acme.example")),
+                "{method} {path}: {}",
+                answer.2
+            );
+        }
+    }
     let metrics = node.metrics().await;
     for (action, outcome, count) in [
         ("create", "ok", 3.0),

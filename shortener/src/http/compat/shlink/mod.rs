@@ -106,6 +106,18 @@ impl From<Error> for Fail {
     }
 }
 
+/// Maps the link service's error about `code` (asked for on its domain) to Shlink's answer: a
+/// link not found, or gone, is `short-url-not-found` naming the code and the domain asked for.
+pub(super) fn about(code: &ShortCode) -> impl Fn(Error) -> Fail + '_ {
+    move |error| {
+        let mut fail = Fail::from(error.clone());
+        if let Error::NotFound(_) | Error::Gone(_) = error {
+            fail.problem = Box::new(Problem::short_url_not_found(code.shown(), code.domain()));
+        }
+        fail
+    }
+}
+
 impl From<Problem> for Fail {
     fn from(problem: Problem) -> Self {
         let outcome = match problem.status {

@@ -204,7 +204,8 @@ pub async fn set(
             .into());
         }
         let code = short_code(&state, &code, &uri)?;
-        let link = state.links.update(&caller, &code, &patch).await?;
+        let link =
+            (state.links.update(&caller, &code, &patch).await).map_err(super::about(&code))?;
         if !crate::links::answers_whole(&caller, false) {
             // The rules hold targets: only a read reveals them.
             return Ok(json(super::short_urls::seen(&state, &caller, &link, false)));

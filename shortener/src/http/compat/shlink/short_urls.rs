@@ -8,7 +8,7 @@
 //! `crawlable: true`, `shortCodeLength` and a `desktop` device URL.
 
 use super::body::{self, Fields};
-use super::{Answer, Fail, Problem, admit, finish, json, query_value, short_code};
+use super::{Answer, Fail, Problem, about, admit, finish, json, query_value, short_code};
 use crate::access::Operation;
 use crate::domain::routes::{Preview, PreviewPatch};
 use crate::domain::{Caller, CreateInput, CreateRequest, Link, LinkPatch, PatchInput};
@@ -230,9 +230,11 @@ pub async fn find(
     uri: &Uri,
 ) -> Result<Link, Fail> {
     let code = short_code(state, code, uri)?;
-    let link = state.links.get(caller, &code).await?;
+    let link = state.links.get(caller, &code).await.map_err(about(&code))?;
     if link.deleted_at.is_some() {
-        return Err(crate::domain::Error::NotFound(code.shown().to_string()).into());
+        return Err(about(&code)(crate::domain::Error::NotFound(
+            code.shown().to_string(),
+        )));
     }
     Ok(link)
 }
@@ -290,7 +292,7 @@ pub async fn edit(
         let input = patch_input(&Fields(&map))?;
         let patch = LinkPatch::parse(input, &state.rules, Utc::now())?;
         let code = short_code(&state, &code, &uri)?;
-        let link = state.links.update(&caller, &code, &patch).await?;
+        let link = (state.links.update(&caller, &code, &patch).await).map_err(about(&code))?;
         Ok(json(seen(&state, &caller, &link, false)))
     }
     .await;
@@ -310,7 +312,7 @@ pub async fn delete(
         // A deleted link is no link (as Shlink removes it): deleting it again is not found.
         find(&state, &caller, &code, &uri).await?;
         let code = short_code(&state, &code, &uri)?;
-        state.links.delete(&caller, &code).await?;
+        (state.links.delete(&caller, &code).await).map_err(about(&code))?;
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;
