@@ -38,13 +38,16 @@ async fn made(node: &Node, key: &str, body: Value) -> Value {
 
 /// `GET /{code}` on `host`: the status and the `Location`.
 async fn visit(node: &Node, host: &str, code: &str) -> (u16, Option<String>) {
-    let response = node
+    let request = node
         .client
         .get(format!("{}/{code}", node.base))
-        .header("host", host)
-        .send()
-        .await
-        .expect("send");
+        .header("host", host);
+    answer(request).await
+}
+
+/// `request`'s answer: the status and the `Location`.
+async fn answer(request: reqwest::RequestBuilder) -> (u16, Option<String>) {
+    let response = request.send().await.expect("send");
     let location = response
         .headers()
         .get(reqwest::header::LOCATION)
@@ -521,22 +524,15 @@ async fn a_domain_answers_its_fallbacks(backend: Backend) {
                    "password": "open-sesame", "max_visits": 1}),
         )
         .await;
-        let unlock = || async {
-            let response = node
-                .client
-                .post(format!("{}/kept", node.base))
-                .header("host", domain)
-                .header("user-agent", crate::helpers::BROWSER)
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body("password=open-sesame")
-                .send()
-                .await
-                .expect("send");
-            let location = response
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .map(|v| v.to_str().expect("ascii").to_string());
-            (response.status().as_u16(), location)
+        let unlock = || {
+            answer(
+                node.client
+                    .post(format!("{}/kept", node.base))
+                    .header("host", domain)
+                    .header("user-agent", crate::helpers::BROWSER)
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body("password=open-sesame"),
+            )
         };
         assert_eq!(unlock().await.0, 200, "{domain}: the one visit");
         let (status, location) = unlock().await;
