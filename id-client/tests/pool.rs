@@ -238,7 +238,11 @@ async fn a_failed_lease_wakes_a_waiter_that_answers_failures() {
         let pool = Arc::clone(&pool);
         tokio::spawn(async move { pool.wait_ready(Duration::from_secs(60)).await })
     };
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Several failed leases later (the clock is paused: each wait below is virtual time).
+    let before = pool.stats().lease_errors;
+    while pool.stats().lease_errors < before + 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(!patient.is_finished(), "a failure ended a wait for IDs");
     ledger.down.store(false, Ordering::SeqCst);
     assert!(patient.await.expect("join"), "IDs once the ledger is back");

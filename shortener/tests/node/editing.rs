@@ -426,14 +426,41 @@ async fn a_visit_limit_counts_the_visits_a_running_flush_holds() {
         .expect("lock");
     // The periodic flush (every 200 ms here) takes the two visits and waits on the lock; the
     // link's entry (kept one flush interval) runs out meanwhile.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    let admin = stack.db.as_ref().expect("a database").connect().await;
+    let held = testkit::wait_until(Duration::from_secs(10), || async {
+        let waiting = admin
+            .query(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event_type = 'Lock' AND query LIKE '%link_clicks%'",
+                &[],
+            )
+            .await
+            .expect("activity");
+        !waiting.is_empty()
+            && node
+                .app
+                .cache
+                .get(&code, std::time::Instant::now())
+                .is_none()
+    })
+    .await;
+    assert!(
+        held,
+        "the flush never waited on the lock with the entry gone"
+    );
+    let misses = node.lookups_seen() - node.cache_hits();
     let third = tokio::spawn(
         node.client
             .get(format!("{}/{code}", node.base))
             .header("user-agent", crate::helpers::BROWSER)
             .send(),
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The visit has missed the cache and gone on to rebuild the link's limit.
+    let missed = testkit::wait_until(Duration::from_secs(10), || async {
+        node.lookups_seen() - node.cache_hits() > misses
+    })
+    .await;
+    assert!(missed, "the third visit never missed the cache");
     locker.batch_execute("ROLLBACK").await.expect("unlock");
     let third = third.await.expect("join").expect("visit");
     assert_eq!(third.status(), StatusCode::FOUND, "the third visit");

@@ -25,7 +25,20 @@ async fn a_create_whose_caller_left_before_its_batch_ran_is_not_written() {
             .json(&json!({"url": "https://example.com/first"}))
             .send(),
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let admin = stack.db.as_ref().expect("a database").connect().await;
+    let waiting = testkit::wait_until(Duration::from_secs(10), || async {
+        let rows = admin
+            .query(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() \
+                 AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO links%'",
+                &[],
+            )
+            .await
+            .expect("activity");
+        !rows.is_empty()
+    })
+    .await;
+    assert!(waiting, "the first create never reached the lock");
     let mut client = node.links_client().await;
     let mut call = authed(create("https://example.com/gone"));
     call.set_timeout(Duration::from_millis(800));
@@ -49,7 +62,9 @@ async fn a_create_whose_caller_left_before_its_batch_ran_is_not_written() {
         .create(json!({"url": "https://example.com/after"}))
         .await;
     assert_eq!(status, StatusCode::CREATED);
-    // The gone caller's batch ran as soon as the first one ended, before the last create.
+    // The gone caller's batch started as soon as the first one ended, before the last create;
+    // what is checked is a write that must not happen, so it is given a moment to (nothing
+    // the test can wait on marks its absence).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         node.stored_links().await,
