@@ -91,3 +91,45 @@ async fn blackholed_traffic_waits_and_flows_again_when_restored() {
         .expect("read");
     assert_eq!(&buf, b"held");
 }
+
+#[tokio::test]
+async fn a_cut_answer_is_lost_once_on_the_connection_that_asked_in_order() {
+    let proxy = Proxy::start(echo_server().await).await.expect("proxy");
+    let second = Duration::from_secs(1);
+    let mut bystander = TcpStream::connect(proxy.addr()).await.expect("connect");
+    let mut asker = TcpStream::connect(proxy.addr()).await.expect("connect");
+    proxy.cut_answer_to(&[b"BEGIN", b"COMMIT"]);
+    // Another connection's COMMIT, and the second pattern before the first: no cut.
+    for (asking, text) in [(false, &b"COMMIT"[..]), (true, b"COMMIT"), (true, b"BEGIN")] {
+        let stream = if asking { &mut asker } else { &mut bystander };
+        assert_eq!(
+            roundtrip(stream, text, second).await.as_deref(),
+            Some(text),
+            "{}",
+            String::from_utf8_lossy(text)
+        );
+    }
+    assert_eq!(proxy.answers_cut(), 0);
+    // The asker's COMMIT after its BEGIN reaches the server, whose answer is dropped.
+    assert_eq!(roundtrip(&mut asker, b"xCOMMITx", second).await, None);
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(second, asker.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the connection is closed: {read:?}"
+    );
+    assert_eq!(proxy.answers_cut(), 1);
+    // One-shot: the bystander and new connections go on as before.
+    assert!(
+        roundtrip(&mut bystander, b"BEGIN COMMIT", second)
+            .await
+            .is_some()
+    );
+    let mut fresh = TcpStream::connect(proxy.addr()).await.expect("connect");
+    assert!(
+        roundtrip(&mut fresh, b"BEGIN COMMIT", second)
+            .await
+            .is_some()
+    );
+    assert_eq!(proxy.answers_cut(), 1);
+}

@@ -133,6 +133,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "webhook endpoint backoff",
         sql: include_str!("../../migrations/postgres/0024_webhook_endpoint_backoff.sql"),
     },
+    Migration {
+        version: 25,
+        name: "flush marks",
+        sql: include_str!("../../migrations/postgres/0025_flush_marks.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -266,6 +271,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 26,
         name: "webhook endpoint backoff",
         sql: include_str!("../../migrations/sqlite/0026_webhook_endpoint_backoff.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "flush marks",
+        sql: include_str!("../../migrations/sqlite/0027_flush_marks.sql"),
     },
 ];
 

@@ -120,4 +120,4 @@ pub use domains::{DomainRemoval, DomainStore, LIVE_LINKS_COUNTED};
 pub use links::LinkStore;
 pub use outbox::OutboxStore;
 pub use sessions::{NewSession, SessionStore, StoredSession};
-pub use visits::VisitStore;
+pub use visits::{BatchMark, BatchSequence, FlushStream, MARKS_KEPT_DAYS, VisitStore};

@@ -38,7 +38,7 @@ use super::{
 };
 use super::{AuditEntry, AuditFilter, AuditStore, NewAuditEntry};
 use super::{
-    BlockedDomain, BlocklistStore, Capabilities, ClickRows, DeleteOutcome, Durability,
+    BatchMark, BlockedDomain, BlocklistStore, Capabilities, ClickRows, DeleteOutcome, Durability,
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
     StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
@@ -448,9 +448,9 @@ impl LinkStore for PgStore {
 }
 
 impl VisitStore for PgStore {
-    async fn add_clicks(&self, rows: ClickRows) -> Result<(), StoreError> {
+    async fn add_clicks(&self, mark: BatchMark, rows: ClickRows) -> Result<(), StoreError> {
         let client = self.client().await?;
-        write::add_clicks(&client, &rows).await
+        write::add_clicks(&client, mark, &rows).await
     }
 
     async fn sync_clicks(&self) -> Result<(), StoreError> {
@@ -458,8 +458,8 @@ impl VisitStore for PgStore {
         Ok(())
     }
 
-    async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
-        rollups::add(&mut self.client().await?, &self.partitions, &rows).await
+    async fn add_rollups(&self, mark: BatchMark, rows: RollupRows) -> Result<(), StoreError> {
+        rollups::add(&mut self.client().await?, &self.partitions, mark, &rows).await
     }
 
     async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {

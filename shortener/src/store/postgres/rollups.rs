@@ -10,11 +10,11 @@ use super::error::db_error;
 use super::send::{Conn, Pooled};
 use crate::domain::stats::DAY;
 use crate::domain::{StatsQuery, StatsReport};
-use crate::store::StoreError;
 use crate::store::rollups::{
     Flavor, Param, RollupOutcome, RollupPlan, RollupRow, day_start, link_days, report, stats_sql,
     tenant_rows,
 };
+use crate::store::{BatchMark, MARKS_KEPT_DAYS, StoreError};
 use chrono::{DateTime, Datelike, NaiveDate};
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -128,10 +128,11 @@ async fn ensure_days(
 pub(super) async fn add(
     client: &mut Conn,
     known: &Partitions,
+    mark: BatchMark,
     rows: &[RollupRow],
 ) -> Result<(), StoreError> {
     ensure_days(client, known, rows.iter().map(|r| day_start(r.bucket))).await?;
-    let result = add_in_transaction(client, rows).await;
+    let result = add_in_transaction(client, mark, rows).await;
     if result.is_err() {
         // A day compacted (its partition dropped) by another node since this handle saw it:
         // forget what is known, the next flush makes what is missing.
@@ -140,7 +141,13 @@ pub(super) async fn add(
     result
 }
 
-async fn add_in_transaction(client: &mut Conn, rows: &[RollupRow]) -> Result<(), StoreError> {
+/// Adds `rows` in one transaction that first advances `mark`'s writer to it: one that is there
+/// already (the batch was sent before, and committed) adds nothing.
+async fn add_in_transaction(
+    client: &mut Conn,
+    mark: BatchMark,
+    rows: &[RollupRow],
+) -> Result<(), StoreError> {
     let text = |f: fn(&RollupRow) -> &str| -> Vec<&str> { rows.iter().map(f).collect() };
     let int = |f: fn(&RollupRow) -> i64| -> Vec<i64> { rows.iter().map(f).collect() };
     let (tenant, code, referrer, device, country, route) = (
@@ -158,6 +165,9 @@ async fn add_in_transaction(client: &mut Conn, rows: &[RollupRow]) -> Result<(),
         int(|r| r.counts.head as i64),
     );
     let tx = client.transaction().await.map_err(db_error)?;
+    if !super::write::advance_mark(&tx, mark).await? {
+        return tx.commit().await.map_err(db_error);
+    }
     tx.execute(
         "INSERT INTO click_hourly (tenant, code, bucket, referrer, device, country, human, bot, head, route) \
          SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], \
@@ -330,7 +340,22 @@ pub(super) async fn maintain(
             }
         }
     }
+    forget_writers(client).await?;
     Ok(outcome)
+}
+
+/// Removes the flush marks of writers that wrote nothing for [`MARKS_KEPT_DAYS`] days: processes
+/// gone long ago (a live one advances its mark with every batch; one whose batch is still in
+/// doubt after a week would count it twice).
+async fn forget_writers(client: &Conn) -> Result<(), StoreError> {
+    client
+        .execute(
+            "DELETE FROM flush_marks WHERE at < now() - make_interval(days => $1)",
+            &[&(MARKS_KEPT_DAYS as i32)],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(())
 }
 
 /// The rows of one stats statement.

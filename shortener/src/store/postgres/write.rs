@@ -2,10 +2,10 @@
 
 use super::error::db_error;
 use super::layout::Layout;
-use super::send::Conn;
+use super::send::{Conn, Tx};
 use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
 use crate::domain::{ClickCounts, CompactCode};
-use crate::store::{DeleteOutcome, StoreError};
+use crate::store::{BatchMark, DeleteOutcome, StoreError};
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 
@@ -110,9 +110,13 @@ pub(super) async fn clean_search_index(client: &mut Conn) -> Result<u64, StoreEr
     Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
 }
 
-/// Adds the counts of `rows` with one upsert (every flush, so prepared once).
+/// Adds the counts of `rows` with one upsert (every flush, so prepared once), in the statement
+/// that advances `mark`'s writer to it: nothing is added when the writer is there or past it
+/// already (the batch was sent before, and committed). An earlier send still committing holds
+/// the writer's row until it ends, so the two cannot both add the batch.
 pub(super) async fn add_clicks(
     client: &Conn,
+    mark: BatchMark,
     rows: &[(CompactCode, ClickCounts)],
 ) -> Result<(), StoreError> {
     let codes: Vec<&str> = rows.iter().map(|(c, _)| c.as_str()).collect();
@@ -122,15 +126,43 @@ pub(super) async fn add_clicks(
     let (human, head, bot) = (column(|c| c.human), column(|c| c.head), column(|c| c.bot));
     client
         .prepared_execute(
-            "INSERT INTO link_clicks (code, human, head, bot) \
-             SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) \
+            "WITH mark AS (INSERT INTO flush_marks AS m (writer, stream, seq) VALUES ($5, $6, $7) \
+               ON CONFLICT (writer, stream) DO UPDATE SET seq = EXCLUDED.seq, at = now() \
+               WHERE m.seq < EXCLUDED.seq RETURNING 1) \
+             INSERT INTO link_clicks (code, human, head, bot) \
+             SELECT c.code, c.human, c.head, c.bot \
+             FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[]) AS c (code, human, head, bot) \
+             WHERE EXISTS (SELECT FROM mark) \
              ON CONFLICT (code) DO UPDATE SET human = link_clicks.human + EXCLUDED.human, \
              head = link_clicks.head + EXCLUDED.head, bot = link_clicks.bot + EXCLUDED.bot",
-            &[&codes, &human, &head, &bot],
+            &[
+                &codes,
+                &human,
+                &head,
+                &bot,
+                &mark.writer,
+                &mark.stream.stored(),
+                &mark.seq,
+            ],
         )
         .await
         .map_err(db_error)?;
     Ok(())
+}
+
+/// Advances `mark`'s writer to it in `tx`: false when the writer is there or past it already
+/// (the batch was added before), and the batch must add nothing.
+pub(super) async fn advance_mark(tx: &Tx<'_>, mark: BatchMark) -> Result<bool, StoreError> {
+    let advanced = tx
+        .execute(
+            "INSERT INTO flush_marks AS m (writer, stream, seq) VALUES ($1, $2, $3) \
+             ON CONFLICT (writer, stream) DO UPDATE SET seq = EXCLUDED.seq, at = now() \
+             WHERE m.seq < EXCLUDED.seq",
+            &[&mark.writer, &mark.stream.stored(), &mark.seq],
+        )
+        .await
+        .map_err(db_error)?;
+    Ok(advanced == 1)
 }
 
 /// Adds a blocked domain entry on behalf of `key`; false if it was there already.

@@ -47,7 +47,7 @@ use super::{
 };
 use super::{AuditEntry, AuditFilter, AuditStore, NewAuditEntry};
 use super::{
-    BlockedDomain, BlocklistStore, Capabilities, ChangeFeed, ClickRows, DeleteOutcome,
+    BatchMark, BlockedDomain, BlocklistStore, Capabilities, ChangeFeed, ClickRows, DeleteOutcome,
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
     StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
@@ -352,9 +352,9 @@ impl LinkStore for SqliteStore {
 impl VisitStore for SqliteStore {
     /// Adds a chunk of click counts in a transaction of its own, answered at its commit: the
     /// flush makes all its chunks durable at once ([`VisitStore::sync_clicks`]).
-    async fn add_clicks(&self, rows: ClickRows) -> Result<(), StoreError> {
+    async fn add_clicks(&self, mark: BatchMark, rows: ClickRows) -> Result<(), StoreError> {
         self.writer
-            .run_unsynced(move |conn| rows::add_clicks(conn, &rows))
+            .run_unsynced(move |conn| rows::add_clicks(conn, mark, &rows))
             .await
     }
 
@@ -365,9 +365,9 @@ impl VisitStore for SqliteStore {
 
     /// Adds a batch of rollups in a transaction of its own, answered at its commit: the flush
     /// makes all its batches durable at once ([`VisitStore::sync_clicks`]).
-    async fn add_rollups(&self, rows: RollupRows) -> Result<(), StoreError> {
+    async fn add_rollups(&self, mark: BatchMark, rows: RollupRows) -> Result<(), StoreError> {
         self.writer
-            .run_unsynced(move |conn| rollups::add(conn, &rows))
+            .run_unsynced(move |conn| rollups::add(conn, mark, &rows))
             .await
     }
 

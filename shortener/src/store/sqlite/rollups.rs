@@ -5,10 +5,10 @@
 use super::convert::db_error;
 use crate::domain::stats::DAY;
 use crate::domain::{StatsQuery, StatsReport};
-use crate::store::StoreError;
 use crate::store::rollups::{
     Flavor, Param, RollupOutcome, RollupPlan, RollupRow, link_days, report, stats_sql, tenant_rows,
 };
+use crate::store::{BatchMark, MARKS_KEPT_DAYS, StoreError};
 use rusqlite::types::Value;
 use rusqlite::{Connection, TransactionBehavior};
 
@@ -94,11 +94,19 @@ const TENANT_HOURLY: Upsert = Upsert {
                human = human + excluded.human, bot = bot + excluded.bot, head = head + excluded.head",
 };
 
-/// Adds `rows` in one transaction.
-pub(super) fn add(conn: &mut Connection, rows: &[RollupRow]) -> Result<(), StoreError> {
+/// Adds `rows` in one transaction, which first advances `mark`'s writer to it: one that is
+/// there already (the batch was sent before, and committed) adds nothing.
+pub(super) fn add(
+    conn: &mut Connection,
+    mark: BatchMark,
+    rows: &[RollupRow],
+) -> Result<(), StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
+    if !super::rows::advance_mark(&tx, mark)? {
+        return tx.commit().map_err(db_error);
+    }
     CLICK_HOURLY.run(&tx, rows, |s, at, r| {
         s.raw_bind_parameter(at, &r.tenant)?;
         s.raw_bind_parameter(at + 1, &r.code)?;
@@ -193,6 +201,10 @@ pub(super) fn maintain(
         }
         None => 0,
     };
+    // Writers that wrote nothing for a week: processes gone long ago.
+    let kept_from = (plan.now - MARKS_KEPT_DAYS * DAY) * 1000;
+    tx.execute("DELETE FROM flush_marks WHERE at < ?1", [kept_from])
+        .map_err(db_error)?;
     tx.commit().map_err(db_error)?;
     Ok(RollupOutcome { compacted, expired })
 }

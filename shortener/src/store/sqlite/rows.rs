@@ -12,7 +12,7 @@
 
 use super::convert::{db_error, from_millis, millis};
 use crate::domain::{ClickCounts, CompactCode, Link, PasswordHash};
-use crate::store::{HighWater, InsertOutcome, NewLink, StoreError, host_rev, kind_name};
+use crate::store::{BatchMark, HighWater, InsertOutcome, NewLink, StoreError, host_rev, kind_name};
 use chrono::Utc;
 use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
@@ -388,14 +388,20 @@ pub(super) fn find_dedup(conn: &Connection, key: &[u8]) -> Result<Option<Link>, 
         .map_err(db_error)
 }
 
-/// Adds a chunk of click counts in a transaction of its own.
+/// Adds a chunk of click counts in a transaction of its own, which first advances `mark`'s
+/// writer to it: one that is there already (the chunk was sent before, and committed) adds
+/// nothing.
 pub(super) fn add_clicks(
     conn: &mut Connection,
+    mark: BatchMark,
     rows: &[(CompactCode, ClickCounts)],
 ) -> Result<(), StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
+    if !advance_mark(&tx, mark)? {
+        return tx.commit().map_err(db_error);
+    }
     {
         // Most codes already have a row: an UPDATE finds it with one search of the key, where
         // an upsert searches for the conflict and then again to update.
@@ -420,6 +426,30 @@ pub(super) fn add_clicks(
         }
     }
     tx.commit().map_err(db_error)
+}
+
+/// Advances `mark`'s writer to it in `tx`: false when the writer is there or past it already
+/// (the batch was added before), and the batch must add nothing.
+pub(super) fn advance_mark(
+    tx: &rusqlite::Transaction<'_>,
+    mark: BatchMark,
+) -> Result<bool, StoreError> {
+    let advanced = tx
+        .prepare_cached(
+            "INSERT INTO flush_marks (writer, stream, seq, at) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (writer, stream) DO UPDATE SET seq = excluded.seq, at = excluded.at \
+             WHERE flush_marks.seq < excluded.seq",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                mark.writer,
+                mark.stream.stored(),
+                mark.seq,
+                millis(Utc::now())
+            ])
+        })
+        .map_err(db_error)?;
+    Ok(advanced == 1)
 }
 
 #[cfg(test)]

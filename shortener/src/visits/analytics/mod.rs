@@ -76,6 +76,13 @@ pub struct Analytics {
     pub last_flush: AtomicI64,
     /// Held by the flush in progress (see [`Analytics::flush`]).
     flushing: tokio::sync::Mutex<()>,
+    /// The marks of the batches the flush writes ([`crate::store::BatchMark`]).
+    batches: crate::store::BatchSequence,
+    /// The batch whose write failed, with its mark and the visits it counts: sent again as it
+    /// is before anything else (see `flush`).
+    in_doubt: std::sync::Mutex<Option<flush::Doubted>>,
+    /// Batches sent again after a write in doubt, since start.
+    pub resent: AtomicU64,
 }
 
 impl Analytics {
@@ -89,6 +96,9 @@ impl Analytics {
             clock,
             flushed: AtomicU64::new(0),
             flushing: tokio::sync::Mutex::new(()),
+            batches: crate::store::BatchSequence::new(crate::store::FlushStream::Rollups),
+            in_doubt: std::sync::Mutex::new(None),
+            resent: AtomicU64::new(0),
         }
     }
 
@@ -149,6 +159,11 @@ impl Sample for Analytics {
             "shortener_analytics_max_entries",
             "The ceiling of analytics counters held in memory",
             self.settings.max_entries as f64,
+        )?;
+        out.counter(
+            "shortener_analytics_batches_resent",
+            "Rollup batches sent again, with the same mark, after a write whose outcome was unknown (the store adds each once)",
+            self.resent.load(Ordering::Relaxed),
         )?;
         out.counter(
             "shortener_analytics_folded",

@@ -1,9 +1,9 @@
 //! Writing the pending counts: shard by shard in code order, in chunks paced so that
 //! redirects and creates interleave with a large flush.
 
-use super::{ClickRecorder, SHARDS};
+use super::{ClickRecorder, SHARDS, lock};
 use crate::domain::{ClickCounts, CompactCode};
-use crate::store::{Store, VisitStore};
+use crate::store::{ClickRows, Store, VisitStore};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -35,11 +35,24 @@ impl ClickRecorder {
     }
 
     /// Writes the pending counts in chunks ([`Chunks`]); returns whether any was written. A
-    /// failed chunk puts itself and the rest of the shard it was cut from back and ends the
-    /// flush: the shards not yet taken keep their counts for the next one.
+    /// chunk whose write is in doubt from the flush before goes first, as it was. A failed
+    /// chunk is kept in doubt ([`ClickRecorder::in_doubt`]), the rest of the shard it was cut
+    /// from put back, and the flush ends: the shards not yet taken keep their counts for the
+    /// next one.
     async fn write_chunks(&self, store: &Store) -> bool {
-        let mut chunks = Chunks::new(self);
         let mut written = false;
+        let doubted = lock(&self.in_doubt).take();
+        if let Some((mark, chunk)) = doubted {
+            self.resent.fetch_add(1, Ordering::Relaxed);
+            if let Err(error) = store.add_clicks(mark, Arc::clone(&chunk)).await {
+                tracing::warn!(%error, codes = chunk.len(), "click flush failed again; will retry");
+                *lock(&self.in_doubt) = Some((mark, chunk));
+                return false;
+            }
+            self.flushed.fetch_add(total(&chunk), Ordering::Relaxed);
+            written = true;
+        }
+        let mut chunks = Chunks::new(self);
         loop {
             let chunk = chunks.next_chunk();
             if chunk.is_empty() {
@@ -48,19 +61,24 @@ impl ClickRecorder {
             if written {
                 tokio::time::sleep(FLUSH_PACE).await;
             }
-            let chunk: Arc<[(CompactCode, ClickCounts)]> = chunk.into();
-            let total: u64 = chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
-            if let Err(error) = store.add_clicks(Arc::clone(&chunk)).await {
+            let chunk: ClickRows = chunk.into();
+            let mark = self.batches.next();
+            if let Err(error) = store.add_clicks(mark, Arc::clone(&chunk)).await {
                 let rest = chunks.rest_of_shard();
                 tracing::warn!(%error, codes = chunk.len() + rest.len(), "click flush failed; will retry");
-                self.restore(&chunk);
                 self.restore(rest);
+                *lock(&self.in_doubt) = Some((mark, chunk));
                 return written;
             }
             written = true;
-            self.flushed.fetch_add(total, Ordering::Relaxed);
+            self.flushed.fetch_add(total(&chunk), Ordering::Relaxed);
         }
     }
+}
+
+/// The visits a chunk counts.
+fn total(chunk: &[(CompactCode, ClickCounts)]) -> u64 {
+    chunk.iter().map(|(_, c)| c.human + c.head + c.bot).sum()
 }
 
 /// The chunks of one flush, in code order (a fixed order keeps concurrent flushes of several
@@ -323,10 +341,21 @@ mod tests {
         let codes = FLUSH_CHUNK as u64 + 5;
         let total = record(&recorder, codes);
         recorder.flush(&store).await;
+        // The failed chunk is kept in doubt with its mark, the rest of its shard put back; the
+        // next flush sends the chunk again, as it was, before taking anything new.
+        let first = lock(&recorder.in_doubt).clone().expect("a chunk in doubt");
+        recorder.flush(&store).await;
+        let again = lock(&recorder.in_doubt).clone().expect("still in doubt");
+        assert_eq!(again.0, first.0, "sent again with its mark");
+        assert!(Arc::ptr_eq(&again.1, &first.1), "sent again as it was");
+        assert_eq!(recorder.resent.load(Ordering::Relaxed), 1);
         assert_eq!(recorder.flushed.load(Ordering::Relaxed), 0);
         let kept = recorder.take();
-        assert_eq!(kept.len() as u64, codes);
-        let kept_total: u64 = kept.iter().map(|(_, c)| c.human + c.head + c.bot).sum();
-        assert_eq!(kept_total, total);
+        assert_eq!(kept.len() + first.1.len(), codes as usize);
+        assert_eq!(total_of(&kept) + total_of(&first.1), total);
+    }
+
+    fn total_of(rows: &[(CompactCode, ClickCounts)]) -> u64 {
+        rows.iter().map(|(_, c)| c.human + c.head + c.bot).sum()
     }
 }

@@ -17,6 +17,7 @@ pub use held::{HeldClicks, Holder, PendingClicks, TakeHeld};
 use super::VisitKind;
 use crate::domain::{ClickCounts, CompactCode};
 use crate::metrics::{Sample, Samples};
+use crate::store::{BatchMark, BatchSequence, ClickRows, FlushStream};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -84,6 +85,16 @@ pub struct ClickRecorder {
     flushing: tokio::sync::Mutex<()>,
     /// Counts held outside the map (by cached links: [`HeldClicks`]), taken with it.
     held: OnceLock<Arc<dyn TakeHeld>>,
+    /// The marks of the chunks this recorder writes ([`BatchMark`]).
+    batches: BatchSequence,
+    /// The chunk whose write failed, with its mark: the store may have committed it (a
+    /// connection lost during the commit), so it is neither counted as written nor put back
+    /// with the pending counts, but sent again as it is, with the same mark, before any other
+    /// chunk (the store adds it at most once). Written before the flush takes anything new, so
+    /// there is at most one.
+    in_doubt: Mutex<Option<(BatchMark, ClickRows)>>,
+    /// Chunks sent again after a write in doubt, since start.
+    pub resent: AtomicU64,
 }
 
 impl Default for ClickRecorder {
@@ -107,6 +118,9 @@ impl ClickRecorder {
             flushed: AtomicU64::new(0),
             flushing: tokio::sync::Mutex::new(()),
             held: OnceLock::new(),
+            batches: BatchSequence::new(FlushStream::Clicks),
+            in_doubt: Mutex::new(None),
+            resent: AtomicU64::new(0),
         }
     }
 
@@ -185,12 +199,19 @@ impl ClickRecorder {
         self.flushing.lock().await
     }
 
-    /// This node's human visits of `code` not yet taken by a flush (in the map, and held).
+    /// This node's human visits of `code` not known to be written (in the map, held, and in a
+    /// chunk whose write is in doubt: counted here even if it was written after all, so a
+    /// visit limit errs towards refusing while the store cannot say).
     pub fn pending_human(&self, code: &str) -> u64 {
         let mapped = lock(self.shard(code))
             .get(code.as_bytes())
             .map_or(0, |counts| counts.human);
-        mapped + self.held.get().map_or(0, |held| held.pending_human(code))
+        let doubted = lock(&self.in_doubt).as_ref().map_or(0, |(_, rows)| {
+            // A chunk is sorted by code.
+            rows.binary_search_by(|(c, _)| c.as_str().cmp(code))
+                .map_or(0, |at| rows[at].1.human)
+        });
+        mapped + doubted + self.held.get().map_or(0, |held| held.pending_human(code))
     }
 
     /// Takes the pending counts of one shard, sorted by code. The shard is swapped under its lock
@@ -238,6 +259,11 @@ impl Sample for ClickRecorder {
             "shortener_clicks_flushed",
             "Click counts written to the store",
             self.flushed.load(Ordering::Relaxed),
+        )?;
+        out.counter(
+            "shortener_clicks_chunks_resent",
+            "Chunks of click counts sent again, with the same mark, after a write whose outcome was unknown (the store adds each once)",
+            self.resent.load(Ordering::Relaxed),
         )
     }
 }
@@ -281,6 +307,35 @@ mod tests {
         );
         recorder.restore(&batch);
         assert_eq!(recorder.take().len(), 4);
+    }
+
+    #[test]
+    fn a_chunk_in_doubt_counts_as_pending_until_it_is_known_written() {
+        let recorder = ClickRecorder::default();
+        for _ in 0..3 {
+            recorder.record("b", VisitKind::Human);
+        }
+        recorder.record("c", VisitKind::Bot);
+        let chunk: ClickRows = recorder.take().into();
+        assert_eq!(recorder.pending_human("b"), 0, "taken");
+        *lock(&recorder.in_doubt) = Some((recorder.batches.next(), chunk));
+        recorder.record("b", VisitKind::Human);
+        // A visit limit counts the doubted visits, whether or not the store added them.
+        assert_eq!(recorder.pending_human("b"), 4);
+        assert_eq!(recorder.pending_human("c"), 0);
+        assert_eq!(recorder.pending_human("a"), 0);
+        lock(&recorder.in_doubt).take();
+        assert_eq!(recorder.pending_human("b"), 1);
+    }
+
+    #[test]
+    fn a_recorder_marks_its_chunks_in_order_as_a_writer_of_its_own() {
+        let (one, two) = (ClickRecorder::default(), ClickRecorder::default());
+        let marks: Vec<_> = (0..3).map(|_| one.batches.next()).collect();
+        assert_eq!(marks.iter().map(|m| m.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert!(marks.iter().all(|m| m.writer == marks[0].writer));
+        assert!(marks.iter().all(|m| m.stream == FlushStream::Clicks));
+        assert_ne!(two.batches.next().writer, marks[0].writer);
     }
 
     #[test]

@@ -8,7 +8,9 @@ mod bounds;
 mod checks;
 mod durability;
 mod embedded;
+mod in_doubt;
 pub(crate) mod layout;
+mod marks;
 mod sessions;
 mod upgrade;
 

@@ -1,0 +1,131 @@
+//! A flush write whose answer was lost after PostgreSQL committed it (the connection cut while
+//! the answer was on its way) is sent again with its mark and counted once: the click totals
+//! and the rollups stay exact (without the marks, the batch was put back and written twice).
+
+use crate::analytics::stats;
+use crate::helpers::{BROWSER, Backend, Node, Stack, metric};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::num::NonZeroU64;
+use std::time::Duration;
+use testkit::proxy::Proxy;
+
+/// A node of `stack` whose database connections go through a proxy the test controls, with
+/// click counts and rollups flushed every `click_ms` and `rollup_ms`.
+async fn proxied(stack: &Stack, name: &str, click_ms: u64, rollup_ms: u64) -> (Node, Proxy) {
+    let mut url = url::Url::parse(stack.db.as_ref().expect("a database").url()).expect("url");
+    let target = format!(
+        "{}:{}",
+        url.host_str().expect("host"),
+        url.port().unwrap_or(5432)
+    );
+    let proxy = Proxy::start(target.parse().expect("address"))
+        .await
+        .expect("proxy");
+    url.set_port(Some(proxy.addr().port())).expect("port");
+    // In plain text, so that the proxy can tell the flush's requests apart.
+    url.query_pairs_mut().append_pair("sslmode", "disable");
+    let mut config = stack.config(name);
+    config.store.database_url = Some(url.to_string());
+    config.visits.click_flush_interval_ms = NonZeroU64::new(click_ms).expect("interval");
+    config.visits.analytics_flush_interval_ms = NonZeroU64::new(rollup_ms).expect("interval");
+    (Node::start(config).await, proxy)
+}
+
+async fn visit(node: &Node, code: &str, times: usize) {
+    for _ in 0..times {
+        let response = node
+            .client
+            .get(format!("{}/{code}", node.base))
+            .header("user-agent", BROWSER)
+            .send()
+            .await
+            .expect("visit");
+        assert_eq!(response.status(), StatusCode::FOUND);
+    }
+}
+
+async fn resent(node: &Node, name: &str) -> f64 {
+    metric(&node.metrics().await, name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn click_counts_whose_commit_went_unheard_are_counted_once() {
+    let stack = Stack::new(Backend::Postgres).await;
+    // Rollups flush rarely, so the click flush is the only write that names the code.
+    let (node, proxy) = proxied(&stack, "clicks-in-doubt", 100, 50_000).await;
+    let code = node.create_url("https://example.com/in-doubt").await;
+    let humans = || async { node.get(&code).await.1["clicks"]["human"].clone() };
+    visit(&node, &code, 10).await;
+    assert!(
+        testkit::wait_until(Duration::from_secs(10), || async {
+            humans().await == json!(10)
+        })
+        .await,
+        "the first visits were never counted"
+    );
+    // The next write naming the code commits; its answer never arrives.
+    proxy.cut_answer_to(&[code.as_bytes()]);
+    visit(&node, &code, 5).await;
+    let settled = testkit::wait_until(Duration::from_secs(10), || async {
+        resent(&node, "shortener_clicks_chunks_resent_total").await >= 1.0
+            && humans().await == json!(15)
+    })
+    .await;
+    assert_eq!(proxy.answers_cut(), 1, "the flush's answer was cut");
+    assert!(
+        settled,
+        "the chunk in doubt was not sent again, or counted twice: {} humans",
+        humans().await
+    );
+    // Later flushes leave the total as it is, and count what comes after.
+    visit(&node, &code, 2).await;
+    assert!(
+        testkit::wait_until(Duration::from_secs(10), || async {
+            humans().await == json!(17)
+        })
+        .await,
+        "the total went astray after the chunk in doubt: {}",
+        humans().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollups_whose_commit_went_unheard_are_counted_once() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (node, proxy) = proxied(&stack, "rollups-in-doubt", 100, 100).await;
+    let code = node.create_url("https://example.com/rollup-in-doubt").await;
+    let path = format!("/links/{code}/stats?granularity=hour");
+    let humans = || async { stats(&node, &path).await.1["totals"]["human"].clone() };
+    visit(&node, &code, 6).await;
+    assert!(
+        testkit::wait_until(Duration::from_secs(10), || async {
+            humans().await == json!(6)
+        })
+        .await,
+        "the first visits never reached the rollups"
+    );
+    // The rollup transaction's COMMIT goes through; its answer never arrives.
+    proxy.cut_answer_to(&[b"rollups", b"COMMIT"]);
+    visit(&node, &code, 4).await;
+    let settled = testkit::wait_until(Duration::from_secs(10), || async {
+        resent(&node, "shortener_analytics_batches_resent_total").await >= 1.0
+            && humans().await == json!(10)
+    })
+    .await;
+    assert_eq!(proxy.answers_cut(), 1, "the flush's answer was cut");
+    assert!(
+        settled,
+        "the batch in doubt was not sent again, or counted twice: {} humans",
+        humans().await
+    );
+    visit(&node, &code, 3).await;
+    assert!(
+        testkit::wait_until(Duration::from_secs(10), || async {
+            humans().await == json!(13)
+        })
+        .await,
+        "the rollups went astray after the batch in doubt: {}",
+        humans().await
+    );
+}
