@@ -214,6 +214,7 @@ impl Config {
                 webhook_timeout_ms: std::num::NonZero::new(2000).expect("non-zero"),
                 webhook_retry_base_ms: std::num::NonZero::new(50).expect("non-zero"),
                 webhook_max_failures: std::num::NonZero::new(10).expect("non-zero"),
+                webhook_max_attempts: std::num::NonZero::new(72).expect("non-zero"),
                 webhook_allow_private: false,
                 webhook_log_days: 30,
                 webhook_max_pending: std::num::NonZero::new(100_000).expect("non-zero"),

@@ -18,6 +18,11 @@ pub struct WebhookConfig {
     /// Failed deliveries in a row after which an endpoint is disabled.
     #[arg(long, env = "SHORTENER_WEBHOOK_MAX_FAILURES", default_value = "10")]
     pub webhook_max_failures: NonZeroU32,
+    /// Attempts a delivery gets: when the last fails it ends `failed` and is not tried again
+    /// (72 with the default retry delays: about three days, most of them an hour apart), so an
+    /// event its receiver always refuses is not retried for as long as the endpoint lives.
+    #[arg(long, env = "SHORTENER_WEBHOOK_MAX_ATTEMPTS", default_value = "72")]
+    pub webhook_max_attempts: NonZeroU32,
     /// Whether webhook URLs may name (or resolve to) loopback, private, link-local or
     /// metadata hosts; the other target rules apply either way.
     #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
@@ -40,6 +45,7 @@ impl WebhookConfig {
             timeout: Duration::from_millis(self.webhook_timeout_ms.get()),
             retry_base: Duration::from_millis(self.webhook_retry_base_ms.get()),
             max_failures: self.webhook_max_failures.get(),
+            max_attempts: self.webhook_max_attempts.get(),
             allow_private: self.webhook_allow_private,
             poll,
             log_retention: (self.webhook_log_days > 0)

@@ -138,6 +138,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "flush marks",
         sql: include_str!("../../migrations/postgres/0025_flush_marks.sql"),
     },
+    Migration {
+        version: 26,
+        name: "webhook deliveries that fail for good",
+        sql: include_str!("../../migrations/postgres/0026_webhook_delivery_failed.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -276,6 +281,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 27,
         name: "flush marks",
         sql: include_str!("../../migrations/sqlite/0027_flush_marks.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "webhook deliveries that fail for good",
+        sql: include_str!("../../migrations/sqlite/0028_webhook_delivery_failed.sql"),
     },
 ];
 

@@ -119,6 +119,9 @@ pub struct Attempt {
     pub retry_at: DateTime<Utc>,
     /// After this many failures in a row the endpoint is disabled.
     pub max_failures: u32,
+    /// The delivery's last attempt (`SHORTENER_WEBHOOK_MAX_ATTEMPTS`): a failure ends it
+    /// `failed`, and it is not tried again.
+    pub last: bool,
 }
 
 /// What recording an attempt found.
@@ -149,7 +152,7 @@ pub struct DeliveryRecord {
     pub event_id: i64,
     /// Its kind.
     pub kind: String,
-    /// `pending` or `delivered`.
+    /// `pending`, `delivered` or `failed` (its last attempt failed: not tried again).
     pub state: String,
     /// Attempts made.
     pub attempts: u32,
@@ -159,6 +162,8 @@ pub struct DeliveryRecord {
     pub last_error: Option<String>,
     /// When it was delivered.
     pub delivered_at: Option<DateTime<Utc>>,
+    /// When its last attempt failed, if it ended `failed`.
+    pub failed_at: Option<DateTime<Utc>>,
 }
 
 /// The deliveries waiting to be made.

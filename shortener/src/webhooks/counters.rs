@@ -50,6 +50,7 @@ impl Outcome {
 pub struct DeliveryCounters {
     attempts: [AtomicU64; Outcome::ALL.len()],
     disabled: AtomicU64,
+    given_up: AtomicU64,
     purged_deliveries: AtomicU64,
     purged_events: AtomicU64,
     /// -1 until the first measurement.
@@ -66,6 +67,7 @@ impl Default for DeliveryCounters {
         Self {
             attempts: Default::default(),
             disabled: AtomicU64::new(0),
+            given_up: AtomicU64::new(0),
             purged_deliveries: AtomicU64::new(0),
             purged_events: AtomicU64::new(0),
             pending: AtomicI64::new(-1),
@@ -83,6 +85,10 @@ impl DeliveryCounters {
 
     pub(super) fn disabled(&self) {
         self.disabled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn gave_up(&self) {
+        self.given_up.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn purged(&self, deliveries: u64, events: u64) {
@@ -129,6 +135,11 @@ impl DeliveryCounters {
         self.attempts[outcome as usize].load(Ordering::Relaxed)
     }
 
+    /// Deliveries this node ended `failed` (their last attempt failed).
+    pub fn deliveries_given_up(&self) -> u64 {
+        self.given_up.load(Ordering::Relaxed)
+    }
+
     /// Endpoints disabled for failing `max_failures` deliveries in a row.
     pub fn endpoints_disabled(&self) -> u64 {
         self.disabled.load(Ordering::Relaxed)
@@ -164,10 +175,15 @@ impl Sample for DeliveryCounters {
             "Webhook endpoints this node disabled for failing too many deliveries in a row",
             self.endpoints_disabled(),
         )?;
+        out.counter(
+            "shortener_webhook_deliveries_given_up",
+            "Webhook deliveries this node ended failed: their last attempt (SHORTENER_WEBHOOK_MAX_ATTEMPTS) failed, and they are not tried again",
+            self.deliveries_given_up(),
+        )?;
         let (deliveries, events) = self.purged_total();
         out.counter(
             "shortener_webhook_purged_deliveries",
-            "Delivered webhook deliveries removed from the log after its retention",
+            "Delivered and failed webhook deliveries removed from the log after its retention",
             deliveries,
         )?;
         out.counter(

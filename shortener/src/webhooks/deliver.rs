@@ -5,8 +5,9 @@
 //! `{"id", "type", "created_at", "data"}` signed with its endpoint's secret, and its outcome
 //! recorded: a 2xx answer delivers it; anything else (another status, a refused connection, no
 //! answer within the timeout) schedules a retry after `retry_base * 2^attempts` (at most an
-//! hour), spread by up to half that again at random. An endpoint disabled meanwhile (by its
-//! run of failures or by hand) gets no further attempt.
+//! hour), spread by up to half that again at random, until the delivery's last attempt
+//! (`max_attempts`): that one's failure ends it `failed`. An endpoint disabled meanwhile (by
+//! its run of failures or by hand) gets no further attempt.
 
 use super::resolve::{PublicOnly, refused_literal};
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
@@ -197,10 +198,13 @@ impl Webhooks {
                 continue;
             }
             let (attempt, outcome) = self.attempt(client, &delivery).await;
-            let attempt_delivered = attempt.delivered;
+            let (attempt_delivered, last) = (attempt.delivered, attempt.last);
             self.counters.attempted(outcome);
             match self.store.finish_delivery(attempt).await {
                 Ok(finished) => {
+                    if last {
+                        self.counters.gave_up();
+                    }
                     if finished.disabled_now {
                         self.counters.disabled();
                         tracing::warn!(
@@ -291,7 +295,16 @@ impl Webhooks {
             Some(Err(_)) => (Outcome::Failed, None, Some("the request failed".into())),
         };
         let delivered = outcome == Outcome::Delivered;
-        if !delivered {
+        let last = !delivered && delivery.attempts.saturating_add(1) >= self.settings.max_attempts;
+        if last {
+            tracing::warn!(
+                event = delivery.event_id,
+                endpoint = delivery.endpoint_id,
+                ?status,
+                attempts = self.settings.max_attempts,
+                "webhook delivery failed for the last time; it will not be retried"
+            );
+        } else if !delivered {
             tracing::info!(
                 event = delivery.event_id,
                 endpoint = delivery.endpoint_id,
@@ -308,6 +321,7 @@ impl Webhooks {
             error,
             retry_at: Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
             max_failures: self.settings.max_failures,
+            last,
         };
         (attempt, outcome)
     }

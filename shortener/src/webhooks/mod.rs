@@ -43,6 +43,8 @@ pub struct WebhookSettings {
     pub retry_base: Duration,
     /// After this many failures in a row an endpoint is disabled.
     pub max_failures: u32,
+    /// Attempts a delivery gets: a failure of the last ends it `failed`.
+    pub max_attempts: u32,
     /// Whether endpoint URLs may name (or resolve to) loopback, private, link-local or
     /// metadata hosts.
     pub allow_private: bool,

@@ -58,6 +58,7 @@ fn record_json(r: &DeliveryRecord) -> Value {
         "last_status": r.last_status,
         "last_error": r.last_error,
         "delivered_at": r.delivered_at.as_ref().map(time),
+        "failed_at": r.failed_at.as_ref().map(time),
     })
 }
 

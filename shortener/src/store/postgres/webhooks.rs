@@ -131,7 +131,8 @@ pub(super) async fn log(
     }
     let rows = client
         .query(
-            "SELECT d.event_id, e.kind, d.state, d.attempts, d.last_status, d.last_error, d.delivered_at \
+            "SELECT d.event_id, e.kind, d.state, d.attempts, d.last_status, d.last_error, d.delivered_at, \
+             d.failed_at \
              FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id \
              WHERE d.endpoint_id = $1 ORDER BY d.event_id DESC LIMIT $2",
             &[&id, &limit],
@@ -148,6 +149,7 @@ pub(super) async fn log(
                 last_status: r.get::<_, Option<i32>>(4).map(|s| s.clamp(0, 999) as u16),
                 last_error: r.get(5),
                 delivered_at: r.get(6),
+                failed_at: r.get(7),
             })
             .collect(),
     ))
@@ -238,15 +240,20 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
             failures: 0,
         }
     } else {
+        // The last attempt a delivery gets ends it `failed`.
         tx.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = $3, last_error = $4, \
-             next_at = $5, leased_until = NULL WHERE endpoint_id = $1 AND event_id = $2",
+             next_at = $5, leased_until = NULL, \
+             state = CASE WHEN $6 THEN 'failed' ELSE state END, \
+             failed_at = CASE WHEN $6 THEN now() END \
+             WHERE endpoint_id = $1 AND event_id = $2",
             &[
                 &attempt.endpoint_id,
                 &attempt.event_id,
                 &status,
                 &attempt.error,
                 &attempt.retry_at,
+                &attempt.last,
             ],
         )
         .await
@@ -403,15 +410,20 @@ pub(super) async fn purge(
     before: DateTime<Utc>,
     limit: i64,
 ) -> Result<(u64, u64), StoreError> {
-    let deliveries = client
-        .execute(
-            "DELETE FROM webhook_deliveries WHERE (endpoint_id, event_id) IN \
-             (SELECT endpoint_id, event_id FROM webhook_deliveries \
-              WHERE state = 'delivered' AND delivered_at < $1 ORDER BY delivered_at LIMIT $2)",
-            &[&before, &limit],
-        )
-        .await
-        .map_err(db_error)?;
+    let mut deliveries = 0;
+    for (state, at) in [("delivered", "delivered_at"), ("failed", "failed_at")] {
+        deliveries += client
+            .execute(
+                &format!(
+                    "DELETE FROM webhook_deliveries WHERE (endpoint_id, event_id) IN \
+                     (SELECT endpoint_id, event_id FROM webhook_deliveries \
+                      WHERE state = '{state}' AND {at} < $1 ORDER BY {at} LIMIT $2)"
+                ),
+                &[&before, &limit],
+            )
+            .await
+            .map_err(db_error)?;
+    }
     let events = client
         .execute(
             "DELETE FROM webhook_events WHERE id IN \

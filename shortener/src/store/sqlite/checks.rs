@@ -1,5 +1,6 @@
 //! CHECK constraints as comparisons: migration 25 rewrites, in the schema's text, the CHECK
-//! constraints that listed their values with `IN (...)`.
+//! constraints that listed their values with `IN (...)`; migration 28 widens one of them (a
+//! delivery may end `failed`) the same way.
 //!
 //! SQLite codes a CHECK's `IN` list of three or more values as a temporary B-tree built for
 //! every row an INSERT or UPDATE writes (an `OpenEphemeral`: a B-tree, its page cache and the
@@ -14,52 +15,64 @@ use super::db_error;
 use crate::store::StoreError;
 use rusqlite::{Connection, OptionalExtension};
 
-/// The migration that rewrites the constraints ([`rewrite`] runs after its SQL).
-pub(super) const VERSION: i64 = 25;
+/// The migrations that rewrite constraints ([`rewrite`] runs after their SQL).
+pub(super) const VERSIONS: [i64; 2] = [25, 28];
 
-/// Each table's constraint as the migrations wrote it, and the same condition as comparisons.
-const REWRITES: [(&str, &str, &str); 3] = [
+/// The migration each rewrite belongs to, its table, its constraint as the schema holds it
+/// before, and after.
+const REWRITES: [(i64, &str, &str, &str); 4] = [
     (
+        25,
         "links",
         "CHECK (kind IN ('generated', 'private', 'alias'))",
         "CHECK (kind = 'generated' OR kind = 'private' OR kind = 'alias')",
     ),
     (
+        25,
         "link_events",
         "CHECK (kind IN ('update', 'disable', 'enable', 'delete'))",
         "CHECK (kind = 'update' OR kind = 'disable' OR kind = 'enable' OR kind = 'delete')",
     ),
     (
+        25,
         "webhook_deliveries",
         "CHECK (state IN ('pending', 'delivered'))",
         "CHECK (state = 'pending' OR state = 'delivered')",
     ),
+    // Widening a CHECK leaves every stored row valid.
+    (
+        28,
+        "webhook_deliveries",
+        "CHECK (state = 'pending' OR state = 'delivered')",
+        "CHECK (state = 'pending' OR state = 'delivered' OR state = 'failed')",
+    ),
 ];
 
-/// Rewrites [`REWRITES`] in the schema of `tx` (inside the migration's transaction). A table
+/// Rewrites the [`REWRITES`] of migration `version` in the schema of `tx` (inside the
+/// migration's transaction). A table
 /// whose text does not hold its constraint exactly once is left as it is: it was made some
 /// other way, and the constraint it has is still in force.
-pub(super) fn rewrite(tx: &Connection) -> Result<(), StoreError> {
-    let version: i64 = tx
+pub(super) fn rewrite(tx: &Connection, version: i64) -> Result<(), StoreError> {
+    let schema: i64 = tx
         .query_row("PRAGMA schema_version", [], |r| r.get(0))
         .map_err(db_error)?;
     tx.execute_batch("PRAGMA writable_schema = ON")
         .map_err(db_error)?;
-    let rewritten = rewrite_tables(tx);
+    let rewritten = rewrite_tables(tx, version);
     // Raised whatever happened (an error rolls the whole migration back): every connection
     // reads the schema again before its next statement runs.
     let done = tx
         .execute_batch(&format!(
             "PRAGMA schema_version = {}; PRAGMA writable_schema = OFF",
-            version + 1
+            schema + 1
         ))
         .map_err(db_error);
     rewritten?;
     done
 }
 
-fn rewrite_tables(tx: &Connection) -> Result<(), StoreError> {
-    for (table, listed, compared) in REWRITES {
+fn rewrite_tables(tx: &Connection, version: i64) -> Result<(), StoreError> {
+    for (_, table, listed, compared) in REWRITES.iter().filter(|r| r.0 == version) {
         let sql: Option<String> = tx
             .query_row(
                 "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?1",
@@ -73,7 +86,7 @@ fn rewrite_tables(tx: &Connection) -> Result<(), StoreError> {
         };
         tx.execute(
             "UPDATE sqlite_schema SET sql = ?2 WHERE type = 'table' AND name = ?1",
-            [table, &sql.replace(listed, compared)],
+            [*table, &sql.replace(listed, compared)],
         )
         .map_err(db_error)?;
     }

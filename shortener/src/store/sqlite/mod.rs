@@ -677,8 +677,8 @@ impl Capabilities for SqliteStore {
                     if m.version == manage::HOST_REV_VERSION {
                         manage::fill_host_rev(&tx)?;
                     }
-                    if m.version == checks::VERSION {
-                        checks::rewrite(&tx)?;
+                    if checks::VERSIONS.contains(&m.version) {
+                        checks::rewrite(&tx, m.version)?;
                     }
                     tx.execute(
                         &format!("INSERT INTO {VERSION_TABLE} (version, name, applied_at) VALUES (?1, ?2, ?3)"),

@@ -170,7 +170,8 @@ pub(super) fn log(
     }
     let mut select = conn
         .prepare_cached(
-            "SELECT d.event_id, e.kind, d.state, d.attempts, d.last_status, d.last_error, d.delivered_at \
+            "SELECT d.event_id, e.kind, d.state, d.attempts, d.last_status, d.last_error, d.delivered_at, \
+             d.failed_at \
              FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id \
              WHERE d.endpoint_id = ?1 ORDER BY d.event_id DESC LIMIT ?2",
         )
@@ -185,6 +186,7 @@ pub(super) fn log(
                 last_status: r.get::<_, Option<i64>>(4)?.map(|s| s.clamp(0, 999) as u16),
                 last_error: r.get(5)?,
                 delivered_at: r.get::<_, Option<i64>>(6)?.map(from_millis),
+                failed_at: r.get::<_, Option<i64>>(7)?.map(from_millis),
             })
         })
         .map_err(db_error)?;
@@ -302,15 +304,21 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
             failures: 0,
         }
     } else {
+        // The last attempt a delivery gets ends it `failed`.
         tx.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?3, last_error = ?4, \
-             next_at = ?5, leased_until = NULL WHERE endpoint_id = ?1 AND event_id = ?2",
+             next_at = ?5, leased_until = NULL, \
+             state = CASE WHEN ?6 THEN 'failed' ELSE state END, \
+             failed_at = CASE WHEN ?6 THEN ?7 ELSE NULL END \
+             WHERE endpoint_id = ?1 AND event_id = ?2",
             params![
                 attempt.endpoint_id,
                 attempt.event_id,
                 status,
                 attempt.error,
-                millis(attempt.retry_at)
+                millis(attempt.retry_at),
+                attempt.last,
+                now
             ],
         )
         .map_err(db_error)?;
@@ -499,7 +507,7 @@ pub(super) fn purge(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
-    let deliveries = tx
+    let delivered = tx
         .execute(
             "DELETE FROM webhook_deliveries WHERE rowid IN \
              (SELECT rowid FROM webhook_deliveries \
@@ -507,6 +515,15 @@ pub(super) fn purge(
             params![before, limit],
         )
         .map_err(db_error)?;
+    let failed = tx
+        .execute(
+            "DELETE FROM webhook_deliveries WHERE rowid IN \
+             (SELECT rowid FROM webhook_deliveries \
+              WHERE state = 'failed' AND failed_at < ?1 ORDER BY failed_at LIMIT ?2)",
+            params![before, limit],
+        )
+        .map_err(db_error)?;
+    let deliveries = delivered + failed;
     let events = tx
         .execute(
             "DELETE FROM webhook_events WHERE id IN \

@@ -327,13 +327,15 @@ async fn refused_webhook_updates_change_nothing(backend: Backend) {
 }
 on_both_stores!(refused_webhook_updates_change_nothing);
 
-async fn delivered_deliveries_are_purged_after_the_log_retention(backend: Backend) {
+async fn ended_deliveries_are_purged_after_the_log_retention(backend: Backend) {
     let stack = Stack::new(backend).await;
     let receiver = receiver(200, Duration::ZERO).await;
     let (mut config, keys) = config(&stack, 10);
     let clock = shortener::clock::Clock::manual(chrono::Utc::now());
     config.clock = clock.clone();
     config.webhooks.webhook_log_days = 2;
+    // One attempt each: a refused delivery ends `failed` at once.
+    config.webhooks.webhook_max_attempts = std::num::NonZero::new(1).expect("non-zero");
     let node = Node::start(config).await;
     let (_, registered) = register(
         &node,
@@ -349,17 +351,21 @@ async fn delivered_deliveries_are_purged_after_the_log_retention(backend: Backen
     })
     .await;
     assert!(delivered);
-    // A day on, within the retention: kept.
+    // A day on, within the retention: kept, and so is a delivery that failed for good.
     clock.advance(chrono::Duration::days(1));
+    receiver.answer(400);
     node.create_with_key(json!({ "url": "https://example.com/later" }), &keys.own)
         .await;
     let both = testkit::wait_until(Duration::from_secs(10), || async {
         log(&node, id, &keys.admin).await["deliveries"]
             .as_array()
-            .is_some_and(|d| d.len() == 2 && d.iter().all(|e| e["state"] == "delivered"))
+            .is_some_and(|d| {
+                d.len() == 2 && d[0]["state"] == "failed" && d[1]["state"] == "delivered"
+            })
     })
     .await;
     assert!(both, "{}", log(&node, id, &keys.admin).await);
+    receiver.answer(200);
     // Past the retention of all of them (by the node's clock): purged, events too.
     clock.advance(chrono::Duration::days(3));
     let purged = testkit::wait_until(Duration::from_secs(10), || async {
@@ -385,4 +391,4 @@ async fn delivered_deliveries_are_purged_after_the_log_retention(backend: Backen
     assert!(again);
     assert_eq!(verified(&receiver).len(), 3);
 }
-on_both_stores!(delivered_deliveries_are_purged_after_the_log_retention);
+on_both_stores!(ended_deliveries_are_purged_after_the_log_retention);

@@ -293,6 +293,70 @@ async fn a_failing_receiver_gets_retries_then_its_endpoint_is_disabled(backend: 
 }
 on_both_stores!(a_failing_receiver_gets_retries_then_its_endpoint_is_disabled);
 
+async fn a_delivery_that_keeps_failing_ends_failed_after_its_last_attempt(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    // A receiver that refuses what it is sent, long before its endpoint would be disabled.
+    let receiver = receiver(400, Duration::ZERO).await;
+    let (mut config, keys) = config(&stack, 100);
+    config.webhooks.webhook_max_attempts = std::num::NonZero::new(3).expect("non-zero");
+    let node = Node::start(config).await;
+    let (status, endpoint) = register(
+        &node,
+        &keys.admin,
+        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    let log_path = format!("/webhooks/{}/deliveries", endpoint["id"]);
+    let log = || async {
+        api(&node, reqwest::Method::GET, &log_path, &keys.admin)
+            .await
+            .1
+    };
+    node.create_with_key(json!({ "url": "https://example.com/refused" }), &keys.own)
+        .await;
+    let failed = testkit::wait_until(Duration::from_secs(15), || async {
+        log().await["deliveries"][0]["state"] == "failed"
+    })
+    .await;
+    let first = log().await;
+    assert!(failed, "{first}");
+    let delivery = &first["deliveries"][0];
+    assert_eq!(
+        (&delivery["attempts"], &delivery["last_status"]),
+        (&json!(3), &json!(400)),
+        "{first}"
+    );
+    assert!(delivery["failed_at"].is_string() && delivery["delivered_at"].is_null());
+    let refused = delivery["event_id"].as_i64().expect("event id");
+    let metrics = node.metrics().await;
+    assert_eq!(
+        crate::helpers::metric(&metrics, "shortener_webhook_deliveries_given_up_total"),
+        1.0
+    );
+    // The endpoint goes on: the next event is delivered, and the failed one is never sent
+    // again.
+    receiver.answer(200);
+    node.create_with_key(json!({ "url": "https://example.com/taken" }), &keys.own)
+        .await;
+    let delivered = testkit::wait_until(Duration::from_secs(15), || async {
+        log().await["deliveries"][0]["state"] == "delivered"
+    })
+    .await;
+    let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+    assert!(delivered, "{}", log().await);
+    assert!(list["webhooks"][0]["disabled_at"].is_null(), "{list}");
+    let sent: Vec<i64> = verified(&receiver).iter().map(|e| e.0).collect();
+    assert_eq!(
+        sent.iter().filter(|id| **id == refused).count(),
+        3,
+        "{sent:?}"
+    );
+    assert_eq!(sent.len(), 4, "{sent:?}");
+    assert_eq!(log().await["deliveries"][1]["state"], "failed");
+}
+on_both_stores!(a_delivery_that_keeps_failing_ends_failed_after_its_last_attempt);
+
 async fn refused_webhook_registrations_change_nothing(backend: Backend) {
     let stack = Stack::new(backend).await;
     let (mut config, keys) = config(&stack, 10);
