@@ -517,6 +517,25 @@ pub async fn wait_for(what: &str, within: Duration, mut check: impl AsyncFnMut()
     panic!("{what} within {within:?}");
 }
 
+/// A proxy the test controls in front of `stack`'s database, and the database's URL through
+/// it (in plain text when `plain`, so that the proxy can read what passes).
+pub async fn proxied_database(stack: &Stack, plain: bool) -> (String, testkit::proxy::Proxy) {
+    let mut url = url::Url::parse(stack.db.as_ref().expect("a database").url()).expect("url");
+    let target = format!(
+        "{}:{}",
+        url.host_str().expect("host"),
+        url.port().unwrap_or(5432)
+    );
+    let proxy = testkit::proxy::Proxy::start(target.parse().expect("address"))
+        .await
+        .expect("proxy");
+    url.set_port(Some(proxy.addr().port())).expect("port");
+    if plain {
+        url.query_pairs_mut().append_pair("sslmode", "disable");
+    }
+    (url.to_string(), proxy)
+}
+
 /// The number in the metric line `name value` of a `/metrics` text (`name` may carry labels).
 pub fn metric(text: &str, name: &str) -> f64 {
     text.lines()

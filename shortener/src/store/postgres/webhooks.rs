@@ -410,6 +410,7 @@ pub(super) async fn purge(
     before: DateTime<Utc>,
     limit: i64,
 ) -> Result<(u64, u64), StoreError> {
+    // Delivered and failed deliveries alike, each by the index of when it ended.
     let mut deliveries = 0;
     for (state, at) in [("delivered", "delivered_at"), ("failed", "failed_at")] {
         deliveries += client

@@ -507,23 +507,20 @@ pub(super) fn purge(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
-    let delivered = tx
-        .execute(
-            "DELETE FROM webhook_deliveries WHERE rowid IN \
-             (SELECT rowid FROM webhook_deliveries \
-              WHERE state = 'delivered' AND delivered_at < ?1 ORDER BY delivered_at LIMIT ?2)",
-            params![before, limit],
-        )
-        .map_err(db_error)?;
-    let failed = tx
-        .execute(
-            "DELETE FROM webhook_deliveries WHERE rowid IN \
-             (SELECT rowid FROM webhook_deliveries \
-              WHERE state = 'failed' AND failed_at < ?1 ORDER BY failed_at LIMIT ?2)",
-            params![before, limit],
-        )
-        .map_err(db_error)?;
-    let deliveries = delivered + failed;
+    // Delivered and failed deliveries alike, each by the index of when it ended.
+    let mut deliveries = 0;
+    for (state, at) in [("delivered", "delivered_at"), ("failed", "failed_at")] {
+        deliveries += tx
+            .execute(
+                &format!(
+                    "DELETE FROM webhook_deliveries WHERE rowid IN \
+                     (SELECT rowid FROM webhook_deliveries \
+                      WHERE state = '{state}' AND {at} < ?1 ORDER BY {at} LIMIT ?2)"
+                ),
+                params![before, limit],
+            )
+            .map_err(db_error)?;
+    }
     let events = tx
         .execute(
             "DELETE FROM webhook_events WHERE id IN \

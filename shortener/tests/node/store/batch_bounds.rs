@@ -3,11 +3,11 @@
 //! batch whose database has gone silent is answered, its outcome unknown, within the statement
 //! timeout and a margin rather than waited on until TCP gives up.
 
-use crate::helpers::{Backend, Node, Stack, authed, create};
+use crate::helpers::{Backend, Node, Stack, authed, create, proxied_database};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
-use testkit::proxy::{Mode, Proxy};
+use testkit::proxy::Mode;
 
 #[tokio::test]
 async fn a_create_whose_caller_left_before_its_batch_ran_is_not_written() {
@@ -76,18 +76,9 @@ async fn a_create_whose_caller_left_before_its_batch_ran_is_not_written() {
 #[tokio::test]
 async fn a_batch_whose_database_went_silent_is_answered_as_unknown() {
     let stack = Stack::new(Backend::Postgres).await;
-    let mut url = url::Url::parse(stack.db.as_ref().expect("a database").url()).expect("url");
-    let target = format!(
-        "{}:{}",
-        url.host_str().expect("host"),
-        url.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(target.parse().expect("address"))
-        .await
-        .expect("proxy");
-    url.set_port(Some(proxy.addr().port())).expect("port");
+    let (url, proxy) = proxied_database(&stack, false).await;
     let mut config = stack.config("silent");
-    config.store.database_url = Some(url.to_string());
+    config.store.database_url = Some(url);
     config.store.database_statement_timeout_ms = 1000;
     let node = Node::start(config).await;
     let (status, _) = node

@@ -3,7 +3,7 @@
 //! and the rollups stay exact (without the marks, the batch was put back and written twice).
 
 use crate::analytics::stats;
-use crate::helpers::{BROWSER, Backend, Node, Stack, metric};
+use crate::helpers::{BROWSER, Backend, Node, Stack, metric, proxied_database};
 use reqwest::StatusCode;
 use serde_json::json;
 use std::num::NonZeroU64;
@@ -13,20 +13,10 @@ use testkit::proxy::Proxy;
 /// A node of `stack` whose database connections go through a proxy the test controls, with
 /// click counts and rollups flushed every `click_ms` and `rollup_ms`.
 async fn proxied(stack: &Stack, name: &str, click_ms: u64, rollup_ms: u64) -> (Node, Proxy) {
-    let mut url = url::Url::parse(stack.db.as_ref().expect("a database").url()).expect("url");
-    let target = format!(
-        "{}:{}",
-        url.host_str().expect("host"),
-        url.port().unwrap_or(5432)
-    );
-    let proxy = Proxy::start(target.parse().expect("address"))
-        .await
-        .expect("proxy");
-    url.set_port(Some(proxy.addr().port())).expect("port");
     // In plain text, so that the proxy can tell the flush's requests apart.
-    url.query_pairs_mut().append_pair("sslmode", "disable");
+    let (url, proxy) = proxied_database(stack, true).await;
     let mut config = stack.config(name);
-    config.store.database_url = Some(url.to_string());
+    config.store.database_url = Some(url);
     config.visits.click_flush_interval_ms = NonZeroU64::new(click_ms).expect("interval");
     config.visits.analytics_flush_interval_ms = NonZeroU64::new(rollup_ms).expect("interval");
     (Node::start(config).await, proxy)
