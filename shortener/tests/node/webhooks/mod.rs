@@ -105,6 +105,18 @@ async fn register(node: &Node, key: &str, body: Value) -> (StatusCode, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// Registers `receiver` as an endpoint of tenant `acme` (by its admin key); the endpoint.
+async fn registered(node: &Node, keys: &TenantKeys, receiver: &Receiver) -> Value {
+    let (status, endpoint) = register(
+        node,
+        &keys.admin,
+        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    endpoint
+}
+
 async fn api(node: &Node, method: reqwest::Method, path: &str, key: &str) -> (StatusCode, Value) {
     let response = node
         .client
@@ -158,13 +170,7 @@ async fn link_events_arrive_signed_once_each_across_a_restart(backend: Backend) 
     let receiver = receiver(200, Duration::from_millis(800)).await;
     let (config, keys) = config(&stack, 10);
     let node = Node::start(config.clone()).await;
-    let (status, endpoint) = register(
-        &node,
-        &keys.admin,
-        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    let endpoint = registered(&node, &keys, &receiver).await;
     assert!(
         endpoint.get("secret").is_none(),
         "the secret is never shown"
@@ -252,13 +258,7 @@ async fn a_failing_receiver_gets_retries_then_its_endpoint_is_disabled(backend: 
     let receiver = receiver(500, Duration::ZERO).await;
     let (config, keys) = config(&stack, 3);
     let node = Node::start(config).await;
-    let (status, endpoint) = register(
-        &node,
-        &keys.admin,
-        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    let endpoint = registered(&node, &keys, &receiver).await;
     let id = endpoint["id"].as_i64().expect("id");
     node.create_with_key(json!({ "url": "https://example.com/failing" }), &keys.own)
         .await;
@@ -300,13 +300,7 @@ async fn a_delivery_that_keeps_failing_ends_failed_after_its_last_attempt(backen
     let (mut config, keys) = config(&stack, 100);
     config.webhooks.webhook_max_attempts = std::num::NonZero::new(3).expect("non-zero");
     let node = Node::start(config).await;
-    let (status, endpoint) = register(
-        &node,
-        &keys.admin,
-        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    let endpoint = registered(&node, &keys, &receiver).await;
     let log_path = format!("/webhooks/{}/deliveries", endpoint["id"]);
     let log = || async {
         api(&node, reqwest::Method::GET, &log_path, &keys.admin)

@@ -1,7 +1,7 @@
 //! A tag renamed or deleted across a tenant tells the tenant's webhooks of every link it
 //! changed, one `link.updated` each carrying the link's new tags, and of no other link.
 
-use super::{SECRET, config, receiver, register, verified};
+use super::{config, receiver, registered, verified};
 use crate::helpers::{Backend, Node, Stack};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -12,13 +12,7 @@ async fn a_tag_change_announces_each_changed_link(backend: Backend) {
     let receiver = receiver(200, Duration::ZERO).await;
     let (config, keys) = config(&stack, 10);
     let node = Node::start(config).await;
-    let (status, endpoint) = register(
-        &node,
-        &keys.admin,
-        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{endpoint}");
+    registered(&node, &keys, &receiver).await;
     let make = async |tags: Value| {
         let (status, made) = node
             .create_with_key(
