@@ -27,8 +27,8 @@ pub struct WebhookConfig {
     /// metadata hosts; the other target rules apply either way.
     #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
     pub webhook_allow_private: bool,
-    /// Days a delivered webhook delivery stays in its endpoint's log before it is purged, with
-    /// events no delivery refers to any more (0 keeps them forever).
+    /// Days a delivered (or failed) webhook delivery stays in its endpoint's log before it is
+    /// purged, with events no delivery refers to any more (0 keeps them forever).
     #[arg(long, env = "SHORTENER_WEBHOOK_LOG_DAYS", default_value_t = 30)]
     pub webhook_log_days: u32,
     /// Pending webhook deliveries a tenant may have. Measured every ten delivery polls: while

@@ -92,9 +92,9 @@ pub trait OutboxStore: Send + Sync {
     /// due.
     fn outbox_backlog(&self) -> impl Future<Output = Result<Backlog, StoreError>> + Send;
 
-    /// Removes up to `limit` deliveries delivered before `before`, then events recorded before
-    /// `before` that no delivery refers to any more; returns how many deliveries and events it
-    /// removed.
+    /// Removes up to `limit` deliveries delivered before `before` and up to `limit` that ended
+    /// `failed` before it, then events recorded before `before` that no delivery refers to any
+    /// more; returns how many deliveries and events it removed.
     fn purge_outbox(
         &self,
         before: DateTime<Utc>,

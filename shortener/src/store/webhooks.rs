@@ -134,6 +134,9 @@ pub struct Finished {
     pub stopped: bool,
     /// The endpoint's failures in a row, this attempt's counted (0 after a delivery).
     pub failures: u32,
+    /// This attempt was the delivery's last, and its failure ended it `failed` (not when the
+    /// delivery was no longer pending: delivered meanwhile by a node that took it over).
+    pub given_up: bool,
 }
 
 /// What a measurement of the per-tenant outbox bound found.

@@ -126,8 +126,8 @@ impl Webhooks {
         }
     }
 
-    /// Removes deliveries delivered more than the log's retention before `now`, and the events
-    /// left without deliveries, in bounded batches.
+    /// Removes deliveries delivered (or ended `failed`) more than the log's retention before
+    /// `now`, and the events left without deliveries, in bounded batches.
     async fn purge(&self, now: chrono::DateTime<chrono::Utc>) {
         let Some(keep) = self.settings.log_retention else {
             return;
@@ -198,11 +198,11 @@ impl Webhooks {
                 continue;
             }
             let (attempt, outcome) = self.attempt(client, &delivery).await;
-            let (attempt_delivered, last) = (attempt.delivered, attempt.last);
+            let attempt_delivered = attempt.delivered;
             self.counters.attempted(outcome);
             match self.store.finish_delivery(attempt).await {
                 Ok(finished) => {
-                    if last {
+                    if finished.given_up {
                         self.counters.gave_up();
                     }
                     if finished.disabled_now {

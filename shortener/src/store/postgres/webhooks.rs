@@ -238,15 +238,17 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
             // A deleted endpoint gets nothing more either.
             stopped: row.is_none_or(|r| r.get(0)),
             failures: 0,
+            given_up: false,
         }
     } else {
-        // The last attempt a delivery gets ends it `failed`.
-        tx.execute(
+        // The last attempt a delivery gets ends it `failed`; a delivery no longer pending
+        // (delivered meanwhile by a node that took it over) stays as it is.
+        let updated = tx.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = $3, last_error = $4, \
              next_at = $5, leased_until = NULL, \
              state = CASE WHEN $6 THEN 'failed' ELSE state END, \
              failed_at = CASE WHEN $6 THEN now() END \
-             WHERE endpoint_id = $1 AND event_id = $2",
+             WHERE endpoint_id = $1 AND event_id = $2 AND state = 'pending'",
             &[
                 &attempt.endpoint_id,
                 &attempt.event_id,
@@ -279,6 +281,7 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
             disabled_now: row.as_ref().is_some_and(|r| r.get(0)),
             stopped: row.as_ref().is_none_or(|r| r.get(1)),
             failures: row.map_or(0, |r| r.get::<_, i32>(2).max(0) as u32),
+            given_up: attempt.last && updated == 1,
         }
     };
     tx.commit().await.map_err(db_error)?;

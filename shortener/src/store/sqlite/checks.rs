@@ -20,7 +20,7 @@ pub(super) const VERSIONS: [i64; 2] = [25, 28];
 
 /// The migration each rewrite belongs to, its table, its constraint as the schema holds it
 /// before, and after.
-const REWRITES: [(i64, &str, &str, &str); 4] = [
+const REWRITES: [(i64, &str, &str, &str); 5] = [
     (
         25,
         "links",
@@ -39,11 +39,18 @@ const REWRITES: [(i64, &str, &str, &str); 4] = [
         "CHECK (state IN ('pending', 'delivered'))",
         "CHECK (state = 'pending' OR state = 'delivered')",
     ),
-    // Widening a CHECK leaves every stored row valid.
+    // Widening a CHECK leaves every stored row valid. From the text migration 25 wrote, or
+    // from the one it found (a table whose text it did not rewrite).
     (
         28,
         "webhook_deliveries",
         "CHECK (state = 'pending' OR state = 'delivered')",
+        "CHECK (state = 'pending' OR state = 'delivered' OR state = 'failed')",
+    ),
+    (
+        28,
+        "webhook_deliveries",
+        "CHECK (state IN ('pending', 'delivered'))",
         "CHECK (state = 'pending' OR state = 'delivered' OR state = 'failed')",
     ),
 ];

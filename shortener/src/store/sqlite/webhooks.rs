@@ -302,15 +302,17 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
             // A deleted endpoint gets nothing more either.
             stopped: disabled.unwrap_or(true),
             failures: 0,
+            given_up: false,
         }
     } else {
-        // The last attempt a delivery gets ends it `failed`.
-        tx.execute(
+        // The last attempt a delivery gets ends it `failed`; a delivery no longer pending
+        // (delivered meanwhile by a node that took it over) stays as it is.
+        let updated = tx.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?3, last_error = ?4, \
              next_at = ?5, leased_until = NULL, \
              state = CASE WHEN ?6 THEN 'failed' ELSE state END, \
              failed_at = CASE WHEN ?6 THEN ?7 ELSE NULL END \
-             WHERE endpoint_id = ?1 AND event_id = ?2",
+             WHERE endpoint_id = ?1 AND event_id = ?2 AND state = 'pending'",
             params![
                 attempt.endpoint_id,
                 attempt.event_id,
@@ -351,6 +353,7 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
             disabled_now: was_enabled && disabled == Some(true),
             stopped: disabled.unwrap_or(true),
             failures: counted.map_or(0, |(_, n)| n.max(0) as u32),
+            given_up: attempt.last && updated == 1,
         }
     };
     tx.commit().map_err(db_error)?;

@@ -7,6 +7,7 @@ use super::{HANG, SECRET, api, config, receiver, register, verified};
 use crate::helpers::{Backend, Node, Stack, metric};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use shortener::store::OutboxStore;
 use std::time::Duration;
 
 async fn patch_webhook(
@@ -392,3 +393,44 @@ async fn ended_deliveries_are_purged_after_the_log_retention(backend: Backend) {
     assert_eq!(verified(&receiver).len(), 3);
 }
 on_both_stores!(ended_deliveries_are_purged_after_the_log_retention);
+
+async fn a_late_last_failure_leaves_a_delivered_delivery_delivered(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let receiver = receiver(200, Duration::ZERO).await;
+    let (config, keys) = config(&stack, 10);
+    let node = Node::start(config).await;
+    let id = super::registered(&node, &keys, &receiver).await["id"]
+        .as_i64()
+        .expect("id");
+    node.create_with_key(
+        json!({ "url": "https://example.com/taken-over" }),
+        &keys.own,
+    )
+    .await;
+    let delivered = testkit::wait_until(Duration::from_secs(10), || async {
+        log(&node, id, &keys.admin).await["deliveries"][0]["state"] == "delivered"
+    })
+    .await;
+    let before = log(&node, id, &keys.admin).await;
+    assert!(delivered, "{before}");
+    // The last attempt of a node whose lease ran out, failing after another node delivered.
+    let event_id = before["deliveries"][0]["event_id"].as_i64().expect("event");
+    let finished = node
+        .app
+        .store
+        .finish_delivery(shortener::store::Attempt {
+            endpoint_id: id,
+            event_id,
+            delivered: false,
+            status: Some(500),
+            error: Some("answered 500".into()),
+            retry_at: chrono::Utc::now(),
+            max_failures: 10,
+            last: true,
+        })
+        .await
+        .expect("finish");
+    assert!(!finished.given_up);
+    assert_eq!(log(&node, id, &keys.admin).await, before);
+}
+on_both_stores!(a_late_last_failure_leaves_a_delivered_delivery_delivered);
