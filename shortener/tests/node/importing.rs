@@ -1,5 +1,6 @@
 //! Bulk import: NDJSON and CSV rows, legacy codes kept as spelled, retries that create nothing
-//! twice, bad rows that fail alone, dry runs that store nothing, imports of several chunks.
+//! twice, bad rows that fail alone, dry runs that store nothing, imports of several chunks, and
+//! an import the store fails (it stops, says why, and runs again safely).
 //!
 //! One file: every case goes through the same endpoint and reads its answer with the same
 //! helpers (`summary`, `row`).
@@ -658,3 +659,53 @@ async fn an_import_of_several_chunks_answers_every_row_in_order(backend: Backend
     assert_eq!(node.stored_links().await, stored);
 }
 on_both_stores!(an_import_of_several_chunks_answers_every_row_in_order);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_whose_writes_fail_stops_and_a_second_run_creates_each_row_once() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let mut config = stack.config("stopped");
+    config.store.database_statement_timeout_ms = 1000;
+    let node = Node::start(config).await;
+    let rows: Vec<Value> = (1..=30)
+        .map(|n| match n {
+            n if n % 3 == 0 => {
+                json!({ "url": format!("https://example.com/{n}"), "code": format!("stop-{n}") })
+            }
+            n => json!({ "url": format!("https://example.com/{n}") }),
+        })
+        .collect();
+    let body = ndjson(&rows);
+    // The links table is locked against writes: the chunk's write runs into the statement
+    // timeout, and the import stops there.
+    let locker = stack.db.as_ref().expect("a database").connect().await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE links IN EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let (status, lines) = node.import(NDJSON, body.clone(), "").await;
+    assert_eq!(status, StatusCode::OK, "{lines:?}");
+    let stopped = summary(&lines);
+    assert!(stopped["stopped"]["error"].is_string(), "{stopped}");
+    assert!(stopped["stopped"]["message"].is_string(), "{stopped}");
+    assert_eq!(stopped["created"], 0, "{stopped}");
+    // No row of the chunk is answered as made, and none is stored.
+    assert!(
+        lines[..lines.len() - 1]
+            .iter()
+            .all(|l| l["status"] != "created" && l["status"] != "exists"),
+        "{lines:?}"
+    );
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    assert_eq!(node.stored_links().await, 0);
+
+    // Importing the file again makes every row once; a third run finds them all.
+    let (_, again) = node.import(NDJSON, body.clone(), "").await;
+    assert!(summary(&again).get("stopped").is_none(), "{again:?}");
+    assert_eq!(summary(&again)["created"], 30);
+    let (_, third) = node.import(NDJSON, body, "").await;
+    assert_eq!(
+        (&summary(&third)["created"], &summary(&third)["exists"]),
+        (&json!(0), &json!(30))
+    );
+    assert_eq!(node.stored_links().await, 30);
+}
