@@ -410,3 +410,35 @@ async fn two_dialects_are_served_side_by_side() {
         (StatusCode::OK, &json!("https://example.com/y"))
     );
 }
+
+/// `findIfExists` with a `customSlug`: Shlink answers the slug's link when it goes to the same
+/// URL, and refuses the slug (`non-unique-slug`) when it goes elsewhere or is another tenant's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_if_exists_with_a_custom_slug_answers_the_slugs_link_to_the_same_url() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = shlink_node(&stack, "a").await;
+    let (own, other) = (Some(keys.own.as_str()), Some(keys.other.as_str()));
+    let body = |url: &str, find: bool| json!({"longUrl": url, "customSlug": "launch", "findIfExists": find, "tags": ["x"]});
+    let post = |key, body| call(&node, Method::POST, "/v3/short-urls", key, Some(body));
+    let (status, _, made) = post(own, body("https://example.com/launch", true)).await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    assert_eq!(made["shortCode"], "launch");
+    // Again: the same link, not a refusal and not a second link.
+    let (status, _, found) = post(own, body("https://example.com/launch", true)).await;
+    assert_eq!(
+        (status, &found["shortCode"]),
+        (StatusCode::OK, &json!("launch"))
+    );
+    assert_eq!(found["longUrl"], made["longUrl"]);
+    assert_eq!(found["dateCreated"], made["dateCreated"]);
+    // Without findIfExists, or to another URL, or by another tenant: the slug is taken.
+    for (key, url, find) in [
+        (own, "https://example.com/launch", false),
+        (own, "https://example.com/elsewhere", true),
+        (other, "https://example.com/launch", true),
+    ] {
+        let answer = post(key, body(url, find)).await;
+        assert_problem(&answer, 400, "non-unique-slug");
+    }
+    assert_eq!(node.stored_links().await, 1);
+}

@@ -11,7 +11,7 @@ use super::body::{self, Fields};
 use super::{Answer, Fail, Problem, about, admit, finish, json, query_value, short_code};
 use crate::access::Operation;
 use crate::domain::routes::{Preview, PreviewPatch};
-use crate::domain::{Caller, CreateInput, CreateRequest, Link, LinkPatch, PatchInput};
+use crate::domain::{Caller, CreateInput, CreateRequest, Link, LinkPatch, PatchInput, ShortCode};
 use crate::http::HttpState;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -155,10 +155,7 @@ fn create_input(fields: &Fields<'_>) -> Result<CreateInput, Fail> {
 
 async fn created(state: &HttpState, caller: &crate::domain::Caller, input: CreateInput) -> Answer {
     let started = std::time::Instant::now();
-    let result = match CreateRequest::parse(input, &state.rules, Utc::now()) {
-        Ok(request) => state.links.create(caller, request).await,
-        Err(error) => Err(error),
-    };
+    let result = create_or_find(state, caller, input).await;
     let label = result
         .as_ref()
         .map_or_else(crate::domain::Error::outcome, |(_, new)| {
@@ -167,6 +164,41 @@ async fn created(state: &HttpState, caller: &crate::domain::Caller, input: Creat
     state.metrics.create(label, started.elapsed());
     let (link, new) = result?;
     Ok(json(seen(state, caller, &link, new)))
+}
+
+/// Creates the link of `input`: `(link, created)`. Shlink's `findIfExists` with a
+/// `customSlug` answers the slug's link when it already goes to the same URL (on the same
+/// domain, of the caller's tenant), where it would otherwise be refused as taken; the node's
+/// own dedup is for generated codes, so the slug is created, and looked up when it is taken.
+/// Any other holder of the slug leaves the refusal as it was.
+async fn create_or_find(
+    state: &HttpState,
+    caller: &crate::domain::Caller,
+    mut input: CreateInput,
+) -> Result<(Link, bool), crate::domain::Error> {
+    let find_slug = input.dedup && input.alias.is_some();
+    input.dedup &= !find_slug;
+    let request = CreateRequest::parse(input, &state.rules, Utc::now())?;
+    let wanted = find_slug.then(|| {
+        (
+            request.url.as_str().to_owned(),
+            request.alias.clone(),
+            request.domain.clone(),
+        )
+    });
+    let result = state.links.create(caller, request).await;
+    let (Err(crate::domain::Error::AliasTaken(_)), Some((url, Some(slug), domain))) =
+        (&result, wanted)
+    else {
+        return result;
+    };
+    let Ok(code) = ShortCode::parse(&slug, state.rules.code_length) else {
+        return result;
+    };
+    match state.links.get(caller, &code.on(domain)).await {
+        Ok(link) if link.deleted_at.is_none() && link.url == url => Ok((link, false)),
+        _ => result,
+    }
 }
 
 /// `POST /rest/v3/short-urls`.
