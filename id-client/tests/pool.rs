@@ -240,9 +240,16 @@ async fn a_failed_lease_wakes_a_waiter_that_answers_failures() {
     };
     // Several failed leases later (the clock is paused: each wait below is virtual time).
     let before = pool.stats().lease_errors;
-    while pool.stats().lease_errors < before + 3 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let failed_thrice = tokio::time::timeout(Duration::from_secs(30), async {
+        while pool.stats().lease_errors < before + 3 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        failed_thrice.is_ok(),
+        "three more failed leases within 30 s"
+    );
     assert!(!patient.is_finished(), "a failure ended a wait for IDs");
     ledger.down.store(false, Ordering::SeqCst);
     assert!(patient.await.expect("join"), "IDs once the ledger is back");
