@@ -1,0 +1,53 @@
+use super::summary::{compact_len_at_most, json_len_bound};
+use super::*;
+
+#[test]
+fn secrets_are_masked_at_any_depth_and_large_summaries_cut_to_field_names() {
+    let change = serde_json::json!({
+        "url": "https://example.com/",
+        "password": "hunter2",
+        "nested": [{"secret": "s3"}, {"secret": null}],
+    });
+    let safe = summary(change);
+    assert_eq!(safe["password"], "(set)");
+    assert_eq!(safe["nested"][0]["secret"], "(set)");
+    assert!(safe["nested"][1]["secret"].is_null());
+    assert!(!safe.to_string().contains("hunter2"));
+    let big = serde_json::json!({ "url": "x".repeat(MAX_CHANGE_BYTES), "tags": [] });
+    let cut = summary(big);
+    assert_eq!(cut["truncated"], true);
+    assert_eq!(cut["fields"], serde_json::json!(["tags", "url"]));
+}
+
+#[test]
+fn a_summary_is_measured_exactly_at_the_limit() {
+    let values = [
+        serde_json::json!(null),
+        serde_json::json!(-1.2345678901234567e-308),
+        serde_json::json!(u64::MAX),
+        serde_json::json!({"url": "https://example.com/\u{0}\"\\\n", "tags": ["a", "b"], "n": [1, true]}),
+        serde_json::json!({"url": "\u{1}".repeat(700)}),
+        serde_json::json!({"url": "x".repeat(MAX_CHANGE_BYTES - 10)}),
+    ];
+    for value in values {
+        let len = value.to_string().len();
+        assert!(json_len_bound(&value) >= len, "{value}");
+        assert!(compact_len_at_most(&value, len), "{value}");
+        assert!(!compact_len_at_most(&value, len - 1), "{value}");
+    }
+    // Just past the limit: the bound cannot answer, the counter does.
+    let edge = serde_json::json!({ "url": "x".repeat(MAX_CHANGE_BYTES - 9) });
+    assert_eq!(edge.to_string().len(), MAX_CHANGE_BYTES + 1);
+    assert_eq!(summary(edge)["truncated"], true);
+}
+
+#[test]
+fn every_name_parses_back() {
+    for action in Action::ALL {
+        assert_eq!(Action::parse(action.name()), Some(*action));
+    }
+    for kind in ObjectKind::ALL {
+        assert_eq!(ObjectKind::parse(kind.name()), Some(*kind));
+    }
+    assert_eq!(Action::parse("link.explode"), None);
+}
