@@ -39,8 +39,8 @@ impl Site {
 /// A host as [`plain`] reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Plain<'a> {
-    /// Without a port and one trailing dot.
-    host: &'a str,
+    /// Without a port and one trailing dot (ASCII only).
+    host: &'a [u8],
     /// Whether it can be no domain at all: a single label, or a last label that is empty or a
     /// number (an IPv4 literal).
     never_a_domain: bool,
@@ -48,9 +48,8 @@ struct Plain<'a> {
 
 /// `raw` without a port and one trailing dot, when it is already in the normal form a domain's
 /// host has (lower-case ASCII letters, digits, `.` and `-`); `None` when it must be normalised.
-/// One pass over the bytes: every redirect reads its host here.
-fn plain(raw: &str) -> Option<Plain<'_>> {
-    let bytes = raw.as_bytes();
+/// One pass over the bytes, and no UTF-8 pass before it: every redirect reads its host here.
+fn plain(bytes: &[u8]) -> Option<Plain<'_>> {
     // A port: digits after the last `:` (a `:` anywhere else is refused below).
     let digits = bytes
         .iter()
@@ -75,10 +74,16 @@ fn plain(raw: &str) -> Option<Plain<'_>> {
         }
     }
     Some(Plain {
-        // Only ASCII bytes passed the loop, at a boundary the `raw` text has.
-        host: &raw[..end],
+        host,
         never_a_domain: !dotted || label == 0 || numeric,
     })
+}
+
+impl Plain<'_> {
+    /// The host as text (it is ASCII, so the check cannot fail).
+    fn text(&self) -> Option<&str> {
+        std::str::from_utf8(self.host).ok()
+    }
 }
 
 /// What the cache and the node's own hosts say of `host` (normal form or a candidate) as of
@@ -108,16 +113,32 @@ pub fn cached(
     headers: &HeaderMap,
     now: Instant,
 ) -> Option<Site> {
+    // The common case first: a `Host` header (no absolute URI, no proxy whose forwarded host
+    // counts) already in normal form, read as bytes.
+    if uri.authority().is_none() && !state.client_policy.trusts(peer.ip()) {
+        let Some(value) = headers.get(axum::http::header::HOST) else {
+            return Some(Site::Default);
+        };
+        if let Some(plain) = plain(value.as_bytes()) {
+            return plain_site(state, plain, now);
+        }
+    }
     let Some(raw) = raw_request_host(peer, uri, headers, &state.client_policy) else {
         return Some(Site::Default);
     };
-    let host = match plain(raw.trim()) {
-        Some(plain) if plain.never_a_domain => return Some(Site::Default),
-        Some(plain) => plain.host,
+    match plain(raw.trim().as_bytes()) {
+        Some(plain) => plain_site(state, plain, now),
         // Upper case, Unicode, an IPv6 literal: normalised below (allocating), then asked.
-        None => return normalised(state, peer, uri, headers, now),
-    };
-    known_host(state, host, now)
+        None => normalised(state, peer, uri, headers, now),
+    }
+}
+
+/// [`cached`] for a host in normal form.
+fn plain_site(state: &HttpState, plain: Plain<'_>, now: Instant) -> Option<Site> {
+    if plain.never_a_domain {
+        return Some(Site::Default);
+    }
+    known_host(state, plain.text()?, now)
 }
 
 /// [`cached`] for a host that needs normalising first.
@@ -186,7 +207,8 @@ mod tests {
             ("[::1]:8080", None),
             ("go.brand.com:x", None),
         ] {
-            assert_eq!(plain(raw).map(|p| p.host), want, "{raw}");
+            let host = plain(raw.as_bytes()).and_then(|p| p.text().map(str::to_string));
+            assert_eq!(host.as_deref(), want, "{raw}");
         }
         for (host, never) in [
             ("localhost", true),
@@ -201,7 +223,8 @@ mod tests {
             ("x.b2", false),
             ("1.2.3.com", false),
         ] {
-            assert_eq!(plain(host).map(|p| p.never_a_domain), Some(never), "{host}");
+            let read = plain(host.as_bytes());
+            assert_eq!(read.map(|p| p.never_a_domain), Some(never), "{host}");
         }
     }
 }
