@@ -9,7 +9,7 @@ use crate::domain::{Domain, Error};
 use crate::metrics::{Sample, Samples};
 use crate::store::{LinkStore, SlotBound, Store};
 use crate::targets::TargetRules;
-use crate::visits::clicks::{HeldClicks, TakeHeld};
+use crate::visits::clicks::{HandOver, HeldClicks, TakeHeld};
 use crate::visits::{Classified, VisitKind, Visits};
 use axum::http::HeaderValue;
 use chrono::Utc;
@@ -154,7 +154,13 @@ impl Resolver {
             high_water_reads,
         );
         let held = Arc::new(HeldClicks::default());
+        let analytics = Arc::clone(visits.analytics());
+        held.hand_over_with(Box::new(move |code, entry: &Entry, rollups| {
+            analytics.add_taken(code, entry.tenant(), rollups);
+        }));
         visits.clicks().hold(Arc::clone(&held) as Arc<dyn TakeHeld>);
+        let handed: Arc<dyn HandOver> = Arc::clone(&held) as Arc<dyn HandOver>;
+        visits.analytics().hold(Arc::downgrade(&handed));
         Self {
             store,
             cache,

@@ -101,7 +101,9 @@ impl Visits {
     }
 
     /// Counts one visit as [`Visits::record`] does, its total held by `holder` (listed in
-    /// `held` until a flush takes it) rather than in the recorder's map by code.
+    /// `held` until a flush takes it) rather than in the recorder's map by code, and its
+    /// rollup count there too while the holder's word is of the visit's cell
+    /// ([`clicks::PendingClicks`]).
     pub fn record_held<H: clicks::Holder>(
         &self,
         held: &clicks::HeldClicks<H>,
@@ -110,9 +112,16 @@ impl Visits {
         tenant: &Arc<str>,
         visit: &Classified<'_>,
     ) {
-        held.record(&self.clicks, code, holder, visit.kind);
-        self.analytics
-            .record(code, tenant, &visit.visit, visit.kind);
+        let prepared = self.analytics.prepare(&visit.visit, visit.kind);
+        let tagged = prepared.as_ref().and_then(|p| p.tag);
+        let recorded = held.record(&self.clicks, code, holder, (visit.kind, tagged));
+        if let Some(rollups) = recorded.rollups {
+            self.analytics.add_taken(code, tenant, rollups);
+        }
+        if let Some(prepared) = prepared.filter(|_| !recorded.held) {
+            self.analytics
+                .count_prepared(code, tenant, prepared, visit.kind);
+        }
     }
 
     /// Whether a visit should carry its client address: when analytics are on and a GeoIP

@@ -26,12 +26,18 @@ pub struct Schedule {
 
 impl Visits {
     /// Runs the visits' background work on `store` until `stop`; returns once both
-    /// accumulators have been flushed one last time.
+    /// accumulators have been flushed one last time: the totals first, since their take hands
+    /// the rollup counts cached links hold to the rollups' aggregator
+    /// ([`super::clicks::PendingClicks`]).
     pub async fn run(self: Arc<Self>, store: Store, every: Schedule, stop: CancellationToken) {
         let analytics = &self.analytics;
-        let totals = flush_every(every.clicks, &stop, Some(&self.clicks), || {
-            self.clicks.flush(&store)
-        });
+        let totals = async {
+            flush_every(every.clicks, &stop, Some(&self.clicks), || {
+                self.clicks.flush(&store)
+            })
+            .await;
+            self.clicks.flush(&store).await;
+        };
         let rollups = async {
             if analytics.settings().enabled {
                 flush_every(every.analytics, &stop, None, || async {
@@ -46,12 +52,22 @@ impl Visits {
                 Arc::clone(geo).watch(every.geo_reload, stop.clone()).await;
             }
         };
-        tokio::join!(totals, rollups, maintenance, geo);
+        tokio::join!(
+            async {
+                // The rollups' last flush waits for the totals' last one.
+                tokio::join!(totals, rollups);
+                if analytics.settings().enabled {
+                    analytics.flush(&store).await;
+                }
+            },
+            maintenance,
+            geo
+        );
     }
 }
 
-/// Runs `flush` every `interval` (a late tick waits, it does not catch up) until `stop`, then
-/// once more.
+/// Runs `flush` every `interval` (a late tick waits, it does not catch up) until `stop` (the
+/// caller flushes once more).
 async fn flush_every<F, Fut>(
     interval: Duration,
     stop: &CancellationToken,
@@ -73,7 +89,6 @@ async fn flush_every<F, Fut>(
             () = stop.cancelled() => break,
         }
     }
-    flush().await;
 }
 
 /// Completes when `recorder` holds its bound of pending codes; never without one.

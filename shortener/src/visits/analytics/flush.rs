@@ -38,6 +38,9 @@ impl Analytics {
                 return false;
             }
         }
+        // The counts cached links hold join the aggregator's (a visit counted in its link's
+        // word but not yet listed, a moment before, goes with the next flush).
+        self.take_every_held();
         let taken = self.aggregator.take();
         let mut rest = taken.into_iter().peekable();
         while rest.peek().is_some() {

@@ -15,17 +15,19 @@ mod flush;
 pub mod geo;
 mod maintain;
 mod stats;
+mod tag;
 
 pub use aggregate::{Aggregator, Cell, Referrer};
 pub use geo::GeoIp;
 pub use stats::{Freshness, StatsService};
 
+use super::clicks::{HandOver, RollupTag, Rollups};
 use super::{Visit, VisitKind, classify};
 use crate::clock::Clock;
 use crate::domain::stats::HOUR;
 use crate::metrics::{Sample, Samples};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 /// How analytics are set up.
 #[derive(Debug, Clone)]
@@ -83,6 +85,9 @@ pub struct Analytics {
     in_doubt: std::sync::Mutex<Option<flush::Doubted>>,
     /// Batches sent again after a write in doubt, since start.
     pub resent: AtomicU64,
+    /// The cached links whose words stand for rollup counts
+    /// ([`PendingClicks`](super::clicks::PendingClicks)), handed over before each flush.
+    held: OnceLock<Weak<dyn HandOver>>,
 }
 
 impl Analytics {
@@ -99,6 +104,21 @@ impl Analytics {
             batches: crate::store::BatchSequence::new(crate::store::FlushStream::Rollups),
             in_doubt: std::sync::Mutex::new(None),
             resent: AtomicU64::new(0),
+            held: OnceLock::new(),
+        }
+    }
+
+    /// Takes the rollup counts of the links `held` lists into the aggregator before every
+    /// flush. Set once; a second set is ignored. Held weakly: the list's owner (the redirect
+    /// resolver) keeps it, and its take of the click totals hands the counts over too.
+    pub fn hold(&self, held: Weak<dyn HandOver>) {
+        let _ = self.held.set(held);
+    }
+
+    /// Hands the rollup counts held by cached links to the aggregator (the start of a flush).
+    fn take_every_held(&self) {
+        if let Some(held) = self.held.get().and_then(Weak::upgrade) {
+            held.hand_over_listed();
         }
     }
 
@@ -145,6 +165,49 @@ impl Analytics {
         self.aggregator
             .add(code, tenant, hour, cell, aggregate::one(kind), true);
     }
+
+    /// What a visit is counted under: its cell and hour, and the tag a cached link's word
+    /// holds it under if it can; `None` when analytics are off.
+    pub(super) fn prepare(&self, visit: &Visit<'_>, kind: VisitKind) -> Option<Prepared> {
+        if !self.settings.enabled {
+            return None;
+        }
+        let cell = classify::cell(visit, kind, self.geo.as_deref());
+        let hour = self.clock.unix_seconds().div_euclid(HOUR) * HOUR;
+        let tag = tag::Tag::of(&cell, hour).map(RollupTag::from);
+        Some(Prepared { cell, hour, tag })
+    }
+
+    /// Counts one visit of `kind` of `code` (a link of `tenant`) as `prepared`, in the
+    /// aggregator.
+    pub(super) fn count_prepared(
+        &self,
+        code: &str,
+        tenant: &Arc<str>,
+        prepared: Prepared,
+        kind: VisitKind,
+    ) {
+        let Prepared { cell, hour, .. } = prepared;
+        self.aggregator
+            .add(code, tenant, hour, cell, aggregate::one(kind), true);
+    }
+
+    /// Counts the rollup counts a cached link's word (of `code`, of `tenant`) stood for, in
+    /// the aggregator.
+    pub fn add_taken(&self, code: &str, tenant: &Arc<str>, (tag, counts): Rollups) {
+        let tag = tag::Tag::from(tag);
+        let hour = tag.hour(self.clock.unix_seconds());
+        self.aggregator
+            .add(code, tenant, hour, tag.cell(), counts, true);
+    }
+}
+
+/// A visit's rollup cell and hour, and its tag if a word can hold it ([`Analytics::prepare`]).
+pub(super) struct Prepared {
+    cell: Cell,
+    hour: i64,
+    /// The tag a cached link's word holds the visit under, if it can.
+    pub(super) tag: Option<RollupTag>,
 }
 
 impl Sample for Analytics {

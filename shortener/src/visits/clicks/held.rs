@@ -11,92 +11,11 @@
 //! count is in the entry until a flush takes it, and an entry with counts is listed until
 //! then (or listed again).
 
+use super::word::{PendingClicks, RollupTag, Rollups};
 use super::{ClickRecorder, SHARDS, lock, shard_of};
 use crate::domain::{ClickCounts, CompactCode};
 use crate::visits::VisitKind;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Human visits in the low 32 bits, HEAD requests in the next 16, bots' in the 15 after, and
-/// [`LISTED`] on top.
-const HUMAN: u64 = 1;
-const HEAD: u64 = 1 << 32;
-const BOT: u64 = 1 << 48;
-/// The holder is on a list no flush has taken yet (set under the list's lock when it is put
-/// there; cleared only by a flush's take, after the flush took the list).
-const LISTED: u64 = 1 << 63;
-
-/// Past these a field is taken at once into the recorder's map, long before it could carry
-/// into the next (every adder checks after its own add, so at most one add per thread lands
-/// beyond the mark).
-const HUMAN_MARK: u64 = 1 << 30;
-const SMALL_MARK: u64 = 1 << 14;
-
-/// One holder's counts not yet taken by a flush, in one word.
-#[derive(Debug, Default)]
-pub struct PendingClicks(AtomicU64);
-
-/// What [`PendingClicks::add`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Added {
-    /// The holder is not listed: it must be, before the visit counts as recorded
-    /// ([`PendingClicks::list`]).
-    Unlisted,
-    /// Counted in a holder already listed.
-    More,
-    /// A field is near its width: spill the counts into the recorder's map now
-    /// ([`PendingClicks::spill`]).
-    Full,
-}
-
-fn unpack(word: u64) -> ClickCounts {
-    ClickCounts {
-        human: word & 0xffff_ffff,
-        head: (word >> 32) & 0xffff,
-        bot: (word & !LISTED) >> 48,
-    }
-}
-
-impl PendingClicks {
-    /// Counts one visit of `kind`.
-    pub fn add(&self, kind: VisitKind) -> Added {
-        let one = match kind {
-            VisitKind::Human => HUMAN,
-            VisitKind::Head => HEAD,
-            VisitKind::Bot => BOT,
-        };
-        let before = self.0.fetch_add(one, Ordering::AcqRel);
-        let now = unpack(before + one);
-        if now.human >= HUMAN_MARK || now.head >= SMALL_MARK || now.bot >= SMALL_MARK {
-            Added::Full
-        } else if before & LISTED == 0 {
-            Added::Unlisted
-        } else {
-            Added::More
-        }
-    }
-
-    /// Marks the holder listed; whether it was not (then the caller, holding the list's lock,
-    /// puts it on the list).
-    fn list(&self) -> bool {
-        self.0.fetch_or(LISTED, Ordering::AcqRel) & LISTED == 0
-    }
-
-    /// Takes the counts, leaving the holder listed or not as it was.
-    fn spill(&self) -> ClickCounts {
-        unpack(self.0.fetch_and(LISTED, Ordering::AcqRel))
-    }
-
-    /// Takes the counts and the mark of being listed (a flush, after taking the list).
-    pub fn take(&self) -> ClickCounts {
-        unpack(self.0.swap(0, Ordering::AcqRel))
-    }
-
-    /// The counts, left in place.
-    pub fn peek(&self) -> ClickCounts {
-        unpack(self.0.load(Ordering::Acquire))
-    }
-}
+use std::sync::{Mutex, OnceLock};
 
 /// What holds a [`PendingClicks`]: a handle that keeps it alive while listed.
 pub trait Holder: Clone + Send + Sync + 'static {
@@ -134,27 +53,84 @@ impl<H> Default for List<H> {
     }
 }
 
+/// Where the rollup counts a holder's word stood for go, with its code ([`word`](super::word)):
+/// for each holder whose counts a flush takes, and for every listed one when the rollups'
+/// flush asks ([`HandOver`]).
+pub type HandOverFn<H> = Box<dyn Fn(&str, &H, Rollups) + Send + Sync>;
+
+/// The listed holders, as the rollups' flush asks for the rollup counts their words stand for.
+pub trait HandOver: Send + Sync {
+    /// Hands over the rollup counts of every listed holder (see
+    /// [`HeldClicks::hand_over_with`]), leaving their click counts and them listed.
+    fn hand_over_listed(&self);
+}
+
 /// Holders with counts not yet taken, listed by the shard of their code.
 pub struct HeldClicks<H> {
     shards: [Mutex<List<H>>; SHARDS],
+    hand_over: OnceLock<HandOverFn<H>>,
 }
 
 impl<H> Default for HeldClicks<H> {
     fn default() -> Self {
         Self {
             shards: std::array::from_fn(|_| Mutex::new(List::default())),
+            hand_over: OnceLock::new(),
         }
     }
 }
 
+impl<H> HeldClicks<H> {
+    /// Calls `hand_over` with the rollup counts a holder's word stood for, for each holder a
+    /// flush takes and for every listed holder on [`HandOver::hand_over_listed`]. Without it
+    /// they are dropped (rollups off). Set once; a second set is ignored.
+    pub fn hand_over_with(&self, hand_over: HandOverFn<H>) {
+        let _ = self.hand_over.set(hand_over);
+    }
+}
+
+impl<H: Holder> HandOver for HeldClicks<H> {
+    fn hand_over_listed(&self) {
+        let Some(hand_over) = self.hand_over.get() else {
+            return;
+        };
+        for shard in &self.shards {
+            // Copied out under the lock (a reference count each), handed over outside it.
+            let listed = lock(shard).holders.clone();
+            for (code, holder) in &listed {
+                if let Some(rollups) = holder.pending().take_rollups() {
+                    hand_over(code.as_str(), holder, rollups);
+                }
+            }
+        }
+    }
+}
+
+/// What a held visit's count left to its caller for the rollups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The visit's rollup count is in the holder's word.
+    pub held: bool,
+    /// Rollup counts the word no longer stands for, to be counted in the rollups.
+    pub rollups: Option<Rollups>,
+}
+
 impl<H: Holder> HeldClicks<H> {
-    /// Counts one visit of `kind` to `code` in `holder`, listing it on its first count since
-    /// the last flush; counts near their width go to `recorder`'s map instead. Asks `recorder`
-    /// for an early flush when a shard's list reaches its bound.
-    pub fn record(&self, recorder: &ClickRecorder, code: &str, holder: &H, kind: VisitKind) {
-        match holder.pending().add(kind) {
-            Added::More => {}
-            Added::Unlisted => {
+    /// Counts one visit of `kind` to `code` (of the rollup cell `tagged`) in `holder`, listing
+    /// it on its first count since the last flush; counts at their field's top go to
+    /// `recorder`'s map instead. Asks `recorder` for an early flush when a shard's list reaches
+    /// its bound.
+    pub fn record(
+        &self,
+        recorder: &ClickRecorder,
+        code: &str,
+        holder: &H,
+        (kind, tagged): (VisitKind, Option<RollupTag>),
+    ) -> Recorded {
+        let added = holder.pending().add(kind, tagged);
+        match added.clicks {
+            Some(clicks) => recorder.add(code, clicks),
+            None if !added.listed => {
                 // Listed before this returns, by this visit or by one beside it that holds the
                 // lock: a flush begun after a visit was recorded finds its holder on the list.
                 let mut list = lock(&self.shards[shard_of(code)]);
@@ -165,7 +141,11 @@ impl<H: Holder> HeldClicks<H> {
                     recorder.listed(list.holders.len(), before, list.kept);
                 }
             }
-            Added::Full => recorder.add(code, holder.pending().spill()),
+            None => {}
+        }
+        Recorded {
+            held: added.held,
+            rollups: added.rollups,
         }
     }
 }
@@ -176,8 +156,12 @@ impl<H: Holder> TakeHeld for HeldClicks<H> {
         // list, and its count (if it landed before the take below) is taken now and finds
         // nothing then.
         let taken = std::mem::take(&mut *lock(&self.shards[shard]));
+        let hand_over = self.hand_over.get();
         for (code, holder) in taken.holders {
-            let counts = holder.pending().take();
+            let (counts, rollups) = holder.pending().take();
+            if let (Some(hand_over), Some(rollups)) = (hand_over, rollups) {
+                hand_over(code.as_str(), &holder, rollups);
+            }
             if counts != ClickCounts::default() {
                 add(code, counts);
             }
@@ -209,6 +193,10 @@ impl<H: Holder> TakeHeld for HeldClicks<H> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    /// Visits of one kind (HEAD) at which a word spills into the map: its field's top.
+    const SPILL: u64 = 255;
 
     #[derive(Clone, Default)]
     struct Counted(Arc<PendingClicks>);
@@ -224,49 +212,14 @@ mod tests {
     }
 
     #[test]
-    fn a_word_counts_each_kind_apart_and_says_when_to_list_and_when_to_spill() {
-        let pending = PendingClicks::default();
-        assert_eq!(pending.add(VisitKind::Human), Added::Unlisted);
-        assert_eq!(
-            pending.add(VisitKind::Head),
-            Added::Unlisted,
-            "until it is listed"
-        );
-        assert!(pending.list());
-        assert!(!pending.list(), "listed once");
-        assert_eq!(pending.add(VisitKind::Bot), Added::More);
-        assert_eq!(pending.add(VisitKind::Bot), Added::More);
-        let counts = pending.take();
-        assert_eq!((counts.human, counts.head, counts.bot), (1, 1, 2));
-        assert_eq!(pending.peek(), ClickCounts::default());
-        assert_eq!(
-            pending.add(VisitKind::Bot),
-            Added::Unlisted,
-            "to be listed again"
-        );
-        assert!(pending.list());
-        for _ in 1..SMALL_MARK - 1 {
-            assert_eq!(pending.add(VisitKind::Bot), Added::More);
-        }
-        assert_eq!(pending.add(VisitKind::Bot), Added::Full);
-        assert_eq!(pending.spill().bot, SMALL_MARK);
-        assert_eq!(
-            pending.add(VisitKind::Bot),
-            Added::More,
-            "a spill keeps it listed"
-        );
-        assert_eq!(pending.take().bot, 1);
-    }
-
-    #[test]
     fn a_flush_takes_held_counts_with_the_map_in_code_order_and_holders_outlive_their_owner() {
         let recorder = Arc::new(ClickRecorder::default());
         let held = Arc::new(HeldClicks::<Counted>::default());
         recorder.hold(Arc::clone(&held) as Arc<dyn TakeHeld>);
         let (a, b) = (Counted::default(), Counted::default());
-        held.record(&recorder, "b", &b, VisitKind::Human);
-        held.record(&recorder, "a", &a, VisitKind::Human);
-        held.record(&recorder, "a", &a, VisitKind::Head);
+        held.record(&recorder, "b", &b, (VisitKind::Human, None));
+        held.record(&recorder, "a", &a, (VisitKind::Human, None));
+        held.record(&recorder, "a", &a, (VisitKind::Head, None));
         recorder.record("a", VisitKind::Bot);
         recorder.record("c", VisitKind::Human);
         assert_eq!(recorder.pending_human("a"), 1);
@@ -287,9 +240,9 @@ mod tests {
         let recorder = ClickRecorder::default();
         let held = HeldClicks::<Counted>::default();
         let holder = Counted::default();
-        let clicks = SMALL_MARK + 5;
+        let clicks = SPILL + 5;
         for _ in 0..clicks {
-            held.record(&recorder, "x", &holder, VisitKind::Head);
+            held.record(&recorder, "x", &holder, (VisitKind::Head, None));
         }
         let mut total = recorder.take().iter().map(|(_, c)| c.head).sum::<u64>();
         held.take_shard(shard_of("x"), &mut |_, c| total += c.head);
@@ -307,7 +260,12 @@ mod tests {
         // Codes of one shard (the same first byte): one holder short, no flush asked.
         let holders: Vec<Counted> = (0..enough).map(|_| Counted::default()).collect();
         for (i, holder) in holders.iter().enumerate().skip(1) {
-            held.record(&recorder, &format!("a{i}"), holder, VisitKind::Human);
+            held.record(
+                &recorder,
+                &format!("a{i}"),
+                holder,
+                (VisitKind::Human, None),
+            );
         }
         let asked = tokio::time::timeout(std::time::Duration::from_millis(20), recorder.full());
         assert!(asked.await.is_err(), "asked too early");
@@ -315,7 +273,7 @@ mod tests {
             recorder.bytes() >= (enough - 1) * 1000,
             "the gauge counts what is kept"
         );
-        held.record(&recorder, "a0", &holders[0], VisitKind::Human);
+        held.record(&recorder, "a0", &holders[0], (VisitKind::Human, None));
         tokio::time::timeout(std::time::Duration::from_secs(1), recorder.full())
             .await
             .expect("a flush is asked at half the share");
@@ -330,13 +288,13 @@ mod tests {
         recorder.hold(Arc::clone(&held) as Arc<dyn TakeHeld>);
         let holder = Counted::default();
         for _ in 0..3 {
-            held.record(&recorder, "x", &holder, VisitKind::Human);
+            held.record(&recorder, "x", &holder, (VisitKind::Human, None));
         }
-        for _ in 0..SMALL_MARK {
-            held.record(&recorder, "x", &holder, VisitKind::Head);
+        for _ in 0..SPILL {
+            held.record(&recorder, "x", &holder, (VisitKind::Head, None));
         }
         for _ in 0..2 {
-            held.record(&recorder, "x", &holder, VisitKind::Human);
+            held.record(&recorder, "x", &holder, (VisitKind::Human, None));
         }
         assert_eq!(recorder.pending_human("x"), 5);
         assert_eq!(lock(&held.shards[shard_of("x")]).holders.len(), 1);
@@ -373,7 +331,8 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..VISITS {
                         let n = ((i * 7 + t) % holders.len() as u64) as usize;
-                        held.record(&recorder, &format!("c{n}"), &holders[n], VisitKind::Human);
+                        let visit = (VisitKind::Human, None);
+                        held.record(&recorder, &format!("c{n}"), &holders[n], visit);
                     }
                 })
             })

@@ -11,8 +11,10 @@
 
 mod flush;
 mod held;
+mod word;
 
-pub use held::{HeldClicks, Holder, PendingClicks, TakeHeld};
+pub use held::{HandOver, HandOverFn, HeldClicks, Holder, Recorded, TakeHeld};
+pub use word::{PendingClicks, RollupTag, Rollups};
 
 use super::VisitKind;
 use crate::domain::{ClickCounts, CompactCode};

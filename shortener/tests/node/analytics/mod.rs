@@ -5,6 +5,7 @@
 mod crash;
 mod fair_share;
 mod freshness;
+mod held;
 pub(crate) mod mmdb;
 mod privacy;
 mod refusals;
