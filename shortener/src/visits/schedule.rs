@@ -25,10 +25,11 @@ pub struct Schedule {
 }
 
 impl Visits {
-    /// Runs the visits' background work on `store` until `stop`; returns once both
-    /// accumulators have been flushed one last time: the totals first, since their take hands
-    /// the rollup counts cached links hold to the rollups' aggregator
-    /// ([`super::clicks::PendingClicks`]).
+    /// Runs the visits' background work on `store` until `stop` (after the listeners have
+    /// drained); returns once both accumulators have been flushed one last time, side by side.
+    /// Before those, the rollup counts cached links' words stand for are handed to the rollups'
+    /// aggregator ([`super::clicks::PendingClicks`]), so that the totals' last take, running
+    /// beside the rollups' last flush, has none left to hand over after it.
     pub async fn run(self: Arc<Self>, store: Store, every: Schedule, stop: CancellationToken) {
         let analytics = &self.analytics;
         let totals = async {
@@ -36,7 +37,6 @@ impl Visits {
                 self.clicks.flush(&store)
             })
             .await;
-            self.clicks.flush(&store).await;
         };
         let rollups = async {
             if analytics.settings().enabled {
@@ -54,11 +54,14 @@ impl Visits {
         };
         tokio::join!(
             async {
-                // The rollups' last flush waits for the totals' last one.
                 tokio::join!(totals, rollups);
-                if analytics.settings().enabled {
-                    analytics.flush(&store).await;
-                }
+                analytics.take_every_held();
+                let last_rollups = async {
+                    if analytics.settings().enabled {
+                        analytics.flush(&store).await;
+                    }
+                };
+                tokio::join!(self.clicks.flush(&store), last_rollups);
             },
             maintenance,
             geo

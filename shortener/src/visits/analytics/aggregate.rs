@@ -158,6 +158,12 @@ fn add(counts: &mut ClickCounts, more: ClickCounts) {
     *counts += more;
 }
 
+/// How many visits `counts` counts (one for a single visit; more for the counts a cached
+/// link's word hands over).
+fn visits(counts: ClickCounts) -> u64 {
+    counts.human + counts.head + counts.bot
+}
+
 /// The counts of one visit.
 pub fn one(kind: VisitKind) -> ClickCounts {
     let mut counts = ClickCounts::default();
@@ -239,7 +245,7 @@ impl Aggregator {
             return;
         }
         // A link-hour's first cell: its referrer is the first host, within any limit.
-        if !self.admit(tenant, bounded) {
+        if !self.admit(tenant, bounded, visits(counts)) {
             return;
         }
         shard.insert(
@@ -252,9 +258,10 @@ impl Aggregator {
         );
     }
 
-    /// Whether `tenant` may make a new counter, counting it if so (or the visit as dropped):
-    /// with `bounded`, within the ceiling and, past half of it, within the tenant's fair share.
-    fn admit(&self, tenant: &Arc<str>, bounded: bool) -> bool {
+    /// Whether `tenant` may make a new counter, counting it if so (or its `visits` as
+    /// dropped): with `bounded`, within the ceiling and, past half of it, within the tenant's
+    /// fair share.
+    fn admit(&self, tenant: &Arc<str>, bounded: bool, visits: u64) -> bool {
         let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
         let entries = self.entries.load(Ordering::Relaxed);
         let held = tenants.held.get(tenant).copied().unwrap_or(0);
@@ -279,11 +286,11 @@ impl Aggregator {
             self.entries.fetch_add(1, Ordering::Relaxed);
             return true;
         };
-        self.dropped.fetch_add(1, Ordering::Relaxed);
+        self.dropped.fetch_add(visits, Ordering::Relaxed);
         *tenants
             .dropped
             .entry((Arc::clone(tenant), reason))
-            .or_default() += 1;
+            .or_default() += visits;
         let first = tenants.logged.insert(Arc::clone(tenant));
         drop(tenants);
         if first {
@@ -343,7 +350,7 @@ impl Aggregator {
             add(existing, counts);
             return;
         }
-        if !self.admit(&link_hour.tenant, bounded) {
+        if !self.admit(&link_hour.tenant, bounded, visits(counts)) {
             return;
         }
         let more = link_hour.more.get_or_insert_with(Box::default);
@@ -445,6 +452,16 @@ mod tests {
             None,
             "refused cells left state behind"
         );
+        // Counts handed over from a cached link's word are dropped visit by visit.
+        let handed = ClickCounts {
+            human: 150,
+            head: 0,
+            bot: 50,
+        };
+        agg.add("y", &t, 0, host("first.com"), handed, true);
+        assert_eq!(agg.dropped.load(Ordering::Relaxed), 250);
+        let by_tenant: u64 = agg.dropped_by_tenant().iter().map(|(_, _, n)| n).sum();
+        assert_eq!(by_tenant, 250);
         // With room, a new host is held once, whatever its visits.
         let agg = Aggregator::new(8, 100);
         agg.add("x", &t, 0, host("first.com"), one(VisitKind::Human), true);

@@ -38,8 +38,11 @@ impl Analytics {
                 return false;
             }
         }
-        // The counts cached links hold join the aggregator's (a visit counted in its link's
-        // word but not yet listed, a moment before, goes with the next flush).
+        // The counts cached links' words stand for join the aggregator's. Two kinds of count
+        // can miss this flush and go with the next one, though `began` claims them: those of a
+        // word whose visit is listing it at this instant, and those a visit of another cell has
+        // just taken out of its word and is handing over (nanoseconds, between its
+        // compare-and-swap and its add here).
         self.take_every_held();
         let taken = self.aggregator.take();
         let mut rest = taken.into_iter().peekable();

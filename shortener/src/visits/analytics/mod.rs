@@ -115,8 +115,9 @@ impl Analytics {
         let _ = self.held.set(held);
     }
 
-    /// Hands the rollup counts held by cached links to the aggregator (the start of a flush).
-    fn take_every_held(&self) {
+    /// Hands the rollup counts held by cached links to the aggregator (the start of a flush,
+    /// and at stop before the last flushes).
+    pub(in crate::visits) fn take_every_held(&self) {
         if let Some(held) = self.held.get().and_then(Weak::upgrade) {
             held.hand_over_listed();
         }
