@@ -4,11 +4,12 @@
 //! A redirect served from the cache holds the link's entry, which sits in memory the request
 //! has just read. Counting the visit in a map keyed by code (the recorder's own) costs a hash
 //! and, over many links, a miss in the processor's cache on the map's table and again on its
-//! slot. A [`PendingClicks`] in the entry costs one atomic add on a line already loaded; the
-//! first visit since the counts were last taken also lists the entry (a handle, so an entry
-//! the cache evicts meanwhile still has its counts taken) in [`HeldClicks`], which the flush
-//! drains shard by shard into the same rows as the recorder's map. No visit is dropped: a
-//! count is in the entry until a flush takes it, and an entry with counts is listed until
+//! slot. A [`PendingClicks`] in the entry costs one compare-and-swap on a line already loaded
+//! (and stands for the visits' rollup counts too while they share one cell; see its module);
+//! the first visit since the counts were last taken also lists the entry (a handle, so an
+//! entry the cache evicts meanwhile still has its counts taken) in [`HeldClicks`], which the
+//! flush drains shard by shard into the same rows as the recorder's map. No visit is dropped:
+//! a count is in the entry until a flush takes it, and an entry with counts is listed until
 //! then (or listed again).
 
 use super::word::{PendingClicks, RollupTag, Rollups};
