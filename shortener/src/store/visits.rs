@@ -114,6 +114,12 @@ pub trait VisitStore: Send + Sync {
         &self,
         plan: RollupPlan,
     ) -> impl Future<Output = Result<RollupOutcome, StoreError>> + Send;
+
+    /// Removes the flush marks of writers that wrote nothing for [`MARKS_KEPT_DAYS`] days
+    /// (processes gone long ago: a live one advances its mark with every batch), measured on the
+    /// clock that stamps the marks; how many it removed. The click flush writes marks whether or
+    /// not analytics are on, so this runs either way.
+    fn forget_flush_marks(&self) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }
 
 impl VisitStore for Store {
@@ -135,5 +141,9 @@ impl VisitStore for Store {
 
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         traced!(self, "UPDATE", "click_daily", s => s.maintain_rollups(plan))
+    }
+
+    async fn forget_flush_marks(&self) -> Result<u64, StoreError> {
+        traced!(self, "DELETE", "flush_marks", s => s.forget_flush_marks())
     }
 }

@@ -469,6 +469,10 @@ impl VisitStore for PgStore {
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         rollups::maintain(&mut self.client().await?, &self.partitions, &plan).await
     }
+
+    async fn forget_flush_marks(&self) -> Result<u64, StoreError> {
+        rollups::forget_writers(&self.client().await?).await
+    }
 }
 
 impl OutboxStore for PgStore {

@@ -340,22 +340,20 @@ pub(super) async fn maintain(
             }
         }
     }
-    forget_writers(client).await?;
     Ok(outcome)
 }
 
-/// Removes the flush marks of writers that wrote nothing for [`MARKS_KEPT_DAYS`] days: processes
-/// gone long ago (a live one advances its mark with every batch; one whose batch is still in
-/// doubt after a week would count it twice).
-async fn forget_writers(client: &Conn) -> Result<(), StoreError> {
+/// Removes the flush marks of writers that wrote nothing for [`MARKS_KEPT_DAYS`] days by the
+/// database's clock, which stamps them: processes gone long ago (a live one advances its mark
+/// with every batch; one whose batch is still in doubt after a week would count it twice).
+pub(super) async fn forget_writers(client: &Conn) -> Result<u64, StoreError> {
     client
         .execute(
             "DELETE FROM flush_marks WHERE at < now() - make_interval(days => $1)",
             &[&(MARKS_KEPT_DAYS as i32)],
         )
         .await
-        .map_err(db_error)?;
-    Ok(())
+        .map_err(db_error)
 }
 
 /// The rows of one stats statement.

@@ -379,6 +379,10 @@ impl VisitStore for SqliteStore {
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {
         self.write(move |conn| rollups::maintain(conn, &plan)).await
     }
+
+    async fn forget_flush_marks(&self) -> Result<u64, StoreError> {
+        self.write(rollups::forget_writers).await
+    }
 }
 
 impl OutboxStore for SqliteStore {

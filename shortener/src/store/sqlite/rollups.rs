@@ -2,13 +2,14 @@
 //! rows in one transaction), compaction and retention as plain statements in one transaction
 //! each, and the stats queries (see [`crate::store::rollups`]).
 
-use super::convert::db_error;
+use super::convert::{db_error, millis};
 use crate::domain::stats::DAY;
 use crate::domain::{StatsQuery, StatsReport};
 use crate::store::rollups::{
     Flavor, Param, RollupOutcome, RollupPlan, RollupRow, link_days, report, stats_sql, tenant_rows,
 };
 use crate::store::{BatchMark, MARKS_KEPT_DAYS, StoreError};
+use chrono::Utc;
 use rusqlite::types::Value;
 use rusqlite::{Connection, TransactionBehavior};
 
@@ -201,12 +202,17 @@ pub(super) fn maintain(
         }
         None => 0,
     };
-    // Writers that wrote nothing for a week: processes gone long ago.
-    let kept_from = (plan.now - MARKS_KEPT_DAYS * DAY) * 1000;
-    tx.execute("DELETE FROM flush_marks WHERE at < ?1", [kept_from])
-        .map_err(db_error)?;
     tx.commit().map_err(db_error)?;
     Ok(RollupOutcome { compacted, expired })
+}
+
+/// Removes the flush marks of writers that wrote nothing for [`MARKS_KEPT_DAYS`] days by the
+/// system clock, which stamps them ([`super::rows::advance_mark`]): processes gone long ago.
+pub(super) fn forget_writers(conn: &mut Connection) -> Result<u64, StoreError> {
+    let kept_from = millis(Utc::now() - chrono::Duration::days(MARKS_KEPT_DAYS));
+    conn.execute("DELETE FROM flush_marks WHERE at < ?1", [kept_from])
+        .map(|removed| removed as u64)
+        .map_err(db_error)
 }
 
 /// The report of `query`.

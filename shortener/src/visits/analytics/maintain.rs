@@ -26,11 +26,12 @@ impl Analytics {
         }
     }
 
-    /// Runs maintenance once, now, and records the `clicks.rollup` webhook events of the
-    /// hours that have ended.
+    /// Runs maintenance once, now, records the `clicks.rollup` webhook events of the hours
+    /// that have ended, and forgets the flush marks of writers gone for a week.
     pub async fn maintain(&self, store: &Store) -> Result<RollupOutcome, StoreError> {
         let plan = self.plan();
         let outcome = store.maintain_rollups(plan).await?;
+        forget_flush_marks(store).await?;
         // The hours that ended a minute or more ago (every flush of them is in), looking
         // back far enough that hours ended while every node was down are told too: each is
         // told once, whatever the number of runs and nodes. Oldest first, so a consumer
@@ -57,13 +58,17 @@ impl Analytics {
         Ok(outcome)
     }
 
-    /// Runs maintenance at start and every hour until `stop`.
+    /// Runs maintenance at start and every hour until `stop`. With analytics off there are no
+    /// rollups to keep, but the click flush still leaves a flush mark per process, so the
+    /// marks of writers gone for a week are forgotten on the same schedule.
     pub async fn run_maintenance(&self, store: &Store, stop: &CancellationToken) {
-        if !self.settings.enabled {
-            return;
-        }
         loop {
-            if let Err(error) = self.maintain(store).await {
+            let ran = if self.settings.enabled {
+                self.maintain(store).await.map(drop)
+            } else {
+                forget_flush_marks(store).await
+            };
+            if let Err(error) = ran {
                 tracing::warn!(%error, "rollup maintenance failed; will retry");
             }
             if tokio::time::timeout(EVERY, stop.cancelled()).await.is_ok() {
@@ -71,4 +76,13 @@ impl Analytics {
             }
         }
     }
+}
+
+/// Forgets the flush marks of writers that wrote nothing for a week (`MARKS_KEPT_DAYS`).
+async fn forget_flush_marks(store: &Store) -> Result<(), StoreError> {
+    let forgotten = store.forget_flush_marks().await?;
+    if forgotten > 0 {
+        tracing::info!(forgotten, "flush marks of writers gone for a week removed");
+    }
+    Ok(())
 }
