@@ -361,8 +361,8 @@ impl Aggregator {
         more.cells.insert(cell, counts);
     }
 
-    /// Takes every pending counter, sorted by code, hour and dimensions (the order of the
-    /// rollup key, so concurrent flushes of several nodes write rows in one order).
+    /// Takes every pending counter, in no particular order (the flush sorts them, off the
+    /// thread that serves requests).
     pub fn take(&self) -> Vec<Taken> {
         let mut taken = Vec::with_capacity(self.entries());
         for shard in &self.shards {
@@ -406,7 +406,6 @@ impl Aggregator {
             .unwrap_or_else(|p| p.into_inner())
             .logged
             .clear();
-        taken.sort_unstable_by(|a, b| (&a.code, a.hour, &a.cell).cmp(&(&b.code, b.hour, &b.cell)));
         taken
     }
 }
@@ -414,6 +413,13 @@ impl Aggregator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `agg` holds, taken, in the order of the rollup key (the flush's order).
+    fn sorted_take(agg: &Aggregator) -> Vec<Taken> {
+        let mut taken = agg.take();
+        taken.sort_unstable_by(|a, b| (&a.code, a.hour, &a.cell).cmp(&(&b.code, b.hour, &b.cell)));
+        taken
+    }
 
     fn host(name: &str) -> Cell {
         Cell {
@@ -499,7 +505,7 @@ mod tests {
             agg.dropped_by_tenant(),
             [(Arc::clone(&t), DropReason::TenantShare, 1)]
         );
-        let taken = agg.take();
+        let taken = sorted_take(&agg);
         assert_eq!(agg.entries(), 0);
         assert_eq!(agg.bytes(), 0);
         let summary: Vec<(&str, i64, &str, u64)> = taken
@@ -604,8 +610,7 @@ mod tests {
         agg.add("y", &t, 0, host("d.com"), one(VisitKind::Human), true);
         assert_eq!(agg.folded.load(Ordering::Relaxed), 2);
         assert_eq!(agg.entries(), 5);
-        let taken: Vec<(&str, Cell, u64)> = agg
-            .take()
+        let taken: Vec<(&str, Cell, u64)> = sorted_take(&agg)
             .into_iter()
             .map(|t| {
                 (

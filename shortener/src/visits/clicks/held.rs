@@ -61,9 +61,15 @@ pub type HandOverFn<H> = Box<dyn Fn(&str, &H, Rollups) + Send + Sync>;
 
 /// The listed holders, as the rollups' flush asks for the rollup counts their words stand for.
 pub trait HandOver: Send + Sync {
-    /// Hands over the rollup counts of every listed holder (see
-    /// [`HeldClicks::hand_over_with`]), leaving their click counts and them listed.
-    fn hand_over_listed(&self);
+    /// How many shards the holders are listed in.
+    fn shards(&self) -> usize;
+    /// Hands over the rollup counts of the holders listed in `shard` at positions `from` up to
+    /// `from + count` (see [`HeldClicks::hand_over_with`]), leaving their click counts and them
+    /// listed; whether the list goes on past them. The flush walks a list a part at a time and
+    /// lets the requests waiting on its thread run between parts: a list may change meanwhile,
+    /// and a holder passed over goes with the next flush (or its word's next take), one handed
+    /// over twice gives nothing the second time.
+    fn hand_over_listed(&self, shard: usize, from: usize, count: usize) -> bool;
 }
 
 /// Holders with counts not yet taken, listed by the shard of their code.
@@ -91,19 +97,27 @@ impl<H> HeldClicks<H> {
 }
 
 impl<H: Holder> HandOver for HeldClicks<H> {
-    fn hand_over_listed(&self) {
-        let Some(hand_over) = self.hand_over.get() else {
-            return;
+    fn shards(&self) -> usize {
+        SHARDS
+    }
+
+    fn hand_over_listed(&self, shard: usize, from: usize, count: usize) -> bool {
+        let (Some(hand_over), Some(list)) = (self.hand_over.get(), self.shards.get(shard)) else {
+            return false;
         };
-        for shard in &self.shards {
-            // Copied out under the lock (a reference count each), handed over outside it.
-            let listed = lock(shard).holders.clone();
-            for (code, holder) in &listed {
-                if let Some(rollups) = holder.pending().take_rollups() {
-                    hand_over(code.as_str(), holder, rollups);
-                }
+        // Copied out under the lock (a reference count each), handed over outside it.
+        let (part, more) = {
+            let list = lock(list);
+            let end = from.saturating_add(count).min(list.holders.len());
+            let part = list.holders.get(from..end).map(<[_]>::to_vec);
+            (part.unwrap_or_default(), end < list.holders.len())
+        };
+        for (code, holder) in &part {
+            if let Some(rollups) = holder.pending().take_rollups() {
+                hand_over(code.as_str(), holder, rollups);
             }
         }
+        more
     }
 }
 
@@ -210,6 +224,52 @@ mod tests {
         fn bytes(&self) -> usize {
             1000
         }
+    }
+
+    #[test]
+    fn listed_holders_are_handed_over_a_part_at_a_time_each_once_keeping_their_clicks() {
+        let recorder = Arc::new(ClickRecorder::default());
+        let held = Arc::new(HeldClicks::<Counted>::default());
+        recorder.hold(Arc::clone(&held) as Arc<dyn TakeHeld>);
+        let handed = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&handed);
+        held.hand_over_with(Box::new(move |code, _, (tag, counts)| {
+            lock(&into).push((code.to_string(), tag.bits(), counts.human));
+        }));
+        let holders: Vec<(String, Counted)> = (0..2000)
+            .map(|i| (format!("c{i:04}"), Counted::default()))
+            .collect();
+        for (code, holder) in &holders {
+            held.record(
+                &recorder,
+                code,
+                holder,
+                (VisitKind::Human, RollupTag::new(7)),
+            );
+        }
+        let walk = || {
+            let mut parts = 0;
+            for shard in 0..held.shards() {
+                let mut from = 0;
+                while held.hand_over_listed(shard, from, 50) {
+                    from += 50;
+                    parts += 1;
+                }
+                parts += 1;
+            }
+            parts
+        };
+        assert!(walk() > held.shards(), "a shard's list took several parts");
+        let mut got = lock(&handed).clone();
+        got.sort();
+        let want: Vec<_> = holders.iter().map(|(c, _)| (c.clone(), 7, 1)).collect();
+        assert_eq!(got, want, "every holder's rollup count, once");
+        walk();
+        assert_eq!(lock(&handed).len(), holders.len(), "nothing a second time");
+        // The click counts stay with the holders for the totals' flush.
+        let taken = recorder.take();
+        assert_eq!(taken.len(), holders.len());
+        assert!(taken.iter().all(|(_, c)| c.human == 1));
     }
 
     #[test]

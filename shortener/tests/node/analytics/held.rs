@@ -40,7 +40,9 @@ async fn held_rollup_counts_are_flushed_exactly_once_whoever_takes_them(backend:
     assert_eq!(devices, json!([{ "device": "desktop", "visits": 3 }]));
 
     // A person, then bots, a HEAD request and a referred visit beside them: the word hands
-    // its count over at the first other cell, and the rest go to the aggregator.
+    // its count over at the first other cell, and the rest go to the aggregator. The rollups'
+    // flush above left the word standing for no cell until the totals' flush clears it.
+    visits.clicks().flush(store).await;
     visit(&node, &code, false, BROWSER, None, ip).await;
     for _ in 0..2 {
         visit(&node, &code, false, SLACK, None, ip).await;
@@ -114,7 +116,8 @@ async fn held_rollup_counts_are_flushed_exactly_once_whoever_takes_them(backend:
         "the totals agree"
     );
 
-    // A graceful stop flushes the totals, then the rollups: the words go with them.
+    // A graceful stop hands every word's rollup counts to the aggregator, then flushes the
+    // totals and the rollups side by side: the words go with them.
     for _ in 0..3 {
         visit(&node, &code, false, BROWSER, None, ip).await;
     }

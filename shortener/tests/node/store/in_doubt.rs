@@ -119,3 +119,59 @@ async fn rollups_whose_commit_went_unheard_are_counted_once() {
         humans().await
     );
 }
+
+/// The bytes the rollups' aggregator holds, as `/metrics` reports them.
+async fn aggregated(node: &Node) -> f64 {
+    metric(
+        &node.metrics().await,
+        "shortener_memory_bytes{structure=\"analytics_counters\"}",
+    )
+}
+
+/// While the batch in doubt fails again (its answer lost once more), each rollups flush still
+/// takes the counts cached links' words stand for into the aggregator (bounded, and counted
+/// where it drops), so that no word keeps a cell's hour through a long outage (a word holds its
+/// hour modulo 1024 hours); once the batch goes through, every visit is in the rollups once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_links_words_are_taken_while_a_batch_in_doubt_keeps_failing() {
+    let stack = Stack::new(Backend::Postgres).await;
+    // Neither flush runs by itself: the test calls the rollups' flush.
+    let (node, proxy) = proxied(&stack, "words-in-outage", 50_000, 50_000).await;
+    let (store, analytics) = (&node.app.store, node.app.visits.analytics());
+    let code = node.create_url("https://example.com/outage").await;
+    let path = format!("/links/{code}/stats?granularity=hour");
+    visit(&node, &code, 2).await;
+    proxy.cut_answer_to(&[b"rollups", b"COMMIT"]);
+    assert!(
+        !analytics.flush(store).await,
+        "the flush's answer was cut, so its batch is in doubt"
+    );
+    // The totals' flush clears the word (the rollups' flush left it standing for no cell), so
+    // that it counts the next visits' rollups itself; the batch in doubt fails again.
+    node.app.visits.clicks().flush(store).await;
+    visit(&node, &code, 3).await;
+    assert_eq!(
+        aggregated(&node).await,
+        0.0,
+        "the visits' rollup counts are in the cached link's word, not the aggregator"
+    );
+    proxy.cut_answer_to(&[b"rollups", b"COMMIT"]);
+    assert!(
+        !analytics.flush(store).await,
+        "the batch in doubt was sent again and its answer cut again"
+    );
+    assert_eq!(proxy.answers_cut(), 2, "both answers were cut");
+    assert!(
+        aggregated(&node).await > 0.0,
+        "the word's rollup counts were left in the word while the batch in doubt failed"
+    );
+    let settled = testkit::wait_until(Duration::from_secs(20), || async {
+        analytics.flush(store).await && stats(&node, &path).await.1["totals"]["human"] == json!(5)
+    })
+    .await;
+    assert!(
+        settled,
+        "the visits were lost or counted twice: {}",
+        stats(&node, &path).await.1
+    );
+}
