@@ -42,9 +42,18 @@ impl Default for LatencyHistogram {
     }
 }
 
-/// The upper bound of finite bucket `i`.
-fn bound(i: usize) -> Duration {
-    FIRST_BOUND * (1u32 << i)
+/// The bucket of an observation of `nanos`: the first whose bound it does not pass, the last
+/// (unbounded) past every bound. Bounds double from the first, so it is the number of doublings
+/// of the first bound needed to reach `nanos`, read off the bits of the quotient rounded up
+/// rather than found by comparing with each bound in turn (this runs on every redirect).
+fn bucket_of(nanos: u64) -> usize {
+    const FIRST: u64 = FIRST_BOUND.as_nanos() as u64;
+    let multiples = nanos.div_ceil(FIRST);
+    if multiples <= 1 {
+        return 0;
+    }
+    let doublings = (u64::BITS - (multiples - 1).leading_zeros()) as usize;
+    doublings.min(BUCKETS)
 }
 
 /// The shard of the calling thread: threads are numbered in the order they first record.
@@ -59,12 +68,9 @@ fn shard_index() -> usize {
 impl LatencyHistogram {
     /// Records one observation.
     pub fn observe(&self, elapsed: Duration) {
-        let bucket = (0..BUCKETS)
-            .find(|&i| elapsed <= bound(i))
-            .unwrap_or(BUCKETS);
-        let shard = &self.shards[shard_index()];
-        shard.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        let shard = &self.shards[shard_index()];
+        shard.buckets[bucket_of(nanos)].fetch_add(1, Ordering::Relaxed);
         shard.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
@@ -121,6 +127,11 @@ mod tests {
     use prometheus_client::encoding::text::encode;
     use prometheus_client::registry::Registry;
 
+    /// The upper bound of finite bucket `i`.
+    fn bound(i: usize) -> Duration {
+        FIRST_BOUND * (1u32 << i)
+    }
+
     fn exposition(histogram: &LatencyHistogram) -> String {
         let mut registry = Registry::default();
         registry.register("latency", "test", histogram.clone());
@@ -148,6 +159,23 @@ mod tests {
             "# TYPE latency histogram",
         ] {
             assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
+    }
+
+    #[test]
+    fn an_observation_lands_in_the_first_bucket_whose_bound_it_does_not_pass() {
+        // Each bound, a nanosecond either side of it, and values far past the last.
+        let mut samples = vec![0, 1, u64::MAX, u64::MAX / 2, 10_000_000_000_000];
+        for i in 0..BUCKETS {
+            let at = u64::try_from(bound(i).as_nanos()).expect("bound");
+            samples.extend([at - 1, at, at + 1, at + at / 3]);
+        }
+        for nanos in samples {
+            let elapsed = Duration::from_nanos(nanos);
+            let first = (0..BUCKETS)
+                .find(|&i| elapsed <= bound(i))
+                .unwrap_or(BUCKETS);
+            assert_eq!(bucket_of(nanos), first, "{nanos} ns");
         }
     }
 
