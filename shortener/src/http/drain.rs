@@ -1,22 +1,47 @@
-//! A listener's drain: when it stops, every live connection is asked to finish the request it
-//! is answering and close, and the listener waits (bounded) for the last one to end.
+//! A listener's live connections: its drain and its header-timeout sweep.
 //!
-//! Each connection's task checks one flag when it is woken, and lists its waker once, when it
-//! first runs, for the drain to wake it. A shared shutdown signal polled as a future (a watch
-//! channel's `changed`, as hyper-util's `GracefulShutdown` does) would take a lock on every
-//! wake of every connection: on a keep-alive connection, once per request.
+//! When the listener stops, every live connection is asked to finish the request it is
+//! answering and close, and the listener waits (bounded) for the last one to end. Once per
+//! header timeout, one sweep over the connections marks those that waited for a request head
+//! since the sweep before ([`Drain::sweep`]), and wakes them to close.
+//!
+//! Each connection's task checks a flag or two when it is woken, and lists its waker once, when
+//! it first runs, for the drain and the sweep to wake it. A shared shutdown signal polled as a
+//! future (a watch channel's `changed`, as hyper-util's `GracefulShutdown` does) would take a
+//! lock on every wake of every connection: on a keep-alive connection, once per request; and a
+//! timer per connection would be polled on every wake and kept in the runtime's timer wheel,
+//! which every park of the runtime walks.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
 
+/// What the sweep reads of a connection, and tells it.
+pub(super) trait Watched: Send + Sync + 'static {
+    /// Request heads received plus responses written: even while the connection waits for a
+    /// request head, odd while it answers one.
+    fn progress(&self) -> u64;
+
+    /// Tells the connection that it has waited for a request head since `progress` was read
+    /// one sweep ago, and still has that progress.
+    fn expire(&self, progress: u64);
+}
+
+/// A listed connection: its task's waker, and its progress at the last sweep.
+struct Listing {
+    waker: Waker,
+    watched: Arc<dyn Watched>,
+    /// `None` until the first sweep after the connection was listed.
+    seen: Option<u64>,
+}
+
 /// The drain of one listener's connections.
 #[derive(Default)]
 pub(super) struct Drain {
     began: AtomicBool,
     /// The task of every live connection that has run, by its number.
-    tasks: Mutex<HashMap<u64, Waker>>,
+    tasks: Mutex<HashMap<u64, Listing>>,
     next: AtomicU64,
     live: AtomicUsize,
     /// Woken when the last live connection ends.
@@ -32,18 +57,20 @@ fn lock<T>(tasks: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub(super) struct Listed {
     drain: Arc<Drain>,
     number: u64,
+    watched: Arc<dyn Watched>,
     /// The waker listed for this connection, if any yet.
     waker: Option<Waker>,
 }
 
 impl Drain {
     /// Counts a new live connection (from its accept, so that a drain waits for a connection
-    /// whose task has yet to run).
-    pub(super) fn enlist(self: &Arc<Self>) -> Listed {
+    /// whose task has yet to run); the sweep watches it through `watched`.
+    pub(super) fn enlist(self: &Arc<Self>, watched: Arc<dyn Watched>) -> Listed {
         self.live.fetch_add(1, Ordering::AcqRel);
         Listed {
             drain: Arc::clone(self),
             number: self.next.fetch_add(1, Ordering::Relaxed),
+            watched,
             waker: None,
         }
     }
@@ -51,9 +78,29 @@ impl Drain {
     /// Begins the drain: every listed connection is woken to see it.
     pub(super) fn begin(&self) {
         self.began.store(true, Ordering::SeqCst);
-        for waker in lock(&self.tasks).values() {
-            waker.wake_by_ref();
+        for listing in lock(&self.tasks).values() {
+            listing.waker.wake_by_ref();
         }
+    }
+
+    /// One sweep of the header timeout, run once per timeout: a listed connection whose progress
+    /// is even (waiting for a request head) and the same as at the sweep before is told to
+    /// expire and woken; the others have their progress noted. A connection that begins to wait
+    /// is thus expired between one and two sweep intervals later, never sooner than one; the
+    /// count of those expired.
+    pub(super) fn sweep(&self) -> usize {
+        let mut expired = 0;
+        for listing in lock(&self.tasks).values_mut() {
+            let progress = listing.watched.progress();
+            if listing.seen == Some(progress) && progress.is_multiple_of(2) {
+                listing.watched.expire(progress);
+                listing.waker.wake_by_ref();
+                expired += 1;
+            } else {
+                listing.seen = Some(progress);
+            }
+        }
+        expired
     }
 
     /// Completes once no connection is live.
@@ -72,7 +119,7 @@ impl Drain {
 
 impl Listed {
     /// Whether the drain has begun, as seen by the connection's task polled with `cx`; lists
-    /// the task's waker, if it is not listed already, so that the drain wakes it.
+    /// the task's waker, if it is not listed already, so that the drain and the sweep wake it.
     pub(super) fn began(&mut self, cx: &Context<'_>) -> bool {
         let drain = &self.drain;
         if drain.began.load(Ordering::Acquire) {
@@ -82,7 +129,19 @@ impl Listed {
             return false;
         }
         let waker = cx.waker().clone();
-        lock(&drain.tasks).insert(self.number, waker.clone());
+        let mut tasks = lock(&drain.tasks);
+        match tasks.get_mut(&self.number) {
+            Some(listing) => listing.waker = waker.clone(),
+            None => {
+                let listing = Listing {
+                    waker: waker.clone(),
+                    watched: Arc::clone(&self.watched),
+                    seen: None,
+                };
+                tasks.insert(self.number, listing);
+            }
+        }
+        drop(tasks);
         self.waker = Some(waker);
         // Checked again after listing: a drain that began meanwhile may have missed the waker.
         drain.began.load(Ordering::SeqCst)
@@ -107,12 +166,33 @@ mod tests {
     use std::task::Poll;
     use std::time::Duration;
 
+    /// A connection whose progress a test sets, and which notes what the sweep told it.
+    #[derive(Default)]
+    struct Fake {
+        progress: AtomicU64,
+        expired: Mutex<Vec<u64>>,
+    }
+
+    impl Watched for Fake {
+        fn progress(&self) -> u64 {
+            self.progress.load(Ordering::Relaxed)
+        }
+
+        fn expire(&self, progress: u64) {
+            lock(&self.expired).push(progress);
+        }
+    }
+
+    fn fake() -> Arc<Fake> {
+        Arc::new(Fake::default())
+    }
+
     #[tokio::test]
     async fn a_drain_wakes_every_listed_connection_and_ends_with_the_last() {
         let drain = Arc::new(Drain::default());
         let mut tasks = Vec::new();
         for _ in 0..3 {
-            let mut listed = drain.enlist();
+            let mut listed = drain.enlist(fake());
             tasks.push(tokio::spawn(async move {
                 poll_fn(|cx| {
                     if listed.began(cx) {
@@ -136,7 +216,7 @@ mod tests {
         }
         assert!(lock(&drain.tasks).is_empty(), "no waker left listed");
         // A connection that arrives after the drain began sees it at once.
-        let mut late = drain.enlist();
+        let mut late = drain.enlist(fake());
         let began = poll_fn(|cx| Poll::Ready(late.began(cx))).await;
         assert!(began);
     }
@@ -148,5 +228,57 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(1), drain.ended())
             .await
             .expect("nothing to wait for");
+    }
+
+    /// Lists `watched` as a connection whose task was polled once with a waker that counts its
+    /// wakes.
+    fn listed(drain: &Arc<Drain>, watched: &Arc<Fake>, wakes: &Arc<Wakes>) -> Listed {
+        let mut listed = drain.enlist(Arc::clone(watched) as Arc<dyn Watched>);
+        let waker = Waker::from(Arc::clone(wakes));
+        assert!(!listed.began(&Context::from_waker(&waker)));
+        listed
+    }
+
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn the_sweep_expires_a_connection_that_waited_for_a_head_since_the_sweep_before() {
+        let drain = Arc::new(Drain::default());
+        let (waiting, busy, answering) = (fake(), fake(), fake());
+        let wakes: [Arc<Wakes>; 3] = Default::default();
+        let _listed = [
+            listed(&drain, &waiting, &wakes[0]),
+            listed(&drain, &busy, &wakes[1]),
+            listed(&drain, &answering, &wakes[2]),
+        ];
+        answering.progress.store(3, Ordering::Relaxed);
+        // The first sweep after a connection is listed only notes its progress, so a
+        // connection accepted just before a sweep is not closed by it.
+        assert_eq!(drain.sweep(), 0, "expired at the first sweep");
+        busy.progress.store(2, Ordering::Relaxed);
+        assert_eq!(drain.sweep(), 1);
+        assert_eq!(*lock(&waiting.expired), [0], "the waiting connection");
+        assert_eq!(wakes[0].0.load(Ordering::Relaxed), 1, "woken to close");
+        // Progress since the sweep before, or a request being answered, keeps a connection.
+        assert!(lock(&busy.expired).is_empty(), "a connection with progress");
+        assert!(
+            lock(&answering.expired).is_empty(),
+            "a connection answering"
+        );
+        assert_eq!(wakes[1].0.load(Ordering::Relaxed), 0);
+        assert_eq!(wakes[2].0.load(Ordering::Relaxed), 0);
+        // Once the busy connection stops moving, the next sweep expires it at its progress.
+        assert_eq!(drain.sweep(), 2, "the waiting one again, and the busy one");
+        assert_eq!(*lock(&busy.expired), [2]);
+        // A connection that ended is no longer swept.
+        drop(_listed);
+        assert_eq!(drain.sweep(), 0);
     }
 }

@@ -1,5 +1,5 @@
 //! The HTTP/1 accept loop of the public and admin listeners: connection caps per listener and
-//! client ([`ConnectionGate`]), a per-connection watchdog for clients that are slow to send
+//! client ([`ConnectionGate`]), a header timeout for clients that are slow to send
 //! request heads (which also closes idle keep-alive connections), the peer address in every
 //! request, and a bounded graceful drain ([`Drain`]).
 //!
@@ -9,10 +9,12 @@
 //! rest go to [`Handler::handle`].
 //!
 //! hyper's own `header_read_timeout` is not used: it boxes and registers a fresh timer for every
-//! request on a keep-alive connection (docs/decisions.md has its cost). The watchdog here costs each connection one timer, re-armed once per timeout, and
-//! each request two stores to a counter that only its connection's task writes.
+//! request on a keep-alive connection (docs/decisions.md has its cost). Here no connection holds
+//! a timer: one sweep per listener and timeout reads each connection's progress ([`Drain::sweep`]),
+//! and a request costs two stores to a counter that only its connection's task writes, and a
+//! load of the sweep's mark each time the task is woken.
 
-use super::drain::{Drain, Listed};
+use super::drain::{Drain, Listed, Watched};
 use crate::net::stall::StallIo;
 use crate::net::{Admitted, ConnectionGate};
 use axum::response::Response;
@@ -66,6 +68,19 @@ struct Connection<H> {
     /// is being answered (its body included), even while the connection waits for its next
     /// request head. Written only by the connection's own task, so a plain load and store suffice.
     progress: AtomicU64,
+    /// The progress at which the header sweep found the connection waiting through a whole
+    /// timeout; `u64::MAX` (a progress no connection lives to reach) until then.
+    expired_at: AtomicU64,
+}
+
+impl<H: Send + Sync + 'static> Watched for Connection<H> {
+    fn progress(&self) -> u64 {
+        Connection::progress(self)
+    }
+
+    fn expire(&self, progress: u64) {
+        self.expired_at.store(progress, Ordering::Relaxed);
+    }
 }
 
 impl<H> Connection<H> {
@@ -76,6 +91,13 @@ impl<H> Connection<H> {
 
     fn progress(&self) -> u64 {
         self.progress.load(Ordering::Relaxed)
+    }
+
+    /// Whether the sweep found the connection waiting for a request head through a whole
+    /// timeout and it has not moved since: read by its own task, which alone moves it, so a
+    /// head that arrived after the sweep's look keeps the connection.
+    fn expired(&self) -> bool {
+        self.expired_at.load(Ordering::Relaxed) == self.progress()
     }
 }
 
@@ -100,11 +122,12 @@ pub async fn serve<H: Handler>(
         ..
     } = settings;
     let mut builder = hyper::server::conn::http1::Builder::new();
-    // No timer for hyper: the watchdog in each connection's task bounds header reads instead.
+    // No timer for hyper: the listener's sweep bounds header reads instead.
     builder.header_read_timeout(None).keep_alive(true);
     let drain = Arc::new(Drain::default());
     let handler = Arc::new(handler);
     let mut connections = tokio::task::JoinSet::new();
+    let sweeping = tokio::spawn(sweep(Arc::clone(&drain), header_timeout));
     loop {
         // Ended connections are reaped as new ones come, so the set holds the open ones.
         while connections.try_join_next().is_some() {}
@@ -131,6 +154,7 @@ pub async fn serve<H: Handler>(
             peer,
             _admitted: admitted,
             progress: AtomicU64::new(0),
+            expired_at: AtomicU64::new(u64::MAX),
         });
         let requests = Arc::clone(&connection);
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
@@ -150,7 +174,7 @@ pub async fn serve<H: Handler>(
             Either::Right(Box::pin(async move {
                 let response = connection.handler.handle(connection.peer, request).await;
                 // The request counts as answered once its body is written (or abandoned), not
-                // when its head is ready: a long body is never cut by the header watchdog.
+                // when its head is ready: a long body is never cut by the header timeout.
                 Ok::<_, Infallible>(response.map(|body| {
                     axum::body::Body::new(Answering {
                         body,
@@ -161,9 +185,10 @@ pub async fn serve<H: Handler>(
         });
         let serving =
             builder.serve_connection(TokioIo::new(StallIo::new(stream, send_timeout)), service);
-        let listed = drain.enlist();
-        connections.spawn(watched(serving, connection, header_timeout, listed));
+        let listed = drain.enlist(Arc::clone(&connection) as Arc<dyn Watched>);
+        connections.spawn(watched(serving, connection, listed));
     }
+    sweeping.abort();
     drop(listener);
     drain.begin();
     let bound = settings.drain;
@@ -209,22 +234,35 @@ impl<H> hyper::body::Body for Answering<H> {
     }
 }
 
-/// Drives one connection until it ends, closing it (by dropping it) when it has waited for a
-/// request head through a whole `header_timeout`: the watchdog wakes once per `header_timeout`
-/// and closes the connection if its progress is even (waiting) and has not moved since the last
-/// wake. Once the listener's drain begins (`listed`), the connection finishes the request it is
-/// answering and closes.
-async fn watched<F, H>(
-    serving: F,
-    connection: Arc<Connection<H>>,
-    header_timeout: Duration,
-    mut listed: Listed,
-) where
+/// Sweeps `drain`'s connections once per `header_timeout` ([`Drain::sweep`]), until aborted.
+async fn sweep(drain: Arc<Drain>, header_timeout: Duration) {
+    let mut ticks = tokio::time::interval(header_timeout);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick completes at once.
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let expired = drain.sweep();
+        if expired > 0 {
+            tracing::debug!(
+                expired,
+                ?header_timeout,
+                "no request head within the header read timeout; closing"
+            );
+        }
+    }
+}
+
+/// Drives one connection until it ends, closing it (by dropping it) when the listener's sweep
+/// finds that it waited for a request head through a whole `header_timeout` (it is then closed
+/// between one and two timeouts after the wait began; see [`Drain::sweep`]). Once the
+/// listener's drain begins (`listed`), the connection finishes the request it is answering and
+/// closes.
+async fn watched<F, H>(serving: F, connection: Arc<Connection<H>>, mut listed: Listed)
+where
     F: GracefulConnection<Error = hyper::Error>,
 {
     let mut serving = pin!(serving);
-    let mut watchdog = pin!(tokio::time::sleep(header_timeout));
-    let mut seen = connection.progress();
     let mut draining = false;
     poll_fn(|cx| {
         if !draining && listed.began(cx) {
@@ -238,19 +276,8 @@ async fn watched<F, H>(
             }
             return Poll::Ready(());
         }
-        while watchdog.as_mut().poll(cx).is_ready() {
-            let progress = connection.progress();
-            if progress == seen && progress.is_multiple_of(2) {
-                tracing::debug!(
-                    ?header_timeout,
-                    "no request head within the header read timeout; closing"
-                );
-                return Poll::Ready(());
-            }
-            seen = progress;
-            watchdog
-                .as_mut()
-                .reset(tokio::time::Instant::now() + header_timeout);
+        if connection.expired() {
+            return Poll::Ready(());
         }
         Poll::Pending
     })
