@@ -46,10 +46,26 @@ pub struct Redirects {
     pub mix404: Vec<(usize, Repeated)>,
     /// Cache disabled: every request reads SQLite.
     pub miss: Vec<(usize, Repeated)>,
+    /// Cache hits at 64 connections in windows as long as a rollups flush interval, alternated
+    /// in rounds: the ceiling, the node, the node with analytics off ([`Rig::steady`]).
+    pub steady: Steady,
     /// Every code requested once on a cold cache (64 connections, this crate's client).
     pub each_once: Run,
     /// Open-loop points.
     pub open: Vec<OpenPoint>,
+}
+
+/// The steady cache-hit rounds (64 connections, Zipf(1)).
+#[derive(Debug, Clone, Default)]
+pub struct Steady {
+    /// The window of each run.
+    pub window: std::time::Duration,
+    /// The hyper ceiling.
+    pub ceiling: Repeated,
+    /// The node.
+    pub hit: Repeated,
+    /// The node with click analytics off.
+    pub hit_analytics_off: Repeated,
 }
 
 fn entry(list: &mut Vec<(usize, Repeated)>, conns: usize) -> &mut Repeated {
@@ -92,6 +108,7 @@ pub async fn run(settings: &Settings, dir: &Path) -> anyhow::Result<Redirects> {
         .context("warm the analytics-off node's cache")?;
 
     rig.closed_loop(settings, &script, &codes_file, &mut out)?;
+    rig.steady(settings, &script, &codes_file, &mut out)?;
     rig.open_loop(settings, &mut out).await?;
     rig.stop()?;
     out.miss = cache_disabled(settings, dir, &data, &key, &script, &codes_file).await?;
@@ -232,6 +249,43 @@ impl Rig {
                 )?;
                 entry(&mut out.mix404, conns).push(r);
             }
+        }
+        Ok(())
+    }
+
+    /// The steady rounds: at 64 connections, the ceiling, the node and the node with analytics
+    /// off, each for `settings.steady`. The closed-loop windows above are shorter than the
+    /// node's rollups flush interval (30 s), so whether one of them holds a flush (the hand-over
+    /// of every cached link's counts, and the writer's upserts on the same core) is a matter of
+    /// phase: a median over them may count the flush's cost several times or not at all. A
+    /// window of a whole interval holds one flush, as every 30 s of a serving node does.
+    fn steady(
+        &self,
+        settings: &Settings,
+        script: &Path,
+        codes_file: &Path,
+        out: &mut Redirects,
+    ) -> anyhow::Result<()> {
+        let hits = wrk::Mix {
+            zipf: 1.0,
+            unknown: 0.0,
+        };
+        let d = settings.steady;
+        out.steady.window = d;
+        for round in 0..settings.steady_rounds {
+            eprintln!(
+                "redirects: steady round {round}, 64 connections, {} s each: ceiling, hits, hits with analytics off",
+                d.as_secs()
+            );
+            let pid = self.ceiling.pid();
+            let run = wrk::run(script, codes_file, self.ceiling_addr, 64, d, hits, pid)?;
+            out.steady.ceiling.push(run);
+            let pid = self.node.server.pid();
+            let run = wrk::run(script, codes_file, self.node.http, 64, d, hits, pid)?;
+            out.steady.hit.push(run);
+            let (off, pid) = (&self.codes_off_file, self.node_off.server.pid());
+            let run = wrk::run(script, off, self.node_off.http, 64, d, hits, pid)?;
+            out.steady.hit_analytics_off.push(run);
         }
         Ok(())
     }

@@ -9,6 +9,11 @@ pub struct Settings {
     pub reps: usize,
     /// Length of each redirect measurement.
     pub redirect: Duration,
+    /// Length of each steady cache-hit measurement: at least the node's rollups flush interval
+    /// (30 s by default), so that each window holds one flush, as a node's every 30 s does.
+    pub steady: Duration,
+    /// Rounds of the steady measurement (ceiling, node, node with analytics off).
+    pub steady_rounds: usize,
     /// Length of each create measurement (after `warmup`).
     pub create: Duration,
     /// Unmeasured lead-in of each create measurement.
@@ -27,12 +32,14 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The full run (about 10 minutes on 2 cores) or the smoke run (under 2 minutes).
+    /// The full run (about 14 minutes on 2 cores) or the smoke run (under 2 minutes).
     pub fn new(quick: bool) -> Settings {
         if quick {
             Settings {
                 reps: 1,
                 redirect: Duration::from_secs(1),
+                steady: Duration::from_secs(2),
+                steady_rounds: 1,
                 create: Duration::from_secs(1),
                 warmup: Duration::from_millis(200),
                 links: 20_000,
@@ -45,6 +52,8 @@ impl Settings {
             Settings {
                 reps: 3,
                 redirect: Duration::from_secs(5),
+                steady: Duration::from_secs(30),
+                steady_rounds: 2,
                 create: Duration::from_secs(4),
                 warmup: Duration::from_millis(500),
                 links: 100_000,

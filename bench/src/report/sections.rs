@@ -45,6 +45,26 @@ pub(super) fn redirects(s: &mut String, r: &Redirects, settings: &Settings) {
         }
     }
     let e = &r.each_once;
+    let st = &r.steady;
+    let steady_rows = [
+        ("hyper ceiling (fixed 302)", &st.ceiling),
+        ("cache hits, Zipf(1)", &st.hit),
+        (
+            "cache hits, Zipf(1), click analytics off",
+            &st.hit_analytics_off,
+        ),
+    ];
+    for (name, x) in steady_rows.into_iter().filter(|(_, x)| !x.runs.is_empty()) {
+        let _ = writeln!(
+            s,
+            "| {name}, {} s windows | 64 | {} | {} | {} | {} |",
+            st.window.as_secs(),
+            repeated_cells(x),
+            cpu(x),
+            ratio(x.rate() / st.ceiling.rate()),
+            ratio(st.ceiling.cpu_us() / x.cpu_us())
+        );
+    }
     let _ = writeln!(
         s,
         "| cold cache: each code once (this crate's client) | 64 | {} | n=1 | {} | {} | {} | – | – | – |\n",
