@@ -68,13 +68,13 @@ pub struct Steady {
     pub hit_analytics_off: Repeated,
 }
 
-/// `run` (of known codes) unless some of its answers were not redirects: a node that does not
-/// know its links answers 404 (or refuses them before any lookup), and a run of those measures
-/// refusals, not cache hits.
+/// `run` (of known codes) unless some of its requests failed (wrk counts a status over 399 and
+/// socket errors): a node that does not know its links answers 404 (refusing them before any
+/// lookup), and a run of those measures refusals, not cache hits.
 fn redirected(run: &Run, what: &str) -> anyhow::Result<Run> {
     anyhow::ensure!(
         run.errors == 0,
-        "{what}: {} answers were not redirects; the node does not serve the links it was given",
+        "{what}: {} answers were errors (a status over 399, or a socket error) where every one should be a redirect; the node does not serve the links it was given, or failed",
         run.errors
     );
     Ok(*run)

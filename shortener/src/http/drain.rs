@@ -1,9 +1,9 @@
 //! A listener's live connections: its drain and its header-timeout sweep.
 //!
 //! When the listener stops, every live connection is asked to finish the request it is
-//! answering and close, and the listener waits (bounded) for the last one to end. Once per
+//! answering and close, and the listener waits (bounded) for the last one to end. Twice per
 //! header timeout, one sweep over the connections marks those that waited for a request head
-//! since the sweep before ([`Drain::sweep`]), and wakes them to close.
+//! through a whole timeout ([`Drain::sweep`]), and wakes them to close.
 //!
 //! Each connection's task checks a flag or two when it is woken, and lists its waker once, when
 //! it first runs, for the drain and the sweep to wake it. A shared shutdown signal polled as a
@@ -16,6 +16,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Waker};
+
+/// Sweeps per header timeout: a connection waiting for a head through this many sweeps in a
+/// row is expired, between one timeout and one and a half after its wait began.
+pub(super) const SWEEPS: u32 = 2;
 
 /// What the sweep reads of a connection, and tells it.
 pub(super) trait Watched: Send + Sync + 'static {
@@ -32,8 +36,9 @@ pub(super) trait Watched: Send + Sync + 'static {
 struct Listing {
     waker: Waker,
     watched: Arc<dyn Watched>,
-    /// `None` until the first sweep after the connection was listed.
-    seen: Option<u64>,
+    /// Its progress at the last sweep, and through how many sweeps before that it had not
+    /// moved; `None` until the first sweep after the connection was listed.
+    seen: Option<(u64, u32)>,
 }
 
 /// The drain of one listener's connections.
@@ -83,23 +88,28 @@ impl Drain {
         }
     }
 
-    /// One sweep of the header timeout, run once per timeout: a listed connection whose progress
-    /// is even (waiting for a request head) and the same as at the sweep before is told to
-    /// expire and woken; the others have their progress noted. A connection that begins to wait
-    /// is thus expired between one and two sweep intervals later, never sooner than one; the
-    /// count of those expired.
+    /// One sweep of the header timeout, run [`SWEEPS`] times per timeout: a listed connection
+    /// whose progress is even (waiting for a request head) and has not moved through `SWEEPS`
+    /// sweeps is told to expire and woken; the others have their progress noted. A connection
+    /// that begins to wait is thus expired between one and one and a half timeouts later, never
+    /// sooner than one; the count of those expired. The wakes come after the list is unlocked,
+    /// so the tasks woken (and the ones listing or leaving) never wait on the sweep.
     pub(super) fn sweep(&self) -> usize {
-        let mut expired = 0;
+        let mut woken = Vec::new();
         for listing in lock(&self.tasks).values_mut() {
             let progress = listing.watched.progress();
-            if listing.seen == Some(progress) && progress.is_multiple_of(2) {
+            let unmoved = match listing.seen {
+                Some((seen, sweeps)) if seen == progress => sweeps + 1,
+                _ => 0,
+            };
+            listing.seen = Some((progress, unmoved));
+            if unmoved >= SWEEPS && progress.is_multiple_of(2) {
                 listing.watched.expire(progress);
-                listing.waker.wake_by_ref();
-                expired += 1;
-            } else {
-                listing.seen = Some(progress);
+                woken.push(listing.waker.clone());
             }
         }
+        let expired = woken.len();
+        woken.into_iter().for_each(Waker::wake);
         expired
     }
 
@@ -249,24 +259,26 @@ mod tests {
     }
 
     #[test]
-    fn the_sweep_expires_a_connection_that_waited_for_a_head_since_the_sweep_before() {
+    fn the_sweep_expires_a_connection_that_waited_for_a_head_through_a_whole_timeout() {
+        assert_eq!(SWEEPS, 2, "the test counts two sweeps to a timeout");
         let drain = Arc::new(Drain::default());
         let (waiting, busy, answering) = (fake(), fake(), fake());
         let wakes: [Arc<Wakes>; 3] = Default::default();
-        let _listed = [
+        let listed = [
             listed(&drain, &waiting, &wakes[0]),
             listed(&drain, &busy, &wakes[1]),
             listed(&drain, &answering, &wakes[2]),
         ];
         answering.progress.store(3, Ordering::Relaxed);
-        // The first sweep after a connection is listed only notes its progress, so a
-        // connection accepted just before a sweep is not closed by it.
+        // The first sweep after a connection is listed only notes its progress, and the next
+        // sees it unmoved for half a timeout: neither closes it.
         assert_eq!(drain.sweep(), 0, "expired at the first sweep");
+        assert_eq!(drain.sweep(), 0, "expired after half a timeout");
         busy.progress.store(2, Ordering::Relaxed);
-        assert_eq!(drain.sweep(), 1);
+        assert_eq!(drain.sweep(), 1, "a whole timeout unmoved");
         assert_eq!(*lock(&waiting.expired), [0], "the waiting connection");
         assert_eq!(wakes[0].0.load(Ordering::Relaxed), 1, "woken to close");
-        // Progress since the sweep before, or a request being answered, keeps a connection.
+        // Progress within the timeout, or a request being answered, keeps a connection.
         assert!(lock(&busy.expired).is_empty(), "a connection with progress");
         assert!(
             lock(&answering.expired).is_empty(),
@@ -274,11 +286,12 @@ mod tests {
         );
         assert_eq!(wakes[1].0.load(Ordering::Relaxed), 0);
         assert_eq!(wakes[2].0.load(Ordering::Relaxed), 0);
-        // Once the busy connection stops moving, the next sweep expires it at its progress.
-        assert_eq!(drain.sweep(), 2, "the waiting one again, and the busy one");
+        // Once the busy connection stops moving, it is expired a whole timeout later.
+        assert_eq!(drain.sweep(), 1, "the waiting one again");
+        assert_eq!(drain.sweep(), 2, "the waiting one, and the busy one");
         assert_eq!(*lock(&busy.expired), [2]);
         // A connection that ended is no longer swept.
-        drop(_listed);
+        drop(listed);
         assert_eq!(drain.sweep(), 0);
     }
 }

@@ -14,7 +14,7 @@
 //! and a request costs two stores to a counter that only its connection's task writes, and a
 //! load of the sweep's mark each time the task is woken.
 
-use super::drain::{Drain, Listed, Watched};
+use super::drain::{Drain, Listed, SWEEPS, Watched};
 use crate::net::stall::StallIo;
 use crate::net::{Admitted, ConnectionGate};
 use axum::response::Response;
@@ -107,8 +107,8 @@ impl<H> Connection<H> {
 /// after the servers stop). A connection `gate` refuses is closed at once. A client that does
 /// not finish sending its headers within the header timeout is disconnected: a connection that
 /// waits for a request head through a whole timeout (a new connection, an idle keep-alive one,
-/// or one whose client sends its head slowly) is closed between one and two timeouts after the
-/// wait began. A request being answered, its body included, is never cut by this timeout.
+/// or one whose client sends its head slowly) is closed between one and one and a half timeouts
+/// after the wait began, during the drain too. A request being answered, its body included, is never cut by this timeout.
 pub async fn serve<H: Handler>(
     listener: TcpListener,
     handler: H,
@@ -127,7 +127,9 @@ pub async fn serve<H: Handler>(
     let drain = Arc::new(Drain::default());
     let handler = Arc::new(handler);
     let mut connections = tokio::task::JoinSet::new();
-    let sweeping = tokio::spawn(sweep(Arc::clone(&drain), header_timeout));
+    // Aborted when `serve` returns or is dropped; it runs through the drain, which a client
+    // that sent part of a head would otherwise hold to its bound.
+    let _sweeping = Sweeping(tokio::spawn(sweep(Arc::clone(&drain), header_timeout)));
     loop {
         // Ended connections are reaped as new ones come, so the set holds the open ones.
         while connections.try_join_next().is_some() {}
@@ -188,7 +190,6 @@ pub async fn serve<H: Handler>(
         let listed = drain.enlist(Arc::clone(&connection) as Arc<dyn Watched>);
         connections.spawn(watched(serving, connection, listed));
     }
-    sweeping.abort();
     drop(listener);
     drain.begin();
     let bound = settings.drain;
@@ -234,28 +235,31 @@ impl<H> hyper::body::Body for Answering<H> {
     }
 }
 
-/// Sweeps `drain`'s connections once per `header_timeout` ([`Drain::sweep`]), until aborted.
+/// The sweep's task, aborted when dropped.
+struct Sweeping(tokio::task::JoinHandle<()>);
+
+impl Drop for Sweeping {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Sweeps `drain`'s connections [`SWEEPS`] times per `header_timeout` ([`Drain::sweep`]),
+/// until aborted.
 async fn sweep(drain: Arc<Drain>, header_timeout: Duration) {
-    let mut ticks = tokio::time::interval(header_timeout);
+    let mut ticks = tokio::time::interval(header_timeout / SWEEPS);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first tick completes at once.
     ticks.tick().await;
     loop {
         ticks.tick().await;
-        let expired = drain.sweep();
-        if expired > 0 {
-            tracing::debug!(
-                expired,
-                ?header_timeout,
-                "no request head within the header read timeout; closing"
-            );
-        }
+        drain.sweep();
     }
 }
 
 /// Drives one connection until it ends, closing it (by dropping it) when the listener's sweep
-/// finds that it waited for a request head through a whole `header_timeout` (it is then closed
-/// between one and two timeouts after the wait began; see [`Drain::sweep`]). Once the
+/// finds that it waited for a request head through a whole header timeout (it is then closed
+/// between one and one and a half timeouts after the wait began; see [`Drain::sweep`]). Once the
 /// listener's drain begins (`listed`), the connection finishes the request it is answering and
 /// closes.
 async fn watched<F, H>(serving: F, connection: Arc<Connection<H>>, mut listed: Listed)
@@ -277,6 +281,7 @@ where
             return Poll::Ready(());
         }
         if connection.expired() {
+            tracing::debug!("no request head within the header read timeout; closing");
             return Poll::Ready(());
         }
         Poll::Pending
