@@ -55,6 +55,12 @@ pub struct Redirects {
     pub open: Vec<OpenPoint>,
 }
 
+/// Cache hits: Zipf(1) over the links, no unknown codes.
+const HITS: wrk::Mix = wrk::Mix {
+    zipf: 1.0,
+    unknown: 0.0,
+};
+
 /// The steady cache-hit rounds (64 connections, Zipf(1)).
 #[derive(Debug, Clone, Default)]
 pub struct Steady {
@@ -211,10 +217,7 @@ impl Rig {
         codes_file: &Path,
         out: &mut Redirects,
     ) -> anyhow::Result<()> {
-        let hits = wrk::Mix {
-            zipf: 1.0,
-            unknown: 0.0,
-        };
+        let hits = HITS;
         let mix = wrk::Mix {
             zipf: 1.0,
             unknown: 0.05,
@@ -284,10 +287,7 @@ impl Rig {
         codes_file: &Path,
         out: &mut Redirects,
     ) -> anyhow::Result<()> {
-        let hits = wrk::Mix {
-            zipf: 1.0,
-            unknown: 0.0,
-        };
+        let hits = HITS;
         let d = settings.steady;
         out.steady.window = d;
         for round in 0..settings.steady_rounds {
