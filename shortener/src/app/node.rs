@@ -167,10 +167,11 @@ impl Node {
             config.limits.batch_limit,
             config.access.suffixes()?,
         ));
-        let (domains, blocklist, api_keys) = managed(
+        let made = managed(
             config, &store, &own_hosts, &rules, &targets, &admission, &audit,
-        );
-        let signin = signin(config, &public, &store, admission.keys())?;
+        )?;
+        let (domains, blocklist, api_keys) = (made.domains, made.blocklist, made.api_keys);
+        let signin = signin(config, &public, &store, admission.keys(), made.roles)?;
         let parts = Accounted {
             limits: &limits,
             visits: &visits,
@@ -305,8 +306,16 @@ impl Node {
     }
 }
 
+/// What [`managed`] makes.
+struct Managed {
+    domains: Arc<DomainService>,
+    blocklist: Arc<BlocklistService>,
+    api_keys: Arc<crate::keys::KeyService>,
+    roles: Arc<crate::signin::roles::Roles>,
+}
+
 /// The services tenants manage their domains, blocked domains and API keys through, each
-/// recording its changes in `audit`.
+/// recording its changes in `audit`; and the roles people hold, which cap the keys they made.
 fn managed(
     config: &Config,
     store: &Store,
@@ -315,11 +324,7 @@ fn managed(
     targets: &Arc<TargetRules>,
     admission: &Arc<Admission>,
     audit: &Arc<AuditLog>,
-) -> (
-    Arc<DomainService>,
-    Arc<BlocklistService>,
-    Arc<crate::keys::KeyService>,
-) {
+) -> anyhow::Result<Managed> {
     let cache_config = config.redirects.cache(config.visits.click_flush());
     let domains = Arc::new(DomainService::new(
         store.clone(),
@@ -334,12 +339,20 @@ fn managed(
         Arc::clone(targets),
         Arc::clone(audit),
     ));
+    // Sign-in reads the same roles: those that cap the keys people made.
+    let roles = roles(config)?;
     let api_keys = Arc::new(crate::keys::KeyService::new(
         store.clone(),
         Arc::clone(admission.keys()),
         Arc::clone(audit),
+        Arc::clone(&roles),
     ));
-    (domains, blocklist, api_keys)
+    Ok(Managed {
+        domains,
+        blocklist,
+        api_keys,
+        roles,
+    })
 }
 
 /// What targets the node refuses: its own names and addresses (no link may point at the node
@@ -400,14 +413,30 @@ fn visits(config: &Config) -> Arc<Visits> {
     ))
 }
 
+/// The roles people hold: the roles file's mappings when sign-in is on
+/// (`SHORTENER_OIDC_ISSUER`), none otherwise (so no person holds a role, and no key a person
+/// made is in force).
+fn roles(config: &Config) -> anyhow::Result<Arc<crate::signin::roles::Roles>> {
+    let file = config
+        .access
+        .oidc_issuer
+        .as_ref()
+        .and(config.access.roles_file.clone());
+    let roles = crate::signin::roles::Roles::load(file)
+        .map_err(anyhow::Error::msg)
+        .context("load SHORTENER_ROLES_FILE")?;
+    Ok(Arc::new(roles))
+}
+
 /// Single sign-on to the console, when `SHORTENER_OIDC_ISSUER` is set: the client secret read
-/// from its file, the roles file loaded (a mapping to a tenant that holds no keys is warned
-/// about and left out).
+/// from its file, with `roles` (a mapping to a tenant that holds no keys is warned about and
+/// left out).
 fn signin(
     config: &Config,
     public: &PublicBase,
     store: &Store,
     keys: &Arc<crate::access::ApiKeys>,
+    roles: Arc<crate::signin::roles::Roles>,
 ) -> anyhow::Result<Option<Arc<crate::signin::SignIn>>> {
     let access = &config.access;
     let (Some(issuer), Some(client_id), Some(secret_file)) = (
@@ -428,9 +457,6 @@ fn signin(
         !secret.is_empty(),
         "SHORTENER_OIDC_CLIENT_SECRET_FILE is empty"
     );
-    let roles = crate::signin::roles::Roles::load(access.roles_file.clone())
-        .map_err(anyhow::Error::msg)
-        .context("load SHORTENER_ROLES_FILE")?;
     let settings = crate::signin::Settings {
         client: crate::signin::oidc::ClientConfig {
             issuer: issuer.clone(),
@@ -442,8 +468,7 @@ fn signin(
         absolute: Duration::from_secs(access.session_max_seconds.get()),
         public_url: public.as_str().to_string(),
     };
-    let signin =
-        crate::signin::SignIn::new(settings, Arc::new(roles), Arc::clone(keys), store.clone())?;
+    let signin = crate::signin::SignIn::new(settings, roles, Arc::clone(keys), store.clone())?;
     signin.warn_unknown_tenants();
     Ok(Some(Arc::new(signin)))
 }

@@ -37,6 +37,9 @@ pub struct Person {
     pub subject: Arc<str>,
     /// Their e-mail, when the issuer gives one.
     pub email: Option<Arc<str>>,
+    /// The claims of their sign-in that the roles file may name (a JSON object, as the session
+    /// keeps them): what caps a key they make (`crate::keys`).
+    pub claims: Option<Arc<str>>,
 }
 
 impl Person {
@@ -105,11 +108,13 @@ mod tests {
         caller.person = Some(Arc::new(Person {
             subject: Arc::from("248289761001"),
             email: None,
+            claims: None,
         }));
         assert_eq!(caller.author(), "acme/console (248289761001)");
         caller.person = Some(Arc::new(Person {
             subject: Arc::from("248289761001"),
             email: Some(Arc::from("ana@example.com")),
+            claims: None,
         }));
         assert_eq!(caller.author(), "acme/console (ana@example.com)");
         // Signed in to the console, the person acts under their own name, said once.

@@ -83,6 +83,11 @@ impl Scopes {
         self.iter().all(|s| other.grants(s))
     }
 
+    /// The scopes of `self` that `cap` grants (`admin` in `cap` grants them all).
+    pub fn capped_by(self, cap: Scopes) -> Scopes {
+        self.iter().filter(|s| cap.grants(*s)).collect()
+    }
+
     /// Whether the set is empty.
     pub fn is_empty(self) -> bool {
         self.0 == 0

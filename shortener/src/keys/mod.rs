@@ -10,6 +10,9 @@
 //! - Names: the keys file's names are the operator's. A key of the file and a stored key never
 //!   share a (tenant, name): a create of a name the file holds is refused, and a stored key
 //!   whose name the file takes later is left out of force (the file wins), with a warning.
+//! - Capped by a person's role: a key a signed-in person made carries at most what that person
+//!   holds now ([`cap`]), worked out at each reload from the roles file in force and the claims
+//!   of the person's latest sign-in.
 //! - In force: every node reads the live stored keys each reload interval
 //!   (`SHORTENER_RELOAD_INTERVAL_MS`) and replaces its stored set whole, so a revocation stops
 //!   the key on every node within that bound; the node that takes a create or revocation puts
@@ -19,10 +22,13 @@
 //!   stops), so a request never waits for a write and a key costs at most one row update a
 //!   minute. A list shows the later of the stored time and this node's note.
 
+pub mod cap;
+
 use crate::access::{ApiKeys, KeyEntry, KeySet, LastUse, check_name, digest, generate_api_key};
 use crate::audit::{Action, AuditLog, ObjectKind, Subject};
 use crate::domain::{Caller, Error, Scope, Scopes, unknown_scope};
-use crate::store::{KeyStore, NewApiKey, Store, StoreError, StoredApiKey};
+use crate::signin::roles::Roles;
+use crate::store::{KeyStore, NewApiKey, PersonClaims, Store, StoreError, StoredApiKey};
 use chrono::{DateTime, Datelike, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -63,6 +69,9 @@ pub struct KeyView {
     pub expires_at: Option<DateTime<Utc>>,
     /// When it was last accepted, as far as this node knows.
     pub last_used_at: Option<DateTime<Utc>>,
+    /// What it may do now: `scopes` capped by the role its person holds, when a person made it
+    /// ([`cap`]); `None` when it is not in force for that (its person holds no role there).
+    pub in_force: Option<Scopes>,
 }
 
 /// A key just made: how it is shown, and its secret (shown this once, kept nowhere).
@@ -101,6 +110,11 @@ pub struct KeyService {
     /// a newer one (a revocation's own sync racing the periodic one).
     syncing: tokio::sync::Mutex<()>,
     audit: Arc<AuditLog>,
+    /// The roles people hold: what caps the keys they made.
+    roles: Arc<Roles>,
+    /// The scopes in force of each key a person made, as the last read put them (`None`: not
+    /// in force), so that a change is logged once.
+    capped: Mutex<HashMap<i64, Option<Scopes>>>,
 }
 
 fn invalid(code: &'static str, message: String) -> Error {
@@ -188,6 +202,32 @@ pub fn check(
     })
 }
 
+/// Logs a change of what the key `key`, made by `person` with `scopes`, may do: `now` in place
+/// of `before` (`None` before: the first read of this node, logged only when capped).
+fn note_cap(
+    key: &StoredApiKey,
+    person: &PersonClaims,
+    scopes: Scopes,
+    now: Option<Scopes>,
+    before: Option<Option<Scopes>>,
+) {
+    let changed = match before {
+        Some(before) => before != now,
+        None => now != Some(scopes),
+    };
+    if !changed {
+        return;
+    }
+    match now {
+        None => {
+            tracing::info!(tenant = %key.tenant, name = %key.name, person = %person.subject, "the person who made this API key holds no role in its tenant now; the key is not in force")
+        }
+        Some(held) => {
+            tracing::info!(tenant = %key.tenant, name = %key.name, person = %person.subject, scopes = %held, "this API key is in force with the scopes its person's role grants")
+        }
+    }
+}
+
 fn name_taken(name: &str, by: &str) -> Error {
     Error::conflict(
         "key_name_taken",
@@ -199,14 +239,17 @@ fn name_taken(name: &str, by: &str) -> Error {
 }
 
 impl KeyService {
-    /// The service over `store`, putting stored keys in force in `keys`.
-    pub fn new(store: Store, keys: Arc<ApiKeys>, audit: Arc<AuditLog>) -> Self {
+    /// The service over `store`, putting stored keys in force in `keys`, those people made
+    /// capped by the role `roles` give them.
+    pub fn new(store: Store, keys: Arc<ApiKeys>, audit: Arc<AuditLog>, roles: Arc<Roles>) -> Self {
         Self {
             store,
             keys,
             notes: Mutex::new(HashMap::new()),
             syncing: tokio::sync::Mutex::new(()),
             audit,
+            roles,
+            capped: Mutex::new(HashMap::new()),
         }
     }
 
@@ -225,6 +268,11 @@ impl KeyService {
             scopes: checked.scopes.to_string(),
             created_by: caller.key_id(),
             expires_at: checked.expires_at,
+            // Claims the session did not keep give no role: such a key is never in force.
+            person: caller.person.as_ref().map(|p| PersonClaims {
+                subject: p.subject.to_string(),
+                claims: p.claims.as_deref().unwrap_or("{}").to_string(),
+            }),
         };
         let Some(stored) = self.store.insert_api_key(&new).await? else {
             return Err(name_taken(&checked.name, "another key"));
@@ -293,7 +341,20 @@ impl KeyService {
             created_by: stored.created_by.clone(),
             expires_at: stored.expires_at,
             last_used_at: stored.last_used_at.max(noted),
+            in_force: self.in_force(stored, scopes),
         }
+    }
+
+    /// What `stored` (with `scopes`) may do under the roles in force now ([`cap::in_force`]).
+    fn in_force(&self, stored: &StoredApiKey, scopes: Scopes) -> Option<Scopes> {
+        let tenants = self.keys.tenants();
+        cap::in_force(
+            scopes,
+            &stored.tenant,
+            stored.person.as_ref(),
+            &self.roles.mappings(),
+            |t| tenants.iter().any(|known| known == t),
+        )
     }
 
     /// [`KeyService::sync`] after a change: a failure is logged, and the next reload interval
@@ -310,6 +371,8 @@ impl KeyService {
     pub async fn sync(&self) -> Result<usize, StoreError> {
         let _syncing = self.syncing.lock().await;
         let stored = self.store.api_keys(None).await?;
+        let mut capped = self.capped.lock().expect("capped");
+        let mut was = std::mem::take(&mut *capped);
         let mut notes = self.notes.lock().expect("notes");
         let mut kept = HashMap::with_capacity(stored.len());
         let mut entries = Vec::with_capacity(stored.len());
@@ -322,6 +385,14 @@ impl KeyService {
                 tracing::warn!(tenant = %key.tenant, name = %key.name, "the keys file holds a key of this stored key's name; the file's is in force, the stored one is not");
                 continue;
             }
+            let in_force = self.in_force(&key, scopes);
+            if let Some(person) = &key.person {
+                note_cap(&key, person, scopes, in_force, was.remove(&key.id));
+                capped.insert(key.id, in_force);
+            }
+            let Some(scopes) = in_force else {
+                continue;
+            };
             let note = notes.remove(&key.id).unwrap_or_else(|| Note {
                 used: Arc::new(LastUse::default()),
                 written: key.last_used_at,
@@ -346,6 +417,7 @@ impl KeyService {
         // after its last batch is not written.
         *notes = kept;
         drop(notes);
+        drop(capped);
         self.keys.set_stored(set);
         Ok(count)
     }

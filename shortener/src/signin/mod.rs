@@ -16,11 +16,13 @@
 
 pub mod oidc;
 pub mod roles;
+mod session;
+
+pub use session::Session;
 
 use crate::access::ApiKeys;
-use crate::domain::{Caller, Person, Scopes};
-use crate::store::{NewSession, SessionStore, Store, StoreError, StoredSession};
-use chrono::{DateTime, Utc};
+use crate::store::{KeyStore, NewSession, SessionStore, Store, StoreError, StoredSession};
+use chrono::Utc;
 use oidc::{Attempt, Claims, ClientConfig, Provider, SignInError};
 use roles::{Role, Roles};
 use sha2::{Digest, Sha256};
@@ -116,53 +118,6 @@ pub enum SessionError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// A signed-in person, as of one request.
-#[derive(Debug, Clone)]
-pub struct Session {
-    digest: [u8; 32],
-    csrf: String,
-    /// The person's subject at the issuer.
-    pub subject: String,
-    /// Their e-mail address.
-    pub email: Option<String>,
-    /// Their name.
-    pub name: Option<String>,
-    /// Their role in each tenant (known tenants only).
-    pub roles: BTreeMap<String, Role>,
-    /// The tenant they act in now (one of `roles`), if any.
-    pub tenant: Option<String>,
-    /// When the session ends whatever its use.
-    pub expires_at: DateTime<Utc>,
-}
-
-impl Session {
-    /// The anti-CSRF token of this session.
-    pub fn csrf_token(&self) -> &str {
-        &self.csrf
-    }
-
-    /// The person as a caller in their active tenant, with their role's scopes; `None` when
-    /// they hold no role anywhere.
-    pub fn caller(&self) -> Option<Caller> {
-        let tenant = self.tenant.as_deref()?;
-        let role = self.roles.get(tenant)?;
-        Some(self.caller_in(tenant, role.scopes()))
-    }
-
-    fn caller_in(&self, tenant: &str, scopes: Scopes) -> Caller {
-        let key = match &self.email {
-            Some(email) => email.clone(),
-            None => format!("oidc:{}", self.subject),
-        };
-        let mut caller = Caller::of_key(Arc::from(tenant), Arc::from(key.as_str()), scopes);
-        caller.person = Some(Arc::new(Person {
-            subject: Arc::from(self.subject.as_str()),
-            email: self.email.as_deref().map(Arc::from),
-        }));
-        caller
-    }
 }
 
 /// Sign-in, sessions and roles of one node.
@@ -359,12 +314,13 @@ impl SignIn {
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
         let cookie = oidc::random_token();
+        let kept = serde_json::Value::Object(kept).to_string();
         let session = NewSession {
             digest: digest(&cookie),
             subject: subject.clone(),
             email: text("email"),
             name: text("name").or_else(|| text("preferred_username")),
-            claims: serde_json::Value::Object(kept).to_string(),
+            claims: kept.clone(),
             tenant: roles.keys().next().cloned(),
             expires_at: Utc::now() + self.absolute,
         };
@@ -377,6 +333,17 @@ impl SignIn {
             tenants = roles.len(),
             "a person signed in to the console"
         );
+        // The person's keys follow what this sign-in says of them (every node reads it at its
+        // next key reload). A failure leaves them capped by the claims they had.
+        match self.store.refresh_person_claims(&subject, &kept).await {
+            Ok(0) => {}
+            Ok(keys) => {
+                tracing::info!(subject = %subject, keys, "a person's API keys follow their new sign-in's claims")
+            }
+            Err(error) => {
+                tracing::warn!(subject = %subject, %error, "the person's API keys could not take their new sign-in's claims; they keep the ones they had")
+            }
+        }
         Ok(cookie)
     }
 
@@ -415,6 +382,7 @@ impl SignIn {
             roles,
             tenant,
             expires_at: stored.expires_at,
+            claims: Arc::from(stored.claims),
         }
     }
 

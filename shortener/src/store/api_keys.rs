@@ -21,6 +21,18 @@ pub struct NewApiKey {
     pub created_by: String,
     /// When it stops working, if ever.
     pub expires_at: Option<DateTime<Utc>>,
+    /// The signed-in person who made it, when a person did: whose role caps it.
+    pub person: Option<PersonClaims>,
+}
+
+/// The person a key was made by, as their latest sign-in knew them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonClaims {
+    /// Their subject at the issuer (the ID token's `sub`).
+    pub subject: String,
+    /// The claims of their latest sign-in that the roles file may name (a JSON object, as a
+    /// session keeps them).
+    pub claims: String,
 }
 
 /// A live key as the store holds it.
@@ -45,6 +57,8 @@ pub struct StoredApiKey {
     /// When some node last accepted it, as last written (notes are written in batches, so this
     /// may be behind by up to the batch interval).
     pub last_used_at: Option<DateTime<Utc>>,
+    /// The signed-in person who made it, when a person did.
+    pub person: Option<PersonClaims>,
 }
 
 /// What a store does with API keys. Both backends implement it; [`Store`] dispatches.
@@ -76,6 +90,14 @@ pub trait KeyStore: Send + Sync {
         &self,
         uses: Vec<(i64, DateTime<Utc>)>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Gives the live keys person `subject` made the claims of their latest sign-in; how many
+    /// keys it changed.
+    fn refresh_person_claims(
+        &self,
+        subject: &str,
+        claims: &str,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }
 
 impl KeyStore for Store {
@@ -93,5 +115,9 @@ impl KeyStore for Store {
 
     async fn note_api_key_uses(&self, uses: Vec<(i64, DateTime<Utc>)>) -> Result<(), StoreError> {
         traced!(self, "UPDATE", "api_keys", s => s.note_api_key_uses(uses))
+    }
+
+    async fn refresh_person_claims(&self, subject: &str, claims: &str) -> Result<u64, StoreError> {
+        traced!(self, "UPDATE", "api_keys", s => s.refresh_person_claims(subject, claims))
     }
 }

@@ -143,6 +143,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "webhook deliveries that fail for good",
         sql: include_str!("../../migrations/postgres/0026_webhook_delivery_failed.sql"),
     },
+    Migration {
+        version: 27,
+        name: "keys capped by their person's role",
+        sql: include_str!("../../migrations/postgres/0027_person_keys.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -286,6 +291,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 28,
         name: "webhook deliveries that fail for good",
         sql: include_str!("../../migrations/sqlite/0028_webhook_delivery_failed.sql"),
+    },
+    Migration {
+        version: 29,
+        name: "keys capped by their person's role",
+        sql: include_str!("../../migrations/sqlite/0029_person_keys.sql"),
     },
 ];
 

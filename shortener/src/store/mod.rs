@@ -112,7 +112,7 @@ mod outbox;
 mod sessions;
 mod visits;
 
-pub use api_keys::{KeyStore, NewApiKey, StoredApiKey};
+pub use api_keys::{KeyStore, NewApiKey, PersonClaims, StoredApiKey};
 pub use audit::{AuditEntry, AuditFilter, AuditStore, NewAuditEntry};
 pub use blocklist::BlocklistStore;
 pub use capabilities::Capabilities;

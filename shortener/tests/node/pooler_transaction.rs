@@ -159,6 +159,7 @@ async fn sessions_and_keys(a: &Node, b: &Node) {
         scopes: "links:read".into(),
         created_by: "acme/lead".into(),
         expires_at: None,
+        person: None,
     };
     let stored = a
         .app

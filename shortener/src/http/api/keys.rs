@@ -45,6 +45,7 @@ fn key_json(k: &KeyView) -> Value {
         "created_by": k.created_by,
         "expires_at": k.expires_at.as_ref().map(time),
         "last_used_at": k.last_used_at.as_ref().map(time),
+        "scopes_in_force": k.in_force.map(|held| held.iter().map(|s| s.name()).collect::<Vec<_>>()),
     })
 }
 

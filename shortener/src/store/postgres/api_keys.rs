@@ -4,12 +4,12 @@
 
 use super::error::db_error;
 use super::send::Conn;
-use crate::store::{NewApiKey, StoreError, StoredApiKey};
+use crate::store::{NewApiKey, PersonClaims, StoreError, StoredApiKey};
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 
-const COLUMNS: &str =
-    "id, tenant, name, digest, scopes, created_at, created_by, expires_at, last_used_at";
+const COLUMNS: &str = "id, tenant, name, digest, scopes, created_at, created_by, expires_at, \
+                       last_used_at, person, person_claims";
 
 fn key(row: &Row) -> StoredApiKey {
     let digest: Vec<u8> = row.get(3);
@@ -24,7 +24,16 @@ fn key(row: &Row) -> StoredApiKey {
         created_by: row.get(6),
         expires_at: row.get(7),
         last_used_at: row.get(8),
+        person: person(row.get(9), row.get(10)),
     }
+}
+
+/// The person of a row: both columns or neither.
+pub(super) fn person(subject: Option<String>, claims: Option<String>) -> Option<PersonClaims> {
+    Some(PersonClaims {
+        subject: subject?,
+        claims: claims?,
+    })
 }
 
 pub(super) async fn insert(
@@ -34,8 +43,9 @@ pub(super) async fn insert(
     let row = client
         .query_opt(
             &format!(
-                "INSERT INTO api_keys (tenant, name, digest, scopes, created_by, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+                "INSERT INTO api_keys (tenant, name, digest, scopes, created_by, expires_at, \
+                 person, person_claims) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
             ),
             &[
                 &k.tenant,
@@ -44,6 +54,8 @@ pub(super) async fn insert(
                 &k.scopes,
                 &k.created_by,
                 &k.expires_at,
+                &k.person.as_ref().map(|p| &p.subject),
+                &k.person.as_ref().map(|p| &p.claims),
             ],
         )
         .await
@@ -93,5 +105,20 @@ pub(super) async fn note_uses(
         )
         .await
         .map(|_| ())
+        .map_err(db_error)
+}
+
+pub(super) async fn refresh_person_claims(
+    client: &Conn,
+    subject: &str,
+    claims: &str,
+) -> Result<u64, StoreError> {
+    client
+        .execute(
+            "UPDATE api_keys SET person_claims = $2 \
+             WHERE person = $1 AND revoked_at IS NULL AND person_claims IS DISTINCT FROM $2",
+            &[&subject, &claims],
+        )
+        .await
         .map_err(db_error)
 }

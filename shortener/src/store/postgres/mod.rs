@@ -650,6 +650,10 @@ impl KeyStore for PgStore {
     async fn note_api_key_uses(&self, uses: Vec<(i64, DateTime<Utc>)>) -> Result<(), StoreError> {
         api_keys::note_uses(&self.client().await?, &uses).await
     }
+
+    async fn refresh_person_claims(&self, subject: &str, claims: &str) -> Result<u64, StoreError> {
+        api_keys::refresh_person_claims(&self.client().await?, subject, claims).await
+    }
 }
 
 impl AuditStore for PgStore {

@@ -2,12 +2,12 @@
 //! between two keys of one name (all writes go through the one writer thread, in order).
 
 use super::convert::{db_error, from_millis, millis};
-use crate::store::{NewApiKey, StoreError, StoredApiKey};
+use crate::store::{NewApiKey, PersonClaims, StoreError, StoredApiKey};
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-const COLUMNS: &str =
-    "id, tenant, name, digest, scopes, created_at, created_by, expires_at, last_used_at";
+const COLUMNS: &str = "id, tenant, name, digest, scopes, created_at, created_by, expires_at, \
+                       last_used_at, person, person_claims";
 
 fn key(row: &Row<'_>) -> rusqlite::Result<StoredApiKey> {
     let digest: Vec<u8> = row.get(3)?;
@@ -22,14 +22,19 @@ fn key(row: &Row<'_>) -> rusqlite::Result<StoredApiKey> {
         created_by: row.get(6)?,
         expires_at: row.get::<_, Option<i64>>(7)?.map(from_millis),
         last_used_at: row.get::<_, Option<i64>>(8)?.map(from_millis),
+        person: match (row.get(9)?, row.get(10)?) {
+            (Some(subject), Some(claims)) => Some(PersonClaims { subject, claims }),
+            _ => None,
+        },
     })
 }
 
 pub(super) fn insert(conn: &Connection, k: &NewApiKey) -> Result<Option<StoredApiKey>, StoreError> {
     conn.query_row(
         &format!(
-            "INSERT INTO api_keys (tenant, name, digest, scopes, created_at, created_by, expires_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+            "INSERT INTO api_keys (tenant, name, digest, scopes, created_at, created_by, expires_at, \
+             person, person_claims) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+             ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
         ),
         params![
             k.tenant,
@@ -38,7 +43,9 @@ pub(super) fn insert(conn: &Connection, k: &NewApiKey) -> Result<Option<StoredAp
             k.scopes,
             millis(Utc::now()),
             k.created_by,
-            k.expires_at.map(millis)
+            k.expires_at.map(millis),
+            k.person.as_ref().map(|p| &p.subject),
+            k.person.as_ref().map(|p| &p.claims),
         ],
         key,
     )
@@ -85,4 +92,18 @@ pub(super) fn note_uses(
         }
     }
     tx.commit().map_err(db_error)
+}
+
+pub(super) fn refresh_person_claims(
+    conn: &Connection,
+    subject: &str,
+    claims: &str,
+) -> Result<u64, StoreError> {
+    conn.execute(
+        "UPDATE api_keys SET person_claims = ?2 \
+         WHERE person = ?1 AND revoked_at IS NULL AND person_claims IS NOT ?2",
+        params![subject, claims],
+    )
+    .map(|n| n as u64)
+    .map_err(db_error)
 }

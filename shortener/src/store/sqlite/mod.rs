@@ -632,6 +632,12 @@ impl KeyStore for SqliteStore {
         self.write(move |conn| api_keys::note_uses(conn, &uses))
             .await
     }
+
+    async fn refresh_person_claims(&self, subject: &str, claims: &str) -> Result<u64, StoreError> {
+        let (subject, claims) = (subject.to_string(), claims.to_string());
+        self.write(move |conn| api_keys::refresh_person_claims(conn, &subject, &claims))
+            .await
+    }
 }
 
 impl AuditStore for SqliteStore {

@@ -5,6 +5,7 @@
 
 mod audited;
 mod browser;
+mod capped;
 mod issuer;
 mod provider;
 mod tables;

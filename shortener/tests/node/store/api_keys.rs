@@ -8,7 +8,7 @@ use chrono::{Duration, SubsecRound, Utc};
 use shortener::access::{digest, generate_api_key};
 use shortener::domain::{Caller, Scopes};
 use shortener::keys::KeyRequest;
-use shortener::store::{KeyStore, NewApiKey};
+use shortener::store::{KeyStore, NewApiKey, PersonClaims};
 use std::sync::Arc;
 
 fn new_key(tenant: &str, name: &str) -> NewApiKey {
@@ -19,6 +19,7 @@ fn new_key(tenant: &str, name: &str) -> NewApiKey {
         scopes: "links:read".into(),
         created_by: format!("{tenant}/lead"),
         expires_at: None,
+        person: None,
     }
 }
 
@@ -143,3 +144,78 @@ async fn a_use_is_written_once_in_a_batch(backend: Backend) {
 }
 
 on_both_stores!(a_use_is_written_once_in_a_batch);
+
+async fn a_persons_claims_are_kept_and_follow_their_sign_ins(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("keys-person").await;
+    let store = node.app.store.clone();
+    let person = |claims: &str| PersonClaims {
+        subject: "sub-ana".into(),
+        claims: claims.into(),
+    };
+    let made_by_ana = |name: &str| NewApiKey {
+        person: Some(person(r#"{"groups":["admins"]}"#)),
+        ..new_key("acme", name)
+    };
+    for name in ["deploy", "backup", "gone"] {
+        store
+            .insert_api_key(&made_by_ana(name))
+            .await
+            .expect("insert")
+            .expect("a new name");
+    }
+    store
+        .insert_api_key(&new_key("acme", "machine"))
+        .await
+        .expect("insert")
+        .expect("a new name");
+    assert!(store.revoke_api_key("acme", "gone").await.expect("revoke"));
+    let people =
+        |keys: Vec<shortener::store::StoredApiKey>| -> Vec<(String, Option<PersonClaims>)> {
+            keys.into_iter().map(|k| (k.name, k.person)).collect()
+        };
+    let admins = Some(person(r#"{"groups":["admins"]}"#));
+    assert_eq!(
+        people(store.api_keys(Some("acme")).await.expect("list")),
+        [
+            ("backup".to_string(), admins.clone()),
+            ("deploy".to_string(), admins.clone()),
+            ("machine".to_string(), None),
+        ]
+    );
+    // A sign-in with other claims reaches her live keys, and no one else's.
+    let viewers = r#"{"groups":["viewers"]}"#;
+    assert_eq!(
+        store
+            .refresh_person_claims("sub-ana", viewers)
+            .await
+            .expect("refresh"),
+        2
+    );
+    assert_eq!(
+        store
+            .refresh_person_claims("sub-ana", viewers)
+            .await
+            .expect("refresh"),
+        0,
+        "claims that did not change are not written again"
+    );
+    assert_eq!(
+        store
+            .refresh_person_claims("sub-bob", "{}")
+            .await
+            .expect("refresh"),
+        0
+    );
+    assert_eq!(
+        people(store.api_keys(Some("acme")).await.expect("list")),
+        [
+            ("backup".to_string(), Some(person(viewers))),
+            ("deploy".to_string(), Some(person(viewers))),
+            ("machine".to_string(), None),
+        ]
+    );
+    node.stop().await;
+}
+
+on_both_stores!(a_persons_claims_are_kept_and_follow_their_sign_ins);

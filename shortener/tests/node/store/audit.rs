@@ -142,6 +142,7 @@ async fn a_person_is_recorded_beside_the_key(backend: Backend) {
     caller.person = Some(Arc::new(Person {
         subject: Arc::from("248289761001"),
         email: Some(Arc::from("ana@example.com")),
+        claims: None,
     }));
     caller.address = Some("2001:db8::7".parse().expect("address"));
     let subject = Subject {
