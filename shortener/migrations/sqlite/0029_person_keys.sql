@@ -3,3 +3,4 @@
 ALTER TABLE api_keys ADD COLUMN person TEXT NULL;
 ALTER TABLE api_keys ADD COLUMN person_claims TEXT NULL;
 CREATE INDEX api_keys_person ON api_keys (person) WHERE person IS NOT NULL AND revoked_at IS NULL;
+CREATE INDEX console_sessions_subject ON console_sessions (subject, created_at);

@@ -67,6 +67,16 @@ pub struct KeySet {
     by_digest: HashMap<[u8; 32], Arc<Accepted>>,
 }
 
+/// What the store adds to a key it holds: the note of its uses, and the person whose role caps
+/// it (`crate::keys::cap`), which the key passes on to the keys it makes.
+#[derive(Debug, Clone, Default)]
+pub struct Kept {
+    /// Where each use is noted.
+    pub used: Option<Arc<LastUse>>,
+    /// The signed-in person who made it, when one did.
+    pub maker: Option<Arc<crate::domain::Person>>,
+}
+
 /// A key as authentication hands it out: the caller it makes, its expiry, and (for a key kept
 /// in the store) where its last use is noted.
 #[derive(Debug)]
@@ -103,15 +113,15 @@ impl LastUse {
 impl KeySet {
     /// A set of `entries`; refused when two share a digest or a (tenant, name).
     pub fn new(entries: Vec<KeyEntry>) -> Result<Self, String> {
-        Self::noting(entries.into_iter().map(|e| (e, None)).collect())
+        Self::noting(entries.into_iter().map(|e| (e, Kept::default())).collect())
     }
 
     /// A set of `entries`, each use of a key noted in its [`LastUse`] where it has one;
     /// refused when two share a digest or a (tenant, name).
-    pub fn noting(entries: Vec<(KeyEntry, Option<Arc<LastUse>>)>) -> Result<Self, String> {
+    pub fn noting(entries: Vec<(KeyEntry, Kept)>) -> Result<Self, String> {
         let mut by_digest = HashMap::new();
         let mut names = BTreeSet::new();
-        for (entry, used) in entries {
+        for (entry, kept) in entries {
             if !names.insert((entry.tenant.clone(), entry.name.clone())) {
                 return Err(format!(
                     "two keys are named {:?} in tenant {:?}",
@@ -121,6 +131,7 @@ impl KeySet {
             let accepted = Accepted {
                 caller: Caller {
                     expires: entry.expires,
+                    maker: kept.maker,
                     ..Caller::of_key(
                         Arc::from(entry.tenant.as_str()),
                         Arc::from(entry.name.as_str()),
@@ -128,7 +139,7 @@ impl KeySet {
                     )
                 },
                 expires: entry.expires,
-                used,
+                used: kept.used,
             };
             if by_digest.insert(entry.digest, Arc::new(accepted)).is_some() {
                 return Err(format!(
@@ -265,9 +276,18 @@ mod tests {
         let keys = KeySet::noting(vec![
             (
                 entry("acme", "console", &key, Scopes::all_but_admin()),
-                Some(Arc::clone(&used)),
+                Kept {
+                    used: Some(Arc::clone(&used)),
+                    maker: None,
+                },
             ),
-            (expired, Some(Arc::clone(&unused))),
+            (
+                expired,
+                Kept {
+                    used: Some(Arc::clone(&unused)),
+                    maker: None,
+                },
+            ),
         ])
         .expect("valid");
         assert_eq!(used.last(), None);

@@ -18,7 +18,8 @@ pub use keyfile::{
     HEADER as KEY_FILE_HEADER, is_legacy, parse as parse_key_file, parse_legacy, render,
 };
 pub use keys::{
-    DEFAULT_TENANT, KeyEntry, KeySet, LastUse, MIN_KEY_LENGTH, check_name, digest, generate_api_key,
+    DEFAULT_TENANT, Kept, KeyEntry, KeySet, LastUse, MIN_KEY_LENGTH, check_name, digest,
+    generate_api_key,
 };
 pub use reload::ApiKeys;
 pub use signed::{SignatureHash, Signed, WINDOW_SECONDS, YourlsTokens};

@@ -27,6 +27,10 @@ pub struct Caller {
     pub address: Option<IpAddr>,
     /// When the caller's key stops working, if it does: a key it makes may not outlive it.
     pub expires: Option<chrono::DateTime<chrono::Utc>>,
+    /// The signed-in person who made the caller's key, when one did: their role caps the key,
+    /// and a key it makes is theirs too (capped alike). `None` for other keys and for sessions
+    /// (a session's person is [`Caller::person`]).
+    pub maker: Option<Arc<Person>>,
 }
 
 /// A person as the identity provider names them: what the audit log and a link's history
@@ -80,6 +84,7 @@ impl Caller {
             person: None,
             address: None,
             expires: None,
+            maker: None,
         }
     }
 

@@ -24,9 +24,11 @@
 
 pub mod cap;
 
-use crate::access::{ApiKeys, KeyEntry, KeySet, LastUse, check_name, digest, generate_api_key};
+use crate::access::{
+    ApiKeys, Kept, KeyEntry, KeySet, LastUse, check_name, digest, generate_api_key,
+};
 use crate::audit::{Action, AuditLog, ObjectKind, Subject};
-use crate::domain::{Caller, Error, Scope, Scopes, unknown_scope};
+use crate::domain::{Caller, Error, Person, Scope, Scopes, unknown_scope};
 use crate::signin::roles::Roles;
 use crate::store::{KeyStore, NewApiKey, PersonClaims, Store, StoreError, StoredApiKey};
 use chrono::{DateTime, Datelike, Utc};
@@ -268,11 +270,17 @@ impl KeyService {
             scopes: checked.scopes.to_string(),
             created_by: caller.key_id(),
             expires_at: checked.expires_at,
-            // Claims the session did not keep give no role: such a key is never in force.
-            person: caller.person.as_ref().map(|p| PersonClaims {
-                subject: p.subject.to_string(),
-                claims: p.claims.as_deref().unwrap_or("{}").to_string(),
-            }),
+            // The person signed in, or the one who made the key making this one: a key made by
+            // a person's key is theirs, capped alike. The store takes the claims of the
+            // person's latest sign-in where it holds one; claims no one kept give no role.
+            person: caller
+                .person
+                .as_ref()
+                .or(caller.maker.as_ref())
+                .map(|p| PersonClaims {
+                    subject: p.subject.to_string(),
+                    claims: p.claims.as_deref().unwrap_or("{}").to_string(),
+                }),
         };
         let Some(stored) = self.store.insert_api_key(&new).await? else {
             return Err(name_taken(&checked.name, "another key"));
@@ -341,13 +349,21 @@ impl KeyService {
             created_by: stored.created_by.clone(),
             expires_at: stored.expires_at,
             last_used_at: stored.last_used_at.max(noted),
-            in_force: self.in_force(stored, scopes),
+            // A key the keys file shadows is not in force whatever its person holds.
+            in_force: (!self.keys.configured(&stored.tenant, &stored.name))
+                .then(|| self.in_force(stored, scopes, &self.keys.tenants()))
+                .flatten(),
         }
     }
 
-    /// What `stored` (with `scopes`) may do under the roles in force now ([`cap::in_force`]).
-    fn in_force(&self, stored: &StoredApiKey, scopes: Scopes) -> Option<Scopes> {
-        let tenants = self.keys.tenants();
+    /// What `stored` (with `scopes`) may do under the roles in force now, in `tenants` (those
+    /// that exist) ([`cap::in_force`]).
+    fn in_force(
+        &self,
+        stored: &StoredApiKey,
+        scopes: Scopes,
+        tenants: &[String],
+    ) -> Option<Scopes> {
         cap::in_force(
             scopes,
             &stored.tenant,
@@ -371,6 +387,7 @@ impl KeyService {
     pub async fn sync(&self) -> Result<usize, StoreError> {
         let _syncing = self.syncing.lock().await;
         let stored = self.store.api_keys(None).await?;
+        let tenants = self.keys.tenants();
         let mut capped = self.capped.lock().expect("capped");
         let mut was = std::mem::take(&mut *capped);
         let mut notes = self.notes.lock().expect("notes");
@@ -385,20 +402,28 @@ impl KeyService {
                 tracing::warn!(tenant = %key.tenant, name = %key.name, "the keys file holds a key of this stored key's name; the file's is in force, the stored one is not");
                 continue;
             }
-            let in_force = self.in_force(&key, scopes);
+            let in_force = self.in_force(&key, scopes, &tenants);
             if let Some(person) = &key.person {
                 note_cap(&key, person, scopes, in_force, was.remove(&key.id));
                 capped.insert(key.id, in_force);
             }
-            let Some(scopes) = in_force else {
-                continue;
-            };
+            // A key out of force keeps its note: a use before it went out is still written.
             let note = notes.remove(&key.id).unwrap_or_else(|| Note {
                 used: Arc::new(LastUse::default()),
                 written: key.last_used_at,
             });
             let used = Arc::clone(&note.used);
             kept.insert(key.id, note);
+            let Some(scopes) = in_force else {
+                continue;
+            };
+            let maker = key.person.map(|p| {
+                Arc::new(Person {
+                    subject: Arc::from(p.subject),
+                    email: None,
+                    claims: Some(Arc::from(p.claims)),
+                })
+            });
             entries.push((
                 KeyEntry {
                     tenant: key.tenant,
@@ -407,7 +432,10 @@ impl KeyService {
                     scopes,
                     expires: key.expires_at,
                 },
-                Some(used),
+                Kept {
+                    used: Some(used),
+                    maker,
+                },
             ));
         }
         let count = entries.len();

@@ -333,16 +333,20 @@ impl SignIn {
             tenants = roles.len(),
             "a person signed in to the console"
         );
-        // The person's keys follow what this sign-in says of them (every node reads it at its
-        // next key reload). A failure leaves them capped by the claims they had.
-        match self.store.refresh_person_claims(&subject, &kept).await {
-            Ok(0) => {}
-            Ok(keys) => {
-                tracing::info!(subject = %subject, keys, "a person's API keys follow their new sign-in's claims")
-            }
-            Err(error) => {
-                tracing::warn!(subject = %subject, %error, "the person's API keys could not take their new sign-in's claims; they keep the ones they had")
-            }
+        // The person's keys and open sessions follow what this sign-in says of them (every
+        // node reads the keys at its next key reload). Should that fail, the sign-in fails too
+        // (its cookie is never handed out): keys must not keep claims this sign-in took away.
+        let keys = self
+            .store
+            .refresh_person_claims(&subject, &kept)
+            .await
+            .map_err(|e| {
+                SignInError::Provider(format!(
+                    "the person's keys and sessions could not take this sign-in's claims: {e}"
+                ))
+            })?;
+        if keys > 0 {
+            tracing::info!(subject = %subject, keys, "a person's API keys follow their new sign-in's claims");
         }
         Ok(cookie)
     }

@@ -64,7 +64,9 @@ pub struct StoredApiKey {
 /// What a store does with API keys. Both backends implement it; [`Store`] dispatches.
 pub trait KeyStore: Send + Sync {
     /// Stores `key` (its `created_at` is the store's time); `None` when its tenant holds a live
-    /// key of that name already: nothing is written then.
+    /// key of that name already: nothing is written then. A key with a person takes the claims
+    /// of that person's latest session where the store holds one (a sign-in between the
+    /// caller's read and this write is not missed), else those `key` carries.
     fn insert_api_key(
         &self,
         key: &NewApiKey,
@@ -91,8 +93,8 @@ pub trait KeyStore: Send + Sync {
         uses: Vec<(i64, DateTime<Utc>)>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Gives the live keys person `subject` made the claims of their latest sign-in; how many
-    /// keys it changed.
+    /// Gives the live keys person `subject` made, and their open sessions, the claims of their
+    /// latest sign-in, in one transaction; how many keys it changed.
     fn refresh_person_claims(
         &self,
         subject: &str,

@@ -28,11 +28,12 @@ fn key(row: &Row) -> StoredApiKey {
     }
 }
 
-/// The person of a row: both columns or neither.
-pub(super) fn person(subject: Option<String>, claims: Option<String>) -> Option<PersonClaims> {
+/// The person of a row. A person without claims (a hand-edited row) gets claims that give no
+/// role, so the key is out of force rather than uncapped.
+fn person(subject: Option<String>, claims: Option<String>) -> Option<PersonClaims> {
     Some(PersonClaims {
         subject: subject?,
-        claims: claims?,
+        claims: claims.unwrap_or_default(),
     })
 }
 
@@ -44,7 +45,9 @@ pub(super) async fn insert(
         .query_opt(
             &format!(
                 "INSERT INTO api_keys (tenant, name, digest, scopes, created_by, expires_at, \
-                 person, person_claims) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 person, person_claims) VALUES ($1, $2, $3, $4, $5, $6, $7, \
+                 coalesce((SELECT claims FROM console_sessions WHERE subject = $7 \
+                           ORDER BY created_at DESC, id DESC LIMIT 1), $8)) \
                  ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
             ),
             &[
@@ -109,16 +112,26 @@ pub(super) async fn note_uses(
 }
 
 pub(super) async fn refresh_person_claims(
-    client: &Conn,
+    client: &mut Conn,
     subject: &str,
     claims: &str,
 ) -> Result<u64, StoreError> {
-    client
+    let tx = client.transaction().await.map_err(db_error)?;
+    let keys = tx
         .execute(
             "UPDATE api_keys SET person_claims = $2 \
              WHERE person = $1 AND revoked_at IS NULL AND person_claims IS DISTINCT FROM $2",
             &[&subject, &claims],
         )
         .await
-        .map_err(db_error)
+        .map_err(db_error)?;
+    tx.execute(
+        "UPDATE console_sessions SET claims = $2 WHERE subject = $1 AND revoked_at IS NULL \
+         AND expires_at > now() AND claims <> $2",
+        &[&subject, &claims],
+    )
+    .await
+    .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(keys)
 }

@@ -652,7 +652,7 @@ impl KeyStore for PgStore {
     }
 
     async fn refresh_person_claims(&self, subject: &str, claims: &str) -> Result<u64, StoreError> {
-        api_keys::refresh_person_claims(&self.client().await?, subject, claims).await
+        api_keys::refresh_person_claims(&mut self.client().await?, subject, claims).await
     }
 }
 

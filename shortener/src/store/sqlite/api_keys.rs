@@ -22,10 +22,17 @@ fn key(row: &Row<'_>) -> rusqlite::Result<StoredApiKey> {
         created_by: row.get(6)?,
         expires_at: row.get::<_, Option<i64>>(7)?.map(from_millis),
         last_used_at: row.get::<_, Option<i64>>(8)?.map(from_millis),
-        person: match (row.get(9)?, row.get(10)?) {
-            (Some(subject), Some(claims)) => Some(PersonClaims { subject, claims }),
-            _ => None,
-        },
+        // A person without claims (a hand-edited row) gets claims that give no role: the key
+        // is out of force rather than uncapped.
+        person: row
+            .get::<_, Option<String>>(9)?
+            .map(|subject| -> rusqlite::Result<PersonClaims> {
+                Ok(PersonClaims {
+                    subject,
+                    claims: row.get::<_, Option<String>>(10)?.unwrap_or_default(),
+                })
+            })
+            .transpose()?,
     })
 }
 
@@ -33,7 +40,9 @@ pub(super) fn insert(conn: &Connection, k: &NewApiKey) -> Result<Option<StoredAp
     conn.query_row(
         &format!(
             "INSERT INTO api_keys (tenant, name, digest, scopes, created_at, created_by, expires_at, \
-             person, person_claims) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+             person, person_claims) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
+             coalesce((SELECT claims FROM console_sessions WHERE subject = ?8 \
+                       ORDER BY created_at DESC, id DESC LIMIT 1), ?9)) \
              ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
         ),
         params![
@@ -95,15 +104,24 @@ pub(super) fn note_uses(
 }
 
 pub(super) fn refresh_person_claims(
-    conn: &Connection,
+    conn: &mut Connection,
     subject: &str,
     claims: &str,
 ) -> Result<u64, StoreError> {
-    conn.execute(
-        "UPDATE api_keys SET person_claims = ?2 \
-         WHERE person = ?1 AND revoked_at IS NULL AND person_claims IS NOT ?2",
-        params![subject, claims],
+    let tx = conn.transaction().map_err(db_error)?;
+    let keys = tx
+        .execute(
+            "UPDATE api_keys SET person_claims = ?2 \
+             WHERE person = ?1 AND revoked_at IS NULL AND person_claims IS NOT ?2",
+            params![subject, claims],
+        )
+        .map_err(db_error)?;
+    tx.execute(
+        "UPDATE console_sessions SET claims = ?2 WHERE subject = ?1 AND revoked_at IS NULL \
+         AND expires_at > ?3 AND claims <> ?2",
+        params![subject, claims, millis(Utc::now())],
     )
-    .map(|n| n as u64)
-    .map_err(db_error)
+    .map_err(db_error)?;
+    tx.commit().map_err(db_error)?;
+    Ok(keys as u64)
 }

@@ -109,26 +109,22 @@ async fn a_persons_key_follows_their_role(backend: Backend) {
         StatusCode::FORBIDDEN,
         StatusCode::UNAUTHORIZED,
     );
+    let (writes, reads) = (["links:read", "links:create"], ["links:read"]);
 
     let admin = sign_in_as_ana(&node, &issuer, &signer, &["link-admins"]).await;
-    let deploy = make_key(
-        &node,
-        Some(&admin),
-        "",
-        "deploy",
-        &["links:read", "links:create"],
-    )
-    .await;
+    let deploy = make_key(&node, Some(&admin), "", "deploy", &writes).await;
+    // A key of hers that makes keys: what it makes is hers too, capped alike.
+    let delegate = ["links:read", "links:create", "keys:manage"];
+    let delegate = make_key(&node, Some(&admin), "", "delegate", &delegate).await;
+    let child = make_key(&node, None, &delegate, "child", &writes).await;
     // The operator's file key (links:read, keys:manage) makes one too: it is never capped.
-    let reader = make_key(&node, None, &file_key, "pipeline", &["links:read"]).await;
-    assert_eq!(
-        statuses(&node, &deploy).await,
-        (created, ok),
-        "an admin's key"
-    );
+    let reader = make_key(&node, None, &file_key, "pipeline", &reads).await;
+    for key in [&deploy, &child] {
+        assert_eq!(statuses(&node, key).await, (created, ok), "an admin's key");
+    }
     assert_eq!(statuses(&node, &reader).await.1, ok);
 
-    // The roles file makes link-admins viewers: the key keeps reading and creates no more.
+    // The roles file makes link-admins viewers: her keys keep reading and create no more.
     let demoted = ROLES.replacen(
         "value = \"link-admins\"\ntenant = \"marketing\"\nrole = \"admin\"",
         "value = \"link-admins\"\ntenant = \"marketing\"\nrole = \"viewer\"",
@@ -136,26 +132,24 @@ async fn a_persons_key_follows_their_role(backend: Backend) {
     );
     assert_ne!(demoted, ROLES, "the admins' table is in the roles");
     std::fs::write(&roles, &demoted).expect("write roles");
-    wait_statuses(
-        &node,
-        &deploy,
-        "the key capped to a viewer's",
-        (forbidden, ok),
-    )
-    .await;
+    for key in [&deploy, &child] {
+        wait_statuses(&node, key, "a key capped to a viewer's", (forbidden, ok)).await;
+    }
     assert_eq!(
         listed_in_force(&node, &file_key, "deploy").await,
-        json!(["links:read"])
+        json!(reads)
     );
 
-    // Without the table the person holds no role in marketing: the key is not in force.
+    // Without the table she holds no role in marketing: her keys are not in force.
     let gone = ROLES.replacen(
         "value = \"link-admins\"\ntenant = \"marketing\"",
         "value = \"link-admins\"\ntenant = \"sales\"",
         1,
     );
     std::fs::write(&roles, &gone).expect("write roles");
-    wait_statuses(&node, &deploy, "the key out of force", (unknown, unknown)).await;
+    for key in [&deploy, &child] {
+        wait_statuses(&node, key, "a key out of force", (unknown, unknown)).await;
+    }
     assert_eq!(statuses(&node, &reader).await.1, ok, "the file key's key");
     assert_eq!(
         listed_in_force(&node, &file_key, "deploy").await,
@@ -163,28 +157,61 @@ async fn a_persons_key_follows_their_role(backend: Backend) {
     );
     assert_eq!(
         listed_in_force(&node, &file_key, "pipeline").await,
-        json!(["links:read"])
+        json!(reads)
     );
 
-    // The role back, the key is whole again.
+    // The role back, the keys are whole again.
     std::fs::write(&roles, ROLES).expect("write roles");
-    wait_statuses(&node, &deploy, "the key back in force", (created, ok)).await;
+    for key in [&deploy, &child] {
+        wait_statuses(&node, key, "a key back in force", (created, ok)).await;
+    }
     assert_eq!(
         listed_in_force(&node, &file_key, "deploy").await,
         json!(["links:create", "links:read"])
     );
 
-    // Ana signs in again, now only a viewer by her groups: her key follows her new claims.
+    // Ana signs in again, now only a viewer by her groups: her keys follow her new claims, and
+    // so does the session she opened as an admin, which makes no more keys.
     let viewer = sign_in_as_ana(&node, &issuer, &signer, &["link-viewers"]).await;
+    let viewing = json!([{ "tenant": "marketing", "role": "viewer" }]);
+    assert_eq!(whoami(&node, &viewer).await["tenants"], viewing);
+    for key in [&deploy, &child] {
+        wait_statuses(
+            &node,
+            key,
+            "a key capped by the new sign-in",
+            (forbidden, ok),
+        )
+        .await;
+    }
     assert_eq!(
-        whoami(&node, &viewer).await["tenants"],
-        json!([{ "tenant": "marketing", "role": "viewer" }])
+        whoami(&node, &admin).await["tenants"],
+        viewing,
+        "the older session"
     );
+    let csrf = whoami(&node, &admin).await["csrf"]
+        .as_str()
+        .expect("csrf")
+        .to_string();
+    let refused = with_session(
+        node.client.post(format!("{}/api/v1/keys", node.base)),
+        &admin,
+        Some(&csrf),
+        Some(node.base.as_str()),
+    )
+    .json(&json!({ "name": "late", "scopes": reads }))
+    .send()
+    .await
+    .expect("make a key");
+    assert_eq!(refused.status(), forbidden, "a key from the older session");
+
+    // Signed in with no group the roles file knows, she holds no role: her keys are out.
+    sign_in_as_ana(&node, &issuer, &signer, &["nobody"]).await;
     wait_statuses(
         &node,
         &deploy,
-        "the key capped by the new sign-in",
-        (forbidden, ok),
+        "a key out with its person",
+        (unknown, unknown),
     )
     .await;
     assert_eq!(statuses(&node, &reader).await.1, ok);

@@ -8,7 +8,7 @@ use chrono::{Duration, SubsecRound, Utc};
 use shortener::access::{digest, generate_api_key};
 use shortener::domain::{Caller, Scopes};
 use shortener::keys::KeyRequest;
-use shortener::store::{KeyStore, NewApiKey, PersonClaims};
+use shortener::store::{KeyStore, NewApiKey, NewSession, PersonClaims, SessionStore};
 use std::sync::Arc;
 
 fn new_key(tenant: &str, name: &str) -> NewApiKey {
@@ -214,6 +214,43 @@ async fn a_persons_claims_are_kept_and_follow_their_sign_ins(backend: Backend) {
             ("deploy".to_string(), Some(person(viewers))),
             ("machine".to_string(), None),
         ]
+    );
+
+    // Her open session takes a later sign-in's claims too, and a key made after it (say from
+    // an older session, with older claims) takes her latest session's claims.
+    let session = |digest: u8, claims: &str| NewSession {
+        digest: [digest; 32],
+        subject: "sub-ana".into(),
+        email: None,
+        name: None,
+        claims: claims.into(),
+        tenant: Some("acme".into()),
+        expires_at: Utc::now() + Duration::hours(1),
+    };
+    store
+        .insert_session(&session(1, viewers))
+        .await
+        .expect("a session");
+    store
+        .insert_session(&session(2, viewers))
+        .await
+        .expect("a later session");
+    let editors = r#"{"groups":["editors"]}"#;
+    store
+        .refresh_person_claims("sub-ana", editors)
+        .await
+        .expect("refresh");
+    let open = store.session([1; 32]).await.expect("read").expect("open");
+    assert_eq!(open.claims, editors);
+    let late = store
+        .insert_api_key(&made_by_ana("late"))
+        .await
+        .expect("insert")
+        .expect("a new name");
+    assert_eq!(
+        late.person,
+        Some(person(editors)),
+        "the latest session's claims"
     );
     node.stop().await;
 }
