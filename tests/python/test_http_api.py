@@ -727,10 +727,20 @@ def test_webhooks_are_registered_listed_logged_and_removed_by_an_admin_key(api, 
     assert endpoint["id"] in [e["id"] for e in listed]
     item, log = f"{base}/{endpoint['id']}", f"{base}/{endpoint['id']}/deliveries"
     api.request("GET", log, base + "/{id}/deliveries", 200, headers=admin)
+    retry, retry_doc = f"{log}/retry", base + "/{id}/deliveries/retry"
+    # Nothing has failed yet: none is retried; an event it has no delivery of is refused.
+    assert api.request("POST", retry, retry_doc, 200, json={}, headers=admin).json() == {"retried": 0}
+    response = api.request("POST", retry, retry_doc, 409, json={"event_id": 999999999}, headers=admin)
+    assert error_of(response) == "not_retryable"
+    assert error_of(api.request("POST", retry, retry_doc, 422, json={"event_id": 0}, headers=admin)) == "invalid_event_id"
+    assert error_of(api.request("POST", retry, retry_doc, 400, json={"ids": [1]}, headers=admin)) == "invalid_json"
+    api.request("POST", retry, retry_doc, 403, json={}, headers=api.auth())
     off = api.request(
         "PATCH", item, base + "/{id}", 200, json={"enabled": False}, headers=admin
     ).json()
     assert off["disabled_at"] is not None
+    response = api.request("POST", retry, retry_doc, 409, json={}, headers=admin)
+    assert error_of(response) == "endpoint_disabled"
     on = api.request(
         "PATCH", item, base + "/{id}", 200, json={"enabled": True}, headers=admin
     ).json()
@@ -744,6 +754,7 @@ def test_webhooks_are_registered_listed_logged_and_removed_by_an_admin_key(api, 
     api.request("PATCH", item, base + "/{id}", 404, json={"enabled": True}, headers=admin)
     api.request("DELETE", item, base + "/{id}", 404, headers=admin)
     api.request("GET", log, base + "/{id}/deliveries", 404, headers=admin)
+    api.request("POST", retry, retry_doc, 404, json={}, headers=admin)
 
 
 def test_a_tenant_claims_lists_changes_and_removes_a_domain(api, server):

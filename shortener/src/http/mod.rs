@@ -343,6 +343,10 @@ fn api_router() -> Router<Arc<HttpState>> {
             get(api::webhook_deliveries).fallback(api::method_not_allowed),
         )
         .route(
+            "/api/v1/webhooks/{id}/deliveries/retry",
+            axum::routing::post(api::retry_webhook_deliveries).fallback(api::method_not_allowed),
+        )
+        .route(
             "/api/v1/links/{code}/stats",
             get(api::link_stats).fallback(api::method_not_allowed),
         )

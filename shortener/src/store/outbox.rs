@@ -101,6 +101,17 @@ pub trait OutboxStore: Send + Sync {
         limit: i64,
     ) -> impl Future<Output = Result<(u64, u64), StoreError>> + Send;
 
+    /// Makes deliveries of endpoint `endpoint_id` due now from their first attempt again: that
+    /// of event `event_id` if it ended (delivered or failed), or (`None`) up to `limit` of
+    /// those that failed, oldest event first. A pending delivery is left as it is. Returns how
+    /// many it made due.
+    fn retry_deliveries(
+        &self,
+        endpoint_id: i64,
+        event_id: Option<i64>,
+        limit: i64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// Records a `clicks.rollup` event for each tenant with enabled webhook endpoints and
     /// clicks in the hour starting at `hour` (Unix seconds), once whatever the number of
     /// nodes asking; returns how many were recorded now.
@@ -181,5 +192,14 @@ impl OutboxStore for Store {
 
     async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
         traced!(self, "INSERT", "webhook_events", s => s.record_rollup_events(hour))
+    }
+
+    async fn retry_deliveries(
+        &self,
+        endpoint_id: i64,
+        event_id: Option<i64>,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        traced!(self, "UPDATE", "webhook_deliveries", s => s.retry_deliveries(endpoint_id, event_id, limit))
     }
 }

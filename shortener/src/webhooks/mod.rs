@@ -33,6 +33,9 @@ pub const MIN_SECRET: usize = 16;
 pub const MAX_SECRET: usize = 256;
 /// How many lines of a delivery log are shown.
 pub const LOG_LINES: i64 = 100;
+/// The most failed deliveries one retry of an endpoint's makes due again (a call answers how
+/// many it took; the next call takes the next ones).
+pub const RETRY_BATCH: i64 = 1000;
 
 /// How deliveries are made.
 #[derive(Debug, Clone)]
@@ -270,6 +273,55 @@ impl Webhooks {
         self.audit_endpoint(caller, &endpoint, Action::WebhookUpdate, change)
             .await;
         Ok(endpoint)
+    }
+
+    /// Makes deliveries of endpoint `id` due again, from their first attempt: that of event
+    /// `event_id` (delivered or failed: sent once more), or (`None`) up to [`RETRY_BATCH`] of
+    /// those that failed, oldest event first. Returns how many. An unknown endpoint (or another
+    /// tenant's) is [`Error::NotFound`]; a disabled one, or an event with no ended delivery to
+    /// it, a conflict, with nothing changed.
+    pub async fn retry(
+        &self,
+        caller: &Caller,
+        id: i64,
+        event_id: Option<i64>,
+    ) -> Result<u64, Error> {
+        let endpoint = self
+            .list(caller)
+            .await?
+            .into_iter()
+            .find(|e| e.id == id)
+            .ok_or_else(|| Error::NotFound(format!("webhook {id}")))?;
+        if endpoint.disabled_at.is_some() {
+            return Err(Error::conflict(
+                "endpoint_disabled",
+                format!(
+                    "webhook {id} is disabled: enable it (PATCH {{\"enabled\": true}}) first; its \
+                     pending deliveries are then due at once"
+                ),
+            ));
+        }
+        let retried = self
+            .store
+            .retry_deliveries(id, event_id, RETRY_BATCH)
+            .await?;
+        if let Some(event) = event_id
+            && retried == 0
+        {
+            return Err(Error::conflict(
+                "not_retryable",
+                format!(
+                    "webhook {id} has no delivered or failed delivery of event {event}: the event is \
+                     unknown, its delivery purged, or still pending"
+                ),
+            ));
+        }
+        if retried > 0 {
+            let change = serde_json::json!({ "retried": retried, "event_id": event_id });
+            self.audit_endpoint(caller, &endpoint, Action::WebhookUpdate, change)
+                .await;
+        }
+        Ok(retried)
     }
 
     /// The latest deliveries of an endpoint, newest first.

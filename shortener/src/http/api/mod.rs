@@ -25,7 +25,8 @@ pub use manage::{export, history, list, qr, update};
 pub use stats::{link_stats, tenant_stats};
 pub use tags::{delete_tag, rename_tag};
 pub use webhooks::{
-    delete_webhook, register_webhook, update_webhook, webhook_deliveries, webhooks,
+    delete_webhook, register_webhook, retry_webhook_deliveries, update_webhook, webhook_deliveries,
+    webhooks,
 };
 
 use super::{ApiError, HttpState};

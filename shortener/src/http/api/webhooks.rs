@@ -33,6 +33,15 @@ struct PatchBody {
     enabled: bool,
 }
 
+/// The body of `POST /api/v1/webhooks/{id}/deliveries/retry`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetryBody {
+    /// The one event to send again; none: every failed delivery (up to the batch).
+    #[serde(default)]
+    event_id: Option<i64>,
+}
+
 fn time(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
@@ -183,6 +192,36 @@ pub async fn webhook_deliveries(
     Ok((
         [(header::CACHE_CONTROL, "no-store")],
         axum::Json(json!({ "deliveries": log })),
+    )
+        .into_response())
+}
+
+/// `POST /api/v1/webhooks/{id}/deliveries/retry` `{"event_id"?}`: makes one delivery (sent
+/// again, delivered or failed) or the endpoint's failed deliveries (up to
+/// [`crate::webhooks::RETRY_BATCH`]) due again from their first attempt; `200 {"retried"}`.
+pub async fn retry_webhook_deliveries(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let caller = admit(&state, &headers, Operation::Admin)?;
+    let id = id(path)?;
+    let body: RetryBody = read_json(&headers, body, &["application/json"]).await?;
+    if body.event_id.is_some_and(|e| e <= 0) {
+        return Err(
+            Error::invalid("invalid_event_id", "event_id must be a positive integer").into(),
+        );
+    }
+    let retried = state
+        .webhooks
+        .retry(&caller, id, body.event_id)
+        .await
+        .map_err(refused)?;
+    tracing::info!(id, retried, event_id = ?body.event_id, key = %caller.key_id(), "webhook deliveries made due again");
+    Ok((
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(json!({ "retried": retried })),
     )
         .into_response())
 }

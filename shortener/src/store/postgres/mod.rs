@@ -21,6 +21,7 @@ mod layout;
 mod list;
 mod listen;
 mod read;
+mod redeliver;
 mod relayout;
 mod replica;
 mod rollups;
@@ -476,6 +477,15 @@ impl VisitStore for PgStore {
 }
 
 impl OutboxStore for PgStore {
+    async fn retry_deliveries(
+        &self,
+        endpoint_id: i64,
+        event_id: Option<i64>,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        redeliver::retry(&self.client().await?, endpoint_id, event_id, limit).await
+    }
+
     async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
         webhooks::record_rollups(&self.client().await?, hour).await
     }

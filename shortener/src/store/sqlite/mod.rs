@@ -32,6 +32,7 @@ mod domains;
 mod high_water;
 mod ledger;
 mod manage;
+mod redeliver;
 mod rollups;
 mod rows;
 mod sessions;
@@ -386,6 +387,16 @@ impl VisitStore for SqliteStore {
 }
 
 impl OutboxStore for SqliteStore {
+    async fn retry_deliveries(
+        &self,
+        endpoint_id: i64,
+        event_id: Option<i64>,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        self.write(move |conn| redeliver::retry(conn, endpoint_id, event_id, limit))
+            .await
+    }
+
     async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {
         self.write(move |conn| webhooks::record_rollups(conn, hour))
             .await

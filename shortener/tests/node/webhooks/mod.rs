@@ -7,6 +7,7 @@
 
 mod delivery;
 mod fairness;
+mod retry;
 mod tags;
 
 use crate::helpers::{Backend, Node, Stack};

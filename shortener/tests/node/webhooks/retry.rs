@@ -1,0 +1,252 @@
+//! Deliveries sent again by hand (`POST /api/v1/webhooks/{id}/deliveries/retry`): a delivery
+//! that failed for good goes out once more when its receiver is back, one by its event or
+//! every failed one at once; a delivered one is sent again on request; and refused requests
+//! (no admin key, an unknown endpoint or event, a bad body, a disabled endpoint) change
+//! nothing.
+
+use super::{api, config, receiver, registered, verified};
+use crate::helpers::{Backend, Node, Stack};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// `POST /api/v1/webhooks/{id}/deliveries/retry` with `body` (sent as it is, as JSON unless
+/// `content_type` says otherwise), as `key`.
+async fn retry(
+    node: &Node,
+    key: &str,
+    id: &str,
+    body: &str,
+    content_type: &str,
+) -> (StatusCode, Value) {
+    let response = node
+        .client
+        .post(format!(
+            "{}/api/v1/webhooks/{id}/deliveries/retry",
+            node.base
+        ))
+        .bearer_auth(key)
+        .header("content-type", content_type)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("retry");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The log as (event, state, attempts), oldest event first.
+async fn states(node: &Node, key: &str, id: &str) -> Vec<(i64, String, i64)> {
+    let (status, log) = api(
+        node,
+        reqwest::Method::GET,
+        &format!("/webhooks/{id}/deliveries"),
+        key,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{log}");
+    let mut rows: Vec<(i64, String, i64)> = log["deliveries"]
+        .as_array()
+        .expect("deliveries")
+        .iter()
+        .map(|d| {
+            (
+                d["event_id"].as_i64().expect("event"),
+                d["state"].as_str().expect("state").to_string(),
+                d["attempts"].as_i64().expect("attempts"),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+async fn failed_deliveries_are_sent_again_on_request(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let receiver = receiver(400, Duration::ZERO).await;
+    let (mut config, keys) = config(&stack, 100);
+    config.webhooks.webhook_max_attempts = std::num::NonZero::new(2).expect("non-zero");
+    let node = Node::start(config).await;
+    let endpoint = registered(&node, &keys, &receiver).await;
+    let id = endpoint["id"].to_string();
+    for n in 0..2 {
+        node.create_with_key(
+            json!({ "url": format!("https://example.com/r{n}") }),
+            &keys.own,
+        )
+        .await;
+    }
+    let failed = testkit::wait_until(Duration::from_secs(30), || async {
+        let rows = states(&node, &keys.admin, &id).await;
+        rows.len() == 2 && rows.iter().all(|r| r.1 == "failed")
+    })
+    .await;
+    let before = states(&node, &keys.admin, &id).await;
+    assert!(failed, "{before:?}");
+    let (first, second) = (before[0].0, before[1].0);
+    let sent = verified(&receiver).len();
+    assert_eq!(sent, 4, "two attempts each");
+
+    let json = "application/json";
+    let unknown_event = format!("{{\"event_id\": {}}}", second + 1000);
+    let cases: Vec<(&str, &str, String, &str, StatusCode, &str)> = vec![
+        (
+            "a key without admin",
+            &keys.own,
+            id.clone(),
+            "{}",
+            StatusCode::FORBIDDEN,
+            "",
+        ),
+        (
+            "an unknown endpoint",
+            &keys.admin,
+            "999999".into(),
+            "{}",
+            StatusCode::NOT_FOUND,
+            "",
+        ),
+        (
+            "an endpoint id that is no number",
+            &keys.admin,
+            "x".into(),
+            "{}",
+            StatusCode::NOT_FOUND,
+            "",
+        ),
+        (
+            "no body",
+            &keys.admin,
+            id.clone(),
+            "",
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "a negative event",
+            &keys.admin,
+            id.clone(),
+            "{\"event_id\": -1}",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_event_id",
+        ),
+        (
+            "an event that is no number",
+            &keys.admin,
+            id.clone(),
+            "{\"event_id\": \"1\"}",
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "an unknown field",
+            &keys.admin,
+            id.clone(),
+            "{\"state\": \"failed\"}",
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            "an event the endpoint has no delivery of",
+            &keys.admin,
+            id.clone(),
+            &unknown_event,
+            StatusCode::CONFLICT,
+            "not_retryable",
+        ),
+    ];
+    for (case, key, target, body, status, code) in &cases {
+        let (got, answer) = retry(&node, key, target, body, json).await;
+        assert_eq!(got, *status, "{case}: {answer}");
+        if !code.is_empty() {
+            assert_eq!(answer["error"], *code, "{case}: {answer}");
+        }
+        assert_eq!(
+            states(&node, &keys.admin, &id).await,
+            before,
+            "{case} changed the log"
+        );
+    }
+    let (got, _) = retry(&node, &keys.admin, &id, "{}", "text/plain").await;
+    assert_eq!(got, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_eq!(states(&node, &keys.admin, &id).await, before);
+
+    // The receiver is back: one event by hand, then every failed one.
+    receiver.answer(200);
+    let (got, answer) = retry(
+        &node,
+        &keys.admin,
+        &id,
+        &format!("{{\"event_id\": {first}}}"),
+        json,
+    )
+    .await;
+    assert_eq!((got, &answer), (StatusCode::OK, &json!({ "retried": 1 })));
+    let delivered = |want: Vec<(i64, &'static str, i64)>| {
+        let (node, key, id) = (&node, keys.admin.clone(), id.clone());
+        async move {
+            let want: Vec<(i64, String, i64)> = want
+                .into_iter()
+                .map(|(e, s, a)| (e, s.to_string(), a))
+                .collect();
+            testkit::wait_until(Duration::from_secs(20), || async {
+                states(node, &key, &id).await == want
+            })
+            .await
+        }
+    };
+    assert!(delivered(vec![(first, "delivered", 1), (second, "failed", 2)]).await);
+    let (got, answer) = retry(&node, &keys.admin, &id, "{}", json).await;
+    assert_eq!((got, &answer), (StatusCode::OK, &json!({ "retried": 1 })));
+    assert!(delivered(vec![(first, "delivered", 1), (second, "delivered", 1)]).await);
+    let (got, answer) = retry(&node, &keys.admin, &id, "{}", json).await;
+    assert_eq!(
+        (got, answer),
+        (StatusCode::OK, json!({ "retried": 0 })),
+        "none failed"
+    );
+
+    // A delivered event is sent again when asked for by name.
+    let (got, _) = retry(
+        &node,
+        &keys.admin,
+        &id,
+        &format!("{{\"event_id\": {second}}}"),
+        json,
+    )
+    .await;
+    assert_eq!(got, StatusCode::OK);
+    let again = testkit::wait_until(Duration::from_secs(20), || async {
+        verified(&receiver).iter().filter(|e| e.0 == second).count() == 4
+    })
+    .await;
+    assert!(again, "{:?}", verified(&receiver));
+    let per_event = |event: i64| verified(&receiver).iter().filter(|e| e.0 == event).count();
+    assert_eq!((per_event(first), per_event(second)), (3, 4));
+
+    // A disabled endpoint retries nothing until it is enabled again.
+    let path = format!("/webhooks/{id}");
+    let disabled = node
+        .client
+        .patch(format!("{}/api/v1{path}", node.base))
+        .bearer_auth(&keys.admin)
+        .json(&json!({ "enabled": false }))
+        .send()
+        .await
+        .expect("disable");
+    assert_eq!(disabled.status(), StatusCode::OK);
+    let settled = states(&node, &keys.admin, &id).await;
+    let (got, answer) = retry(
+        &node,
+        &keys.admin,
+        &id,
+        &format!("{{\"event_id\": {first}}}"),
+        json,
+    )
+    .await;
+    assert_eq!(got, StatusCode::CONFLICT, "{answer}");
+    assert_eq!(answer["error"], "endpoint_disabled");
+    assert_eq!(states(&node, &keys.admin, &id).await, settled);
+    node.stop().await;
+}
+on_both_stores!(failed_deliveries_are_sent_again_on_request);
