@@ -170,6 +170,7 @@ pub async fn run_counted(
     duration: Duration,
 ) -> anyhow::Result<(Run, u64)> {
     let cpu_before = target.pid.and_then(crate::machine::cpu_seconds);
+    let own_before = crate::machine::cpu_seconds(std::process::id());
     let start = Instant::now() + warmup;
     let end = start + duration;
     let mut tasks = Vec::new();
@@ -211,6 +212,7 @@ pub async fn run_counted(
         all_links += a;
     }
     let cpu_after = target.pid.and_then(crate::machine::cpu_seconds);
+    let own_after = crate::machine::cpu_seconds(std::process::id());
     // Calls still in flight at `end` finished after it: measure to the last completion.
     let elapsed = Instant::now()
         .saturating_duration_since(start)
@@ -221,6 +223,11 @@ pub async fn run_counted(
         && all_links > 0
     {
         run.cpu_us = Some((b - a) * 1e6 / all_links as f64);
+    }
+    if let (Some(a), Some(b)) = (own_before, own_after)
+        && all_links > 0
+    {
+        run.client_cpu_us = Some((b - a) * 1e6 / all_links as f64);
     }
     Ok((run, all_links))
 }

@@ -432,12 +432,14 @@ async fn drive(
     )
     .await?;
     println!(
-        "{} x{clients}: {:.0} links/s, p50 {:.2} ms, p99 {:.2} ms, node CPU {} us/link, {} errors",
+        "{} x{clients}: {:.0} links/s, p50 {:.2} ms, p99 {:.2} ms, node CPU {} us/link, generator CPU {} us/link, {} errors",
         transport.label(),
         run.per_second,
         run.p50_ms,
         run.p99_ms,
         run.cpu_us.map_or("-".into(), |us| format!("{us:.1}")),
+        run.client_cpu_us
+            .map_or("-".into(), |us| format!("{us:.1}")),
         run.errors
     );
     Ok(())

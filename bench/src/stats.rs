@@ -15,6 +15,10 @@ pub struct Run {
     pub p999_ms: f64,
     /// Server CPU time per operation, in microseconds, when measured.
     pub cpu_us: Option<f64>,
+    /// The load generator's own CPU time per operation (this process), in microseconds, when
+    /// measured: on a machine where it shares cores with the database, a heavier client leaves
+    /// the database less.
+    pub client_cpu_us: Option<f64>,
     /// Operations that failed (non-2xx/3xx answers where success was expected, transport errors).
     pub errors: u64,
     /// Open loop only: how far behind its own schedule the generator fell at worst, in
@@ -33,6 +37,7 @@ impl Run {
             p99_ms: percentile(&micros, 0.99),
             p999_ms: percentile(&micros, 0.999),
             cpu_us: None,
+            client_cpu_us: None,
             errors,
             behind_ms: None,
         }
@@ -104,6 +109,11 @@ impl Repeated {
     /// Median server CPU per operation (µs), if measured.
     pub fn cpu_us(&self) -> f64 {
         self.median(|r| r.cpu_us.unwrap_or(f64::NAN))
+    }
+
+    /// Median load-generator CPU per operation (µs), if measured.
+    pub fn client_cpu_us(&self) -> f64 {
+        self.median(|r| r.client_cpu_us.unwrap_or(f64::NAN))
     }
 
     /// Errors over all runs.

@@ -141,6 +141,8 @@ pub fn run_with(
         p99_ms: p99 / 1000.0,
         p999_ms: p999 / 1000.0,
         cpu_us,
+        // wrk is another process: its CPU is not this one's.
+        client_cpu_us: None,
         errors: errors as u64,
         behind_ms: None,
     })

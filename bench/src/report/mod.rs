@@ -188,6 +188,23 @@ impl Report {
                     status(v >= 0.9)
                 );
             }
+            // What each side of that ratio costs: the node's CPU per create, and the load
+            // generator's (which shares the second core with PostgreSQL here).
+            let per_create = |t: Transport, of: fn(&Repeated) -> f64| {
+                c.row(StoreKind::Postgres, t, 64)
+                    .map_or(f64::NAN, |r| of(&r.runs))
+            };
+            for (what, of) in [
+                ("node", Repeated::cpu_us as fn(&Repeated) -> f64),
+                ("load generator", Repeated::client_cpu_us),
+            ] {
+                let v = per_create(Transport::Grpc, of) / per_create(Transport::Http, of);
+                let _ = writeln!(
+                    s,
+                    "| PostgreSQL creates at 64 clients: {what} CPU per create, gRPC / HTTP | – | {} | – |",
+                    ratio(v)
+                );
+            }
             let base = c.sqlite.rate();
             for t in [Transport::Http, Transport::Grpc] {
                 let v = c
@@ -336,6 +353,15 @@ fn cpu_at(list: &[(usize, Repeated)], conns: usize) -> f64 {
     list.iter()
         .find(|(c, _)| *c == conns)
         .map_or(f64::NAN, |(_, r)| r.cpu_us())
+}
+
+fn client_cpu(r: &Repeated) -> String {
+    let v = r.client_cpu_us();
+    if v.is_finite() {
+        format!("{v:.1}")
+    } else {
+        "–".into()
+    }
 }
 
 fn cpu(r: &Repeated) -> String {

@@ -1,6 +1,6 @@
 //! The report's sections: one table set per benchmark group.
 
-use super::{cpu, cpu_at, repeated_cells};
+use super::{client_cpu, cpu, cpu_at, repeated_cells};
 use crate::create_suite::{Creates, StoreKind};
 use crate::creates::Transport;
 use crate::memory::Memory;
@@ -136,14 +136,17 @@ pub(super) fn creates(s: &mut String, c: &Creates, settings: &Settings) {
     );
     let _ = writeln!(
         s,
-        "| store | client | clients | creates/s | spread | p50 ms | p99 ms | p99.9 ms | node CPU µs/link | vs baseline | errors |"
+        "| store | client | clients | creates/s | spread | p50 ms | p99 ms | p99.9 ms | node CPU µs/link | generator CPU µs/link | vs baseline | errors |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        s,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for clients in settings.clients() {
         if let Some((_, x)) = c.pgbench.iter().find(|(n, _)| *n == clients) {
             let _ = writeln!(
                 s,
-                "| PostgreSQL | pgbench, same INSERT (baseline) | {clients} | {} | – | 1.00× | 0 |",
+                "| PostgreSQL | pgbench, same INSERT (baseline) | {clients} | {} | – | – | 1.00× | 0 |",
                 repeated_cells(x)
             );
         }
@@ -155,10 +158,11 @@ pub(super) fn creates(s: &mut String, c: &Creates, settings: &Settings) {
             let v = row.runs.rate() / c.pgbench_rate(clients);
             let _ = writeln!(
                 s,
-                "| PostgreSQL | {} | {clients} | {} | {} | {} | {} |",
+                "| PostgreSQL | {} | {clients} | {} | {} | {} | {} | {} |",
                 row.transport.label(),
                 repeated_cells(&row.runs),
                 cpu(&row.runs),
+                client_cpu(&row.runs),
                 ratio(v),
                 row.runs.errors()
             );
@@ -167,7 +171,7 @@ pub(super) fn creates(s: &mut String, c: &Creates, settings: &Settings) {
     if !c.sqlite.runs.is_empty() {
         let _ = writeln!(
             s,
-            "| embedded | SQLite single insert, own transaction (baseline) | 1 | {} | – | 1.00× | 0 |",
+            "| embedded | SQLite single insert, own transaction (baseline) | 1 | {} | – | – | 1.00× | 0 |",
             repeated_cells(&c.sqlite)
         );
     }
@@ -175,11 +179,12 @@ pub(super) fn creates(s: &mut String, c: &Creates, settings: &Settings) {
         let v = row.runs.rate() / c.sqlite.rate();
         let _ = writeln!(
             s,
-            "| embedded | {} | {} | {} | {} | {} | {} |",
+            "| embedded | {} | {} | {} | {} | {} | {} | {} |",
             row.transport.label(),
             row.clients,
             repeated_cells(&row.runs),
             cpu(&row.runs),
+            client_cpu(&row.runs),
             ratio(v),
             row.runs.errors()
         );
