@@ -54,6 +54,7 @@ pub use sqlite::{Durability, SqliteStore};
 use std::sync::Arc;
 pub use webhooks::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
+    Retried,
 };
 
 /// Click counts of several codes, written in one batch. Shared, so the caller keeps the rows to

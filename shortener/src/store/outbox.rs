@@ -4,7 +4,7 @@
 
 use super::{
     Attempt, Backlog, Delivery, DeliveryRecord, Endpoint, Finished, NewEndpoint, OutboxBound,
-    Store, StoreError,
+    Retried, Store, StoreError,
 };
 use chrono::{DateTime, Utc};
 use std::future::Future;
@@ -103,14 +103,17 @@ pub trait OutboxStore: Send + Sync {
 
     /// Makes deliveries of endpoint `endpoint_id` due now from their first attempt again: that
     /// of event `event_id` if it ended (delivered or failed), or (`None`) up to `limit` of
-    /// those that failed, oldest event first. A pending delivery is left as it is. Returns how
-    /// many it made due.
+    /// those that failed, oldest event first; never so many that the endpoint's tenant passes
+    /// `max_pending` pending deliveries over its enabled endpoints. A pending delivery is left
+    /// as it is. When it makes any due, the endpoint's backoff and run of failures start
+    /// over, as when it is enabled by hand.
     fn retry_deliveries(
         &self,
         endpoint_id: i64,
         event_id: Option<i64>,
         limit: i64,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+        max_pending: u64,
+    ) -> impl Future<Output = Result<Retried, StoreError>> + Send;
 
     /// Records a `clicks.rollup` event for each tenant with enabled webhook endpoints and
     /// clicks in the hour starting at `hour` (Unix seconds), once whatever the number of
@@ -199,7 +202,8 @@ impl OutboxStore for Store {
         endpoint_id: i64,
         event_id: Option<i64>,
         limit: i64,
-    ) -> Result<u64, StoreError> {
-        traced!(self, "UPDATE", "webhook_deliveries", s => s.retry_deliveries(endpoint_id, event_id, limit))
+        max_pending: u64,
+    ) -> Result<Retried, StoreError> {
+        traced!(self, "UPDATE", "webhook_deliveries", s => s.retry_deliveries(endpoint_id, event_id, limit, max_pending))
     }
 }

@@ -169,6 +169,15 @@ pub struct DeliveryRecord {
     pub failed_at: Option<DateTime<Utc>>,
 }
 
+/// What a retry of deliveries did ([`super::OutboxStore::retry_deliveries`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Retried {
+    /// Deliveries made due again.
+    pub retried: u64,
+    /// The endpoint's tenant had no room under its pending bound, so nothing was made due.
+    pub full: bool,
+}
+
 /// The deliveries waiting to be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Backlog {

@@ -279,7 +279,8 @@ impl Webhooks {
     /// `event_id` (delivered or failed: sent once more), or (`None`) up to [`RETRY_BATCH`] of
     /// those that failed, oldest event first. Returns how many. An unknown endpoint (or another
     /// tenant's) is [`Error::NotFound`]; a disabled one, or an event with no ended delivery to
-    /// it, a conflict, with nothing changed.
+    /// it, or a tenant at its pending bound (`max_pending`), a conflict, with nothing changed.
+    /// Making any due starts the endpoint's backoff and run of failures over.
     pub async fn retry(
         &self,
         caller: &Caller,
@@ -301,10 +302,21 @@ impl Webhooks {
                 ),
             ));
         }
-        let retried = self
+        let outcome = self
             .store
-            .retry_deliveries(id, event_id, RETRY_BATCH)
+            .retry_deliveries(id, event_id, RETRY_BATCH, self.settings.max_pending)
             .await?;
+        if outcome.full {
+            return Err(Error::conflict(
+                "outbox_full",
+                format!(
+                    "tenant {} has {} or more pending webhook deliveries \
+                     (SHORTENER_WEBHOOK_MAX_PENDING): retry when they have drained",
+                    endpoint.tenant, self.settings.max_pending
+                ),
+            ));
+        }
+        let retried = outcome.retried;
         if let Some(event) = event_id
             && retried == 0
         {

@@ -44,7 +44,7 @@ use super::{
     StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
 use super::{HighWater, SlotBound};
-use super::{KeyStore, NewApiKey, StoredApiKey};
+use super::{KeyStore, NewApiKey, Retried, StoredApiKey};
 use super::{NewSession, SessionStore, StoredSession};
 use crate::domain::{
     ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash, TagChange,
@@ -482,8 +482,16 @@ impl OutboxStore for PgStore {
         endpoint_id: i64,
         event_id: Option<i64>,
         limit: i64,
-    ) -> Result<u64, StoreError> {
-        redeliver::retry(&self.client().await?, endpoint_id, event_id, limit).await
+        max_pending: u64,
+    ) -> Result<Retried, StoreError> {
+        redeliver::retry(
+            &mut self.client().await?,
+            endpoint_id,
+            event_id,
+            limit,
+            max_pending,
+        )
+        .await
     }
 
     async fn record_rollup_events(&self, hour: i64) -> Result<u64, StoreError> {

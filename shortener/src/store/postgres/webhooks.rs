@@ -419,9 +419,12 @@ pub(super) async fn purge(
         deliveries += client
             .execute(
                 &format!(
+                    // The state again outside: a row a retry made pending after the inner
+                    // read is re-checked against it and kept.
                     "DELETE FROM webhook_deliveries WHERE (endpoint_id, event_id) IN \
                      (SELECT endpoint_id, event_id FROM webhook_deliveries \
-                      WHERE state = '{state}' AND {at} < $1 ORDER BY {at} LIMIT $2)"
+                      WHERE state = '{state}' AND {at} < $1 ORDER BY {at} LIMIT $2) \
+                     AND state = '{state}'"
                 ),
                 &[&before, &limit],
             )

@@ -53,7 +53,7 @@ use super::{
     StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
 use super::{HighWater, SlotBound};
-use super::{KeyStore, NewApiKey, StoredApiKey};
+use super::{KeyStore, NewApiKey, Retried, StoredApiKey};
 use super::{NewSession, SessionStore, StoredSession};
 use crate::domain::{Domain, DomainSettings};
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page, TagChange};
@@ -392,8 +392,9 @@ impl OutboxStore for SqliteStore {
         endpoint_id: i64,
         event_id: Option<i64>,
         limit: i64,
-    ) -> Result<u64, StoreError> {
-        self.write(move |conn| redeliver::retry(conn, endpoint_id, event_id, limit))
+        max_pending: u64,
+    ) -> Result<Retried, StoreError> {
+        self.write(move |conn| redeliver::retry(conn, endpoint_id, event_id, limit, max_pending))
             .await
     }
 

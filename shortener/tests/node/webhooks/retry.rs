@@ -250,3 +250,68 @@ async fn failed_deliveries_are_sent_again_on_request(backend: Backend) {
     node.stop().await;
 }
 on_both_stores!(failed_deliveries_are_sent_again_on_request);
+
+/// A tenant at its pending bound gets no more pending deliveries from a retry
+/// (`outbox_full`), with nothing changed. A retry starts the endpoint over: the failed attempt
+/// had put it on hold (here for ten minutes), and the delivery made due goes out at once rather
+/// than after the hold; the run of failures is back at 0.
+async fn a_retry_keeps_to_the_tenants_bound_and_lifts_the_endpoints_hold(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    // The receiver holds the first request without answering, until the attempt times out.
+    let receiver = receiver(super::HANG, Duration::ZERO).await;
+    let (mut config, keys) = config(&stack, 100);
+    let webhooks = &mut config.webhooks;
+    webhooks.webhook_max_attempts = std::num::NonZero::new(1).expect("non-zero");
+    webhooks.webhook_retry_base_ms = std::num::NonZero::new(600_000).expect("non-zero");
+    webhooks.webhook_timeout_ms = std::num::NonZero::new(2_000).expect("non-zero");
+    webhooks.webhook_max_pending = std::num::NonZero::new(1).expect("non-zero");
+    let node = Node::start(config).await;
+    let endpoint = registered(&node, &keys, &receiver).await;
+    let id = endpoint["id"].to_string();
+    let failures = async || {
+        let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+        list["webhooks"][0]["failures"].clone()
+    };
+    node.create_with_key(json!({ "url": "https://example.com/held" }), &keys.own)
+        .await;
+    let hanging = testkit::wait_until(Duration::from_secs(20), || async {
+        receiver.requests().len() == 1
+    })
+    .await;
+    assert!(hanging, "the event never went out");
+    // Its one delivery is pending while the attempt hangs: the tenant is at its bound of one.
+    let before = states(&node, &keys.admin, &id).await;
+    assert_eq!(before.len(), 1);
+    let (got, answer) = retry(&node, &keys.admin, &id, "{}", "application/json").await;
+    assert_eq!(got, StatusCode::CONFLICT, "{answer}");
+    assert_eq!(answer["error"], "outbox_full");
+    assert_eq!(states(&node, &keys.admin, &id).await, before);
+
+    // The attempt times out: the delivery fails for good and the endpoint is held.
+    let failed = testkit::wait_until(Duration::from_secs(20), || async {
+        states(&node, &keys.admin, &id)
+            .await
+            .first()
+            .map(|r| r.1.clone())
+            == Some("failed".into())
+    })
+    .await;
+    assert!(failed, "{:?}", states(&node, &keys.admin, &id).await);
+    assert_eq!(failures().await, json!(1));
+    let event = before[0].0;
+    receiver.answer(200);
+    let (got, answer) = retry(&node, &keys.admin, &id, "{}", "application/json").await;
+    assert_eq!((got, answer), (StatusCode::OK, json!({ "retried": 1 })));
+    let delivered = testkit::wait_until(Duration::from_secs(20), || async {
+        states(&node, &keys.admin, &id).await == [(event, "delivered".to_string(), 1)]
+    })
+    .await;
+    assert!(
+        delivered,
+        "held: {:?}",
+        states(&node, &keys.admin, &id).await
+    );
+    assert_eq!(failures().await, json!(0));
+    node.stop().await;
+}
+on_both_stores!(a_retry_keeps_to_the_tenants_bound_and_lifts_the_endpoints_hold);
