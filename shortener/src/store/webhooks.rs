@@ -178,6 +178,24 @@ pub struct Retried {
     pub full: bool,
 }
 
+impl Retried {
+    /// How many deliveries a retry may make pending in a tenant with `pending` already, under a
+    /// bound of `max_pending`; the outcome of a retry that found no room when there is none.
+    pub(crate) fn room(max_pending: u64, pending: i64) -> Result<i64, Retried> {
+        let room = i64::try_from(max_pending)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(pending);
+        if room > 0 {
+            Ok(room)
+        } else {
+            Err(Retried {
+                retried: 0,
+                full: true,
+            })
+        }
+    }
+}
+
 /// The deliveries waiting to be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Backlog {

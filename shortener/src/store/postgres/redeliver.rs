@@ -35,15 +35,10 @@ pub(super) async fn retry(
         .await
         .map_err(db_error)?
         .get(0);
-    let room = i64::try_from(max_pending)
-        .unwrap_or(i64::MAX)
-        .saturating_sub(pending);
-    if room <= 0 {
-        return Ok(Retried {
-            retried: 0,
-            full: true,
-        });
-    }
+    let room = match Retried::room(max_pending, pending) {
+        Ok(room) => room,
+        Err(full) => return Ok(full),
+    };
     let retried = tx
         .execute(
             "UPDATE webhook_deliveries d SET state = 'pending', attempts = 0, next_at = now(), \

@@ -35,15 +35,10 @@ pub(super) fn retry(
             |r| r.get(0),
         )
         .map_err(db_error)?;
-    let room = i64::try_from(max_pending)
-        .unwrap_or(i64::MAX)
-        .saturating_sub(pending);
-    if room <= 0 {
-        return Ok(Retried {
-            retried: 0,
-            full: true,
-        });
-    }
+    let room = match Retried::room(max_pending, pending) {
+        Ok(room) => room,
+        Err(full) => return Ok(full),
+    };
     let now = millis(Utc::now());
     let retried = tx
         .execute(

@@ -3,7 +3,7 @@
 //! endpoint is enabled again and gets what waited; refused PATCHes change nothing; the delivery
 //! log is purged after its retention; the metrics count every attempt by outcome.
 
-use super::{HANG, SECRET, api, config, receiver, register, verified};
+use super::{HANG, SECRET, api, config, log, receiver, register, send, verified};
 use crate::helpers::{Backend, Node, Stack, metric};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -17,29 +17,8 @@ async fn patch_webhook(
     content_type: &str,
     body: &str,
 ) -> (StatusCode, Value) {
-    let response = node
-        .client
-        .patch(format!("{}/api/v1/webhooks/{id}", node.base))
-        .bearer_auth(key)
-        .header("content-type", content_type)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("patch webhook");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn log(node: &Node, id: i64, key: &str) -> Value {
-    let (status, log) = api(
-        node,
-        reqwest::Method::GET,
-        &format!("/webhooks/{id}/deliveries"),
-        key,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{log}");
-    log
+    let path = format!("/webhooks/{id}");
+    send(node, reqwest::Method::PATCH, &path, key, content_type, body).await
 }
 
 async fn endpoint(node: &Node, key: &str) -> Value {

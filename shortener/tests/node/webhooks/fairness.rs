@@ -3,7 +3,7 @@
 //! attempt; a tenant's outbox is bounded, what goes past the bound is dropped and counted, and
 //! the changes still succeed; two nodes never deliver to one endpoint at once.
 
-use super::{HANG, SECRET, api, config, receiver, register, verified};
+use super::{HANG, SECRET, api, config, deliveries, receiver, register, verified};
 use crate::helpers::{Backend, Node, Stack};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -39,18 +39,6 @@ async fn metric_of(node: &Node, name: &str) -> Option<f64> {
     let text = node.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-}
-
-async fn log(node: &Node, id: i64, key: &str) -> Vec<Value> {
-    let (status, log) = api(
-        node,
-        reqwest::Method::GET,
-        &format!("/webhooks/{id}/deliveries"),
-        key,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{log}");
-    log["deliveries"].as_array().cloned().unwrap_or_default()
 }
 
 async fn endpoint(node: &Node, key: &str, id: i64) -> Value {
@@ -177,7 +165,7 @@ async fn an_endpoint_disabled_by_its_failures_gets_no_further_attempt(backend: B
         !receiver.requests().is_empty()
     })
     .await;
-    assert!(tried, "{:?}", log(&node, id, &keys.admin).await);
+    assert!(tried, "{:?}", deliveries(&node, id, &keys.admin).await);
     let more = testkit::wait_until(Duration::from_secs(2), || async {
         receiver.requests().len() > 1
     })
@@ -211,7 +199,7 @@ async fn an_endpoint_disabled_by_its_failures_gets_no_further_attempt(backend: B
     assert_eq!(receiver.requests().len(), 1 + 3);
     let after = endpoint(&node, &keys.admin, id).await;
     assert_eq!(after["failures"], 3, "{after}");
-    let attempts: u64 = log(&node, id, &keys.admin)
+    let attempts: u64 = deliveries(&node, id, &keys.admin)
         .await
         .iter()
         .map(|d| d["attempts"].as_u64().expect("attempts"))
@@ -260,11 +248,11 @@ async fn a_full_outbox_drops_its_tenants_events_and_counts_them(backend: Backend
     })
     .await;
     assert!(counted, "{}", node.metrics().await);
-    assert_eq!(log(&node, acme, &keys.admin).await.len(), 3);
+    assert_eq!(deliveries(&node, acme, &keys.admin).await.len(), 3);
     // Another tenant is not bounded by acme's outbox.
     create(&node, &keys.other, "https://example.com/globex").await;
     let delivered = testkit::wait_until(Duration::from_secs(10), || async {
-        log(&node, globex, &keys.admin)
+        deliveries(&node, globex, &keys.admin)
             .await
             .first()
             .is_some_and(|d| d["state"] == "delivered")
@@ -290,11 +278,11 @@ async fn a_full_outbox_drops_its_tenants_events_and_counts_them(backend: Backend
     assert!(room, "{}", node.metrics().await);
     create(&node, &keys.own, "https://example.com/after").await;
     let told = testkit::wait_until(Duration::from_secs(10), || async {
-        let log = log(&node, acme, &keys.admin).await;
+        let log = deliveries(&node, acme, &keys.admin).await;
         log.len() == 4 && log.iter().all(|d| d["state"] == "delivered")
     })
     .await;
-    assert!(told, "{:?}", log(&node, acme, &keys.admin).await);
+    assert!(told, "{:?}", deliveries(&node, acme, &keys.admin).await);
     assert_eq!(metric_of(&node, dropped_name).await, Some(2.0));
 }
 on_both_stores!(a_full_outbox_drops_its_tenants_events_and_counts_them);

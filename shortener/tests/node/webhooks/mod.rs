@@ -130,6 +130,49 @@ async fn api(node: &Node, method: reqwest::Method, path: &str, key: &str) -> (St
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// `method` on `/api/v1{path}` as `key`, with `body` sent as it is under `content_type`.
+async fn send(
+    node: &Node,
+    method: reqwest::Method,
+    path: &str,
+    key: &str,
+    content_type: &str,
+    body: &str,
+) -> (StatusCode, Value) {
+    let response = node
+        .client
+        .request(method, format!("{}/api/v1{path}", node.base))
+        .bearer_auth(key)
+        .header("content-type", content_type)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("send");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The answer of endpoint `id`'s delivery log, as `key` reads it.
+async fn log(node: &Node, id: i64, key: &str) -> Value {
+    let (status, log) = api(
+        node,
+        reqwest::Method::GET,
+        &format!("/webhooks/{id}/deliveries"),
+        key,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{log}");
+    log
+}
+
+/// The deliveries of endpoint `id`'s log (newest first).
+async fn deliveries(node: &Node, id: i64, key: &str) -> Vec<Value> {
+    log(node, id, key).await["deliveries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The events `receiver` got, each checked for a valid signature: (id, type, code).
 fn verified(receiver: &Receiver) -> Vec<(i64, String, String)> {
     let now = chrono::Utc::now().timestamp();

@@ -4,14 +4,14 @@
 //! (no admin key, an unknown endpoint or event, a bad body, a disabled endpoint) change
 //! nothing.
 
-use super::{api, config, receiver, registered, verified};
+use super::{api, config, deliveries, receiver, registered, send, verified};
 use crate::helpers::{Backend, Node, Stack};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// `POST /api/v1/webhooks/{id}/deliveries/retry` with `body` (sent as it is, as JSON unless
-/// `content_type` says otherwise), as `key`.
+/// `POST /api/v1/webhooks/{id}/deliveries/retry` with `body` (sent as it is, as
+/// `content_type`), as `key`.
 async fn retry(
     node: &Node,
     key: &str,
@@ -19,35 +19,20 @@ async fn retry(
     body: &str,
     content_type: &str,
 ) -> (StatusCode, Value) {
-    let response = node
-        .client
-        .post(format!(
-            "{}/api/v1/webhooks/{id}/deliveries/retry",
-            node.base
-        ))
-        .bearer_auth(key)
-        .header("content-type", content_type)
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("retry");
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    let path = format!("/webhooks/{id}/deliveries/retry");
+    send(node, reqwest::Method::POST, &path, key, content_type, body).await
+}
+
+/// The body naming `event`.
+fn event(event: i64) -> String {
+    format!("{{\"event_id\": {event}}}")
 }
 
 /// The log as (event, state, attempts), oldest event first.
 async fn states(node: &Node, key: &str, id: &str) -> Vec<(i64, String, i64)> {
-    let (status, log) = api(
-        node,
-        reqwest::Method::GET,
-        &format!("/webhooks/{id}/deliveries"),
-        key,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{log}");
-    let mut rows: Vec<(i64, String, i64)> = log["deliveries"]
-        .as_array()
-        .expect("deliveries")
+    let id: i64 = id.parse().expect("an endpoint id");
+    let mut rows: Vec<(i64, String, i64)> = deliveries(node, id, key)
+        .await
         .iter()
         .map(|d| {
             (
@@ -88,7 +73,7 @@ async fn failed_deliveries_are_sent_again_on_request(backend: Backend) {
     assert_eq!(sent, 4, "two attempts each");
 
     let json = "application/json";
-    let unknown_event = format!("{{\"event_id\": {}}}", second + 1000);
+    let unknown_event = event(second + 1000);
     let cases: Vec<(&str, &str, String, &str, StatusCode, &str)> = vec![
         (
             "a key without admin",
@@ -173,14 +158,7 @@ async fn failed_deliveries_are_sent_again_on_request(backend: Backend) {
 
     // The receiver is back: one event by hand, then every failed one.
     receiver.answer(200);
-    let (got, answer) = retry(
-        &node,
-        &keys.admin,
-        &id,
-        &format!("{{\"event_id\": {first}}}"),
-        json,
-    )
-    .await;
+    let (got, answer) = retry(&node, &keys.admin, &id, &event(first), json).await;
     assert_eq!((got, &answer), (StatusCode::OK, &json!({ "retried": 1 })));
     let delivered = |want: Vec<(i64, &'static str, i64)>| {
         let (node, key, id) = (&node, keys.admin.clone(), id.clone());
@@ -207,14 +185,7 @@ async fn failed_deliveries_are_sent_again_on_request(backend: Backend) {
     );
 
     // A delivered event is sent again when asked for by name.
-    let (got, _) = retry(
-        &node,
-        &keys.admin,
-        &id,
-        &format!("{{\"event_id\": {second}}}"),
-        json,
-    )
-    .await;
+    let (got, _) = retry(&node, &keys.admin, &id, &event(second), json).await;
     assert_eq!(got, StatusCode::OK);
     let again = testkit::wait_until(Duration::from_secs(20), || async {
         verified(&receiver).iter().filter(|e| e.0 == second).count() == 4
@@ -236,14 +207,7 @@ async fn failed_deliveries_are_sent_again_on_request(backend: Backend) {
         .expect("disable");
     assert_eq!(disabled.status(), StatusCode::OK);
     let settled = states(&node, &keys.admin, &id).await;
-    let (got, answer) = retry(
-        &node,
-        &keys.admin,
-        &id,
-        &format!("{{\"event_id\": {first}}}"),
-        json,
-    )
-    .await;
+    let (got, answer) = retry(&node, &keys.admin, &id, &event(first), json).await;
     assert_eq!(got, StatusCode::CONFLICT, "{answer}");
     assert_eq!(answer["error"], "endpoint_disabled");
     assert_eq!(states(&node, &keys.admin, &id).await, settled);
