@@ -204,7 +204,7 @@ impl KeyService {
         let change = serde_json::json!({ "scopes": &new.scopes, "expires_at": new.expires_at });
         self.audit.record(caller, subject, change).await;
         Ok(CreatedKey {
-            key: self.view(&stored, checked.scopes),
+            key: self.view(&stored, checked.scopes, &self.keys.tenants()),
             secret,
         })
     }
@@ -212,9 +212,10 @@ impl KeyService {
     /// The live keys of `caller`'s tenant made through the API, by name.
     pub async fn list(&self, caller: &Caller) -> Result<Vec<KeyView>, Error> {
         let stored = self.store.api_keys(Some(&caller.tenant)).await?;
+        let tenants = self.keys.tenants();
         Ok(stored
             .iter()
-            .filter_map(|k| Some(self.view(k, Scopes::parse_list(&k.scopes).ok()?)))
+            .filter_map(|k| Some(self.view(k, Scopes::parse_list(&k.scopes).ok()?, &tenants)))
             .collect())
     }
 
@@ -239,7 +240,9 @@ impl KeyService {
         Ok(true)
     }
 
-    fn view(&self, stored: &StoredApiKey, scopes: Scopes) -> KeyView {
+    /// How `stored` (with `scopes`) is shown, in force as the roles give it in `tenants` (those
+    /// that exist).
+    fn view(&self, stored: &StoredApiKey, scopes: Scopes, tenants: &[String]) -> KeyView {
         let noted = self
             .notes
             .lock()
@@ -256,7 +259,7 @@ impl KeyService {
             last_used_at: stored.last_used_at.max(noted),
             // A key the keys file shadows is not in force whatever its person holds.
             in_force: (!self.keys.configured(&stored.tenant, &stored.name))
-                .then(|| self.in_force(stored, scopes, &self.keys.tenants()))
+                .then(|| self.in_force(stored, scopes, tenants))
                 .flatten(),
         }
     }
