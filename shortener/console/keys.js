@@ -1,5 +1,6 @@
 // Keys: the API keys of the signed-in key's tenant made through the API (`keys:manage`). Make
-// one (its secret shown once, on this page only), list them with their last use, revoke one.
+// one (its secret shown once, on this page only), list them with their last use and the scopes
+// each holds now, revoke one.
 // The keys file's keys are the operator's and are not shown here.
 
 import { get, problem, request } from './api.js';
@@ -29,6 +30,20 @@ function secretBox(created) {
     el('div', { class: 'row' }, value, copy));
 }
 
+/// A key's scopes as they are in force: a key a signed-in person made carries at most what
+/// that person's role grants now (`scopes_in_force`), and none when the role is gone.
+function scopesCell(key) {
+  const granted = key.scopes.join(', ');
+  const held = key.scopes_in_force;
+  if (held && held.length === key.scopes.length) return el('td', { class: 'scopes' }, granted);
+  if (!held) {
+    return el('td', { class: 'scopes' }, el('span', { class: 'state' }, 'not in force'),
+      el('div', { class: 'hint' }, `Its maker's role no longer grants it; made with ${granted}.`));
+  }
+  return el('td', { class: 'scopes' }, held.join(', '),
+    el('div', { class: 'hint' }, `Capped by its maker's role; made with ${granted}.`));
+}
+
 function keyRow(key, reload) {
   const revoke = el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke ${key.name}` }, 'Revoke');
   revoke.addEventListener('click', () => confirmDialog(`Revoke ${key.name}?`,
@@ -42,7 +57,7 @@ function keyRow(key, reload) {
         notify(problem(error), 'error');
       }
     }));
-  return el('tr', {}, el('td', { class: 'code' }, key.name), el('td', {}, key.scopes.join(', ')),
+  return el('tr', {}, el('td', { class: 'code' }, key.name), scopesCell(key),
     el('td', {}, time(key.created_at)), el('td', {}, key.created_by), el('td', {}, key.expires_at ? time(key.expires_at) : 'never'),
     el('td', {}, key.last_used_at ? time(key.last_used_at) : 'not yet'), el('td', {}, revoke));
 }

@@ -14,10 +14,15 @@ use std::time::Duration;
 /// How long a change of the roles file or a sign-in may take to reach the keys in force: the
 /// test's reload interval is 200 ms (the roles file's and the keys'), and a loaded machine is
 /// slow.
-const REACHES_KEYS: Duration = Duration::from_secs(20);
+pub(super) const REACHES_KEYS: Duration = Duration::from_secs(20);
 
 /// Signs in at `node` as person `sub-ana`, a member of `groups`: the session cookie.
-async fn sign_in_as_ana(node: &Node, issuer: &TestIssuer, key: &Key, groups: &[&str]) -> String {
+pub(super) async fn sign_in_as_ana(
+    node: &Node,
+    issuer: &TestIssuer,
+    key: &Key,
+    groups: &[&str],
+) -> String {
     let started = start(node).await;
     let now = chrono::Utc::now().timestamp();
     let claims = json!({
@@ -33,7 +38,7 @@ async fn sign_in_as_ana(node: &Node, issuer: &TestIssuer, key: &Key, groups: &[&
 
 /// Makes key `name` with `scopes` through `POST /api/v1/keys`, as the session `cookie` or (no
 /// cookie) as the API key `by`: its secret.
-async fn make_key(
+pub(super) async fn make_key(
     node: &Node,
     cookie: Option<&str>,
     by: &str,
@@ -71,7 +76,7 @@ async fn statuses(node: &Node, secret: &str) -> (StatusCode, StatusCode) {
 }
 
 /// Key `name`'s `scopes_in_force` as the tenant's list shows it to `by`.
-async fn listed_in_force(node: &Node, by: &str, name: &str) -> Value {
+pub(super) async fn listed_in_force(node: &Node, by: &str, name: &str) -> Value {
     let response = node
         .client
         .get(format!("{}/api/v1/keys", node.base))

@@ -6,6 +6,7 @@
 mod audited;
 mod browser;
 mod capped;
+mod capped_console;
 mod issuer;
 mod provider;
 mod tables;
