@@ -37,32 +37,46 @@ fn person(subject: Option<String>, claims: Option<String>) -> Option<PersonClaim
     })
 }
 
+/// The lock that orders a person's key creations and sign-ins (held to the end of the
+/// transaction that takes it): a key made while the same person signs in either commits before
+/// the sign-in's refresh reads the keys (which then caps it) or reads the claims of the session
+/// that sign-in stored (which already cap it). Without it each could miss the other's row, and
+/// the key would keep the claims the sign-in took away.
+const PERSON_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended('person ' || $1, 0))";
+
 pub(super) async fn insert(
-    client: &Conn,
+    client: &mut Conn,
     k: &NewApiKey,
 ) -> Result<Option<StoredApiKey>, StoreError> {
-    let row = client
-        .query_opt(
-            &format!(
-                "INSERT INTO api_keys (tenant, name, digest, scopes, created_by, expires_at, \
-                 person, person_claims) VALUES ($1, $2, $3, $4, $5, $6, $7, \
-                 coalesce((SELECT claims FROM console_sessions WHERE subject = $7 \
-                           ORDER BY created_at DESC, id DESC LIMIT 1), $8)) \
-                 ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
-            ),
-            &[
-                &k.tenant,
-                &k.name,
-                &k.digest.as_slice(),
-                &k.scopes,
-                &k.created_by,
-                &k.expires_at,
-                &k.person.as_ref().map(|p| &p.subject),
-                &k.person.as_ref().map(|p| &p.claims),
-            ],
-        )
+    let subject = k.person.as_ref().map(|p| &p.subject);
+    let statement = format!(
+        "INSERT INTO api_keys (tenant, name, digest, scopes, created_by, expires_at, \
+         person, person_claims) VALUES ($1, $2, $3, $4, $5, $6, $7, \
+         coalesce((SELECT claims FROM console_sessions WHERE subject = $7 \
+                   ORDER BY created_at DESC, id DESC LIMIT 1), $8)) \
+         ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+    );
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+        &k.tenant,
+        &k.name,
+        &k.digest.as_slice(),
+        &k.scopes,
+        &k.created_by,
+        &k.expires_at,
+        &subject,
+        &k.person.as_ref().map(|p| &p.claims),
+    ];
+    let Some(subject) = subject else {
+        let row = client.query_opt(&statement, &params).await;
+        return Ok(row.map_err(db_error)?.as_ref().map(key));
+    };
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.execute(PERSON_LOCK, &[subject])
         .await
         .map_err(db_error)?;
+    // A statement of its own after the lock: its snapshot sees the sign-in that held it.
+    let row = tx.query_opt(&statement, &params).await.map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
     Ok(row.as_ref().map(key))
 }
 
@@ -117,6 +131,9 @@ pub(super) async fn refresh_person_claims(
     claims: &str,
 ) -> Result<u64, StoreError> {
     let tx = client.transaction().await.map_err(db_error)?;
+    tx.execute(PERSON_LOCK, &[&subject])
+        .await
+        .map_err(db_error)?;
     let keys = tx
         .execute(
             "UPDATE api_keys SET person_claims = $2 \

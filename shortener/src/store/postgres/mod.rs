@@ -654,7 +654,7 @@ impl SessionStore for PgStore {
 
 impl KeyStore for PgStore {
     async fn insert_api_key(&self, key: &NewApiKey) -> Result<Option<StoredApiKey>, StoreError> {
-        api_keys::insert(&self.client().await?, key).await
+        api_keys::insert(&mut self.client().await?, key).await
     }
 
     async fn api_keys(&self, tenant: Option<&str>) -> Result<Vec<StoredApiKey>, StoreError> {

@@ -67,7 +67,7 @@ pub(super) async fn make_key(
 }
 
 /// What key `secret` gets for a create and for a list.
-async fn statuses(node: &Node, secret: &str) -> (StatusCode, StatusCode) {
+pub(super) async fn statuses(node: &Node, secret: &str) -> (StatusCode, StatusCode) {
     let (create, _) = node
         .create_with_key(json!({ "url": "https://example.com/capped" }), secret)
         .await;
@@ -91,7 +91,12 @@ pub(super) async fn listed_in_force(node: &Node, by: &str, name: &str) -> Value 
     key["scopes_in_force"].clone()
 }
 
-async fn wait_statuses(node: &Node, secret: &str, what: &str, want: (StatusCode, StatusCode)) {
+pub(super) async fn wait_statuses(
+    node: &Node,
+    secret: &str,
+    what: &str,
+    want: (StatusCode, StatusCode),
+) {
     wait_for(what, REACHES_KEYS, async || {
         statuses(node, secret).await == want
     })

@@ -7,6 +7,7 @@ mod audited;
 mod browser;
 mod capped;
 mod capped_console;
+mod capped_race;
 mod issuer;
 mod provider;
 mod tables;
