@@ -148,6 +148,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "keys capped by their person's role",
         sql: include_str!("../../migrations/postgres/0027_person_keys.sql"),
     },
+    Migration {
+        version: 28,
+        name: "rollup events told again when late clicks change them",
+        sql: include_str!("../../migrations/postgres/0028_rollup_revisions.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -296,6 +301,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 29,
         name: "keys capped by their person's role",
         sql: include_str!("../../migrations/sqlite/0029_person_keys.sql"),
+    },
+    Migration {
+        version: 30,
+        name: "rollup events told again when late clicks change them",
+        sql: include_str!("../../migrations/sqlite/0030_rollup_revisions.sql"),
     },
 ];
 

@@ -116,8 +116,9 @@ pub trait OutboxStore: Send + Sync {
     ) -> impl Future<Output = Result<Retried, StoreError>> + Send;
 
     /// Records a `clicks.rollup` event for each tenant with enabled webhook endpoints and
-    /// clicks in the hour starting at `hour` (Unix seconds), once whatever the number of
-    /// nodes asking; returns how many were recorded now.
+    /// clicks in the hour starting at `hour` (Unix seconds) whose totals its last event of the
+    /// hour did not tell (none yet: revision 0; late clicks since: the next revision), once
+    /// whatever the number of nodes asking; returns how many were recorded now.
     fn record_rollup_events(
         &self,
         hour: i64,

@@ -26,6 +26,11 @@ pub const LINK_DELETED: &str = "link.deleted";
 /// `clicks.rollup`: a tenant's clicks of one hour.
 pub const CLICKS_ROLLUP: &str = "clicks.rollup";
 
+/// How long the store keeps what an hour's `clicks.rollup` events told (counted from the hour,
+/// in seconds): well past the hours the maintenance looks back over, after which an hour is
+/// never asked for again.
+pub const ROLLUP_TOLD_KEPT_SECONDS: i64 = 7 * 24 * 3600;
+
 /// The RFC 3339 form of the hour starting at `hour` (Unix seconds), as rollup events name it.
 pub fn hour_name(hour: i64) -> String {
     DateTime::from_timestamp(hour, 0)

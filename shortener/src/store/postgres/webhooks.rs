@@ -37,21 +37,35 @@ pub(super) async fn record(
 /// Records the `clicks.rollup` events of the hour starting at `hour` (see
 /// [`crate::store::OutboxStore::record_rollup_events`]), from the tenant-level totals (one row
 /// per tenant and hour, found by the `bucket` index), so looking back over many hours stays
-/// cheap however many links had clicks.
+/// cheap however many links had clicks. A tenant whose totals differ from what `rollup_told`
+/// says its last event told gets the hour's next revision; the told row is written from the
+/// events that went in (the outbox bound's trigger may drop one), and two nodes asking at once
+/// meet on the event's unique key. Rows of hours long past the look-back go in the same
+/// statement.
 pub(super) async fn record_rollups(client: &Conn, hour: i64) -> Result<u64, StoreError> {
     let name = crate::store::webhooks::hour_name(hour);
+    let forget_before = hour - crate::store::webhooks::ROLLUP_TOLD_KEPT_SECONDS;
     client
         .execute(
-            "WITH sums AS (SELECT tenant, human, bot, head FROM tenant_hourly \
-               WHERE dim = 'all' AND name = '' AND bucket = $1 \
-                 AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL)), \
+            "WITH sums AS (SELECT s.tenant, s.human, s.bot, s.head, t.revision AS told FROM tenant_hourly s \
+               LEFT JOIN rollup_told t ON t.hour = $1 AND t.tenant = s.tenant \
+               WHERE s.dim = 'all' AND s.name = '' AND s.bucket = $1 \
+                 AND s.tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL) \
+                 AND (t.tenant IS NULL OR (t.human, t.bot, t.head) IS DISTINCT FROM (s.human, s.bot, s.head))), \
+             due AS (SELECT tenant, human, bot, head, coalesce(told + 1, 0) AS revision FROM sums), \
              ev AS (INSERT INTO webhook_events (tenant, kind, data, dedup) \
                SELECT tenant, 'clicks.rollup', json_build_object('tenant', tenant, 'hour', $2::text, \
-                 'human', human, 'bot', bot, 'head', head)::text, 'clicks.rollup/' || $2::text || '/' || tenant \
-               FROM sums ON CONFLICT (dedup) DO NOTHING RETURNING id, tenant) \
+                 'human', human, 'bot', bot, 'head', head, 'revision', revision)::text, \
+                 'clicks.rollup/' || $2::text || '/' || tenant || CASE WHEN revision > 0 THEN '/' || revision ELSE '' END \
+               FROM due ON CONFLICT (dedup) DO NOTHING RETURNING id, tenant), \
+             told AS (INSERT INTO rollup_told (hour, tenant, revision, human, bot, head) \
+               SELECT $1, due.tenant, due.revision, due.human, due.bot, due.head FROM due JOIN ev USING (tenant) \
+               ON CONFLICT (hour, tenant) DO UPDATE SET revision = EXCLUDED.revision, human = EXCLUDED.human, \
+                 bot = EXCLUDED.bot, head = EXCLUDED.head), \
+             gone AS (DELETE FROM rollup_told WHERE hour < $3) \
              INSERT INTO webhook_deliveries (endpoint_id, event_id) \
              SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL",
-            &[&hour, &name],
+            &[&hour, &name, &forget_before],
         )
         .await
         .map_err(db_error)

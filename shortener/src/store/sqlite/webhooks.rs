@@ -54,36 +54,71 @@ pub(super) fn record(
 
 /// Records the `clicks.rollup` events of the hour starting at `hour` (see
 /// [`crate::store::OutboxStore::record_rollup_events`]), in one transaction, from the
-/// tenant-level totals (one row per tenant and hour).
+/// tenant-level totals (one row per tenant and hour): a tenant whose totals differ from what
+/// `rollup_told` says its last event told gets the hour's next revision, and the told row is
+/// written only for an event that went in (the outbox bound's trigger may drop one).
 pub(super) fn record_rollups(conn: &mut Connection, hour: i64) -> Result<u64, StoreError> {
     let name = crate::store::webhooks::hour_name(hour);
     let now = millis(Utc::now());
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db_error)?;
-    let recorded = tx
-        .execute(
-            "INSERT INTO webhook_events (tenant, kind, data, created_at, dedup) \
-             SELECT tenant, 'clicks.rollup', json_object('tenant', tenant, 'hour', ?2, \
-                    'human', human, 'bot', bot, 'head', head), ?3, \
-                    'clicks.rollup/' || ?2 || '/' || tenant \
-             FROM tenant_hourly WHERE dim = 'all' AND name = '' AND bucket = ?1 \
-               AND tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL) \
-             ON CONFLICT (dedup) DO NOTHING",
-            params![hour, name, now],
+    let due: Vec<(String, i64, i64, i64, i64)> = tx
+        .prepare_cached(
+            "SELECT s.tenant, s.human, s.bot, s.head, coalesce(t.revision + 1, 0) FROM tenant_hourly s \
+             LEFT JOIN rollup_told t ON t.hour = ?1 AND t.tenant = s.tenant \
+             WHERE s.dim = 'all' AND s.name = '' AND s.bucket = ?1 \
+               AND s.tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL) \
+               AND (t.tenant IS NULL OR t.human IS NOT s.human OR t.bot IS NOT s.bot OR t.head IS NOT s.head)",
+        )
+        .and_then(|mut due| {
+            due.query_map(params![hour], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })?
+            .collect()
+        })
+        .map_err(db_error)?;
+    let mut recorded = 0;
+    for (tenant, human, bot, head, revision) in due {
+        let dedup = match revision {
+            0 => format!("clicks.rollup/{name}/{tenant}"),
+            n => format!("clicks.rollup/{name}/{tenant}/{n}"),
+        };
+        let went_in = tx
+            .execute(
+                "INSERT INTO webhook_events (tenant, kind, data, created_at, dedup) \
+                 VALUES (?1, 'clicks.rollup', json_object('tenant', ?1, 'hour', ?2, 'human', ?3, \
+                   'bot', ?4, 'head', ?5, 'revision', ?6), ?7, ?8) ON CONFLICT (dedup) DO NOTHING",
+                params![tenant, name, human, bot, head, revision, now, dedup],
+            )
+            .map_err(db_error)?;
+        if went_in == 0 {
+            continue;
+        }
+        recorded += 1;
+        tx.execute(
+            "INSERT INTO rollup_told (hour, tenant, revision, human, bot, head) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (hour, tenant) DO UPDATE SET \
+             revision = excluded.revision, human = excluded.human, bot = excluded.bot, head = excluded.head",
+            params![hour, tenant, revision, human, bot, head],
         )
         .map_err(db_error)?;
+        tx.execute(
+            "INSERT INTO webhook_deliveries (endpoint_id, event_id, next_at) \
+             SELECT w.id, e.id, ?2 FROM webhook_events e \
+             JOIN webhook_endpoints w ON w.tenant = e.tenant AND w.disabled_at IS NULL \
+             WHERE e.dedup = ?1",
+            params![dedup, now],
+        )
+        .map_err(db_error)?;
+    }
     tx.execute(
-        "INSERT INTO webhook_deliveries (endpoint_id, event_id, next_at) \
-         SELECT w.id, e.id, ?2 FROM webhook_events e \
-         JOIN webhook_endpoints w ON w.tenant = e.tenant AND w.disabled_at IS NULL \
-         WHERE e.dedup >= 'clicks.rollup/' || ?1 || '/' AND e.dedup < 'clicks.rollup/' || ?1 || '0' \
-           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)",
-        params![name, now],
+        "DELETE FROM rollup_told WHERE hour < ?1",
+        params![hour - crate::store::webhooks::ROLLUP_TOLD_KEPT_SECONDS],
     )
     .map_err(db_error)?;
     tx.commit().map_err(db_error)?;
-    Ok(recorded as u64)
+    Ok(recorded)
 }
 
 const ENDPOINT_COLUMNS: &str = "id, tenant, url, created_at, created_by, failures, disabled_at";

@@ -32,10 +32,11 @@ impl Analytics {
         let plan = self.plan();
         let outcome = store.maintain_rollups(plan).await?;
         forget_flush_marks(store).await?;
-        // The hours that ended a minute or more ago (every flush of them is in), looking
-        // back far enough that hours ended while every node was down are told too: each is
-        // told once, whatever the number of runs and nodes. Oldest first, so a consumer
-        // receives a fleet's catch-up in order.
+        // The hours that ended a minute or more ago (every regular flush of them is in),
+        // looking back far enough that hours ended while every node was down are told too:
+        // each is told once, whatever the number of runs and nodes, and told again as its next
+        // revision when late clicks changed its totals. Oldest first, so a consumer receives a
+        // fleet's catch-up in order.
         let ended = (plan.now - 60).div_euclid(HOUR) * HOUR;
         let back = i64::from(self.settings.rollup_event_hours.max(1));
         for hour in (1..=back).rev().map(|n| ended - n * HOUR) {

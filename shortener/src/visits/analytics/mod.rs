@@ -51,6 +51,10 @@ pub struct AnalyticsSettings {
 
 /// The longest look-back for `clicks.rollup` events.
 pub const ROLLUP_EVENT_HOURS: u32 = 48;
+// What the events of an hour told is kept past the look-back: an hour asked for is never one
+// whose told totals are gone (it would be told again as a revision 0 already recorded).
+const _: () =
+    assert!(crate::store::webhooks::ROLLUP_TOLD_KEPT_SECONDS > ROLLUP_EVENT_HOURS as i64 * 3600);
 
 /// Cached links whose words a flush hands over before it lets waiting requests run.
 const HAND_OVER_PART: usize = 256;

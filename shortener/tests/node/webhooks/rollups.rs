@@ -1,8 +1,9 @@
-//! The hourly `clicks.rollup` event: told once per tenant and hour, whatever the number of
-//! maintenance runs and nodes.
+//! The hourly `clicks.rollup` event: told once per tenant, hour and revision, whatever the
+//! number of maintenance runs and nodes; clicks that reach an hour after its event make the
+//! hour's next revision.
 
 use super::{SECRET, config, receiver, register, verified};
-use crate::helpers::{Backend, Node, Stack};
+use crate::helpers::{Backend, Node, Stack, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -32,40 +33,62 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     }
     assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    let rollups = || {
+        receiver
+            .requests()
+            .iter()
+            .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
+            .filter(|e| e["type"] == "clicks.rollup")
+            .collect::<Vec<Value>>()
+    };
+    let told = async |n: usize, what: &str| {
+        let arrived =
+            testkit::wait_until(Duration::from_secs(10), || async { rollups().len() >= n }).await;
+        assert!(arrived, "{what} never arrived: {:?}", receiver.requests());
+        assert_eq!(rollups().len(), n, "{what}: {:?}", rollups());
+        rollups()[n - 1]["data"].clone()
+    };
     clock.set(start + chrono::Duration::minutes(95)); // 12:05: the 10:00 hour has ended
     node.maintain_rollups().await;
-    let rolled = testkit::wait_until(Duration::from_secs(10), || async {
-        verified(&receiver)
-            .iter()
-            .any(|(_, kind, _)| kind == "clicks.rollup")
-    })
-    .await;
-    assert!(
-        rolled,
-        "no clicks.rollup arrived: {:?}",
-        receiver.requests()
-    );
-    let rollups: Vec<Value> = receiver
-        .requests()
-        .iter()
-        .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
-        .filter(|e| e["type"] == "clicks.rollup")
-        .collect();
-    assert_eq!(rollups.len(), 1, "{rollups:?}");
     assert_eq!(
-        rollups[0]["data"],
-        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 2, "head": 0 })
+        told(1, "the 10:00 hour").await,
+        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 2, "head": 0, "revision": 0 })
     );
+    let signed = verified(&receiver);
+    assert_eq!(
+        signed.len(),
+        2,
+        "the link's creation and the hour: {signed:?}"
+    );
+    assert_eq!(signed[1].1, "clicks.rollup");
     // Asked again (another run, another node), the hour is not told twice.
     let hour = time_of("2026-01-10T10:00:00Z");
     use shortener::store::OutboxStore;
-    assert_eq!(
+    let record = async |hour: i64| {
         node.app
             .store
             .record_rollup_events(hour)
             .await
-            .expect("record"),
-        0
+            .expect("record")
+    };
+    assert_eq!(record(hour).await, 0);
+
+    // A click of 10:50 reaches the store only now (its node was cut off): the next run tells
+    // the 10:00 hour again, as its revision 1 with the new totals, and only once.
+    clock.set(start + chrono::Duration::minutes(20));
+    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clock.set(start + chrono::Duration::minutes(100)); // 12:10
+    node.maintain_rollups().await;
+    assert_eq!(
+        told(2, "the 10:00 hour's correction").await,
+        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 3, "head": 0, "revision": 1 })
+    );
+    assert_eq!(record(hour).await, 0, "a correction told twice");
+    let ids: Vec<i64> = verified(&receiver).iter().map(|(id, _, _)| *id).collect();
+    assert!(
+        ids[2] > ids[1],
+        "a correction is an event of its own: {ids:?}"
     );
 
     // Visits in the 12:00 hour, then no maintenance run for eight hours (every node down):
@@ -76,31 +99,16 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     assert!(node.app.visits.analytics().flush(&node.app.store).await);
     clock.set(start + chrono::Duration::minutes(95 + 8 * 60)); // 20:05
     node.maintain_rollups().await;
-    let rollups = || {
-        receiver
-            .requests()
-            .iter()
-            .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
-            .filter(|e| e["type"] == "clicks.rollup")
-            .collect::<Vec<Value>>()
-    };
-    let caught_up =
-        testkit::wait_until(Duration::from_secs(10), || async { rollups().len() >= 2 }).await;
-    assert!(caught_up, "the 12:00 hour was never told: {:?}", rollups());
     assert_eq!(
-        rollups()[1]["data"],
-        json!({ "tenant": "acme", "hour": "2026-01-10T12:00:00Z", "human": 0, "bot": 3, "head": 0 })
+        told(3, "the 12:00 hour").await,
+        json!({ "tenant": "acme", "hour": "2026-01-10T12:00:00Z", "human": 0, "bot": 3, "head": 0, "revision": 0 })
     );
-    assert_eq!(rollups().len(), 2, "{:?}", rollups());
     assert_eq!(
-        node.app
-            .store
-            .record_rollup_events(time_of("2026-01-10T12:00:00Z"))
-            .await
-            .expect("record"),
+        record(time_of("2026-01-10T12:00:00Z")).await,
         0,
         "the caught-up hour would be told twice"
     );
+    assert_eq!(record(hour).await, 0);
 }
 on_both_stores!(an_hourly_rollup_event_tells_a_tenant_its_clicks_once);
 
@@ -109,3 +117,79 @@ fn time_of(text: &str) -> i64 {
         .expect("time")
         .timestamp()
 }
+
+/// An hour's rollup event that the outbox bound dropped (its tenant's receiver was behind) is
+/// told by a later run once there is room: only an event that went in counts as told.
+async fn a_dropped_rollup_event_is_told_once_there_is_room(backend: Backend) {
+    use shortener::store::OutboxStore;
+    let stack = Stack::new(backend).await;
+    let receiver = receiver(500, Duration::ZERO).await;
+    let (mut config, keys) = config(&stack, 1000);
+    config.webhooks.webhook_max_pending = std::num::NonZero::new(1).expect("non-zero");
+    let start = chrono::DateTime::parse_from_rfc3339("2026-01-10T10:30:00Z")
+        .expect("time")
+        .to_utc();
+    let clock = shortener::clock::Clock::manual(start);
+    config.clock = clock.clone();
+    let node = Node::start(config).await;
+    let (status, _) = register(
+        &node,
+        &keys.admin,
+        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED);
+    // The link's event stays pending (its receiver fails): acme's outbox is at its bound.
+    let (_, link) = node
+        .create_with_key(json!({ "url": "https://example.com/rolled" }), &keys.own)
+        .await;
+    let code = link["code"].as_str().expect("code").to_string();
+    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    let store = &node.app.store;
+    let bound = store.bound_outbox(1).await.expect("measure");
+    assert_eq!(bound.full, ["acme"], "{bound:?}");
+
+    clock.set(start + chrono::Duration::minutes(95)); // 12:05
+    let hour = time_of("2026-01-10T10:00:00Z");
+    assert_eq!(store.record_rollup_events(hour).await.expect("record"), 0);
+    node.maintain_rollups().await;
+    assert_eq!(store.record_rollup_events(hour).await.expect("record"), 0);
+
+    // The receiver catches up; once nothing of acme's waits, the hour is told, once.
+    receiver.answer(200);
+    wait_for(
+        "acme's outbox to drain",
+        Duration::from_secs(30),
+        async || {
+            store
+                .bound_outbox(1)
+                .await
+                .expect("measure")
+                .full
+                .is_empty()
+        },
+    )
+    .await;
+    assert_eq!(store.record_rollup_events(hour).await.expect("record"), 1);
+    assert_eq!(store.record_rollup_events(hour).await.expect("record"), 0);
+    let told = testkit::wait_until(Duration::from_secs(10), || async {
+        verified(&receiver)
+            .iter()
+            .any(|(_, kind, _)| kind == "clicks.rollup")
+    })
+    .await;
+    assert!(told, "the hour never arrived: {:?}", receiver.requests());
+    let event = receiver
+        .requests()
+        .iter()
+        .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
+        .find(|e| e["type"] == "clicks.rollup")
+        .expect("a rollup");
+    assert_eq!(
+        event["data"],
+        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 1, "head": 0, "revision": 0 })
+    );
+    node.stop().await;
+}
+on_both_stores!(a_dropped_rollup_event_is_told_once_there_is_room);
