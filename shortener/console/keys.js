@@ -31,16 +31,18 @@ function secretBox(created) {
 }
 
 /// A key's scopes as they are in force: a key a signed-in person made carries at most what
-/// that person's role grants now (`scopes_in_force`), and none when the role is gone.
+/// that person's role grants now (`scopes_in_force`); none is in force when the role is gone,
+/// or when a key of the operator's keys file has taken its name.
 function scopesCell(key) {
   const granted = key.scopes.join(', ');
   const held = key.scopes_in_force;
-  if (held && held.length === key.scopes.length) return el('td', { class: 'scopes' }, granted);
+  const same = held && held.length === key.scopes.length && held.every((s) => key.scopes.includes(s));
+  if (same) return el('td', { class: 'scopes' }, granted);
   if (!held) {
     return el('td', { class: 'scopes' }, el('span', { class: 'state' }, 'not in force'),
-      el('div', { class: 'hint' }, `Its maker's role no longer grants it; made with ${granted}.`));
+      el('div', { class: 'hint' }, `Refused as unknown: its maker's role no longer grants it, or a key of the keys file has its name. Made with ${granted}.`));
   }
-  return el('td', { class: 'scopes' }, held.join(', '),
+  return el('td', { class: 'scopes' }, held.length ? held.join(', ') : 'none',
     el('div', { class: 'hint' }, `Capped by its maker's role; made with ${granted}.`));
 }
 

@@ -37,22 +37,39 @@ pub(super) async fn record(
 /// Records the `clicks.rollup` events of the hour starting at `hour` (see
 /// [`crate::store::OutboxStore::record_rollup_events`]), from the tenant-level totals (one row
 /// per tenant and hour, found by the `bucket` index), so looking back over many hours stays
-/// cheap however many links had clicks. A tenant whose totals differ from what `rollup_told`
-/// says its last event told gets the hour's next revision; the told row is written from the
-/// events that went in (the outbox bound's trigger may drop one), and two nodes asking at once
-/// meet on the event's unique key. Rows of hours long past the look-back go in the same
-/// statement.
+/// cheap however many links had clicks; returns how many events went in.
+///
+/// A tenant whose totals differ from what its last event of the hour told gets the hour's next
+/// revision. What was told is `rollup_told`'s row, or for an hour without one (told by a node of
+/// the release before, during a rollout) its revision 0 event itself. The told row is written
+/// from the events that went in (the outbox bound's trigger may drop one), and two nodes asking
+/// at once meet on the event's unique key. Rows of hours long past the look-back are removed
+/// first, in a statement of their own that skips rows another node is removing.
 pub(super) async fn record_rollups(client: &Conn, hour: i64) -> Result<u64, StoreError> {
     let name = crate::store::webhooks::hour_name(hour);
     let forget_before = hour - crate::store::webhooks::ROLLUP_TOLD_KEPT_SECONDS;
     client
         .execute(
-            "WITH sums AS (SELECT s.tenant, s.human, s.bot, s.head, t.revision AS told FROM tenant_hourly s \
+            "DELETE FROM rollup_told WHERE (hour, tenant) IN \
+               (SELECT hour, tenant FROM rollup_told WHERE hour < $1 FOR UPDATE SKIP LOCKED)",
+            &[&forget_before],
+        )
+        .await
+        .map_err(db_error)?;
+    let row = client
+        .query_one(
+            "WITH sums AS (SELECT s.tenant, s.human, s.bot, s.head, \
+                 coalesce(t.revision, CASE WHEN e.data IS NOT NULL THEN 0 END) AS told, \
+                 coalesce(t.human, (e.data::jsonb ->> 'human')::bigint) AS told_human, \
+                 coalesce(t.bot, (e.data::jsonb ->> 'bot')::bigint) AS told_bot, \
+                 coalesce(t.head, (e.data::jsonb ->> 'head')::bigint) AS told_head \
+               FROM tenant_hourly s \
                LEFT JOIN rollup_told t ON t.hour = $1 AND t.tenant = s.tenant \
+               LEFT JOIN webhook_events e ON t.tenant IS NULL AND e.dedup = 'clicks.rollup/' || $2::text || '/' || s.tenant \
                WHERE s.dim = 'all' AND s.name = '' AND s.bucket = $1 \
-                 AND s.tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL) \
-                 AND (t.tenant IS NULL OR (t.human, t.bot, t.head) IS DISTINCT FROM (s.human, s.bot, s.head))), \
-             due AS (SELECT tenant, human, bot, head, coalesce(told + 1, 0) AS revision FROM sums), \
+                 AND s.tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL)), \
+             due AS (SELECT tenant, human, bot, head, coalesce(told + 1, 0) AS revision FROM sums \
+               WHERE told IS NULL OR (told_human, told_bot, told_head) IS DISTINCT FROM (human, bot, head)), \
              ev AS (INSERT INTO webhook_events (tenant, kind, data, dedup) \
                SELECT tenant, 'clicks.rollup', json_build_object('tenant', tenant, 'hour', $2::text, \
                  'human', human, 'bot', bot, 'head', head, 'revision', revision)::text, \
@@ -62,13 +79,14 @@ pub(super) async fn record_rollups(client: &Conn, hour: i64) -> Result<u64, Stor
                SELECT $1, due.tenant, due.revision, due.human, due.bot, due.head FROM due JOIN ev USING (tenant) \
                ON CONFLICT (hour, tenant) DO UPDATE SET revision = EXCLUDED.revision, human = EXCLUDED.human, \
                  bot = EXCLUDED.bot, head = EXCLUDED.head), \
-             gone AS (DELETE FROM rollup_told WHERE hour < $3) \
-             INSERT INTO webhook_deliveries (endpoint_id, event_id) \
-             SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL",
-            &[&hour, &name, &forget_before],
+             fan AS (INSERT INTO webhook_deliveries (endpoint_id, event_id) \
+               SELECT w.id, ev.id FROM ev JOIN webhook_endpoints w ON w.tenant = ev.tenant AND w.disabled_at IS NULL) \
+             SELECT count(*) FROM ev",
+            &[&hour, &name],
         )
         .await
-        .map_err(db_error)
+        .map_err(db_error)?;
+    Ok(row.get::<_, i64>(0).max(0) as u64)
 }
 
 const ENDPOINT_COLUMNS: &str = "id, tenant, url, created_at, created_by, failures, disabled_at";

@@ -55,8 +55,9 @@ pub(super) fn record(
 /// Records the `clicks.rollup` events of the hour starting at `hour` (see
 /// [`crate::store::OutboxStore::record_rollup_events`]), in one transaction, from the
 /// tenant-level totals (one row per tenant and hour): a tenant whose totals differ from what
-/// `rollup_told` says its last event told gets the hour's next revision, and the told row is
-/// written only for an event that went in (the outbox bound's trigger may drop one).
+/// its last event told (`rollup_told`'s row, or for an hour without one its revision 0 event
+/// itself) gets the hour's next revision, and the told row is written only for an event that
+/// went in (the outbox bound's trigger may drop one).
 pub(super) fn record_rollups(conn: &mut Connection, hour: i64) -> Result<u64, StoreError> {
     let name = crate::store::webhooks::hour_name(hour);
     let now = millis(Utc::now());
@@ -65,14 +66,21 @@ pub(super) fn record_rollups(conn: &mut Connection, hour: i64) -> Result<u64, St
         .map_err(db_error)?;
     let due: Vec<(String, i64, i64, i64, i64)> = tx
         .prepare_cached(
-            "SELECT s.tenant, s.human, s.bot, s.head, coalesce(t.revision + 1, 0) FROM tenant_hourly s \
-             LEFT JOIN rollup_told t ON t.hour = ?1 AND t.tenant = s.tenant \
-             WHERE s.dim = 'all' AND s.name = '' AND s.bucket = ?1 \
-               AND s.tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL) \
-               AND (t.tenant IS NULL OR t.human IS NOT s.human OR t.bot IS NOT s.bot OR t.head IS NOT s.head)",
+            "SELECT tenant, human, bot, head, coalesce(told + 1, 0) FROM ( \
+               SELECT s.tenant, s.human, s.bot, s.head, \
+                 coalesce(t.revision, CASE WHEN e.data IS NOT NULL THEN 0 END) AS told, \
+                 coalesce(t.human, e.data ->> '$.human') AS told_human, \
+                 coalesce(t.bot, e.data ->> '$.bot') AS told_bot, \
+                 coalesce(t.head, e.data ->> '$.head') AS told_head \
+               FROM tenant_hourly s \
+               LEFT JOIN rollup_told t ON t.hour = ?1 AND t.tenant = s.tenant \
+               LEFT JOIN webhook_events e ON t.tenant IS NULL AND e.dedup = 'clicks.rollup/' || ?2 || '/' || s.tenant \
+               WHERE s.dim = 'all' AND s.name = '' AND s.bucket = ?1 \
+                 AND s.tenant IN (SELECT tenant FROM webhook_endpoints WHERE disabled_at IS NULL)) \
+             WHERE told IS NULL OR told_human IS NOT human OR told_bot IS NOT bot OR told_head IS NOT head",
         )
         .and_then(|mut due| {
-            due.query_map(params![hour], |r| {
+            due.query_map(params![hour, name], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
             })?
             .collect()

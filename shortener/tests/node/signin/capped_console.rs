@@ -113,7 +113,7 @@ async fn the_keys_page_shows_a_persons_key_as_their_role_leaves_it() {
     let (first, out) = scopes_of(&mut page, "deploy", "not in force").await;
     assert_eq!(first, "not in force");
     assert!(
-        out.ends_with("Its maker's role no longer grants it; made with links:create, links:read."),
+        out.ends_with("its maker's role no longer grants it, or a key of the keys file has its name. Made with links:create, links:read."),
         "{out}"
     );
     page.check("out-of-force").await;

@@ -109,6 +109,38 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
         "the caught-up hour would be told twice"
     );
     assert_eq!(record(hour).await, 0);
+
+    // The 12:00 hour as a node of the release before told it (no told row, only its event):
+    // asked again it is not told twice, and a late click still makes its revision 1.
+    forget_told(&stack, backend).await;
+    assert_eq!(record(time_of("2026-01-10T12:00:00Z")).await, 0);
+    clock.set(start + chrono::Duration::minutes(120)); // 12:30
+    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clock.set(start + chrono::Duration::minutes(100 + 8 * 60)); // 20:10
+    node.maintain_rollups().await;
+    assert_eq!(
+        told(4, "the 12:00 hour's correction").await,
+        json!({ "tenant": "acme", "hour": "2026-01-10T12:00:00Z", "human": 0, "bot": 4, "head": 0, "revision": 1 })
+    );
+    node.stop().await;
+}
+
+/// Empties `rollup_told`, as a store the release before wrote events into has it.
+async fn forget_told(stack: &Stack, backend: Backend) {
+    match backend {
+        Backend::Postgres => {
+            let db = stack.db.as_ref().expect("PostgreSQL").connect().await;
+            db.execute("DELETE FROM rollup_told", &[])
+                .await
+                .expect("forget");
+        }
+        Backend::Sqlite => {
+            let path = stack.dir.path().join("a").join(shortener::app::DB_FILE);
+            let conn = rusqlite::Connection::open(path).expect("open");
+            conn.execute("DELETE FROM rollup_told", []).expect("forget");
+        }
+    }
 }
 on_both_stores!(an_hourly_rollup_event_tells_a_tenant_its_clicks_once);
 
