@@ -307,6 +307,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         name: "rollup events told again when late clicks change them",
         sql: include_str!("../../migrations/sqlite/0030_rollup_revisions.sql"),
     },
+    Migration {
+        version: 31,
+        name: "a link's audit entries by the ID its code decodes to",
+        sql: include_str!("../../migrations/sqlite/0031_audit_link_slots.sql"),
+    },
 ];
 
 /// How many embedded migrations come after `version` (what a file at that version runs).

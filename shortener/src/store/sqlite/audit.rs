@@ -4,6 +4,7 @@
 use super::convert::{db_error, from_millis, millis};
 use crate::store::{AuditEntry, AuditFilter, NewAuditEntry, StoreError};
 use chrono::{DateTime, Utc};
+use codespace::CodeSpace;
 use rusqlite::{Connection, Row, params};
 
 fn entry(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
@@ -26,26 +27,48 @@ fn entry(row: &Row<'_>) -> rusqlite::Result<AuditEntry> {
     })
 }
 
-pub(super) fn append(conn: &mut Connection, entries: &[NewAuditEntry]) -> Result<(), StoreError> {
+pub(super) fn append(
+    conn: &mut Connection,
+    space: &CodeSpace,
+    entries: &[NewAuditEntry],
+) -> Result<(), StoreError> {
     let tx = conn.transaction().map_err(db_error)?;
     let at = millis(Utc::now());
     for entry in entries {
-        append_one(&tx, entry, at)?;
+        append_one(&tx, space, entry, at)?;
     }
     tx.commit().map_err(db_error)
 }
 
+/// The ID a link's code decodes to under `space`, which finds the entries of that link
+/// (migration 31): `None` for other objects and for codes that do not decode.
+fn link_slot(space: &CodeSpace, kind: Option<&str>, object_id: &str) -> Option<i64> {
+    if kind.is_some_and(|k| k != LINK) {
+        return None;
+    }
+    space
+        .decode(object_id)
+        .ok()
+        .and_then(|id| i64::try_from(id).ok())
+}
+
+/// The object kind of a link's entries.
+const LINK: &str = "link";
+
 /// Appends `entry`, written at `at` (milliseconds), in the caller's transaction: what a create
-/// does with its own entry ([`crate::store::NewLink::audit`]).
+/// does with its own entry ([`crate::store::NewLink::audit`]). A link's entry carries the ID
+/// its code decodes to, so that a new link's entry goes at the end of the index that finds it.
 pub(super) fn append_one(
     conn: &Connection,
+    space: &CodeSpace,
     entry: &NewAuditEntry,
     at: i64,
 ) -> Result<(), StoreError> {
+    let slot = link_slot(space, Some(&entry.object_kind), &entry.object_id);
     conn.prepare_cached(
         "INSERT INTO audit_log (at, tenant, actor_tenant, actor_key, actor_subject, \
-         actor_email, address, action, object_kind, object_id, change) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         actor_email, address, action, object_kind, object_id, change, object_slot) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )
     .and_then(|mut insert| {
         insert.execute(params![
@@ -59,7 +82,8 @@ pub(super) fn append_one(
             entry.action,
             entry.object_kind,
             entry.object_id,
-            entry.change.to_string()
+            entry.change.to_string(),
+            slot
         ])
     })
     .map(|_| ())
@@ -68,7 +92,9 @@ pub(super) fn append_one(
 
 /// The conditions `f` sets and their parameters, numbered from `?1`: only the filters given,
 /// so each query is planned for what it asks (an index on the tenant, the object or the time).
-fn conditions(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
+/// An object whose ID decodes is looked for by that ID and, for entries written before
+/// migration 31, by its text; each is one of the two partial indexes by object.
+fn conditions(space: &CodeSpace, f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
     use rusqlite::types::Value;
     let mut sql = Vec::new();
     let mut params = Vec::new();
@@ -77,17 +103,25 @@ fn conditions(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
         sql.push(condition.replace('?', &format!("?{}", params.len())));
     };
     let text = |v: &String| Value::Text(v.clone());
+    // With an object given, its index is the one to use: `+` keeps the planner off the
+    // tenant's and the time's (without statistics it takes the tenant's, and walks all of its
+    // entries to find one link's few).
+    let by_object = f.object_id.is_some();
     if let Some(v) = &f.tenant {
-        add("tenant = ?", text(v));
+        add(
+            if by_object {
+                "+tenant = ?"
+            } else {
+                "tenant = ?"
+            },
+            text(v),
+        );
     }
     if let Some(v) = &f.action {
         add("action = ?", text(v));
     }
     if let Some(v) = &f.object_kind {
         add("object_kind = ?", text(v));
-    }
-    if let Some(v) = &f.object_id {
-        add("object_id = ?", text(v));
     }
     if let Some(v) = &f.actor {
         add(
@@ -96,13 +130,39 @@ fn conditions(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
         );
     }
     if let Some(v) = f.since {
-        add("at >= ?", Value::Integer(millis(v)));
+        add(
+            if by_object { "+at >= ?" } else { "at >= ?" },
+            Value::Integer(millis(v)),
+        );
     }
     if let Some(v) = f.until {
-        add("at < ?", Value::Integer(millis(v)));
+        add(
+            if by_object { "+at < ?" } else { "at < ?" },
+            Value::Integer(millis(v)),
+        );
     }
     if let Some(v) = f.before_id {
         add("id < ?", Value::Integer(v));
+    }
+    // Last: the two parameters of a decoding object are numbered here, past `add`'s.
+    if let Some(v) = &f.object_id {
+        match link_slot(space, f.object_kind.as_deref(), v) {
+            Some(slot) => {
+                params.push(Value::Integer(slot));
+                params.push(text(v));
+                let (s, o) = (params.len() - 1, params.len());
+                sql.push(format!(
+                    "((object_slot = ?{s} AND object_id = ?{o}) OR (object_slot IS NULL AND object_id = ?{o}))"
+                ));
+            }
+            None => {
+                params.push(text(v));
+                sql.push(format!(
+                    "object_slot IS NULL AND object_id = ?{}",
+                    params.len()
+                ));
+            }
+        }
     }
     let clause = if sql.is_empty() {
         String::new()
@@ -114,10 +174,11 @@ fn conditions(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
 
 pub(super) fn entries(
     conn: &Connection,
+    space: &CodeSpace,
     f: &AuditFilter,
     limit: usize,
 ) -> Result<Vec<AuditEntry>, StoreError> {
-    let (clause, mut params) = conditions(f);
+    let (clause, mut params) = conditions(space, f);
     params.push(rusqlite::types::Value::Integer(
         i64::try_from(limit).unwrap_or(i64::MAX),
     ));

@@ -654,7 +654,9 @@ impl KeyStore for SqliteStore {
 
 impl AuditStore for SqliteStore {
     async fn append_audit(&self, entries: Vec<NewAuditEntry>) -> Result<(), StoreError> {
-        self.write(move |conn| audit::append(conn, &entries)).await
+        let space = Arc::clone(&self.space);
+        self.write(move |conn| audit::append(conn, &space, &entries))
+            .await
     }
 
     async fn audit_entries(
@@ -663,7 +665,8 @@ impl AuditStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         let filter = filter.clone();
-        self.read(move |conn| audit::entries(conn, &filter, limit))
+        let space = Arc::clone(&self.space);
+        self.read(move |conn| audit::entries(conn, &space, &filter, limit))
             .await
     }
 

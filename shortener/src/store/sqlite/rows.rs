@@ -233,7 +233,7 @@ pub(super) fn insert_row(
         }
     }
     if let (1, Some(entry)) = (inserted, &link.audit) {
-        super::audit::append_one(conn, entry, now)?;
+        super::audit::append_one(conn, space, entry, now)?;
     }
     Ok(match inserted {
         // The row is exactly what was written; no need to read it back.

@@ -217,3 +217,90 @@ async fn concurrent_entries_are_all_durable_when_recorded(backend: Backend) {
 }
 
 on_both_stores!(concurrent_entries_are_all_durable_when_recorded);
+
+/// On SQLite a link's entries are found by the ID its code decodes to (migration 31), and
+/// entries written before it by the code's text: one link's entries are all found by its code,
+/// with a tenant filter or without, whichever way each was written; an alias's by its text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_links_entries_are_found_by_its_code_however_they_were_written() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let node = stack.node("audit-slots").await;
+    let (status, link) = node
+        .create(serde_json::json!({ "url": "https://example.com/slots" }))
+        .await;
+    assert_eq!(status, 201, "{link}");
+    let code = link["code"].as_str().expect("code").to_string();
+    let (status, alias) = node
+        .create(serde_json::json!({ "url": "https://example.com/alias", "alias": "spring-sale" }))
+        .await;
+    assert_eq!(status, 201, "{alias}");
+    // The create's entry as the release before wrote it: no ID, found by its text only.
+    let path = stack
+        .dir
+        .path()
+        .join("audit-slots")
+        .join(shortener::app::DB_FILE);
+    let file = rusqlite::Connection::open(path).expect("open");
+    let slotted = |file: &rusqlite::Connection| -> i64 {
+        file.query_row(
+            "SELECT count(*) FROM audit_log WHERE object_slot IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count")
+    };
+    assert_eq!(
+        slotted(&file),
+        1,
+        "the generated code's create, not the alias's"
+    );
+    file.execute("UPDATE audit_log SET object_slot = NULL", [])
+        .expect("forget the slots");
+    for disabled in [true, false] {
+        let (status, body) = node
+            .patch(&code, serde_json::json!({ "disabled": disabled }))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(slotted(&file), 2, "the two updates");
+
+    let store = &node.app.store;
+    let newest = store.audit_entries(&AuditFilter::default(), 1).await;
+    let tenant = Some(newest.expect("read")[0].entry.tenant.clone());
+    for (tenant, kind) in [(None, None), (tenant.clone(), None), (tenant, Some("link"))] {
+        let filter = AuditFilter {
+            tenant: tenant.clone(),
+            object_kind: kind.map(str::to_string),
+            object_id: Some(code.clone()),
+            ..AuditFilter::default()
+        };
+        let found = store.audit_entries(&filter, 50).await.expect("read");
+        let actions: Vec<&str> = found.iter().map(|e| e.entry.action.as_str()).collect();
+        assert_eq!(
+            actions,
+            ["link.enable", "link.disable", "link.create"],
+            "{tenant:?} {kind:?}"
+        );
+        assert!(found.iter().all(|e| e.entry.object_id == code));
+    }
+    let filter = AuditFilter {
+        object_id: Some("spring-sale".into()),
+        ..AuditFilter::default()
+    };
+    let found = store.audit_entries(&filter, 50).await.expect("read");
+    assert_eq!(found.len(), 1, "{found:?}");
+    // Another kind of object with the link's code as its name is not the link.
+    let filter = AuditFilter {
+        object_kind: Some("host".into()),
+        object_id: Some(code.clone()),
+        ..AuditFilter::default()
+    };
+    assert!(
+        store
+            .audit_entries(&filter, 50)
+            .await
+            .expect("read")
+            .is_empty()
+    );
+    node.stop().await;
+}
