@@ -128,6 +128,24 @@ pub(crate) struct Page {
 }
 
 impl Page {
+    /// A page in a new browser of `driver` at the node `base`, its screenshots going to
+    /// `target/console-screenshots/{shots}` (the directory itself for `""`).
+    pub(crate) async fn open(driver: &Driver, base: &str, shots: &str) -> Page {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
+        let shots = if shots.is_empty() {
+            dir
+        } else {
+            dir.join(shots)
+        };
+        std::fs::create_dir_all(&shots).expect("screenshot directory");
+        Page {
+            client: browser(driver).await,
+            base: base.to_string(),
+            shots,
+            step: 0,
+        }
+    }
+
     /// Saves a screenshot named `name` and fails on any error the page logged.
     pub(crate) async fn check(&mut self, name: &str) {
         self.step += 1;
@@ -310,15 +328,8 @@ async fn the_console_manages_links_in_a_real_browser() {
     config.access.api_keys_file = Some(keys);
     config.listeners.public_url = None;
     let node = Node::start(config).await;
-    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots");
-    std::fs::create_dir_all(&shots).expect("screenshot directory");
     let driver = driver();
-    let mut page = Page {
-        client: browser(&driver).await,
-        base: node.base.clone(),
-        shots,
-        step: 0,
-    };
+    let mut page = Page::open(&driver, &node.base, "").await;
 
     // Signed out, the page shows the sign-in form only: no navigation, no "Sign out".
     page.client

@@ -5,14 +5,13 @@
 //! (its own target, not the default one's), and is told why a domain with links on it cannot be
 //! removed. Screenshots go to `target/console-screenshots/domains/`.
 
-use crate::console::{BrowserLog, Page, browser, driver};
+use crate::console::{BrowserLog, Page, driver};
 use crate::domains::call;
 use crate::helpers::{Node, Stack};
 use crate::tenants::write_keys;
 use fantoccini::Locator;
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// The branded host the test claims.
@@ -114,16 +113,8 @@ async fn the_console_claims_a_domain_and_puts_links_on_it() {
     // which the console must not send as `?domain=`.
     config.listeners.public_url = None;
     let node = Node::start(config).await;
-    let shots =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots/domains");
-    std::fs::create_dir_all(&shots).expect("screenshot directory");
     let driver = driver();
-    let mut page = Page {
-        client: browser(&driver).await,
-        base: node.base.clone(),
-        shots,
-        step: 0,
-    };
+    let mut page = Page::open(&driver, &node.base, "domains").await;
     tokio::time::timeout(Duration::from_secs(180), flow(&node, &mut page, &keys.own))
         .await
         .expect("the console's domain flow took over three minutes");

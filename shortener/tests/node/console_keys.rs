@@ -3,13 +3,12 @@
 //! secret works over the API until then and is refused after. A key without `keys:manage` is
 //! not offered the page. Screenshots go to `target/console-screenshots/keys/`.
 
-use crate::console::{Page, browser, driver};
+use crate::console::{Page, driver};
 use crate::helpers::{Node, Stack};
 use fantoccini::Locator;
 use reqwest::StatusCode;
 use shortener::access::{KEY_FILE_HEADER, KeyEntry, digest, generate_api_key, render};
 use shortener::domain::Scopes;
-use std::path::PathBuf;
 
 /// `GET /api/v1/me` with `key`: its status.
 async fn me(node: &Node, key: &str) -> StatusCode {
@@ -46,16 +45,8 @@ async fn a_tenant_admin_makes_lists_and_revokes_a_key_in_the_console() {
     config.access.api_keys_file = Some(path);
     config.listeners.public_url = None;
     let node = Node::start(config).await;
-    let shots =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots/keys");
-    std::fs::create_dir_all(&shots).expect("screenshot directory");
     let driver = driver();
-    let mut page = Page {
-        client: browser(&driver).await,
-        base: node.base.clone(),
-        shots,
-        step: 0,
-    };
+    let mut page = Page::open(&driver, &node.base, "keys").await;
 
     // A key without keys:manage is not offered the page.
     page.sign_in(&reader).await;

@@ -5,14 +5,13 @@
 //! query condition's list is sent as one of; and the split is ended by choosing its winner.
 //! Screenshots go to `target/console-screenshots/routing/`.
 
-use crate::console::{Page, browser, driver, keys_file};
+use crate::console::{Page, driver, keys_file};
 use crate::console_domains::check_refused;
 use crate::domains::call;
 use crate::helpers::{Node, Stack};
 use fantoccini::Locator;
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::Duration;
 
 const TARGET: &str = "https://example.com/routed";
@@ -30,16 +29,8 @@ async fn the_console_edits_a_links_rules_and_split() {
     config.access.api_keys_file = Some(keys);
     config.listeners.public_url = None;
     let node = Node::start(config).await;
-    let shots =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots/routing");
-    std::fs::create_dir_all(&shots).expect("screenshot directory");
     let driver = driver();
-    let mut page = Page {
-        client: browser(&driver).await,
-        base: node.base.clone(),
-        shots,
-        step: 0,
-    };
+    let mut page = Page::open(&driver, &node.base, "routing").await;
     tokio::time::timeout(Duration::from_secs(180), flow(&node, &mut page, &writer))
         .await
         .expect("the console's routing flow took over three minutes");

@@ -5,13 +5,12 @@
 //! value is refused by the API with its field marked. Screenshots go to
 //! `target/console-screenshots/sharing/`.
 
-use crate::console::{Page, browser, driver, keys_file};
+use crate::console::{Page, driver, keys_file};
 use crate::console_domains::check_refused;
 use crate::domains::call;
 use crate::helpers::{Node, Stack};
 use reqwest::Method;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::Duration;
 
 const TARGET: &str = "https://example.com/shared";
@@ -28,16 +27,8 @@ async fn the_console_edits_a_links_utm_parameters_and_preview() {
     config.access.api_keys_file = Some(keys);
     config.listeners.public_url = None;
     let node = Node::start(config).await;
-    let shots =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots/sharing");
-    std::fs::create_dir_all(&shots).expect("screenshot directory");
     let driver = driver();
-    let mut page = Page {
-        client: browser(&driver).await,
-        base: node.base.clone(),
-        shots,
-        step: 0,
-    };
+    let mut page = Page::open(&driver, &node.base, "sharing").await;
     tokio::time::timeout(Duration::from_secs(180), flow(&node, &mut page, &writer))
         .await
         .expect("the console's sharing flow took over three minutes");

@@ -7,11 +7,10 @@
 
 use super::provider::OidcProvider;
 use super::{configure, marketing_audit, marketing_keys, marketing_links, me};
-use crate::console::{BrowserLog, Page, browser, driver};
+use crate::console::{BrowserLog, Page, driver};
 use crate::helpers::{Backend, Node, Stack};
 use fantoccini::Locator;
 use reqwest::StatusCode;
-use std::path::PathBuf;
 
 /// Reads the browser log past the provider's pages: their errors (the development login page
 /// loads a web font, which cannot be reached here, and asks the provider for a favicon) are the
@@ -121,16 +120,8 @@ async fn people_sign_in_through_the_provider_and_act_by_their_role() {
     let provider = OidcProvider::start(&bases).await;
     let a = start_node(&stack, "a", ports[0], &provider.issuer).await;
     let b = start_node(&stack, "b", ports[1], &provider.issuer).await;
-    let shots =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots/signin");
-    std::fs::create_dir_all(&shots).expect("screenshot directory");
     let driver = driver();
-    let mut page = Page {
-        client: browser(&driver).await,
-        base: a.base.clone(),
-        shots,
-        step: 0,
-    };
+    let mut page = Page::open(&driver, &a.base, "signin").await;
 
     // The editor signs in, in marketing (the mapping to the unknown tenant is left out).
     sign_in(&mut page, &provider.issuer, "editor", "Ed Editor").await;

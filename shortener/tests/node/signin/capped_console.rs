@@ -7,10 +7,9 @@
 use super::capped::{REACHES_KEYS, listed_in_force, make_key, sign_in_as_ana};
 use super::issuer::{Key, TestIssuer};
 use super::{ROLES, configure, marketing_keys};
-use crate::console::{Page, browser, driver};
+use crate::console::{Page, driver};
 use crate::helpers::{Backend, Node, Stack, wait_for};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 
 /// Waits until the tenant's key list gives key `name` the scopes in force `want`.
 async fn wait_in_force(node: &Node, by: &str, name: &str, want: Value) {
@@ -67,16 +66,8 @@ async fn the_keys_page_shows_a_persons_key_as_their_role_leaves_it() {
     )
     .await;
 
-    let shots =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/console-screenshots/capped");
-    std::fs::create_dir_all(&shots).expect("screenshot directory");
     let driver = driver();
-    let mut page = Page {
-        client: browser(&driver).await,
-        base: node.base.clone(),
-        shots,
-        step: 0,
-    };
+    let mut page = Page::open(&driver, &node.base, "capped").await;
     page.sign_in(&file_key).await;
 
     // While her role grants it, the key is shown with the scopes it was made with, no more.

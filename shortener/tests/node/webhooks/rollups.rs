@@ -2,16 +2,34 @@
 //! number of maintenance runs and nodes; clicks that reach an hour after its event make the
 //! hour's next revision.
 
+use super::support::Receiver;
 use super::{SECRET, config, receiver, register, verified};
 use crate::helpers::{Backend, Node, Stack, wait_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend) {
-    let stack = Stack::new(backend).await;
-    let receiver = receiver(200, Duration::ZERO).await;
-    let (mut config, keys) = config(&stack, 10);
+/// A node on a manual clock at 2026-01-10 10:30, tenant acme's webhook endpoint at a receiver
+/// answering `status`, and a link of acme's.
+struct Acme {
+    node: Node,
+    receiver: Receiver,
+    clock: shortener::clock::Clock,
+    start: chrono::DateTime<chrono::Utc>,
+    code: String,
+}
+
+/// [`Acme`], its endpoint disabled after `max_failures`, with `adjust` applied to the node's
+/// configuration.
+async fn acme(
+    stack: &Stack,
+    status: u16,
+    max_failures: u32,
+    adjust: impl FnOnce(&mut shortener::Config),
+) -> Acme {
+    let receiver = receiver(status, Duration::ZERO).await;
+    let (mut config, keys) = config(stack, max_failures);
+    adjust(&mut config);
     let start = chrono::DateTime::parse_from_rfc3339("2026-01-10T10:30:00Z")
         .expect("time")
         .to_utc();
@@ -29,6 +47,24 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
         .create_with_key(json!({ "url": "https://example.com/rolled" }), &keys.own)
         .await;
     let code = link["code"].as_str().expect("code").to_string();
+    Acme {
+        node,
+        receiver,
+        clock,
+        start,
+        code,
+    }
+}
+
+async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let Acme {
+        node,
+        receiver,
+        clock,
+        start,
+        code,
+    } = acme(&stack, 200, 10, |_| {}).await;
     for _ in 0..2 {
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     }
@@ -155,27 +191,17 @@ fn time_of(text: &str) -> i64 {
 async fn a_dropped_rollup_event_is_told_once_there_is_room(backend: Backend) {
     use shortener::store::OutboxStore;
     let stack = Stack::new(backend).await;
-    let receiver = receiver(500, Duration::ZERO).await;
-    let (mut config, keys) = config(&stack, 1000);
-    config.webhooks.webhook_max_pending = std::num::NonZero::new(1).expect("non-zero");
-    let start = chrono::DateTime::parse_from_rfc3339("2026-01-10T10:30:00Z")
-        .expect("time")
-        .to_utc();
-    let clock = shortener::clock::Clock::manual(start);
-    config.clock = clock.clone();
-    let node = Node::start(config).await;
-    let (status, _) = register(
-        &node,
-        &keys.admin,
-        json!({ "tenant": "acme", "url": receiver.url, "secret": SECRET }),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED);
     // The link's event stays pending (its receiver fails): acme's outbox is at its bound.
-    let (_, link) = node
-        .create_with_key(json!({ "url": "https://example.com/rolled" }), &keys.own)
-        .await;
-    let code = link["code"].as_str().expect("code").to_string();
+    let Acme {
+        node,
+        receiver,
+        clock,
+        start,
+        code,
+    } = acme(&stack, 500, 1000, |config| {
+        config.webhooks.webhook_max_pending = std::num::NonZero::new(1).expect("non-zero");
+    })
+    .await;
     assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     assert!(node.app.visits.analytics().flush(&node.app.store).await);
     let store = &node.app.store;
