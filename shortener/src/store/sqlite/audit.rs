@@ -172,6 +172,15 @@ fn conditions(space: &CodeSpace, f: &AuditFilter) -> (String, Vec<rusqlite::type
     (clause, params)
 }
 
+/// The read of a page: the entries `clause` keeps, newest first, at most parameter `?{limit}`.
+fn select(clause: &str, limit: usize) -> String {
+    format!(
+        "SELECT id, at, tenant, actor_tenant, actor_key, actor_subject, actor_email, address, \
+         action, object_kind, object_id, change FROM audit_log {clause} \
+         ORDER BY id DESC LIMIT ?{limit}"
+    )
+}
+
 pub(super) fn entries(
     conn: &Connection,
     space: &CodeSpace,
@@ -182,12 +191,7 @@ pub(super) fn entries(
     params.push(rusqlite::types::Value::Integer(
         i64::try_from(limit).unwrap_or(i64::MAX),
     ));
-    let sql = format!(
-        "SELECT id, at, tenant, actor_tenant, actor_key, actor_subject, actor_email, address, \
-         action, object_kind, object_id, change FROM audit_log {clause} \
-         ORDER BY id DESC LIMIT ?{}",
-        params.len()
-    );
+    let sql = select(&clause, params.len());
     let mut select = conn.prepare_cached(&sql).map_err(db_error)?;
     let rows = select
         .query_map(rusqlite::params_from_iter(params), entry)
@@ -206,4 +210,76 @@ pub(super) fn purge(
         params![millis(before), i64::try_from(limit).unwrap_or(i64::MAX)],
     )
     .map_err(db_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+
+    /// What SQLite plans for the statement [`entries`] runs with `f`: each step's detail.
+    fn plan(conn: &Connection, space: &CodeSpace, f: &AuditFilter) -> Vec<String> {
+        let (clause, mut params) = conditions(space, f);
+        params.push(rusqlite::types::Value::Integer(50));
+        let sql = format!("EXPLAIN QUERY PLAN {}", select(&clause, params.len()));
+        let mut explain = conn.prepare(&sql).expect("explain");
+        explain
+            .query_map(rusqlite::params_from_iter(params), |r| {
+                r.get::<_, String>(3)
+            })
+            .expect("plan")
+            .collect::<Result<_, _>>()
+            .expect("plan rows")
+    }
+
+    /// A read by object searches the object's index (both partial ones for a link whose code
+    /// decodes), never the tenant's or the time's, and never scans the table: without
+    /// statistics SQLite would take the tenant's and walk all of its entries for one link's.
+    #[test]
+    fn a_read_by_object_uses_the_objects_index() {
+        let conn = Connection::open_in_memory().expect("open");
+        for sql in [
+            include_str!("../../../migrations/sqlite/0022_audit_log.sql"),
+            include_str!("../../../migrations/sqlite/0031_audit_link_slots.sql"),
+        ] {
+            conn.execute_batch(sql).expect("schema");
+        }
+        let space = CodeSpace::new(&codespace::CodeKey::generate(), codespace::DEFAULT_LENGTH)
+            .expect("space");
+        let code = space.encode(42);
+        let filter = |object: &str, tenant: bool, since: bool, kind: Option<&str>| AuditFilter {
+            object_id: Some(object.into()),
+            object_kind: kind.map(str::to_string),
+            tenant: tenant.then(|| "acme".to_string()),
+            since: since.then(|| Utc::now() - Duration::days(1)),
+            before_id: Some(1000),
+            ..AuditFilter::default()
+        };
+        let cases = [
+            (filter(&code, false, false, None), true),
+            (filter(&code, true, false, None), true),
+            (filter(&code, true, true, Some(LINK)), true),
+            (filter("spring-sale", true, true, None), false),
+            (filter(&code, true, false, Some("host")), false),
+        ];
+        for (f, decodes) in cases {
+            let steps = plan(&conn, &space, &f);
+            let shown = format!("{f:?}: {steps:?}");
+            assert!(steps.iter().all(|s| !s.starts_with("SCAN")), "{shown}");
+            assert!(
+                steps.iter().all(|s| !s.contains("audit_log_tenant")),
+                "{shown}"
+            );
+            assert!(steps.iter().all(|s| !s.contains("audit_log_at")), "{shown}");
+            assert!(
+                steps.iter().any(|s| s.contains("INDEX audit_log_object")),
+                "{shown}"
+            );
+            assert_eq!(
+                steps.iter().any(|s| s.contains("INDEX audit_log_slot")),
+                decodes,
+                "{shown}"
+            );
+        }
+    }
 }
