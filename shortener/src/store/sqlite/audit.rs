@@ -35,21 +35,32 @@ pub(super) fn append(
     let tx = conn.transaction().map_err(db_error)?;
     let at = millis(Utc::now());
     for entry in entries {
-        append_one(&tx, space, entry, at)?;
+        append_one(&tx, entry, at, entry_slot(space, entry, None))?;
     }
     tx.commit().map_err(db_error)
 }
 
 /// The ID a link's code decodes to under `space`, which finds the entries of that link
-/// (migration 31): `None` for other objects and for codes that do not decode.
+/// (migration 31): `None` for other objects (`kind` given and not a link's) and for codes that
+/// do not decode.
 fn link_slot(space: &CodeSpace, kind: Option<&str>, object_id: &str) -> Option<i64> {
     if kind.is_some_and(|k| k != LINK) {
         return None;
     }
-    space
-        .decode(object_id)
-        .ok()
-        .and_then(|id| i64::try_from(id).ok())
+    super::rows::slot(space, object_id)
+}
+
+/// [`link_slot`] of `entry`; `known` is a code and what it decodes to that the caller has
+/// already worked out (a create's own), used when it is the entry's object.
+pub(super) fn entry_slot(
+    space: &CodeSpace,
+    entry: &NewAuditEntry,
+    known: Option<(&str, Option<i64>)>,
+) -> Option<i64> {
+    match known {
+        Some((code, slot)) if entry.object_kind == LINK && entry.object_id == code => slot,
+        _ => link_slot(space, Some(&entry.object_kind), &entry.object_id),
+    }
 }
 
 /// The object kind of a link's entries.
@@ -57,14 +68,14 @@ const LINK: &str = "link";
 
 /// Appends `entry`, written at `at` (milliseconds), in the caller's transaction: what a create
 /// does with its own entry ([`crate::store::NewLink::audit`]). A link's entry carries the ID
-/// its code decodes to, so that a new link's entry goes at the end of the index that finds it.
+/// its code decodes to (`slot`, from [`entry_slot`]), so that a new link's entry goes at the
+/// end of the index that finds it.
 pub(super) fn append_one(
     conn: &Connection,
-    space: &CodeSpace,
     entry: &NewAuditEntry,
     at: i64,
+    slot: Option<i64>,
 ) -> Result<(), StoreError> {
-    let slot = link_slot(space, Some(&entry.object_kind), &entry.object_id);
     conn.prepare_cached(
         "INSERT INTO audit_log (at, tenant, actor_tenant, actor_key, actor_subject, \
          actor_email, address, action, object_kind, object_id, change, object_slot) \

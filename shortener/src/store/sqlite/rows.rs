@@ -71,7 +71,7 @@ pub(super) fn link_with_clicks(row: &Row<'_>) -> rusqlite::Result<Link> {
 }
 
 /// The rowid of the generated row `code` would be, if it can be a generated code.
-fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
+pub(super) fn slot(space: &CodeSpace, code: &str) -> Option<i64> {
     space
         .decode(code)
         .ok()
@@ -233,7 +233,9 @@ pub(super) fn insert_row(
         }
     }
     if let (1, Some(entry)) = (inserted, &link.audit) {
-        super::audit::append_one(conn, space, entry, now)?;
+        // The create's own entry: its code was decoded above.
+        let slot = super::audit::entry_slot(space, entry, Some((&link.code, decoded)));
+        super::audit::append_one(conn, entry, now, slot)?;
     }
     Ok(match inserted {
         // The row is exactly what was written; no need to read it back.

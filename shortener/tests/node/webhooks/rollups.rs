@@ -56,6 +56,30 @@ async fn acme(
     }
 }
 
+/// The `clicks.rollup` events `receiver` got, in order.
+fn rollups(receiver: &Receiver) -> Vec<Value> {
+    receiver
+        .requests()
+        .iter()
+        .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
+        .filter(|e| e["type"] == "clicks.rollup")
+        .collect()
+}
+
+/// The data of the `n`th `clicks.rollup` event (from 1) once `receiver` has it, every request
+/// it got signed, and no event past the `n`th.
+async fn told(receiver: &Receiver, n: usize, what: &str) -> Value {
+    let arrived = testkit::wait_until(Duration::from_secs(10), || async {
+        rollups(receiver).len() >= n
+    })
+    .await;
+    assert!(arrived, "{what} never arrived: {:?}", receiver.requests());
+    verified(receiver);
+    let got = rollups(receiver);
+    assert_eq!(got.len(), n, "{what}: {got:?}");
+    got[n - 1]["data"].clone()
+}
+
 async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend) {
     let stack = Stack::new(backend).await;
     let Acme {
@@ -69,21 +93,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
     }
     assert!(node.app.visits.analytics().flush(&node.app.store).await);
-    let rollups = || {
-        receiver
-            .requests()
-            .iter()
-            .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
-            .filter(|e| e["type"] == "clicks.rollup")
-            .collect::<Vec<Value>>()
-    };
-    let told = async |n: usize, what: &str| {
-        let arrived =
-            testkit::wait_until(Duration::from_secs(10), || async { rollups().len() >= n }).await;
-        assert!(arrived, "{what} never arrived: {:?}", receiver.requests());
-        assert_eq!(rollups().len(), n, "{what}: {:?}", rollups());
-        rollups()[n - 1]["data"].clone()
-    };
+    let told = async |n: usize, what: &str| told(&receiver, n, what).await;
     clock.set(start + chrono::Duration::minutes(95)); // 12:05: the 10:00 hour has ended
     node.maintain_rollups().await;
     assert_eq!(
@@ -231,21 +241,8 @@ async fn a_dropped_rollup_event_is_told_once_there_is_room(backend: Backend) {
     .await;
     assert_eq!(store.record_rollup_events(hour).await.expect("record"), 1);
     assert_eq!(store.record_rollup_events(hour).await.expect("record"), 0);
-    let told = testkit::wait_until(Duration::from_secs(10), || async {
-        verified(&receiver)
-            .iter()
-            .any(|(_, kind, _)| kind == "clicks.rollup")
-    })
-    .await;
-    assert!(told, "the hour never arrived: {:?}", receiver.requests());
-    let event = receiver
-        .requests()
-        .iter()
-        .map(|(_, body)| serde_json::from_str::<Value>(body).expect("json"))
-        .find(|e| e["type"] == "clicks.rollup")
-        .expect("a rollup");
     assert_eq!(
-        event["data"],
+        told(&receiver, 1, "the hour").await,
         json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 1, "head": 0, "revision": 0 })
     );
     node.stop().await;
