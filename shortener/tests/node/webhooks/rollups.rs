@@ -248,3 +248,128 @@ async fn a_dropped_rollup_event_is_told_once_there_is_room(backend: Backend) {
     node.stop().await;
 }
 on_both_stores!(a_dropped_rollup_event_is_told_once_there_is_room);
+
+/// The `clicks.rollup` events recorded for tenant acme, as (revision, bot) in revision order,
+/// read from the store itself, so an event recorded twice shows whether or not it was sent.
+async fn recorded(stack: &Stack, backend: Backend) -> Vec<(i64, i64)> {
+    const EVENTS: &str =
+        "SELECT data FROM webhook_events WHERE kind = 'clicks.rollup' AND tenant = 'acme'";
+    let data: Vec<String> = match backend {
+        Backend::Postgres => {
+            let db = stack.db.as_ref().expect("PostgreSQL").connect().await;
+            let rows = db.query(EVENTS, &[]).await.expect("events");
+            rows.iter().map(|r| r.get(0)).collect()
+        }
+        Backend::Sqlite => {
+            let path = stack.dir.path().join("a").join(shortener::app::DB_FILE);
+            let conn = rusqlite::Connection::open(path).expect("open");
+            let mut query = conn.prepare(EVENTS).expect("prepare");
+            query
+                .query_map([], |r| r.get(0))
+                .expect("events")
+                .collect::<Result<_, _>>()
+                .expect("rows")
+        }
+    };
+    let mut events: Vec<(i64, i64)> = data
+        .iter()
+        .map(|d| {
+            let v: Value = serde_json::from_str(d).expect("json");
+            (
+                v["revision"].as_i64().expect("revision"),
+                v["bot"].as_i64().expect("bot"),
+            )
+        })
+        .collect();
+    events.sort_unstable();
+    events
+}
+
+/// Several nodes tell one hour at once, again and again, while late clicks of the hour keep
+/// reaching the store: each revision is recorded once, the revisions run from 0 without a gap,
+/// each tells more clicks than the one before, and once the clicks stop the last one tells the
+/// hour's final totals. On PostgreSQL the runs come from three nodes' stores (three pools); the
+/// embedded store has one node, whose runs meet in its writer.
+async fn nodes_telling_one_hour_at_once_record_each_revision_once(backend: Backend) {
+    use shortener::domain::ClickCounts;
+    use shortener::store::{BatchMark, FlushStream, OutboxStore, RollupRow, VisitStore};
+    const ROUNDS: i64 = 8;
+    const RUNS_PER_ROUND: usize = 6;
+    let stack = Stack::new(backend).await;
+    let Acme {
+        node, clock, code, ..
+    } = acme(&stack, 200, 1000, |_| {}).await;
+    let mut others = Vec::new();
+    if matches!(backend, Backend::Postgres) {
+        for name in ["b", "c"] {
+            let mut config = stack.config(name);
+            config.clock = clock.clone();
+            others.push(Node::start(config).await);
+        }
+    }
+    let stores: Vec<_> = std::iter::once(&node)
+        .chain(&others)
+        .map(|n| n.app.store.clone())
+        .collect();
+    let hour = time_of("2026-01-10T10:00:00Z");
+    let late = |seq: i64| {
+        let rows = vec![RollupRow {
+            tenant: "acme".into(),
+            code: code.clone(),
+            bucket: hour,
+            referrer: String::new(),
+            device: "bot",
+            country: String::new(),
+            route: String::new(),
+            counts: ClickCounts {
+                bot: seq as u64,
+                ..Default::default()
+            },
+        }];
+        let mark = BatchMark {
+            writer: 9001,
+            stream: FlushStream::Rollups,
+            seq,
+        };
+        (mark, std::sync::Arc::from(rows))
+    };
+    let mut clicks = 0;
+    for round in 1..=ROUNDS {
+        let (mark, rows) = late(round);
+        let added = stores[0].add_rollups(mark, rows);
+        let runs = (0..RUNS_PER_ROUND).map(|i| stores[i % stores.len()].record_rollup_events(hour));
+        let (added, runs) = futures::join!(added, futures::future::join_all(runs));
+        added.expect("add late clicks");
+        for run in runs {
+            run.expect("record");
+        }
+        clicks += round;
+    }
+    // The clicks have stopped: one more run tells what the last round's runs may have missed,
+    // and a run after it has nothing left to tell.
+    stores[0].record_rollup_events(hour).await.expect("record");
+    for store in &stores {
+        assert_eq!(store.record_rollup_events(hour).await.expect("record"), 0);
+    }
+    let events = recorded(&stack, backend).await;
+    let revisions: Vec<i64> = events.iter().map(|e| e.0).collect();
+    assert_eq!(
+        revisions,
+        (0..events.len() as i64).collect::<Vec<_>>(),
+        "each revision once, none skipped: {events:?}"
+    );
+    assert!(
+        events.windows(2).all(|w| w[0].1 < w[1].1),
+        "each revision tells more clicks than the one before: {events:?}"
+    );
+    assert_eq!(
+        events.last().map(|e| e.1),
+        Some(clicks),
+        "the last revision tells the final totals: {events:?}"
+    );
+    for other in others {
+        other.stop().await;
+    }
+    node.stop().await;
+}
+on_both_stores!(nodes_telling_one_hour_at_once_record_each_revision_once);
