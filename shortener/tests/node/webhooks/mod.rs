@@ -9,6 +9,7 @@
 mod delivery;
 mod fairness;
 mod retry;
+mod revisions;
 mod rollups;
 mod support;
 mod tags;

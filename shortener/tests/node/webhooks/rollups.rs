@@ -11,17 +11,19 @@ use std::time::Duration;
 
 /// A node on a manual clock at 2026-01-10 10:30, tenant acme's webhook endpoint at a receiver
 /// answering `status`, and a link of acme's.
-struct Acme {
-    node: Node,
-    receiver: Receiver,
-    clock: shortener::clock::Clock,
-    start: chrono::DateTime<chrono::Utc>,
-    code: String,
+pub(super) struct Acme {
+    pub(super) node: Node,
+    pub(super) receiver: Receiver,
+    pub(super) clock: shortener::clock::Clock,
+    pub(super) start: chrono::DateTime<chrono::Utc>,
+    pub(super) code: String,
+    /// The node's configuration, to start it again.
+    pub(super) config: shortener::Config,
 }
 
 /// [`Acme`], its endpoint disabled after `max_failures`, with `adjust` applied to the node's
 /// configuration.
-async fn acme(
+pub(super) async fn acme(
     stack: &Stack,
     status: u16,
     max_failures: u32,
@@ -35,7 +37,7 @@ async fn acme(
         .to_utc();
     let clock = shortener::clock::Clock::manual(start);
     config.clock = clock.clone();
-    let node = Node::start(config).await;
+    let node = Node::start(config.clone()).await;
     let (status, _) = register(
         &node,
         &keys.admin,
@@ -53,6 +55,7 @@ async fn acme(
         clock,
         start,
         code,
+        config,
     }
 }
 
@@ -68,7 +71,7 @@ fn rollups(receiver: &Receiver) -> Vec<Value> {
 
 /// The data of the `n`th `clicks.rollup` event (from 1) once `receiver` has it, every request
 /// it got signed, and no event past the `n`th.
-async fn told(receiver: &Receiver, n: usize, what: &str) -> Value {
+pub(super) async fn told(receiver: &Receiver, n: usize, what: &str) -> Value {
     let arrived = testkit::wait_until(Duration::from_secs(10), || async {
         rollups(receiver).len() >= n
     })
@@ -88,6 +91,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
         clock,
         start,
         code,
+        ..
     } = acme(&stack, 200, 10, |_| {}).await;
     for _ in 0..2 {
         assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
@@ -190,7 +194,7 @@ async fn forget_told(stack: &Stack, backend: Backend) {
 }
 on_both_stores!(an_hourly_rollup_event_tells_a_tenant_its_clicks_once);
 
-fn time_of(text: &str) -> i64 {
+pub(super) fn time_of(text: &str) -> i64 {
     chrono::DateTime::parse_from_rfc3339(text)
         .expect("time")
         .timestamp()
@@ -208,6 +212,7 @@ async fn a_dropped_rollup_event_is_told_once_there_is_room(backend: Backend) {
         clock,
         start,
         code,
+        ..
     } = acme(&stack, 500, 1000, |config| {
         config.webhooks.webhook_max_pending = std::num::NonZero::new(1).expect("non-zero");
     })
@@ -248,128 +253,3 @@ async fn a_dropped_rollup_event_is_told_once_there_is_room(backend: Backend) {
     node.stop().await;
 }
 on_both_stores!(a_dropped_rollup_event_is_told_once_there_is_room);
-
-/// The `clicks.rollup` events recorded for tenant acme, as (revision, bot) in revision order,
-/// read from the store itself, so an event recorded twice shows whether or not it was sent.
-async fn recorded(stack: &Stack, backend: Backend) -> Vec<(i64, i64)> {
-    const EVENTS: &str =
-        "SELECT data FROM webhook_events WHERE kind = 'clicks.rollup' AND tenant = 'acme'";
-    let data: Vec<String> = match backend {
-        Backend::Postgres => {
-            let db = stack.db.as_ref().expect("PostgreSQL").connect().await;
-            let rows = db.query(EVENTS, &[]).await.expect("events");
-            rows.iter().map(|r| r.get(0)).collect()
-        }
-        Backend::Sqlite => {
-            let path = stack.dir.path().join("a").join(shortener::app::DB_FILE);
-            let conn = rusqlite::Connection::open(path).expect("open");
-            let mut query = conn.prepare(EVENTS).expect("prepare");
-            query
-                .query_map([], |r| r.get(0))
-                .expect("events")
-                .collect::<Result<_, _>>()
-                .expect("rows")
-        }
-    };
-    let mut events: Vec<(i64, i64)> = data
-        .iter()
-        .map(|d| {
-            let v: Value = serde_json::from_str(d).expect("json");
-            (
-                v["revision"].as_i64().expect("revision"),
-                v["bot"].as_i64().expect("bot"),
-            )
-        })
-        .collect();
-    events.sort_unstable();
-    events
-}
-
-/// Several nodes tell one hour at once, again and again, while late clicks of the hour keep
-/// reaching the store: each revision is recorded once, the revisions run from 0 without a gap,
-/// each tells more clicks than the one before, and once the clicks stop the last one tells the
-/// hour's final totals. On PostgreSQL the runs come from three nodes' stores (three pools); the
-/// embedded store has one node, whose runs meet in its writer.
-async fn nodes_telling_one_hour_at_once_record_each_revision_once(backend: Backend) {
-    use shortener::domain::ClickCounts;
-    use shortener::store::{BatchMark, FlushStream, OutboxStore, RollupRow, VisitStore};
-    const ROUNDS: i64 = 8;
-    const RUNS_PER_ROUND: usize = 6;
-    let stack = Stack::new(backend).await;
-    let Acme {
-        node, clock, code, ..
-    } = acme(&stack, 200, 1000, |_| {}).await;
-    let mut others = Vec::new();
-    if matches!(backend, Backend::Postgres) {
-        for name in ["b", "c"] {
-            let mut config = stack.config(name);
-            config.clock = clock.clone();
-            others.push(Node::start(config).await);
-        }
-    }
-    let stores: Vec<_> = std::iter::once(&node)
-        .chain(&others)
-        .map(|n| n.app.store.clone())
-        .collect();
-    let hour = time_of("2026-01-10T10:00:00Z");
-    let late = |seq: i64| {
-        let rows = vec![RollupRow {
-            tenant: "acme".into(),
-            code: code.clone(),
-            bucket: hour,
-            referrer: String::new(),
-            device: "bot",
-            country: String::new(),
-            route: String::new(),
-            counts: ClickCounts {
-                bot: seq as u64,
-                ..Default::default()
-            },
-        }];
-        let mark = BatchMark {
-            writer: 9001,
-            stream: FlushStream::Rollups,
-            seq,
-        };
-        (mark, std::sync::Arc::from(rows))
-    };
-    let mut clicks = 0;
-    for round in 1..=ROUNDS {
-        let (mark, rows) = late(round);
-        let added = stores[0].add_rollups(mark, rows);
-        let runs = (0..RUNS_PER_ROUND).map(|i| stores[i % stores.len()].record_rollup_events(hour));
-        let (added, runs) = futures::join!(added, futures::future::join_all(runs));
-        added.expect("add late clicks");
-        for run in runs {
-            run.expect("record");
-        }
-        clicks += round;
-    }
-    // The clicks have stopped: one more run tells what the last round's runs may have missed,
-    // and a run after it has nothing left to tell.
-    stores[0].record_rollup_events(hour).await.expect("record");
-    for store in &stores {
-        assert_eq!(store.record_rollup_events(hour).await.expect("record"), 0);
-    }
-    let events = recorded(&stack, backend).await;
-    let revisions: Vec<i64> = events.iter().map(|e| e.0).collect();
-    assert_eq!(
-        revisions,
-        (0..events.len() as i64).collect::<Vec<_>>(),
-        "each revision once, none skipped: {events:?}"
-    );
-    assert!(
-        events.windows(2).all(|w| w[0].1 < w[1].1),
-        "each revision tells more clicks than the one before: {events:?}"
-    );
-    assert_eq!(
-        events.last().map(|e| e.1),
-        Some(clicks),
-        "the last revision tells the final totals: {events:?}"
-    );
-    for other in others {
-        other.stop().await;
-    }
-    node.stop().await;
-}
-on_both_stores!(nodes_telling_one_hour_at_once_record_each_revision_once);
