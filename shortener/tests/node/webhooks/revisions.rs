@@ -2,9 +2,8 @@
 //! each revision once, and a store upgraded from the release before revisions takes each hour
 //! it told as that hour's revision 0.
 
-use super::rollups::{Acme, acme, time_of, told};
+use super::rollups::{Acme, acme, clicks_at, time_of, told};
 use crate::helpers::{Backend, Node, Stack};
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 /// The `clicks.rollup` events recorded for tenant acme, as (revision, bot) in revision order,
@@ -200,8 +199,7 @@ async fn hours_told_before_the_upgrade_are_their_revision_0(backend: Backend) {
         code,
         config,
     } = acme(&stack, 200, 10, |_| {}).await;
-    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
-    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clicks_at(&node, &clock, &code, 1, start).await;
     clock.set(start + chrono::Duration::minutes(95)); // 12:05
     node.maintain_rollups().await;
     let hour = time_of("2026-01-10T10:00:00Z");
@@ -222,9 +220,14 @@ async fn hours_told_before_the_upgrade_are_their_revision_0(backend: Backend) {
     let store = &node.app.store;
     assert_eq!(store.record_rollup_events(hour).await.expect("record"), 0);
 
-    clock.set(start + chrono::Duration::minutes(20)); // a late click of 10:50
-    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
-    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clicks_at(
+        &node,
+        &clock,
+        &code,
+        1,
+        start + chrono::Duration::minutes(20),
+    )
+    .await; // 10:50, late
     clock.set(start + chrono::Duration::minutes(100)); // 12:10
     assert_eq!(store.record_rollup_events(hour).await.expect("record"), 1);
     assert_eq!(

@@ -59,6 +59,21 @@ pub(super) async fn acme(
     }
 }
 
+/// `visits` visits of `code` at `at` (the clock set there), flushed to the store.
+pub(super) async fn clicks_at(
+    node: &Node,
+    clock: &shortener::clock::Clock,
+    code: &str,
+    visits: usize,
+    at: chrono::DateTime<chrono::Utc>,
+) {
+    clock.set(at);
+    for _ in 0..visits {
+        assert_eq!(node.visit(code).await.status(), StatusCode::FOUND);
+    }
+    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+}
+
 /// The `clicks.rollup` events `receiver` got, in order.
 fn rollups(receiver: &Receiver) -> Vec<Value> {
     receiver
@@ -93,10 +108,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
         code,
         ..
     } = acme(&stack, 200, 10, |_| {}).await;
-    for _ in 0..2 {
-        assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
-    }
-    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clicks_at(&node, &clock, &code, 2, start).await;
     let told = async |n: usize, what: &str| told(&receiver, n, what).await;
     clock.set(start + chrono::Duration::minutes(95)); // 12:05: the 10:00 hour has ended
     node.maintain_rollups().await;
@@ -125,9 +137,14 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
 
     // A click of 10:50 reaches the store only now (its node was cut off): the next run tells
     // the 10:00 hour again, as its revision 1 with the new totals, and only once.
-    clock.set(start + chrono::Duration::minutes(20));
-    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
-    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clicks_at(
+        &node,
+        &clock,
+        &code,
+        1,
+        start + chrono::Duration::minutes(20),
+    )
+    .await;
     clock.set(start + chrono::Duration::minutes(100)); // 12:10
     node.maintain_rollups().await;
     assert_eq!(
@@ -143,10 +160,14 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
 
     // Visits in the 12:00 hour, then no maintenance run for eight hours (every node down):
     // the next run still tells the 12:00 hour, and only it.
-    for _ in 0..3 {
-        assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
-    }
-    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clicks_at(
+        &node,
+        &clock,
+        &code,
+        3,
+        start + chrono::Duration::minutes(100),
+    )
+    .await;
     clock.set(start + chrono::Duration::minutes(95 + 8 * 60)); // 20:05
     node.maintain_rollups().await;
     assert_eq!(
@@ -164,9 +185,14 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     // asked again it is not told twice, and a late click still makes its revision 1.
     forget_told(&stack, backend).await;
     assert_eq!(record(time_of("2026-01-10T12:00:00Z")).await, 0);
-    clock.set(start + chrono::Duration::minutes(120)); // 12:30
-    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
-    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clicks_at(
+        &node,
+        &clock,
+        &code,
+        1,
+        start + chrono::Duration::minutes(120),
+    )
+    .await; // 12:30
     clock.set(start + chrono::Duration::minutes(100 + 8 * 60)); // 20:10
     node.maintain_rollups().await;
     assert_eq!(
@@ -217,8 +243,7 @@ async fn a_dropped_rollup_event_is_told_once_there_is_room(backend: Backend) {
         config.webhooks.webhook_max_pending = std::num::NonZero::new(1).expect("non-zero");
     })
     .await;
-    assert_eq!(node.visit(&code).await.status(), StatusCode::FOUND);
-    assert!(node.app.visits.analytics().flush(&node.app.store).await);
+    clicks_at(&node, &clock, &code, 1, start).await;
     let store = &node.app.store;
     let bound = store.bound_outbox(1).await.expect("measure");
     assert_eq!(bound.full, ["acme"], "{bound:?}");
