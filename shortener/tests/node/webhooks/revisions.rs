@@ -2,9 +2,9 @@
 //! each revision once, and a store upgraded from the release before revisions takes each hour
 //! it told as that hour's revision 0.
 
-use super::rollups::{Acme, acme, clicks_at, time_of, told};
+use super::rollups::{Acme, acme, acme_hour, clicks_at, time_of, told};
 use crate::helpers::{Backend, Node, Stack};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The `clicks.rollup` events recorded for tenant acme, as (revision, bot) in revision order,
 /// read from the store itself, so an event recorded twice shows whether or not it was sent.
@@ -203,7 +203,7 @@ async fn hours_told_before_the_upgrade_are_their_revision_0(backend: Backend) {
     clock.set(start + chrono::Duration::minutes(95)); // 12:05
     node.maintain_rollups().await;
     let hour = time_of("2026-01-10T10:00:00Z");
-    let first = json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 1, "head": 0, "revision": 0 });
+    let first = acme_hour("2026-01-10T10:00:00Z", 1, 0);
     assert_eq!(told(&receiver, 1, "the 10:00 hour").await, first);
     node.stop().await;
     forget_revisions(&stack, backend).await;
@@ -232,7 +232,7 @@ async fn hours_told_before_the_upgrade_are_their_revision_0(backend: Backend) {
     assert_eq!(store.record_rollup_events(hour).await.expect("record"), 1);
     assert_eq!(
         told(&receiver, 2, "the 10:00 hour's correction").await,
-        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 2, "head": 0, "revision": 1 })
+        acme_hour("2026-01-10T10:00:00Z", 2, 1)
     );
     assert_eq!(told_rows(&stack, backend).await, [(hour, 1, 2)]);
     node.stop().await;

@@ -74,6 +74,12 @@ pub(super) async fn clicks_at(
     assert!(node.app.visits.analytics().flush(&node.app.store).await);
 }
 
+/// The data of acme's `clicks.rollup` event of `hour` telling `bot` bot visits (and no other)
+/// as its `revision`.
+pub(super) fn acme_hour(hour: &str, bot: i64, revision: i64) -> Value {
+    json!({ "tenant": "acme", "hour": hour, "human": 0, "bot": bot, "head": 0, "revision": revision })
+}
+
 /// The `clicks.rollup` events `receiver` got, in order.
 fn rollups(receiver: &Receiver) -> Vec<Value> {
     receiver
@@ -114,7 +120,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     node.maintain_rollups().await;
     assert_eq!(
         told(1, "the 10:00 hour").await,
-        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 2, "head": 0, "revision": 0 })
+        acme_hour("2026-01-10T10:00:00Z", 2, 0)
     );
     let signed = verified(&receiver);
     assert_eq!(
@@ -149,7 +155,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     node.maintain_rollups().await;
     assert_eq!(
         told(2, "the 10:00 hour's correction").await,
-        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 3, "head": 0, "revision": 1 })
+        acme_hour("2026-01-10T10:00:00Z", 3, 1)
     );
     assert_eq!(record(hour).await, 0, "a correction told twice");
     let ids: Vec<i64> = verified(&receiver).iter().map(|(id, _, _)| *id).collect();
@@ -172,7 +178,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     node.maintain_rollups().await;
     assert_eq!(
         told(3, "the 12:00 hour").await,
-        json!({ "tenant": "acme", "hour": "2026-01-10T12:00:00Z", "human": 0, "bot": 3, "head": 0, "revision": 0 })
+        acme_hour("2026-01-10T12:00:00Z", 3, 0)
     );
     assert_eq!(
         record(time_of("2026-01-10T12:00:00Z")).await,
@@ -197,7 +203,7 @@ async fn an_hourly_rollup_event_tells_a_tenant_its_clicks_once(backend: Backend)
     node.maintain_rollups().await;
     assert_eq!(
         told(4, "the 12:00 hour's correction").await,
-        json!({ "tenant": "acme", "hour": "2026-01-10T12:00:00Z", "human": 0, "bot": 4, "head": 0, "revision": 1 })
+        acme_hour("2026-01-10T12:00:00Z", 4, 1)
     );
     node.stop().await;
 }
@@ -273,7 +279,7 @@ async fn a_dropped_rollup_event_is_told_once_there_is_room(backend: Backend) {
     assert_eq!(store.record_rollup_events(hour).await.expect("record"), 0);
     assert_eq!(
         told(&receiver, 1, "the hour").await,
-        json!({ "tenant": "acme", "hour": "2026-01-10T10:00:00Z", "human": 0, "bot": 1, "head": 0, "revision": 0 })
+        acme_hour("2026-01-10T10:00:00Z", 1, 0)
     );
     node.stop().await;
 }
