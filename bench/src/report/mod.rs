@@ -167,14 +167,15 @@ impl Report {
                 c.row(StoreKind::Postgres, t, 64)
                     .map_or(f64::NAN, |r| r.runs.rate())
             };
+            // Issue 38: creates at three times pgbench's rate with the same insert.
             for t in [Transport::Http, Transport::Grpc, Transport::GrpcShared] {
                 let v = rate(t) / base;
                 let _ = writeln!(
                     s,
-                    "| PostgreSQL creates ({}) at 64 clients vs pgbench at 64 | ≥ 1.0× (aim 3×) | {} | {} |",
+                    "| PostgreSQL creates ({}) at 64 clients vs pgbench at 64 | ≥ 3× | {} | {} |",
                     t.label(),
                     ratio(v),
-                    status(v >= 1.0)
+                    status(v >= 3.0)
                 );
             }
             // Issue 38: gRPC creates within 10 % of HTTP's.
