@@ -92,6 +92,14 @@ impl Preview {
         self == &Self::default()
     }
 
+    /// Heap bytes its texts hold.
+    pub fn heap_bytes(&self) -> usize {
+        [&self.title, &self.description, &self.image]
+            .iter()
+            .filter_map(|t| t.as_ref().map(String::capacity))
+            .sum()
+    }
+
     /// `self` with each field checked against `rules`.
     pub fn checked(self, rules: &super::CreateRules) -> Result<Self, Error> {
         Ok(Self {

@@ -164,6 +164,22 @@ pub enum Condition {
     },
 }
 
+impl Condition {
+    /// Heap bytes it holds beyond its own size: the texts of a language, a country or a
+    /// query condition (its key and every value).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Condition::Language { value } | Condition::Country { value } => value.capacity(),
+            Condition::Query { key, values } => {
+                key.capacity()
+                    + values.capacity() * size_of::<String>()
+                    + values.iter().map(String::capacity).sum::<usize>()
+            }
+            _ => 0,
+        }
+    }
+}
+
 /// A checked rule: one target, or a split of its visits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {

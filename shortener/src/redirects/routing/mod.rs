@@ -381,25 +381,43 @@ impl Routing {
         self.personal
     }
 
-    /// Bytes the compiled rules hold (for the cache's weight).
+    /// Heap bytes it holds beyond its own struct (for the cache's weight): every rule with its
+    /// target and conditions (a query condition's key and values included), the app targets,
+    /// the split, the link's URL with its UTM parameters and the preview's texts. An entry
+    /// weighed at less than it holds would let links with large rules fill many times the
+    /// cache's budget.
     pub fn weight(&self) -> usize {
         let rules: usize = self
             .rules
             .iter()
             .map(|rule| {
                 let goes = match &*rule.goes {
-                    Goes::To(location) => location.len(),
+                    Goes::To(location) => header_bytes(location),
                     Goes::Split(split) => split.weight(),
                 };
-                goes + 8 + rule.rest.len() * 48
+                let conditions: usize = rule
+                    .rest
+                    .iter()
+                    .map(|c| size_of::<Condition>() + c.heap_bytes())
+                    .sum();
+                size_of::<Rule>() + size_of::<Goes>() + goes + conditions
             })
             .sum();
-        let apps = [&self.ios, &self.android]
+        let headers = [&self.ios, &self.android, &self.url]
             .iter()
-            .filter_map(|a| a.as_ref().map(HeaderValue::len))
+            .filter_map(|h| h.as_ref().map(header_bytes))
             .sum::<usize>();
-        rules + apps + self.split.as_ref().map_or(0, Split::weight)
+        let preview = self
+            .preview
+            .as_ref()
+            .map_or(0, crate::domain::routes::Preview::heap_bytes);
+        rules + headers + preview + self.split.as_ref().map_or(0, Split::weight)
     }
+}
+
+/// Heap bytes a header value holds: its bytes and the shared buffer's header.
+fn header_bytes(value: &HeaderValue) -> usize {
+    value.len() + 32
 }
 
 #[cfg(test)]

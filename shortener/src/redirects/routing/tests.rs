@@ -173,3 +173,58 @@ fn the_preferred_language_is_the_highest_q_value() {
         assert_eq!(preferred_language(header), want, "{header}");
     }
 }
+
+/// A routed link is weighed at no less than the texts it holds: a rule's query conditions
+/// (keys and every value), the preview and the link's URL with its UTM parameters. Weighed at
+/// less, large rules would fill many times the cache's budget.
+#[test]
+fn a_routed_link_weighs_at_least_the_texts_it_holds() {
+    use crate::domain::routes::{Preview, Utm};
+    use crate::domain::rules::{Rule as Written, Rules};
+    let value = |n: usize| format!("{n:03}{}", "v".repeat(97));
+    let conditions: Vec<Condition> = (0..8)
+        .map(|k| Condition::Query {
+            key: format!("key{k}{}", "k".repeat(100)),
+            values: (0..16).map(value).collect(),
+        })
+        .collect();
+    let texts: usize = conditions.iter().map(Condition::heap_bytes).sum();
+    assert!(texts >= 8 * (104 + 16 * 100), "{texts}");
+    let preview = Preview {
+        title: Some("t".repeat(200)),
+        description: Some("d".repeat(500)),
+        image: Some(format!("https://img.example/{}", "i".repeat(1900))),
+    };
+    let url = format!("https://url.example/{}", "p".repeat(1500));
+    let routes = Routes {
+        rules: Rules(vec![Written {
+            url: "https://rule.example/".into(),
+            variants: Vec::new(),
+            conditions,
+        }]),
+        utm: Utm {
+            source: Some("newsletter".into()),
+            ..Utm::default()
+        },
+        preview: preview.clone(),
+        ..Routes::default()
+    };
+    let routing = Routing::compile(&routes, &url).expect("it routes");
+    let held = texts + preview.heap_bytes() + url.len() + "https://rule.example/".len();
+    assert!(
+        routing.weight() >= held,
+        "weighed {} for {held} bytes of texts",
+        routing.weight()
+    );
+    // And a plain rule stays small: no flat charge dwarfs what it holds.
+    let plain = Routes {
+        rules: Rules(vec![Written {
+            url: "https://rule.example/".into(),
+            variants: Vec::new(),
+            conditions: vec![Condition::Language { value: "de".into() }],
+        }]),
+        ..Routes::default()
+    };
+    let small = Routing::compile(&plain, "https://url.example/").expect("it routes");
+    assert!(small.weight() < 512, "{}", small.weight());
+}
