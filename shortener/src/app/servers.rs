@@ -104,6 +104,7 @@ impl Servers {
             header_timeout: Duration::from_secs(config.listeners.header_read_timeout.get()),
             drain: config.drain(),
             send_timeout: Duration::from_secs(config.listeners.send_timeout.get()),
+            max_head: ServeSettings::head_for(config.redirects.max_url_length),
         };
         let http_task = tokio::spawn(http::serve::serve(
             listeners.http,

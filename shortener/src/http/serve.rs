@@ -56,6 +56,19 @@ pub struct ServeSettings {
     pub drain: Duration,
     /// A connection whose client takes no bytes of a response for this long is closed.
     pub send_timeout: Duration,
+    /// The largest request head (request line and headers) read, in bytes, and so the most a
+    /// connection's read buffer grows to: a longer head is answered 431 and the connection
+    /// closed. At least 8 KiB.
+    pub max_head: usize,
+}
+
+impl ServeSettings {
+    /// The head bound for a listener whose requests may carry a URL of up to `max_url_length`
+    /// bytes in their query (percent-encoded, up to three bytes each): room for that and
+    /// 8 KiB of other headers, and never under 16 KiB.
+    pub fn head_for(max_url_length: usize) -> usize {
+        (3 * max_url_length + (8 << 10)).max(16 << 10)
+    }
 }
 
 /// What every request of one connection shares: the handler, the peer, and the connection's progress.
@@ -119,11 +132,19 @@ pub async fn serve<H: Handler>(
     let ServeSettings {
         header_timeout,
         send_timeout,
+        max_head,
         ..
     } = settings;
+    let max_head = max_head.max(8 << 10);
     let mut builder = hyper::server::conn::http1::Builder::new();
-    // No timer for hyper: the listener's sweep bounds header reads instead.
-    builder.header_read_timeout(None).keep_alive(true);
+    // No timer for hyper: the listener's sweep bounds header reads instead. The buffer bound
+    // keeps a connection that sends a long head from growing its read buffer to hyper's
+    // default of ~400 KiB (the memory gauges count a connection at `CONNECTION_BYTES`).
+    builder
+        .header_read_timeout(None)
+        .keep_alive(true)
+        .max_header_size(max_head)
+        .max_buf_size(max_head);
     let drain = Arc::new(Drain::default());
     let handler = Arc::new(handler);
     let mut connections = tokio::task::JoinSet::new();
@@ -340,6 +361,7 @@ mod tests {
             header_timeout: Duration::from_secs(60),
             drain: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
+            max_head: 16 << 10,
         };
         let stop = CancellationToken::new();
         let gate = ConnectionGate::new("test", 16, 16, 64);

@@ -284,3 +284,67 @@ async fn the_admin_port_closes_connections_that_send_nothing() {
         "the admin port kept a silent connection"
     );
 }
+
+/// Sends `head` (a request line and headers, without the blank line that ends them) on a new
+/// connection to `addr`, ends it, and returns what comes back before the connection closes or
+/// ten seconds pass.
+async fn send_head(addr: &str, head: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr.trim_start_matches("http://"))
+        .await
+        .expect("connect");
+    // A refused head may close the connection before all of it is written.
+    let _ = stream.write_all(format!("{head}\r\n\r\n").as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&buf[..n]);
+            if answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A request head is read up to a bound (three times the longest URL plus 8 KiB, at least
+/// 16 KiB), so that no connection grows its read buffer past it: a head within the bound is
+/// answered as always, a longer one gets 431 and nothing else, on the public and admin ports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_past_its_bound_is_refused_431() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let node = Node::start(stack.config("heads")).await;
+    let (status, created) = node
+        .create(serde_json::json!({ "url": "https://example.com/heads" }))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let code = created["code"].as_str().expect("code").to_owned();
+    // The default longest URL is 2,048 bytes: the bound is 16 KiB.
+    let cookie = |bytes: usize| format!("cookie: c={}", "x".repeat(bytes));
+    let within = send_head(
+        &node.base,
+        &format!("GET /{code} HTTP/1.1\r\nhost: t\r\n{}", cookie(12 << 10)),
+    )
+    .await;
+    assert!(within.starts_with("HTTP/1.1 302"), "{within}");
+    for addr in [&node.base, &node.admin] {
+        let past = send_head(
+            addr,
+            &format!("GET /{code} HTTP/1.1\r\nhost: t\r\n{}", cookie(40 << 10)),
+        )
+        .await;
+        assert!(past.starts_with("HTTP/1.1 431"), "{addr}: {past}");
+    }
+    // The node still answers.
+    let again = node
+        .client
+        .get(format!("{}/{code}", node.base))
+        .send()
+        .await
+        .expect("redirect");
+    assert_eq!(again.status(), StatusCode::FOUND);
+}
