@@ -11,7 +11,7 @@
 //! cache.
 
 use deadpool_postgres::{GenericClient, Object, Pool, PoolError, Transaction};
-use futures::{StreamExt, pin_mut};
+use futures::{FutureExt, StreamExt, pin_mut};
 use pgtls::pooler::PoolMode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -286,6 +286,13 @@ impl<C: Link> Db<C> {
         }
         let client = self.inner.generic();
         let own = !self.inner.in_transaction();
+        // Armed before `BEGIN` goes out: a caller that goes away from here on (a client that
+        // disconnected, a call past its deadline) must not hand the pool a connection inside
+        // this transaction, where the next user's writes would be answered uncommitted.
+        let mut unended = match self.inner.typed() {
+            Typed::Client(raw) if own => Unended(Some(raw)),
+            _ => Unended(None),
+        };
         if own {
             client.batch_execute("BEGIN").await?;
         }
@@ -299,6 +306,7 @@ impl<C: Link> Db<C> {
                 "ROLLBACK"
             };
             let ended = client.batch_execute(end).await;
+            unended.0 = None;
             // A failed statement's own error says more than its rollback's.
             if described.is_ok() {
                 ended?;
@@ -307,6 +315,22 @@ impl<C: Link> Db<C> {
         let types = described?;
         self.sending.learn(sql, Arc::clone(&types));
         Ok(types)
+    }
+}
+
+/// The connection of a transaction [`Db::types`] opened, until its end was answered: dropped
+/// before then, it queues a `ROLLBACK` on the connection, as tokio-postgres's own transactions
+/// do, so whatever the connection runs next runs outside it. A `ROLLBACK` that finds the
+/// transaction already ended only draws a warning.
+struct Unended<'c>(Option<&'c tokio_postgres::Client>);
+
+impl Drop for Unended<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            // The first poll puts the statement on the connection's queue; its answer is not
+            // waited for.
+            let _ = client.batch_execute("ROLLBACK").now_or_never();
+        }
     }
 }
 
@@ -346,5 +370,65 @@ impl Tx<'_> {
     /// Rolls the transaction back.
     pub(super) async fn rollback(self) -> Result<(), Error> {
         self.inner.rollback().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deadpool_postgres::{Manager, ManagerConfig, RecyclingMethod};
+
+    /// A pool of one connection to a fresh database, sending as behind a transaction pooler.
+    async fn one_connection() -> (testkit::TestDb, Pooled) {
+        let db = testkit::TestDb::create().await;
+        let config: tokio_postgres::Config = db.url().parse().expect("URL");
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager).max_size(1).build().expect("pool");
+        let pooled = Pooled {
+            pool,
+            sending: Sending::new(PoolMode::Transaction),
+        };
+        (db, pooled)
+    }
+
+    /// A statement's description opens a transaction of its own; a caller that goes away
+    /// while it is open (here after `BEGIN` went out) leaves none open on the connection the
+    /// pool hands to the next user, whose writes would otherwise wait in it uncommitted.
+    #[tokio::test]
+    async fn a_description_left_midway_leaves_no_transaction_open() {
+        let (_db, pooled) = one_connection().await;
+        {
+            let conn = pooled.get().await.expect("connection");
+            // One poll sends `BEGIN`; its answer cannot have come (this runtime's one thread
+            // is here), and the caller goes away.
+            assert!(conn.types("SELECT $1::int8").now_or_never().is_none());
+        }
+        let conn = pooled
+            .get()
+            .await
+            .expect("the same connection, back in the pool");
+        let refused = conn
+            .raw()
+            .batch_execute("SAVEPOINT probe")
+            .await
+            .expect_err("no transaction is open, so a savepoint is refused");
+        assert_eq!(
+            refused.code(),
+            Some(&tokio_postgres::error::SqlState::NO_ACTIVE_SQL_TRANSACTION),
+            "{refused}"
+        );
+        // The description, run to its end, still works on that connection.
+        let types = conn.types("SELECT $1::int8").await.expect("described");
+        assert_eq!(&*types, &[Type::INT8]);
+        conn.raw()
+            .batch_execute("SAVEPOINT probe")
+            .await
+            .expect_err("and leaves no transaction open either");
     }
 }
