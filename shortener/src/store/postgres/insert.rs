@@ -186,9 +186,9 @@ pub(super) async fn insert_rows(
                 &[&wanted],
             )
             .await
-            // The batch's rows are committed by now: a failure here leaves their outcome
-            // unknown to the callers, never "not written".
-            .map_err(|e| after_write(db_error(e)))?;
+            // The batch's rows are committed by now: a failure here, of whatever kind, leaves
+            // their outcome unknown to the callers, never "not written" nor a plain error.
+            .map_err(|e| StoreError::Ambiguous(format!("after the batch's commit: {e}")))?;
         let twins: HashMap<Vec<u8>, Link> = twins
             .iter()
             .map(|row| (row.get::<_, Vec<u8>>(LINK_COLUMN_COUNT), link_from_row(row)))

@@ -166,6 +166,14 @@ fn guarded<T>(
     )))
 }
 
+/// `error`, from an fsync that followed committed writes, as their outcome: unknown.
+fn in_doubt(error: StoreError) -> StoreError {
+    match error {
+        StoreError::Internal(message) => StoreError::Ambiguous(message),
+        other => other,
+    }
+}
+
 /// The thread: rounds of writes until every handle is dropped.
 fn rounds(
     mut conn: Connection,
@@ -217,7 +225,10 @@ fn rounds(
         // A round of unsynced writes only is neither marked as writing nor fsynced: reads may
         // reveal it before an fsync (see `Writer::run_unsynced`).
         let ((inserted, done), synced) = if durable {
-            (sync.writing(write), sync.sync_now())
+            // The round's writes are committed to the WAL: an fsync that fails after them
+            // leaves their outcome unknown (they may be there after a restart), which is what
+            // their callers are told, not that they failed.
+            (sync.writing(write), sync.sync_now().map_err(in_doubt))
         } else {
             (write(), Ok(()))
         };
@@ -366,6 +377,29 @@ mod tests {
 
     /// After a failed fsync the writer runs nothing more: every write is refused unrun, with
     /// the fsync's error.
+    #[tokio::test]
+    async fn a_round_whose_fsync_fails_is_answered_as_unknown() {
+        let (_dir, writer, sync) = start();
+        let failing = Arc::clone(&sync);
+        // The write commits; the fsync after it fails.
+        let answered = writer
+            .run(move |_| {
+                failing.fail_for_test("EIO (simulated)");
+                Ok(())
+            })
+            .await;
+        assert!(
+            matches!(&answered, Err(StoreError::Ambiguous(m)) if m.contains("EIO (simulated)")),
+            "{answered:?}"
+        );
+        // What comes after is refused unrun, as a plain failure: it was not written.
+        let refused = writer.run(|_| Ok(())).await;
+        assert!(
+            matches!(&refused, Err(StoreError::Internal(_))),
+            "{refused:?}"
+        );
+    }
+
     #[tokio::test]
     async fn after_a_failed_fsync_writes_are_refused_unrun() {
         let (_dir, writer, sync) = start();
