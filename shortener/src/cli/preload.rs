@@ -35,10 +35,10 @@ const BATCH: usize = 2_000;
 /// Batches written at once.
 const IN_FLIGHT: usize = 4;
 
-/// The generated link of `id`, as a create would make it.
-fn link(resources: &app::Resources, args: &PreloadArgs, id: u64) -> NewLink {
+/// The generated link of `id` with its `code`, as a create would make it.
+fn link(args: &PreloadArgs, (id, code): (u64, String)) -> NewLink {
     NewLink::plain(
-        resources.space.encode(id),
+        code,
         args.url_pattern.replace("{id}", &format!("{id:08}")),
         CodeKind::Generated,
         Some(id),
@@ -59,14 +59,17 @@ pub async fn run(args: &PreloadArgs, out: impl Write) -> anyhow::Result<()> {
             .lease((args.count - written).min(LEASE))
             .await
             .context("lease IDs")?;
-        // A block larger than asked for leaves a gap, as any node's unused IDs do.
-        let ids: Vec<u64> = (lease.block.start..lease.block.end)
+        // A block larger than asked for leaves a gap, as any node's unused IDs do; so does an
+        // ID whose code spells a reserved word, passed over as a create passes it over.
+        let ids: Vec<(u64, String)> = (lease.block.start..lease.block.end)
+            .map(|id| (id, resources.space.encode(id)))
+            .filter(|(_, code)| !codespace::shape::is_reserved(code))
             .take((args.count - written) as usize)
             .collect();
         // A few batches at once: one insert at a time leaves the database waiting on the
         // round trip and this process's encoding. `buffered` keeps the output in ID order.
         let batches = ids.chunks(BATCH).map(|chunk| {
-            let links: Vec<NewLink> = chunk.iter().map(|&id| link(&resources, args, id)).collect();
+            let links: Vec<NewLink> = chunk.iter().cloned().map(|id| link(args, id)).collect();
             resources.store.insert_many(links)
         });
         let mut results = futures::stream::iter(batches).buffered(IN_FLIGHT);

@@ -111,13 +111,12 @@ pub(super) async fn generated(
 ) -> Result<(Link, bool), Error> {
     let mut conflicts = 0;
     loop {
-        let id = ids
-            .next_id()
-            .map_err(|IdError::Exhausted { retry_after }| Error::Unavailable {
+        let (id, code) = next_code(ids, space).map_err(|IdError::Exhausted { retry_after }| {
+            Error::Unavailable {
                 message: ids.shortage(),
                 retry_after,
-            })?;
-        let code = space.encode(id);
+            }
+        })?;
         match store
             .insert(row.with_code(code.clone(), CodeKind::Generated, Some(id)))
             .await?
@@ -173,6 +172,20 @@ async fn taken(
 /// Many links under the codes of the next IDs in hand, in one write (one commit): each row's
 /// outcome in input order, as [`generated`] gives it for one row. A row whose code is taken
 /// (an imported legacy code, or the alarm) is retried on its own with the next ID.
+/// The next ID from `ids` and its code, passing over every ID whose code spells a reserved
+/// word ([`shape::is_reserved`]: `console`, `healthz` and `metrics` have the default length):
+/// the router answers such a path itself, so a link under it could never be reached. The ID
+/// passed over is never handed out again, as any unused ID.
+fn next_code(ids: &IdPool, space: &CodeSpace) -> Result<(u64, String), IdError> {
+    loop {
+        let id = ids.next_id()?;
+        let code = space.encode(id);
+        if !shape::is_reserved(&code) {
+            return Ok((id, code));
+        }
+    }
+}
+
 pub(super) async fn generated_many(
     store: &Store,
     ids: &IdPool,
@@ -183,11 +196,11 @@ pub(super) async fn generated_many(
     let mut results: Vec<Option<Result<(Link, bool), Error>>> = Vec::with_capacity(rows.len());
     let mut batch = Vec::with_capacity(rows.len());
     for row in &rows {
-        match ids.next_id() {
-            Ok(id) => {
+        match next_code(ids, space) {
+            Ok((id, code)) => {
                 batch.push((
                     results.len(),
-                    row.with_code(space.encode(id), CodeKind::Generated, Some(id)),
+                    row.with_code(code, CodeKind::Generated, Some(id)),
                 ));
                 results.push(None);
             }

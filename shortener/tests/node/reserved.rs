@@ -142,3 +142,57 @@ async fn console_without_a_slash_is_a_route_not_a_code() {
     let body: Value = response.json().await.expect("json");
     assert_eq!(body["error"], "not_found");
 }
+
+/// A generated code that would spell a reserved word (at the default length of 7, one ID each
+/// encodes to `console`, `healthz` and `metrics`) is never handed out: its ID is passed over,
+/// so no create is acknowledged for a link the router could never reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_generated_code_spells_a_reserved_word() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let config = stack.config("spelled");
+    let first = Node::start(config.clone()).await;
+    let space = std::sync::Arc::clone(&first.app.space);
+    first.stop().await;
+    let console = space
+        .decode("console")
+        .expect("`console` has the generated shape at the default length");
+    // The embedded ledger's next lease starts at that ID.
+    let file = rusqlite::Connection::open(
+        stack
+            .dir
+            .path()
+            .join("spelled")
+            .join(shortener::app::DB_FILE),
+    )
+    .expect("open");
+    let moved = file
+        .execute(
+            "UPDATE id_namespaces SET next_id = ?1",
+            [i64::try_from(console).expect("an ID of 7 characters")],
+        )
+        .expect("move the ledger");
+    assert_eq!(moved, 1);
+    drop(file);
+    let node = Node::start(config).await;
+    let mut codes = Vec::new();
+    for n in 0..3 {
+        let (status, body) = node
+            .create(json!({ "url": format!("https://example.com/spelled/{n}") }))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        codes.push(body["code"].as_str().expect("code").to_owned());
+    }
+    assert_eq!(codes[0], space.encode(console + 1), "{codes:?}");
+    for (n, code) in codes.iter().enumerate() {
+        assert!(!codespace::shape::is_reserved(code), "{code}");
+        let (status, location) = node.location(code).await;
+        assert_eq!(status, StatusCode::FOUND, "{code}");
+        assert_eq!(
+            location.as_deref(),
+            Some(format!("https://example.com/spelled/{n}").as_str())
+        );
+    }
+    // `/console` is still the console.
+    let (status, _) = node.location("console").await;
+    assert_eq!(status, StatusCode::PERMANENT_REDIRECT);
+}
