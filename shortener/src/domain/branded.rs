@@ -70,6 +70,26 @@ pub struct Domain {
     pub settings: DomainSettings,
 }
 
+impl Domain {
+    /// Heap bytes it holds: its names and every setting's text (fallback URLs, app files).
+    pub fn heap_bytes(&self) -> usize {
+        let settings = &self.settings;
+        [
+            &settings.root_url,
+            &settings.not_found_url,
+            &settings.expired_url,
+            &settings.apple_app_site_association,
+            &settings.assetlinks,
+        ]
+        .iter()
+        .filter_map(|t| t.as_ref().map(String::capacity))
+        .sum::<usize>()
+            + self.host.capacity()
+            + self.tenant.capacity()
+            + self.created_by.capacity()
+    }
+}
+
 /// The redirect statuses a domain may choose.
 pub const REDIRECT_STATUSES: [u16; 4] = [301, 302, 307, 308];
 

@@ -7,22 +7,37 @@
 
 use crate::domain::Domain;
 use crate::store::{DomainStore, Store, StoreError};
+use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The most hosts the cache holds (found or not).
+/// The hosts the cache is sized for (found or not); it holds more small ones and fewer large
+/// ones, within [`MAX_BYTES`].
 pub const MAX_HOSTS: usize = 10_000;
 
-/// The heap a host name takes, estimated (most are far shorter than DNS's 253 characters).
-const HOST_BYTES: u64 = 64;
+/// The most bytes the cache holds: every cached host weighs what it holds (its name, its slot
+/// and, for a known domain, the domain with its fallback URLs and app files, up to 16 KiB
+/// each), so that hosts with large app files cannot hold more than this.
+pub const MAX_BYTES: u64 = 16 << 20;
 
-/// What one cached host costs (see [`DomainCache::memory`]).
-const ENTRY_BYTES: u64 = HOST_BYTES
-    + 2 * std::mem::size_of::<(String, Entry)>() as u64
-    + std::mem::size_of::<Domain>() as u64
-    + 16;
+/// What a cached host costs beside its name and its domain: the entry and the cache's index
+/// of it.
+const SLOT_BYTES: u64 = 2 * std::mem::size_of::<(String, Entry)>() as u64 + 16;
+
+/// Weighs a cached host by what it holds.
+#[derive(Debug, Clone, Copy)]
+struct Bytes;
+
+impl Weighter<String, Entry> for Bytes {
+    fn weight(&self, host: &String, entry: &Entry) -> u64 {
+        let domain = entry.domain.as_ref().map_or(0, |d| {
+            16 + std::mem::size_of::<Domain>() as u64 + d.heap_bytes() as u64
+        });
+        SLOT_BYTES + host.capacity() as u64 + domain
+    }
+}
 
 /// What the cache knows of a host, and until when (`None`: a lifetime past what the clock can
 /// count).
@@ -35,7 +50,7 @@ struct Entry {
 /// The domains by host, cached. Cheap to share behind an `Arc`.
 pub struct DomainCache {
     store: Store,
-    entries: Cache<String, Entry>,
+    entries: Cache<String, Entry, Bytes>,
     ttl: Duration,
     negative_ttl: Duration,
     /// Bumped by every invalidation: a read that started before one is not cached, so an
@@ -49,7 +64,7 @@ impl DomainCache {
     pub fn new(store: Store, ttl: Duration, negative_ttl: Duration) -> Self {
         Self {
             store,
-            entries: Cache::new(MAX_HOSTS),
+            entries: Cache::with_weighter(MAX_HOSTS, MAX_BYTES, Bytes),
             ttl,
             negative_ttl,
             generation: AtomicU64::new(0),
@@ -105,14 +120,10 @@ impl DomainCache {
         }
     }
 
-    /// Bytes the cache holds now, and at most, estimated: each host's slot (its name's
-    /// allocation, at most [`HOST_BYTES`], the entry and the cache's index of it) and, for a
-    /// known domain, the domain itself.
+    /// Bytes the cache holds now, and at most: each host's slot (its name, the entry and the
+    /// cache's index of it) and, for a known domain, the domain with what it points to.
     pub fn memory(&self) -> (u64, u64) {
-        (
-            self.entries.len() as u64 * ENTRY_BYTES,
-            MAX_HOSTS as u64 * ENTRY_BYTES,
-        )
+        (self.entries.weight(), MAX_BYTES)
     }
 
     /// Forgets `host` (it was claimed, changed or removed).
@@ -164,6 +175,57 @@ mod tests {
             cache.generation.load(Ordering::Acquire),
         );
         assert!(cache.cached("go.acme.example", Instant::now()).is_some());
+    }
+
+    /// A domain with app files of 16 KiB each weighs what it holds, so hosts with large files
+    /// fill the cache's bytes, not its count: however many are read, it keeps to its bound.
+    #[tokio::test]
+    async fn domains_with_large_app_files_keep_to_the_bound_in_bytes() {
+        use crate::domain::{DomainSettings, MAX_APP_FILE_BYTES};
+        let (_dir, store) = store().await;
+        let file = format!(
+            "{{\"applinks\":\"{}\"}}",
+            "a".repeat(MAX_APP_FILE_BYTES - 20)
+        );
+        let hosts = (MAX_BYTES as usize / (2 * MAX_APP_FILE_BYTES)) * 3 / 2;
+        for i in 0..hosts {
+            let domain = Domain {
+                host: format!("go{i}.acme.example"),
+                tenant: "acme".into(),
+                created_at: chrono::Utc::now(),
+                created_by: "acme/ci".into(),
+                settings: DomainSettings {
+                    apple_app_site_association: Some(file.clone()),
+                    assetlinks: Some(file.clone()),
+                    ..DomainSettings::default()
+                },
+            };
+            store
+                .insert_domain(&domain)
+                .await
+                .expect("insert")
+                .expect("new");
+        }
+        let cache = DomainCache::new(store, Duration::from_secs(60), Duration::from_secs(60));
+        let first = cache
+            .get("go0.acme.example")
+            .await
+            .expect("read")
+            .expect("a domain");
+        assert!(
+            cache.memory().0 >= 2 * file.len() as u64,
+            "a cached domain weighs {} for {} bytes of files",
+            cache.memory().0,
+            2 * file.len()
+        );
+        drop(first);
+        for i in 0..hosts {
+            let host = format!("go{i}.acme.example");
+            assert!(cache.get(&host).await.expect("read").is_some());
+            let (bytes, budget) = cache.memory();
+            assert!(bytes <= budget, "{bytes} past {budget} after {i} hosts");
+        }
+        assert!(cache.memory().0 > MAX_BYTES / 2, "{}", cache.memory().0);
     }
 
     #[tokio::test]
