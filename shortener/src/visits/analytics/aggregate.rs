@@ -223,8 +223,10 @@ impl Aggregator {
     }
 
     /// Counts `counts` under (`code`, `hour`, `cell`) for the link's `tenant`. With `bounded`,
-    /// the referrer limit and the ceiling apply (a visit); without, they do not (counts put
-    /// back after a failed flush, which held them before).
+    /// the referrer limit, the tenant's fair share and the ceiling apply (a visit); without,
+    /// only the ceiling does (counts put back after a failed flush, which passed the rest when
+    /// they came: the visits admitted while the flush ran may have filled the ceiling again,
+    /// and repeated failures would otherwise grow the counters by a ceiling each).
     pub fn add(
         &self,
         code: &str,
@@ -259,16 +261,16 @@ impl Aggregator {
     }
 
     /// Whether `tenant` may make a new counter, counting it if so (or its `visits` as
-    /// dropped): with `bounded`, within the ceiling and, past half of it, within the tenant's
+    /// dropped): within the ceiling and, with `bounded`, past half of it, within the tenant's
     /// fair share.
     fn admit(&self, tenant: &Arc<str>, bounded: bool, visits: u64) -> bool {
         let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
         let entries = self.entries.load(Ordering::Relaxed);
         let held = tenants.held.get(tenant).copied().unwrap_or(0);
-        let refused = if !bounded {
-            None
-        } else if entries >= self.max_entries {
+        let refused = if entries >= self.max_entries {
             Some(DropReason::Full)
+        } else if !bounded {
+            None
         } else if entries * 2 >= self.max_entries {
             let holders = tenants.held.len() + usize::from(held == 0);
             let share = (self.max_entries / (holders + 1)).max(1);

@@ -235,3 +235,51 @@ fn the_counters_keep_to_their_ceiling_and_so_does_their_gauge() {
     assert_eq!(agg.entries(), 16, "the ceiling holds");
     assert_eq!(agg.bytes(), agg.budget(), "the gauge is at its bound");
 }
+
+/// Counters put back after a failed flush merge into what is held and make new ones only
+/// within the ceiling: visits admitted while the flush ran may have filled it again, and
+/// repeated failures must not grow the counters by a ceiling each. What is refused is
+/// counted as dropped.
+#[test]
+fn counters_put_back_keep_to_the_ceiling() {
+    let agg = Aggregator::new(10, 100);
+    // A tenant per link, so that no tenant's fair share is what refuses.
+    let visit = |agg: &Aggregator, code: &str| {
+        let tenant: Arc<str> = format!("of-{code}").into();
+        agg.add(code, &tenant, 0, host("a.com"), one(VisitKind::Human), true);
+    };
+    for round in 0..3 {
+        for n in 0..10 {
+            visit(&agg, &format!("r{round}-{n}"));
+        }
+        // A flush takes everything; while it runs, ten new links are visited, and one held
+        // link once more.
+        let taken = agg.take();
+        assert_eq!(taken.len(), 10);
+        for n in 0..9 {
+            visit(&agg, &format!("during{round}-{n}"));
+        }
+        visit(&agg, &format!("r{round}-0"));
+        // The flush fails: what it took is put back.
+        for t in taken {
+            agg.add(t.code.as_str(), &t.tenant, t.hour, t.cell, t.counts, false);
+        }
+        assert_eq!(agg.entries(), 10, "round {round}: the ceiling holds");
+        assert_eq!(agg.bytes(), agg.budget(), "round {round}");
+        let _ = agg.take();
+    }
+    // Each round: r-0 merged into the counter its new visit made, nine refused.
+    assert_eq!(agg.dropped.load(Ordering::Relaxed), 3 * 9);
+    // Put back below the ceiling, everything is kept.
+    let agg = Aggregator::new(10, 100);
+    visit(&agg, "a");
+    let taken = agg.take();
+    visit(&agg, "a");
+    for t in taken {
+        agg.add(t.code.as_str(), &t.tenant, t.hour, t.cell, t.counts, false);
+    }
+    let again = agg.take();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].counts.human, 2);
+    assert_eq!(agg.dropped.load(Ordering::Relaxed), 0);
+}
