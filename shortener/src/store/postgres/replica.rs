@@ -118,7 +118,39 @@ struct Marks {
     everything: Option<Mark>,
 }
 
+/// The most codes and tenants marked one by one. Marks end only as the replica replays past
+/// them, which it never does while it is down or refused (after a failover promoted it): past
+/// this many, one mark on everything stands for them all, so the marks of a node whose replica
+/// is gone keep to a bound however many links change.
+const MAX_MARKS: usize = 10_000;
+
 impl Marks {
+    /// Marks `codes` and `tenant` (`None`: a change of a tenant not known here, which every
+    /// list waits for) with `mark`, within [`MAX_MARKS`].
+    fn mark<'a>(
+        &mut self,
+        codes: impl IntoIterator<Item = &'a str>,
+        tenant: Option<&str>,
+        mark: Mark,
+    ) {
+        for code in codes {
+            self.codes.insert(code.to_string(), mark);
+        }
+        match tenant {
+            Some(t) => {
+                self.tenants.insert(t.to_string(), mark);
+            }
+            None => self.any = Some(mark),
+        }
+        if self.codes.len() + self.tenants.len() > MAX_MARKS {
+            // Everything waits for what the newest mark waits for, which covers every older one.
+            self.codes = HashMap::new();
+            self.tenants = HashMap::new();
+            self.any = None;
+            self.everything = Some(mark);
+        }
+    }
+
     fn entries(&mut self) -> impl Iterator<Item = &mut Mark> {
         self.codes
             .values_mut()
@@ -323,25 +355,14 @@ impl Replica {
     /// Marks a write that just committed: `codes` changed, of `tenant` (`None`: not known here).
     pub(super) fn wrote<'a>(&self, codes: impl IntoIterator<Item = &'a str>, tenant: Option<&str>) {
         let mark = Mark::Pending(Instant::now());
-        let mut marks = self.marks.lock().expect("marks");
-        for code in codes {
-            marks.codes.insert(code.to_string(), mark);
-        }
-        match tenant {
-            Some(t) => {
-                marks.tenants.insert(t.to_string(), mark);
-            }
-            None => marks.any = Some(mark),
-        }
+        self.marks.lock().expect("marks").mark(codes, tenant, mark);
     }
 
     /// Marks a code another node changed (the change feed reported it).
     pub(super) fn changed_elsewhere(&self, code: &str) {
         let mark = Mark::Pending(Instant::now());
-        let mut marks = self.marks.lock().expect("marks");
-        marks.codes.insert(code.to_string(), mark);
         // Its tenant is not in the notification: lists wait for it too.
-        marks.any = Some(mark);
+        self.marks.lock().expect("marks").mark([code], None, mark);
     }
 
     /// Marks everything: the change feed reconnected, so changes may have gone unreported.
@@ -482,6 +503,28 @@ mod tests {
         assert!(marks.codes.contains_key("abc"));
         marks.settle(None, 500);
         assert!(marks.codes.is_empty());
+    }
+
+    /// While the replica replays nothing (down, or promoted and refused), marks pile up; past
+    /// their bound one mark on everything stands for them, and ends as any mark does.
+    #[test]
+    fn marks_keep_to_their_bound_while_the_replica_replays_nothing() {
+        let mut marks = Marks::default();
+        let codes: Vec<String> = (0..3 * MAX_MARKS).map(|n| format!("c{n}")).collect();
+        for (n, code) in codes.iter().enumerate() {
+            let tenant = format!("t{}", n % 7);
+            marks.mark(
+                [code.as_str()],
+                Some(&tenant),
+                Mark::Pending(Instant::now()),
+            );
+            assert!(marks.codes.len() + marks.tenants.len() <= MAX_MARKS + 1);
+        }
+        assert!(marks.everything.is_some(), "one mark stands for the rest");
+        marks.settle(Some((Instant::now(), 700)), 699);
+        assert!(marks.everything.is_some(), "not yet replayed");
+        marks.settle(None, 700);
+        assert!(marks.everything.is_none() && marks.codes.is_empty() && marks.tenants.is_empty());
     }
 
     #[test]
