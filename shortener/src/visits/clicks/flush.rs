@@ -25,12 +25,30 @@ impl ClickRecorder {
     /// count recorded before the call is written, or kept after a failure.
     pub async fn flush(&self, store: &Store) {
         let _one_at_a_time = self.flushing.lock().await;
-        if self.write_chunks(store).await
-            && let Err(error) = store.sync_clicks().await
-        {
+        let written = self.write_chunks(store).await;
+        if lock(&self.in_doubt).is_some() {
+            self.fold_held();
+        }
+        if written && let Err(error) = store.sync_clicks().await {
             // Committed, but no fsync is known to cover them yet (the store is stopping, or an
             // fsync failed and it refuses writes until restart).
             tracing::warn!(%error, "click counts were written but are not known to be on disk");
+        }
+    }
+
+    /// Moves the counts the lists of holders keep into the map, emptying the lists, after a
+    /// flush failed: until one succeeds, a link read again after the cache evicted it would be
+    /// listed again, and every list would keep its evicted entries alive; in the map a link's
+    /// counts take one slot however often it was listed. The map then grows by at most a slot
+    /// per link visited while the store refuses writes, never per visit.
+    fn fold_held(&self) {
+        let Some(held) = self.held.get() else {
+            return;
+        };
+        for shard in 0..SHARDS {
+            let mut folded = Vec::new();
+            held.take_shard(shard, &mut |code, more| folded.push((code, more)));
+            self.restore(&folded);
         }
     }
 
@@ -353,6 +371,65 @@ mod tests {
         let kept = recorder.take();
         assert_eq!(kept.len() + first.1.len(), codes as usize);
         assert_eq!(total_of(&kept) + total_of(&first.1), total);
+    }
+
+    /// A cached link that holds its counts, as the redirect cache's entries do.
+    #[derive(Clone, Default)]
+    struct Held(Arc<super::super::PendingClicks>);
+
+    impl super::super::Holder for Held {
+        fn pending(&self) -> &super::super::PendingClicks {
+            &self.0
+        }
+
+        fn bytes(&self) -> usize {
+            1000
+        }
+    }
+
+    /// After a failed flush the lists of holders are folded into the map: a link listed again
+    /// and again (read anew each time the cache evicted it) while the store refuses writes
+    /// takes one slot, the evicted entries are let go, and no visit is lost.
+    #[tokio::test]
+    async fn a_failed_flush_folds_the_held_counts_into_one_slot_a_link() {
+        use super::super::{HeldClicks, TakeHeld};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = sqlite(&dir, false).await;
+        let recorder = ClickRecorder::default();
+        let held = Arc::new(HeldClicks::<Held>::default());
+        recorder.hold(Arc::clone(&held) as Arc<dyn TakeHeld>);
+        let links = 100;
+        let mut visits = 0;
+        for round in 0..5 {
+            // Each link is read anew (a fresh entry), listed and visited once.
+            for i in 0..links {
+                held.record(
+                    &recorder,
+                    &code(i),
+                    &Held::default(),
+                    (VisitKind::Human, None),
+                );
+                visits += 1;
+            }
+            recorder.flush(&store).await;
+            assert!(
+                lock(&recorder.in_doubt).is_some(),
+                "round {round}: the flush failed"
+            );
+            assert!(
+                held.bytes() < 1000 * links,
+                "round {round}: the lists let their entries go ({} bytes)",
+                held.bytes()
+            );
+        }
+        let doubted = lock(&recorder.in_doubt).clone().expect("in doubt");
+        let kept = recorder.take();
+        assert!(
+            kept.len() <= links as usize,
+            "one slot a link: {}",
+            kept.len()
+        );
+        assert_eq!(total_of(&kept) + total_of(&doubted.1), visits);
     }
 
     fn total_of(rows: &[(CompactCode, ClickCounts)]) -> u64 {
