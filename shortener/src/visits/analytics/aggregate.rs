@@ -135,9 +135,25 @@ struct Tenants {
 /// What one counter costs, estimated: a link-hour's slot in its shard (code inline, hour,
 /// tenant, the first cell inline, one control byte), doubled for the free slots a hash table
 /// keeps; the same slot in a link-hour's further cells when there are several is smaller, so
-/// one figure serves both; plus a referrer host's allocation (most are under 32 bytes).
+/// one figure serves both; plus a referrer host's allocation of up to [`HOST_BYTES`] (most are
+/// shorter; a longer one is counted as more counters, [`units`]).
 pub const COUNTER_BYTES: u64 =
-    2 * (std::mem::size_of::<((CompactCode, i64), LinkHour)>() as u64 + 1) + 32;
+    2 * (std::mem::size_of::<((CompactCode, i64), LinkHour)>() as u64 + 1) + HOST_BYTES as u64;
+
+/// The referrer host bytes [`COUNTER_BYTES`] includes.
+const HOST_BYTES: usize = 32;
+
+/// How many counters' worth of memory a counter of `cell` holds: one, and as many more as its
+/// referrer host's bytes past [`HOST_BYTES`] fill (a host of up to 253 bytes is two), so that
+/// counters with long hosts keep to the same byte budget as the rest.
+fn units(cell: &Cell) -> usize {
+    match &cell.referrer {
+        Referrer::Host(host) if host.len() > HOST_BYTES => {
+            1 + (host.len() - HOST_BYTES).div_ceil(COUNTER_BYTES as usize)
+        }
+        _ => 1,
+    }
+}
 
 /// The aggregator.
 pub struct Aggregator {
@@ -190,7 +206,7 @@ impl Aggregator {
         }
     }
 
-    /// Counters held now.
+    /// Counters held now, each counted in [`units`] (one, or two for a long referrer host).
     pub fn entries(&self) -> usize {
         self.entries.load(Ordering::Relaxed)
     }
@@ -247,7 +263,7 @@ impl Aggregator {
             return;
         }
         // A link-hour's first cell: its referrer is the first host, within any limit.
-        if !self.admit(tenant, bounded, visits(counts)) {
+        if !self.admit(tenant, bounded, visits(counts), units(&cell)) {
             return;
         }
         shard.insert(
@@ -260,14 +276,14 @@ impl Aggregator {
         );
     }
 
-    /// Whether `tenant` may make a new counter, counting it if so (or its `visits` as
-    /// dropped): within the ceiling and, with `bounded`, past half of it, within the tenant's
-    /// fair share.
-    fn admit(&self, tenant: &Arc<str>, bounded: bool, visits: u64) -> bool {
+    /// Whether `tenant` may make a new counter of `units` ([`units`]), counting it if so (or
+    /// its `visits` as dropped): within the ceiling and, with `bounded`, past half of it,
+    /// within the tenant's fair share.
+    fn admit(&self, tenant: &Arc<str>, bounded: bool, visits: u64, units: usize) -> bool {
         let mut tenants = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
         let entries = self.entries.load(Ordering::Relaxed);
         let held = tenants.held.get(tenant).copied().unwrap_or(0);
-        let refused = if entries >= self.max_entries {
+        let refused = if entries + units > self.max_entries {
             Some(DropReason::Full)
         } else if !bounded {
             None
@@ -279,13 +295,8 @@ impl Aggregator {
             None
         };
         let Some(reason) = refused else {
-            match tenants.held.get_mut(tenant) {
-                Some(held) => *held += 1,
-                None => {
-                    tenants.held.insert(Arc::clone(tenant), 1);
-                }
-            }
-            self.entries.fetch_add(1, Ordering::Relaxed);
+            *tenants.held.entry(Arc::clone(tenant)).or_default() += units;
+            self.entries.fetch_add(units, Ordering::Relaxed);
             return true;
         };
         self.dropped.fetch_add(visits, Ordering::Relaxed);
@@ -352,7 +363,7 @@ impl Aggregator {
             add(existing, counts);
             return;
         }
-        if !self.admit(&link_hour.tenant, bounded, visits(counts)) {
+        if !self.admit(&link_hour.tenant, bounded, visits(counts), units(&cell)) {
             return;
         }
         let more = link_hour.more.get_or_insert_with(Box::default);
@@ -369,7 +380,7 @@ impl Aggregator {
         let mut taken = Vec::with_capacity(self.entries());
         for shard in &self.shards {
             let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
-            let before = taken.len();
+            let mut units_taken = 0;
             let mut released: HashMap<Arc<str>, usize, Fast> = HashMap::default();
             for ((code, hour), link_hour) in shard.drain() {
                 let LinkHour {
@@ -378,7 +389,9 @@ impl Aggregator {
                     more,
                 } = link_hour;
                 let more = more.map(|more| more.cells).unwrap_or_default();
-                *released.entry(Arc::clone(&tenant)).or_default() += 1 + more.len();
+                let held = units(&first.0) + more.keys().map(units).sum::<usize>();
+                units_taken += held;
+                *released.entry(Arc::clone(&tenant)).or_default() += held;
                 taken.extend(
                     std::iter::once(first)
                         .chain(more)
@@ -400,8 +413,7 @@ impl Aggregator {
                     }
                 }
             }
-            self.entries
-                .fetch_sub(taken.len() - before, Ordering::Relaxed);
+            self.entries.fetch_sub(units_taken, Ordering::Relaxed);
         }
         self.tenants
             .lock()

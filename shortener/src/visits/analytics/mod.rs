@@ -233,7 +233,7 @@ impl Sample for Analytics {
         let aggregator = &self.aggregator;
         out.gauge(
             "shortener_analytics_entries",
-            "Analytics counters held in memory, waiting for the next flush",
+            "Analytics counters held in memory, waiting for the next flush (one with a referrer host longer than 32 bytes counts as two)",
             aggregator.entries() as f64,
         )?;
         out.gauge(

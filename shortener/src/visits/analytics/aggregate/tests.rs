@@ -283,3 +283,43 @@ fn counters_put_back_keep_to_the_ceiling() {
     assert_eq!(again[0].counts.human, 2);
     assert_eq!(agg.dropped.load(Ordering::Relaxed), 0);
 }
+
+/// A counter whose referrer host is longer than the estimate allows for counts as two, so
+/// that counters with long hosts (up to 253 bytes) keep to the same byte budget: the gauge
+/// stays at or under it, and a take gives every unit back.
+#[test]
+fn long_referrer_hosts_count_as_more_counters() {
+    let agg = Aggregator::new(10, 100);
+    let long = |n: usize| host(&format!("{n}{}.example", "h".repeat(240)));
+    for n in 0..10 {
+        let tenant: Arc<str> = format!("t{n}").into();
+        agg.add(
+            &format!("c{n}"),
+            &tenant,
+            0,
+            long(n),
+            one(VisitKind::Human),
+            true,
+        );
+    }
+    assert_eq!(agg.entries(), 10, "five counters of two units each");
+    assert_eq!(agg.dropped.load(Ordering::Relaxed), 5);
+    let held_bytes = 5 * (COUNTER_BYTES - HOST_BYTES as u64 + 253);
+    assert!(
+        held_bytes <= agg.budget(),
+        "{held_bytes} past {}",
+        agg.budget()
+    );
+    // A further cell with a long host in a held link-hour counts two as well.
+    let agg = Aggregator::new(10, 100);
+    let t: Arc<str> = "acme".into();
+    agg.add("x", &t, 0, host("a.com"), one(VisitKind::Human), true);
+    agg.add("x", &t, 0, long(1), one(VisitKind::Human), true);
+    assert_eq!(agg.entries(), 3);
+    let taken = agg.take();
+    assert_eq!(taken.len(), 2);
+    assert_eq!(agg.entries(), 0, "every unit given back");
+    // Short hosts are one unit each, as before.
+    agg.add("y", &t, 0, host("b.com"), one(VisitKind::Human), true);
+    assert_eq!(agg.entries(), 1);
+}
