@@ -189,6 +189,8 @@ impl App {
         servers.drain(&node, drain).await;
         tasks.stop(TASK_STOP).await;
         servers.stop_admin().await;
+        // The last click flush is written: the next node on this data directory may start.
+        node.store.release();
         Ok(())
     }
 }

@@ -70,6 +70,17 @@ pub enum Store {
     Sqlite(SqliteStore),
 }
 
+impl Store {
+    /// Lets go of what keeps other processes from writing beside this one (the embedded
+    /// file's lock, [`SqliteStore::release`]); nothing on PostgreSQL, which has many writers.
+    /// Called once the node has stopped writing.
+    pub fn release(&self) {
+        if let Store::Sqlite(sqlite) = self {
+            sqlite.release();
+        }
+    }
+}
+
 /// Runs the same call on whichever backend `store` holds: the one place that looks at the
 /// variant, used by the dispatcher of every interface.
 macro_rules! dispatch {

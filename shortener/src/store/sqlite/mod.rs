@@ -29,6 +29,7 @@ mod checks;
 mod code_space;
 mod convert;
 mod domains;
+mod exclusive;
 mod high_water;
 mod ledger;
 mod manage;
@@ -81,6 +82,9 @@ pub struct SqliteStore {
     /// raised by the writer thread before each write commits (docs/design.md, I9). Exact,
     /// because this process is the file's only writer.
     high_water: Arc<HighWater>,
+    /// The lock that keeps it so ([`exclusive`]): held until the node lets go of it as it
+    /// stops ([`SqliteStore::release`]), or the last clone is dropped.
+    exclusive: Arc<Mutex<Option<std::fs::File>>>,
 }
 
 /// The read-only connections, handed out in turn.
@@ -97,6 +101,8 @@ impl SqliteStore {
     /// in `space`, with at most `max_batch` creates in one insert transaction.
     /// [`migrate`](Capabilities::migrate) checks that the file agrees.
     pub fn open(path: &Path, space: Arc<CodeSpace>, max_batch: usize) -> Result<Self, StoreError> {
+        // Before anything touches the file: a second writer is refused, not raced.
+        let exclusive = Arc::new(Mutex::new(Some(exclusive::take(path)?)));
         let open = || open_connection(path);
         let writer = open()?;
         // WAL is a property of the file: set once here, every later connection uses it.
@@ -143,7 +149,16 @@ impl SqliteStore {
             sync,
             space,
             high_water,
+            exclusive,
         })
+    }
+
+    /// Lets go of the file's one-writer lock ([`exclusive`]): the node calls it as it stops,
+    /// after its last write, so that a node or tool started next may open the file while tasks
+    /// of this one that are still ending hold the store.
+    pub fn release(&self) {
+        let mut lock = self.exclusive.lock().unwrap_or_else(|p| p.into_inner());
+        *lock = None;
     }
 
     /// Runs `f` on the writer connection, as a transaction of its own on the writer thread;
