@@ -37,6 +37,19 @@ pub struct App {
     listeners: Listeners,
     addrs: Addrs,
     node: Arc<Node>,
+    release: Release,
+}
+
+/// Lets go of the store's hold on its data (the embedded file's one-writer lock,
+/// [`crate::store::Store::release`]) when dropped: a node that has stopped, or an app built and
+/// dropped without running, leaves the file to the next node or tool even while tasks it
+/// spawned (an ID pool's refill) still hold the store.
+struct Release(crate::store::Store);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.0.release();
+    }
 }
 
 /// The bound addresses: public HTTP always, gRPC and admin unless turned off.
@@ -121,6 +134,7 @@ impl App {
             config,
             listeners,
             addrs,
+            release: Release(node.store.clone()),
             node,
         })
     }
@@ -154,6 +168,7 @@ impl App {
             listeners,
             addrs,
             node,
+            release,
         } = self;
         let tasks = Tasks::start(
             &node,
@@ -190,7 +205,7 @@ impl App {
         tasks.stop(TASK_STOP).await;
         servers.stop_admin().await;
         // The last click flush is written: the next node on this data directory may start.
-        node.store.release();
+        drop(release);
         Ok(())
     }
 }
