@@ -13,6 +13,7 @@
 //! [`session_scope`] puts a session's caller in force for the JSON API when a request carries
 //! the session cookie and no `Authorization` header, after the anti-CSRF checks.
 
+use super::api::{MAX_BODY_BYTES, read_json_up_to};
 use super::{ApiError, HttpState};
 use crate::signin::oidc::Attempt;
 use crate::signin::{CSRF_HEADER, Session, SessionError, SignIn};
@@ -344,23 +345,21 @@ pub async fn whoami(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> 
 
 /// `POST /console/session/tenant` `{"tenant": "..."}`: acts in another tenant the person holds
 /// a role in (403 `no_role` otherwise).
+///
+/// The session and its anti-CSRF token are checked before the body is read, and the body is
+/// read up to the API's bound for small bodies (16 KiB, 413 past it).
 pub async fn switch_tenant(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let (signin, session) = checked(&state, &headers).await?;
     #[derive(serde::Deserialize)]
-    struct Body {
+    struct Wanted {
         tenant: String,
     }
-    let body: Body = serde_json::from_slice(&body).map_err(|_| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            "expected {\"tenant\": \"...\"}",
-        )
-    })?;
+    let body: Wanted =
+        read_json_up_to(&headers, body, &["application/json"], MAX_BODY_BYTES).await?;
     if !signin
         .switch(&session, &body.tenant)
         .await

@@ -16,6 +16,8 @@ mod tags;
 mod webhooks;
 mod wire;
 
+pub(super) use wire::{MAX_BODY_BYTES, read_json_up_to};
+
 pub use audit::audit;
 pub use blocklist::{block, blocklist, unblock};
 pub use domains::{claim_domain, delete_domain, domain, domains, update_domain};

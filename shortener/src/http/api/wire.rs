@@ -162,7 +162,7 @@ pub(super) async fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 /// [`read_json`] of a body of at most `limit` bytes.
-pub(super) async fn read_json_up_to<T: serde::de::DeserializeOwned>(
+pub(in crate::http) async fn read_json_up_to<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Body,
     accepted: &[&str],
@@ -176,7 +176,7 @@ pub(super) async fn read_json_up_to<T: serde::de::DeserializeOwned>(
 
 /// Reads a body of one of the media types `accepted` (the first is named in the refusal), of
 /// at most `limit` bytes.
-pub(super) async fn read_body_up_to(
+pub(in crate::http) async fn read_body_up_to(
     headers: &HeaderMap,
     body: Body,
     accepted: &[&str],

@@ -470,6 +470,12 @@ async fn cross_site_requests_and_roles_are_refused_with_nothing_written() {
             .status();
         assert_eq!(status, StatusCode::FORBIDDEN, "{tenant}");
     }
+    // A body past the bound of small bodies is refused as such, not read whole.
+    let big = switch(&"x".repeat(20 << 10), Some(&csrf))
+        .send()
+        .await
+        .expect("switch");
+    assert_eq!(big.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let switched = switch("sales", Some(&csrf)).send().await.expect("switch");
     assert_eq!(switched.status(), StatusCode::NO_CONTENT);
     assert_eq!(whoami(&node, &editor).await["tenant"], "sales");
