@@ -47,6 +47,16 @@ pub fn backoff(base: Duration, attempts: u32) -> Duration {
 /// followed (a redirect is an answer that is not 2xx), no proxy from the environment (a
 /// proxy would resolve the names itself), and, unless `allow_private`, names resolved to
 /// public addresses only ([`PublicOnly`]).
+/// Whether an attempt started at `now` ends, with the record of its answer, before the lease
+/// that ends at `leased_until`: it may take `timeout`, and the record as long again.
+fn within_lease(
+    now: tokio::time::Instant,
+    leased_until: tokio::time::Instant,
+    timeout: Duration,
+) -> bool {
+    now + timeout * 2 <= leased_until
+}
+
 fn client(timeout: Duration, allow_private: bool) -> reqwest::Result<reqwest::Client> {
     let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -86,9 +96,14 @@ impl Webhooks {
             }
             let free = ENDPOINTS_AT_ONCE.saturating_sub(busy.len());
             if free > 0 {
-                for deliveries in self.claim(free).await {
+                let (leased_until, claimed) = self.claim(free).await;
+                for deliveries in claimed {
                     let (worker, client, stop) = (Arc::clone(&self), client.clone(), stop.clone());
-                    busy.spawn(async move { worker.deliver_to(&client, deliveries, &stop).await });
+                    busy.spawn(async move {
+                        worker
+                            .deliver_to(&client, deliveries, leased_until, &stop)
+                            .await;
+                    });
                 }
             }
             if measured.is_none_or(|at| at.elapsed() >= self.settings.poll * BACKLOG_EVERY_POLLS) {
@@ -149,10 +164,12 @@ impl Webhooks {
         }
     }
 
-    /// Claims up to `endpoints` endpoints with due deliveries: each one's deliveries, in order.
-    async fn claim(&self, endpoints: usize) -> Vec<Vec<Delivery>> {
+    /// Claims up to `endpoints` endpoints with due deliveries: each one's deliveries, in order,
+    /// and when the claim's lease ends at the latest (measured from before it was asked for).
+    async fn claim(&self, endpoints: usize) -> (tokio::time::Instant, Vec<Vec<Delivery>>) {
         // Long enough for every claimed delivery of an endpoint to be tried one after another.
         let lease = self.settings.timeout * (PER_ENDPOINT as u32 + 1);
+        let leased_until = tokio::time::Instant::now() + lease;
         let claimed = match self
             .store
             .claim_deliveries(lease, endpoints as i64, PER_ENDPOINT)
@@ -161,7 +178,7 @@ impl Webhooks {
             Ok(claimed) => claimed,
             Err(error) => {
                 tracing::warn!(%error, "claiming webhook deliveries failed; will retry");
-                return Vec::new();
+                return (leased_until, Vec::new());
             }
         };
         let mut by_endpoint: Vec<Vec<Delivery>> = Vec::new();
@@ -171,7 +188,7 @@ impl Webhooks {
                 _ => by_endpoint.push(vec![delivery]),
             }
         }
-        by_endpoint
+        (leased_until, by_endpoint)
     }
 
     /// Sends one endpoint's claimed deliveries one after another (so a receiver sees a link's
@@ -180,10 +197,15 @@ impl Webhooks {
     /// a failure the endpoint is held for a backoff that doubles with its failures in a row, so
     /// a receiver that is down for a moment gets one attempt per backoff, not the claim's
     /// whole batch at once, and is disabled only after failing for a while.
+    ///
+    /// No attempt starts that could outlast the claim's lease (`leased_until`), its answer's
+    /// record included: past it another node (or this one) may claim the endpoint and its
+    /// unsent deliveries, and would send them beside this one.
     async fn deliver_to(
         &self,
         client: &reqwest::Client,
         deliveries: Vec<Delivery>,
+        leased_until: tokio::time::Instant,
         stop: &CancellationToken,
     ) {
         let Some(endpoint) = deliveries.first().map(|d| d.endpoint_id) else {
@@ -193,6 +215,12 @@ impl Webhooks {
         let mut hold = None;
         let mut unsent = Vec::new();
         for delivery in deliveries {
+            going = going
+                && within_lease(
+                    tokio::time::Instant::now(),
+                    leased_until,
+                    self.settings.timeout,
+                );
             if !going || stop.is_cancelled() {
                 unsent.push(delivery.event_id);
                 continue;
@@ -357,6 +385,25 @@ fn names_refused_address(url: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An attempt starts only while it and the record of its answer fit in what is left of
+    /// the lease: a batch of slow answers stops before another claim could take its endpoint.
+    #[test]
+    fn an_attempt_starts_only_while_it_fits_in_the_lease() {
+        let timeout = Duration::from_secs(1);
+        let claimed = tokio::time::Instant::now();
+        let until = claimed + timeout * (PER_ENDPOINT as u32 + 1);
+        assert!(within_lease(claimed, until, timeout));
+        // Fifteen answers that each took nearly the whole timeout: the next still fits.
+        assert!(within_lease(claimed + timeout * 15, until, timeout));
+        // A few records slow on top of them: it would not, so it waits for the next claim.
+        assert!(!within_lease(
+            claimed + timeout * 15 + Duration::from_millis(1),
+            until,
+            timeout
+        ));
+        assert!(!within_lease(until, until, timeout));
+    }
 
     #[test]
     fn retries_back_off_exponentially_with_jitter_up_to_an_hour() {

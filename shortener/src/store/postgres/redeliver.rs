@@ -1,7 +1,8 @@
 //! Webhook deliveries made due again by hand (`POST /api/v1/webhooks/{id}/deliveries/retry`)
-//! on PostgreSQL, in one transaction: the endpoint's row is locked first (so two retries of one
-//! endpoint take turns and the room under the tenant's bound is counted once), then the
-//! deliveries chosen, so a purge running beside it deletes none it made pending.
+//! on PostgreSQL, in one transaction: the endpoint's row is locked first, then the tenant's
+//! retry lock (so two retries of any endpoints of one tenant take turns and the room under the
+//! tenant's bound is counted once), then the deliveries chosen, so a purge running beside it
+//! deletes none it made pending.
 
 use super::error::db_error;
 use super::send::Conn;
@@ -26,6 +27,14 @@ pub(super) async fn retry(
         return Ok(Retried::default());
     };
     let tenant: String = row.get(0);
+    // Held to the commit: a retry of another of the tenant's endpoints counts the room after
+    // this one's deliveries are pending, not beside it.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('webhook retry ' || $1, 0))",
+        &[&tenant],
+    )
+    .await
+    .map_err(db_error)?;
     let pending: i64 = tx
         .query_one(
             "SELECT count(*) FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
