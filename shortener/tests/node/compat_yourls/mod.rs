@@ -395,3 +395,48 @@ async fn the_keys_rate_limit_applies() {
     let limited = "shortener_compat_requests_total{dialect=\"yourls\",action=\"shorturl\",outcome=\"rate_limited\"}";
     assert_eq!(metric(&metrics, limited), 1.0);
 }
+
+/// A public URL with a path: the short URL `shorturl` answers names the code after that path,
+/// and `expand` and `url-stats` take it back as it was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_url_under_a_public_path_reads_back() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = yourls_node_with(&stack, "pathed", |c| {
+        c.listeners.public_url = Some("https://example.net/s/".into());
+    })
+    .await;
+    let key = keys.own.as_str();
+    let (status, made) = json(
+        &node,
+        key,
+        &[
+            ("action", "shorturl"),
+            ("url", "https://example.com/pathed"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    let code = made["url"]["keyword"]
+        .as_str()
+        .expect("keyword")
+        .to_string();
+    let short = made["shorturl"].as_str().expect("shorturl").to_string();
+    assert_eq!(short, format!("https://example.net/s/{code}"));
+    for shorturl in [short.as_str(), &short.replace("https://", "http://"), &code] {
+        let (status, expanded) =
+            json(&node, key, &[("action", "expand"), ("shorturl", shorturl)]).await;
+        assert_eq!(status, StatusCode::OK, "{shorturl}: {expanded}");
+        assert_eq!(expanded["longurl"], "https://example.com/pathed");
+        let (status, stats) = json(
+            &node,
+            key,
+            &[("action", "url-stats"), ("shorturl", shorturl)],
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{shorturl}: {stats}");
+        assert_eq!(
+            stats["link"]["url"], "https://example.com/pathed",
+            "{stats}"
+        );
+    }
+}
