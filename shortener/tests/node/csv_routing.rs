@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 /// The export's header: the link's columns, then its routing's.
 const HEADER: &str = "code,url,tags,created_at,expires_at,max_visits,state,short_url,tenant,clicks,domain,\
 rules,ios,android,variants,utm_source,utm_medium,utm_campaign,utm_term,utm_content,pass_query,\
-preview_title,preview_description,preview_image";
+preview_title,preview_description,preview_image,protected";
 
 /// The fields a link's routing is read back by.
 const ROUTING: [&str; 14] = [
@@ -120,7 +120,9 @@ async fn a_csv_export_imports_into_links_that_route_the_same(backend: Backend) {
         .expect("the plain link");
     assert_eq!(
         plain_row.iter().skip(11).collect::<Vec<_>>(),
-        ["", "", "", "", "", "", "", "", "", "false", "", "", ""],
+        [
+            "", "", "", "", "", "", "", "", "", "false", "", "", "", "false"
+        ],
         "a plain link's routing cells are empty"
     );
 
@@ -261,3 +263,70 @@ async fn bad_routing_cells_are_refused_per_row_naming_the_field(backend: Backend
     );
 }
 crate::on_both_stores!(bad_routing_cells_are_refused_per_row_naming_the_field);
+
+/// An export carries each link's state and whether it is password protected; importing it
+/// elsewhere refuses the disabled, deleted and protected ones with a row error each (a takedown
+/// does not come back through a migration, and a password that is not in the file does not
+/// leave its link open), and makes the active and expired ones as they were.
+async fn disabled_deleted_and_protected_links_are_not_imported_as_open_ones(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let from = node(&stack, "from").await;
+    let active = create(&from, json!({"url": "https://active.example/"})).await;
+    let disabled = create(&from, json!({"url": "https://disabled.example/"})).await;
+    let deleted = create(&from, json!({"url": "https://deleted.example/"})).await;
+    let protected = create(
+        &from,
+        json!({"url": "https://protected.example/", "password": "correct horse"}),
+    )
+    .await;
+    assert_eq!(
+        from.patch(&disabled, json!({ "disabled": true })).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(from.delete(&deleted).await, StatusCode::NO_CONTENT);
+    let (status, file) = from.export("format=csv").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(file.lines().count(), 5, "{file}");
+
+    // The import's answer lines name rows by number: the file's rows, in order.
+    let codes: Vec<String> = csv::Reader::from_reader(file.as_bytes())
+        .records()
+        .map(|r| r.expect("a row")[0].to_string())
+        .collect();
+    let other = Stack::new(backend).await;
+    let to = node(&other, "to").await;
+    let lines = import(&to, file).await;
+    let by_code = |code: &str| {
+        let row = codes.iter().position(|c| c == code).expect("exported") + 1;
+        lines
+            .iter()
+            .find(|l| l["row"] == row)
+            .unwrap_or_else(|| panic!("no line for {code} in {lines:?}"))
+            .clone()
+    };
+    for (code, error) in [
+        (&disabled, "not_active"),
+        (&deleted, "not_active"),
+        (&protected, "password_protected"),
+    ] {
+        let line = by_code(code);
+        assert_eq!(
+            (line["status"].as_str(), line["error"].as_str()),
+            (Some("error"), Some(error)),
+            "{line}"
+        );
+        assert_eq!(to.get(code).await.0, StatusCode::NOT_FOUND, "{code}");
+        assert_eq!(visit(&to, code, &[]).await.0, 404, "{code}");
+    }
+    assert_eq!(by_code(&active)["status"], "created");
+    let (status, location, _) = visit(&to, &active, &[]).await;
+    assert!((301..=308).contains(&status), "{status}");
+    assert_eq!(location, "https://active.example/");
+    let summary = &lines.last().expect("summary")["summary"];
+    assert_eq!(
+        (&summary["created"], &summary["errors"]),
+        (&json!(1), &json!(3)),
+        "{lines:?}"
+    );
+}
+crate::on_both_stores!(disabled_deleted_and_protected_links_are_not_imported_as_open_ones);

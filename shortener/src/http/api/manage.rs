@@ -154,11 +154,13 @@ pub async fn qr(
 }
 
 /// The columns of a CSV export, which a CSV import reads back: the link, then its routing
-/// (`rules` and `variants` as JSON text, empty when unset). The preview's columns are
+/// (`rules` and `variants` as JSON text, empty when unset), then whether it is password
+/// protected (its password never leaves the store, so an import refuses such a row, as it
+/// refuses a disabled or deleted one, rather than make it an open link). The preview's columns are
 /// `preview_title`, `preview_description` and `preview_image` rather than the API's `title`,
 /// ...: Bitly, Shlink and YOURLS exports have a `title` column that names the link, which
 /// must not import as a social preview.
-const CSV_COLUMNS: [&str; 24] = [
+const CSV_COLUMNS: [&str; 25] = [
     "code",
     "url",
     "tags",
@@ -183,6 +185,7 @@ const CSV_COLUMNS: [&str; 24] = [
     "preview_title",
     "preview_description",
     "preview_image",
+    "protected",
 ];
 
 /// `GET /api/v1/links/export?format=ndjson|csv`: every link of the list (filters as in
@@ -329,6 +332,11 @@ fn csv_row(
         text(&preview.title),
         text(&preview.description),
         text(&preview.image),
+        if link.password.is_some() {
+            "true"
+        } else {
+            "false"
+        },
     ]);
     let _ = writer.flush();
 }

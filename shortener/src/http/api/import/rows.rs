@@ -165,6 +165,10 @@ enum Column {
     MaxVisits,
     /// A routing field ([`super::routing`]).
     Routing(Routing),
+    /// The link's state where it was exported: only an active (or expired) one is imported.
+    State,
+    /// Whether it was password protected where it was exported: such a row is refused.
+    Protected,
     Ignored,
 }
 
@@ -184,6 +188,8 @@ fn column(name: &str) -> Column {
         "expiresat" | "expires" | "validuntil" => Column::ExpiresAt,
         "createdat" | "created" | "datecreated" | "timestamp" | "date" => Column::CreatedAt,
         "maxvisits" => Column::MaxVisits,
+        "state" => Column::State,
+        "protected" => Column::Protected,
         routing => Routing::of(routing).map_or(Column::Ignored, Column::Routing),
     }
 }
@@ -272,6 +278,8 @@ impl Columns {
                     })?)
                 }
                 Column::Routing(field) => field.fill(&mut input.routes, text)?,
+                Column::State => refuse_unless_active(text)?,
+                Column::Protected => refuse_protected(text)?,
                 Column::Ignored => {}
             }
         }
@@ -282,6 +290,31 @@ impl Columns {
         }
         Ok(input)
     }
+}
+
+/// Refuses a row whose link was disabled or deleted where it was exported (`state`): imported,
+/// it would redirect again (a link taken down included), where its code answered 410.
+fn refuse_unless_active(state: &str) -> Result<(), Error> {
+    match state.to_ascii_lowercase().as_str() {
+        state @ ("disabled" | "deleted") => Err(Error::invalid(
+            "not_active",
+            format!("the link is {state} where it was exported; an import makes active links only"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a row whose link was password protected where it was exported (`protected`): its
+/// password is not in the file, and imported without it the link would be open to anyone.
+fn refuse_protected(protected: &str) -> Result<(), Error> {
+    if protected.eq_ignore_ascii_case("true") {
+        return Err(Error::invalid(
+            "password_protected",
+            "the link is password protected where it was exported and its password is not \
+             exported; create it with a password instead",
+        ));
+    }
+    Ok(())
 }
 
 /// The code of a short URL (`https://bit.ly/3abcXYZ`, `bit.ly/3abcXYZ`): its last path
