@@ -1,6 +1,7 @@
-//! An import learns of other tenants' codes no faster than reads would tell: each code a dry
-//! run looks at, and each `code_taken` a real import answers, is charged to the key's read
-//! budget, and past it the row answers `rate_limited` without saying anything of the code.
+//! An import learns of other tenants' codes within the key's read budget: each code a dry run
+//! looks at, and each `code_taken` a real import answers, is charged to it, and past it the row
+//! answers `rate_limited` without saying anything of the code (a real import still writes the
+//! free codes it tries, in its own tenant).
 
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::write_keys;

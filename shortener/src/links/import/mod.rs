@@ -10,8 +10,9 @@
 //!   import is `duplicate_code`; anything else, another tenant's link included, is
 //!   `code_taken`, which says nothing of whose it is. Every answer that a code is taken, and
 //!   every code a dry run looks at, is charged as one read to the key's read budget; past it
-//!   the row answers `rate_limited` (not written, nothing said of the code), so an import
-//!   learns of other tenants' codes no faster than reads and redirects would tell;
+//!   the row answers `rate_limited` (not written, nothing said of the code), so a dry run
+//!   learns of other tenants' codes no faster than reads would tell, and a real import only by
+//!   writing a link under each free code it tries (docs/shortener.md, "Bulk import");
 //! - without one: a generated code, with a dedup key over the row's tenant, target, expiry and
 //!   creation time, so importing the same rows again finds the links of the first run
 //!   (`exists`) instead of making new ones.
