@@ -118,6 +118,10 @@ pub enum SessionError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The client sent session cookies that name no session until its 404 budget was spent:
+    /// it is refused before the store is asked, until the budget has a token again.
+    #[error("too many requests without a valid session")]
+    Limited(std::time::Duration),
 }
 
 /// Sign-in, sessions and roles of one node.

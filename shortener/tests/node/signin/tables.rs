@@ -187,6 +187,61 @@ async fn failed_callbacks_spend_the_clients_404_budget() {
     node.stop().await;
 }
 
+/// A session cookie that names no session spends a token of the client's 404 budget, as an
+/// unknown code does, on the API and on `GET /console/session` alike; past the budget the
+/// client gets `429` with a `Retry-After` before the store is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_session_cookies_spend_the_clients_404_budget() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let key = Key::new("k1");
+    let issuer = TestIssuer::start(&[&key]).await;
+    let mut config = stack.config("cookies");
+    configure(&mut config, stack.dir.path(), &issuer.issuer);
+    config.limits.not_found_burst = 4;
+    config.limits.not_found_rate = 1;
+    let node = Node::start(config).await;
+    let mut statuses = Vec::new();
+    for n in 0..8 {
+        let cookie = format!("shortener-session=made-up-{n}");
+        let path = if n % 2 == 0 {
+            "/api/v1/links"
+        } else {
+            "/console/session"
+        };
+        let answer = node
+            .client
+            .get(format!("{}{path}", node.base))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("send");
+        let retry = answer.headers().contains_key("retry-after");
+        let status = answer.status();
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert!(retry, "a 429 says when to come back");
+        }
+        statuses.push(status);
+    }
+    // Within the budget: refused as unauthenticated (the API) or told no one is signed in.
+    assert_eq!(
+        statuses[..4],
+        [
+            StatusCode::UNAUTHORIZED,
+            StatusCode::OK,
+            StatusCode::UNAUTHORIZED,
+            StatusCode::OK
+        ],
+        "{statuses:?}"
+    );
+    assert!(
+        statuses[5..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    node.stop().await;
+}
+
 /// The token table's cases: a name and the token, each wrong in one way.
 fn bad_tokens(issuer: &str, nonce: &str, good: &Key, other: &Key) -> Vec<(&'static str, String)> {
     let valid = claims(issuer, nonce, &["link-editors"]);
