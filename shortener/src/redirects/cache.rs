@@ -130,6 +130,10 @@ pub struct LinkCache {
 pub struct Ticket {
     generation: u64,
     seen: Seen,
+    /// When it was taken (nanoseconds from the cache's epoch): a "missing" answer is
+    /// remembered from then, not from when the read came back, so a slow read does not
+    /// lengthen its life past the negative lifetime.
+    at: u64,
 }
 
 impl LinkCache {
@@ -179,6 +183,7 @@ impl LinkCache {
         Ticket {
             generation: self.generation.load(Ordering::Acquire),
             seen: self.changes.seen(code),
+            at: nanos_since(self.epoch, Instant::now()),
         }
     }
 
@@ -255,7 +260,7 @@ impl LinkCache {
             Answer::Missing => {
                 if !raced(self) {
                     self.entries.remove(code.as_bytes());
-                    self.negative.put(code);
+                    self.negative.put(code, ticket.at);
                     // A change reported between the check and the put removed nothing.
                     if raced(self) {
                         self.negative.invalidate(code);

@@ -78,9 +78,9 @@ impl Negative {
         false
     }
 
-    /// Remembers that the store does not hold `code`.
-    pub fn put(&self, code: &str) {
-        let at = nanos_since(self.epoch, Instant::now());
+    /// Remembers that the store did not hold `code` as of `at` (nanoseconds from the epoch:
+    /// when the read that found it missing began), for the negative lifetime from then.
+    pub fn put(&self, code: &str, at: u64) {
         self.entries.insert(CompactCode::new(code), at);
     }
 
@@ -125,7 +125,7 @@ mod tests {
     fn a_storm_of_unknown_codes_stays_within_its_own_bound() {
         let negative = Negative::new(64 * 1024, Duration::from_secs(60), Instant::now());
         for i in 0..20_000 {
-            negative.put(&format!("u{i:06}"));
+            negative.put(&format!("u{i:06}"), 0);
         }
         let held = negative.len();
         assert!(held > 100 && held < 1000, "{held} codes held");
@@ -141,7 +141,7 @@ mod tests {
         let epoch = Instant::now();
         let negative = Negative::new(1 << 20, Duration::from_secs(5), epoch);
         let before = Instant::now();
-        negative.put("zzz");
+        negative.put("zzz", 0);
         let after = Instant::now();
         assert!(
             negative.holds("zzz", before),

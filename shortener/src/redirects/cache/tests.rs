@@ -106,6 +106,28 @@ fn lifetimes_are_checked_against_the_callers_clock() {
     assert_eq!(cache.get("abc", after), None);
 }
 
+/// A "missing" answer lives the negative lifetime from when its read began (its ticket), not
+/// from when the read came back: a read that took long makes no longer-lived 404.
+#[test]
+fn a_missing_answer_lives_from_when_its_read_began() {
+    let negative_ttl = Duration::from_secs(5);
+    let cache = cache(1 << 20, Duration::from_secs(60), negative_ttl);
+    // Times as the cache counts them, from its epoch. The stamp is the ticket's: a ticket said
+    // to be taken 10 s after the epoch makes an answer that lives until 15 s, whenever it is
+    // stored (here at once).
+    let ticket = Ticket {
+        at: 10_000_000_000,
+        ..cache.ticket("zzz")
+    };
+    cache.put_at("zzz", Answer::Missing, ticket);
+    let epoch = cache.epoch;
+    assert_eq!(
+        cache.get("zzz", epoch + Duration::from_secs(14)),
+        Some(Cached::Missing)
+    );
+    assert_eq!(cache.get("zzz", epoch + Duration::from_secs(16)), None);
+}
+
 #[test]
 fn a_link_with_a_visit_limit_is_kept_for_the_shorter_lifetime() {
     let cache = LinkCache::new(
