@@ -279,3 +279,74 @@ async fn a_retry_keeps_to_the_tenants_bound_and_lifts_the_endpoints_hold(backend
     node.stop().await;
 }
 on_both_stores!(a_retry_keeps_to_the_tenants_bound_and_lifts_the_endpoints_hold);
+
+/// On PostgreSQL a retry counts the room under its tenant's bound holding the tenant's retry
+/// lock, so retries of two endpoints of one tenant take turns instead of both counting the
+/// same room: while another transaction holds that lock, a retry waits for it, then answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_of_one_tenant_take_turns_on_its_lock() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let receiver = receiver(200, Duration::ZERO).await;
+    let (config, keys) = config(&stack, 100);
+    let node = Node::start(config).await;
+    let endpoint = registered(&node, &keys, &receiver).await;
+    let id = endpoint["id"].to_string();
+    let mut db = stack.db.as_ref().expect("PostgreSQL").connect().await;
+    let tenant: String = db
+        .query_one(
+            "SELECT tenant FROM webhook_endpoints WHERE id = $1",
+            &[&endpoint["id"].as_i64().expect("id")],
+        )
+        .await
+        .expect("the endpoint's tenant")
+        .get(0);
+    let held = db.transaction().await.expect("begin");
+    held.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('webhook retry ' || $1, 0))",
+        &[&tenant],
+    )
+    .await
+    .expect("take the tenant's retry lock");
+    let retrying = {
+        let request = node
+            .client
+            .post(format!(
+                "{}/api/v1/webhooks/{id}/deliveries/retry",
+                node.base
+            ))
+            .bearer_auth(&keys.admin)
+            .header("content-type", "application/json")
+            .body("{}");
+        tokio::spawn(async move {
+            let response = request.send().await.expect("send");
+            let status = response.status();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        })
+    };
+    let observer = stack.db.as_ref().expect("PostgreSQL").connect().await;
+    let waiting = testkit::wait_until(Duration::from_secs(10), || async {
+        observer
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                &[],
+            )
+            .await
+            .expect("locks")
+            .get::<_, i64>(0)
+            == 1
+    })
+    .await;
+    assert!(waiting, "the retry did not wait for the tenant's lock");
+    assert!(!retrying.is_finished());
+    held.commit().await.expect("let go");
+    let (got, answer) = tokio::time::timeout(Duration::from_secs(10), retrying)
+        .await
+        .expect("the retry answered once the lock was free")
+        .expect("retry");
+    assert_eq!((got, answer), (StatusCode::OK, json!({ "retried": 0 })));
+    node.stop().await;
+}
