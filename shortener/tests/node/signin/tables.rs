@@ -154,18 +154,25 @@ async fn node_for(stack: &Stack, name: &str, issuer: &str) -> Node {
     Node::start(config).await
 }
 
-/// Failed callbacks spend the client's 404 budget: once it is spent they are answered 429 and
-/// cost no write, begun sign-in or not.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_callbacks_spend_the_clients_404_budget() {
-    let stack = Stack::new(Backend::Postgres).await;
+/// A node `name` on `backend` with sign-in against a test issuer and a 404 budget of four (one
+/// a second): the stack, the issuer (kept while the node runs) and the node.
+async fn small_404_budget(backend: Backend, name: &str) -> (Stack, TestIssuer, Node) {
+    let stack = Stack::new(backend).await;
     let key = Key::new("k1");
     let issuer = TestIssuer::start(&[&key]).await;
-    let mut config = stack.config("budget");
+    let mut config = stack.config(name);
     configure(&mut config, stack.dir.path(), &issuer.issuer);
     config.limits.not_found_burst = 4;
     config.limits.not_found_rate = 1;
     let node = Node::start(config).await;
+    (stack, issuer, node)
+}
+
+/// Failed callbacks spend the client's 404 budget: once it is spent they are answered 429 and
+/// cost no write, begun sign-in or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_callbacks_spend_the_clients_404_budget() {
+    let (stack, _issuer, node) = small_404_budget(Backend::Postgres, "budget").await;
     let started = start(&node).await;
     let query = format!("code=c&state={}", started.nonce);
     let mut statuses = Vec::new();
@@ -192,14 +199,7 @@ async fn failed_callbacks_spend_the_clients_404_budget() {
 /// client gets `429` with a `Retry-After` before the store is asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn made_up_session_cookies_spend_the_clients_404_budget() {
-    let stack = Stack::new(Backend::Sqlite).await;
-    let key = Key::new("k1");
-    let issuer = TestIssuer::start(&[&key]).await;
-    let mut config = stack.config("cookies");
-    configure(&mut config, stack.dir.path(), &issuer.issuer);
-    config.limits.not_found_burst = 4;
-    config.limits.not_found_rate = 1;
-    let node = Node::start(config).await;
+    let (_stack, _issuer, node) = small_404_budget(Backend::Sqlite, "cookies").await;
     let mut statuses = Vec::new();
     for n in 0..8 {
         let cookie = format!("shortener-session=made-up-{n}");
