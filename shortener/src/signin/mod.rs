@@ -14,6 +14,7 @@
 //! `Origin` equal to the public URL's ([`SignIn::check_csrf`]). Requests with an API key
 //! (`Authorization`) are untouched by all of this.
 
+mod answer;
 pub mod oidc;
 pub mod roles;
 mod session;

@@ -24,6 +24,7 @@ mod read;
 mod redeliver;
 mod relayout;
 mod replica;
+mod replica_marks;
 mod rollups;
 mod send;
 mod sessions;

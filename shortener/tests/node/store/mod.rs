@@ -11,6 +11,7 @@ mod embedded;
 mod in_doubt;
 pub(crate) mod layout;
 mod marks;
+mod one_writer;
 mod sessions;
 mod upgrade;
 
