@@ -259,15 +259,17 @@ impl Replica {
 
     /// Marks a write that just committed: `codes` changed, of `tenant` (`None`: not known here).
     pub(super) fn wrote<'a>(&self, codes: impl IntoIterator<Item = &'a str>, tenant: Option<&str>) {
-        let mark = Mark::Pending(Instant::now());
-        self.marks.lock().expect("marks").mark(codes, tenant, mark);
+        // Stamped under the lock: marks go in in the order of their instants, so the one that
+        // stands for all past their bound is the newest.
+        let mut marks = self.marks.lock().expect("marks");
+        marks.mark(codes, tenant, Mark::Pending(Instant::now()));
     }
 
     /// Marks a code another node changed (the change feed reported it).
     pub(super) fn changed_elsewhere(&self, code: &str) {
-        let mark = Mark::Pending(Instant::now());
         // Its tenant is not in the notification: lists wait for it too.
-        self.marks.lock().expect("marks").mark([code], None, mark);
+        let mut marks = self.marks.lock().expect("marks");
+        marks.mark([code], None, Mark::Pending(Instant::now()));
     }
 
     /// Marks everything: the change feed reconnected, so changes may have gone unreported.

@@ -35,7 +35,8 @@ const MAX_MARKS: usize = 10_000;
 
 impl Marks {
     /// Marks `codes` and `tenant` (`None`: a change of a tenant not known here, which every
-    /// list waits for) with `mark`, within [`MAX_MARKS`].
+    /// list waits for) with `mark`, within [`MAX_MARKS`]. `mark` is the newest of all (taken
+    /// under the lock the marks are kept behind), so past the bound it stands for the others.
     pub(super) fn mark<'a>(
         &mut self,
         codes: impl IntoIterator<Item = &'a str>,
