@@ -22,6 +22,11 @@ pub const MAX_HOSTS: usize = 10_000;
 /// each), so that hosts with large app files cannot hold more than this.
 pub const MAX_BYTES: u64 = 16 << 20;
 
+/// The cache's shards, fixed rather than by the machine's cores: each holds its part of
+/// [`MAX_BYTES`] (1 MiB), and an item heavier than a shard holds is never kept, so the largest
+/// domain (two app files and three fallback URLs of up to 64 KiB) fits on any machine.
+const SHARDS: usize = 16;
+
 /// What a cached host costs beside its name and its domain: the entry and the cache's index
 /// of it.
 const SLOT_BYTES: u64 = 2 * std::mem::size_of::<(String, Entry)>() as u64 + 16;
@@ -64,7 +69,17 @@ impl DomainCache {
     pub fn new(store: Store, ttl: Duration, negative_ttl: Duration) -> Self {
         Self {
             store,
-            entries: Cache::with_weighter(MAX_HOSTS, MAX_BYTES, Bytes),
+            entries: Cache::with_options(
+                quick_cache::OptionsBuilder::new()
+                    .estimated_items_capacity(MAX_HOSTS)
+                    .weight_capacity(MAX_BYTES)
+                    .shards(SHARDS)
+                    .build()
+                    .expect("valid cache options"),
+                Bytes,
+                quick_cache::DefaultHashBuilder::default(),
+                quick_cache::sync::DefaultLifecycle::default(),
+            ),
             ttl,
             negative_ttl,
             generation: AtomicU64::new(0),
