@@ -369,14 +369,22 @@ async fn an_export_holds_every_link_of_the_list_in_both_formats(backend: Backend
     );
     assert!(rows.iter().all(|r| r[1].ends_with("?a=1,2")));
 
-    // The CSV export imports into another deployment with every code kept.
+    // The CSV export imports into another deployment with every active link's code kept; the
+    // deleted one is refused (`not_active`), not brought back.
     let target = Stack::new(Backend::Sqlite).await;
     let fresh = target.node("b").await;
     let (status, answer) = fresh.import("text/csv", csv_text.clone(), "").await;
     assert_eq!(status, StatusCode::OK);
     let summary = &answer.last().expect("summary")["summary"];
-    assert_eq!(summary["created"], listed.len(), "{summary}");
-    for code in &made[..5] {
+    assert_eq!(summary["created"], listed.len() - 1, "{summary}");
+    assert_eq!(summary["errors"], 1, "{summary}");
+    assert_eq!(
+        answer.iter().filter(|l| l["error"] == "not_active").count(),
+        1,
+        "{answer:?}"
+    );
+    assert_eq!(fresh.get(&made[3]).await.0, StatusCode::NOT_FOUND);
+    for code in made[..5].iter().filter(|c| **c != made[3]) {
         let (status, link) = fresh.get(code).await;
         assert_eq!(status, StatusCode::OK, "{code}");
         assert!(
