@@ -40,7 +40,7 @@ pub use list::{
 };
 pub use password::{MAX_PASSWORD, PasswordHash, check_password};
 pub use patch::{LinkPatch, PasswordChange, PatchInput};
-pub use public::PublicBase;
+pub use public::{PublicBase, unscheme};
 pub use routes::{Routes, Variant, VariantInput};
 pub use rules::{Rule, RuleInput, Rules};
 pub use scope::{Scope, Scopes, unknown_scope};

@@ -74,4 +74,18 @@ impl PublicBase {
     pub fn as_str(&self) -> &str {
         &self.base
     }
+
+    /// The code `text` names when it is a short URL on the default domain, with its scheme
+    /// (either one) or without (`example.net/s/abc`, as Bitly ids are): what follows the base,
+    /// its path included.
+    pub fn code_in<'a>(&self, text: &'a str) -> Option<&'a str> {
+        unscheme(text).strip_prefix(unscheme(&self.base))
+    }
+}
+
+/// `text` without a leading `https://` or `http://`.
+pub fn unscheme(text: &str) -> &str {
+    text.strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+        .unwrap_or(text)
 }

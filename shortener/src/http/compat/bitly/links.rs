@@ -171,16 +171,10 @@ pub(super) async fn find<'a>(
     field: &'static str,
 ) -> Result<(Link, ShortCode), Failure> {
     let bad = |why: String| Failure::arg("INVALID_ARG_BITLINK", field, false, why);
-    let unscheme = |text: &'a str| {
-        text.strip_prefix("https://")
-            .or_else(|| text.strip_prefix("http://"))
-            .unwrap_or(text)
-    };
-    let plain = unscheme(id);
     // The public URL may have a path (`example.com/s/abc`): its codes are the default domain's.
-    let split = match plain.strip_prefix(unscheme(state.public.as_str())) {
+    let split = match state.public.code_in(id) {
         Some(code) => Some((state.public.host_str(), code)),
-        None => plain.split_once('/'),
+        None => crate::domain::unscheme(id).split_once('/'),
     };
     let Some((host, code)) = split else {
         return Err(bad(format!(

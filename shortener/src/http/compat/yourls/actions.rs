@@ -151,16 +151,9 @@ fn url_message(message: &str) -> String {
 /// The link `text` names (a code, or a short URL on one of the node's hosts or a domain's) and
 /// the caller may see; a deleted link is no link here, as YOURLS removes deleted rows.
 async fn find(state: &HttpState, caller: &Caller, text: &str) -> Result<Link, Error> {
-    let unscheme = |t: &str| {
-        t.strip_prefix("https://")
-            .or_else(|| t.strip_prefix("http://"))
-            .map(str::to_owned)
-    };
-    let public = unscheme(state.public.as_str()).unwrap_or_default();
     // The public URL may have a path (`https://example.net/s/`): its codes follow it.
-    let on_public = unscheme(text).and_then(|t| t.strip_prefix(&public).map(str::to_owned));
-    let (host, code) = match (on_public, url::Url::parse(text)) {
-        (Some(code), _) => (Some(state.public.host_str().to_string()), code),
+    let (host, code) = match (state.public.code_in(text), url::Url::parse(text)) {
+        (Some(code), _) => (Some(state.public.host_str().to_string()), code.to_string()),
         (None, Ok(url)) if matches!(url.scheme(), "http" | "https") => {
             let code = url.path().trim_start_matches('/').to_string();
             (url.host_str().map(str::to_string), code)
