@@ -171,7 +171,14 @@ impl Node {
             config, &store, &own_hosts, &rules, &targets, &admission, &audit,
         )?;
         let (domains, blocklist, api_keys) = (made.domains, made.blocklist, made.api_keys);
-        let signin = signin(config, &public, &store, admission.keys(), made.roles)?;
+        let signin = signin(
+            config,
+            &public,
+            &store,
+            admission.keys(),
+            made.roles,
+            resources.session_tags,
+        )?;
         let parts = Accounted {
             limits: &limits,
             visits: &visits,
@@ -437,6 +444,7 @@ fn signin(
     store: &Store,
     keys: &Arc<crate::access::ApiKeys>,
     roles: Arc<crate::signin::roles::Roles>,
+    tags: crate::signin::SessionTags,
 ) -> anyhow::Result<Option<Arc<crate::signin::SignIn>>> {
     let access = &config.access;
     let (Some(issuer), Some(client_id), Some(secret_file)) = (
@@ -467,6 +475,7 @@ fn signin(
         idle: Duration::from_secs(access.session_idle_seconds.get()),
         absolute: Duration::from_secs(access.session_max_seconds.get()),
         public_url: public.as_str().to_string(),
+        tags,
     };
     let signin = crate::signin::SignIn::new(settings, roles, Arc::clone(keys), store.clone())?;
     signin.warn_unknown_tenants();

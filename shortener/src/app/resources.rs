@@ -10,6 +10,7 @@ use crate::access::{ApiKeys, YourlsTokens, generate_api_key, parse_legacy};
 use crate::config::Config;
 use crate::links::CursorKey;
 use crate::secrets;
+use crate::signin::SessionTags;
 use crate::store::{Capabilities, PgSettings, PgStore, SqliteStore, Store};
 use anyhow::Context;
 use codespace::{CodeKey, CodeSpace};
@@ -35,6 +36,8 @@ pub struct Resources {
     pub cursors: CursorKey,
     /// The secret YOURLS tokens are derived under (derived from the code-space key).
     pub yourls_tokens: YourlsTokens,
+    /// The secret console session cookies are tagged under (derived from the code-space key).
+    pub session_tags: SessionTags,
     /// Accepted API keys (the keys file is re-read while the node runs).
     pub api_keys: Arc<ApiKeys>,
     /// Where IDs come from.
@@ -83,20 +86,26 @@ fn load_key(config: &Config, generated_default: Option<&Path>) -> anyhow::Result
     }
 }
 
-/// The code space of `config`: its key (loaded or, embedded, generated) and base length.
-/// Also returns the list cursor key derived from it.
-fn code_space(
-    config: &Config,
-    generated_default: Option<&Path>,
-) -> anyhow::Result<(Arc<CodeSpace>, CursorKey, YourlsTokens)> {
+/// The code space of a deployment and the secrets derived from its key.
+struct Keyed {
+    space: Arc<CodeSpace>,
+    cursors: CursorKey,
+    yourls_tokens: YourlsTokens,
+    session_tags: SessionTags,
+}
+
+/// The code space of `config`: its key (loaded or, embedded, generated) and base length, with
+/// the secrets derived from the key.
+fn code_space(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<Keyed> {
     let key = load_key(config, generated_default)?;
     let space = CodeSpace::new(&key, config.ids.code_length).context("configure the code space")?;
     tracing::info!(fingerprint = %space.fingerprint(), length = config.ids.code_length, "code space ready");
-    Ok((
-        Arc::new(space),
-        CursorKey::derive(&key),
-        YourlsTokens::derive(&key),
-    ))
+    Ok(Keyed {
+        space: Arc::new(space),
+        cursors: CursorKey::derive(&key),
+        yourls_tokens: YourlsTokens::derive(&key),
+        session_tags: SessionTags::derive(&key),
+    })
 }
 
 fn load_api_keys(
@@ -131,7 +140,12 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
     let holder = config.ids.holder.clone().unwrap_or_else(default_holder);
     match &config.store.database_url {
         Some(url) => {
-            let (space, cursors, yourls_tokens) = code_space(config, None)?;
+            let Keyed {
+                space,
+                cursors,
+                yourls_tokens,
+                session_tags,
+            } = code_space(config, None)?;
             let pg = PgStore::connect(&PgSettings {
                 url: url.clone(),
                 read_url: config.store.database_read_url.clone(),
@@ -178,6 +192,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 space,
                 cursors,
                 yourls_tokens,
+                session_tags,
                 api_keys,
                 lease_source: Arc::new(source),
                 default_api_key: None,
@@ -186,7 +201,12 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
         None => {
             let dir = &config.store.data_dir;
             create_private_dir(dir)?;
-            let (space, cursors, yourls_tokens) = code_space(config, Some(&dir.join(KEY_FILE)))?;
+            let Keyed {
+                space,
+                cursors,
+                yourls_tokens,
+                session_tags,
+            } = code_space(config, Some(&dir.join(KEY_FILE)))?;
             let sqlite = SqliteStore::open(
                 &dir.join(DB_FILE),
                 Arc::clone(&space),
@@ -206,6 +226,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 space,
                 cursors,
                 yourls_tokens,
+                session_tags,
                 api_keys,
                 lease_source,
                 default_api_key,

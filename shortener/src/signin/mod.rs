@@ -18,8 +18,10 @@ mod answer;
 pub mod oidc;
 pub mod roles;
 mod session;
+mod tag;
 
 pub use session::Session;
+pub use tag::SessionTags;
 
 use crate::access::ApiKeys;
 use crate::store::{KeyStore, NewSession, SessionStore, Store, StoreError, StoredSession};
@@ -105,6 +107,8 @@ pub struct Settings {
     pub absolute: Duration,
     /// The public URL (its origin is what `Origin` must be; `https` makes cookies `Secure`).
     pub public_url: String,
+    /// The secret session cookies are tagged under (derived from the code-space key).
+    pub tags: SessionTags,
 }
 
 /// Why a session request is refused.
@@ -119,10 +123,6 @@ pub enum SessionError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The client sent session cookies that name no session until its 404 budget was spent:
-    /// it is refused before the store is asked, until the budget has a token again.
-    #[error("too many requests without a valid session")]
-    Limited(std::time::Duration),
 }
 
 /// Sign-in, sessions and roles of one node.
@@ -131,6 +131,7 @@ pub struct SignIn {
     roles: Arc<Roles>,
     keys: Arc<ApiKeys>,
     store: Store,
+    tags: SessionTags,
     idle: chrono::TimeDelta,
     absolute: chrono::TimeDelta,
     origin: String,
@@ -175,6 +176,7 @@ impl SignIn {
             roles,
             keys,
             store,
+            tags: settings.tags,
             idle: delta(settings.idle),
             absolute: delta(settings.absolute),
             origin: public.origin().ascii_serialization(),
@@ -318,7 +320,7 @@ impl SignIn {
             .filter(|(name, _)| !TOKEN_CLAIMS.contains(&name.as_str()))
             .map(|(name, value)| (name.clone(), value.clone()))
             .collect();
-        let cookie = oidc::random_token();
+        let cookie = self.tags.issue();
         let kept = serde_json::Value::Object(kept).to_string();
         let session = NewSession {
             digest: digest(&cookie),
@@ -359,6 +361,10 @@ impl SignIn {
     /// The session whose cookie is `cookie`, as of now: [`SessionError::Unauthenticated`] when
     /// it is unknown, signed out, idle too long or past its absolute timeout.
     pub async fn session(&self, cookie: &str) -> Result<Session, SessionError> {
+        // A cookie this deployment did not issue is refused unread ([`tag`]).
+        if !self.tags.verify(cookie) {
+            return Err(SessionError::Unauthenticated);
+        }
         let digest = digest(cookie);
         let stored = self
             .store

@@ -95,38 +95,16 @@ fn session_error(error: SessionError) -> ApiError {
         ),
         SessionError::Csrf(why) => ApiError::new(StatusCode::FORBIDDEN, "csrf_refused", why),
         SessionError::Store(e) => ApiError::from(crate::domain::Error::from(e)),
-        SessionError::Limited(retry_after) => {
-            ApiError::from(crate::domain::Error::RateLimited { retry_after })
-        }
     }
 }
 
-/// The session of `headers`, if the request carries the cookie. A cookie that names no session
-/// spends a token of the client's 404 budget, as an unknown code does, and a client past its
-/// budget is refused before the store is asked: made-up cookies cost the store a bounded
-/// number of reads per client.
-async fn session_of(
-    state: &HttpState,
-    signin: &SignIn,
-    headers: &HeaderMap,
-) -> Option<Result<Session, SessionError>> {
+/// The session of `headers`, if the request carries the cookie. A cookie the deployment did not
+/// issue is refused without a store read ([`crate::signin::SessionTags`]), so no budget stands
+/// between a client and its session: a person behind an address that has spent its 404 budget
+/// still reaches the console.
+async fn session_of(signin: &SignIn, headers: &HeaderMap) -> Option<Result<Session, SessionError>> {
     let value = cookie(headers, &cookie_name(signin, "session"))?;
-    // The client of the request being served, keyed as its 404 budget is.
-    let client = crate::audit::client()
-        .map(|ip| crate::limits::client_key(ip, state.client_policy.ipv6_prefix));
-    if let Some(client) = client
-        && state.limits.any_404_budget_spent()
-        && let Some(retry_after) = state.limits.refused_before_lookup(client)
-    {
-        return Some(Err(SessionError::Limited(retry_after)));
-    }
-    let found = signin.session(value).await;
-    if let (Err(SessionError::Unauthenticated), Some(client)) = (&found, client)
-        && let Err(retry_after) = state.limits.not_found(client)
-    {
-        return Some(Err(SessionError::Limited(retry_after)));
-    }
-    Some(found)
+    Some(signin.session(value).await)
 }
 
 async fn checked(
@@ -134,7 +112,7 @@ async fn checked(
     headers: &HeaderMap,
 ) -> Result<(Arc<SignIn>, Session), ApiError> {
     let signin = Arc::clone(enabled(state)?);
-    let session = session_of(state, &signin, headers)
+    let session = session_of(&signin, headers)
         .await
         .unwrap_or(Err(SessionError::Unauthenticated))
         .map_err(session_error)?;
@@ -157,7 +135,7 @@ pub async fn whoami(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> 
     let Some(signin) = &state.signin else {
         return no_store(axum::Json(serde_json::json!({ "oidc": false })).into_response());
     };
-    let session = match session_of(&state, signin, &headers).await {
+    let session = match session_of(signin, &headers).await {
         None | Some(Err(SessionError::Unauthenticated)) => {
             return no_store(
                 axum::Json(serde_json::json!({ "oidc": true, "signed_in": false })).into_response(),
@@ -262,7 +240,7 @@ pub async fn api_session(
     if headers.contains_key(header::AUTHORIZATION) {
         return None;
     }
-    let session = match session_of(state, signin, headers).await? {
+    let session = match session_of(signin, headers).await? {
         Ok(session) => session,
         Err(e) => return Some(Err(session_error(e).into_response())),
     };

@@ -11,6 +11,7 @@ mod capped_race;
 mod issuer;
 mod provider;
 mod tables;
+mod tagged;
 
 use crate::helpers::Node;
 use reqwest::StatusCode;
