@@ -24,7 +24,7 @@ use servers::{Listeners, Servers};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tasks::{Intervals, Tasks};
+use tasks::{Intervals, Stopped, Tasks};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -202,10 +202,24 @@ impl App {
         let drain = config.drain();
         tracing::info!(?drain, "shutting down: readiness off, draining");
         servers.drain(&node, drain).await;
-        tasks.stop(TASK_STOP).await;
+        let stopped = tasks.stop(TASK_STOP).await;
         servers.stop_admin().await;
-        // The last click flush is written: the next node on this data directory may start.
-        drop(release);
+        match stopped {
+            // The last click flush is written: the next node on this data directory may start.
+            Stopped::Ended => drop(release),
+            Stopped::Aborted => {
+                // A write an aborted task handed over may still be queued: let it land first.
+                node.store.settle().await;
+                drop(release);
+            }
+            Stopped::Running => {
+                // A task that may still write keeps the file this process's until it exits.
+                tracing::warn!(
+                    "a background task is still running; the data directory stays locked until this process exits"
+                );
+                std::mem::forget(release);
+            }
+        }
         Ok(())
     }
 }

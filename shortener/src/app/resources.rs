@@ -207,12 +207,18 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 yourls_tokens,
                 session_tags,
             } = code_space(config, Some(&dir.join(KEY_FILE)))?;
-            let sqlite = SqliteStore::open(
-                &dir.join(DB_FILE),
+            // On a blocking thread: the open waits up to seconds for another process to let
+            // go of the file's one-writer lock, which must not hold up a runtime thread.
+            let (path, opened_space, batch) = (
+                dir.join(DB_FILE),
                 Arc::clone(&space),
                 config.store.write_batch,
-            )
-            .context("open the SQLite store")?;
+            );
+            let sqlite =
+                tokio::task::spawn_blocking(move || SqliteStore::open(&path, opened_space, batch))
+                    .await
+                    .context("open the SQLite store")?
+                    .context("open the SQLite store")?;
             sqlite.migrate().await.context("apply SQLite migrations")?;
             let (api_keys, default_api_key) =
                 load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;

@@ -129,11 +129,55 @@ impl Tasks {
     }
 
     /// Stops every task and waits for each up to `bound`; the visits' flushes write what is
-    /// pending before they end.
-    pub(super) async fn stop(self, bound: Duration) {
+    /// pending before they end. A task still running past its bound is aborted and waited for
+    /// up to `bound` again ([`stop_all`]).
+    pub(super) async fn stop(self, bound: Duration) -> Stopped {
         self.stop.cancel();
-        for handle in self.handles {
-            let _ = tokio::time::timeout(bound, handle).await;
+        stop_all(self.handles, bound).await
+    }
+}
+
+/// How the background tasks ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stopped {
+    /// Every task ended on its own: what each wrote, it waited for.
+    Ended,
+    /// Some had to be aborted: a write one of them handed to the store before it was aborted
+    /// may still be on its way.
+    Aborted,
+    /// Some are still running even aborted (held in code that does not yield): they may write
+    /// yet.
+    Running,
+}
+
+/// Waits up to `bound` for each of `handles` (already told to stop), aborting and waiting up to
+/// `bound` again for one that has not ended.
+async fn stop_all(handles: Vec<JoinHandle<()>>, bound: Duration) -> Stopped {
+    let mut stopped = Stopped::Ended;
+    for mut handle in handles {
+        if tokio::time::timeout(bound, &mut handle).await.is_ok() {
+            continue;
+        }
+        tracing::warn!(
+            ?bound,
+            "a background task did not stop in time; aborting it"
+        );
+        handle.abort();
+        if tokio::time::timeout(bound, handle).await.is_ok() {
+            stopped = stopped.max_with(Stopped::Aborted);
+        } else {
+            stopped = Stopped::Running;
+        }
+    }
+    stopped
+}
+
+impl Stopped {
+    fn max_with(self, other: Stopped) -> Stopped {
+        match (self, other) {
+            (Stopped::Running, _) | (_, Stopped::Running) => Stopped::Running,
+            (Stopped::Aborted, _) | (_, Stopped::Aborted) => Stopped::Aborted,
+            _ => Stopped::Ended,
         }
     }
 }
@@ -159,5 +203,38 @@ async fn clean_search_index(store: crate::store::Store, stop: CancellationToken)
                 SEARCH_INDEX_RETRY
             }
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task that ends when told, one that never looks (aborted), and one held in blocking code
+    /// until the test lets it go (still running when the wait ends).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_task_that_will_not_stop_is_aborted_and_one_that_cannot_is_reported() {
+        let bound = Duration::from_millis(100);
+        let stop = CancellationToken::new();
+        let polite = tokio::spawn({
+            let stop = stop.clone();
+            async move { stop.cancelled().await }
+        });
+        stop.cancel();
+        assert_eq!(stop_all(vec![polite], bound).await, Stopped::Ended);
+
+        let deaf = tokio::spawn(std::future::pending::<()>());
+        assert_eq!(stop_all(vec![deaf], bound).await, Stopped::Aborted);
+
+        let (started, running) = tokio::sync::oneshot::channel();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let stuck = tokio::spawn(async move {
+            let _ = started.send(());
+            let _ = held.recv();
+        });
+        running.await.expect("the stuck task started");
+        let deaf = tokio::spawn(std::future::pending::<()>());
+        assert_eq!(stop_all(vec![deaf, stuck], bound).await, Stopped::Running);
+        release.send(()).expect("let the stuck task go");
     }
 }

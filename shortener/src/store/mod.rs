@@ -79,6 +79,15 @@ impl Store {
             sqlite.release();
         }
     }
+
+    /// Returns once the writes handed to the store before the call have landed (the embedded
+    /// writer's queue, [`SqliteStore::settle`]); at once on PostgreSQL, whose writes each caller
+    /// waits for on its own connection.
+    pub async fn settle(&self) {
+        if let Store::Sqlite(sqlite) = self {
+            sqlite.settle().await;
+        }
+    }
 }
 
 /// Runs the same call on whichever backend `store` holds: the one place that looks at the

@@ -161,6 +161,12 @@ impl SqliteStore {
         *lock = None;
     }
 
+    /// Returns once every write handed to the writer before the call has landed (a round of
+    /// its own behind them, covered by an fsync); a writer that has stopped has nothing left.
+    pub async fn settle(&self) {
+        let _ = self.writer.run(|_| Ok(())).await;
+    }
+
     /// Runs `f` on the writer connection, as a transaction of its own on the writer thread;
     /// returns once an fsync covers it.
     async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
