@@ -1,8 +1,8 @@
 //! Session cookies carry a tag only the deployment can make: a made-up cookie is refused without
 //! a read of the sessions table, and so no 404 budget stands between a client and the console.
 //! A person whose address has spent its budget on unknown codes still reaches their session,
-//! and made-up cookies are answered `401` however many come (never `429`), while a lock held on
-//! the table shows they never wait for it.
+//! made-up cookies are answered `401` however many come (never `429`) and spend none of that
+//! budget, and a lock held on the table shows they never wait for it.
 
 use super::me;
 use super::tables::{sign_in, small_404_budget, whoami};
@@ -61,6 +61,16 @@ async fn a_session_outlives_its_addresss_404_budget_and_made_up_cookies_are_neve
     let session = sign_in(&node, &issuer, &key, &["link-editors"]).await;
     assert_eq!(answers(&node, &session).await, (true, StatusCode::OK));
 
+    // Made-up cookies, more than the budget of four, leave the address's budget as it was.
+    for (what, cookie) in made_up(&session) {
+        assert_eq!(
+            answers(&node, &cookie).await,
+            (false, StatusCode::UNAUTHORIZED),
+            "{what}"
+        );
+    }
+    let (status, _) = node.location("nope-first").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "the 404 budget is untouched");
     spend_404_budget(&node).await;
     assert_eq!(
         answers(&node, &session).await,
