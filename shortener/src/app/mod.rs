@@ -52,6 +52,23 @@ impl Drop for Release {
     }
 }
 
+/// Lets go of the store's hold once the writes handed to it have landed ([`Store::settle`],
+/// within [`TASK_STOP`]): the next node or tool on the data directory may start. A store that
+/// does not settle in time keeps the hold until the process exits.
+async fn let_go(store: &crate::store::Store, release: Release) {
+    if tokio::time::timeout(TASK_STOP, store.settle())
+        .await
+        .is_ok()
+    {
+        drop(release);
+    } else {
+        tracing::warn!(
+            "the store's writer did not settle; the data directory stays locked until this process exits"
+        );
+        std::mem::forget(release);
+    }
+}
+
 /// The bound addresses: public HTTP always, gRPC and admin unless turned off.
 #[derive(Debug, Clone, Copy)]
 struct Addrs {
@@ -205,19 +222,30 @@ impl App {
         let stopped = tasks.stop(TASK_STOP).await;
         servers.stop_admin().await;
         match stopped {
-            // The last click flush is written: the next node on this data directory may start.
-            Stopped::Ended => drop(release),
-            Stopped::Aborted => {
-                // A write an aborted task handed over may still be queued: let it land first.
-                node.store.settle().await;
-                drop(release);
+            Stopped::Ended { aborted } => {
+                if aborted > 0 {
+                    let pending = node.visits.clicks().pending_codes();
+                    tracing::warn!(
+                        aborted,
+                        pending_click_codes = pending,
+                        "background tasks were aborted at stop; click counts they had not written are lost"
+                    );
+                }
+                let_go(&node.store, release).await;
             }
-            Stopped::Running => {
-                // A task that may still write keeps the file this process's until it exits.
+            Stopped::Running(handles) => {
+                // A task that may still write keeps the file this process's until it ends.
                 tracing::warn!(
-                    "a background task is still running; the data directory stays locked until this process exits"
+                    tasks = handles.len(),
+                    "background tasks are still running; the data directory stays locked until they end or this process exits"
                 );
-                std::mem::forget(release);
+                let store = node.store.clone();
+                tokio::spawn(async move {
+                    for handle in handles {
+                        let _ = handle.await;
+                    }
+                    let_go(&store, release).await;
+                });
             }
         }
         Ok(())

@@ -138,22 +138,23 @@ impl Tasks {
 }
 
 /// How the background tasks ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stopped {
-    /// Every task ended on its own: what each wrote, it waited for.
-    Ended,
-    /// Some had to be aborted: a write one of them handed to the store before it was aborted
-    /// may still be on its way.
-    Aborted,
+    /// Every task ended, on its own or aborted. One aborted may have handed a write to the
+    /// store that has not landed yet.
+    Ended {
+        /// How many had to be aborted.
+        aborted: usize,
+    },
     /// Some are still running even aborted (held in code that does not yield): they may write
-    /// yet.
-    Running,
+    /// yet. Their handles, to wait for.
+    Running(Vec<JoinHandle<()>>),
 }
 
 /// Waits up to `bound` for each of `handles` (already told to stop), aborting and waiting up to
 /// `bound` again for one that has not ended.
 async fn stop_all(handles: Vec<JoinHandle<()>>, bound: Duration) -> Stopped {
-    let mut stopped = Stopped::Ended;
+    let mut aborted = 0;
+    let mut running = Vec::new();
     for mut handle in handles {
         if tokio::time::timeout(bound, &mut handle).await.is_ok() {
             continue;
@@ -163,22 +164,15 @@ async fn stop_all(handles: Vec<JoinHandle<()>>, bound: Duration) -> Stopped {
             "a background task did not stop in time; aborting it"
         );
         handle.abort();
-        if tokio::time::timeout(bound, handle).await.is_ok() {
-            stopped = stopped.max_with(Stopped::Aborted);
-        } else {
-            stopped = Stopped::Running;
+        aborted += 1;
+        if tokio::time::timeout(bound, &mut handle).await.is_err() {
+            running.push(handle);
         }
     }
-    stopped
-}
-
-impl Stopped {
-    fn max_with(self, other: Stopped) -> Stopped {
-        match (self, other) {
-            (Stopped::Running, _) | (_, Stopped::Running) => Stopped::Running,
-            (Stopped::Aborted, _) | (_, Stopped::Aborted) => Stopped::Aborted,
-            _ => Stopped::Ended,
-        }
+    if running.is_empty() {
+        Stopped::Ended { aborted }
+    } else {
+        Stopped::Running(running)
     }
 }
 
@@ -214,17 +208,19 @@ mod tests {
     /// until the test lets it go (still running when the wait ends).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_task_that_will_not_stop_is_aborted_and_one_that_cannot_is_reported() {
-        let bound = Duration::from_millis(100);
+        let bound = Duration::from_secs(1);
         let stop = CancellationToken::new();
         let polite = tokio::spawn({
             let stop = stop.clone();
             async move { stop.cancelled().await }
         });
         stop.cancel();
-        assert_eq!(stop_all(vec![polite], bound).await, Stopped::Ended);
+        let ended = stop_all(vec![polite], bound).await;
+        assert!(matches!(ended, Stopped::Ended { aborted: 0 }));
 
         let deaf = tokio::spawn(std::future::pending::<()>());
-        assert_eq!(stop_all(vec![deaf], bound).await, Stopped::Aborted);
+        let ended = stop_all(vec![deaf], bound).await;
+        assert!(matches!(ended, Stopped::Ended { aborted: 1 }));
 
         let (started, running) = tokio::sync::oneshot::channel();
         let (release, held) = std::sync::mpsc::channel::<()>();
@@ -234,7 +230,13 @@ mod tests {
         });
         running.await.expect("the stuck task started");
         let deaf = tokio::spawn(std::future::pending::<()>());
-        assert_eq!(stop_all(vec![deaf, stuck], bound).await, Stopped::Running);
+        let Stopped::Running(left) = stop_all(vec![deaf, stuck], bound).await else {
+            panic!("the stuck task is still running");
+        };
+        assert_eq!(left.len(), 1, "only the stuck one is left");
         release.send(()).expect("let the stuck task go");
+        for handle in left {
+            let _ = handle.await;
+        }
     }
 }

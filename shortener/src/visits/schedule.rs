@@ -61,7 +61,7 @@ impl Visits {
                         analytics.flush(&store).await;
                     }
                 };
-                tokio::join!(self.clicks.flush(&store), last_rollups);
+                tokio::join!(self.clicks.flush_last(&store), last_rollups);
                 // A request the drain's bound let through after the hand-over leaves its
                 // rollup count in a word that the totals' last take hands to the aggregator,
                 // after the rollups' last flush took it: one more flush writes those.

@@ -24,8 +24,18 @@ impl ClickRecorder {
     /// A flush begun while another runs (the periodic one, say) waits for it: on return, every
     /// count recorded before the call is written, or kept after a failure.
     pub async fn flush(&self, store: &Store) {
+        self.flush_paced(store, FLUSH_PACE).await;
+    }
+
+    /// [`ClickRecorder::flush`] without the pause between chunks: the last flush at stop, when
+    /// no request is left to interleave with and the stop's bound is what counts.
+    pub async fn flush_last(&self, store: &Store) {
+        self.flush_paced(store, Duration::ZERO).await;
+    }
+
+    async fn flush_paced(&self, store: &Store, pace: Duration) {
         let _one_at_a_time = self.flushing.lock().await;
-        let written = self.write_chunks(store).await;
+        let written = self.write_chunks(store, pace).await;
         if lock(&self.in_doubt).is_some() {
             self.fold_held();
         }
@@ -57,7 +67,7 @@ impl ClickRecorder {
     /// chunk is kept in doubt ([`ClickRecorder::in_doubt`]), the rest of the shard it was cut
     /// from put back, and the flush ends: the shards not yet taken keep their counts for the
     /// next one.
-    async fn write_chunks(&self, store: &Store) -> bool {
+    async fn write_chunks(&self, store: &Store, pace: Duration) -> bool {
         let mut written = false;
         let doubted = lock(&self.in_doubt).take();
         if let Some((mark, chunk)) = doubted {
@@ -76,8 +86,8 @@ impl ClickRecorder {
             if chunk.is_empty() {
                 return written;
             }
-            if written {
-                tokio::time::sleep(FLUSH_PACE).await;
+            if written && !pace.is_zero() {
+                tokio::time::sleep(pace).await;
             }
             let chunk: ClickRows = chunk.into();
             let mark = self.batches.next();

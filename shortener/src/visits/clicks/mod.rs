@@ -157,6 +157,12 @@ impl ClickRecorder {
         slots as u64 * SLOT_BYTES + self.held.get().map_or(0, |held| held.bytes())
     }
 
+    /// How many codes hold pending counts in the map now (not counting those cached links
+    /// hold, [`TakeHeld`]).
+    pub fn pending_codes(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
     /// [`ClickRecorder::bytes`] at the bound: a hash table holding `max_pending` codes has up
     /// to twice as many slots, and while a flush writes a shard the next interval's map is
     /// already filling (about as many again, covered by the same factor).
