@@ -6,6 +6,7 @@
 //! else through the axum router. Domain errors become responses in one place ([`ApiError`]).
 
 mod api;
+mod body;
 pub mod branded;
 mod compat;
 pub mod console;

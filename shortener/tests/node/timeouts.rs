@@ -129,3 +129,54 @@ async fn a_slowly_sent_body_is_not_cut_by_the_header_timeout() {
     assert_eq!(status, 201, "{answer}");
     assert!(answer.contains("https://example.com/slow-body"), "{answer}");
 }
+
+/// Sends a request head announcing a body of 200 bytes on a new connection to `node`, then 20 of
+/// them and nothing more: the answer, read within `within`.
+async fn trickle(node: &Node, head: &str, within: Duration) -> Option<(u16, String)> {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = connect(node).await;
+    let head = format!(
+        "{head}\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: 200\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    stream
+        .write_all(b"password=abcdefghijk")
+        .await
+        .expect("a part of the body");
+    tokio::time::timeout(within, read_response(&mut stream))
+        .await
+        .expect("an answer before the test's own deadline")
+}
+
+/// Bodies read before the request is authenticated (a YOURLS form, which may carry its
+/// signature; a protected link's password form) must arrive within their deadline: a client
+/// that sends part of one and stalls gets a refusal saying so, not a connection held for good.
+/// (An authenticated API body is another matter: `a_slowly_sent_body_is_not_cut_by_the_header_timeout`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_form_that_never_arrives_in_full_is_refused_at_its_deadline() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("trickle");
+    config.compat.compat = vec!["yourls".into()];
+    let node = Node::start(config).await;
+    let (status, link) = node
+        .create(
+            serde_json::json!({ "url": "https://example.com/locked", "password": "correct horse" }),
+        )
+        .await;
+    assert_eq!(status, 201, "{link}");
+    let code = link["code"].as_str().expect("a code").to_string();
+    // The test's own bound: the deadline (10 s) and a loaded machine's margin.
+    let within = Duration::from_secs(30);
+    let unlock = format!("POST /{code} HTTP/1.1");
+    let (yourls, protected) = tokio::join!(
+        trickle(&node, "POST /yourls-api.php HTTP/1.1", within),
+        trickle(&node, &unlock, within),
+    );
+    let (status, body) = yourls.expect("the YOURLS endpoint answered");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("did not arrive within 10 seconds"), "{body}");
+    let (status, body) = protected.expect("the protected link answered");
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("took too long"), "{body}");
+}

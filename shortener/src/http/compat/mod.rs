@@ -106,9 +106,11 @@ impl Params {
                         .to_ascii_lowercase()
                 })
                 .unwrap_or_default();
-            let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
+            // Read before the request is authenticated (a signature may be in it): bounded in
+            // time as well as size.
+            let bytes = crate::http::body::read_public(body, MAX_FORM_BYTES)
                 .await
-                .map_err(|_| format!("the request body exceeds {MAX_FORM_BYTES} bytes"))?;
+                .map_err(|unread| unread.message(MAX_FORM_BYTES))?;
             if media == "application/x-www-form-urlencoded" {
                 pairs.extend(url::form_urlencoded::parse(&bytes).into_owned());
             } else if !bytes.is_empty() {

@@ -20,6 +20,7 @@
 use super::super::HttpState;
 use super::{Seen, Target, count_visit, gone};
 use crate::domain::PasswordHash;
+use crate::http::body::Unread;
 use crate::limits::CheckRefused;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -222,18 +223,23 @@ pub(super) async fn unlock(
                 .trim()
                 .eq_ignore_ascii_case("application/x-www-form-urlencoded")
         });
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_FORM).await else {
-        return (
-            refuse(
-                code,
-                json,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                "The form is too large.",
-                None,
-            ),
-            "refused",
-        );
+    let bytes = match crate::http::body::read_public(body, MAX_FORM).await {
+        Ok(bytes) => bytes,
+        Err(unread) => {
+            let (status, error, message) = match unread {
+                Unread::TooLarge => (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    "The form is too large.",
+                ),
+                Unread::TooSlow => (
+                    StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    "The form took too long to arrive.",
+                ),
+            };
+            return (refuse(code, json, status, error, message, None), "refused");
+        }
     };
     let password = form_type.then(|| password_field(&bytes)).flatten();
     let right = match password {
