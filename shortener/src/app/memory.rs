@@ -48,9 +48,9 @@ pub(super) fn account(gauges: &MemoryGauges, parts: Accounted<'_>) {
         visits.clicks().bytes()
     });
     let visits = Arc::clone(parts.visits);
-    let aggregator = visits.analytics().aggregator();
-    gauges.register("analytics_counters", aggregator.budget(), move || {
-        visits.analytics().aggregator().bytes()
+    let budget = visits.analytics().budget();
+    gauges.register("analytics_counters", budget, move || {
+        visits.analytics().bytes()
     });
     let domains = Arc::clone(parts.domains);
     gauges.register("domain_cache", domains.cache().memory().1, move || {

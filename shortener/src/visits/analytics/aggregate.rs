@@ -414,6 +414,9 @@ impl Aggregator {
                 }
             }
             self.entries.fetch_sub(units_taken, Ordering::Relaxed);
+            // A drained table keeps its slots: let them go, or a burst's tables would stay
+            // allocated (and out of [`Aggregator::bytes`]) through every quiet interval after.
+            shard.shrink_to_fit();
         }
         self.tenants
             .lock()

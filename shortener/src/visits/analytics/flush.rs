@@ -6,7 +6,7 @@ use super::Analytics;
 use super::aggregate::Taken;
 use crate::store::{BatchMark, RollupRow, RollupRows, Store, VisitStore};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Rows per store write of a flush.
 const FLUSH_BATCH: usize = 1000;
@@ -47,6 +47,7 @@ impl Analytics {
             }
         }
         let taken = sorted(self.aggregator.take()).await;
+        let _held = TakenHeld::new(&self.taken_bytes, &taken);
         let mut rest = taken.into_iter().peekable();
         while rest.peek().is_some() {
             let chunk: Vec<Taken> = rest.by_ref().take(FLUSH_BATCH).collect();
@@ -109,6 +110,26 @@ const SORTED_IN_PLACE: usize = 4096;
 /// places. A node's hundred thousand counters take tens of milliseconds to sort, which the
 /// requests waiting on the flush's thread would wait through: they are sorted on a blocking
 /// thread, and, should that thread not run them, here after all (nothing is lost either way).
+/// What one counter costs in a flush's hands ([`Taken`]).
+pub(super) const TAKEN_BYTES: u64 = std::mem::size_of::<Taken>() as u64;
+
+/// The bytes of what a flush took, shown in [`Analytics::bytes`] until the flush ends, however
+/// it ends.
+struct TakenHeld<'a>(&'a AtomicU64);
+
+impl<'a> TakenHeld<'a> {
+    fn new(bytes: &'a AtomicU64, taken: &[Taken]) -> Self {
+        bytes.store(taken.len() as u64 * TAKEN_BYTES, Ordering::Relaxed);
+        Self(bytes)
+    }
+}
+
+impl Drop for TakenHeld<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
+
 async fn sorted(taken: Vec<Taken>) -> Vec<Taken> {
     fn sort(taken: &mut [Taken]) {
         taken.sort_unstable_by(|a, b| (&a.code, a.hour, &a.cell).cmp(&(&b.code, b.hour, &b.cell)));

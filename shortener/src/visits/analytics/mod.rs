@@ -92,6 +92,8 @@ pub struct Analytics {
     in_doubt: std::sync::Mutex<Option<flush::Doubted>>,
     /// Batches sent again after a write in doubt, since start.
     pub resent: AtomicU64,
+    /// Bytes of the counters the flush in progress took and has not finished writing.
+    taken_bytes: AtomicU64,
     /// The cached links whose words stand for rollup counts
     /// ([`PendingClicks`](super::clicks::PendingClicks)), handed over before each flush.
     held: OnceLock<Weak<dyn HandOver>>,
@@ -111,8 +113,22 @@ impl Analytics {
             batches: crate::store::BatchSequence::new(crate::store::FlushStream::Rollups),
             in_doubt: std::sync::Mutex::new(None),
             resent: AtomicU64::new(0),
+            taken_bytes: AtomicU64::new(0),
             held: OnceLock::new(),
         }
+    }
+
+    /// Bytes the counters hold now: those the aggregator holds ([`Aggregator::bytes`]) and
+    /// those a flush in progress took and is still writing.
+    pub fn bytes(&self) -> u64 {
+        self.aggregator.bytes() + self.taken_bytes.load(Ordering::Relaxed)
+    }
+
+    /// [`Analytics::bytes`] at the bound: the aggregator at its ceiling, and as many counters
+    /// again in a flush's hands (the aggregator fills up again while a flush writes what it
+    /// took).
+    pub fn budget(&self) -> u64 {
+        self.aggregator.budget() + self.settings.max_entries as u64 * flush::TAKEN_BYTES
     }
 
     /// Takes the rollup counts of the links `held` lists into the aggregator before every

@@ -175,3 +175,42 @@ async fn cached_links_words_are_taken_while_a_batch_in_doubt_keeps_failing() {
         stats(&node, &path).await.1
     );
 }
+
+/// While a rollups flush writes what it took, the aggregator is empty and fills again beside it:
+/// the `analytics_counters` gauge counts what the flush holds until it ends, then only what the
+/// aggregator holds again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gauge_counts_what_a_rollups_flush_holds_while_it_writes() {
+    let stack = Stack::new(Backend::Postgres).await;
+    // Neither flush runs by itself: the test calls the rollups' flush.
+    let (node, proxy) = proxied(&stack, "taken-gauge", 50_000, 50_000).await;
+    let code = node.create_url("https://example.com/taken").await;
+    visit(&node, &code, 3).await;
+    assert_eq!(
+        aggregated(&node).await,
+        0.0,
+        "the visits wait in the cached link"
+    );
+    // The database stops answering: the flush takes the counters and waits on its write.
+    proxy.set_mode(testkit::proxy::Mode::Blackhole);
+    let flush = tokio::spawn({
+        let app = std::sync::Arc::clone(&node.app);
+        async move { app.visits.analytics().flush(&app.store).await }
+    });
+    let analytics = node.app.visits.analytics();
+    assert!(
+        testkit::wait_until(Duration::from_secs(10), || async {
+            analytics.aggregator().entries() == 0 && aggregated(&node).await > 0.0
+        })
+        .await,
+        "the counters a flush holds are not on the gauge: {}",
+        aggregated(&node).await
+    );
+    proxy.set_mode(testkit::proxy::Mode::Open);
+    let _ = flush.await.expect("the flush ends");
+    assert_eq!(
+        aggregated(&node).await,
+        analytics.aggregator().bytes() as f64,
+        "once the flush ends, the gauge is the aggregator's again"
+    );
+}

@@ -94,6 +94,12 @@ fn hosts_past_the_limit_fold_into_other_and_the_ceiling_drops() {
     let taken = sorted_take(&agg);
     assert_eq!(agg.entries(), 0);
     assert_eq!(agg.bytes(), 0);
+    assert!(
+        agg.shards
+            .iter()
+            .all(|s| s.lock().expect("shard").capacity() == 0),
+        "a take lets go of the tables it emptied"
+    );
     let summary: Vec<(&str, i64, &str, u64)> = taken
         .iter()
         .map(|t| {
