@@ -30,7 +30,7 @@ pub struct Rate {
     pub burst: u32,
 }
 
-/// Heap bytes of an API key or a code held as a limiter's key, estimated (their usual length,
+/// Heap bytes of an API key held as a limiter's key, estimated (its usual length,
 /// rounded up to the allocator's size class).
 const KEY_TEXT_HEAP: u64 = 48;
 
@@ -40,7 +40,11 @@ pub struct Limits {
     spent: Spent,
     create: Keyed<String>,
     read: Keyed<String>,
-    password: Keyed<(IpAddr, String)>,
+    /// Keyed by the client and a hash of the link's key (a branded host and alias run to
+    /// hundreds of bytes): every entry costs the same, whatever the link.
+    password: Keyed<(IpAddr, u64)>,
+    /// The seed of those hashes, random per node.
+    password_keys: foldhash::fast::RandomState,
     password_checks: PasswordChecks,
 }
 
@@ -71,7 +75,8 @@ impl Limits {
             spent: Spent::default(),
             create: Keyed::new(quota(create), max_clients, KEY_TEXT_HEAP),
             read: Keyed::new(quota(read), max_clients, KEY_TEXT_HEAP),
-            password: Keyed::new(Quota::per_minute(attempts), max_clients, KEY_TEXT_HEAP),
+            password: Keyed::new(Quota::per_minute(attempts), max_clients, 0),
+            password_keys: foldhash::fast::RandomState::default(),
             password_checks: PasswordChecks::new(CheckBounds::for_this_machine()),
         }
     }
@@ -107,7 +112,9 @@ impl Limits {
 
     /// Takes one token for a password attempt by `client` on `code`.
     pub fn password_attempt(&self, client: IpAddr, code: &str) -> Result<(), Duration> {
-        self.password.check(&(client, code.to_string()))
+        use std::hash::BuildHasher;
+        self.password
+            .check(&(client, self.password_keys.hash_one(code)))
     }
 
     /// Takes one token for an API read by `key`.
@@ -204,6 +211,49 @@ mod tests {
         assert!(
             limits.read("k").is_err(),
             "reads have a bucket of their own"
+        );
+    }
+
+    /// Password attempts are counted per client and link, and a link on a long branded host
+    /// costs its entry no more than a short code does.
+    #[test]
+    fn password_attempts_cost_the_same_whatever_the_links_key() {
+        let rate = Rate {
+            per_second: 1,
+            burst: 1,
+        };
+        let limits = Limits::new(rate, rate, rate, 2, 1000);
+        let bytes = |limits: &Limits| {
+            limits
+                .memory()
+                .iter()
+                .find(|(name, ..)| *name == "limits_password")
+                .map(|(_, used, _)| *used)
+                .expect("the password limiter")
+        };
+        let client: IpAddr = "10.0.0.1".parse().expect("ip");
+        let long = format!("{}.example/{}", "h".repeat(240), "a".repeat(60));
+        assert!(limits.password_attempt(client, "abc1234").is_ok());
+        let one = bytes(&limits);
+        assert!(limits.password_attempt(client, &long).is_ok());
+        assert_eq!(
+            bytes(&limits),
+            2 * one,
+            "the long key's entry costs the same"
+        );
+        assert!(limits.password_attempt(client, "abc1234").is_ok());
+        assert!(
+            limits.password_attempt(client, "abc1234").is_err(),
+            "two a minute per link"
+        );
+        assert!(
+            limits.password_attempt(client, &long).is_ok(),
+            "another link"
+        );
+        let other: IpAddr = "10.0.0.2".parse().expect("ip");
+        assert!(
+            limits.password_attempt(other, "abc1234").is_ok(),
+            "another client"
         );
     }
 }
