@@ -37,6 +37,16 @@ impl CompactCode {
         })
     }
 
+    /// Heap bytes the key holds besides itself: none for a code kept inline, the shared
+    /// string's allocation (its two counts and the bytes, rounded up to the allocator's
+    /// 16-byte steps) for a longer one.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.0 {
+            Repr::Inline { .. } => 0,
+            Repr::Heap(code) => (16 + code.len()).next_multiple_of(16),
+        }
+    }
+
     /// The code's bytes.
     pub fn as_bytes(&self) -> &[u8] {
         match &self.0 {

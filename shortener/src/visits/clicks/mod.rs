@@ -97,6 +97,9 @@ pub struct ClickRecorder {
     in_doubt: Mutex<Option<(BatchMark, ClickRows)>>,
     /// Chunks sent again after a write in doubt, since start.
     pub resent: AtomicU64,
+    /// Heap bytes of the map's keys too long to be held inline (aliases on branded hosts,
+    /// [`CompactCode::heap_bytes`]).
+    key_heap: AtomicU64,
 }
 
 impl Default for ClickRecorder {
@@ -123,6 +126,7 @@ impl ClickRecorder {
             batches: BatchSequence::new(FlushStream::Clicks),
             in_doubt: Mutex::new(None),
             resent: AtomicU64::new(0),
+            key_heap: AtomicU64::new(0),
         }
     }
 
@@ -154,7 +158,9 @@ impl ClickRecorder {
     /// the lists of holders with what they keep alive ([`TakeHeld::bytes`]).
     pub fn bytes(&self) -> u64 {
         let slots: usize = self.shards.iter().map(|s| lock(s).capacity()).sum();
-        slots as u64 * SLOT_BYTES + self.held.get().map_or(0, |held| held.bytes())
+        slots as u64 * SLOT_BYTES
+            + self.key_heap.load(Ordering::Relaxed)
+            + self.held.get().map_or(0, |held| held.bytes())
     }
 
     /// How many codes hold pending counts in the map now (not counting those cached links
@@ -185,7 +191,10 @@ impl ClickRecorder {
         if pending.len() + 1 == self.shard_bound {
             self.full.notify_one();
         }
-        pending.insert(CompactCode::new(code), more);
+        let key = CompactCode::new(code);
+        self.key_heap
+            .fetch_add(key.heap_bytes() as u64, Ordering::Relaxed);
+        pending.insert(key, more);
     }
 
     /// Counts one redirect of `code`.
@@ -233,6 +242,8 @@ impl ClickRecorder {
         let capacity = lock(&self.shards[index]).len();
         let empty = Pending::with_capacity_and_hasher(capacity, Default::default());
         let mut taken = std::mem::replace(&mut *lock(&self.shards[index]), empty);
+        let heap: usize = taken.keys().map(CompactCode::heap_bytes).sum();
+        self.key_heap.fetch_sub(heap as u64, Ordering::Relaxed);
         if let Some(held) = self.held.get() {
             held.take_shard(index, &mut |code, more| {
                 *taken.entry(code).or_default() += more;
@@ -254,9 +265,15 @@ impl ClickRecorder {
 
     fn restore(&self, rows: &[(CompactCode, ClickCounts)]) {
         for (code, more) in rows {
-            *lock(self.shard(code.as_str()))
-                .entry(code.clone())
-                .or_default() += *more;
+            let mut pending = lock(self.shard(code.as_str()));
+            match pending.entry(code.clone()) {
+                std::collections::hash_map::Entry::Occupied(mut held) => *held.get_mut() += *more,
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    self.key_heap
+                        .fetch_add(code.heap_bytes() as u64, Ordering::Relaxed);
+                    slot.insert(*more);
+                }
+            }
         }
     }
 }
@@ -279,6 +296,32 @@ impl Sample for ClickRecorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A key too long to be held inline (a branded host and alias) is weighed with its heap
+    /// bytes while pending, put back after a failed write as well, and not once taken.
+    #[test]
+    fn long_keys_are_weighed_with_their_heap_bytes() {
+        let recorder = ClickRecorder::default();
+        let slots = |r: &ClickRecorder| {
+            r.shards.iter().map(|s| lock(s).capacity()).sum::<usize>() as u64 * SLOT_BYTES
+        };
+        let long = format!("{}.example/summer-sale", "brand".repeat(40));
+        recorder.record("abc1234", VisitKind::Human);
+        assert_eq!(
+            recorder.bytes(),
+            slots(&recorder),
+            "an inline key has no heap"
+        );
+        recorder.record(&long, VisitKind::Human);
+        recorder.record(&long, VisitKind::Bot);
+        let heap = CompactCode::new(&long).heap_bytes() as u64;
+        assert!(heap > long.len() as u64, "{heap}");
+        assert_eq!(recorder.bytes(), slots(&recorder) + heap, "counted once");
+        let taken = recorder.take();
+        assert_eq!(recorder.bytes(), slots(&recorder), "taken, no longer held");
+        recorder.restore(&taken);
+        assert_eq!(recorder.bytes(), slots(&recorder) + heap, "put back");
+    }
 
     #[test]
     fn counts_accumulate_per_code() {
