@@ -171,14 +171,8 @@ impl Node {
             config, &store, &own_hosts, &rules, &targets, &admission, &audit,
         )?;
         let (domains, blocklist, api_keys) = (made.domains, made.blocklist, made.api_keys);
-        let signin = signin(
-            config,
-            &public,
-            &store,
-            admission.keys(),
-            made.roles,
-            resources.session_tags,
-        )?;
+        let (keys, tags) = (admission.keys(), resources.session_tags);
+        let signin = signin(config, &public, &store, keys, made.roles, tags)?;
         let parts = Accounted {
             limits: &limits,
             visits: &visits,
