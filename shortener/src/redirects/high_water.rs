@@ -16,40 +16,51 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// One read: the mark, or `None` when it bounds nothing (a failed read included).
-pub type Read = BoxFuture<'static, Option<i64>>;
+/// One read: the mark (`T`: the store's [`crate::store::Mark`]), or `None` when it bounds
+/// nothing (a failed read included).
+pub type Read<T> = BoxFuture<'static, Option<T>>;
 
 /// A read of the mark, shared by the requests that joined it.
-type Round = Shared<BoxFuture<'static, Option<i64>>>;
+type Round<T> = Shared<BoxFuture<'static, Option<T>>>;
 
 /// Coalesced, rate-bounded reads of the mark.
-pub struct HighWaterReads {
-    read: Arc<dyn Fn() -> Read + Send + Sync>,
+pub struct HighWaterReads<T: Clone> {
+    read: Arc<dyn Fn() -> Read<T> + Send + Sync>,
     interval: Duration,
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<State<T>>>,
     reads: Arc<AtomicU64>,
 }
 
-#[derive(Default)]
-struct State {
+struct State<T: Clone> {
     /// The read that has not started yet: every request that comes joins it.
-    pending: Option<Round>,
+    pending: Option<Round<T>>,
     /// The read under way, and when it started.
-    running: Option<(Instant, Round)>,
+    running: Option<(Instant, Round<T>)>,
     /// The last read that finished: when it started, and what it said.
-    last: Option<(Instant, Option<i64>)>,
+    last: Option<(Instant, Option<T>)>,
     /// When the last read started (the next one starts an interval later at the earliest).
     last_start: Option<Instant>,
 }
 
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+impl<T: Clone> Default for State<T> {
+    fn default() -> Self {
+        Self {
+            pending: None,
+            running: None,
+            last: None,
+            last_start: None,
+        }
+    }
+}
+
+fn lock<T: Clone>(state: &Mutex<State<T>>) -> MutexGuard<'_, State<T>> {
     // Every critical section leaves the state whole, so a poisoned lock is still consistent.
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl HighWaterReads {
+impl<T: Clone + Send + Sync + 'static> HighWaterReads<T> {
     /// Reads through `read`, at most `per_second` starts a second.
-    pub fn new(read: impl Fn() -> Read + Send + Sync + 'static, per_second: u32) -> Self {
+    pub fn new(read: impl Fn() -> Read<T> + Send + Sync + 'static, per_second: u32) -> Self {
         Self {
             read: Arc::new(read),
             interval: Duration::from_secs(1) / per_second.max(1),
@@ -64,14 +75,14 @@ impl HighWaterReads {
     }
 
     /// The mark as read by a read that started at or after `arrived`.
-    pub async fn after(&self, arrived: Instant) -> Option<i64> {
+    pub async fn after(&self, arrived: Instant) -> Option<T> {
         let round = {
             let mut state = lock(&self.state);
             match &*state {
                 State {
                     last: Some((started, value)),
                     ..
-                } if *started >= arrived => return *value,
+                } if *started >= arrived => return value.clone(),
                 State {
                     running: Some((started, round)),
                     ..
@@ -87,7 +98,7 @@ impl HighWaterReads {
     }
 
     /// Schedules the next read: after the one under way, and an interval after it started.
-    fn next_round(&self, state: &mut State) -> Round {
+    fn next_round(&self, state: &mut State<T>) -> Round<T> {
         let previous = state.running.as_ref().map(|(_, round)| round.clone());
         let shared = Arc::clone(&self.state);
         let (read, interval, reads) = (
@@ -115,8 +126,8 @@ impl HighWaterReads {
             let value = read().await;
             let mut state = lock(&shared);
             state.running = None;
-            if state.last.is_none_or(|(at, _)| at <= started) {
-                state.last = Some((started, value));
+            if state.last.as_ref().is_none_or(|(at, _)| *at <= started) {
+                state.last = Some((started, value.clone()));
             }
             value
         });
@@ -138,7 +149,7 @@ mod tests {
         took: Duration,
     }
 
-    fn reads(fake: &Arc<Fake>, per_second: u32) -> HighWaterReads {
+    fn reads(fake: &Arc<Fake>, per_second: u32) -> HighWaterReads<i64> {
         let fake = Arc::clone(fake);
         HighWaterReads::new(
             move || {

@@ -7,7 +7,7 @@ use super::high_water::HighWaterReads;
 use crate::domain::PasswordHash;
 use crate::domain::{Domain, Error};
 use crate::metrics::{Sample, Samples};
-use crate::store::{LinkStore, SlotBound, Store};
+use crate::store::{LinkStore, Mark, SlotBound, Store};
 use crate::targets::TargetRules;
 use crate::visits::clicks::{HandOver, HeldClicks, TakeHeld};
 use crate::visits::{Classified, VisitKind, Visits};
@@ -111,6 +111,9 @@ enum Bound {
     Impossible,
     /// It decodes to this ID, above the mark as last read: a fresh read of the mark decides.
     Above(i64),
+    /// It has the shape of a generated code but decodes to no ID, and no named row held such a
+    /// code as last read: a fresh read decides.
+    Undecodable,
 }
 
 /// Resolves codes for redirects.
@@ -123,7 +126,7 @@ pub struct Resolver {
     /// Cached links holding click counts a flush has yet to take.
     held: Arc<HeldClicks<Entry>>,
     counters: Arc<LookupCounters>,
-    high_water: HighWaterReads,
+    high_water: HighWaterReads<Mark>,
 }
 
 impl Resolver {
@@ -244,26 +247,30 @@ impl Resolver {
 
     /// What the slot high-water mark, as known without a read, says of `segment`.
     ///
-    /// Only a generated code that decodes to an ID (as a slot, `i64`) is bounded: every other
-    /// code (an alias, a private code, a legacy code no ID encodes to) is found by its code,
-    /// so the store is asked.
+    /// Only a code of generated shape is bounded: one that decodes to an ID (as a slot, `i64`)
+    /// by the mark, one that decodes to none by whether a named row holds such a code (only an
+    /// imported legacy code can). Every other code (an alias, a private code) is found by its
+    /// text, so the store is asked.
     fn bound(&self, segment: &str, kind: CodeKind) -> Bound {
         let bound = self.store.slot_bound();
-        if kind != CodeKind::Generated || bound == SlotBound::None {
-            return Bound::Ask;
-        }
-        let Some(id) = self
+        let (mark, exact) = match bound {
+            _ if kind != CodeKind::Generated => return Bound::Ask,
+            SlotBound::None => return Bound::Ask,
+            SlotBound::Exact(mark) => (mark, true),
+            SlotBound::Stale(mark) => (mark, false),
+        };
+        let id = self
             .space
             .decode(segment)
             .ok()
-            .and_then(|id| i64::try_from(id).ok())
-        else {
-            return Bound::Ask;
-        };
-        match bound {
-            SlotBound::Exact(mark) if id > mark => Bound::Impossible,
-            SlotBound::Stale(mark) if id > mark => Bound::Above(id),
-            _ => Bound::Ask,
+            .and_then(|id| i64::try_from(id).ok());
+        match id {
+            Some(id) if id <= mark.slot => Bound::Ask,
+            Some(_) if exact => Bound::Impossible,
+            Some(id) => Bound::Above(id),
+            None if mark.undecodable => Bound::Ask,
+            None if exact => Bound::Impossible,
+            None => Bound::Undecodable,
         }
     }
 
@@ -290,12 +297,16 @@ impl Resolver {
             Ok(resolution) => return Ok(resolution),
             Err(bound) => bound,
         };
-        if let Bound::Above(id) = bound {
+        if matches!(bound, Bound::Above(_) | Bound::Undecodable) {
             // A read that started after the request arrived counts every link committed
             // before it arrived (another node's included).
             let arrived = tokio::time::Instant::from_std(now);
             let mark = self.high_water.after(arrived).await;
-            if mark.is_some_and(|mark| id > mark) {
+            let refused = mark.is_some_and(|mark| match bound {
+                Bound::Above(id) => id > mark.slot,
+                _ => !mark.undecodable,
+            });
+            if refused {
                 return Ok(self.refuse());
             }
         }

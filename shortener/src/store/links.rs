@@ -2,7 +2,8 @@
 //! idempotency claims of creates.
 
 use super::{
-    DeleteOutcome, InsertOutcome, NewLink, SlotBound, Store, StoreError, TagOutcome, UpdateOutcome,
+    DeleteOutcome, InsertOutcome, Mark, NewLink, SlotBound, Store, StoreError, TagOutcome,
+    UpdateOutcome,
 };
 use crate::domain::{Event, Link, LinkPatch, ListQuery, Page, TagChange};
 use chrono::{DateTime, Utc};
@@ -121,11 +122,12 @@ pub trait LinkStore: Send + Sync {
     /// read (see [`SlotBound`]; docs/design.md, I9).
     fn slot_bound(&self) -> SlotBound;
 
-    /// The highest slot a row holds (`-1` for none), read by a statement that starts after
-    /// this call, on the primary: a row committed before the call is counted. `None` where rows
-    /// are not found by slot, so that no bound holds. What it reads also raises what
+    /// The highest slot a row holds (`-1` for none) and whether a named row holds an
+    /// undecodable code ([`Mark`]), read by statements that start after this call, on the
+    /// primary: a row committed before the call is counted. `None` where rows are not found by
+    /// slot, so that no bound holds. What it reads also raises what
     /// [`slot_bound`](Self::slot_bound) says.
-    fn read_high_water(&self) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
+    fn read_high_water(&self) -> impl Future<Output = Result<Option<Mark>, StoreError>> + Send;
 }
 
 impl Store {
@@ -228,7 +230,7 @@ impl LinkStore for Store {
         dispatch!(self, s => s.slot_bound())
     }
 
-    async fn read_high_water(&self) -> Result<Option<i64>, StoreError> {
+    async fn read_high_water(&self) -> Result<Option<Mark>, StoreError> {
         traced!(self, "SELECT", "links", s => s.read_high_water())
     }
 }

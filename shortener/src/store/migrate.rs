@@ -153,6 +153,11 @@ pub(crate) const POSTGRES: &[Migration] = &[
         name: "rollup events told again when late clicks change them",
         sql: include_str!("../../migrations/postgres/0028_rollup_revisions.sql"),
     },
+    Migration {
+        version: 29,
+        name: "named codes of generated shape that decode to no ID, found by length",
+        sql: include_str!("../../migrations/postgres/0029_undecodable_named_codes.sql"),
+    },
 ];
 
 /// The SQLite migrations, in order.
@@ -311,6 +316,11 @@ pub(crate) const SQLITE: &[Migration] = &[
         version: 31,
         name: "a link's audit entries by the ID its code decodes to",
         sql: include_str!("../../migrations/sqlite/0031_audit_link_slots.sql"),
+    },
+    Migration {
+        version: 32,
+        name: "whether a named code of generated shape decodes to no ID",
+        sql: include_str!("../../migrations/sqlite/0032_undecodable_named_codes.sql"),
     },
 ];
 

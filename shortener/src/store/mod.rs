@@ -31,7 +31,7 @@
 
 mod high_water;
 mod migrate;
-pub use high_water::{HighWater, SlotBound};
+pub use high_water::{HighWater, Mark, SlotBound, undecodable};
 pub use migrate::sqlite_migrations_after;
 pub mod model;
 pub mod postgres;

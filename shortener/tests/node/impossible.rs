@@ -1,13 +1,14 @@
 //! Codes that cannot exist are refused without a lookup (docs/design.md, I9): a generated code
 //! that decodes above every ID a stored code decodes to answers 404 without the store, on
 //! SQLite from the mark the one writer keeps, on PostgreSQL after a coalesced, rate-bounded
-//! read of `max(slot)` that started after the request. Links another node has just made, and
-//! imported legacy codes of generated shape, are never refused.
+//! read of `max(slot)` that started after the request. So is a code of generated shape that
+//! decodes to no ID while no imported legacy code is such a code. Links another node has just
+//! made, and imported legacy codes of generated shape, are never refused.
 
 use crate::helpers::{Backend, Node, Stack};
 use reqwest::StatusCode;
 use serde_json::json;
-use shortener::store::{LinkStore, SlotBound};
+use shortener::store::{LinkStore, Mark, SlotBound, undecodable};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -196,7 +197,7 @@ async fn a_link_made_on_another_node_above_the_mark_redirects_at_once() {
     for i in 0..20 {
         let url = format!("https://example.com/a/{i}");
         let code = a.create_url(&url).await;
-        let SlotBound::Stale(mark) = b.app.store.slot_bound() else {
+        let SlotBound::Stale(Mark { slot: mark, .. }) = b.app.store.slot_bound() else {
             panic!("a PostgreSQL node in the slot layout has a mark to read again");
         };
         assert!(
@@ -213,3 +214,78 @@ async fn a_link_made_on_another_node_above_the_mark_redirects_at_once() {
     }
     assert_eq!(refused(&b), 1, "a link of node A was refused");
 }
+
+/// `count` random eleven-character base62 codes that decode to no ID.
+fn undecodable_codes(node: &Node, count: usize) -> Vec<String> {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut codes = Vec::new();
+    while codes.len() < count {
+        let code: String = (0..11)
+            .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+            .collect();
+        if undecodable(&node.app.space, &code) {
+            codes.push(code);
+        }
+    }
+    codes
+}
+
+/// Codes of generated shape that decode to no ID (most random eleven-character ones) are
+/// refused without a lookup while no legacy code is one; once an import brings such a code,
+/// that code redirects at once, on this node and (PostgreSQL) another, or after a restart
+/// (SQLite), and codes of that kind are looked up from then on.
+async fn codes_that_decode_to_no_id_are_refused_until_a_legacy_one_is_imported(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let config = {
+        let mut config = stack.config("undecodable");
+        config.limits.not_found_rate = 1_000_000;
+        config.limits.not_found_burst = 1_000_000;
+        config
+    };
+    let node = Node::start(config.clone()).await;
+    node.create_url("https://example.com/made").await;
+    // Another PostgreSQL node reads the mark before the import: what it knows goes stale.
+    let other = match backend {
+        Backend::Postgres => Some(stack.node("other").await),
+        Backend::Sqlite => None,
+    };
+    let scan = undecodable_codes(&node, 100);
+    let (lookups, refusals) = (misses(&node), refused(&node));
+    all_answer(&node, &scan, StatusCode::NOT_FOUND).await;
+    assert_eq!(misses(&node), lookups, "an undecodable code was looked up");
+    assert_eq!(refused(&node), refusals + 100);
+    if let Some(other) = &other {
+        all_answer(other, &scan[..10], StatusCode::NOT_FOUND).await;
+        assert_eq!(refused(other), 10, "the other node refuses them too");
+    }
+
+    let legacy = undecodable_codes(&node, 1).remove(0);
+    let url = "https://example.com/legacy-11";
+    let rows = format!("{}\n", json!({ "url": url, "code": legacy }));
+    let (status, lines) = node.import("application/x-ndjson", rows, "").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(lines.last().expect("summary")["summary"]["created"], 1);
+    let check = async |node: &Node| {
+        assert_eq!(
+            node.location(&legacy).await,
+            (StatusCode::FOUND, Some(url.to_string())),
+            "/{legacy}"
+        );
+        // Another code of that kind is looked up now.
+        let (lookups, refusals) = (misses(node), refused(node));
+        let unknown = undecodable_codes(node, 1).remove(0);
+        assert_eq!(node.visit(&unknown).await.status(), StatusCode::NOT_FOUND);
+        assert_eq!(misses(node), lookups + 1, "{unknown} was not looked up");
+        assert_eq!(refused(node), refusals, "{unknown} was refused unread");
+    };
+    check(&node).await;
+    match (backend, other) {
+        (Backend::Postgres, Some(other)) => check(&other).await,
+        _ => {
+            node.stop().await;
+            let node = Node::start(config).await;
+            check(&node).await;
+        }
+    }
+}
+on_both_stores!(codes_that_decode_to_no_id_are_refused_until_a_legacy_one_is_imported);

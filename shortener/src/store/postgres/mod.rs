@@ -44,7 +44,7 @@ use super::{
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
     StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
-use super::{HighWater, SlotBound};
+use super::{HighWater, Mark, SlotBound, undecodable};
 use super::{KeyStore, NewApiKey, Retried, StoredApiKey};
 use super::{NewSession, SessionStore, StoredSession};
 use crate::domain::{
@@ -280,6 +280,8 @@ impl LinkStore for PgStore {
             // This node's own links need no read of the mark before they are served.
             if let Some(id) = id {
                 self.high_water.raise(id);
+            } else if undecodable(self.layout.space(), &link.code) {
+                self.high_water.note_undecodable();
             }
         }
         Ok(outcome)
@@ -294,6 +296,8 @@ impl LinkStore for PgStore {
                 self.wrote([], Some(&link.tenant));
                 if let Some(id) = new.id.and_then(|id| i64::try_from(id).ok()) {
                     self.high_water.raise(id);
+                } else if undecodable(self.layout.space(), &link.code) {
+                    self.high_water.note_undecodable();
                 }
             }
         }
@@ -429,7 +433,7 @@ impl LinkStore for PgStore {
 
     fn slot_bound(&self) -> SlotBound {
         if self.layout.by_slot() {
-            SlotBound::Stale(self.high_water.get())
+            SlotBound::Stale(self.high_water.mark())
         } else {
             SlotBound::None
         }
@@ -437,15 +441,15 @@ impl LinkStore for PgStore {
 
     /// `max(slot)` on the primary (a replica may not have replayed a row yet), in the slot
     /// layout only: in the code layout rows are found by code, and `slot` may not be indexed.
-    async fn read_high_water(&self) -> Result<Option<i64>, StoreError> {
+    async fn read_high_water(&self) -> Result<Option<Mark>, StoreError> {
         if !self.layout.by_slot() {
             return Ok(None);
         }
         let client = self.client().await?;
-        let slot = read::high_water(&client).await?;
-        self.high_water.raise(slot);
+        let mark = read::high_water(&client, self.layout.space().length()).await?;
+        self.high_water.raise_to(mark);
         // A layout that changed meanwhile finds rows by code: nothing is bounded.
-        Ok(self.layout.by_slot().then_some(slot))
+        Ok(self.layout.by_slot().then_some(mark))
     }
 }
 
@@ -710,7 +714,9 @@ impl Capabilities for PgStore {
         self.layout.set_recorded(recorded);
         self.layout.load(&client).await?;
         if self.layout.by_slot() {
-            self.high_water.raise(read::high_water(&client).await?);
+            let length = self.layout.space().length();
+            self.high_water
+                .raise_to(read::high_water(&client, length).await?);
         }
         if !self
             .watching

@@ -5,7 +5,7 @@ use super::layout::{Find, Layout, slot_of};
 use super::send::Conn;
 use super::{L_LINK_COLUMNS, LINK_COLUMNS, link_from_row, link_with_clicks};
 use crate::domain::Link;
-use crate::store::{BlockedDomain, StoreError};
+use crate::store::{BlockedDomain, Mark, StoreError};
 use std::sync::LazyLock;
 use tokio_postgres::types::ToSql;
 
@@ -75,13 +75,25 @@ pub(super) async fn find_dedup(
 }
 
 /// The highest slot a row holds, or `-1` for none: the last entry of the slot index (only
-/// asked in the slot layout, where that index exists), a few pages whatever the table's size.
-pub(super) async fn high_water(client: &Conn) -> Result<i64, StoreError> {
+/// asked in the slot layout, where that index exists), a few pages whatever the table's size;
+/// and whether a named row holds a code of generated shape for base length `length` (which
+/// then decodes to no ID: one that decodes sits at its slot), from the first entries of the
+/// index of named base62 codes by length (PostgreSQL migration 29).
+pub(super) async fn high_water(client: &Conn, length: usize) -> Result<Mark, StoreError> {
+    let length = length as i32;
+    let longest = codespace::MAX_GENERATED_LENGTH as i32;
     let row = client
-        .prepared_query_one("SELECT coalesce(max(slot), -1) FROM links", &[])
+        .prepared_query_one(
+            "SELECT (SELECT coalesce(max(slot), -1) FROM links), EXISTS (SELECT 1 FROM links \
+             WHERE slot < 0 AND code ~ '^[0-9A-Za-z]+$' AND length(code) BETWEEN $1 AND $2)",
+            &[&length, &longest],
+        )
         .await
         .map_err(db_error)?;
-    Ok(row.get(0))
+    Ok(Mark {
+        slot: row.get(0),
+        undecodable: row.get(1),
+    })
 }
 
 /// How many links exist.

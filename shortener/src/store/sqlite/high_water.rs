@@ -5,27 +5,29 @@
 //! covers both: the highest rowid (one step down the table's B-tree), and the highest ID a
 //! named row's code decodes to, which `named_high_water` keeps for the named rows down to the
 //! lowest slot it has seen. Named slots only go down, so a start decodes only the named rows
-//! added since the last one (all of them the first time). While the node runs, the writer
-//! raises the mark in memory for every row it writes, before the row commits.
+//! added since the last one (all of them the first time). The same pass notes whether a named
+//! row holds a code of generated shape that decodes to no ID ([`undecodable`]). While the node
+//! runs, the writer raises the mark in memory for every row it writes, before the row commits.
 
 use super::convert::db_error;
-use crate::store::StoreError;
+use crate::store::{Mark, StoreError, undecodable};
 use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// The highest ID any row's code decodes to in `space` (`-1` for none), bringing
+/// The highest ID any row's code decodes to in `space` (`-1` for none), and whether a named row
+/// holds a code of generated shape that decodes to no ID ([`undecodable`]), bringing
 /// `named_high_water` up to date with the named rows added since it was last written. Run on
 /// the writer connection, inside the migration's transaction, so no row is written meanwhile.
-pub(super) fn load(conn: &Connection, space: &CodeSpace) -> Result<i64, StoreError> {
-    let (lowest, mut high): (i64, i64) = conn
+pub(super) fn load(conn: &Connection, space: &CodeSpace) -> Result<Mark, StoreError> {
+    let (lowest, mut high, mut undecodable_seen): (i64, i64, bool) = conn
         .query_row(
-            "SELECT lowest, high FROM named_high_water WHERE only = 1",
+            "SELECT lowest, high, undecodable FROM named_high_water WHERE only = 1",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()
         .map_err(db_error)?
-        .unwrap_or((0, -1));
+        .unwrap_or((0, -1, false));
     let mut new_lowest = lowest;
     {
         let mut rows = conn
@@ -42,13 +44,16 @@ pub(super) fn load(conn: &Connection, space: &CodeSpace) -> Result<i64, StoreErr
                 .and_then(|id| i64::try_from(id).ok())
             {
                 high = high.max(decoded);
+            } else if undecodable(space, &code) {
+                undecodable_seen = true;
             }
         }
     }
     conn.execute(
-        "INSERT INTO named_high_water (only, lowest, high) VALUES (1, ?1, ?2) \
-         ON CONFLICT (only) DO UPDATE SET lowest = excluded.lowest, high = excluded.high",
-        params![new_lowest, high],
+        "INSERT INTO named_high_water (only, lowest, high, undecodable) VALUES (1, ?1, ?2, ?3) \
+         ON CONFLICT (only) DO UPDATE SET lowest = excluded.lowest, high = excluded.high, \
+         undecodable = excluded.undecodable",
+        params![new_lowest, high, undecodable_seen],
     )
     .map_err(db_error)?;
     let generated: i64 = conn
@@ -56,7 +61,10 @@ pub(super) fn load(conn: &Connection, space: &CodeSpace) -> Result<i64, StoreErr
             r.get(0)
         })
         .map_err(db_error)?;
-    Ok(generated.max(high))
+    Ok(Mark {
+        slot: generated.max(high),
+        undecodable: undecodable_seen,
+    })
 }
 
 #[cfg(test)]
@@ -69,7 +77,7 @@ mod tests {
         let conn = Connection::open(dir.path().join("h.db")).expect("open");
         conn.execute_batch(
             "CREATE TABLE links (slot INTEGER PRIMARY KEY, code TEXT NOT NULL);
-             CREATE TABLE named_high_water (only INTEGER PRIMARY KEY, lowest INTEGER NOT NULL, high INTEGER NOT NULL);",
+             CREATE TABLE named_high_water (only INTEGER PRIMARY KEY, lowest INTEGER NOT NULL, high INTEGER NOT NULL, undecodable INTEGER NOT NULL DEFAULT 0);",
         )
         .expect("schema");
         (dir, conn)
@@ -83,30 +91,57 @@ mod tests {
         .expect("named row");
     }
 
+    fn slot(conn: &Connection, space: &CodeSpace) -> i64 {
+        load(conn, space).expect("load").slot
+    }
+
     /// The mark covers generated rows and every named code that decodes, also one added after
     /// the summary was written (as a release without it would add), and never an alias.
     #[test]
     fn the_mark_covers_generated_rows_and_named_codes_added_since_the_last_start() {
         let space = CodeSpace::new(&CodeKey::generate(), DEFAULT_LENGTH).expect("space");
         let (_dir, conn) = file();
-        assert_eq!(load(&conn, &space).expect("empty"), -1);
+        assert_eq!(slot(&conn, &space), -1);
         conn.execute(
             "INSERT INTO links (slot, code) VALUES (5, ?1)",
             [space.encode(5)],
         )
         .expect("generated");
         named(&conn, "an-alias");
-        assert_eq!(load(&conn, &space).expect("generated only"), 5);
+        assert_eq!(slot(&conn, &space), 5, "generated only");
         named(&conn, &space.encode(9_000));
-        assert_eq!(load(&conn, &space).expect("a legacy code"), 9_000);
+        assert_eq!(slot(&conn, &space), 9_000, "a legacy code");
         named(&conn, &space.encode(7_000));
         named(&conn, "another_alias");
-        assert_eq!(load(&conn, &space).expect("a lower one"), 9_000);
+        assert_eq!(slot(&conn, &space), 9_000, "a lower one");
         let lowest: i64 = conn
             .query_row("SELECT lowest FROM named_high_water", [], |r| r.get(0))
             .expect("summary");
         assert_eq!(lowest, -4, "every named row is summarised");
         named(&conn, &space.encode(123_456));
-        assert_eq!(load(&conn, &space).expect("a higher one"), 123_456);
+        assert_eq!(slot(&conn, &space), 123_456, "a higher one");
+    }
+
+    /// Aliases, private codes and legacy codes that decode leave the mark saying no named row
+    /// holds an undecodable code; the first that does says so from then on, at every start.
+    #[test]
+    fn a_named_code_of_generated_shape_that_decodes_to_no_id_is_noted_and_kept() {
+        let space = CodeSpace::new(&CodeKey::generate(), DEFAULT_LENGTH).expect("space");
+        let (_dir, conn) = file();
+        named(&conn, "promo");
+        named(&conn, "an-alias");
+        named(&conn, &codespace::shape::generate_private_code());
+        named(&conn, &space.encode(62u64.pow(7) + 5));
+        assert!(!load(&conn, &space).expect("load").undecodable);
+        let eleven = (0..)
+            .map(|n: u64| format!("zz{n:09}"))
+            .find(|code| undecodable(&space, code))
+            .expect("an eleven-character code that decodes to no ID");
+        named(&conn, &eleven);
+        assert!(load(&conn, &space).expect("load").undecodable);
+        assert!(
+            load(&conn, &space).expect("load").undecodable,
+            "kept once the rows are summarised"
+        );
     }
 }

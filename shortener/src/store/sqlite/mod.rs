@@ -53,7 +53,7 @@ use super::{
     InsertOutcome, LinkStore, NewLink, OutboxStore, RollupOutcome, RollupPlan, RollupRows,
     StoreError, TagOutcome, UpdateOutcome, VisitStore, WriterStats,
 };
-use super::{HighWater, SlotBound};
+use super::{HighWater, Mark, SlotBound};
 use super::{KeyStore, NewApiKey, Retried, StoredApiKey};
 use super::{NewSession, SessionStore, StoredSession};
 use crate::domain::{Domain, DomainSettings};
@@ -356,16 +356,16 @@ impl LinkStore for SqliteStore {
     }
 
     fn slot_bound(&self) -> SlotBound {
-        match self.high_water.get() {
-            i64::MAX => SlotBound::None,
-            slot => SlotBound::Exact(slot),
+        match self.high_water.mark() {
+            Mark { slot: i64::MAX, .. } => SlotBound::None,
+            mark => SlotBound::Exact(mark),
         }
     }
 
     /// Nothing to read: the mark in memory is exact.
-    async fn read_high_water(&self) -> Result<Option<i64>, StoreError> {
+    async fn read_high_water(&self) -> Result<Option<Mark>, StoreError> {
         Ok(match self.slot_bound() {
-            SlotBound::Exact(slot) => Some(slot),
+            SlotBound::Exact(mark) => Some(mark),
             _ => None,
         })
     }

@@ -12,7 +12,9 @@
 
 use super::convert::{db_error, from_millis, millis};
 use crate::domain::{ClickCounts, CompactCode, Link, PasswordHash};
-use crate::store::{BatchMark, HighWater, InsertOutcome, NewLink, StoreError, host_rev, kind_name};
+use crate::store::{
+    BatchMark, HighWater, InsertOutcome, NewLink, StoreError, host_rev, kind_name, undecodable,
+};
 use chrono::Utc;
 use codespace::CodeSpace;
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
@@ -223,6 +225,8 @@ pub(super) fn insert_row(
     };
     if let (1, Some(decoded)) = (inserted, decoded) {
         high_water.raise(decoded);
+    } else if inserted == 1 && undecodable(space, &link.code) {
+        high_water.note_undecodable();
     }
     if inserted == 1 && !link.tags.is_empty() {
         let mut insert = conn.prepare_cached(INSERT_TAG).map_err(db_error)?;

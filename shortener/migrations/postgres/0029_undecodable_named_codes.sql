@@ -1,0 +1,7 @@
+-- The named rows (no ID: negative slots) whose code is base62, by length: among them, those of
+-- the base length up to 11 characters are codes of generated shape that decode to no ID
+-- (imported legacy codes; an alias of that shape is refused). Whether any exists is read with
+-- the slot high-water mark, from this index alone, and while none does a redirect refuses a
+-- code of that shape that does not decode without a lookup (docs/design.md, I9). A generated
+-- row (a positive slot) never enters the index.
+CREATE INDEX links_named_base62 ON links ((length(code))) WHERE slot < 0 AND code ~ '^[0-9A-Za-z]+$';
