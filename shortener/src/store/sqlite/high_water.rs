@@ -19,15 +19,19 @@ use rusqlite::{Connection, OptionalExtension, params};
 /// `named_high_water` up to date with the named rows added since it was last written. Run on
 /// the writer connection, inside the migration's transaction, so no row is written meanwhile.
 pub(super) fn load(conn: &Connection, space: &CodeSpace) -> Result<Mark, StoreError> {
-    let (lowest, mut high, mut undecodable_seen): (i64, i64, bool) = conn
+    let (lowest, mut high, mut undecodable_seen, undecodable_lowest): (i64, i64, bool, i64) = conn
         .query_row(
-            "SELECT lowest, high, undecodable FROM named_high_water WHERE only = 1",
+            "SELECT lowest, high, undecodable, undecodable_lowest FROM named_high_water \
+             WHERE only = 1",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()
         .map_err(db_error)?
-        .unwrap_or((0, -1, false));
+        .unwrap_or((0, -1, false, 0));
+    // The rows neither summary has looked at: below the higher of the two marks (a release
+    // without the flag moves `lowest` alone). Folding a row into `high` twice is harmless.
+    let lowest = lowest.max(undecodable_lowest);
     let mut new_lowest = lowest;
     {
         let mut rows = conn
@@ -50,9 +54,10 @@ pub(super) fn load(conn: &Connection, space: &CodeSpace) -> Result<Mark, StoreEr
         }
     }
     conn.execute(
-        "INSERT INTO named_high_water (only, lowest, high, undecodable) VALUES (1, ?1, ?2, ?3) \
-         ON CONFLICT (only) DO UPDATE SET lowest = excluded.lowest, high = excluded.high, \
-         undecodable = excluded.undecodable",
+        "INSERT INTO named_high_water (only, lowest, high, undecodable, undecodable_lowest) \
+         VALUES (1, ?1, ?2, ?3, ?1) ON CONFLICT (only) DO UPDATE SET lowest = excluded.lowest, \
+         high = excluded.high, undecodable = excluded.undecodable, \
+         undecodable_lowest = excluded.undecodable_lowest",
         params![new_lowest, high, undecodable_seen],
     )
     .map_err(db_error)?;
@@ -77,7 +82,7 @@ mod tests {
         let conn = Connection::open(dir.path().join("h.db")).expect("open");
         conn.execute_batch(
             "CREATE TABLE links (slot INTEGER PRIMARY KEY, code TEXT NOT NULL);
-             CREATE TABLE named_high_water (only INTEGER PRIMARY KEY, lowest INTEGER NOT NULL, high INTEGER NOT NULL, undecodable INTEGER NOT NULL DEFAULT 0);",
+             CREATE TABLE named_high_water (only INTEGER PRIMARY KEY, lowest INTEGER NOT NULL, high INTEGER NOT NULL, undecodable INTEGER NOT NULL DEFAULT 0, undecodable_lowest INTEGER NOT NULL DEFAULT 0);",
         )
         .expect("schema");
         (dir, conn)
@@ -143,5 +148,27 @@ mod tests {
             load(&conn, &space).expect("load").undecodable,
             "kept once the rows are summarised"
         );
+    }
+
+    /// A release without the flag moves `lowest` past the rows it adds without looking at them
+    /// for it; the next start of this one looks at them all the same.
+    #[test]
+    fn rows_an_older_release_summarised_are_looked_at_for_the_flag() {
+        let space = CodeSpace::new(&CodeKey::generate(), DEFAULT_LENGTH).expect("space");
+        let (_dir, conn) = file();
+        named(&conn, "promo");
+        assert!(!load(&conn, &space).expect("load").undecodable);
+        let eleven = (0..)
+            .map(|n: u64| format!("zz{n:09}"))
+            .find(|code| undecodable(&space, code))
+            .expect("an eleven-character code that decodes to no ID");
+        named(&conn, &eleven);
+        // What an older release's start writes: `lowest` down to the new row, nothing else.
+        conn.execute(
+            "UPDATE named_high_water SET lowest = (SELECT min(slot) FROM links)",
+            [],
+        )
+        .expect("an older start");
+        assert!(load(&conn, &space).expect("load").undecodable);
     }
 }
