@@ -140,6 +140,9 @@ struct Tenants {
 pub const COUNTER_BYTES: u64 =
     2 * (std::mem::size_of::<((CompactCode, i64), LinkHour)>() as u64 + 1) + HOST_BYTES as u64;
 
+/// One link-hour's slot in its shard's table (and a control byte).
+const SLOT_BYTES: u64 = std::mem::size_of::<((CompactCode, i64), LinkHour)>() as u64 + 1;
+
 /// The referrer host bytes [`COUNTER_BYTES`] includes.
 const HOST_BYTES: usize = 32;
 
@@ -211,9 +214,15 @@ impl Aggregator {
         self.entries.load(Ordering::Relaxed)
     }
 
-    /// Bytes the counters hold now, estimated: [`COUNTER_BYTES`] each.
+    /// Bytes the counters hold now, estimated: [`COUNTER_BYTES`] each, or what the shards'
+    /// tables hold when more (the room a take keeps for the next interval's counters).
     pub fn bytes(&self) -> u64 {
-        self.entries() as u64 * COUNTER_BYTES
+        let slots: usize = self
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).capacity())
+            .sum();
+        (self.entries() as u64 * COUNTER_BYTES).max(slots as u64 * SLOT_BYTES)
     }
 
     /// [`Aggregator::bytes`] at the ceiling (`max_entries`).
@@ -382,6 +391,7 @@ impl Aggregator {
             let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
             let mut units_taken = 0;
             let mut released: HashMap<Arc<str>, usize, Fast> = HashMap::default();
+            let drained = shard.len();
             for ((code, hour), link_hour) in shard.drain() {
                 let LinkHour {
                     tenant,
@@ -414,9 +424,10 @@ impl Aggregator {
                 }
             }
             self.entries.fetch_sub(units_taken, Ordering::Relaxed);
-            // A drained table keeps its slots: let them go, or a burst's tables would stay
-            // allocated (and out of [`Aggregator::bytes`]) through every quiet interval after.
-            shard.shrink_to_fit();
+            // A drained table keeps its slots: room for as many as were taken stays (the next
+            // interval has about as many, and a table growing from nothing rehashes as visits
+            // are counted), what a burst grew it past goes.
+            shard.shrink_to(drained);
         }
         self.tenants
             .lock()

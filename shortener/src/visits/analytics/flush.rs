@@ -46,8 +46,9 @@ impl Analytics {
                 return false;
             }
         }
-        let taken = sorted(self.aggregator.take()).await;
+        let taken = self.aggregator.take();
         let _held = TakenHeld::new(&self.taken_bytes, &taken);
+        let taken = sorted(taken).await;
         let mut rest = taken.into_iter().peekable();
         while rest.peek().is_some() {
             let chunk: Vec<Taken> = rest.by_ref().take(FLUSH_BATCH).collect();
@@ -105,13 +106,24 @@ impl Analytics {
 /// their own.
 const SORTED_IN_PLACE: usize = 4096;
 
-/// `taken` in the order of the rollup key (link, hour, dimensions), so that the store writes
-/// each batch along its index, and the batches one after another, rather than at random
-/// places. A node's hundred thousand counters take tens of milliseconds to sort, which the
-/// requests waiting on the flush's thread would wait through: they are sorted on a blocking
-/// thread, and, should that thread not run them, here after all (nothing is lost either way).
-/// What one counter costs in a flush's hands ([`Taken`]).
+/// What one counter costs in a flush's hands ([`Taken`]), besides the heap its texts hold
+/// ([`held_bytes`]).
 pub(super) const TAKEN_BYTES: u64 = std::mem::size_of::<Taken>() as u64;
+
+/// The bytes `taken` holds: each counter, its referrer host, and its code when too long to be
+/// held inline (the aggregator that shared them has let go of them).
+fn held_bytes(taken: &[Taken]) -> u64 {
+    taken
+        .iter()
+        .map(|t| {
+            let host = match &t.cell.referrer {
+                super::aggregate::Referrer::Host(host) => host.len(),
+                _ => 0,
+            };
+            TAKEN_BYTES + (t.code.heap_bytes() + host) as u64
+        })
+        .sum()
+}
 
 /// The bytes of what a flush took, shown in [`Analytics::bytes`] until the flush ends, however
 /// it ends.
@@ -119,7 +131,7 @@ struct TakenHeld<'a>(&'a AtomicU64);
 
 impl<'a> TakenHeld<'a> {
     fn new(bytes: &'a AtomicU64, taken: &[Taken]) -> Self {
-        bytes.store(taken.len() as u64 * TAKEN_BYTES, Ordering::Relaxed);
+        bytes.store(held_bytes(taken), Ordering::Relaxed);
         Self(bytes)
     }
 }
@@ -130,6 +142,11 @@ impl Drop for TakenHeld<'_> {
     }
 }
 
+/// `taken` in the order of the rollup key (link, hour, dimensions), so that the store writes
+/// each batch along its index, and the batches one after another, rather than at random
+/// places. A node's hundred thousand counters take tens of milliseconds to sort, which the
+/// requests waiting on the flush's thread would wait through: they are sorted on a blocking
+/// thread, and, should that thread not run them, here after all (nothing is lost either way).
 async fn sorted(taken: Vec<Taken>) -> Vec<Taken> {
     fn sort(taken: &mut [Taken]) {
         taken.sort_unstable_by(|a, b| (&a.code, a.hour, &a.cell).cmp(&(&b.code, b.hour, &b.cell)));
