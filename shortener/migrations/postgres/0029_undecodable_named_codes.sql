@@ -3,5 +3,6 @@
 -- (imported legacy codes; an alias of that shape is refused). Whether any exists is read with
 -- the slot high-water mark, from this index alone, and while none does a redirect refuses a
 -- code of that shape that does not decode without a lookup (docs/design.md, I9). A generated
--- row (a positive slot) never enters the index.
-CREATE INDEX links_named_base62 ON links ((length(code))) WHERE slot < 0 AND code ~ '^[0-9A-Za-z]+$';
+-- row (a positive slot) never enters the index. `IF NOT EXISTS`: an operator may build it
+-- beforehand, concurrently (docs/operations.md).
+CREATE INDEX IF NOT EXISTS links_named_base62 ON links ((length(code))) WHERE slot < 0 AND code ~ '^[0-9A-Za-z]+$';
