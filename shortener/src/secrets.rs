@@ -1,4 +1,5 @@
-//! Loading and creating secret key files (code-space key, API keys).
+//! Loading and creating secret key files (code-space key, API keys), and the secrets derived
+//! from the code-space key (list cursors, YOURLS tokens, console session tags).
 
 use anyhow::{Context, bail};
 use codespace::CodeKey;
@@ -56,6 +57,22 @@ pub fn generate_code_key_file(path: &Path, overwrite: bool) -> anyhow::Result<Co
     let key = CodeKey::generate();
     write_secret_file(path, &format!("{}\n", key.to_hex()), overwrite)?;
     Ok(key)
+}
+
+/// HMAC-SHA256 of `input` under `key`.
+pub fn hmac_sha256(key: &[u8], input: &[u8]) -> [u8; 32] {
+    use hmac::{Hmac, KeyInit, Mac};
+    let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(key)
+        .expect("HMAC takes keys of any length");
+    mac.update(input);
+    mac.finalize().into_bytes().into()
+}
+
+/// The secret a deployment whose code-space key is `key` derives for the use `label` names:
+/// one-way (what is made with it reveals nothing of the code-space key), the same on every
+/// node, and another for every label.
+pub fn derive_secret(key: &CodeKey, label: &[u8]) -> [u8; 32] {
+    hmac_sha256(key.as_bytes(), label)
 }
 
 #[cfg(test)]

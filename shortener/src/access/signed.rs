@@ -16,7 +16,6 @@
 //! no store of used signatures to refuse a replay outright).
 
 use codespace::CodeKey;
-use hmac::{Hmac, KeyInit, Mac};
 use md5::Md5;
 use sha2::{Digest, Sha224, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
@@ -42,22 +41,18 @@ impl YourlsTokens {
     /// The token secret of a deployment whose code-space key is `key` (one-way: a token
     /// reveals nothing of the code-space key, and every node derives the same secret).
     pub fn derive(key: &CodeKey) -> Self {
-        Self(mac(key.as_bytes(), b"shortener yourls token secret v1"))
+        Self(crate::secrets::derive_secret(
+            key,
+            b"shortener yourls token secret v1",
+        ))
     }
 
     /// The YOURLS token of the key whose digest is `digest`: 32 hex digits.
     pub fn token(&self, digest: &[u8; 32]) -> String {
         let mut input = b"yourls token\0".to_vec();
         input.extend_from_slice(digest);
-        hex::encode(&mac(&self.0, &input)[..TOKEN_BYTES])
+        hex::encode(&crate::secrets::hmac_sha256(&self.0, &input)[..TOKEN_BYTES])
     }
-}
-
-fn mac(key: &[u8], input: &[u8]) -> [u8; 32] {
-    let mut mac =
-        <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
-    mac.update(input);
-    mac.finalize().into_bytes().into()
 }
 
 /// The hash a signature is made with (`hash`; `md5` when absent, as YOURLS).

@@ -36,10 +36,10 @@ impl CursorKey {
     /// The cursor key of a deployment whose code-space key is `key` (a one-way derivation:
     /// a cursor reveals nothing of the code-space key).
     pub fn derive(key: &CodeKey) -> Self {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key.as_bytes())
-            .expect("HMAC takes keys of any length");
-        mac.update(b"shortener list cursor key v1");
-        Self(mac.finalize().into_bytes().into())
+        Self(crate::secrets::derive_secret(
+            key,
+            b"shortener list cursor key v1",
+        ))
     }
 
     fn mac(&self, query: &ListQuery, payload: &[u8]) -> Hmac<Sha256> {

@@ -6,11 +6,10 @@
 //! reaches their session. What a tag cannot say (signed out, timed out) is still the stored
 //! row's to say, read on every request.
 
+use crate::secrets::{derive_secret, hmac_sha256};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use codespace::CodeKey;
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 /// How many bytes of the HMAC a cookie carries (128 bits: a tag cannot be guessed).
@@ -34,8 +33,8 @@ impl SessionTags {
     /// nothing of the key, and every node derives the same secret, so a session opened on one
     /// node is recognised by all).
     pub fn derive(key: &CodeKey) -> Self {
-        Self(mac(
-            key.as_bytes(),
+        Self(derive_secret(
+            key,
             b"shortener console session tag secret v1",
         ))
     }
@@ -63,15 +62,8 @@ impl SessionTags {
     fn tag(&self, random: &str) -> String {
         let mut input = b"console session\0".to_vec();
         input.extend_from_slice(random.as_bytes());
-        URL_SAFE_NO_PAD.encode(&mac(&self.0, &input)[..TAG_BYTES])
+        URL_SAFE_NO_PAD.encode(&hmac_sha256(&self.0, &input)[..TAG_BYTES])
     }
-}
-
-fn mac(key: &[u8], input: &[u8]) -> [u8; 32] {
-    let mut mac =
-        <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes keys of any length");
-    mac.update(input);
-    mac.finalize().into_bytes().into()
 }
 
 #[cfg(test)]

@@ -36,27 +36,37 @@ fn id_of(node: &Node, code: &str) -> i64 {
     node.app.space.decode(code).expect("a generated code") as i64
 }
 
-/// `count` random seven-character base62 codes that decode more than a million above `mark`.
-fn codes_above(node: &Node, mark: i64, count: usize) -> Vec<String> {
+/// `count` random base62 codes of `length` characters that `keep` keeps.
+fn random_codes(length: usize, count: usize, keep: impl Fn(&str) -> bool) -> Vec<String> {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut codes = Vec::new();
     while codes.len() < count {
-        let code: String = (0..7)
+        let code: String = (0..length)
             .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
             .collect();
-        if id_of(node, &code) > mark + 1_000_000 {
+        if keep(&code) {
             codes.push(code);
         }
     }
     codes
 }
 
-/// A node whose 404 budget never runs out in these tests.
-async fn node(stack: &Stack, name: &str) -> Node {
+/// `count` random seven-character base62 codes that decode more than a million above `mark`.
+fn codes_above(node: &Node, mark: i64, count: usize) -> Vec<String> {
+    random_codes(7, count, |code| id_of(node, code) > mark + 1_000_000)
+}
+
+/// The configuration of a node whose 404 budget never runs out in these tests.
+fn unlimited(stack: &Stack, name: &str) -> shortener::config::Config {
     let mut config = stack.config(name);
     config.limits.not_found_rate = 1_000_000;
     config.limits.not_found_burst = 1_000_000;
-    Node::start(config).await
+    config
+}
+
+/// A node whose 404 budget never runs out in these tests.
+async fn node(stack: &Stack, name: &str) -> Node {
+    Node::start(unlimited(stack, name)).await
 }
 
 /// Every code in `codes` answers `want`, asked 50 at a time.
@@ -124,12 +134,7 @@ on_both_stores!(unknown_codes_above_the_mark_are_refused_without_a_lookup);
 
 async fn imported_legacy_codes_above_the_mark_still_redirect(backend: Backend) {
     let stack = Stack::new(backend).await;
-    let config = {
-        let mut config = stack.config("importer");
-        config.limits.not_found_rate = 1_000_000;
-        config.limits.not_found_burst = 1_000_000;
-        config
-    };
+    let config = unlimited(&stack, "importer");
     let node = Node::start(config.clone()).await;
     node.create_url("https://example.com/made").await;
     // Legacy codes of generated shape whose IDs no lease will reach for a long time: seven
@@ -217,17 +222,7 @@ async fn a_link_made_on_another_node_above_the_mark_redirects_at_once() {
 
 /// `count` random eleven-character base62 codes that decode to no ID.
 fn undecodable_codes(node: &Node, count: usize) -> Vec<String> {
-    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut codes = Vec::new();
-    while codes.len() < count {
-        let code: String = (0..11)
-            .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
-            .collect();
-        if undecodable(&node.app.space, &code) {
-            codes.push(code);
-        }
-    }
-    codes
+    random_codes(11, count, |code| undecodable(&node.app.space, code))
 }
 
 /// Codes of generated shape that decode to no ID (most random eleven-character ones) are
@@ -236,12 +231,7 @@ fn undecodable_codes(node: &Node, count: usize) -> Vec<String> {
 /// (SQLite), and codes of that kind are looked up from then on.
 async fn codes_that_decode_to_no_id_are_refused_until_a_legacy_one_is_imported(backend: Backend) {
     let stack = Stack::new(backend).await;
-    let config = {
-        let mut config = stack.config("undecodable");
-        config.limits.not_found_rate = 1_000_000;
-        config.limits.not_found_burst = 1_000_000;
-        config
-    };
+    let config = unlimited(&stack, "undecodable");
     let node = Node::start(config.clone()).await;
     node.create_url("https://example.com/made").await;
     // Another PostgreSQL node reads the mark before the import: what it knows goes stale.

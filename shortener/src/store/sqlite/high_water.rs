@@ -96,6 +96,14 @@ mod tests {
         .expect("named row");
     }
 
+    /// An eleven-character code of generated shape that decodes to no ID in `space`.
+    fn an_undecodable_code(space: &CodeSpace) -> String {
+        (0..)
+            .map(|n: u64| format!("zz{n:09}"))
+            .find(|code| undecodable(space, code))
+            .expect("an eleven-character code that decodes to no ID")
+    }
+
     fn slot(conn: &Connection, space: &CodeSpace) -> i64 {
         load(conn, space).expect("load").slot
     }
@@ -138,10 +146,7 @@ mod tests {
         named(&conn, &codespace::shape::generate_private_code());
         named(&conn, &space.encode(62u64.pow(7) + 5));
         assert!(!load(&conn, &space).expect("load").undecodable);
-        let eleven = (0..)
-            .map(|n: u64| format!("zz{n:09}"))
-            .find(|code| undecodable(&space, code))
-            .expect("an eleven-character code that decodes to no ID");
+        let eleven = an_undecodable_code(&space);
         named(&conn, &eleven);
         assert!(load(&conn, &space).expect("load").undecodable);
         assert!(
@@ -158,10 +163,7 @@ mod tests {
         let (_dir, conn) = file();
         named(&conn, "promo");
         assert!(!load(&conn, &space).expect("load").undecodable);
-        let eleven = (0..)
-            .map(|n: u64| format!("zz{n:09}"))
-            .find(|code| undecodable(&space, code))
-            .expect("an eleven-character code that decodes to no ID");
+        let eleven = an_undecodable_code(&space);
         named(&conn, &eleven);
         // What an older release's start writes: `lowest` down to the new row, nothing else.
         conn.execute(
