@@ -1,6 +1,7 @@
 //! A flush write whose answer was lost after PostgreSQL committed it (the connection cut while
 //! the answer was on its way) is sent again with its mark and counted once: the click totals
 //! and the rollups stay exact (without the marks, the batch was put back and written twice).
+//! A create batch whose read after its commit is cut answers its creates as "outcome unknown".
 
 use crate::analytics::stats;
 use crate::helpers::{BROWSER, Backend, Node, Stack, metric, proxied_database};
@@ -213,5 +214,60 @@ async fn the_gauge_counts_what_a_rollups_flush_holds_while_it_writes() {
         aggregated(&node).await,
         analytics.aggregator().bytes() as f64,
         "once the flush ends, the gauge is the aggregator's again"
+    );
+}
+
+/// Deduplicated creates racing for one URL: the batch whose insert found the URL taken reads
+/// the twin after its commit. When that read's answer is lost (the connection cut), every
+/// create of the batch is answered as a write whose outcome is unknown (503, retry with the same
+/// key), never as "not written" nor a plain error; a retry finds the one link, and the URL keeps
+/// exactly one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedup_creates_whose_twin_read_is_cut_are_answered_as_unknown() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (node, proxy) = proxied(&stack, "twin-cut", 50_000, 50_000).await;
+    proxy.cut_answer_to(&[b"dedup_key = ANY"]);
+    // Racing creates find no twin before they insert only if they race: a few rounds, each on
+    // a URL of its own, until one batch reads a twin.
+    let mut rounds = 0;
+    while proxy.answers_cut() == 0 && rounds < 10 {
+        rounds += 1;
+        let body = json!({ "url": format!("https://example.com/twin-{rounds}"), "dedup": true });
+        let answers = futures::future::join_all((0..16).map(|_| node.create(body.clone()))).await;
+        let mut codes = std::collections::HashSet::new();
+        let mut unknown = 0;
+        for (status, answer) in &answers {
+            match *status {
+                StatusCode::CREATED | StatusCode::OK => {
+                    codes.insert(answer["code"].as_str().expect("a code").to_string());
+                }
+                StatusCode::SERVICE_UNAVAILABLE => {
+                    assert!(
+                        answer
+                            .to_string()
+                            .contains("may or may not have been stored"),
+                        "{answer}"
+                    );
+                    unknown += 1;
+                }
+                other => panic!("{other} {answer}"),
+            }
+        }
+        assert_eq!(
+            unknown > 0,
+            proxy.answers_cut() > 0,
+            "answered unknown iff cut"
+        );
+        let (status, again) = node.create(body).await;
+        // Whatever the racing creates were told, the URL's link was committed: a twin.
+        assert_eq!(status, StatusCode::OK, "{again}");
+        codes.insert(again["code"].as_str().expect("a code").to_string());
+        assert_eq!(codes.len(), 1, "one link for the URL: {codes:?}");
+        assert_eq!(node.stored_links().await, rounds, "one link per URL");
+    }
+    assert_eq!(
+        proxy.answers_cut(),
+        1,
+        "no batch read a twin in {rounds} rounds"
     );
 }
