@@ -52,18 +52,22 @@ impl Drop for Release {
     }
 }
 
-/// Lets go of the store's hold once the writes handed to it have landed ([`Store::settle`],
-/// within [`TASK_STOP`]): the next node or tool on the data directory may start. A store that
-/// does not settle in time keeps the hold until the process exits.
-async fn let_go(store: &crate::store::Store, release: Release) {
-    if tokio::time::timeout(TASK_STOP, store.settle())
-        .await
-        .is_ok()
-    {
+/// Lets go of the store's hold once the writes handed to it have landed (the audit log's queue,
+/// then [`crate::store::Store::settle`], within [`TASK_STOP`]): the next node or tool on the
+/// data directory may start. A store that does not settle in time keeps the hold until the
+/// process exits.
+async fn let_go(node: &Node, release: Release) {
+    // Audit entries handed over by requests the drain cut short go to the store's writer
+    // first; then a writer round behind everything queued.
+    let settled = async {
+        node.audit.settle().await;
+        node.store.settle().await;
+    };
+    if tokio::time::timeout(TASK_STOP, settled).await.is_ok() {
         drop(release);
     } else {
         tracing::warn!(
-            "the store's writer did not settle; the data directory stays locked until this process exits"
+            "the store's writes did not settle; the data directory stays locked until this process exits"
         );
         std::mem::forget(release);
     }
@@ -231,7 +235,7 @@ impl App {
                         "background tasks were aborted at stop; click counts they had not written are lost"
                     );
                 }
-                let_go(&node.store, release).await;
+                let_go(&node, release).await;
             }
             Stopped::Running(handles) => {
                 // A task that may still write keeps the file this process's until it ends.
@@ -239,12 +243,12 @@ impl App {
                     tasks = handles.len(),
                     "background tasks are still running; the data directory stays locked until they end or this process exits"
                 );
-                let store = node.store.clone();
+                let node = Arc::clone(&node);
                 tokio::spawn(async move {
                     for handle in handles {
                         let _ = handle.await;
                     }
-                    let_go(&store, release).await;
+                    let_go(&node, release).await;
                 });
             }
         }

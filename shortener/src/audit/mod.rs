@@ -131,7 +131,9 @@ pub const MAX_EXPORTS: usize = 2;
 
 /// An entry waiting for the writer, and who to tell once it is written.
 struct Pending {
-    entry: NewAuditEntry,
+    /// The entry; `None` for a marker that asks only to be told once everything queued before
+    /// it is written ([`AuditLog::settle`]).
+    entry: Option<NewAuditEntry>,
     written: oneshot::Sender<()>,
 }
 
@@ -246,10 +248,31 @@ impl AuditLog {
             tx
         });
         let (written, done) = oneshot::channel();
+        let entry = Some(entry);
         if queue.send(Pending { entry, written }).await.is_err() || done.await.is_err() {
             // The writer is gone (the runtime is shutting down): the entry is not written.
             self.failed.fetch_add(1, Ordering::Relaxed);
             tracing::error!("an audit entry could not be written: the writer stopped");
+        }
+    }
+
+    /// Returns once every entry queued before the call has been written (or given up): what a
+    /// request the drain cut short had already handed over lands before the node lets go of
+    /// its store. At once when nothing was ever queued.
+    pub async fn settle(&self) {
+        let Some(queue) = self.queue.get() else {
+            return;
+        };
+        let (written, done) = oneshot::channel();
+        if queue
+            .send(Pending {
+                entry: None,
+                written,
+            })
+            .await
+            .is_ok()
+        {
+            let _ = done.await;
         }
     }
 
@@ -318,9 +341,9 @@ async fn write_batches(store: Store, mut rx: mpsc::Receiver<Pending>, failed: Ar
     let mut waiting = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut waiting, MAX_BATCH).await > 0 {
         let batch: Vec<Pending> = std::mem::take(&mut waiting);
-        let entries: Vec<NewAuditEntry> = batch.iter().map(|p| p.entry.clone()).collect();
+        let entries: Vec<NewAuditEntry> = batch.iter().filter_map(|p| p.entry.clone()).collect();
         let mut delay = Duration::from_millis(50);
-        for attempt in 1..=ATTEMPTS {
+        for attempt in (1..=ATTEMPTS).take_while(|_| !entries.is_empty()) {
             match store.append_audit(entries.clone()).await {
                 Ok(()) => break,
                 Err(e) if attempt == ATTEMPTS => {

@@ -51,3 +51,49 @@ fn every_name_parses_back() {
     }
     assert_eq!(Action::parse("link.explode"), None);
 }
+
+/// The marker [`AuditLog::settle`] sends is answered only once the entries queued before it are
+/// written: a stopping node lets go of its store after that.
+#[tokio::test]
+async fn a_settle_marker_is_answered_after_the_entries_queued_before_it_are_written() {
+    use crate::store::{AuditFilter, AuditStore, Capabilities};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let space = codespace::CodeSpace::new(&codespace::CodeKey::generate(), 7).expect("space");
+    let sqlite = crate::store::SqliteStore::open(&dir.path().join("a.db"), Arc::new(space), 16)
+        .expect("open");
+    sqlite.migrate().await.expect("migrate");
+    let store = Store::Sqlite(sqlite);
+    let entry = |n: usize| NewAuditEntry {
+        tenant: "acme".into(),
+        actor_tenant: "acme".into(),
+        actor_key: "ci".into(),
+        actor_subject: None,
+        actor_email: None,
+        address: None,
+        action: "link.create".into(),
+        object_kind: "link".into(),
+        object_id: format!("alias-{n}"),
+        change: serde_json::json!({}),
+    };
+    let (queue, rx) = mpsc::channel(16);
+    let mut answers = Vec::new();
+    for pending in [Some(entry(1)), Some(entry(2)), None] {
+        let (written, done) = oneshot::channel();
+        queue
+            .send(Pending {
+                entry: pending,
+                written,
+            })
+            .await
+            .expect("queued");
+        answers.push(done);
+    }
+    tokio::spawn(write_batches(store.clone(), rx, Arc::default()));
+    answers.pop().expect("the marker").await.expect("answered");
+    let filter = AuditFilter {
+        tenant: Some("acme".into()),
+        ..AuditFilter::default()
+    };
+    let written = store.audit_entries(&filter, 10).await.expect("read");
+    assert_eq!(written.len(), 2, "{written:?}");
+}
