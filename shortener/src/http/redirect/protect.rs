@@ -237,6 +237,11 @@ pub(super) async fn unlock(
                     "body_timeout",
                     "The form took too long to arrive.",
                 ),
+                Unread::Broken => (
+                    StatusCode::BAD_REQUEST,
+                    "body_unreadable",
+                    "The form could not be read.",
+                ),
             };
             return (refuse(code, json, status, error, message, None), "refused");
         }
