@@ -226,23 +226,7 @@ pub(super) async fn unlock(
     let bytes = match crate::http::body::read_public(body, MAX_FORM).await {
         Ok(bytes) => bytes,
         Err(unread) => {
-            let (status, error, message) = match unread {
-                Unread::TooLarge => (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
-                    "The form is too large.",
-                ),
-                Unread::TooSlow => (
-                    StatusCode::REQUEST_TIMEOUT,
-                    "body_timeout",
-                    "The form took too long to arrive.",
-                ),
-                Unread::Broken => (
-                    StatusCode::BAD_REQUEST,
-                    "body_unreadable",
-                    "The form could not be read.",
-                ),
-            };
+            let (status, error, message) = unread_form(unread);
             return (refuse(code, json, status, error, message, None), "refused");
         }
     };
@@ -304,4 +288,25 @@ pub(super) fn locked(code: &str, method: &Method) -> (Response, &'static str) {
         form(StatusCode::OK, code, None, method == Method::HEAD),
         "protected",
     )
+}
+
+/// How a password form that was not read is refused: its status, error code and message.
+fn unread_form(unread: Unread) -> (StatusCode, &'static str, &'static str) {
+    match unread {
+        Unread::TooLarge => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            "The form is too large.",
+        ),
+        Unread::TooSlow => (
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            "The form took too long to arrive.",
+        ),
+        Unread::Broken => (
+            StatusCode::BAD_REQUEST,
+            "body_unreadable",
+            "The form could not be read.",
+        ),
+    }
 }
