@@ -1,7 +1,8 @@
 //! Upgrading to links that belong to domains: a database holding every kind of link from before
 //! domains (the `domain` column and its migration taken away again, which is what the release
 //! before wrote) keeps every link answering on the hosts it answered on, on both stores and on
-//! both PostgreSQL layouts, and none of them on a branded domain claimed afterwards.
+//! both PostgreSQL layouts, and none of them on a branded domain claimed afterwards. An index
+//! an operator built ahead of its migration, left invalid, is built again.
 
 use super::layout::{code_layout_with_old_rows, every_kind};
 use crate::helpers::{Backend, Node, Stack};
@@ -129,4 +130,35 @@ async fn slot_layout_links_from_before_domains_answer_where_they_did() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn code_layout_links_from_before_domains_answer_where_they_did() {
     links_from_before_domains_answer_where_they_did(Before::CodeLayout).await;
+}
+
+/// An index of named base62 codes that a failed concurrent build left invalid (which an
+/// operator may build ahead of migration 29) is not taken as built: the migration drops it and
+/// builds it again, and the mark's read uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_index_of_named_codes_is_built_again_by_its_migration() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let node = stack.node("invalid").await;
+    node.stop().await;
+    let db = stack.db.as_ref().expect("PostgreSQL").connect().await;
+    let valid = async || -> bool {
+        db.query_one(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = 'links_named_base62'::regclass",
+            &[],
+        )
+        .await
+        .expect("the index")
+        .get(0)
+    };
+    db.batch_execute(
+        "UPDATE pg_index SET indisvalid = false \
+             WHERE indexrelid = 'links_named_base62'::regclass; \
+         DELETE FROM shortener_schema_migrations WHERE version = 29;",
+    )
+    .await
+    .expect("an invalid index, the migration not yet run");
+    assert!(!valid().await);
+    let node = stack.node("invalid").await;
+    assert!(valid().await, "the migration built the index again");
+    node.stop().await;
 }
