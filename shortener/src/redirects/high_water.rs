@@ -1,5 +1,5 @@
-//! Fresh reads of the store's slot high-water mark for redirects, coalesced and rate-bounded
-//! (docs/design.md, I9).
+//! What the store's slot high-water mark says of a code ([`bound`]), and fresh reads of the
+//! mark for redirects, coalesced and rate-bounded (docs/design.md, I9).
 //!
 //! A node that shares its store with others may refuse a code above the mark only after a read
 //! of the mark that started after the request arrived (a link another node created a moment
@@ -9,6 +9,9 @@
 //! one-row reads a second, and a request waits at most for the one in flight, the interval and
 //! its own.
 
+use crate::store::SlotBound;
+use codespace::CodeSpace;
+use codespace::shape::CodeKind;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -134,6 +137,48 @@ impl<T: Clone + Send + Sync + 'static> HighWaterReads<T> {
         let round = async move { task.await.ok().flatten() }.boxed().shared();
         state.pending = Some(round.clone());
         round
+    }
+}
+
+/// What the slot high-water mark says of a code the cache does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Bound {
+    /// The store must be asked.
+    Ask,
+    /// No row can hold it.
+    Impossible,
+    /// It decodes to this ID, above the mark as last read: a fresh read of the mark decides.
+    Above(i64),
+    /// It has the shape of a generated code but decodes to no ID, and no named row held such a
+    /// code as last read: a fresh read decides.
+    Undecodable,
+}
+
+/// What the store's mark (`store`, as known without a read) says of `segment`, of shape
+/// `kind`, in `space`.
+///
+/// Only a code of generated shape is bounded: one that decodes to an ID (as a slot, `i64`)
+/// by the mark, one that decodes to none by whether a named row holds such a code (only an
+/// imported legacy code can). Every other code (an alias, a private code) is found by its
+/// text, so the store is asked.
+pub(super) fn bound(store: SlotBound, space: &CodeSpace, segment: &str, kind: CodeKind) -> Bound {
+    let (mark, exact) = match store {
+        _ if kind != CodeKind::Generated => return Bound::Ask,
+        SlotBound::None => return Bound::Ask,
+        SlotBound::Exact(mark) => (mark, true),
+        SlotBound::Stale(mark) => (mark, false),
+    };
+    let id = space
+        .decode(segment)
+        .ok()
+        .and_then(|id| i64::try_from(id).ok());
+    match id {
+        Some(id) if id <= mark.slot => Bound::Ask,
+        Some(_) if exact => Bound::Impossible,
+        Some(id) => Bound::Above(id),
+        None if mark.undecodable => Bound::Ask,
+        None if exact => Bound::Impossible,
+        None => Bound::Undecodable,
     }
 }
 

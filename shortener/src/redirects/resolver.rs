@@ -3,11 +3,11 @@
 
 use super::cache::{Answer, Cached, LinkCache, NewLink, VisitLimit};
 use super::entry::{Entry, Kind, Rare};
-use super::high_water::HighWaterReads;
+use super::high_water::{Bound, HighWaterReads, bound};
 use crate::domain::PasswordHash;
 use crate::domain::{Domain, Error};
 use crate::metrics::{Sample, Samples};
-use crate::store::{LinkStore, Mark, SlotBound, Store};
+use crate::store::{LinkStore, Mark, Store};
 use crate::targets::TargetRules;
 use crate::visits::clicks::{HandOver, HeldClicks, TakeHeld};
 use crate::visits::{Classified, VisitKind, Visits};
@@ -100,20 +100,6 @@ pub struct LookupCounters {
     /// Generated codes answered "not found" without the store: they decode above every ID a
     /// stored code decodes to (docs/design.md, I9).
     pub refused_impossible: AtomicU64,
-}
-
-/// What the slot high-water mark says of a code the cache does not hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Bound {
-    /// The store must be asked.
-    Ask,
-    /// No row can hold it.
-    Impossible,
-    /// It decodes to this ID, above the mark as last read: a fresh read of the mark decides.
-    Above(i64),
-    /// It has the shape of a generated code but decodes to no ID, and no named row held such a
-    /// code as last read: a fresh read decides.
-    Undecodable,
 }
 
 /// Resolves codes for redirects.
@@ -239,38 +225,9 @@ impl Resolver {
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(resolution(placed(entry, site)));
         }
-        match self.bound(&key.key, key.kind) {
+        match bound(self.store.slot_bound(), &self.space, &key.key, key.kind) {
             Bound::Impossible => Ok(self.refuse()),
             bound => Err(bound),
-        }
-    }
-
-    /// What the slot high-water mark, as known without a read, says of `segment`.
-    ///
-    /// Only a code of generated shape is bounded: one that decodes to an ID (as a slot, `i64`)
-    /// by the mark, one that decodes to none by whether a named row holds such a code (only an
-    /// imported legacy code can). Every other code (an alias, a private code) is found by its
-    /// text, so the store is asked.
-    fn bound(&self, segment: &str, kind: CodeKind) -> Bound {
-        let bound = self.store.slot_bound();
-        let (mark, exact) = match bound {
-            _ if kind != CodeKind::Generated => return Bound::Ask,
-            SlotBound::None => return Bound::Ask,
-            SlotBound::Exact(mark) => (mark, true),
-            SlotBound::Stale(mark) => (mark, false),
-        };
-        let id = self
-            .space
-            .decode(segment)
-            .ok()
-            .and_then(|id| i64::try_from(id).ok());
-        match id {
-            Some(id) if id <= mark.slot => Bound::Ask,
-            Some(_) if exact => Bound::Impossible,
-            Some(id) => Bound::Above(id),
-            None if mark.undecodable => Bound::Ask,
-            None if exact => Bound::Impossible,
-            None => Bound::Undecodable,
         }
     }
 
