@@ -192,8 +192,11 @@ impl ClickRecorder {
             self.full.notify_one();
         }
         let key = CompactCode::new(code);
-        self.key_heap
-            .fetch_add(key.heap_bytes() as u64, Ordering::Relaxed);
+        // A generated code is held inline: no shared counter is touched on its redirect.
+        let heap = key.heap_bytes() as u64;
+        if heap > 0 {
+            self.key_heap.fetch_add(heap, Ordering::Relaxed);
+        }
         pending.insert(key, more);
     }
 
