@@ -171,9 +171,30 @@ impl ClickRecorder {
 
     /// [`ClickRecorder::bytes`] at the bound: a hash table holding `max_pending` codes has up
     /// to twice as many slots, and while a flush writes a shard the next interval's map is
-    /// already filling (about as many again, covered by the same factor).
+    /// already filling (about as many again, covered by the same factor); the keys held on the
+    /// heap get twice their share ([`ClickRecorder::key_heap_share`]) on the same grounds.
     pub fn budget(&self) -> u64 {
-        2 * (self.shard_bound * SHARDS) as u64 * SLOT_BYTES
+        2 * (self.shard_bound * SHARDS) as u64 * SLOT_BYTES + 2 * self.key_heap_share()
+    }
+
+    /// Heap bytes the keys too long to be held inline may hold before the flush is asked to
+    /// run at once: a quarter of what the slots of `max_pending` codes cost. Without it a
+    /// node whose links are long aliases on branded hosts would hold several times its budget
+    /// in keys before the map reached its bound in codes.
+    fn key_heap_share(&self) -> u64 {
+        (self.shard_bound * SHARDS) as u64 * SLOT_BYTES / 4
+    }
+
+    /// Counts `heap` more key bytes, asking for a flush as the total crosses its share.
+    fn key_heap_grew(&self, heap: u64) {
+        if heap == 0 {
+            return;
+        }
+        let before = self.key_heap.fetch_add(heap, Ordering::Relaxed);
+        let share = self.key_heap_share();
+        if before < share && before + heap >= share {
+            self.full.notify_one();
+        }
     }
 
     fn shard(&self, code: &str) -> &Mutex<Pending> {
@@ -193,10 +214,7 @@ impl ClickRecorder {
         }
         let key = CompactCode::new(code);
         // A generated code is held inline: no shared counter is touched on its redirect.
-        let heap = key.heap_bytes() as u64;
-        if heap > 0 {
-            self.key_heap.fetch_add(heap, Ordering::Relaxed);
-        }
+        self.key_heap_grew(key.heap_bytes() as u64);
         pending.insert(key, more);
     }
 
@@ -272,8 +290,7 @@ impl ClickRecorder {
             match pending.entry(code.clone()) {
                 std::collections::hash_map::Entry::Occupied(mut held) => *held.get_mut() += *more,
                 std::collections::hash_map::Entry::Vacant(slot) => {
-                    self.key_heap
-                        .fetch_add(code.heap_bytes() as u64, Ordering::Relaxed);
+                    self.key_heap_grew(code.heap_bytes() as u64);
                     slot.insert(*more);
                 }
             }

@@ -28,6 +28,45 @@ fn long_keys_are_weighed_with_their_heap_bytes() {
     assert_eq!(recorder.bytes(), slots(&recorder) + heap, "put back");
 }
 
+/// Long keys ask for a flush once their heap bytes cross their share of the budget, well
+/// before the map holds `max_pending` codes, so the gauge keeps to the budget whatever the
+/// keys' length; the flush lets their bytes go.
+#[tokio::test]
+async fn long_keys_ask_for_a_flush_before_they_outgrow_the_budget() {
+    let recorder = ClickRecorder::new(1024);
+    let share = recorder.key_heap_share();
+    let long = |n: usize| format!("{}.example/sale-{n}", "brand".repeat(50));
+    let each = CompactCode::new(&long(0)).heap_bytes() as u64;
+    let mut full = std::pin::pin!(recorder.full());
+    let mut n = 0;
+    while (n as u64 + 1) * each < share {
+        recorder.record(&long(n), VisitKind::Human);
+        n += 1;
+    }
+    assert!(n < 1024 / 4, "the share is crossed early ({n} codes)");
+    assert!(
+        futures::poll!(full.as_mut()).is_pending(),
+        "no flush below the share ({n} codes, {} bytes of keys)",
+        n as u64 * each
+    );
+    recorder.record(&long(n), VisitKind::Human);
+    tokio::time::timeout(std::time::Duration::from_secs(5), full)
+        .await
+        .expect("crossing the share asks for a flush");
+    assert!(
+        recorder.bytes() <= recorder.budget(),
+        "{} > {}",
+        recorder.bytes(),
+        recorder.budget()
+    );
+    recorder.take();
+    assert_eq!(
+        recorder.key_heap.load(Ordering::Relaxed),
+        0,
+        "taken, let go"
+    );
+}
+
 #[test]
 fn counts_accumulate_per_code() {
     let recorder = ClickRecorder::default();
