@@ -62,10 +62,13 @@ pub trait OutboxStore: Send + Sync {
 
     /// Lets go of a claimed endpoint and of its claimed deliveries `unsent` (not attempted), so
     /// any worker may claim them again: at once, or after `hold` (an endpoint that just failed
-    /// waits out its backoff before its next attempt, whichever delivery that is).
+    /// waits out its backoff before its next attempt, whichever delivery that is). Only while
+    /// the claim's `lease` ([`Delivery::lease`]) is still the one they hold: a release that
+    /// comes after another claim took them over lets go of nothing.
     fn release_endpoint(
         &self,
         endpoint_id: i64,
+        lease: i64,
         unsent: Vec<i64>,
         hold: Option<Duration>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -163,10 +166,11 @@ impl OutboxStore for Store {
     async fn release_endpoint(
         &self,
         endpoint_id: i64,
+        lease: i64,
         unsent: Vec<i64>,
         hold: Option<Duration>,
     ) -> Result<(), StoreError> {
-        traced!(self, "UPDATE", "webhook_endpoints", s => s.release_endpoint(endpoint_id, unsent, hold))
+        traced!(self, "UPDATE", "webhook_endpoints", s => s.release_endpoint(endpoint_id, lease, unsent, hold))
     }
 
     async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {

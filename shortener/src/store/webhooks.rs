@@ -105,6 +105,10 @@ pub struct Delivery {
     pub attempts: u32,
     /// The `traceparent` of the traced request that recorded the event, if it was traced.
     pub trace: Option<String>,
+    /// The claim's lease as the store wrote it on the endpoint and its deliveries (its end, in
+    /// the store's own units): the token the attempt's record and the release present, so a
+    /// worker whose lease ran out and was claimed again changes nothing the new claim holds.
+    pub lease: i64,
 }
 
 /// How an attempt went.
@@ -127,6 +131,9 @@ pub struct Attempt {
     /// The delivery's last attempt (`SHORTENER_WEBHOOK_MAX_ATTEMPTS`): a failure ends it
     /// `failed`, and it is not tried again.
     pub last: bool,
+    /// The claim's lease ([`Delivery::lease`]): a failure recorded after another claim took
+    /// the delivery over leaves the delivery to that claim (its attempts, its next try).
+    pub lease: i64,
 }
 
 /// What recording an attempt found.

@@ -208,7 +208,7 @@ impl Webhooks {
         leased_until: tokio::time::Instant,
         stop: &CancellationToken,
     ) {
-        let Some(endpoint) = deliveries.first().map(|d| d.endpoint_id) else {
+        let Some((endpoint, lease)) = deliveries.first().map(|d| (d.endpoint_id, d.lease)) else {
             return;
         };
         let mut going = true;
@@ -255,7 +255,11 @@ impl Webhooks {
                 }
             }
         }
-        if let Err(error) = self.store.release_endpoint(endpoint, unsent, hold).await {
+        if let Err(error) = self
+            .store
+            .release_endpoint(endpoint, lease, unsent, hold)
+            .await
+        {
             // Its lease runs out and it is claimed again then.
             tracing::warn!(%error, endpoint, "letting go of a webhook endpoint failed");
         }
@@ -350,6 +354,7 @@ impl Webhooks {
             retry_at: Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
             max_failures: self.settings.max_failures,
             last,
+            lease: delivery.lease,
         };
         (attempt, outcome)
     }

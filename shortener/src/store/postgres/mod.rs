@@ -540,10 +540,11 @@ impl OutboxStore for PgStore {
     async fn release_endpoint(
         &self,
         endpoint_id: i64,
+        lease: i64,
         unsent: Vec<i64>,
         hold: Option<Duration>,
     ) -> Result<(), StoreError> {
-        webhooks::release(&self.client().await?, endpoint_id, &unsent, hold).await
+        webhooks::release(&self.client().await?, endpoint_id, lease, &unsent, hold).await
     }
 
     async fn bound_outbox(&self, max_pending: u64) -> Result<OutboxBound, StoreError> {

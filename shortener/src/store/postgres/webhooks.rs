@@ -187,6 +187,14 @@ pub(super) async fn log(
     ))
 }
 
+/// `column` holds the lease whose token ([`Delivery::lease`]) is parameter `param`. The token is
+/// the end of the lease in microseconds since 1970, exactly as `timestamptz` holds it (the
+/// claim returns it); every claim of one endpoint ends later than the one it follows (it is
+/// made only once that one ended), so the token names one claim.
+fn holds_lease(column: &str, param: u8) -> String {
+    format!("(extract(epoch FROM {column}) * 1000000)::bigint = ${param}::bigint")
+}
+
 /// Claims endpoints and their due deliveries in one statement: the endpoints are locked with
 /// `SKIP LOCKED` and their lease is checked again on the row as it is when locked, so two
 /// workers claiming at once never take the same endpoint.
@@ -214,7 +222,7 @@ pub(super) async fn claim(
              leased AS (UPDATE webhook_endpoints w SET leased_until = now() + $1 * interval '1 millisecond' \
                FROM picked WHERE w.id = picked.id AND w.disabled_at IS NULL \
                  AND (w.leased_until IS NULL OR w.leased_until < now()) \
-               RETURNING w.id, w.url, w.secret), \
+               RETURNING w.id, w.url, w.secret, w.leased_until), \
              batch AS (SELECT c.endpoint_id, c.event_id FROM leased l \
                CROSS JOIN LATERAL (SELECT d.endpoint_id, d.event_id FROM webhook_deliveries d \
                  WHERE d.endpoint_id = l.id AND d.state = 'pending' AND d.next_at <= now() \
@@ -224,7 +232,7 @@ pub(super) async fn claim(
                FROM batch b WHERE d.endpoint_id = b.endpoint_id AND d.event_id = b.event_id \
                RETURNING d.endpoint_id, d.event_id, d.next_at, d.attempts) \
              SELECT c.endpoint_id, l.url, l.secret, c.event_id, e.kind, e.data, e.created_at, c.attempts, \
-               e.traceparent \
+               e.traceparent, (extract(epoch FROM l.leased_until) * 1000000)::bigint \
              FROM claimed c JOIN leased l ON l.id = c.endpoint_id JOIN webhook_events e ON e.id = c.event_id \
              ORDER BY c.endpoint_id, c.next_at, c.event_id",
             &[&lease_ms, &endpoints, &per_endpoint],
@@ -243,6 +251,7 @@ pub(super) async fn claim(
             created_at: r.get(6),
             attempts: r.get::<_, i32>(7).max(0) as u32,
             trace: r.get(8),
+            lease: r.get(9),
         })
         .collect())
 }
@@ -274,13 +283,17 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
         }
     } else {
         // The last attempt a delivery gets ends it `failed`; a delivery no longer pending
-        // (delivered meanwhile by a node that took it over) stays as it is.
+        // (delivered meanwhile by a node that took it over), or claimed again since, stays as
+        // it is: its new claim records its own attempt.
         let updated = tx.execute(
-            "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = $3, last_error = $4, \
-             next_at = $5, leased_until = NULL, \
-             state = CASE WHEN $6 THEN 'failed' ELSE state END, \
-             failed_at = CASE WHEN $6 THEN now() END \
-             WHERE endpoint_id = $1 AND event_id = $2 AND state = 'pending'",
+            &format!(
+                "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = $3, last_error = $4, \
+                 next_at = $5, leased_until = NULL, \
+                 state = CASE WHEN $6 THEN 'failed' ELSE state END, \
+                 failed_at = CASE WHEN $6 THEN now() END \
+                 WHERE endpoint_id = $1 AND event_id = $2 AND state = 'pending' AND {}",
+                holds_lease("leased_until", 7)
+            ),
             &[
                 &attempt.endpoint_id,
                 &attempt.event_id,
@@ -288,6 +301,7 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
                 &attempt.error,
                 &attempt.retry_at,
                 &attempt.last,
+                &attempt.lease,
             ],
         )
         .await
@@ -323,17 +337,22 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
 pub(super) async fn release(
     client: &Conn,
     endpoint_id: i64,
+    lease: i64,
     unsent: &[i64],
     hold: Option<Duration>,
 ) -> Result<(), StoreError> {
     let hold_ms = hold.map(|h| h.as_millis() as f64);
     client
         .execute(
-            "WITH unsent AS (UPDATE webhook_deliveries SET leased_until = NULL \
-               WHERE endpoint_id = $1 AND event_id = ANY($2) AND state = 'pending') \
-             UPDATE webhook_endpoints SET leased_until = NULL, \
-               held_until = now() + $3 * interval '1 millisecond' WHERE id = $1",
-            &[&endpoint_id, &unsent, &hold_ms],
+            &format!(
+                "WITH unsent AS (UPDATE webhook_deliveries SET leased_until = NULL \
+                   WHERE endpoint_id = $1 AND event_id = ANY($2) AND state = 'pending' AND {}) \
+                 UPDATE webhook_endpoints SET leased_until = NULL, \
+                   held_until = now() + $3 * interval '1 millisecond' WHERE id = $1 AND {}",
+                holds_lease("leased_until", 4),
+                holds_lease("leased_until", 4)
+            ),
+            &[&endpoint_id, &unsent, &hold_ms, &lease],
         )
         .await
         .map_err(db_error)?;

@@ -470,10 +470,11 @@ impl OutboxStore for SqliteStore {
     async fn release_endpoint(
         &self,
         endpoint_id: i64,
+        lease: i64,
         unsent: Vec<i64>,
         hold: Option<std::time::Duration>,
     ) -> Result<(), StoreError> {
-        self.write(move |conn| webhooks::release(conn, endpoint_id, &unsent, hold))
+        self.write(move |conn| webhooks::release(conn, endpoint_id, lease, &unsent, hold))
             .await
     }
 

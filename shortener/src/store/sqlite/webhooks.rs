@@ -302,6 +302,9 @@ pub(super) fn claim(
                     created_at: from_millis(r.get(3)?),
                     attempts: r.get::<_, i64>(4)?.max(0) as u32,
                     trace: r.get(5)?,
+                    // The lease's end in milliseconds: a claim of the endpoint is made only
+                    // once the one before ended, so each ends later and the token names one.
+                    lease: until,
                 })
             })
             .map_err(db_error)?;
@@ -349,13 +352,14 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
         }
     } else {
         // The last attempt a delivery gets ends it `failed`; a delivery no longer pending
-        // (delivered meanwhile by a node that took it over) stays as it is.
+        // (delivered meanwhile by a node that took it over), or claimed again since, stays as
+        // it is: its new claim records its own attempt.
         let updated = tx.execute(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, last_status = ?3, last_error = ?4, \
              next_at = ?5, leased_until = NULL, \
              state = CASE WHEN ?6 THEN 'failed' ELSE state END, \
              failed_at = CASE WHEN ?6 THEN ?7 ELSE NULL END \
-             WHERE endpoint_id = ?1 AND event_id = ?2 AND state = 'pending'",
+             WHERE endpoint_id = ?1 AND event_id = ?2 AND state = 'pending' AND leased_until = ?8",
             params![
                 attempt.endpoint_id,
                 attempt.event_id,
@@ -363,7 +367,8 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
                 attempt.error,
                 millis(attempt.retry_at),
                 attempt.last,
-                now
+                now,
+                attempt.lease
             ],
         )
         .map_err(db_error)?;
@@ -406,6 +411,7 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
 pub(super) fn release(
     conn: &mut Connection,
     endpoint_id: i64,
+    lease: i64,
     unsent: &[i64],
     hold: Option<std::time::Duration>,
 ) -> Result<(), StoreError> {
@@ -417,14 +423,14 @@ pub(super) fn release(
     for event_id in unsent {
         tx.execute(
             "UPDATE webhook_deliveries SET leased_until = NULL \
-             WHERE endpoint_id = ?1 AND event_id = ?2 AND state = 'pending'",
-            params![endpoint_id, event_id],
+             WHERE endpoint_id = ?1 AND event_id = ?2 AND state = 'pending' AND leased_until = ?3",
+            params![endpoint_id, event_id, lease],
         )
         .map_err(db_error)?;
     }
     tx.execute(
-        "UPDATE webhook_endpoints SET leased_until = NULL, held_until = ?2 WHERE id = ?1",
-        params![endpoint_id, until],
+        "UPDATE webhook_endpoints SET leased_until = NULL, held_until = ?2 WHERE id = ?1 AND leased_until = ?3",
+        params![endpoint_id, until, lease],
     )
     .map_err(db_error)?;
     tx.commit().map_err(db_error)?;

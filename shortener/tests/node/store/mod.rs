@@ -14,6 +14,7 @@ mod marks;
 mod one_writer;
 mod sessions;
 mod upgrade;
+mod webhook_leases;
 
 use crate::helpers::{Backend, Stack};
 use codespace::shape::CodeKind;

@@ -406,6 +406,9 @@ async fn a_late_last_failure_leaves_a_delivered_delivery_delivered(backend: Back
             retry_at: chrono::Utc::now(),
             max_failures: 10,
             last: true,
+            // The lease a claim of the late node held (any token: the delivery is no longer
+            // pending either way).
+            lease: 0,
         })
         .await
         .expect("finish");
