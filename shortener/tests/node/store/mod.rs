@@ -140,23 +140,30 @@ pub(super) async fn fresh_embedded() -> (tempfile::TempDir, shortener::store::Sq
     (dir, sqlite)
 }
 
-/// A webhook event keeps the `traceparent` of the traced create that recorded it, in the
-/// outbox row, so whichever node claims the delivery continues that trace (the PostgreSQL
-/// path is driven end to end by the Python tracing tests, through a real OTLP receiver).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_event_keeps_the_trace_of_the_create_in_the_outbox() {
-    use shortener::store::OutboxStore;
-    use shortener::store::webhooks::NewEndpoint;
-    let (_dir, store) = fresh_embedded().await;
+/// An endpoint of tenant `default` made in `store` directly (events of its links are then
+/// recorded with a delivery to it).
+pub(super) async fn endpoint_of_default<S: shortener::store::OutboxStore>(
+    store: &S,
+) -> shortener::store::Endpoint {
     store
-        .create_endpoint(NewEndpoint {
+        .create_endpoint(shortener::store::webhooks::NewEndpoint {
             tenant: "default".into(),
             url: "https://hooks.example.com/in".into(),
             secret: "s".repeat(24),
             created_by: "default/ci".into(),
         })
         .await
-        .expect("endpoint");
+        .expect("endpoint")
+}
+
+/// A webhook event keeps the `traceparent` of the traced create that recorded it, in the
+/// outbox row, so whichever node claims the delivery continues that trace (the PostgreSQL
+/// path is driven end to end by the Python tracing tests, through a real OTLP receiver).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_event_keeps_the_trace_of_the_create_in_the_outbox() {
+    use shortener::store::OutboxStore;
+    let (_dir, store) = fresh_embedded().await;
+    endpoint_of_default(&store).await;
     let traced = |code: &str, trace: &str| NewLink {
         trace: Some(trace.to_string()),
         ..link(code, &format!("https://example.com/{code}"), None)

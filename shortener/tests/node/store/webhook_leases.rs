@@ -2,9 +2,8 @@
 //! out and was claimed again by another (a store slower than the lease, a paused process)
 //! neither lets go of what the new claim holds nor records a failure over its delivery.
 
-use super::{fresh_embedded, link};
+use super::{endpoint_of_default, fresh_embedded, link};
 use codespace::{CodeKey, CodeSpace};
-use shortener::store::webhooks::NewEndpoint;
 use shortener::store::{
     Attempt, Capabilities, Delivery, LinkStore, OutboxStore, PgSettings, PgStore,
 };
@@ -43,15 +42,7 @@ fn failure(delivery: &Delivery, lease: i64) -> Attempt {
 }
 
 async fn a_late_worker_changes_nothing_a_new_claim_holds<S: OutboxStore + LinkStore>(store: S) {
-    let endpoint = store
-        .create_endpoint(NewEndpoint {
-            tenant: "default".into(),
-            url: "https://hooks.example.com/in".into(),
-            secret: "s".repeat(24),
-            created_by: "default/ci".into(),
-        })
-        .await
-        .expect("endpoint");
+    let endpoint = endpoint_of_default(&store).await;
     store
         .insert(link("leased-1", "https://example.com/leased", None))
         .await
