@@ -52,11 +52,26 @@ impl Drop for Release {
     }
 }
 
+/// The store's hold while the node stops: let go only by [`let_go`], once nothing of this
+/// process may still write. Dropped before that (the task waiting for a background task stuck
+/// past its bound is dropped, not finished, when the runtime shuts down), it keeps the hold
+/// until the process exits: a task that may still write never shares the file with the next
+/// node.
+struct Stopping(Option<Release>);
+
+impl Drop for Stopping {
+    fn drop(&mut self) {
+        if let Some(release) = self.0.take() {
+            std::mem::forget(release);
+        }
+    }
+}
+
 /// Lets go of the store's hold once the writes handed to it have landed (the audit log's queue,
 /// then [`crate::store::Store::settle`], within [`TASK_STOP`]): the next node or tool on the
 /// data directory may start. A store that does not settle in time keeps the hold until the
 /// process exits.
-async fn let_go(node: &Node, release: Release) {
+async fn let_go(node: &Node, mut stopping: Stopping) {
     // Audit entries handed over by requests the drain cut short go to the store's writer
     // first; then a writer round behind everything queued.
     let settled = async {
@@ -64,12 +79,11 @@ async fn let_go(node: &Node, release: Release) {
         node.store.settle().await;
     };
     if tokio::time::timeout(TASK_STOP, settled).await.is_ok() {
-        drop(release);
+        drop(stopping.0.take());
     } else {
         tracing::warn!(
             "the store's writes did not settle; the data directory stays locked until this process exits"
         );
-        std::mem::forget(release);
     }
 }
 
@@ -223,6 +237,7 @@ impl App {
         let drain = config.drain();
         tracing::info!(?drain, "shutting down: readiness off, draining");
         servers.drain(&node, drain).await;
+        let stopping = Stopping(Some(release));
         let stopped = tasks.stop(TASK_STOP).await;
         servers.stop_admin().await;
         match stopped {
@@ -235,7 +250,7 @@ impl App {
                         "background tasks were aborted at stop; click counts they had not written are lost"
                     );
                 }
-                let_go(&node, release).await;
+                let_go(&node, stopping).await;
             }
             Stopped::Running(handles) => {
                 // A task that may still write keeps the file this process's until it ends.
@@ -248,10 +263,48 @@ impl App {
                     for handle in handles {
                         let _ = handle.await;
                     }
-                    let_go(&node, release).await;
+                    let_go(&node, stopping).await;
                 });
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{SqliteStore, Store};
+    use codespace::{CodeKey, CodeSpace};
+
+    fn open(path: &std::path::Path) -> Result<SqliteStore, crate::store::StoreError> {
+        let space = CodeSpace::new(&CodeKey::generate(), codespace::DEFAULT_LENGTH).expect("space");
+        SqliteStore::open(path, Arc::new(space), 64)
+    }
+
+    /// A runtime shutting down drops the task that waits for a stuck background task before
+    /// it lets go: the file stays this process's, and a second writer is still refused. Let
+    /// go as it should be, the file is free.
+    #[test]
+    fn a_stop_dropped_before_it_lets_go_keeps_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("links.db");
+        let store = open(&path).expect("open");
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let stopping = Stopping(Some(Release(Store::Sqlite(store.clone()))));
+        runtime.spawn(async move {
+            // A background task that never ends, then the let-go it never reaches.
+            std::future::pending::<()>().await;
+            drop(stopping);
+        });
+        drop(runtime);
+        assert!(open(&path).is_err(), "a second writer beside a stuck task");
+
+        let other = tempfile::tempdir().expect("tempdir");
+        let path = other.path().join("links.db");
+        let store = open(&path).expect("open");
+        let mut stopping = Stopping(Some(Release(Store::Sqlite(store))));
+        drop(stopping.0.take());
+        open(&path).expect("let go, the file is free");
     }
 }
