@@ -309,9 +309,17 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
         let max = attempt.max_failures as i32;
         // The old row's `disabled_at` is read in the same statement: "now" only for the failure
         // that crossed the limit. A failure of an endpoint already disabled (by hand, while the
-        // attempt was in flight) does not count.
-        let row = tx
-            .query_opt(
+        // attempt was in flight) does not count; nor does one whose delivery was taken over or
+        // delivered meanwhile: the endpoint's run of failures is its current claim's to count.
+        let row = if updated == 0 {
+            tx.query_opt(
+                "SELECT false, disabled_at IS NOT NULL, failures FROM webhook_endpoints WHERE id = $1",
+                &[&attempt.endpoint_id],
+            )
+            .await
+            .map_err(db_error)?
+        } else {
+            tx.query_opt(
                 "UPDATE webhook_endpoints w SET \
                  failures = CASE WHEN old.disabled_at IS NULL THEN w.failures + 1 ELSE w.failures END, \
                  disabled_at = CASE WHEN w.failures + 1 >= $2 THEN coalesce(w.disabled_at, now()) ELSE w.disabled_at END \
@@ -322,7 +330,8 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
                 &[&attempt.endpoint_id, &max],
             )
             .await
-            .map_err(db_error)?;
+            .map_err(db_error)?
+        };
         Finished {
             disabled_now: row.as_ref().is_some_and(|r| r.get(0)),
             stopped: row.as_ref().is_none_or(|r| r.get(1)),

@@ -382,8 +382,17 @@ pub(super) fn finish(conn: &mut Connection, attempt: &Attempt) -> Result<Finishe
             .map_err(db_error)?
             .unwrap_or(false);
         // A failure of an endpoint already disabled (by hand, while the attempt was in flight)
-        // does not count.
-        let counted: Option<(bool, i64)> = if was_enabled {
+        // does not count; nor does one whose delivery was taken over or delivered meanwhile:
+        // the endpoint's run of failures is its current claim's to count.
+        let counted: Option<(bool, i64)> = if was_enabled && updated == 0 {
+            tx.query_row(
+                "SELECT disabled_at IS NOT NULL, failures FROM webhook_endpoints WHERE id = ?1",
+                [attempt.endpoint_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(db_error)?
+        } else if was_enabled {
             tx.query_row(
                 "UPDATE webhook_endpoints SET failures = failures + 1, \
                  disabled_at = CASE WHEN failures + 1 >= ?2 THEN coalesce(disabled_at, ?3) ELSE disabled_at END \

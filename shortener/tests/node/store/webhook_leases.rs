@@ -1,6 +1,7 @@
 //! A webhook claim's lease fences what its worker writes afterwards: a worker whose lease ran
 //! out and was claimed again by another (a store slower than the lease, a paused process)
-//! neither lets go of what the new claim holds nor records a failure over its delivery.
+//! neither lets go of what the new claim holds nor records a failure over its delivery or
+//! against its endpoint.
 
 use super::{endpoint_of_default, fresh_embedded, link};
 use codespace::{CodeKey, CodeSpace};
@@ -69,6 +70,11 @@ async fn a_late_worker_changes_nothing_a_new_claim_holds<S: OutboxStore + LinkSt
         .await
         .expect("finish");
     assert!(!finished.given_up, "the new claim's delivery is not ended");
+    assert_eq!(
+        (finished.failures, finished.stopped),
+        (0, false),
+        "the endpoint's run of failures is the new claim's to count"
+    );
     store
         .release_endpoint(endpoint.id, late.lease, vec![late.event_id], None)
         .await
@@ -98,6 +104,7 @@ async fn a_late_worker_changes_nothing_a_new_claim_holds<S: OutboxStore + LinkSt
         .await
         .expect("finish");
     assert!(finished.given_up, "the holder's last failure ends it");
+    assert_eq!(finished.failures, 1, "and counts against the endpoint");
     let log = store
         .delivery_log(endpoint.id, None, 10)
         .await
