@@ -147,8 +147,9 @@ function changeLines(event) {
   });
 }
 
-function historySection(events) {
+function historySection(events, truncated) {
   return el('section', { 'aria-labelledby': 'history-title' }, el('h2', { id: 'history-title' }, 'History'),
+    truncated ? el('p', {}, `The latest ${events.length} changes; earlier ones are not shown.`) : null,
     el('ol', { class: 'events' }, events.map((e) => el('li', {},
       el('strong', {}, e.kind), ` ${time(e.at)} by `, el('span', { class: 'code' }, e.key),
       el('ul', { class: 'changes' }, changeLines(e))))));
@@ -196,6 +197,6 @@ export async function detailPage(code, domain) {
     el('h1', { id: 'link-title', tabindex: -1 }, 'Link ', el('span', { class: 'code' }, link.code)),
     facts(link), actions, routingSection(link), await qrSection(code, domain),
     may('stats:read') ? statsSection(code, domain) : null,
-    historySection(history.events));
+    historySection(history.events, history.truncated));
   return [page, () => document.getElementById('link-title')?.focus()];
 }

@@ -217,7 +217,7 @@ impl Links for LinksApi {
         request: Request<pb::GetLinkHistoryRequest>,
     ) -> Result<Response<pb::LinkHistory>, Status> {
         let caller = self.admit(&request, Operation::History)?;
-        let events = self
+        let (events, truncated) = self
             .links
             .history(
                 &caller,
@@ -226,6 +226,7 @@ impl Links for LinksApi {
             .await?;
         Ok(Response::new(pb::LinkHistory {
             events: events.iter().map(wire::event).collect(),
+            truncated,
         }))
     }
 

@@ -3,8 +3,8 @@
 use super::LinkExport;
 use super::LinkService;
 use crate::domain::{
-    Caller, Error, Event, EventKind, Link, LinkPatch, ListInput, ListQuery, Page, PasswordChange,
-    ShortCode,
+    Caller, Error, Event, EventKind, History, Link, LinkPatch, ListInput, ListQuery,
+    MAX_HISTORY_EVENTS, Page, PasswordChange, ShortCode,
 };
 use crate::store::{LinkStore, UpdateOutcome};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -113,19 +113,33 @@ impl LinkService {
         }
     }
 
-    /// Every event of a link of the caller's tenant, oldest first: its creation (from the link
-    /// row, with the values it was made with), then each recorded change.
-    pub async fn history(&self, caller: &Caller, code: &ShortCode) -> Result<Vec<Event>, Error> {
-        let (link, events) = self
+    /// The events of a link of the caller's tenant, oldest first: its creation (from the link
+    /// row, with the values it was made with), then each recorded change; for a link changed
+    /// more than [`MAX_HISTORY_EVENTS`] times, the latest changes only (no creation event:
+    /// the values it was made with are found by undoing every change), and `true`. Another
+    /// tenant's link is not found, and its events are never read.
+    pub async fn history(
+        &self,
+        caller: &Caller,
+        code: &ShortCode,
+    ) -> Result<(Vec<Event>, bool), Error> {
+        let History {
+            link,
+            events,
+            earlier,
+        } = self
             .store
-            .history(code.as_str())
+            .history(code.as_str(), caller.tenant_scope(), MAX_HISTORY_EVENTS)
             .await?
-            .filter(|(link, _)| caller.sees(&link.tenant) && code.names(link))
+            .filter(|history| caller.sees(&history.link.tenant) && code.names(&history.link))
             .ok_or_else(|| Error::NotFound(code.shown().to_string()))?;
+        if earlier {
+            return Ok((events, true));
+        }
         let mut all = Vec::with_capacity(events.len() + 1);
         all.push(creation(&link, &events));
         all.extend(events);
-        Ok(all)
+        Ok((all, false))
     }
 }
 

@@ -5,7 +5,7 @@ use super::{
     DeleteOutcome, InsertOutcome, Mark, NewLink, SlotBound, Store, StoreError, TagOutcome,
     UpdateOutcome,
 };
-use crate::domain::{Event, Link, LinkPatch, ListQuery, Page, TagChange};
+use crate::domain::{History, Link, LinkPatch, ListQuery, Page, TagChange};
 use chrono::{DateTime, Utc};
 use std::future::Future;
 
@@ -88,11 +88,15 @@ pub trait LinkStore: Send + Sync {
         max_links: usize,
     ) -> impl Future<Output = Result<TagOutcome, StoreError>> + Send;
 
-    /// A link (without click counts) and the events recorded after its creation, oldest first.
+    /// A link (without click counts) and the latest `max_events` events recorded after its
+    /// creation, oldest first; `None` when there is no such link or it is not of `tenant`
+    /// (when given), whose events are then not read.
     fn history(
         &self,
         code: &str,
-    ) -> impl Future<Output = Result<Option<(Link, Vec<Event>)>, StoreError>> + Send;
+        tenant: Option<&str>,
+        max_events: usize,
+    ) -> impl Future<Output = Result<Option<History>, StoreError>> + Send;
 
     /// One page of a list, newest first, continued by keyset (see [`crate::domain::list`]).
     fn list(&self, query: &ListQuery) -> impl Future<Output = Result<Page, StoreError>> + Send;
@@ -201,8 +205,13 @@ impl LinkStore for Store {
         traced!(self, "UPDATE", "links", s => s.change_tag(tenant, change, key, max_links))
     }
 
-    async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
-        traced!(self, "SELECT", "link_events", s => s.history(code))
+    async fn history(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        max_events: usize,
+    ) -> Result<Option<History>, StoreError> {
+        traced!(self, "SELECT", "link_events", s => s.history(code, tenant, max_events))
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page, StoreError> {

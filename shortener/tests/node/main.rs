@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod helpers;
+mod history_bound;
 mod route_stats;
 mod served;
 mod signin;

@@ -71,7 +71,8 @@ pub async fn update(
     Ok(axum::Json(LinkAnswer::to(&caller, false, &state.public, &link)).into_response())
 }
 
-/// `GET /api/v1/links/{code}/history`: every event, oldest first.
+/// `GET /api/v1/links/{code}/history`: every event, oldest first (the latest ones, and
+/// `truncated`, for a link changed more often than an answer holds).
 pub async fn history(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
@@ -79,12 +80,12 @@ pub async fn history(
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::History)?;
-    let events = state
+    let (events, truncated) = state
         .links
         .history(&caller, &code(&state, path, &uri)?)
         .await?;
     let events: Vec<EventJson<'_>> = events.iter().map(EventJson::new).collect();
-    Ok(axum::Json(serde_json::json!({ "events": events })).into_response())
+    Ok(axum::Json(serde_json::json!({ "events": events, "truncated": truncated })).into_response())
 }
 
 /// The query of `GET /api/v1/links/{code}/qr`.

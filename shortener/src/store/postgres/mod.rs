@@ -48,7 +48,7 @@ use super::{HighWater, Mark, SlotBound, undecodable};
 use super::{KeyStore, NewApiKey, Retried, StoredApiKey};
 use super::{NewSession, SessionStore, StoredSession};
 use crate::domain::{
-    ClickCounts, Event, Link, LinkPatch, ListQuery, Page, PasswordHash, TagChange,
+    ClickCounts, History, Link, LinkPatch, ListQuery, Page, PasswordHash, TagChange,
 };
 use crate::domain::{Domain, DomainSettings};
 use crate::domain::{StatsQuery, StatsReport};
@@ -386,11 +386,18 @@ impl LinkStore for PgStore {
         Ok(outcome)
     }
 
-    async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
+    async fn history(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        max_events: usize,
+    ) -> Result<Option<History>, StoreError> {
         read_row!(self, Scope::Code(code), |c| update::history(
             c,
             &self.layout,
-            code
+            code,
+            tenant,
+            max_events
         ))
     }
 

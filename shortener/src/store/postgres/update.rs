@@ -5,7 +5,7 @@ use super::error::db_error;
 use super::layout::Layout;
 use super::send::Conn;
 use super::{LINK_COLUMNS, NOTIFY_CHANNEL, link_from_row};
-use crate::domain::{Event, EventKind, Link, LinkPatch};
+use crate::domain::{Event, EventKind, History, LinkPatch};
 use crate::store::{StoreError, UpdateOutcome, host_rev};
 use chrono::{DateTime, Utc};
 
@@ -121,11 +121,16 @@ pub(super) async fn update(
 }
 
 /// The events recorded for `code` after its creation, oldest first.
-pub(super) async fn events(client: &Conn, code: &str) -> Result<Vec<Event>, StoreError> {
+/// The latest `limit` events of `code`, newest first.
+pub(super) async fn events(
+    client: &Conn,
+    code: &str,
+    limit: i64,
+) -> Result<Vec<Event>, StoreError> {
     let rows = client
         .query(
-            "SELECT at, key, kind, change FROM link_events WHERE code = $1 ORDER BY id",
-            &[&code],
+            "SELECT at, key, kind, change FROM link_events WHERE code = $1 ORDER BY id DESC LIMIT $2",
+            &[&code, &limit],
         )
         .await
         .map_err(db_error)?;
@@ -149,9 +154,15 @@ pub(super) async fn history(
     client: &Conn,
     layout: &Layout,
     code: &str,
-) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
+    tenant: Option<&str>,
+    max_events: usize,
+) -> Result<Option<History>, StoreError> {
     let Some(link) = super::read::get(client, layout, code).await? else {
         return Ok(None);
     };
-    Ok(Some((link, events(client, code).await?)))
+    if tenant.is_some_and(|tenant| tenant != link.tenant) {
+        return Ok(None);
+    }
+    let newest_first = events(client, code, max_events as i64 + 1).await?;
+    Ok(Some(History::of(link, newest_first, max_events)))
 }

@@ -108,12 +108,19 @@ pub(super) fn update(
 }
 
 /// The events recorded for `code` after its creation, oldest first.
-pub(super) fn events(conn: &Connection, code: &str) -> Result<Vec<Event>, StoreError> {
+/// The latest `limit` events of `code`, newest first.
+pub(super) fn events(
+    conn: &Connection,
+    code: &str,
+    limit: usize,
+) -> Result<Vec<Event>, StoreError> {
     let mut select = conn
-        .prepare_cached("SELECT at, key, kind, change FROM link_events WHERE code = ?1 ORDER BY id")
+        .prepare_cached(
+            "SELECT at, key, kind, change FROM link_events WHERE code = ?1 ORDER BY id DESC LIMIT ?2",
+        )
         .map_err(db_error)?;
     let rows = select
-        .query_map([code], |r| {
+        .query_map(rusqlite::params![code, limit as i64], |r| {
             Ok((
                 r.get::<_, i64>(0)?,
                 r.get::<_, String>(1)?,

@@ -57,7 +57,7 @@ use super::{HighWater, Mark, SlotBound};
 use super::{KeyStore, NewApiKey, Retried, StoredApiKey};
 use super::{NewSession, SessionStore, StoredSession};
 use crate::domain::{Domain, DomainSettings};
-use crate::domain::{Event, Link, LinkPatch, ListQuery, Page, TagChange};
+use crate::domain::{History, Link, LinkPatch, ListQuery, Page, TagChange};
 use crate::domain::{StatsQuery, StatsReport};
 use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
@@ -309,11 +309,20 @@ impl LinkStore for SqliteStore {
         .await
     }
 
-    async fn history(&self, code: &str) -> Result<Option<(Link, Vec<Event>)>, StoreError> {
+    async fn history(
+        &self,
+        code: &str,
+        tenant: Option<&str>,
+        max_events: usize,
+    ) -> Result<Option<History>, StoreError> {
         let (code, space) = (code.to_string(), Arc::clone(&self.space));
+        let tenant = tenant.map(str::to_string);
         self.read(move |conn| match rows::get_link(conn, &space, &code)? {
-            Some(link) => Ok(Some((link, manage::events(conn, &code)?))),
-            None => Ok(None),
+            Some(link) if tenant.as_ref().is_none_or(|t| *t == link.tenant) => {
+                let newest_first = manage::events(conn, &code, max_events + 1)?;
+                Ok(Some(History::of(link, newest_first, max_events)))
+            }
+            _ => Ok(None),
         })
         .await
     }

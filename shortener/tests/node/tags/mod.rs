@@ -72,14 +72,14 @@ pub async fn make(node: &Node, key: &str, tags: &[&str]) -> String {
 pub async fn stored(node: &Node, codes: &[&str]) -> Vec<(Vec<String>, usize)> {
     let mut all = Vec::new();
     for code in codes {
-        let (link, events) = node
+        let history = node
             .app
             .store
-            .history(code)
+            .history(code, None, shortener::domain::MAX_HISTORY_EVENTS)
             .await
             .expect("history")
             .expect("stored");
-        all.push((link.tags, events.len()));
+        all.push((history.link.tags, history.events.len()));
     }
     all
 }
