@@ -84,6 +84,16 @@ struct Accepted {
     caller: Caller,
     expires: Option<DateTime<Utc>>,
     used: Option<Arc<LastUse>>,
+    /// The key's YOURLS token, derived at its first signed check: a signed request tries every
+    /// key, and each then costs its two hashes, not a derivation besides.
+    yourls_token: std::sync::OnceLock<String>,
+}
+
+impl Accepted {
+    /// Whether the key's YOURLS token (under `tokens`) signed `signed`.
+    fn signed(&self, digest: &[u8; 32], tokens: &YourlsTokens, signed: &Signed) -> bool {
+        signed.signed_with(self.yourls_token.get_or_init(|| tokens.token(digest)))
+    }
 }
 
 /// When a key was last accepted, in Unix seconds (0: not since the node started). Noted in
@@ -140,6 +150,7 @@ impl KeySet {
                 },
                 expires: entry.expires,
                 used: kept.used,
+                yourls_token: std::sync::OnceLock::new(),
             };
             if by_digest.insert(entry.digest, Arc::new(accepted)).is_some() {
                 return Err(format!(
@@ -210,7 +221,7 @@ impl KeySet {
         self.by_digest
             .iter()
             .filter(|(_, accepted)| accepted.expires.is_none_or(|t| t > now))
-            .find(|(digest, _)| signed.signed_with(&tokens.token(digest)))
+            .find(|(digest, accepted)| accepted.signed(digest, tokens, signed))
             .map(|(_, accepted)| {
                 if let Some(used) = &accepted.used {
                     used.note(now);

@@ -304,6 +304,49 @@ async fn signed_requests_act_as_their_key_and_bad_ones_are_refused(backend: Back
 }
 on_both_stores!(signed_requests_act_as_their_key_and_bad_ones_are_refused);
 
+/// A timestamp signature names no key, so each is checked against every key: one that matches
+/// none is charged to the client's 404 budget, and a client that spent it is refused 429
+/// before any key is tried, a rightly signed request too, until its next token. A request
+/// that names its key (`signature=<key>`) is found by the key itself and is not held back.
+async fn wrong_signatures_spend_the_clients_404_budget(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = yourls_node_with(&stack, "guessed", |config| {
+        config.limits.not_found_burst = 3;
+        config.limits.not_found_rate = 1;
+    })
+    .await;
+    let keys_file = stack.dir.path().join("guessed-keys.toml");
+    let code_key = stack.dir.path().join("code.key");
+    std::fs::write(&code_key, format!("{CODE_KEY}\n")).expect("write the code key");
+    let own = token(&keys_file, &code_key, "acme", "writer");
+    let version = [("action", "version")];
+    let wrong = "0".repeat(32);
+    for attempt in 0..3 {
+        let (status, answer) = call(&node, &signed(&wrong, now(), &version), false).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "attempt {attempt}: {answer}");
+    }
+    let (status, answer) = call(&node, &signed(&wrong, now(), &version), false).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{answer}");
+    assert_eq!(answer["errorCode"], "429", "{answer}");
+    let (status, answer) = call(&node, &signed(&own, now(), &version), true).await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "refused before any key is tried: {answer}"
+    );
+    let named = vec![
+        ("action", "version".to_string()),
+        ("signature", keys.own.clone()),
+        ("format", "json".to_string()),
+    ];
+    let (status, answer) = call(&node, &named, false).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let metrics = node.metrics().await;
+    let counted = "shortener_compat_requests_total{dialect=\"yourls\",action=\"version\",outcome=\"rate_limited\"}";
+    assert_eq!(metric(&metrics, counted), 2.0, "{metrics}");
+}
+on_both_stores!(wrong_signatures_spend_the_clients_404_budget);
+
 #[test]
 fn the_token_command_names_a_key_or_says_why_not() {
     let dir = tempfile::tempdir().expect("tempdir");

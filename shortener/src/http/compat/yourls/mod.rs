@@ -16,6 +16,7 @@ use answer::{Answer, Format};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// The API's path.
@@ -88,6 +89,10 @@ type Outcome = (Answer, &'static str);
 /// `GET|POST /yourls-api.php`.
 pub async fn api(State(state): State<Arc<HttpState>>, request: axum::extract::Request) -> Response {
     let (parts, body) = request.into_parts();
+    let client = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|peer| state.client_policy.client(peer.0, &parts.headers));
     let params = match Params::read(&parts.method, parts.uri.query(), &parts.headers, body).await {
         Ok(params) => params,
         Err(message) => {
@@ -109,7 +114,7 @@ pub async fn api(State(state): State<Arc<HttpState>>, request: axum::extract::Re
             return Answer::error(StatusCode::BAD_REQUEST, message).render(Format::Json);
         }
     };
-    let (answer, outcome) = match admit(&state, &params, action.operation()) {
+    let (answer, outcome) = match admit(&state, &params, action.operation(), client) {
         Ok(caller) => run(&state, &caller, &params, action).await,
         Err(refused) => refused,
     };
@@ -151,7 +156,17 @@ async fn run(state: &HttpState, caller: &Caller, params: &Params, action: Action
 /// default), where the token is the key's YOURLS token (`shortener keys yourls-token`), not
 /// the key: the node keeps only digests of its keys (see [`crate::access::Signed`]).
 /// `username` and `password` are no credentials of this node.
-fn admit(state: &HttpState, params: &Params, operation: Operation) -> Result<Caller, Outcome> {
+///
+/// A timestamp signature names no key, so checking one tries every key in force: a signature
+/// that matches none is charged to the client's 404 budget (`client`), and a client that
+/// spent it is refused (429) before any key is tried, so guessing costs the node what a
+/// scanner's misses cost, not a pass over the keys per request.
+fn admit(
+    state: &HttpState,
+    params: &Params,
+    operation: Operation,
+    client: Option<IpAddr>,
+) -> Result<Caller, Outcome> {
     let refuse = |message: &str| {
         Err((
             Answer::error(StatusCode::FORBIDDEN, message),
@@ -168,6 +183,14 @@ fn admit(state: &HttpState, params: &Params, operation: Operation) -> Result<Cal
         return refuse("Please log in: send one of the node's API keys as signature");
     };
     let caller = if let Some(timestamp) = params.non_empty("timestamp") {
+        let spent = |retry_after| {
+            state.admission.refused_unauthenticated(operation);
+            let error = Error::RateLimited { retry_after };
+            Err((refusal(&error), "rate_limited"))
+        };
+        if let Some(retry_after) = client.and_then(|c| state.limits.refused_before_lookup(c)) {
+            return spent(retry_after);
+        }
         let now = chrono::Utc::now().timestamp();
         let signed = match Signed::parse(timestamp, signature, params.get("hash"), now) {
             Ok(signed) => signed,
@@ -182,6 +205,9 @@ fn admit(state: &HttpState, params: &Params, operation: Operation) -> Result<Cal
         {
             Ok(caller) => caller,
             Err(_) => {
+                if let Some(Err(retry_after)) = client.map(|c| state.limits.not_found(c)) {
+                    return spent(retry_after);
+                }
                 return refuse(
                     "Invalid signature: no API key's YOURLS token signed this timestamp, or \
                      the key has been removed or has expired",
