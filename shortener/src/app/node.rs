@@ -522,6 +522,8 @@ fn budgets(config: &Config, limits: &Arc<Limits>) -> Budgets {
         exports: config
             .limits
             .exports(Duration::from_secs(config.listeners.send_timeout.get())),
+        imports: config.limits.imports(),
+        import_idle: config.limits.import_idle(),
         rates: Arc::clone(limits),
         tag_change_links: config.limits.tag_change_max_links,
     }

@@ -43,6 +43,29 @@ pub struct LimitsConfig {
     /// Most exports running at once for one API key (more answer 429).
     #[arg(long, env = "SHORTENER_EXPORT_MAX_PER_KEY", default_value = "2")]
     pub export_max_per_key: NonZeroUsize,
+    /// Most exports running at once for one tenant, all its keys together (more answer 429):
+    /// below `SHORTENER_EXPORT_MAX_CONCURRENT`, so one tenant's exports leave room for
+    /// another's.
+    #[arg(long, env = "SHORTENER_EXPORT_MAX_PER_TENANT", default_value = "2")]
+    pub export_max_per_tenant: NonZeroUsize,
+    /// The longest one export runs, in seconds: one read slowly but steadily ends there (as
+    /// failed, never as complete) and gives its place back.
+    #[arg(long, env = "SHORTENER_EXPORT_MAX_SECONDS", default_value = "900")]
+    pub export_max_seconds: std::num::NonZeroU64,
+    /// Most imports running at once on the node (more answer 429 before their body is read).
+    #[arg(long, env = "SHORTENER_IMPORT_MAX_CONCURRENT", default_value = "4")]
+    pub import_max_concurrent: NonZeroUsize,
+    /// Most imports running at once for one tenant, all its keys together (more answer 429).
+    #[arg(long, env = "SHORTENER_IMPORT_MAX_PER_TENANT", default_value = "2")]
+    pub import_max_per_tenant: NonZeroUsize,
+    /// Most imports running at once for one API key (more answer 429).
+    #[arg(long, env = "SHORTENER_IMPORT_MAX_PER_KEY", default_value = "1")]
+    pub import_max_per_key: NonZeroUsize,
+    /// The longest an import waits for its next row (a CSV's header, a gRPC stream's first
+    /// message), in milliseconds; past it the import stops, `import_idle`, with every row
+    /// before it answered, and gives its place back.
+    #[arg(long, env = "SHORTENER_IMPORT_IDLE_MS", default_value = "60000")]
+    pub import_idle_ms: std::num::NonZeroU64,
     /// Most links one rename or delete of a tag changes, 1 to 10000 (a change that would touch
     /// more is refused, 409 `too_many_links`, before anything is written).
     #[arg(long, env = "SHORTENER_TAG_CHANGE_MAX_LINKS", default_value_t = crate::links::MAX_TAG_CHANGE_LINKS)]
@@ -71,13 +94,32 @@ impl LimitsConfig {
         )
     }
 
-    /// How many exports run at once; a reader that takes nothing for `send_timeout` ends one.
+    /// How many exports run at once and for how long; a reader that takes nothing for
+    /// `send_timeout` ends one.
     pub fn exports(&self, send_timeout: std::time::Duration) -> crate::links::ExportLimits {
         crate::links::ExportLimits {
-            per_node: self.export_max_concurrent,
-            per_key: self.export_max_per_key,
+            places: crate::links::Places {
+                per_node: self.export_max_concurrent,
+                per_tenant: self.export_max_per_tenant,
+                per_key: self.export_max_per_key,
+            },
             send_timeout,
+            deadline: std::time::Duration::from_secs(self.export_max_seconds.get()),
         }
+    }
+
+    /// How many imports run at once.
+    pub fn imports(&self) -> crate::links::Places {
+        crate::links::Places {
+            per_node: self.import_max_concurrent,
+            per_tenant: self.import_max_per_tenant,
+            per_key: self.import_max_per_key,
+        }
+    }
+
+    /// How long an import waits for its next row.
+    pub fn import_idle(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.import_idle_ms.get())
     }
 
     /// Checks what this section alone can tell; the error names the setting.

@@ -230,6 +230,12 @@ impl Config {
                 batch_limit: 1000,
                 export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
                 export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),
+                export_max_per_tenant: NonZeroUsize::new(2).expect("non-zero"),
+                export_max_seconds: std::num::NonZeroU64::new(900).expect("non-zero"),
+                import_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
+                import_max_per_tenant: NonZeroUsize::new(2).expect("non-zero"),
+                import_max_per_key: NonZeroUsize::new(1).expect("non-zero"),
+                import_idle_ms: std::num::NonZeroU64::new(60_000).expect("non-zero"),
                 tag_change_max_links: crate::links::MAX_TAG_CHANGE_LINKS,
             },
             compat: CompatConfig {

@@ -88,6 +88,21 @@ pub struct ImportRow {
 }
 
 impl ImportRow {
+    /// About the bytes the row holds: its strings, and its routing as its JSON would be (a
+    /// row rarely has any), so that a chunk of rows can be bounded by what it holds.
+    pub fn weight(&self) -> usize {
+        let routes = if self.routes == super::Routes::default() {
+            0
+        } else {
+            serde_json::to_vec(&self.routes).map_or(0, |json| json.len())
+        };
+        std::mem::size_of::<Self>()
+            + self.url.as_str().len()
+            + self.code.as_ref().map_or(0, String::len)
+            + self.tags.iter().map(|tag| tag.len() + 24).sum::<usize>()
+            + routes
+    }
+
     /// Checks `input` against `rules` as of `now`: the target follows every rule of a create;
     /// a legacy code is a code this node can serve (1 to 64 characters of `A-Za-z0-9_-`, of
     /// some code's shape), not a reserved word; times are before the year 10000, a creation

@@ -2,7 +2,7 @@
 
 use super::{LinksApi, wire};
 use crate::domain::{Caller, Error, ImportInput, LinkPatch, PatchInput};
-use crate::links::{ImportEvent, ImportStop, ImportSummary, InputRow};
+use crate::links::{ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, Place};
 use chrono::Utc;
 use futures::{Stream, StreamExt};
 use proto::shortener::v1 as pb;
@@ -47,20 +47,39 @@ impl LinksApi {
     /// in order, then the summary (the first message says whether it is a dry run). A stream
     /// that fails midway (the client's) ends the import with what was done so far answered,
     /// then the failure as the call's status; so does a store failure.
+    ///
+    /// The import holds `place` (taken before the first message is read) until it ends; a
+    /// first message that does not come within the import's idle bound ends it, as a later
+    /// row does.
     pub(super) fn import(
         &self,
         caller: Caller,
+        place: Place,
         mut messages: tonic::Streaming<pb::ImportLinksRequest>,
     ) -> ImportStream {
         let links = std::sync::Arc::clone(&self.links);
         let rules = self.rules.clone();
         let events = futures::stream::once(async move {
-            let first = messages.next().await;
+            let idle = links.import_idle();
+            let first = tokio::time::timeout(idle, messages.next())
+                .await
+                .unwrap_or_else(|_| {
+                    Some(Err(Status::deadline_exceeded(format!(
+                        "no message came within {} s",
+                        idle.as_secs_f64()
+                    ))))
+                });
             let dry_run = matches!(&first, Some(Ok(message)) if message.dry_run);
             let rows = futures::stream::iter(first)
                 .chain(messages)
                 .flat_map(|message| futures::stream::iter(rows_of(message)));
-            links.import_rows(&caller, dry_run, None, rules, rows)
+            let settings = ImportSettings {
+                dry_run,
+                domain: None,
+                rules,
+                idle,
+            };
+            links.import_rows(&caller, place, settings, rows)
         })
         .flatten();
         Box::pin(events.flat_map(|event| futures::stream::iter(answers(event))))

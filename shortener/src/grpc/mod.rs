@@ -237,7 +237,12 @@ impl Links for LinksApi {
         request: Request<tonic::Streaming<pb::ImportLinksRequest>>,
     ) -> Result<Response<Self::ImportLinksStream>, Status> {
         let caller = self.admit(&request, Operation::Import)?;
-        Ok(Response::new(self.import(caller, request.into_inner())))
+        let place = self.links.admit_import(&caller)?;
+        Ok(Response::new(self.import(
+            caller,
+            place,
+            request.into_inner(),
+        )))
     }
 
     async fn get_link_qr(

@@ -5,26 +5,25 @@
 //! runs and gives it back before the page is handed to the reader. A reader that stops reading
 //! therefore holds no pool connection and no snapshot: redirects and creates keep their
 //! connections, and SQLite's checkpoints keep running. What a reader can hold is bounded
-//! three ways: at most [`ExportLimits::per_node`] exports run on a node and
-//! [`ExportLimits::per_key`] per API key (more answer 429), each buffers at most
-//! [`BUFFERED_PAGES`] pages, and a page the reader has not taken within
-//! [`ExportLimits::send_timeout`] ends the export (the transports close the stream as failed).
+//! four ways: at most a few exports run on a node, fewer per tenant and per API key
+//! ([`ExportLimits::places`]; more answer 429), each buffers at most [`BUFFERED_PAGES`] pages,
+//! a page the reader has not taken within [`ExportLimits::send_timeout`] ends the export, and
+//! so does [`ExportLimits::deadline`] (the transports close the stream as failed).
 //!
 //! A keyset walk is not one snapshot, and says so: every link that exists when the export
 //! starts and still exists when the walk reaches it is sent exactly once, in order; a link
 //! created during the export sorts before the walk's position and is not sent; an edit made
 //! during the export shows if the walk has not passed the link yet.
 
+use super::gate::{Gate, Place, Places};
 use crate::domain::{Caller, Error, Link, ListQuery};
 use crate::store::{LinkStore, Store, StoreError};
-use std::collections::HashMap;
-use std::num::NonZeroUsize;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// Links read per page of an export: one store round trip per this many links.
 pub const EXPORT_PAGE: usize = 512;
@@ -39,22 +38,22 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// it (the last item).
 pub type ExportBatch = Result<Vec<Link>, StoreError>;
 
-/// How much exporting one node and one key may do at once.
+/// How much exporting one node, one tenant and one key may do at once, and for how long.
 #[derive(Debug, Clone, Copy)]
 pub struct ExportLimits {
-    /// Exports running at once on the node.
-    pub per_node: NonZeroUsize,
-    /// Exports running at once for one API key.
-    pub per_key: NonZeroUsize,
+    /// Exports running at once on the node, per tenant and per API key.
+    pub places: Places,
     /// How long a page may wait for the reader to take it before the export ends.
     pub send_timeout: Duration,
+    /// How long one export may run: one read slowly but steadily ends here, so that its place
+    /// is given back.
+    pub deadline: Duration,
 }
 
 /// Admits exports within [`ExportLimits`].
 pub(super) struct ExportGate {
     limits: ExportLimits,
-    node: Arc<Semaphore>,
-    keys: Arc<Mutex<HashMap<String, usize>>>,
+    gate: Gate,
 }
 
 impl ExportGate {
@@ -62,87 +61,51 @@ impl ExportGate {
     pub(super) fn new(limits: ExportLimits) -> Self {
         Self {
             limits,
-            node: Arc::new(Semaphore::new(limits.per_node.get())),
-            keys: Arc::default(),
+            gate: Gate::new(limits.places, RETRY_AFTER),
         }
     }
 
-    /// A place for one export of `caller`, or `RateLimited` when the node or the key is full.
-    fn admit(&self, caller: &Caller) -> Result<ExportSlot, Error> {
-        let busy = || Error::RateLimited {
-            retry_after: RETRY_AFTER,
-        };
-        let node = Arc::clone(&self.node)
-            .try_acquire_owned()
-            .map_err(|_| busy())?;
-        let key = caller.key_id();
-        let mut keys = self.keys.lock().expect("export counts are never poisoned");
-        let running = keys.entry(key.clone()).or_default();
-        if *running >= self.limits.per_key.get() {
-            return Err(busy());
-        }
-        *running += 1;
-        Ok(ExportSlot {
-            _node: node,
-            keys: Arc::clone(&self.keys),
-            key,
-        })
-    }
-
-    /// Starts streaming every link of `query` for `caller`, within the limits.
+    /// Starts streaming every link of `query` for `caller`, within the limits (more answer
+    /// `RateLimited`).
     pub(super) fn start(
         &self,
         store: Store,
         caller: &Caller,
         query: ListQuery,
     ) -> Result<LinkExport, Error> {
-        let slot = self.admit(caller)?;
+        let place = self.gate.admit(caller)?;
         let (tx, rx) = mpsc::channel(BUFFERED_PAGES);
-        let complete = Arc::new(AtomicBool::new(false));
-        tokio::spawn(walk(
-            store,
-            query,
-            tx,
-            Arc::clone(&complete),
-            self.limits.send_timeout,
-        ));
+        let ended = Arc::new(Mutex::new(Ended::Early));
+        tokio::spawn(walk(store, query, tx, Arc::clone(&ended), self.limits));
         Ok(LinkExport {
             rx,
-            complete,
-            ended: false,
-            _slot: slot,
+            ended,
+            done: false,
+            _place: place,
         })
     }
 }
 
-/// One running export's place in the node's and its key's counts, given back when dropped.
-struct ExportSlot {
-    _node: OwnedSemaphorePermit,
-    keys: Arc<Mutex<HashMap<String, usize>>>,
-    key: String,
-}
-
-impl Drop for ExportSlot {
-    fn drop(&mut self) {
-        let mut keys = self.keys.lock().expect("export counts are never poisoned");
-        if let Some(running) = keys.get_mut(&self.key) {
-            *running -= 1;
-            if *running == 0 {
-                keys.remove(&self.key);
-            }
-        }
-    }
+/// How a walk ended, as the reader learns once the pages stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Every link was sent.
+    Complete,
+    /// The reader took no page within the send timeout (or the walk has not ended yet).
+    Early,
+    /// The export ran for its whole deadline.
+    Deadline(Duration),
 }
 
 /// The pages of a running export, in list order. It holds the export's place in the limits
 /// until it is dropped, so a transport that stops reading keeps counting against them. An
-/// export that ended before its last page (its reader stalled past the send timeout) ends with
-/// an error item, never as if it were complete.
+/// export that ended before its last page (its reader stalled past the send timeout, or it ran
+/// for its whole deadline) ends with an error item, never as if it were complete.
 pub struct LinkExport {
     rx: mpsc::Receiver<ExportBatch>,
-    complete: Arc<AtomicBool>,
-    ended: bool,
-    _slot: ExportSlot,
+    ended: Arc<Mutex<Ended>>,
+    done: bool,
+    _place: Place,
 }
 
 impl LinkExport {
@@ -152,25 +115,31 @@ impl LinkExport {
     }
 
     fn poll_page(&mut self, cx: &mut Context<'_>) -> Poll<Option<ExportBatch>> {
-        if self.ended {
+        if self.done {
             return Poll::Ready(None);
         }
         match std::task::ready!(self.rx.poll_recv(cx)) {
             Some(Err(error)) => {
-                self.ended = true;
+                self.done = true;
                 Poll::Ready(Some(Err(error)))
             }
             Some(page) => Poll::Ready(Some(page)),
             None => {
-                self.ended = true;
-                if self.complete.load(Ordering::Acquire) {
-                    Poll::Ready(None)
-                } else {
-                    Poll::Ready(Some(Err(StoreError::Unavailable(
+                self.done = true;
+                let ended = *self.ended.lock().unwrap_or_else(|p| p.into_inner());
+                let why = match ended {
+                    Ended::Complete => return Poll::Ready(None),
+                    Ended::Early => {
                         "the export ended early: its reader took no page within the send timeout"
-                            .into(),
-                    ))))
-                }
+                            .to_string()
+                    }
+                    Ended::Deadline(deadline) => format!(
+                        "the export ended early: it ran for its whole deadline ({} s); \
+                         export the rest with a narrower filter",
+                        deadline.as_secs()
+                    ),
+                };
+                Poll::Ready(Some(Err(StoreError::Unavailable(why))))
             }
         }
     }
@@ -184,18 +153,25 @@ impl futures::Stream for LinkExport {
     }
 }
 
-/// Reads `query` page by page into `out` until the last page (then marks `complete`), a
-/// failure (sent as the last item), a reader that went away, or a reader that took no page for
-/// `send_timeout`.
+/// Reads `query` page by page into `out` until the last page (then marks it `Complete`), a
+/// failure (sent as the last item), a reader that went away, a reader that took no page for
+/// the send timeout, or the export's deadline (marked, and seen before each page is read).
 async fn walk(
     store: Store,
     mut query: ListQuery,
     out: mpsc::Sender<ExportBatch>,
-    complete: Arc<AtomicBool>,
-    send_timeout: Duration,
+    ended: Arc<Mutex<Ended>>,
+    limits: ExportLimits,
 ) {
+    let (send_timeout, until) = (limits.send_timeout, Instant::now() + limits.deadline);
+    let end = |how| *ended.lock().unwrap_or_else(|p| p.into_inner()) = how;
     query.limit = EXPORT_PAGE;
     loop {
+        if Instant::now() >= until {
+            tracing::info!(deadline = ?limits.deadline, "an export ran for its whole deadline; ending it");
+            end(Ended::Deadline(limits.deadline));
+            return;
+        }
         let page = match store.list(&query).await {
             Ok(page) => page,
             Err(error) => {
@@ -220,7 +196,7 @@ async fn walk(
         match page.next {
             Some(position) => query.after = Some(position),
             None => {
-                complete.store(true, Ordering::Release);
+                end(Ended::Complete);
                 return;
             }
         }

@@ -13,6 +13,7 @@ mod create;
 mod cursor;
 mod digest;
 mod export;
+mod gate;
 mod import;
 mod manage;
 mod tags;
@@ -20,9 +21,10 @@ mod tags;
 pub use counters::CreateCounters;
 pub use cursor::CursorKey;
 pub use export::{BUFFERED_PAGES, EXPORT_PAGE, ExportBatch, ExportLimits, LinkExport};
+pub use gate::{Place, Places};
 pub use import::{
-    CHUNK_ROWS, ImportEvent, ImportStop, ImportSummary, ImportTotals, InputRow, RowResult,
-    RowStatus,
+    CHUNK_BYTES, CHUNK_ROWS, ImportEvent, ImportSettings, ImportStop, ImportSummary, ImportTotals,
+    InputRow, ROW_IDLE, RowResult, RowStatus,
 };
 pub use manage::ListPage;
 pub use tags::MAX_TAG_CHANGE_LINKS;
@@ -89,6 +91,9 @@ pub trait LinkChanges: Send + Sync {
     fn changed(&self, code: &str);
 }
 
+/// How long a caller refused an import place is asked to wait.
+const IMPORT_RETRY_AFTER: Duration = Duration::from_secs(5);
+
 /// Creates, reads and deletes links.
 pub struct LinkService {
     store: Store,
@@ -99,6 +104,8 @@ pub struct LinkService {
     idempotency_ttl: Duration,
     cursors: CursorKey,
     exports: export::ExportGate,
+    imports: gate::Gate,
+    import_idle: Duration,
     rates: Arc<Limits>,
     tag_change_links: usize,
     audit: Arc<AuditLog>,
@@ -108,6 +115,10 @@ pub struct LinkService {
 pub struct Budgets {
     /// Exports running at once, and how long they wait on a reader.
     pub exports: ExportLimits,
+    /// Imports running at once.
+    pub imports: Places,
+    /// How long an import waits for its next row.
+    pub import_idle: Duration,
     /// The keys' rate limits: each answer an import gives about a code is charged as a read.
     pub rates: Arc<Limits>,
     /// The most links one rename or delete of a tag changes (at most
@@ -138,6 +149,8 @@ impl LinkService {
             idempotency_ttl,
             cursors,
             exports: export::ExportGate::new(budgets.exports),
+            imports: gate::Gate::new(budgets.imports, IMPORT_RETRY_AFTER),
+            import_idle: budgets.import_idle,
             rates: budgets.rates,
             tag_change_links: budgets.tag_change_links,
             audit: Arc::new(AuditLog::new(store_for_audit, AuditSettings::default())),

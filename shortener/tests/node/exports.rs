@@ -1,7 +1,7 @@
 //! Exports to clients that read slowly or not at all: they hold no store connection and no
 //! snapshot, the node's and the key's caps bound how many run (429 beyond), a client that takes
-//! nothing for the send timeout is cut off, and one that reads slowly but steadily gets every
-//! link.
+//! nothing for the send timeout is cut off, one that reads slowly but steadily gets every
+//! link, and one slow enough to outlast the export's deadline is cut off there.
 
 use crate::helpers::{Backend, Node, Stack, wait_for};
 use crate::served::Served;
@@ -68,6 +68,7 @@ async fn unread_exports_leave_the_store_to_redirects_and_creates(backend: Backen
     // The test pool has 8 connections; one more export than it has would have taken them all.
     config.limits.export_max_concurrent = nonzero(7);
     config.limits.export_max_per_key = nonzero(32);
+    config.limits.export_max_per_tenant = nonzero(32);
     let node = Node::start(config).await;
     seed(&node, 6000).await;
 
@@ -210,11 +211,54 @@ async fn a_slow_but_steady_export_reader_gets_every_link(backend: Backend) {
 }
 on_both_stores!(a_slow_but_steady_export_reader_gets_every_link);
 
+/// A reader slow enough to keep an export past its deadline gets a broken transfer, never one
+/// that looks whole, and the export's place is given back.
+async fn an_export_past_its_deadline_ends_as_failed(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let mut config = stack.config("a");
+    config.limits.export_max_per_key = nonzero(1);
+    config.limits.export_max_seconds = NonZeroU64::new(1).expect("non-zero");
+    config.listeners.send_timeout = NonZeroU64::new(30).expect("non-zero");
+    let node = Node::start(config).await;
+    seed(&node, 6000).await;
+
+    let mut slow = open_export(&node, "").await;
+    assert_eq!(slow.status(), StatusCode::OK);
+    let first = slow
+        .chunk()
+        .await
+        .expect("a first page")
+        .expect("not the end");
+    let mut lines = first.iter().filter(|&&b| b == b'\n').count();
+    // A pause longer than the deadline; then the reader goes on as fast as it can.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let cut = loop {
+        match slow.chunk().await {
+            Ok(Some(chunk)) => lines += chunk.iter().filter(|&&b| b == b'\n').count(),
+            Ok(None) => break false,
+            Err(_) => break true,
+        }
+    };
+    assert!(
+        cut,
+        "an export past its deadline ended as if whole ({lines} lines)"
+    );
+    assert!(lines < 6000, "{lines}");
+    let again = open_export(&node, "tag=none").await;
+    assert_eq!(
+        again.status(),
+        StatusCode::OK,
+        "the key's one place is free"
+    );
+}
+on_both_stores!(an_export_past_its_deadline_ends_as_failed);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unread_exports_do_not_stop_sqlite_checkpoints() {
     let stack = Stack::new(Backend::Sqlite).await;
     let mut config = stack.config("a");
     config.limits.export_max_per_key = nonzero(4);
+    config.limits.export_max_per_tenant = nonzero(4);
     let data_dir = config.store.data_dir.clone();
     let node = Node::start(config).await;
     seed(&node, 3000).await;
@@ -278,6 +322,7 @@ async fn two_hundred_unread_exports_leave_an_embedded_nodes_memory_and_files_fla
         &[
             ("SHORTENER_API_KEYS", crate::helpers::API_KEY.into()),
             ("SHORTENER_EXPORT_MAX_PER_KEY", "200".into()),
+            ("SHORTENER_EXPORT_MAX_PER_TENANT", "200".into()),
         ],
         None,
     )

@@ -5,6 +5,7 @@
 #[macro_use]
 mod helpers;
 mod history_bound;
+mod import_places;
 mod route_stats;
 mod served;
 mod signin;

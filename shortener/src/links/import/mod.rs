@@ -28,7 +28,9 @@
 
 mod pipeline;
 
-pub use pipeline::{ImportEvent, ImportStop, ImportSummary, InputRow};
+pub use pipeline::{
+    CHUNK_BYTES, ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, ROW_IDLE,
+};
 
 use super::{LinkService, create};
 use crate::domain::{Caller, Error, ImportRow, Link, shown_code};

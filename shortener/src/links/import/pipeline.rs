@@ -11,7 +11,7 @@
 
 use super::{CHUNK_ROWS, ChunkRow, Import, ImportTotals, RowResult};
 use crate::domain::{Caller, CreateRules, Error, ImportInput, ImportRow};
-use crate::links::LinkService;
+use crate::links::{LinkService, Place};
 use chrono::Utc;
 use futures::{Stream, StreamExt};
 use std::sync::Arc;
@@ -23,6 +23,45 @@ const READ_AHEAD: usize = 1;
 /// Chunks of results waiting for the transport.
 const RESULTS_AHEAD: usize = 2;
 
+/// The most checked rows one chunk holds, in [`ImportRow::weight`]s: a chunk of rows near the
+/// record bound closes long before [`CHUNK_ROWS`], so an import holds a few of these at most
+/// (the one read, [`READ_AHEAD`], the one written).
+pub const CHUNK_BYTES: usize = 4 << 20;
+
+/// What a refused row is counted as in [`CHUNK_BYTES`] (its refusal's text).
+const REFUSED_ROW_BYTES: usize = 256;
+
+/// How long an import waits for its next row by default (`SHORTENER_IMPORT_IDLE_SECONDS`);
+/// past it the import stops, `import_idle`, having answered every row before (a sender that
+/// trickles rows gives its place back).
+pub const ROW_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Why an import whose next row did not come within `wait` stopped.
+fn idle(wait: std::time::Duration) -> Error {
+    Error::bad_request(
+        "import_idle",
+        format!(
+            "no row came within {} s of the one before: the rows answered were imported; \
+             send the rest again",
+            wait.as_secs_f64()
+        ),
+    )
+}
+
+/// How one import goes: as a dry run or not, on which domain, under which rules.
+#[derive(Debug, Clone)]
+pub struct ImportSettings {
+    /// Check every row and store nothing.
+    pub dry_run: bool,
+    /// A branded domain the caller's tenant owns (checked by [`LinkService::check_domain`]
+    /// first), or `None` for the default domain.
+    pub domain: Option<String>,
+    /// What each row is checked against.
+    pub rules: CreateRules,
+    /// How long the import waits for its next row ([`ROW_IDLE`] by default).
+    pub idle: std::time::Duration,
+}
+
 /// A row as a transport reads it: its fields, or why they could not be read (the row is
 /// answered as refused, and the import goes on).
 pub type InputRow = Result<ImportInput, Error>;
@@ -33,7 +72,8 @@ pub type InputRow = Result<ImportInput, Error>;
 pub enum ImportStop<E> {
     /// Reading the input failed (the transport's error: a broken body or stream).
     Input(E),
-    /// Writing failed (the store's error).
+    /// Writing failed (the store's error), or the import ran into a bound of its own (its next
+    /// row took longer than [`ImportSettings::idle`], `import_idle`).
     Failed(Error),
 }
 
@@ -58,19 +98,20 @@ pub enum ImportEvent<E> {
 }
 
 /// A checked chunk of rows, or why reading stopped.
-type Chunk<E> = Result<Vec<ChunkRow>, E>;
+type Chunk<E> = Result<Vec<ChunkRow>, ImportStop<E>>;
 
 impl LinkService {
-    /// Imports `rows` for `caller` (links go to its tenant, on `domain`: a branded domain the
-    /// caller's tenant owns, checked by [`LinkService::check_domain`] first, or `None` for the
-    /// default domain), each checked against `rules`; a dry run checks every row and stores
-    /// nothing. The events end with the summary, unless the stream of them is dropped first.
+    /// Imports `rows` for `caller` (links go to its tenant, on the domain `input` names), each
+    /// checked against `input`'s rules; a dry run checks every row and stores nothing. The
+    /// events end with the summary, unless the stream of them is dropped first.
+    ///
+    /// The import holds `place` ([`LinkService::admit_import`], taken before its input is
+    /// read) until it ends.
     pub fn import_rows<S, E>(
         self: &Arc<Self>,
         caller: &Caller,
-        dry_run: bool,
-        domain: Option<String>,
-        rules: CreateRules,
+        place: Place,
+        input: ImportSettings,
         rows: S,
     ) -> impl Stream<Item = ImportEvent<E>> + Send + use<S, E>
     where
@@ -79,16 +120,28 @@ impl LinkService {
     {
         let (chunks_tx, chunks) = mpsc::channel(READ_AHEAD);
         let (events, rx) = mpsc::channel(RESULTS_AHEAD);
-        tokio::spawn(read_chunks(rows, rules, chunks_tx));
-        let import = self.start_import(caller, dry_run, domain);
-        tokio::spawn(Arc::clone(self).write_chunks(import, chunks, events));
+        tokio::spawn(read_chunks(rows, input.rules, input.idle, chunks_tx));
+        let import = self.start_import(caller, input.dry_run, input.domain);
+        tokio::spawn(Arc::clone(self).write_chunks(import, place, chunks, events));
         ReceiverStream::new(rx)
+    }
+
+    /// A place for one import of `caller` among those running on the node, its tenant's and
+    /// its key's (more are refused, `RateLimited`): taken before the import's input is read.
+    pub fn admit_import(&self, caller: &Caller) -> Result<Place, Error> {
+        self.imports.admit(caller)
+    }
+
+    /// How long an import waits for its next row (`SHORTENER_IMPORT_IDLE_MS`).
+    pub fn import_idle(&self) -> std::time::Duration {
+        self.import_idle
     }
 
     /// The writing stage: imports each chunk and sends its results, then the summary.
     async fn write_chunks<E>(
         self: Arc<Self>,
         import: Import,
+        _place: Place,
         mut chunks: mpsc::Receiver<Chunk<E>>,
         events: mpsc::Sender<ImportEvent<E>>,
     ) {
@@ -97,8 +150,8 @@ impl LinkService {
         while let Some(chunk) = chunks.recv().await {
             let chunk = match chunk {
                 Ok(chunk) => chunk,
-                Err(error) => {
-                    stopped = Some(ImportStop::Input(error));
+                Err(stop) => {
+                    stopped = Some(stop);
                     break;
                 }
             };
@@ -127,43 +180,109 @@ impl LinkService {
 }
 
 /// The reading stage: sends the checked chunks of `rows` to `chunks` until the rows end, one
-/// fails (sent after the rows before it), or the writing stage has stopped.
-async fn read_chunks<S, E>(rows: S, rules: CreateRules, chunks: mpsc::Sender<Chunk<E>>)
-where
+/// fails (sent after the rows before it), the next row takes longer than `wait` to come, or
+/// the writing stage has stopped. Each row is checked as it comes, so a row
+/// that is refused holds only its refusal, and a chunk closes at [`CHUNK_ROWS`] rows or
+/// [`CHUNK_BYTES`] of checked rows, whichever comes first.
+async fn read_chunks<S, E>(
+    rows: S,
+    rules: CreateRules,
+    wait: std::time::Duration,
+    chunks: mpsc::Sender<Chunk<E>>,
+) where
     S: Stream<Item = Result<InputRow, E>>,
 {
     let mut rows = std::pin::pin!(rows);
     let mut number = 0u64;
     loop {
-        let mut read = Vec::with_capacity(CHUNK_ROWS);
-        let mut failed = None;
-        while read.len() < CHUNK_ROWS {
-            match rows.next().await {
-                Some(Ok(input)) => {
+        let mut chunk: Vec<ChunkRow> = Vec::with_capacity(CHUNK_ROWS);
+        let (mut bytes, mut failed, mut ended) = (0, None, false);
+        while chunk.len() < CHUNK_ROWS && bytes < CHUNK_BYTES {
+            match tokio::time::timeout(wait, rows.next()).await {
+                Ok(Some(Ok(input))) => {
                     number += 1;
-                    read.push((number, input));
+                    let row = input.and_then(|i| ImportRow::parse(i, &rules, Utc::now()));
+                    bytes += row.as_ref().map_or(REFUSED_ROW_BYTES, ImportRow::weight);
+                    chunk.push((number, row));
                 }
-                Some(Err(error)) => {
-                    failed = Some(error);
-                    break;
-                }
-                None => break,
+                Ok(Some(Err(error))) => failed = Some(ImportStop::Input(error)),
+                Ok(None) => ended = true,
+                Err(_) => failed = Some(ImportStop::Failed(idle(wait))),
+            }
+            if failed.is_some() || ended {
+                break;
             }
         }
-        let ended = failed.is_some() || read.len() < CHUNK_ROWS;
-        let now = Utc::now();
-        let chunk: Vec<ChunkRow> = read
-            .into_iter()
-            .map(|(row, input)| (row, input.and_then(|i| ImportRow::parse(i, &rules, now))))
-            .collect();
         if !chunk.is_empty() && chunks.send(Ok(chunk)).await.is_err() {
             return;
         }
         if let Some(error) = failed {
             let _ = chunks.send(Err(error)).await;
+            return;
         }
         if ended {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{AnyHost, ImportInput};
+
+    fn rules() -> CreateRules {
+        CreateRules {
+            max_url_length: 1 << 20,
+            targets: Arc::new(AnyHost),
+            code_length: 7,
+            own_hosts: Arc::from([]),
+        }
+    }
+
+    /// Rows near the record bound close a chunk by what it holds long before `CHUNK_ROWS`;
+    /// refused rows hold only their refusal; every row comes out once, in order.
+    #[tokio::test]
+    async fn a_chunk_closes_at_its_bytes_before_its_rows() {
+        let big = "a".repeat(60 << 10);
+        let rows: Vec<Result<InputRow, ()>> = (0..300)
+            .map(|i| {
+                Ok(Ok(ImportInput {
+                    // Every third row is refused (no scheme); the rest are 60 KiB targets.
+                    url: if i % 3 == 0 {
+                        format!("example.com/{i}")
+                    } else {
+                        format!("https://example.com/{i}/{big}")
+                    },
+                    ..ImportInput::default()
+                }))
+            })
+            .collect();
+        let (tx, mut rx) = mpsc::channel(1000);
+        read_chunks(
+            futures::stream::iter(rows),
+            rules(),
+            std::time::Duration::from_secs(5),
+            tx,
+        )
+        .await;
+        let (mut numbers, mut chunks) = (Vec::new(), 0);
+        while let Ok(chunk) = rx.try_recv() {
+            chunks += 1;
+            let chunk = chunk.expect("no stop");
+            let held: usize = chunk
+                .iter()
+                .map(|(_, row)| row.as_ref().map_or(REFUSED_ROW_BYTES, ImportRow::weight))
+                .sum();
+            let last = chunk.last().map_or(0, |(_, row)| {
+                row.as_ref().map_or(REFUSED_ROW_BYTES, ImportRow::weight)
+            });
+            assert!(held - last < CHUNK_BYTES, "closed at {held} bytes");
+            numbers.extend(chunk.iter().map(|(n, _)| *n));
+        }
+        // 200 rows of 60 KiB: three chunks of 4 MiB at least, where rows alone made one.
+        assert!(chunks >= 3, "{chunks} chunks");
+        assert!(numbers.len() == 300, "{}", numbers.len());
+        assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "in order");
     }
 }

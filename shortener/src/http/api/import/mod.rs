@@ -17,7 +17,9 @@ use super::wire::media_type;
 use crate::access::Operation;
 use crate::domain::Error;
 use crate::http::{ApiError, HttpState};
-use crate::links::{ImportEvent, ImportStop, ImportSummary, InputRow, RowResult, RowStatus};
+use crate::links::{
+    ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, RowResult, RowStatus,
+};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -65,6 +67,8 @@ async fn start(
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let caller = admit(&state, &parts.headers, Operation::Import)?;
+    // A place among the imports running, before anything of the body is read.
+    let place = state.links.admit_import(&caller)?;
     let params: ImportParams = axum::extract::Query::try_from_uri(&parts.uri)
         .map(|q| q.0)
         .map_err(|e| {
@@ -112,14 +116,25 @@ async fn start(
     // A CSV's header is read before answering, so a file without a `url` column is refused
     // with a status of its own rather than a row at a time.
     let columns = if format == Format::Csv {
-        Some(reader.header().await?)
+        let idle = state.links.import_idle();
+        let header = tokio::time::timeout(idle, reader.header()).await;
+        Some(header.map_err(|_| {
+            Error::bad_request(
+                "import_idle",
+                format!("no header row came within {} s", idle.as_secs_f64()),
+            )
+        })??)
     } else {
         None
     };
     let rows = reader.into_rows(columns);
-    let events = state
-        .links
-        .import_rows(&caller, dry_run, domain, state.rules.clone(), rows);
+    let settings = ImportSettings {
+        dry_run,
+        domain,
+        rules: state.rules.clone(),
+        idle: state.links.import_idle(),
+    };
+    let events = state.links.import_rows(&caller, place, settings, rows);
     let lines = events.filter_map(move |event| async move {
         let bytes = match event {
             ImportEvent::Rows(results) => rows_lines(&results, errors_only)?,
