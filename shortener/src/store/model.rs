@@ -264,18 +264,25 @@ impl From<StoreError> for crate::domain::Error {
     fn from(e: StoreError) -> Self {
         use crate::domain::Error;
         use std::time::Duration;
+        // The store's own words (a driver's text: hosts, addresses, certificates) go to the
+        // log; the caller gets what it can act on.
         match e {
-            StoreError::Unavailable(message) | StoreError::Retry(message) => Error::Unavailable {
-                message: format!("the store is unavailable: {message}"),
-                retry_after: Duration::from_secs(1),
-            },
-            StoreError::Ambiguous(message) => Error::Unavailable {
-                message: format!(
-                    "the store connection was lost during the commit, so this create may or may not have been stored \
-                     ({message}); retry with the same Idempotency-Key to be safe"
-                ),
-                retry_after: Duration::from_secs(1),
-            },
+            StoreError::Unavailable(detail) | StoreError::Retry(detail) => {
+                tracing::warn!(%detail, "the store is unavailable");
+                Error::Unavailable {
+                    message: "the store is unavailable; retry in a moment".into(),
+                    retry_after: Duration::from_secs(1),
+                }
+            }
+            StoreError::Ambiguous(detail) => {
+                tracing::warn!(%detail, "the store connection was lost during a commit");
+                Error::Unavailable {
+                    message: "the store connection was lost during the commit, so this create may or may not have \
+                              been stored; retry with the same Idempotency-Key to be safe"
+                        .into(),
+                    retry_after: Duration::from_secs(1),
+                }
+            }
             StoreError::Internal(message) => Error::Internal(message),
         }
     }
@@ -284,6 +291,29 @@ impl From<StoreError> for crate::domain::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A driver's text (a host, an address, a certificate's subject) never reaches a caller:
+    /// each kind of store failure answers its own fixed words.
+    #[test]
+    fn a_store_failure_tells_the_caller_nothing_of_the_store() {
+        let detail =
+            "error connecting to server db-7.internal (10.1.2.3:5432): certificate for CN=db-7";
+        for (failure, says) in [
+            (StoreError::Unavailable(detail.into()), "retry in a moment"),
+            (StoreError::Retry(detail.into()), "retry in a moment"),
+            (
+                StoreError::Ambiguous(detail.into()),
+                "may or may not have been stored",
+            ),
+        ] {
+            let error = crate::domain::Error::from(failure);
+            let shown = error.public_message();
+            assert!(shown.contains(says), "{shown}");
+            for leak in ["db-7", "10.1.2.3", "CN="] {
+                assert!(!shown.contains(leak), "{shown}");
+            }
+        }
+    }
 
     /// The host as the URL parser reads it, reversed: what [`host_rev`] must always give.
     fn parsed(url: &str) -> String {
