@@ -135,6 +135,11 @@ fn note_cap(
     }
 }
 
+/// The most live keys a tenant may make through the API. Every key is in memory on every node
+/// and re-read with each sync, and a YOURLS signature names no key (each is tried): the count is
+/// bounded so that neither grows with what one tenant asks for.
+pub const MAX_KEYS_PER_TENANT: usize = 1000;
+
 fn name_taken(name: &str, by: &str) -> Error {
     Error::conflict(
         "key_name_taken",
@@ -166,6 +171,17 @@ impl KeyService {
         let checked = check(caller, request, Utc::now())?;
         if self.keys.configured(&caller.tenant, &checked.name) {
             return Err(name_taken(&checked.name, "a key of the keys file"));
+        }
+        // Counted before the insert: creates racing at the bound may pass it by a few.
+        let live = self.store.api_keys(Some(&caller.tenant)).await?.len();
+        if live >= MAX_KEYS_PER_TENANT {
+            return Err(Error::conflict(
+                "too_many_keys",
+                format!(
+                    "this tenant has {live} keys made through the API, the most it may have \
+                     ({MAX_KEYS_PER_TENANT}): revoke one first"
+                ),
+            ));
         }
         let secret = generate_api_key();
         let new = NewApiKey {

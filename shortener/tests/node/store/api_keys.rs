@@ -256,3 +256,56 @@ async fn a_persons_claims_are_kept_and_follow_their_sign_ins(backend: Backend) {
 }
 
 on_both_stores!(a_persons_claims_are_kept_and_follow_their_sign_ins);
+
+/// A tenant makes at most `MAX_KEYS_PER_TENANT` live keys through the API: one more is
+/// refused, `too_many_keys`, with nothing stored; another tenant is not held to the first's
+/// count; a revoked key frees its place.
+async fn a_tenant_makes_a_bounded_number_of_keys(backend: Backend) {
+    use shortener::keys::MAX_KEYS_PER_TENANT;
+    let stack = Stack::new(backend).await;
+    let node = stack.node("keys-bound").await;
+    let (service, store) = (Arc::clone(&node.app.api_keys), node.app.store.clone());
+    let made: Vec<_> = (0..MAX_KEYS_PER_TENANT - 1)
+        .map(|i| new_key("acme", &format!("k{i}")))
+        .collect();
+    for chunk in made.chunks(50) {
+        for stored in futures::future::join_all(chunk.iter().map(|k| store.insert_api_key(k))).await
+        {
+            stored.expect("insert").expect("a new name");
+        }
+    }
+    let lead = |tenant: &str| {
+        Caller::of_key(
+            Arc::from(tenant),
+            Arc::from("lead"),
+            Scopes::parse_list("keys:manage,links:read").expect("scopes"),
+        )
+    };
+    let request = |name: &str| KeyRequest {
+        name: name.into(),
+        scopes: vec!["links:read".into()],
+        expires_at: None,
+    };
+    service
+        .create(&lead("acme"), &request("last"))
+        .await
+        .expect("the last place");
+    let refused = service
+        .create(&lead("acme"), &request("one-more"))
+        .await
+        .expect_err("past the bound");
+    assert_eq!(refused.code(), "too_many_keys", "{refused}");
+    let count = || async { store.api_keys(Some("acme")).await.expect("list").len() };
+    assert_eq!(count().await, MAX_KEYS_PER_TENANT, "nothing stored");
+    service
+        .create(&lead("globex"), &request("own"))
+        .await
+        .expect("another tenant's first key");
+    assert!(service.revoke(&lead("acme"), "k0").await.expect("revoke"));
+    service
+        .create(&lead("acme"), &request("one-more"))
+        .await
+        .expect("a revoked key's place");
+    node.stop().await;
+}
+on_both_stores!(a_tenant_makes_a_bounded_number_of_keys);
