@@ -144,7 +144,7 @@ pub const COUNTER_BYTES: u64 =
 const SLOT_BYTES: u64 = std::mem::size_of::<((CompactCode, i64), LinkHour)>() as u64 + 1;
 
 /// The referrer host bytes [`COUNTER_BYTES`] includes.
-const HOST_BYTES: usize = 32;
+pub(super) const HOST_BYTES: usize = 32;
 
 /// How many counters' worth of memory a counter of `cell` holds: one, and as many more as its
 /// referrer host's bytes past [`HOST_BYTES`] fill (a host of up to 253 bytes is two), so that

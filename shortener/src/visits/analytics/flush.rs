@@ -47,12 +47,16 @@ impl Analytics {
             }
         }
         let taken = self.aggregator.take();
-        let _held = TakenHeld::new(&self.taken_bytes, &taken);
+        let held = TakenHeld::new(&self.taken_bytes, &taken);
         let taken = sorted(taken).await;
         let mut rest = taken.into_iter().peekable();
         while rest.peek().is_some() {
             let chunk: Vec<Taken> = rest.by_ref().take(FLUSH_BATCH).collect();
             let rows = coalesced(chunk.iter().map(stored).collect());
+            // The chunk's counters are rows now (one batch, held apart as the batch in doubt
+            // if its write fails).
+            held.let_go(&chunk);
+            drop(chunk);
             let visits: u64 = rows
                 .iter()
                 .map(|r| r.counts.human + r.counts.bot + r.counts.head)
@@ -63,7 +67,10 @@ impl Analytics {
                 visits,
             };
             if !self.send(store, batch, &mut written).await {
-                self.put_back(rest.collect());
+                // Back in the aggregator, which counts them from now on.
+                let rest: Vec<Taken> = rest.collect();
+                held.let_go(&rest);
+                self.put_back(rest);
                 return false;
             }
         }
@@ -110,6 +117,11 @@ const SORTED_IN_PLACE: usize = 4096;
 /// ([`held_bytes`]).
 pub(super) const TAKEN_BYTES: u64 = std::mem::size_of::<Taken>() as u64;
 
+/// What the budget allows one counter in a flush's hands: [`TAKEN_BYTES`] and a referrer host
+/// of up to the bytes a counter in the aggregator is allowed for one
+/// ([`super::aggregate::HOST_BYTES`]).
+pub(super) const TAKEN_BUDGET_BYTES: u64 = TAKEN_BYTES + super::aggregate::HOST_BYTES as u64;
+
 /// The bytes `taken` holds: each counter, its referrer host, and its code when too long to be
 /// held inline (the aggregator that shared them has let go of them).
 fn held_bytes(taken: &[Taken]) -> u64 {
@@ -133,6 +145,16 @@ impl<'a> TakenHeld<'a> {
     fn new(bytes: &'a AtomicU64, taken: &[Taken]) -> Self {
         bytes.store(held_bytes(taken), Ordering::Relaxed);
         Self(bytes)
+    }
+
+    /// `gone` is no longer in the flush's hands (written, or put back into the aggregator).
+    fn let_go(&self, gone: &[Taken]) {
+        let less = held_bytes(gone);
+        let _ = self
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                Some(now.saturating_sub(less))
+            });
     }
 }
 

@@ -125,10 +125,11 @@ impl Analytics {
     }
 
     /// [`Analytics::bytes`] at the bound: the aggregator at its ceiling, and as many counters
-    /// again in a flush's hands (the aggregator fills up again while a flush writes what it
-    /// took).
+    /// again in a flush's hands, each with a short referrer host (the aggregator fills up
+    /// again while a flush writes what it took; the flush lets go of each batch as it is
+    /// written, and of what it puts back).
     pub fn budget(&self) -> u64 {
-        self.aggregator.budget() + self.settings.max_entries as u64 * flush::TAKEN_BYTES
+        self.aggregator.budget() + self.settings.max_entries as u64 * flush::TAKEN_BUDGET_BYTES
     }
 
     /// Takes the rollup counts of the links `held` lists into the aggregator before every
