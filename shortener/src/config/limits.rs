@@ -73,6 +73,30 @@ pub struct LimitsConfig {
 }
 
 impl LimitsConfig {
+    /// Limits loose enough that tests drive a node hard from one address, with the defaults'
+    /// bounds on exports and imports.
+    pub fn for_tests() -> Self {
+        LimitsConfig {
+            not_found_rate: 1000,
+            not_found_burst: 1000,
+            create_rate: 100_000,
+            create_burst: 100_000,
+            read_rate: 100_000,
+            read_burst: 100_000,
+            limit_max_clients: NonZeroUsize::new(100_000).expect("non-zero"),
+            batch_limit: 1000,
+            export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
+            export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),
+            export_max_per_tenant: NonZeroUsize::new(2).expect("non-zero"),
+            export_max_seconds: std::num::NonZeroU64::new(900).expect("non-zero"),
+            import_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
+            import_max_per_tenant: NonZeroUsize::new(2).expect("non-zero"),
+            import_max_per_key: NonZeroUsize::new(1).expect("non-zero"),
+            import_idle_ms: std::num::NonZeroU64::new(60_000).expect("non-zero"),
+            tag_change_max_links: crate::links::MAX_TAG_CHANGE_LINKS,
+        }
+    }
+
     /// The per-caller rate limits; `password_attempts` per minute for a code's password.
     pub fn rates(&self, password_attempts: u32) -> crate::limits::Limits {
         use crate::limits::Rate;

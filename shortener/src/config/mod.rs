@@ -27,7 +27,7 @@ pub use webhooks::WebhookConfig;
 
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
-use std::num::{NonZeroU64, NonZeroUsize};
+use std::num::NonZeroU64;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -219,25 +219,7 @@ impl Config {
                 webhook_log_days: 30,
                 webhook_max_pending: std::num::NonZero::new(100_000).expect("non-zero"),
             },
-            limits: LimitsConfig {
-                not_found_rate: 1000,
-                not_found_burst: 1000,
-                create_rate: 100_000,
-                create_burst: 100_000,
-                read_rate: 100_000,
-                read_burst: 100_000,
-                limit_max_clients: NonZeroUsize::new(100_000).expect("non-zero"),
-                batch_limit: 1000,
-                export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
-                export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),
-                export_max_per_tenant: NonZeroUsize::new(2).expect("non-zero"),
-                export_max_seconds: std::num::NonZeroU64::new(900).expect("non-zero"),
-                import_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
-                import_max_per_tenant: NonZeroUsize::new(2).expect("non-zero"),
-                import_max_per_key: NonZeroUsize::new(1).expect("non-zero"),
-                import_idle_ms: std::num::NonZeroU64::new(60_000).expect("non-zero"),
-                tag_change_max_links: crate::links::MAX_TAG_CHANGE_LINKS,
-            },
+            limits: LimitsConfig::for_tests(),
             compat: CompatConfig {
                 compat: Vec::new(),
                 compat_cors_origins: vec!["*".into()],
