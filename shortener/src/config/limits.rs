@@ -45,8 +45,8 @@ pub struct LimitsConfig {
     pub export_max_per_key: NonZeroUsize,
     /// Most exports running at once for one tenant, all its keys together (more answer 429):
     /// below `SHORTENER_EXPORT_MAX_CONCURRENT`, so one tenant's exports leave room for
-    /// another's.
-    #[arg(long, env = "SHORTENER_EXPORT_MAX_PER_TENANT", default_value = "2")]
+    /// another's. Shlink lists and YOURLS stats are such passes too.
+    #[arg(long, env = "SHORTENER_EXPORT_MAX_PER_TENANT", default_value = "3")]
     pub export_max_per_tenant: NonZeroUsize,
     /// The longest one export runs, in seconds: one read slowly but steadily ends there (as
     /// failed, never as complete) and gives its place back.
@@ -55,8 +55,10 @@ pub struct LimitsConfig {
     /// Most imports running at once on the node (more answer 429 before their body is read).
     #[arg(long, env = "SHORTENER_IMPORT_MAX_CONCURRENT", default_value = "4")]
     pub import_max_concurrent: NonZeroUsize,
-    /// Most imports running at once for one tenant, all its keys together (more answer 429).
-    #[arg(long, env = "SHORTENER_IMPORT_MAX_PER_TENANT", default_value = "2")]
+    /// Most imports running at once for one tenant, all its keys together (more answer 429):
+    /// below `SHORTENER_IMPORT_MAX_CONCURRENT`, so one tenant's imports leave room for
+    /// another's.
+    #[arg(long, env = "SHORTENER_IMPORT_MAX_PER_TENANT", default_value = "3")]
     pub import_max_per_tenant: NonZeroUsize,
     /// Most imports running at once for one API key (more answer 429).
     #[arg(long, env = "SHORTENER_IMPORT_MAX_PER_KEY", default_value = "1")]
@@ -87,10 +89,10 @@ impl LimitsConfig {
             batch_limit: 1000,
             export_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
             export_max_per_key: NonZeroUsize::new(2).expect("non-zero"),
-            export_max_per_tenant: NonZeroUsize::new(2).expect("non-zero"),
+            export_max_per_tenant: NonZeroUsize::new(3).expect("non-zero"),
             export_max_seconds: std::num::NonZeroU64::new(900).expect("non-zero"),
             import_max_concurrent: NonZeroUsize::new(4).expect("non-zero"),
-            import_max_per_tenant: NonZeroUsize::new(2).expect("non-zero"),
+            import_max_per_tenant: NonZeroUsize::new(3).expect("non-zero"),
             import_max_per_key: NonZeroUsize::new(1).expect("non-zero"),
             import_idle_ms: std::num::NonZeroU64::new(60_000).expect("non-zero"),
             tag_change_max_links: crate::links::MAX_TAG_CHANGE_LINKS,

@@ -2,7 +2,9 @@
 
 use super::{LinksApi, wire};
 use crate::domain::{Caller, Error, ImportInput, LinkPatch, PatchInput};
-use crate::links::{ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, Place};
+use crate::links::{
+    ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, Place, import_idle,
+};
 use chrono::Utc;
 use futures::{Stream, StreamExt};
 use proto::shortener::v1 as pb;
@@ -63,12 +65,7 @@ impl LinksApi {
             let idle = links.import_idle();
             let first = tokio::time::timeout(idle, messages.next())
                 .await
-                .unwrap_or_else(|_| {
-                    Some(Err(Status::deadline_exceeded(format!(
-                        "no message came within {} s",
-                        idle.as_secs_f64()
-                    ))))
-                });
+                .unwrap_or_else(|_| Some(Err(Status::from(import_idle(idle)))));
             let dry_run = matches!(&first, Some(Ok(message)) if message.dry_run);
             let rows = futures::stream::iter(first)
                 .chain(messages)
@@ -100,7 +97,7 @@ impl LinksApi {
                     .iter()
                     .map(|link| Ok(wire::link(&public, link)))
                     .collect(),
-                Err(error) => vec![Err(Status::from(Error::from(error)))],
+                Err(error) => vec![Err(Status::from(error))],
             };
             futures::stream::iter(messages)
         })))

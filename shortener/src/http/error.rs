@@ -45,8 +45,9 @@ impl From<Error> for ApiError {
             Error::Internal(detail) => {
                 tracing::error!(detail = %crate::domain::text::Untrusted(detail), "internal error")
             }
+            // The cause was logged where it was known (the store's detail, a shortage).
             Error::Unavailable { message, .. } => {
-                tracing::warn!(%message, "request refused: unavailable")
+                tracing::debug!(%message, "request refused: unavailable")
             }
             _ => {}
         }

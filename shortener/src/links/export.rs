@@ -17,7 +17,7 @@
 
 use super::gate::{Gate, Place, Places};
 use crate::domain::{Caller, Error, Link, ListQuery};
-use crate::store::{LinkStore, Store, StoreError};
+use crate::store::{LinkStore, Store};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -35,8 +35,9 @@ pub const BUFFERED_PAGES: usize = 2;
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// What an export hands the transport: a page of links (never empty), or the error that ended
-/// it (the last item).
-pub type ExportBatch = Result<Vec<Link>, StoreError>;
+/// it (the last item): the store's, or `export_ended` (a `Conflict`: not to be retried as it
+/// was) when it ended early by its own bounds.
+pub type ExportBatch = Result<Vec<Link>, Error>;
 
 /// How much exporting one node, one tenant and one key may do at once, and for how long.
 #[derive(Debug, Clone, Copy)]
@@ -139,7 +140,7 @@ impl LinkExport {
                         deadline.as_secs()
                     ),
                 };
-                Poll::Ready(Some(Err(StoreError::Unavailable(why))))
+                Poll::Ready(Some(Err(Error::conflict("export_ended", why))))
             }
         }
     }
@@ -175,7 +176,7 @@ async fn walk(
         let page = match store.list(&query).await {
             Ok(page) => page,
             Err(error) => {
-                let _ = tokio::time::timeout(send_timeout, out.send(Err(error))).await;
+                let _ = tokio::time::timeout(send_timeout, out.send(Err(error.into()))).await;
                 return;
             }
         };

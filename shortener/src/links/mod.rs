@@ -24,7 +24,7 @@ pub use export::{BUFFERED_PAGES, EXPORT_PAGE, ExportBatch, ExportLimits, LinkExp
 pub use gate::{Place, Places};
 pub use import::{
     CHUNK_BYTES, CHUNK_ROWS, ImportEvent, ImportSettings, ImportStop, ImportSummary, ImportTotals,
-    InputRow, ROW_IDLE, RowResult, RowStatus,
+    InputRow, ROW_IDLE, RowResult, RowStatus, import_idle,
 };
 pub use manage::ListPage;
 pub use tags::MAX_TAG_CHANGE_LINKS;

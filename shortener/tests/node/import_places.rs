@@ -77,6 +77,7 @@ async fn a_tenant_holds_its_share_of_the_import_places(backend: Backend) {
     let stack = Stack::new(backend).await;
     let mut config = stack.config("a");
     let [a1, a2, a3, g1] = keys(&stack, &mut config);
+    config.limits.import_max_per_tenant = std::num::NonZeroUsize::new(2).expect("non-zero");
     let node = Node::start(config).await;
     let url = "https://example.com/placed";
 

@@ -243,7 +243,6 @@ pub async fn export(
                     }
                 }
                 Err(error) => {
-                    let error = Error::from(error);
                     if !csv {
                         let line = serde_json::json!({ "error": error.code(), "message": error.public_message() });
                         out.extend_from_slice(line.to_string().as_bytes());

@@ -30,6 +30,7 @@ mod pipeline;
 
 pub use pipeline::{
     CHUNK_BYTES, ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, ROW_IDLE,
+    import_idle,
 };
 
 use super::{LinkService, create};

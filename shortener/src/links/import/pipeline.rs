@@ -31,13 +31,13 @@ pub const CHUNK_BYTES: usize = 4 << 20;
 /// What a refused row is counted as in [`CHUNK_BYTES`] (its refusal's text).
 const REFUSED_ROW_BYTES: usize = 256;
 
-/// How long an import waits for its next row by default (`SHORTENER_IMPORT_IDLE_SECONDS`);
-/// past it the import stops, `import_idle`, having answered every row before (a sender that
-/// trickles rows gives its place back).
+/// How long an import waits for its next row by default (`SHORTENER_IMPORT_IDLE_MS`); past it
+/// the import stops, `import_idle`, having answered every row before (a sender that trickles
+/// rows gives its place back). A client that takes no answer for as long ends it too.
 pub const ROW_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Why an import whose next row did not come within `wait` stopped.
-fn idle(wait: std::time::Duration) -> Error {
+pub fn import_idle(wait: std::time::Duration) -> Error {
     Error::bad_request(
         "import_idle",
         format!(
@@ -122,7 +122,8 @@ impl LinkService {
         let (events, rx) = mpsc::channel(RESULTS_AHEAD);
         tokio::spawn(read_chunks(rows, input.rules, input.idle, chunks_tx));
         let import = self.start_import(caller, input.dry_run, input.domain);
-        tokio::spawn(Arc::clone(self).write_chunks(import, place, chunks, events));
+        let writing = Arc::clone(self).write_chunks(import, (place, input.idle), chunks, events);
+        tokio::spawn(writing);
         ReceiverStream::new(rx)
     }
 
@@ -138,10 +139,13 @@ impl LinkService {
     }
 
     /// The writing stage: imports each chunk and sends its results, then the summary.
+    ///
+    /// A transport that takes no event for `idle` (its client stopped reading) ends the
+    /// import, and `place` with it.
     async fn write_chunks<E>(
         self: Arc<Self>,
         import: Import,
-        _place: Place,
+        (_place, idle): (Place, std::time::Duration),
         mut chunks: mpsc::Receiver<Chunk<E>>,
         events: mpsc::Sender<ImportEvent<E>>,
     ) {
@@ -158,7 +162,8 @@ impl LinkService {
             match self.import_chunk(&import, chunk).await {
                 Ok(results) => {
                     results.iter().for_each(|result| totals.add(result));
-                    if events.send(ImportEvent::Rows(results)).await.is_err() {
+                    let sent = tokio::time::timeout(idle, events.send(ImportEvent::Rows(results)));
+                    if !matches!(sent.await, Ok(Ok(()))) {
                         return;
                     }
                 }
@@ -175,7 +180,7 @@ impl LinkService {
             dry_run: import.dry_run,
             stopped,
         };
-        let _ = events.send(ImportEvent::End(summary)).await;
+        let _ = tokio::time::timeout(idle, events.send(ImportEvent::End(summary))).await;
     }
 }
 
@@ -207,7 +212,7 @@ async fn read_chunks<S, E>(
                 }
                 Ok(Some(Err(error))) => failed = Some(ImportStop::Input(error)),
                 Ok(None) => ended = true,
-                Err(_) => failed = Some(ImportStop::Failed(idle(wait))),
+                Err(_) => failed = Some(ImportStop::Failed(import_idle(wait))),
             }
             if failed.is_some() || ended {
                 break;

@@ -53,10 +53,6 @@ impl Analytics {
         while rest.peek().is_some() {
             let chunk: Vec<Taken> = rest.by_ref().take(FLUSH_BATCH).collect();
             let rows = coalesced(chunk.iter().map(stored).collect());
-            // The chunk's counters are rows now (one batch, held apart as the batch in doubt
-            // if its write fails).
-            held.let_go(&chunk);
-            drop(chunk);
             let visits: u64 = rows
                 .iter()
                 .map(|r| r.counts.human + r.counts.bot + r.counts.head)
@@ -66,7 +62,11 @@ impl Analytics {
                 rows: rows.into(),
                 visits,
             };
-            if !self.send(store, batch, &mut written).await {
+            let sent = self.send(store, batch, &mut written).await;
+            // Written, or kept apart as the one batch in doubt: no longer the flush's.
+            held.let_go(&chunk);
+            drop(chunk);
+            if !sent {
                 // Back in the aggregator, which counts them from now on.
                 let rest: Vec<Taken> = rest.collect();
                 held.let_go(&rest);

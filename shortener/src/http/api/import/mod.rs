@@ -19,6 +19,7 @@ use crate::domain::Error;
 use crate::http::{ApiError, HttpState};
 use crate::links::{
     ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, RowResult, RowStatus,
+    import_idle,
 };
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -118,12 +119,7 @@ async fn start(
     let columns = if format == Format::Csv {
         let idle = state.links.import_idle();
         let header = tokio::time::timeout(idle, reader.header()).await;
-        Some(header.map_err(|_| {
-            Error::bad_request(
-                "import_idle",
-                format!("no header row came within {} s", idle.as_secs_f64()),
-            )
-        })??)
+        Some(header.map_err(|_| import_idle(idle))??)
     } else {
         None
     };

@@ -31,7 +31,7 @@ pub async fn walk(
 ) -> Result<(), Fail> {
     let mut export = state.links.export(caller, input)?;
     while let Some(page) = export.recv().await {
-        for link in page.map_err(crate::domain::Error::from)? {
+        for link in page? {
             if link.deleted_at.is_none() {
                 each(link);
             }
