@@ -135,7 +135,7 @@ fn note_cap(
     }
 }
 
-/// The most unexpired, unrevoked keys a tenant may make through the API. Every key is in memory on every node
+/// The most unrevoked keys (expired ones too) a tenant may make through the API. Every key is in memory on every node
 /// and re-read with each sync, and a YOURLS signature names no key (each is tried): the count is
 /// bounded so that neither grows with what one tenant asks for.
 pub const MAX_KEYS_PER_TENANT: usize = 1000;
@@ -173,15 +173,8 @@ impl KeyService {
             return Err(name_taken(&checked.name, "a key of the keys file"));
         }
         // Counted before the insert: creates racing at the bound may pass it by a few. An
-        // expired key holds no place.
-        let now = Utc::now();
-        let live = self
-            .store
-            .api_keys(Some(&caller.tenant))
-            .await?
-            .iter()
-            .filter(|k| k.expires_at.is_none_or(|at| at > now))
-            .count();
+        // expired key counts until it is revoked: it is still stored and read by every sync.
+        let live = self.store.api_keys(Some(&caller.tenant)).await?.len();
         if live >= MAX_KEYS_PER_TENANT {
             return Err(Error::conflict(
                 "too_many_keys",

@@ -136,3 +136,82 @@ async fn an_import_whose_next_row_does_not_come_stops_and_gives_its_place_back(b
     assert_eq!(status, 200, "the key's place was given back");
 }
 on_both_stores!(an_import_whose_next_row_does_not_come_stops_and_gives_its_place_back);
+
+/// A gRPC client that takes no answer for the idle bound ends its import: the place is given
+/// back, and once the client reads again the call ends `import_idle` after the answers handed
+/// over before, never as if the import were whole.
+async fn an_import_whose_answers_are_not_taken_ends_as_stopped(backend: Backend) {
+    use futures::StreamExt;
+    use proto::shortener::v1 as pb;
+    let stack = Stack::new(backend).await;
+    let mut config = stack.config("a");
+    let [a1, ..] = keys(&stack, &mut config);
+    config.limits.import_idle_ms = std::num::NonZeroU64::new(500).expect("non-zero");
+    let node = Node::start(config).await;
+
+    // Far more answers than the call's window and the import's buffers hold.
+    let messages: Vec<pb::ImportLinksRequest> = (0..10)
+        .map(|m| pb::ImportLinksRequest {
+            rows: (0..1000)
+                .map(|i| pb::ImportRow {
+                    url: format!("https://example.com/unread/{m}/{i}"),
+                    ..Default::default()
+                })
+                .collect(),
+            dry_run: true,
+        })
+        .collect();
+    let mut request = tonic::Request::new(futures::stream::iter(messages));
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {a1}").parse().expect("ascii"),
+    );
+    // A client whose window holds a few thousand answers at most (as a small client's would).
+    let channel = tonic::transport::Endpoint::from_shared(node.grpc.clone())
+        .expect("endpoint")
+        .initial_stream_window_size(65_535)
+        .initial_connection_window_size(65_535)
+        .connect()
+        .await
+        .expect("connect");
+    let mut client = pb::links_client::LinksClient::new(channel);
+    let mut answers = client
+        .import_links(request)
+        .await
+        .expect("import")
+        .into_inner();
+    // Nothing is read until the import has ended: its key's one place is free again.
+    let freed = testkit::wait_until(Duration::from_secs(20), || async {
+        let (_, status) = open_import(&node, &a1, "https://example.com/probe").await;
+        status == 200
+    })
+    .await;
+    assert!(freed, "the unread import kept its place");
+    let (mut rows, mut last) = (0, None);
+    while let Some(answer) = answers.next().await {
+        match answer {
+            Ok(answer) => {
+                assert!(
+                    matches!(
+                        answer.outcome,
+                        Some(pb::import_links_response::Outcome::Row(_))
+                    ),
+                    "a summary as if whole: {answer:?}"
+                );
+                rows += 1;
+            }
+            Err(status) => last = Some(status),
+        }
+    }
+    let status = last.expect("the call ends with a status, not as if whole");
+    assert_eq!(
+        status
+            .metadata()
+            .get("error-code")
+            .and_then(|v| v.to_str().ok()),
+        Some("import_idle"),
+        "{status:?}"
+    );
+    assert!(rows < 10_000, "{rows}");
+}
+on_both_stores!(an_import_whose_answers_are_not_taken_ends_as_stopped);

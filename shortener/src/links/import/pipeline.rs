@@ -14,7 +14,8 @@ use crate::domain::{Caller, CreateRules, Error, ImportInput, ImportRow};
 use crate::links::{LinkService, Place};
 use chrono::Utc;
 use futures::{Stream, StreamExt};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -36,16 +37,39 @@ const REFUSED_ROW_BYTES: usize = 256;
 /// rows gives its place back). A client that takes no answer for as long ends it too.
 pub const ROW_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Why an import whose next row did not come within `wait` stopped.
+/// Why an import whose next row (or first, or a CSV's header) did not come within `wait`
+/// stopped.
 pub fn import_idle(wait: std::time::Duration) -> Error {
     Error::bad_request(
         "import_idle",
         format!(
-            "no row came within {} s of the one before: the rows answered were imported; \
-             send the rest again",
+            "no row came within {} s: the rows answered were imported; send the rest again",
             wait.as_secs_f64()
         ),
     )
+}
+
+/// Why an import whose client took no answer within `wait` stopped.
+fn answers_not_taken(wait: std::time::Duration) -> Error {
+    Error::bad_request(
+        "import_idle",
+        format!(
+            "the client took no answer within {} s: the rows answered were imported; send \
+             the rest again",
+            wait.as_secs_f64()
+        ),
+    )
+}
+
+/// What the two stages of one import share besides their channels.
+struct Shared<E> {
+    /// The writing stage is on a chunk (writing it, or handing its answers over): a client
+    /// may wait for those answers before it sends more, so the reading stage's idle bound
+    /// waits as long.
+    busy: AtomicBool,
+    /// The summary of an import whose client took no answer in time: the transport ends with
+    /// it once the answers handed over before are read, never as if the import were whole.
+    left: Mutex<Option<ImportSummary<E>>>,
 }
 
 /// How one import goes: as a dry run or not, on which domain, under which rules.
@@ -120,11 +144,29 @@ impl LinkService {
     {
         let (chunks_tx, chunks) = mpsc::channel(READ_AHEAD);
         let (events, rx) = mpsc::channel(RESULTS_AHEAD);
-        tokio::spawn(read_chunks(rows, input.rules, input.idle, chunks_tx));
+        let shared = Arc::new(Shared {
+            busy: AtomicBool::new(false),
+            left: Mutex::new(None),
+        });
+        let reading = read_chunks(
+            rows,
+            input.rules,
+            input.idle,
+            Arc::clone(&shared),
+            chunks_tx,
+        );
+        tokio::spawn(reading);
         let import = self.start_import(caller, input.dry_run, input.domain);
-        let writing = Arc::clone(self).write_chunks(import, (place, input.idle), chunks, events);
-        tokio::spawn(writing);
-        ReceiverStream::new(rx)
+        let stage = (place, input.idle, Arc::clone(&shared));
+        tokio::spawn(Arc::clone(self).write_chunks(import, stage, chunks, events));
+        // Once the writing stage has let go of its end of the channel: the summary it could
+        // not hand over, if any.
+        let left = futures::stream::once(async move {
+            let mut left = shared.left.lock().unwrap_or_else(|p| p.into_inner());
+            left.take().map(ImportEvent::End)
+        })
+        .filter_map(std::future::ready);
+        ReceiverStream::new(rx).chain(left)
     }
 
     /// A place for one import of `caller` among those running on the node, its tenant's and
@@ -141,16 +183,24 @@ impl LinkService {
     /// The writing stage: imports each chunk and sends its results, then the summary.
     ///
     /// A transport that takes no event for `idle` (its client stopped reading) ends the
-    /// import, and `place` with it.
+    /// import, and `place` with it, leaving its summary in `shared` for the transport.
     async fn write_chunks<E>(
         self: Arc<Self>,
         import: Import,
-        (_place, idle): (Place, std::time::Duration),
+        (_place, idle, shared): (Place, std::time::Duration, Arc<Shared<E>>),
         mut chunks: mpsc::Receiver<Chunk<E>>,
         events: mpsc::Sender<ImportEvent<E>>,
     ) {
         let mut totals = ImportTotals::default();
         let mut stopped = None;
+        let leave = |totals, stopped| {
+            let summary = ImportSummary {
+                totals,
+                dry_run: import.dry_run,
+                stopped: Some(stopped),
+            };
+            *shared.left.lock().unwrap_or_else(|p| p.into_inner()) = Some(summary);
+        };
         while let Some(chunk) = chunks.recv().await {
             let chunk = match chunk {
                 Ok(chunk) => chunk,
@@ -159,12 +209,18 @@ impl LinkService {
                     break;
                 }
             };
+            shared.busy.store(true, Ordering::Relaxed);
             match self.import_chunk(&import, chunk).await {
                 Ok(results) => {
                     results.iter().for_each(|result| totals.add(result));
                     let sent = tokio::time::timeout(idle, events.send(ImportEvent::Rows(results)));
-                    if !matches!(sent.await, Ok(Ok(()))) {
-                        return;
+                    match sent.await {
+                        Ok(Ok(())) => {}
+                        // The transport has gone: nobody reads the summary.
+                        Ok(Err(_)) => return,
+                        Err(_) => {
+                            return leave(totals, ImportStop::Failed(answers_not_taken(idle)));
+                        }
                     }
                 }
                 Err(error) => {
@@ -172,6 +228,7 @@ impl LinkService {
                     break;
                 }
             }
+            shared.busy.store(false, Ordering::Relaxed);
         }
         // Dropping the receiver stops the reading stage, if it is still going.
         drop(chunks);
@@ -180,7 +237,12 @@ impl LinkService {
             dry_run: import.dry_run,
             stopped,
         };
-        let _ = tokio::time::timeout(idle, events.send(ImportEvent::End(summary))).await;
+        match tokio::time::timeout(idle, events.reserve()).await {
+            Ok(Ok(place)) => place.send(ImportEvent::End(summary)),
+            // The transport has gone: nobody reads the summary.
+            Ok(Err(_)) => {}
+            Err(_) => leave(summary.totals, ImportStop::Failed(answers_not_taken(idle))),
+        }
     }
 }
 
@@ -193,6 +255,7 @@ async fn read_chunks<S, E>(
     rows: S,
     rules: CreateRules,
     wait: std::time::Duration,
+    shared: Arc<Shared<E>>,
     chunks: mpsc::Sender<Chunk<E>>,
 ) where
     S: Stream<Item = Result<InputRow, E>>,
@@ -203,7 +266,7 @@ async fn read_chunks<S, E>(
         let mut chunk: Vec<ChunkRow> = Vec::with_capacity(CHUNK_ROWS);
         let (mut bytes, mut failed, mut ended) = (0, None, false);
         while chunk.len() < CHUNK_ROWS && bytes < CHUNK_BYTES {
-            match tokio::time::timeout(wait, rows.next()).await {
+            match next_row(&mut rows, wait, &shared.busy).await {
                 Ok(Some(Ok(input))) => {
                     number += 1;
                     let row = input.and_then(|i| ImportRow::parse(i, &rules, Utc::now()));
@@ -227,6 +290,22 @@ async fn read_chunks<S, E>(
         }
         if ended {
             return;
+        }
+    }
+}
+
+/// The next row of `rows`, or `Err` when none came within `wait` while the writing stage was
+/// not `busy` on a chunk (its client may wait for that chunk's answers before it sends more).
+async fn next_row<S: Stream + Unpin>(
+    rows: &mut S,
+    wait: std::time::Duration,
+    busy: &AtomicBool,
+) -> Result<Option<S::Item>, ()> {
+    loop {
+        match tokio::time::timeout(wait, rows.next()).await {
+            Ok(next) => return Ok(next),
+            Err(_) if busy.load(Ordering::Relaxed) => continue,
+            Err(_) => return Err(()),
         }
     }
 }
@@ -264,10 +343,15 @@ mod tests {
             })
             .collect();
         let (tx, mut rx) = mpsc::channel(1000);
+        let shared = Arc::new(Shared {
+            busy: AtomicBool::new(false),
+            left: Mutex::new(None),
+        });
         read_chunks(
             futures::stream::iter(rows),
             rules(),
             std::time::Duration::from_secs(5),
+            shared,
             tx,
         )
         .await;

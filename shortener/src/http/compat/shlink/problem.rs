@@ -160,7 +160,7 @@ impl Problem {
                 tracing::error!(detail = %crate::domain::text::Untrusted(detail), "internal error")
             }
             Error::Unavailable { message, .. } => {
-                tracing::warn!(%message, "request refused: unavailable")
+                tracing::debug!(%message, "request refused: unavailable")
             }
             _ => {}
         }
