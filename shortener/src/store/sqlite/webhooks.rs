@@ -1,5 +1,9 @@
 //! Webhook endpoints and the outbox on SQLite (see [`crate::store::webhooks`]). Times are Unix
 //! milliseconds; every write runs on the writer thread, so a claim needs no row locks.
+//!
+//! One file of about 600 lines on purpose: endpoints, the outbox's claims, records and
+//! releases (fenced by the claim's lease), its bound and its purge are one protocol, read
+//! beside its PostgreSQL twin (`store/postgres/webhooks.rs`) statement for statement.
 
 use super::convert::{db_error, from_millis, millis};
 use crate::store::StoreError;
