@@ -266,7 +266,7 @@ async fn read_chunks<S, E>(
         let mut chunk: Vec<ChunkRow> = Vec::with_capacity(CHUNK_ROWS);
         let (mut bytes, mut failed, mut ended) = (0, None, false);
         while chunk.len() < CHUNK_ROWS && bytes < CHUNK_BYTES {
-            match next_row(&mut rows, wait, &shared.busy).await {
+            match next_row(&mut rows, wait, &shared.busy, &chunks).await {
                 Ok(Some(Ok(input))) => {
                     number += 1;
                     let row = input.and_then(|i| ImportRow::parse(i, &rules, Utc::now()));
@@ -295,16 +295,18 @@ async fn read_chunks<S, E>(
 }
 
 /// The next row of `rows`, or `Err` when none came within `wait` while the writing stage was
-/// not `busy` on a chunk (its client may wait for that chunk's answers before it sends more).
-async fn next_row<S: Stream + Unpin>(
+/// not `busy` on a chunk (its client may wait for that chunk's answers before it sends more)
+/// or had ended (`chunks` closed, however it ended).
+async fn next_row<S: Stream + Unpin, T>(
     rows: &mut S,
     wait: std::time::Duration,
     busy: &AtomicBool,
+    chunks: &mpsc::Sender<T>,
 ) -> Result<Option<S::Item>, ()> {
     loop {
         match tokio::time::timeout(wait, rows.next()).await {
             Ok(next) => return Ok(next),
-            Err(_) if busy.load(Ordering::Relaxed) => continue,
+            Err(_) if busy.load(Ordering::Relaxed) && !chunks.is_closed() => continue,
             Err(_) => return Err(()),
         }
     }
