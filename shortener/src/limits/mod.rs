@@ -16,7 +16,7 @@ pub use client_ip::{ClientAddressPolicy, client_key};
 use governor::Quota;
 use keyed::Keyed;
 pub use password_checks::{CheckBounds, CheckRefused, PasswordChecks};
-use spent::Spent;
+use spent::{Spent, Standing};
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -126,12 +126,23 @@ impl Limits {
     /// spent: the wait for its next token in whole seconds, at least one (what `Retry-After`
     /// says). Until then the client is refused before any lookup (see
     /// [`Limits::refused_before_lookup`]).
+    /// A client on probation that paid a token at the door ([`Limits::refused_before_lookup`])
+    /// uses that one.
     pub fn not_found(&self, client: IpAddr) -> Result<(), Duration> {
-        self.not_found.check(&client).map_err(|wait| {
-            let retry_after = Duration::from_secs(wait.as_secs().max(1));
-            self.spent.mark(client, Instant::now() + retry_after);
-            retry_after
-        })
+        if self.spent.use_paid(client) {
+            return Ok(());
+        }
+        self.not_found
+            .check(&client)
+            .map_err(|wait| self.spent_for(client, wait))
+    }
+
+    /// Remembers `client` as past its 404 budget for `wait` (in whole seconds, at least one:
+    /// what `Retry-After` says), which it returns.
+    fn spent_for(&self, client: IpAddr, wait: Duration) -> Duration {
+        let retry_after = Duration::from_secs(wait.as_secs().max(1));
+        self.spent.mark(client, Instant::now() + retry_after);
+        retry_after
     }
 
     /// Whether any client's 404 budget is spent right now: when not, no request needs its
@@ -141,9 +152,40 @@ impl Limits {
     }
 
     /// `Some(retry_after)` when `client` spent its 404 budget and has no token yet: its request
-    /// is answered 429 before the cache or the store is asked.
+    /// is answered 429 before the cache or the store is asked. Past its wait, a client that spent
+    /// its budget is on probation until it is forgotten: it pays a 404 token here, before the
+    /// lookup (one held from a request that found its link, else a new one), and is refused
+    /// when it has none; a miss then uses that token ([`Limits::not_found`]) and a hit hands it
+    /// back ([`Limits::found`]). So requests that arrive together as its wait ends are not all
+    /// looked up before the first miss finds the budget spent.
     pub fn refused_before_lookup(&self, client: IpAddr) -> Option<Duration> {
-        self.spent.wait(client, Instant::now())
+        match self.spent.standing(client, Instant::now()) {
+            Standing::Clear => None,
+            Standing::Waiting(wait) => Some(wait),
+            Standing::Probation if self.spent.pay_with_credit(client) => None,
+            Standing::Probation => match self.not_found.check(&client) {
+                Ok(()) => {
+                    self.spent.paid(client);
+                    None
+                }
+                Err(wait) => Some(self.spent_for(client, wait)),
+            },
+        }
+    }
+
+    /// `Some(retry_after)` while `client` waits for its next 404 token, without paying one on
+    /// probation: for a lookup behind [`Limits::refused_before_lookup`] or one that pays after.
+    pub fn waiting_for_404_token(&self, client: IpAddr) -> Option<Duration> {
+        match self.spent.standing(client, Instant::now()) {
+            Standing::Waiting(wait) => Some(wait),
+            Standing::Clear | Standing::Probation => None,
+        }
+    }
+
+    /// A lookup by `client` found its link: a token it paid at the door is held for its next
+    /// request.
+    pub fn found(&self, client: IpAddr) {
+        self.spent.found(client);
     }
 
     /// Takes one token for a create by `owner`.
@@ -212,6 +254,60 @@ mod tests {
             limits.read("k").is_err(),
             "reads have a bucket of their own"
         );
+    }
+
+    /// Past its wait, a client that spent its budget pays at the door: requests that arrive
+    /// together are refused once its tokens are paid, a miss uses the token paid for it, and a
+    /// hit's token is held for the next request.
+    #[test]
+    fn on_probation_a_client_pays_before_it_is_looked_up() {
+        let slow = Rate {
+            per_second: 1,
+            burst: 3,
+        };
+        let limits = Limits::new(slow, slow, slow, 5, 1000);
+        let scanner: IpAddr = "10.0.0.1".parse().expect("ip");
+        assert!(limits.not_found(scanner).is_ok());
+        assert!(limits.not_found(scanner).is_ok());
+        // Remembered as spent, its wait over, one token left.
+        limits.spent.mark(scanner, Instant::now());
+        assert_eq!(
+            limits.refused_before_lookup(scanner),
+            None,
+            "pays its last token"
+        );
+        assert!(
+            limits.refused_before_lookup(scanner).is_some(),
+            "a request beside it has nothing to pay with"
+        );
+        assert!(
+            matches!(
+                limits.waiting_for_404_token(scanner),
+                Some(wait) if wait > Duration::ZERO
+            ),
+            "and is remembered as waiting again"
+        );
+        limits.spent.mark(scanner, Instant::now());
+        assert!(
+            limits.not_found(scanner).is_ok(),
+            "the first request's miss uses the token it paid"
+        );
+        assert!(
+            limits.not_found(scanner).is_err(),
+            "a miss that paid nothing is charged"
+        );
+
+        let crowd: IpAddr = "10.0.0.2".parse().expect("ip");
+        limits.spent.mark(crowd, Instant::now());
+        for _ in 0..10 {
+            assert_eq!(limits.refused_before_lookup(crowd), None);
+            assert_eq!(limits.waiting_for_404_token(crowd), None);
+            limits.found(crowd);
+        }
+        // Ten hits paid one token between them: two are left.
+        assert!(limits.not_found.check(&crowd).is_ok());
+        assert!(limits.not_found.check(&crowd).is_ok());
+        assert!(limits.not_found.check(&crowd).is_err());
     }
 
     /// Password attempts are counted per client and link, and a link on a long branded host

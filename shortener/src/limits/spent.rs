@@ -1,37 +1,103 @@
-//! Clients whose 404 budget is spent, each until its next token.
+//! Clients whose 404 budget is spent: refused until their next token, then on probation, when
+//! a request pays its 404 token before it is looked up.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-/// Clients remembered at most: a client enters only by spending a whole 404 burst, and leaves
-/// at its next token (or the next housekeeping). Past this many, a newly spent client is not
-/// remembered and its requests are looked up and refused as before (each 404 still costs it a
-/// token it does not have).
+/// Clients remembered at most: a client enters only by spending a whole 404 burst, and leaves at
+/// the first housekeeping after its wait that finds it quiet since the one before (or sooner, to
+/// make room for a newly spent client). Past this many clients still waiting, a newly spent
+/// client is not remembered and its requests are looked up and refused as before (each 404
+/// still costs it a token it does not have).
 const MAX_REMEMBERED: usize = 65_536;
 
+/// The least time between two sweeps a full table makes for room, so that a flood of newly
+/// spent clients cannot make every refusal walk the table.
+const SWEEP_EVERY: Duration = Duration::from_millis(250);
+
+/// Tokens a client on probation holds paid ahead at most.
+const MAX_CREDIT: u32 = 64;
+
 /// What one remembered client costs (see [`Spent::bytes`]).
-const ENTRY_BYTES: u64 = 2 * (std::mem::size_of::<(IpAddr, Instant)>() as u64 + 1);
+const ENTRY_BYTES: u64 = 2 * (std::mem::size_of::<(IpAddr, Entry)>() as u64 + 1);
+
+/// One remembered client.
+#[derive(Debug)]
+struct Entry {
+    /// Refused before any lookup until then.
+    until: Instant,
+    /// Tokens paid for requests that found their link, held for the next requests.
+    credit: AtomicU32,
+    /// Tokens paid at the door for lookups not yet answered.
+    paid: AtomicU32,
+    /// Asked for anything since the last housekeeping.
+    seen: AtomicBool,
+}
+
+/// Where a client stands at the door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Standing {
+    /// Not remembered: looked up, and charged for a miss afterwards.
+    Clear,
+    /// Refused before any lookup, for this long still.
+    Waiting(Duration),
+    /// Past its wait, not yet forgotten: pays a token (or uses one held) before the lookup.
+    Probation,
+}
+
+#[derive(Default)]
+struct Table {
+    clients: HashMap<IpAddr, Entry>,
+    swept: Option<Instant>,
+}
 
 /// The clients past their 404 budget, for the redirect edge's check before any lookup.
+///
+/// A client is refused until its next token. Past that, requests arriving together (a scanner on
+/// many connections) would all be looked up before the first miss found the budget spent again;
+/// so a remembered client pays a token at the door before it is looked up ([`Standing`]), and a
+/// miss uses the token paid for it instead of taking another. The token of a request that found
+/// its link is held for the client's next request, so a client whose requests find their links
+/// (many people behind one address) pays once per request in flight, not per request.
 #[derive(Default)]
 pub(super) struct Spent {
     /// How many are remembered: read without the lock on every redirect, so a node nobody
     /// scans pays one atomic load.
     count: AtomicUsize,
-    until: RwLock<HashMap<IpAddr, Instant>>,
+    table: RwLock<Table>,
 }
 
 impl Spent {
     /// `client` has no 404 token before `until`.
     pub(super) fn mark(&self, client: IpAddr, until: Instant) {
-        let mut map = self.until.write().unwrap_or_else(PoisonError::into_inner);
-        if map.len() < MAX_REMEMBERED || map.contains_key(&client) {
-            map.insert(client, until);
-            self.count.store(map.len(), Ordering::Relaxed);
+        let mut table = self.write();
+        if let Some(entry) = table.clients.get_mut(&client) {
+            entry.until = until;
+            return;
         }
+        if table.clients.len() >= MAX_REMEMBERED {
+            let now = Instant::now();
+            if table.swept.is_some_and(|at| now < at + SWEEP_EVERY) {
+                return;
+            }
+            table.swept = Some(now);
+            table.clients.retain(|_, entry| entry.until > now);
+            self.count.store(table.clients.len(), Ordering::Relaxed);
+            if table.clients.len() >= MAX_REMEMBERED {
+                return;
+            }
+        }
+        let entry = Entry {
+            until,
+            credit: AtomicU32::new(0),
+            paid: AtomicU32::new(0),
+            seen: AtomicBool::new(true),
+        };
+        table.clients.insert(client, entry);
+        self.count.store(table.clients.len(), Ordering::Relaxed);
     }
 
     /// Whether any client is remembered.
@@ -39,20 +105,68 @@ impl Spent {
         self.count.load(Ordering::Relaxed) > 0
     }
 
-    /// How long `client` still waits for a 404 token at `now`, if it is remembered and its
-    /// time has not come.
-    pub(super) fn wait(&self, client: IpAddr, now: Instant) -> Option<Duration> {
+    /// Where `client` stands at `now`.
+    pub(super) fn standing(&self, client: IpAddr, now: Instant) -> Standing {
         if !self.any() {
-            return None;
+            return Standing::Clear;
         }
-        let map = self.until.read().unwrap_or_else(PoisonError::into_inner);
-        map.get(&client)
-            .and_then(|until| until.checked_duration_since(now))
-            .filter(|wait| !wait.is_zero())
+        let table = self.read();
+        let Some(entry) = table.clients.get(&client) else {
+            return Standing::Clear;
+        };
+        entry.seen.store(true, Ordering::Relaxed);
+        match entry.until.checked_duration_since(now) {
+            Some(wait) if !wait.is_zero() => Standing::Waiting(wait),
+            _ => Standing::Probation,
+        }
     }
 
-    /// Bytes the remembered clients take, estimated: each client's slot (address and time, one
-    /// control byte), doubled for the free slots a hash table keeps.
+    /// Pays `client`'s door with a token it holds; `false` when it holds none.
+    pub(super) fn pay_with_credit(&self, client: IpAddr) -> bool {
+        self.with(client, |entry| {
+            let held = take_one(&entry.credit);
+            if held {
+                entry.paid.fetch_add(1, Ordering::Relaxed);
+            }
+            held
+        })
+    }
+
+    /// Records a token `client` just paid at the door.
+    pub(super) fn paid(&self, client: IpAddr) {
+        self.with(client, |entry| {
+            entry.paid.fetch_add(1, Ordering::Relaxed);
+            true
+        });
+    }
+
+    /// Uses a token `client` paid at the door for a lookup that found nothing; `false` when none
+    /// is paid (the miss is charged as any other).
+    pub(super) fn use_paid(&self, client: IpAddr) -> bool {
+        self.any() && self.with(client, |entry| take_one(&entry.paid))
+    }
+
+    /// Holds the token `client` paid for a lookup that found its link for its next request.
+    pub(super) fn found(&self, client: IpAddr) {
+        self.with(client, |entry| {
+            let held = take_one(&entry.paid);
+            if held {
+                let _ = entry
+                    .credit
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                        (c < MAX_CREDIT).then_some(c + 1)
+                    });
+            }
+            held
+        });
+    }
+
+    fn with(&self, client: IpAddr, act: impl FnOnce(&Entry) -> bool) -> bool {
+        self.read().clients.get(&client).is_some_and(act)
+    }
+
+    /// Bytes the remembered clients take, estimated: each client's slot (address, time, tokens
+    /// and flag, one control byte), doubled for the free slots a hash table keeps.
     pub(super) fn bytes(&self) -> u64 {
         self.count.load(Ordering::Relaxed) as u64 * ENTRY_BYTES
     }
@@ -62,59 +176,128 @@ impl Spent {
         MAX_REMEMBERED as u64 * ENTRY_BYTES
     }
 
-    /// Forgets the clients whose time has come.
+    /// Forgets the clients past their wait that asked for nothing since the last housekeeping
+    /// (ending their probation); the others are marked quiet for the next.
     pub(super) fn housekeeping(&self, now: Instant) {
-        let mut map = self.until.write().unwrap_or_else(PoisonError::into_inner);
-        map.retain(|_, until| *until > now);
-        map.shrink_to_fit();
-        self.count.store(map.len(), Ordering::Relaxed);
+        let mut table = self.write();
+        table
+            .clients
+            .retain(|_, entry| entry.until > now || entry.seen.swap(false, Ordering::Relaxed));
+        table.clients.shrink_to_fit();
+        self.count.store(table.clients.len(), Ordering::Relaxed);
     }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Takes one from `count` unless it is zero.
+fn take_one(count: &AtomicU32) -> bool {
+    count
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| c.checked_sub(1))
+        .is_ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn client(i: u32) -> IpAddr {
+        IpAddr::from(i.to_be_bytes())
+    }
+
     #[test]
-    fn a_spent_client_waits_until_its_time_and_is_then_forgotten() {
+    fn a_spent_client_waits_then_is_on_probation_until_a_quiet_housekeeping() {
         let spent = Spent::default();
-        let (now, client, other) = (
-            Instant::now(),
-            IpAddr::from([192, 0, 2, 1]),
-            IpAddr::from([192, 0, 2, 2]),
-        );
+        let (now, one, other) = (Instant::now(), client(1), client(2));
         assert!(!spent.any());
-        assert_eq!(spent.wait(client, now), None);
-        spent.mark(client, now + Duration::from_millis(300));
+        assert_eq!(spent.standing(one, now), Standing::Clear);
+        spent.mark(one, now + Duration::from_millis(300));
         assert!(spent.any());
         assert_eq!(spent.bytes(), ENTRY_BYTES, "the gauge moves");
-        assert_eq!(spent.wait(client, now), Some(Duration::from_millis(300)));
         assert_eq!(
-            spent.wait(other, now),
-            None,
-            "only the client that spent it"
+            spent.standing(one, now),
+            Standing::Waiting(Duration::from_millis(300))
         );
+        assert_eq!(spent.standing(other, now), Standing::Clear, "only that one");
         let later = now + Duration::from_millis(300);
-        assert_eq!(spent.wait(client, later), None, "its token has come");
+        assert_eq!(spent.standing(one, later), Standing::Probation);
+        // Asked for since the last housekeeping: kept.
+        spent.housekeeping(later);
+        assert_eq!(spent.standing(one, later), Standing::Probation);
+        spent.housekeeping(later);
+        assert_eq!(spent.standing(one, later), Standing::Probation);
+        // Quiet from one housekeeping to the next: forgotten.
+        spent.housekeeping(later);
         spent.housekeeping(later);
         assert!(!spent.any());
+        assert_eq!(spent.standing(one, later), Standing::Clear);
         assert_eq!(spent.bytes(), 0);
     }
 
     #[test]
-    fn the_remembered_clients_are_bounded() {
+    fn a_paid_token_is_used_by_a_miss_or_held_after_a_hit() {
         let spent = Spent::default();
-        let until = Instant::now() + Duration::from_secs(60);
+        let one = client(1);
+        assert!(!spent.use_paid(one), "nothing remembered, nothing paid");
+        spent.mark(one, Instant::now());
+        assert!(!spent.pay_with_credit(one), "no token held yet");
+        spent.paid(one);
+        assert!(spent.use_paid(one), "the miss uses the token paid");
+        assert!(!spent.use_paid(one), "once");
+        spent.paid(one);
+        spent.found(one);
+        assert!(!spent.use_paid(one), "a hit took it back");
+        assert!(
+            spent.pay_with_credit(one),
+            "and holds it for the next request"
+        );
+        assert!(!spent.pay_with_credit(one), "one request's worth");
+        assert!(spent.use_paid(one));
+        for _ in 0..(MAX_CREDIT + 10) {
+            spent.paid(one);
+            spent.found(one);
+        }
+        let mut held = 0;
+        while spent.pay_with_credit(one) {
+            held += 1;
+        }
+        assert_eq!(held, MAX_CREDIT, "the tokens held are bounded");
+    }
+
+    #[test]
+    fn the_remembered_clients_are_bounded_and_a_full_table_makes_room_from_the_past() {
+        let spent = Spent::default();
+        let now = Instant::now();
+        let until = now + Duration::from_secs(60);
         for i in 0..(MAX_REMEMBERED as u32 + 10) {
-            spent.mark(IpAddr::from(i.to_be_bytes()), until);
+            spent.mark(client(i), until);
         }
         assert_eq!(spent.count.load(Ordering::Relaxed), MAX_REMEMBERED);
         assert_eq!(spent.bytes(), Spent::budget(), "the gauge is at its bound");
         // One already remembered is still updated.
-        spent.mark(
-            IpAddr::from(0u32.to_be_bytes()),
-            until + Duration::from_secs(1),
-        );
+        spent.mark(client(0), until + Duration::from_secs(1));
         assert_eq!(spent.count.load(Ordering::Relaxed), MAX_REMEMBERED);
+        // Past their wait, the clients a full table holds give way to newly spent ones without
+        // waiting for the housekeeping (at most one sweep per SWEEP_EVERY).
+        let spent = Spent::default();
+        for i in 0..MAX_REMEMBERED as u32 {
+            spent.mark(client(i), now);
+        }
+        let newcomer = client(u32::MAX);
+        spent.mark(newcomer, Instant::now() + Duration::from_secs(60));
+        assert!(
+            matches!(
+                spent.standing(newcomer, Instant::now()),
+                Standing::Waiting(_)
+            ),
+            "the newly spent client is refused before any lookup"
+        );
+        assert_eq!(spent.count.load(Ordering::Relaxed), 1);
     }
 }

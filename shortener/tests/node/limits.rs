@@ -137,6 +137,77 @@ async fn a_client_past_its_404_budget_is_refused_before_any_lookup() {
     .await;
 }
 
+/// Past its wait, a client that spent its 404 budget pays a token before each lookup: requests
+/// that arrive together as the wait ends (a scanner on many connections) are looked up only as
+/// far as its tokens go, and the others are refused before any lookup, not after one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_wait_a_scanner_is_looked_up_only_as_far_as_its_tokens_go() {
+    // On PostgreSQL, whose reads take long enough for the requests beside the first to reach
+    // the door before its miss is counted.
+    let stack = Stack::new(Backend::Postgres).await;
+    let mut config = stack.config("edge");
+    config.limits.not_found_rate = 1;
+    config.limits.not_found_burst = 5;
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/real").await;
+    let from = |path: String| {
+        node.client
+            .get(format!("{}/{path}", node.base))
+            .header("x-forwarded-for", "203.0.113.66")
+            .send()
+    };
+    // Aliases no link has: each is read from the store.
+    for i in 0..6 {
+        from(format!("q-a{i:07}")).await.expect("scan");
+    }
+    assert_eq!(
+        from("q-a0000006".into()).await.expect("scan").status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Forty connections, each refused while the client waits (and kept open for the burst).
+    for answer in futures::future::join_all((0..40).map(|i| from(format!("q-c{i:07}")))).await {
+        assert_eq!(
+            answer.expect("scan").status(),
+            StatusCode::TOO_MANY_REQUESTS
+        );
+    }
+    crate::helpers::wait_for(
+        "the scanner's Retry-After to pass",
+        std::time::Duration::from_secs(5),
+        async || {
+            from(code.clone())
+                .await
+                .is_ok_and(|answer| answer.status() == StatusCode::FOUND)
+        },
+    )
+    .await;
+    let reads = || {
+        node.app
+            .resolver
+            .counters()
+            .cache_misses
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = reads();
+    let answers = futures::future::join_all((0..40).map(|i| from(format!("q-b{i:07}")))).await;
+    let read = reads() - before;
+    let mut refused = 0;
+    for answer in answers {
+        match answer.expect("scan").status() {
+            StatusCode::NOT_FOUND => {}
+            StatusCode::TOO_MANY_REQUESTS => refused += 1,
+            other => panic!("scanner got {other}"),
+        }
+    }
+    // The token its link's visit paid and held, and at most a few more from the seconds the
+    // test took: nowhere near the 40 requests.
+    assert!(read <= 5, "{read} of 40 requests were read from the store");
+    assert!(40 - refused <= read, "every 404 was looked up");
+    assert!(refused >= 35, "only {refused} of 40 were refused");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_beyond_the_per_key_rate_get_429() {
     let stack = Stack::new(Backend::Sqlite).await;

@@ -111,7 +111,7 @@ async fn answer_untraced(
     headers: &HeaderMap,
 ) -> Response {
     let started = Instant::now();
-    if let Some(refused) = refused_before_lookup(state, peer, headers, started) {
+    if let Some(refused) = refused_before_lookup(state, peer, headers, started, true) {
         return refused;
     }
     let site = match site::load(state, peer, uri, headers, started).await {
@@ -152,7 +152,7 @@ pub fn answer_cached<B>(
 ) -> Option<Response> {
     let (method, headers) = (request.method(), request.headers());
     let started = Instant::now();
-    if let Some(refused) = refused_before_lookup(state, peer, headers, started) {
+    if let Some(refused) = refused_before_lookup(state, peer, headers, started, false) {
         return Some(refused);
     }
     let site = site::cached(state, peer, request.uri(), headers, started)?;
@@ -259,6 +259,7 @@ fn finish(
     (response, outcome): (Response, &'static str),
     started: Instant,
 ) -> Response {
+    found_for(state, asked.peer, asked.headers, outcome);
     state
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
@@ -466,7 +467,7 @@ pub async fn unlock(
     let started = Instant::now();
     let code = code.map(|Path(code)| code).unwrap_or_default();
     let (parts, body) = request.into_parts();
-    if let Some(refused) = refused_before_lookup(&state, peer, &parts.headers, started) {
+    if let Some(refused) = refused_before_lookup(&state, peer, &parts.headers, started, true) {
         return refused;
     }
     let site = match site::load(&state, peer, &parts.uri, &parts.headers, started).await {
@@ -513,6 +514,7 @@ pub async fn unlock(
         ),
         (Err(error), _) => (super::ApiError::from(error).into_response(), "error"),
     };
+    found_for(&state, peer, &parts.headers, outcome);
     state
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
@@ -537,8 +539,9 @@ pub(crate) fn spend_404_token(
     Some(too_many_unknown(state, retry_after))
 }
 
-/// The 429 of a client past its 404 budget, before any lookup is made for it (see
-/// [`refused_before_lookup`]); `None` for every other client.
+/// The 429 of a client waiting for its next 404 token, before any lookup is made for it; `None`
+/// for every other client. Pays no token on probation: for a lookup behind
+/// [`refused_before_lookup`] or one that spends a token when it finds nothing.
 pub(crate) fn past_404_budget(
     state: &HttpState,
     peer: SocketAddr,
@@ -548,24 +551,48 @@ pub(crate) fn past_404_budget(
         return None;
     }
     let client = state.client_policy.client(peer, headers);
-    let retry_after = state.limits.refused_before_lookup(client)?;
+    let retry_after = state.limits.waiting_for_404_token(client)?;
     Some(too_many_unknown(state, retry_after))
 }
 
 /// A client past its 404 budget is answered 429 before the cache or the store is asked, for the
-/// `Retry-After` it was told: a scanner costs the node no lookup once it is refused. While nobody's
-/// budget is spent this is one atomic read; the client address is found only otherwise.
+/// `Retry-After` it was told: a scanner costs the node no lookup once it is refused. Past that
+/// wait it pays its 404 token here, before the lookup, until it is forgotten
+/// ([`Limits::refused_before_lookup`](crate::limits::Limits::refused_before_lookup)); an answer
+/// that found the link hands the token back ([`found_for`]). While nobody's budget is spent
+/// this is one atomic read; the client address is found only otherwise. The answer from the
+/// cache alone ([`answer_cached`]) asks without paying (`pays` false): only a request that goes
+/// on to the store pays, and only once.
 fn refused_before_lookup(
     state: &HttpState,
     peer: SocketAddr,
     headers: &HeaderMap,
     started: Instant,
+    pays: bool,
 ) -> Option<Response> {
-    let response = past_404_budget(state, peer, headers)?;
+    if !state.limits.any_404_budget_spent() {
+        return None;
+    }
+    let client = state.client_policy.client(peer, headers);
+    let retry_after = if pays {
+        state.limits.refused_before_lookup(client)?
+    } else {
+        state.limits.waiting_for_404_token(client)?
+    };
+    let response = too_many_unknown(state, retry_after);
     state
         .metrics
         .redirect(response.status().as_u16(), "not_found", started.elapsed());
     Some(response)
+}
+
+/// A lookup behind [`refused_before_lookup`] ended in `outcome`: one that found the link hands
+/// back the token its client paid at the door, if it paid one.
+fn found_for(state: &HttpState, peer: SocketAddr, headers: &HeaderMap, outcome: &str) {
+    if outcome != "not_found" && state.limits.any_404_budget_spent() {
+        let client = state.client_policy.client(peer, headers);
+        state.limits.found(client);
+    }
 }
 
 fn too_many_unknown(state: &HttpState, retry_after: std::time::Duration) -> Response {
