@@ -52,10 +52,15 @@ pub fn answers_whole(caller: &Caller, created: bool) -> bool {
 
 /// The Argon2id hash of `password`, made on the blocking pool (it costs tens of milliseconds).
 pub(crate) async fn hash_password(password: String) -> Result<PasswordHash, Error> {
-    let _turn = hashing_turn().await?;
-    tokio::task::spawn_blocking(move || PasswordHash::hash(&password))
-        .await
-        .map_err(|e| Error::Internal(format!("password hashing failed: {e}")))?
+    let turn = hashing_turn().await?;
+    tokio::task::spawn_blocking(move || {
+        // Held by the hash, not the request: a request dropped while it runs (a client gone,
+        // a deadline) frees its turn only once the hash it started is done.
+        let _turn = turn;
+        PasswordHash::hash(&password)
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("password hashing failed: {e}")))?
 }
 
 /// Whether `password` is the password of `link` (one that has none has no password to match).
@@ -63,10 +68,13 @@ async fn same_password(link: &Link, password: String) -> Result<bool, Error> {
     let Some(hash) = link.password.clone() else {
         return Ok(false);
     };
-    let _turn = hashing_turn().await?;
-    tokio::task::spawn_blocking(move || hash.verify(&password))
-        .await
-        .map_err(|e| Error::Internal(format!("password check failed: {e}")))
+    let turn = hashing_turn().await?;
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        hash.verify(&password)
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("password check failed: {e}")))
 }
 
 /// A turn at Argon2 for a create or an edit: as many run at once as the machine has cores
@@ -74,15 +82,19 @@ async fn same_password(link: &Link, password: String) -> Result<bool, Error> {
 /// batch of protected links cannot take the node's memory or its blocking threads. (A
 /// visitor's password check has its own pool, `limits::password_checks`.)
 async fn hashing_turn() -> Result<tokio::sync::SemaphorePermit<'static>, Error> {
-    static TURNS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    let turns = TURNS.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        tokio::sync::Semaphore::new(cores)
-    });
-    turns
+    hashing_turns()
         .acquire()
         .await
         .map_err(|e| Error::Internal(format!("password hashing is closed: {e}")))
+}
+
+/// The turns [`hashing_turn`] hands out, one per core.
+fn hashing_turns() -> &'static tokio::sync::Semaphore {
+    static TURNS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    TURNS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        tokio::sync::Semaphore::new(cores)
+    })
 }
 
 /// Told of every link this node creates or changes.
@@ -341,5 +353,53 @@ impl LinkService {
             DeleteOutcome::Deleted | DeleteOutcome::AlreadyDeleted => Ok(()),
             DeleteOutcome::NotFound => Err(Error::NotFound(code.shown().to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits up to `within` for `done`, yielding between looks (a hash takes tens of
+    /// milliseconds; the first look must come well within one).
+    async fn until(what: &str, within: Duration, done: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + within;
+        while !done() {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A create dropped while its password is hashed (a client gone, a deadline) leaves the
+    /// hash running on the blocking pool: its turn must stay taken until the hash ends, or
+    /// requests dropped one after another would run hashes past one per core.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_hash_keeps_its_turn_until_the_hash_is_done() {
+        let turns = hashing_turns();
+        let cores = turns.available_permits();
+        let hashes: Vec<_> = (0..cores)
+            .map(|_| tokio::spawn(hash_password("correct horse battery".into())))
+            .collect();
+        until("every turn is taken", Duration::from_secs(30), || {
+            turns.available_permits() == 0
+        })
+        .await;
+        for hash in &hashes {
+            hash.abort();
+        }
+        for hash in hashes {
+            assert!(hash.await.is_err_and(|e| e.is_cancelled()), "dropped");
+        }
+        assert_eq!(
+            turns.available_permits(),
+            0,
+            "the hashes still run, and still hold their turns"
+        );
+        until(
+            "the hashes give their turns back",
+            Duration::from_secs(60),
+            || turns.available_permits() == cores,
+        )
+        .await;
     }
 }
