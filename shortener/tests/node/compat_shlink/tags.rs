@@ -176,3 +176,49 @@ async fn bad_tag_changes_are_refused_naming_their_field(backend: Backend) {
     assert_eq!(stored(&node, &codes).await, before);
 }
 on_both_stores!(bad_tag_changes_are_refused_naming_their_field);
+
+/// The tag list and its stats hold at most `MAX_LISTED_TAGS` distinct tags: one tag more is a
+/// `422` naming the bound, not an answer as large as the tenant's tags.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_list_past_its_bound_is_refused() {
+    use shortener::domain::MAX_TAGS;
+    // The node's bound (`MAX_LISTED_TAGS` in the Shlink tag endpoints).
+    const MAX_LISTED_TAGS: usize = 10_000;
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = node_with(&stack, |c| {
+        c.compat.compat = vec!["shlink".into()];
+    })
+    .await;
+    let w = keys.writer.as_str();
+    let links = MAX_LISTED_TAGS / MAX_TAGS;
+    let node = &node;
+    for chunk in (0..links).collect::<Vec<_>>().chunks(50) {
+        futures::future::join_all(chunk.iter().map(|link| async move {
+            let tags: Vec<String> = (0..MAX_TAGS)
+                .map(|t| format!("t{link:04}-{t:02}"))
+                .collect();
+            let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+            make(node, w, &tags).await
+        }))
+        .await;
+    }
+    let (status, _, listed) = call(node, Method::GET, "/v3/tags", Some(w), None).await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(
+        listed["tags"]["data"].as_array().map(Vec::len),
+        Some(MAX_LISTED_TAGS),
+        "as many as the bound"
+    );
+    make(node, w, &["one-more"]).await;
+    for path in ["/v3/tags", "/v3/tags/stats"] {
+        let answer = call(node, Method::GET, path, Some(w), None).await;
+        assert_eq!(answer.0, 422, "{path}: {}", answer.2);
+        assert!(
+            answer.2["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(&MAX_LISTED_TAGS.to_string())),
+            "{path}: {}",
+            answer.2
+        );
+    }
+}

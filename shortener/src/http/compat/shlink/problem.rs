@@ -107,6 +107,16 @@ impl Problem {
         )
     }
 
+    /// More distinct tags than one answer lists.
+    pub fn too_many_tags(most: usize) -> Self {
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "",
+            "Too many tags",
+            format!("the links carry more than {most} distinct tags, more than one answer lists"),
+        )
+    }
+
     /// A bare `status` (`about:blank`).
     pub fn of_status(status: StatusCode) -> Self {
         let title = status.canonical_reason().unwrap_or("Error");

@@ -18,22 +18,38 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Per tag: its links, and their people's and bots' visits.
+/// The most distinct tags a tag list or its stats holds (Shlink's answer is one page of every
+/// tag): past it the answer is a `422`, not a table as large as the tenant's tags make it.
+pub const MAX_LISTED_TAGS: usize = 10_000;
+
+/// Per tag: its links, and their people's and bots' visits; at most [`MAX_LISTED_TAGS`] tags.
 async fn counts(
     state: &HttpState,
     headers: &HeaderMap,
 ) -> Result<BTreeMap<String, [u64; 3]>, super::Fail> {
     let caller = admit(state, headers, None, Operation::Export)?;
     let mut tags: BTreeMap<String, [u64; 3]> = BTreeMap::new();
+    let mut too_many = false;
     walk(state, &caller, &ListInput::default(), |link| {
         for tag in &link.tags {
-            let entry = tags.entry(tag.clone()).or_default();
-            entry[0] += 1;
-            entry[1] = entry[1].saturating_add(link.clicks.human);
-            entry[2] = entry[2].saturating_add(link.clicks.bot);
+            if !tags.contains_key(tag) {
+                if tags.len() >= MAX_LISTED_TAGS {
+                    too_many = true;
+                    continue;
+                }
+                tags.insert(tag.clone(), [0; 3]);
+            }
+            if let Some(entry) = tags.get_mut(tag) {
+                entry[0] += 1;
+                entry[1] = entry[1].saturating_add(link.clicks.human);
+                entry[2] = entry[2].saturating_add(link.clicks.bot);
+            }
         }
     })
     .await?;
+    if too_many {
+        return Err(Problem::too_many_tags(MAX_LISTED_TAGS).into());
+    }
     Ok(tags)
 }
 
