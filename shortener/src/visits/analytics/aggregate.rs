@@ -158,6 +158,13 @@ fn units(cell: &Cell) -> usize {
     }
 }
 
+/// How many counters' worth of memory a link-hour's code holds beyond its slot: none for a code
+/// held inline, and as many as its heap bytes fill for a longer key (a branded host and alias),
+/// so that link-hours of long keys keep to the same byte budget as the rest.
+fn code_units(code: &CompactCode) -> usize {
+    code.heap_bytes().div_ceil(COUNTER_BYTES as usize)
+}
+
 /// The aggregator.
 pub struct Aggregator {
     shards: [Mutex<Shard>; SHARDS],
@@ -272,7 +279,8 @@ impl Aggregator {
             return;
         }
         // A link-hour's first cell: its referrer is the first host, within any limit.
-        if !self.admit(tenant, bounded, visits(counts), units(&cell)) {
+        let held = units(&cell) + code_units(&key.0);
+        if !self.admit(tenant, bounded, visits(counts), held) {
             return;
         }
         shard.insert(
@@ -399,7 +407,8 @@ impl Aggregator {
                     more,
                 } = link_hour;
                 let more = more.map(|more| more.cells).unwrap_or_default();
-                let held = units(&first.0) + more.keys().map(units).sum::<usize>();
+                let held =
+                    code_units(&code) + units(&first.0) + more.keys().map(units).sum::<usize>();
                 units_taken += held;
                 *released.entry(Arc::clone(&tenant)).or_default() += held;
                 taken.extend(

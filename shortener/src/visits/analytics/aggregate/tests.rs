@@ -333,6 +333,36 @@ fn long_referrer_hosts_count_as_more_counters() {
     assert_eq!(agg.entries(), 1);
 }
 
+/// A link-hour whose key is too long to be held inline (a branded host and alias) counts its
+/// key's heap bytes as further counters, and a take gives them back.
+#[test]
+fn long_link_keys_count_as_more_counters() {
+    let agg = Aggregator::new(100, 100);
+    let t: Arc<str> = "acme".into();
+    let key = format!("go.{}.example/{}", "b".repeat(60), "a".repeat(220));
+    let extra = CompactCode::new(&key)
+        .heap_bytes()
+        .div_ceil(COUNTER_BYTES as usize);
+    assert!(extra >= 1, "the key is held on the heap");
+    agg.add(&key, &t, 0, host("a.com"), one(VisitKind::Human), true);
+    assert_eq!(agg.entries(), 1 + extra);
+    agg.add(&key, &t, 0, host("b.com"), one(VisitKind::Human), true);
+    assert_eq!(
+        agg.entries(),
+        2 + extra,
+        "the key is counted once per link-hour"
+    );
+    agg.add("short", &t, 0, host("a.com"), one(VisitKind::Human), true);
+    assert_eq!(agg.entries(), 3 + extra, "an inline key costs nothing more");
+    assert_eq!(agg.take().len(), 3);
+    assert_eq!(agg.entries(), 0, "every unit given back");
+    // At the ceiling, the key's units are refused with the counter.
+    let agg = Aggregator::new(extra, 100);
+    agg.add(&key, &t, 0, host("a.com"), one(VisitKind::Human), true);
+    assert_eq!(agg.entries(), 0);
+    assert_eq!(agg.dropped.load(Ordering::Relaxed), 1);
+}
+
 /// A take keeps room in the tables for as many counters as it took (the next interval has
 /// about as many), counted by the gauge while it is kept, and a take after a quiet interval
 /// lets go of what a burst grew them to.
