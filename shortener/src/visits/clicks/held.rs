@@ -151,8 +151,10 @@ impl<H: Holder> HeldClicks<H> {
                 let mut list = lock(&self.shards[shard_of(code)]);
                 if holder.pending().list() {
                     let before = list.kept;
-                    list.kept += holder.bytes() as u64;
-                    list.holders.push((CompactCode::new(code), holder.clone()));
+                    let key = CompactCode::new(code);
+                    // The holder's heap, and its key's when too long to be held inline.
+                    list.kept += (holder.bytes() + key.heap_bytes()) as u64;
+                    list.holders.push((key, holder.clone()));
                     recorder.listed(list.holders.len(), before, list.kept);
                 }
             }
@@ -340,6 +342,24 @@ mod tests {
             .expect("a flush is asked at half the share");
         assert_eq!(recorder.take().len() as u64, enough, "no visit dropped");
         assert!(recorder.bytes() < 1000, "the holders are let go");
+    }
+
+    /// A holder listed under a key too long to be held inline (a branded host and alias)
+    /// counts the key's heap beside its own.
+    #[test]
+    fn a_long_keys_listing_counts_the_key() {
+        let recorder = ClickRecorder::new(SHARDS * 64);
+        let held = HeldClicks::<Counted>::default();
+        let holder = Counted::default();
+        let key = format!("go.brand.example/{}", "a".repeat(300));
+        held.record(&recorder, &key, &holder, (VisitKind::Human, None));
+        let list = lock(&held.shards[shard_of(&key)]);
+        assert_eq!(list.holders.len(), 1);
+        assert_eq!(
+            list.kept,
+            (holder.bytes() + CompactCode::new(&key).heap_bytes()) as u64
+        );
+        assert!(list.kept > 300, "the key's bytes are counted");
     }
 
     #[test]
