@@ -27,6 +27,11 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// Probes a connection leaves unanswered before it stops sending more.
 const MAX_PROBES_OUT: usize = 8;
 
+/// Notifications heard and not yet acted on, at most (a burst of changes elsewhere while the
+/// listening task waits on its probe): past it they are dropped and the caches told to forget
+/// everything ([`ChangeEvent::Reset`]), rather than queued without a bound.
+const MAX_HEARD: usize = 16_384;
+
 /// How to listen for changes: the pool's connection settings and TLS. Cheap to clone.
 #[derive(Clone)]
 pub struct ChangeFeed {
@@ -84,7 +89,7 @@ impl ChangeFeed {
         let mut config = (*self.config).clone();
         config.application_name(APPLICATION_NAME);
         let (client, mut connection) = config.connect(self.tls.clone()).await?;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx) = heard_queue(MAX_HEARD);
         let driver = tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
@@ -101,7 +106,7 @@ impl ChangeFeed {
                             }
                             _ => Heard::Event(ChangeEvent::Changed(payload)),
                         };
-                        if tx.send(heard).is_err() {
+                        if !tx.offer(heard) {
                             return;
                         }
                     }
@@ -112,7 +117,7 @@ impl ChangeFeed {
                     }
                 }
             }
-            let _ = tx.send(Heard::Closed);
+            tx.close().await;
         });
         let own: i32 = client
             .query_one("SELECT pg_backend_pid()", &[])
@@ -131,7 +136,7 @@ impl ChangeFeed {
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                heard = rx.recv() => match heard {
+                heard = rx.recv(on_event) => match heard {
                     Some(Heard::Event(event)) => on_event(event),
                     Some(Heard::Probe(payload)) => {
                         if let Some(sent) = probes.back(&payload) {
@@ -163,6 +168,70 @@ enum Heard {
     Probe(String),
     /// The connection ended.
     Closed,
+}
+
+/// The sending end of [`heard_queue`], on the task that reads the connection.
+struct HeardSender {
+    tx: tokio::sync::mpsc::Sender<Heard>,
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The receiving end of [`heard_queue`], on the task that acts on what was heard.
+struct HeardReceiver {
+    rx: tokio::sync::mpsc::Receiver<Heard>,
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A queue of at most `capacity` notifications from the connection's reader to the task that
+/// acts on them. The reader never waits on it (a reader that stopped reading would leave the
+/// notifications queued in PostgreSQL, whose queue is the whole cluster's): a notification past
+/// the bound is dropped, and the receiver announces [`ChangeEvent::Reset`] before the next one
+/// it hands out, so that nothing is taken as caught up past a change it never heard.
+fn heard_queue(capacity: usize) -> (HeardSender, HeardReceiver) {
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    (
+        HeardSender {
+            tx,
+            dropped: Arc::clone(&dropped),
+        },
+        HeardReceiver { rx, dropped },
+    )
+}
+
+impl HeardSender {
+    /// Queues `heard`, or drops it when the queue is full; `false` once the receiver is gone.
+    fn offer(&self, heard: Heard) -> bool {
+        use tokio::sync::mpsc::error::TrySendError;
+        match self.tx.try_send(heard) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.dropped
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                true
+            }
+            Err(TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Tells the receiver the connection ended (waiting for room: nothing follows it).
+    async fn close(self) {
+        let _ = self.tx.send(Heard::Closed).await;
+    }
+}
+
+impl HeardReceiver {
+    /// The next notification heard, after `on_event(Reset)` if any was dropped before it.
+    async fn recv(&mut self, on_event: &impl Fn(ChangeEvent)) -> Option<Heard> {
+        let heard = self.rx.recv().await;
+        if self
+            .dropped
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            on_event(ChangeEvent::Reset);
+        }
+        heard
+    }
 }
 
 /// The probes one listening connection has sent and not yet heard back: each is a notification
@@ -223,6 +292,34 @@ mod tests {
         // The first was answered with it.
         assert_eq!(probes.back(&first), None);
         assert!(probes.sent.is_empty());
+    }
+
+    /// Past its bound the queue drops what it hears, and the receiver forgets everything
+    /// before it hands out the next: a probe heard after a dropped change confirms nothing the
+    /// caches still hold.
+    #[tokio::test]
+    async fn a_full_queue_drops_and_resets_before_the_next() {
+        let (tx, mut rx) = heard_queue(2);
+        for code in ["a", "b", "c", "d"] {
+            assert!(tx.offer(Heard::Event(ChangeEvent::Changed(code.into()))));
+        }
+        let told = std::sync::Mutex::new(Vec::new());
+        let on_event = |event: ChangeEvent| told.lock().expect("told").push(event);
+        let first = rx.recv(&on_event).await;
+        assert!(matches!(first, Some(Heard::Event(ChangeEvent::Changed(c))) if c == "a"));
+        assert!(
+            matches!(told.lock().expect("told").as_slice(), [ChangeEvent::Reset]),
+            "the dropped changes are announced as a reset"
+        );
+        let second = rx.recv(&on_event).await;
+        assert!(matches!(second, Some(Heard::Event(ChangeEvent::Changed(c))) if c == "b"));
+        assert_eq!(told.lock().expect("told").len(), 1, "once");
+        tx.close().await;
+        assert!(matches!(rx.recv(&on_event).await, Some(Heard::Closed)));
+        drop(rx);
+        let (tx, rx) = heard_queue(1);
+        drop(rx);
+        assert!(!tx.offer(Heard::Probe("1".into())), "the receiver is gone");
     }
 
     #[test]
