@@ -5,7 +5,7 @@
 use crate::domains::DomainService;
 use crate::limits::Limits;
 use crate::metrics::MemoryGauges;
-use crate::net::Gates;
+use crate::net::{GateSnapshot, Gates};
 use crate::visits::Visits;
 use std::sync::Arc;
 
@@ -14,6 +14,11 @@ use std::sync::Arc;
 /// of the same order while it is idle; a gRPC call in flight holds at most its flow-control
 /// window more, which this figure does not count).
 pub const CONNECTION_BYTES: u64 = 20 << 10;
+
+/// The request head [`CONNECTION_BYTES`] allows for: a connection of an HTTP listener whose
+/// head bound is larger may grow its read buffer by the difference (a client sending a head
+/// that long).
+const HEAD_ALLOWED: u64 = 16 << 10;
 
 /// The parts whose structures are accounted.
 pub(super) struct Accounted<'a> {
@@ -25,6 +30,8 @@ pub(super) struct Accounted<'a> {
     pub domains: &'a Arc<DomainService>,
     /// The listeners' connection gates.
     pub gates: &'a Gates,
+    /// The HTTP listeners' bound on a request head, in bytes (`ServeSettings::max_head`).
+    pub max_head: usize,
 }
 
 /// Registers every structure of `parts` in `gauges`.
@@ -60,11 +67,7 @@ pub(super) fn account(gauges: &MemoryGauges, parts: Accounted<'_>) {
     let budget = gate_memory(&gates).1;
     gauges.register("connection_gates", budget, move || gate_memory(&gates).0);
     let gates = parts.gates.clone();
-    let budget: u64 = gates
-        .snapshots()
-        .iter()
-        .map(|g| g.max as u64 * CONNECTION_BYTES)
-        .sum();
+    let budget = connection_budget(&gates.snapshots(), parts.max_head);
     gauges.register("connection_buffers", budget, move || {
         gates
             .snapshots()
@@ -74,10 +77,62 @@ pub(super) fn account(gauges: &MemoryGauges, parts: Accounted<'_>) {
     });
 }
 
+/// What the listeners' connections may hold at most: [`CONNECTION_BYTES`] each, and on the
+/// HTTP listeners (the public and the admin one; gRPC reads no request head) the room a head
+/// of up to `max_head` bytes takes past [`HEAD_ALLOWED`].
+fn connection_budget(gates: &[GateSnapshot], max_head: usize) -> u64 {
+    let head_past = (max_head as u64).saturating_sub(HEAD_ALLOWED);
+    gates
+        .iter()
+        .map(|gate| {
+            let each = match gate.name {
+                "grpc" => CONNECTION_BYTES,
+                _ => CONNECTION_BYTES + head_past,
+            };
+            gate.max as u64 * each
+        })
+        .sum()
+}
+
 /// The three gates' per-client counts, in use and at most.
 fn gate_memory(gates: &Gates) -> (u64, u64) {
     [&gates.public, &gates.grpc, &gates.admin]
         .iter()
         .map(|gate| gate.memory())
         .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(name: &'static str, max: usize) -> GateSnapshot {
+        GateSnapshot {
+            name,
+            open: 0,
+            max,
+            accepted: 0,
+            refused: 0,
+        }
+    }
+
+    /// The budget follows the head bound: unchanged at the default, and a connection of an
+    /// HTTP listener counted with its longest head when the URL setting allows more.
+    #[test]
+    fn the_connection_budget_follows_the_head_bound() {
+        let gates = [gate("http", 100), gate("grpc", 10), gate("admin", 5)];
+        let default =
+            crate::http::serve::ServeSettings::head_for(crate::domain::DEFAULT_MAX_URL_LENGTH);
+        assert_eq!(
+            connection_budget(&gates, default),
+            115 * CONNECTION_BYTES,
+            "the default head fits the estimate"
+        );
+        let long = crate::http::serve::ServeSettings::head_for(65_536);
+        let past = long as u64 - HEAD_ALLOWED;
+        assert_eq!(
+            connection_budget(&gates, long),
+            115 * CONNECTION_BYTES + 105 * past
+        );
+    }
 }

@@ -178,6 +178,7 @@ impl Node {
             visits: &visits,
             domains: &domains,
             gates: &gates,
+            max_head: crate::http::serve::ServeSettings::head_for(config.redirects.max_url_length),
         };
         account(&memory, parts);
         let stats = Arc::new(StatsService::new(
