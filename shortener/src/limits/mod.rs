@@ -34,9 +34,37 @@ pub struct Rate {
 /// rounded up to the allocator's size class).
 const KEY_TEXT_HEAP: u64 = 48;
 
+/// A 404 token a client on probation paid at the door for one request ([`Limits::door`]):
+/// spent by a miss, else held for the client's next request when dropped.
+pub struct Paid<'a> {
+    limits: &'a Limits,
+    client: IpAddr,
+    spent: bool,
+}
+
+impl Paid<'_> {
+    /// The request found nothing: the token paid is its 404's.
+    pub fn spend(mut self) {
+        self.spent = true;
+    }
+}
+
+impl Drop for Paid<'_> {
+    fn drop(&mut self) {
+        if !self.spent {
+            let most = self.limits.not_found_burst;
+            self.limits.spent.credit(self.client, most);
+        }
+    }
+}
+
 /// The keyed limiters of a node. Each remembers at most `max_clients` keys ([`keyed`]).
 pub struct Limits {
     not_found: Keyed<IpAddr>,
+    /// The 404 budgets of IPv6 networks ([`network_of`]), [`NETWORK_FACTOR`] times a client's.
+    network: Keyed<IpAddr>,
+    /// A client's 404 burst: the most tokens it holds from requests that did not use them.
+    not_found_burst: u32,
     spent: Spent,
     create: Keyed<String>,
     read: Keyed<String>,
@@ -51,6 +79,23 @@ pub struct Limits {
 /// The bytes a node's limiter state holds now and may hold at most, by part (the memory
 /// gauges' `structure` label, then bytes in use and budget).
 pub type LimitMemory = [(&'static str, u64, u64); 4];
+
+/// The leading bits of an IPv6 address that name the network its 404s are also counted in:
+/// one site's or customer's allocation, which holds 65,536 /64s, each a client of its own.
+const NETWORK_PREFIX: u8 = 48;
+
+/// How many clients' 404 budgets a network's holds (its rate and its burst alike).
+const NETWORK_FACTOR: u32 = 16;
+
+/// The network `client` (a client key) is also counted in: its /48 for an IPv6 client counted
+/// by a longer prefix; none for IPv4, nor for IPv6 clients counted by /48 or less already.
+fn network_of(client: IpAddr) -> Option<IpAddr> {
+    let IpAddr::V6(_) = client else {
+        return None;
+    };
+    let network = client_key(client, NETWORK_PREFIX);
+    (network != client).then_some(network)
+}
 
 fn quota(rate: Rate) -> Quota {
     let per_second = NonZeroU32::new(rate.per_second.max(1)).expect("at least 1");
@@ -72,6 +117,15 @@ impl Limits {
         let attempts = NonZeroU32::new(password_per_minute.max(1)).expect("at least 1");
         Self {
             not_found: Keyed::new(quota(not_found), max_clients, 0),
+            network: Keyed::new(
+                quota(Rate {
+                    per_second: not_found.per_second.saturating_mul(NETWORK_FACTOR),
+                    burst: not_found.burst.saturating_mul(NETWORK_FACTOR),
+                }),
+                max_clients,
+                0,
+            ),
+            not_found_burst: not_found.burst,
             spent: Spent::default(),
             create: Keyed::new(quota(create), max_clients, KEY_TEXT_HEAP),
             read: Keyed::new(quota(read), max_clients, KEY_TEXT_HEAP),
@@ -88,8 +142,8 @@ impl Limits {
         [
             (
                 "limits_not_found",
-                self.not_found.bytes(),
-                self.not_found.budget(),
+                self.not_found.bytes() + self.network.bytes(),
+                self.not_found.budget() + self.network.budget(),
             ),
             ("limits_spent", self.spent.bytes(), Spent::budget()),
             (
@@ -124,17 +178,23 @@ impl Limits {
 
     /// Takes one token for a 404 answered to `client`; `Err(retry_after)` once the budget is
     /// spent: the wait for its next token in whole seconds, at least one (what `Retry-After`
-    /// says). Until then the client is refused before any lookup (see
-    /// [`Limits::refused_before_lookup`]).
-    /// A client on probation that paid a token at the door ([`Limits::refused_before_lookup`])
-    /// uses that one.
+    /// says). Until then the client is refused before any lookup (see [`Limits::door`]). A
+    /// miss of a request that paid at the door spends that token instead ([`Paid::spend`]).
+    ///
+    /// An IPv6 client's 404s are counted in its network's budget as well ([`network_of`]):
+    /// once that is spent, every client of the network is refused as its own would be, so
+    /// the 65,536 /64s of one allocation are not 65,536 budgets.
     pub fn not_found(&self, client: IpAddr) -> Result<(), Duration> {
-        if self.spent.use_paid(client) {
-            return Ok(());
-        }
         self.not_found
             .check(&client)
-            .map_err(|wait| self.spent_for(client, wait))
+            .map_err(|wait| self.spent_for(client, wait))?;
+        match network_of(client) {
+            Some(network) => self
+                .network
+                .check(&network)
+                .map_err(|wait| self.spent_for(network, wait)),
+            None => Ok(()),
+        }
     }
 
     /// Remembers `client` as past its 404 budget for `wait` (in whole seconds, at least one:
@@ -146,46 +206,62 @@ impl Limits {
     }
 
     /// Whether any client's 404 budget is spent right now: when not, no request needs its
-    /// client address found for [`Limits::refused_before_lookup`] (one atomic read).
+    /// client address found for [`Limits::door`] (one atomic read).
     pub fn any_404_budget_spent(&self) -> bool {
         self.spent.any()
     }
 
-    /// `Some(retry_after)` when `client` spent its 404 budget and has no token yet: its request
-    /// is answered 429 before the cache or the store is asked. Past its wait, a client that spent
-    /// its budget is on probation until it is forgotten: it pays a 404 token here, before the
-    /// lookup (one held from a request that found its link, else a new one), and is refused
-    /// when it has none; a miss then uses that token ([`Limits::not_found`]) and a hit hands it
-    /// back ([`Limits::found`]). So requests that arrive together as its wait ends are not all
-    /// looked up before the first miss finds the budget spent.
-    pub fn refused_before_lookup(&self, client: IpAddr) -> Option<Duration> {
+    /// The door before a lookup by `client`: `Err(retry_after)` when it spent its 404 budget
+    /// and has no token yet, so its request is answered 429 before the cache or the store is
+    /// asked. Past its wait, a client that spent its budget is on probation until it is
+    /// forgotten: it pays a 404 token here, before the lookup (one held from an earlier request,
+    /// else a new one), and is refused this request when it has none. The token paid is the
+    /// request's [`Paid`]: a miss spends it instead of taking another ([`Paid::spend`]); a
+    /// request that does not (it found its link, or ended first) hands it back to be held for
+    /// the client's next. So requests that arrive together as its wait ends are looked up only
+    /// as far as its tokens go.
+    pub fn door(&self, client: IpAddr) -> Result<Option<Paid<'_>>, Duration> {
+        if let Some(wait) = self.network_waiting(client) {
+            return Err(wait);
+        }
         match self.spent.standing(client, Instant::now()) {
-            Standing::Clear => None,
-            Standing::Waiting(wait) => Some(wait),
-            Standing::Probation if self.spent.pay_with_credit(client) => None,
-            Standing::Probation => match self.not_found.check(&client) {
-                Ok(()) => {
-                    self.spent.paid(client);
-                    None
+            Standing::Clear => Ok(None),
+            Standing::Waiting(wait) => Err(wait),
+            Standing::Probation => {
+                if !self.spent.pay_with_credit(client) {
+                    self.not_found
+                        .check(&client)
+                        .map_err(|wait| Duration::from_secs(wait.as_secs().max(1)))?;
                 }
-                Err(wait) => Some(self.spent_for(client, wait)),
-            },
+                Ok(Some(Paid {
+                    limits: self,
+                    client,
+                    spent: false,
+                }))
+            }
         }
     }
 
     /// `Some(retry_after)` while `client` waits for its next 404 token, without paying one on
-    /// probation: for a lookup behind [`Limits::refused_before_lookup`] or one that pays after.
+    /// probation: for a lookup behind [`Limits::door`] or one that pays after.
     pub fn waiting_for_404_token(&self, client: IpAddr) -> Option<Duration> {
+        if let Some(wait) = self.network_waiting(client) {
+            return Some(wait);
+        }
         match self.spent.standing(client, Instant::now()) {
             Standing::Waiting(wait) => Some(wait),
             Standing::Clear | Standing::Probation => None,
         }
     }
 
-    /// A lookup by `client` found its link: a token it paid at the door is held for its next
-    /// request.
-    pub fn found(&self, client: IpAddr) {
-        self.spent.found(client);
+    /// The wait of `client`'s network while its 404 budget is spent (a network past its wait
+    /// pays nothing at the door: its clients do).
+    fn network_waiting(&self, client: IpAddr) -> Option<Duration> {
+        let network = network_of(client)?;
+        match self.spent.standing(network, Instant::now()) {
+            Standing::Waiting(wait) => Some(wait),
+            Standing::Clear | Standing::Probation => None,
+        }
     }
 
     /// Takes one token for a create by `owner`.
@@ -205,6 +281,7 @@ impl Limits {
     /// Forgets idle clients so memory stays bounded (call periodically).
     pub fn housekeeping(&self) {
         self.not_found.housekeeping();
+        self.network.housekeeping();
         self.spent.housekeeping(Instant::now());
         self.create.housekeeping();
         self.read.housekeeping();
@@ -257,8 +334,9 @@ mod tests {
     }
 
     /// Past its wait, a client that spent its budget pays at the door: requests that arrive
-    /// together are refused once its tokens are paid, a miss uses the token paid for it, and a
-    /// hit's token is held for the next request.
+    /// together are refused once its tokens are paid (without restarting its wait), a miss
+    /// spends the token its request paid, and a token a request did not spend is held for the
+    /// client's next, up to its burst.
     #[test]
     fn on_probation_a_client_pays_before_it_is_looked_up() {
         let slow = Rate {
@@ -271,43 +349,86 @@ mod tests {
         assert!(limits.not_found(scanner).is_ok());
         // Remembered as spent, its wait over, one token left.
         limits.spent.mark(scanner, Instant::now());
-        assert_eq!(
-            limits.refused_before_lookup(scanner),
-            None,
-            "pays its last token"
-        );
+        let first = limits.door(scanner).expect("pays its last token");
+        assert!(first.is_some(), "on probation, the request paid");
         assert!(
-            limits.refused_before_lookup(scanner).is_some(),
+            limits.door(scanner).is_err(),
             "a request beside it has nothing to pay with"
         );
-        assert!(
-            matches!(
-                limits.waiting_for_404_token(scanner),
-                Some(wait) if wait > Duration::ZERO
-            ),
-            "and is remembered as waiting again"
+        assert_eq!(
+            limits.waiting_for_404_token(scanner),
+            None,
+            "a refusal at the door does not restart the wait"
         );
-        limits.spent.mark(scanner, Instant::now());
+        first.expect("paid").spend();
         assert!(
-            limits.not_found(scanner).is_ok(),
-            "the first request's miss uses the token it paid"
-        );
-        assert!(
-            limits.not_found(scanner).is_err(),
-            "a miss that paid nothing is charged"
+            limits.door(scanner).is_err(),
+            "the miss spent it: nothing is held"
         );
 
         let crowd: IpAddr = "10.0.0.2".parse().expect("ip");
         limits.spent.mark(crowd, Instant::now());
         for _ in 0..10 {
-            assert_eq!(limits.refused_before_lookup(crowd), None);
-            assert_eq!(limits.waiting_for_404_token(crowd), None);
-            limits.found(crowd);
+            // A request that found its link (or ended first) hands its token back.
+            let paid = limits.door(crowd).expect("room").expect("paid");
+            drop(paid);
         }
-        // Ten hits paid one token between them: two are left.
+        // Ten requests paid one token between them: two are left.
         assert!(limits.not_found.check(&crowd).is_ok());
         assert!(limits.not_found.check(&crowd).is_ok());
         assert!(limits.not_found.check(&crowd).is_err());
+        // Three requests at once: the one held, then none (the bucket is empty).
+        let held = limits.door(crowd).expect("held").expect("paid");
+        assert!(limits.door(crowd).is_err());
+        drop(held);
+        let stranger: IpAddr = "10.0.0.3".parse().expect("ip");
+        assert!(
+            limits.door(stranger).is_ok_and(|paid| paid.is_none()),
+            "a client not remembered pays nothing at the door"
+        );
+    }
+
+    /// The /64s of one IPv6 allocation share their /48's budget beside their own: once a
+    /// scanner rotating through them has spent it, a /64 it never used is refused before any
+    /// lookup, and another network is not.
+    #[test]
+    fn the_clients_of_one_ipv6_network_share_its_budget_too() {
+        let rate = Rate {
+            per_second: 1,
+            burst: 2,
+        };
+        let limits = Limits::new(rate, rate, rate, 5, 10_000);
+        let client = |net: u16, sub: u16| {
+            let address: IpAddr = format!("2001:db8:{net:x}:{sub:x}::1").parse().expect("ip");
+            client_key(address, 64)
+        };
+        let network_budget = 2 * NETWORK_FACTOR as usize;
+        let mut answered = 0;
+        for sub in 0..(network_budget as u16 + 5) {
+            // Each /64 within its own burst.
+            if limits.not_found(client(7, sub)).is_ok() {
+                answered += 1;
+            }
+        }
+        // (A token or two more may come in while the loop runs: the network's rate is 16/s.)
+        assert!(
+            (network_budget..network_budget + 3).contains(&answered),
+            "the network's budget bounds them all: {answered} answered"
+        );
+        assert!(
+            limits.door(client(7, 999)).is_err(),
+            "a fresh /64 of the network is refused before any lookup"
+        );
+        assert!(limits.waiting_for_404_token(client(7, 998)).is_some());
+        assert!(
+            limits.door(client(8, 0)).is_ok_and(|paid| paid.is_none()),
+            "another network"
+        );
+        assert!(limits.not_found(client(8, 0)).is_ok());
+        // IPv4 clients and IPv6 clients counted by /48 already have no network of their own.
+        assert_eq!(network_of("192.0.2.1".parse().expect("ip")), None);
+        let wide = client_key("2001:db8:7::1".parse().expect("ip"), 48);
+        assert_eq!(network_of(wide), None);
     }
 
     /// Password attempts are counted per client and link, and a link on a long branded host

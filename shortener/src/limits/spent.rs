@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// Clients remembered at most: a client enters only by spending a whole 404 burst, and leaves at
 /// the first housekeeping after its wait that finds it quiet since the one before (or sooner, to
-/// make room for a newly spent client). Past this many clients still waiting, a newly spent
+/// make room for a newly spent client, once past its wait and quiet since that housekeeping). Past this many clients still waiting, a newly spent
 /// client is not remembered and its requests are looked up and refused as before (each 404
 /// still costs it a token it does not have).
 const MAX_REMEMBERED: usize = 65_536;
@@ -18,7 +18,7 @@ const MAX_REMEMBERED: usize = 65_536;
 /// spent clients cannot make every refusal walk the table.
 const SWEEP_EVERY: Duration = Duration::from_millis(250);
 
-/// Tokens a client on probation holds paid ahead at most.
+/// Tokens a client on probation holds at most (and never more than its burst).
 const MAX_CREDIT: u32 = 64;
 
 /// What one remembered client costs (see [`Spent::bytes`]).
@@ -29,10 +29,9 @@ const ENTRY_BYTES: u64 = 2 * (std::mem::size_of::<(IpAddr, Entry)>() as u64 + 1)
 struct Entry {
     /// Refused before any lookup until then.
     until: Instant,
-    /// Tokens paid for requests that found their link, held for the next requests.
+    /// Tokens paid at the door for requests that found their link (or ended before a lookup
+    /// found nothing), held for the client's next requests.
     credit: AtomicU32,
-    /// Tokens paid at the door for lookups not yet answered.
-    paid: AtomicU32,
     /// Asked for anything since the last housekeeping.
     seen: AtomicBool,
 }
@@ -59,9 +58,10 @@ struct Table {
 /// A client is refused until its next token. Past that, requests arriving together (a scanner on
 /// many connections) would all be looked up before the first miss found the budget spent again;
 /// so a remembered client pays a token at the door before it is looked up ([`Standing`]), and a
-/// miss uses the token paid for it instead of taking another. The token of a request that found
-/// its link is held for the client's next request, so a client whose requests find their links
-/// (many people behind one address) pays once per request in flight, not per request.
+/// miss uses the token paid for it instead of taking another. The token of a request that did
+/// not use it (it found its link) is held for the client's next request, so a client whose
+/// requests find their links (many people behind one address) pays once per request in flight,
+/// not per request.
 #[derive(Default)]
 pub(super) struct Spent {
     /// How many are remembered: read without the lock on every redirect, so a node nobody
@@ -84,7 +84,9 @@ impl Spent {
                 return;
             }
             table.swept = Some(now);
-            table.clients.retain(|_, entry| entry.until > now);
+            table
+                .clients
+                .retain(|_, entry| entry.until > now || entry.seen.load(Ordering::Relaxed));
             self.count.store(table.clients.len(), Ordering::Relaxed);
             if table.clients.len() >= MAX_REMEMBERED {
                 return;
@@ -93,7 +95,6 @@ impl Spent {
         let entry = Entry {
             until,
             credit: AtomicU32::new(0),
-            paid: AtomicU32::new(0),
             seen: AtomicBool::new(true),
         };
         table.clients.insert(client, entry);
@@ -123,41 +124,20 @@ impl Spent {
 
     /// Pays `client`'s door with a token it holds; `false` when it holds none.
     pub(super) fn pay_with_credit(&self, client: IpAddr) -> bool {
-        self.with(client, |entry| {
-            let held = take_one(&entry.credit);
-            if held {
-                entry.paid.fetch_add(1, Ordering::Relaxed);
-            }
-            held
-        })
+        self.with(client, |entry| take_one(&entry.credit))
     }
 
-    /// Records a token `client` just paid at the door.
-    pub(super) fn paid(&self, client: IpAddr) {
+    /// Holds a token `client` paid at the door and did not use for its next request, up to
+    /// `most` held (at most [`MAX_CREDIT`]; past it the token is spent).
+    pub(super) fn credit(&self, client: IpAddr, most: u32) {
+        let most = most.min(MAX_CREDIT);
         self.with(client, |entry| {
-            entry.paid.fetch_add(1, Ordering::Relaxed);
-            true
-        });
-    }
-
-    /// Uses a token `client` paid at the door for a lookup that found nothing; `false` when none
-    /// is paid (the miss is charged as any other).
-    pub(super) fn use_paid(&self, client: IpAddr) -> bool {
-        self.any() && self.with(client, |entry| take_one(&entry.paid))
-    }
-
-    /// Holds the token `client` paid for a lookup that found its link for its next request.
-    pub(super) fn found(&self, client: IpAddr) {
-        self.with(client, |entry| {
-            let held = take_one(&entry.paid);
-            if held {
-                let _ = entry
-                    .credit
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                        (c < MAX_CREDIT).then_some(c + 1)
-                    });
-            }
-            held
+            entry
+                .credit
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                    (c < most).then_some(c + 1)
+                })
+                .is_ok()
         });
     }
 
@@ -241,33 +221,35 @@ mod tests {
     }
 
     #[test]
-    fn a_paid_token_is_used_by_a_miss_or_held_after_a_hit() {
+    fn tokens_held_are_used_once_each_and_bounded() {
         let spent = Spent::default();
         let one = client(1);
-        assert!(!spent.use_paid(one), "nothing remembered, nothing paid");
+        spent.credit(one, 5);
+        assert!(
+            !spent.pay_with_credit(one),
+            "nothing remembered, nothing held"
+        );
         spent.mark(one, Instant::now());
         assert!(!spent.pay_with_credit(one), "no token held yet");
-        spent.paid(one);
-        assert!(spent.use_paid(one), "the miss uses the token paid");
-        assert!(!spent.use_paid(one), "once");
-        spent.paid(one);
-        spent.found(one);
-        assert!(!spent.use_paid(one), "a hit took it back");
-        assert!(
-            spent.pay_with_credit(one),
-            "and holds it for the next request"
-        );
-        assert!(!spent.pay_with_credit(one), "one request's worth");
-        assert!(spent.use_paid(one));
-        for _ in 0..(MAX_CREDIT + 10) {
-            spent.paid(one);
-            spent.found(one);
+        spent.credit(one, 5);
+        assert!(spent.pay_with_credit(one), "held for the next request");
+        assert!(!spent.pay_with_credit(one), "once");
+        for _ in 0..10 {
+            spent.credit(one, 3);
         }
         let mut held = 0;
         while spent.pay_with_credit(one) {
             held += 1;
         }
-        assert_eq!(held, MAX_CREDIT, "the tokens held are bounded");
+        assert_eq!(held, 3, "no more than asked");
+        for _ in 0..(MAX_CREDIT + 10) {
+            spent.credit(one, u32::MAX);
+        }
+        let mut held = 0;
+        while spent.pay_with_credit(one) {
+            held += 1;
+        }
+        assert_eq!(held, MAX_CREDIT, "and never more than the bound");
     }
 
     #[test]
@@ -283,12 +265,23 @@ mod tests {
         // One already remembered is still updated.
         spent.mark(client(0), until + Duration::from_secs(1));
         assert_eq!(spent.count.load(Ordering::Relaxed), MAX_REMEMBERED);
-        // Past their wait, the clients a full table holds give way to newly spent ones without
-        // waiting for the housekeeping (at most one sweep per SWEEP_EVERY).
+        // Past their wait and quiet since the last housekeeping, the clients a full table holds
+        // give way to newly spent ones without waiting for the next (at most one sweep per
+        // SWEEP_EVERY); one still asking keeps its place.
         let spent = Spent::default();
         for i in 0..MAX_REMEMBERED as u32 {
             spent.mark(client(i), now);
         }
+        spent.housekeeping(Instant::now());
+        assert_eq!(
+            spent.count.load(Ordering::Relaxed),
+            MAX_REMEMBERED,
+            "newly spent"
+        );
+        assert_eq!(
+            spent.standing(client(7), Instant::now()),
+            Standing::Probation
+        );
         let newcomer = client(u32::MAX);
         spent.mark(newcomer, Instant::now() + Duration::from_secs(60));
         assert!(
@@ -298,6 +291,20 @@ mod tests {
             ),
             "the newly spent client is refused before any lookup"
         );
-        assert_eq!(spent.count.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            spent.count.load(Ordering::Relaxed),
+            2,
+            "it and the one asking"
+        );
+        assert_eq!(
+            spent.standing(client(7), Instant::now()),
+            Standing::Probation
+        );
+        // A second newcomer within SWEEP_EVERY of the sweep finds room without one.
+        spent.mark(
+            client(u32::MAX - 1),
+            Instant::now() + Duration::from_secs(60),
+        );
+        assert_eq!(spent.count.load(Ordering::Relaxed), 3);
     }
 }

@@ -201,11 +201,63 @@ async fn past_its_wait_a_scanner_is_looked_up_only_as_far_as_its_tokens_go() {
             other => panic!("scanner got {other}"),
         }
     }
-    // The token its link's visit paid and held, and at most a few more from the seconds the
-    // test took: nowhere near the 40 requests.
+    // A token held from its link's visit, if that paid one, and at most a few more from the
+    // seconds the test took: nowhere near the 40 requests.
     assert!(read <= 5, "{read} of 40 requests were read from the store");
     assert!(40 - refused <= read, "every 404 was looked up");
     assert!(refused >= 35, "only {refused} of 40 were refused");
+    // Refusals at the door do not start a new wait: its link still answers (many people
+    // behind one address are not locked out by the requests of others).
+    assert_eq!(
+        from(code.clone()).await.expect("visit").status(),
+        StatusCode::FOUND
+    );
+}
+
+/// A scanner rotating through the /64s of one IPv6 allocation gets no more 404s than the
+/// network's budget (sixteen clients' worth): past it, a /64 it never used is refused before
+/// any lookup, while another network's client is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_64s_of_one_ipv6_network_share_its_404_budget() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("edge");
+    config.limits.not_found_rate = 1;
+    config.limits.not_found_burst = 2;
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    let node = Node::start(config).await;
+    let from = |client: String, path: String| {
+        node.client
+            .get(format!("{}/{path}", node.base))
+            .header("x-forwarded-for", client)
+            .send()
+    };
+    let mut answered = 0;
+    for sub in 0..60 {
+        let answer = from(format!("2001:db8:7:{sub:x}::1"), format!("q-a{sub:07}"))
+            .await
+            .expect("scan");
+        match answer.status() {
+            StatusCode::NOT_FOUND => answered += 1,
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("scanner got {other}"),
+        }
+    }
+    // Two each for sixteen clients, and a token or two the network's rate adds meanwhile.
+    assert!(
+        (32..40).contains(&answered),
+        "{answered} of 60 unknown codes were answered 404"
+    );
+    let seen = node.lookups_seen();
+    let fresh = from("2001:db8:7:ffff::1".into(), "q-b0000000".into())
+        .await
+        .expect("scan");
+    assert_eq!(fresh.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(node.lookups_seen(), seen, "refused before any lookup");
+    let other = from("2001:db8:8::1".into(), "q-b0000001".into())
+        .await
+        .expect("visit");
+    assert_eq!(other.status(), StatusCode::NOT_FOUND, "another network");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ mod protect;
 use super::HttpState;
 use super::site::{self, Site};
 use crate::domain::Domain;
+use crate::limits::Paid;
 use crate::redirects::Key;
 use crate::redirects::routing::Visitor;
 use crate::redirects::{Resolution, Target};
@@ -111,9 +112,10 @@ async fn answer_untraced(
     headers: &HeaderMap,
 ) -> Response {
     let started = Instant::now();
-    if let Some(refused) = refused_before_lookup(state, peer, headers, started, true) {
-        return refused;
-    }
+    let paid = match refused_before_lookup(state, peer, headers, started, true) {
+        Door::Open(paid) => paid,
+        Door::Refused(refused) => return refused,
+    };
     let site = match site::load(state, peer, uri, headers, started).await {
         Ok(site) => site,
         Err(refused) => return refused,
@@ -127,10 +129,16 @@ async fn answer_untraced(
         site: &site,
     };
     let Some(key) = lookup_key(state, &site, code) else {
-        return respond(state, &request, code, Ok(Resolution::NotFound), started);
+        return respond(
+            state,
+            &request,
+            code,
+            Ok(Resolution::NotFound),
+            (started, paid),
+        );
     };
     let resolution = state.resolver.resolve(site.domain(), &key, started).await;
-    respond(state, &request, &key.key, resolution, started)
+    respond(state, &request, &key.key, resolution, (started, paid))
 }
 
 /// The key `code` is looked up under on `site`; `None` when nothing can be found there (not a
@@ -152,7 +160,7 @@ pub fn answer_cached<B>(
 ) -> Option<Response> {
     let (method, headers) = (request.method(), request.headers());
     let started = Instant::now();
-    if let Some(refused) = refused_before_lookup(state, peer, headers, started, false) {
+    if let Door::Refused(refused) = refused_before_lookup(state, peer, headers, started, false) {
         return Some(refused);
     }
     let site = site::cached(state, peer, request.uri(), headers, started)?;
@@ -165,12 +173,18 @@ pub fn answer_cached<B>(
         site: &site,
     };
     let response = match lookup_key(state, &site, code) {
-        None => respond(state, &asked, code, Ok(Resolution::NotFound), started),
+        None => respond(
+            state,
+            &asked,
+            code,
+            Ok(Resolution::NotFound),
+            (started, None),
+        ),
         Some(key) => {
             let resolution = state
                 .resolver
                 .resolve_cached(site.domain(), &key, started)?;
-            respond(state, &asked, &key.key, Ok(resolution), started)
+            respond(state, &asked, &key.key, Ok(resolution), (started, None))
         }
     };
     // Asked only once the answer is known here, so that a request that goes on to [`answer`]
@@ -193,13 +207,14 @@ struct Asked<'a> {
 }
 
 /// The response to a resolved redirect request for the link of `key`, counted in the click
-/// counts and the metrics.
+/// counts and the metrics; `paid` is the 404 token its client paid at the door, if it did
+/// (spent by a miss, else held for its next request).
 fn respond(
     state: &HttpState,
     asked: &Asked<'_>,
     key: &str,
     resolution: Result<Resolution, crate::domain::Error>,
-    started: Instant,
+    (started, paid): (Instant, Option<Paid<'_>>),
 ) -> Response {
     let (peer, headers, domain) = (asked.peer, asked.headers, asked.site.domain());
     let (response, outcome) = match resolution {
@@ -241,7 +256,10 @@ fn respond(
                 (gone_on(domain), "gone")
             }
         }
-        Ok(Resolution::NotFound) => (not_found_on(state, peer, headers, domain), "not_found"),
+        Ok(Resolution::NotFound) => (
+            not_found_on(state, (peer, headers), domain, paid),
+            "not_found",
+        ),
         Ok(Resolution::Gone) => (gone_on(domain), "gone"),
         Ok(Resolution::Blocked) => (
             no_store(state.blocked_status, "this link has been disabled\n"),
@@ -259,7 +277,6 @@ fn finish(
     (response, outcome): (Response, &'static str),
     started: Instant,
 ) -> Response {
-    found_for(state, asked.peer, asked.headers, outcome);
     state
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
@@ -403,15 +420,21 @@ fn fallback_to(url: Option<&str>) -> Option<Response> {
 }
 
 /// What an unknown code answers on `domain`: the 404 budget is spent as anywhere (a 429 once
-/// it is), then the domain's `not_found_url`, else the 404.
+/// it is; the token `paid` at the door, when the client paid one), then the domain's
+/// `not_found_url`, else the 404.
 fn not_found_on(
     state: &HttpState,
-    peer: SocketAddr,
-    headers: &HeaderMap,
+    (peer, headers): (SocketAddr, &HeaderMap),
     domain: Option<&Domain>,
+    paid: Option<Paid<'_>>,
 ) -> Response {
-    if let Some(refused) = spend_404_token(state, peer, headers) {
-        return refused;
+    match paid {
+        Some(paid) => paid.spend(),
+        None => {
+            if let Some(refused) = spend_404_token(state, peer, headers) {
+                return refused;
+            }
+        }
     }
     fallback_to(domain.and_then(|d| d.settings.not_found_url.as_deref()))
         .unwrap_or_else(|| no_store(StatusCode::NOT_FOUND, "not found\n"))
@@ -467,9 +490,10 @@ pub async fn unlock(
     let started = Instant::now();
     let code = code.map(|Path(code)| code).unwrap_or_default();
     let (parts, body) = request.into_parts();
-    if let Some(refused) = refused_before_lookup(&state, peer, &parts.headers, started, true) {
-        return refused;
-    }
+    let paid = match refused_before_lookup(&state, peer, &parts.headers, started, true) {
+        Door::Open(paid) => paid,
+        Door::Refused(refused) => return refused,
+    };
     let site = match site::load(&state, peer, &parts.uri, &parts.headers, started).await {
         Ok(site) => site,
         Err(refused) => return refused,
@@ -504,7 +528,7 @@ pub async fn unlock(
             .await
         }
         (Ok(Resolution::Redirect(_)) | Ok(Resolution::NotFound), _) => (
-            not_found_on(&state, peer, &parts.headers, domain),
+            not_found_on(&state, (peer, &parts.headers), domain, paid),
             "not_found",
         ),
         (Ok(Resolution::Gone), _) => (gone_on(domain), "gone"),
@@ -514,7 +538,6 @@ pub async fn unlock(
         ),
         (Err(error), _) => (super::ApiError::from(error).into_response(), "error"),
     };
-    found_for(&state, peer, &parts.headers, outcome);
     state
         .metrics
         .redirect(response.status().as_u16(), outcome, started.elapsed());
@@ -557,42 +580,46 @@ pub(crate) fn past_404_budget(
 
 /// A client past its 404 budget is answered 429 before the cache or the store is asked, for the
 /// `Retry-After` it was told: a scanner costs the node no lookup once it is refused. Past that
-/// wait it pays its 404 token here, before the lookup, until it is forgotten
-/// ([`Limits::refused_before_lookup`](crate::limits::Limits::refused_before_lookup)); an answer
-/// that found the link hands the token back ([`found_for`]). While nobody's budget is spent
+/// wait it pays its 404 token here, before the lookup, until it is forgotten: the request's
+/// [`Paid`] ([`Limits::door`](crate::limits::Limits::door)). While nobody's budget is spent
 /// this is one atomic read; the client address is found only otherwise. The answer from the
 /// cache alone ([`answer_cached`]) asks without paying (`pays` false): only a request that goes
 /// on to the store pays, and only once.
-fn refused_before_lookup(
-    state: &HttpState,
+fn refused_before_lookup<'s>(
+    state: &'s HttpState,
     peer: SocketAddr,
     headers: &HeaderMap,
     started: Instant,
     pays: bool,
-) -> Option<Response> {
+) -> Door<'s> {
     if !state.limits.any_404_budget_spent() {
-        return None;
+        return Door::Open(None);
     }
     let client = state.client_policy.client(peer, headers);
     let retry_after = if pays {
-        state.limits.refused_before_lookup(client)?
+        match state.limits.door(client) {
+            Ok(paid) => return Door::Open(paid),
+            Err(retry_after) => retry_after,
+        }
     } else {
-        state.limits.waiting_for_404_token(client)?
+        match state.limits.waiting_for_404_token(client) {
+            None => return Door::Open(None),
+            Some(retry_after) => retry_after,
+        }
     };
     let response = too_many_unknown(state, retry_after);
     state
         .metrics
         .redirect(response.status().as_u16(), "not_found", started.elapsed());
-    Some(response)
+    Door::Refused(response)
 }
 
-/// A lookup behind [`refused_before_lookup`] ended in `outcome`: one that found the link hands
-/// back the token its client paid at the door, if it paid one.
-fn found_for(state: &HttpState, peer: SocketAddr, headers: &HeaderMap, outcome: &str) {
-    if outcome != "not_found" && state.limits.any_404_budget_spent() {
-        let client = state.client_policy.client(peer, headers);
-        state.limits.found(client);
-    }
+/// What [`refused_before_lookup`] answers.
+enum Door<'s> {
+    /// The request may be looked up, with the 404 token its client paid for it, if it did.
+    Open(Option<Paid<'s>>),
+    /// The 429, before any lookup.
+    Refused(Response),
 }
 
 fn too_many_unknown(state: &HttpState, retry_after: std::time::Duration) -> Response {

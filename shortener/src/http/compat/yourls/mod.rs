@@ -188,7 +188,7 @@ fn admit(
             let error = Error::RateLimited { retry_after };
             Err((refusal(&error), "rate_limited"))
         };
-        if let Some(retry_after) = client.and_then(|c| state.limits.refused_before_lookup(c)) {
+        if let Some(retry_after) = client.and_then(|c| state.limits.waiting_for_404_token(c)) {
             return spent(retry_after);
         }
         let now = chrono::Utc::now().timestamp();
