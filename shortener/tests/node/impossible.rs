@@ -220,6 +220,32 @@ async fn a_link_made_on_another_node_above_the_mark_redirects_at_once() {
     assert_eq!(refused(&b), 1, "a link of node A was refused");
 }
 
+/// A mark read on a connection that turns out read-only (a primary demoted under a full pool,
+/// whose rows may be behind the new primary's) refuses nothing: the code is looked up, and the
+/// pool's connections are marked for eviction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mark_read_from_a_read_only_server_refuses_nothing() {
+    let cluster = testkit::cluster::Cluster::start(&[]).await;
+    cluster.create_database("links").await;
+    let stack = Stack::on_database(&cluster.database_url("links")).await;
+    let mut config = unlimited(&stack, "edge");
+    config.ids.min_block = 1000;
+    let node = Node::start(config).await;
+    let own = node.create_url("https://example.com/made").await;
+    let mark = id_of(&node, &own);
+    all_answer(&node, &codes_above(&node, mark, 1), StatusCode::NOT_FOUND).await;
+    assert_eq!(refused(&node), 1, "a primary's mark refuses");
+    cluster.set_read_only(true).await;
+    let lookups = misses(&node);
+    all_answer(&node, &codes_above(&node, mark, 1), StatusCode::NOT_FOUND).await;
+    assert_eq!(
+        refused(&node),
+        1,
+        "a read-only server's mark refused a code"
+    );
+    assert_eq!(misses(&node), lookups + 1, "the code was looked up");
+}
+
 /// `count` random eleven-character base62 codes that decode to no ID.
 fn undecodable_codes(node: &Node, count: usize) -> Vec<String> {
     random_codes(11, count, |code| undecodable(&node.app.space, code))

@@ -448,12 +448,15 @@ impl LinkStore for PgStore {
 
     /// `max(slot)` on the primary (a replica may not have replayed a row yet), in the slot
     /// layout only: in the code layout rows are found by code, and `slot` may not be indexed.
+    /// A pooled connection that turns out read-only (a demoted primary's) bounds nothing.
     async fn read_high_water(&self) -> Result<Option<Mark>, StoreError> {
         if !self.layout.by_slot() {
             return Ok(None);
         }
         let client = self.client().await?;
-        let mark = read::high_water(&client, self.layout.space().length()).await?;
+        let Some(mark) = read::high_water(&client, self.layout.space().length()).await? else {
+            return Ok(None);
+        };
         self.high_water.raise_to(mark);
         // A layout that changed meanwhile finds rows by code: nothing is bounded.
         Ok(self.layout.by_slot().then_some(mark))
@@ -723,8 +726,9 @@ impl Capabilities for PgStore {
         self.layout.load(&client).await?;
         if self.layout.by_slot() {
             let length = self.layout.space().length();
-            self.high_water
-                .raise_to(read::high_water(&client, length).await?);
+            if let Some(mark) = read::high_water(&client, length).await? {
+                self.high_water.raise_to(mark);
+            }
         }
         if !self
             .watching

@@ -78,22 +78,30 @@ pub(super) async fn find_dedup(
 /// asked in the slot layout, where that index exists), a few pages whatever the table's size;
 /// and whether a named row holds a code of generated shape for base length `length` (which
 /// then decodes to no ID: one that decodes sits at its slot), from the first entries of the
-/// index of named base62 codes by length (PostgreSQL migration 29).
-pub(super) async fn high_water(client: &Conn, length: usize) -> Result<Mark, StoreError> {
+/// index of named base62 codes by length (PostgreSQL migration 29). `None` when the connection
+/// reaches a server that accepts no writes (a standby, or a primary demoted since): its rows
+/// may be behind the primary's, so its mark bounds nothing, and the pool's connections made
+/// before are marked for eviction ([`pgtls::evict`]).
+pub(super) async fn high_water(client: &Conn, length: usize) -> Result<Option<Mark>, StoreError> {
     let length = length as i32;
     let longest = codespace::MAX_GENERATED_LENGTH as i32;
     let row = client
         .prepared_query_one(
             "SELECT (SELECT coalesce(max(slot), -1) FROM links), EXISTS (SELECT 1 FROM links \
-             WHERE slot < 0 AND code ~ '^[0-9A-Za-z]+$' AND length(code) BETWEEN $1 AND $2)",
+             WHERE slot < 0 AND code ~ '^[0-9A-Za-z]+$' AND length(code) BETWEEN $1 AND $2), \
+             current_setting('transaction_read_only') = 'on'",
             &[&length, &longest],
         )
         .await
         .map_err(db_error)?;
-    Ok(Mark {
+    if row.get::<_, bool>(2) {
+        pgtls::evict::mark();
+        return Ok(None);
+    }
+    Ok(Some(Mark {
         slot: row.get(0),
         undecodable: row.get(1),
-    })
+    }))
 }
 
 /// How many links exist.
