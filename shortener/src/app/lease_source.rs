@@ -48,8 +48,10 @@ impl<S: LeaseSource> Explained<S> {
                  SHORTENER_ID_NAMESPACE to one that exists ({detail})"
             )),
             LeaseError::Exhausted(_) => LeaseError::Exhausted(format!(
-                "namespace {namespace} on the id-service has no IDs left; move this node to a \
-                 new namespace with SHORTENER_ID_NAMESPACE ({detail})"
+                "namespace {namespace} on the id-service has no IDs left; a new namespace \
+                 (SHORTENER_ID_NAMESPACE) starts at ID 1 and so reissues codes unless it comes \
+                 with a new code space (a new key and a longer code): see docs/operations.md, \
+                 \"Rotating keys and code length\" ({detail})"
             )),
             LeaseError::Refused(_) => LeaseError::Refused(format!(
                 "the id-service refused the lease request ({detail})"
