@@ -331,10 +331,12 @@ impl SignIn {
             tenant: roles.keys().next().cloned(),
             expires_at: Utc::now() + self.absolute,
         };
-        self.store
-            .insert_session(&session)
-            .await
-            .map_err(|e| SignInError::Provider(format!("the session could not be stored: {e}")))?;
+        self.store.insert_session(&session).await.map_err(|e| {
+            // The store's words stay in the log: the page and the audit entry are read by
+            // whoever signs in.
+            tracing::warn!(error = %e, "a console session could not be stored");
+            SignInError::Provider("the session could not be stored".into())
+        })?;
         tracing::info!(
             subject = %subject,
             tenants = roles.len(),
@@ -348,9 +350,10 @@ impl SignIn {
             .refresh_person_claims(&subject, &kept)
             .await
             .map_err(|e| {
-                SignInError::Provider(format!(
-                    "the person's keys and sessions could not take this sign-in's claims: {e}"
-                ))
+                tracing::warn!(error = %e, "a person's keys and sessions could not take a sign-in's claims");
+                SignInError::Provider(
+                    "the person's keys and sessions could not take this sign-in's claims".into(),
+                )
             })?;
         if keys > 0 {
             tracing::info!(subject = %subject, keys, "a person's API keys follow their new sign-in's claims");

@@ -7,7 +7,8 @@
 //! refused. The issuer's keys (JWKS) are read at the first sign-in and read again when a token
 //! names a key id they lack (the issuer rotated its keys), at most once per
 //! [`JWKS_REFETCH_INTERVAL`], so tokens with made-up key ids cannot make the node hammer the
-//! provider. Only asymmetric signatures are accepted: `alg: none` does not even parse, and an
+//! provider, and at the first sign-in once they are [`JWKS_MAX_AGE`] old (a withdrawn key stops
+//! verifying). Only asymmetric signatures are accepted: `alg: none` does not even parse, and an
 //! HMAC token (which the client secret could sign) is refused.
 
 use base64::Engine;
@@ -22,6 +23,11 @@ use tokio::sync::OnceCell;
 
 /// The least time between two reads of the issuer's keys prompted by an unknown key id.
 pub const JWKS_REFETCH_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How long the issuer's keys are trusted as read: past it, the next sign-in reads them again,
+/// so a key the issuer withdrew (after a compromise, say) stops verifying tokens within this
+/// long, whether or not a token names a key the node has not seen.
+pub const JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// The signature algorithms accepted on ID tokens.
 const ALGORITHMS: [Algorithm; 9] = [
@@ -135,6 +141,34 @@ pub struct Provider {
 struct KeyCache {
     keys: Vec<Jwk>,
     fetched: Option<Instant>,
+}
+
+/// What the key cache says of a token's key.
+#[derive(Debug)]
+enum Look {
+    /// The key, read less than [`JWKS_MAX_AGE`] ago.
+    Found(Box<Jwk>),
+    /// Read the keys again: they are older than that, or lack the key and were read over
+    /// [`JWKS_REFETCH_INTERVAL`] ago.
+    Read,
+    /// The keys lack it and were read too recently to read them again.
+    Refused,
+}
+
+impl KeyCache {
+    fn look(&self, kid: Option<&str>) -> Look {
+        let age = self.fetched.map(|at| at.elapsed());
+        if age.is_some_and(|age| age < JWKS_MAX_AGE)
+            && let Some(jwk) = find(&self.keys, kid)
+        {
+            return Look::Found(Box::new(jwk));
+        }
+        if age.is_none_or(|age| age >= JWKS_REFETCH_INTERVAL) {
+            Look::Read
+        } else {
+            Look::Refused
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -273,8 +307,11 @@ impl Provider {
     }
 
     /// Checks an ID token: a signature by one of the issuer's keys, the issuer, this client
-    /// as its audience (and authorized party when there are several), expiry (a minute's
-    /// leeway), a subject, and `nonce`.
+    /// as its audience (and as its authorized party when it names one, as it must when there
+    /// are several audiences), expiry and not-before (a minute's leeway), a subject, and
+    /// `nonce`. An `email` the issuer does not say it verified (`email_verified` true) is left
+    /// out of the claims: where a provider lets people set their own address unverified, it
+    /// would otherwise give them another person's roles and name them as that person.
     pub async fn verify(&self, token: &str, nonce: &str) -> Result<Claims, SignInError> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| SignInError::Token("malformed, or an algorithm not accepted".into()))?;
@@ -291,12 +328,14 @@ impl Provider {
         validation.set_issuer(&[&self.config.issuer]);
         validation.set_audience(&[&self.config.client_id]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
         let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
             .map_err(|e| SignInError::Token(token_error(e.kind())))?;
-        let claims = data.claims;
-        if let Some(serde_json::Value::Array(audiences)) = claims.get("aud")
-            && audiences.len() > 1
-            && claims.get("azp").and_then(|v| v.as_str()) != Some(&self.config.client_id)
+        let mut claims = data.claims;
+        let several = matches!(claims.get("aud"), Some(serde_json::Value::Array(a)) if a.len() > 1);
+        let party = claims.get("azp");
+        if (several || party.is_some())
+            && party.and_then(|v| v.as_str()) != Some(&self.config.client_id)
         {
             return Err(SignInError::Token("another authorized party".into()));
         }
@@ -312,20 +351,31 @@ impl Provider {
         {
             return Err(SignInError::Token("no subject".into()));
         }
+        let verified = match claims.get("email_verified") {
+            Some(serde_json::Value::Bool(verified)) => *verified,
+            // Some issuers send it as a string.
+            Some(serde_json::Value::String(text)) => text == "true",
+            _ => false,
+        };
+        if !verified {
+            claims.remove("email");
+        }
         Ok(claims)
     }
 
     /// The issuer's key `kid` (the only key when the token names none and the set holds one),
-    /// reading the keys again when it is unknown and the last read is old enough.
+    /// reading the keys again when they were read over [`JWKS_MAX_AGE`] ago, or when `kid` is
+    /// unknown and the last read is old enough.
     async fn key(&self, kid: Option<&str>) -> Result<Jwk, SignInError> {
-        let due = {
-            let cache = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(jwk) = find(&cache.keys, kid) {
-                return Ok(jwk);
-            }
-            cache
-                .fetched
-                .is_none_or(|at| at.elapsed() >= JWKS_REFETCH_INTERVAL)
+        let due = match self
+            .keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .look(kid)
+        {
+            Look::Found(jwk) => return Ok(*jwk),
+            Look::Read => true,
+            Look::Refused => false,
         };
         if !due {
             return Err(SignInError::Token(
@@ -416,5 +466,49 @@ mod tests {
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         assert_eq!(format!("{a:?}"), "Attempt(..)");
+    }
+
+    /// Keys are used as read for an hour at most; an unknown key id reads them again, but not
+    /// more than once per interval.
+    #[test]
+    fn keys_are_read_again_when_old_or_lacking_but_not_too_often() {
+        let key: Jwk = serde_json::from_value(serde_json::json!({
+            "kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
+            "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl",
+            "e": "AQAB"
+        }))
+        .expect("a key");
+        let at = |ago: Duration| KeyCache {
+            keys: vec![key.clone()],
+            fetched: Instant::now().checked_sub(ago),
+        };
+        assert!(matches!(
+            at(Duration::from_secs(5)).look(Some("k1")),
+            Look::Found(_)
+        ));
+        assert!(
+            matches!(at(Duration::from_secs(5)).look(None), Look::Found(_)),
+            "the only key"
+        );
+        assert!(matches!(
+            at(Duration::from_secs(5)).look(Some("k2")),
+            Look::Refused
+        ));
+        assert!(matches!(
+            at(Duration::from_secs(60)).look(Some("k2")),
+            Look::Read
+        ));
+        assert!(
+            matches!(
+                at(JWKS_MAX_AGE + Duration::from_secs(1)).look(Some("k1")),
+                Look::Read
+            ),
+            "a known key read over an hour ago is read again"
+        );
+        let empty = KeyCache {
+            keys: Vec::new(),
+            fetched: None,
+        };
+        assert!(matches!(empty.look(Some("k1")), Look::Read), "never read");
     }
 }

@@ -93,6 +93,7 @@ pub(super) fn claims(issuer: &str, nonce: &str, groups: &[&str]) -> Value {
     json!({
         "iss": issuer, "aud": CLIENT_ID, "sub": format!("sub-{}", groups.join("-")),
         "email": format!("{}@example.com", groups.first().unwrap_or(&"nobody")),
+        "email_verified": true,
         "name": "Ann Person", "groups": groups, "nonce": nonce,
         "iat": now, "exp": now + 300,
     })
@@ -202,6 +203,67 @@ async fn failed_callbacks_spend_the_clients_404_budget() {
     node.stop().await;
 }
 
+/// The e-mail kept with the newest session.
+async fn last_session_email(stack: &Stack) -> Option<String> {
+    let client = stack.db.as_ref().expect("PostgreSQL").connect().await;
+    client
+        .query_one(
+            "SELECT email FROM console_sessions ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .expect("the newest session")
+        .get(0)
+}
+
+/// An e-mail the issuer does not say it verified is nobody's: the session keeps none (so no
+/// role mapping and no name in the records can rest on it), whether `email_verified` is false
+/// or missing; `"true"` as a string counts as verified, as some issuers send it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_email_the_issuer_did_not_verify_is_left_out() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let key = Key::new("k1");
+    let issuer = TestIssuer::start(&[&key]).await;
+    let node = node_for(&stack, "unverified", &issuer.issuer).await;
+    let with_flag = |flag: Option<Value>| {
+        let issuer = &issuer;
+        let node = &node;
+        let key = &key;
+        async move {
+            let started = start(node).await;
+            let mut claims = claims(&issuer.issuer, &started.nonce, &["link-editors"]);
+            match flag {
+                Some(flag) => claims["email_verified"] = flag,
+                None => {
+                    claims
+                        .as_object_mut()
+                        .expect("object")
+                        .remove("email_verified");
+                }
+            }
+            issuer.answer(key.sign(&key.kid, &claims));
+            let query = format!("code=c&state={}", started.state);
+            let (status, session) = callback(node, Some(&started.cookie), &query).await;
+            assert_eq!(status, StatusCode::SEE_OTHER);
+            session.expect("a session cookie")
+        }
+    };
+    for (flag, kept) in [
+        (Some(json!(true)), true),
+        (Some(json!("true")), true),
+        (Some(json!(false)), false),
+        (None, false),
+        (Some(json!("yes")), false),
+    ] {
+        with_flag(flag.clone()).await;
+        assert_eq!(
+            last_session_email(&stack).await.is_some(),
+            kept,
+            "email_verified {flag:?}"
+        );
+    }
+}
+
 /// The token table's cases: a name and the token, each wrong in one way.
 fn bad_tokens(issuer: &str, nonce: &str, good: &Key, other: &Key) -> Vec<(&'static str, String)> {
     let valid = claims(issuer, nonce, &["link-editors"]);
@@ -243,7 +305,15 @@ fn bad_tokens(issuer: &str, nonce: &str, good: &Key, other: &Key) -> Vec<(&'stat
             "two audiences, no azp",
             k.sign(kid, &with("aud", json!([CLIENT_ID, "other"]))),
         ),
+        (
+            "another authorized party, one audience",
+            k.sign(kid, &with("azp", json!("another-client"))),
+        ),
         ("expired", k.sign(kid, &with("exp", json!(now - 3600)))),
+        (
+            "not valid yet",
+            k.sign(kid, &with("nbf", json!(now + 3600))),
+        ),
         (
             "nonce mismatch",
             k.sign(kid, &with("nonce", json!("another-nonce"))),
