@@ -296,12 +296,9 @@ impl Resolver {
                 // Read after the link, so no visit flushed in between is missed, and with no
                 // flush running, so none is in neither count (taken from this node's pending
                 // counts, not yet committed) or, put back after a failed write, in both.
+                // From the primary: a replica may not have replayed this node's last flush.
                 let _settled = self.visits.clicks().settled().await;
-                let stored = self
-                    .store
-                    .get_with_clicks(segment)
-                    .await?
-                    .map_or(0, |l| l.clicks.human);
+                let stored = self.store.stored_visits(segment).await?;
                 let pending = self.visits.pending_human(segment);
                 Some(Arc::new(VisitLimit::new(max, stored + pending)))
             }

@@ -37,6 +37,11 @@ pub trait LinkStore: Send + Sync {
         code: &str,
     ) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
 
+    /// The human visits stored for `code` (0 for no link), read where writes land (the
+    /// primary, never a read replica): a visit limit counts from it, and a replica may not
+    /// have replayed the visits this node flushed last.
+    fn stored_visits(&self, code: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// The live link with this dedup key, if any.
     fn find_dedup(
         &self,
@@ -161,6 +166,10 @@ impl LinkStore for Store {
 
     async fn get_with_clicks(&self, code: &str) -> Result<Option<Link>, StoreError> {
         traced!(self, "SELECT", "links", s => s.get_with_clicks(code))
+    }
+
+    async fn stored_visits(&self, code: &str) -> Result<u64, StoreError> {
+        traced!(self, "SELECT", "link_clicks", s => s.stored_visits(code))
     }
 
     async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {

@@ -408,3 +408,71 @@ async fn a_replica_promoted_under_the_read_pool_is_no_longer_read() {
     );
     node.stop().await;
 }
+
+/// A visit limit counts from the primary: a node that reads a limited link just after another
+/// node flushed visits of it finds them there, though the lagging replica has not replayed the
+/// flush, so the two serve no more visits than the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_visit_limit_counts_from_the_primary() {
+    use shortener::store::LinkStore;
+    let primary = Cluster::start(&[]).await;
+    let url = primary.create_database("links").await;
+    let delay = format!("recovery_min_apply_delay = '{}s'", DELAY.as_secs());
+    let standby = primary.start_standby(&[&delay]).await;
+    let read_url = standby.database_url("links");
+    let stack = Stack::on_database(&url).await;
+    let a = Node::start(with_replica(&stack, "a", &read_url)).await;
+    let b = Node::start(with_replica(&stack, "b", &read_url)).await;
+    let (status, made) = a
+        .create_with(
+            json!({ "url": "https://example.com/limited", "max_visits": 10 }),
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let code = made["code"].as_str().expect("code").to_string();
+    // B reads the link from the replica once it has replayed it (without caching it: the API
+    // read is not the redirect cache).
+    wait_for("b reads the link from the replica", DELAY * 4, async || {
+        let before = value(&b, "shortener_replica_reads_total").await;
+        assert_eq!(b.get(&code).await.0, StatusCode::OK);
+        value(&b, "shortener_replica_reads_total").await > before
+    })
+    .await;
+    let visit = async |node: &Node| {
+        node.client
+            .get(format!("{}/{code}", node.base))
+            .header("user-agent", crate::helpers::BROWSER)
+            .send()
+            .await
+            .expect("visit")
+            .status()
+    };
+    for _ in 0..6 {
+        assert_eq!(visit(&a).await, StatusCode::FOUND);
+    }
+    // A's six reach the primary with its next flush (every 200 ms here); the replica replays
+    // them seconds later.
+    let flushed = Instant::now();
+    wait_for("a's visits are flushed", DELAY / 2, async || {
+        a.app.store.stored_visits(&code).await.expect("read") == 6
+    })
+    .await;
+    let mut served = 0;
+    for _ in 0..10 {
+        if visit(&b).await == StatusCode::FOUND {
+            served += 1;
+        }
+    }
+    assert!(
+        flushed.elapsed() < DELAY,
+        "b's visits must be made before the replica replays the flush ({:?})",
+        flushed.elapsed()
+    );
+    assert_eq!(
+        served,
+        4,
+        "the limit of 10 let {} visits through",
+        6 + served
+    );
+}

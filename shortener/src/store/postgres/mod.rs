@@ -320,6 +320,12 @@ impl LinkStore for PgStore {
         ))
     }
 
+    async fn stored_visits(&self, code: &str) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let link = read::get_with_clicks(&client, &self.layout, code).await?;
+        Ok(link.map_or(0, |l| l.clicks.human))
+    }
+
     async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
         let client = self.client().await?;
         read::find_dedup(&client, dedup_key).await

@@ -222,6 +222,11 @@ impl LinkStore for SqliteStore {
             .await
     }
 
+    async fn stored_visits(&self, code: &str) -> Result<u64, StoreError> {
+        let link = self.get_with_clicks(code).await?;
+        Ok(link.map_or(0, |l| l.clicks.human))
+    }
+
     async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
         let key = dedup_key.to_vec();
         self.read(move |conn| rows::find_dedup(conn, &key)).await
