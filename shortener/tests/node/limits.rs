@@ -4,15 +4,21 @@ use crate::helpers::{Backend, Node, Stack, authed, create};
 use reqwest::StatusCode;
 use tonic::Code;
 
+/// A node behind a trusted proxy on 127.0.0.0/8 that names the client in `x-forwarded-for`,
+/// whose clients may have `burst` 404s and one more a second.
+fn behind_proxy(stack: &Stack, burst: u32) -> shortener::Config {
+    let mut config = stack.config("edge");
+    config.limits.not_found_rate = 1;
+    config.limits.not_found_burst = burst;
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    config
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_404_scanner_gets_429_while_a_normal_client_keeps_getting_302() {
     let stack = Stack::new(Backend::Sqlite).await;
-    let mut config = stack.config("edge");
-    config.limits.not_found_rate = 1;
-    config.limits.not_found_burst = 10;
-    config.listeners.client_ip_header = Some("x-forwarded-for".into());
-    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
-    let node = Node::start(config).await;
+    let node = Node::start(behind_proxy(&stack, 10)).await;
     let code = node.create_url("https://example.com/real").await;
     let scan = |i: usize| {
         node.client
@@ -62,12 +68,7 @@ async fn a_404_scanner_gets_429_while_a_normal_client_keeps_getting_302() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_past_its_404_budget_is_refused_before_any_lookup() {
     let stack = Stack::new(Backend::Sqlite).await;
-    let mut config = stack.config("edge");
-    config.limits.not_found_rate = 1;
-    config.limits.not_found_burst = 5;
-    config.listeners.client_ip_header = Some("x-forwarded-for".into());
-    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
-    let node = Node::start(config).await;
+    let node = Node::start(behind_proxy(&stack, 5)).await;
     let code = node.create_url("https://example.com/real").await;
     let from = |client: &'static str, method: reqwest::Method, path: String| {
         node.client
@@ -145,12 +146,7 @@ async fn past_its_wait_a_scanner_is_looked_up_only_as_far_as_its_tokens_go() {
     // On PostgreSQL, whose reads take long enough for the requests beside the first to reach
     // the door before its miss is counted.
     let stack = Stack::new(Backend::Postgres).await;
-    let mut config = stack.config("edge");
-    config.limits.not_found_rate = 1;
-    config.limits.not_found_burst = 5;
-    config.listeners.client_ip_header = Some("x-forwarded-for".into());
-    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
-    let node = Node::start(config).await;
+    let node = Node::start(behind_proxy(&stack, 5)).await;
     let code = node.create_url("https://example.com/real").await;
     let from = |path: String| {
         node.client
@@ -220,12 +216,7 @@ async fn past_its_wait_a_scanner_is_looked_up_only_as_far_as_its_tokens_go() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_64s_of_one_ipv6_network_share_its_404_budget() {
     let stack = Stack::new(Backend::Sqlite).await;
-    let mut config = stack.config("edge");
-    config.limits.not_found_rate = 1;
-    config.limits.not_found_burst = 2;
-    config.listeners.client_ip_header = Some("x-forwarded-for".into());
-    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
-    let node = Node::start(config).await;
+    let node = Node::start(behind_proxy(&stack, 2)).await;
     let from = |client: String, path: String| {
         node.client
             .get(format!("{}/{path}", node.base))
