@@ -20,18 +20,26 @@ fn with_replica(stack: &Stack, name: &str, read_url: &str) -> Config {
     config
 }
 
-async fn value(node: &Node, name: &str) -> f64 {
-    metric(&node.metrics().await, name)
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_lagging_replica_serves_reads_without_ever_misleading() {
+/// A primary with a database `links`, its replica replaying [`DELAY`] behind, a stack on the
+/// primary's database, and the replica's URL of it (the clusters run while they are held).
+async fn lagging() -> (Cluster, Cluster, Stack, String) {
     let primary = Cluster::start(&[]).await;
     let url = primary.create_database("links").await;
     let delay = format!("recovery_min_apply_delay = '{}s'", DELAY.as_secs());
     let standby = primary.start_standby(&[&delay]).await;
     let read_url = standby.database_url("links");
     let stack = Stack::on_database(&url).await;
+    (primary, standby, stack, read_url)
+}
+
+async fn value(node: &Node, name: &str) -> f64 {
+    metric(&node.metrics().await, name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lagging_replica_serves_reads_without_ever_misleading() {
+    let (primary, standby, stack, read_url) = lagging().await;
+    let url = primary.database_url("links");
     // Node a holds blocks large enough for the bulk import below in one go.
     let mut config = with_replica(&stack, "a", &read_url);
     config.ids.min_block = 8000;
@@ -415,12 +423,7 @@ async fn a_replica_promoted_under_the_read_pool_is_no_longer_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_visit_limit_counts_from_the_primary() {
     use shortener::store::LinkStore;
-    let primary = Cluster::start(&[]).await;
-    let url = primary.create_database("links").await;
-    let delay = format!("recovery_min_apply_delay = '{}s'", DELAY.as_secs());
-    let standby = primary.start_standby(&[&delay]).await;
-    let read_url = standby.database_url("links");
-    let stack = Stack::on_database(&url).await;
+    let (_primary, _standby, stack, read_url) = lagging().await;
     let a = Node::start(with_replica(&stack, "a", &read_url)).await;
     let b = Node::start(with_replica(&stack, "b", &read_url)).await;
     let (status, made) = a
