@@ -34,11 +34,6 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "caller_quotas",
         sql: include_str!("../migrations/0003_caller_quotas.sql"),
     },
-    Migration {
-        version: 4,
-        name: "namespaces_created_after_a_failover",
-        sql: include_str!("../migrations/0004_namespaces_created_after_a_failover.sql"),
-    },
 ];
 
 /// The advisory lock key that serialises migrations ("idsvc" + 1).
