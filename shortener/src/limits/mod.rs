@@ -61,8 +61,15 @@ impl Drop for Paid<'_> {
 /// The keyed limiters of a node. Each remembers at most `max_clients` keys ([`keyed`]).
 pub struct Limits {
     not_found: Keyed<IpAddr>,
-    /// The 404 budgets of IPv6 networks ([`network_of`]), [`NETWORK_FACTOR`] times a client's.
+    /// The 404 budgets of IPv6 networks ([`Limits::network_of`]), [`NETWORK_FACTOR`] times a
+    /// client's.
     network: Keyed<IpAddr>,
+    /// Whether IPv6 clients are counted by a prefix longer than [`NETWORK_PREFIX`], and so in
+    /// their network's budget too.
+    networks: bool,
+    /// The networks past their 404 budget: a table of their own, since a network's key (its
+    /// /48) is the same address as the key of the first /64 in it.
+    network_spent: Spent,
     /// A client's 404 burst: the most tokens it holds from requests that did not use them.
     not_found_burst: u32,
     spent: Spent,
@@ -87,14 +94,15 @@ const NETWORK_PREFIX: u8 = 48;
 /// How many clients' 404 budgets a network's holds (its rate and its burst alike).
 const NETWORK_FACTOR: u32 = 16;
 
-/// The network `client` (a client key) is also counted in: its /48 for an IPv6 client counted
-/// by a longer prefix; none for IPv4, nor for IPv6 clients counted by /48 or less already.
-fn network_of(client: IpAddr) -> Option<IpAddr> {
-    let IpAddr::V6(_) = client else {
-        return None;
-    };
-    let network = client_key(client, NETWORK_PREFIX);
-    (network != client).then_some(network)
+/// Which budget ran out: the client's own, or its network's.
+enum Spender {
+    Client(Duration),
+    Network(IpAddr, Duration),
+}
+
+/// A wait in whole seconds, at least one (what `Retry-After` says).
+fn whole_seconds(wait: Duration) -> Duration {
+    Duration::from_secs(wait.as_secs().max(1))
 }
 
 fn quota(rate: Rate) -> Quota {
@@ -125,6 +133,8 @@ impl Limits {
                 max_clients,
                 0,
             ),
+            networks: true,
+            network_spent: Spent::default(),
             not_found_burst: not_found.burst,
             spent: Spent::default(),
             create: Keyed::new(quota(create), max_clients, KEY_TEXT_HEAP),
@@ -145,7 +155,11 @@ impl Limits {
                 self.not_found.bytes() + self.network.bytes(),
                 self.not_found.budget() + self.network.budget(),
             ),
-            ("limits_spent", self.spent.bytes(), Spent::budget()),
+            (
+                "limits_spent",
+                self.spent.bytes() + self.network_spent.bytes(),
+                2 * Spent::budget(),
+            ),
             (
                 "limits_password",
                 self.password.bytes(),
@@ -181,34 +195,61 @@ impl Limits {
     /// says). Until then the client is refused before any lookup (see [`Limits::door`]). A
     /// miss of a request that paid at the door spends that token instead ([`Paid::spend`]).
     ///
-    /// An IPv6 client's 404s are counted in its network's budget as well ([`network_of`]):
+    /// An IPv6 client's 404s are counted in its network's budget as well ([`Limits::network_of`]):
     /// once that is spent, every client of the network is refused as its own would be, so
     /// the 65,536 /64s of one allocation are not 65,536 budgets.
     pub fn not_found(&self, client: IpAddr) -> Result<(), Duration> {
-        self.not_found
-            .check(&client)
-            .map_err(|wait| self.spent_for(client, wait))?;
-        match network_of(client) {
-            Some(network) => self
-                .network
-                .check(&network)
-                .map_err(|wait| self.spent_for(network, wait)),
-            None => Ok(()),
-        }
+        self.take_404_token(client)
+            .map_err(|spender| match spender {
+                Spender::Client(wait) => {
+                    let retry_after = whole_seconds(wait);
+                    self.spent.mark(client, Instant::now() + retry_after);
+                    retry_after
+                }
+                Spender::Network(network, wait) => self.network_spent_for(network, wait),
+            })
     }
 
-    /// Remembers `client` as past its 404 budget for `wait` (in whole seconds, at least one:
-    /// what `Retry-After` says), which it returns.
-    fn spent_for(&self, client: IpAddr, wait: Duration) -> Duration {
-        let retry_after = Duration::from_secs(wait.as_secs().max(1));
-        self.spent.mark(client, Instant::now() + retry_after);
+    /// Takes one 404 token of `client` and, for an IPv6 client, one of its network.
+    fn take_404_token(&self, client: IpAddr) -> Result<(), Spender> {
+        self.not_found.check(&client).map_err(Spender::Client)?;
+        if let Some(network) = self.network_of(client) {
+            self.network
+                .check(&network)
+                .map_err(|wait| Spender::Network(network, wait))?;
+        }
+        Ok(())
+    }
+
+    /// Remembers `network` as past its 404 budget for `wait` (in whole seconds), which it
+    /// returns.
+    fn network_spent_for(&self, network: IpAddr, wait: Duration) -> Duration {
+        let retry_after = whole_seconds(wait);
+        self.network_spent
+            .mark(network, Instant::now() + retry_after);
         retry_after
+    }
+
+    /// Counts IPv6 clients in their network's 404 budget too, unless they are counted by a
+    /// prefix of [`NETWORK_PREFIX`] bits or fewer already (`ipv6_prefix`,
+    /// `SHORTENER_IPV6_PREFIX`).
+    pub fn counting_networks(mut self, ipv6_prefix: u8) -> Self {
+        self.networks = ipv6_prefix > NETWORK_PREFIX;
+        self
+    }
+
+    /// The network an IPv6 `client` (a client key) is also counted in: its /48.
+    fn network_of(&self, client: IpAddr) -> Option<IpAddr> {
+        match client {
+            IpAddr::V6(_) if self.networks => Some(client_key(client, NETWORK_PREFIX)),
+            _ => None,
+        }
     }
 
     /// Whether any client's 404 budget is spent right now: when not, no request needs its
     /// client address found for [`Limits::door`] (one atomic read).
     pub fn any_404_budget_spent(&self) -> bool {
-        self.spent.any()
+        self.spent.any() || self.network_spent.any()
     }
 
     /// The door before a lookup by `client`: `Err(retry_after)` when it spent its 404 budget
@@ -229,9 +270,14 @@ impl Limits {
             Standing::Waiting(wait) => Err(wait),
             Standing::Probation => {
                 if !self.spent.pay_with_credit(client) {
-                    self.not_found
-                        .check(&client)
-                        .map_err(|wait| Duration::from_secs(wait.as_secs().max(1)))?;
+                    // A refusal here starts no new wait of the client's own.
+                    self.take_404_token(client)
+                        .map_err(|spender| match spender {
+                            Spender::Client(wait) => whole_seconds(wait),
+                            Spender::Network(network, wait) => {
+                                self.network_spent_for(network, wait)
+                            }
+                        })?;
                 }
                 Ok(Some(Paid {
                     limits: self,
@@ -257,11 +303,8 @@ impl Limits {
     /// The wait of `client`'s network while its 404 budget is spent (a network past its wait
     /// pays nothing at the door: its clients do).
     fn network_waiting(&self, client: IpAddr) -> Option<Duration> {
-        let network = network_of(client)?;
-        match self.spent.standing(network, Instant::now()) {
-            Standing::Waiting(wait) => Some(wait),
-            Standing::Clear | Standing::Probation => None,
-        }
+        let network = self.network_of(client)?;
+        self.network_spent.waiting(network, Instant::now())
     }
 
     /// Takes one token for a create by `owner`.
@@ -282,6 +325,7 @@ impl Limits {
     pub fn housekeeping(&self) {
         self.not_found.housekeeping();
         self.network.housekeeping();
+        self.network_spent.housekeeping(Instant::now());
         self.spent.housekeeping(Instant::now());
         self.create.housekeeping();
         self.read.housekeeping();

@@ -122,6 +122,20 @@ impl Spent {
         }
     }
 
+    /// How long `client` still waits at `now`, if it is remembered and its time has not come;
+    /// unlike [`Spent::standing`], asking does not keep it remembered.
+    pub(super) fn waiting(&self, client: IpAddr, now: Instant) -> Option<Duration> {
+        if !self.any() {
+            return None;
+        }
+        let table = self.read();
+        let entry = table.clients.get(&client)?;
+        entry
+            .until
+            .checked_duration_since(now)
+            .filter(|wait| !wait.is_zero())
+    }
+
     /// Pays `client`'s door with a token it holds; `false` when it holds none.
     pub(super) fn pay_with_credit(&self, client: IpAddr) -> bool {
         self.with(client, |entry| take_one(&entry.credit))

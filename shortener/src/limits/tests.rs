@@ -98,18 +98,32 @@ fn on_probation_a_client_pays_before_it_is_looked_up() {
 
 /// The /64s of one IPv6 allocation share their /48's budget beside their own: once a
 /// scanner rotating through them has spent it, a /64 it never used is refused before any
-/// lookup, and another network is not.
+/// lookup, and another network is not. The first /64 of a network, whose key is the same
+/// address as the network's, is a client like the others.
 #[test]
 fn the_clients_of_one_ipv6_network_share_its_budget_too() {
     let rate = Rate {
         per_second: 1,
         burst: 2,
     };
-    let limits = Limits::new(rate, rate, rate, 5, 10_000);
     let client = |net: u16, sub: u16| {
         let address: IpAddr = format!("2001:db8:{net:x}:{sub:x}::1").parse().expect("ip");
         client_key(address, 64)
     };
+    // The first /64 spending its own budget leaves the rest of its network alone.
+    let limits = Limits::new(rate, rate, rate, 5, 10_000);
+    for _ in 0..2 {
+        assert!(limits.not_found(client(7, 0)).is_ok());
+    }
+    assert!(limits.not_found(client(7, 0)).is_err());
+    assert!(limits.door(client(7, 0)).is_err(), "it waits");
+    assert!(
+        limits.door(client(7, 5)).is_ok_and(|paid| paid.is_none()),
+        "another /64 of its network does not"
+    );
+    assert!(limits.not_found(client(7, 5)).is_ok());
+
+    let limits = Limits::new(rate, rate, rate, 5, 10_000);
     let network_budget = 2 * NETWORK_FACTOR as usize;
     let mut answered = 0;
     for sub in 0..(network_budget as u16 + 5) {
@@ -133,10 +147,10 @@ fn the_clients_of_one_ipv6_network_share_its_budget_too() {
         "another network"
     );
     assert!(limits.not_found(client(8, 0)).is_ok());
-    // IPv4 clients and IPv6 clients counted by /48 already have no network of their own.
-    assert_eq!(network_of("192.0.2.1".parse().expect("ip")), None);
-    let wide = client_key("2001:db8:7::1".parse().expect("ip"), 48);
-    assert_eq!(network_of(wide), None);
+    // IPv4 clients, and IPv6 clients counted by /48 or less, have no network of their own.
+    assert_eq!(limits.network_of("192.0.2.1".parse().expect("ip")), None);
+    let wide = Limits::new(rate, rate, rate, 5, 10_000).counting_networks(48);
+    assert_eq!(wide.network_of(client(7, 0)), None);
 }
 
 /// Password attempts are counted per client and link, and a link on a long branded host

@@ -223,6 +223,27 @@ async fn the_64s_of_one_ipv6_network_share_its_404_budget() {
             .header("x-forwarded-for", client)
             .send()
     };
+    // The first /64 of a network (whose key is the network's address) spends its own budget,
+    // and another /64 of that network is still answered.
+    let first: Vec<StatusCode> = futures::future::join_all((0..3).map(|i| async move {
+        from("2001:db8:9::1".into(), format!("q-z{i:07}"))
+            .await
+            .expect("scan")
+            .status()
+    }))
+    .await;
+    assert!(
+        first.contains(&StatusCode::TOO_MANY_REQUESTS),
+        "the first /64 spent its budget: {first:?}"
+    );
+    let beside = from("2001:db8:9:5::1".into(), "q-z0000009".into())
+        .await
+        .expect("scan");
+    assert_eq!(
+        beside.status(),
+        StatusCode::NOT_FOUND,
+        "its neighbour is answered"
+    );
     let mut answered = 0;
     for sub in 0..60 {
         let answer = from(format!("2001:db8:7:{sub:x}::1"), format!("q-a{sub:07}"))
