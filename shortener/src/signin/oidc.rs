@@ -29,6 +29,9 @@ pub const JWKS_REFETCH_INTERVAL: Duration = Duration::from_secs(10);
 /// long, whether or not a token names a key the node has not seen.
 pub const JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
 
+/// How long keys read before still verify while the issuer's key set cannot be read again.
+pub const JWKS_GRACE: Duration = Duration::from_secs(24 * 3600);
+
 /// The signature algorithms accepted on ID tokens.
 const ALGORITHMS: [Algorithm; 9] = [
     Algorithm::RS256,
@@ -382,17 +385,39 @@ impl Provider {
                 "signed by a key the issuer does not hold".into(),
             ));
         }
-        let metadata = self.metadata().await?;
-        let set: serde_json::Value = self.get_json(&metadata.jwks_uri).await?;
-        let keys: Vec<Jwk> = set
-            .get("keys")
-            .and_then(|k| k.as_array())
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| serde_json::from_value(k.clone()).ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let read = async {
+            let metadata = self.metadata().await?;
+            let set: serde_json::Value = self.get_json(&metadata.jwks_uri).await?;
+            let keys: Vec<Jwk> = set
+                .get("keys")
+                .and_then(|k| k.as_array())
+                .map(|keys| {
+                    keys.iter()
+                        .filter_map(|k| serde_json::from_value(k.clone()).ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if keys.is_empty() {
+                return Err(SignInError::Provider(
+                    "the issuer's key set holds no key".into(),
+                ));
+            }
+            Ok(keys)
+        };
+        let keys = match read.await {
+            Ok(keys) => keys,
+            Err(error) => {
+                // Keys read within the grace period still serve while the issuer's key set
+                // cannot be read (and an empty set never replaces them).
+                let cache = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+                let usable = cache.fetched.is_some_and(|at| at.elapsed() < JWKS_GRACE);
+                if usable && let Some(jwk) = find(&cache.keys, kid) {
+                    tracing::warn!(%error, "the identity provider's keys could not be read again; using those read before");
+                    return Ok(jwk);
+                }
+                return Err(error);
+            }
+        };
         tracing::info!(
             keys = keys.len(),
             "read the identity provider's signing keys"
