@@ -110,12 +110,7 @@ impl Node {
         let click_flush = config.visits.click_flush();
         let store = resources.store;
         let cache = link_cache(config, click_flush, &targets, &store);
-        let limits = Arc::new(
-            config
-                .limits
-                .rates(config.access.password_attempts)
-                .counting_networks(config.listeners.ipv6_prefix),
-        );
+        let limits = Arc::new(config.rates());
         let audit = Arc::new(AuditLog::new(store.clone(), config.access.audit()));
         let links = Arc::new(
             LinkService::new(

@@ -99,8 +99,10 @@ impl LimitsConfig {
         }
     }
 
-    /// The per-caller rate limits; `password_attempts` per minute for a code's password.
-    pub fn rates(&self, password_attempts: u32) -> crate::limits::Limits {
+    /// The per-caller rate limits; `password_attempts` per minute for a code's password; IPv6
+    /// clients keyed by `ipv6_prefix` bits (`SHORTENER_IPV6_PREFIX`), and counted in their /48
+    /// network's 404 budget too when that is longer.
+    pub fn rates(&self, password_attempts: u32, ipv6_prefix: u8) -> crate::limits::Limits {
         use crate::limits::Rate;
         crate::limits::Limits::new(
             Rate {
@@ -118,6 +120,7 @@ impl LimitsConfig {
             password_attempts,
             self.limit_max_clients.get(),
         )
+        .counting_networks(ipv6_prefix)
     }
 
     /// How many exports run at once and for how long; a reader that takes nothing for

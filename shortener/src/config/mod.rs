@@ -229,6 +229,13 @@ impl Config {
         }
     }
 
+    /// The node's per-caller limits ([`LimitsConfig::rates`] with the password attempts and the
+    /// IPv6 prefix clients are keyed by).
+    pub fn rates(&self) -> crate::limits::Limits {
+        self.limits
+            .rates(self.access.password_attempts, self.listeners.ipv6_prefix)
+    }
+
     /// The drain bound.
     pub fn drain(&self) -> Duration {
         Duration::from_secs(self.listeners.drain_timeout)
