@@ -15,6 +15,7 @@
 //! (`Authorization`) are untouched by all of this.
 
 mod answer;
+mod jwks;
 pub mod oidc;
 pub mod roles;
 mod session;

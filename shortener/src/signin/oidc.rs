@@ -21,16 +21,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
-/// The least time between two reads of the issuer's keys prompted by an unknown key id.
-pub const JWKS_REFETCH_INTERVAL: Duration = Duration::from_secs(10);
-
-/// How long the issuer's keys are trusted as read: past it, the next sign-in reads them again,
-/// so a key the issuer withdrew (after a compromise, say) stops verifying tokens within this
-/// long, whether or not a token names a key the node has not seen.
-pub const JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
-
-/// How long keys read before still verify while the issuer's key set cannot be read again.
-pub const JWKS_GRACE: Duration = Duration::from_secs(24 * 3600);
+pub use super::jwks::{JWKS_GRACE, JWKS_MAX_AGE, JWKS_REFETCH_INTERVAL};
+use super::jwks::{KeyCache, Look, find};
 
 /// The signature algorithms accepted on ID tokens.
 const ALGORITHMS: [Algorithm; 9] = [
@@ -139,39 +131,6 @@ pub struct Provider {
     http: reqwest::Client,
     metadata: OnceCell<Metadata>,
     keys: Mutex<KeyCache>,
-}
-
-struct KeyCache {
-    keys: Vec<Jwk>,
-    fetched: Option<Instant>,
-}
-
-/// What the key cache says of a token's key.
-#[derive(Debug)]
-enum Look {
-    /// The key, read less than [`JWKS_MAX_AGE`] ago.
-    Found(Box<Jwk>),
-    /// Read the keys again: they are older than that, or lack the key and were read over
-    /// [`JWKS_REFETCH_INTERVAL`] ago.
-    Read,
-    /// The keys lack it and were read too recently to read them again.
-    Refused,
-}
-
-impl KeyCache {
-    fn look(&self, kid: Option<&str>) -> Look {
-        let age = self.fetched.map(|at| at.elapsed());
-        if age.is_some_and(|age| age < JWKS_MAX_AGE)
-            && let Some(jwk) = find(&self.keys, kid)
-        {
-            return Look::Found(Box::new(jwk));
-        }
-        if age.is_none_or(|age| age >= JWKS_REFETCH_INTERVAL) {
-            Look::Read
-        } else {
-            Look::Refused
-        }
-    }
 }
 
 #[derive(Deserialize)]
@@ -430,25 +389,6 @@ impl Provider {
     }
 }
 
-/// The signing key `kid` of `keys`, or their only signing key when the token names none.
-fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
-    let mut signing = keys.iter().filter(|k| {
-        !matches!(
-            k.common.public_key_use,
-            Some(jsonwebtoken::jwk::PublicKeyUse::Encryption)
-        )
-    });
-    match kid {
-        Some(kid) => signing
-            .find(|k| k.common.key_id.as_deref() == Some(kid))
-            .cloned(),
-        None => {
-            let all: Vec<&Jwk> = signing.collect();
-            (all.len() == 1).then(|| all[0].clone())
-        }
-    }
-}
-
 /// What failed, in words that carry nothing of the token.
 fn token_error(kind: &jsonwebtoken::errors::ErrorKind) -> String {
     use jsonwebtoken::errors::ErrorKind as K;
@@ -491,49 +431,5 @@ mod tests {
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         assert_eq!(format!("{a:?}"), "Attempt(..)");
-    }
-
-    /// Keys are used as read for an hour at most; an unknown key id reads them again, but not
-    /// more than once per interval.
-    #[test]
-    fn keys_are_read_again_when_old_or_lacking_but_not_too_often() {
-        let key: Jwk = serde_json::from_value(serde_json::json!({
-            "kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
-            "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl",
-            "e": "AQAB"
-        }))
-        .expect("a key");
-        let at = |ago: Duration| KeyCache {
-            keys: vec![key.clone()],
-            fetched: Instant::now().checked_sub(ago),
-        };
-        assert!(matches!(
-            at(Duration::from_secs(5)).look(Some("k1")),
-            Look::Found(_)
-        ));
-        assert!(
-            matches!(at(Duration::from_secs(5)).look(None), Look::Found(_)),
-            "the only key"
-        );
-        assert!(matches!(
-            at(Duration::from_secs(5)).look(Some("k2")),
-            Look::Refused
-        ));
-        assert!(matches!(
-            at(Duration::from_secs(60)).look(Some("k2")),
-            Look::Read
-        ));
-        assert!(
-            matches!(
-                at(JWKS_MAX_AGE + Duration::from_secs(1)).look(Some("k1")),
-                Look::Read
-            ),
-            "a known key read over an hour ago is read again"
-        );
-        let empty = KeyCache {
-            keys: Vec::new(),
-            fetched: None,
-        };
-        assert!(matches!(empty.look(Some("k1")), Look::Read), "never read");
     }
 }

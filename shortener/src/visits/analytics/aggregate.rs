@@ -158,9 +158,8 @@ fn units(cell: &Cell) -> usize {
     }
 }
 
-/// How many counters' worth of memory a link-hour's code holds beyond its slot: none for a code
-/// held inline, and as many as its heap bytes fill for a longer key (a branded host and alias),
-/// so that link-hours of long keys keep to the same byte budget as the rest.
+/// Counters' worth of memory a link-hour's key holds beyond its slot: none inline, else as many
+/// as its heap bytes fill (a branded host and alias), so long keys keep to the byte budget.
 fn code_units(code: &CompactCode) -> usize {
     code.heap_bytes().div_ceil(COUNTER_BYTES as usize)
 }
