@@ -48,13 +48,17 @@ use wire::LinkJson;
 fn bytes_stream(
     rx: tokio::sync::mpsc::Receiver<axum::body::Bytes>,
 ) -> impl futures::Stream<Item = Result<axum::body::Bytes, std::io::Error>> + Send + 'static {
-    use futures::StreamExt;
-    tokio_stream::wrappers::ReceiverStream::new(rx).map(|chunk| {
-        if chunk.is_empty() {
-            Err(std::io::Error::other("the stream failed midway"))
-        } else {
-            Ok(chunk)
+    futures::stream::unfold(Some(rx), |rx| async move {
+        let mut rx = rx?;
+        let chunk = rx.recv().await?;
+        if !chunk.is_empty() {
+            return Some((Ok(chunk), Some(rx)));
         }
+        // One turn of the connection's task before the failure: it flushes the chunk before it
+        // (an export's last line, saying why it ended) to the socket, which the failure would
+        // otherwise drop with the connection.
+        tokio::task::yield_now().await;
+        Some((Err(std::io::Error::other("the stream failed midway")), None))
     })
 }
 
