@@ -1,7 +1,7 @@
 //! Wiring: every long-lived part of a node, made once from its configuration and resources,
 //! and the state each listener is given.
 //!
-//! One file of about 500 lines on purpose: it reads in the order a node is made, each part from
+//! One file of about 530 lines on purpose: it reads in the order a node is made, each part from
 //! the ones made before it, and that order is what a change to the wiring must keep; the parts'
 //! own logic lives in their modules.
 
