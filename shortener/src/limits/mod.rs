@@ -35,26 +35,24 @@ pub struct Rate {
 const KEY_TEXT_HEAP: u64 = 48;
 
 /// A 404 token a client on probation paid at the door for one request ([`Limits::door`]):
-/// spent by a miss, else held for the client's next request when dropped.
+/// handed back by a lookup that found its link ([`Paid::refund`]), to be held for the client's
+/// next request; spent by anything else, a miss, a store error or a request that ends before
+/// its lookup does (a client that hangs up mid-lookup has had the lookup all the same).
+#[must_use = "a dropped token is spent; a lookup that found its link refunds it"]
 pub struct Paid<'a> {
     limits: &'a Limits,
     client: IpAddr,
-    spent: bool,
 }
 
 impl Paid<'_> {
     /// The request found nothing: the token paid is its 404's.
-    pub fn spend(mut self) {
-        self.spent = true;
-    }
-}
+    pub fn spend(self) {}
 
-impl Drop for Paid<'_> {
-    fn drop(&mut self) {
-        if !self.spent {
-            let most = self.limits.not_found_burst;
-            self.limits.spent.credit(self.client, most);
-        }
+    /// The request found its link: the token is held for the client's next request, up to its
+    /// burst.
+    pub fn refund(self) {
+        let most = self.limits.not_found_burst;
+        self.limits.spent.credit(self.client, most);
     }
 }
 
@@ -257,10 +255,10 @@ impl Limits {
     /// asked. Past its wait, a client that spent its budget is on probation until it is
     /// forgotten: it pays a 404 token here, before the lookup (one held from an earlier request,
     /// else a new one), and is refused this request when it has none. The token paid is the
-    /// request's [`Paid`]: a miss spends it instead of taking another ([`Paid::spend`]); a
-    /// request that does not (it found its link, or ended first) hands it back to be held for
-    /// the client's next. So requests that arrive together as its wait ends are looked up only
-    /// as far as its tokens go.
+    /// request's [`Paid`]: a miss spends it instead of taking another ([`Paid::spend`]), as does
+    /// a request that ends before its lookup does; one that found its link hands it back to be
+    /// held for the client's next ([`Paid::refund`]). So requests that arrive together as its
+    /// wait ends are looked up only as far as its tokens go.
     pub fn door(&self, client: IpAddr) -> Result<Option<Paid<'_>>, Duration> {
         if let Some(wait) = self.network_waiting(client) {
             return Err(wait);
@@ -282,7 +280,6 @@ impl Limits {
                 Ok(Some(Paid {
                     limits: self,
                     client,
-                    spent: false,
                 }))
             }
         }

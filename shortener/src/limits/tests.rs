@@ -43,8 +43,8 @@ fn a_client_over_its_404_budget_is_refused_while_others_are_not() {
 
 /// Past its wait, a client that spent its budget pays at the door: requests that arrive
 /// together are refused once its tokens are paid (without restarting its wait), a miss
-/// spends the token its request paid, and a token a request did not spend is held for the
-/// client's next, up to its burst.
+/// spends the token its request paid, as does a request dropped mid-lookup, and the token of
+/// a request that found its link is held for the client's next, up to its burst.
 #[test]
 fn on_probation_a_client_pays_before_it_is_looked_up() {
     let slow = Rate {
@@ -77,9 +77,8 @@ fn on_probation_a_client_pays_before_it_is_looked_up() {
     let crowd: IpAddr = "10.0.0.2".parse().expect("ip");
     limits.spent.mark(crowd, Instant::now());
     for _ in 0..10 {
-        // A request that found its link (or ended first) hands its token back.
-        let paid = limits.door(crowd).expect("room").expect("paid");
-        drop(paid);
+        // A request that found its link hands its token back.
+        limits.door(crowd).expect("room").expect("paid").refund();
     }
     // Ten requests paid one token between them: two are left.
     assert!(limits.not_found.check(&crowd).is_ok());
@@ -88,7 +87,13 @@ fn on_probation_a_client_pays_before_it_is_looked_up() {
     // Three requests at once: the one held, then none (the bucket is empty).
     let held = limits.door(crowd).expect("held").expect("paid");
     assert!(limits.door(crowd).is_err());
+    // A request that ends before its lookup does (its client hung up) has had the lookup:
+    // its token is spent, not held for the next.
     drop(held);
+    assert!(
+        limits.door(crowd).is_err(),
+        "a dropped token is not handed back"
+    );
     let stranger: IpAddr = "10.0.0.3".parse().expect("ip");
     assert!(
         limits.door(stranger).is_ok_and(|paid| paid.is_none()),

@@ -217,6 +217,7 @@ fn respond(
     (started, paid): (Instant, Option<Paid<'_>>),
 ) -> Response {
     let (peer, headers, domain) = (asked.peer, asked.headers, asked.site.domain());
+    let paid = settled(paid, &resolution);
     let (response, outcome) = match resolution {
         // A protected link's target is never answered to a GET or HEAD: they get the form.
         Ok(Resolution::Redirect(target)) if target.password().is_some() => {
@@ -268,6 +269,25 @@ fn respond(
         Err(error) => (super::ApiError::from(error).into_response(), "error"),
     };
     finish(state, asked, (response, outcome), started)
+}
+
+/// The token a client on probation paid at the door, settled by what its lookup found: handed
+/// back when the lookup found a link (a redirect, a gone or blocked link), kept for the 404 of
+/// a miss; a store error spends it (the lookup was made), as does a request dropped before
+/// this point.
+fn settled<'s>(
+    paid: Option<Paid<'s>>,
+    resolution: &Result<Resolution, crate::domain::Error>,
+) -> Option<Paid<'s>> {
+    let paid = match resolution {
+        Ok(Resolution::NotFound) => return paid,
+        _ => paid?,
+    };
+    match resolution {
+        Ok(_) => paid.refund(),
+        Err(_) => paid.spend(),
+    }
+    None
 }
 
 /// `response` (of `outcome`) counted in the metrics: the node's, and its domain's.
@@ -504,6 +524,7 @@ pub async fn unlock(
         Some(key) => state.resolver.resolve(domain, key, started).await,
         None => Ok(Resolution::NotFound),
     };
+    let paid = settled(paid, &resolution);
     let (response, outcome) = match (resolution, &key) {
         (Ok(Resolution::Redirect(mut target)), Some(key)) => {
             // The form posts to the code without the short URL's query.
