@@ -264,10 +264,11 @@ async fn bad_routing_cells_are_refused_per_row_naming_the_field(backend: Backend
 }
 crate::on_both_stores!(bad_routing_cells_are_refused_per_row_naming_the_field);
 
-/// An export carries each link's state and whether it is password protected; importing it
-/// elsewhere refuses the disabled, deleted and protected ones with a row error each (a takedown
-/// does not come back through a migration, and a password that is not in the file does not
-/// leave its link open), and makes the active and expired ones as they were.
+/// An export carries each link's state, its visits and whether it is password protected;
+/// importing it elsewhere refuses the disabled, deleted, used-up (its visit limit reached) and
+/// protected ones with a row error each (a takedown or a spent link does not come back through a
+/// migration, and a password that is not in the file does not leave its link open), and makes
+/// the active and expired ones as they were.
 async fn disabled_deleted_and_protected_links_are_not_imported_as_open_ones(backend: Backend) {
     let stack = Stack::new(backend).await;
     let from = node(&stack, "from").await;
@@ -284,9 +285,33 @@ async fn disabled_deleted_and_protected_links_are_not_imported_as_open_ones(back
         StatusCode::OK
     );
     assert_eq!(from.delete(&deleted).await, StatusCode::NO_CONTENT);
+    let used_up = create(
+        &from,
+        json!({"url": "https://used-up.example/", "max_visits": 1}),
+    )
+    .await;
+    // A person's visit (a bot's would not count).
+    let person = [("user-agent", IPHONE)];
+    assert!((301..=308).contains(&visit(&from, &used_up, &person).await.0));
+    assert_eq!(
+        visit(&from, &used_up, &person).await.0,
+        410,
+        "past its limit"
+    );
+    // The export carries the visit once the node has flushed its count.
+    let counted = |file: &str| {
+        csv::Reader::from_reader(file.as_bytes())
+            .records()
+            .map(|r| r.expect("a row"))
+            .any(|r| r[0] == *used_up && &r[9] == "1")
+    };
+    let flushed = testkit::wait_until(std::time::Duration::from_secs(20), || async {
+        counted(&from.export("format=csv").await.1)
+    })
+    .await;
     let (status, file) = from.export("format=csv").await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(file.lines().count(), 5, "{file}");
+    assert!(flushed && status == StatusCode::OK, "{status}: {file}");
+    assert_eq!(file.lines().count(), 6, "{file}");
 
     // The import's answer lines name rows by number: the file's rows, in order.
     let codes: Vec<String> = csv::Reader::from_reader(file.as_bytes())
@@ -307,6 +332,7 @@ async fn disabled_deleted_and_protected_links_are_not_imported_as_open_ones(back
     for (code, error) in [
         (&disabled, "not_active"),
         (&deleted, "not_active"),
+        (&used_up, "not_active"),
         (&protected, "password_protected"),
     ] {
         let line = by_code(code);
@@ -325,7 +351,7 @@ async fn disabled_deleted_and_protected_links_are_not_imported_as_open_ones(back
     let summary = &lines.last().expect("summary")["summary"];
     assert_eq!(
         (&summary["created"], &summary["errors"]),
-        (&json!(1), &json!(3)),
+        (&json!(1), &json!(4)),
         "{lines:?}"
     );
 }

@@ -169,6 +169,9 @@ enum Column {
     State,
     /// Whether it was password protected where it was exported: such a row is refused.
     Protected,
+    /// The visits it had where it was exported: a row with a visit limit it has reached is
+    /// refused.
+    Clicks,
     Ignored,
 }
 
@@ -190,6 +193,7 @@ fn column(name: &str) -> Column {
         "maxvisits" => Column::MaxVisits,
         "state" => Column::State,
         "protected" => Column::Protected,
+        "clicks" => Column::Clicks,
         routing => Routing::of(routing).map_or(Column::Ignored, Column::Routing),
     }
 }
@@ -245,7 +249,7 @@ impl Columns {
             ));
         }
         let mut input = ImportInput::default();
-        let mut short_url = None;
+        let (mut short_url, mut clicks) = (None, None);
         for (column, field) in self.0.iter().zip(&fields) {
             let text = utf8(field)?.trim();
             if text.is_empty() {
@@ -280,9 +284,12 @@ impl Columns {
                 Column::Routing(field) => field.fill(&mut input.routes, text)?,
                 Column::State => refuse_unless_active(text)?,
                 Column::Protected => refuse_protected(text)?,
+                // Other tools' counts come in other shapes; only a count is read.
+                Column::Clicks => clicks = text.parse::<u64>().ok(),
                 Column::Ignored => {}
             }
         }
+        refuse_used_up(input.max_visits, clicks)?;
         if input.code.is_none()
             && let Some(short) = short_url
         {
@@ -299,6 +306,21 @@ fn refuse_unless_active(state: &str) -> Result<(), Error> {
         state @ ("disabled" | "deleted") => Err(Error::invalid(
             "not_active",
             format!("the link is {state} where it was exported; an import makes active links only"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a row whose link had reached its visit limit where it was exported (`clicks` at
+/// `max_visits`): it answered 410 there, and imported with no visits it would redirect again.
+fn refuse_used_up(max_visits: Option<u64>, clicks: Option<u64>) -> Result<(), Error> {
+    match (max_visits, clicks) {
+        (Some(limit), Some(clicks)) if clicks >= limit => Err(Error::invalid(
+            "not_active",
+            format!(
+                "the link had its {limit} visits where it was exported (max_visits); an import \
+                 makes active links only"
+            ),
         )),
         _ => Ok(()),
     }
