@@ -8,13 +8,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Grants consecutive blocks; can be switched off, and can be made to rewind.
+/// Grants consecutive blocks; can be switched off, and can be made to rewind; refuses blocks
+/// larger than `most` when it is set, as a namespace with a block limit does.
 #[derive(Default)]
 struct Ledger {
     next: AtomicU64,
     lease_id: AtomicU64,
     down: AtomicBool,
     sizes: Mutex<Vec<u64>>,
+    most: AtomicU64,
 }
 
 impl LeaseSource for Ledger {
@@ -23,6 +25,12 @@ impl LeaseSource for Ledger {
             tokio::time::sleep(Duration::from_millis(5)).await;
             if self.down.load(Ordering::SeqCst) {
                 return Err(LeaseError::Unavailable("ledger down".into()));
+            }
+            let most = self.most.load(Ordering::SeqCst);
+            if most > 0 && size > most {
+                return Err(LeaseError::Refused(format!(
+                    "size {size} is above the namespace's block limit {most}"
+                )));
             }
             self.sizes.lock().unwrap().push(size);
             let start = self.next.fetch_add(size, Ordering::SeqCst);
@@ -139,6 +147,52 @@ async fn block_size_adapts_to_the_consumption_rate() {
     assert!(
         stats.runway_seconds.is_finite() && stats.runway_seconds > 1.0,
         "{stats:?}"
+    );
+}
+
+/// A ledger whose block limit is below the pool's `max_block` refuses the large requests; the
+/// pool asks for smaller blocks at once and keeps to them, so a fast consumer never runs dry.
+#[tokio::test(start_paused = true)]
+async fn a_ledger_that_refuses_large_blocks_gets_smaller_requests() {
+    let ledger = Arc::new(Ledger {
+        most: AtomicU64::new(1_000),
+        ..Ledger::default()
+    });
+    let pool = IdPool::start(
+        ledger.clone(),
+        PoolConfig {
+            min_block: 10,
+            max_block: 100_000,
+            initial_block: 50_000,
+            target_block_duration: Duration::from_secs(10),
+            ..PoolConfig::default()
+        },
+    );
+    assert!(
+        pool.wait_ready(Duration::from_secs(1)).await,
+        "{:?}",
+        pool.stats()
+    );
+    // ~1000 IDs per second for half a minute: the rate asks for blocks of ~10,000.
+    let mut dry = 0;
+    for _ in 0..30_000 {
+        if pool.next_id().is_err() {
+            dry += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(dry, 0, "{:?}", pool.stats());
+    let sizes = ledger.sizes.lock().unwrap().clone();
+    assert!(sizes.len() >= 30, "{sizes:?}");
+    assert!(sizes.iter().all(|&s| s <= 1_000), "{sizes:?}");
+    assert!(
+        sizes.iter().any(|&s| s > 500),
+        "halved no further than needed: {sizes:?}"
+    );
+    assert_eq!(
+        pool.stats().lease_errors,
+        0,
+        "a size refusal is not an outage"
     );
 }
 

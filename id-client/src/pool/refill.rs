@@ -20,9 +20,15 @@ pub(super) fn block_size(config: &PoolConfig, rate: f64) -> u64 {
 /// Keeps the spare slot filled: leases whenever it is empty, retries with capped exponential
 /// backoff and jitter; every lease received goes through `State::accept`, which refuses blocks
 /// that go backwards.
+///
+/// A request the ledger refuses as malformed (`LeaseError::Refused`) is asked again at once at
+/// half its size, down to `min_block`, and no block after it is asked larger: a namespace's own
+/// block limit may be below the pool's `max_block`, and the refusal does not say what it is.
 pub(super) async fn refill(inner: Arc<Inner>) {
     let config = inner.config.clone();
     let mut backoff = config.backoff_initial;
+    // The largest block the ledger is asked for: `max_block`, lowered by refused sizes.
+    let mut cap = config.max_block.max(config.min_block);
     loop {
         let ask = {
             let mut state = inner.lock();
@@ -31,7 +37,10 @@ pub(super) async fn refill(inner: Arc<Inner>) {
             if state.spare.is_some() {
                 None
             } else {
-                Some((block_size(&config, state.rate.rate()), state.high_water))
+                Some((
+                    block_size(&config, state.rate.rate()).min(cap),
+                    state.high_water,
+                ))
             }
         };
         let Some((size, high_water)) = ask else {
@@ -61,6 +70,16 @@ pub(super) async fn refill(inner: Arc<Inner>) {
                         )
                     }
                 }
+            }
+            Err(LeaseError::Refused(reason)) if size > config.min_block => {
+                cap = (size / 2).max(config.min_block);
+                tracing::warn!(
+                    %reason,
+                    refused = size,
+                    asking = cap,
+                    "the ledger refused a block of this size; asking for smaller blocks"
+                );
+                continue;
             }
             Err(error) => {
                 inner.lock().failed(&error);
