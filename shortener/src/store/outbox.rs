@@ -13,11 +13,11 @@ use std::time::Duration;
 /// What a store does with the webhook outbox. Both backends implement it; [`Store`]
 /// dispatches.
 pub trait OutboxStore: Send + Sync {
-    /// Registers a webhook endpoint.
+    /// Registers a webhook endpoint; `None` when its tenant already has `endpoint.most`.
     fn create_endpoint(
         &self,
         endpoint: NewEndpoint,
-    ) -> impl Future<Output = Result<Endpoint, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<Endpoint>, StoreError>> + Send;
 
     /// The endpoints of `tenant` (every tenant's for `None`), oldest first.
     fn endpoints(
@@ -129,7 +129,7 @@ pub trait OutboxStore: Send + Sync {
 }
 
 impl OutboxStore for Store {
-    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Option<Endpoint>, StoreError> {
         traced!(self, "INSERT", "webhook_endpoints", s => s.create_endpoint(endpoint))
     }
 

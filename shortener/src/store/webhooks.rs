@@ -63,6 +63,8 @@ pub struct NewEndpoint {
     pub secret: String,
     /// The key that registered it (`tenant/name`).
     pub created_by: String,
+    /// The most endpoints its tenant may have: at that many, nothing is registered.
+    pub most: u32,
 }
 
 /// A registered endpoint (its secret is never read back out of the store by the API).

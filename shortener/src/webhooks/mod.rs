@@ -31,6 +31,10 @@ use std::time::Duration;
 pub const MIN_SECRET: usize = 16;
 /// The longest secret accepted.
 pub const MAX_SECRET: usize = 256;
+
+/// The most endpoints one tenant may register: each of its link changes is written once per
+/// endpoint (a delivery each), and its list is read whole.
+pub const MAX_ENDPOINTS_PER_TENANT: u32 = 25;
 /// How many lines of a delivery log are shown.
 pub const LOG_LINES: i64 = 100;
 /// The most failed deliveries one retry of an endpoint's makes due again (a call answers how
@@ -207,8 +211,18 @@ impl Webhooks {
                 url,
                 secret: registration.secret,
                 created_by: caller.key_id(),
+                most: MAX_ENDPOINTS_PER_TENANT,
             })
-            .await?;
+            .await?
+            .ok_or_else(|| {
+                Error::conflict(
+                    "too_many_webhooks",
+                    format!(
+                        "a tenant has at most {MAX_ENDPOINTS_PER_TENANT} webhooks: delete one \
+                         first"
+                    ),
+                )
+            })?;
         // The secret is never part of the record.
         let change = serde_json::json!({ "url": &endpoint.url, "tenant": &endpoint.tenant });
         self.audit_endpoint(caller, &endpoint, Action::WebhookCreate, change)

@@ -519,8 +519,8 @@ impl OutboxStore for PgStore {
         webhooks::record_rollups(&self.client().await?, hour).await
     }
 
-    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
-        webhooks::create(&self.client().await?, &endpoint).await
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Option<Endpoint>, StoreError> {
+        webhooks::create(&mut self.client().await?, &endpoint).await
     }
 
     async fn endpoints(&self, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {

@@ -107,18 +107,40 @@ fn endpoint(row: &Row) -> Endpoint {
     }
 }
 
-pub(super) async fn create(client: &Conn, new: &NewEndpoint) -> Result<Endpoint, StoreError> {
-    let row = client
-        .query_one(
+/// Registers `new` unless its tenant has `new.most` endpoints already (`None`): the tenant's
+/// registrations are taken one at a time (a transaction lock on its name), so two at once
+/// cannot both pass the count.
+pub(super) async fn create(
+    client: &mut Conn,
+    new: &NewEndpoint,
+) -> Result<Option<Endpoint>, StoreError> {
+    let tx = client.transaction().await.map_err(db_error)?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints/' || $1, 0))",
+        &[&new.tenant],
+    )
+    .await
+    .map_err(db_error)?;
+    let row = tx
+        .query_opt(
             &format!(
-                "INSERT INTO webhook_endpoints (tenant, url, secret, created_by) VALUES ($1, $2, $3, $4) \
+                "INSERT INTO webhook_endpoints (tenant, url, secret, created_by) \
+                 SELECT $1, $2, $3, $4 \
+                 WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant = $1) < $5 \
                  RETURNING {ENDPOINT_COLUMNS}"
             ),
-            &[&new.tenant, &new.url, &new.secret, &new.created_by],
+            &[
+                &new.tenant,
+                &new.url,
+                &new.secret,
+                &new.created_by,
+                &i64::from(new.most),
+            ],
         )
         .await
         .map_err(db_error)?;
-    Ok(endpoint(&row))
+    tx.commit().await.map_err(db_error)?;
+    Ok(row.as_ref().map(endpoint))
 }
 
 pub(super) async fn list(client: &Conn, tenant: Option<&str>) -> Result<Vec<Endpoint>, StoreError> {

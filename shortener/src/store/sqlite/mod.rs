@@ -438,7 +438,7 @@ impl OutboxStore for SqliteStore {
             .await
     }
 
-    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Endpoint, StoreError> {
+    async fn create_endpoint(&self, endpoint: NewEndpoint) -> Result<Option<Endpoint>, StoreError> {
         self.write(move |conn| webhooks::create(conn, &endpoint))
             .await
     }

@@ -147,18 +147,37 @@ fn endpoint(row: &Row<'_>) -> rusqlite::Result<Endpoint> {
     })
 }
 
-pub(super) fn create(conn: &mut Connection, new: &NewEndpoint) -> Result<Endpoint, StoreError> {
-    conn.execute(
-        "INSERT INTO webhook_endpoints (tenant, url, secret, created_at, created_by) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![new.tenant, new.url, new.secret, millis(Utc::now()), new.created_by],
-    )
-    .map_err(db_error)?;
+/// Registers `new` unless its tenant has `new.most` endpoints already (`None`; the writer is
+/// the only one, so the count and the insert cannot interleave with another registration).
+pub(super) fn create(
+    conn: &mut Connection,
+    new: &NewEndpoint,
+) -> Result<Option<Endpoint>, StoreError> {
+    let inserted = conn
+        .execute(
+            "INSERT INTO webhook_endpoints (tenant, url, secret, created_at, created_by) \
+             SELECT ?1, ?2, ?3, ?4, ?5 \
+             WHERE (SELECT count(*) FROM webhook_endpoints WHERE tenant = ?1) < ?6",
+            params![
+                new.tenant,
+                new.url,
+                new.secret,
+                millis(Utc::now()),
+                new.created_by,
+                new.most
+            ],
+        )
+        .map_err(db_error)?;
+    if inserted == 0 {
+        return Ok(None);
+    }
     let id = conn.last_insert_rowid();
     conn.query_row(
         &format!("SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = ?1"),
         [id],
         endpoint,
     )
+    .map(Some)
     .map_err(db_error)
 }
 

@@ -151,9 +151,11 @@ pub(super) async fn endpoint_of_default<S: shortener::store::OutboxStore>(
             url: "https://hooks.example.com/in".into(),
             secret: "s".repeat(24),
             created_by: "default/ci".into(),
+            most: shortener::webhooks::MAX_ENDPOINTS_PER_TENANT,
         })
         .await
         .expect("endpoint")
+        .expect("room for it")
 }
 
 /// A webhook event keeps the `traceparent` of the traced create that recorded it, in the

@@ -282,7 +282,7 @@ async fn refused_webhook_registrations_change_nothing(backend: Backend) {
     assert_eq!(got, StatusCode::FORBIDDEN, "a key without admin");
     let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
     assert_eq!(list["webhooks"], json!([]), "nothing was registered");
-    let (got, _) = register(&node, &keys.admin, good).await;
+    let (got, _) = register(&node, &keys.admin, good.clone()).await;
     assert_eq!(got, StatusCode::CREATED, "a public https URL is accepted");
     let (got, _) = api(
         &node,
@@ -292,6 +292,32 @@ async fn refused_webhook_registrations_change_nothing(backend: Backend) {
     )
     .await;
     assert_eq!(got, StatusCode::NOT_FOUND);
+
+    // A tenant has at most 25 endpoints, registrations made at once included.
+    let answers =
+        futures::future::join_all((0..30).map(|_| register(&node, &keys.admin, good.clone())))
+            .await;
+    let created = answers
+        .iter()
+        .filter(|(status, _)| *status == StatusCode::CREATED)
+        .count();
+    assert_eq!(created, 24, "{answers:?}");
+    for (status, answer) in answers.iter().filter(|(s, _)| *s != StatusCode::CREATED) {
+        assert_eq!(
+            (*status, answer["error"].as_str()),
+            (StatusCode::CONFLICT, Some("too_many_webhooks")),
+            "{answer}"
+        );
+    }
+    let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+    let listed = list["webhooks"].as_array().expect("list").clone();
+    assert_eq!(listed.len(), 25, "{list}");
+    let first = listed[0]["id"].as_i64().expect("id");
+    let path = format!("/webhooks/{first}");
+    let (got, _) = api(&node, reqwest::Method::DELETE, &path, &keys.admin).await;
+    assert_eq!(got, StatusCode::NO_CONTENT);
+    let (got, _) = register(&node, &keys.admin, good).await;
+    assert_eq!(got, StatusCode::CREATED, "room again after a delete");
 }
 on_both_stores!(refused_webhook_registrations_change_nothing);
 
