@@ -65,6 +65,11 @@ impl PublicBase {
         self.host.clone()
     }
 
+    /// Whether short URLs are shown under https (the public URL's scheme is not `http`).
+    pub fn https(&self) -> bool {
+        self.https
+    }
+
     /// The host of the base URL, the default domain's name in answers (empty without one).
     pub fn host_str(&self) -> &str {
         self.host.as_deref().unwrap_or("")

@@ -139,6 +139,23 @@ pub(super) fn secured(mut response: Response) -> Response {
     response
 }
 
+/// The console and its sign-in over https only, for a year, on a node whose public URL is
+/// https (`https`): a browser that has loaded it once never sends its session cookie or a
+/// typed key over plain HTTP to that host again. Browsers ignore the header on a plain HTTP
+/// answer, so a node behind a TLS proxy may send it as it is.
+pub(super) async fn strict_transport(
+    axum::extract::State(https): axum::extract::State<bool>,
+    mut response: Response,
+) -> Response {
+    if https {
+        response.headers_mut().insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        );
+    }
+    response
+}
+
 fn matches(headers: &HeaderMap, tag: &str) -> bool {
     headers
         .get(header::IF_NONE_MATCH)

@@ -257,6 +257,10 @@ fn router(state: Arc<HttpState>) -> Router {
                 "/console/session/tenant",
                 axum::routing::post(signin::switch_tenant).fallback(api::method_not_allowed),
             )
+            .route_layer(axum::middleware::map_response_with_state(
+                state.public.https(),
+                console::strict_transport,
+            ))
     } else {
         Router::new()
     };

@@ -602,6 +602,11 @@ async fn console_responses_are_locked_down_and_cacheable() {
     assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"));
     assert_eq!(page.headers()["x-content-type-options"], "nosniff");
     assert_eq!(page.headers()["cache-control"], "no-cache");
+    // The public URL is https: the console is to be reached over https only.
+    assert_eq!(
+        page.headers()["strict-transport-security"],
+        "max-age=31536000"
+    );
     let etag = page.headers()["etag"].to_str().expect("etag").to_string();
     let html = page.text().await.expect("html");
     let again = node
@@ -661,6 +666,18 @@ async fn console_responses_are_locked_down_and_cacheable() {
         .await
         .expect("asset");
     assert_eq!(stale.status(), StatusCode::NOT_FOUND);
+    // Under a plain http public URL there is nothing to insist on.
+    let mut config = stack.config("console-http");
+    config.listeners.public_url = Some("http://sho.rt/".into());
+    let plain = Node::start(config).await;
+    let page = plain
+        .client
+        .get(format!("{}/console/", plain.base))
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(!page.headers().contains_key("strict-transport-security"));
     // Off, the console is not served.
     let mut config = stack.config("console-off");
     config.access.console = false;
