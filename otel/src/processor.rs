@@ -13,9 +13,17 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// What one span held for export costs, estimated: the SDK's `SpanData` (about 400 bytes) and a
+/// server span's attributes (a dozen key-values and their strings) on the heap.
+pub const SPAN_BYTES: u64 = 1024;
+
 /// What became of the spans this process recorded.
 #[derive(Debug, Default)]
 pub struct ExportStats {
+    /// Spans in the queue or in the batch being built or exported.
+    held: AtomicU64,
+    /// The most that can be held: the queue and one batch.
+    most_held: AtomicU64,
     exported: AtomicU64,
     dropped_queue_full: AtomicU64,
     dropped_export_failed: AtomicU64,
@@ -23,6 +31,21 @@ pub struct ExportStats {
 }
 
 impl ExportStats {
+    /// Spans held now, in the queue or in the batch on its way out.
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// The bytes those spans hold, estimated at [`SPAN_BYTES`] each.
+    pub fn held_bytes(&self) -> u64 {
+        self.held() * SPAN_BYTES
+    }
+
+    /// The most bytes the pipeline holds: the queue's bound and one batch, at [`SPAN_BYTES`].
+    pub fn budget_bytes(&self) -> u64 {
+        self.most_held.load(Ordering::Relaxed) * SPAN_BYTES
+    }
+
     /// Spans the collector accepted.
     pub fn exported(&self) -> u64 {
         self.exported.load(Ordering::Relaxed)
@@ -63,7 +86,10 @@ impl SpanProcessor for QueueProcessor {
         if !span.span_context.is_sampled() {
             return;
         }
+        // Counted before it is sent, so the export task never takes out more than went in.
+        self.stats.held.fetch_add(1, Ordering::Relaxed);
         if self.spans.try_send(span).is_err() {
+            self.stats.held.fetch_sub(1, Ordering::Relaxed);
             self.stats
                 .dropped_queue_full
                 .fetch_add(1, Ordering::Relaxed);
@@ -97,6 +123,10 @@ impl Pipeline {
     ) -> (QueueProcessor, Pipeline) {
         let (tx, rx) = mpsc::channel(settings.max_queue);
         let stats = Arc::new(ExportStats::default());
+        stats.most_held.store(
+            (settings.max_queue + settings.max_batch) as u64,
+            Ordering::Relaxed,
+        );
         let finish = CancellationToken::new();
         let task = tokio::spawn(export_loop(
             rx,
@@ -186,6 +216,7 @@ async fn export<E: SpanExporter>(
     let spans = std::mem::replace(batch, Vec::with_capacity(batch.capacity()));
     let count = spans.len() as u64;
     let outcome = tokio::time::timeout(timeout, exporter.export(spans)).await;
+    stats.held.fetch_sub(count, Ordering::Relaxed);
     match outcome {
         Ok(Ok(())) => {
             stats.exported.fetch_add(count, Ordering::Relaxed);
@@ -284,7 +315,10 @@ mod tests {
             processor.on_end(span(true));
         }
         processor.on_end(span(false));
+        let stats = Arc::clone(&pipeline.stats);
+        assert_eq!(stats.held(), 10, "the unsampled span is not queued");
         pipeline.finish(Duration::from_secs(5)).await;
+        assert_eq!(stats.held(), 0, "what went out is no longer held");
         let got = recorder.got.lock().unwrap().clone();
         assert_eq!(got.iter().sum::<usize>(), 10, "{got:?}");
         assert!(got.iter().all(|n| *n <= 4), "{got:?}");
@@ -308,9 +342,21 @@ mod tests {
         );
         // At most the queue and one batch in flight are held; the rest were dropped at once.
         assert!(stats.dropped_queue_full() >= 1000 - 8 - 4, "{stats:?}");
+        assert!((8..=12).contains(&stats.held()), "{stats:?}");
+        assert_eq!(stats.budget_bytes(), 12 * SPAN_BYTES);
+        assert!(stats.held_bytes() <= stats.budget_bytes());
         pipeline.finish(Duration::from_secs(5)).await;
         assert_eq!(stats.exported(), 0);
         assert_eq!(stats.dropped(), 1000, "{stats:?}");
+    }
+
+    #[test]
+    fn a_span_costs_no_more_than_its_estimate_before_its_attributes() {
+        assert!(
+            std::mem::size_of::<SpanData>() as u64 <= SPAN_BYTES / 2,
+            "SpanData is {} bytes",
+            std::mem::size_of::<SpanData>()
+        );
     }
 
     #[tokio::test]

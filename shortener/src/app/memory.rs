@@ -63,6 +63,10 @@ pub(super) fn account(gauges: &MemoryGauges, parts: Accounted<'_>) {
     gauges.register("domain_cache", domains.cache().memory().1, move || {
         domains.cache().memory().0
     });
+    if let Some(traces) = otel::stats() {
+        let budget = traces.budget_bytes();
+        gauges.register("trace_queue", budget, move || traces.held_bytes());
+    }
     let gates = parts.gates.clone();
     let budget = gate_memory(&gates).1;
     gauges.register("connection_gates", budget, move || gate_memory(&gates).0);
