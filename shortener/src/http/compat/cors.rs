@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 /// The methods the dialects serve, as a preflight answers them.
-pub const ALLOW_METHODS: &str = "GET, POST, PATCH, DELETE";
+pub const ALLOW_METHODS: &str = "GET, POST, PUT, PATCH, DELETE";
 /// The request headers a page may send: the Shlink key, JSON bodies, the Bitly bearer key.
 pub const ALLOW_HEADERS: &str = "X-Api-Key, Content-Type, Authorization";
 /// The answer headers a page may read beyond the always readable ones.

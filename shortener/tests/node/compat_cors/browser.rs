@@ -1,6 +1,6 @@
 //! The Shlink API from a page of another origin, in headless Chromium: a tiny page server on
-//! 127.0.0.1 serves an app whose script creates a short URL and lists them with `X-Api-Key`,
-//! as the Shlink web client does (a JSON body and a key header: the browser sends a preflight
+//! 127.0.0.1 serves an app whose script creates a short URL, lists them and renames its tag
+//! (a `PUT`) with `X-Api-Key`, as the Shlink web client does (a JSON body and a key header: the browser sends a preflight
 //! first). The node allows the page's origin and not a second page server's: the first page
 //! reads both answers, the second reads neither and creates nothing.
 
@@ -23,13 +23,21 @@ const headers = {{ "X-Api-Key": {API_KEY:?} }};
     const made = await fetch(node + "/rest/v3/short-urls", {{
       method: "POST",
       headers: {{ ...headers, "Content-Type": "application/json" }},
-      body: JSON.stringify({{ longUrl: "https://example.com/from-" + location.port }}),
+      body: JSON.stringify({{
+        longUrl: "https://example.com/from-" + location.port,
+        tags: ["t" + location.port],
+      }}),
     }});
     const link = await made.json();
     const listed = await fetch(node + "/rest/v3/short-urls", {{ headers }});
     const page = await listed.json();
+    const renamed = await fetch(node + "/rest/v3/tags", {{
+      method: "PUT",
+      headers: {{ ...headers, "Content-Type": "application/json" }},
+      body: JSON.stringify({{ oldName: "t" + location.port, newName: "r" + location.port }}),
+    }});
     show("ok " + made.status + " " + link.shortCode + " " + listed.status + " " +
-      page.shortUrls.pagination.totalItems);
+      page.shortUrls.pagination.totalItems + " " + renamed.status);
   }} catch (error) {{
     show("failed " + error.name + ": " + error.message);
   }}
@@ -94,10 +102,16 @@ async fn a_page_of_an_allowed_origin_calls_shlink_and_another_origin_cannot() {
     let shown = run_app(&client, allowed, &node.base).await;
     let parts: Vec<&str> = shown.split(' ').collect();
     assert!(
-        matches!(parts.as_slice(), ["ok", "200", code, "200", "1"] if code.len() == 7),
+        matches!(parts.as_slice(), ["ok", "200", code, "200", "1", "204"] if code.len() == 7),
         "the allowed origin's app: {shown}"
     );
     assert_eq!(node.stored_links().await, 1);
+    let (_, link) = node.get(parts[2]).await;
+    assert_eq!(
+        link["tags"],
+        serde_json::json!([format!("r{allowed}")]),
+        "the rename went through"
+    );
 
     // Another origin: the preflight of its create names no origin, so the browser sends no
     // create at all, and the page reads nothing.

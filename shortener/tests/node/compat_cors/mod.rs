@@ -196,6 +196,7 @@ async fn preflights_have_one_shape_and_write_nothing() {
         ("/rest/v3/short-urls", "POST"),
         ("/rest/v3/short-urls/abc", "PATCH"),
         ("/rest/v3/short-urls/abc", "DELETE"),
+        ("/rest/v3/tags", "PUT"),
         ("/rest/health", "GET"),
         ("/yourls-api.php", "POST"),
         ("/v4/shorten", "POST"),
