@@ -80,6 +80,10 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
             "domain",
         ),
         (
+            json!({"longUrl": "https://example.com/x", "domain": "not-mine.example"}),
+            "domain",
+        ),
+        (
             json!({"longUrl": "https://example.com/x", "deviceLongUrls": {"desktop": "https://example.com/d"}}),
             "deviceLongUrls",
         ),
@@ -162,6 +166,8 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
     assert_eq!(after, before);
 
     // List parameters.
+    let many_tags: Vec<String> = (0..101).map(|i| format!("tags%5B%5D=t{i}")).collect();
+    let many_tags = many_tags.join("&");
     for (query, field) in [
         ("itemsPerPage=0", "itemsPerPage"),
         ("itemsPerPage=ten", "itemsPerPage"),
@@ -172,6 +178,7 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
         ("tagsMode=some", "tagsMode"),
         ("startDate=yesterday", "startDate"),
         ("domain=not%20a%20host", "domain"),
+        (many_tags.as_str(), "tags"),
     ] {
         let answer = call(
             &node,

@@ -412,12 +412,15 @@ async fn two_dialects_are_served_side_by_side() {
 }
 
 /// `findIfExists` with a `customSlug`: Shlink answers the slug's link when it goes to the same
-/// URL, and refuses the slug (`non-unique-slug`) when it goes elsewhere or is another tenant's.
+/// URL, and refuses the slug (`non-unique-slug`) when it goes elsewhere or is another tenant's
+/// (an admin key's included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn find_if_exists_with_a_custom_slug_answers_the_slugs_link_to_the_same_url() {
     let stack = Stack::new(Backend::Sqlite).await;
     let (node, keys) = shlink_node(&stack, "a").await;
     let (own, other) = (Some(keys.own.as_str()), Some(keys.other.as_str()));
+    // An admin key (tenant `ops`) sees every tenant's links, but its slug is its own tenant's.
+    let admin = Some(keys.admin.as_str());
     let body = |url: &str, find: bool| json!({"longUrl": url, "customSlug": "launch", "findIfExists": find, "tags": ["x"]});
     let post = |key, body| call(&node, Method::POST, "/v3/short-urls", key, Some(body));
     let (status, _, made) = post(own, body("https://example.com/launch", true)).await;
@@ -436,6 +439,7 @@ async fn find_if_exists_with_a_custom_slug_answers_the_slugs_link_to_the_same_ur
         (own, "https://example.com/launch", false),
         (own, "https://example.com/elsewhere", true),
         (other, "https://example.com/launch", true),
+        (admin, "https://example.com/launch", true),
     ] {
         let answer = post(key, body(url, find)).await;
         assert_problem(&answer, 400, "non-unique-slug");

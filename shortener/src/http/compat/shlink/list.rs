@@ -21,6 +21,8 @@ use std::sync::Arc;
 pub const MAX_DEPTH: usize = 10_000;
 /// The page size when none is asked for (Shlink's).
 const DEFAULT_ITEMS: usize = 10;
+/// The most tags a list may filter by (each is compared with every link's tags).
+pub const MAX_FILTER_TAGS: usize = 100;
 
 /// Every link of the caller's (filtered by `input`) that is not deleted, one at a time.
 pub async fn walk(
@@ -172,6 +174,13 @@ impl Query {
             .filter(|(n, v)| (n == "tags[]" || n == "tags") && !v.is_empty())
             .map(|(_, v)| v.clone())
             .collect();
+        if tags.len() > MAX_FILTER_TAGS {
+            return Err(Problem::invalid_data(
+                "tags",
+                format!("a list filters by at most {MAX_FILTER_TAGS} tags"),
+            )
+            .into());
+        }
         let all_tags = match value(&pairs, "tagsMode") {
             None | Some("any") => false,
             Some("all") => true,

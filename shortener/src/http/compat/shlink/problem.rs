@@ -215,7 +215,7 @@ fn field_of(code: &str) -> &str {
         "invalid_tag" => "tags",
         "invalid_expiry" => "validUntil",
         "invalid_max_visits" => "maxVisits",
-        "invalid_domain" => "domain",
+        "invalid_domain" | "unknown_domain" => "domain",
         "invalid_preview" => "title",
         "invalid_app_target" => "deviceLongUrls",
         "invalid_rules" | "invalid_variants" => "redirectRules",

@@ -196,7 +196,12 @@ async fn create_or_find(
         return result;
     };
     match state.links.get(caller, &code.on(domain)).await {
-        Ok(link) if link.deleted_at.is_none() && link.url == url => Ok((link, false)),
+        // The caller's own tenant's only: an admin key sees every tenant's links.
+        Ok(link)
+            if link.deleted_at.is_none() && link.url == url && *link.tenant == *caller.tenant =>
+        {
+            Ok((link, false))
+        }
         _ => result,
     }
 }
