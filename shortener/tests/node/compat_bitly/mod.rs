@@ -348,6 +348,20 @@ async fn tenancy_and_scopes(node: &Node, keys: &TenantKeys, id: &str) {
         call(node, Method::GET, "/shorten", Some(keys.own.as_str()), None).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert_error(&body, "METHOD_NOT_ALLOWED");
+    // A bitlink is read here, never changed or deleted (docs/compat.md), and nothing changes.
+    for method in [Method::PATCH, Method::DELETE] {
+        let (status, _, body) = call(
+            node,
+            method.clone(),
+            "/bitlinks/sho.rt/abc1234",
+            Some(keys.own.as_str()),
+            Some(json!({ "title": "x" })),
+        )
+        .await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method}: {body}");
+        assert_error(&body, "METHOD_NOT_ALLOWED");
+    }
+    assert_eq!(node.stored_links().await, stored);
     let (status, _, body) = call(node, Method::GET, "/groups", Some(keys.own.as_str()), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_error(&body, "NOT_FOUND");
