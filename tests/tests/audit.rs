@@ -772,3 +772,60 @@ async fn entries_past_their_retention_are_purged_on_both_stores() {
     node.process.kill().await;
     id_service.kill().await;
 }
+
+/// An audit export whose reader takes nothing holds its place, and only one of its tenant's:
+/// a second export of that tenant is refused (`429`) while another tenant's runs; once the
+/// first reader goes away, its tenant exports again.
+#[tokio::test]
+async fn a_tenant_holds_one_audit_export_place_at_a_time() {
+    let binaries = Binaries::locate().expect("binaries");
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("keys.toml");
+    let keys = keys(&binaries, &file);
+    let db = testkit::TestDb::create().await;
+    let (mut id_service, mut env) = postgres(&binaries, dir.path(), &db).await;
+    env.push(("SHORTENER_API_KEYS_FILE", file.display().to_string()));
+    let mut node = start_node("pg-exports", &binaries, &env, dir.path()).await;
+    // Far more than the socket buffers hold: an export of them waits on its reader.
+    db.connect()
+        .await
+        .batch_execute(
+            "INSERT INTO audit_log (tenant, actor_tenant, actor_key, action, object_kind, object_id, change) \
+             SELECT 'acme', 'acme', 'acme/lead', 'link.update', 'link', 'code' || n, \
+                    jsonb_build_object('note', repeat('x', 200)) \
+             FROM generate_series(1, 90000) AS n",
+        )
+        .await
+        .expect("seed the log");
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/api/v1/audit?format=ndjson", node.http);
+    let export = |key: &str| {
+        client
+            .get(&url)
+            .bearer_auth(key)
+            .header("x-forwarded-for", CLIENT)
+            .send()
+    };
+    let held = export(&keys.lead).await.expect("first export");
+    assert_eq!(held.status(), StatusCode::OK);
+    let second = export(&keys.lead).await.expect("second export");
+    assert_eq!(
+        second.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "a tenant's second export at once"
+    );
+    let other = export(&keys.boss).await.expect("another tenant's export");
+    assert_eq!(other.status(), StatusCode::OK, "another tenant exports");
+    let lines = other.text().await.expect("its body");
+    assert!(lines.is_empty() || lines.ends_with('\n'), "{lines}");
+    drop(held);
+    let freed = testkit::wait_until(Duration::from_secs(20), || async {
+        export(&keys.lead)
+            .await
+            .is_ok_and(|answer| answer.status() == StatusCode::OK)
+    })
+    .await;
+    assert!(freed, "the place of a reader that went away is given back");
+    node.process.kill().await;
+    id_service.kill().await;
+}

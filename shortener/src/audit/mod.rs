@@ -124,6 +124,24 @@ pub struct AuditLog {
     queue: OnceLock<mpsc::Sender<Pending>>,
     /// Places for exports running at once on this node.
     exports: Arc<tokio::sync::Semaphore>,
+    /// The tenants whose keys hold one of those places now: one each.
+    exporting: Arc<std::sync::Mutex<std::collections::HashSet<Arc<str>>>>,
+}
+
+/// A place for one audit export ([`AuditLog::export_place`]), given back when dropped.
+pub struct ExportPlace {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    tenant: Arc<str>,
+    exporting: Arc<std::sync::Mutex<std::collections::HashSet<Arc<str>>>>,
+}
+
+impl Drop for ExportPlace {
+    fn drop(&mut self) {
+        self.exporting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.tenant);
+    }
 }
 
 /// Audit exports one node streams at once; more answer `429`.
@@ -174,6 +192,7 @@ impl AuditLog {
             purged: AtomicU64::new(0),
             queue: OnceLock::new(),
             exports: Arc::new(tokio::sync::Semaphore::new(MAX_EXPORTS)),
+            exporting: Arc::default(),
         }
     }
 
@@ -292,14 +311,29 @@ impl AuditLog {
         Ok(self.store.audit_entries(filter, limit).await?)
     }
 
-    /// A place for one export, held until the returned permit is dropped; `rate_limited` when
-    /// [`MAX_EXPORTS`] are running.
-    pub fn export_place(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Error> {
-        Arc::clone(&self.exports)
+    /// A place for one export by `caller`, held until the returned place is dropped;
+    /// `rate_limited` when [`MAX_EXPORTS`] are running, or one of its tenant's is: one tenant
+    /// never holds every place.
+    pub fn export_place(&self, caller: &Caller) -> Result<ExportPlace, Error> {
+        let refused = || Error::RateLimited {
+            retry_after: Duration::from_secs(1),
+        };
+        let mut exporting = self
+            .exporting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if exporting.contains(&caller.tenant) {
+            return Err(refused());
+        }
+        let permit = Arc::clone(&self.exports)
             .try_acquire_owned()
-            .map_err(|_| Error::RateLimited {
-                retry_after: Duration::from_secs(1),
-            })
+            .map_err(|_| refused())?;
+        exporting.insert(Arc::clone(&caller.tenant));
+        Ok(ExportPlace {
+            _permit: permit,
+            tenant: Arc::clone(&caller.tenant),
+            exporting: Arc::clone(&self.exporting),
+        })
     }
 
     /// Removes entries past the retention, at most one batch; how many it removed.

@@ -50,36 +50,43 @@ pub async fn audit(
     }
     // Refused before the stream starts, as a page would be.
     query.filter(&caller)?;
-    let place = state.audit.export_place()?;
+    let place = state.audit.export_place(&caller)?;
     let (tx, rx) = mpsc::channel::<Bytes>(4);
     let format = query.format;
+    // The whole transfer, a reader that takes it slowly included: past it the producer gives up
+    // its place and the body breaks off (never ended as if whole).
+    let deadline = tokio::time::Instant::now() + EXPORT_DEADLINE;
     tokio::spawn(async move {
         let _place = place;
-        let deadline = tokio::time::Instant::now() + EXPORT_DEADLINE;
+        // Every hand-over waits until the deadline at most.
+        let send = |tx: mpsc::Sender<Bytes>, chunk: Bytes| async move {
+            tokio::time::timeout_at(deadline, tx.send(chunk))
+                .await
+                .is_ok_and(|sent| sent.is_ok())
+        };
         if format == Format::Csv {
             let mut head = Vec::new();
             write_csv(&mut head, crate::audit::CSV_COLUMNS.iter().copied());
-            if tx.send(Bytes::from(head)).await.is_err() {
+            if !send(tx.clone(), Bytes::from(head)).await {
                 return;
             }
         }
-        let sender = tx.clone();
         let sent = crate::audit::export_rows(&state.audit, &caller, &query, deadline, |rows| {
             let chunk = Bytes::from(lines(format, &rows));
-            let sender = sender.clone();
-            async move { chunk.is_empty() || sender.send(chunk).await.is_ok() }
+            let tx = tx.clone();
+            async move { chunk.is_empty() || send(tx, chunk).await }
         })
         .await;
         match sent {
             Ok(Some(cursor)) if format == Format::Ndjson => {
                 let line = format!("{}\n", serde_json::json!({ "next_cursor": cursor }));
-                let _ = tx.send(Bytes::from(line)).await;
+                send(tx, Bytes::from(line)).await;
             }
             Ok(_) => {}
             Err(error) => {
                 tracing::warn!(%error, "an audit export broke off");
                 // An empty chunk breaks the transfer off.
-                let _ = tx.send(Bytes::new()).await;
+                send(tx, Bytes::new()).await;
             }
         }
     });
@@ -92,7 +99,7 @@ pub async fn audit(
             (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        Body::from_stream(bytes_stream(rx)),
+        Body::from_stream(bytes_stream(rx, Some(deadline))),
     )
         .into_response())
 }

@@ -277,7 +277,7 @@ pub async fn export(
             (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-store"),
         ],
-        Body::from_stream(bytes_stream(rx)),
+        Body::from_stream(bytes_stream(rx, None)),
     )
         .into_response())
 }

@@ -47,10 +47,20 @@ use wire::LinkJson;
 /// breaks off, so a client never mistakes a failed stream for a complete one).
 fn bytes_stream(
     rx: tokio::sync::mpsc::Receiver<axum::body::Bytes>,
+    deadline: Option<tokio::time::Instant>,
 ) -> impl futures::Stream<Item = Result<axum::body::Bytes, std::io::Error>> + Send + 'static {
-    futures::stream::unfold(Some(rx), |rx| async move {
+    futures::stream::unfold(Some(rx), move |rx| async move {
         let mut rx = rx?;
-        let chunk = rx.recv().await?;
+        let chunk = match deadline {
+            // A reader still taking the answer at its deadline has it broken off, whatever is
+            // still queued: the producer gives up there too, so what it queued is not all.
+            Some(deadline) if tokio::time::Instant::now() >= deadline => axum::body::Bytes::new(),
+            Some(deadline) => match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(chunk) => chunk?,
+                Err(_) => axum::body::Bytes::new(),
+            },
+            None => rx.recv().await?,
+        };
         if !chunk.is_empty() {
             return Some((Ok(chunk), Some(rx)));
         }
@@ -229,4 +239,32 @@ pub async fn not_found() -> ApiError {
 /// The answer of a path no route serves, for handlers that are not `async`.
 pub fn not_found_error() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such API endpoint")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes_stream;
+    use axum::body::Bytes;
+    use futures::StreamExt;
+    use tokio::time::{Duration, Instant};
+
+    /// A stream past its deadline breaks off, chunks still queued or not; before it, the
+    /// chunks pass and a closed channel ends it whole.
+    #[tokio::test]
+    async fn a_streamed_body_breaks_off_at_its_deadline_and_ends_whole_before_it() {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(Bytes::from_static(b"queued\n")).await.expect("room");
+        let past = Instant::now() - Duration::from_millis(1);
+        let mut late = Box::pin(bytes_stream(rx, Some(past)));
+        assert!(matches!(late.next().await, Some(Err(_))), "broken off");
+        assert!(late.next().await.is_none());
+
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(Bytes::from_static(b"line\n")).await.expect("room");
+        drop(tx);
+        let later = Instant::now() + Duration::from_secs(3600);
+        let chunks: Vec<_> = bytes_stream(rx, Some(later)).collect().await;
+        assert_eq!(chunks.len(), 1, "{chunks:?}");
+        assert_eq!(chunks[0].as_ref().expect("a chunk").as_ref(), b"line\n");
+    }
 }
