@@ -253,7 +253,9 @@ mod tests {
     #[tokio::test]
     async fn a_streamed_body_breaks_off_at_its_deadline_and_ends_whole_before_it() {
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tx.send(Bytes::from_static(b"queued\n")).await.expect("room");
+        tx.send(Bytes::from_static(b"queued\n"))
+            .await
+            .expect("room");
         let past = Instant::now() - Duration::from_millis(1);
         let mut late = Box::pin(bytes_stream(rx, Some(past)));
         assert!(matches!(late.next().await, Some(Err(_))), "broken off");

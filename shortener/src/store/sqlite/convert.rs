@@ -23,6 +23,10 @@ pub(super) fn db_error(e: rusqlite::Error) -> StoreError {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
             StoreError::Unavailable(e.to_string())
         }
+        // Only a read is interrupted, at its deadline (`readers`).
+        Some(rusqlite::ErrorCode::OperationInterrupted) => {
+            StoreError::Unavailable(format!("the read ran past its deadline ({e})"))
+        }
         _ => StoreError::Internal(e.to_string()),
     }
 }

@@ -33,12 +33,14 @@ mod exclusive;
 mod high_water;
 mod ledger;
 mod manage;
+mod readers;
 mod redeliver;
 mod rollups;
 mod rows;
 mod sessions;
 mod tags;
 mod walsync;
+use readers::Readers;
 mod webhooks;
 mod writer;
 
@@ -65,7 +67,6 @@ use convert::{db_error, millis};
 use id_client::LeaseSource;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 pub use walsync::Durability;
 use walsync::WalSync;
@@ -85,12 +86,6 @@ pub struct SqliteStore {
     /// The lock that keeps it so ([`exclusive`]): held until the node lets go of it as it
     /// stops ([`SqliteStore::release`]), or the last clone is dropped.
     exclusive: Arc<Mutex<Option<std::fs::File>>>,
-}
-
-/// The read-only connections, handed out in turn.
-struct Readers {
-    connections: Vec<Arc<Mutex<Connection>>>,
-    next: AtomicUsize,
 }
 
 /// At most this many read connections (fewer on machines with fewer cores, at least two).
@@ -119,18 +114,8 @@ impl SqliteStore {
         let count = std::thread::available_parallelism()
             .map_or(2, usize::from)
             .clamp(2, MAX_READERS);
-        let connections = (0..count)
-            .map(|_| {
-                let reader = open()?;
-                reader
-                    .pragma_update(None, "query_only", true)
-                    .map_err(db_error)?;
-                reader
-                    .pragma_update(None, "cache_size", -16384)
-                    .map_err(db_error)?;
-                Ok(Arc::new(Mutex::new(reader)))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        let connections = (0..count).map(|_| open()).collect::<Result<Vec<_>, _>>()?;
+        let readers = Readers::new(connections, readers::READ_DEADLINE)?;
         let sync = Arc::new(WalSync::start(path)?);
         let high_water = Arc::new(HighWater::unknown());
         let writer = Writer::start(
@@ -142,10 +127,7 @@ impl SqliteStore {
         )?;
         Ok(Self {
             writer,
-            readers: Arc::new(Readers {
-                connections,
-                next: AtomicUsize::new(0),
-            }),
+            readers: Arc::new(readers),
             sync,
             space,
             high_water,
@@ -177,16 +159,14 @@ impl SqliteStore {
         self.writer.run(f).await
     }
 
-    /// Runs `f` on a read-only connection (the next one in turn); returns once what it read is
-    /// covered by an fsync.
+    /// Runs `f` on a read-only connection (a free one, within its deadline: [`readers`]);
+    /// returns once what it read is covered by an fsync.
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let readers = &self.readers.connections;
-        let i = self.readers.next.fetch_add(1, Ordering::Relaxed) % readers.len();
-        let value = on_blocking_pool(Arc::clone(&readers[i]), f).await?;
+        let value = self.readers.run(f).await?;
         self.sync.reveal().await?;
         Ok(value)
     }
@@ -861,20 +841,4 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(db_error)?;
     Ok(conn)
-}
-
-/// Runs `f` with `conn` locked, on tokio's blocking pool (rusqlite calls block).
-async fn on_blocking_pool<T, F>(conn: Arc<Mutex<Connection>>, f: F) -> Result<T, StoreError>
-where
-    T: Send + 'static,
-    F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
-{
-    tokio::task::spawn_blocking(move || {
-        // A panic mid-transaction rolls the transaction back when it unwinds, so the
-        // connection is consistent even if the lock is poisoned.
-        let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut conn)
-    })
-    .await
-    .map_err(|e| StoreError::Internal(format!("store task failed: {e}")))?
 }
