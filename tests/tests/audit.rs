@@ -688,19 +688,45 @@ async fn postgres(
     (id_service, env)
 }
 
+/// A node on its own PostgreSQL database with an id-service, and the operator's keys.
+struct PgNode {
+    node: Node,
+    id_service: Process,
+    keys: Keys,
+    db: testkit::TestDb,
+    _dir: tempfile::TempDir,
+}
+
+impl PgNode {
+    async fn start(name: &str) -> PgNode {
+        let binaries = Binaries::locate().expect("binaries");
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("keys.toml");
+        let keys = keys(&binaries, &file);
+        let db = testkit::TestDb::create().await;
+        let (id_service, mut env) = postgres(&binaries, dir.path(), &db).await;
+        env.push(("SHORTENER_API_KEYS_FILE", file.display().to_string()));
+        let node = start_node(name, &binaries, &env, dir.path()).await;
+        PgNode {
+            node,
+            id_service,
+            keys,
+            db,
+            _dir: dir,
+        }
+    }
+
+    async fn stop(mut self) {
+        self.node.process.kill().await;
+        self.id_service.kill().await;
+    }
+}
+
 #[tokio::test]
 async fn every_change_is_audited_on_postgres() {
-    let binaries = Binaries::locate().expect("binaries");
-    let dir = tempfile::tempdir().expect("dir");
-    let file = dir.path().join("keys.toml");
-    let keys = keys(&binaries, &file);
-    let db = testkit::TestDb::create().await;
-    let (mut id_service, mut env) = postgres(&binaries, dir.path(), &db).await;
-    env.push(("SHORTENER_API_KEYS_FILE", file.display().to_string()));
-    let mut node = start_node("pg-node", &binaries, &env, dir.path()).await;
-    scenario(&node, &keys).await;
-    node.process.kill().await;
-    id_service.kill().await;
+    let pg = PgNode::start("pg-node").await;
+    scenario(&pg.node, &pg.keys).await;
+    pg.stop().await;
 }
 
 #[tokio::test]
@@ -778,16 +804,11 @@ async fn entries_past_their_retention_are_purged_on_both_stores() {
 /// first reader goes away, its tenant exports again.
 #[tokio::test]
 async fn a_tenant_holds_one_audit_export_place_at_a_time() {
-    let binaries = Binaries::locate().expect("binaries");
-    let dir = tempfile::tempdir().expect("dir");
-    let file = dir.path().join("keys.toml");
-    let keys = keys(&binaries, &file);
-    let db = testkit::TestDb::create().await;
-    let (mut id_service, mut env) = postgres(&binaries, dir.path(), &db).await;
-    env.push(("SHORTENER_API_KEYS_FILE", file.display().to_string()));
-    let mut node = start_node("pg-exports", &binaries, &env, dir.path()).await;
+    let pg = PgNode::start("pg-exports").await;
+    let (node, keys) = (&pg.node, &pg.keys);
     // Far more than the socket buffers hold: an export of them waits on its reader.
-    db.connect()
+    pg.db
+        .connect()
         .await
         .batch_execute(
             "INSERT INTO audit_log (tenant, actor_tenant, actor_key, action, object_kind, object_id, change) \
@@ -826,6 +847,5 @@ async fn a_tenant_holds_one_audit_export_place_at_a_time() {
     })
     .await;
     assert!(freed, "the place of a reader that went away is given back");
-    node.process.kill().await;
-    id_service.kill().await;
+    pg.stop().await;
 }
