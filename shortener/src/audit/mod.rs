@@ -122,26 +122,8 @@ pub struct AuditLog {
     purged: AtomicU64,
     /// The writer task's queue, started by the first entry (in the runtime that records).
     queue: OnceLock<mpsc::Sender<Pending>>,
-    /// Places for exports running at once on this node.
-    exports: Arc<tokio::sync::Semaphore>,
-    /// The tenants whose keys hold one of those places now: one each.
-    exporting: Arc<std::sync::Mutex<std::collections::HashSet<Arc<str>>>>,
-}
-
-/// A place for one audit export ([`AuditLog::export_place`]), given back when dropped.
-pub struct ExportPlace {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    tenant: Arc<str>,
-    exporting: Arc<std::sync::Mutex<std::collections::HashSet<Arc<str>>>>,
-}
-
-impl Drop for ExportPlace {
-    fn drop(&mut self) {
-        self.exporting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&self.tenant);
-    }
+    /// Places for exports running at once on this node: [`MAX_EXPORTS`], one per tenant.
+    exports: crate::limits::Gate,
 }
 
 /// Audit exports one node streams at once; more answer `429`.
@@ -191,8 +173,14 @@ impl AuditLog {
             failed: Arc::default(),
             purged: AtomicU64::new(0),
             queue: OnceLock::new(),
-            exports: Arc::new(tokio::sync::Semaphore::new(MAX_EXPORTS)),
-            exporting: Arc::default(),
+            exports: crate::limits::Gate::new(
+                crate::limits::Places {
+                    per_node: std::num::NonZeroUsize::new(MAX_EXPORTS).expect("not zero"),
+                    per_tenant: std::num::NonZeroUsize::MIN,
+                    per_key: std::num::NonZeroUsize::MIN,
+                },
+                Duration::from_secs(1),
+            ),
         }
     }
 
@@ -314,26 +302,8 @@ impl AuditLog {
     /// A place for one export by `caller`, held until the returned place is dropped;
     /// `rate_limited` when [`MAX_EXPORTS`] are running, or one of its tenant's is: one tenant
     /// never holds every place.
-    pub fn export_place(&self, caller: &Caller) -> Result<ExportPlace, Error> {
-        let refused = || Error::RateLimited {
-            retry_after: Duration::from_secs(1),
-        };
-        let mut exporting = self
-            .exporting
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if exporting.contains(&caller.tenant) {
-            return Err(refused());
-        }
-        let permit = Arc::clone(&self.exports)
-            .try_acquire_owned()
-            .map_err(|_| refused())?;
-        exporting.insert(Arc::clone(&caller.tenant));
-        Ok(ExportPlace {
-            _permit: permit,
-            tenant: Arc::clone(&caller.tenant),
-            exporting: Arc::clone(&self.exporting),
-        })
+    pub fn export_place(&self, caller: &Caller) -> Result<crate::limits::Place, Error> {
+        self.exports.admit(caller)
     }
 
     /// Removes entries past the retention, at most one batch; how many it removed.

@@ -1,6 +1,7 @@
 //! Abuse limits: 404s per client address (against code enumeration) and creates per API key,
 //! both token buckets; and the client address itself, from the socket or a trusted proxy
-//! (`client_ip`); and the node's bounded pool of password checks (`password_checks`).
+//! (`client_ip`); the node's bounded pool of password checks (`password_checks`); and the
+//! places of heavy work running at once per node, tenant and key (`places`).
 //!
 //! A client whose 404 budget is spent is remembered for the `Retry-After` it is told (its next
 //! token, in whole seconds, at least one; `spent`), so the redirect edge refuses its requests
@@ -10,12 +11,14 @@
 mod client_ip;
 mod keyed;
 mod password_checks;
+mod places;
 mod spent;
 
 pub use client_ip::{ClientAddressPolicy, client_key};
 use governor::Quota;
 use keyed::Keyed;
 pub use password_checks::{CheckBounds, CheckRefused, PasswordChecks};
+pub use places::{Gate, Place, Places};
 use spent::{Spent, Standing};
 use std::net::IpAddr;
 use std::num::NonZeroU32;

@@ -15,8 +15,8 @@
 //! created during the export sorts before the walk's position and is not sent; an edit made
 //! during the export shows if the walk has not passed the link yet.
 
-use super::gate::{Gate, Place, Places};
 use crate::domain::{Caller, Error, Link, ListQuery};
+use crate::limits::{Gate, Place, Places};
 use crate::store::{LinkStore, Store};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

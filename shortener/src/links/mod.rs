@@ -13,15 +13,14 @@ mod create;
 mod cursor;
 mod digest;
 mod export;
-mod gate;
 mod import;
 mod manage;
 mod tags;
 
+pub use crate::limits::{Place, Places};
 pub use counters::CreateCounters;
 pub use cursor::CursorKey;
 pub use export::{BUFFERED_PAGES, EXPORT_PAGE, ExportBatch, ExportLimits, LinkExport};
-pub use gate::{Place, Places};
 pub use import::{
     CHUNK_BYTES, CHUNK_ROWS, ImportEvent, ImportSettings, ImportStop, ImportSummary, ImportTotals,
     InputRow, ROW_IDLE, RowResult, RowStatus, import_idle,
@@ -116,7 +115,7 @@ pub struct LinkService {
     idempotency_ttl: Duration,
     cursors: CursorKey,
     exports: export::ExportGate,
-    imports: gate::Gate,
+    imports: crate::limits::Gate,
     import_idle: Duration,
     rates: Arc<Limits>,
     tag_change_links: usize,
@@ -161,7 +160,7 @@ impl LinkService {
             idempotency_ttl,
             cursors,
             exports: export::ExportGate::new(budgets.exports),
-            imports: gate::Gate::new(budgets.imports, IMPORT_RETRY_AFTER),
+            imports: crate::limits::Gate::new(budgets.imports, IMPORT_RETRY_AFTER),
             import_idle: budgets.import_idle,
             rates: budgets.rates,
             tag_change_links: budgets.tag_change_links,

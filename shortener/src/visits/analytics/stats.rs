@@ -7,6 +7,7 @@ use super::Analytics;
 use crate::domain::{
     Caller, Error, ShortCode, StatsInput, StatsQuery, StatsReport, StatsScope, check_tag,
 };
+use crate::limits::{Gate, Places};
 use crate::links::LinkService;
 use crate::store::{Store, VisitStore};
 use std::sync::Arc;
@@ -44,12 +45,24 @@ impl Analytics {
     }
 }
 
+/// Stats reads at once: on the node, per tenant and per API key. A tenant's summary reads its
+/// parts at once on PostgreSQL (five connections), so two per tenant leave most of the pool to
+/// the others; past these a read is answered `429` (retry after a second), never queued.
+pub const STATS_PLACES: Places = Places {
+    per_node: std::num::NonZeroUsize::new(8).expect("not zero"),
+    per_tenant: std::num::NonZeroUsize::new(2).expect("not zero"),
+    per_key: std::num::NonZeroUsize::new(2).expect("not zero"),
+};
+
 /// Answers stats requests: owns the store reads they need, so a transport hands over only the
 /// parsed request and its caller.
 pub struct StatsService {
     analytics: Arc<Analytics>,
     links: Arc<LinkService>,
     store: Store,
+    /// Places for reads running at once ([`STATS_PLACES`]): one tenant's many reads never
+    /// take every connection.
+    reads: Gate,
 }
 
 impl StatsService {
@@ -60,6 +73,7 @@ impl StatsService {
             analytics,
             links,
             store,
+            reads: Gate::new(STATS_PLACES, Duration::from_secs(1)),
         }
     }
 
@@ -89,6 +103,7 @@ impl StatsService {
         let query = self
             .analytics
             .query(StatsScope::Link(code.as_str().to_string()), input)?;
+        let _place = self.reads.admit(caller)?;
         self.links.get(caller, code).await?;
         let freshness = self.analytics.freshness();
         let report = self.store.stats(&query).await?;
@@ -111,6 +126,7 @@ impl StatsService {
             tag,
         };
         let query = self.analytics.query(scope, input)?;
+        let _place = self.reads.admit(caller)?;
         let freshness = self.analytics.freshness();
         let report = self.store.stats(&query).await?;
         Ok((freshness, report))

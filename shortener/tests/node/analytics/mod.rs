@@ -7,6 +7,7 @@ mod fair_share;
 mod freshness;
 mod held;
 pub(crate) mod mmdb;
+mod places;
 mod privacy;
 mod refusals;
 mod tenant_rollups;

@@ -1,5 +1,5 @@
-//! Places for long-running work on a node (exports, imports): a few at once on the node, fewer
-//! per tenant and per API key, so one tenant's work never takes every place and another
+//! Places for long-running or heavy work on a node (exports, imports, audit exports, stats
+//! reads): a few at once on the node, fewer per tenant and per API key, so one tenant's work never takes every place and another
 //! tenant's is answered 429 for as long as the first one likes.
 
 use crate::domain::{Caller, Error};
@@ -29,7 +29,7 @@ struct Holders {
 
 /// Admits work within [`Places`]; a caller past one of the bounds is refused at once,
 /// `RateLimited` with `retry_after`, never queued.
-pub(super) struct Gate {
+pub struct Gate {
     places: Places,
     retry_after: Duration,
     node: Arc<Semaphore>,
@@ -38,7 +38,7 @@ pub(super) struct Gate {
 
 impl Gate {
     /// A gate with nothing running.
-    pub(super) fn new(places: Places, retry_after: Duration) -> Self {
+    pub fn new(places: Places, retry_after: Duration) -> Self {
         Self {
             places,
             retry_after,
@@ -48,7 +48,7 @@ impl Gate {
     }
 
     /// A place for `caller`, held until the [`Place`] is dropped.
-    pub(super) fn admit(&self, caller: &Caller) -> Result<Place, Error> {
+    pub fn admit(&self, caller: &Caller) -> Result<Place, Error> {
         let busy = || Error::RateLimited {
             retry_after: self.retry_after,
         };
