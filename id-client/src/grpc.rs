@@ -114,7 +114,8 @@ fn status_to_error(status: tonic::Status) -> LeaseError {
         Code::ResourceExhausted => LeaseError::Exhausted(message),
         Code::Unauthenticated | Code::PermissionDenied => LeaseError::Unauthorized(message),
         Code::NotFound => LeaseError::UnknownNamespace(message),
-        Code::InvalidArgument | Code::FailedPrecondition => LeaseError::Refused(message),
+        Code::InvalidArgument => LeaseError::Invalid(message),
+        Code::FailedPrecondition => LeaseError::Refused(message),
         _ => LeaseError::Unavailable(message),
     }
 }

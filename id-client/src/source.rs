@@ -34,6 +34,11 @@ pub enum LeaseError {
     /// change.
     #[error("lease request refused: {0}")]
     Refused(String),
+    /// The request's arguments were refused (gRPC `INVALID_ARGUMENT`): from a pool, whose
+    /// namespace and holder are fixed, its block size, above the namespace's own limit. A pool
+    /// asks again for less; otherwise it is a [`LeaseError::Refused`].
+    #[error("lease request refused: {0}")]
+    Invalid(String),
 }
 
 impl LeaseError {
@@ -44,7 +49,8 @@ impl LeaseError {
             | LeaseError::Exhausted(detail)
             | LeaseError::Unauthorized(detail)
             | LeaseError::UnknownNamespace(detail)
-            | LeaseError::Refused(detail) => detail,
+            | LeaseError::Refused(detail)
+            | LeaseError::Invalid(detail) => detail,
         }
     }
 
@@ -56,7 +62,7 @@ impl LeaseError {
             LeaseError::Exhausted(_) => "exhausted",
             LeaseError::Unauthorized(_) => "unauthorized",
             LeaseError::UnknownNamespace(_) => "unknown_namespace",
-            LeaseError::Refused(_) => "refused",
+            LeaseError::Refused(_) | LeaseError::Invalid(_) => "refused",
         }
     }
 }

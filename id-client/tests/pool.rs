@@ -17,6 +17,8 @@ struct Ledger {
     down: AtomicBool,
     sizes: Mutex<Vec<u64>>,
     most: AtomicU64,
+    /// Refuses every request for a reason other than its size while set.
+    refuse: AtomicBool,
 }
 
 impl LeaseSource for Ledger {
@@ -26,9 +28,12 @@ impl LeaseSource for Ledger {
             if self.down.load(Ordering::SeqCst) {
                 return Err(LeaseError::Unavailable("ledger down".into()));
             }
+            if self.refuse.load(Ordering::SeqCst) {
+                return Err(LeaseError::Refused("high water too far ahead".into()));
+            }
             let most = self.most.load(Ordering::SeqCst);
             if most > 0 && size > most {
-                return Err(LeaseError::Refused(format!(
+                return Err(LeaseError::Invalid(format!(
                     "size {size} is above the namespace's block limit {most}"
                 )));
             }
@@ -194,6 +199,31 @@ async fn a_ledger_that_refuses_large_blocks_gets_smaller_requests() {
         0,
         "a size refusal is not an outage"
     );
+}
+
+/// A refusal for another reason than the size leaves the size alone: once the ledger takes
+/// requests again, the pool asks for the blocks it asked for before.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_for_another_reason_leaves_the_block_size_alone() {
+    let ledger = Arc::new(Ledger {
+        refuse: AtomicBool::new(true),
+        ..Ledger::default()
+    });
+    let pool = IdPool::start(
+        ledger.clone(),
+        PoolConfig {
+            min_block: 10,
+            max_block: 100_000,
+            initial_block: 5_000,
+            ..PoolConfig::default()
+        },
+    );
+    assert!(!pool.wait_ready(Duration::from_secs(2)).await, "refused");
+    assert!(pool.stats().lease_errors >= 1, "{:?}", pool.stats());
+    ledger.refuse.store(false, Ordering::SeqCst);
+    assert!(pool.wait_ready(Duration::from_secs(30)).await);
+    let first = ledger.sizes.lock().unwrap()[0];
+    assert_eq!(first, 5_000, "the size was not halved");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -173,9 +173,8 @@ impl LeaseSource for LedgerSource {
                 Err(error) => Err(match error {
                     e @ Error::Exhausted { .. } => LeaseError::Exhausted(e.to_string()),
                     e @ Error::NotFound(_) => LeaseError::UnknownNamespace(e.to_string()),
-                    e @ (Error::InvalidArgument(_) | Error::FailedPrecondition(_)) => {
-                        LeaseError::Refused(e.to_string())
-                    }
+                    e @ Error::InvalidArgument(_) => LeaseError::Invalid(e.to_string()),
+                    e @ Error::FailedPrecondition(_) => LeaseError::Refused(e.to_string()),
                     e => LeaseError::Unavailable(e.to_string()),
                 }),
             }

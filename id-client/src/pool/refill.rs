@@ -21,9 +21,10 @@ pub(super) fn block_size(config: &PoolConfig, rate: f64) -> u64 {
 /// backoff and jitter; every lease received goes through `State::accept`, which refuses blocks
 /// that go backwards.
 ///
-/// A request the ledger refuses as malformed (`LeaseError::Refused`) is asked again at once at
-/// half its size, down to `min_block`, and no block after it is asked larger: a namespace's own
-/// block limit may be below the pool's `max_block`, and the refusal does not say what it is.
+/// A request whose arguments the ledger refuses (`LeaseError::Invalid`: from a pool, its size
+/// above the namespace's own block limit, which the refusal does not state) is asked again at
+/// once at half its size, down to `min_block`, and no block after it is asked larger. Other
+/// refusals (a reported high water the ledger will not jump to) leave the size alone.
 pub(super) async fn refill(inner: Arc<Inner>) {
     let config = inner.config.clone();
     let mut backoff = config.backoff_initial;
@@ -71,7 +72,7 @@ pub(super) async fn refill(inner: Arc<Inner>) {
                     }
                 }
             }
-            Err(LeaseError::Refused(reason)) if size > config.min_block => {
+            Err(LeaseError::Invalid(reason)) if size > config.min_block => {
                 cap = (size / 2).max(config.min_block);
                 tracing::warn!(
                     %reason,

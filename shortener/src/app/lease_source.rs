@@ -56,6 +56,10 @@ impl<S: LeaseSource> Explained<S> {
             LeaseError::Refused(_) => LeaseError::Refused(format!(
                 "the id-service refused the lease request ({detail})"
             )),
+            // Kept as it is: the pool asks for a smaller block.
+            LeaseError::Invalid(_) => LeaseError::Invalid(format!(
+                "the id-service refused the lease request ({detail})"
+            )),
         }
     }
 }
