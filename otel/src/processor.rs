@@ -155,6 +155,8 @@ impl Pipeline {
         let mut task = self.task;
         if tokio::time::timeout(deadline, &mut task).await.is_err() {
             task.abort();
+            // What the task held is dropped with it.
+            self.stats.held.store(0, Ordering::Relaxed);
             tracing::warn!(
                 ?deadline,
                 "trace export did not finish within its deadline; the spans left were dropped"
@@ -348,6 +350,7 @@ mod tests {
         pipeline.finish(Duration::from_secs(5)).await;
         assert_eq!(stats.exported(), 0);
         assert_eq!(stats.dropped(), 1000, "{stats:?}");
+        assert_eq!(stats.held(), 0, "what the aborted task held is gone");
     }
 
     #[test]
