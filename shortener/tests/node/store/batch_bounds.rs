@@ -80,11 +80,21 @@ async fn a_batch_whose_database_went_silent_is_answered_as_unknown() {
     let mut config = stack.config("silent");
     config.store.database_url = Some(url);
     config.store.database_statement_timeout_ms = 1000;
+    // The flushes keep off the pool, so that the create below finds a connection open (one it
+    // would have to open through the silent proxy instead fails before anything is sent, an
+    // outcome that is known).
+    config.visits.click_flush_interval_ms = std::num::NonZero::new(50_000).expect("non-zero");
+    config.visits.analytics_flush_interval_ms = std::num::NonZero::new(50_000).expect("non-zero");
     let node = Node::start(config).await;
-    let (status, _) = node
-        .create(json!({"url": "https://example.com/before"}))
-        .await;
-    assert_eq!(status, StatusCode::CREATED);
+    // Creates at once leave several connections open in the pool.
+    let made = futures::future::join_all(
+        (0..6).map(|i| node.create(json!({"url": format!("https://example.com/before-{i}")}))),
+    )
+    .await;
+    assert!(
+        made.iter()
+            .all(|(status, _)| *status == StatusCode::CREATED)
+    );
 
     proxy.set_mode(Mode::Blackhole);
     let answered = tokio::time::timeout(
