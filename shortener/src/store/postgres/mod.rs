@@ -123,6 +123,8 @@ pub struct PgStore {
     /// The highest slot as last read, or written by this node (docs/design.md, I9): other
     /// nodes write above it, so it only says which codes need a fresh read before refusal.
     high_water: Arc<HighWater>,
+    /// The pool's share stats statements run on ([`rollups::StatsShare`]).
+    stats_share: Arc<rollups::StatsShare>,
 }
 
 /// The columns every read of a link selects, in the order [`link_from_row`] reads them.
@@ -209,6 +211,15 @@ impl PgStore {
             watching: Arc::default(),
             partitions: Arc::default(),
             high_water: Arc::new(HighWater::empty()),
+            stats_share: Arc::new(rollups::StatsShare::of_pool(
+                settings.max_connections,
+                // As long as the statement itself may run (the pool's wait without a bound).
+                if settings.statement_timeout.is_zero() {
+                    settings.timeout
+                } else {
+                    settings.statement_timeout
+                },
+            )),
         })
     }
 
@@ -485,7 +496,7 @@ impl VisitStore for PgStore {
     }
 
     async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
-        rollups::stats(&self.pool, query).await
+        rollups::stats(&self.pool, &self.stats_share, query).await
     }
 
     async fn maintain_rollups(&self, plan: RollupPlan) -> Result<RollupOutcome, StoreError> {

@@ -378,13 +378,45 @@ async fn run(
     client.query(&statement.sql, &refs).await.map_err(db_error)
 }
 
+/// The part of the pool stats statements may hold at once: a quarter of it (at least one), so
+/// that however many stats reads run, three quarters of the connections stay for redirects,
+/// creates and every other read.
+pub(super) struct StatsShare {
+    places: tokio::sync::Semaphore,
+    /// The longest a statement waits for its place: as long as it may run.
+    wait: std::time::Duration,
+}
+
+impl StatsShare {
+    /// The share of a pool of `max_connections`, waited for at most `wait`.
+    pub(super) fn of_pool(max_connections: usize, wait: std::time::Duration) -> Self {
+        Self {
+            places: tokio::sync::Semaphore::new((max_connections / 4).max(1)),
+            wait,
+        }
+    }
+}
+
 /// The report of `query`. Its statements run at once, each on a connection of its own from
 /// the pool (each is released as soon as its statement has answered), so a summary takes
-/// about as long as its slowest statement rather than the sum of them.
-pub(super) async fn stats(pool: &Pooled, query: &StatsQuery) -> Result<StatsReport, StoreError> {
+/// about as long as its slowest statement rather than the sum of them; together with every
+/// other stats read's, within `share`.
+pub(super) async fn stats(
+    pool: &Pooled,
+    share: &StatsShare,
+    query: &StatsQuery,
+) -> Result<StatsReport, StoreError> {
     let sql = stats_sql(query, Flavor::Postgres);
     let answers =
         futures::future::try_join_all(sql.statements().into_iter().map(|statement| async move {
+            let _place = tokio::time::timeout(share.wait, share.places.acquire())
+                .await
+                .map_err(|_| {
+                    StoreError::Unavailable(
+                        "stats reads hold their share of the database connections".into(),
+                    )
+                })?
+                .map_err(|_| StoreError::Internal("the stats share is closed".into()))?;
             let client = pool.get().await.map_err(super::error::pool_error)?;
             run(&client, statement).await
         }))

@@ -389,6 +389,8 @@ impl VisitStore for SqliteStore {
 
     async fn stats(&self, query: &StatsQuery) -> Result<StatsReport, StoreError> {
         let query = query.clone();
+        // On all connections but one at most: a redirect's cache miss always finds one free.
+        let _place = self.readers.heavy_place().await?;
         self.read(move |conn| rollups::stats(conn, &query)).await
     }
 

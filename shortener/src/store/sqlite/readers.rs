@@ -38,6 +38,8 @@ pub(super) struct Readers {
     next: AtomicUsize,
     /// How long one read may run ([`READ_DEADLINE`] but in tests).
     limit: Duration,
+    /// Places for heavy reads (stats): one fewer than the connections, at least one.
+    heavy: tokio::sync::Semaphore,
 }
 
 impl Readers {
@@ -70,11 +72,27 @@ impl Readers {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
+        let heavy = tokio::sync::Semaphore::new(connections.len().saturating_sub(1).max(1));
         Ok(Self {
             connections,
             next: AtomicUsize::new(0),
             limit,
+            heavy,
         })
+    }
+
+    /// A place for a heavy read, held while it runs: with it, such reads hold all connections
+    /// but one at most. Waited for as long as a read may run, then the store is unavailable.
+    pub(super) async fn heavy_place(&self) -> Result<tokio::sync::SemaphorePermit<'_>, StoreError> {
+        match tokio::time::timeout(self.limit, self.heavy.acquire()).await {
+            Ok(Ok(place)) => Ok(place),
+            Ok(Err(_)) => Err(StoreError::Internal(
+                "the heavy-read places are closed".into(),
+            )),
+            Err(_) => Err(StoreError::Unavailable(
+                "heavy reads hold every connection they may".into(),
+            )),
+        }
     }
 
     /// Runs `f` on a free connection (else the next in turn, once it is free) on the blocking
