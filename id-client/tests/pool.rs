@@ -155,6 +155,17 @@ async fn block_size_adapts_to_the_consumption_rate() {
     );
 }
 
+/// Blocks of 10 to 100,000 IDs, `initial` before any rate is measured, sized for 10 s.
+fn wide(initial: u64) -> PoolConfig {
+    PoolConfig {
+        min_block: 10,
+        max_block: 100_000,
+        initial_block: initial,
+        target_block_duration: Duration::from_secs(10),
+        ..PoolConfig::default()
+    }
+}
+
 /// A ledger whose block limit is below the pool's `max_block` refuses the large requests; the
 /// pool asks for smaller blocks at once and keeps to them, so a fast consumer never runs dry.
 #[tokio::test(start_paused = true)]
@@ -163,16 +174,7 @@ async fn a_ledger_that_refuses_large_blocks_gets_smaller_requests() {
         most: AtomicU64::new(1_000),
         ..Ledger::default()
     });
-    let pool = IdPool::start(
-        ledger.clone(),
-        PoolConfig {
-            min_block: 10,
-            max_block: 100_000,
-            initial_block: 50_000,
-            target_block_duration: Duration::from_secs(10),
-            ..PoolConfig::default()
-        },
-    );
+    let pool = IdPool::start(ledger.clone(), wide(50_000));
     assert!(
         pool.wait_ready(Duration::from_secs(1)).await,
         "{:?}",
@@ -209,15 +211,7 @@ async fn a_refusal_for_another_reason_leaves_the_block_size_alone() {
         refuse: AtomicBool::new(true),
         ..Ledger::default()
     });
-    let pool = IdPool::start(
-        ledger.clone(),
-        PoolConfig {
-            min_block: 10,
-            max_block: 100_000,
-            initial_block: 5_000,
-            ..PoolConfig::default()
-        },
-    );
+    let pool = IdPool::start(ledger.clone(), wide(5_000));
     assert!(!pool.wait_ready(Duration::from_secs(2)).await, "refused");
     assert!(pool.stats().lease_errors >= 1, "{:?}", pool.stats());
     ledger.refuse.store(false, Ordering::SeqCst);
