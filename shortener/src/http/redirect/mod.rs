@@ -4,7 +4,7 @@
 //! [`crate::redirects`]); the handlers here turn that into the response, count the click and
 //! the metrics, and spend the client's 404 budget on unknown codes.
 //!
-//! One file of about 650 lines on purpose: it is the one path every redirect takes, read top
+//! One file of about 670 lines on purpose: it is the one path every redirect takes, read top
 //! to bottom in the order a request meets it (refusal, site, lookup, routing, counting,
 //! answer, metrics), and each step is a small function the next calls. The rare answers that
 //! stand apart (the password form, the preview page) are modules of their own.
