@@ -121,7 +121,27 @@ fn transports(settings: &Settings, clients: usize) -> Vec<Transport> {
         all.push(Transport::GrpcShared);
     }
     all.push(Transport::GrpcBatch(settings.batch));
+    // The gRPC/HTTP target's point, once more from one C load generator for both transports.
+    if clients == 64 {
+        all.extend([Transport::H2loadHttp, Transport::H2loadGrpcShared]);
+    }
     all
+}
+
+/// One point of `transport` against `node`.
+async fn point(
+    settings: &Settings,
+    node: &Node,
+    transport: Transport,
+    clients: usize,
+    dir: &Path,
+) -> anyhow::Result<crate::stats::Run> {
+    let (w, d) = (settings.warmup, settings.create);
+    if transport.by_h2load() {
+        crate::h2load::run(node, transport, clients, w, d, dir).await
+    } else {
+        creates::run(node, transport, clients, w, d).await
+    }
 }
 
 async fn leases(node: &Node) -> f64 {
@@ -196,7 +216,7 @@ pub async fn run(
 }
 
 async fn postgres_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> anyhow::Result<()> {
-    let (w, d) = (settings.warmup, settings.create);
+    let d = settings.create;
 
     // PostgreSQL: the node, the id-service, and pgbench on a database with the same schema.
     let ids = IdService::start(dir).await?;
@@ -219,7 +239,7 @@ async fn postgres_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> a
                     }
                 }
                 for t in transports(settings, clients) {
-                    let r = creates::run(&node, t, clients, w, d).await?;
+                    let r = point(settings, &node, t, clients, dir).await?;
                     out.push(StoreKind::Postgres, t, clients, r);
                 }
             }
@@ -247,7 +267,7 @@ async fn postgres_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> a
 }
 
 async fn embedded_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> anyhow::Result<()> {
-    let (w, d) = (settings.warmup, settings.create);
+    let d = settings.create;
     let block = settings.rollover_block;
     let key = CodeKey::generate();
     let data = dir.join("create-node");
@@ -267,7 +287,7 @@ async fn embedded_suite(settings: &Settings, dir: &Path, out: &mut Creates) -> a
             for clients in settings.clients() {
                 eprintln!("creates: embedded, {clients} clients, rep {rep}");
                 for t in transports(settings, clients) {
-                    let r = creates::run(&node, t, clients, w, d).await?;
+                    let r = point(settings, &node, t, clients, dir).await?;
                     out.push(StoreKind::Embedded, t, clients, r);
                 }
             }

@@ -25,9 +25,18 @@ pub enum Transport {
     GrpcShared,
     /// gRPC `BatchCreateLinks` with this many items per call.
     GrpcBatch(usize),
+    /// `POST /api/v1/links` from h2load ([`crate::h2load`]), a connection per client.
+    H2loadHttp,
+    /// gRPC `CreateLink` from h2load, every client's call on one HTTP/2 connection.
+    H2loadGrpcShared,
 }
 
 impl Transport {
+    /// Whether h2load drives it (one target URL for every create of a run).
+    pub fn by_h2load(self) -> bool {
+        matches!(self, Transport::H2loadHttp | Transport::H2loadGrpcShared)
+    }
+
     /// Its name in tables.
     pub fn label(self) -> String {
         match self {
@@ -35,6 +44,8 @@ impl Transport {
             Transport::Grpc => "gRPC".into(),
             Transport::GrpcShared => "gRPC, one channel".into(),
             Transport::GrpcBatch(n) => format!("gRPC batch×{n}"),
+            Transport::H2loadHttp => "HTTP, h2load".into(),
+            Transport::H2loadGrpcShared => "gRPC, one channel, h2load".into(),
         }
     }
 }
@@ -169,6 +180,9 @@ pub async fn run_counted(
     warmup: Duration,
     duration: Duration,
 ) -> anyhow::Result<(Run, u64)> {
+    if transport.by_h2load() {
+        anyhow::bail!("{} runs through crate::h2load", transport.label());
+    }
     let cpu_before = target.pid.and_then(crate::machine::cpu_seconds);
     let own_before = crate::machine::cpu_seconds(std::process::id());
     let start = Instant::now() + warmup;

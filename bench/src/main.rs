@@ -27,6 +27,7 @@ mod create_suite;
 mod creates;
 mod groups;
 mod growth;
+mod h2load;
 mod http;
 mod load;
 mod machine;

@@ -189,6 +189,19 @@ impl Report {
                     status(v >= 0.9)
                 );
             }
+            // The same ratio from one C load generator for both transports (crate::h2load),
+            // so that the clients' own CPU, on the core PostgreSQL shares, weighs alike.
+            for store in [StoreKind::Postgres, StoreKind::Embedded] {
+                let rate = |t| c.row(store, t, 64).map_or(f64::NAN, |r| r.runs.rate());
+                let v = rate(Transport::H2loadGrpcShared) / rate(Transport::H2loadHttp);
+                let _ = writeln!(
+                    s,
+                    "| {} creates, gRPC on one channel vs HTTP, 64 clients, both from h2load | ≥ 0.9× | {} | {} |",
+                    store.label(),
+                    ratio(v),
+                    status(v >= 0.9)
+                );
+            }
             // What each side of that ratio costs: the node's CPU per create, and the load
             // generator's (which shares the second core with PostgreSQL here).
             let per_create = |t: Transport, of: fn(&Repeated) -> f64| {

@@ -127,6 +127,16 @@ pub(super) fn redirects(s: &mut String, r: &Redirects, settings: &Settings) {
     }
 }
 
+/// A node row's rate against its store's baseline; none for h2load's rows, whose creates all
+/// ask for one URL where the baselines' rows each have their own.
+fn against_baseline(transport: Transport, v: f64) -> String {
+    if transport.by_h2load() {
+        "– (one URL)".into()
+    } else {
+        ratio(v)
+    }
+}
+
 pub(super) fn creates(s: &mut String, c: &Creates, settings: &Settings) {
     let _ = writeln!(
         s,
@@ -163,7 +173,7 @@ pub(super) fn creates(s: &mut String, c: &Creates, settings: &Settings) {
                 repeated_cells(&row.runs),
                 cpu(&row.runs),
                 client_cpu(&row.runs),
-                ratio(v),
+                against_baseline(row.transport, v),
                 row.runs.errors()
             );
         }
@@ -185,7 +195,7 @@ pub(super) fn creates(s: &mut String, c: &Creates, settings: &Settings) {
             repeated_cells(&row.runs),
             cpu(&row.runs),
             client_cpu(&row.runs),
-            ratio(v),
+            against_baseline(row.transport, v),
             row.runs.errors()
         );
     }
