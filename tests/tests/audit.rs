@@ -849,3 +849,45 @@ async fn a_tenant_holds_one_audit_export_place_at_a_time() {
     assert!(freed, "the place of a reader that went away is given back");
     pg.stop().await;
 }
+
+/// A person's name or address from a sign-in is the issuer's text: in the CSV export, a cell a
+/// spreadsheet would compute (`=…`, `+…`, `-…`, `@…`) leaves with a `'` in front, which
+/// spreadsheets show as text; NDJSON carries the values as they are.
+#[tokio::test]
+async fn audit_csv_cells_are_never_formulas() {
+    let pg = PgNode::start("pg-formulas").await;
+    let (node, keys) = (&pg.node, &pg.keys);
+    let subject = r#"=HYPERLINK("https://evil.example/","Open")"#;
+    pg.db
+        .connect()
+        .await
+        .execute(
+            "INSERT INTO audit_log (tenant, actor_tenant, actor_key, actor_subject, actor_email, \
+             action, object_kind, object_id, change) \
+             VALUES ('acme', 'acme', 'acme/lead', $1, '+1@example.com', 'link.update', 'link', \
+             '-promo', '{}')",
+            &[&subject],
+        )
+        .await
+        .expect("an entry");
+    let (status, csv) = raw(node, "GET", "/audit?format=csv", &keys.lead, None).await;
+    assert_eq!(status, StatusCode::OK, "{csv}");
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let header = reader.headers().expect("header").clone();
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a row")).collect();
+    assert_eq!(rows.len(), 1, "{csv}");
+    let cell = |name: &str| &rows[0][header.iter().position(|h| h == name).expect(name)];
+    assert_eq!(cell("actor_subject"), format!("'{subject}"));
+    assert_eq!(cell("actor_email"), "'+1@example.com");
+    assert_eq!(cell("object_id"), "'-promo");
+    assert!(
+        rows[0]
+            .iter()
+            .all(|c| !c.starts_with(['=', '+', '-', '@', '\t', '\r'])),
+        "{csv}"
+    );
+    let (_, ndjson) = raw(node, "GET", "/audit?format=ndjson", &keys.lead, None).await;
+    let entry: Value = serde_json::from_str(ndjson.lines().next().expect("a line")).expect("JSON");
+    assert_eq!(entry["actor"]["subject"], subject);
+    pg.stop().await;
+}

@@ -356,3 +356,67 @@ async fn disabled_deleted_and_protected_links_are_not_imported_as_open_ones(back
     );
 }
 crate::on_both_stores!(disabled_deleted_and_protected_links_are_not_imported_as_open_ones);
+
+/// Text a caller chose that a spreadsheet would compute (`=HYPERLINK(…)`, `+…`, `-…`, `@…`)
+/// leaves in the CSV export with a `'` in front, which spreadsheets show as text, and an
+/// import takes it off again: the links come back with the values they had.
+async fn formula_cells_leave_as_text_and_import_as_they_were(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let from = node(&stack, "from").await;
+    let title = r#"=HYPERLINK("https://evil.example/","Open")"#;
+    let code = create(
+        &from,
+        json!({
+            "url": "https://plain.example/sheet",
+            "title": title,
+            "description": "+1 and more",
+            "utm_source": "-news",
+            "utm_medium": "@team",
+            "utm_campaign": "'+quoted",
+        }),
+    )
+    .await;
+    let (status, file) = from.export("format=csv").await;
+    assert_eq!(status, StatusCode::OK);
+    let mut reader = csv::Reader::from_reader(file.as_bytes());
+    let header = reader.headers().expect("header").clone();
+    let row = reader
+        .records()
+        .map(|r| r.expect("a row"))
+        .find(|r| r[0] == *code)
+        .expect("the link's row");
+    let cell = |name: &str| row[header.iter().position(|h| h == name).expect(name)].to_string();
+    #[rustfmt::skip]
+    let want = [
+        ("preview_title", format!("'{title}")),
+        ("preview_description", "'+1 and more".to_string()),
+        ("utm_source", "'-news".to_string()),
+        ("utm_medium", "'@team".to_string()),
+        ("utm_campaign", "''+quoted".to_string()),
+        ("url", "https://plain.example/sheet".to_string()),
+    ];
+    for (name, value) in want {
+        assert_eq!(cell(name), value, "{name} in {file}");
+    }
+    assert!(
+        row.iter()
+            .all(|c| !c.starts_with(['=', '+', '-', '@', '\t', '\r'])),
+        "no cell a spreadsheet computes: {row:?}"
+    );
+
+    let other = Stack::new(backend).await;
+    let to = node(&other, "to").await;
+    let lines = import(&to, file).await;
+    assert_eq!(
+        lines.last().expect("summary")["summary"]["created"],
+        1,
+        "{lines:?}"
+    );
+    assert_eq!(routing(&to, &code).await, routing(&from, &code).await);
+    let (_, read) = to.get(&code).await;
+    assert_eq!(
+        (&read["title"], &read["utm_campaign"]),
+        (&json!(title), &json!("'+quoted"))
+    );
+}
+crate::on_both_stores!(formula_cells_leave_as_text_and_import_as_they_were);

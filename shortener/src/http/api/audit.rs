@@ -121,8 +121,8 @@ fn lines(format: Format, rows: &[Entry]) -> Vec<u8> {
 
 fn write_csv<'a>(out: &mut Vec<u8>, fields: impl Iterator<Item = &'a str>) {
     let mut writer = csv::Writer::from_writer(out);
-    let fields: Vec<&str> = fields.collect();
+    let fields: Vec<_> = fields.map(super::cells::exported).collect();
     // Writing into memory cannot fail.
-    let _ = writer.write_record(&fields);
+    let _ = writer.write_record(fields.iter().map(|c| c.as_bytes()));
     let _ = writer.flush();
 }

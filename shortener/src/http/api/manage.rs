@@ -307,7 +307,7 @@ fn csv_row(
     };
     let (utm, preview) = (&routes.utm, &routes.preview);
     let mut writer = csv::Writer::from_writer(out);
-    let _ = writer.write_record([
+    let cells = [
         link.shown_code(),
         link.url.as_str(),
         &link.tags.join("|"),
@@ -337,6 +337,12 @@ fn csv_row(
         } else {
             "false"
         },
-    ]);
+    ];
+    let _ = writer.write_record(
+        cells
+            .map(super::cells::exported)
+            .iter()
+            .map(|c| c.as_bytes()),
+    );
     let _ = writer.flush();
 }

@@ -6,6 +6,7 @@
 
 mod audit;
 mod blocklist;
+mod cells;
 mod domains;
 mod import;
 mod keys;
