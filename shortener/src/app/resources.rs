@@ -219,6 +219,9 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                     .await
                     .context("open the SQLite store")?
                     .context("open the SQLite store")?;
+            sqlite.set_read_deadline(Duration::from_millis(
+                config.store.database_statement_timeout_ms,
+            ));
             sqlite.migrate().await.context("apply SQLite migrations")?;
             let (api_keys, default_api_key) =
                 load_api_keys(config, Some(&dir.join(API_KEYS_FILE)))?;

@@ -43,7 +43,8 @@ pub struct StoreConfig {
     pub database_max_connections: usize,
     /// Most milliseconds one PostgreSQL statement may run before the server cancels it (a
     /// lock wait or a runaway plan fails fast instead of holding a connection); migrations and
-    /// rollup maintenance lift it for their own statements.
+    /// rollup maintenance lift it for their own statements. The embedded store interrupts a
+    /// read that runs longer.
     #[arg(long, env = "SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(100..=3_600_000)
     )]

@@ -159,6 +159,13 @@ impl SqliteStore {
         self.writer.run(f).await
     }
 
+    /// Reads from now on run for `limit` at most, past which SQLite interrupts them and they
+    /// fail as the store being unavailable (the node sets its statement timeout,
+    /// `SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS`; 10 s until then).
+    pub fn set_read_deadline(&self, limit: std::time::Duration) {
+        self.readers.set_limit(limit);
+    }
+
     /// Runs `f` on a read-only connection (a free one, within its deadline: [`readers`]);
     /// returns once what it read is covered by an fsync.
     async fn read<T, F>(&self, f: F) -> Result<T, StoreError>

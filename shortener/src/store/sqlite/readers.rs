@@ -25,6 +25,11 @@ fn now_millis() -> u64 {
     EPOCH.elapsed().as_millis() as u64
 }
 
+/// `limit` in whole milliseconds, at least one (0 would mean "no read runs").
+fn millis(limit: Duration) -> u64 {
+    (limit.as_millis() as u64).max(1)
+}
+
 /// One read-only connection and the deadline of the read on it (milliseconds since
 /// [`EPOCH`]; 0 while none runs).
 struct Reader {
@@ -36,8 +41,9 @@ struct Reader {
 pub(super) struct Readers {
     connections: Vec<Reader>,
     next: AtomicUsize,
-    /// How long one read may run ([`READ_DEADLINE`] but in tests).
-    limit: Duration,
+    /// How long one read may run, in milliseconds ([`READ_DEADLINE`] until
+    /// [`Readers::set_limit`]).
+    limit: AtomicU64,
     /// Places for heavy reads (stats): one fewer than the connections, at least one.
     heavy: tokio::sync::Semaphore,
 }
@@ -76,15 +82,24 @@ impl Readers {
         Ok(Self {
             connections,
             next: AtomicUsize::new(0),
-            limit,
+            limit: AtomicU64::new(millis(limit)),
             heavy,
         })
+    }
+
+    /// Reads from now on run for `limit` at most (a read already running keeps its deadline).
+    pub(super) fn set_limit(&self, limit: Duration) {
+        self.limit.store(millis(limit), Ordering::Relaxed);
+    }
+
+    fn limit(&self) -> Duration {
+        Duration::from_millis(self.limit.load(Ordering::Relaxed))
     }
 
     /// A place for a heavy read, held while it runs: with it, such reads hold all connections
     /// but one at most. Waited for as long as a read may run, then the store is unavailable.
     pub(super) async fn heavy_place(&self) -> Result<tokio::sync::SemaphorePermit<'_>, StoreError> {
-        match tokio::time::timeout(self.limit, self.heavy.acquire()).await {
+        match tokio::time::timeout(self.limit(), self.heavy.acquire()).await {
             Ok(Ok(place)) => Ok(place),
             Ok(Err(_)) => Err(StoreError::Internal(
                 "the heavy-read places are closed".into(),
@@ -105,10 +120,10 @@ impl Readers {
         let readers = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
             let (reader, mut connection) = readers.take();
-            let limit = readers.limit.as_millis() as u64;
+            let limit = readers.limit.load(Ordering::Relaxed);
             reader
                 .deadline
-                .store(now_millis() + limit.max(1), Ordering::Relaxed);
+                .store(now_millis() + limit, Ordering::Relaxed);
             let read = f(&mut connection);
             reader.deadline.store(0, Ordering::Relaxed);
             read
@@ -188,6 +203,35 @@ mod tests {
             })
             .await;
         assert_eq!(next.expect("read"), 1);
+    }
+
+    /// A limit set later governs the reads that start after it: an endless read runs until
+    /// the new, longer deadline rather than the first one.
+    #[tokio::test]
+    async fn a_new_limit_governs_later_reads() {
+        let (_dir, readers) = readers(1);
+        readers.set_limit(Duration::from_millis(1500));
+        let started = Instant::now();
+        let endless = readers
+            .run(|c| {
+                c.query_row(
+                    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) \
+                     SELECT count(*) FROM r",
+                    [],
+                    |row| row.get::<_, i64>(0),
+                )
+                .map_err(db_error)
+            })
+            .await;
+        assert!(
+            matches!(&endless, Err(StoreError::Unavailable(_))),
+            "{endless:?}"
+        );
+        assert!(
+            started.elapsed() >= Duration::from_millis(1400),
+            "interrupted after {:?}, before the new deadline",
+            started.elapsed()
+        );
     }
 
     /// While one connection is busy, reads go to a free one instead of waiting behind it.
