@@ -53,11 +53,13 @@ async fn creates_counted(node: &Node) -> anyhow::Result<(f64, f64)> {
     Ok((created, all))
 }
 
-/// Waits for `pid` to exit without reaping it and returns its CPU seconds: a process that has
-/// exited keeps its final times in `/proc` until its parent waits for it.
-fn cpu_at_exit(pid: u32) -> Option<f64> {
+/// Waits up to `bound` for `pid` to exit without reaping it and returns its CPU seconds: a
+/// process that has exited keeps its final times in `/proc` until its parent waits for it.
+/// None when it is still running at `bound` (or cannot be read).
+fn cpu_at_exit(pid: u32, bound: Duration) -> Option<f64> {
     let stat = format!("/proc/{pid}/stat");
-    loop {
+    let end = std::time::Instant::now() + bound;
+    while std::time::Instant::now() < end {
         let text = std::fs::read_to_string(&stat).ok()?;
         let state = text.get(text.rfind(')')? + 2..)?.chars().next()?;
         if state == 'Z' {
@@ -65,13 +67,15 @@ fn cpu_at_exit(pid: u32) -> Option<f64> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    None
 }
 
 /// One h2load point: for [`Transport::H2loadHttp`] `clients` connections (HTTP/1.1, one
-/// request in flight each), for [`Transport::H2loadGrpcShared`] one HTTP/2 connection with `clients` calls in flight on it.
-/// Latencies come from h2load's per-request log, which holds the measured requests only; the
-/// node's CPU per link and the errors are counted over the whole run, warm-up included, from
-/// the node's process and its `shortener_creates_total`.
+/// request in flight each), for [`Transport::H2loadGrpcShared`] one HTTP/2 connection with
+/// `clients` calls in flight on it. Latencies come from h2load's per-request log, which holds
+/// the requests that ended in the measured phase; the node's CPU per link and the errors are
+/// counted over the whole run, warm-up included, from the node's process and its
+/// `shortener_creates_total`.
 pub async fn run(
     node: &Node,
     transport: Transport,
@@ -121,34 +125,41 @@ pub async fn run(
         format!("--log-file={}", log_file.display()),
         format!("--warm-up-time={}ms", warmup.as_millis()),
         "-D".into(),
-        duration.as_secs().max(1).to_string(),
+        format!("{}ms", duration.as_millis()),
         address,
     ]);
     let pid = node.server.pid();
     let (cpu_before, counted_before) = (machine::cpu_seconds(pid), creates_counted(node).await?);
-    let child = machine::pinned(LOAD_CORE, PROGRAM)
+    // Its output goes to a file: a pipe nobody reads while it runs could fill and stall it.
+    let output_file = dir.join(format!("h2load-output-{}", std::process::id()));
+    let output = std::fs::File::create(&output_file)?;
+    let mut child = machine::pinned(LOAD_CORE, PROGRAM)
         .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(output.try_clone()?)
+        .stderr(output)
         .spawn()
         .context("run h2load (Debian: apt-get install nghttp2-client)")?;
     let child_pid = child.id();
-    let own_cpu = tokio::task::spawn_blocking(move || cpu_at_exit(child_pid)).await?;
-    let output = tokio::task::spawn_blocking(move || child.wait_with_output()).await??;
-    let (cpu_after, counted_after) = (machine::cpu_seconds(pid), creates_counted(node).await?);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        bail!(
-            "h2load failed: {stdout}{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+    let bound = warmup + duration + Duration::from_secs(30);
+    let own_cpu = tokio::task::spawn_blocking(move || cpu_at_exit(child_pid, bound)).await?;
+    if own_cpu.is_none() {
+        let _ = child.kill();
     }
-    let mut latencies = Vec::new();
-    let mut failed = 0u64;
-    // One line per measured request: start (µs since the epoch), status, duration (µs).
+    let status = tokio::task::spawn_blocking(move || child.wait()).await??;
+    let (cpu_after, counted_after) = (machine::cpu_seconds(pid), creates_counted(node).await?);
+    let printed = std::fs::read_to_string(&output_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&output_file);
+    let _ = std::fs::remove_file(&body_file);
+    if !status.success() || own_cpu.is_none() {
+        bail!("h2load failed or ran past {bound:?} ({status}): {printed}");
+    }
+    let (mut latencies, mut failed) = (Vec::new(), 0u64);
+    // One line per request of the measured phase: start (µs since the epoch), status,
+    // duration (µs), and maybe more columns in later versions.
     for line in std::fs::read_to_string(&log_file)?.lines() {
-        let fields: Vec<&str> = line.split('\t').collect();
-        let [_, status, micros] = fields[..] else {
+        let mut fields = line.split('\t');
+        let (Some(_), Some(status), Some(micros)) = (fields.next(), fields.next(), fields.next())
+        else {
             bail!("an h2load log line of an unknown shape: {line:?}");
         };
         if !status.starts_with('2') {
@@ -157,13 +168,18 @@ pub async fn run(
         latencies.push(micros.parse()?);
     }
     let _ = std::fs::remove_file(&log_file);
-    let _ = std::fs::remove_file(&body_file);
+    let answered = latencies.len() as u64 - failed;
+    if answered == 0 {
+        bail!("h2load had no request answered: {printed}");
+    }
     let created = counted_after.0 - counted_before.0;
     // A gRPC call that fails still answers HTTP 200 (its status is in the trailers): the
-    // node's own count of every create that did not make a link catches those.
-    let refused = (counted_after.1 - counted_before.1) - created;
-    let ok = latencies.len() as u64 - failed;
-    let mut run = Run::from_latencies(latencies, ok, duration, failed.max(refused as u64));
+    // node's own count of every create that did not make a link catches those. Counted over
+    // the whole run, they are taken off the measured phase's answers, which then may count
+    // too few but never a refusal as a create.
+    let refused = ((counted_after.1 - counted_before.1) - created) as u64;
+    let ok = answered.saturating_sub(refused);
+    let mut run = Run::from_latencies(latencies, ok, duration, failed + refused);
     if let (Some(a), Some(b)) = (cpu_before, cpu_after)
         && created > 0.0
     {

@@ -192,6 +192,9 @@ impl Report {
             // The same ratio from one C load generator for both transports (crate::h2load),
             // so that the clients' own CPU, on the core PostgreSQL shares, weighs alike.
             for store in [StoreKind::Postgres, StoreKind::Embedded] {
+                if c.row(store, Transport::H2loadHttp, 64).is_none() {
+                    continue; // a store the run left out (`--store`)
+                }
                 let rate = |t| c.row(store, t, 64).map_or(f64::NAN, |r| r.runs.rate());
                 let v = rate(Transport::H2loadGrpcShared) / rate(Transport::H2loadHttp);
                 let _ = writeln!(

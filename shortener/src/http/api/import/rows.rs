@@ -251,7 +251,7 @@ impl Columns {
         let mut input = ImportInput::default();
         let (mut short_url, mut clicks) = (None, None);
         for (column, field) in self.0.iter().zip(&fields) {
-            let text = super::super::cells::imported(utf8(field)?.trim());
+            let text = super::super::cells::imported(utf8(field)?).trim();
             if text.is_empty() {
                 continue;
             }
