@@ -52,6 +52,23 @@ impl KeyCache {
     }
 }
 
+impl KeyCache {
+    /// The key `kid` as last read, when that read is under [`JWKS_GRACE`] old: what serves
+    /// while the issuer's key set cannot be read again.
+    pub(super) fn fallback(&self, kid: Option<&str>) -> Option<Jwk> {
+        self.fallback_at(self.fetched.map(|at| at.elapsed()), kid)
+    }
+
+    /// [`KeyCache::fallback`] for keys read `age` ago (none: never read).
+    fn fallback_at(&self, age: Option<Duration>, kid: Option<&str>) -> Option<Jwk> {
+        if age.is_some_and(|age| age < JWKS_GRACE) {
+            find(&self.keys, kid)
+        } else {
+            None
+        }
+    }
+}
+
 /// The signing key `kid` of `keys`, or their only signing key when the token names none.
 pub(super) fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
     let mut signing = keys.iter().filter(|k| {
@@ -76,7 +93,8 @@ mod tests {
     use super::*;
 
     /// Keys are used as read for an hour at most; an unknown key id reads them again, but not
-    /// more than once per interval.
+    /// more than once per interval; while they cannot be read again, those read within a day
+    /// still serve.
     #[test]
     fn keys_are_read_again_when_old_or_lacking_but_not_too_often() {
         let key: Jwk = serde_json::from_value(serde_json::json!({
@@ -117,5 +135,32 @@ mod tests {
             fetched: None,
         };
         assert!(matches!(empty.look(Some("k1")), Look::Read), "never read");
+
+        // While the key set cannot be read again, keys read within the grace period serve.
+        // (Ages are given rather than made from `Instant::now()`, which cannot go back further
+        // than the machine's uptime.)
+        let cache = at(Duration::from_secs(5));
+        assert!(cache.fallback(Some("k1")).is_some(), "read just now");
+        let hours = |n: u64| Some(Duration::from_secs(n * 3600));
+        assert!(
+            cache.fallback_at(hours(2), Some("k1")).is_some(),
+            "two hours old"
+        );
+        assert!(
+            cache
+                .fallback_at(Some(JWKS_GRACE - Duration::from_secs(60)), None)
+                .is_some(),
+            "the only key, just inside the grace period"
+        );
+        assert!(
+            cache.fallback_at(hours(2), Some("k2")).is_none(),
+            "a key never read"
+        );
+        assert!(
+            cache.fallback_at(Some(JWKS_GRACE), Some("k1")).is_none(),
+            "at the end of the grace period"
+        );
+        assert!(cache.fallback_at(None, Some("k1")).is_none(), "never read");
+        assert!(empty.fallback(Some("k1")).is_none(), "never read");
     }
 }

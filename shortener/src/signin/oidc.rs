@@ -369,8 +369,7 @@ impl Provider {
                 // Keys read within the grace period still serve while the issuer's key set
                 // cannot be read (and an empty set never replaces them).
                 let cache = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-                let usable = cache.fetched.is_some_and(|at| at.elapsed() < JWKS_GRACE);
-                if usable && let Some(jwk) = find(&cache.keys, kid) {
+                if let Some(jwk) = cache.fallback(kid) {
                     tracing::warn!(%error, "the identity provider's keys could not be read again; using those read before");
                     return Ok(jwk);
                 }
