@@ -174,12 +174,13 @@ pub async fn run(
     }
     let created = counted_after.0 - counted_before.0;
     // A gRPC call that fails still answers HTTP 200 (its status is in the trailers): the
-    // node's own count of every create that did not make a link catches those. Counted over
-    // the whole run, they are taken off the measured phase's answers, which then may count
-    // too few but never a refusal as a create.
+    // node's own count of every create that did not make a link catches those. The refusals
+    // it counts beyond the answers h2load saw fail are taken off the measured phase's
+    // answers (counted over the whole run, they may take off too many, never too few).
     let refused = ((counted_after.1 - counted_before.1) - created) as u64;
-    let ok = answered.saturating_sub(refused);
-    let mut run = Run::from_latencies(latencies, ok, duration, failed + refused);
+    let hidden = refused.saturating_sub(failed);
+    let ok = answered.saturating_sub(hidden);
+    let mut run = Run::from_latencies(latencies, ok, duration, failed.max(refused));
     if let (Some(a), Some(b)) = (cpu_before, cpu_after)
         && created > 0.0
     {

@@ -1,6 +1,6 @@
 //! Lists and exports: one query per page, ordered by (`created_at`, `code`) descending and
-//! continued by keyset, so a page deep in a list costs what the first one does; an export is
-//! the same query without a limit in a snapshot transaction, streamed.
+//! continued by keyset, so a page deep in a list costs what the first one does; an export walks
+//! the same pages one query at a time (`links::export`).
 
 use super::error::db_error;
 use super::send::Conn;

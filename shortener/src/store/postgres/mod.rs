@@ -90,8 +90,9 @@ pub struct PgSettings {
     pub write_concurrency: usize,
     /// Creates a batch waits for before it starts beside another in flight.
     pub write_fill: usize,
-    /// The bound of one statement (`SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS`); exports,
-    /// migrations and maintenance lift it for their own statements.
+    /// The bound of one statement (`SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS`); migrations and
+    /// maintenance lift it for their own statements (an export reads a page per statement,
+    /// under it).
     pub statement_timeout: Duration,
     /// The code space: where a code's row is (see [`layout`]).
     pub space: Arc<CodeSpace>,
