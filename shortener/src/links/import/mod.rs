@@ -22,7 +22,7 @@
 //! without the node remembering the codes it has seen, and what marks a legacy code that a
 //! generated create may step over.
 //!
-//! One file of about 490 lines: the two ways a row goes in (with its own code, or a generated
+//! One file of about 500 lines: the two ways a row goes in (with its own code, or a generated
 //! one), how a taken code is told apart and charged, and the audit and results of a chunk are
 //! one write path whose rules depend on each other; the streaming around it is in [`pipeline`].
 
