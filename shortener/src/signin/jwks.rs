@@ -50,9 +50,7 @@ impl KeyCache {
             Look::Refused
         }
     }
-}
 
-impl KeyCache {
     /// The key `kid` as last read, when that read is under [`JWKS_GRACE`] old: what serves
     /// while the issuer's key set cannot be read again.
     pub(super) fn fallback(&self, kid: Option<&str>) -> Option<Jwk> {
