@@ -26,6 +26,9 @@ const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a ping may go unanswered before the connection is closed.
 const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long servers get to end once their connections are cut past the drain bound.
+const CUT_GRACE: Duration = Duration::from_secs(1);
+
 /// The HTTP/2 flow-control window of one gRPC call, in bytes.
 const STREAM_WINDOW: u32 = 256 * 1024;
 /// The HTTP/2 flow-control window of one gRPC connection, in bytes.
@@ -42,6 +45,8 @@ pub(super) struct Listeners {
 pub(super) struct Servers {
     health: Health,
     stop_traffic: CancellationToken,
+    /// Past the drain bound: ends the gRPC connections still open (see [`net::idle`]).
+    cut_traffic: CancellationToken,
     traffic: Vec<JoinHandle<()>>,
     stop_admin: CancellationToken,
     admin: Option<JoinHandle<()>>,
@@ -60,6 +65,7 @@ impl Servers {
         let (reflection_v1, reflection_v1alpha) =
             proto::server::reflection().context("build the reflection services")?;
         let stop_traffic = CancellationToken::new();
+        let cut_traffic = CancellationToken::new();
         let limits = BodyLimits::new(config.redirects.max_url_length, config.limits.batch_limit);
         let guard = GuardLayer::new(
             Arc::clone(&node.admission),
@@ -90,6 +96,7 @@ impl Servers {
                         grpc,
                         Arc::clone(&node.gates.grpc),
                         Duration::from_secs(config.listeners.grpc_idle_timeout.get()),
+                        cut_traffic.clone(),
                     ),
                     stop_traffic.clone().cancelled_owned(),
                 );
@@ -131,6 +138,7 @@ impl Servers {
         Ok(Self {
             health,
             stop_traffic,
+            cut_traffic,
             traffic,
             stop_admin,
             admin,
@@ -138,18 +146,28 @@ impl Servers {
     }
 
     /// Turns readiness off (`/readyz` 503, gRPC health `NOT_SERVING`), stops accepting traffic
-    /// and waits up to `drain` (plus a second) for in-flight requests. The admin port keeps
-    /// serving until [`Servers::stop_admin`].
+    /// and waits up to `drain` (plus a second) for in-flight requests; past that, cuts the
+    /// connections still open (HTTP cuts its own at the same bound) and waits a second more for
+    /// their tasks to end. No call is served after this returns. The admin port keeps serving
+    /// until [`Servers::stop_admin`].
     pub(super) async fn drain(&mut self, node: &Node, drain: Duration) {
         node.accepting.store(false, Ordering::SeqCst);
         self.health.set(false).await;
         self.stop_traffic.cancel();
-        let drained = futures::future::join_all(self.traffic.drain(..));
-        if tokio::time::timeout(drain + Duration::from_secs(1), drained)
+        let handles: Vec<_> = self.traffic.drain(..).collect();
+        let aborts: Vec<_> = handles.iter().map(JoinHandle::abort_handle).collect();
+        let mut drained = futures::future::join_all(handles);
+        if tokio::time::timeout(drain + Duration::from_secs(1), &mut drained)
             .await
-            .is_err()
+            .is_ok()
         {
-            tracing::warn!("drain bound reached; closing remaining calls");
+            return;
+        }
+        tracing::warn!("drain bound reached; closing remaining calls");
+        self.cut_traffic.cancel();
+        if tokio::time::timeout(CUT_GRACE, drained).await.is_err() {
+            tracing::warn!("a server outlived its cut connections; aborting it");
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
         }
     }
 

@@ -6,6 +6,11 @@
 //! extensions, through [`Connected`]), and a connection with no call in flight and none
 //! started for a whole idle timeout fails its next read, which ends it. The check runs when the
 //! connection's task reads, woken by one timer per connection.
+//!
+//! A stopping node drains its gRPC connections gracefully (GOAWAY, in-flight calls finish) up
+//! to its drain bound; past it, the listener's cut token makes every connection's reads and
+//! writes fail, which ends the connection and drops the calls still on it (a long stream, a
+//! health watch), so no call outlives the node's stop.
 
 use std::io;
 use std::net::SocketAddr;
@@ -17,6 +22,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::transport::server::Connected;
 
 use super::Admitted;
@@ -54,20 +60,28 @@ pub struct ConnectionInfo {
     pub activity: Arc<Activity>,
 }
 
-/// A socket that fails its reads once the connection has been idle for a whole timeout.
+/// A socket that fails its reads once the connection has been idle for a whole timeout, and
+/// its reads and writes once its listener is cut.
 pub struct IdleIo {
     stream: TcpStream,
     info: ConnectionInfo,
     timeout: Duration,
     timer: Pin<Box<Sleep>>,
     seen: u64,
+    cut: Pin<Box<WaitForCancellationFutureOwned>>,
     _admitted: Admitted,
 }
 
 impl IdleIo {
     /// Wraps `stream` from `peer`, admitted by its listener's gate, closing it after `timeout`
-    /// without calls.
-    pub fn new(stream: TcpStream, peer: SocketAddr, timeout: Duration, admitted: Admitted) -> Self {
+    /// without calls, or at once when `cut` is cancelled.
+    pub fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        timeout: Duration,
+        admitted: Admitted,
+        cut: CancellationToken,
+    ) -> Self {
         Self {
             stream,
             info: ConnectionInfo {
@@ -77,8 +91,19 @@ impl IdleIo {
             timeout,
             timer: Box::pin(tokio::time::sleep(timeout)),
             seen: 0,
+            cut: Box::pin(cut.cancelled_owned()),
             _admitted: admitted,
         }
+    }
+
+    /// An error once the listener is cut (the task is woken when it is).
+    fn cut(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        self.cut.as_mut().poll(cx).is_ready().then(|| {
+            io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the node is stopping and its drain bound has passed",
+            )
+        })
     }
 
     /// Whether the timer ran out on an idle connection; re-arms it otherwise.
@@ -110,6 +135,9 @@ impl AsyncRead for IdleIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if let Some(error) = self.cut(cx) {
+            return Poll::Ready(Err(error));
+        }
         if self.idle(cx) {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -126,6 +154,9 @@ impl AsyncWrite for IdleIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if let Some(error) = self.cut(cx) {
+            return Poll::Ready(Err(error));
+        }
         Pin::new(&mut self.stream).poll_write(cx, buf)
     }
 
@@ -143,6 +174,9 @@ impl AsyncWrite for IdleIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if let Some(error) = self.cut(cx) {
+            return Poll::Ready(Err(error));
+        }
         Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
     }
 
@@ -152,15 +186,18 @@ impl AsyncWrite for IdleIo {
 }
 
 /// The connections `listener` accepts, each admitted by `gate` (one over its caps is closed at
-/// once) and wrapped to close after `timeout` without calls: the incoming stream of a tonic
-/// server. Accept errors (out of descriptors, say) are logged and backed off, never ended on.
+/// once) and wrapped to close after `timeout` without calls or when `cut` is cancelled: the
+/// incoming stream of a tonic server. Accept errors (out of descriptors, say) are logged and
+/// backed off, never ended on.
 pub fn incoming(
     listener: tokio::net::TcpListener,
     gate: Arc<super::ConnectionGate>,
     timeout: Duration,
+    cut: CancellationToken,
 ) -> impl futures::Stream<Item = io::Result<IdleIo>> {
     futures::stream::unfold(listener, move |listener| {
         let gate = Arc::clone(&gate);
+        let cut = cut.clone();
         async move {
             loop {
                 let (stream, peer) = match listener.accept().await {
@@ -176,7 +213,7 @@ pub fn incoming(
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let io = IdleIo::new(stream, peer, timeout, admitted);
+                let io = IdleIo::new(stream, peer, timeout, admitted, cut);
                 return Some((Ok(io), listener));
             }
         }

@@ -194,6 +194,49 @@ async fn a_request_past_the_drain_bound_ends_before_the_last_click_flush() {
     );
 }
 
+/// A gRPC stream still open at the drain bound (a health watch, which never ends by itself) is
+/// cut off with its connection when the node stops: nothing of the node serves it afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_grpc_stream_past_the_drain_bound_is_cut_when_the_node_stops() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("watch");
+    config.listeners.drain_timeout = 1;
+    let node = Node::start(config).await;
+    let channel = tonic::transport::Channel::from_shared(node.grpc.clone())
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let mut watch = health
+        .watch(tonic_health::pb::HealthCheckRequest {
+            service: "shortener.v1.Links".into(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let first = watch.message().await.expect("a status").expect("a message");
+    assert_eq!(first.status, ServingStatus::Serving as i32);
+
+    node.stop().await;
+    // The stream may still deliver NOT_SERVING, then it ends: with an error, as its connection
+    // was cut, or cleanly.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        loop {
+            match watch.message().await {
+                Ok(Some(update)) => assert_eq!(update.status, ServingStatus::NotServing as i32),
+                other => return other.map(|_| ()),
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "a health watch was still served after the node stopped"
+    );
+}
+
 /// The URL search index's pending list (PostgreSQL's trigram index takes inserts there first)
 /// is merged into the index by the node in the background, so no create's statement does it:
 /// after a run of creates the list empties within seconds, though it is far below the limit at
