@@ -237,19 +237,27 @@ impl App {
         let drain = config.drain();
         tracing::info!(?drain, "shutting down: readiness off, draining");
         servers.drain(&node, drain).await;
+        // An import's writing stage outlives its cut transport by the chunk in flight and
+        // that chunk's audit entry.
+        if !node.links.imports_settled(TASK_STOP).await {
+            tracing::warn!("an import was still writing when the node stopped");
+        }
         let stopping = Stopping(Some(release));
         let stopped = tasks.stop(TASK_STOP).await;
         servers.stop_admin().await;
         match stopped {
             Stopped::Ended { aborted } => {
-                // A last flush the store refused leaves its counts in the map, as an aborted
-                // task does: either way they are lost with the process.
-                let pending = node.visits.clicks().pending_codes();
-                if aborted > 0 || pending > 0 {
+                // A last flush the store kept refusing leaves its counts in the map or in a
+                // batch in doubt, as an aborted task does: either way they are lost with the
+                // process.
+                let clicks = node.visits.clicks().unwritten_codes();
+                let rollups = node.visits.analytics().unwritten();
+                if aborted > 0 || clicks > 0 || rollups > 0 {
                     tracing::warn!(
                         aborted,
-                        pending_click_codes = pending,
-                        "click counts not written before the stop are lost"
+                        unwritten_click_codes = clicks,
+                        unwritten_rollup_counters = rollups,
+                        "counts not written before the stop are lost"
                     );
                 }
                 let_go(&node, stopping).await;

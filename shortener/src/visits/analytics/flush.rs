@@ -97,6 +97,13 @@ impl Analytics {
         true
     }
 
+    /// How many rollup counters are not known to be written: the aggregator's and those of the
+    /// batch whose write is in doubt (what a stop that ends now would lose).
+    pub fn unwritten(&self) -> usize {
+        let doubted = self.lock_in_doubt().as_ref().map_or(0, |d| d.rows.len());
+        self.aggregator.entries() + doubted
+    }
+
     fn lock_in_doubt(&self) -> std::sync::MutexGuard<'_, Option<Doubted>> {
         self.in_doubt.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -28,9 +28,11 @@ impl ClickRecorder {
     }
 
     /// [`ClickRecorder::flush`] without the pause between chunks: the last flush at stop, when
-    /// no request is left to interleave with and the stop's bound is what counts.
-    pub async fn flush_last(&self, store: &Store) {
+    /// no request is left to interleave with and the stop's bound is what counts. Returns
+    /// whether every count is written ([`ClickRecorder::unwritten_codes`] is zero).
+    pub async fn flush_last(&self, store: &Store) -> bool {
         self.flush_paced(store, Duration::ZERO).await;
+        self.unwritten_codes() == 0
     }
 
     async fn flush_paced(&self, store: &Store, pace: Duration) {

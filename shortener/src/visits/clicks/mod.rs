@@ -169,6 +169,15 @@ impl ClickRecorder {
         self.shards.iter().map(|s| lock(s).len()).sum()
     }
 
+    /// How many codes hold counts not known to be written: those in the map and those of the
+    /// chunk whose write is in doubt (what a stop that ends now would lose).
+    pub fn unwritten_codes(&self) -> usize {
+        let doubted = lock(&self.in_doubt)
+            .as_ref()
+            .map_or(0, |(_, rows)| rows.len());
+        self.pending_codes() + doubted
+    }
+
     /// [`ClickRecorder::bytes`] at the bound: a hash table holding `max_pending` codes has up
     /// to twice as many slots, and while a flush writes a shard the next interval's map is
     /// already filling (about as many again, covered by the same factor); the keys held on the

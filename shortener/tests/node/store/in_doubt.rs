@@ -271,3 +271,40 @@ async fn dedup_creates_whose_twin_read_is_cut_are_answered_as_unknown() {
         "no batch read a twin in {rounds} rounds"
     );
 }
+
+/// The last flushes at stop are tried again while the database refuses them (a switchover
+/// pauses writes for seconds): visits counted before a stop that meets a short outage are in
+/// the totals and the rollups afterwards, once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_flushes_outlast_a_short_outage_at_stop() {
+    let stack = Stack::new(Backend::Postgres).await;
+    // Neither flush runs by itself: the last ones at stop write everything.
+    let (node, proxy) = proxied(&stack, "last-flush", 50_000, 50_000).await;
+    let code = node.create_url("https://example.com/last-flush").await;
+    visit(&node, &code, 7).await;
+
+    proxy.set_mode(testkit::proxy::Mode::Reset);
+    node.begin_shutdown();
+    // Both flushes failed once and are being tried again (the admin port serves to the end).
+    let retried = testkit::wait_until(Duration::from_secs(10), || async {
+        resent(&node, "shortener_clicks_chunks_resent_total").await >= 1.0
+            && resent(&node, "shortener_analytics_batches_resent_total").await >= 1.0
+    })
+    .await;
+    assert!(
+        retried,
+        "a last flush the database refused was not tried again"
+    );
+    proxy.set_mode(testkit::proxy::Mode::Open);
+    node.stop().await;
+
+    let after = stack.node("after").await;
+    let (status, link) = after.get(&code).await;
+    assert_eq!(status, StatusCode::OK, "{link}");
+    assert_eq!(link["clicks"]["human"], 7, "{link}");
+    let path = format!("/links/{code}/stats?granularity=hour");
+    let (status, report) = stats(&after, &path).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["totals"]["human"], 7, "{report}");
+    after.stop().await;
+}
