@@ -128,9 +128,9 @@ impl Tasks {
         Self { stop, handles }
     }
 
-    /// Stops every task and waits for each up to `bound`; the visits' flushes write what is
-    /// pending before they end. A task still running past its bound is aborted and waited for
-    /// up to `bound` again ([`stop_all`]).
+    /// Stops every task and waits up to `bound` for all of them; the visits' flushes write what
+    /// is pending before they end. Tasks still running past the bound are aborted and waited
+    /// for up to `bound` again ([`stop_all`]).
     pub(super) async fn stop(self, bound: Duration) -> Stopped {
         self.stop.cancel();
         stop_all(self.handles, bound).await
@@ -150,22 +150,36 @@ pub(super) enum Stopped {
     Running(Vec<JoinHandle<()>>),
 }
 
-/// Waits up to `bound` for each of `handles` (already told to stop), aborting and waiting up to
-/// `bound` again for one that has not ended.
+/// Waits up to `bound` for all of `handles` (already told to stop, so stopping side by side),
+/// then aborts those still running and waits up to `bound` again for them to end.
 async fn stop_all(handles: Vec<JoinHandle<()>>, bound: Duration) -> Stopped {
-    let mut aborted = 0;
-    let mut running = Vec::new();
+    let deadline = tokio::time::Instant::now() + bound;
+    let mut late = Vec::new();
     for mut handle in handles {
-        if tokio::time::timeout(bound, &mut handle).await.is_ok() {
-            continue;
+        if tokio::time::timeout_at(deadline, &mut handle)
+            .await
+            .is_err()
+        {
+            late.push(handle);
         }
-        tracing::warn!(
-            ?bound,
-            "a background task did not stop in time; aborting it"
-        );
-        handle.abort();
-        aborted += 1;
-        if tokio::time::timeout(bound, &mut handle).await.is_err() {
+    }
+    if late.is_empty() {
+        return Stopped::Ended { aborted: 0 };
+    }
+    tracing::warn!(
+        tasks = late.len(),
+        ?bound,
+        "background tasks did not stop in time; aborting them"
+    );
+    late.iter().for_each(JoinHandle::abort);
+    let aborted = late.len();
+    let deadline = tokio::time::Instant::now() + bound;
+    let mut running = Vec::new();
+    for mut handle in late {
+        if tokio::time::timeout_at(deadline, &mut handle)
+            .await
+            .is_err()
+        {
             running.push(handle);
         }
     }
@@ -238,5 +252,19 @@ mod tests {
         for handle in left {
             let _ = handle.await;
         }
+    }
+
+    /// Tasks that will not stop are waited for side by side: the stop takes one bound (and
+    /// their abort), not one bound each.
+    #[tokio::test(start_paused = true)]
+    async fn tasks_that_will_not_stop_share_one_bound() {
+        let bound = Duration::from_secs(5);
+        let deaf = (0..3)
+            .map(|_| tokio::spawn(std::future::pending::<()>()))
+            .collect();
+        let began = tokio::time::Instant::now();
+        let ended = stop_all(deaf, bound).await;
+        assert!(matches!(ended, Stopped::Ended { aborted: 3 }));
+        assert_eq!(began.elapsed(), bound, "the waits were not shared");
     }
 }
