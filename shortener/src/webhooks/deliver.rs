@@ -24,6 +24,9 @@ use tokio_util::sync::CancellationToken;
 const ENDPOINTS_AT_ONCE: usize = 32;
 /// Deliveries of one endpoint claimed at once (sent one after another).
 const PER_ENDPOINT: i64 = 16;
+/// How long an attempt in flight when the node stops may still take: less than the node's
+/// bound on stopping a task (5 s), with room to let the endpoint go after it.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 /// The longest delay between two attempts.
 const MAX_DELAY: Duration = Duration::from_secs(3600);
 /// The outbox backlog and its per-tenant bound are measured every this many polls.
@@ -43,10 +46,6 @@ pub fn backoff(base: Duration, attempts: u32) -> Duration {
     delay + delay.mul_f64(jitter)
 }
 
-/// An HTTP client for deliveries: rustls on ring with the system's roots, no redirects
-/// followed (a redirect is an answer that is not 2xx), no proxy from the environment (a
-/// proxy would resolve the names itself), and, unless `allow_private`, names resolved to
-/// public addresses only ([`PublicOnly`]).
 /// Whether an attempt started at `now` ends, with the record of its answer, before the lease
 /// that ends at `leased_until`: it may take `timeout`, and the record as long again.
 fn within_lease(
@@ -57,6 +56,10 @@ fn within_lease(
     now + timeout * 2 <= leased_until
 }
 
+/// An HTTP client for deliveries: rustls on ring with the system's roots, no redirects
+/// followed (a redirect is an answer that is not 2xx), no proxy from the environment (a
+/// proxy would resolve the names itself), and, unless `allow_private`, names resolved to
+/// public addresses only ([`PublicOnly`]).
 fn client(timeout: Duration, allow_private: bool) -> reqwest::Result<reqwest::Client> {
     let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -71,8 +74,10 @@ fn client(timeout: Duration, allow_private: bool) -> reqwest::Result<reqwest::Cl
 
 impl Webhooks {
     /// Delivers due events until `stop`: claims endpoints every poll interval and whenever an
-    /// endpoint it delivers to is done. At `stop`, an attempt in flight finishes first (within
-    /// its timeout) and the deliveries claimed but not yet attempted are let go.
+    /// endpoint it delivers to is done. At `stop`, an attempt in flight may finish within
+    /// [`STOP_GRACE`]; one that takes longer is given up unrecorded (its receiver may still get
+    /// it, and get it again from the next node: deliveries are at least once), and it and the
+    /// deliveries claimed but not yet attempted are let go, due at once for the next claim.
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
         let client = match client(self.settings.timeout, self.settings.allow_private) {
             Ok(client) => client,
@@ -225,7 +230,18 @@ impl Webhooks {
                 unsent.push(delivery.event_id);
                 continue;
             }
-            let (attempt, outcome) = self.attempt(client, &delivery).await;
+            let stopped = async {
+                stop.cancelled().await;
+                tokio::time::sleep(STOP_GRACE).await;
+            };
+            let (attempt, outcome) = tokio::select! {
+                done = self.attempt(client, &delivery) => done,
+                () = stopped => {
+                    unsent.push(delivery.event_id);
+                    going = false;
+                    continue;
+                }
+            };
             let attempt_delivered = attempt.delivered;
             self.counters.attempted(outcome);
             match self.store.finish_delivery(attempt).await {

@@ -111,6 +111,53 @@ async fn link_events_arrive_signed_once_each_across_a_restart(backend: Backend) 
 }
 on_both_stores!(link_events_arrive_signed_once_each_across_a_restart);
 
+/// A node that stops while a receiver holds an attempt past the stop's grace gives the attempt
+/// up unrecorded and lets its endpoint go: the next node delivers the event at once, rather
+/// than after the claim's lease runs out, and no failure is counted against the endpoint.
+async fn an_attempt_held_at_stop_is_let_go_and_delivered_by_the_next_node(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    // The first request is held for a minute, past the attempt's own timeout (20 s) too.
+    let receiver = receiver(200, Duration::from_secs(60)).await;
+    let (mut config, keys) = config(&stack, 10);
+    config.webhooks.webhook_timeout_ms = std::num::NonZero::new(20_000).expect("non-zero");
+    let node = Node::start(config.clone()).await;
+    let endpoint = registered(&node, &keys, &receiver).await;
+    let id = endpoint["id"].as_i64().expect("id");
+    node.create_with_key(json!({ "url": "https://example.com/held" }), &keys.own)
+        .await;
+    let held = testkit::wait_until(Duration::from_secs(10), || async {
+        receiver.requests().len() == 1
+    })
+    .await;
+    assert!(held, "the event never reached the receiver");
+    node.stop().await;
+
+    let node = Node::start(config).await;
+    let delivered = testkit::wait_until(Duration::from_secs(15), || async {
+        let log = deliveries(&node, id, &keys.admin).await;
+        log.len() == 1 && log[0]["state"] == "delivered"
+    })
+    .await;
+    let log = deliveries(&node, id, &keys.admin).await;
+    assert!(
+        delivered,
+        "the held event was not delivered by the next node: {log:?}"
+    );
+    assert_eq!(
+        receiver.requests().len(),
+        2,
+        "the held attempt and the one delivered"
+    );
+    assert_eq!(
+        log[0]["attempts"], 1,
+        "the attempt given up was recorded: {log:?}"
+    );
+    let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
+    assert_eq!(list["webhooks"][0]["id"], id, "{list}");
+    assert_eq!(list["webhooks"][0]["failures"], 0, "{list}");
+}
+on_both_stores!(an_attempt_held_at_stop_is_let_go_and_delivered_by_the_next_node);
+
 async fn a_failing_receiver_gets_retries_then_its_endpoint_is_disabled(backend: Backend) {
     let stack = Stack::new(backend).await;
     let receiver = receiver(500, Duration::ZERO).await;
