@@ -71,6 +71,16 @@ impl Gate {
             key,
         })
     }
+
+    /// Waits up to `within` for every place to be given back (the work holding them has
+    /// ended); whether they were. A stopping node uses it once no new work is admitted.
+    pub async fn settled(&self, within: Duration) -> bool {
+        let all = u32::try_from(self.places.per_node.get()).unwrap_or(u32::MAX);
+        matches!(
+            tokio::time::timeout(within, self.node.acquire_many(all)).await,
+            Ok(Ok(_))
+        )
+    }
 }
 
 fn lock(holders: &Mutex<Holders>) -> std::sync::MutexGuard<'_, Holders> {
@@ -162,5 +172,23 @@ mod tests {
         drop((a2, a3, b1, c1));
         let holders = lock(&gate.holders);
         assert!(holders.tenants.is_empty() && holders.keys.is_empty());
+    }
+
+    /// A gate is settled once the last place is given back, not before.
+    #[tokio::test(start_paused = true)]
+    async fn settled_waits_for_the_last_place() {
+        let gate = Gate::new(places(4, 2, 1), Duration::from_secs(5));
+        assert!(gate.settled(Duration::ZERO).await, "nothing running");
+        let held = gate.admit(&caller("a", "k1")).expect("a place");
+        assert!(
+            !gate.settled(Duration::from_secs(1)).await,
+            "a place is held"
+        );
+        let given_back = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            drop(held);
+        });
+        assert!(gate.settled(Duration::from_secs(3)).await, "given back");
+        given_back.await.expect("join");
     }
 }

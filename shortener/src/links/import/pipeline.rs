@@ -175,6 +175,12 @@ impl LinkService {
         self.imports.admit(caller)
     }
 
+    /// Waits up to `within` for the imports running on this node to end (their writing stages
+    /// outlive a transport cut at stop by a chunk and its audit entry); whether they did.
+    pub async fn imports_settled(&self, within: std::time::Duration) -> bool {
+        self.imports.settled(within).await
+    }
+
     /// How long an import waits for its next row (`SHORTENER_IMPORT_IDLE_MS`).
     pub fn import_idle(&self) -> std::time::Duration {
         self.import_idle
