@@ -4,7 +4,7 @@
 //! condition with one value and `any-value-query-param` one with none; `ip-address` is `cidr`
 //! (an address is its own network); `geolocation-country-code` is `country`; `before-date` and
 //! `after-date` are `before` and `after`. `valueless-query-param` and `geolocation-city-name`
-//! have no counterpart and are refused. A rule of ours Shlink cannot show (a split, a tablet,
+//! have no counterpart and are refused, as is a device Shlink does not have (`tablet`). A rule of ours Shlink cannot show (a split, a tablet,
 //! a query condition with several values) is left out of what `GET` answers, and a link that
 //! has one refuses a `POST` of its rules (`invalid-data`), so a client never drops it unseen.
 
@@ -22,7 +22,10 @@ use chrono::Utc;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+/// Shlink's devices that are operating systems (our `os` condition).
 const OS_DEVICES: [&str; 6] = ["android", "ios", "windows", "macos", "linux", "chromeos"];
+/// Shlink's devices that are classes of device (our `device` condition).
+const CLASS_DEVICES: [&str; 2] = ["mobile", "desktop"];
 
 /// A condition of ours in Shlink's shape, if Shlink has it.
 fn shown_condition(condition: &Condition) -> Option<Value> {
@@ -107,8 +110,21 @@ fn condition(condition: &Value, field: &str) -> Result<ConditionInput, Fail> {
             let value = value.unwrap_or_default();
             let ours = if OS_DEVICES.contains(&value.as_str()) {
                 "os"
-            } else {
+            } else if CLASS_DEVICES.contains(&value.as_str()) {
                 "device"
+            } else {
+                // Shlink has no other device (ours has `tablet`, which a Shlink client could
+                // set but never see).
+                return Err(Problem::invalid_data(
+                    field,
+                    format!(
+                        "{field}.matchValue {} is not a device (supported: {}, {})",
+                        crate::domain::echo(&value),
+                        CLASS_DEVICES.join(", "),
+                        OS_DEVICES.join(", ")
+                    ),
+                )
+                .into());
             };
             (ours, None, Some(value))
         }
