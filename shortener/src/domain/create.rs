@@ -23,6 +23,9 @@ pub struct CreateInput {
     pub expires_at: Option<DateTime<Utc>>,
     /// Dedup flag.
     pub dedup: bool,
+    /// With `dedup`, find only a link with the same tags and visit limit too (Shlink's
+    /// `findIfExists`); without it, any with the same URL, expiry and domain.
+    pub dedup_settings: bool,
     /// Private flag.
     pub private: bool,
     /// Idempotency key.
@@ -138,6 +141,8 @@ pub struct CreateRequest {
     pub expires_at: Option<DateTime<Utc>>,
     /// Return the existing generated link for the same URL and expiry.
     pub dedup: bool,
+    /// With `dedup`: and the same tags and visit limit ([`CreateInput::dedup_settings`]).
+    pub dedup_settings: bool,
     /// Use a random private code.
     pub private: bool,
     /// Makes a retried create return the first result.
@@ -251,6 +256,7 @@ impl CreateRequest {
             alias: input.alias,
             expires_at: input.expires_at,
             dedup: input.dedup,
+            dedup_settings: input.dedup_settings,
             private: input.private,
             idempotency_key: input.idempotency_key,
             tags,

@@ -42,6 +42,7 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             alias: item.alias,
             expires_at,
             dedup: item.dedup,
+            dedup_settings: false,
             private: item.private,
             idempotency_key: item.idempotency_key,
             tags: item.tags,

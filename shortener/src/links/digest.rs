@@ -62,17 +62,37 @@ pub(super) fn fingerprint(request: &CreateRequest) -> Vec<u8> {
 
 /// The dedup key: one live generated link per (tenant, URL, expiry) on the default domain, and
 /// per (tenant, domain, URL, expiry) on a branded one (the default domain's keys are those of
-/// before domains, so dedup creates keep finding the links made before).
+/// before domains, so dedup creates keep finding the links made before). With
+/// [`CreateRequest::dedup_settings`] (Shlink's `findIfExists`, which matches them too) the
+/// key names the tags and the visit limit as well, when the create sets either: such a create
+/// is never answered a link whose tags or limit differ from those it asks for, and one that
+/// sets neither finds the links of the JSON API's `dedup` and is found by it. A link's
+/// routing and preview are left out, as Shlink leaves them.
 pub(super) fn dedup_key(tenant: &str, request: &CreateRequest) -> Vec<u8> {
     let base = [
         tenant.as_bytes(),
         request.url.as_str().as_bytes(),
         &expiry_bytes(request),
     ];
-    match &request.domain {
-        None => digest(b"dedup v2", &base),
-        Some(host) => digest(b"dedup v3", &[base[0], base[1], base[2], host.as_bytes()]),
+    if !request.dedup_settings || (request.tags.is_empty() && request.max_visits.is_none()) {
+        return match &request.domain {
+            None => digest(b"dedup v2", &base),
+            Some(host) => digest(b"dedup v3", &[base[0], base[1], base[2], host.as_bytes()]),
+        };
     }
+    // Tags are sorted and without duplicates (and hold no `,`); an absent domain or limit is an
+    // empty field, which neither is when present.
+    let tags = request.tags.join(",");
+    let max_visits = request.max_visits.map(u64::to_be_bytes);
+    let fields = [
+        base[0],
+        base[1],
+        base[2],
+        request.domain.as_deref().unwrap_or("").as_bytes(),
+        tags.as_bytes(),
+        max_visits.as_ref().map_or(&[][..], |m| &m[..]),
+    ];
+    digest(b"dedup v4", &fields)
 }
 
 #[cfg(test)]
@@ -130,6 +150,61 @@ mod tests {
         assert_eq!(
             fingerprint(&request(|i| i.password = Some("secret-one".into()))),
             fingerprint(&request(|i| i.password = Some("secret-two".into())))
+        );
+    }
+
+    /// Asked for (Shlink's `findIfExists`), a dedup key tells apart creates whose links would
+    /// differ in tags or visit limit, not in routing or preview, and keeps the key of before
+    /// those counted for a create that sets neither (links made then are still found); not
+    /// asked for (the JSON API's `dedup`, Bitly's shorten), it names none of them.
+    #[test]
+    fn a_dedup_key_names_the_settings_a_link_would_differ_in_when_asked() {
+        let plain_api = |change: fn(&mut CreateInput)| dedup_key("t", &request(change));
+        assert_eq!(
+            plain_api(|i| i.tags = vec!["x".into()]),
+            plain_api(|i| i.max_visits = Some(3))
+        );
+        let key = |change: fn(&mut CreateInput)| {
+            dedup_key(
+                "t",
+                &request(|i| {
+                    i.dedup_settings = true;
+                    change(i);
+                }),
+            )
+        };
+        let plain = key(|_| {});
+        let before = digest(
+            b"dedup v2",
+            &[b"t", b"https://example.com/a", &i64::MIN.to_be_bytes()],
+        );
+        assert_eq!(plain, before, "a plain create keeps its key");
+        type Change = (&'static str, fn(&mut CreateInput));
+        let changes: [Change; 3] = [
+            ("tags", |i| i.tags = vec!["x".into()]),
+            ("other tags", |i| i.tags = vec!["y".into()]),
+            ("max_visits", |i| i.max_visits = Some(3)),
+        ];
+        let mut seen = std::collections::HashSet::from([plain.clone()]);
+        for (field, change) in changes {
+            assert!(
+                seen.insert(key(change)),
+                "{field} left the key as another's"
+            );
+        }
+        for (field, change) in [
+            (
+                "pass_query",
+                (|i| i.pass_query = true) as fn(&mut CreateInput),
+            ),
+            ("preview", |i| i.preview.title = Some("A title".into())),
+        ] {
+            assert_eq!(key(change), plain, "{field} moved the key");
+        }
+        // The order tags are given in is not a difference.
+        assert_eq!(
+            key(|i| i.tags = vec!["b".into(), "a".into()]),
+            key(|i| i.tags = vec!["a".into(), "b".into(), "a".into()])
         );
     }
 }

@@ -103,6 +103,7 @@ impl CreateBody {
             alias: self.alias,
             expires_at,
             dedup: self.dedup,
+            dedup_settings: false,
             private: self.private,
             idempotency_key,
             tags: self.tags,

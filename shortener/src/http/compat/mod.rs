@@ -52,6 +52,12 @@ pub fn router(dialects: Dialects, origins: CorsOrigins) -> Router<Arc<HttpState>
                 &path("bitlinks/{*id}"),
                 axum::routing::get(bitly::bitlinks).fallback(bitly::method_not_allowed),
             )
+            // Bitly's create (`POST /v4/bitlinks`) is not served: a catch-all needs a segment,
+            // so the bare path is routed here to be refused as not allowed, not unknown.
+            .route(
+                &path("bitlinks"),
+                axum::routing::any(bitly::method_not_allowed),
+            )
             .route(&path("{*rest}"), axum::routing::any(bitly::unknown));
     }
     if dialects.speaks(Dialect::Shlink) {

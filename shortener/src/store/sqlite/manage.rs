@@ -193,7 +193,8 @@ fn select(query: &ListQuery) -> (String, Vec<Value>) {
         conditions.push(format!("l.created_at >= {p}"));
     }
     if let Some(before) = query.created_before {
-        let p = param(Value::Integer(millis(before)));
+        // Rounded up: at millisecond precision, `< before` is `<` its next whole millisecond.
+        let p = param(Value::Integer(millis_up(before)));
         conditions.push(format!("l.created_at < {p}"));
     }
     if let Some(host) = &query.host {
@@ -362,4 +363,14 @@ pub(super) fn fill_host_rev(tx: &Connection) -> Result<(), StoreError> {
             .map_err(db_error)?;
     }
     Ok(())
+}
+
+/// `at` in milliseconds since the epoch, rounded up to the next whole one.
+fn millis_up(at: chrono::DateTime<Utc>) -> i64 {
+    let floor = millis(at);
+    if at.timestamp_subsec_nanos().is_multiple_of(1_000_000) {
+        floor
+    } else {
+        floor + 1
+    }
 }

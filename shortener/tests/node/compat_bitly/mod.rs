@@ -348,17 +348,26 @@ async fn tenancy_and_scopes(node: &Node, keys: &TenantKeys, id: &str) {
         call(node, Method::GET, "/shorten", Some(keys.own.as_str()), None).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert_error(&body, "METHOD_NOT_ALLOWED");
-    // A bitlink is read here, never changed or deleted (docs/compat.md), and nothing changes.
-    for method in [Method::PATCH, Method::DELETE] {
+    // A bitlink is read here, never created, changed or deleted (docs/compat.md), and nothing
+    // changes.
+    for (method, path) in [
+        (Method::POST, "/bitlinks"),
+        (Method::PATCH, "/bitlinks/sho.rt/abc1234"),
+        (Method::DELETE, "/bitlinks/sho.rt/abc1234"),
+    ] {
         let (status, _, body) = call(
             node,
             method.clone(),
-            "/bitlinks/sho.rt/abc1234",
+            path,
             Some(keys.own.as_str()),
-            Some(json!({ "title": "x" })),
+            Some(json!({ "long_url": "https://example.com/no", "title": "x" })),
         )
         .await;
-        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method}: {body}");
+        assert_eq!(
+            status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}: {body}"
+        );
         assert_error(&body, "METHOD_NOT_ALLOWED");
     }
     assert_eq!(node.stored_links().await, stored);

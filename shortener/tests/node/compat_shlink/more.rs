@@ -446,3 +446,155 @@ async fn find_if_exists_with_a_custom_slug_answers_the_slugs_link_to_the_same_ur
     }
     assert_eq!(node.stored_links().await, 1);
 }
+
+/// Shlink's list dates: `endDate` includes the instant it names, as `startDate` does, and a
+/// range that ends before it starts lists nothing (an empty page, as Shlink answers it).
+async fn list_dates_include_both_ends(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = shlink_node(&stack, "dates").await;
+    let rows = [
+        json!({"url": "https://example.com/march-1", "code": "march-1", "created_at": "2024-03-01T10:00:00Z"}),
+        json!({"url": "https://example.com/march-2", "code": "march-2", "created_at": "2024-03-02T10:00:00Z"}),
+    ];
+    let body: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    let (status, lines) = node
+        .import_with_key("application/x-ndjson", body, "", &keys.own)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{lines:?}");
+    let listed = |query: &'static str| {
+        let node = &node;
+        let key = keys.own.clone();
+        async move {
+            let path = format!("/v3/short-urls?{query}");
+            let (status, _, page) = call(node, Method::GET, &path, Some(&key), None).await;
+            assert_eq!(status, StatusCode::OK, "{query}: {page}");
+            let mut codes: Vec<String> = page["shortUrls"]["data"]
+                .as_array()
+                .expect("data")
+                .iter()
+                .map(|u| u["shortCode"].as_str().expect("code").to_string())
+                .collect();
+            codes.sort();
+            codes
+        }
+    };
+    let at_ten = "startDate=2024-03-01T10:00:00%2B00:00&endDate=2024-03-01T10:00:00%2B00:00";
+    assert_eq!(listed(at_ten).await, ["march-1"], "both ends included");
+    let until = "endDate=2024-03-02T10:00:00Z";
+    assert_eq!(listed(until).await, ["march-1", "march-2"]);
+    let before = "endDate=2024-03-02T09:59:59.999Z";
+    assert_eq!(listed(before).await, ["march-1"]);
+    let reversed = "startDate=2024-03-02T00:00:00Z&endDate=2024-03-01T00:00:00Z";
+    assert!(
+        listed(reversed).await.is_empty(),
+        "a reversed range lists nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_dates_include_both_ends_on_sqlite() {
+    list_dates_include_both_ends(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_dates_include_both_ends_on_postgres() {
+    list_dates_include_both_ends(Backend::Postgres).await;
+}
+
+/// `findIfExists` answers an existing link only when it is the link asked for: the same URL
+/// with the same tags and `maxVisits` (as Shlink matches them); one that differs in either
+/// makes a link of its own, which the same request then finds.
+async fn find_if_exists_matches_tags_and_max_visits(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = shlink_node(&stack, "find").await;
+    let key = Some(keys.own.as_str());
+    let post = |body: Value| call(&node, Method::POST, "/v3/short-urls", key, Some(body));
+    let asked = |tags: Value, max: Value| json!({"longUrl": "https://example.com/found", "findIfExists": true, "tags": tags, "maxVisits": max});
+    let code = |answer: (StatusCode, String, Value)| {
+        assert_eq!(answer.0, StatusCode::OK, "{}", answer.2);
+        answer.2["shortCode"].as_str().expect("code").to_string()
+    };
+    let first = code(post(asked(json!(["a"]), Value::Null)).await);
+    assert_eq!(
+        code(post(asked(json!(["a"]), Value::Null)).await),
+        first,
+        "found"
+    );
+    let tagged_b = code(post(asked(json!(["b"]), Value::Null)).await);
+    assert_ne!(tagged_b, first, "other tags are another link");
+    let limited = code(post(asked(json!(["a"]), json!(5))).await);
+    assert_ne!(limited, first, "a visit limit is another link");
+    assert_eq!(
+        code(post(asked(json!(["b"]), Value::Null)).await),
+        tagged_b,
+        "found"
+    );
+    let (_, _, shown) = call(
+        &node,
+        Method::GET,
+        &format!("/v3/short-urls/{limited}"),
+        key,
+        None,
+    )
+    .await;
+    assert_eq!(shown["meta"]["maxVisits"], 5, "{shown}");
+    assert_eq!(shown["tags"], json!(["a"]), "{shown}");
+
+    // Without tags or a limit it finds the JSON API's dedup link, and the other way round.
+    let (status, made) = node
+        .create_with_key(
+            json!({"url": "https://example.com/plain", "dedup": true, "tags": ["z"]}),
+            &keys.own,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let plain = json!({"longUrl": "https://example.com/plain", "findIfExists": true});
+    assert_eq!(
+        code(post(plain).await),
+        made["code"].as_str().expect("code")
+    );
+    assert_eq!(node.stored_links().await, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_if_exists_matches_tags_and_max_visits_on_sqlite() {
+    find_if_exists_matches_tags_and_max_visits(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn find_if_exists_matches_tags_and_max_visits_on_postgres() {
+    find_if_exists_matches_tags_and_max_visits(Backend::Postgres).await;
+}
+
+/// An admin key's Shlink tags are its own tenant's, the tags its renames and deletes act on,
+/// though it reads every tenant's links.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_keys_tags_are_its_own_tenants() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = shlink_node(&stack, "admin-tags").await;
+    for (key, slug, tag) in [
+        (&keys.admin, "ops-link", "ops-tag"),
+        (&keys.other, "their-link", "theirs"),
+    ] {
+        let body = json!({"longUrl": format!("https://example.com/{slug}"), "customSlug": slug, "tags": [tag]});
+        let (status, _, made) =
+            call(&node, Method::POST, "/v3/short-urls", Some(key), Some(body)).await;
+        assert_eq!(status, StatusCode::OK, "{made}");
+    }
+    let (status, _, answer) = call(&node, Method::GET, "/v3/tags", Some(&keys.admin), None).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["tags"]["data"], json!(["ops-tag"]));
+    // It still reads the other tenant's link.
+    let (status, _, link) = call(
+        &node,
+        Method::GET,
+        "/v3/short-urls/their-link",
+        Some(&keys.admin),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &link["tags"]),
+        (StatusCode::OK, &json!(["theirs"]))
+    );
+}

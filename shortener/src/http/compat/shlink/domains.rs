@@ -85,12 +85,22 @@ pub async fn redirects_patch(
         Some(Value::String(host)) if !host.is_empty() => host.clone(),
         _ => return Err(Problem::invalid_data("domain", "domain is missing").into()),
     };
-    if state.rules.domain(Some(&host)).ok().flatten().is_none() {
-        return Err(Problem::invalid_data(
-            "domain",
-            "the default domain's redirects are not set through this API",
-        )
-        .into());
+    match state.rules.domain(Some(&host)) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Err(Problem::invalid_data(
+                "domain",
+                "the default domain's redirects are not set through this API",
+            )
+            .into());
+        }
+        Err(_) => {
+            return Err(Problem::invalid_data(
+                "domain",
+                format!("domain {} is not a host name", crate::domain::echo(&host)),
+            )
+            .into());
+        }
     }
     let mut patch = Map::new();
     for (theirs, ours) in REDIRECTS {

@@ -196,7 +196,15 @@ impl Query {
             .into_iter()
             .filter(|t| crate::domain::check_tag(t).is_ok())
             .collect();
-        let nothing = asked > 0 && (tags.is_empty() || (all_tags && tags.len() < asked));
+        let (start, end) = (date(&pairs, "startDate")?, date(&pairs, "endDate")?);
+        // Shlink's `endDate` is inclusive, ours exclusive: a microsecond past it (the
+        // precision of a link's creation time on PostgreSQL; SQLite's milliseconds round an
+        // exclusive bound up) includes what Shlink includes.
+        let end = end.map(|end| end + chrono::Duration::microseconds(1));
+        // A range that ends before it starts matches nothing (Shlink answers it empty).
+        let reversed = matches!((start, end), (Some(start), Some(end)) if start >= end);
+        let nothing =
+            reversed || (asked > 0 && (tags.is_empty() || (all_tags && tags.len() < asked)));
         let domain = value(&pairs, "domain").map(|d| {
             if d == "DEFAULT" {
                 Ok(Some(DomainFilter::Default))
@@ -205,8 +213,8 @@ impl Query {
             }
         });
         let input = ListInput {
-            created_after: date(&pairs, "startDate")?,
-            created_before: date(&pairs, "endDate")?,
+            created_after: start,
+            created_before: end,
             domain: domain.transpose()?.flatten(),
             // One tag (or every tag asked for) narrows the pass itself.
             tag: (tags.len() == 1 || all_tags)

@@ -139,6 +139,8 @@ fn create_input(fields: &Fields<'_>) -> Result<CreateInput, Fail> {
         alias: fields.string("customSlug")?.flatten(),
         expires_at: fields.date("validUntil")?.flatten(),
         dedup: fields.boolean("findIfExists")?.unwrap_or(false),
+        // Shlink finds a link with the same tags and `maxVisits` too.
+        dedup_settings: true,
         tags: fields.strings("tags")?.unwrap_or_default(),
         max_visits: fields.count("maxVisits")?.flatten(),
         domain: fields.string("domain")?.flatten(),

@@ -31,6 +31,11 @@ async fn counts(
     let mut tags: BTreeMap<String, [u64; 3]> = BTreeMap::new();
     let mut too_many = false;
     walk(state, &caller, &ListInput::default(), |link| {
+        // The caller's own tenant's, an admin key's too: the tags its renames and deletes act
+        // on (an admin sees every tenant's links, but a tag is changed within one tenant).
+        if link.tenant != *caller.tenant {
+            return;
+        }
         for tag in &link.tags {
             if !tags.contains_key(tag) {
                 if tags.len() >= MAX_LISTED_TAGS {
@@ -53,7 +58,7 @@ async fn counts(
     Ok(tags)
 }
 
-/// `GET /rest/v3/tags`: the tags of the caller's links, in order.
+/// `GET /rest/v3/tags`: the tags of the caller's tenant's links, in order.
 pub async fn list(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     let answer = async {
         let tags = counts(&state, &headers).await?;
