@@ -61,13 +61,22 @@ impl Analytics {
 
     /// Runs maintenance at start and every hour until `stop`. With analytics off there are no
     /// rollups to keep, but the click flush still leaves a flush mark per process, so the
-    /// marks of writers gone for a week are forgotten on the same schedule.
+    /// marks of writers gone for a week are forgotten on the same schedule. A run under way at
+    /// `stop` is let go (on PostgreSQL a transaction it had open rolls back; what it had not
+    /// finished, the next run does), so that it never holds up the node's last flushes past
+    /// their bound.
     pub async fn run_maintenance(&self, store: &Store, stop: &CancellationToken) {
         loop {
-            let ran = if self.settings.enabled {
-                self.maintain(store).await.map(drop)
-            } else {
-                forget_flush_marks(store).await
+            let run = async {
+                if self.settings.enabled {
+                    self.maintain(store).await.map(drop)
+                } else {
+                    forget_flush_marks(store).await
+                }
+            };
+            let ran = tokio::select! {
+                ran = run => ran,
+                () = stop.cancelled() => return,
             };
             if let Err(error) = ran {
                 tracing::warn!(%error, "rollup maintenance failed; will retry");
