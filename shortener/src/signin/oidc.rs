@@ -48,8 +48,8 @@ pub enum SignInError {
     Token(String),
 }
 
-/// The relying party's settings.
-#[derive(Debug, Clone)]
+/// The relying party's settings (shown by `Debug` without the client secret).
+#[derive(Clone)]
 pub struct ClientConfig {
     /// The issuer, exactly as its tokens name it (`https://id.example.com`).
     pub issuer: String,
@@ -59,6 +59,17 @@ pub struct ClientConfig {
     pub client_secret: String,
     /// Where the issuer sends the browser back (`<public URL>/console/oidc/callback`).
     pub redirect_url: String,
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .field("redirect_url", &self.redirect_url)
+            .finish()
+    }
 }
 
 /// What discovery tells.

@@ -96,6 +96,12 @@ pub async fn callback(
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
     let signin = enabled(&state)?;
+    // A client whose failures have spent its 404 budget is refused before anything else: a
+    // callback with a made-up attempt cookie and a matching `state` would otherwise cost a
+    // code exchange with the provider (and its client secret) each time.
+    if let Some(refused) = crate::http::redirect::past_404_budget(&state, peer, &headers) {
+        return Ok(refused);
+    }
     let query: std::collections::HashMap<String, String> =
         url::form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
             .into_owned()
@@ -165,6 +171,14 @@ pub async fn callback(
             .await);
         }
     };
+    // The session this browser held before (another person's, on a shared machine) ends with
+    // the new one's start: a copy of its cookie is good for nothing from now on.
+    if let Some(previous) = cookie(&headers, &cookie_name(signin, "session"))
+        && let Ok(previous) = signin.session(previous).await
+        && let Err(error) = signin.sign_out(&previous).await
+    {
+        tracing::warn!(%error, "the browser's previous console session could not be ended");
+    }
     if let Ok(session) = signin.session(&cookie_value).await {
         state
             .audit

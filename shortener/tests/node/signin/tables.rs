@@ -203,6 +203,33 @@ async fn failed_callbacks_spend_the_clients_404_budget() {
     node.stop().await;
 }
 
+/// A client past its 404 budget is refused before its callback reaches the provider: failed
+/// code exchanges (a made-up code with a matching `state`) stop costing the provider anything
+/// once the budget is spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_past_its_budget_costs_the_provider_no_exchange() {
+    let (_stack, issuer, _key, node) = small_404_budget(Backend::Sqlite, "exchanges").await;
+    let started = start(&node).await;
+    // The state matches: each callback gets as far as the code exchange, which fails.
+    let query = format!("code=made-up&state={}", started.state);
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(callback(&node, Some(&started.cookie), &query).await.0);
+    }
+    assert!(
+        statuses[6..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    let exchanges = issuer.token_forms().len();
+    assert!(
+        (4..=5).contains(&exchanges),
+        "callbacks past the budget reached the provider: {exchanges} exchanges"
+    );
+    node.stop().await;
+}
+
 /// The e-mail kept with the newest session.
 async fn last_session_email(stack: &Stack) -> Option<String> {
     let client = stack.db.as_ref().expect("PostgreSQL").connect().await;
@@ -804,5 +831,33 @@ async fn an_embedded_node_keeps_sessions_in_its_sqlite_file() {
     assert_eq!(out.status(), StatusCode::OK);
     assert_eq!(me(&node, &session).await, StatusCode::UNAUTHORIZED);
     assert_eq!(whoami(&node, &session).await["signed_in"], false);
+    node.stop().await;
+}
+
+/// A sign-in in a browser that still holds a session ends that session: on a shared machine,
+/// a copy of the cookie of the person before is good for nothing once the next one signs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_sign_in_ends_the_browsers_previous_session() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    marketing_keys(&stack.dir.path().join("keys.toml"));
+    let signer = Key::new("k1");
+    let issuer = TestIssuer::start(&[&signer]).await;
+    let node = node_for(&stack, "a", &issuer.issuer).await;
+    let first = sign_in(&node, &issuer, &signer, &["link-editors"]).await;
+    assert_eq!(me(&node, &first).await, StatusCode::OK);
+    // The next sign-in in the same browser: its attempt cookie and the first session's go
+    // together.
+    let started = start(&node).await;
+    issuer.answer(signer.sign(
+        &signer.kid,
+        &claims(&issuer.issuer, &started.nonce, &["link-editors"]),
+    ));
+    let both = format!("{}; {first}", started.cookie);
+    let query = format!("code=c&state={}", started.state);
+    let (status, second) = callback(&node, Some(&both), &query).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let second = second.expect("a session cookie");
+    assert_eq!(me(&node, &second).await, StatusCode::OK);
+    assert_eq!(me(&node, &first).await, StatusCode::UNAUTHORIZED);
     node.stop().await;
 }
