@@ -9,7 +9,11 @@
 //! and may get a little less while replicas hold unspent slices.
 //!
 //! While the database cannot be asked, each replica's own buckets stand alone (a warning is
-//! logged): quotas then hold per replica, as before, rather than stopping every caller.
+//! logged): quotas then hold per replica, as before, rather than stopping every caller. An ask
+//! waits at most [`ASK_DEADLINE`] (a database that has gone silent never answers), and after one
+//! fails the caller's calls pass on the replica's buckets alone for [`SLICE_LIFETIME`] before
+//! the database is asked again, so an outage costs a caller one short wait a second, not one
+//! per call.
 
 use super::Principal;
 use crate::error::Error;
@@ -23,6 +27,9 @@ use tokio::time::Instant;
 /// How long a replica may keep a slice it took from a shared bucket.
 const SLICE_LIFETIME: Duration = Duration::from_secs(1);
 
+/// The longest a call waits for the database to charge a shared bucket.
+const ASK_DEADLINE: Duration = Duration::from_millis(250);
+
 /// How often a failing database is reported.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -33,6 +40,9 @@ struct Slice {
     until: Option<Instant>,
     /// The (rate, burst) it was taken under: a change of settings drops it.
     settings: (u32, u32),
+    /// Until when the database is not asked, after an ask failed: the replica's own buckets
+    /// stand alone meanwhile.
+    alone_until: Option<Instant>,
 }
 
 /// One caller's slice of one kind; a refill holds its lock across the database call.
@@ -89,11 +99,15 @@ impl SharedQuotas {
         let mut slice = cell.lock().await;
         let (rate, burst) = (rate.get(), burst.get());
         let now = Instant::now();
+        if slice.alone_until.is_some_and(|until| now < until) {
+            return Ok(());
+        }
         if slice.settings != (rate, burst) || slice.until.is_none_or(|until| now >= until) {
             *slice = Slice {
                 left: 0,
                 until: None,
                 settings: (rate, burst),
+                alone_until: None,
             };
         }
         if slice.left >= count {
@@ -116,7 +130,14 @@ impl SharedQuotas {
                 rate,
                 burst,
             };
-            match self.ledger.take_quota(&charge).await {
+            let asked = tokio::time::timeout(ASK_DEADLINE, self.ledger.take_quota(&charge))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Unavailable(format!(
+                        "the database did not charge the shared quota within {ASK_DEADLINE:?}"
+                    )))
+                });
+            match asked {
                 Ok(None) => {
                     slice.left = slice.left + ask - count;
                     slice.until = Some(Instant::now() + SLICE_LIFETIME);
@@ -125,6 +146,7 @@ impl SharedQuotas {
                 Ok(Some(wait)) => refused = Some(wait),
                 Err(error) => {
                     self.warn(caller, &error);
+                    slice.alone_until = Some(Instant::now() + SLICE_LIFETIME);
                     return Ok(());
                 }
             }

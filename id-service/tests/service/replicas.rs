@@ -191,3 +191,54 @@ async fn a_callers_quota_holds_for_all_replicas_together() {
         server.stop().await;
     }
 }
+
+/// While the database has gone silent, a caller with quotas is still served from the IDs its
+/// replica holds: the shared bucket is asked for a quarter of a second at most, then left
+/// alone for a second, and the replica's own bucket stands alone meanwhile. (Before, each call
+/// waited on the silent database until its request timeout.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_with_quotas_is_served_from_held_ids_while_the_database_is_silent() {
+    use testkit::proxy::{Mode, Proxy};
+    const METERED: Caller = Caller {
+        // A slice of one ID: every call past the first asks the shared bucket.
+        quota: "ids_per_second = 10\nids_burst = 100\n",
+        ..Caller::new("metered", &["links"], &["lease", "allocate"])
+    };
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = db.url().to_string();
+    let (head, rest) = url.split_once('@').expect("a user in the URL");
+    let (address, database) = rest.split_once('/').expect("a database in the URL");
+    let proxy = Proxy::start(address.parse().expect("a socket address"))
+        .await
+        .expect("proxy");
+    let server = Server::start(Config {
+        tokens_file: Some(tokens::write(dir.path(), &[METERED])),
+        insecure_no_auth: false,
+        request_timeout: std::time::Duration::from_secs(2),
+        ..Config::for_tests(&format!("{head}@{}/{database}", proxy.addr()))
+    })
+    .await;
+    let mut client = server.client().await;
+    let token = METERED.token();
+    // The namespace's segment is leased while the database answers.
+    allocate(&mut client, Some(&token), "links", 1)
+        .await
+        .expect("a first call");
+    proxy.set_mode(Mode::Blackhole);
+    let served = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        for call in 0..12 {
+            if let Err(status) = allocate(&mut client, Some(&token), "links", 1).await {
+                return Err((call, status));
+            }
+        }
+        Ok(())
+    })
+    .await
+    .expect("the calls were answered");
+    proxy.set_mode(Mode::Open);
+    if let Err((call, status)) = served {
+        panic!("call {call} was refused while the replica held IDs: {status:?}");
+    }
+    server.stop().await;
+}
