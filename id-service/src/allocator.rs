@@ -63,7 +63,11 @@ impl Allocator {
             Ok(()) => self.quotas.charge(principal, 0, request.count).await,
             refused => refused,
         };
-        charged.inspect_err(|_| self.metrics.quota_exceeded(principal.name()))?;
+        charged.inspect_err(|error| {
+            if matches!(error, Error::QuotaExceeded { .. }) {
+                self.metrics.quota_exceeded(principal.name());
+            }
+        })?;
         let pool = self.segments.pool(&request.namespace).await?;
         let deadline = Instant::now() + self.wait;
         let mut ranges = IdRanges::default();

@@ -4,7 +4,6 @@ use crate::error::Error;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota};
 use std::num::NonZeroU32;
-use std::time::Duration;
 
 /// How many seconds of its rate a caller's IDs bucket holds unless `ids_burst` says otherwise.
 const DEFAULT_BURST_SECONDS: NonZeroU32 = NonZeroU32::new(10).expect("10 is not zero");
@@ -84,19 +83,18 @@ impl Quotas {
     }
 
     /// Takes `count` ID tokens at once, or says when they are available. A count above the
-    /// bucket's size can never pass and says so.
+    /// bucket's size can never pass: it is `InvalidArgument`, without retry advice (a client
+    /// asks for fewer, as id-client's pool does, rather than again).
     pub fn take_ids(&self, caller: &str, count: u64) -> Result<(), Error> {
         let Some(ids) = &self.ids else {
             return Ok(());
         };
         let burst = self.spec.effective_ids_burst().map_or(0, NonZeroU32::get);
-        let too_many = || Error::QuotaExceeded {
-            message: format!(
+        let too_many = || {
+            Error::InvalidArgument(format!(
                 "{count} IDs are more than caller {caller}'s quota allows at once ({burst}); \
                  ask for fewer, or raise its ids_burst"
-            ),
-            // Retrying the same request cannot help; a smaller one can, after a refill.
-            retry_after: Duration::from_secs(1),
+            ))
         };
         let Some(n) = u32::try_from(count).ok().and_then(NonZeroU32::new) else {
             return Err(too_many());
@@ -121,6 +119,7 @@ impl Quotas {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn nz(n: u32) -> Option<NonZeroU32> {
         NonZeroU32::new(n)
@@ -141,9 +140,10 @@ mod tests {
             }
             other => panic!("expected a quota refusal, got {other:?}"),
         }
+        // More than the bucket holds can never pass: bad input, not a wait.
         assert!(matches!(
             quotas.take_ids("a", 101),
-            Err(Error::QuotaExceeded { .. })
+            Err(Error::InvalidArgument(_))
         ));
         quotas.take_lease("a").expect("no lease quota: unlimited");
     }

@@ -67,7 +67,11 @@ impl IdService {
                 Ok(()) => shared.quotas.charge(&principal, 1, request.size).await,
                 refused => refused,
             };
-            charged.inspect_err(|_| shared.metrics.quota_exceeded(principal.name()))?;
+            charged.inspect_err(|error| {
+                if matches!(error, Error::QuotaExceeded { .. }) {
+                    shared.metrics.quota_exceeded(principal.name());
+                }
+            })?;
             let grant = Grant {
                 namespace: &request.namespace,
                 size: request.size,

@@ -284,11 +284,12 @@ async fn a_caller_at_its_quota_gets_resource_exhausted_with_retry_advice_while_a
         .expect("retry-after-ms");
     assert!((1..=1000).contains(&retry_ms), "retry after {retry_ms} ms");
     assert!(refusal.metadata().get("retry-after").is_some());
-    // More than the bucket can ever hold says so.
+    // More than the bucket can ever hold says so, as bad input without retry advice.
     let too_many = allocate(&mut client, Some(&billing), "orders", 101)
         .await
         .expect_err("above the burst");
-    assert_eq!(too_many.code(), Code::ResourceExhausted);
+    assert_eq!(too_many.code(), Code::InvalidArgument, "{too_many:?}");
+    assert!(too_many.metadata().get("retry-after-ms").is_none());
 
     // Another caller in the same namespace is not slowed down at all.
     for _ in 0..20 {

@@ -156,3 +156,66 @@ async fn a_pool_with_a_lease_token_authenticates_as_its_caller_like_a_shortener_
     );
     server.stop().await;
 }
+
+/// A pool whose first block is larger than its caller's `ids_burst` (a block that can never
+/// pass the caller's bucket) is refused as bad input, not told to retry, and asks for half the
+/// size until a block fits: it gets IDs at once rather than retrying the same block forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_whose_block_is_above_its_callers_burst_asks_for_smaller_blocks() {
+    use crate::helpers::tokens::{self, Caller};
+    const METERED: Caller = Caller {
+        quota: "ids_per_second = 1000\nids_burst = 3000\n",
+        ..Caller::new("metered", &["links"], &["lease"])
+    };
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(Config {
+        tokens_file: Some(tokens::write(dir.path(), &[METERED])),
+        insecure_no_auth: false,
+        ..Config::for_tests(db.url())
+    })
+    .await;
+    let source = GrpcLeaseSource::new(&GrpcSourceConfig {
+        endpoints: vec![server.endpoint()],
+        namespace: "links".into(),
+        holder: "pool-test".into(),
+        token: Some(METERED.token()),
+        connect_timeout: Duration::from_millis(500),
+        request_timeout: Duration::from_secs(2),
+    })
+    .expect("grpc source");
+    let pool = IdPool::start(
+        Arc::new(source),
+        PoolConfig {
+            min_block: 1_000,
+            max_block: 8_000,
+            initial_block: 8_000,
+            target_block_duration: Duration::from_secs(60),
+            lease_timeout: Duration::from_secs(2),
+            backoff_initial: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(200),
+        },
+    );
+    assert!(
+        pool.wait_ready(Duration::from_secs(5)).await,
+        "no block: {:?}",
+        pool.last_lease_error()
+    );
+    let sizes: Vec<i64> = db
+        .connect()
+        .await
+        .query(
+            "SELECT upper(ids) - lower(ids) FROM id_leases ORDER BY lease_id",
+            &[],
+        )
+        .await
+        .expect("leases")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(
+        sizes.first().is_some_and(|s| *s <= 3_000),
+        "the first block granted is within the burst: {sizes:?}"
+    );
+    server.stop().await;
+}
