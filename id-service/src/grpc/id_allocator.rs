@@ -17,7 +17,14 @@ impl IdAllocator for IdService {
         &self,
         request: Request<pb::LeaseBlockRequest>,
     ) -> Result<Response<pb::Lease>, Status> {
-        self.0.guard(self.lease_block_inner(request)).await
+        let started = Instant::now();
+        // Cut off at the drain bound, the handler never counts its outcome: counted here.
+        let cut = || {
+            self.0
+                .metrics
+                .lease(&Err(Error::ShuttingDown), started.elapsed());
+        };
+        self.0.guard_or(self.lease_block_inner(request), cut).await
     }
 
     async fn lookup_id(

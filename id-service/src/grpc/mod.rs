@@ -43,12 +43,24 @@ impl Shared {
     /// Runs a handler unless the drain timeout cuts it off. Dropping a grant half-way is safe:
     /// its transaction either commits (the IDs become a gap) or rolls back.
     async fn guard<T>(&self, work: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+        self.guard_or(work, || {}).await
+    }
+
+    /// [`Shared::guard`], running `cut` when the drain timeout cuts the handler off.
+    async fn guard_or<T>(
+        &self,
+        work: impl Future<Output = Result<T, Status>>,
+        cut: impl FnOnce(),
+    ) -> Result<T, Status> {
         tokio::select! {
             // The work first: a call served from memory completes on its first poll, and the
             // cut-off is then never polled (registering its waker takes a lock).
             biased;
             result = work => result,
-            _ = self.cut_off.cancelled() => Err(Error::ShuttingDown.into()),
+            _ = self.cut_off.cancelled() => {
+                cut();
+                Err(Error::ShuttingDown.into())
+            }
         }
     }
 }
