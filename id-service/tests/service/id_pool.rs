@@ -1,6 +1,7 @@
 //! Invariant I7 end to end: the id-client's `IdPool` over gRPC against the real server.
 
 use crate::helpers::Server;
+use crate::helpers::tokens::{self, Caller};
 use id_client::{GrpcLeaseSource, GrpcSourceConfig, IdError, IdPool, PoolConfig};
 use id_service::Config;
 use std::collections::HashSet;
@@ -13,31 +14,50 @@ use testkit::TestDb;
 /// lease under a full test run once took longer than its block).
 const BLOCK: u64 = 1_000;
 
+/// A gRPC lease source on `server` for namespace `links` as `holder`, with `token`.
+fn source(server: &Server, holder: &str, token: Option<String>) -> GrpcLeaseSource {
+    GrpcLeaseSource::new(&GrpcSourceConfig {
+        endpoints: vec![server.endpoint()],
+        namespace: "links".into(),
+        holder: holder.into(),
+        token,
+        connect_timeout: Duration::from_millis(500),
+        request_timeout: Duration::from_secs(2),
+    })
+    .expect("grpc source")
+}
+
+/// A pool's settings with blocks of `min` to `max` IDs, starting at `max`, and quick retries.
+fn blocks(min: u64, max: u64) -> PoolConfig {
+    PoolConfig {
+        min_block: min,
+        max_block: max,
+        initial_block: max,
+        target_block_duration: Duration::from_secs(60),
+        lease_timeout: Duration::from_secs(2),
+        backoff_initial: Duration::from_millis(20),
+        backoff_max: Duration::from_millis(200),
+    }
+}
+
+/// A server on `db` whose tokens file holds `caller` alone.
+async fn server_for(db: &TestDb, dir: &std::path::Path, caller: tokens::Caller) -> Server {
+    Server::start(Config {
+        tokens_file: Some(tokens::write(dir, &[caller])),
+        insecure_no_auth: false,
+        ..Config::for_tests(db.url())
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_id_pool_rides_out_an_id_service_outage_then_fails_fast_then_recovers() {
     let db = TestDb::create().await;
     let server = Server::start(Config::for_tests(db.url())).await;
     let grpc_addr = server.grpc_addr;
-    let source = GrpcLeaseSource::new(&GrpcSourceConfig {
-        endpoints: vec![server.endpoint()],
-        namespace: "links".into(),
-        holder: "pool-test".into(),
-        token: None,
-        connect_timeout: Duration::from_millis(500),
-        request_timeout: Duration::from_secs(2),
-    })
-    .expect("grpc source");
     let pool = IdPool::start(
-        Arc::new(source),
-        PoolConfig {
-            min_block: BLOCK,
-            max_block: BLOCK,
-            initial_block: BLOCK,
-            target_block_duration: Duration::from_secs(60),
-            lease_timeout: Duration::from_secs(2),
-            backoff_initial: Duration::from_millis(20),
-            backoff_max: Duration::from_millis(200),
-        },
+        Arc::new(source(&server, "pool-test", None)),
+        blocks(BLOCK, BLOCK),
     );
     assert!(
         pool.wait_ready(Duration::from_secs(5)).await,
@@ -107,27 +127,11 @@ async fn an_id_pool_rides_out_an_id_service_outage_then_fails_fast_then_recovers
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_with_a_lease_token_authenticates_as_its_caller_like_a_shortener_node() {
-    use crate::helpers::tokens::{self, Caller};
     const NODE: Caller = Caller::new("shortener", &["links"], &["lease"]);
     let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(Config {
-        tokens_file: Some(tokens::write(dir.path(), &[NODE])),
-        insecure_no_auth: false,
-        ..Config::for_tests(db.url())
-    })
-    .await;
-    let source = |token: Option<String>| {
-        GrpcLeaseSource::new(&GrpcSourceConfig {
-            endpoints: vec![server.endpoint()],
-            namespace: "links".into(),
-            holder: "shortener-7d9f-x2".into(),
-            token,
-            connect_timeout: Duration::from_millis(500),
-            request_timeout: Duration::from_secs(2),
-        })
-        .expect("grpc source")
-    };
+    let server = server_for(&db, dir.path(), NODE).await;
+    let source = |token: Option<String>| source(&server, "shortener-7d9f-x2", token);
     let pool = IdPool::start(Arc::new(source(Some(NODE.token()))), PoolConfig::default());
     assert!(
         pool.wait_ready(Duration::from_secs(5)).await,
@@ -162,39 +166,16 @@ async fn a_pool_with_a_lease_token_authenticates_as_its_caller_like_a_shortener_
 /// size until a block fits: it gets IDs at once rather than retrying the same block forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_whose_block_is_above_its_callers_burst_asks_for_smaller_blocks() {
-    use crate::helpers::tokens::{self, Caller};
     const METERED: Caller = Caller {
         quota: "ids_per_second = 1000\nids_burst = 3000\n",
         ..Caller::new("metered", &["links"], &["lease"])
     };
     let db = TestDb::create().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = Server::start(Config {
-        tokens_file: Some(tokens::write(dir.path(), &[METERED])),
-        insecure_no_auth: false,
-        ..Config::for_tests(db.url())
-    })
-    .await;
-    let source = GrpcLeaseSource::new(&GrpcSourceConfig {
-        endpoints: vec![server.endpoint()],
-        namespace: "links".into(),
-        holder: "pool-test".into(),
-        token: Some(METERED.token()),
-        connect_timeout: Duration::from_millis(500),
-        request_timeout: Duration::from_secs(2),
-    })
-    .expect("grpc source");
+    let server = server_for(&db, dir.path(), METERED).await;
     let pool = IdPool::start(
-        Arc::new(source),
-        PoolConfig {
-            min_block: 1_000,
-            max_block: 8_000,
-            initial_block: 8_000,
-            target_block_duration: Duration::from_secs(60),
-            lease_timeout: Duration::from_secs(2),
-            backoff_initial: Duration::from_millis(20),
-            backoff_max: Duration::from_millis(200),
-        },
+        Arc::new(source(&server, "pool-test", Some(METERED.token()))),
+        blocks(1_000, 8_000),
     );
     assert!(
         pool.wait_ready(Duration::from_secs(5)).await,

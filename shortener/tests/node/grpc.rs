@@ -201,13 +201,9 @@ async fn grpc_create_get_delete_and_batch(backend: Backend) {
     assert_eq!(over.code(), Code::InvalidArgument);
 
     // Health and reflection on the same port.
-    let channel = tonic::transport::Channel::from_shared(node.grpc.clone())
-        .expect("uri")
-        .connect()
+    let status = node
+        .health_client()
         .await
-        .expect("connect");
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
-    let status = health
         .check(tonic_health::pb::HealthCheckRequest {
             service: "shortener.v1.Links".into(),
         })

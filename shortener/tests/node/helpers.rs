@@ -409,6 +409,18 @@ impl Node {
             .expect("connect gRPC")
     }
 
+    /// A gRPC health client on the node's gRPC port.
+    pub async fn health_client(
+        &self,
+    ) -> tonic_health::pb::health_client::HealthClient<tonic::transport::Channel> {
+        let channel = tonic::transport::Channel::from_shared(self.grpc.clone())
+            .expect("uri")
+            .connect()
+            .await
+            .expect("connect gRPC");
+        tonic_health::pb::health_client::HealthClient::new(channel)
+    }
+
     /// Runs the rollup maintenance now, on the node's analytics clock (compaction,
     /// retention, the hourly webhook events).
     pub async fn maintain_rollups(&self) -> shortener::store::RollupOutcome {

@@ -203,13 +203,9 @@ async fn a_grpc_stream_past_the_drain_bound_is_cut_when_the_node_stops() {
     let mut config = stack.config("watch");
     config.listeners.drain_timeout = 1;
     let node = Node::start(config).await;
-    let channel = tonic::transport::Channel::from_shared(node.grpc.clone())
-        .expect("uri")
-        .connect()
+    let mut watch = node
+        .health_client()
         .await
-        .expect("connect");
-    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
-    let mut watch = health
         .watch(tonic_health::pb::HealthCheckRequest {
             service: "shortener.v1.Links".into(),
         })
