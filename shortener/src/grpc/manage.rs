@@ -104,15 +104,32 @@ impl LinksApi {
     }
 }
 
-/// The rows of one import message (or the stream's failure).
-fn rows_of(message: Result<pb::ImportLinksRequest, Status>) -> Vec<Result<InputRow, Status>> {
+/// The most rows one import message may carry: a chunk's worth. A message is decoded whole
+/// before any of it is read, and a row costs memory out of all proportion to its bytes on the
+/// wire (an empty row is two bytes, decoded and checked several hundred), so the bound on a
+/// message's size alone would let one message hold a million rows.
+pub const ROWS_PER_MESSAGE: usize = crate::links::CHUNK_ROWS;
+
+/// The rows of one import message, converted as the import reads them (or the stream's
+/// failure; a message of more than [`ROWS_PER_MESSAGE`] rows fails it).
+fn rows_of(
+    message: Result<pb::ImportLinksRequest, Status>,
+) -> Box<dyn Iterator<Item = Result<InputRow, Status>> + Send> {
     match message {
-        Ok(message) => message
-            .rows
-            .into_iter()
-            .map(|row| Ok(ImportInput::try_from(row)))
-            .collect(),
-        Err(status) => vec![Err(status)],
+        Ok(message) if message.rows.len() > ROWS_PER_MESSAGE => {
+            Box::new(std::iter::once(Err(Status::invalid_argument(format!(
+                "an import message holds at most {ROWS_PER_MESSAGE} rows, not {}: send them \
+                 in more messages",
+                message.rows.len()
+            )))))
+        }
+        Ok(message) => Box::new(
+            message
+                .rows
+                .into_iter()
+                .map(|row| Ok(ImportInput::try_from(row))),
+        ),
+        Err(status) => Box::new(std::iter::once(Err(status))),
     }
 }
 

@@ -14,6 +14,7 @@ mod status;
 mod wire;
 
 pub use guard::{BodyLimits, GuardLayer};
+pub use manage::ROWS_PER_MESSAGE;
 
 pub use status::code_of;
 

@@ -406,3 +406,39 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
     assert_eq!(error_code(&status), "invalid_state");
 }
 on_both_stores!(imports_and_exports_stream_over_grpc);
+
+/// An import message of more rows than a chunk holds is refused before any of it is read (a
+/// message is decoded whole, and rows of two bytes each would decode to hundreds of megabytes):
+/// the import fails with INVALID_ARGUMENT, having created nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_message_of_too_many_rows_is_refused() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let node = stack.node("rows").await;
+    let mut client = node.links_client().await;
+    let rows = shortener::grpc::ROWS_PER_MESSAGE + 1;
+    let message = pb::ImportLinksRequest {
+        rows: (0..rows)
+            .map(|n| pb::ImportRow {
+                url: format!("https://example.com/{n}"),
+                ..Default::default()
+            })
+            .collect(),
+        dry_run: false,
+    };
+    let answers = client
+        .import_links(authed(futures::stream::iter([message])))
+        .await;
+    let refusal = match answers {
+        Err(status) => status,
+        Ok(stream) => {
+            let answers: Vec<_> = stream.into_inner().collect().await;
+            answers
+                .into_iter()
+                .find_map(Result::err)
+                .expect("the import was refused")
+        }
+    };
+    assert_eq!(refusal.code(), Code::InvalidArgument, "{refusal:?}");
+    assert!(refusal.message().contains("at most"), "{refusal:?}");
+    assert_eq!(node.stored_links().await, 0);
+}
