@@ -38,6 +38,13 @@ const BOT_MARKERS: &[&str] = &[
     "whatsapp",
     "skypeuripreview",
     "bitlybot",
+    // Link-preview fetchers whose agents name no `bot` (every preview crawler is a bot here:
+    // `http::redirect::preview`'s test holds the two lists together).
+    "mastodon",
+    "bluesky",
+    "iframely",
+    "slack-imgproxy",
+    "snapchat",
     "preview",
     "headlesschrome",
     "lighthouse",

@@ -123,6 +123,26 @@ fn html(preview: &Preview, short_url: &str, with_description: bool) -> String {
 mod tests {
     use super::*;
 
+    /// A preview crawler's fetch is a bot's visit, so it never spends a link's visit limit nor
+    /// counts as a person: each crawler this module answers is one the visit classifier knows.
+    #[test]
+    fn every_preview_crawler_is_counted_as_a_bot() {
+        for marker in PREVIEW_CRAWLERS {
+            let agent = format!("Mozilla/5.0 (compatible; {marker}/1.0; +https://example.org/)");
+            assert_eq!(
+                crate::visits::classify::kind(false, Some(&agent)),
+                crate::visits::classify::VisitKind::Bot,
+                "{agent}"
+            );
+        }
+        // As Mastodon's fetcher spells itself.
+        let mastodon = "http.rb/5.1.1 (Mastodon/4.2.0; +https://mastodon.social/)";
+        assert_eq!(
+            crate::visits::classify::kind(false, Some(mastodon)),
+            crate::visits::classify::VisitKind::Bot
+        );
+    }
+
     #[test]
     fn every_value_is_escaped_and_the_page_stays_small() {
         let preview = Preview {
