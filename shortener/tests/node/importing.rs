@@ -660,6 +660,34 @@ async fn an_import_of_several_chunks_answers_every_row_in_order(backend: Backend
 }
 on_both_stores!(an_import_of_several_chunks_answers_every_row_in_order);
 
+/// Rows without codes stop the import too when their chunk's write fails, rather than each
+/// row of the rest being answered the same error (and spending an ID).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_of_generated_codes_whose_write_fails_stops() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let mut config = stack.config("stopped-generated");
+    config.store.database_statement_timeout_ms = 1000;
+    let node = Node::start(config).await;
+    // Three chunks' worth, none with a code of its own.
+    let rows: Vec<Value> = (1..=5_000)
+        .map(|n| json!({ "url": format!("https://example.com/{n}") }))
+        .collect();
+    let locker = stack.db.as_ref().expect("a database").connect().await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE links IN EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let (status, lines) = node.import(NDJSON, ndjson(&rows), "").await;
+    locker.batch_execute("ROLLBACK").await.expect("unlock");
+    assert_eq!(status, StatusCode::OK);
+    let stopped = summary(&lines);
+    assert!(stopped["stopped"]["error"].is_string(), "{stopped}");
+    assert_eq!(stopped["created"], 0, "{stopped}");
+    // Only the first chunk was tried: the rows after it are not answered at all.
+    assert!(lines.len() <= 2_001, "{} lines", lines.len());
+    assert_eq!(node.stored_links().await, 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_whose_writes_fail_stops_and_a_second_run_creates_each_row_once() {
     let stack = Stack::new(Backend::Postgres).await;

@@ -22,7 +22,7 @@
 //! without the node remembering the codes it has seen, and what marks a legacy code that a
 //! generated create may step over.
 //!
-//! One file of about 500 lines: the two ways a row goes in (with its own code, or a generated
+//! One file of about 520 lines: the two ways a row goes in (with its own code, or a generated
 //! one), how a taken code is told apart and charged, and the audit and results of a chunk are
 //! one write path whose rules depend on each other; the streaming around it is in [`pipeline`].
 
@@ -121,6 +121,20 @@ struct Import {
     domain: Option<String>,
 }
 
+/// The error of `made` if there are rows and every one failed as unavailable.
+fn unavailable_all(made: &[(usize, RowResult)]) -> Option<Error> {
+    let mut first = None;
+    for (_, result) in made {
+        match &result.status {
+            RowStatus::Error(error @ Error::Unavailable { .. }) => {
+                first.get_or_insert_with(|| error.clone());
+            }
+            _ => return None,
+        }
+    }
+    first
+}
+
 /// A row of a chunk: its number and the checked row, or why it was refused.
 type ChunkRow = (u64, Result<ImportRow, Error>);
 
@@ -171,7 +185,15 @@ impl LinkService {
         let (batched, single): (Vec<_>, Vec<_>) = generated
             .into_iter()
             .partition(|(_, _, private, _)| !private && !import.dry_run);
-        for (i, result) in self.import_generated_many(batched).await {
+        let made = self.import_generated_many(batched).await;
+        // Every row of the chunk's one write refused as unavailable: the store (or the ID
+        // supply) failed, as it does for every row after it; the import stops here, as it
+        // does when the write of legacy codes fails, rather than answering each row of the
+        // rest with the same error and spending an ID on each.
+        if let Some(failed) = unavailable_all(&made) {
+            return Err(failed);
+        }
+        for (i, result) in made {
             results[i] = Some(result);
         }
         let made: Vec<(usize, RowResult)> = futures::stream::iter(single)
