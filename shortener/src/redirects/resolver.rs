@@ -65,6 +65,12 @@ impl Target {
         self.link.rare().limit.as_ref()
     }
 
+    /// Whether its answer holds for a while only: it expires, or has a visit limit. A
+    /// permanent redirect to it would be kept by browsers past its end.
+    pub fn transient(&self) -> bool {
+        self.limit().is_some() || self.link.expires()
+    }
+
     /// Its password's hash, if it is protected.
     pub fn password(&self) -> Option<&Arc<PasswordHash>> {
         self.link.rare().password.as_ref()

@@ -496,3 +496,30 @@ async fn imported_rows_carry_their_routing(backend: Backend) {
 }
 
 crate::on_both_stores!(imported_rows_carry_their_routing);
+
+/// With a permanent redirect status, a link that expires or has a visit limit is answered with
+/// the temporary twin: a browser keeps a 301 for good, and would go on redirecting past the
+/// link's end without asking (so without being counted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_that_end_are_never_answered_permanently() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let node = node(&stack, "ending").await;
+    let later = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    for (body, status) in [
+        (json!({"url": "https://plain.example/"}), 301),
+        (
+            json!({"url": "https://limited.example/", "max_visits": 10}),
+            302,
+        ),
+        (
+            json!({"url": "https://expiring.example/", "expires_at": later}),
+            302,
+        ),
+    ] {
+        let (created, made) = node.create(body.clone()).await;
+        assert_eq!(created, StatusCode::CREATED, "{made}");
+        let code = made["code"].as_str().expect("code");
+        let answer = visit(&node, code, "", &[("user-agent", crate::helpers::BROWSER)]).await;
+        assert_eq!(answer.0, status, "{body}: {answer:?}");
+    }
+}

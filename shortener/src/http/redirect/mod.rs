@@ -249,8 +249,9 @@ fn respond(
             let request = (peer, headers, asked.query);
             let routed = route(state, request, key, asked.code, &mut target, &mut seen);
             if count_visit(state, peer, key, seen, headers, &target) {
+                let transient = target.transient();
                 (
-                    redirect_to(state, domain, target.location, routed),
+                    redirect_to(state, domain, target.location, routed, transient),
                     "redirect",
                 )
             } else {
@@ -381,22 +382,30 @@ fn route(
 /// one no cache may keep (`Cache-Control: private, no-store`; no `Vary`: an answer no cache
 /// stores has no variance a cache could cross, RFC 9110 section 12.5.5), and never permanent: a
 /// 301 or 308 status is sent as its temporary twin (302, 307), since a browser keeps a
-/// permanent redirect for good.
+/// permanent redirect for good. So is the answer of a `transient` link (one that expires or
+/// has a visit limit), which a browser must not keep past its end.
 fn redirect_to(
     state: &HttpState,
     domain: Option<&Domain>,
     location: HeaderValue,
     routed: Option<Routed>,
+    transient: bool,
 ) -> Response {
     let mut response = Response::new(Body::empty());
     let status = redirect_status(state, domain);
     let headers = response.headers_mut();
     headers.insert(header::LOCATION, location);
+    let temporary = match status {
+        StatusCode::MOVED_PERMANENTLY => StatusCode::FOUND,
+        StatusCode::PERMANENT_REDIRECT => StatusCode::TEMPORARY_REDIRECT,
+        other => other,
+    };
+    let shared = if transient { temporary } else { status };
     *response.status_mut() = match routed {
-        None => status,
+        None => shared,
         Some(Routed {
             personal: false, ..
-        }) => status,
+        }) => shared,
         Some(Routed { cookie, .. }) => {
             headers.insert(
                 header::CACHE_CONTROL,
@@ -405,11 +414,7 @@ fn redirect_to(
             if let Some(cookie) = cookie {
                 headers.insert(header::SET_COOKIE, cookie);
             }
-            match status {
-                StatusCode::MOVED_PERMANENTLY => StatusCode::FOUND,
-                StatusCode::PERMANENT_REDIRECT => StatusCode::TEMPORARY_REDIRECT,
-                other => other,
-            }
+            temporary
         }
     };
     response
