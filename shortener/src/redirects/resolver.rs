@@ -122,6 +122,23 @@ pub struct Resolver {
 }
 
 impl Resolver {
+    /// Whether the blocklist holds the host of any URL `link` may send a visit to: its own,
+    /// a rule's, a split's variant's, an app target's. Any of them blocks the whole link, so
+    /// that no share of its visits still reaches a blocked host.
+    fn blocks(&self, link: &crate::domain::Link) -> bool {
+        let routes = &link.routes;
+        let rules = routes.rules.0.iter().flat_map(|rule| {
+            std::iter::once(rule.url.as_str()).chain(rule.variants.iter().map(|v| v.url.as_str()))
+        });
+        let apps = [routes.ios.as_deref(), routes.android.as_deref()];
+        std::iter::once(link.url.as_str())
+            .chain(rules)
+            .chain(routes.variants.iter().map(|v| v.url.as_str()))
+            .chain(apps.into_iter().flatten())
+            .filter(|url| !url.is_empty())
+            .any(|url| self.targets.blocks_stored(url))
+    }
+
     /// A resolver over `store` behind `cache`, for codes of `space`, answering links to
     /// domains the `targets` rules block as blocked, and counting a visit limit from the
     /// stored visits and those `visits` has not flushed yet. Where other nodes write the store
@@ -276,12 +293,10 @@ impl Resolver {
         self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
         let ticket = self.cache.ticket(segment);
         let answer = match self.store.get(segment).await? {
-            Some(link) if link.deleted_at.is_none() && self.targets.blocks_stored(&link.url) => {
-                Answer::Blocked {
-                    tenant: link.tenant,
-                    domain: link.domain,
-                }
-            }
+            Some(link) if link.deleted_at.is_none() && self.blocks(&link) => Answer::Blocked {
+                tenant: link.tenant,
+                domain: link.domain,
+            },
             Some(link) => Answer::Link(self.new_link(segment, link).await?),
             None => Answer::Missing,
         };

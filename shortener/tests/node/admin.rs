@@ -178,3 +178,47 @@ async fn an_admin_blocks_and_unblocks_domains_on_every_node(backend: Backend) {
     assert_eq!(a.visit(&code).await.status(), StatusCode::FOUND);
 }
 on_both_stores!(an_admin_blocks_and_unblocks_domains_on_every_node);
+
+/// A blocked host stops every link that may send a visit there, not only those whose own URL
+/// names it: a split's variant, a rule's target or an app target blocks the whole link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_blocked_in_any_target_of_a_link_blocks_the_link() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let keys_path = stack.dir.path().join("api-keys.toml");
+    let keys = write_keys(&keys_path);
+    let mut config = stack.config("targets");
+    config.access.api_keys_file = Some(keys_path);
+    let node = Node::start(config).await;
+    let mut codes = Vec::new();
+    for body in [
+        json!({ "url": "https://ok.example/", "variants": [
+            { "url": "https://evil.example/a", "weight": 50 },
+            { "url": "https://ok.example/b", "weight": 50 },
+        ] }),
+        json!({ "url": "https://ok.example/", "rules": [
+            { "url": "https://evil.example/de", "conditions": [{ "type": "language", "value": "de" }] },
+        ] }),
+        json!({ "url": "https://ok.example/", "android": "https://evil.example/app" }),
+    ] {
+        let (status, made) = node.create_with_key(body.clone(), &keys.own).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}: {made}");
+        codes.push(made["code"].as_str().expect("code").to_string());
+    }
+    let plain = node
+        .create_with_key(json!({ "url": "https://ok.example/plain" }), &keys.own)
+        .await
+        .1["code"]
+        .as_str()
+        .expect("code")
+        .to_string();
+    assert_eq!(
+        block(&node, &keys.admin, "evil.example").await.0,
+        StatusCode::CREATED
+    );
+    for code in &codes {
+        for _ in 0..6 {
+            assert_eq!(node.visit(code).await.status(), StatusCode::GONE, "{code}");
+        }
+    }
+    assert_eq!(node.visit(&plain).await.status(), StatusCode::FOUND);
+}
