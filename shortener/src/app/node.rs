@@ -525,6 +525,7 @@ fn budgets(config: &Config, limits: &Arc<Limits>) -> Budgets {
             .exports(Duration::from_secs(config.listeners.send_timeout.get())),
         imports: config.limits.imports(),
         import_idle: config.limits.import_idle(),
+        import_max: config.limits.import_max(),
         rates: Arc::clone(limits),
         tag_change_links: config.limits.tag_change_max_links,
     }

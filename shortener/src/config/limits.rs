@@ -68,6 +68,11 @@ pub struct LimitsConfig {
     /// before it answered, and gives its place back.
     #[arg(long, env = "SHORTENER_IMPORT_IDLE_MS", default_value = "60000")]
     pub import_idle_ms: std::num::NonZeroU64,
+    /// The longest one import runs, in seconds: one whose rows come slowly but steadily (each
+    /// within the idle bound) stops there, `import_too_long`, with every row before it
+    /// answered, and gives its place back.
+    #[arg(long, env = "SHORTENER_IMPORT_MAX_SECONDS", default_value = "3600")]
+    pub import_max_seconds: std::num::NonZeroU64,
     /// Most links one rename or delete of a tag changes, 1 to 10000 (a change that would touch
     /// more is refused, 409 `too_many_links`, before anything is written).
     #[arg(long, env = "SHORTENER_TAG_CHANGE_MAX_LINKS", default_value_t = crate::links::MAX_TAG_CHANGE_LINKS)]
@@ -95,6 +100,7 @@ impl LimitsConfig {
             import_max_per_tenant: NonZeroUsize::new(3).expect("non-zero"),
             import_max_per_key: NonZeroUsize::new(1).expect("non-zero"),
             import_idle_ms: std::num::NonZeroU64::new(60_000).expect("non-zero"),
+            import_max_seconds: std::num::NonZeroU64::new(3600).expect("non-zero"),
             tag_change_max_links: crate::links::MAX_TAG_CHANGE_LINKS,
         }
     }
@@ -149,6 +155,11 @@ impl LimitsConfig {
     /// How long an import waits for its next row.
     pub fn import_idle(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.import_idle_ms.get())
+    }
+
+    /// The longest one import runs.
+    pub fn import_max(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.import_max_seconds.get())
     }
 
     /// Checks what this section alone can tell; the error names the setting.

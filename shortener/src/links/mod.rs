@@ -117,6 +117,7 @@ pub struct LinkService {
     exports: export::ExportGate,
     imports: crate::limits::Gate,
     import_idle: Duration,
+    import_max: Duration,
     rates: Arc<Limits>,
     tag_change_links: usize,
     audit: Arc<AuditLog>,
@@ -130,6 +131,8 @@ pub struct Budgets {
     pub imports: Places,
     /// How long an import waits for its next row.
     pub import_idle: Duration,
+    /// The longest one import runs.
+    pub import_max: Duration,
     /// The keys' rate limits: each answer an import gives about a code is charged as a read.
     pub rates: Arc<Limits>,
     /// The most links one rename or delete of a tag changes (at most
@@ -162,6 +165,7 @@ impl LinkService {
             exports: export::ExportGate::new(budgets.exports),
             imports: crate::limits::Gate::new(budgets.imports, IMPORT_RETRY_AFTER),
             import_idle: budgets.import_idle,
+            import_max: budgets.import_max,
             rates: budgets.rates,
             tag_change_links: budgets.tag_change_links,
             audit: Arc::new(AuditLog::new(store_for_audit, AuditSettings::default())),

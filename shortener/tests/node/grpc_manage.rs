@@ -442,3 +442,73 @@ async fn an_import_message_of_too_many_rows_is_refused() {
     assert!(refusal.message().contains("at most"), "{refusal:?}");
     assert_eq!(node.stored_links().await, 0);
 }
+
+/// An import whose rows come slowly but steadily, each well within the idle bound, stops at
+/// its bound in all (`SHORTENER_IMPORT_MAX_SECONDS`) with the rows before it answered and
+/// imported, and gives its place back: a trickling client cannot hold a place for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_that_runs_past_its_bound_stops() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("long-import");
+    config.limits.import_max_seconds = std::num::NonZeroU64::new(1).expect("non-zero");
+    let node = crate::helpers::Node::start(config).await;
+    let mut client = node.links_client().await;
+    // One row every 300 ms, ten in all: three seconds, three times the bound.
+    let messages = futures::stream::iter(0..10).then(|n| async move {
+        if n > 0 {
+            // The client's pace, which is what the bound is about.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        pb::ImportLinksRequest {
+            rows: vec![pb::ImportRow {
+                url: format!("https://example.com/slow/{n}"),
+                ..Default::default()
+            }],
+            dry_run: false,
+        }
+    });
+    let answers: Vec<_> = client
+        .import_links(authed(messages))
+        .await
+        .expect("import")
+        .into_inner()
+        .collect()
+        .await;
+    let rows = answers
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Ok(pb::ImportLinksResponse {
+                    outcome: Some(pb::import_links_response::Outcome::Row(_))
+                })
+            )
+        })
+        .count();
+    let stopped = answers
+        .last()
+        .expect("answers")
+        .as_ref()
+        .expect_err("the import stopped");
+    assert!(
+        stopped.message().contains("ran past its bound"),
+        "{stopped:?}"
+    );
+    assert!((1..10).contains(&rows), "{rows} rows answered");
+    assert_eq!(node.stored_links().await, rows as u64);
+    // Its place is free again: another import of the same key goes through.
+    let again = client
+        .import_links(authed(futures::stream::iter([pb::ImportLinksRequest {
+            rows: vec![pb::ImportRow {
+                url: "https://example.com/after".into(),
+                ..Default::default()
+            }],
+            dry_run: false,
+        }])))
+        .await
+        .expect("a second import")
+        .into_inner()
+        .collect::<Vec<_>>()
+        .await;
+    assert!(again.iter().all(Result::is_ok), "{again:?}");
+}

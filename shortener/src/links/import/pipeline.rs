@@ -33,8 +33,9 @@ pub const CHUNK_BYTES: usize = 4 << 20;
 const REFUSED_ROW_BYTES: usize = 256;
 
 /// How long an import waits for its next row by default (`SHORTENER_IMPORT_IDLE_MS`); past it
-/// the import stops, `import_idle`, having answered every row before (a sender that trickles
-/// rows gives its place back). A client that takes no answer for as long ends it too.
+/// the import stops, `import_idle`, having answered every row before (a sender that stalls
+/// gives its place back; one that trickles rows, each within this bound, runs into
+/// `SHORTENER_IMPORT_MAX_SECONDS`). A client that takes no answer for as long ends it too.
 pub const ROW_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Why an import whose next row (or first, or a CSV's header) did not come within `wait`
@@ -45,6 +46,18 @@ pub fn import_idle(wait: std::time::Duration) -> Error {
         format!(
             "no row came within {} s: the rows answered were imported; send the rest again",
             wait.as_secs_f64()
+        ),
+    )
+}
+
+/// Why an import that ran past `max` stopped.
+fn import_too_long(max: std::time::Duration) -> Error {
+    Error::bad_request(
+        "import_too_long",
+        format!(
+            "the import ran past its bound of {} s: the rows answered were imported; send the \
+             rest in another import",
+            max.as_secs_f64()
         ),
     )
 }
@@ -148,13 +161,12 @@ impl LinkService {
             busy: AtomicBool::new(false),
             left: Mutex::new(None),
         });
-        let reading = read_chunks(
-            rows,
-            input.rules,
-            input.idle,
-            Arc::clone(&shared),
-            chunks_tx,
-        );
+        let bounds = Bounds {
+            idle: input.idle,
+            max: self.import_max,
+            until: tokio::time::Instant::now() + self.import_max,
+        };
+        let reading = read_chunks(rows, input.rules, bounds, Arc::clone(&shared), chunks_tx);
         tokio::spawn(reading);
         let import = self.start_import(caller, input.dry_run, input.domain);
         let stage = (place, input.idle, Arc::clone(&shared));
@@ -252,15 +264,25 @@ impl LinkService {
     }
 }
 
+/// How long an import's reading stage waits: for one row, and in all.
+struct Bounds {
+    /// For the next row.
+    idle: std::time::Duration,
+    /// In all (`SHORTENER_IMPORT_MAX_SECONDS`).
+    max: std::time::Duration,
+    /// When `max` runs out.
+    until: tokio::time::Instant,
+}
+
 /// The reading stage: sends the checked chunks of `rows` to `chunks` until the rows end, one
-/// fails (sent after the rows before it), the next row takes longer than `wait` to come, or
-/// the writing stage has stopped. Each row is checked as it comes, so a row
-/// that is refused holds only its refusal, and a chunk closes at [`CHUNK_ROWS`] rows or
-/// [`CHUNK_BYTES`] of checked rows, whichever comes first.
+/// fails (sent after the rows before it), the next row takes longer than the idle bound to
+/// come, the import runs past its bound in all, or the writing stage has stopped. Each row is
+/// checked as it comes, so a row that is refused holds only its refusal, and a chunk closes
+/// at [`CHUNK_ROWS`] rows or [`CHUNK_BYTES`] of checked rows, whichever comes first.
 async fn read_chunks<S, E>(
     rows: S,
     rules: CreateRules,
-    wait: std::time::Duration,
+    bounds: Bounds,
     shared: Arc<Shared<E>>,
     chunks: mpsc::Sender<Chunk<E>>,
 ) where
@@ -272,7 +294,12 @@ async fn read_chunks<S, E>(
         let mut chunk: Vec<ChunkRow> = Vec::with_capacity(CHUNK_ROWS);
         let (mut bytes, mut failed, mut ended) = (0, None, false);
         while chunk.len() < CHUNK_ROWS && bytes < CHUNK_BYTES {
-            match next_row(&mut rows, wait, &shared.busy, &chunks).await {
+            let next = next_row(&mut rows, bounds.idle, &shared.busy, &chunks);
+            let Ok(next) = tokio::time::timeout_at(bounds.until, next).await else {
+                failed = Some(ImportStop::Failed(import_too_long(bounds.max)));
+                break;
+            };
+            match next {
                 Ok(Some(Ok(input))) => {
                     number += 1;
                     let row = input.and_then(|i| ImportRow::parse(i, &rules, Utc::now()));
@@ -281,7 +308,7 @@ async fn read_chunks<S, E>(
                 }
                 Ok(Some(Err(error))) => failed = Some(ImportStop::Input(error)),
                 Ok(None) => ended = true,
-                Err(_) => failed = Some(ImportStop::Failed(import_idle(wait))),
+                Err(_) => failed = Some(ImportStop::Failed(import_idle(bounds.idle))),
             }
             if failed.is_some() || ended {
                 break;
@@ -358,7 +385,11 @@ mod tests {
         read_chunks(
             futures::stream::iter(rows),
             rules(),
-            std::time::Duration::from_secs(5),
+            Bounds {
+                idle: std::time::Duration::from_secs(5),
+                max: std::time::Duration::from_secs(60),
+                until: tokio::time::Instant::now() + std::time::Duration::from_secs(60),
+            },
             shared,
             tx,
         )
