@@ -71,6 +71,7 @@ async fn protected_links_answer_their_target_only_for_the_right_password(backend
     };
     let form = "application/x-www-form-urlencoded";
     // Twice each, so the second answer comes from the cache.
+    let mut lengths = Vec::new();
     for round in 0..2 {
         for (method, agent) in [
             ("GET", BROWSER),
@@ -89,6 +90,9 @@ async fn protected_links_answer_their_target_only_for_the_right_password(backend
                 .expect("send");
             assert!(response.headers().get("location").is_none());
             assert_eq!(response.headers()["cache-control"], "no-store");
+            if agent == BROWSER {
+                lengths.push(response.headers().get("content-length").cloned());
+            }
             assert!(
                 response.headers()["content-security-policy"]
                     .to_str()
@@ -105,6 +109,9 @@ async fn protected_links_answer_their_target_only_for_the_right_password(backend
                 assert!(text.contains("name=\"password\""), "the form");
             }
         }
+        // HEAD answers the headers GET gets, its length included.
+        assert!(lengths.iter().all(Option::is_some), "{lengths:?}");
+        assert_eq!(lengths[0], lengths[1], "GET and HEAD: {lengths:?}");
         let over_long = format!("password={}", "x".repeat(300));
         for (body, content_type, status) in [
             ("password=wrong".to_string(), form, StatusCode::FORBIDDEN),

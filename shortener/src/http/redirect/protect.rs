@@ -71,7 +71,16 @@ pub(super) fn form(status: StatusCode, code: &str, message: Option<&str>, head: 
          <button type=\"submit\">Continue</button></form></body></html>\n",
         code = escape(code)
     );
-    page_response(status, if head { String::new() } else { page })
+    if head {
+        // The headers GET would get, its length included, without the page.
+        let length = HeaderValue::from(page.len());
+        let mut response = page_response(status, String::new());
+        response
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, length);
+        return response;
+    }
+    page_response(status, page)
 }
 
 /// An HTML page of this module with its locked-down headers.
