@@ -7,6 +7,7 @@ use crate::domain::rules::Condition;
 use crate::visits::classify::{AgentProfile, agent_profile};
 use axum::http::{HeaderMap, header};
 use chrono::{DateTime, Utc};
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
@@ -30,6 +31,9 @@ pub struct Visitor<'a> {
     /// The preferred language's bytes (printable ASCII when a condition can match it).
     language: OnceCell<Option<&'a [u8]>>,
     address: OnceCell<IpAddr>,
+    /// The query's pairs, decoded once for every query condition of the link (a link may
+    /// have hundreds; each parsing a long query again would cost a request as much).
+    pairs: OnceCell<Vec<(Cow<'a, str>, Cow<'a, str>)>>,
 }
 
 impl<'a> Visitor<'a> {
@@ -57,6 +61,7 @@ impl<'a> Visitor<'a> {
             agent: OnceCell::new(),
             language: OnceCell::new(),
             address: OnceCell::new(),
+            pairs: OnceCell::new(),
         }
     }
 
@@ -100,13 +105,14 @@ impl<'a> Visitor<'a> {
         *self.address.get_or_init(|| (self.client)())
     }
 
-    pub(super) fn query_values<'q>(
-        &'q self,
-        key: &'q str,
-    ) -> impl Iterator<Item = std::borrow::Cow<'q, str>> {
-        url::form_urlencoded::parse(self.query.unwrap_or("").as_bytes())
+    pub(super) fn query_values<'q>(&'q self, key: &'q str) -> impl Iterator<Item = &'q str> {
+        self.pairs
+            .get_or_init(|| {
+                url::form_urlencoded::parse(self.query.unwrap_or("").as_bytes()).collect()
+            })
+            .iter()
             .filter(move |(k, _)| k == key)
-            .map(|(_, v)| v)
+            .map(|(_, v)| v.as_ref())
     }
 
     /// The variant index the visitor's cookie `name` names, if it names one of `count`.
