@@ -237,30 +237,28 @@ impl App {
         let drain = config.drain();
         tracing::info!(?drain, "shutting down: readiness off, draining");
         servers.drain(&node, drain).await;
-        // An import's writing stage outlives its cut transport by the chunk in flight and
-        // that chunk's audit entry.
-        if !node.links.imports_settled(TASK_STOP).await {
-            tracing::warn!("an import was still writing when the node stopped");
-        }
         let stopping = Stopping(Some(release));
-        let stopped = tasks.stop(TASK_STOP).await;
+        // An import's writing stage outlives its cut transport by the chunk in flight and
+        // that chunk's audit entry: waited for beside the tasks, within the same bound.
+        let (settled, stopped) =
+            tokio::join!(node.links.imports_settled(TASK_STOP), tasks.stop(TASK_STOP));
         servers.stop_admin().await;
         match stopped {
             Stopped::Ended { aborted } => {
-                // A last flush the store kept refusing leaves its counts in the map or in a
-                // batch in doubt, as an aborted task does: either way they are lost with the
-                // process.
-                let clicks = node.visits.clicks().unwritten_codes();
-                let rollups = node.visits.analytics().unwritten();
-                if aborted > 0 || clicks > 0 || rollups > 0 {
+                warn_unwritten(&node, aborted);
+                if settled {
+                    let_go(&node, stopping).await;
+                } else {
+                    // An import still writing keeps the file this process's until it ends.
                     tracing::warn!(
-                        aborted,
-                        unwritten_click_codes = clicks,
-                        unwritten_rollup_counters = rollups,
-                        "counts not written before the stop are lost"
+                        "an import was still writing when the node stopped; the data directory stays locked until it ends or this process exits"
                     );
+                    let node = Arc::clone(&node);
+                    tokio::spawn(async move {
+                        while !node.links.imports_settled(TASK_STOP).await {}
+                        let_go(&node, stopping).await;
+                    });
                 }
-                let_go(&node, stopping).await;
             }
             Stopped::Running(handles) => {
                 // A task that may still write keeps the file this process's until it ends.
@@ -278,6 +276,22 @@ impl App {
             }
         }
         Ok(())
+    }
+}
+
+/// Warns of the counts a stop could not write: those a last flush the store kept refusing left
+/// in the map or in a batch in doubt, and those of `aborted` tasks; either way they are lost
+/// with the process.
+fn warn_unwritten(node: &Node, aborted: usize) {
+    let clicks = node.visits.clicks().unwritten_codes();
+    let rollups = node.visits.analytics().unwritten();
+    if aborted > 0 || clicks > 0 || rollups > 0 {
+        tracing::warn!(
+            aborted,
+            unwritten_click_codes = clicks,
+            unwritten_rollup_counters = rollups,
+            "counts not written before the stop are lost"
+        );
     }
 }
 
