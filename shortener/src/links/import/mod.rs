@@ -151,12 +151,14 @@ impl LinkService {
         }
     }
 
-    /// Imports one chunk of rows (at most [`CHUNK_ROWS`]); results in row order.
+    /// Imports one chunk of rows (at most [`CHUNK_ROWS`]); results in row order, and the
+    /// error the import stops with after them, if the store failed part-way (the rows written
+    /// before are answered and recorded).
     async fn import_chunk(
         &self,
         import: &Import,
         rows: Vec<ChunkRow>,
-    ) -> Result<Vec<RowResult>, Error> {
+    ) -> Result<(Vec<RowResult>, Option<Error>), Error> {
         let mut results: Vec<Option<RowResult>> = vec![None; rows.len()];
         let mut coded: Vec<(usize, u64, NewLink)> = Vec::new();
         let mut generated: Vec<(usize, u64, bool, create::Row)> = Vec::new();
@@ -187,15 +189,14 @@ impl LinkService {
             .partition(|(_, _, private, _)| !private && !import.dry_run);
         let made = self.import_generated_many(batched).await;
         // Every row of the chunk's one write refused as unavailable: the store (or the ID
-        // supply) failed, as it does for every row after it; the import stops here, as it
-        // does when the write of legacy codes fails, rather than answering each row of the
-        // rest with the same error and spending an ID on each.
-        if let Some(failed) = unavailable_all(&made) {
-            return Err(failed);
-        }
+        // supply) failed, as it does for every row after it; the import stops after this
+        // chunk's answers, as it does when the write of legacy codes fails, rather than
+        // answering each row of the rest with the same error and spending an ID on each.
+        let failed = unavailable_all(&made);
         for (i, result) in made {
             results[i] = Some(result);
         }
+        let single = if failed.is_some() { Vec::new() } else { single };
         let made: Vec<(usize, RowResult)> = futures::stream::iter(single)
             .map(|(i, row, private, new)| async move {
                 (i, self.import_generated(import, row, private, new).await)
@@ -208,7 +209,7 @@ impl LinkService {
         }
         let results: Vec<RowResult> = results.into_iter().flatten().collect();
         self.audit_chunk(import, &results).await;
-        Ok(results)
+        Ok((results, failed))
     }
 
     /// Records the links one chunk of an import created: one entry per chunk (the import's

@@ -229,7 +229,7 @@ impl LinkService {
             };
             shared.busy.store(true, Ordering::Relaxed);
             match self.import_chunk(&import, chunk).await {
-                Ok(results) => {
+                Ok((results, failed)) => {
                     results.iter().for_each(|result| totals.add(result));
                     let sent = tokio::time::timeout(idle, events.send(ImportEvent::Rows(results)));
                     match sent.await {
@@ -239,6 +239,10 @@ impl LinkService {
                         Err(_) => {
                             return leave(totals, ImportStop::Failed(answers_not_taken(idle)));
                         }
+                    }
+                    if let Some(error) = failed {
+                        stopped = Some(ImportStop::Failed(error));
+                        break;
                     }
                 }
                 Err(error) => {
