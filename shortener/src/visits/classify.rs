@@ -44,7 +44,6 @@ const BOT_MARKERS: &[&str] = &[
     "bluesky",
     "iframely",
     "slack-imgproxy",
-    "snapchat",
     "preview",
     "headlesschrome",
     "lighthouse",

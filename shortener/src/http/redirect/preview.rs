@@ -34,7 +34,9 @@ const PREVIEW_CRAWLERS: &[&str] = &[
     "mastodon",
     "bluesky",
     "iframely",
-    "snapchat",
+    // Snapchat's fetcher ("Snap URL Preview Service"), not its in-app browser, whose agent
+    // names `Snapchat` too and is a person's.
+    "snap url preview",
 ];
 
 static FINDER: LazyLock<AhoCorasick> = LazyLock::new(|| {
@@ -135,6 +137,15 @@ mod tests {
                 "{agent}"
             );
         }
+        // A person in Snapchat's in-app browser is no crawler.
+        let in_app = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 Snapchat/12.50.0.32 (like Safari/604.1)";
+        let mut headers = HeaderMap::new();
+        headers.insert(header::USER_AGENT, HeaderValue::from_static(in_app));
+        assert!(!is_preview_crawler(&headers));
+        assert_eq!(
+            crate::visits::classify::kind(false, Some(in_app)),
+            crate::visits::classify::VisitKind::Human
+        );
         // As Mastodon's fetcher spells itself.
         let mastodon = "http.rb/5.1.1 (Mastodon/4.2.0; +https://mastodon.social/)";
         assert_eq!(
