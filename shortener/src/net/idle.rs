@@ -91,7 +91,8 @@ impl IdleIo {
             timeout,
             timer: Box::pin(tokio::time::sleep(timeout)),
             seen: 0,
-            cut: Box::pin(cut.cancelled_owned()),
+            // A token of its own, so that connections polling it share no lock.
+            cut: Box::pin(cut.child_token().cancelled_owned()),
             _admitted: admitted,
         }
     }
@@ -161,6 +162,9 @@ impl AsyncWrite for IdleIo {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(error) = self.cut(cx) {
+            return Poll::Ready(Err(error));
+        }
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 

@@ -63,8 +63,9 @@ impl Analytics {
     /// rollups to keep, but the click flush still leaves a flush mark per process, so the
     /// marks of writers gone for a week are forgotten on the same schedule. A run under way at
     /// `stop` is let go (on PostgreSQL a transaction it had open rolls back; what it had not
-    /// finished, the next run does), so that it never holds up the node's last flushes past
-    /// their bound.
+    /// finished, the next run does), so that the visits' task ends with its last flushes (on
+    /// SQLite the writer thread still finishes the step it is on, and the flushes queue behind
+    /// it).
     pub async fn run_maintenance(&self, store: &Store, stop: &CancellationToken) {
         loop {
             let run = async {

@@ -212,19 +212,22 @@ async fn a_client_past_its_budget_costs_the_provider_no_exchange() {
     let started = start(&node).await;
     // The state matches: each callback gets as far as the code exchange, which fails.
     let query = format!("code=made-up&state={}", started.state);
+    let began = std::time::Instant::now();
     let mut statuses = Vec::new();
     for _ in 0..10 {
         statuses.push(callback(&node, Some(&started.cookie), &query).await.0);
     }
+    // The budget refills a token a second: a slow run may earn one or two more exchanges.
+    let refilled = began.elapsed().as_secs() as usize;
     assert!(
-        statuses[6..]
+        statuses[6 + refilled.min(3)..]
             .iter()
             .all(|s| *s == StatusCode::TOO_MANY_REQUESTS),
         "{statuses:?}"
     );
     let exchanges = issuer.token_forms().len();
     assert!(
-        (4..=5).contains(&exchanges),
+        (4..=5 + refilled).contains(&exchanges),
         "callbacks past the budget reached the provider: {exchanges} exchanges"
     );
     node.stop().await;
