@@ -346,9 +346,15 @@ impl SignIn {
         // The person's keys and open sessions follow what this sign-in says of them (every
         // node reads the keys at its next key reload). Should that fail, the sign-in fails too
         // (its cookie is never handed out): keys must not keep claims this sign-in took away.
+        let person = crate::store::Person {
+            subject: &subject,
+            claims: &kept,
+            email: session.email.as_deref(),
+            name: session.name.as_deref(),
+        };
         let keys = self
             .store
-            .refresh_person_claims(&subject, &kept)
+            .refresh_person_claims(&person)
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "a person's keys and sessions could not take a sign-in's claims");

@@ -94,12 +94,26 @@ pub trait KeyStore: Send + Sync {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Gives the live keys person `subject` made, and their open sessions, the claims of their
-    /// latest sign-in, in one transaction; how many keys it changed.
+    /// latest sign-in (the sessions its e-mail and name too), in one transaction; how many keys
+    /// it changed.
     fn refresh_person_claims(
         &self,
-        subject: &str,
-        claims: &str,
+        person: &Person<'_>,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+/// What a person's latest sign-in says of them: their subject, the claims kept, and the
+/// e-mail and name their sessions show.
+#[derive(Debug, Clone, Copy)]
+pub struct Person<'a> {
+    /// The issuer's subject.
+    pub subject: &'a str,
+    /// The claims kept, as JSON.
+    pub claims: &'a str,
+    /// The verified e-mail, if any.
+    pub email: Option<&'a str>,
+    /// The name, if any.
+    pub name: Option<&'a str>,
 }
 
 impl KeyStore for Store {
@@ -119,7 +133,7 @@ impl KeyStore for Store {
         traced!(self, "UPDATE", "api_keys", s => s.note_api_key_uses(uses))
     }
 
-    async fn refresh_person_claims(&self, subject: &str, claims: &str) -> Result<u64, StoreError> {
-        traced!(self, "UPDATE", "api_keys", s => s.refresh_person_claims(subject, claims))
+    async fn refresh_person_claims(&self, person: &Person<'_>) -> Result<u64, StoreError> {
+        traced!(self, "UPDATE", "api_keys", s => s.refresh_person_claims(person))
     }
 }

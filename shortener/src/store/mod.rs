@@ -133,7 +133,7 @@ mod outbox;
 mod sessions;
 mod visits;
 
-pub use api_keys::{KeyStore, NewApiKey, PersonClaims, StoredApiKey};
+pub use api_keys::{KeyStore, NewApiKey, Person, PersonClaims, StoredApiKey};
 pub use audit::{AuditEntry, AuditFilter, AuditStore, NewAuditEntry};
 pub use blocklist::BlocklistStore;
 pub use capabilities::Capabilities;

@@ -127,9 +127,9 @@ pub(super) async fn note_uses(
 
 pub(super) async fn refresh_person_claims(
     client: &mut Conn,
-    subject: &str,
-    claims: &str,
+    person: &crate::store::Person<'_>,
 ) -> Result<u64, StoreError> {
+    let (subject, claims) = (person.subject, person.claims);
     let tx = client.transaction().await.map_err(db_error)?;
     tx.execute(PERSON_LOCK, &[&subject])
         .await
@@ -143,9 +143,10 @@ pub(super) async fn refresh_person_claims(
         .await
         .map_err(db_error)?;
     tx.execute(
-        "UPDATE console_sessions SET claims = $2 WHERE subject = $1 AND revoked_at IS NULL \
-         AND expires_at > now() AND claims <> $2",
-        &[&subject, &claims],
+        "UPDATE console_sessions SET claims = $2, email = $3, name = $4 \
+         WHERE subject = $1 AND revoked_at IS NULL AND expires_at > now() \
+         AND (claims <> $2 OR email IS DISTINCT FROM $3 OR name IS DISTINCT FROM $4)",
+        &[&subject, &claims, &person.email, &person.name],
     )
     .await
     .map_err(db_error)?;

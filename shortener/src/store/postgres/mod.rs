@@ -703,8 +703,11 @@ impl KeyStore for PgStore {
         api_keys::note_uses(&self.client().await?, &uses).await
     }
 
-    async fn refresh_person_claims(&self, subject: &str, claims: &str) -> Result<u64, StoreError> {
-        api_keys::refresh_person_claims(&mut self.client().await?, subject, claims).await
+    async fn refresh_person_claims(
+        &self,
+        person: &crate::store::Person<'_>,
+    ) -> Result<u64, StoreError> {
+        api_keys::refresh_person_claims(&mut self.client().await?, person).await
     }
 }
 

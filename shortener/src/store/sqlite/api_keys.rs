@@ -103,10 +103,11 @@ pub(super) fn note_uses(
     tx.commit().map_err(db_error)
 }
 
+/// [`crate::store::KeyStore::refresh_person_claims`]: `[subject, claims]` and `[email, name]`.
 pub(super) fn refresh_person_claims(
     conn: &mut Connection,
-    subject: &str,
-    claims: &str,
+    [subject, claims]: &[String; 2],
+    [email, name]: &[Option<String>; 2],
 ) -> Result<u64, StoreError> {
     let tx = conn.transaction().map_err(db_error)?;
     let keys = tx
@@ -117,9 +118,10 @@ pub(super) fn refresh_person_claims(
         )
         .map_err(db_error)?;
     tx.execute(
-        "UPDATE console_sessions SET claims = ?2 WHERE subject = ?1 AND revoked_at IS NULL \
-         AND expires_at > ?3 AND claims <> ?2",
-        params![subject, claims, millis(Utc::now())],
+        "UPDATE console_sessions SET claims = ?2, email = ?4, name = ?5 \
+         WHERE subject = ?1 AND revoked_at IS NULL AND expires_at > ?3 \
+         AND (claims <> ?2 OR email IS NOT ?4 OR name IS NOT ?5)",
+        params![subject, claims, millis(Utc::now()), email, name],
     )
     .map_err(db_error)?;
     tx.commit().map_err(db_error)?;

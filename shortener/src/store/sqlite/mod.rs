@@ -670,9 +670,13 @@ impl KeyStore for SqliteStore {
             .await
     }
 
-    async fn refresh_person_claims(&self, subject: &str, claims: &str) -> Result<u64, StoreError> {
-        let (subject, claims) = (subject.to_string(), claims.to_string());
-        self.write(move |conn| api_keys::refresh_person_claims(conn, &subject, &claims))
+    async fn refresh_person_claims(
+        &self,
+        person: &crate::store::Person<'_>,
+    ) -> Result<u64, StoreError> {
+        let texts = [person.subject, person.claims].map(str::to_string);
+        let labels = [person.email, person.name].map(|t| t.map(str::to_string));
+        self.write(move |conn| api_keys::refresh_person_claims(conn, &texts, &labels))
             .await
     }
 }

@@ -864,3 +864,40 @@ async fn a_new_sign_in_ends_the_browsers_previous_session() {
     assert_eq!(me(&node, &first).await, StatusCode::UNAUTHORIZED);
     node.stop().await;
 }
+
+/// A person's open sessions show what their latest sign-in says of them: signed in again with
+/// a new e-mail (elsewhere, in another browser), their older session acts under it too.
+async fn a_persons_older_sessions_take_their_latest_email(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    marketing_keys(&stack.dir.path().join("keys.toml"));
+    let signer = Key::new("k1");
+    let issuer = TestIssuer::start(&[&signer]).await;
+    let node = node_for(&stack, "a", &issuer.issuer).await;
+    let first = sign_in(&node, &issuer, &signer, &["link-editors"]).await;
+    assert_eq!(
+        whoami(&node, &first).await["email"],
+        "link-editors@example.com"
+    );
+    let started = start(&node).await;
+    let mut renamed = claims(&issuer.issuer, &started.nonce, &["link-editors"]);
+    renamed["email"] = json!("renamed@example.com");
+    issuer.answer(signer.sign(&signer.kid, &renamed));
+    let query = format!("code=c&state={}", started.state);
+    let (status, second) = callback(&node, Some(&started.cookie), &query).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let second = second.expect("a session cookie");
+    for session in [&first, &second] {
+        assert_eq!(whoami(&node, session).await["email"], "renamed@example.com");
+    }
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_older_sessions_take_their_latest_email_on_sqlite() {
+    a_persons_older_sessions_take_their_latest_email(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_older_sessions_take_their_latest_email_on_postgres() {
+    a_persons_older_sessions_take_their_latest_email(Backend::Postgres).await;
+}

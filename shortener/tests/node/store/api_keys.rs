@@ -187,14 +187,14 @@ async fn a_persons_claims_are_kept_and_follow_their_sign_ins(backend: Backend) {
     let viewers = r#"{"groups":["viewers"]}"#;
     assert_eq!(
         store
-            .refresh_person_claims("sub-ana", viewers)
+            .refresh_person_claims(&signed_in("sub-ana", viewers))
             .await
             .expect("refresh"),
         2
     );
     assert_eq!(
         store
-            .refresh_person_claims("sub-ana", viewers)
+            .refresh_person_claims(&signed_in("sub-ana", viewers))
             .await
             .expect("refresh"),
         0,
@@ -202,7 +202,7 @@ async fn a_persons_claims_are_kept_and_follow_their_sign_ins(backend: Backend) {
     );
     assert_eq!(
         store
-            .refresh_person_claims("sub-bob", "{}")
+            .refresh_person_claims(&signed_in("sub-bob", "{}"))
             .await
             .expect("refresh"),
         0
@@ -237,7 +237,7 @@ async fn a_persons_claims_are_kept_and_follow_their_sign_ins(backend: Backend) {
         .expect("a later session");
     let editors = r#"{"groups":["editors"]}"#;
     store
-        .refresh_person_claims("sub-ana", editors)
+        .refresh_person_claims(&signed_in("sub-ana", editors))
         .await
         .expect("refresh");
     let open = store.session([1; 32]).await.expect("read").expect("open");
@@ -309,3 +309,13 @@ async fn a_tenant_makes_a_bounded_number_of_keys(backend: Backend) {
     node.stop().await;
 }
 on_both_stores!(a_tenant_makes_a_bounded_number_of_keys);
+
+/// What a sign-in of `subject` with `claims` says of them, without an e-mail or a name.
+fn signed_in<'a>(subject: &'a str, claims: &'a str) -> shortener::store::Person<'a> {
+    shortener::store::Person {
+        subject,
+        claims,
+        email: None,
+        name: None,
+    }
+}
