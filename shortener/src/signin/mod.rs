@@ -6,7 +6,8 @@
 //! that row (no cache), so a sign-out on one node holds on every node sharing the store at
 //! once, and a session past its idle or absolute timeout is refused. The person's role, and so
 //! their scopes, is worked out from the stored claims and the roles file in force at each
-//! request: a change of the roles file applies to open sessions at the next reload.
+//! request: a change of the roles file applies to open sessions at the next reload. (About 450
+//! lines: a sign-in, the session it opens and what it refreshes read as one sequence.)
 //!
 //! Requests made with a session that change anything must carry the session's anti-CSRF
 //! token ([`Session::csrf_token`], a digest of the cookie the page reads from
