@@ -3,6 +3,7 @@
 //! the node's calls in flight are capped. Health and reflection pass with a small bound of
 //! their own. A message that does not decode is reported as INVALID_ARGUMENT, not INTERNAL.
 
+use super::decoded::{self, Reckoner, Refusal, Shape};
 use crate::access::{Admission, Operation};
 use crate::domain::Error;
 use crate::net::idle::ConnectionInfo;
@@ -21,6 +22,11 @@ const LINKS: &str = "/shortener.v1.Links/";
 /// The most bytes of any other call (health checks, reflection).
 const OTHER_LIMIT: usize = 16 * 1024;
 
+/// How many bytes a batch's or an import's message may hold decoded for each byte it may send:
+/// room for the structs of its items (a link of a short URL holds about ten times its bytes)
+/// without letting a message of empty items hold a hundred times its size.
+const DECODED_PER_BYTE: usize = 4;
+
 /// How large a request each method may send, in bytes of its body (framing included).
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimits {
@@ -35,6 +41,9 @@ pub struct BodyLimits {
     pub small: usize,
     /// A list or export (a cursor and filters).
     pub query: usize,
+    /// What a batch create's message, or one of an import's, may hold once decoded
+    /// ([`decoded`]): four times a batch's bytes.
+    pub decoded: usize,
 }
 
 impl BodyLimits {
@@ -47,6 +56,7 @@ impl BodyLimits {
             batch: create * batch_limit + 1024,
             small: 1024,
             query: 4096,
+            decoded: DECODED_PER_BYTE * (create * batch_limit + 1024),
         }
     }
 
@@ -55,15 +65,33 @@ impl BodyLimits {
     /// size limit (that of a batch), and it is read a chunk at a time.
     fn of(&self, method: &str) -> (usize, Operation) {
         match method {
-            "CreateLink" => (self.routed, Operation::Create),
             "BatchCreateLinks" => (self.batch, Operation::CreateBatch { items: 0 }),
+            "ImportLinks" => (usize::MAX, Operation::Import),
+            _ => self.small_call(method),
+        }
+    }
+
+    /// The messages of `method` that are reckoned before they are decoded: those whose size
+    /// lets empty items add up to far more memory than their bytes.
+    fn reckoned(method: &str) -> Option<&'static Shape> {
+        match method {
+            "BatchCreateLinks" => Some(&decoded::BATCH),
+            "ImportLinks" => Some(&decoded::IMPORT),
+            _ => None,
+        }
+    }
+
+    /// The limit of a call whose message is bounded by what one link, one domain or one query
+    /// holds.
+    fn small_call(&self, method: &str) -> (usize, Operation) {
+        match method {
+            "CreateLink" => (self.routed, Operation::Create),
             "DeleteLink" => (self.small, Operation::Delete),
             "UpdateLink" => (self.routed, Operation::Update),
             "GetLinkHistory" => (self.small, Operation::History),
             "GetLinkStats" | "GetTenantStats" => (self.small, Operation::Stats),
             "ListLinks" => (self.query, Operation::List),
             "ExportLinks" => (self.query, Operation::Export),
-            "ImportLinks" => (usize::MAX, Operation::Import),
             "ClaimDomain" => (self.create, Operation::DomainWrite),
             // Room for both app-link files at their bound besides the URLs.
             "UpdateDomain" => (
@@ -151,13 +179,14 @@ where
             .extensions()
             .get::<ConnectionInfo>()
             .map(|info| info.activity.call());
-        let links_call = request
-            .uri()
-            .path()
-            .strip_prefix(LINKS)
-            .map(|method| shared.limits.of(method));
-        let Some((limit, operation)) = links_call else {
-            let request = request.map(|body| bounded(body, OTHER_LIMIT));
+        let links_call = request.uri().path().strip_prefix(LINKS).map(|method| {
+            let (limit, operation) = shared.limits.of(method);
+            let reckoner = BodyLimits::reckoned(method)
+                .map(|shape| Box::new(Reckoner::new(shape, shared.limits.decoded)));
+            (limit, operation, reckoner)
+        });
+        let Some((limit, operation, reckoner)) = links_call else {
+            let request = request.map(|body| bounded(body, OTHER_LIMIT, None));
             return Box::pin(async move {
                 let response = inner.call(request).await;
                 drop(call);
@@ -180,7 +209,7 @@ where
             Err(error) => return Box::pin(std::future::ready(Ok(refuse(Status::from(error))))),
         };
         request.extensions_mut().insert(caller);
-        let request = request.map(|body| bounded(body, limit));
+        let request = request.map(|body| bounded(body, limit, reckoner));
         Box::pin(async move {
             let response = inner.call(request).await.map(undecodable_is_invalid);
             drop((permit, call));
@@ -219,19 +248,49 @@ fn undecodable_is_invalid(
     response
 }
 
-fn bounded(body: tonic::body::Body, limit: usize) -> tonic::body::Body {
+fn bounded(
+    body: tonic::body::Body,
+    limit: usize,
+    reckoner: Option<Box<Reckoner>>,
+) -> tonic::body::Body {
     tonic::body::Body::new(Bounded {
         inner: body,
         left: limit,
         limit,
+        reckoner,
     })
 }
 
-/// A request body cut off with RESOURCE_EXHAUSTED once it passes its method's limit.
+/// A request body cut off with RESOURCE_EXHAUSTED once it passes its method's limit, or once
+/// one of its messages would hold more than its bound decoded (INVALID_ARGUMENT for bytes that
+/// are no message).
 struct Bounded {
     inner: tonic::body::Body,
     left: usize,
     limit: usize,
+    reckoner: Option<Box<Reckoner>>,
+}
+
+/// The status of a message refused before it is decoded.
+fn refusal_status(refusal: Refusal) -> Status {
+    let (mut status, code) = match refusal {
+        Refusal::TooLarge { bound } => (
+            Status::resource_exhausted(format!(
+                "a message of this request would take more than the {bound} bytes of memory \
+                 this method allows once decoded: send fewer items in each message"
+            )),
+            "payload_too_large",
+        ),
+        Refusal::Malformed => (
+            Status::invalid_argument("the request is not a valid protobuf message for this method"),
+            "invalid_message",
+        ),
+    };
+    status.metadata_mut().insert(
+        "error-code",
+        tonic::metadata::MetadataValue::from_static(code),
+    );
+    status
 }
 
 impl Body for Bounded {
@@ -260,6 +319,14 @@ impl Body for Bounded {
                 return Poll::Ready(Some(Err(status)));
             }
             self.left -= data.len();
+            let this = &mut *self;
+            if let Some(reckoner) = this.reckoner.as_mut()
+                && let Err(refusal) = reckoner.feed(data)
+            {
+                this.left = 0;
+                this.reckoner = None;
+                return Poll::Ready(Some(Err(refusal_status(refusal))));
+            }
         }
         Poll::Ready(Some(Ok(frame)))
     }

@@ -105,9 +105,8 @@ impl LinksApi {
 }
 
 /// The most rows one import message may carry: a chunk's worth. A message is decoded whole
-/// before any of it is read, and a row costs memory out of all proportion to its bytes on the
-/// wire (an empty row is two bytes, decoded and checked several hundred), so the bound on a
-/// message's size alone would let one message hold a million rows.
+/// before any of it is read; what it may hold decoded is bounded as its bytes arrive (see
+/// `grpc::decoded`), and this keeps what one message hands the import to a chunk.
 pub const ROWS_PER_MESSAGE: usize = crate::links::CHUNK_ROWS;
 
 /// The rows of one import message, converted as the import reads them (or the stream's

@@ -7,6 +7,7 @@
 //! once (`wire`), calls the link service, and lets `?` turn a domain error into its status
 //! (`status`, the one mapping).
 
+mod decoded;
 mod domains;
 mod guard;
 mod manage;

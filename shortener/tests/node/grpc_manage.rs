@@ -407,9 +407,8 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
 }
 on_both_stores!(imports_and_exports_stream_over_grpc);
 
-/// An import message of more rows than a chunk holds is refused before any of it is read (a
-/// message is decoded whole, and rows of two bytes each would decode to hundreds of megabytes):
-/// the import fails with INVALID_ARGUMENT, having created nothing.
+/// An import message of more rows than a chunk holds is refused before any of its rows is
+/// checked: the import fails with INVALID_ARGUMENT, having created nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_import_message_of_too_many_rows_is_refused() {
     let stack = Stack::new(Backend::Sqlite).await;
@@ -441,6 +440,88 @@ async fn an_import_message_of_too_many_rows_is_refused() {
     assert_eq!(refusal.code(), Code::InvalidArgument, "{refusal:?}");
     assert!(refusal.message().contains("at most"), "{refusal:?}");
     assert_eq!(node.stored_links().await, 0);
+}
+
+/// A message is decoded whole, and an empty item is two bytes on the wire but hundreds in
+/// memory: a batch or an import message of a million empty items, within the bytes its method
+/// takes, is refused as its bytes arrive, with RESOURCE_EXHAUSTED, before it is decoded (decoded,
+/// the batch would be answered INVALID_ARGUMENT for its item count, after taking hundreds of
+/// megabytes). A full batch of real links, tags and rules included, still fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_that_would_decode_far_past_their_bytes_are_refused_unread() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let node = stack.node("decoded").await;
+    let mut client = node.links_client().await;
+    let refused_unread = |status: &tonic::Status| {
+        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+        assert_eq!(error_code(status), "payload_too_large");
+        assert!(status.message().contains("once decoded"), "{status:?}");
+    };
+
+    let empty = vec![pb::CreateLinkRequest::default(); 1_000_000];
+    let status = client
+        .batch_create_links(authed(pb::BatchCreateLinksRequest { items: empty }))
+        .await
+        .expect_err("a million empty items were taken");
+    refused_unread(&status);
+
+    let rows = vec![pb::ImportRow::default(); 1_000_000];
+    let messages = [
+        pb::ImportLinksRequest {
+            rows: vec![pb::ImportRow {
+                url: "https://example.com/imported".into(),
+                ..Default::default()
+            }],
+            dry_run: false,
+        },
+        pb::ImportLinksRequest {
+            rows,
+            dry_run: false,
+        },
+    ];
+    let status = match client
+        .import_links(authed(futures::stream::iter(messages)))
+        .await
+    {
+        Err(status) => status,
+        Ok(answers) => answers
+            .into_inner()
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .find_map(Result::err)
+            .expect("the import was refused"),
+    };
+    refused_unread(&status);
+
+    // The most a batch holds, each link with twenty tags and a rule: what a real batch
+    // decodes to is far inside the bound.
+    let full: Vec<_> = (0..1000)
+        .map(|n| pb::CreateLinkRequest {
+            tags: (0..20).map(|t| format!("t{t}")).collect(),
+            rules: vec![pb::Rule {
+                url: format!("https://example.com/{n}/de"),
+                conditions: vec![pb::Condition {
+                    r#type: "country".into(),
+                    key: String::new(),
+                    values: vec!["DE".into()],
+                }],
+                variants: vec![],
+            }],
+            ..create(&format!("https://example.com/full/{n}"))
+        })
+        .collect();
+    let results = client
+        .batch_create_links(authed(pb::BatchCreateLinksRequest { items: full }))
+        .await
+        .expect("a full batch")
+        .into_inner()
+        .results;
+    let created = results
+        .iter()
+        .filter(|r| matches!(r.outcome, Some(pb::batch_create_result::Outcome::Link(_))))
+        .count();
+    assert_eq!(created, 1000, "{:?}", results.first());
 }
 
 /// An import whose rows come slowly but steadily, each well within the idle bound, stops at

@@ -84,6 +84,9 @@ async fn bad_messages_are_the_callers_error_and_never_echoed_at_length(backend: 
             .and_then(|v| v.to_str().ok()),
         Some("invalid_message")
     );
+    // The same for a batch, whose messages are read as they arrive, before tonic decodes them.
+    let garbage = raw_call(&node, "BatchCreateLinks", vec![0x0a, 0x05, 0x01]).await;
+    assert_eq!(garbage.code(), Code::InvalidArgument, "{garbage:?}");
     // Over a method's bound, before it is decoded.
     let mut client = node.links_client().await;
     let huge_code = client
