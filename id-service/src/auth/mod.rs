@@ -84,24 +84,31 @@ impl Gate {
 
     /// Authenticates `authorization` (the raw header or metadata value), then parses the
     /// request with `parse`, then checks that the caller has `scope` and may use the namespace
-    /// the request names. Refusals are counted; nothing is ever written before this passes.
+    /// the request names. Refusals are counted (and logged by the caller of this, with who was
+    /// refused, through its throttled log); nothing is ever written before this passes.
     pub fn admit<R: Scoped>(
         &self,
         authorization: Option<&[u8]>,
         scope: Scope,
         parse: impl FnOnce() -> Result<R, Error>,
-    ) -> Result<(Principal, R), Error> {
-        let principal = self.authenticate(authorization).inspect_err(|error| {
+    ) -> Result<(Principal, R), Refused> {
+        let principal = self.authenticate(authorization).map_err(|error| {
             self.metrics.unauthenticated();
             tracing::debug!(%error, "call refused");
+            Refused {
+                caller: None,
+                error,
+            }
         })?;
-        let request = parse()?;
-        principal
-            .authorize(scope, request.namespace())
-            .inspect_err(|error| {
-                self.metrics.permission_denied(principal.name());
-                tracing::info!(caller = principal.name(), %error, "call refused");
-            })?;
+        let refused = |error| Refused {
+            caller: Some(principal.clone()),
+            error,
+        };
+        let request = parse().map_err(refused)?;
+        if let Err(error) = principal.authorize(scope, request.namespace()) {
+            self.metrics.permission_denied(principal.name());
+            return Err(refused(error));
+        }
         Ok((principal, request))
     }
 
@@ -123,6 +130,36 @@ impl Gate {
             .find(&token::digest(presented))
             .map(|caller| Principal::Caller(Arc::clone(caller)))
             .ok_or_else(|| Error::Unauthenticated("unknown token".into()))
+    }
+}
+
+/// A call the gate refused, and who made it when the refusal came after its token was taken.
+pub struct Refused {
+    /// The authenticated caller (none when the token was missing or unknown).
+    pub caller: Option<Principal>,
+    /// Why.
+    pub error: Error,
+}
+
+impl Refused {
+    /// The caller's name for a log line (`""` for a caller that was never admitted).
+    pub fn caller_name(&self) -> &str {
+        self.caller.as_ref().map_or("", Principal::name)
+    }
+}
+
+impl std::fmt::Debug for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Refused")
+            .field("caller", &self.caller_name())
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
+impl From<Refused> for Error {
+    fn from(refused: Refused) -> Self {
+        refused.error
     }
 }
 

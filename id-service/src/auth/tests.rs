@@ -54,7 +54,16 @@ fn a_missing_malformed_or_unknown_token_is_unauthenticated_before_the_request_is
             parsed = true;
             Err::<DescribeNamespace, _>(Error::invalid("never reached"))
         });
-        assert!(matches!(result, Err(Error::Unauthenticated(_))), "{case}");
+        assert!(
+            matches!(
+                result,
+                Err(Refused {
+                    caller: None,
+                    error: Error::Unauthenticated(_)
+                })
+            ),
+            "{case}"
+        );
         assert!(
             !parsed,
             "{case}: the request was parsed for an unknown caller"
@@ -75,12 +84,22 @@ fn the_scope_and_the_namespace_must_both_be_covered() {
         ("missing scope", Scope::Allocate, "links"),
         ("admin", Scope::Admin, "links"),
     ] {
-        let result = gate.admit(Some(&header), scope, describe(ns));
-        assert!(matches!(result, Err(Error::PermissionDenied(_))), "{case}");
+        // Refused with who asked, for the log line that says so.
+        let Err(refused) = gate.admit(Some(&header), scope, describe(ns)) else {
+            panic!("{case}: admitted");
+        };
+        assert!(
+            matches!(refused.error, Error::PermissionDenied(_)),
+            "{case}"
+        );
+        assert_eq!(refused.caller_name(), "shortener", "{case}");
     }
     // Malformed input from a known caller is a bad request, not a denial.
-    let result = gate.admit(Some(&header), Scope::Lease, describe("Bad"));
-    assert!(matches!(result, Err(Error::InvalidArgument(_))));
+    let Err(refused) = gate.admit(Some(&header), Scope::Lease, describe("Bad")) else {
+        panic!("a malformed request was admitted");
+    };
+    assert!(matches!(refused.error, Error::InvalidArgument(_)));
+    assert_eq!(refused.caller_name(), "shortener");
 }
 
 #[test]
@@ -122,7 +141,10 @@ fn a_reload_swaps_callers_at_once_and_keeps_unchanged_quotas_spent() {
     gate.replace(vec![spec("billing", second, &["*"], &["allocate"])]);
     assert!(matches!(
         gate.admit(Some(&bearer(TOKEN)), Scope::Lease, describe("links")),
-        Err(Error::Unauthenticated(_))
+        Err(Refused {
+            error: Error::Unauthenticated(_),
+            ..
+        })
     ));
 }
 

@@ -59,12 +59,17 @@ impl IdService {
         let (metadata, _, message) = request.into_parts();
         let mut caller = Principal::Insecure;
         let outcome = async {
-            let (principal, request) =
-                shared
-                    .gate
-                    .admit(authorization(&metadata), Scope::Lease, || {
-                        LeaseRequest::parse(message, shared.bounds)
-                    })?;
+            let (principal, request) = shared
+                .gate
+                .admit(authorization(&metadata), Scope::Lease, || {
+                    LeaseRequest::parse(message, shared.bounds)
+                })
+                .map_err(|refused| {
+                    if let Some(principal) = &refused.caller {
+                        caller = principal.clone();
+                    }
+                    refused.error
+                })?;
             caller = principal.clone();
             let holder = principal.holder(&request.holder)?;
             let charged = match principal
@@ -185,9 +190,9 @@ impl IdService {
             .admit(authorization(&metadata), Scope::Allocate, || {
                 AllocateRequest::from_wire(message, shared.max_count)
             })
-            .map_err(|error: Error| {
-                log_failure("AllocateIds", "", &error);
-                Status::from(error)
+            .map_err(|refused| {
+                log_failure("AllocateIds", refused.caller_name(), &refused.error);
+                Status::from(refused.error)
             })?;
         match shared.allocator.allocate(&principal, &request).await {
             Ok(ranges) => Ok(Response::new(ranges.into())),

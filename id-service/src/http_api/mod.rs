@@ -87,7 +87,7 @@ async fn allocate(
                 });
             (principal.name().to_string(), outcome)
         }
-        Err(error) => (String::new(), Err(error)),
+        Err(refused) => (refused.caller_name().to_string(), Err(refused.error)),
     };
     if let Err(error) = &outcome {
         crate::grpc::log_failure("AllocateIds", &caller, error);

@@ -103,7 +103,7 @@ async fn health_and_reflection_need_no_token() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases_are_logged_with_their_reason()
+async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases_are_logged_with_their_reason_and_caller()
  {
     use crate::helpers::process::Process;
     const ORDERS: Caller = Caller::new("orders-svc", &["orders", "links"], &["lease"]);
@@ -150,6 +150,13 @@ async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases
         .await
         .expect_err("no token");
     assert_eq!(refused.code(), Code::Unauthenticated);
+    // A namespace outside the caller's list: refused by the gate, logged once with who asked.
+    for _ in 0..3 {
+        let refused = lease_as(&mut client, Some(&token), "billing", 10, "a", None)
+            .await
+            .expect_err("not its namespace");
+        assert_eq!(refused.code(), Code::PermissionDenied);
+    }
     lease_as(&mut client, Some(&token), "links", 10, "a", None)
         .await
         .expect("a lease of an existing namespace");
@@ -170,5 +177,15 @@ async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases
         assert!(not_found[0].contains(wanted), "{wanted}: {}", not_found[0]);
     }
     assert_eq!(refusals("unauthenticated").len(), 1, "{log}");
+    let denied = refusals("permission_denied");
+    assert_eq!(denied.len(), 1, "logged once in 10 s: {log}");
+    assert!(denied[0].contains("caller=\"orders-svc\""), "{}", denied[0]);
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("orders-svc") && l.contains("billing"))
+            .count(),
+        1,
+        "a refusal is logged once, by the throttled line: {log}"
+    );
     service.terminate().await;
 }
