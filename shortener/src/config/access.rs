@@ -86,6 +86,9 @@ impl AccessConfig {
     /// Checks what this section alone can tell; the error names the setting.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         use super::validate::{CENTURY_DAYS, at_most};
+        crate::access::parse_legacy(self.api_keys.iter().map(String::as_str)).map_err(|error| {
+            ConfigError::new("SHORTENER_API_KEYS", format!("SHORTENER_API_KEYS: {error}"))
+        })?;
         let century_seconds = CENTURY_DAYS * 86_400;
         for (setting, value) in [
             ("SHORTENER_IDEMPOTENCY_TTL", self.idempotency_ttl.get()),

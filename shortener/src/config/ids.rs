@@ -67,6 +67,14 @@ impl IdsConfig {
                 ),
             ));
         }
+        if let Some(key) = &self.key
+            && let Err(error) = codespace::CodeKey::parse(key)
+        {
+            return Err(ConfigError::new(
+                "SHORTENER_KEY",
+                format!("SHORTENER_KEY cannot be used: {error}"),
+            ));
+        }
         if self.min_block == 0 || self.min_block > self.max_block {
             return Err(ConfigError::new(
                 "SHORTENER_MIN_BLOCK",

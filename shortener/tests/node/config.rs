@@ -2,7 +2,6 @@
 
 use pgtls::pooler::PoolMode;
 use shortener::{App, Config};
-use testkit::free_port;
 
 /// A distributed node behind a pooler in `mode`, with `direct` as its direct URL.
 fn behind_a_pooler(config: &mut Config, mode: PoolMode, direct: Option<&str>) {
@@ -12,32 +11,44 @@ fn behind_a_pooler(config: &mut Config, mode: PoolMode, direct: Option<&str>) {
     config.store.database_direct_url = direct.map(str::to_string);
 }
 
-/// Builds an app from `config` with a free HTTP port, expects the build to fail, checks that
-/// the port was left free, and returns the error with its causes.
-///
-/// The port is from below the kernel's ephemeral range: a port from within it, once freed, can
-/// be handed to another test's `bind(0)` before the check, which would then blame the app.
-///
-/// A port another process took between its choice and the app's bind (the app then fails on
-/// the bind itself, before reading anything) is not the app's doing: another port is tried.
-async fn refused_before_binding(config: Config, what: &str) -> String {
-    for _ in 0..3 {
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let mut config = config.clone();
-        config.listeners.http_addr = addr;
-        let error = match App::build(config).await {
-            Ok(_) => panic!("{what} was accepted"),
-            Err(error) => format!("{error:#}"),
-        };
-        if error.contains(&format!("bind the HTTP listener on {addr}")) {
-            continue;
-        }
-        std::net::TcpListener::bind(addr).unwrap_or_else(|e| {
-            panic!("{what}: port {addr} was left bound: {e} (the start failed with: {error})")
-        });
-        return error;
-    }
-    panic!("{what}: three free ports were taken before the app could bind them")
+/// Builds an app from `config` on an HTTP port this test holds, expects the build to fail, and
+/// returns the error with its causes. An app that bound anything before checking its settings
+/// would fail on the held port instead, and the error would say so; holding the port (rather
+/// than checking afterwards that it is free) leaves no moment in which another test's
+/// `bind(0)` could take it and blame the app.
+async fn refused_before_binding(mut config: Config, what: &str) -> String {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    config.listeners.http_addr = held.local_addr().expect("address");
+    let error = match App::build(config).await {
+        Ok(_) => panic!("{what} was accepted"),
+        Err(error) => format!("{error:#}"),
+    };
+    assert!(
+        !error.contains("bind the HTTP listener"),
+        "{what}: the app tried its ports before it refused its settings: {error}"
+    );
+    drop(held);
+    error
+}
+
+/// Builds an app from `config`, expects the build to fail after it bound its ports, and checks
+/// that it let the HTTP port go; returns the error with its causes. The port is on a loopback
+/// address of its own (every other test listens on 127.0.0.1), so no other test's `bind(0)`
+/// can take it between the app's release and the check.
+async fn refused_and_released(mut config: Config, what: &str) -> String {
+    let own = std::net::IpAddr::from([127, 0, 0, 73]);
+    let addr = std::net::TcpListener::bind((own, 0))
+        .and_then(|probe| probe.local_addr())
+        .expect("a port on the test's own loopback address");
+    config.listeners.http_addr = addr;
+    let error = match App::build(config).await {
+        Ok(_) => panic!("{what} was accepted"),
+        Err(error) => format!("{error:#}"),
+    };
+    std::net::TcpListener::bind(addr).unwrap_or_else(|e| {
+        panic!("{what}: port {addr} was left bound: {e} (the start failed with: {error})")
+    });
+    error
 }
 
 #[tokio::test]
@@ -158,7 +169,9 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
             c.store.database_pool_mode = PoolMode::Transaction;
             c.store.database_direct_url = Some("postgres://postgres@127.0.0.1/x".into());
         }),
-        ("API key", |c| c.access.api_keys = vec!["short".into()]),
+        ("SHORTENER_API_KEYS", |c| {
+            c.access.api_keys = vec!["short".into()]
+        }),
         ("SHORTENER_ADMIN_ADDR", |c| {
             c.listeners.admin_addr = shortener::config::Listen::Off;
             c.store.database_url = Some("postgres://postgres@127.0.0.1/x".into());
@@ -177,7 +190,7 @@ async fn bad_settings_are_refused_by_name_before_any_port_is_bound() {
 }
 
 /// An embedded data directory keeps the code space its links were made in: a start with
-/// another key or another code length is refused before any port is bound, and the original
+/// another key or another code length is refused, with its ports let go again, and the original
 /// settings still start.
 #[tokio::test]
 async fn an_embedded_data_directory_refuses_another_code_key_or_length() {
@@ -197,7 +210,7 @@ async fn an_embedded_data_directory_refuses_another_code_key_or_length() {
     for (why, edit) in cases {
         let mut changed = config();
         edit(&mut changed);
-        let error = refused_before_binding(changed, &format!("a start with {why}")).await;
+        let error = refused_and_released(changed, &format!("a start with {why}")).await;
         assert!(
             error.contains("start it with the original key"),
             "{why}: {error}"
