@@ -1,9 +1,13 @@
 //! The issuer's signing keys (JWKS) as the node keeps them: read at the first sign-in, read
 //! again when a token names a key they lack (at most once per [`JWKS_REFETCH_INTERVAL`]) or
 //! once they are [`JWKS_MAX_AGE`] old, and still used for [`JWKS_GRACE`] while the key set
-//! cannot be read again.
+//! cannot be read again. One read runs at a time: sign-ins that arrive while it runs take what
+//! it found.
 
+use super::oidc::SignInError;
 use jsonwebtoken::jwk::Jwk;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The least time between two reads of the issuer's keys prompted by an unknown key id.
@@ -18,14 +22,14 @@ pub const JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
 pub const JWKS_GRACE: Duration = Duration::from_secs(24 * 3600);
 
 /// The issuer's keys as last read, and when.
-pub(super) struct KeyCache {
-    pub(super) keys: Vec<Jwk>,
-    pub(super) fetched: Option<Instant>,
+struct KeyCache {
+    keys: Vec<Jwk>,
+    fetched: Option<Instant>,
 }
 
 /// What the key cache says of a token's key.
 #[derive(Debug)]
-pub(super) enum Look {
+enum Look {
     /// The key, read less than [`JWKS_MAX_AGE`] ago.
     Found(Box<Jwk>),
     /// Read the keys again: they are older than that, or lack the key and were read over
@@ -37,7 +41,7 @@ pub(super) enum Look {
 
 impl KeyCache {
     /// What the cache says of the key `kid` now.
-    pub(super) fn look(&self, kid: Option<&str>) -> Look {
+    fn look(&self, kid: Option<&str>) -> Look {
         let age = self.fetched.map(|at| at.elapsed());
         if age.is_some_and(|age| age < JWKS_MAX_AGE)
             && let Some(jwk) = find(&self.keys, kid)
@@ -53,7 +57,7 @@ impl KeyCache {
 
     /// The key `kid` as last read, when that read is under [`JWKS_GRACE`] old: what serves
     /// while the issuer's key set cannot be read again.
-    pub(super) fn fallback(&self, kid: Option<&str>) -> Option<Jwk> {
+    fn fallback(&self, kid: Option<&str>) -> Option<Jwk> {
         self.fallback_at(self.fetched.map(|at| at.elapsed()), kid)
     }
 
@@ -67,8 +71,81 @@ impl KeyCache {
     }
 }
 
+/// The key cache and the one read of the issuer's keys that may run at a time.
+pub(super) struct Keys {
+    cache: Mutex<KeyCache>,
+    reading: tokio::sync::Mutex<()>,
+    /// Reads tried so far, ended well or not: a sign-in that waited for another's read sees
+    /// by this that it need not read again.
+    reads: AtomicU64,
+}
+
+impl Keys {
+    /// No keys yet: the first sign-in reads them.
+    pub(super) fn new() -> Self {
+        Self {
+            cache: Mutex::new(KeyCache {
+                keys: Vec::new(),
+                fetched: None,
+            }),
+            reading: tokio::sync::Mutex::new(()),
+            reads: AtomicU64::new(0),
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, KeyCache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The key `kid`, reading the issuer's keys with `read` when the cache says to. Sign-ins
+    /// that need a read while one runs wait for it and take what it found (or, when it failed,
+    /// the keys read within the grace period) instead of each reading the keys again.
+    pub(super) async fn get<F>(&self, kid: Option<&str>, read: F) -> Result<Jwk, SignInError>
+    where
+        F: AsyncFnOnce() -> Result<Vec<Jwk>, SignInError>,
+    {
+        let unknown = || SignInError::Token("signed by a key the issuer does not hold".into());
+        let seen = self.reads.load(Ordering::Acquire);
+        match self.cache().look(kid) {
+            Look::Found(jwk) => return Ok(*jwk),
+            Look::Refused => return Err(unknown()),
+            Look::Read => {}
+        }
+        let _reading = self.reading.lock().await;
+        if self.reads.load(Ordering::Acquire) != seen {
+            let cache = self.cache();
+            return match cache.look(kid) {
+                Look::Found(jwk) => Ok(*jwk),
+                _ => cache.fallback(kid).ok_or_else(unknown),
+            };
+        }
+        let outcome = read().await;
+        self.reads.fetch_add(1, Ordering::Release);
+        let keys = match outcome {
+            Ok(keys) => keys,
+            Err(error) => {
+                // Keys read within the grace period still serve while the issuer's key set
+                // cannot be read (and an empty set never replaces them).
+                if let Some(jwk) = self.cache().fallback(kid) {
+                    tracing::warn!(%error, "the identity provider's keys could not be read again; using those read before");
+                    return Ok(jwk);
+                }
+                return Err(error);
+            }
+        };
+        tracing::info!(
+            keys = keys.len(),
+            "read the identity provider's signing keys"
+        );
+        let mut cache = self.cache();
+        cache.keys = keys;
+        cache.fetched = Some(Instant::now());
+        find(&cache.keys, kid).ok_or_else(unknown)
+    }
+}
+
 /// The signing key `kid` of `keys`, or their only signing key when the token names none.
-pub(super) fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
+fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
     let mut signing = keys.iter().filter(|k| {
         !matches!(
             k.common.public_key_use,
@@ -89,6 +166,60 @@ pub(super) fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(kid: &str) -> Jwk {
+        serde_json::from_value(serde_json::json!({
+            "kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+            "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl",
+            "e": "AQAB"
+        }))
+        .expect("a key")
+    }
+
+    /// Sign-ins that need the keys at once (the first ones after a start, or after the issuer
+    /// rotated its keys) cause one read, not one each; and when that read fails, the others
+    /// do not each try again in turn.
+    #[tokio::test]
+    async fn sign_ins_at_once_share_one_read_of_the_keys() {
+        let keys = Keys::new();
+        let reads = AtomicU64::new(0);
+        let slow_read = async || {
+            reads.fetch_add(1, Ordering::SeqCst);
+            // Pending once: join_all polls every other sign-in before this read ends.
+            tokio::task::yield_now().await;
+            Ok(vec![key("k1")])
+        };
+        let found =
+            futures::future::join_all((0..8).map(|_| keys.get(Some("k1"), slow_read))).await;
+        assert!(
+            found.iter().all(Result::is_ok),
+            "{:?}",
+            found
+                .iter()
+                .map(|r| r.as_ref().err().map(ToString::to_string))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+
+        // A key the issuer rotated in is not known yet, and the keys were read too recently to
+        // read them again: refused, without a read.
+        let refused = keys.get(Some("k2"), slow_read).await;
+        assert!(refused.is_err());
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+
+        // Never read, and the issuer cannot be reached: one read fails, and the sign-ins that
+        // waited for it are refused with it rather than each trying again.
+        let fresh = Keys::new();
+        let failing = async || {
+            reads.fetch_add(1, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            Err(SignInError::Provider("unreachable".into()))
+        };
+        let failed =
+            futures::future::join_all((0..8).map(|_| fresh.get(Some("k1"), failing))).await;
+        assert!(failed.iter().all(Result::is_err));
+        assert_eq!(reads.load(Ordering::SeqCst), 2);
+    }
 
     /// Keys are used as read for an hour at most; an unknown key id reads them again, but not
     /// more than once per interval; while they cannot be read again, those read within a day

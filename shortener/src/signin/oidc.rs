@@ -8,7 +8,7 @@
 //! names a key id they lack (the issuer rotated its keys), at most once per
 //! [`JWKS_REFETCH_INTERVAL`], so tokens with made-up key ids cannot make the node hammer the
 //! provider, and at the first sign-in once they are [`JWKS_MAX_AGE`] old (a withdrawn key stops
-//! verifying). Only asymmetric signatures are accepted: `alg: none` does not even parse, and an
+//! verifying); sign-ins that need the keys while they are being read wait for that one read. Only asymmetric signatures are accepted: `alg: none` does not even parse, and an
 //! HMAC token (which the client secret could sign) is refused.
 
 use base64::Engine;
@@ -17,12 +17,11 @@ use jsonwebtoken::jwk::Jwk;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::OnceCell;
 
+use super::jwks::Keys;
 pub use super::jwks::{JWKS_GRACE, JWKS_MAX_AGE, JWKS_REFETCH_INTERVAL};
-use super::jwks::{KeyCache, Look, find};
 
 /// The signature algorithms accepted on ID tokens.
 const ALGORITHMS: [Algorithm; 9] = [
@@ -141,7 +140,7 @@ pub struct Provider {
     config: ClientConfig,
     http: reqwest::Client,
     metadata: OnceCell<Metadata>,
-    keys: Mutex<KeyCache>,
+    keys: Keys,
 }
 
 #[derive(Deserialize)]
@@ -161,10 +160,7 @@ impl Provider {
             config,
             http,
             metadata: OnceCell::new(),
-            keys: Mutex::new(KeyCache {
-                keys: Vec::new(),
-                fetched: None,
-            }),
+            keys: Keys::new(),
         })
     }
 
@@ -340,62 +336,28 @@ impl Provider {
     /// reading the keys again when they were read over [`JWKS_MAX_AGE`] ago, or when `kid` is
     /// unknown and the last read is old enough.
     async fn key(&self, kid: Option<&str>) -> Result<Jwk, SignInError> {
-        let due = match self
-            .keys
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .look(kid)
-        {
-            Look::Found(jwk) => return Ok(*jwk),
-            Look::Read => true,
-            Look::Refused => false,
-        };
-        if !due {
-            return Err(SignInError::Token(
-                "signed by a key the issuer does not hold".into(),
+        self.keys.get(kid, async || self.read_keys().await).await
+    }
+
+    /// The issuer's signing keys as its key set says now.
+    async fn read_keys(&self) -> Result<Vec<Jwk>, SignInError> {
+        let metadata = self.metadata().await?;
+        let set: serde_json::Value = self.get_json(&metadata.jwks_uri).await?;
+        let keys: Vec<Jwk> = set
+            .get("keys")
+            .and_then(|k| k.as_array())
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| serde_json::from_value(k.clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if keys.is_empty() {
+            return Err(SignInError::Provider(
+                "the issuer's key set holds no key".into(),
             ));
         }
-        let read = async {
-            let metadata = self.metadata().await?;
-            let set: serde_json::Value = self.get_json(&metadata.jwks_uri).await?;
-            let keys: Vec<Jwk> = set
-                .get("keys")
-                .and_then(|k| k.as_array())
-                .map(|keys| {
-                    keys.iter()
-                        .filter_map(|k| serde_json::from_value(k.clone()).ok())
-                        .collect()
-                })
-                .unwrap_or_default();
-            if keys.is_empty() {
-                return Err(SignInError::Provider(
-                    "the issuer's key set holds no key".into(),
-                ));
-            }
-            Ok(keys)
-        };
-        let keys = match read.await {
-            Ok(keys) => keys,
-            Err(error) => {
-                // Keys read within the grace period still serve while the issuer's key set
-                // cannot be read (and an empty set never replaces them).
-                let cache = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(jwk) = cache.fallback(kid) {
-                    tracing::warn!(%error, "the identity provider's keys could not be read again; using those read before");
-                    return Ok(jwk);
-                }
-                return Err(error);
-            }
-        };
-        tracing::info!(
-            keys = keys.len(),
-            "read the identity provider's signing keys"
-        );
-        let mut cache = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        cache.keys = keys;
-        cache.fetched = Some(Instant::now());
-        find(&cache.keys, kid)
-            .ok_or_else(|| SignInError::Token("signed by a key the issuer does not hold".into()))
+        Ok(keys)
     }
 }
 
