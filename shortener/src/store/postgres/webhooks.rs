@@ -223,7 +223,9 @@ fn holds_lease(column: &str, param: u8) -> String {
 
 /// Claims endpoints and their due deliveries in one statement: the endpoints are locked with
 /// `SKIP LOCKED` and their lease is checked again on the row as it is when locked, so two
-/// workers claiming at once never take the same endpoint.
+/// workers claiming at once never take the same endpoint. Tenants take turns: a tenant's
+/// endpoints already being delivered to (by any node) count as turns it has had, so a tenant
+/// with a backlog on many endpoints cannot keep every place while another's event waits.
 pub(super) async fn claim(
     client: &Conn,
     lease: Duration,
@@ -242,7 +244,11 @@ pub(super) async fn claim(
                WHERE w.disabled_at IS NULL AND (w.leased_until IS NULL OR w.leased_until < now()) \
                  AND (w.held_until IS NULL OR w.held_until <= now()) \
                  AND first.next_at <= now()), \
-             turns AS (SELECT id, next_at, row_number() OVER (PARTITION BY tenant ORDER BY next_at, id) AS turn FROM due), \
+             busy AS (SELECT tenant, count(*) AS n FROM webhook_endpoints \
+               WHERE leased_until >= now() GROUP BY tenant), \
+             turns AS (SELECT d.id, d.next_at, coalesce(b.n, 0) \
+                 + row_number() OVER (PARTITION BY d.tenant ORDER BY d.next_at, d.id) AS turn \
+               FROM due d LEFT JOIN busy b ON b.tenant = d.tenant), \
              picked AS (SELECT w.id FROM webhook_endpoints w JOIN turns t ON t.id = w.id \
                ORDER BY t.turn, t.next_at, t.id LIMIT $2 FOR UPDATE OF w SKIP LOCKED), \
              leased AS (UPDATE webhook_endpoints w SET leased_until = now() + $1 * interval '1 millisecond' \

@@ -272,13 +272,16 @@ pub(super) fn claim(
         .map_err(db_error)?;
     let picked: Vec<(i64, String, String)> = {
         // Each endpoint's first due delivery is found by walking its pending deliveries in
-        // order of time (an index), not by grouping the whole outbox.
+        // order of time (an index), not by grouping the whole outbox. A tenant's endpoints
+        // being delivered to count as turns it has had (see the PostgreSQL claim).
         let mut select = tx
             .prepare_cached(
                 "SELECT id, url, secret FROM ( \
                    SELECT id, url, secret, first, \
-                          row_number() OVER (PARTITION BY tenant ORDER BY first, id) AS turn \
+                          busy + row_number() OVER (PARTITION BY tenant ORDER BY first, id) AS turn \
                    FROM (SELECT w.id, w.tenant, w.url, w.secret, \
+                           (SELECT count(*) FROM webhook_endpoints b \
+                            WHERE b.tenant = w.tenant AND b.leased_until >= ?1) AS busy, \
                            (SELECT d.next_at FROM webhook_deliveries d \
                             WHERE d.endpoint_id = w.id AND d.state = 'pending' \
                               AND (d.leased_until IS NULL OR d.leased_until < ?1) \

@@ -1,7 +1,7 @@
 //! A webhook claim's lease fences what its worker writes afterwards: a worker whose lease ran
 //! out and was claimed again by another (a store slower than the lease, a paused process)
 //! neither lets go of what the new claim holds nor records a failure over its delivery or
-//! against its endpoint.
+//! against its endpoint. Claims give tenants turns that count the endpoints they already hold.
 
 use super::{endpoint_of_default, fresh_embedded, link};
 use codespace::{CodeKey, CodeSpace};
@@ -122,6 +122,11 @@ async fn a_late_worker_changes_nothing_a_new_claim_holds_embedded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_worker_changes_nothing_a_new_claim_holds_postgres() {
     let db = testkit::TestDb::create().await;
+    a_late_worker_changes_nothing_a_new_claim_holds(pg_store(&db).await).await;
+}
+
+/// A migrated PostgreSQL store on `db`.
+async fn pg_store(db: &testkit::TestDb) -> PgStore {
     let space = CodeSpace::new(&CodeKey::generate(), codespace::DEFAULT_LENGTH).expect("space");
     let store = PgStore::connect(&PgSettings {
         url: db.url().to_string(),
@@ -139,5 +144,79 @@ async fn a_late_worker_changes_nothing_a_new_claim_holds_postgres() {
     })
     .expect("connect");
     store.migrate().await.expect("migrate");
-    a_late_worker_changes_nothing_a_new_claim_holds(store).await;
+    store
+}
+
+/// An endpoint of `tenant` made in `store` directly.
+async fn endpoint_of<S: OutboxStore>(store: &S, tenant: &str) -> i64 {
+    store
+        .create_endpoint(shortener::store::webhooks::NewEndpoint {
+            tenant: tenant.into(),
+            url: format!("https://hooks.example.com/{tenant}"),
+            secret: "s".repeat(24),
+            created_by: format!("{tenant}/ci"),
+            most: shortener::webhooks::MAX_ENDPOINTS_PER_TENANT,
+        })
+        .await
+        .expect("endpoint")
+        .expect("room for it")
+        .id
+}
+
+/// A link of `tenant`, whose event is recorded for each of its endpoints.
+fn link_of(tenant: &str, code: &str) -> shortener::store::NewLink {
+    shortener::store::NewLink::plain(
+        code.into(),
+        format!("https://example.com/{code}"),
+        codespace::shape::CodeKind::Alias,
+        None,
+        tenant,
+        "owner",
+    )
+}
+
+/// A tenant whose backlog spans many endpoints, most of them being delivered to, does not
+/// keep the next free place from another tenant whose event is newer: the endpoints it already
+/// holds count as turns it has had. (Counting only its idle endpoints, its next one had turn 1
+/// like the other tenant's, and won on its older event, place after place.)
+async fn endpoints_in_flight_count_against_their_tenants_turn<S: OutboxStore + LinkStore>(
+    store: S,
+) {
+    let mut acme = Vec::new();
+    for _ in 0..6 {
+        acme.push(endpoint_of(&store, "acme").await);
+    }
+    let globex = endpoint_of(&store, "globex").await;
+    store
+        .insert(link_of("acme", "acme-1"))
+        .await
+        .expect("insert");
+    let long = Duration::from_secs(60);
+    let first = store.claim_deliveries(long, 4, 10).await.expect("claim");
+    assert_eq!(first.len(), 4, "{first:?}");
+    assert!(first.iter().all(|d| acme.contains(&d.endpoint_id)));
+    store
+        .insert(link_of("globex", "globex-1"))
+        .await
+        .expect("insert");
+    let next = store.claim_deliveries(long, 1, 10).await.expect("claim");
+    assert_eq!(next.len(), 1, "{next:?}");
+    assert_eq!(
+        next[0].endpoint_id, globex,
+        "acme, holding four places, took the fifth before globex had one"
+    );
+    let rest = store.claim_deliveries(long, 10, 10).await.expect("claim");
+    assert_eq!(rest.len(), 2, "acme's two other endpoints: {rest:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_in_flight_count_against_their_tenants_turn_embedded() {
+    let (_dir, store) = fresh_embedded().await;
+    endpoints_in_flight_count_against_their_tenants_turn(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_in_flight_count_against_their_tenants_turn_postgres() {
+    let db = testkit::TestDb::create().await;
+    endpoints_in_flight_count_against_their_tenants_turn(pg_store(&db).await).await;
 }
