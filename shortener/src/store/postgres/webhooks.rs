@@ -338,7 +338,8 @@ pub(super) async fn finish(client: &mut Conn, attempt: &Attempt) -> Result<Finis
         )
         .await
         .map_err(db_error)?;
-        let max = attempt.max_failures as i32;
+        // A limit past the column's range (u32::MAX meant as "never") is the most it can count.
+        let max = i32::try_from(attempt.max_failures).unwrap_or(i32::MAX);
         // The old row's `disabled_at` is read in the same statement: "now" only for the failure
         // that crossed the limit. A failure of an endpoint already disabled (by hand, while the
         // attempt was in flight) does not count; nor does one whose delivery was taken over or

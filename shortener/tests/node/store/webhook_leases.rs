@@ -147,6 +147,49 @@ async fn pg_store(db: &testkit::TestDb) -> PgStore {
     store
 }
 
+/// A limit of failures in a row past what the store's counter can hold (`u32::MAX`, meant as
+/// "never disable") does not disable the endpoint at its first failure.
+async fn a_limit_of_failures_past_the_counters_range_never_disables<S: OutboxStore + LinkStore>(
+    store: S,
+) {
+    let endpoint = endpoint_of_default(&store).await;
+    store
+        .insert(link("never-1", "https://example.com/never", None))
+        .await
+        .expect("insert");
+    let claimed = store
+        .claim_deliveries(Duration::from_secs(60), 10, 10)
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    let finished = store
+        .finish_delivery(Attempt {
+            max_failures: u32::MAX,
+            last: false,
+            ..failure(&claimed[0], claimed[0].lease)
+        })
+        .await
+        .expect("finish");
+    assert_eq!(
+        (finished.failures, finished.disabled_now, finished.stopped),
+        (1, false, false),
+        "endpoint {}",
+        endpoint.id
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_of_failures_past_the_counters_range_never_disables_embedded() {
+    let (_dir, store) = fresh_embedded().await;
+    a_limit_of_failures_past_the_counters_range_never_disables(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_of_failures_past_the_counters_range_never_disables_postgres() {
+    let db = testkit::TestDb::create().await;
+    a_limit_of_failures_past_the_counters_range_never_disables(pg_store(&db).await).await;
+}
+
 /// An endpoint of `tenant` made in `store` directly.
 async fn endpoint_of<S: OutboxStore>(store: &S, tenant: &str) -> i64 {
     store
