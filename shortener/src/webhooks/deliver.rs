@@ -89,6 +89,7 @@ impl Webhooks {
         let mut busy: JoinSet<()> = JoinSet::new();
         let mut measured: Option<tokio::time::Instant> = None;
         let mut purged: Option<chrono::DateTime<chrono::Utc>> = None;
+        let mut purging = false;
         let mut next_poll = tokio::time::Instant::now() + self.settings.poll;
         loop {
             tokio::select! {
@@ -115,10 +116,14 @@ impl Webhooks {
                 self.measure_backlog().await;
                 measured = Some(tokio::time::Instant::now());
             }
+            // One batch a pass: a purge of millions of rows (a retention shortened, a fleet back
+            // after an outage) goes on between claims and a stop, not in their place.
             let now = self.clock.now();
-            if purged.is_none_or(|at| now - at >= PURGE_EVERY) {
-                self.purge(now).await;
-                purged = Some(now);
+            if purging || purged.is_none_or(|at| now - at >= PURGE_EVERY) {
+                purging = self.purge(now).await;
+                if !purging {
+                    purged = Some(now);
+                }
             }
         }
         while busy.join_next().await.is_some() {}
@@ -146,25 +151,21 @@ impl Webhooks {
         }
     }
 
-    /// Removes deliveries delivered (or ended `failed`) more than the log's retention before
-    /// `now`, and the events left without deliveries, in bounded batches.
-    async fn purge(&self, now: chrono::DateTime<chrono::Utc>) {
+    /// Removes one batch of the deliveries delivered (or ended `failed`) more than the log's
+    /// retention before `now`, and of the events left without deliveries; whether there may be
+    /// more to remove.
+    async fn purge(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
         let Some(keep) = self.settings.log_retention else {
-            return;
+            return false;
         };
-        let before = now - keep;
-        loop {
-            match self.store.purge_outbox(before, PURGE_BATCH).await {
-                Ok((deliveries, events)) => {
-                    self.counters.purged(deliveries, events);
-                    if deliveries < PURGE_BATCH as u64 && events < PURGE_BATCH as u64 {
-                        return;
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "purging the webhook outbox failed; will retry in an hour");
-                    return;
-                }
+        match self.store.purge_outbox(now - keep, PURGE_BATCH).await {
+            Ok((deliveries, events)) => {
+                self.counters.purged(deliveries, events);
+                deliveries >= PURGE_BATCH as u64 || events >= PURGE_BATCH as u64
+            }
+            Err(error) => {
+                tracing::warn!(%error, "purging the webhook outbox failed; will retry in an hour");
+                false
             }
         }
     }
