@@ -29,7 +29,7 @@ pub struct AccessConfig {
     #[arg(long, env = "SHORTENER_PASSWORD_ATTEMPTS", default_value_t = 5)]
     pub password_attempts: u32,
     /// Serve the web console at `/console/` on the public port (`on` or `off`).
-    #[arg(long, env = "SHORTENER_CONSOLE", default_value = "on", value_parser = parse_switch)]
+    #[arg(long, env = "SHORTENER_CONSOLE", default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     pub console: bool,
     /// Seconds an idempotency key is remembered; a retry after that creates anew.
     #[arg(long, env = "SHORTENER_IDEMPOTENCY_TTL", default_value = "86400")]

@@ -266,3 +266,46 @@ fn parse_switch(text: &str) -> Result<bool, String> {
         _ => Err(format!("{text:?} is not on or off")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::EnvOnly;
+    use clap::{ArgAction, CommandFactory, Parser};
+
+    /// A setting read from the environment takes a value on the command line as well: one
+    /// derived as a bare flag would refuse `--console off` while `SHORTENER_CONSOLE=off` works.
+    #[test]
+    fn every_setting_with_an_environment_variable_takes_a_value_as_a_flag() {
+        let command = EnvOnly::command();
+        for arg in command.get_arguments() {
+            if arg.get_env().is_some() {
+                assert!(
+                    !matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse),
+                    "--{} is a bare flag but is documented with a value",
+                    arg.get_id()
+                );
+            }
+        }
+        for (args, console, analytics) in [
+            (&["shortener"][..], true, true),
+            (
+                &["shortener", "--console", "off", "--analytics=off"],
+                false,
+                false,
+            ),
+            (
+                &["shortener", "--console=on", "--analytics", "no"],
+                true,
+                false,
+            ),
+        ] {
+            let parsed = EnvOnly::try_parse_from(args).expect("parses");
+            assert_eq!(
+                (parsed.config.access.console, parsed.config.visits.analytics),
+                (console, analytics),
+                "{args:?}"
+            );
+        }
+        assert!(EnvOnly::try_parse_from(["shortener", "--console", "maybe"]).is_err());
+    }
+}

@@ -25,7 +25,7 @@ pub struct VisitsConfig {
     #[arg(long, env = "SHORTENER_CLICK_MAX_PENDING", default_value = "1000000")]
     pub click_max_pending: NonZeroUsize,
     /// Whether visits are counted by hour, referrer, device and country for the stats API.
-    #[arg(long, env = "SHORTENER_ANALYTICS", default_value = "on", value_parser = parse_switch)]
+    #[arg(long, env = "SHORTENER_ANALYTICS", default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     pub analytics: bool,
     /// Milliseconds between writes of the analytics counters to the rollups. A crash loses at
     /// most this long of analytics (the link totals flush on their own interval); longer means
