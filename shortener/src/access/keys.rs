@@ -2,7 +2,7 @@
 //! by clients as `Authorization: Bearer <key>`.
 
 use super::signed::{Signed, YourlsTokens};
-use crate::domain::{Caller, Error, Scopes};
+use crate::domain::{Caller, Error, NoKey, Scopes};
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
@@ -190,19 +190,19 @@ impl KeySet {
     /// The caller whose key is in an `Authorization` header value (`Bearer <key>`), as of
     /// `now`. An unknown, malformed or expired key is [`Error::Unauthenticated`].
     pub fn authenticate(&self, header: Option<&str>, now: DateTime<Utc>) -> Result<Caller, Error> {
-        let key = header
-            .and_then(|h| {
-                h.strip_prefix("Bearer ")
-                    .or_else(|| h.strip_prefix("bearer "))
-            })
+        let header = header
             .map(str::trim)
-            .ok_or(Error::Unauthenticated)?;
-        let accepted = self
-            .by_digest
-            .get(&digest(key))
-            .ok_or(Error::Unauthenticated)?;
+            .filter(|h| !h.is_empty())
+            .ok_or(Error::Unauthenticated(NoKey::Missing))?;
+        let key = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .ok_or(Error::Unauthenticated(NoKey::NotBearer))?;
+        let unknown = Error::Unauthenticated(NoKey::Unknown);
+        let accepted = self.by_digest.get(&digest(key)).ok_or(unknown.clone())?;
         if accepted.expires.is_some_and(|t| t <= now) {
-            return Err(Error::Unauthenticated);
+            return Err(unknown);
         }
         if let Some(used) = &accepted.used {
             used.note(now);
@@ -228,7 +228,7 @@ impl KeySet {
                 }
                 accepted.caller.clone()
             })
-            .ok_or(Error::Unauthenticated)
+            .ok_or(Error::Unauthenticated(NoKey::Unknown))
     }
 }
 
@@ -273,7 +273,7 @@ mod tests {
         let later = now + chrono::Duration::hours(2);
         assert!(matches!(
             keys.authenticate(Some(&header), later),
-            Err(Error::Unauthenticated)
+            Err(Error::Unauthenticated(_))
         ));
     }
 
@@ -322,21 +322,21 @@ mod tests {
             Scopes::all_but_admin(),
         )])
         .expect("valid");
-        for header in [
-            None,
-            Some(""),
-            Some("Bearer"),
-            Some("Bearer nope"),
-            Some("Basic 0123456789abcdef0123"),
-            Some("0123456789abcdef0123"),
+        // Each refusal says which mistake it was.
+        for (header, why) in [
+            (None, NoKey::Missing),
+            (Some(""), NoKey::Missing),
+            (Some("  "), NoKey::Missing),
+            (Some("Bearer"), NoKey::NotBearer),
+            (Some("Basic 0123456789abcdef0123"), NoKey::NotBearer),
+            (Some("0123456789abcdef0123"), NoKey::NotBearer),
+            (Some("Bearer nope"), NoKey::Unknown),
+            (Some("Bearer 0123456789abcdef0124"), NoKey::Unknown),
         ] {
-            assert!(
-                matches!(
-                    keys.authenticate(header, Utc::now()),
-                    Err(Error::Unauthenticated)
-                ),
-                "{header:?}"
-            );
+            match keys.authenticate(header, Utc::now()) {
+                Err(Error::Unauthenticated(got)) => assert_eq!(got, why, "{header:?}"),
+                other => panic!("{header:?}: {other:?}"),
+            }
         }
     }
 

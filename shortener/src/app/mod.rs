@@ -6,6 +6,7 @@
 //! readiness off, in-flight requests finished within the bound, background work (the last
 //! click flush) stopped, the admin port last.
 
+mod banner;
 mod lease_source;
 mod memory;
 mod metrics;
@@ -229,9 +230,7 @@ impl App {
             // (each failed lease is logged too).
             tracing::warn!("serving without IDs: {}", node.ids.shortage());
         }
-        if let Some(banner) = node.banner() {
-            tracing::info!("{banner}");
-        }
+        tracing::info!("{}", banner::banner(&node, &config));
 
         shutdown.cancelled().await;
         let drain = config.drain();

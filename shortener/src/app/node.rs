@@ -1,7 +1,7 @@
 //! Wiring: every long-lived part of a node, made once from its configuration and resources,
 //! and the state each listener is given.
 //!
-//! One file of about 530 lines on purpose: it reads in the order a node is made, each part from
+//! One file of about 510 lines on purpose: it reads in the order a node is made, each part from
 //! the ones made before it, and that order is what a change to the wiring must keep; the parts'
 //! own logic lives in their modules.
 
@@ -279,32 +279,6 @@ impl Node {
             accepting: Arc::clone(&self.accepting),
             metrics: Arc::clone(&self.metrics),
         }
-    }
-
-    /// What to tell the operator at every start of a node that made its own API key: where
-    /// the node answers, where the console and the key are, what the key may do, and a `curl`
-    /// that creates a link with it.
-    pub fn banner(&self) -> Option<String> {
-        let key = self.default_api_key.as_ref()?;
-        let path = key.path.display();
-        let public = self.public.as_str();
-        let dir = key
-            .path
-            .parent()
-            .map_or(".".into(), |d| d.display().to_string());
-        let console = if self.console {
-            format!("\n  console:  {public}console/ (sign in with the API key)")
-        } else {
-            String::new()
-        };
-        let made = if key.made_now {
-            "made just now"
-        } else {
-            "made on the first start"
-        };
-        Some(format!(
-            "answering at {public}{console}\n  API key:  first line of {path} ({made}); it may create, read, change and delete links and read stats, but not administer.\n            An admin key: shortener keys add --file {dir}/keys.toml --tenant default --name admin --scopes admin,\n            then start with SHORTENER_API_KEYS_FILE={dir}/keys.toml (add a key without admin there for scripts too).\n  try:      curl -i -H \"Authorization: Bearer $(head -1 {path})\" -H 'Content-Type: application/json' -d '{{\"url\":\"https://example.com/\"}}' {public}api/v1/links"
-        ))
     }
 }
 

@@ -25,8 +25,8 @@ pub enum Error {
         message: String,
     },
     /// Missing, unknown or expired credentials.
-    #[error("missing or invalid API key")]
-    Unauthenticated,
+    #[error("{0}")]
+    Unauthenticated(NoKey),
     /// The key is valid but lacks the scope the operation needs.
     #[error("this API key lacks the {0} scope")]
     Forbidden(super::Scope),
@@ -106,7 +106,7 @@ impl Error {
             Error::BadRequest { code, .. }
             | Error::Invalid { code, .. }
             | Error::Conflict { code, .. } => code,
-            Error::Unauthenticated => "unauthorized",
+            Error::Unauthenticated(_) => "unauthorized",
             Error::Forbidden(_) => "forbidden",
             Error::NotFound(_) => "not_found",
             Error::Gone(_) => "gone",
@@ -126,7 +126,7 @@ impl Error {
             Error::BadRequest { .. } | Error::Invalid { .. } | Error::IdempotencyMismatch => {
                 "invalid"
             }
-            Error::Unauthenticated => "unauthorized",
+            Error::Unauthenticated(_) => "unauthorized",
             Error::Forbidden(_) | Error::HostNotAllowed(_) => "forbidden",
             Error::AliasTaken(_) | Error::DomainTaken(_) | Error::Conflict { .. } => "conflict",
             Error::Unavailable { .. } => "unavailable",
@@ -144,4 +144,18 @@ impl Error {
             other => super::text::bounded(&other.to_string(), MAX_MESSAGE),
         }
     }
+}
+
+/// Why a request carries no key in force: each says what to send instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoKey {
+    /// No `Authorization` header (or an empty key).
+    #[error("no API key: send one as the header Authorization: Bearer <key>")]
+    Missing,
+    /// An `Authorization` header of another scheme.
+    #[error("the Authorization header must be Bearer <key>")]
+    NotBearer,
+    /// A key no key in force has (never made, revoked, removed from the keys file, expired).
+    #[error("the API key is not one in force: unknown, revoked or expired")]
+    Unknown,
 }

@@ -30,7 +30,7 @@ pub use caller::{Caller, Person};
 pub use code::{ShortCode, echo, link_key, shown_code};
 pub use compact_code::CompactCode;
 pub use create::{CreateInput, CreateRequest, CreateRules, link_body_limit};
-pub use error::Error;
+pub use error::{Error, NoKey};
 pub use history::{Event, EventKind, History, MAX_HISTORY_EVENTS};
 pub use host::{MAX_HOST, MAX_LABEL, normalise_host, path_host};
 pub use import::{ImportInput, ImportRow, RoutesInput, check_legacy_code};

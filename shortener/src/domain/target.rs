@@ -91,7 +91,13 @@ impl TargetUrl {
         {
             return Err(UrlError::ControlCharacters);
         }
-        let url = Url::parse(input).map_err(|e| UrlError::Unparseable(e.to_string()))?;
+        let url = Url::parse(input).map_err(|e| match e {
+            // "example.com/page": what people paste from an address bar.
+            url::ParseError::RelativeUrlWithoutBase => UrlError::Unparseable(
+                "it has no scheme: start it with https:// (or http://)".into(),
+            ),
+            e => UrlError::Unparseable(e.to_string()),
+        })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(UrlError::Scheme(super::text::bounded(url.scheme(), 20)));
         }
@@ -219,9 +225,10 @@ mod tests {
             }),
             ("https://user:pw@example.com/", |e| *e == UrlError::UserInfo),
             ("https://user@example.com/", |e| *e == UrlError::UserInfo),
-            ("example.com/path", |e| {
-                matches!(e, UrlError::Unparseable(_))
-            }),
+            (
+                "example.com/path",
+                |e| matches!(e, UrlError::Unparseable(m) if m.contains("start it with https://")),
+            ),
             ("/relative", |e| matches!(e, UrlError::Unparseable(_))),
             ("https://", |e| matches!(e, UrlError::Unparseable(_))),
             ("https://sho.rt/abc", |e| *e == UrlError::OwnDomain),

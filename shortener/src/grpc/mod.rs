@@ -61,7 +61,7 @@ impl LinksApi {
             .extensions()
             .get::<Caller>()
             .cloned()
-            .ok_or(Error::Unauthenticated)?;
+            .ok_or(Error::Unauthenticated(crate::domain::NoKey::Missing))?;
         self.admission.admit(&caller, operation)?;
         // The connection's peer: gRPC callers are internal services, not behind the public
         // proxies, so no forwarded header is believed here.

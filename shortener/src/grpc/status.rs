@@ -11,7 +11,7 @@ pub fn code_of(error: &Error) -> Code {
     match error {
         Error::BadRequest { .. } | Error::Invalid { .. } => Code::InvalidArgument,
         Error::IdempotencyMismatch => Code::FailedPrecondition,
-        Error::Unauthenticated => Code::Unauthenticated,
+        Error::Unauthenticated(_) => Code::Unauthenticated,
         Error::Forbidden(_) | Error::HostNotAllowed(_) => Code::PermissionDenied,
         Error::NotFound(_) => Code::NotFound,
         Error::Gone(_) => Code::FailedPrecondition,
@@ -76,7 +76,10 @@ mod tests {
                 Code::InvalidArgument,
             ),
             (Error::IdempotencyMismatch, Code::FailedPrecondition),
-            (Error::Unauthenticated, Code::Unauthenticated),
+            (
+                Error::Unauthenticated(crate::domain::NoKey::Unknown),
+                Code::Unauthenticated,
+            ),
             (
                 Error::Forbidden(crate::domain::Scope::LinksRead),
                 Code::PermissionDenied,

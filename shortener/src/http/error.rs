@@ -30,7 +30,7 @@ impl From<Error> for ApiError {
         let status = match &error {
             Error::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Error::Invalid { .. } | Error::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
-            Error::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Error::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             Error::Forbidden(_) | Error::HostNotAllowed(_) => StatusCode::FORBIDDEN,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Gone(_) => StatusCode::GONE,

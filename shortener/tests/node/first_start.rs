@@ -13,7 +13,13 @@ use std::time::Duration;
 /// `shortener` in embedded mode on `dir`, HTTP on a free loopback port, gRPC and admin where
 /// `grpc_addr` and `admin_addr` say, with nothing inherited that would change its mode.
 fn start(dir: &Path, grpc_addr: &str, admin_addr: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_shortener"))
+    start_with(dir, grpc_addr, admin_addr, &[])
+}
+
+/// [`start`] with `env` set besides.
+fn start_with(dir: &Path, grpc_addr: &str, admin_addr: &str, env: &[(&str, &Path)]) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_shortener"));
+    command
         .env_remove("DATABASE_URL")
         .env_remove("SHORTENER_API_KEYS")
         .env_remove("SHORTENER_API_KEYS_FILE")
@@ -25,6 +31,7 @@ fn start(dir: &Path, grpc_addr: &str, admin_addr: &str) -> Child {
         .env("SHORTENER_GRPC_ADDR", grpc_addr)
         .env("SHORTENER_ADMIN_ADDR", admin_addr)
         .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -101,7 +108,12 @@ async fn an_embedded_node_says_where_its_key_is_on_every_start() {
             "start {start_number}: {key_line}"
         );
         assert!(key_line.contains(made), "start {start_number}: {key_line}");
-        assert!(after(&lines, "An admin key:").contains("--scopes admin"));
+        let admin_hint = after(&lines, "An admin key:");
+        assert!(admin_hint.contains("--scopes admin"), "{admin_hint}");
+        // The command it names runs from a shell as written: this binary is on no PATH, so it
+        // is named by its path.
+        let program = admin_hint.split_whitespace().next().expect("a command");
+        assert!(Path::new(program).is_file(), "{admin_hint}");
 
         // The hint is right: the key in the named file creates a link at the named URL, and
         // `/` leads to the console.
@@ -130,6 +142,59 @@ async fn an_embedded_node_says_where_its_key_is_on_every_start() {
         let _ = node.kill();
         let _ = node.wait();
     }
+}
+
+/// Started as the first start's message suggests, with a keys file of the operator's own, the
+/// node still says where it answers, names the file its keys come from, and says that the key
+/// it made on the first start is no longer read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_a_keys_file_still_says_where_it_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut first = start(&data, "127.0.0.1:0", "127.0.0.1:0");
+    read_until(&mut first, "try:");
+    let _ = first.kill();
+    let _ = first.wait();
+    let made = std::fs::read_to_string(data.join("api-keys")).expect("the key made");
+    let made = made.lines().next().expect("a key line").to_string();
+    let file = dir.path().join("keys");
+    let own = "operator-key-0123456789abcdefghij";
+    std::fs::write(&file, format!("{own}\n")).expect("write keys");
+
+    let mut node = start_with(
+        &data,
+        "127.0.0.1:0",
+        "127.0.0.1:0",
+        &[("SHORTENER_API_KEYS_FILE", &file)],
+    );
+    let lines = read_until(&mut node, "try:");
+    let public = after(&lines, "answering at ").to_string();
+    assert!(public.starts_with("http://127.0.0.1:"), "{public}");
+    let keys = after(&lines, "API keys:");
+    assert!(keys.contains(&file.display().to_string()), "{keys}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&data.join("api-keys").display().to_string())
+                && l.contains("is not read")),
+        "{lines:#?}"
+    );
+    let client = reqwest::Client::new();
+    for (key, wanted) in [
+        (own, StatusCode::CREATED),
+        (made.as_str(), StatusCode::UNAUTHORIZED),
+    ] {
+        let created = client
+            .post(format!("{public}api/v1/links"))
+            .bearer_auth(key)
+            .json(&serde_json::json!({ "url": "https://example.com/" }))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(created.status(), wanted);
+    }
+    let _ = node.kill();
+    let _ = node.wait();
 }
 
 #[test]

@@ -153,7 +153,7 @@ pub fn authenticate(state: &HttpState, key: &str, operation: Operation) -> Resul
 /// The metric outcome of a failed request.
 pub fn outcome(error: &Error) -> &'static str {
     match error {
-        Error::Unauthenticated => "unauthenticated",
+        Error::Unauthenticated(_) => "unauthenticated",
         Error::Forbidden(_) | Error::HostNotAllowed(_) => "forbidden",
         Error::NotFound(_) | Error::Gone(_) => "not_found",
         Error::RateLimited { .. } => "rate_limited",

@@ -93,7 +93,7 @@ impl Failure {
     /// argument an invalid value came from.
     fn of(error: &Error, arg: Option<(&'static str, &'static str)>) -> Self {
         let (status, message) = match error {
-            Error::Unauthenticated => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+            Error::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
             Error::Forbidden(_) | Error::HostNotAllowed(_) => (StatusCode::FORBIDDEN, "FORBIDDEN"),
             Error::NotFound(_) | Error::Gone(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             Error::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMIT_EXCEEDED"),
@@ -173,7 +173,10 @@ fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result
             .admission
             .authenticate(None, operation)
             .map_err(|e| Failure::of(&e, None))?;
-        return Err(Failure::of(&Error::Unauthenticated, None));
+        return Err(Failure::of(
+            &Error::Unauthenticated(crate::domain::NoKey::Missing),
+            None,
+        ));
     };
     let caller = authenticate(state, key, operation).map_err(|e| Failure::of(&e, None))?;
     state

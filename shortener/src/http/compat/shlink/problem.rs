@@ -176,7 +176,7 @@ impl Problem {
         }
         let message = error.public_message();
         let mut problem = match error {
-            Error::Unauthenticated => Problem::invalid_key(),
+            Error::Unauthenticated(_) => Problem::invalid_key(),
             Error::Invalid { code, .. } | Error::BadRequest { code, .. } => {
                 Problem::invalid_data(field_of(code), message)
             }

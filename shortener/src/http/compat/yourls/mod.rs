@@ -231,7 +231,7 @@ fn admit(
 /// answers errors outside a create.
 fn refusal(error: &Error) -> Answer {
     let status = match error {
-        Error::Unauthenticated | Error::Forbidden(_) | Error::HostNotAllowed(_) => {
+        Error::Unauthenticated(_) | Error::Forbidden(_) | Error::HostNotAllowed(_) => {
             StatusCode::FORBIDDEN
         }
         Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,

@@ -1,0 +1,93 @@
+//! What a node tells the operator at every start: where it answers, where the console is, where
+//! its API keys come from and, for a key it made itself, what the key may do and how to make an
+//! admin one, and a `curl` that creates a link.
+
+use super::node::Node;
+use super::resources::API_KEYS_FILE;
+use crate::config::Config;
+
+/// The lines printed after the node started serving.
+pub(super) fn banner(node: &Node, config: &Config) -> String {
+    let public = node.public.as_str();
+    let mut lines = vec![format!("answering at {public}")];
+    if node.console {
+        let key = if node.default_api_key.is_some() {
+            "the API key"
+        } else {
+            "an API key"
+        };
+        let how = if config.access.oidc_issuer.is_some() {
+            format!("sign in with the identity provider or {key}")
+        } else {
+            format!("sign in with {key}")
+        };
+        lines.push(format!("  console:  {public}console/ ({how})"));
+    }
+    let key_header = match (&node.default_api_key, &config.access.api_keys_file) {
+        (Some(key), _) => {
+            let path = key.path.display();
+            let dir = key
+                .path
+                .parent()
+                .map_or(".".into(), |d| d.display().to_string());
+            let made = if key.made_now {
+                "made just now"
+            } else {
+                "made on the first start"
+            };
+            lines.push(format!(
+                "  API key:  first line of {path} ({made}); it may create, read, change and \
+                 delete links and read stats, but not administer."
+            ));
+            lines.push(format!(
+                "            An admin key: {} keys add --file {dir}/keys.toml --tenant default \
+                 --name admin --scopes admin,",
+                program()
+            ));
+            lines.push(format!(
+                "            then start with SHORTENER_API_KEYS_FILE={dir}/keys.toml (add a key \
+                 without admin there for scripts too: {path} is not read then)."
+            ));
+            format!("$(head -1 {path})")
+        }
+        (None, Some(file)) => {
+            lines.push(format!(
+                "  API keys: read from {} (again whenever it changes)",
+                file.display()
+            ));
+            let made = config.store.data_dir.join(API_KEYS_FILE);
+            if config.store.database_url.is_none() && made.exists() && made != *file {
+                lines.push(format!(
+                    "            {} (the key made on the first start) is not read while \
+                     SHORTENER_API_KEYS_FILE is set",
+                    made.display()
+                ));
+            }
+            "$KEY".into()
+        }
+        (None, None) => {
+            lines.push("  API keys: from SHORTENER_API_KEYS".into());
+            "$KEY".into()
+        }
+    };
+    lines.push(format!(
+        "  try:      curl -i -H \"Authorization: Bearer {key_header}\" -H 'Content-Type: \
+         application/json' -d '{{\"url\":\"https://example.com/\"}}' {public}api/v1/links"
+    ));
+    lines.join("\n")
+}
+
+/// How to run this binary again from a shell: its name when its directory is on `PATH`, its
+/// full path otherwise (a binary built by `cargo run` is not on it).
+fn program() -> String {
+    let Ok(exe) = std::env::current_exe() else {
+        return "shortener".into();
+    };
+    let on_path = exe.parent().is_some_and(|dir| {
+        std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d == dir))
+    });
+    match exe.file_name() {
+        Some(name) if on_path => name.to_string_lossy().into_owned(),
+        _ => exe.display().to_string(),
+    }
+}
