@@ -216,8 +216,8 @@ impl Admission {
             return Err(Error::Forbidden(scope));
         }
         let key = caller.key_id();
-        let charged = match operation {
-            Operation::Create => self.limits.create(&key),
+        let (charged, bucket) = match operation {
+            Operation::Create => (self.limits.create(&key), "create"),
             Operation::CreateBatch { items } => {
                 if items == 0 || items > self.batch_limit {
                     return Err(Error::invalid(
@@ -225,13 +225,13 @@ impl Admission {
                         format!("a batch holds 1 to {} items, not {items}", self.batch_limit),
                     ));
                 }
-                self.limits.create_n(&key, items as u32)
+                (self.limits.create_n(&key, items as u32), "create")
             }
             Operation::Delete
             | Operation::Update
             | Operation::Import
             | Operation::DomainWrite
-            | Operation::KeyWrite => self.limits.create(&key),
+            | Operation::KeyWrite => (self.limits.create(&key), "create"),
             Operation::Read
             | Operation::List
             | Operation::History
@@ -240,13 +240,11 @@ impl Admission {
             | Operation::Stats
             | Operation::DomainRead
             | Operation::KeyRead
-            | Operation::AuditRead => self.limits.read(&key),
+            | Operation::AuditRead => (self.limits.read(&key), "read"),
         };
+        // Counted under the budget that refused: a list past the read rate is a `read` refusal.
         charged.map_err(|retry_after| {
-            self.metrics.rate_limited(match operation {
-                Operation::Read => "read",
-                _ => "create",
-            });
+            self.metrics.rate_limited(bucket);
             Error::RateLimited { retry_after }
         })
     }

@@ -383,6 +383,27 @@ async fn reads_beyond_the_per_key_rate_get_429() {
         .await
         .expect_err("limited");
     assert_eq!(refused.code(), Code::ResourceExhausted);
+    // A list is charged to the same budget, and every refusal is counted under it.
+    let listed = node
+        .client
+        .get(format!("{}/api/v1/links", node.base))
+        .bearer_auth(crate::helpers::API_KEY)
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(listed.status(), StatusCode::TOO_MANY_REQUESTS);
+    let text = node.metrics().await;
+    let count = |limit: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "shortener_rate_limited_total{{limit=\"{limit}\"}} "
+                ))
+            })
+            .map_or(0.0, |v| v.trim().parse::<f64>().expect("a number"))
+    };
+    assert_eq!(count("read"), (limited + 2) as f64, "{text}");
+    assert_eq!(count("create"), 0.0, "{text}");
     assert_eq!(
         node.create(serde_json::json!({ "url": "https://example.com/w" }))
             .await

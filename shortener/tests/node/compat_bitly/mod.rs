@@ -371,7 +371,15 @@ async fn tenancy_and_scopes(node: &Node, keys: &TenantKeys, id: &str) {
         assert_error(&body, "METHOD_NOT_ALLOWED");
     }
     assert_eq!(node.stored_links().await, stored);
-    let (status, _, body) = call(node, Method::GET, "/groups", Some(keys.own.as_str()), None).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_error(&body, "NOT_FOUND");
+    // Unserved paths, sub-resources of a bitlink among them, are Bitly's 404, not a bad id.
+    for path in [
+        "/groups",
+        "/bitlinks/sho.rt/abc/countries",
+        "/bitlinks/sho.rt%2Fabc/referrers",
+        "/bitlinks/sho.rt/abc/referring_domains",
+    ] {
+        let (status, _, body) = call(node, Method::GET, path, Some(keys.own.as_str()), None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert_error(&body, "NOT_FOUND");
+    }
 }

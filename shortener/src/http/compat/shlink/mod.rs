@@ -62,10 +62,14 @@ pub fn router() -> Router<Arc<HttpState>> {
             axum::routing::patch(domains::redirects),
         )
         .route("/rest/v3/visits", get(visits::overview))
-        .route("/rest/v3/short-urls/{code}/visits", get(visits::short_url))
+        // Deleting visits is not served: 404 `not-found`, as for Shlink's other unserved paths.
+        .route(
+            "/rest/v3/short-urls/{code}/visits",
+            get(visits::short_url).delete(unknown),
+        )
         .route("/rest/v3/tags/{tag}/visits", get(visits::other))
         .route("/rest/v3/domains/{host}/visits", get(visits::other))
-        .route("/rest/v3/visits/orphan", get(visits::other))
+        .route("/rest/v3/visits/orphan", get(visits::other).delete(unknown))
         .route("/rest/v3/visits/non-orphan", get(visits::other))
         // Set on the routes above only: `any` routes answer every method themselves.
         .method_not_allowed_fallback(wrong_method)
