@@ -131,13 +131,17 @@ impl IdService {
     ) -> Result<Response<pb::Lease>, Status> {
         let shared = &self.0;
         let (metadata, _, message) = request.into_parts();
+        let caller = std::sync::OnceLock::new();
         let outcome = async {
-            let (_, request) =
-                shared
-                    .gate
-                    .admit(authorization(&metadata), Scope::Lookup, || {
-                        LookupRequest::try_from(message)
-                    })?;
+            let (_, request) = shared
+                .gate
+                .admit(authorization(&metadata), Scope::Lookup, || {
+                    LookupRequest::try_from(message)
+                })
+                .map_err(|refused| {
+                    let _ = caller.set(refused.caller_name().to_string());
+                    refused.error
+                })?;
             shared.ledger.lookup(&request).await
         }
         .await;
@@ -145,7 +149,7 @@ impl IdService {
         outcome
             .map(|lease| Response::new(lease.into()))
             .map_err(|error| {
-                log_failure("LookupId", "", &error);
+                log_failure("LookupId", caller.get().map_or("", String::as_str), &error);
                 error.into()
             })
     }
@@ -156,13 +160,17 @@ impl IdService {
     ) -> Result<Response<pb::ListLeasesResponse>, Status> {
         let shared = &self.0;
         let (metadata, _, message) = request.into_parts();
+        let caller = std::sync::OnceLock::new();
         let outcome = async {
-            let (_, request) =
-                shared
-                    .gate
-                    .admit(authorization(&metadata), Scope::Lookup, || {
-                        ListRequest::try_from(message)
-                    })?;
+            let (_, request) = shared
+                .gate
+                .admit(authorization(&metadata), Scope::Lookup, || {
+                    ListRequest::try_from(message)
+                })
+                .map_err(|refused| {
+                    let _ = caller.set(refused.caller_name().to_string());
+                    refused.error
+                })?;
             shared.ledger.list(&request).await
         }
         .await;
@@ -174,7 +182,11 @@ impl IdService {
                 })
             })
             .map_err(|error| {
-                log_failure("ListLeases", "", &error);
+                log_failure(
+                    "ListLeases",
+                    caller.get().map_or("", String::as_str),
+                    &error,
+                );
                 error.into()
             })
     }

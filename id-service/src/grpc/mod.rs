@@ -81,20 +81,24 @@ fn authorization(metadata: &MetadataMap) -> Option<&[u8]> {
 /// Logs a failed call at a level that matches who has to act on it. A refusal the caller's
 /// operator must fix (no or an unknown token, a namespace it may not use or that does not
 /// exist, one with no IDs left, a quota) is a warning with its reason, at most one per method,
-/// caller and reason every [`REFUSAL_LOG_EVERY`], with the count of those not logged since.
-/// Only refusals of the [`GRANTING`] methods: elsewhere a refusal is an ordinary answer.
+/// caller and reason every [`REFUSAL_LOG_EVERY`], with the count of those not logged since:
+/// of the [`GRANTING`] methods, where it leaves a caller without IDs, and a scope or namespace
+/// denial of any method (a caller's token set up wrong); elsewhere a refusal is an ordinary
+/// answer.
 pub(crate) fn log_failure(method: &'static str, caller: &str, error: &Error) {
+    let warned = match error {
+        Error::PermissionDenied(_) => true,
+        Error::Unauthenticated(_)
+        | Error::NotFound(_)
+        | Error::Exhausted { .. }
+        | Error::QuotaExceeded { .. } => GRANTING.contains(&method),
+        _ => false,
+    };
     match error {
         Error::Unavailable(_) => tracing::warn!(method, caller, %error, "ledger unavailable"),
         Error::Internal(_) => tracing::error!(method, caller, %error, "call failed"),
         Error::FailedPrecondition(_) => tracing::warn!(method, caller, %error, "call refused"),
-        Error::Unauthenticated(_)
-        | Error::PermissionDenied(_)
-        | Error::NotFound(_)
-        | Error::Exhausted { .. }
-        | Error::QuotaExceeded { .. }
-            if GRANTING.contains(&method) =>
-        {
+        _ if warned => {
             let reason = error.reason();
             if let Some(suppressed) = REFUSALS.admit(method, caller, reason) {
                 tracing::warn!(method, caller, reason, suppressed, %error, "call refused");

@@ -16,17 +16,22 @@ impl NamespaceAdmin for NamespaceService {
     ) -> Result<Response<pb::NamespaceInfo>, Status> {
         let shared = &self.0;
         let (metadata, _, message) = request.into_parts();
+        // Who was refused by the gate, for the log line that says so.
+        let caller = std::sync::OnceLock::new();
         let work = async {
-            let (principal, request) =
-                shared
-                    .gate
-                    .admit(authorization(&metadata), Scope::Admin, || {
-                        CreateNamespace::parse(
-                            message,
-                            shared.namespace_max,
-                            shared.bounds.min..=shared.bounds.max,
-                        )
-                    })?;
+            let (principal, request) = shared
+                .gate
+                .admit(authorization(&metadata), Scope::Admin, || {
+                    CreateNamespace::parse(
+                        message,
+                        shared.namespace_max,
+                        shared.bounds.min..=shared.bounds.max,
+                    )
+                })
+                .map_err(|refused| {
+                    let _ = caller.set(refused.caller_name().to_string());
+                    refused.error
+                })?;
             let info = shared.ledger.create_namespace(&request).await?;
             tracing::info!(
                 namespace = %request.namespace,
@@ -39,7 +44,15 @@ impl NamespaceAdmin for NamespaceService {
             Ok(info)
         };
         shared
-            .guard(async { finish(shared, "CreateNamespace", work.await) })
+            .guard(async {
+                let outcome = work.await;
+                finish(
+                    shared,
+                    "CreateNamespace",
+                    caller.get().map_or("", String::as_str),
+                    outcome,
+                )
+            })
             .await
             .map(|info| Response::new(info.into()))
     }
@@ -50,16 +63,30 @@ impl NamespaceAdmin for NamespaceService {
     ) -> Result<Response<pb::NamespaceInfo>, Status> {
         let shared = &self.0;
         let (metadata, _, message) = request.into_parts();
+        // Who was refused by the gate, for the log line that says so.
+        let caller = std::sync::OnceLock::new();
         let work = async {
             let (_, request) = shared
                 .gate
                 .admit(authorization(&metadata), Scope::Admin, || {
                     DescribeNamespace::try_from(message)
+                })
+                .map_err(|refused| {
+                    let _ = caller.set(refused.caller_name().to_string());
+                    refused.error
                 })?;
             shared.ledger.describe_namespace(&request.0).await
         };
         shared
-            .guard(async { finish(shared, "DescribeNamespace", work.await) })
+            .guard(async {
+                let outcome = work.await;
+                finish(
+                    shared,
+                    "DescribeNamespace",
+                    caller.get().map_or("", String::as_str),
+                    outcome,
+                )
+            })
             .await
             .map(|info| Response::new(info.into()))
     }
@@ -70,13 +97,18 @@ impl NamespaceAdmin for NamespaceService {
     ) -> Result<Response<pb::ListNamespacesResponse>, Status> {
         let shared = &self.0;
         let (metadata, _, message) = request.into_parts();
+        // Who was refused by the gate, for the log line that says so.
+        let caller = std::sync::OnceLock::new();
         let work = async {
-            let (principal, request) =
-                shared
-                    .gate
-                    .admit(authorization(&metadata), Scope::Admin, || {
-                        ListNamespaces::try_from(message)
-                    })?;
+            let (principal, request) = shared
+                .gate
+                .admit(authorization(&metadata), Scope::Admin, || {
+                    ListNamespaces::try_from(message)
+                })
+                .map_err(|refused| {
+                    let _ = caller.set(refused.caller_name().to_string());
+                    refused.error
+                })?;
             let page = shared
                 .ledger
                 .list_namespaces(&request, principal.visible_namespaces())
@@ -92,7 +124,15 @@ impl NamespaceAdmin for NamespaceService {
             })
         };
         shared
-            .guard(async { finish(shared, "ListNamespaces", work.await) })
+            .guard(async {
+                let outcome = work.await;
+                finish(
+                    shared,
+                    "ListNamespaces",
+                    caller.get().map_or("", String::as_str),
+                    outcome,
+                )
+            })
             .await
             .map(Response::new)
     }
@@ -102,11 +142,12 @@ impl NamespaceAdmin for NamespaceService {
 fn finish<T>(
     shared: &Shared,
     method: &'static str,
+    caller: &str,
     outcome: Result<T, Error>,
 ) -> Result<T, Status> {
     shared.metrics.namespace_admin(method, &outcome);
     outcome.map_err(|error| {
-        log_failure(method, "", &error);
+        log_failure(method, caller, &error);
         error.into()
     })
 }

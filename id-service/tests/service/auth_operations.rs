@@ -157,6 +157,20 @@ async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases
             .expect_err("not its namespace");
         assert_eq!(refused.code(), Code::PermissionDenied);
     }
+    // A scope the caller lacks, on a method that grants nothing: logged too, with who asked.
+    let mut admin = proto::idalloc::v1::namespace_admin_client::NamespaceAdminClient::new(
+        crate::helpers::channel(service.grpc_addr),
+    );
+    for _ in 0..2 {
+        let refused = admin
+            .list_namespaces(crate::helpers::authed(
+                proto::idalloc::v1::ListNamespacesRequest::default(),
+                Some(&token),
+            ))
+            .await
+            .expect_err("no admin scope");
+        assert_eq!(refused.code(), Code::PermissionDenied);
+    }
     lease_as(&mut client, Some(&token), "links", 10, "a", None)
         .await
         .expect("a lease of an existing namespace");
@@ -178,8 +192,11 @@ async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases
     }
     assert_eq!(refusals("unauthenticated").len(), 1, "{log}");
     let denied = refusals("permission_denied");
-    assert_eq!(denied.len(), 1, "logged once in 10 s: {log}");
-    assert!(denied[0].contains("caller=\"orders-svc\""), "{}", denied[0]);
+    assert_eq!(denied.len(), 2, "once per method in 10 s: {log}");
+    for (line, method) in denied.iter().zip(["LeaseBlock", "ListNamespaces"]) {
+        assert!(line.contains("caller=\"orders-svc\""), "{line}");
+        assert!(line.contains(method), "{line}");
+    }
     assert_eq!(
         log.lines()
             .filter(|l| l.contains("orders-svc") && l.contains("billing"))

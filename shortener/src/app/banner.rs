@@ -50,23 +50,34 @@ pub(super) fn banner(node: &Node, config: &Config) -> String {
             ));
             format!("$(head -1 {path})")
         }
-        (None, Some(file)) => {
-            lines.push(format!(
-                "  API keys: read from {} (again whenever it changes)",
-                file.display()
-            ));
+        (None, file) => {
+            let mut sources = Vec::new();
+            if let Some(file) = file {
+                sources.push(format!(
+                    "{} (read again whenever it changes)",
+                    file.display()
+                ));
+            }
+            if !config.access.api_keys.is_empty() {
+                sources.push("SHORTENER_API_KEYS".into());
+            }
+            lines.push(if sources.is_empty() {
+                "  API keys: only those made through the API (no SHORTENER_API_KEYS or keys file)"
+                    .into()
+            } else {
+                format!("  API keys: read from {}", sources.join(" and "))
+            });
             let made = config.store.data_dir.join(API_KEYS_FILE);
-            if config.store.database_url.is_none() && made.exists() && made != *file {
+            if config.store.database_url.is_none()
+                && made.exists()
+                && file.as_ref().is_none_or(|file| made != *file)
+            {
                 lines.push(format!(
                     "            {} (the key made on the first start) is not read while \
-                     SHORTENER_API_KEYS_FILE is set",
+                     these are set",
                     made.display()
                 ));
             }
-            "$KEY".into()
-        }
-        (None, None) => {
-            lines.push("  API keys: from SHORTENER_API_KEYS".into());
             "$KEY".into()
         }
     };

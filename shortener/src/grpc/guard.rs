@@ -22,10 +22,15 @@ const LINKS: &str = "/shortener.v1.Links/";
 /// The most bytes of any other call (health checks, reflection).
 const OTHER_LIMIT: usize = 16 * 1024;
 
-/// How many bytes a batch's or an import's message may hold decoded for each byte it may send:
-/// room for the structs of its items (a link of a short URL holds about ten times its bytes)
-/// without letting a message of empty items hold a hundred times its size.
-const DECODED_PER_BYTE: usize = 4;
+/// How many bytes a batch's or an import's message may hold decoded for each byte it may send.
+/// A message of real items holds at most about ten times its bytes (a rule's condition of a
+/// two-letter type and a one-letter value: ten bytes sent, a hundred held), one of empty items
+/// two hundred times (an empty create: two bytes sent, four hundred held).
+const DECODED_PER_BYTE: usize = 16;
+
+/// The least a message may hold decoded, however small the batch bound: an import message of
+/// its full 2,000 rows of short URLs holds about 300 KB.
+const DECODED_FLOOR: usize = 16 << 20;
 
 /// How large a request each method may send, in bytes of its body (framing included).
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +47,7 @@ pub struct BodyLimits {
     /// A list or export (a cursor and filters).
     pub query: usize,
     /// What a batch create's message, or one of an import's, may hold once decoded
-    /// ([`decoded`]): four times a batch's bytes.
+    /// ([`decoded`]): sixteen times a batch's bytes, and at least 16 MiB.
     pub decoded: usize,
 }
 
@@ -56,7 +61,7 @@ impl BodyLimits {
             batch: create * batch_limit + 1024,
             small: 1024,
             query: 4096,
-            decoded: DECODED_PER_BYTE * (create * batch_limit + 1024),
+            decoded: (DECODED_PER_BYTE * (create * batch_limit + 1024)).max(DECODED_FLOOR),
         }
     }
 
@@ -343,6 +348,74 @@ impl Body for Bounded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
+    use proto::shortener::v1 as pb;
+
+    fn reckoned(
+        shape: &'static Shape,
+        bound: usize,
+        message: &impl Message,
+    ) -> Result<(), Refusal> {
+        let body = message.encode_to_vec();
+        let mut framed = vec![0];
+        framed.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&body);
+        Reckoner::new(shape, bound).feed(&framed)
+    }
+
+    /// The densest real messages the byte bounds let through are taken, at the default bounds
+    /// and at the smallest batch bound; a batch of empty items within the byte bound is not.
+    #[test]
+    fn real_messages_fit_the_decoded_bound_and_empty_items_do_not() {
+        let limits = BodyLimits::new(2048, 1000);
+        // Items of 32 rules of 8 conditions each, types and values as short as they come.
+        let condition = pb::Condition {
+            r#type: "os".into(),
+            key: String::new(),
+            values: vec!["a".into()],
+        };
+        let rule = pb::Rule {
+            url: "https://e.io/".into(),
+            conditions: vec![condition; 8],
+            variants: vec![],
+        };
+        let item = pb::CreateLinkRequest {
+            url: "https://e.io/".into(),
+            rules: vec![rule; 32],
+            tags: vec!["t".into(); 20],
+            ..Default::default()
+        };
+        let per_item = item.encoded_len() + 4;
+        let dense = pb::BatchCreateLinksRequest {
+            items: vec![item; limits.batch / per_item],
+        };
+        assert!(dense.encoded_len() <= limits.batch);
+        assert_eq!(reckoned(&decoded::BATCH, limits.decoded, &dense), Ok(()));
+
+        let empty = pb::BatchCreateLinksRequest {
+            items: vec![pb::CreateLinkRequest::default(); limits.batch / 2 - 8],
+        };
+        assert!(empty.encoded_len() <= limits.batch);
+        assert!(matches!(
+            reckoned(&decoded::BATCH, limits.decoded, &empty),
+            Err(Refusal::TooLarge { .. })
+        ));
+
+        // The smallest batch bound still takes an import message of its full 2,000 rows.
+        let small = BodyLimits::new(2048, 1);
+        let rows = pb::ImportLinksRequest {
+            rows: vec![
+                pb::ImportRow {
+                    url: "https://example.com/a-short-path".into(),
+                    tags: vec!["t".into()],
+                    ..Default::default()
+                };
+                super::super::ROWS_PER_MESSAGE
+            ],
+            dry_run: false,
+        };
+        assert_eq!(reckoned(&decoded::IMPORT, small.decoded, &rows), Ok(()));
+    }
 
     #[test]
     fn the_internal_status_is_written_as_its_code() {

@@ -7,7 +7,6 @@
 use super::oidc::SignInError;
 use jsonwebtoken::jwk::Jwk;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The least time between two reads of the issuer's keys prompted by an unknown key id.
@@ -73,74 +72,110 @@ impl KeyCache {
 
 /// The key cache and the one read of the issuer's keys that may run at a time.
 pub(super) struct Keys {
-    cache: Mutex<KeyCache>,
+    cache: Mutex<Shared>,
     reading: tokio::sync::Mutex<()>,
+}
+
+/// The cache with what the sign-ins that wait for a read need to know of it, changed together.
+struct Shared {
+    cache: KeyCache,
     /// Reads tried so far, ended well or not: a sign-in that waited for another's read sees
     /// by this that it need not read again.
-    reads: AtomicU64,
+    reads: u64,
+    /// Why the last read failed, when it did (what a sign-in that waited for it is told).
+    failure: Option<String>,
 }
 
 impl Keys {
     /// No keys yet: the first sign-in reads them.
     pub(super) fn new() -> Self {
         Self {
-            cache: Mutex::new(KeyCache {
-                keys: Vec::new(),
-                fetched: None,
+            cache: Mutex::new(Shared {
+                cache: KeyCache {
+                    keys: Vec::new(),
+                    fetched: None,
+                },
+                reads: 0,
+                failure: None,
             }),
             reading: tokio::sync::Mutex::new(()),
-            reads: AtomicU64::new(0),
         }
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, KeyCache> {
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The key `kid`, reading the issuer's keys with `read` when the cache says to. Sign-ins
     /// that need a read while one runs wait for it and take what it found (or, when it failed,
-    /// the keys read within the grace period) instead of each reading the keys again.
+    /// the keys read within the grace period, or its failure) instead of each reading the keys
+    /// again.
     pub(super) async fn get<F>(&self, kid: Option<&str>, read: F) -> Result<Jwk, SignInError>
     where
         F: AsyncFnOnce() -> Result<Vec<Jwk>, SignInError>,
     {
         let unknown = || SignInError::Token("signed by a key the issuer does not hold".into());
-        let seen = self.reads.load(Ordering::Acquire);
-        match self.cache().look(kid) {
-            Look::Found(jwk) => return Ok(*jwk),
-            Look::Refused => return Err(unknown()),
-            Look::Read => {}
-        }
+        let seen = {
+            let shared = self.shared();
+            match shared.cache.look(kid) {
+                Look::Found(jwk) => return Ok(*jwk),
+                Look::Refused => return Err(unknown()),
+                Look::Read => shared.reads,
+            }
+        };
         let _reading = self.reading.lock().await;
-        if self.reads.load(Ordering::Acquire) != seen {
-            let cache = self.cache();
-            return match cache.look(kid) {
-                Look::Found(jwk) => Ok(*jwk),
-                _ => cache.fallback(kid).ok_or_else(unknown),
-            };
+        if let Some(answer) = self.read_meanwhile(seen, kid) {
+            return answer;
         }
         let outcome = read().await;
-        self.reads.fetch_add(1, Ordering::Release);
+        let mut shared = self.shared();
+        shared.reads += 1;
         let keys = match outcome {
             Ok(keys) => keys,
             Err(error) => {
+                shared.failure = Some(match &error {
+                    SignInError::Provider(why) | SignInError::Token(why) => why.clone(),
+                });
                 // Keys read within the grace period still serve while the issuer's key set
                 // cannot be read (and an empty set never replaces them).
-                if let Some(jwk) = self.cache().fallback(kid) {
-                    tracing::warn!(%error, "the identity provider's keys could not be read again; using those read before");
-                    return Ok(jwk);
-                }
-                return Err(error);
+                let fallback = shared.cache.fallback(kid);
+                drop(shared);
+                return match fallback {
+                    Some(jwk) => {
+                        tracing::warn!(%error, "the identity provider's keys could not be read again; using those read before");
+                        Ok(jwk)
+                    }
+                    None => Err(error),
+                };
             }
         };
-        tracing::info!(
-            keys = keys.len(),
-            "read the identity provider's signing keys"
-        );
-        let mut cache = self.cache();
-        cache.keys = keys;
-        cache.fetched = Some(Instant::now());
-        find(&cache.keys, kid).ok_or_else(unknown)
+        shared.failure = None;
+        shared.cache.keys = keys;
+        shared.cache.fetched = Some(Instant::now());
+        let found = find(&shared.cache.keys, kid);
+        let count = shared.cache.keys.len();
+        drop(shared);
+        tracing::info!(keys = count, "read the identity provider's signing keys");
+        found.ok_or_else(unknown)
+    }
+
+    /// What a read that ended while this sign-in waited (the reads are no longer `seen`) left
+    /// for `kid`: the key, or why there is none (the read's failure, or keys that lack it).
+    fn read_meanwhile(&self, seen: u64, kid: Option<&str>) -> Option<Result<Jwk, SignInError>> {
+        let shared = self.shared();
+        if shared.reads == seen {
+            return None;
+        }
+        if let Look::Found(jwk) = shared.cache.look(kid) {
+            return Some(Ok(*jwk));
+        }
+        if let Some(jwk) = shared.cache.fallback(kid) {
+            return Some(Ok(jwk));
+        }
+        Some(Err(match &shared.failure {
+            Some(failure) => SignInError::Provider(failure.clone()),
+            None => SignInError::Token("signed by a key the issuer does not hold".into()),
+        }))
     }
 }
 
@@ -166,6 +201,7 @@ fn find(keys: &[Jwk], kid: Option<&str>) -> Option<Jwk> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     fn key(kid: &str) -> Jwk {
         serde_json::from_value(serde_json::json!({
@@ -217,7 +253,14 @@ mod tests {
         };
         let failed =
             futures::future::join_all((0..8).map(|_| fresh.get(Some("k1"), failing))).await;
-        assert!(failed.iter().all(Result::is_err));
+        for outcome in &failed {
+            // Each told why: the provider could not be reached, not that the token was bad.
+            assert!(
+                matches!(outcome, Err(SignInError::Provider(why)) if why == "unreachable"),
+                "{:?}",
+                outcome.as_ref().err().map(ToString::to_string)
+            );
+        }
         assert_eq!(reads.load(Ordering::SeqCst), 2);
     }
 

@@ -281,7 +281,8 @@ pub(super) fn claim(
                           busy + row_number() OVER (PARTITION BY tenant ORDER BY first, id) AS turn \
                    FROM (SELECT w.id, w.tenant, w.url, w.secret, \
                            (SELECT count(*) FROM webhook_endpoints b \
-                            WHERE b.tenant = w.tenant AND b.leased_until >= ?1) AS busy, \
+                            WHERE b.tenant = w.tenant AND b.disabled_at IS NULL \
+                              AND b.leased_until >= ?1) AS busy, \
                            (SELECT d.next_at FROM webhook_deliveries d \
                             WHERE d.endpoint_id = w.id AND d.state = 'pending' \
                               AND (d.leased_until IS NULL OR d.leased_until < ?1) \
