@@ -146,6 +146,12 @@ impl Refused {
     pub fn caller_name(&self) -> &str {
         self.caller.as_ref().map_or("", Principal::name)
     }
+
+    /// Why, with the caller's name kept in `caller` for the log line of the refusal.
+    pub fn noted(self, caller: &std::sync::OnceLock<String>) -> Error {
+        let _ = caller.set(self.caller_name().to_string());
+        self.error
+    }
 }
 
 impl std::fmt::Debug for Refused {

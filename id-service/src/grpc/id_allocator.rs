@@ -138,10 +138,7 @@ impl IdService {
                 .admit(authorization(&metadata), Scope::Lookup, || {
                     LookupRequest::try_from(message)
                 })
-                .map_err(|refused| {
-                    let _ = caller.set(refused.caller_name().to_string());
-                    refused.error
-                })?;
+                .map_err(|refused| refused.noted(&caller))?;
             shared.ledger.lookup(&request).await
         }
         .await;
@@ -167,10 +164,7 @@ impl IdService {
                 .admit(authorization(&metadata), Scope::Lookup, || {
                     ListRequest::try_from(message)
                 })
-                .map_err(|refused| {
-                    let _ = caller.set(refused.caller_name().to_string());
-                    refused.error
-                })?;
+                .map_err(|refused| refused.noted(&caller))?;
             shared.ledger.list(&request).await
         }
         .await;

@@ -28,10 +28,7 @@ impl NamespaceAdmin for NamespaceService {
                         shared.bounds.min..=shared.bounds.max,
                     )
                 })
-                .map_err(|refused| {
-                    let _ = caller.set(refused.caller_name().to_string());
-                    refused.error
-                })?;
+                .map_err(|refused| refused.noted(&caller))?;
             let info = shared.ledger.create_namespace(&request).await?;
             tracing::info!(
                 namespace = %request.namespace,
@@ -71,10 +68,7 @@ impl NamespaceAdmin for NamespaceService {
                 .admit(authorization(&metadata), Scope::Admin, || {
                     DescribeNamespace::try_from(message)
                 })
-                .map_err(|refused| {
-                    let _ = caller.set(refused.caller_name().to_string());
-                    refused.error
-                })?;
+                .map_err(|refused| refused.noted(&caller))?;
             shared.ledger.describe_namespace(&request.0).await
         };
         shared
@@ -105,10 +99,7 @@ impl NamespaceAdmin for NamespaceService {
                 .admit(authorization(&metadata), Scope::Admin, || {
                     ListNamespaces::try_from(message)
                 })
-                .map_err(|refused| {
-                    let _ = caller.set(refused.caller_name().to_string());
-                    refused.error
-                })?;
+                .map_err(|refused| refused.noted(&caller))?;
             let page = shared
                 .ledger
                 .list_namespaces(&request, principal.visible_namespaces())
