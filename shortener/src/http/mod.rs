@@ -16,6 +16,7 @@ pub mod redirect;
 pub mod serve;
 pub mod signin;
 pub mod site;
+mod tracked;
 
 pub use error::ApiError;
 
@@ -28,14 +29,14 @@ use crate::redirects::Resolver;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderValue, Method, Request, StatusCode, header};
+use axum::http::{Method, Request, StatusCode};
 use axum::response::Response;
 use axum::routing::get;
 use hyper::body::Body as _;
 use hyper::body::Incoming;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use tower::ServiceExt;
 
 /// What the HTTP handlers share.
@@ -144,14 +145,15 @@ impl PublicService {
     async fn handle_api(&self, peer: SocketAddr, request: Request<Incoming>) -> Response {
         let read = Arc::new(AtomicBool::new(request.body().is_end_stream()));
         let request = request.map(|body| {
-            Body::new(Tracked {
+            Body::new(tracked::Tracked {
                 inner: body,
                 read: Arc::clone(&read),
             })
         });
         // A JSON API request made with a console session (no API key) runs with the session's
         // caller in force, once its anti-CSRF checks pass.
-        let session = if request.uri().path().starts_with("/api/v1/") {
+        let api = request.uri().path().starts_with("/api/v1/");
+        let session = if api {
             signin::api_session(&self.state, request.method(), request.headers()).await
         } else {
             None
@@ -163,11 +165,7 @@ impl PublicService {
             }
             None => self.route(peer, request).await,
         };
-        if !read.load(Ordering::Acquire) {
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
+        tracked::finish(&mut response, &read, api);
         response
     }
 }
@@ -191,36 +189,6 @@ impl PublicService {
                 Err(never) => match never {},
             }
         }
-    }
-}
-
-/// A request body that records when it has been read to its end.
-struct Tracked {
-    inner: Incoming,
-    read: Arc<AtomicBool>,
-}
-
-impl hyper::body::Body for Tracked {
-    type Data = hyper::body::Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
-            self.read.store(true, Ordering::Release);
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
     }
 }
 

@@ -521,6 +521,36 @@ async fn cross_site_requests_and_roles_are_refused_with_nothing_written() {
         StatusCode::CREATED
     );
     assert_eq!(marketing_links(&node, &key).await, 1);
+    // Every answer read with a session (a cookie, which shared caches do not treat as
+    // private) is no-store, so a cache in front of the node keeps none for another person.
+    let read = |path: String| {
+        with_session(
+            node.client.get(format!("{}{path}", node.base)),
+            &editor,
+            None,
+            None,
+        )
+        .send()
+    };
+    let listed: Value = read("/api/v1/links".into())
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("JSON");
+    let code = listed["links"][0]["code"]
+        .as_str()
+        .expect("a code")
+        .to_string();
+    for path in [
+        format!("/api/v1/links/{code}"),
+        format!("/api/v1/links/{code}/history"),
+        "/api/v1/me".into(),
+    ] {
+        let answer = read(path.clone()).await.expect("read");
+        assert_eq!(answer.status(), StatusCode::OK, "{path}");
+        assert_eq!(answer.headers()["cache-control"], "no-store", "{path}");
+    }
     // An API key needs none of it, with or without a cookie beside it.
     let keyed = node
         .client
