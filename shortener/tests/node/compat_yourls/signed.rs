@@ -344,6 +344,14 @@ async fn wrong_signatures_spend_the_clients_404_budget(backend: Backend) {
     let metrics = node.metrics().await;
     let counted = "shortener_compat_requests_total{dialect=\"yourls\",action=\"version\",outcome=\"rate_limited\"}";
     assert_eq!(metric(&metrics, counted), 2.0, "{metrics}");
+    // Each unauthenticated request counted once: three wrong, the one that spent the budget,
+    // and the rightly signed one refused before any key was tried.
+    let unauthenticated: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("shortener_api_unauthenticated_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(unauthenticated, 5.0, "{metrics}");
 }
 on_both_stores!(wrong_signatures_spend_the_clients_404_budget);
 

@@ -205,8 +205,10 @@ fn admit(
         {
             Ok(caller) => caller,
             Err(_) => {
+                // The refusal is counted already (by authenticate_signed): not again here.
                 if let Some(Err(retry_after)) = client.map(|c| state.limits.not_found(c)) {
-                    return spent(retry_after);
+                    let error = Error::RateLimited { retry_after };
+                    return Err((refusal(&error), "rate_limited"));
                 }
                 return refuse(
                     "Invalid signature: no API key's YOURLS token signed this timestamp, or \
