@@ -139,6 +139,11 @@ pub(super) fn secured(mut response: Response) -> Response {
     response
 }
 
+/// [`secured`] as the layer over every console route.
+pub(super) async fn secure(response: Response) -> Response {
+    secured(response)
+}
+
 /// The console and its sign-in over https only, for a year, on a node whose public URL is
 /// https (`https`): a browser that has loaded it once never sends its session cookie or a
 /// typed key over plain HTTP to that host again. Browsers ignore the header on a plain HTTP

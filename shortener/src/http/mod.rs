@@ -229,6 +229,8 @@ fn router(state: Arc<HttpState>) -> Router {
                 state.public.https(),
                 console::strict_transport,
             ))
+            // Refusals too (a missing anti-CSRF token, sign-in off, a spent 404 budget).
+            .route_layer(axum::middleware::map_response(console::secure))
     } else {
         Router::new()
     };

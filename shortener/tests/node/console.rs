@@ -666,6 +666,35 @@ async fn console_responses_are_locked_down_and_cacheable() {
         .await
         .expect("asset");
     assert_eq!(stale.status(), StatusCode::NOT_FOUND);
+    // Refusals on the console's routes carry the same headers: sign-in is off here, and a
+    // tenant switch without a session or its anti-CSRF token is refused.
+    for (method, path) in [
+        (reqwest::Method::GET, "/console/oidc/login"),
+        (reqwest::Method::POST, "/console/session/tenant"),
+        (
+            reqwest::Method::GET,
+            "/console/assets/0000000000000000/app.js",
+        ),
+    ] {
+        let refused = node
+            .client
+            .request(method.clone(), format!("{}{path}", node.base))
+            .send()
+            .await
+            .expect("refused");
+        assert!(refused.status().is_client_error(), "{method} {path}");
+        for header in [
+            "content-security-policy",
+            "x-content-type-options",
+            "x-frame-options",
+            "referrer-policy",
+        ] {
+            assert!(
+                refused.headers().contains_key(header),
+                "{method} {path}: {header}"
+            );
+        }
+    }
     // Under a plain http public URL there is nothing to insist on.
     let mut config = stack.config("console-http");
     config.listeners.public_url = Some("http://sho.rt/".into());
