@@ -372,8 +372,9 @@ fn api_router() -> Router<Arc<HttpState>> {
 }
 
 /// The first path segments the public listener routes itself; each is a reserved word, so no
-/// code can be served where a route is (checked by a test).
-pub const FIXED_SEGMENTS: &[&str] = &["api", "console"];
+/// code can be served where a route is (checked by a test). `rest` and `v4` are Shlink's and
+/// Bitly's: a bare `/rest` is the dialect's 404 in its own shape when it is spoken.
+pub const FIXED_SEGMENTS: &[&str] = &["api", "console", "rest", "v4"];
 
 /// The single-segment files the public listener routes itself (a branded domain's
 /// `robots.txt`; YOURLS's `yourls-api.php`, answered 404 unless that dialect is spoken): each

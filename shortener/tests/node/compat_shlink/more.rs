@@ -373,6 +373,7 @@ async fn two_dialects_are_served_side_by_side() {
         (Method::GET, "/v3/mercure-info"),
         (Method::GET, "/v2/short-urls"),
         (Method::GET, "/"),
+        (Method::GET, ""),
         // The SDK's deleteShortUrlVisits and deleteOrphanVisits: unserved, not a wrong method.
         (Method::DELETE, "/v3/short-urls/abc/visits"),
         (Method::DELETE, "/v3/visits/orphan"),
