@@ -1,6 +1,6 @@
 //! Webhook endpoints and the outbox on PostgreSQL (see [`crate::store::webhooks`]).
 //!
-//! One file of about 500 lines on purpose: endpoints, the outbox's claims, records and
+//! One file of about 540 lines on purpose: endpoints, the outbox's claims, records and
 //! releases (fenced by the claim's lease), its bound and its purge are one protocol, read
 //! beside its SQLite twin (`store/sqlite/webhooks.rs`) statement for statement.
 

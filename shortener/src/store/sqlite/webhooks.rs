@@ -1,7 +1,7 @@
 //! Webhook endpoints and the outbox on SQLite (see [`crate::store::webhooks`]). Times are Unix
 //! milliseconds; every write runs on the writer thread, so a claim needs no row locks.
 //!
-//! One file of about 600 lines on purpose: endpoints, the outbox's claims, records and
+//! One file of about 620 lines on purpose: endpoints, the outbox's claims, records and
 //! releases (fenced by the claim's lease), its bound and its purge are one protocol, read
 //! beside its PostgreSQL twin (`store/postgres/webhooks.rs`) statement for statement.
 
