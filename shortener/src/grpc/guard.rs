@@ -356,11 +356,7 @@ mod tests {
         bound: usize,
         message: &impl Message,
     ) -> Result<(), Refusal> {
-        let body = message.encode_to_vec();
-        let mut framed = vec![0];
-        framed.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        framed.extend_from_slice(&body);
-        Reckoner::new(shape, bound).feed(&framed)
+        Reckoner::new(shape, bound).feed(&decoded::framed(message))
     }
 
     /// The densest real messages the byte bounds let through are taken, at the default bounds

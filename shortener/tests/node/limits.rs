@@ -393,17 +393,13 @@ async fn reads_beyond_the_per_key_rate_get_429() {
         .expect("list");
     assert_eq!(listed.status(), StatusCode::TOO_MANY_REQUESTS);
     let text = node.metrics().await;
-    let count = |limit: &str| {
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix(&format!(
-                    "shortener_rate_limited_total{{limit=\"{limit}\"}} "
-                ))
-            })
-            .map_or(0.0, |v| v.trim().parse::<f64>().expect("a number"))
-    };
-    assert_eq!(count("read"), (limited + 2) as f64, "{text}");
-    assert_eq!(count("create"), 0.0, "{text}");
+    let read = "shortener_rate_limited_total{limit=\"read\"} ";
+    assert_eq!(
+        crate::helpers::metric(&text, read),
+        (limited + 2) as f64,
+        "{text}"
+    );
+    assert!(!text.contains("limit=\"create\""), "{text}");
     assert_eq!(
         node.create(serde_json::json!({ "url": "https://example.com/w" }))
             .await

@@ -348,5 +348,15 @@ impl Reckoner {
     }
 }
 
+/// A message as gRPC frames it (uncompressed), for tests.
+#[cfg(test)]
+pub(super) fn framed(message: &impl prost::Message) -> Vec<u8> {
+    let body = message.encode_to_vec();
+    let mut out = vec![0];
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,16 +1,6 @@
 //! The reckoner against messages prost encodes, split every way, and bytes no decoder takes.
 
 use super::*;
-use prost::Message;
-
-/// A message as gRPC frames it.
-fn framed(message: &impl Message) -> Vec<u8> {
-    let body = message.encode_to_vec();
-    let mut out = vec![0];
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    out.extend_from_slice(&body);
-    out
-}
 
 fn reckon(shape: &'static Shape, bound: usize, bytes: &[u8]) -> Result<usize, Refusal> {
     let mut reckoner = Reckoner::new(shape, bound);

@@ -162,6 +162,15 @@ fn create_arg(error: &Error) -> (&'static str, &'static str) {
     }
 }
 
+/// A bitlink id's host and code (`host/code`, with or without a scheme), when it has both.
+/// The public URL may have a path (`example.com/s/abc`): its codes are the default domain's.
+pub(super) fn split_id<'a>(state: &'a HttpState, id: &'a str) -> Option<(&'a str, &'a str)> {
+    match state.public.code_in(id) {
+        Some(code) => Some((state.public.host_str(), code)),
+        None => crate::domain::unscheme(id).split_once('/'),
+    }
+}
+
 /// The link a bitlink `id` (`host/code`, optionally with a scheme) names and the caller may
 /// see, with its code; a deleted link is no link here. An id that cannot name a link is `INVALID_ARG_BITLINK`.
 pub(super) async fn find<'a>(
@@ -171,12 +180,7 @@ pub(super) async fn find<'a>(
     field: &'static str,
 ) -> Result<(Link, ShortCode), Failure> {
     let bad = |why: String| Failure::arg("INVALID_ARG_BITLINK", field, false, why);
-    // The public URL may have a path (`example.com/s/abc`): its codes are the default domain's.
-    let split = match state.public.code_in(id) {
-        Some(code) => Some((state.public.host_str(), code)),
-        None => crate::domain::unscheme(id).split_once('/'),
-    };
-    let Some((host, code)) = split else {
+    let Some((host, code)) = split_id(state, id) else {
         return Err(bad(format!(
             "{field} must be host/code, such as sho.rt/abc, not {}",
             crate::domain::echo(id)

@@ -250,13 +250,7 @@ pub async fn bitlinks(
     };
     // `host/code/countries` and Bitly's other sub-resources of a bitlink are not served: a code
     // never holds a `/`, so an id whose code would is such a path, not a malformed id.
-    let code = match state.public.code_in(id) {
-        Some(code) => Some(code),
-        None => crate::domain::unscheme(id)
-            .split_once('/')
-            .map(|(_, code)| code),
-    };
-    if code.is_some_and(|code| code.contains('/')) {
+    if links::split_id(&state, id).is_some_and(|(_, code)| code.contains('/')) {
         return unknown(State(state)).await;
     }
     answer(&state, &headers, action, async |caller| match action {
