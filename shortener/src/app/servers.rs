@@ -2,7 +2,7 @@
 
 use super::node::Node;
 use crate::config::Config;
-use crate::grpc::{self, BodyLimits, GuardLayer};
+use crate::grpc::{self, BodyLimits, GuardLayer, StreamBounds};
 use crate::http::serve::ServeSettings;
 use crate::http::{self, PublicService};
 use crate::net;
@@ -67,9 +67,16 @@ impl Servers {
         let stop_traffic = CancellationToken::new();
         let cut_traffic = CancellationToken::new();
         let limits = BodyLimits::new(config.redirects.max_url_length, config.limits.batch_limit);
+        // A stream's last messages may take one send timeout past its own bound.
+        let send_timeout = Duration::from_secs(config.listeners.send_timeout.get());
+        let streams = StreamBounds {
+            import: config.limits.import_max() + send_timeout,
+            export: config.limits.exports(send_timeout).deadline + send_timeout,
+        };
         let guard = GuardLayer::new(
             Arc::clone(&node.admission),
             limits,
+            streams,
             config.listeners.grpc_max_in_flight.get(),
         );
         let mut traffic = Vec::with_capacity(2);

@@ -1,9 +1,10 @@
 //! What runs before a `Links` call's message is decoded: the key is checked (an unauthenticated
 //! call is refused without reading its body), the body is bounded by what its method needs, and
-//! the node's calls in flight are capped. Health and reflection pass with a small bound of
-//! their own. A message that does not decode is reported as INVALID_ARGUMENT, not INTERNAL.
+//! the node's calls in flight are capped, a streaming call's until its answer ends (`held`).
+//! Health and reflection pass with a small bound of their own. A message that does not decode is reported as INVALID_ARGUMENT, not INTERNAL.
 
 use super::decoded::{self, Reckoner, Refusal, Shape};
+use super::held::{self, StreamBounds};
 use crate::access::{Admission, Operation};
 use crate::domain::Error;
 use crate::net::idle::ConnectionInfo;
@@ -115,6 +116,7 @@ impl BodyLimits {
 struct Shared {
     admission: Arc<Admission>,
     limits: BodyLimits,
+    streams: StreamBounds,
     in_flight: Arc<Semaphore>,
 }
 
@@ -124,11 +126,18 @@ pub struct GuardLayer(Arc<Shared>);
 
 impl GuardLayer {
     /// A guard admitting through `admission`, bounding bodies by `limits`, and letting at most
-    /// `max_in_flight` calls run at once on the node.
-    pub fn new(admission: Arc<Admission>, limits: BodyLimits, max_in_flight: usize) -> Self {
+    /// `max_in_flight` calls run at once on the node; a streaming call is in flight until its
+    /// answer ends or its bound in `streams` passes ([`held`]).
+    pub fn new(
+        admission: Arc<Admission>,
+        limits: BodyLimits,
+        streams: StreamBounds,
+        max_in_flight: usize,
+    ) -> Self {
         Self(Arc::new(Shared {
             admission,
             limits,
+            streams,
             in_flight: Arc::new(Semaphore::new(max_in_flight.max(1))),
         }))
     }
@@ -188,9 +197,9 @@ where
             let (limit, operation) = shared.limits.of(method);
             let reckoner = BodyLimits::reckoned(method)
                 .map(|shape| Box::new(Reckoner::new(shape, shared.limits.decoded)));
-            (limit, operation, reckoner)
+            (limit, operation, reckoner, shared.streams.of(method))
         });
-        let Some((limit, operation, reckoner)) = links_call else {
+        let Some((limit, operation, reckoner, stream_bound)) = links_call else {
             let request = request.map(|body| bounded(body, OTHER_LIMIT, None));
             return Box::pin(async move {
                 let response = inner.call(request).await;
@@ -217,8 +226,14 @@ where
         let request = request.map(|body| bounded(body, limit, reckoner));
         Box::pin(async move {
             let response = inner.call(request).await.map(undecodable_is_invalid);
-            drop((permit, call));
-            response
+            match (response, stream_bound) {
+                // The stream runs on in the body: the call is in flight until it ends.
+                (Ok(response), Some(bound)) => Ok(held::hold(response, (permit, call), bound)),
+                (response, _) => {
+                    drop((permit, call));
+                    response
+                }
+            }
         })
     }
 }

@@ -10,11 +10,13 @@
 mod decoded;
 mod domains;
 mod guard;
+mod held;
 mod manage;
 mod status;
 mod wire;
 
 pub use guard::{BodyLimits, GuardLayer};
+pub use held::StreamBounds;
 pub use manage::ROWS_PER_MESSAGE;
 
 pub use status::code_of;

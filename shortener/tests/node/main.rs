@@ -37,6 +37,7 @@ mod exports;
 mod first_start;
 mod grpc;
 mod grpc_manage;
+mod grpc_streams;
 mod hardening;
 mod id_shortage;
 mod importing;
