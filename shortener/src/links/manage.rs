@@ -64,24 +64,30 @@ impl LinkService {
         code: &ShortCode,
         patch: &LinkPatch,
     ) -> Result<Link, Error> {
+        let new_password = match &patch.password {
+            Some(PasswordChange::Set(password)) => Some(password),
+            _ => None,
+        };
+        // A code found under the same key on every domain: only the named domain's. And a new
+        // password costs a hash only for a link that is the caller's and not deleted.
+        if new_password.is_some() || (code.domain().is_some() && code.as_str() == code.shown()) {
+            let link = self.get(caller, code).await?;
+            if new_password.is_some() && link.deleted_at.is_some() {
+                return Err(Error::Gone(code.shown().to_string()));
+            }
+        }
         // A new password is hashed before the store sees the patch.
         let hashed;
-        let patch = match &patch.password {
-            Some(PasswordChange::Set(password)) => {
+        let patch = match new_password {
+            Some(password) => {
                 hashed = LinkPatch {
-                    password: Some(PasswordChange::Hashed(
-                        super::hash_password(password.clone()).await?,
-                    )),
+                    password: Some(PasswordChange::Hashed(self.hash(password.clone()).await?)),
                     ..patch.clone()
                 };
                 &hashed
             }
-            _ => patch,
+            None => patch,
         };
-        if code.domain().is_some() && code.as_str() == code.shown() {
-            // A code found under the same key on every domain: only the named domain's.
-            self.get(caller, code).await?;
-        }
         if let Some(domain) = &patch.domain {
             self.check_move(caller, code, domain.as_deref()).await?;
         }

@@ -36,6 +36,7 @@ use chrono::{DateTime, Utc};
 use codespace::CodeSpace;
 use id_client::IdPool;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Whether an answer to `caller` may show every field of a link (`created`: the caller's own
@@ -172,6 +173,14 @@ impl LinkService {
         }
     }
 
+    /// `password` hashed for a link, counted.
+    async fn hash(&self, password: String) -> Result<PasswordHash, Error> {
+        self.counters
+            .password_hashes
+            .fetch_add(1, Ordering::Relaxed);
+        hash_password(password).await
+    }
+
     /// The service recording its changes in `audit` (the node's one log) rather than the
     /// log of its own it starts with.
     pub fn with_audit(mut self, audit: Arc<AuditLog>) -> Self {
@@ -257,7 +266,7 @@ impl LinkService {
             import_batch: None,
             created_at: None,
             password: match request.password {
-                Some(password) => Some(hash_password(password).await?),
+                Some(password) => Some(self.hash(password).await?),
                 None => None,
             },
             domain: request.domain,

@@ -239,3 +239,79 @@ async fn dedup_and_idempotency_stay_within_a_tenant(backend: Backend) {
     assert_ne!(a["code"], b["code"]);
 }
 on_both_stores!(dedup_and_idempotency_stay_within_a_tenant);
+
+/// A new password is hashed only for a link the caller may change: an edit of another
+/// tenant's link, of a code nobody holds or of a deleted link is refused before it costs an
+/// Argon2 hash (counted by `shortener_link_password_hashes_total`), and changes nothing.
+async fn a_password_edit_is_hashed_only_for_the_callers_live_link(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node_with_keys(&stack).await;
+    let (_, theirs) = node
+        .create_with_key(json!({ "url": "https://example.com/theirs" }), &keys.other)
+        .await;
+    let (_, gone) = node
+        .create_with_key(json!({ "url": "https://example.com/gone" }), &keys.own)
+        .await;
+    let (_, mine) = node
+        .create_with_key(json!({ "url": "https://example.com/mine" }), &keys.own)
+        .await;
+    let code = |link: &serde_json::Value| link["code"].as_str().expect("code").to_string();
+    let deleted = node
+        .client
+        .delete(format!("{}/api/v1/links/{}", node.base, code(&gone)))
+        .bearer_auth(&keys.own)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let hashes =
+        |metrics: &str| crate::helpers::metric(metrics, "shortener_link_password_hashes_total");
+    let before = hashes(&node.metrics().await);
+    let patch = |code: String| {
+        node.client
+            .patch(format!("{}/api/v1/links/{code}", node.base))
+            .bearer_auth(&keys.own)
+            .json(&json!({ "password": "a new password" }))
+            .send()
+    };
+    let cases = [
+        (
+            "another tenant's link",
+            code(&theirs),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "a code nobody holds",
+            "zzzzzzz".to_string(),
+            StatusCode::NOT_FOUND,
+        ),
+        ("a deleted link", code(&gone), StatusCode::GONE),
+    ];
+    for (case, code, status) in cases {
+        let answer = patch(code).await.expect("patch");
+        assert_eq!(answer.status(), status, "{case}");
+    }
+    assert_eq!(
+        hashes(&node.metrics().await),
+        before,
+        "a refused edit hashed"
+    );
+    let theirs_now = node
+        .client
+        .get(format!("{}/api/v1/links/{}", node.base, code(&theirs)))
+        .bearer_auth(&keys.other)
+        .send()
+        .await
+        .expect("get")
+        .json::<serde_json::Value>()
+        .await
+        .expect("json");
+    assert_eq!(theirs_now["protected"], false, "{theirs_now}");
+    // The caller's own live link is hashed, once, and protected.
+    let answer = patch(code(&mine)).await.expect("patch");
+    assert_eq!(answer.status(), StatusCode::OK);
+    let answer: serde_json::Value = answer.json().await.expect("json");
+    assert_eq!(answer["protected"], true, "{answer}");
+    assert_eq!(hashes(&node.metrics().await), before + 1.0);
+}
+on_both_stores!(a_password_edit_is_hashed_only_for_the_callers_live_link);
