@@ -9,7 +9,7 @@
 //! (`max_attempts`): that one's failure ends it `failed`. An endpoint disabled meanwhile (by
 //! its run of failures or by hand) gets no further attempt.
 
-use super::resolve::{PublicOnly, refused_literal};
+use super::resolve::{PublicOnly, connect_failure, names_refused_address};
 use super::sign::{ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature};
 use super::{Outcome, Webhooks};
 use crate::store::{Attempt, Delivery, OutboxStore};
@@ -323,7 +323,7 @@ impl Webhooks {
             None => (
                 Outcome::Unreachable,
                 None,
-                Some("the endpoint's address is not public".into()),
+                Some("the endpoint's address is not public, or is the node's own".into()),
             ),
             Some(Ok(answer)) if answer.status().is_success() => {
                 (Outcome::Delivered, Some(answer.status().as_u16()), None)
@@ -339,7 +339,7 @@ impl Webhooks {
                 Some("no answer within the timeout".into()),
             ),
             Some(Err(e)) if e.is_connect() => {
-                (Outcome::Unreachable, None, Some("could not connect".into()))
+                (Outcome::Unreachable, None, Some(connect_failure(&e)))
             }
             Some(Err(_)) => (Outcome::Failed, None, Some("the request failed".into())),
         };
@@ -389,19 +389,6 @@ fn delivery_span(delivery: &Delivery) -> tracing::Span {
         return tracing::Span::none();
     };
     otel::http_client_span("POST", Some(&cause))
-}
-
-/// Whether `url` names a literal address that deliveries may not reach
-/// ([`refused_literal`]).
-fn names_refused_address(url: &str) -> bool {
-    let Ok(url) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    match url.host() {
-        Some(url::Host::Ipv4(v4)) => refused_literal(v4.into()),
-        Some(url::Host::Ipv6(v6)) => refused_literal(v6.into()),
-        _ => false,
-    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ pub use crate::store::{DeliveryRecord, Endpoint};
 
 use crate::store::{NewEndpoint, OutboxStore, Store};
 use crate::targets::TargetRules;
+use resolve::Refused;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,9 +138,9 @@ impl Webhooks {
     }
 
     /// Refuses a URL whose host deliveries would refuse (unless the operator allows private
-    /// endpoints): a literal 6to4, Teredo or NAT64 address, or a name that resolves now to any
-    /// address deliveries may not reach. A name that does not resolve yet is accepted: each
-    /// delivery resolves it again and keeps only public addresses.
+    /// endpoints): a literal 6to4, Teredo or NAT64 address or one of the node's own, or a name
+    /// that resolves now to any address deliveries may not reach. A name that does not resolve
+    /// yet is accepted: each delivery resolves it again and keeps only public addresses.
     async fn check_host(&self, url: &str) -> Result<(), Error> {
         if self.settings.allow_private {
             return Ok(());
@@ -146,31 +148,37 @@ impl Webhooks {
         let Ok(parsed) = url::Url::parse(url) else {
             return Ok(());
         };
-        let refused = match parsed.host() {
-            Some(url::Host::Ipv4(v4)) => resolve::refused_literal(v4.into()),
-            Some(url::Host::Ipv6(v6)) => resolve::refused_literal(v6.into()),
+        let literal: IpAddr = match parsed.host() {
+            Some(url::Host::Ipv4(v4)) => v4.into(),
+            Some(url::Host::Ipv6(v6)) => v6.into(),
             Some(url::Host::Domain(name)) => {
-                let found = resolve::refused_addresses_of(
-                    name,
-                    self.settings.timeout.min(REGISTRATION_LOOKUP),
-                )
-                .await;
-                if let Some(ip) = found.first() {
-                    return Err(Error::invalid(
+                let wait = self.settings.timeout.min(REGISTRATION_LOOKUP);
+                return match resolve::refused_addresses_of(name, wait).await.first() {
+                    Some((ip, Refused::Own)) => Err(Error::invalid(
+                        "invalid_webhook_url",
+                        format!("{name} resolves to {ip}, an address of this node's own"),
+                    )),
+                    Some((ip, Refused::NotPublic)) => Err(Error::invalid(
                         "invalid_webhook_url",
                         format!(
                             "{name} resolves to {ip}, a private, loopback, link-local, metadata or relayed (6to4, Teredo, NAT64) address"
                         ),
-                    ));
-                }
-                false
+                    )),
+                    None => Ok(()),
+                };
             }
-            None => false,
+            None => return Ok(()),
         };
-        if refused {
+        if resolve::refused_literal(literal) {
             return Err(Error::invalid(
                 "invalid_webhook_url",
                 "a webhook URL may not name a translated (6to4, Teredo or NAT64) address",
+            ));
+        }
+        if resolve::own_addresses().contains(&literal.to_canonical()) {
+            return Err(Error::invalid(
+                "invalid_webhook_url",
+                format!("{literal} is an address of this node's own"),
             ));
         }
         Ok(())

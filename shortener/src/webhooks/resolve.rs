@@ -11,6 +11,13 @@
 //! name resolves to it, since that is what a DNS64 resolver of an IPv6-only network answers
 //! for every IPv4-only receiver; a URL naming one literally is refused
 //! ([`refused_literal`]): nobody needs to write one.
+//!
+//! The node's own addresses are refused too, public or not ([`own_addresses`]): a node with a
+//! public address on an interface reaches its own ports through it from inside, past whatever
+//! firewall keeps them from the internet (the admin port bound to all addresses, say). They are
+//! read from the interfaces at each check, so an address added later counts. An address that
+//! only a NAT in front of the node knows (a cloud's public IP mapped onto a private one) is not
+//! on any interface; it leads back in only through that NAT, which egress policy governs.
 
 use crate::targets::is_not_public;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
@@ -31,6 +38,38 @@ pub fn refused_literal(ip: IpAddr) -> bool {
         || matches!(ip, IpAddr::V6(v6) if v6.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0])
 }
 
+/// The addresses on this machine's interfaces now, in canonical form: what deliveries may
+/// not reach whatever the ranges say. Empty when the interfaces cannot be read.
+pub fn own_addresses() -> Vec<IpAddr> {
+    match if_addrs::get_if_addrs() {
+        Ok(interfaces) => interfaces.iter().map(|i| i.ip().to_canonical()).collect(),
+        Err(error) => {
+            tracing::warn!(%error, "reading the node's interface addresses failed");
+            Vec::new()
+        }
+    }
+}
+
+/// Why a delivery may not reach an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Not public, or through a relay ([`refused_address`]).
+    NotPublic,
+    /// One of the node's own ([`own_addresses`]).
+    Own,
+}
+
+/// Why a delivery may not reach `ip`, given the node's own addresses `own`; `None` if it may.
+pub fn refusal(ip: IpAddr, own: &[IpAddr]) -> Option<Refused> {
+    if refused_address(ip) {
+        Some(Refused::NotPublic)
+    } else if own.contains(&ip.to_canonical()) {
+        Some(Refused::Own)
+    } else {
+        None
+    }
+}
+
 /// 6to4, Teredo and local-use NAT64 addresses.
 fn relayed(ip: IpAddr) -> bool {
     let IpAddr::V6(v6) = ip else {
@@ -42,22 +81,27 @@ fn relayed(ip: IpAddr) -> bool {
         || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) // local-use NAT64 64:ff9b:1::/48
 }
 
-/// The addresses deliveries may not reach among those `host` resolves to now, looked up for
-/// at most `wait`; empty when it resolves to none of them, does not resolve, or takes longer
-/// (a delivery resolves it again anyway).
-pub async fn refused_addresses_of(host: &str, wait: Duration) -> Vec<IpAddr> {
+/// The addresses deliveries may not reach among those `host` resolves to now, and why, looked
+/// up for at most `wait`; empty when it resolves to none of them, does not resolve, or takes
+/// longer (a delivery resolves it again anyway).
+pub async fn refused_addresses_of(host: &str, wait: Duration) -> Vec<(IpAddr, Refused)> {
     match tokio::time::timeout(wait, tokio::net::lookup_host((host, 0))).await {
-        Ok(Ok(found)) => found
-            .map(|a| a.ip())
-            .filter(|ip| refused_address(*ip))
-            .collect(),
+        Ok(Ok(found)) => {
+            let own = own_addresses();
+            found
+                .filter_map(|a| refusal(a.ip(), &own).map(|why| (a.ip(), why)))
+                .collect()
+        }
         _ => Vec::new(),
     }
 }
 
-/// The system resolver, keeping only the addresses deliveries may reach
-/// ([`refused_address`]); a name with none is an error (the delivery counts as unreachable and
-/// is retried like any other failure).
+/// What the resolver says of a name that leaves no address to reach, after the name.
+pub const NO_ADDRESS_LEFT: &str = "resolves to no public address other than the node's own";
+
+/// The system resolver, keeping only the addresses deliveries may reach ([`refusal`]); a name
+/// with none is an error (the delivery counts as unreachable and is retried like any other
+/// failure).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PublicOnly;
 
@@ -67,21 +111,49 @@ impl Resolve for PublicOnly {
             let host = name.as_str().to_string();
             let found: Vec<SocketAddr> =
                 tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let public = public(found);
+            let public = public(found, &own_addresses());
             if public.is_empty() {
-                return Err(format!("{host} resolves to no public address").into());
+                return Err(format!("{host} {NO_ADDRESS_LEFT}").into());
             }
             Ok(Box::new(public.into_iter()) as Addrs)
         })
     }
 }
 
-/// The addresses among `found` that deliveries may reach.
-fn public(found: Vec<SocketAddr>) -> Vec<SocketAddr> {
+/// The addresses among `found` that deliveries may reach, the node's own being `own`.
+fn public(found: Vec<SocketAddr>, own: &[IpAddr]) -> Vec<SocketAddr> {
     found
         .into_iter()
-        .filter(|a| !refused_address(a.ip()))
+        .filter(|a| refusal(a.ip(), own).is_none())
         .collect()
+}
+
+/// What a failed connection is recorded as: the resolver's refusal when the name left no
+/// address a delivery may reach ([`PublicOnly`]), else that no connection was made.
+pub fn connect_failure(error: &reqwest::Error) -> String {
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if text.contains(NO_ADDRESS_LEFT) {
+            return text;
+        }
+        source = cause.source();
+    }
+    "could not connect".into()
+}
+
+/// Whether `url` names a literal address that deliveries may not reach
+/// ([`refused_literal`], or one of the node's own).
+pub fn names_refused_address(url: &str) -> bool {
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    let ip: IpAddr = match url.host() {
+        Some(url::Host::Ipv4(v4)) => v4.into(),
+        Some(url::Host::Ipv6(v6)) => v6.into(),
+        _ => return false,
+    };
+    refused_literal(ip) || own_addresses().contains(&ip.to_canonical())
 }
 
 #[cfg(test)]
@@ -110,12 +182,43 @@ mod tests {
             addr("[64:ff9b::5db8:d70e]:0"),
         ];
         assert_eq!(
-            public(found),
+            public(found, &[]),
             vec![
                 addr("93.184.215.14:0"),
                 addr("[2606:4700::1]:0"),
                 addr("[64:ff9b::5db8:d70e]:0")
             ]
+        );
+    }
+
+    #[test]
+    fn the_nodes_own_addresses_are_not_kept_in_any_spelling() {
+        let addr = |s: &str| SocketAddr::from_str(s).expect("addr");
+        let own = ["93.184.215.14", "2606:4700::1"].map(|s| IpAddr::from_str(s).expect("ip"));
+        let found = vec![
+            addr("93.184.215.14:0"),
+            addr("[::ffff:93.184.215.14]:0"),
+            addr("[2606:4700::1]:0"),
+            addr("93.184.215.15:0"),
+        ];
+        assert_eq!(public(found, &own), vec![addr("93.184.215.15:0")]);
+        assert_eq!(refusal(own[0], &own), Some(Refused::Own));
+        assert_eq!(
+            refusal(IpAddr::from_str("10.0.0.1").expect("ip"), &own),
+            Some(Refused::NotPublic)
+        );
+        assert_eq!(
+            refusal(IpAddr::from_str("93.184.215.15").expect("ip"), &own),
+            None
+        );
+    }
+
+    #[test]
+    fn the_loopback_address_is_among_the_nodes_own() {
+        assert!(
+            own_addresses().contains(&IpAddr::from([127, 0, 0, 1])),
+            "{:?}",
+            own_addresses()
         );
     }
 

@@ -4,10 +4,12 @@
 //! happens to slow, hanging and re-enabled receivers and to the delivery log is in `delivery`;
 //! how tenants share delivery, and the outbox bound, in `fairness`; what a tag renamed across
 //! a tenant announces, in `tags`; the hourly rollup event, in `rollups`; deliveries sent again
-//! by hand, in `retry`.
+//! by hand, in `retry`; a node that holds a public address refusing webhooks that lead back to
+//! it, in `own_address`.
 
 mod delivery;
 mod fairness;
+mod own_address;
 mod retry;
 mod revisions;
 mod rollups;
