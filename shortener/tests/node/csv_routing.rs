@@ -37,14 +37,14 @@ type Visit<'a> = (String, Vec<(&'a str, &'a str)>, &'a str);
 /// A bad row: its cells by column name, the error, what the message names.
 type BadCells<'a> = (Vec<(&'a str, String)>, &'a str, &'a str);
 
-async fn create(node: &Node, body: Value) -> String {
+pub(crate) async fn create(node: &Node, body: Value) -> String {
     let (status, made) = node.create(body.clone()).await;
     assert_eq!(status, StatusCode::CREATED, "{body}: {made}");
     made["code"].as_str().expect("code").to_string()
 }
 
 /// The routing fields of the link `code` on `node`.
-async fn routing(node: &Node, code: &str) -> Value {
+pub(crate) async fn routing(node: &Node, code: &str) -> Value {
     let (status, link) = node.get(code).await;
     assert_eq!(status, StatusCode::OK, "{code}: {link}");
     ROUTING
@@ -55,7 +55,11 @@ async fn routing(node: &Node, code: &str) -> Value {
 
 /// What a visit of `code{query}` with `headers` answered: status, `Location`, and the body
 /// when it is a page.
-async fn visit(node: &Node, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+pub(crate) async fn visit(
+    node: &Node,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String, String) {
     let mut request = node.client.get(format!("{}/{path}", node.base));
     for (name, value) in headers {
         request = request.header(*name, *value);

@@ -48,6 +48,7 @@ mod link_domains;
 mod links;
 mod listing;
 mod metrics;
+mod ndjson_roundtrip;
 mod nodes;
 mod pooler;
 mod pooler_refusals;

@@ -8,6 +8,7 @@
 //! it has sent everything should ask for `?results=errors`, which answers only the rows refused
 //! (and the summary), so that the answer never waits on a client that is not reading it.
 
+mod ndjson;
 mod routing;
 mod rows;
 
@@ -26,7 +27,8 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
-use rows::{Columns, ndjson_row};
+use ndjson::ndjson_row;
+use rows::Columns;
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;

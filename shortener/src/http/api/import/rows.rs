@@ -1,63 +1,12 @@
-//! The rows of an import body: an NDJSON line's fields, or a CSV row's by the columns its
-//! header names (the mappings of other shorteners' exports, docs/shortener.md).
+//! The rows of a CSV import body, by the columns its header names (the mappings of other
+//! shorteners' exports, docs/shortener.md), and what an NDJSON row (`super::ndjson`) shares
+//! with them.
 
 use super::routing::Routing;
 use crate::domain::{Error, ImportInput};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
-use serde::Deserialize;
 
-/// One NDJSON row: the fields of a create, plus `code` and `created_at`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NdjsonRow {
-    url: String,
-    #[serde(default)]
-    code: Option<String>,
-    /// A create's alias: a code to keep, as `code` is.
-    #[serde(default)]
-    alias: Option<String>,
-    #[serde(default)]
-    tags: Vec<String>,
-    #[serde(default)]
-    expires_at: Option<String>,
-    #[serde(default)]
-    created_at: Option<String>,
-    #[serde(default)]
-    max_visits: Option<u64>,
-    #[serde(default)]
-    private: bool,
-    /// Accepted for a create's sake; an import always finds the rows it made before.
-    #[serde(default, rename = "dedup")]
-    _dedup: bool,
-    #[serde(default)]
-    rules: Vec<crate::domain::RuleInput>,
-    #[serde(default)]
-    ios: Option<String>,
-    #[serde(default)]
-    android: Option<String>,
-    #[serde(default)]
-    variants: Vec<crate::domain::VariantInput>,
-    #[serde(default)]
-    utm_source: Option<String>,
-    #[serde(default)]
-    utm_medium: Option<String>,
-    #[serde(default)]
-    utm_campaign: Option<String>,
-    #[serde(default)]
-    utm_term: Option<String>,
-    #[serde(default)]
-    utm_content: Option<String>,
-    #[serde(default)]
-    pass_query: bool,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    image: Option<String>,
-}
-
-fn utf8(bytes: &[u8]) -> Result<&str, Error> {
+pub(super) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(bytes).map_err(|e| {
         Error::bad_request(
             "invalid_utf8",
@@ -69,66 +18,13 @@ fn utf8(bytes: &[u8]) -> Result<&str, Error> {
     })
 }
 
-pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
-    let row: NdjsonRow = serde_json::from_str(utf8(bytes)?).map_err(|e| {
-        // An unknown field's error lists every known one; the field named is what helps.
-        let text = e.to_string();
-        let short = match text.split_once(", expected one of") {
-            Some((head, _)) => head.to_string(),
-            None => text,
-        };
-        Error::bad_request("invalid_json", format!("invalid row: {short}"))
-    })?;
-    let code = match (row.code, row.alias) {
-        (Some(_), Some(_)) => {
-            return Err(Error::invalid(
-                "conflicting_options",
-                "give code or alias, not both",
-            ));
-        }
-        (code, alias) => code.or(alias),
-    };
-    Ok(ImportInput {
-        url: row.url,
-        code,
-        tags: row.tags,
-        expires_at: row
-            .expires_at
-            .as_deref()
-            .map(|t| import_time("expires_at", "invalid_expiry", t))
-            .transpose()?,
-        created_at: row
-            .created_at
-            .as_deref()
-            .map(|t| import_time("created_at", "invalid_created_at", t))
-            .transpose()?,
-        max_visits: row.max_visits,
-        private: row.private,
-        routes: crate::domain::RoutesInput {
-            rules: row.rules,
-            ios: row.ios,
-            android: row.android,
-            variants: row.variants,
-            utm: crate::domain::routes::Utm {
-                source: row.utm_source,
-                medium: row.utm_medium,
-                campaign: row.utm_campaign,
-                term: row.utm_term,
-                content: row.utm_content,
-            },
-            pass_query: row.pass_query,
-            preview: crate::domain::routes::Preview {
-                title: row.title,
-                description: row.description,
-                image: row.image,
-            },
-        },
-    })
-}
-
 /// A time of an imported row: RFC 3339, or (as other shorteners' exports write them) `YYYY-MM-DD
 /// HH:MM:SS` or `YYYY-MM-DD`, read as UTC.
-fn import_time(field: &str, code: &'static str, text: &str) -> Result<DateTime<Utc>, Error> {
+pub(super) fn import_time(
+    field: &str,
+    code: &'static str,
+    text: &str,
+) -> Result<DateTime<Utc>, Error> {
     let text = text.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
         return Ok(t.with_timezone(&Utc));
@@ -229,7 +125,7 @@ impl Columns {
         if !columns.contains(&Column::Url) {
             return Err(Error::invalid(
                 "missing_url_column",
-                "the header row names no url column (url, long_url, Long URL, longUrl, original_url)",
+                "the header row names no url column (url, long_url, Long URL, longUrl, original_url, destination, target)",
             ));
         }
         Ok(Self(columns))
@@ -283,7 +179,7 @@ impl Columns {
                 }
                 Column::Routing(field) => field.fill(&mut input.routes, text)?,
                 Column::State => refuse_unless_active(text)?,
-                Column::Protected => refuse_protected(text)?,
+                Column::Protected => refuse_protected(text.eq_ignore_ascii_case("true"))?,
                 // Other tools' counts come in other shapes; only a count is read.
                 Column::Clicks => clicks = text.parse::<u64>().ok(),
                 Column::Ignored => {}
@@ -301,7 +197,7 @@ impl Columns {
 
 /// Refuses a row whose link was disabled or deleted where it was exported (`state`): imported,
 /// it would redirect again (a link taken down included), where its code answered 410.
-fn refuse_unless_active(state: &str) -> Result<(), Error> {
+pub(super) fn refuse_unless_active(state: &str) -> Result<(), Error> {
     match state.to_ascii_lowercase().as_str() {
         state @ ("disabled" | "deleted") => Err(Error::invalid(
             "not_active",
@@ -313,7 +209,7 @@ fn refuse_unless_active(state: &str) -> Result<(), Error> {
 
 /// Refuses a row whose link had reached its visit limit where it was exported (`clicks` at
 /// `max_visits`): it answered 410 there, and imported with no visits it would redirect again.
-fn refuse_used_up(max_visits: Option<u64>, clicks: Option<u64>) -> Result<(), Error> {
+pub(super) fn refuse_used_up(max_visits: Option<u64>, clicks: Option<u64>) -> Result<(), Error> {
     match (max_visits, clicks) {
         (Some(limit), Some(clicks)) if clicks >= limit => Err(Error::invalid(
             "not_active",
@@ -328,8 +224,8 @@ fn refuse_used_up(max_visits: Option<u64>, clicks: Option<u64>) -> Result<(), Er
 
 /// Refuses a row whose link was password protected where it was exported (`protected`): its
 /// password is not in the file, and imported without it the link would be open to anyone.
-fn refuse_protected(protected: &str) -> Result<(), Error> {
-    if protected.eq_ignore_ascii_case("true") {
+pub(super) fn refuse_protected(protected: bool) -> Result<(), Error> {
+    if protected {
         return Err(Error::invalid(
             "password_protected",
             "the link is password protected where it was exported and its password is not \
@@ -341,7 +237,7 @@ fn refuse_protected(protected: &str) -> Result<(), Error> {
 
 /// The code of a short URL (`https://bit.ly/3abcXYZ`, `bit.ly/3abcXYZ`): its last path
 /// segment.
-fn code_of_short_url(text: &str) -> Result<String, Error> {
+pub(super) fn code_of_short_url(text: &str) -> Result<String, Error> {
     let without_query = text.split(['?', '#']).next().unwrap_or("");
     match without_query.trim_end_matches('/').rsplit('/').next() {
         Some(code) if !code.is_empty() && without_query.contains('/') => Ok(code.to_string()),
