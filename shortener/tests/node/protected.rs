@@ -121,7 +121,7 @@ async fn protected_links_answer_their_target_only_for_the_right_password(backend
             (
                 "password=correct+horse".to_string(),
                 "text/plain",
-                StatusCode::FORBIDDEN,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ),
             (
                 "password=correct+horse".to_string() + &"&x=y".repeat(2000),
@@ -311,6 +311,60 @@ async fn password_attempts_are_limited_per_client_and_code(backend: Backend) {
     assert_continues(post(second, "pw").await.expect("send"), TARGET).await;
 }
 on_both_stores!(password_attempts_are_limited_per_client_and_code);
+
+/// A password sent as anything but a form (JSON, say, as the JSON answers invite) is told how
+/// to send it, `415`, without counting as an attempt: the right password as a form still goes
+/// through after more such requests than the attempt budget.
+async fn a_password_not_sent_as_a_form_is_no_attempt(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let mut config = stack.config("not-a-form");
+    config.access.password_attempts = 2;
+    let node = crate::helpers::Node::start(config).await;
+    let (_, made) = node
+        .create(json!({ "url": TARGET, "password": "pw" }))
+        .await;
+    let code = made["code"].as_str().expect("code").to_string();
+    let bodies: [(Option<&str>, &str); 4] = [
+        (Some("application/json"), r#"{"password":"pw"}"#),
+        (Some("text/plain"), "password=pw"),
+        (Some("multipart/form-data; boundary=x"), "--x--"),
+        (None, "password=pw"),
+    ];
+    for (content_type, body) in bodies {
+        let mut request = node
+            .client
+            .post(format!("{}/{code}", node.base))
+            .header("accept", "application/json")
+            .body(body);
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        let answer = request.send().await.expect("send");
+        assert_eq!(
+            answer.status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type:?}"
+        );
+        let answer: Value = answer.json().await.expect("json");
+        assert_eq!(answer["error"], "unsupported_media_type", "{answer}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("application/x-www-form-urlencoded")),
+            "{answer}"
+        );
+    }
+    let form = node
+        .client
+        .post(format!("{}/{code}", node.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("password=pw")
+        .send()
+        .await
+        .expect("send");
+    assert_continues(form, TARGET).await;
+}
+on_both_stores!(a_password_not_sent_as_a_form_is_no_attempt);
 
 /// A client whose requests come from `address` (any of 127.0.0.0/8 reaches the node).
 fn client_from(address: IpAddr) -> reqwest::Client {

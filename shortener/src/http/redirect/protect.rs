@@ -206,6 +206,20 @@ pub(super) async fn unlock(
         return (response, "not_allowed");
     };
     let json = wants_json(headers);
+    if !form_type(headers) {
+        // Not a guess: nothing is read or charged, and the caller learns what to send.
+        return (
+            refuse(
+                code,
+                json,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Send the password as a form: Content-Type application/x-www-form-urlencoded, field password.",
+                None,
+            ),
+            "refused",
+        );
+    }
     let client = state.client_policy.client(peer, headers);
     if let Err(wait) = state.limits.password_attempt(client, key) {
         state.metrics.rate_limited("password");
@@ -222,16 +236,6 @@ pub(super) async fn unlock(
             "rate_limited",
         );
     }
-    let form_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
     let bytes = match crate::http::body::read_public(body, MAX_FORM).await {
         Ok(bytes) => bytes,
         Err(unread) => {
@@ -239,7 +243,7 @@ pub(super) async fn unlock(
             return (refuse(code, json, status, error, message, None), "refused");
         }
     };
-    let password = form_type.then(|| password_field(&bytes)).flatten();
+    let password = password_field(&bytes);
     let right = match password {
         Some(password) if !password.is_empty() && password.len() <= crate::domain::MAX_PASSWORD => {
             let hash: Arc<PasswordHash> = hash;
@@ -289,6 +293,20 @@ pub(super) async fn unlock(
         return (answer, "gone");
     }
     (proceed(&target.location, json), "redirect")
+}
+
+/// Whether the request's body is a form, as a browser posts the password page's.
+fn form_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
 }
 
 /// What a GET or HEAD of a protected link answers: the form.
