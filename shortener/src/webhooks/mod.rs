@@ -130,7 +130,9 @@ impl Webhooks {
         let checked = TargetUrl::parse(url, 2048, &policy).map_err(|e| match e {
             UrlError::PrivateAddress => Error::invalid(
                 "invalid_webhook_url",
-                "a webhook URL may not name a private, loopback, link-local or metadata host",
+                "a webhook URL may not name a private, loopback, link-local or metadata host \
+                 (SHORTENER_WEBHOOK_ALLOW_PRIVATE=true on the nodes allows receivers inside the \
+                 network)",
             ),
             e => Error::invalid("invalid_webhook_url", e.to_string()),
         })?;
@@ -161,7 +163,7 @@ impl Webhooks {
                     Some((ip, Refused::NotPublic)) => Err(Error::invalid(
                         "invalid_webhook_url",
                         format!(
-                            "{name} resolves to {ip}, a private, loopback, link-local, metadata or relayed (6to4, Teredo, NAT64) address"
+                            "{name} resolves to {ip}, a private, loopback, link-local, metadata or relayed (6to4, Teredo, NAT64) address (SHORTENER_WEBHOOK_ALLOW_PRIVATE=true on the nodes allows receivers inside the network)"
                         ),
                     )),
                     None => Ok(()),

@@ -443,6 +443,19 @@ async fn registrations_that_delivery_would_refuse_are_refused(backend: Backend) 
             "{case}: {answer}"
         );
     }
+    // A refusal of a local receiver names the setting that allows one.
+    for local in [
+        "http://127.0.0.1:9/hook".to_string(),
+        format!("http://{host}:9/hook"),
+    ] {
+        let (_, answer) = register(&node, &keys.admin, url(&local)).await;
+        assert!(
+            answer["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("SHORTENER_WEBHOOK_ALLOW_PRIVATE=true")),
+            "{local}: {answer}"
+        );
+    }
     let (_, list) = api(&node, reqwest::Method::GET, "/webhooks", &keys.admin).await;
     assert_eq!(list["webhooks"], json!([]), "nothing was registered");
 }
