@@ -57,7 +57,7 @@ pub struct AddArgs {
     #[arg(long)]
     pub name: String,
     /// Comma-separated scopes: links:create, links:read, links:write, stats:read, keys:manage,
-    /// admin.
+    /// audit:read, admin.
     #[arg(long)]
     pub scopes: String,
     /// When the key stops working (RFC 3339, e.g. 2027-06-30T00:00:00Z).
@@ -180,4 +180,23 @@ fn replace_file(path: &Path, text: &str) -> anyhow::Result<()> {
     crate::secrets::write_secret_file(&temporary, text, false)?;
     std::fs::rename(&temporary, path).with_context(|| format!("replace {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::domain::Scope;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_help_of_keys_add_names_every_scope() {
+        let mut cli = crate::cli::Cli::command();
+        let add = cli
+            .find_subcommand_mut("keys")
+            .and_then(|keys| keys.find_subcommand_mut("add"))
+            .expect("keys add");
+        let help = add.render_long_help().to_string();
+        for scope in Scope::ALL {
+            assert!(help.contains(scope.name()), "{} missing: {help}", scope.name());
+        }
+    }
 }
