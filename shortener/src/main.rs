@@ -11,9 +11,53 @@ use shortener::{App, Config, secrets, shutdown, telemetry};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return failed(&error.into()),
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => failed(&error),
+    }
+}
+
+/// Says why the program stopped, the error and its causes, and fails. A backtrace is no part
+/// of it, whatever `RUST_BACKTRACE` says: these are the operator's errors (a port taken, a
+/// setting refused), each a sentence, and the panic hook still prints one for a bug.
+fn failed(error: &anyhow::Error) -> std::process::ExitCode {
+    eprintln!("Error: {error}");
+    let causes: Vec<String> = error.chain().skip(1).map(ToString::to_string).collect();
+    if !causes.is_empty() {
+        eprintln!("\nCaused by:");
+        for (i, cause) in causes.iter().enumerate() {
+            if causes.len() == 1 {
+                eprintln!("    {cause}");
+            } else {
+                eprintln!("    {i}: {cause}");
+            }
+        }
+    }
+    std::process::ExitCode::FAILURE
+}
+
+/// The command line; a setting refused from its environment variable is said naming the
+/// variable, anything else as clap says it.
+fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|error| match shortener::config::env_refusal(&error) {
+        Some(refusal) => {
+            eprintln!("error: {refusal}");
+            std::process::exit(2)
+        }
+        None => error.exit(),
+    })
+}
+
+async fn run() -> anyhow::Result<()> {
+    match parse().command {
         None => serve(Config::from_env_and_defaults()?).await,
         Some(Command::Serve(config)) => serve(*config).await,
         Some(Command::Migrate(args)) => {

@@ -196,7 +196,11 @@ mod tests {
             .expect("keys add");
         let help = add.render_long_help().to_string();
         for scope in Scope::ALL {
-            assert!(help.contains(scope.name()), "{} missing: {help}", scope.name());
+            assert!(
+                help.contains(scope.name()),
+                "{} missing: {help}",
+                scope.name()
+            );
         }
     }
 }

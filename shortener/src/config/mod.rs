@@ -254,8 +254,51 @@ impl Config {
     /// subcommand.
     pub fn from_env_and_defaults() -> anyhow::Result<Config> {
         use clap::Parser;
-        Ok(EnvOnly::try_parse_from(["shortener"])?.config)
+        EnvOnly::try_parse_from(["shortener"])
+            .map(|only| only.config)
+            .map_err(|error| anyhow::anyhow!(env_refusal(&error).unwrap_or(error.to_string())))
     }
+}
+
+/// A parse error of a setting whose value came from its environment variable (set, and its
+/// flag not on the command line), said naming the variable: clap's own message names the flag,
+/// which the caller never wrote. `None` for any other error.
+pub fn env_refusal(error: &clap::Error) -> Option<String> {
+    use clap::CommandFactory;
+    use clap::error::{ContextKind, ContextValue};
+    let text = |kind| match error.get(kind) {
+        Some(ContextValue::String(text)) => Some(text.clone()),
+        _ => None,
+    };
+    // "--redirect-status <REDIRECT_STATUS>"
+    let arg = text(ContextKind::InvalidArg)?;
+    let long = arg.trim_start_matches('-').split([' ', '=']).next()?;
+    let flag = format!("--{long}");
+    if std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
+        return None;
+    }
+    let command = EnvOnly::command();
+    let var = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .and_then(|a| a.get_env())?
+        .to_string_lossy()
+        .into_owned();
+    std::env::var_os(&var)?;
+    let value = text(ContextKind::InvalidValue).unwrap_or_default();
+    let why = match (
+        error.get(ContextKind::ValidValue),
+        std::error::Error::source(error),
+    ) {
+        (Some(ContextValue::Strings(valid)), _) => format!("not one of {}", valid.join(", ")),
+        (_, Some(cause)) => cause.to_string(),
+        _ => "not a valid value".to_string(),
+    };
+    Some(if why.contains(&value) {
+        format!("{var}: {why}")
+    } else {
+        format!("{var}: {value:?}: {why}")
+    })
 }
 
 /// A switch written `on` or `off` (or `true` / `false`).

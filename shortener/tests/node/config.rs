@@ -258,10 +258,11 @@ async fn a_new_data_directory_is_private_and_an_existing_one_is_left_as_it_is() 
 }
 
 /// Settings whose type refuses a bad value (a zero count or interval, a listener that is
-/// neither an address nor `off`): the binary exits at once, naming the flag, before it binds or
-/// writes anything.
+/// neither an address nor `off`): the binary exits at once, naming the setting as it was given
+/// (the environment variable, or the flag), before it binds or writes anything, and says it
+/// in its message alone, whatever `RUST_BACKTRACE` asks for.
 #[test]
-fn values_their_type_refuses_stop_the_binary_naming_the_flag() {
+fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
     for (variable, value, flag) in [
         ("SHORTENER_CACHE_TTL", "0", "--cache-ttl"),
         (
@@ -297,23 +298,39 @@ fn values_their_type_refuses_stop_the_binary_naming_the_flag() {
             "--database-pool-mode",
         ),
     ] {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"))
-            .arg("serve")
-            .env_remove("DATABASE_URL")
-            .env("SHORTENER_DATA_DIR", dir.path().join("data"))
-            .env("SHORTENER_HTTP_ADDR", "127.0.0.1:0")
-            .env("SHORTENER_GRPC_ADDR", "127.0.0.1:0")
-            .env("SHORTENER_ADMIN_ADDR", "127.0.0.1:0")
-            .env(variable, value)
-            .output()
-            .expect("run shortener");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{variable}={value}: {stderr}");
-        assert!(stderr.contains(flag), "{variable}={value}: {stderr}");
-        assert!(
-            !dir.path().join("data").exists(),
-            "{variable}={value} wrote the data directory"
-        );
+        let flag_arg = format!("{flag}={value}");
+        // The README's start (no subcommand), `serve`, and `serve` with the flag written.
+        for (args, exit, names) in [
+            (&[][..], 1, variable),
+            (&["serve"][..], 2, variable),
+            (&["serve", flag_arg.as_str()][..], 2, flag),
+        ] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"));
+            command
+                .args(args)
+                .env_remove("DATABASE_URL")
+                .env("RUST_BACKTRACE", "1")
+                .env("SHORTENER_DATA_DIR", dir.path().join("data"))
+                .env("SHORTENER_HTTP_ADDR", "127.0.0.1:0")
+                .env("SHORTENER_GRPC_ADDR", "127.0.0.1:0")
+                .env("SHORTENER_ADMIN_ADDR", "127.0.0.1:0");
+            if args.len() < 2 {
+                command.env(variable, value);
+            }
+            let out = command.output().expect("run shortener");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let case = format!("{variable}={value} {args:?}");
+            assert_eq!(out.status.code(), Some(exit), "{case}: {stderr}");
+            assert!(stderr.contains(names), "{case}: {stderr}");
+            if names == variable {
+                assert!(!stderr.contains(flag), "{case}: {stderr}");
+            }
+            assert!(!stderr.contains("backtrace"), "{case}: {stderr}");
+            assert!(
+                !dir.path().join("data").exists(),
+                "{case} wrote the data directory"
+            );
+        }
     }
 }
