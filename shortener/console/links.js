@@ -29,7 +29,7 @@ export async function linksPage(preset = {}) {
   const q = el('input', { type: 'search', name: 'q', value: preset.q || '', placeholder: 'part of a target URL' });
   const tag = el('input', { type: 'text', name: 'tag', value: preset.tag || '', placeholder: 'campaign-2027' });
   const state = el('select', { name: 'state' },
-    ['all', 'active', 'expired', 'disabled', 'deleted'].map((s) => el('option', { value: s }, s)));
+    ['all', 'active', 'expired', 'used_up', 'disabled', 'deleted'].map((s) => el('option', { value: s }, s)));
   const domain = el('select', { name: 'domain' }, el('option', { value: '' }, 'All domains'),
     domains.map((d) => el('option', { value: d.host, selected: d.host === preset.domain }, d.host)));
   if (preset.domain && !branded.has(preset.domain)) {

@@ -61,6 +61,8 @@ pub enum LinkState {
     Active,
     /// Past its expiry.
     Expired,
+    /// Past its visit limit (`max_visits` human visits counted): it answers 410.
+    UsedUp,
     /// Disabled (reversibly).
     Disabled,
     /// Deleted (for good).
@@ -68,11 +70,12 @@ pub enum LinkState {
 }
 
 impl LinkState {
-    /// The state's name in the API (`active`, `expired`, `disabled`, `deleted`).
+    /// The state's name in the API (`active`, `expired`, `used_up`, `disabled`, `deleted`).
     pub fn name(self) -> &'static str {
         match self {
             LinkState::Active => "active",
             LinkState::Expired => "expired",
+            LinkState::UsedUp => "used_up",
             LinkState::Disabled => "disabled",
             LinkState::Deleted => "deleted",
         }
@@ -85,7 +88,8 @@ impl Link {
         super::shown_code(&self.code)
     }
 
-    /// The link's state at `now`: deleted before disabled before expired.
+    /// The link's state at `now`: deleted before disabled before expired before used up (by the
+    /// human visits its click counts hold: those flushed to the store).
     pub fn state(&self, now: DateTime<Utc>) -> LinkState {
         if self.deleted_at.is_some() {
             LinkState::Deleted
@@ -93,6 +97,11 @@ impl Link {
             LinkState::Disabled
         } else if self.expires_at.is_some_and(|t| t <= now) {
             LinkState::Expired
+        } else if self
+            .max_visits
+            .is_some_and(|limit| self.clicks.human >= limit)
+        {
+            LinkState::UsedUp
         } else {
             LinkState::Active
         }

@@ -16,10 +16,12 @@ pub const MAX_LIMIT: usize = 1000;
 /// Which links by state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StateFilter {
-    /// Neither deleted, disabled nor expired.
+    /// Neither deleted, disabled, expired nor used up.
     Active,
     /// Past their expiry (and neither deleted nor disabled).
     Expired,
+    /// Past their visit limit (and neither deleted, disabled nor expired).
+    UsedUp,
     /// Disabled (and not deleted).
     Disabled,
     /// Deleted.
@@ -34,6 +36,7 @@ impl StateFilter {
         Ok(match name {
             "active" => Self::Active,
             "expired" => Self::Expired,
+            "used_up" => Self::UsedUp,
             "disabled" => Self::Disabled,
             "deleted" => Self::Deleted,
             "all" => Self::All,
@@ -41,7 +44,7 @@ impl StateFilter {
                 return Err(Error::bad_request(
                     "invalid_state",
                     format!(
-                        "state {} must be active, expired, disabled, deleted or all",
+                        "state {} must be active, expired, used_up, disabled, deleted or all",
                         echo(other)
                     ),
                 ));

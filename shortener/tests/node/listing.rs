@@ -105,7 +105,27 @@ async fn every_filter_selects_what_it_names(backend: Backend) {
         json!({ "url": "https://example.com/summer", "tags": ["summer"] }),
     )
     .await;
-    let other = make(&node, json!({ "url": "https://other.test/page" })).await;
+    let other = make(
+        &node,
+        json!({ "url": "https://other.test/page", "max_visits": 5 }),
+    )
+    .await;
+    let used = make(
+        &node,
+        json!({ "url": "https://other.test/used", "max_visits": 1 }),
+    )
+    .await;
+    // A person's visit each: `used` has had its one, `other` has four left.
+    for code in [&used, &other] {
+        let visit = node
+            .client
+            .get(format!("{}/{code}", node.base))
+            .header("user-agent", crate::helpers::BROWSER)
+            .send()
+            .await
+            .expect("visit");
+        assert_eq!(visit.status(), StatusCode::FOUND, "{code}");
+    }
     let soon = make(&node, json!({ "url": "https://other.test/soon", "expires_at": (chrono::Utc::now() + chrono::Duration::seconds(1)).to_rfc3339() })).await;
     let off = make(&node, json!({ "url": "https://other.test/off" })).await;
     let gone = make(&node, json!({ "url": "https://other.test/gone" })).await;
@@ -119,6 +139,13 @@ async fn every_filter_selects_what_it_names(backend: Backend) {
     })
     .await;
     assert!(expired, "{soon} never expired");
+    // Once the node has flushed the visit, the link says it is used up.
+    let used_up = testkit::wait_until(std::time::Duration::from_secs(20), || async {
+        node.get(&used).await.1["state"] == "used_up"
+    })
+    .await;
+    assert!(used_up, "{used} never showed as used up");
+    assert_eq!(node.get(&other).await.1["state"], "active");
     let midpoint = chrono::Utc::now();
     let late = make(
         &node,
@@ -137,6 +164,7 @@ async fn every_filter_selects_what_it_names(backend: Backend) {
         ("q=other.test%2Fo".into(), vec![&off]),
         ("state=active".into(), vec![&late, &other, &summer, &spring]),
         ("state=expired".into(), vec![&soon]),
+        ("state=used_up".into(), vec![&used]),
         ("state=disabled".into(), vec![&off]),
         ("state=deleted".into(), vec![&gone]),
         (
@@ -152,7 +180,7 @@ async fn every_filter_selects_what_it_names(backend: Backend) {
                 "created_before={}&host=other.test",
                 urlencode(&midpoint.to_rfc3339())
             ),
-            vec![&gone, &off, &soon, &other],
+            vec![&gone, &off, &soon, &used, &other],
         ),
     ];
     for (query, want) in cases {

@@ -32,6 +32,9 @@ fn like_escaped(text: &str) -> String {
 /// A tag's rows joined to their links on the columns `links_tenant_created` is ordered by, so
 /// each link is one index probe in either layout (the code alone is indexed only for named
 /// codes in the slot layout).
+/// Whether a listed link (`l`, its click counts `c`) is past its visit limit.
+const USED_UP: &str = "(l.max_visits IS NOT NULL AND coalesce(c.human, 0) >= l.max_visits)";
+
 const TAGGED: &str = "link_tags t JOIN links l ON l.tenant = t.tenant AND l.created_at = t.created_at AND l.code = t.code";
 
 /// The SQL of `query`, with `limit` rows at most (none for an export).
@@ -69,7 +72,15 @@ fn build(query: &ListQuery, limit: Option<usize>) -> Sql {
         StateFilter::Active => {
             let now = sql.param(query.now);
             conditions.push(format!(
-                "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now})"
+                "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now}) \
+                 AND NOT {USED_UP}"
+            ));
+        }
+        StateFilter::UsedUp => {
+            let now = sql.param(query.now);
+            conditions.push(format!(
+                "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now}) \
+                 AND {USED_UP}"
             ));
         }
         StateFilter::Expired => {

@@ -179,7 +179,12 @@ fn select(query: &ListQuery) -> (String, Vec<Value>) {
     let now = millis(query.now);
     match query.state {
         StateFilter::Active => conditions.push(format!(
-            "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now})"
+            "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now}) \
+             AND NOT {USED_UP}"
+        )),
+        StateFilter::UsedUp => conditions.push(format!(
+            "l.deleted_at IS NULL AND l.disabled_at IS NULL AND (l.expires_at IS NULL OR l.expires_at > {now}) \
+             AND {USED_UP}"
         )),
         StateFilter::Expired => conditions.push(format!(
             "l.deleted_at IS NULL AND l.disabled_at IS NULL AND l.expires_at <= {now}"
@@ -232,6 +237,9 @@ fn select(query: &ListQuery) -> (String, Vec<Value>) {
         values,
     )
 }
+
+/// Whether a listed link (`l`, its click counts `c`) is past its visit limit.
+const USED_UP: &str = "(l.max_visits IS NOT NULL AND coalesce(c.human, 0) >= l.max_visits)";
 
 /// One page of `query`.
 pub(super) fn list(conn: &Connection, query: &ListQuery) -> Result<Page, StoreError> {

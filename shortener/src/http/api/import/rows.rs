@@ -195,11 +195,11 @@ impl Columns {
     }
 }
 
-/// Refuses a row whose link was disabled or deleted where it was exported (`state`): imported,
-/// it would redirect again (a link taken down included), where its code answered 410.
+/// Refuses a row whose link was disabled, deleted or used up where it was exported (`state`):
+/// imported, it would redirect again (a link taken down included), where its code answered 410.
 pub(super) fn refuse_unless_active(state: &str) -> Result<(), Error> {
     match state.to_ascii_lowercase().as_str() {
-        state @ ("disabled" | "deleted") => Err(Error::invalid(
+        state @ ("disabled" | "deleted" | "used_up") => Err(Error::invalid(
             "not_active",
             format!("the link is {state} where it was exported; an import makes active links only"),
         )),
