@@ -4,12 +4,13 @@
 //! happens to slow, hanging and re-enabled receivers and to the delivery log is in `delivery`;
 //! how tenants share delivery, and the outbox bound, in `fairness`; what a tag renamed across
 //! a tenant announces, in `tags`; the hourly rollup event, in `rollups`; deliveries sent again
-//! by hand, in `retry`; a node that holds a public address refusing webhooks that lead back to
+//! by hand, in `retry`; a purge of many batches, in `purge`; a node that holds a public address refusing webhooks that lead back to
 //! it, in `own_address`.
 
 mod delivery;
 mod fairness;
 mod own_address;
+mod purge;
 mod retry;
 mod revisions;
 mod rollups;
