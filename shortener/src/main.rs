@@ -29,6 +29,11 @@ fn main() -> std::process::ExitCode {
 /// of it, whatever `RUST_BACKTRACE` says: these are the operator's errors (a port taken, a
 /// setting refused), each a sentence, and the panic hook still prints one for a bug.
 fn failed(error: &anyhow::Error) -> std::process::ExitCode {
+    if let Some(usage) = error.downcast_ref::<shortener::config::UsageError>() {
+        // Said as clap says a refused command line, with its exit status.
+        eprintln!("{usage}");
+        return std::process::ExitCode::from(2);
+    }
     eprintln!("Error: {error}");
     let causes: Vec<String> = error.chain().skip(1).map(ToString::to_string).collect();
     if !causes.is_empty() {

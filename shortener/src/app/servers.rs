@@ -67,10 +67,11 @@ impl Servers {
         let stop_traffic = CancellationToken::new();
         let cut_traffic = CancellationToken::new();
         let limits = BodyLimits::new(config.redirects.max_url_length, config.limits.batch_limit);
-        // A stream's last messages may take one send timeout past its own bound.
+        // A stream's last messages may take one send timeout past its own bound; an import's
+        // own bound starts with its first message, which may take the idle bound to come.
         let send_timeout = Duration::from_secs(config.listeners.send_timeout.get());
         let streams = StreamBounds {
-            import: config.limits.import_max() + send_timeout,
+            import: config.limits.import_max() + config.limits.import_idle() + send_timeout,
             export: config.limits.exports(send_timeout).deadline + send_timeout,
         };
         let guard = GuardLayer::new(

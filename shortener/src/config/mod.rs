@@ -256,16 +256,42 @@ impl Config {
         use clap::Parser;
         EnvOnly::try_parse_from(["shortener"])
             .map(|only| only.config)
-            .map_err(|error| anyhow::anyhow!(env_refusal(&error).unwrap_or(error.to_string())))
+            .map_err(|error| {
+                let text = match env_refusal(&error) {
+                    Some(refusal) => format!("error: {refusal}"),
+                    None => error.render().to_string(),
+                };
+                anyhow::Error::new(UsageError(text.trim_end().to_string()))
+            })
     }
 }
 
-/// A parse error of a setting whose value came from its environment variable (set, and its
-/// flag not on the command line), said naming the variable: clap's own message names the flag,
-/// which the caller never wrote. `None` for any other error.
+/// Settings the parser refused, as the text to print (`error: ...`): a usage error, which
+/// the binary reports as it is and exits 2 for, as clap does for the command line.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A refused value of a setting that came from its environment variable (set, and its flag
+/// not on the command line), said naming the variable: clap's own message names the flag,
+/// which the caller never wrote. `None` for any other error (a conflict between two settings,
+/// say, which clap says well enough).
 pub fn env_refusal(error: &clap::Error) -> Option<String> {
     use clap::CommandFactory;
-    use clap::error::{ContextKind, ContextValue};
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        error.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return None;
+    }
     let text = |kind| match error.get(kind) {
         Some(ContextValue::String(text)) => Some(text.clone()),
         _ => None,
@@ -274,7 +300,11 @@ pub fn env_refusal(error: &clap::Error) -> Option<String> {
     let arg = text(ContextKind::InvalidArg)?;
     let long = arg.trim_start_matches('-').split([' ', '=']).next()?;
     let flag = format!("--{long}");
-    if std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
+    let written = std::env::args_os().any(|a| {
+        a.to_str()
+            .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    });
+    if written {
         return None;
     }
     let command = EnvOnly::command();

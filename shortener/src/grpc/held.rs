@@ -18,13 +18,14 @@ use crate::net::idle::CallGuard;
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, oneshot};
 use tonic::Status;
 
 /// How long each streaming method's answer may hold its call: the method's own bound (an
-/// import's longest run, an export's deadline) plus one send timeout for its last messages.
+/// import's longest run after the idle bound its first message may take, an export's
+/// deadline) plus one send timeout for its last messages.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamBounds {
     /// `ImportLinks`.
@@ -49,8 +50,15 @@ impl StreamBounds {
 /// connection did not say, as in tests that serve without [`crate::net::idle`]).
 pub(super) type Holding = (OwnedSemaphorePermit, Option<CallGuard>);
 
-/// The stream and what its call holds, until the one ends or the bound passes.
-type Slot = Arc<Mutex<Option<(tonic::body::Body, Holding)>>>;
+/// The stream and what its call holds, until the one ends or the bound passes; and the task
+/// that last waited on the stream, woken when the bound drops it (its waker went with it).
+#[derive(Default)]
+struct Inner {
+    stream: Option<(tonic::body::Body, Holding)>,
+    waiting: Option<Waker>,
+}
+
+type Slot = Arc<Mutex<Inner>>;
 
 /// `response` with its body holding `holding` until the body ends or `bound` passes; past
 /// the bound the body is dropped and the answer ends with DEADLINE_EXCEEDED.
@@ -60,35 +68,54 @@ pub(super) fn hold(
     bound: Duration,
 ) -> tonic::codegen::http::Response<tonic::body::Body> {
     let (parts, body) = response.into_parts();
-    let slot: Slot = Arc::new(Mutex::new(Some((body, holding))));
+    let slot: Slot = Arc::new(Mutex::new(Inner {
+        stream: Some((body, holding)),
+        waiting: None,
+    }));
     let (ended, on_end) = oneshot::channel::<()>();
     let timer = Arc::clone(&slot);
     tokio::spawn(async move {
         // Whichever comes first: the answer dropped (its sender with it), or the bound.
         if tokio::time::timeout(bound, on_end).await.is_err() {
-            drop(take(&timer));
+            let (stream, waiting) = {
+                let mut inner = lock(&timer);
+                (inner.stream.take(), inner.waiting.take())
+            };
+            drop(stream);
+            if let Some(waker) = waiting {
+                waker.wake();
+            }
         }
     });
     let held = Held {
         slot,
         bound,
-        told: false,
+        state: State::Streaming,
         _ended: ended,
     };
     tonic::codegen::http::Response::from_parts(parts, tonic::body::Body::new(held))
 }
 
-/// What `slot` still holds, taken out of it.
-fn take(slot: &Slot) -> Option<(tonic::body::Body, Holding)> {
-    slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, Inner> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Where a held answer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Its stream runs (or was dropped at the bound, not yet said).
+    Streaming,
+    /// Its stream ended of itself.
+    Ended,
+    /// Its stream was dropped at the bound, and the status said.
+    Told,
 }
 
 /// A response body that holds its call until it ends (see the module's comment).
 struct Held {
     slot: Slot,
     bound: Duration,
-    /// Whether the status of a stream dropped at its bound has been written.
-    told: bool,
+    state: State,
     /// Dropped with the body, which wakes the timer.
     _ended: oneshot::Sender<()>,
 }
@@ -101,38 +128,51 @@ impl Body for Held {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((body, _)) = slot.as_mut() else {
-            drop(slot);
+        if self.state != State::Streaming {
+            return Poll::Ready(None);
+        }
+        let mut inner = lock(&self.slot);
+        let Some((body, _)) = inner.stream.as_mut() else {
+            drop(inner);
             return Poll::Ready(self.past_bound());
         };
         let frame = Pin::new(body).poll_frame(cx);
-        if matches!(frame, Poll::Ready(None)) {
-            // The stream ended: its call is over.
-            drop(slot.take());
+        match frame {
+            Poll::Ready(None) => {
+                // The stream ended: its call is over.
+                let stream = inner.stream.take();
+                drop(inner);
+                drop(stream);
+                self.state = State::Ended;
+            }
+            Poll::Pending => inner.waiting = Some(cx.waker().clone()),
+            Poll::Ready(Some(_)) => {}
         }
         frame
     }
 
     fn is_end_stream(&self) -> bool {
-        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        slot.as_ref()
-            .map_or(self.told, |(body, _)| body.is_end_stream())
+        match self.state {
+            State::Ended | State::Told => true,
+            State::Streaming => lock(&self.slot)
+                .stream
+                .as_ref()
+                .is_some_and(|(body, _)| body.is_end_stream()),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        slot.as_ref()
+        lock(&self.slot)
+            .stream
+            .as_ref()
             .map_or_else(SizeHint::default, |(body, _)| body.size_hint())
     }
 }
 
 impl Held {
-    /// The last frame of a stream dropped at its bound: trailers with DEADLINE_EXCEEDED, once.
+    /// The last frame of a stream dropped at its bound: trailers with DEADLINE_EXCEEDED.
     fn past_bound(&mut self) -> Option<Result<Frame<Bytes>, Status>> {
-        if std::mem::replace(&mut self.told, true) {
-            return None;
-        }
+        self.state = State::Told;
         let mut status = Status::deadline_exceeded(format!(
             "the stream ran past its bound of {} s and was ended",
             self.bound.as_secs()
@@ -151,6 +191,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        drop(take(&self.slot));
+        let stream = lock(&self.slot).stream.take();
+        drop(stream);
     }
 }

@@ -76,7 +76,10 @@ impl LinkService {
                 return Err(Error::Gone(code.shown().to_string()));
             }
         }
-        // A new password is hashed before the store sees the patch.
+        if let Some(domain) = &patch.domain {
+            self.check_move(caller, code, domain.as_deref()).await?;
+        }
+        // A new password is hashed last, before the store sees the patch.
         let hashed;
         let patch = match new_password {
             Some(password) => {
@@ -88,9 +91,6 @@ impl LinkService {
             }
             None => patch,
         };
-        if let Some(domain) = &patch.domain {
-            self.check_move(caller, code, domain.as_deref()).await?;
-        }
         let outcome = self
             .store
             .update(

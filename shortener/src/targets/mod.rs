@@ -19,7 +19,7 @@
 mod blocklist;
 mod ranges;
 mod service;
-pub use ranges::is_not_public;
+pub use ranges::{embedded_v4, is_not_public};
 
 pub use blocklist::Blocklist;
 pub use service::{BlockSource, BlockedEntry, BlocklistService, Unblocked};

@@ -55,7 +55,7 @@ fn v4_not_public(v4: Ipv4Addr) -> bool {
 
 /// The IPv4 address an IPv6 address stands for: IPv4-mapped (`::ffff:a.b.c.d`),
 /// IPv4-compatible (`::a.b.c.d`, deprecated) and the NAT64 well-known prefix (`64:ff9b::/96`).
-fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+pub fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     if let Some(v4) = v6.to_ipv4_mapped() {
         return Some(v4);
     }

@@ -177,7 +177,7 @@ impl Webhooks {
                 "a webhook URL may not name a translated (6to4, Teredo or NAT64) address",
             ));
         }
-        if resolve::own_addresses().contains(&literal.to_canonical()) {
+        if resolve::is_own(literal, &resolve::own_addresses()) {
             return Err(Error::invalid(
                 "invalid_webhook_url",
                 format!("{literal} is an address of this node's own"),

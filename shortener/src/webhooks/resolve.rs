@@ -19,7 +19,8 @@
 //! only a NAT in front of the node knows (a cloud's public IP mapped onto a private one) is not
 //! on any interface; it leads back in only through that NAT, which egress policy governs.
 
-use crate::targets::is_not_public;
+use crate::targets::{embedded_v4, is_not_public};
+use ipnet::IpNet;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -38,16 +39,43 @@ pub fn refused_literal(ip: IpAddr) -> bool {
         || matches!(ip, IpAddr::V6(v6) if v6.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0])
 }
 
-/// The addresses on this machine's interfaces now, in canonical form: what deliveries may
-/// not reach whatever the ranges say. Empty when the interfaces cannot be read.
-pub fn own_addresses() -> Vec<IpAddr> {
+/// The node's own addresses now: each address on its interfaces, and the whole prefix of each
+/// one on a loopback interface (every address of such a prefix is answered locally: an address
+/// added to `lo` as a /24 makes the /24 the node's). Empty when the interfaces cannot be read.
+/// Addresses a local route alone makes the node's (`ip route add local ...`) are not seen.
+pub fn own_addresses() -> Vec<IpNet> {
     match if_addrs::get_if_addrs() {
-        Ok(interfaces) => interfaces.iter().map(|i| i.ip().to_canonical()).collect(),
+        Ok(interfaces) => interfaces.iter().map(own_net).collect(),
         Err(error) => {
             tracing::warn!(%error, "reading the node's interface addresses failed");
             Vec::new()
         }
     }
+}
+
+/// The addresses `interface`'s address makes the node's.
+fn own_net(interface: &if_addrs::Interface) -> IpNet {
+    let (ip, prefix) = match &interface.addr {
+        if_addrs::IfAddr::V4(v4) => (IpAddr::V4(v4.ip), v4.prefixlen),
+        if_addrs::IfAddr::V6(v6) => (IpAddr::V6(v6.ip), v6.prefixlen),
+    };
+    let host = IpNet::from(ip);
+    if interface.name == "lo" || interface.is_loopback() {
+        IpNet::new(ip, prefix).map_or(host, |net| net.trunc())
+    } else {
+        host
+    }
+}
+
+/// Whether `ip` is among `own`, in any spelling of an own IPv4 address (IPv4-mapped, NAT64).
+pub fn is_own(ip: IpAddr, own: &[IpNet]) -> bool {
+    let ip = ip.to_canonical();
+    let carried = match ip {
+        IpAddr::V6(v6) => embedded_v4(v6).map(IpAddr::V4),
+        IpAddr::V4(_) => None,
+    };
+    own.iter()
+        .any(|net| net.contains(&ip) || carried.is_some_and(|v4| net.contains(&v4)))
 }
 
 /// Why a delivery may not reach an address.
@@ -60,10 +88,10 @@ pub enum Refused {
 }
 
 /// Why a delivery may not reach `ip`, given the node's own addresses `own`; `None` if it may.
-pub fn refusal(ip: IpAddr, own: &[IpAddr]) -> Option<Refused> {
+pub fn refusal(ip: IpAddr, own: &[IpNet]) -> Option<Refused> {
     if refused_address(ip) {
         Some(Refused::NotPublic)
-    } else if own.contains(&ip.to_canonical()) {
+    } else if is_own(ip, own) {
         Some(Refused::Own)
     } else {
         None
@@ -121,7 +149,7 @@ impl Resolve for PublicOnly {
 }
 
 /// The addresses among `found` that deliveries may reach, the node's own being `own`.
-fn public(found: Vec<SocketAddr>, own: &[IpAddr]) -> Vec<SocketAddr> {
+fn public(found: Vec<SocketAddr>, own: &[IpNet]) -> Vec<SocketAddr> {
     found
         .into_iter()
         .filter(|a| refusal(a.ip(), own).is_none())
@@ -153,7 +181,7 @@ pub fn names_refused_address(url: &str) -> bool {
         Some(url::Host::Ipv6(v6)) => v6.into(),
         _ => return false,
     };
-    refused_literal(ip) || own_addresses().contains(&ip.to_canonical())
+    refused_literal(ip) || is_own(ip, &own_addresses())
 }
 
 #[cfg(test)]
@@ -194,32 +222,32 @@ mod tests {
     #[test]
     fn the_nodes_own_addresses_are_not_kept_in_any_spelling() {
         let addr = |s: &str| SocketAddr::from_str(s).expect("addr");
-        let own = ["93.184.215.14", "2606:4700::1"].map(|s| IpAddr::from_str(s).expect("ip"));
+        let net = |s: &str| IpNet::from_str(s).expect("net");
+        let own = [
+            net("93.184.215.14/32"),
+            net("2606:4700::1/128"),
+            net("198.51.100.0/24"),
+        ];
         let found = vec![
             addr("93.184.215.14:0"),
             addr("[::ffff:93.184.215.14]:0"),
+            addr("[64:ff9b::5db8:d70e]:0"),
             addr("[2606:4700::1]:0"),
+            addr("198.51.100.77:0"),
             addr("93.184.215.15:0"),
         ];
         assert_eq!(public(found, &own), vec![addr("93.184.215.15:0")]);
-        assert_eq!(refusal(own[0], &own), Some(Refused::Own));
-        assert_eq!(
-            refusal(IpAddr::from_str("10.0.0.1").expect("ip"), &own),
-            Some(Refused::NotPublic)
-        );
-        assert_eq!(
-            refusal(IpAddr::from_str("93.184.215.15").expect("ip"), &own),
-            None
-        );
+        let ip = |s: &str| IpAddr::from_str(s).expect("ip");
+        assert_eq!(refusal(ip("93.184.215.14"), &own), Some(Refused::Own));
+        assert_eq!(refusal(ip("10.0.0.1"), &own), Some(Refused::NotPublic));
+        assert_eq!(refusal(ip("93.184.215.15"), &own), None);
     }
 
     #[test]
-    fn the_loopback_address_is_among_the_nodes_own() {
-        assert!(
-            own_addresses().contains(&IpAddr::from([127, 0, 0, 1])),
-            "{:?}",
-            own_addresses()
-        );
+    fn a_loopback_interface_makes_its_whole_prefix_the_nodes() {
+        let own = own_addresses();
+        assert!(is_own(IpAddr::from([127, 0, 0, 1]), &own), "{own:?}");
+        assert!(is_own(IpAddr::from([127, 9, 8, 7]), &own), "{own:?}");
     }
 
     #[test]

@@ -301,7 +301,7 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
         let flag_arg = format!("{flag}={value}");
         // The README's start (no subcommand), `serve`, and `serve` with the flag written.
         for (args, exit, names) in [
-            (&[][..], 1, variable),
+            (&[][..], 2, variable),
             (&["serve"][..], 2, variable),
             (&["serve", flag_arg.as_str()][..], 2, flag),
         ] {
@@ -333,4 +333,17 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
             );
         }
     }
+    // Two settings that exclude each other are said as clap says them, naming both.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"))
+        .env_remove("DATABASE_URL")
+        .env("SHORTENER_DATA_DIR", dir.path().join("data"))
+        .env("SHORTENER_KEY", "00".repeat(32))
+        .env("SHORTENER_KEY_FILE", dir.path().join("key"))
+        .output()
+        .expect("run shortener");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    assert!(!stderr.contains("Error: error"), "{stderr}");
 }

@@ -267,28 +267,41 @@ async fn a_password_edit_is_hashed_only_for_the_callers_live_link(backend: Backe
     let hashes =
         |metrics: &str| crate::helpers::metric(metrics, "shortener_link_password_hashes_total");
     let before = hashes(&node.metrics().await);
-    let patch = |code: String| {
+    let patch_with = |code: String, body: serde_json::Value| {
         node.client
             .patch(format!("{}/api/v1/links/{code}", node.base))
             .bearer_auth(&keys.own)
-            .json(&json!({ "password": "a new password" }))
+            .json(&body)
             .send()
     };
+    let patch = |code: String| patch_with(code, json!({ "password": "a new password" }));
     let cases = [
         (
             "another tenant's link",
             code(&theirs),
+            None,
             StatusCode::NOT_FOUND,
         ),
         (
             "a code nobody holds",
             "zzzzzzz".to_string(),
+            None,
             StatusCode::NOT_FOUND,
         ),
-        ("a deleted link", code(&gone), StatusCode::GONE),
+        ("a deleted link", code(&gone), None, StatusCode::GONE),
+        (
+            "a move to a domain that is not the tenant's",
+            code(&mine),
+            Some("elsewhere.example"),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
     ];
-    for (case, code, status) in cases {
-        let answer = patch(code).await.expect("patch");
+    for (case, code, domain, status) in cases {
+        let mut body = json!({ "password": "a new password" });
+        if let Some(domain) = domain {
+            body["domain"] = json!(domain);
+        }
+        let answer = patch_with(code, body).await.expect("patch");
         assert_eq!(answer.status(), status, "{case}");
     }
     assert_eq!(
