@@ -44,14 +44,21 @@ pub struct ChangeFeed {
 
 impl ChangeFeed {
     /// Reports changes made by any node to `on_event` until `stop`: [`ChangeEvent::Changed`]
-    /// per changed code, [`ChangeEvent::DomainChanged`] per claimed, changed or removed host, and [`ChangeEvent::Reset`] whenever the listening connection is
-    /// (re)established, since changes may have been missed meanwhile. Reconnects with backoff.
+    /// per changed code, [`ChangeEvent::DomainChanged`] per claimed, changed or removed host,
+    /// and [`ChangeEvent::Reset`] whenever the listening connection is (re)established, since
+    /// changes may have been missed meanwhile. Reconnects with backoff.
+    ///
+    /// Losing the connection resets nothing: what the caches hold stays as fresh as the last
+    /// [`ChangeEvent::CaughtUp`] made it and ages out from there, so a database that is away
+    /// leaves cached links answering for their lifetime rather than every redirect failing
+    /// at once. The read replica is told at once, as it is on the reset.
     pub async fn run(
         self,
         on_event: impl Fn(ChangeEvent) + Send + 'static,
         stop: CancellationToken,
     ) {
         let replica = self.replica.clone();
+        let lost = self.replica.clone();
         let on_event = move |event: ChangeEvent| {
             if let Some(replica) = &replica {
                 match &event {
@@ -71,7 +78,9 @@ impl ChangeFeed {
                     tracing::warn!(%error, retry_in = ?backoff, "link change listener disconnected")
                 }
             }
-            on_event(ChangeEvent::Reset);
+            if let Some(replica) = &lost {
+                replica.missed_changes();
+            }
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
                 () = stop.cancelled() => return,

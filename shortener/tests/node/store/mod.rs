@@ -12,6 +12,7 @@ mod in_doubt;
 pub(crate) mod layout;
 mod marks;
 mod one_writer;
+mod outage;
 mod sessions;
 mod upgrade;
 mod webhook_leases;

@@ -1,0 +1,60 @@
+//! A database that goes away under a node: the links it has cached keep answering, what it
+//! would have to read answers 503 with `Retry-After`, and once the database is back the node
+//! forgets what it cached (changes may have gone unheard meanwhile) and serves what changed.
+
+use crate::helpers::{Backend, Node, Stack, proxied_database};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::Duration;
+use testkit::proxy::Mode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_links_keep_answering_while_the_database_is_away() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (url, proxy) = proxied_database(&stack, false).await;
+    let mut config = stack.config("cut-off");
+    config.store.database_url = Some(url);
+    let node = Node::start(config).await;
+    // A node that keeps its own connection, to change the link while the first is cut off.
+    let other = stack.node("other").await;
+    let code = node.create_url("https://example.com/before").await;
+    let before = Some("https://example.com/before".to_string());
+    assert_eq!(
+        node.location(&code).await,
+        (StatusCode::FOUND, before.clone())
+    );
+
+    proxy.set_mode(Mode::Reset);
+    let down = testkit::wait_until(Duration::from_secs(20), || async {
+        node.client
+            .get(format!("{}/readyz", node.admin))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == StatusCode::SERVICE_UNAVAILABLE)
+    })
+    .await;
+    assert!(down, "the node never noticed its database was away");
+    let (status, _) = other
+        .patch(&code, json!({ "url": "https://example.com/after" }))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // The cached link answers as it did; a code that needs a read cannot be answered.
+    for _ in 0..5 {
+        assert_eq!(
+            node.location(&code).await,
+            (StatusCode::FOUND, before.clone())
+        );
+    }
+    let unknown = node.visit("not-cached-anywhere").await;
+    assert_eq!(unknown.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(unknown.headers().contains_key("retry-after"));
+
+    // Back: the change it never heard of is served once the feed is listening again.
+    proxy.set_mode(Mode::Open);
+    let after = Some("https://example.com/after".to_string());
+    let caught_up = testkit::wait_until(Duration::from_secs(30), || async {
+        node.location(&code).await == (StatusCode::FOUND, after.clone())
+    })
+    .await;
+    assert!(caught_up, "{:?}", node.location(&code).await);
+}
