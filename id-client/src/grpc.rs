@@ -109,7 +109,7 @@ fn status_to_error(status: tonic::Status) -> LeaseError {
     match status.code() {
         // A quota refusal carries retry advice and passes; an exhausted namespace does not.
         Code::ResourceExhausted if crate::allocate::retry_after(&status).is_some() => {
-            LeaseError::Unavailable(message)
+            LeaseError::Throttled(message)
         }
         Code::ResourceExhausted => LeaseError::Exhausted(message),
         Code::Unauthenticated | Code::PermissionDenied => LeaseError::Unauthorized(message),

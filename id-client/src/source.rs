@@ -20,6 +20,10 @@ pub enum LeaseError {
     /// A lease whose reply was lost this way is simply a gap in the ID space.
     #[error("lease source unavailable: {0}")]
     Unavailable(String),
+    /// The ledger holds this caller to its quota of leases a second (gRPC `RESOURCE_EXHAUSTED`
+    /// with a retry delay); retrying after a moment succeeds.
+    #[error("lease source throttling this caller: {0}")]
+    Throttled(String),
     /// The namespace has no IDs left; retrying will not help.
     #[error("namespace exhausted: {0}")]
     Exhausted(String),
@@ -46,6 +50,7 @@ impl LeaseError {
     pub fn detail(&self) -> &str {
         match self {
             LeaseError::Unavailable(detail)
+            | LeaseError::Throttled(detail)
             | LeaseError::Exhausted(detail)
             | LeaseError::Unauthorized(detail)
             | LeaseError::UnknownNamespace(detail)
@@ -55,10 +60,12 @@ impl LeaseError {
     }
 
     /// A short stable label of the kind, for metrics and machine-readable answers:
-    /// `unreachable`, `exhausted`, `unauthorized`, `unknown_namespace` or `refused`.
+    /// `unreachable`, `throttled`, `exhausted`, `unauthorized`, `unknown_namespace` or
+    /// `refused`.
     pub fn cause(&self) -> &'static str {
         match self {
             LeaseError::Unavailable(_) => "unreachable",
+            LeaseError::Throttled(_) => "throttled",
             LeaseError::Exhausted(_) => "exhausted",
             LeaseError::Unauthorized(_) => "unauthorized",
             LeaseError::UnknownNamespace(_) => "unknown_namespace",

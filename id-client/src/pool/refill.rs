@@ -30,6 +30,8 @@ pub(super) async fn refill(inner: Arc<Inner>) {
     let mut backoff = config.backoff_initial;
     // The largest block the ledger is asked for: `max_block`, lowered by refused sizes.
     let mut cap = config.max_block.max(config.min_block);
+    // Leases failed in a row, told when one works again.
+    let mut failures: u32 = 0;
     loop {
         let ask = {
             let mut state = inner.lock();
@@ -57,6 +59,10 @@ pub(super) async fn refill(inner: Arc<Inner>) {
                 let accepted = inner.lock().accept(lease);
                 match accepted {
                     Ok(()) => {
+                        if failures > 0 {
+                            tracing::info!(failures, "leasing works again");
+                            failures = 0;
+                        }
                         inner.filled.notify_waiters();
                         backoff = config.backoff_initial;
                         continue;
@@ -84,9 +90,15 @@ pub(super) async fn refill(inner: Arc<Inner>) {
             }
             Err(error) => {
                 inner.lock().failed(&error);
+                failures += 1;
                 // Waiters that give up on a failure learn of it now, not at their deadline.
                 inner.filled.notify_waiters();
-                tracing::warn!(%error, retry_in = ?backoff, "lease failed");
+                if matches!(error, LeaseError::Throttled(_)) {
+                    // Many callers starting at once meet their quota; it passes by itself.
+                    tracing::info!(%error, retry_in = ?backoff, "lease deferred");
+                } else {
+                    tracing::warn!(%error, retry_in = ?backoff, "lease failed");
+                }
             }
         }
         let jitter = rand_fraction() * 0.5 + 0.75;

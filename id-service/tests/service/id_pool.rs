@@ -2,7 +2,7 @@
 
 use crate::helpers::Server;
 use crate::helpers::tokens::{self, Caller};
-use id_client::{GrpcLeaseSource, GrpcSourceConfig, IdError, IdPool, PoolConfig};
+use id_client::{GrpcLeaseSource, GrpcSourceConfig, IdError, IdPool, LeaseSource, PoolConfig};
 use id_service::Config;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -198,5 +198,39 @@ async fn a_pool_whose_block_is_above_its_callers_burst_asks_for_smaller_blocks()
         sizes.first().is_some_and(|s| *s <= 3_000),
         "the first block granted is within the burst: {sizes:?}"
     );
+    server.stop().await;
+}
+
+/// A caller over its `leases_per_second` is told it is throttled, not that the id-service is
+/// unreachable: the refusal says to wait, and a lease a moment later goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_over_its_lease_quota_is_throttled_not_unreachable() {
+    const PACED: Caller = Caller {
+        quota: "leases_per_second = 1\n",
+        ..Caller::new("paced", &["links"], &["lease"])
+    };
+    let db = TestDb::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = server_for(&db, dir.path(), PACED).await;
+    let source = source(&server, "paced-node", Some(PACED.token()));
+    let mut outcomes = Vec::new();
+    for _ in 0..4 {
+        outcomes.push(source.lease(BLOCK).await);
+    }
+    assert!(outcomes[0].is_ok(), "{outcomes:?}");
+    let throttled = outcomes
+        .iter()
+        .find_map(|o| o.as_ref().err())
+        .expect("the quota refused a lease");
+    assert!(
+        matches!(throttled, id_client::LeaseError::Throttled(_)),
+        "{throttled:?}"
+    );
+    assert_eq!(throttled.cause(), "throttled");
+    let later = testkit::wait_until(Duration::from_secs(10), || async {
+        source.lease(BLOCK).await.is_ok()
+    })
+    .await;
+    assert!(later, "the quota never let a lease through again");
     server.stop().await;
 }

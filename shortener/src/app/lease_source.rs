@@ -4,7 +4,8 @@
 //! A node without IDs answers creates with 503, fails readiness, and logs each failed lease;
 //! all three show the pool's last lease error. [`Explained`] rewrites that error once, where
 //! the node's settings are known, so each of those places says which of these it is and what
-//! to change: the id-service is unreachable (`SHORTENER_ID_SERVICE`), refuses this node's token
+//! to change: the id-service is unreachable (`SHORTENER_ID_SERVICE`), holds the node to its
+//! caller's quota for a moment (`leases_per_second` on the id-service), refuses this node's token
 //! (`SHORTENER_ID_SERVICE_TOKEN`), has no such namespace (`ID_SERVICE_NAMESPACES` on the
 //! id-service, or `SHORTENER_ID_NAMESPACE` here), or has none left.
 
@@ -36,6 +37,12 @@ impl<S: LeaseSource> Explained<S> {
             LeaseError::Unavailable(_) => LeaseError::Unavailable(format!(
                 "the id-service is unreachable or unavailable; check that it runs and that \
                  SHORTENER_ID_SERVICE names it ({detail})"
+            )),
+            LeaseError::Throttled(_) => LeaseError::Throttled(format!(
+                "the id-service holds this node to its caller's quota of leases a second (the \
+                 caller's leases_per_second in the id-service's tokens file, shared by every \
+                 node with this token); the node asks again shortly, and a quota that nodes \
+                 starting together meet often can be raised there ({detail})"
             )),
             LeaseError::Unauthorized(_) => LeaseError::Unauthorized(format!(
                 "the id-service refused this node's token; set SHORTENER_ID_SERVICE_TOKEN to a \
@@ -76,5 +83,49 @@ impl<S: LeaseSource> LeaseSource for Explained<S> {
                 .await
                 .map_err(|error| self.explain(error))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source that fails every lease with one error.
+    struct Failing(LeaseError);
+
+    impl LeaseSource for Failing {
+        fn lease(&self, _size: u64) -> LeaseFuture<'_> {
+            let error = self.0.clone();
+            Box::pin(async move { Err(error) })
+        }
+    }
+
+    #[tokio::test]
+    async fn each_kind_of_failure_names_what_fixes_it() {
+        let cases = [
+            (
+                LeaseError::Unavailable("down".into()),
+                "SHORTENER_ID_SERVICE names it",
+            ),
+            (LeaseError::Throttled("quota".into()), "leases_per_second"),
+            (
+                LeaseError::Unauthorized("no".into()),
+                "SHORTENER_ID_SERVICE_TOKEN",
+            ),
+            (
+                LeaseError::UnknownNamespace("none".into()),
+                "ID_SERVICE_NAMESPACES",
+            ),
+            (LeaseError::Exhausted("empty".into()), "no IDs left"),
+        ];
+        for (error, says) in cases {
+            let cause = error.cause();
+            let explained = Explained::new(Failing(error), "links")
+                .lease(10)
+                .await
+                .expect_err("fails");
+            assert_eq!(explained.cause(), cause, "{explained}");
+            assert!(explained.to_string().contains(says), "{explained}");
+        }
     }
 }
