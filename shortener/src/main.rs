@@ -88,7 +88,7 @@ async fn run() -> anyhow::Result<()> {
         }
         Some(Command::Keys { action }) => keys::run(&action, std::io::stdout().lock()),
         Some(Command::Layout(args)) => {
-            telemetry::init_tracing(args.config.log_format);
+            telemetry::init_tracing(args.log_format);
             layout::run(&args, std::io::stdout().lock()).await
         }
         Some(Command::Preload(args)) => preload::run(&args, std::io::stdout().lock()).await,

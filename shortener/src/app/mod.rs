@@ -16,7 +16,9 @@ mod servers;
 mod tasks;
 
 pub use node::Node;
-pub use resources::{API_KEYS_FILE, DB_FILE, DefaultApiKey, KEY_FILE, Resources, prepare};
+pub use resources::{
+    API_KEYS_FILE, DB_FILE, DefaultApiKey, KEY_FILE, Resources, postgres_store, prepare,
+};
 
 use crate::config::Config;
 use crate::net::{self, Gates, fd::Budget};

@@ -7,7 +7,7 @@
 
 use super::lease_source::Explained;
 use crate::access::{ApiKeys, YourlsTokens, generate_api_key, parse_legacy};
-use crate::config::Config;
+use crate::config::{Config, IdsConfig, StoreConfig};
 use crate::links::CursorKey;
 use crate::secrets;
 use crate::signin::SessionTags;
@@ -68,11 +68,11 @@ pub(crate) fn default_holder() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-fn load_key(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<CodeKey> {
-    if let Some(text) = &config.ids.key {
+fn load_key(ids: &IdsConfig, generated_default: Option<&Path>) -> anyhow::Result<CodeKey> {
+    if let Some(text) = &ids.key {
         return CodeKey::parse(text).context("parse SHORTENER_KEY");
     }
-    if let Some(path) = &config.ids.key_file {
+    if let Some(path) = &ids.key_file {
         return secrets::read_code_key(path);
     }
     let path = generated_default
@@ -94,12 +94,12 @@ struct Keyed {
     session_tags: SessionTags,
 }
 
-/// The code space of `config`: its key (loaded or, embedded, generated) and base length, with
+/// The code space of `ids`: its key (loaded or, embedded, generated) and base length, with
 /// the secrets derived from the key.
-fn code_space(config: &Config, generated_default: Option<&Path>) -> anyhow::Result<Keyed> {
-    let key = load_key(config, generated_default)?;
-    let space = CodeSpace::new(&key, config.ids.code_length).context("configure the code space")?;
-    tracing::info!(fingerprint = %space.fingerprint(), length = config.ids.code_length, "code space ready");
+fn code_space(ids: &IdsConfig, generated_default: Option<&Path>) -> anyhow::Result<Keyed> {
+    let key = load_key(ids, generated_default)?;
+    let space = CodeSpace::new(&key, ids.code_length).context("configure the code space")?;
+    tracing::info!(fingerprint = %space.fingerprint(), length = ids.code_length, "code space ready");
     Ok(Keyed {
         space: Arc::new(space),
         cursors: CursorKey::derive(&key),
@@ -134,46 +134,66 @@ fn load_api_keys(
     Ok((keys, default_key))
 }
 
+/// The PostgreSQL store at `url` under the code space of `ids`, migrated and its read replica
+/// checked; all `shortener layout` needs, and the start of a node's resources.
+async fn open_postgres(
+    store: &StoreConfig,
+    ids: &IdsConfig,
+    url: &str,
+) -> anyhow::Result<(PgStore, Keyed)> {
+    let keyed = code_space(ids, None)?;
+    let pg = PgStore::connect(&PgSettings {
+        url: url.to_string(),
+        read_url: store.database_read_url.clone(),
+        ca_file: store.database_ca_file.clone(),
+        max_connections: store.database_max_connections,
+        timeout: Duration::from_secs(3),
+        write_batch: store.write_batch,
+        write_concurrency: store.write_concurrency,
+        write_fill: store.write_fill,
+        statement_timeout: Duration::from_millis(store.database_statement_timeout_ms),
+        space: Arc::clone(&keyed.space),
+        pool_mode: store.database_pool_mode,
+        direct_url: store.database_direct_url.clone(),
+    })
+    .context("configure the PostgreSQL pool")?;
+    // No primary among the URL's hosts (an HA cluster between leaders): wait for one.
+    pgtls::evict::wait_for_primary(
+        "apply PostgreSQL migrations",
+        || pg.migrate(),
+        |e| matches!(e, crate::store::StoreError::Unavailable(m) if m.contains(pgtls::evict::NO_PRIMARY)),
+    )
+    .await
+    .context("apply PostgreSQL migrations")?;
+    pg.verify_replica()
+        .await
+        .context("check SHORTENER_DATABASE_READ_URL")?;
+    Ok((pg, keyed))
+}
+
+/// The PostgreSQL store of `store` under the code space of `ids`, migrated: for commands that
+/// work on the store alone (`shortener layout`), without the node's keys or id-service.
+pub async fn postgres_store(store: &StoreConfig, ids: &IdsConfig) -> anyhow::Result<PgStore> {
+    let url = store
+        .database_url
+        .as_deref()
+        .context("DATABASE_URL is required")?;
+    Ok(open_postgres(store, ids, url).await?.0)
+}
+
 /// Builds the store, keys and lease source for `config` and applies migrations (within a
 /// tokio runtime: the PostgreSQL store starts its writer task).
 pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
     let holder = config.ids.holder.clone().unwrap_or_else(default_holder);
     match &config.store.database_url {
         Some(url) => {
+            let (pg, keyed) = open_postgres(&config.store, &config.ids, url).await?;
             let Keyed {
                 space,
                 cursors,
                 yourls_tokens,
                 session_tags,
-            } = code_space(config, None)?;
-            let pg = PgStore::connect(&PgSettings {
-                url: url.clone(),
-                read_url: config.store.database_read_url.clone(),
-                ca_file: config.store.database_ca_file.clone(),
-                max_connections: config.store.database_max_connections,
-                timeout: Duration::from_secs(3),
-                write_batch: config.store.write_batch,
-                write_concurrency: config.store.write_concurrency,
-                write_fill: config.store.write_fill,
-                statement_timeout: Duration::from_millis(
-                    config.store.database_statement_timeout_ms,
-                ),
-                space: Arc::clone(&space),
-                pool_mode: config.store.database_pool_mode,
-                direct_url: config.store.database_direct_url.clone(),
-            })
-            .context("configure the PostgreSQL pool")?;
-            // No primary among the URL's hosts (an HA cluster between leaders): wait for one.
-            pgtls::evict::wait_for_primary(
-                "apply PostgreSQL migrations",
-                || pg.migrate(),
-                |e| matches!(e, crate::store::StoreError::Unavailable(m) if m.contains(pgtls::evict::NO_PRIMARY)),
-            )
-            .await
-            .context("apply PostgreSQL migrations")?;
-            pg.verify_replica()
-                .await
-                .context("check SHORTENER_DATABASE_READ_URL")?;
+            } = keyed;
             let (api_keys, _) = load_api_keys(config, None)?;
             let api_keys = Arc::new(api_keys);
             let source = GrpcLeaseSource::new(&GrpcSourceConfig {
@@ -206,7 +226,7 @@ pub async fn prepare(config: &Config) -> anyhow::Result<Resources> {
                 cursors,
                 yourls_tokens,
                 session_tags,
-            } = code_space(config, Some(&dir.join(KEY_FILE)))?;
+            } = code_space(&config.ids, Some(&dir.join(KEY_FILE)))?;
             // On a blocking thread: the open waits up to seconds for another process to let
             // go of the file's one-writer lock, which must not hold up a runtime thread.
             let (path, opened_space, batch) = (

@@ -2,8 +2,8 @@
 //! (docs/operations.md, "Moving to the slot layout").
 
 use crate::app;
-use crate::config::Config;
-use crate::store::{LayoutOptions, Store};
+use crate::config::{IdsConfig, LogFormat, StoreConfig};
+use crate::store::LayoutOptions;
 use anyhow::{Context, bail};
 use std::io::Write;
 use std::time::Duration;
@@ -14,9 +14,16 @@ pub struct LayoutArgs {
     /// What to do.
     #[command(subcommand)]
     pub action: LayoutAction,
-    /// The store and key to use, as for `serve`.
+    /// The store to work on, as for `serve`.
     #[command(flatten)]
-    pub config: Config,
+    pub store: StoreConfig,
+    /// The code key and length its links were made with, as for `serve` (the id-service
+    /// settings among them are not used).
+    #[command(flatten)]
+    pub ids: IdsConfig,
+    /// Log output format.
+    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 /// `shortener layout ...`.
@@ -60,17 +67,23 @@ impl RunArgs {
 
 /// Runs `args`, writing progress and results to `out`.
 pub async fn run(args: &LayoutArgs, mut out: impl Write) -> anyhow::Result<()> {
-    if args.config.store.database_url.is_none() {
+    if args.store.database_url.is_none() {
         bail!(
             "`shortener layout` is for the PostgreSQL store (set DATABASE_URL); the embedded \
              store files generated links under their ID already"
         );
     }
-    args.config.validate().context("validate configuration")?;
-    let resources = app::prepare(&args.config).await?;
-    let Store::Postgres(store) = &resources.store else {
-        bail!("DATABASE_URL is set but the store is not PostgreSQL");
-    };
+    if args.ids.key_file.is_none() && args.ids.key.is_none() {
+        bail!(
+            "`shortener layout` needs the nodes' code key (SHORTENER_KEY_FILE or SHORTENER_KEY) \
+             to find where each link's row belongs"
+        );
+    }
+    args.store
+        .validate()
+        .and_then(|()| args.ids.validate())
+        .context("validate configuration")?;
+    let store = &app::postgres_store(&args.store, &args.ids).await?;
     let mut say = |line: &str| {
         let _ = writeln!(out, "{line}");
     };

@@ -55,7 +55,7 @@ impl IdsConfig {
     }
 
     /// Checks what this section alone can tell; the error names the setting.
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if !(codespace::MIN_LENGTH..=codespace::MAX_GENERATED_LENGTH).contains(&self.code_length) {
             return Err(ConfigError::new(
                 "SHORTENER_CODE_LENGTH",

@@ -69,7 +69,7 @@ pub struct StoreConfig {
 
 impl StoreConfig {
     /// Checks what this section alone can tell; the error names the setting.
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if !(1..=10_000).contains(&self.write_batch) || !(1..=64).contains(&self.write_concurrency)
         {
             return Err(ConfigError::new(

@@ -686,6 +686,41 @@ async fn layout_commands_refuse_what_they_cannot_do_and_change_nothing() {
         assert!(!out.status.success(), "{args:?} was accepted");
         assert!(text(&out).contains("error"), "{args:?}: {}", text(&out));
     }
+    // The store and the code key are all it needs: no id-service, no API keys.
+    let alone = |key: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_shortener"));
+        command
+            .args(["layout", "status"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("DATABASE_URL", stack.db.as_ref().expect("db").url());
+        if let Some(key) = key {
+            command.env("SHORTENER_KEY", key);
+        }
+        command.output().expect("run")
+    };
+    let status = succeed(alone(Some(CODE_KEY)));
+    assert!(status.contains("layout"), "{status}");
+    let out = alone(None);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("SHORTENER_KEY_FILE or SHORTENER_KEY"),
+        "{}",
+        text(&out)
+    );
+    // Its help is about the layout: the store's and the key's settings, not a node's.
+    let help = succeed(layout(&stack, &["--help"]));
+    for word in [
+        "status",
+        "migrate",
+        "revert",
+        "verify",
+        "DATABASE_URL",
+        "SHORTENER_KEY_FILE",
+    ] {
+        assert!(help.contains(word), "{word}: {help}");
+    }
+    assert!(!help.contains("SHORTENER_HTTP_ADDR"), "{help}");
     // The embedded store has no layout to move.
     let out = Command::new(env!("CARGO_BIN_EXE_shortener"))
         .args(["layout", "status"])
