@@ -64,10 +64,15 @@ pub(super) fn after_write(error: StoreError) -> StoreError {
     }
 }
 
-/// A failure to take a connection from the pool.
+/// A failure to take a connection from the pool. A database that refuses a new connection
+/// for any reason of its own (one not accepting connections, `55000`; too many clients; a
+/// role that may not log in) is not there for this node now, whatever the code says.
 pub(super) fn pool_error(e: PoolError) -> StoreError {
     match e {
-        PoolError::Backend(e) => db_error(e),
+        PoolError::Backend(e) => match db_error(e) {
+            StoreError::Internal(text) => StoreError::Unavailable(text),
+            other => other,
+        },
         other => StoreError::Unavailable(other.to_string()),
     }
 }

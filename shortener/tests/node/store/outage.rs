@@ -1,6 +1,8 @@
 //! A database that goes away under a node: the links it has cached keep answering, what it
 //! would have to read answers 503 with `Retry-After`, and once the database is back the node
 //! forgets what it cached (changes may have gone unheard meanwhile) and serves what changed.
+//! A database that refuses connections for a reason of its own is unavailable too, not an
+//! internal error.
 
 use crate::helpers::{Backend, Node, Stack, proxied_database};
 use reqwest::StatusCode;
@@ -57,4 +59,61 @@ async fn cached_links_keep_answering_while_the_database_is_away() {
     })
     .await;
     assert!(caught_up, "{:?}", node.location(&code).await);
+}
+
+/// A database that refuses new connections for a reason of its own (`ALLOW_CONNECTIONS
+/// false`: SQLSTATE 55000) is unavailable to the node, `503` with `Retry-After`, as one that
+/// is down: not an internal error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_refusing_connections_is_unavailable_not_an_internal_error() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let node = stack.node("refused").await;
+    let code = node.create_url("https://example.com/first").await;
+    let db = stack.db.as_ref().expect("a database");
+    let (admin, connection) = tokio_postgres::connect(&testkit::admin_url(), tokio_postgres::NoTls)
+        .await
+        .expect("admin connection");
+    tokio::spawn(connection);
+    let name = db.name();
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {name} ALLOW_CONNECTIONS false; \
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = '{name}' AND pid <> pg_backend_pid();"
+        ))
+        .await
+        .expect("refuse connections");
+    let answers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let refused = testkit::wait_until(Duration::from_secs(20), || {
+        let (node, answers) = (&node, std::sync::Arc::clone(&answers));
+        async move {
+            let (status, body) = node
+                .create(json!({ "url": "https://example.com/refused" }))
+                .await;
+            let done = status == StatusCode::SERVICE_UNAVAILABLE;
+            answers.lock().expect("lock").push((status, body));
+            done
+        }
+    })
+    .await;
+    let answers = answers.lock().expect("lock").clone();
+    let last: Vec<_> = answers.iter().rev().take(3).collect();
+    assert!(refused, "{} answers, the last {last:?}", answers.len());
+    assert!(
+        answers
+            .iter()
+            .all(|(s, _)| *s != StatusCode::INTERNAL_SERVER_ERROR),
+        "{answers:?}"
+    );
+    let (_, body) = answers.last().expect("an answer");
+    assert_eq!(body["error"], "unavailable", "{body}");
+    admin
+        .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
+        .await
+        .expect("allow connections");
+    let back = testkit::wait_until(Duration::from_secs(30), || async {
+        node.get(&code).await.0 == StatusCode::OK
+    })
+    .await;
+    assert!(back, "the node never came back to its database");
 }
