@@ -236,8 +236,13 @@ impl App {
 
         shutdown.cancelled().await;
         let drain = config.drain();
-        tracing::info!(?drain, "shutting down: readiness off, draining");
-        servers.drain(&node, drain).await;
+        let delay = Duration::from_secs(config.listeners.shutdown_delay);
+        tracing::info!(
+            delay_seconds = delay.as_secs(),
+            drain_seconds = drain.as_secs(),
+            "shutting down: readiness off, then draining"
+        );
+        servers.drain(&node, delay, drain).await;
         let stopping = Stopping(Some(release));
         // An import's writing stage outlives its cut transport by the chunk in flight and
         // that chunk's audit entry: waited for beside the tasks, within the same bound.

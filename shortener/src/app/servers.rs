@@ -153,14 +153,19 @@ impl Servers {
         })
     }
 
-    /// Turns readiness off (`/readyz` 503, gRPC health `NOT_SERVING`), stops accepting traffic
-    /// and waits up to `drain` (plus a second) for in-flight requests; past that, cuts the
+    /// Turns readiness off (`/readyz` 503, gRPC health `NOT_SERVING`), serves on for `delay`
+    /// (`SHORTENER_SHUTDOWN_DELAY`), then stops accepting traffic and waits up to `drain` (plus
+    /// a second) for in-flight requests; past that, cuts the
     /// connections still open (HTTP cuts its own at the same bound) and waits a second more for
     /// their tasks to end. No call is served after this returns. The admin port keeps serving
     /// until [`Servers::stop_admin`].
-    pub(super) async fn drain(&mut self, node: &Node, drain: Duration) {
+    pub(super) async fn drain(&mut self, node: &Node, delay: Duration, drain: Duration) {
         node.accepting.store(false, Ordering::SeqCst);
         self.health.set(false).await;
+        if !delay.is_zero() {
+            // Readiness off, traffic still served: load balancers take the node out first.
+            tokio::time::sleep(delay).await;
+        }
         self.stop_traffic.cancel();
         let handles: Vec<_> = self.traffic.drain(..).collect();
         let aborts: Vec<_> = handles.iter().map(JoinHandle::abort_handle).collect();

@@ -32,6 +32,11 @@ pub struct ListenerConfig {
     /// Seconds to drain in-flight requests on SIGTERM.
     #[arg(long, env = "SHORTENER_DRAIN_TIMEOUT", default_value_t = 20)]
     pub drain_timeout: u64,
+    /// Seconds between SIGTERM and the drain, during which readiness is off while every
+    /// listener still serves, so that a load balancer's health checks take the node out first
+    /// (0 where something else waits, such as a Kubernetes preStop pause).
+    #[arg(long, env = "SHORTENER_SHUTDOWN_DELAY", default_value_t = 0)]
+    pub shutdown_delay: u64,
     /// Seconds a client has to send its request headers.
     #[arg(long, env = "SHORTENER_HEADER_READ_TIMEOUT", default_value = "10")]
     pub header_read_timeout: NonZeroU64,
@@ -80,6 +85,12 @@ impl ListenerConfig {
             self.drain_timeout,
             86_400,
             "seconds (a day)",
+        )?;
+        super::validate::at_most(
+            "SHORTENER_SHUTDOWN_DELAY",
+            self.shutdown_delay,
+            3_600,
+            "seconds (an hour)",
         )?;
         if !(1..=128).contains(&self.ipv6_prefix) {
             return Err(ConfigError::new(

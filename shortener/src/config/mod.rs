@@ -132,6 +132,7 @@ impl Config {
                 public_url: Some("https://sho.rt/".into()),
                 short_domains: Vec::new(),
                 drain_timeout: 5,
+                shutdown_delay: 0,
                 header_read_timeout: std::num::NonZero::new(10).expect("non-zero"),
                 client_ip_header: None,
                 trusted_proxies: Vec::new(),

@@ -141,6 +141,47 @@ async fn on_shutdown_readiness_goes_off_first_and_an_in_flight_create_still_comp
     );
 }
 
+/// With `SHORTENER_SHUTDOWN_DELAY`, readiness goes off at SIGTERM while the public port goes
+/// on serving, new connections included, for the delay; then the node drains and stops
+/// accepting. Without it, nothing a load balancer sends between SIGTERM and its next health
+/// check would be answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_delay_keeps_serving_with_readiness_off() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let mut config = stack.config("delayed");
+    config.listeners.shutdown_delay = 3;
+    let node = Node::start(config).await;
+    let code = node.create_url("https://example.com/delayed").await;
+    node.begin_shutdown();
+    let not_ready = testkit::wait_until(std::time::Duration::from_secs(5), || async {
+        matches!(node.client.get(format!("{}/readyz", node.admin)).send().await, Ok(r) if r.status() == 503)
+    })
+    .await;
+    assert!(not_ready, "readiness stayed on");
+    // A fresh connection, as a load balancer opens, is still served.
+    let fresh = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("client");
+    let answer = fresh
+        .get(format!("{}/{code}", node.base))
+        .send()
+        .await
+        .expect("served during the delay");
+    assert_eq!(answer.status(), StatusCode::FOUND);
+    // Then it stops accepting.
+    let stopped = testkit::wait_until(std::time::Duration::from_secs(15), || async {
+        fresh
+            .get(format!("{}/{code}", node.base))
+            .send()
+            .await
+            .is_err()
+    })
+    .await;
+    assert!(stopped, "the public port never stopped accepting");
+}
+
 /// A redirect still waiting on the store when the drain bound runs out is cut off with its
 /// connection before the node's last click flush: it counts no visit that no flush would ever
 /// write (its client sees the connection close, not a redirect).
