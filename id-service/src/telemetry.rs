@@ -1,17 +1,16 @@
 //! Process-wide logging set-up for the binary.
 
 use crate::config::LogFormat;
+use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
 
-/// Installs a global `tracing` subscriber: `RUST_LOG` filtering (default `info`, with the
-/// PostgreSQL driver at `warn` so that the server's notices at every start stay out of the
-/// log), text or JSON lines on stdout, coloured only on a terminal. Does nothing if one is installed already (tests may
+/// Installs a global `tracing` subscriber: `RUST_LOG` filtering ([`otel::log_filter`]:
+/// default `info`, the PostgreSQL driver held at `warn` unless the level is `debug` or below,
+/// so that the server's notices at every start stay out of the log, `RUST_LOG=info` too), text or JSON lines on stdout, coloured only on a terminal. Does nothing if one is installed already (tests may
 /// call it repeatedly).
 pub fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn"));
+    let filter = otel::log_filter(std::env::var("RUST_LOG").ok().as_deref());
     // Colours only on a terminal: a log file or collector gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -29,8 +28,7 @@ pub fn init_tracing(format: LogFormat) {
 /// Fails on `OTEL_*` values it cannot use, or if a subscriber is installed already.
 pub fn init_serving(format: LogFormat) -> anyhow::Result<Option<otel::Tracing>> {
     let tracing = otel::Tracing::from_env("id-service", env!("CARGO_PKG_VERSION"))?;
-    let mut filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn"));
+    let mut filter = otel::log_filter(std::env::var("RUST_LOG").ok().as_deref());
     if tracing.is_some() {
         filter = otel::log_spans(filter);
     }

@@ -61,6 +61,31 @@ pub const LOGGED_SPANS: [&str; 5] = [
     "otel::internal",
 ];
 
+/// The log filter of both services for `RUST_LOG` (default `info`). The PostgreSQL driver logs every
+/// statement with its parameters (codes, target URLs) at `debug`; it is held at `info` unless
+/// `RUST_LOG` asks for its `trace` by name, so that nothing a client sent is logged above
+/// `trace`. The server's notices (`relation ... already exists, skipping` at every start),
+/// which the driver logs at `info`, show only when the default level is `debug` or `trace`:
+/// below that the driver is held at `warn`.
+pub fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    let spec = rust_log.filter(|s| !s.trim().is_empty()).unwrap_or("info");
+    let driver_traced = spec
+        .split(',')
+        .any(|d| d.trim().starts_with("tokio_postgres") && d.trim().ends_with("=trace"));
+    let verbose = spec
+        .split(',')
+        .any(|d| matches!(d.trim(), "debug" | "trace"));
+    let spec = if driver_traced {
+        spec.to_string()
+    } else if verbose {
+        format!("{spec},tokio_postgres=info")
+    } else {
+        format!("{spec},tokio_postgres=warn")
+    };
+    tracing_subscriber::EnvFilter::try_new(&spec)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,tokio_postgres=warn"))
+}
+
 /// `filter` with the [`LOGGED_SPANS`] enabled at `INFO` (where this crate makes its spans).
 pub fn log_spans(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber::EnvFilter {
     LOGGED_SPANS.iter().fold(filter, |filter, target| {
@@ -202,5 +227,39 @@ impl<S> Filter<S> for OtelSpans {
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
         Some(LevelFilter::INFO)
+    }
+}
+
+#[cfg(test)]
+mod log_filter_tests {
+    use super::*;
+
+    #[test]
+    fn the_database_driver_is_held_at_info_unless_traced_by_name() {
+        for (rust_log, shown) in [
+            (None, "info,tokio_postgres=warn"),
+            (Some("debug"), "debug,tokio_postgres=info"),
+            (Some("trace"), "trace,tokio_postgres=info"),
+            (
+                Some("shortener=debug"),
+                "shortener=debug,tokio_postgres=warn",
+            ),
+            (
+                Some("debug,tokio_postgres=trace"),
+                "debug,tokio_postgres=trace",
+            ),
+        ] {
+            let filter = log_filter(rust_log).to_string();
+            for directive in shown.split(',') {
+                assert!(filter.contains(directive), "{rust_log:?}: {filter}");
+            }
+            if !shown.contains("tokio_postgres=trace") {
+                assert!(
+                    !filter.contains("tokio_postgres=debug")
+                        && !filter.contains("tokio_postgres=trace"),
+                    "{filter}"
+                );
+            }
+        }
     }
 }
