@@ -5,11 +5,25 @@
 use super::node::Node;
 use super::resources::API_KEYS_FILE;
 use crate::config::Config;
+use std::net::{IpAddr, SocketAddr};
 
-/// The lines printed after the node started serving.
-pub(super) fn banner(node: &Node, config: &Config) -> String {
+/// The lines printed after the node started serving, its public listener on `http`.
+pub(super) fn banner(node: &Node, config: &Config, http: SocketAddr) -> String {
     let public = node.public.as_str();
-    let mut lines = vec![format!("answering at {public}")];
+    // Where to reach this node: its public URL when that is this listener, else the listener.
+    let here = if leads_here(public, http) {
+        public.to_string()
+    } else {
+        local_base(http)
+    };
+    let mut lines = vec![if here == public {
+        format!("answering at {public}")
+    } else {
+        format!(
+            "answering at {here}; links are made under {public}, which must lead here (a load \
+             balancer or proxy in front)"
+        )
+    }];
     if node.console {
         let key = if node.default_api_key.is_some() {
             "the API key"
@@ -21,7 +35,7 @@ pub(super) fn banner(node: &Node, config: &Config) -> String {
         } else {
             format!("sign in with {key}")
         };
-        lines.push(format!("  console:  {public}console/ ({how})"));
+        lines.push(format!("  console:  {here}console/ ({how})"));
     }
     let key_header = match (&node.default_api_key, &config.access.api_keys_file) {
         (Some(key), _) => {
@@ -83,9 +97,37 @@ pub(super) fn banner(node: &Node, config: &Config) -> String {
     };
     lines.push(format!(
         "  try:      curl -i -H \"Authorization: Bearer {key_header}\" -H 'Content-Type: \
-         application/json' -d '{{\"url\":\"https://example.com/\"}}' {public}api/v1/links"
+         application/json' -d '{{\"url\":\"https://example.com/\"}}' {here}api/v1/links"
     ));
     lines.join("\n")
+}
+
+/// Whether `public` (a URL ending in `/`) names the listener on `http` itself: plain HTTP on
+/// its port, at its address (or, for a listener on every address, a loopback one).
+fn leads_here(public: &str, http: SocketAddr) -> bool {
+    let Ok(url) = url::Url::parse(public) else {
+        return false;
+    };
+    let ip = match url.host() {
+        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
+        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
+        Some(url::Host::Domain("localhost")) => IpAddr::from([127, 0, 0, 1]),
+        _ => return false,
+    };
+    url.scheme() == "http"
+        && url.port_or_known_default() == Some(http.port())
+        && (ip == http.ip() || (http.ip().is_unspecified() && ip.is_loopback()))
+}
+
+/// The base URL of the listener on `http`, reachable from this machine (a listener on every
+/// address by its loopback one).
+fn local_base(http: SocketAddr) -> String {
+    let ip = match http.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::from([127, 0, 0, 1]),
+        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}/", SocketAddr::new(ip, http.port()))
 }
 
 /// How to run this binary again from a shell: its name when its directory is on `PATH`, its
@@ -100,5 +142,28 @@ fn program() -> String {
     match exe.file_name() {
         Some(name) if on_path => name.to_string_lossy().into_owned(),
         _ => exe.display().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_public_url_leads_here_only_when_it_is_this_listener() {
+        let at = |s: &str| s.parse::<SocketAddr>().expect("addr");
+        for (public, http, here) in [
+            ("http://127.0.0.1:8080/", "127.0.0.1:8080", true),
+            ("http://localhost:8080/", "0.0.0.0:8080", true),
+            ("http://127.0.0.1:8080/", "0.0.0.0:8080", true),
+            ("http://127.0.0.1:8080/", "127.0.0.1:28081", false),
+            ("https://127.0.0.1:8080/", "127.0.0.1:8080", false),
+            ("https://sho.rt/", "0.0.0.0:8080", false),
+        ] {
+            assert_eq!(leads_here(public, at(http)), here, "{public} {http}");
+        }
+        assert_eq!(local_base(at("0.0.0.0:8080")), "http://127.0.0.1:8080/");
+        assert_eq!(local_base(at("[::]:8080")), "http://[::1]:8080/");
+        assert_eq!(local_base(at("10.0.0.5:80")), "http://10.0.0.5:80/");
     }
 }

@@ -232,7 +232,7 @@ impl App {
             // (each failed lease is logged too).
             tracing::warn!("serving without IDs: {}", node.ids.shortage());
         }
-        tracing::info!("{}", banner::banner(&node, &config));
+        tracing::info!("{}", banner::banner(&node, &config, addrs.http));
 
         shutdown.cancelled().await;
         let drain = config.drain();

@@ -144,6 +144,56 @@ async fn an_embedded_node_says_where_its_key_is_on_every_start() {
     }
 }
 
+/// A node whose public URL is not its own listener (a load balancer's, say) says where it
+/// answers itself, and under what URL its links are made; its `curl` goes to the listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_behind_another_public_url_says_where_it_answers_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let elsewhere = "http://127.0.0.1:9/";
+    let mut node = start_with(
+        &data,
+        "off",
+        "off",
+        &[("SHORTENER_PUBLIC_URL", Path::new(elsewhere))],
+    );
+    let lines = read_until(&mut node, "try:");
+    let answering = after(&lines, "answering at ");
+    let (here, rest) = answering.split_once("; ").expect("two parts");
+    assert!(
+        here.starts_with("http://127.0.0.1:") && here != elsewhere,
+        "{answering}"
+    );
+    assert!(
+        rest.contains(&format!("links are made under {elsewhere}")),
+        "{answering}"
+    );
+    let try_line = after(&lines, "try:");
+    assert!(
+        try_line.contains(&format!("{here}api/v1/links")),
+        "{try_line}"
+    );
+    let key = std::fs::read_to_string(data.join("api-keys")).expect("the key file");
+    let created: serde_json::Value = reqwest::Client::new()
+        .post(format!("{here}api/v1/links"))
+        .bearer_auth(key.lines().next().expect("a key"))
+        .json(&serde_json::json!({ "url": "https://example.com/" }))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        created["short_url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(elsewhere)),
+        "{created}"
+    );
+    let _ = node.kill();
+    let _ = node.wait();
+}
+
 /// Started as the first start's message suggests, with a keys file of the operator's own, the
 /// node still says where it answers, names the file its keys come from, and says that the key
 /// it made on the first start is no longer read.
