@@ -127,9 +127,9 @@ impl Servers {
         parts.metrics.set_ready(false);
         self.health.set(false).await;
         tracing::info!(
-            shutdown_delay = ?config.shutdown_delay,
-            drain_timeout = ?config.drain_timeout,
-            "readiness off; draining"
+            delay_seconds = config.shutdown_delay.as_secs_f64(),
+            drain_seconds = config.drain_timeout.as_secs_f64(),
+            "readiness off; draining after the shutdown delay"
         );
         tokio::time::sleep(config.shutdown_delay).await;
         self.stop_traffic.cancel();

@@ -147,7 +147,13 @@ impl App {
             .as_ref()
             .map_or(8, |_| config.store.database_max_connections);
         let budget = Budget::split(open_files, pool, config.listeners.public_fd_reserve);
-        tracing::info!(open_files, ?budget, "connection caps");
+        tracing::info!(
+            open_files,
+            public = budget.public,
+            grpc = budget.grpc,
+            admin = budget.admin,
+            "connections allowed per listener"
+        );
         let gates = Gates::new(
             budget,
             config.listeners.max_connections_per_client.get(),

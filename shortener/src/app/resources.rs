@@ -164,7 +164,7 @@ async fn open_postgres(
         |e| matches!(e, crate::store::StoreError::Unavailable(m) if m.contains(pgtls::evict::NO_PRIMARY)),
     )
     .await
-    .context("apply PostgreSQL migrations")?;
+    .context("open the PostgreSQL store (its migrations, and the code key its links were made with)")?;
     pg.verify_replica()
         .await
         .context("check SHORTENER_DATABASE_READ_URL")?;

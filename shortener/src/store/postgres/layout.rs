@@ -200,7 +200,12 @@ impl Layout {
         if self.slot.swap(slot, Ordering::Relaxed) != slot {
             tracing::info!(
                 layout = if slot { "slot" } else { "code" },
-                "links are found by a new key"
+                "the links table's layout is now in force: rows are looked up by {}",
+                if slot {
+                    "the ID their code stands for"
+                } else {
+                    "their code"
+                }
             );
         }
         Ok(())
