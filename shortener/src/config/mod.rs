@@ -309,12 +309,21 @@ pub fn env_refusal(error: &clap::Error) -> Option<String> {
         return None;
     }
     let command = EnvOnly::command();
-    let var = command
+    let setting = command
         .get_arguments()
-        .find(|a| a.get_long() == Some(long))
-        .and_then(|a| a.get_env())?
-        .to_string_lossy()
-        .into_owned();
+        .find(|a| a.get_long() == Some(long))?;
+    let var = setting.get_env()?.to_string_lossy().into_owned();
+    // What the setting is (its unit among it), from the first sentence of its help.
+    let what = setting
+        .get_help()
+        .map(ToString::to_string)
+        .and_then(|help| {
+            let first = help.split(". ").next()?.split(" (").next()?;
+            let first = first.trim_end_matches('.');
+            let mut chars = first.chars();
+            let head = chars.next()?;
+            Some(head.to_lowercase().chain(chars).collect::<String>())
+        });
     std::env::var_os(&var)?;
     let value = text(ContextKind::InvalidValue).unwrap_or_default();
     let why = match (
@@ -325,11 +334,43 @@ pub fn env_refusal(error: &clap::Error) -> Option<String> {
         (_, Some(cause)) => cause.to_string(),
         _ => "not a valid value".to_string(),
     };
-    Some(if why.contains(&value) {
+    let said = if why.contains(&value) {
         format!("{var}: {why}")
     } else {
         format!("{var}: {value:?}: {why}")
+    };
+    Some(match what {
+        Some(what) => format!("{said} ({var} is: {what})"),
+        None => said,
     })
+}
+
+/// A size in bytes: a whole number, alone or followed by `KiB`, `MiB` or `GiB` (`240 MiB`, as
+/// the README writes the defaults).
+pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a size: a number of bytes, or of KiB, MiB or GiB (240 MiB)"
+            ));
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| {
+            format!("{text:?} is not a size: a number of bytes, or of KiB, MiB or GiB (240 MiB)")
+        })
 }
 
 /// A switch written `on` or `off` (or `true` / `false`).
@@ -348,6 +389,23 @@ mod tests {
 
     /// A setting read from the environment takes a value on the command line as well: one
     /// derived as a bare flag would refuse `--console off` while `SHORTENER_CONSOLE=off` works.
+    #[test]
+    fn sizes_are_read_in_bytes_or_binary_units() {
+        for (text, bytes) in [
+            ("251658240", Some(251_658_240)),
+            ("240 MiB", Some(240 << 20)),
+            ("240MiB", Some(240 << 20)),
+            ("4 kib", Some(4096)),
+            ("1 GiB", Some(1 << 30)),
+            ("240 MB", None),
+            ("MiB", None),
+            ("-1", None),
+            ("99999999999999 GiB", None),
+        ] {
+            assert_eq!(super::parse_bytes(text).ok(), bytes, "{text}");
+        }
+    }
+
     #[test]
     fn every_setting_with_an_environment_variable_takes_a_value_as_a_flag() {
         let command = EnvOnly::command();

@@ -38,11 +38,11 @@ pub struct RedirectConfig {
     pub max_url_length: usize,
     /// Memory bound of the redirect cache's links, in bytes, everything counted (a link with a
     /// 60-byte URL weighs 243 bytes, so the default holds a million such links).
-    #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = DEFAULT_CACHE_BYTES)]
+    #[arg(long, env = "SHORTENER_CACHE_BYTES", default_value_t = DEFAULT_CACHE_BYTES, value_parser = super::parse_bytes)]
     pub cache_bytes: u64,
     /// Memory bound of the unknown codes the redirect cache remembers, in bytes (about 100
     /// bytes a code; kept apart from the links, so a storm of unknown codes never evicts one).
-    #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_BYTES", default_value_t = DEFAULT_NEGATIVE_CACHE_BYTES)]
+    #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_BYTES", default_value_t = DEFAULT_NEGATIVE_CACHE_BYTES, value_parser = super::parse_bytes)]
     pub negative_cache_bytes: u64,
     /// Seconds a missed change notification can leave a stale cached link (an unchanged link
     /// is not read again while every change is confirmed reported).

@@ -284,6 +284,8 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
         ("SHORTENER_HIGH_WATER_READS", "0", "--high-water-reads"),
         ("SHORTENER_HIGH_WATER_READS", "many", "--high-water-reads"),
         ("SHORTENER_IDEMPOTENCY_TTL", "-1", "--idempotency-ttl"),
+        ("SHORTENER_DRAIN_TIMEOUT", "20s", "--drain-timeout"),
+        ("SHORTENER_CACHE_BYTES", "240 MB", "--cache-bytes"),
         ("SHORTENER_ADMIN_ADDR", "everywhere", "--admin-addr"),
         ("SHORTENER_REDIRECT_STATUS", "303", "--redirect-status"),
         ("SHORTENER_BLOCKED_STATUS", "200", "--blocked-status"),
@@ -325,6 +327,11 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
             assert!(stderr.contains(names), "{case}: {stderr}");
             if names == variable {
                 assert!(!stderr.contains(flag), "{case}: {stderr}");
+                // And what the setting is, its unit among it.
+                assert!(
+                    stderr.contains(&format!("{variable} is: ")),
+                    "{case}: {stderr}"
+                );
             }
             assert!(!stderr.contains("backtrace"), "{case}: {stderr}");
             assert!(
