@@ -4,7 +4,6 @@
 //! layout into the code layout and `shortener layout status` prints the current one. A binary
 //! without the `layout` subcommand predates the slot layout: its databases are the code layout.
 
-use crate::node::API_KEY;
 use crate::procs::sibling_binary;
 use anyhow::{Context, bail};
 use codespace::CodeKey;
@@ -38,16 +37,13 @@ pub enum LayoutReady {
     Skip(String),
 }
 
-/// `shortener layout <args>` with the configuration `serve` would have for `database_url`.
+/// `shortener layout <args>` on `database_url`: the store and a code key are all it needs.
 fn layout_command(database_url: &str, args: &[&str]) -> anyhow::Result<Output> {
     Command::new(sibling_binary("shortener")?)
         .arg("layout")
         .args(args)
         .env("DATABASE_URL", database_url)
-        // Required with DATABASE_URL; the layout commands do not lease IDs.
-        .env("SHORTENER_ID_SERVICE", "http://127.0.0.1:9")
         .env("SHORTENER_KEY", CodeKey::generate().to_hex())
-        .env("SHORTENER_API_KEYS", API_KEY)
         .env("RUST_LOG", "warn")
         .output()
         .context("run shortener layout")

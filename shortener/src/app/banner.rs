@@ -10,19 +10,21 @@ use std::net::{IpAddr, SocketAddr};
 /// The lines printed after the node started serving, its public listener on `http`.
 pub(super) fn banner(node: &Node, config: &Config, http: SocketAddr) -> String {
     let public = node.public.as_str();
-    // Where to reach this node: its public URL when that is this listener, else the listener.
-    let here = if leads_here(public, http) {
-        public.to_string()
-    } else {
+    // Where to reach this node: its public URL, unless that plainly names another address
+    // (an IP or localhost that is not this listener): then the listener.
+    let elsewhere = leads_here(public, http) == Some(false);
+    let here = if elsewhere {
         local_base(http)
-    };
-    let mut lines = vec![if here == public {
-        format!("answering at {public}")
     } else {
+        public.to_string()
+    };
+    let mut lines = vec![if elsewhere {
         format!(
             "answering at {here}; links are made under {public}, which must lead here (a load \
              balancer or proxy in front)"
         )
+    } else {
+        format!("answering at {public}")
     }];
     if node.console {
         let key = if node.default_api_key.is_some() {
@@ -102,21 +104,27 @@ pub(super) fn banner(node: &Node, config: &Config, http: SocketAddr) -> String {
     lines.join("\n")
 }
 
-/// Whether `public` (a URL ending in `/`) names the listener on `http` itself: plain HTTP on
-/// its port, at its address (or, for a listener on every address, a loopback one).
-fn leads_here(public: &str, http: SocketAddr) -> bool {
-    let Ok(url) = url::Url::parse(public) else {
-        return false;
+/// Whether `public` (a URL ending in `/`) names the listener on `http` itself: `Some(true)`
+/// for its port at its address (or, for a listener on every address, a loopback one),
+/// `Some(false)` for an address or port that is not it, `None` for a host name, which only
+/// the network can tell (a name of this machine, or of a load balancer).
+fn leads_here(public: &str, http: SocketAddr) -> Option<bool> {
+    let url = url::Url::parse(public).ok()?;
+    let ips: Vec<IpAddr> = match url.host()? {
+        url::Host::Ipv4(v4) => vec![IpAddr::V4(v4)],
+        url::Host::Ipv6(v6) => vec![IpAddr::V6(v6)],
+        url::Host::Domain("localhost") => vec![
+            IpAddr::from([127, 0, 0, 1]),
+            IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+        ],
+        url::Host::Domain(_) => return None,
     };
-    let ip = match url.host() {
-        Some(url::Host::Ipv4(v4)) => IpAddr::V4(v4),
-        Some(url::Host::Ipv6(v6)) => IpAddr::V6(v6),
-        Some(url::Host::Domain("localhost")) => IpAddr::from([127, 0, 0, 1]),
-        _ => return false,
-    };
-    url.scheme() == "http"
-        && url.port_or_known_default() == Some(http.port())
-        && (ip == http.ip() || (http.ip().is_unspecified() && ip.is_loopback()))
+    let listener = http.ip();
+    let at_address = ips.iter().any(|ip| {
+        *ip == listener
+            || (listener.is_unspecified() && ip.is_loopback() && ip.is_ipv4() == listener.is_ipv4())
+    });
+    Some(url.port_or_known_default() == Some(http.port()) && at_address)
 }
 
 /// The base URL of the listener on `http`, reachable from this machine (a listener on every
@@ -153,12 +161,14 @@ mod tests {
     fn a_public_url_leads_here_only_when_it_is_this_listener() {
         let at = |s: &str| s.parse::<SocketAddr>().expect("addr");
         for (public, http, here) in [
-            ("http://127.0.0.1:8080/", "127.0.0.1:8080", true),
-            ("http://localhost:8080/", "0.0.0.0:8080", true),
-            ("http://127.0.0.1:8080/", "0.0.0.0:8080", true),
-            ("http://127.0.0.1:8080/", "127.0.0.1:28081", false),
-            ("https://127.0.0.1:8080/", "127.0.0.1:8080", false),
-            ("https://sho.rt/", "0.0.0.0:8080", false),
+            ("http://127.0.0.1:8080/", "127.0.0.1:8080", Some(true)),
+            ("http://localhost:8080/", "0.0.0.0:8080", Some(true)),
+            ("http://localhost:8080/", "[::1]:8080", Some(true)),
+            ("http://127.0.0.1:8080/", "0.0.0.0:8080", Some(true)),
+            ("http://[::1]:8080/", "0.0.0.0:8080", Some(false)),
+            ("http://127.0.0.1:8080/", "127.0.0.1:28081", Some(false)),
+            ("https://sho.rt/", "0.0.0.0:8080", None),
+            ("http://myhost:8080/", "0.0.0.0:8080", None),
         ] {
             assert_eq!(leads_here(public, at(http)), here, "{public} {http}");
         }

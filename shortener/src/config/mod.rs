@@ -320,9 +320,15 @@ pub fn env_refusal(error: &clap::Error) -> Option<String> {
         .and_then(|help| {
             let first = help.split(". ").next()?.split(" (").next()?;
             let first = first.trim_end_matches('.');
+            // Lower case as it continues a sentence, unless a word in capitals (IPv6) leads.
             let mut chars = first.chars();
             let head = chars.next()?;
-            Some(head.to_lowercase().chain(chars).collect::<String>())
+            let capitals = chars.clone().next().is_some_and(char::is_uppercase);
+            Some(if capitals {
+                first.to_string()
+            } else {
+                head.to_lowercase().chain(chars).collect::<String>()
+            })
         });
     std::env::var_os(&var)?;
     let value = text(ContextKind::InvalidValue).unwrap_or_default();

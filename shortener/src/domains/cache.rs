@@ -3,7 +3,10 @@
 //! a domain drops its entry before it answers; other nodes drop it when the change feed reports
 //! the host (PostgreSQL `NOTIFY`), and clear everything when the feed reconnects. Without any
 //! notification an entry lives `SHORTENER_CACHE_TTL` (a known domain) or
-//! `SHORTENER_NEGATIVE_CACHE_TTL_MS` (a host that is no domain).
+//! `SHORTENER_NEGATIVE_CACHE_TTL_MS` (a host that is no domain). While the store cannot be
+//! read (an outage, a failover), a host whose entry has aged out is answered from it all the
+//! same: a domain's settings change only through that store, and every domain redirect failing
+//! at once would be worse than one of them answering with what it was a minute ago.
 
 use crate::domain::Domain;
 use crate::store::{DomainStore, Store, StoreError};
@@ -110,7 +113,17 @@ impl DomainCache {
     pub async fn load(&self, host: &str) -> Result<Option<Arc<Domain>>, StoreError> {
         let generation = self.generation.load(Ordering::Acquire);
         let at = Instant::now();
-        let domain = self.store.domain(host, None).await?.map(Arc::new);
+        let domain = match self.store.domain(host, None).await {
+            Ok(found) => found.map(Arc::new),
+            Err(StoreError::Unavailable(detail)) => {
+                // What was last read of the host, however old, while the store is away.
+                return match self.entries.get(host) {
+                    Some(stale) => Ok(stale.domain),
+                    None => Err(StoreError::Unavailable(detail)),
+                };
+            }
+            Err(error) => return Err(error),
+        };
         // The end of its lifetime is worked out once here, not on every read.
         let lifetime = if domain.is_some() {
             self.ttl

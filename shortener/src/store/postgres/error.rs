@@ -64,15 +64,21 @@ pub(super) fn after_write(error: StoreError) -> StoreError {
     }
 }
 
-/// A failure to take a connection from the pool. A database that refuses a new connection
-/// for any reason of its own (one not accepting connections, `55000`; too many clients; a
-/// role that may not log in) is not there for this node now, whatever the code says.
+/// A failure to take a connection from the pool. A database not accepting connections for
+/// now (`55000`: `ALLOW_CONNECTIONS false`, as during a restore or a drop) is not there for
+/// this node, as one that is down; too many clients (`53300`) and a server starting or
+/// stopping (`57P03`) are already. A refused password or a database that does not exist
+/// stay internal errors: no retry mends them, and they are logged as such.
 pub(super) fn pool_error(e: PoolError) -> StoreError {
     match e {
-        PoolError::Backend(e) => match db_error(e) {
-            StoreError::Internal(text) => StoreError::Unavailable(text),
-            other => other,
-        },
+        PoolError::Backend(e) => {
+            let refused_for_now = e.code()
+                == Some(&tokio_postgres::error::SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE);
+            match db_error(e) {
+                StoreError::Internal(text) if refused_for_now => StoreError::Unavailable(text),
+                other => other,
+            }
+        }
         other => StoreError::Unavailable(other.to_string()),
     }
 }

@@ -83,6 +83,8 @@ async fn a_database_refusing_connections_is_unavailable_not_an_internal_error() 
         ))
         .await
         .expect("refuse connections");
+    // Three 503s in a row: past any pooled connection that was closed under it, each a new
+    // connection the database refuses.
     let answers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let refused = testkit::wait_until(Duration::from_secs(20), || {
         let (node, answers) = (&node, std::sync::Arc::clone(&answers));
@@ -90,9 +92,12 @@ async fn a_database_refusing_connections_is_unavailable_not_an_internal_error() 
             let (status, body) = node
                 .create(json!({ "url": "https://example.com/refused" }))
                 .await;
-            let done = status == StatusCode::SERVICE_UNAVAILABLE;
-            answers.lock().expect("lock").push((status, body));
-            done
+            let mut answers = answers.lock().expect("lock");
+            answers.push((status, body));
+            answers.len() >= 3
+                && answers[answers.len() - 3..]
+                    .iter()
+                    .all(|(s, _)| *s == StatusCode::SERVICE_UNAVAILABLE)
         }
     })
     .await;
@@ -116,4 +121,72 @@ async fn a_database_refusing_connections_is_unavailable_not_an_internal_error() 
     })
     .await;
     assert!(back, "the node never came back to its database");
+}
+
+/// `GET /` on `host`: the status and the `Location`.
+async fn root_of(node: &Node, host: &str) -> (StatusCode, Option<String>) {
+    let response = node
+        .client
+        .get(format!("{}/", node.base))
+        .header("host", host)
+        .send()
+        .await
+        .expect("send");
+    let location = response
+        .headers()
+        .get("location")
+        .map(|v| v.to_str().expect("ascii").to_string());
+    (response.status(), location)
+}
+
+/// A branded domain whose cached settings have aged out while the database is away answers
+/// with what was last read of it (its root redirect here), and so does a host that is no
+/// domain: the store cannot tell otherwise, and every domain failing at once is worse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branded_domains_keep_answering_while_the_database_is_away() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (url, proxy) = proxied_database(&stack, false).await;
+    let keys = crate::tenants::write_keys(&stack.dir.path().join("api-keys.toml"));
+    let mut config = stack.config("domains-cut-off");
+    config.store.database_url = Some(url);
+    config.access.api_keys_file = Some(stack.dir.path().join("api-keys.toml"));
+    config.access.domain_suffixes = vec!["acme=acme.example".into()];
+    // Entries age out within the outage below: a second for a domain, at once for a non-one.
+    config.redirects.cache_ttl = std::num::NonZeroU64::new(1).expect("non-zero");
+    config.redirects.negative_cache_ttl_ms = 1;
+    let node = Node::start(config).await;
+    let (status, claimed) = crate::domains::claim(&node, &keys.own, "go.acme.example").await;
+    assert_eq!(status, 201, "{claimed}");
+    let (status, patched) = crate::domains::call(
+        &node,
+        reqwest::Method::PATCH,
+        "/domains/go.acme.example",
+        &keys.own,
+        Some(json!({ "root_url": "https://example.com/root" })),
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    let branded = root_of(&node, "go.acme.example").await;
+    assert_eq!(
+        branded,
+        (StatusCode::FOUND, Some("https://example.com/root".into()))
+    );
+    let unknown = root_of(&node, "elsewhere.example").await;
+
+    proxy.set_mode(Mode::Reset);
+    let down = testkit::wait_until(Duration::from_secs(20), || async {
+        node.client
+            .get(format!("{}/readyz", node.admin))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == StatusCode::SERVICE_UNAVAILABLE)
+    })
+    .await;
+    assert!(down, "the node never noticed its database was away");
+    // Past both lifetimes, every answer is what it was.
+    let outage = std::time::Instant::now();
+    while outage.elapsed() < Duration::from_millis(1_500) {
+        assert_eq!(root_of(&node, "go.acme.example").await, branded);
+        assert_eq!(root_of(&node, "elsewhere.example").await, unknown);
+    }
 }
