@@ -109,7 +109,10 @@ fn status_to_error(status: tonic::Status) -> LeaseError {
     match status.code() {
         // A quota refusal carries retry advice and passes; an exhausted namespace does not.
         Code::ResourceExhausted if crate::allocate::retry_after(&status).is_some() => {
-            LeaseError::Throttled(message)
+            LeaseError::Throttled {
+                detail: message,
+                retry_after: crate::allocate::retry_after(&status).unwrap_or_default(),
+            }
         }
         Code::ResourceExhausted => LeaseError::Exhausted(message),
         Code::Unauthenticated | Code::PermissionDenied => LeaseError::Unauthorized(message),

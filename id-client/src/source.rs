@@ -21,9 +21,14 @@ pub enum LeaseError {
     #[error("lease source unavailable: {0}")]
     Unavailable(String),
     /// The ledger holds this caller to its quota of leases a second (gRPC `RESOURCE_EXHAUSTED`
-    /// with a retry delay); retrying after a moment succeeds.
-    #[error("lease source throttling this caller: {0}")]
-    Throttled(String),
+    /// with a retry delay); retrying after `retry_after` succeeds.
+    #[error("lease source throttling this caller: {detail}")]
+    Throttled {
+        /// The ledger's words.
+        detail: String,
+        /// How long the ledger asked the caller to wait.
+        retry_after: std::time::Duration,
+    },
     /// The namespace has no IDs left; retrying will not help.
     #[error("namespace exhausted: {0}")]
     Exhausted(String),
@@ -50,7 +55,7 @@ impl LeaseError {
     pub fn detail(&self) -> &str {
         match self {
             LeaseError::Unavailable(detail)
-            | LeaseError::Throttled(detail)
+            | LeaseError::Throttled { detail, .. }
             | LeaseError::Exhausted(detail)
             | LeaseError::Unauthorized(detail)
             | LeaseError::UnknownNamespace(detail)
@@ -65,7 +70,7 @@ impl LeaseError {
     pub fn cause(&self) -> &'static str {
         match self {
             LeaseError::Unavailable(_) => "unreachable",
-            LeaseError::Throttled(_) => "throttled",
+            LeaseError::Throttled { .. } => "throttled",
             LeaseError::Exhausted(_) => "exhausted",
             LeaseError::Unauthorized(_) => "unauthorized",
             LeaseError::UnknownNamespace(_) => "unknown_namespace",

@@ -332,3 +332,50 @@ async fn a_failed_lease_wakes_a_waiter_that_answers_failures() {
     ledger.down.store(false, Ordering::SeqCst);
     assert!(patient.await.expect("join"), "IDs once the ledger is back");
 }
+
+/// Refuses its first lease as over the caller's quota, asking for `retry_after`; grants the
+/// rest. Counts the attempts.
+struct Quota {
+    attempts: AtomicU64,
+    retry_after: Duration,
+    ledger: Ledger,
+}
+
+impl LeaseSource for Quota {
+    fn lease(&self, size: u64) -> LeaseFuture<'_> {
+        Box::pin(async move {
+            if self.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(LeaseError::Throttled {
+                    detail: "caller over its leases a second".into(),
+                    retry_after: self.retry_after,
+                });
+            }
+            self.ledger.lease(size).await
+        })
+    }
+}
+
+/// A throttled lease is asked again after the wait the ledger asked for, not sooner on the
+/// pool's own backoff (which would spend the quota on refusals and count an error each).
+#[tokio::test(start_paused = true)]
+async fn a_throttled_lease_waits_as_long_as_the_ledger_asks() {
+    let source = Arc::new(Quota {
+        attempts: AtomicU64::new(0),
+        retry_after: Duration::from_secs(3),
+        ledger: Ledger::default(),
+    });
+    let pool = IdPool::start(source.clone(), config(10));
+    assert!(!pool.wait_ready(Duration::from_secs(2)).await);
+    assert_eq!(
+        source.attempts.load(Ordering::SeqCst),
+        1,
+        "asked again too soon"
+    );
+    assert!(
+        matches!(pool.last_lease_error(), Some(LeaseError::Throttled { .. })),
+        "{:?}",
+        pool.last_lease_error()
+    );
+    assert!(pool.wait_ready(Duration::from_secs(5)).await);
+    assert!(pool.next_id().is_ok());
+}

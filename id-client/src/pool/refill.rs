@@ -32,6 +32,8 @@ pub(super) async fn refill(inner: Arc<Inner>) {
     let mut cap = config.max_block.max(config.min_block);
     // Leases failed in a row, told when one works again.
     let mut failures: u32 = 0;
+    // The wait a throttled lease was asked for, before the next attempt.
+    let mut wait = Duration::ZERO;
     loop {
         let ask = {
             let mut state = inner.lock();
@@ -93,16 +95,19 @@ pub(super) async fn refill(inner: Arc<Inner>) {
                 failures += 1;
                 // Waiters that give up on a failure learn of it now, not at their deadline.
                 inner.filled.notify_waiters();
-                if matches!(error, LeaseError::Throttled(_)) {
-                    // Many callers starting at once meet their quota; it passes by itself.
-                    tracing::info!(%error, retry_in = ?backoff, "lease deferred");
+                if let LeaseError::Throttled { retry_after, .. } = &error {
+                    // Many callers starting at once meet their quota; it passes by itself,
+                    // after the wait the ledger asked for.
+                    wait = (*retry_after).max(backoff);
+                    tracing::info!(%error, retry_in_ms = wait.as_millis() as u64, "lease deferred");
                 } else {
                     tracing::warn!(%error, retry_in = ?backoff, "lease failed");
                 }
             }
         }
         let jitter = rand_fraction() * 0.5 + 0.75;
-        tokio::time::sleep(backoff.mul_f64(jitter)).await;
+        tokio::time::sleep(wait.max(backoff.mul_f64(jitter))).await;
+        wait = Duration::ZERO;
         backoff = (backoff * 2).min(config.backoff_max);
     }
 }

@@ -38,12 +38,15 @@ impl<S: LeaseSource> Explained<S> {
                 "the id-service is unreachable or unavailable; check that it runs and that \
                  SHORTENER_ID_SERVICE names it ({detail})"
             )),
-            LeaseError::Throttled(_) => LeaseError::Throttled(format!(
-                "the id-service holds this node to its caller's quota of leases a second (the \
+            LeaseError::Throttled { retry_after, .. } => LeaseError::Throttled {
+                retry_after: *retry_after,
+                detail: format!(
+                    "the id-service holds this node to its caller's quota of leases a second (the \
                  caller's leases_per_second in the id-service's tokens file, shared by every \
                  node with this token); the node asks again shortly, and a quota that nodes \
                  starting together meet often can be raised there ({detail})"
-            )),
+                ),
+            },
             LeaseError::Unauthorized(_) => LeaseError::Unauthorized(format!(
                 "the id-service refused this node's token; set SHORTENER_ID_SERVICE_TOKEN to a \
                  token of the id-service's tokens file that may lease namespace {namespace} \
@@ -107,7 +110,13 @@ mod tests {
                 LeaseError::Unavailable("down".into()),
                 "SHORTENER_ID_SERVICE names it",
             ),
-            (LeaseError::Throttled("quota".into()), "leases_per_second"),
+            (
+                LeaseError::Throttled {
+                    detail: "quota".into(),
+                    retry_after: std::time::Duration::from_millis(300),
+                },
+                "leases_per_second",
+            ),
             (
                 LeaseError::Unauthorized("no".into()),
                 "SHORTENER_ID_SERVICE_TOKEN",
