@@ -268,6 +268,44 @@ async fn bad_routing_cells_are_refused_per_row_naming_the_field(backend: Backend
 }
 crate::on_both_stores!(bad_routing_cells_are_refused_per_row_naming_the_field);
 
+/// Links an import must not make open: their codes.
+pub(crate) struct Closed {
+    pub(crate) disabled: String,
+    pub(crate) deleted: String,
+    pub(crate) protected: String,
+    pub(crate) used_up: String,
+}
+
+/// Makes on `node` a disabled, a deleted, a password-protected and a used-up link (its one
+/// visit spent by a person: a bot's would not count).
+pub(crate) async fn closed_links(node: &Node) -> Closed {
+    let disabled = create(node, json!({"url": "https://disabled.example/"})).await;
+    let deleted = create(node, json!({"url": "https://deleted.example/"})).await;
+    let protected = create(
+        node,
+        json!({"url": "https://protected.example/", "password": "correct horse"}),
+    )
+    .await;
+    assert_eq!(
+        node.patch(&disabled, json!({ "disabled": true })).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(node.delete(&deleted).await, StatusCode::NO_CONTENT);
+    let used_up = create(
+        node,
+        json!({"url": "https://used-up.example/", "max_visits": 1}),
+    )
+    .await;
+    let person = [("user-agent", IPHONE)];
+    assert!((301..=308).contains(&visit(node, &used_up, &person).await.0));
+    Closed {
+        disabled,
+        deleted,
+        protected,
+        used_up,
+    }
+}
+
 /// An export carries each link's state, its visits and whether it is password protected;
 /// importing it elsewhere refuses the disabled, deleted, used-up (its visit limit reached) and
 /// protected ones with a row error each (a takedown or a spent link does not come back through a
@@ -277,26 +315,13 @@ async fn disabled_deleted_and_protected_links_are_not_imported_as_open_ones(back
     let stack = Stack::new(backend).await;
     let from = node(&stack, "from").await;
     let active = create(&from, json!({"url": "https://active.example/"})).await;
-    let disabled = create(&from, json!({"url": "https://disabled.example/"})).await;
-    let deleted = create(&from, json!({"url": "https://deleted.example/"})).await;
-    let protected = create(
-        &from,
-        json!({"url": "https://protected.example/", "password": "correct horse"}),
-    )
-    .await;
-    assert_eq!(
-        from.patch(&disabled, json!({ "disabled": true })).await.0,
-        StatusCode::OK
-    );
-    assert_eq!(from.delete(&deleted).await, StatusCode::NO_CONTENT);
-    let used_up = create(
-        &from,
-        json!({"url": "https://used-up.example/", "max_visits": 1}),
-    )
-    .await;
-    // A person's visit (a bot's would not count).
+    let Closed {
+        disabled,
+        deleted,
+        protected,
+        used_up,
+    } = closed_links(&from).await;
     let person = [("user-agent", IPHONE)];
-    assert!((301..=308).contains(&visit(&from, &used_up, &person).await.0));
     assert_eq!(
         visit(&from, &used_up, &person).await.0,
         410,

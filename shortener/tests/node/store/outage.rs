@@ -10,6 +10,20 @@ use serde_json::json;
 use std::time::Duration;
 use testkit::proxy::Mode;
 
+/// Cuts `node` off its database at `proxy`, and waits until its readiness says so.
+async fn cut_off(node: &Node, proxy: &testkit::proxy::Proxy) {
+    proxy.set_mode(Mode::Reset);
+    let down = testkit::wait_until(Duration::from_secs(20), || async {
+        node.client
+            .get(format!("{}/readyz", node.admin))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == StatusCode::SERVICE_UNAVAILABLE)
+    })
+    .await;
+    assert!(down, "the node never noticed its database was away");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_links_keep_answering_while_the_database_is_away() {
     let stack = Stack::new(Backend::Postgres).await;
@@ -26,16 +40,7 @@ async fn cached_links_keep_answering_while_the_database_is_away() {
         (StatusCode::FOUND, before.clone())
     );
 
-    proxy.set_mode(Mode::Reset);
-    let down = testkit::wait_until(Duration::from_secs(20), || async {
-        node.client
-            .get(format!("{}/readyz", node.admin))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == StatusCode::SERVICE_UNAVAILABLE)
-    })
-    .await;
-    assert!(down, "the node never noticed its database was away");
+    cut_off(&node, &proxy).await;
     let (status, _) = other
         .patch(&code, json!({ "url": "https://example.com/after" }))
         .await;
@@ -173,16 +178,7 @@ async fn branded_domains_keep_answering_while_the_database_is_away() {
     );
     let unknown = root_of(&node, "elsewhere.example").await;
 
-    proxy.set_mode(Mode::Reset);
-    let down = testkit::wait_until(Duration::from_secs(20), || async {
-        node.client
-            .get(format!("{}/readyz", node.admin))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == StatusCode::SERVICE_UNAVAILABLE)
-    })
-    .await;
-    assert!(down, "the node never noticed its database was away");
+    cut_off(&node, &proxy).await;
     // Past both lifetimes, every answer is what it was.
     let outage = std::time::Instant::now();
     while outage.elapsed() < Duration::from_millis(1_500) {
