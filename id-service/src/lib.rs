@@ -36,7 +36,9 @@ mod telemetry;
 pub mod tokens_cli;
 
 pub use app::{App, migrate};
-pub use config::{Cli, Command, Config, ConfigError, LogFormat, Secret, TokensCommand};
+pub use config::{
+    Action, AddToken, Cli, Command, Config, ConfigError, LogFormat, Secret, TokensCommand,
+};
 pub use error::Error;
 pub use shutdown::shutdown_signal;
 pub use telemetry::{init_serving, init_tracing};

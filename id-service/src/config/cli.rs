@@ -1,15 +1,20 @@
 //! The command line around [`Config`]: subcommands, log format, secrets and durations.
 
 use super::Config;
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{
+    ArgGroup, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum,
+};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
 /// The command line: `id-service [serve]` runs the server, `id-service migrate` only applies
-/// migrations, `id-service tokens add` adds a caller to a tokens file.
-#[derive(Debug, Parser)]
+/// migrations, `id-service tokens add` adds a caller to a tokens file. Settings go after
+/// `serve` or `migrate`, or before it (`id-service --namespaces links` serves); read what a
+/// command line asks for with [`Cli::action_from`].
+#[derive(Parser)]
 #[command(name = "id-service", version, about, after_help = SERVE_EXAMPLES)]
 pub struct Cli {
     /// What to do (default: serve).
@@ -18,6 +23,69 @@ pub struct Cli {
     /// The service configuration.
     #[command(flatten)]
     pub config: Config,
+}
+
+/// What one run of the binary does, with the settings it runs with.
+pub enum Action {
+    /// Serve until SIGTERM or SIGINT.
+    Serve(Box<Config>),
+    /// Apply pending migrations, then exit.
+    Migrate(Box<Config>),
+    /// Add a caller to a tokens file.
+    AddToken(AddToken),
+}
+
+impl Cli {
+    /// What `args` (the program's name first) ask for. The settings of `serve` and `migrate`
+    /// come from the flags on one side of the subcommand's name, with the environment and the
+    /// defaults under them; flags on both sides are refused, since neither side would be
+    /// right to drop the other's.
+    pub fn action_from<I, T>(args: I) -> Result<Action, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let mut command = Cli::command();
+        let matches = command.try_get_matches_from_mut(args)?;
+        let Cli {
+            command: chosen,
+            config,
+        } = Cli::from_arg_matches(&matches)?;
+        let before = flags_given(&matches);
+        let sub = matches
+            .subcommand()
+            .map(|(name, sub)| (name, flags_given(sub)));
+        if let (Some((name, true)), true) = (sub, before) {
+            return Err(command.error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "settings on both sides of `{name}`: give them all after it \
+                     (`id-service {name} --grpc-addr ...`)"
+                ),
+            ));
+        }
+        if before && matches!(chosen, Some(Command::Tokens(_))) {
+            return Err(command.error(
+                clap::error::ErrorKind::ArgumentConflict,
+                "`tokens` takes none of the service's settings: only its own flags, after `tokens add`",
+            ));
+        }
+        Ok(match chosen {
+            None => Action::Serve(Box::new(config)),
+            Some(Command::Serve(_)) if before => Action::Serve(Box::new(config)),
+            Some(Command::Migrate(_)) if before => Action::Migrate(Box::new(config)),
+            Some(Command::Serve(config)) => Action::Serve(config),
+            Some(Command::Migrate(config)) => Action::Migrate(config),
+            Some(Command::Tokens(TokensCommand::Add(add))) => Action::AddToken(add),
+        })
+    }
+}
+
+/// Whether any setting in `matches` (not its subcommand's) was given as a flag.
+fn flags_given(matches: &ArgMatches) -> bool {
+    matches
+        .ids()
+        .any(|id| matches.value_source(id.as_str()) == Some(ValueSource::CommandLine))
 }
 
 /// Examples under `id-service --help` and `id-service serve --help`.
@@ -38,16 +106,16 @@ const TOKENS_EXAMPLES: &str = "Examples:
     --unlimited";
 
 /// The subcommands of [`Cli`].
-#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+#[derive(Clone, Subcommand)]
 pub enum Command {
     /// Serve gRPC, the JSON endpoint and the admin port until SIGTERM or SIGINT (the default).
     #[command(after_help = SERVE_EXAMPLES)]
-    Serve,
+    Serve(Box<Config>),
     /// Apply pending database migrations, then exit.
     #[command(
         after_help = "Example:\n  DATABASE_URL=postgres://idservice@db:5432/ids id-service migrate"
     )]
-    Migrate,
+    Migrate(Box<Config>),
     /// Manage the tokens file (needs no database).
     #[command(subcommand, after_help = TOKENS_EXAMPLES)]
     Tokens(TokensCommand),

@@ -7,8 +7,8 @@ mod cli;
 mod validate;
 
 pub use cli::{
-    AddToken, Cli, Command, DurationError, LogFormat, Secret, TokensCommand, parse_duration,
-    parse_pool_mode,
+    Action, AddToken, Cli, Command, DurationError, LogFormat, Secret, TokensCommand,
+    parse_duration, parse_pool_mode,
 };
 pub use validate::ConfigError;
 

@@ -1,7 +1,6 @@
 //! Parsing and validation of the configuration.
 
 use super::*;
-use clap::Parser;
 
 #[test]
 fn durations_parse_with_or_without_units() {
@@ -15,23 +14,139 @@ fn durations_parse_with_or_without_units() {
 
 #[test]
 fn defaults_bind_loopback_and_create_no_namespace_on_first_use() {
-    let cli =
-        Cli::try_parse_from(["id-service", "--database-url", "postgres://u@h/db"]).expect("parse");
-    assert_eq!(cli.command, None);
-    assert_eq!(cli.config.grpc_addr.to_string(), "127.0.0.1:50051");
-    assert_eq!(cli.config.http_addr.to_string(), "127.0.0.1:8091");
-    assert_eq!(cli.config.admin_addr.to_string(), "127.0.0.1:9091");
-    assert!(!cli.config.auto_create_namespaces);
-    assert!(!cli.config.insecure_no_auth);
-    cli.config.validate().expect("defaults are valid");
-    let cli = Cli::try_parse_from(["id-service", "--database-url", "postgres://h/db", "migrate"])
-        .expect("parse");
-    assert_eq!(cli.command, Some(Command::Migrate));
+    let Ok(Action::Serve(config)) =
+        Cli::action_from(["id-service", "--database-url", "postgres://u@h/db"])
+    else {
+        panic!("no subcommand does not serve");
+    };
+    assert_eq!(config.grpc_addr.to_string(), "127.0.0.1:50051");
+    assert_eq!(config.http_addr.to_string(), "127.0.0.1:8091");
+    assert_eq!(config.admin_addr.to_string(), "127.0.0.1:9091");
+    assert!(!config.auto_create_namespaces);
+    assert!(!config.insecure_no_auth);
+    config.validate().expect("defaults are valid");
+}
+
+/// `id-service serve --flag` and `id-service --flag serve` (or `migrate`) mean the same; flags
+/// on both sides are refused rather than one side dropped.
+#[test]
+fn settings_go_before_or_after_the_subcommand_but_not_both() {
+    let settings = |args: &[&str]| match Cli::action_from(args.iter().copied()) {
+        Ok(Action::Serve(config)) => ("serve", config),
+        Ok(Action::Migrate(config)) => ("migrate", config),
+        Ok(Action::AddToken(_)) => panic!("{args:?}: tokens add"),
+        Err(error) => panic!("{args:?}: {error}"),
+    };
+    for (args, command) in [
+        (
+            &[
+                "id-service",
+                "--namespaces",
+                "a,b",
+                "--grpc-addr",
+                "127.0.0.1:1",
+            ][..],
+            "serve",
+        ),
+        (
+            &[
+                "id-service",
+                "serve",
+                "--namespaces",
+                "a,b",
+                "--grpc-addr",
+                "127.0.0.1:1",
+            ],
+            "serve",
+        ),
+        (
+            &[
+                "id-service",
+                "--namespaces",
+                "a,b",
+                "--grpc-addr",
+                "127.0.0.1:1",
+                "serve",
+            ],
+            "serve",
+        ),
+        (
+            &[
+                "id-service",
+                "migrate",
+                "--namespaces",
+                "a,b",
+                "--grpc-addr",
+                "127.0.0.1:1",
+            ],
+            "migrate",
+        ),
+        (
+            &[
+                "id-service",
+                "--namespaces",
+                "a,b",
+                "--grpc-addr",
+                "127.0.0.1:1",
+                "migrate",
+            ],
+            "migrate",
+        ),
+    ] {
+        let (chosen, config) = settings(args);
+        assert_eq!(chosen, command, "{args:?}");
+        assert_eq!(config.namespaces, ["a", "b"], "{args:?}");
+        assert_eq!(config.grpc_addr.to_string(), "127.0.0.1:1", "{args:?}");
+    }
+    let (_, plain) = settings(&["id-service", "serve"]);
+    assert_eq!(plain.grpc_addr.to_string(), "127.0.0.1:50051");
+    for args in [
+        &[
+            "id-service",
+            "--namespaces",
+            "a",
+            "serve",
+            "--grpc-addr",
+            "127.0.0.1:1",
+        ][..],
+        &[
+            "id-service",
+            "--insecure-no-auth",
+            "migrate",
+            "--namespaces",
+            "a",
+        ],
+        &[
+            "id-service",
+            "--namespaces",
+            "a",
+            "tokens",
+            "add",
+            "--file",
+            "t",
+            "--name",
+            "n",
+            "--namespaces",
+            "a",
+            "--scopes",
+            "lease",
+            "--unlimited",
+        ],
+    ] {
+        let Err(error) = Cli::action_from(args.iter().copied()) else {
+            panic!("{args:?} was taken");
+        };
+        assert_eq!(
+            error.kind(),
+            clap::error::ErrorKind::ArgumentConflict,
+            "{args:?}: {error}"
+        );
+    }
 }
 
 #[test]
 fn the_tokens_subcommand_needs_no_database() {
-    let cli = Cli::try_parse_from([
+    let action = Cli::action_from([
         "id-service",
         "tokens",
         "add",
@@ -45,10 +160,9 @@ fn the_tokens_subcommand_needs_no_database() {
         "allocate",
         "--ids-per-second",
         "100",
-    ])
-    .expect("parse");
-    let Some(Command::Tokens(TokensCommand::Add(add))) = cli.command else {
-        panic!("not tokens add: {:?}", cli.command);
+    ]);
+    let Ok(Action::AddToken(add)) = action else {
+        panic!("not tokens add");
     };
     assert_eq!(add.namespaces, ["orders", "invoices"]);
     assert_eq!(add.ids_per_second, Some(100));
@@ -69,8 +183,10 @@ fn tokens_add_needs_a_quota_or_an_explicit_unlimited() {
         "--scopes",
         "lease",
     ];
-    let parse = |extra: &[&str]| Cli::try_parse_from(base.iter().chain(extra));
-    let error = parse(&[]).expect_err("no quota");
+    let parse = |extra: &[&str]| Cli::action_from(base.iter().chain(extra));
+    let Err(error) = parse(&[]) else {
+        panic!("no quota was taken");
+    };
     assert!(error.to_string().contains("--unlimited"), "{error}");
     assert!(
         parse(&["--leases-per-second", "5"]).is_err(),
@@ -78,9 +194,7 @@ fn tokens_add_needs_a_quota_or_an_explicit_unlimited() {
     );
     assert!(parse(&["--unlimited", "--ids-per-second", "5"]).is_err());
     assert!(parse(&["--unlimited", "--leases-per-second", "5"]).is_err());
-    let Some(Command::Tokens(TokensCommand::Add(add))) =
-        parse(&["--unlimited"]).expect("unlimited").command
-    else {
+    let Ok(Action::AddToken(add)) = parse(&["--unlimited"]) else {
         panic!("not tokens add");
     };
     assert!(add.unlimited && add.ids_per_second.is_none());
