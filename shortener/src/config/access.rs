@@ -32,12 +32,12 @@ pub struct AccessConfig {
     #[arg(long, env = "SHORTENER_CONSOLE", default_value = "on", value_parser = parse_switch, action = clap::ArgAction::Set)]
     pub console: bool,
     /// Seconds an idempotency key is remembered; a retry after that creates anew.
-    #[arg(long, env = "SHORTENER_IDEMPOTENCY_TTL", default_value = "86400")]
+    #[arg(long, env = "SHORTENER_IDEMPOTENCY_TTL", default_value = "86400", value_parser = super::units::seconds::<NonZeroU64>)]
     pub idempotency_ttl: NonZeroU64,
     /// Milliseconds between checks of the keys file (and the blocklist) for changes; SIGHUP
     /// re-reads them at once. The stored API keys and blocked domains are read again as often,
     /// so this bounds how long another node takes to see a revocation.
-    #[arg(long, env = "SHORTENER_RELOAD_INTERVAL_MS", default_value = "2000")]
+    #[arg(long, env = "SHORTENER_RELOAD_INTERVAL_MS", default_value = "2000", value_parser = super::units::millis::<NonZeroU64>)]
     pub reload_interval_ms: NonZeroU64,
     /// Host suffixes a tenant's keys may claim as domains, comma-separated `tenant=suffix`
     /// entries (`marketing=brand.com` lets marketing's keys claim `brand.com` and every host
@@ -46,18 +46,17 @@ pub struct AccessConfig {
     pub domain_suffixes: Vec<String>,
     /// Days an audit log entry is kept (it names people and their addresses: personal data);
     /// older entries are purged.
-    #[arg(long, env = "SHORTENER_AUDIT_RETENTION_DAYS", default_value = "365")]
+    #[arg(long, env = "SHORTENER_AUDIT_RETENTION_DAYS", default_value = "365", value_parser = super::units::days::<NonZeroU64>)]
     pub audit_retention_days: NonZeroU64,
     /// Seconds an audit log entry is kept, instead of the days when set (short retention
     /// for trials and tests).
-    #[arg(long, env = "SHORTENER_AUDIT_RETENTION_SECONDS")]
+    #[arg(long, env = "SHORTENER_AUDIT_RETENTION_SECONDS", value_parser = super::units::seconds::<NonZeroU64>)]
     pub audit_retention_seconds: Option<NonZeroU64>,
     /// Milliseconds between runs of the audit purge; each run removes at most 10000 entries.
     #[arg(
         long,
         env = "SHORTENER_AUDIT_PURGE_INTERVAL_MS",
-        default_value = "3600000"
-    )]
+        default_value = "3600000", value_parser = super::units::millis::<NonZeroU64>)]
     pub audit_purge_interval_ms: NonZeroU64,
     /// The OpenID Connect issuer people sign in to the console with (`https://id.example.com`;
     /// discovery is read from `<issuer>/.well-known/openid-configuration`). Off when unset.
@@ -75,10 +74,10 @@ pub struct AccessConfig {
     #[arg(long, env = "SHORTENER_ROLES_FILE")]
     pub roles_file: Option<PathBuf>,
     /// Seconds a console session may go unused before it ends.
-    #[arg(long, env = "SHORTENER_SESSION_IDLE_SECONDS", default_value = "3600")]
+    #[arg(long, env = "SHORTENER_SESSION_IDLE_SECONDS", default_value = "3600", value_parser = super::units::seconds::<NonZeroU64>)]
     pub session_idle_seconds: NonZeroU64,
     /// Seconds a console session lasts at most, however it is used.
-    #[arg(long, env = "SHORTENER_SESSION_MAX_SECONDS", default_value = "43200")]
+    #[arg(long, env = "SHORTENER_SESSION_MAX_SECONDS", default_value = "43200", value_parser = super::units::seconds::<NonZeroU64>)]
     pub session_max_seconds: NonZeroU64,
 }
 

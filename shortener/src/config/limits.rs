@@ -50,7 +50,7 @@ pub struct LimitsConfig {
     pub export_max_per_tenant: NonZeroUsize,
     /// The longest one export runs, in seconds: one read slowly but steadily ends there (as
     /// failed, never as complete) and gives its place back.
-    #[arg(long, env = "SHORTENER_EXPORT_MAX_SECONDS", default_value = "900")]
+    #[arg(long, env = "SHORTENER_EXPORT_MAX_SECONDS", default_value = "900", value_parser = super::units::seconds::<std::num::NonZeroU64>)]
     pub export_max_seconds: std::num::NonZeroU64,
     /// Most imports running at once on the node (more answer 429 before their body is read).
     #[arg(long, env = "SHORTENER_IMPORT_MAX_CONCURRENT", default_value = "4")]
@@ -66,12 +66,12 @@ pub struct LimitsConfig {
     /// The longest an import waits for its next row (a CSV's header, a gRPC stream's first
     /// message), in milliseconds; past it the import stops, `import_idle`, with every row
     /// before it answered, and gives its place back.
-    #[arg(long, env = "SHORTENER_IMPORT_IDLE_MS", default_value = "60000")]
+    #[arg(long, env = "SHORTENER_IMPORT_IDLE_MS", default_value = "60000", value_parser = super::units::millis::<std::num::NonZeroU64>)]
     pub import_idle_ms: std::num::NonZeroU64,
     /// The longest one import runs, in seconds: one whose rows come slowly but steadily (each
     /// within the idle bound) stops there, `import_too_long`, with every row before it
     /// answered, and gives its place back.
-    #[arg(long, env = "SHORTENER_IMPORT_MAX_SECONDS", default_value = "3600")]
+    #[arg(long, env = "SHORTENER_IMPORT_MAX_SECONDS", default_value = "3600", value_parser = super::units::seconds::<std::num::NonZeroU64>)]
     pub import_max_seconds: std::num::NonZeroU64,
     /// Most links one rename or delete of a tag changes, 1 to 10000 (a change that would touch
     /// more is refused, 409 `too_many_links`, before anything is written).

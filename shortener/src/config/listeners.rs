@@ -30,15 +30,15 @@ pub struct ListenerConfig {
     #[arg(long, env = "SHORTENER_SHORT_DOMAINS", value_delimiter = ',')]
     pub short_domains: Vec<String>,
     /// Seconds to drain in-flight requests on SIGTERM.
-    #[arg(long, env = "SHORTENER_DRAIN_TIMEOUT", default_value_t = 20)]
+    #[arg(long, env = "SHORTENER_DRAIN_TIMEOUT", default_value_t = 20, value_parser = super::units::seconds::<u64>)]
     pub drain_timeout: u64,
     /// Seconds between SIGTERM and the drain, during which readiness is off while every
     /// listener still serves, so that a load balancer's health checks take the node out first
     /// (0 where something else waits, such as a Kubernetes preStop pause).
-    #[arg(long, env = "SHORTENER_SHUTDOWN_DELAY", default_value_t = 0)]
+    #[arg(long, env = "SHORTENER_SHUTDOWN_DELAY", default_value_t = 0, value_parser = super::units::seconds::<u64>)]
     pub shutdown_delay: u64,
     /// Seconds a client has to send its request headers.
-    #[arg(long, env = "SHORTENER_HEADER_READ_TIMEOUT", default_value = "10")]
+    #[arg(long, env = "SHORTENER_HEADER_READ_TIMEOUT", default_value = "10", value_parser = super::units::seconds::<NonZeroU64>)]
     pub header_read_timeout: NonZeroU64,
     /// A header with the client address chain (e.g. `x-forwarded-for`), trusted only from
     /// SHORTENER_TRUSTED_PROXIES.
@@ -63,7 +63,7 @@ pub struct ListenerConfig {
     #[arg(long, env = "SHORTENER_PUBLIC_FD_RESERVE", default_value_t = 0)]
     pub public_fd_reserve: u64,
     /// Seconds a gRPC connection may stay without a call before it is closed.
-    #[arg(long, env = "SHORTENER_GRPC_IDLE_TIMEOUT", default_value = "300")]
+    #[arg(long, env = "SHORTENER_GRPC_IDLE_TIMEOUT", default_value = "300", value_parser = super::units::seconds::<NonZeroU64>)]
     pub grpc_idle_timeout: NonZeroU64,
     /// Most gRPC calls running at once on the node (more get RESOURCE_EXHAUSTED).
     #[arg(long, env = "SHORTENER_GRPC_MAX_IN_FLIGHT", default_value = "1024")]
@@ -73,7 +73,7 @@ pub struct ListenerConfig {
     pub grpc_max_streams: NonZeroU32,
     /// Seconds a client may take no bytes of a response (an export, any answer) before its
     /// connection is closed; an export whose reader takes no page for this long ends.
-    #[arg(long, env = "SHORTENER_SEND_TIMEOUT", default_value = "30")]
+    #[arg(long, env = "SHORTENER_SEND_TIMEOUT", default_value = "30", value_parser = super::units::seconds::<NonZeroU64>)]
     pub send_timeout: NonZeroU64,
 }
 

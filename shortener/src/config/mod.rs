@@ -9,6 +9,7 @@ mod limits;
 mod listeners;
 mod redirects;
 mod store;
+mod units;
 mod validate;
 mod visits;
 mod webhooks;
@@ -21,6 +22,7 @@ pub use limits::LimitsConfig;
 pub use listeners::ListenerConfig;
 pub use redirects::{RedirectConfig, UnknownHosts};
 pub use store::{StoreConfig, parse_pool_mode};
+pub(crate) use units::parse_bytes;
 pub use validate::ConfigError;
 pub use visits::VisitsConfig;
 pub use webhooks::WebhookConfig;
@@ -351,34 +353,6 @@ pub fn env_refusal(error: &clap::Error) -> Option<String> {
     })
 }
 
-/// A size in bytes: a whole number, alone or followed by `KiB`, `MiB` or `GiB` (`240 MiB`, as
-/// the README writes the defaults).
-pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        _ => {
-            return Err(format!(
-                "{text:?} is not a size: a number of bytes, or of KiB, MiB or GiB (240 MiB)"
-            ));
-        }
-    };
-    number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| {
-            format!("{text:?} is not a size: a number of bytes, or of KiB, MiB or GiB (240 MiB)")
-        })
-}
-
 /// A switch written `on` or `off` (or `true` / `false`).
 fn parse_switch(text: &str) -> Result<bool, String> {
     match text.to_ascii_lowercase().as_str() {
@@ -395,23 +369,6 @@ mod tests {
 
     /// A setting read from the environment takes a value on the command line as well: one
     /// derived as a bare flag would refuse `--console off` while `SHORTENER_CONSOLE=off` works.
-    #[test]
-    fn sizes_are_read_in_bytes_or_binary_units() {
-        for (text, bytes) in [
-            ("251658240", Some(251_658_240)),
-            ("240 MiB", Some(240 << 20)),
-            ("240MiB", Some(240 << 20)),
-            ("4 kib", Some(4096)),
-            ("1 GiB", Some(1 << 30)),
-            ("240 MB", None),
-            ("MiB", None),
-            ("-1", None),
-            ("99999999999999 GiB", None),
-        ] {
-            assert_eq!(super::parse_bytes(text).ok(), bytes, "{text}");
-        }
-    }
-
     #[test]
     fn every_setting_with_an_environment_variable_takes_a_value_as_a_flag() {
         let command = EnvOnly::command();
@@ -445,5 +402,51 @@ mod tests {
             );
         }
         assert!(EnvOnly::try_parse_from(["shortener", "--console", "maybe"]).is_err());
+    }
+
+    /// Every setting that is a span of time takes one with a unit (`20s`, `2m`, `30d`) besides
+    /// a bare number in its own unit, and refuses other text saying what it takes.
+    #[test]
+    fn every_time_setting_takes_a_unit() {
+        let command = EnvOnly::command();
+        let mut checked = 0;
+        for arg in command.get_arguments() {
+            let Some(env) = arg.get_env().and_then(|e| e.to_str()) else {
+                continue;
+            };
+            let timed = ["_MS", "_SECONDS", "_DAYS", "_TTL", "_TIMEOUT", "_DELAY"]
+                .iter()
+                .any(|suffix| env.ends_with(suffix));
+            if !timed {
+                continue;
+            }
+            let flag = format!("--{}", arg.get_long().expect("long flag"));
+            let error = EnvOnly::try_parse_from(["shortener", &flag, "5 fortnights"])
+                .err()
+                .unwrap_or_else(|| panic!("{env} took 5 fortnights"));
+            assert!(
+                error.to_string().contains("not a span of time"),
+                "{env}: {error}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 24, "only {checked} time settings found");
+        let parsed = EnvOnly::try_parse_from([
+            "shortener",
+            "--drain-timeout=20s",
+            "--cache-ttl=2m",
+            "--import-idle-ms=1m",
+            "--session-idle-seconds=1h",
+            "--analytics-retention-days=400d",
+            "--database-statement-timeout-ms=30s",
+        ])
+        .expect("parses");
+        let config = parsed.config;
+        assert_eq!(config.listeners.drain_timeout, 20);
+        assert_eq!(config.redirects.cache_ttl.get(), 120);
+        assert_eq!(config.limits.import_idle_ms.get(), 60_000);
+        assert_eq!(config.access.session_idle_seconds.get(), 3600);
+        assert_eq!(config.visits.analytics_retention_days, 400);
+        assert_eq!(config.store.database_statement_timeout_ms, 30_000);
     }
 }

@@ -46,10 +46,10 @@ pub struct RedirectConfig {
     pub negative_cache_bytes: u64,
     /// Seconds a missed change notification can leave a stale cached link (an unchanged link
     /// is not read again while every change is confirmed reported).
-    #[arg(long, env = "SHORTENER_CACHE_TTL", default_value = "60")]
+    #[arg(long, env = "SHORTENER_CACHE_TTL", default_value = "60", value_parser = super::units::seconds::<NonZeroU64>)]
     pub cache_ttl: NonZeroU64,
     /// Milliseconds an unknown code is remembered.
-    #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_TTL_MS", default_value_t = 2000)]
+    #[arg(long, env = "SHORTENER_NEGATIVE_CACHE_TTL_MS", default_value_t = 2000, value_parser = super::units::millis::<u64>)]
     pub negative_cache_ttl_ms: u64,
     /// Most reads a second of the links' slot high-water mark (PostgreSQL), made before a
     /// generated code above it is answered 404 without a lookup; requests meanwhile share the

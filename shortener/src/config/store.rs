@@ -5,6 +5,16 @@ use clap::Args;
 use pgtls::pooler::PoolMode;
 use std::path::PathBuf;
 
+/// `SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS`: 100 ms to an hour.
+fn statement_timeout(text: &str) -> Result<u64, String> {
+    let millis: u64 = super::units::millis(text)?;
+    if (100..=3_600_000).contains(&millis) {
+        Ok(millis)
+    } else {
+        Err(format!("{millis} ms is not in 100 ms to an hour"))
+    }
+}
+
 /// Parses `SHORTENER_DATABASE_POOL_MODE` (`session` or `transaction`).
 pub fn parse_pool_mode(text: &str) -> Result<PoolMode, String> {
     text.trim().parse()
@@ -46,7 +56,7 @@ pub struct StoreConfig {
     /// rollup maintenance lift it for their own statements. The embedded store interrupts a
     /// read that runs longer.
     #[arg(long, env = "SHORTENER_DATABASE_STATEMENT_TIMEOUT_MS", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(100..=3_600_000)
+          value_parser = statement_timeout
     )]
     pub database_statement_timeout_ms: u64,
     /// PEM file of CA certificates trusted for TLS to PostgreSQL, besides the system's; used

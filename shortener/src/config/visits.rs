@@ -16,8 +16,7 @@ pub struct VisitsConfig {
     #[arg(
         long,
         env = "SHORTENER_CLICK_FLUSH_INTERVAL_MS",
-        default_value = "5000"
-    )]
+        default_value = "5000", value_parser = super::units::millis::<NonZeroU64>)]
     pub click_flush_interval_ms: NonZeroU64,
     /// Most links with click counts pending between flushes: past it the counts flush at once,
     /// so no visit is dropped and memory stays bounded (about 100 bytes per link at the bound;
@@ -34,8 +33,7 @@ pub struct VisitsConfig {
     #[arg(
         long,
         env = "SHORTENER_ANALYTICS_FLUSH_INTERVAL_MS",
-        default_value = "30000"
-    )]
+        default_value = "30000", value_parser = super::units::millis::<NonZeroU64>)]
     pub analytics_flush_interval_ms: NonZeroU64,
     /// Most analytics counters held in memory between flushes; visits needing more are left
     /// out of the rollups (the link totals still count them). Past half of it, a tenant makes
@@ -57,15 +55,13 @@ pub struct VisitsConfig {
     #[arg(
         long,
         env = "SHORTENER_ANALYTICS_COMPACT_AFTER_DAYS",
-        default_value = "30"
-    )]
+        default_value = "30", value_parser = super::units::days::<NonZeroU32>)]
     pub analytics_compact_after_days: NonZeroU32,
     /// Rollups older than this many days are removed (0: kept forever).
     #[arg(
         long,
         env = "SHORTENER_ANALYTICS_RETENTION_DAYS",
-        default_value_t = 400
-    )]
+        default_value_t = 400, value_parser = super::units::days::<u32>)]
     pub analytics_retention_days: u32,
     /// A MaxMind-format (GeoIP2 / GeoLite2 Country or City) database file: visits are counted
     /// by country when set. Re-read when it changes.

@@ -10,10 +10,10 @@ use std::time::Duration;
 #[command(next_help_heading = "Webhooks")]
 pub struct WebhookConfig {
     /// Milliseconds a webhook delivery may take (connect, send, answer).
-    #[arg(long, env = "SHORTENER_WEBHOOK_TIMEOUT_MS", default_value = "10000")]
+    #[arg(long, env = "SHORTENER_WEBHOOK_TIMEOUT_MS", default_value = "10000", value_parser = super::units::millis::<NonZeroU64>)]
     pub webhook_timeout_ms: NonZeroU64,
     /// Milliseconds before a failed delivery's first retry; each further one doubles it.
-    #[arg(long, env = "SHORTENER_WEBHOOK_RETRY_BASE_MS", default_value = "1000")]
+    #[arg(long, env = "SHORTENER_WEBHOOK_RETRY_BASE_MS", default_value = "1000", value_parser = super::units::millis::<NonZeroU64>)]
     pub webhook_retry_base_ms: NonZeroU64,
     /// Failed deliveries in a row after which an endpoint is disabled.
     #[arg(long, env = "SHORTENER_WEBHOOK_MAX_FAILURES", default_value = "10")]
@@ -27,9 +27,9 @@ pub struct WebhookConfig {
     /// metadata hosts; the other target rules apply either way.
     #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
     pub webhook_allow_private: bool,
-    /// Days a delivered (or failed) webhook delivery stays in its endpoint's log before it is
+    /// Days a webhook delivery, delivered or failed, stays in its endpoint's log before it is
     /// purged, with events no delivery refers to any more (0 keeps them forever).
-    #[arg(long, env = "SHORTENER_WEBHOOK_LOG_DAYS", default_value_t = 30)]
+    #[arg(long, env = "SHORTENER_WEBHOOK_LOG_DAYS", default_value_t = 30, value_parser = super::units::days::<u32>)]
     pub webhook_log_days: u32,
     /// Pending webhook deliveries a tenant may have. Measured every ten delivery polls: while
     /// a tenant is at the bound its events are dropped (and counted in
