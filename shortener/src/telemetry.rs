@@ -22,7 +22,7 @@ pub fn init_tracing(format: LogFormat) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
     }
 }
 
@@ -41,7 +41,7 @@ pub fn init_serving(format: LogFormat) -> anyhow::Result<Option<otel::Tracing>> 
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let logs = match format {
         LogFormat::Text => logs.with_filter(filter).boxed(),
-        LogFormat::Json => logs.json().with_filter(filter).boxed(),
+        LogFormat::Json => logs.json().flatten_event(true).with_filter(filter).boxed(),
     };
     let traces = tracing.as_ref().map(|t| t.layer());
     tracing_subscriber::registry()

@@ -588,6 +588,14 @@ def test_json_log_lines_of_a_traced_request_carry_its_ids(stack):
     assert lines, "no log line carries the trace"
     assert all(line["span"]["trace_id"] == trace_id for line in lines)
     assert any(line["span"]["span_id"] == span.span_id.hex() for line in lines)
+    # Both services write one shape: the event's fields beside its timestamp, level and
+    # target, not nested, so one log pipeline rule reads either.
+    for name in ("shortener", "id-service"):
+        logged = [json.loads(line) for line in stack.log(name).splitlines() if line.startswith("{")]
+        assert logged, f"{name} wrote no JSON line"
+        for line in logged:
+            assert {"timestamp", "level", "message", "target"} <= line.keys(), (name, line)
+            assert "fields" not in line, (name, line)
 
 
 def test_without_a_collector_requests_stay_fast_and_dropped_spans_are_counted(stack):
