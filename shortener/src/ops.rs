@@ -2,7 +2,7 @@
 //! metrics.
 
 use crate::metrics::Metrics;
-use crate::store::{Capabilities, Store};
+use crate::store::{Capabilities, Store, StoreError};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -26,6 +26,9 @@ pub struct OpsState {
     pub accepting: Arc<AtomicBool>,
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
+    /// Set the first time readiness found the store answering and an ID block in hand; from
+    /// then on a dependency's outage leaves the node ready ([`readyz`]).
+    pub seen_ready: Arc<AtomicBool>,
 }
 
 /// The admin listener's handling: every request through the router.
@@ -65,26 +68,43 @@ pub fn router(state: OpsState) -> Router {
         .with_state(state)
 }
 
-/// Ready when the node accepts traffic, the store answers and an ID block is in hand.
+/// Not ready while shutting down, or while the store fails for a reason of this node's own
+/// (a failed fsync of the embedded store, which only a restart clears). Otherwise ready once
+/// the store has answered and an ID block has been in hand, and from then on: an outage of the
+/// database or of the id-service meets every node alike, and taking them all out of their load
+/// balancer would also take away what they still serve (cached redirects, and through an
+/// id-service outage the creates their IDs in hand allow). Such an outage is said in the body (`ready,
+/// degraded: ...`) and seen in the metrics and alerts; a node that has never been ready (a
+/// wrong token, a database it cannot reach at start) stays out, so a broken rollout stops at
+/// its first pod.
 async fn readyz(State(state): State<OpsState>) -> Response {
-    let mut problems = Vec::new();
-    if !state.accepting.load(Ordering::SeqCst) {
-        problems.push("shutting down".to_string());
-    }
-    if let Err(e) = state.store.ping().await {
-        problems.push(format!("store: {e}"));
-    }
-    if !state.ids.is_ready() {
-        problems.push(state.ids.shortage());
-    }
-    if problems.is_empty() {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
+    let not_ready = |why: String| {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {}\n", problems.join("; ")),
+            format!("not ready: {why}\n"),
         )
             .into_response()
+    };
+    if !state.accepting.load(Ordering::SeqCst) {
+        return not_ready("shutting down".into());
+    }
+    let mut outages = Vec::new();
+    match state.store.ping().await {
+        Ok(()) => {}
+        Err(e @ StoreError::Unavailable(_)) => outages.push(format!("store: {e}")),
+        Err(e) => return not_ready(format!("store: {e}")),
+    }
+    if !state.ids.is_ready() {
+        outages.push(state.ids.shortage());
+    }
+    if outages.is_empty() {
+        state.seen_ready.store(true, Ordering::SeqCst);
+        (StatusCode::OK, "ready\n").into_response()
+    } else if state.seen_ready.load(Ordering::SeqCst) {
+        let body = format!("ready, degraded: {}\n", outages.join("; "));
+        (StatusCode::OK, body).into_response()
+    } else {
+        not_ready(outages.join("; "))
     }
 }
 

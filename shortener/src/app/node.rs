@@ -278,6 +278,7 @@ impl Node {
             ids: Arc::clone(&self.ids),
             accepting: Arc::clone(&self.accepting),
             metrics: Arc::clone(&self.metrics),
+            seen_ready: Arc::default(),
         }
     }
 }

@@ -3,7 +3,8 @@
 //! id-service's). The primary turns read-only, as a demoted one does, and the standby is
 //! promoted: the first creates after it succeed, batched or with an Idempotency-Key, their
 //! refused attempts having emptied the pool of connections to the old primary. With no primary
-//! left, a create is a 503 with `Retry-After` and `/readyz` says not ready, until one is back.
+//! left, a create is a 503 with `Retry-After` and `/readyz` names the read-only server while the
+//! node stays ready (its cached redirects still answer), until a primary is back.
 
 use crate::helpers::{Node, Stack, metric};
 use reqwest::StatusCode;
@@ -75,6 +76,7 @@ async fn a_pool_of_connections_to_a_demoted_primary_recovers_on_the_first_refuse
         assert_eq!(node.get(code).await.0, StatusCode::OK, "{code}");
     }
     assert_eq!(ready(&node).await.0, StatusCode::OK);
+    assert_eq!(node.location(&code).await.0, StatusCode::FOUND);
 
     // No primary at all: creates are refused as unavailable, with a time to come back.
     new.set_read_only(true).await;
@@ -93,13 +95,20 @@ async fn a_pool_of_connections_to_a_demoted_primary_recovers_on_the_first_refuse
         response.headers()
     );
     let (status, body) = ready(&node).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.starts_with("ready, degraded: store:"), "{body}");
     assert!(body.contains("read-only"), "{body}");
+    let redirect = node.location(&code).await;
+    assert_eq!(
+        redirect.0,
+        StatusCode::FOUND,
+        "a cached redirect while read-only"
+    );
 
     // A primary again: ready, and creates succeed.
     new.set_read_only(false).await;
     let back = testkit::wait_until(Duration::from_secs(10), || async {
-        ready(&node).await.0 == StatusCode::OK
+        ready(&node).await == (StatusCode::OK, "ready\n".to_string())
     })
     .await;
     assert!(back, "not ready again: {:?}", ready(&node).await);

@@ -10,18 +10,33 @@ use serde_json::json;
 use std::time::Duration;
 use testkit::proxy::Mode;
 
-/// Cuts `node` off its database at `proxy`, and waits until its readiness says so.
+/// Cuts `node` off its database at `proxy`, and waits until its readiness says so: still
+/// ready (200: what it has cached it serves, and every node meets the outage alike), with the
+/// store named as what it lacks.
 async fn cut_off(node: &Node, proxy: &testkit::proxy::Proxy) {
     proxy.set_mode(Mode::Reset);
-    let down = testkit::wait_until(Duration::from_secs(20), || async {
-        node.client
+    let readiness = || async {
+        let response = node
+            .client
             .get(format!("{}/readyz", node.admin))
             .send()
             .await
-            .is_ok_and(|r| r.status() == StatusCode::SERVICE_UNAVAILABLE)
+            .ok()?;
+        let status = response.status();
+        Some((status, response.text().await.ok()?))
+    };
+    let down = testkit::wait_until(Duration::from_secs(20), || async {
+        readiness()
+            .await
+            .is_some_and(|(_, body)| body.starts_with("ready, degraded: store:"))
     })
     .await;
-    assert!(down, "the node never noticed its database was away");
+    let last = readiness().await;
+    assert!(
+        down,
+        "the node never noticed its database was away: {last:?}"
+    );
+    assert_eq!(last.map(|(status, _)| status), Some(StatusCode::OK));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
