@@ -63,6 +63,22 @@ impl Error {
         Self::InvalidArgument(message.into())
     }
 
+    /// Every [`Error::reason`], so that the error counters show each at zero from the start:
+    /// an alert on `rate()` or `increase()` sees no rise in a series' first sample.
+    pub const REASONS: [&'static str; 11] = [
+        "invalid_argument",
+        "not_found",
+        "already_exists",
+        "exhausted",
+        "quota_exceeded",
+        "failed_precondition",
+        "unavailable",
+        "shutting_down",
+        "unauthenticated",
+        "permission_denied",
+        "internal",
+    ];
+
     /// A short, stable label for metrics (`idservice_lease_errors_total{reason}`).
     pub fn reason(&self) -> &'static str {
         match self {
@@ -121,6 +137,32 @@ fn with_retry_advice(mut status: tonic::Status, after: Duration) -> tonic::Statu
 
 #[cfg(test)]
 mod tests {
+
+    /// Every variant's reason is listed, so its counters start at zero.
+    #[test]
+    fn every_reason_is_listed() {
+        let every = [
+            Error::invalid("x"),
+            Error::NotFound("x".into()),
+            Error::AlreadyExists("x".into()),
+            Error::Exhausted {
+                namespace: "x".into(),
+            },
+            Error::QuotaExceeded {
+                message: "x".into(),
+                retry_after: Duration::from_secs(1),
+            },
+            Error::FailedPrecondition("x".into()),
+            Error::Unavailable("x".into()),
+            Error::ShuttingDown,
+            Error::Unauthenticated("x".into()),
+            Error::PermissionDenied("x".into()),
+            Error::Internal("x".into()),
+        ];
+        let reasons: std::collections::BTreeSet<_> = every.iter().map(Error::reason).collect();
+        let listed: std::collections::BTreeSet<_> = Error::REASONS.into_iter().collect();
+        assert_eq!(reasons, listed);
+    }
     use super::*;
     use tonic::Code;
 

@@ -65,6 +65,9 @@ impl App {
         )
         .await?;
         let ledger = startup::open_ledger(&config).await?;
+        for namespace in &config.namespaces {
+            metrics.expect_namespace(namespace);
+        }
         if let Some(text) = &tokens_text
             && !config.auto_create_namespaces
         {

@@ -30,6 +30,7 @@ impl NamespaceAdmin for NamespaceService {
                 })
                 .map_err(|refused| refused.noted(&caller))?;
             let info = shared.ledger.create_namespace(&request).await?;
+            shared.metrics.expect_namespace(request.namespace.as_str());
             tracing::info!(
                 namespace = %request.namespace,
                 first_id = request.first_id,

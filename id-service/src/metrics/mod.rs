@@ -68,10 +68,10 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A fresh registry with every metric at zero.
+    /// A fresh registry with every metric at zero, each error reason among them.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("idservice");
-        Self {
+        let metrics = Self {
             leases: families::Leases::register(&mut registry),
             allocations: families::Allocations::register(&mut registry),
             cursor: families::Cursor::register(&mut registry),
@@ -82,6 +82,30 @@ impl Metrics {
                 registry.register_collector(Box::new(TraceExport));
                 registry
             },
+        };
+        for reason in crate::error::Error::REASONS {
+            let label = ReasonLabel { reason };
+            drop(metrics.leases.errors.get_or_create(&label));
+            drop(metrics.allocations.errors.get_or_create(&label));
+        }
+        metrics
+    }
+
+    /// Shows `namespace`'s counters at zero before their first event, so that an alert on
+    /// their `increase()` sees the first one (a series born at 1 shows no increase): the
+    /// timeline jump after a failover is nearly always a replica's first.
+    pub fn expect_namespace(&self, namespace: &str) {
+        let label = NamespaceLabel {
+            namespace: namespace.to_string(),
+        };
+        drop(self.leases.leases.get_or_create(&label));
+        drop(self.leases.ids_leased.get_or_create(&label));
+        drop(self.cursor.timeline_jumps.get_or_create(&label));
+        for cause in ["timeline", "reported"] {
+            drop(self.cursor.ids_skipped.get_or_create(&SkipLabel {
+                namespace: namespace.to_string(),
+                cause,
+            }));
         }
     }
 

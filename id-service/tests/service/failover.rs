@@ -168,6 +168,17 @@ async fn after_an_asynchronous_failover_no_range_granted_before_the_crash_is_gra
     );
 
     // Replicated: granted while the standby streams.
+    // The jump's counter is there at zero before it: an alert on its increase() sees the
+    // first jump, which a series born at 1 would hide.
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains("idservice_timeline_jumps_total{namespace=\"links\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("idservice_lease_errors_total{reason=\"unavailable\"} 0"),
+        "{metrics}"
+    );
     let mut handed_out = grant_some(&server, "early", 6).await;
     handed_out.extend(take_until(&pool, 3).await);
     wait_replayed(&primary, &standby).await;
