@@ -29,7 +29,9 @@ pub use manage::ListPage;
 pub use tags::MAX_TAG_CHANGE_LINKS;
 
 use crate::audit::{Action, AuditLog, AuditSettings};
-use crate::domain::{Caller, CreateRequest, Error, Link, PasswordHash, Scope, ShortCode};
+use crate::domain::{
+    Caller, CreateRequest, Error, Link, LinkState, PasswordHash, Scope, ShortCode,
+};
 use crate::limits::Limits;
 use crate::store::{DeleteOutcome, Idempotency, LinkStore, Store};
 use chrono::{DateTime, Utc};
@@ -199,6 +201,16 @@ impl LinkService {
         Arc::clone(&self.counters)
     }
 
+    /// Whether `link` redirects now (active: not disabled, expired or past its visit limit,
+    /// by the visits the store holds).
+    async fn redirects(&self, link: &Link) -> Result<bool, Error> {
+        let mut counted = link.clone();
+        if link.max_visits.is_some() {
+            counted.clicks.human = self.store.stored_visits(&link.code).await?;
+        }
+        Ok(counted.state(Utc::now()) == LinkState::Active)
+    }
+
     /// Creates a link for `caller`; returns it and whether it is new (false for dedup and
     /// idempotent replays). The link is committed before this returns (invariant I3).
     pub async fn create(
@@ -252,7 +264,12 @@ impl LinkService {
         if let Some(key) = &dedup_key
             && let Some(link) = self.store.find_dedup(key).await?
         {
-            return Ok((link, false));
+            if self.redirects(&link).await? {
+                return Ok((link, false));
+            }
+            // Disabled, expired or used up: answering it would hand out a link that answers
+            // 410 (a Bitly or Shlink client sees no state). It gives its key up to a new link.
+            self.store.release_dedup(key).await?;
         }
         let mut row = create::Row {
             url: request.url.as_str().to_string(),

@@ -48,6 +48,13 @@ pub trait LinkStore: Send + Sync {
         dedup_key: &[u8],
     ) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
 
+    /// Takes `dedup_key` off the link that holds it (one that no longer redirects), so that a
+    /// dedup create can make a live link with it; durable when it returns.
+    fn release_dedup(
+        &self,
+        dedup_key: &[u8],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// The fingerprint and link of an idempotency key claimed by `tenant` at or after
     /// `expired_before` (older claims have expired).
     fn find_idempotent(
@@ -174,6 +181,10 @@ impl LinkStore for Store {
 
     async fn find_dedup(&self, dedup_key: &[u8]) -> Result<Option<Link>, StoreError> {
         traced!(self, "SELECT", "links", s => s.find_dedup(dedup_key))
+    }
+
+    async fn release_dedup(&self, dedup_key: &[u8]) -> Result<(), StoreError> {
+        traced!(self, "UPDATE", "links", s => s.release_dedup(dedup_key))
     }
 
     async fn find_idempotent(

@@ -126,6 +126,70 @@ async fn dedup_under_fifty_concurrent_identical_requests_gives_one_code(backend:
 }
 on_both_stores!(dedup_under_fifty_concurrent_identical_requests_gives_one_code);
 
+/// A dedup create is answered an existing link only while that one redirects: a disabled or
+/// used-up twin gives its key up and the create makes a new link (a Bitly or Shlink client,
+/// which sees no state, would otherwise hand out a link that answers 410).
+async fn dedup_answers_only_a_link_that_redirects(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let body = json!({ "url": "https://example.com/dd", "dedup": true });
+    let (status, first) = node.create(body.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    let first = first["code"].as_str().expect("code").to_string();
+    let (status, again) = node.create(body.clone()).await;
+    assert_eq!(
+        (status, again["code"].as_str()),
+        (StatusCode::OK, Some(&*first))
+    );
+
+    assert_eq!(
+        node.patch(&first, json!({ "disabled": true })).await.0,
+        StatusCode::OK
+    );
+    let (status, second) = node.create(body.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{second}");
+    let second = second["code"].as_str().expect("code").to_string();
+    assert_ne!(second, first);
+    // Enabled again, the first keeps its code and state but not the key: dedup finds the second.
+    assert_eq!(
+        node.patch(&first, json!({ "disabled": false })).await.0,
+        StatusCode::OK
+    );
+    let (status, third) = node.create(body).await;
+    assert_eq!(
+        (status, third["code"].as_str()),
+        (StatusCode::OK, Some(&*second))
+    );
+    assert_eq!(node.visit(&first).await.status(), StatusCode::FOUND);
+
+    // Used up: one visit of one allowed, counted in the store.
+    let capped = json!({ "url": "https://example.com/once", "dedup": true, "max_visits": 1 });
+    let (status, once) = node.create(capped.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{once}");
+    let once = once["code"].as_str().expect("code").to_string();
+    let visited = node
+        .client
+        .get(format!("{}/{once}", node.base))
+        .header(
+            "user-agent",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X)",
+        )
+        .send()
+        .await
+        .expect("visit");
+    assert_eq!(visited.status(), StatusCode::FOUND);
+    let used_up = testkit::wait_until(std::time::Duration::from_secs(10), || async {
+        node.get(&once).await.1["state"] == "used_up"
+    })
+    .await;
+    assert!(used_up, "{}", node.get(&once).await.1);
+    let (status, fresh) = node.create(capped).await;
+    assert_eq!(status, StatusCode::CREATED, "{fresh}");
+    assert_ne!(fresh["code"].as_str(), Some(&*once));
+    assert_eq!(node.stored_links().await, 4);
+}
+on_both_stores!(dedup_answers_only_a_link_that_redirects);
+
 async fn private_links_get_long_random_codes(backend: Backend) {
     let stack = Stack::new(backend).await;
     let node = stack.node("a").await;

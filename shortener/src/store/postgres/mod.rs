@@ -343,6 +343,18 @@ impl LinkStore for PgStore {
         read::find_dedup(&client, dedup_key).await
     }
 
+    async fn release_dedup(&self, dedup_key: &[u8]) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        client
+            .prepared_execute(
+                "UPDATE links SET dedup_key = NULL WHERE dedup_key = $1",
+                &[&dedup_key],
+            )
+            .await
+            .map_err(error::db_error)?;
+        Ok(())
+    }
+
     async fn find_idempotent(
         &self,
         tenant: &str,

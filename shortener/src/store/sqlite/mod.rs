@@ -219,6 +219,19 @@ impl LinkStore for SqliteStore {
         self.read(move |conn| rows::find_dedup(conn, &key)).await
     }
 
+    async fn release_dedup(&self, dedup_key: &[u8]) -> Result<(), StoreError> {
+        let key = dedup_key.to_vec();
+        self.write(move |conn| {
+            conn.execute(
+                "UPDATE links SET dedup_key = NULL WHERE dedup_key = ?1",
+                [&key],
+            )
+            .map(drop)
+            .map_err(db_error)
+        })
+        .await
+    }
+
     async fn find_idempotent(
         &self,
         tenant: &str,
