@@ -160,8 +160,8 @@ impl PreviewPatch {
     }
 }
 
-/// A preview text (`field`, at most `max` characters, no control characters); `None` or empty:
-/// unset.
+/// A preview text (`field`, at most `max` characters, each [`super::text::displayable`]: no
+/// control characters, bidirectional overrides or noncharacters); `None` or empty: unset.
 pub fn preview_text(
     field: &str,
     input: Option<String>,
@@ -170,10 +170,13 @@ pub fn preview_text(
     let Some(text) = input.filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
-    if text.chars().count() > max || text.chars().any(char::is_control) {
+    if text.chars().count() > max || !text.chars().all(super::text::displayable) {
         return Err(Error::invalid(
             "invalid_preview",
-            format!("{field}: at most {max} characters, without control characters"),
+            format!(
+                "{field}: at most {max} characters, without control characters, \
+                 bidirectional overrides or noncharacters"
+            ),
         ));
     }
     Ok(Some(text))

@@ -18,6 +18,21 @@ fn is_unsafe(c: char) -> bool {
         || ('\u{2066}'..='\u{2069}').contains(&c)
 }
 
+/// Whether `c` may stand in text a link shows to people (a preview's title or description):
+/// not a control character, not a bidirectional embedding, override or isolate (which can
+/// make a title read as something else), not a line or paragraph separator, and not a
+/// noncharacter (U+FDD0-U+FDEF, U+xxFFFE, U+xxFFFF), which XML cannot hold and no text needs.
+/// The directional marks (U+200E, U+200F, U+061C) stay allowed: right-to-left text uses them.
+pub fn displayable(c: char) -> bool {
+    let code = c as u32;
+    !(c.is_control()
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+        || matches!(c, '\u{2028}' | '\u{2029}')
+        || (0xfdd0..=0xfdef).contains(&code)
+        || code & 0xfffe == 0xfffe)
+}
+
 /// `text` with every unsafe character written as `\u{...}`.
 pub fn escape(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_unsafe) {
@@ -55,6 +70,35 @@ impl fmt::Display for Untrusted<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn displayable_text_keeps_marks_and_refuses_overrides_and_noncharacters() {
+        for c in [
+            'a',
+            'é',
+            '\u{5d0}',
+            '\u{200f}',
+            '\u{200e}',
+            '\u{fffd}',
+            '\u{1f600}',
+        ] {
+            assert!(super::displayable(c), "{c:?}");
+        }
+        for c in [
+            '\n',
+            '\u{7f}',
+            '\u{202e}',
+            '\u{2067}',
+            '\u{2028}',
+            '\u{fdd0}',
+            '\u{fffe}',
+            '\u{ffff}',
+            '\u{1fffe}',
+            '\u{10ffff}',
+        ] {
+            assert!(!super::displayable(c), "{c:?}");
+        }
+    }
 
     #[test]
     fn control_and_bidi_characters_are_escaped_and_long_text_is_cut() {

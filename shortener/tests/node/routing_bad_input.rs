@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 /// One bad input: the field, its value, the error code.
 type Bad = (&'static str, String, &'static str);
 
-/// Every bad UTM and preview value: the query's separators, control characters and values past
-/// their bounds (a UTM value's in bytes, a preview text's in characters), bad image URLs.
+/// Every bad UTM and preview value: the query's separators, control characters, bidirectional
+/// overrides and noncharacters, and values past their bounds (a UTM value's in bytes, a preview text's in characters), bad image URLs.
 fn table() -> Vec<Bad> {
     let utm = "invalid_utm";
     let preview = "invalid_preview";
@@ -35,6 +35,10 @@ fn table() -> Vec<Bad> {
         ("description", "d".repeat(501), preview),
         ("description", "line\nbreak".into(), preview),
         ("description", "bell\u{7}".into(), preview),
+        ("title", "invoice\u{202e}fdp.exe".into(), preview),
+        ("title", "isolate\u{2067}d".into(), preview),
+        ("title", "xml\u{fffe}".into(), preview),
+        ("description", "line\u{2028}separator".into(), preview),
         ("image", "javascript:alert(1)".into(), preview),
         ("image", "not a url".into(), preview),
         ("image", "ftp://img.example/a.png".into(), preview),

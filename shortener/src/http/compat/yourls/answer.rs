@@ -200,8 +200,10 @@ fn escape_into(out: &mut String, text: &str) {
             '&' => out.push_str("&amp;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            // Characters XML 1.0 cannot hold at all are left out.
+            // Characters XML 1.0 cannot hold at all are left out (its `Char` production:
+            // no C0 control but tab and line ends, no U+FFFE or U+FFFF).
             c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => {}
+            '\u{fffe}' | '\u{ffff}' => {}
             c => out.push(c),
         }
     }
@@ -217,7 +219,10 @@ mod tests {
                 ("status", "success".into()),
                 (
                     "url",
-                    Value::Map(vec![("keyword".into(), "a<b&\"c\u{1}".into())]),
+                    Value::Map(vec![(
+                        "keyword".into(),
+                        "a<b&\"c\u{1}\u{fffe}\u{ffff}".into(),
+                    )]),
                 ),
                 ("statusCode", 200u64.into()),
             ],
@@ -230,7 +235,7 @@ mod tests {
         let answer = sample();
         assert_eq!(
             json(&answer.fields),
-            r#"{"status":"success","url":{"keyword":"a<b&\"c\u0001"},"statusCode":200}"#
+            "{\"status\":\"success\",\"url\":{\"keyword\":\"a<b&\\\"c\\u0001\u{fffe}\u{ffff}\"},\"statusCode\":200}"
         );
         assert_eq!(
             xml(&answer.fields),
