@@ -20,6 +20,8 @@ pub struct TenantKeys {
     pub other: String,
     /// Tenant `acme`, `stats:read` only: no links scope.
     pub scopeless: String,
+    /// Tenant `acme`, `links:create` only: makes links, reads none.
+    pub creator: String,
     /// Tenant `acme`, every scope but admin, expired an hour ago.
     pub expired: String,
     /// Tenant `ops`, `admin`.
@@ -32,6 +34,7 @@ pub fn write_keys(path: &Path) -> TenantKeys {
         own: generate_api_key(),
         other: generate_api_key(),
         scopeless: generate_api_key(),
+        creator: generate_api_key(),
         expired: generate_api_key(),
         admin: generate_api_key(),
     };
@@ -49,6 +52,7 @@ pub fn write_keys(path: &Path) -> TenantKeys {
         entry("acme", "writer", &keys.own, all),
         entry("globex", "writer", &keys.other, all),
         entry("acme", "stats", &keys.scopeless, "stats:read"),
+        entry("acme", "creator", &keys.creator, "links:create"),
         expired,
         entry("ops", "root", &keys.admin, "admin"),
     ]

@@ -103,6 +103,12 @@ fn cases(code: &str) -> Vec<Bad> {
             "INVALID_ARG_BITLINK",
             "bitlink",
         ),
+        // Not UTF-8 once decoded: no bitlink, said in Bitly's shape after the key check.
+        read(
+            "/bitlinks/sho.rt/%FF".into(),
+            "INVALID_ARG_BITLINK",
+            "bitlink",
+        ),
         read(
             format!("/bitlinks/not%20a%20host/{code}"),
             "INVALID_ARG_BITLINK",

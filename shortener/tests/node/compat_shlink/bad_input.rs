@@ -215,6 +215,43 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
         .await
         .expect("send");
     assert_eq!(answer.status(), 400);
+    // A code that is not UTF-8 once decoded is no code: not found in Shlink's shape, after the
+    // key check (without a key: unauthenticated, as for any code); a long one is said back cut.
+    for method in [Method::GET, Method::PATCH, Method::DELETE] {
+        let body = (method == Method::PATCH).then(|| json!({ "title": "t" }));
+        let answer = call(
+            &node,
+            method.clone(),
+            "/v3/short-urls/%FF",
+            key,
+            body.clone(),
+        )
+        .await;
+        assert_problem(&answer, 404, "short-url-not-found");
+        let answer = call(&node, method, "/v3/short-urls/%FF", None, body).await;
+        assert_eq!(answer.0, 401, "{}", answer.2);
+    }
+    for path in [
+        "/v3/short-urls/%FF/visits",
+        "/v3/short-urls/%FF/redirect-rules",
+    ] {
+        assert_problem(
+            &call(&node, Method::GET, path, key, None).await,
+            404,
+            "short-url-not-found",
+        );
+    }
+    let long = "a".repeat(3000);
+    let answer = call(
+        &node,
+        Method::GET,
+        &format!("/v3/short-urls/{long}"),
+        key,
+        None,
+    )
+    .await;
+    assert_problem(&answer, 404, "short-url-not-found");
+    assert!(answer.2.to_string().len() < 1000, "{}", answer.2);
     assert_eq!(node.stored_links().await, stored);
 }
 

@@ -417,7 +417,8 @@ async fn two_dialects_are_served_side_by_side() {
 
 /// `findIfExists` with a `customSlug`: Shlink answers the slug's link when it goes to the same
 /// URL, and refuses the slug (`non-unique-slug`) when it goes elsewhere or is another tenant's
-/// (an admin key's included).
+/// (an admin key's included), and to a key that may not read links, which would otherwise
+/// learn where the slug leads by guessing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn find_if_exists_with_a_custom_slug_answers_the_slugs_link_to_the_same_url() {
     let stack = Stack::new(Backend::Sqlite).await;
@@ -444,6 +445,11 @@ async fn find_if_exists_with_a_custom_slug_answers_the_slugs_link_to_the_same_ur
         (own, "https://example.com/elsewhere", true),
         (other, "https://example.com/launch", true),
         (admin, "https://example.com/launch", true),
+        (
+            Some(keys.creator.as_str()),
+            "https://example.com/launch",
+            true,
+        ),
     ] {
         let answer = post(key, body(url, find)).await;
         assert_problem(&answer, 400, "non-unique-slug");

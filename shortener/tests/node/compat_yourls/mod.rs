@@ -352,6 +352,21 @@ async fn tenancy_and_scopes(node: &Node, keys: &TenantKeys, code: &str) {
     let (status, db) = json(node, &keys.scopeless, &[("action", "db-stats")]).await;
     assert_eq!(status, StatusCode::OK, "{db}");
     assert_eq!(db["db-stats"]["total_links"], "3");
+    // `version` and an action this node does not serve read nothing: any valid key (a
+    // create-only one, ShareX's) gets their answers; an expired key still gets none.
+    for key in [keys.creator.as_str(), keys.scopeless.as_str()] {
+        let (status, version) = json(node, key, &[("action", "version")]).await;
+        assert_eq!(status, StatusCode::OK, "{version}");
+        assert!(version["version"].is_string(), "{version}");
+        let (status, unknown) = json(node, key, &[("action", "delete")]).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{unknown}");
+        assert_eq!(
+            unknown["message"],
+            "Unknown or missing \"action\" parameter"
+        );
+    }
+    let (status, _) = json(node, &keys.expired, &[("action", "version")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
 }
 
 /// Past the key's create rate a shorten is refused as YOURLS refuses (`errorCode` 429) with

@@ -238,9 +238,12 @@ pub async fn expand(
 pub async fn bitlinks(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
-    Path(rest): Path<String>,
+    rest: Result<Path<String>, axum::extract::rejection::PathRejection>,
     uri: Uri,
 ) -> Response {
+    // A segment that does not decode to UTF-8 names no bitlink: an empty id, refused after the
+    // key check in Bitly's shape rather than with the router's plain-text 400.
+    let rest = rest.map(|Path(rest)| rest).unwrap_or_default();
     let (action, id) = if let Some(id) = rest.strip_suffix("/clicks/summary") {
         (Action::ClicksSummary, id)
     } else if let Some(id) = rest.strip_suffix("/clicks") {

@@ -198,6 +198,16 @@ fn query_pairs(uri: &Uri) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// The path's code as text; a segment that does not decode to UTF-8 is no code, and becomes an
+/// empty text that none matches, so that it is answered after the key check, as not found, in
+/// Shlink's shape (not the router's plain-text 400).
+fn path_text(
+    code: Result<axum::extract::Path<String>, axum::extract::rejection::PathRejection>,
+) -> String {
+    code.map(|axum::extract::Path(text)| text)
+        .unwrap_or_default()
+}
+
 /// The short code `text` of the path, on the domain the query's `domain` names (Shlink's
 /// `DEFAULT` and none are the default domain).
 fn short_code(state: &HttpState, text: &str, uri: &Uri) -> Result<ShortCode, Fail> {

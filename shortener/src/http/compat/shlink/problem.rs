@@ -78,8 +78,12 @@ impl Problem {
         .with("invalidElements", json!([field]))
     }
 
-    /// No short URL `code` (on `domain`) the caller sees.
+    /// No short URL `code` (on `domain`) the caller sees. Both are the client's text, said
+    /// back bounded and with unsafe characters escaped ([`crate::domain::text::bounded`]).
     pub fn short_url_not_found(code: &str, domain: Option<&str>) -> Self {
+        let code = crate::domain::text::bounded(code, 64);
+        let domain = domain.map(|d| crate::domain::text::bounded(d, 256));
+        let domain = domain.as_deref();
         let detail = match domain {
             Some(domain) => {
                 format!("No URL found with short code \"{code}\" for domain \"{domain}\"")

@@ -15,6 +15,7 @@ use crate::domain::rules::{Condition, ConditionInput, DeviceClass, Rule, ValueIn
 use crate::domain::{LinkPatch, PatchInput, RuleInput};
 use crate::http::HttpState;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
@@ -80,9 +81,10 @@ fn shown(link: &crate::domain::Link) -> Value {
 pub async fn get(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
     uri: Uri,
 ) -> Response {
+    let code = super::path_text(code);
     let answer = async {
         let caller = admit(&state, &headers, None, Operation::Read)?;
         let link = find(&state, &caller, &code, &uri).await?;
@@ -189,10 +191,11 @@ fn rule_inputs(body: &serde_json::Map<String, Value>) -> Result<Vec<RuleInput>, 
 pub async fn set(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
     uri: Uri,
     body: Body,
 ) -> Response {
+    let code = super::path_text(code);
     let answer = async {
         let caller = admit(&state, &headers, None, Operation::Update)?;
         let map = super::body::object(body).await?;

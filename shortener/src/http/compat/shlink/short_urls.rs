@@ -14,6 +14,7 @@ use crate::domain::routes::{Preview, PreviewPatch};
 use crate::domain::{Caller, CreateInput, CreateRequest, Link, LinkPatch, PatchInput, ShortCode};
 use crate::http::HttpState;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
@@ -172,14 +173,16 @@ async fn created(state: &HttpState, caller: &crate::domain::Caller, input: Creat
 /// `customSlug` answers the slug's link when it already goes to the same URL (on the same
 /// domain, of the caller's tenant), where it would otherwise be refused as taken; the node's
 /// own dedup is for generated codes, so the slug is created, and looked up when it is taken.
-/// Any other holder of the slug leaves the refusal as it was.
+/// Any other holder of the slug leaves the refusal as it was, and so does a caller without
+/// `links:read`: the answer would tell it where the slug leads, which it may not read.
 async fn create_or_find(
     state: &HttpState,
     caller: &crate::domain::Caller,
     mut input: CreateInput,
 ) -> Result<(Link, bool), crate::domain::Error> {
-    let find_slug = input.dedup && input.alias.is_some();
-    input.dedup &= !find_slug;
+    let slug = input.dedup && input.alias.is_some();
+    input.dedup &= !slug;
+    let find_slug = slug && caller.may(crate::domain::Scope::LinksRead);
     let request = CreateRequest::parse(input, &state.rules, Utc::now())?;
     let wanted = find_slug.then(|| {
         (
@@ -282,9 +285,10 @@ pub async fn find(
 pub async fn get(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
     uri: Uri,
 ) -> Response {
+    let code = super::path_text(code);
     let answer = async {
         let caller = admit(&state, &headers, None, Operation::Read)?;
         let link = find(&state, &caller, &code, &uri).await?;
@@ -321,10 +325,11 @@ fn patch_input(fields: &Fields<'_>) -> Result<PatchInput, Fail> {
 pub async fn edit(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
     uri: Uri,
     body: Body,
 ) -> Response {
+    let code = super::path_text(code);
     let answer = async {
         let caller = admit(&state, &headers, None, Operation::Update)?;
         let map = body::object(body).await?;
@@ -343,9 +348,10 @@ pub async fn edit(
 pub async fn delete(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
     uri: Uri,
 ) -> Response {
+    let code = super::path_text(code);
     let answer = async {
         let caller = admit(&state, &headers, None, Operation::Delete)?;
         // A deleted link is no link (as Shlink removes it): deleting it again is not found.

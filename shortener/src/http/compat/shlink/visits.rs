@@ -10,6 +10,7 @@ use super::{Fail, Problem, admit, finish, json, query_value};
 use crate::access::Operation;
 use crate::domain::ListInput;
 use crate::http::HttpState;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
@@ -59,9 +60,10 @@ fn empty_page(uri: &Uri) -> Result<serde_json::Value, Fail> {
 pub async fn short_url(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
-    Path(code): Path<String>,
+    code: Result<Path<String>, PathRejection>,
     uri: Uri,
 ) -> Response {
+    let code = super::path_text(code);
     let answer = async {
         let caller = admit(&state, &headers, None, Operation::Stats)?;
         find(&state, &caller, &code, &uri).await?;

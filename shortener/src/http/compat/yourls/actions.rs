@@ -199,7 +199,7 @@ fn lookup_failure(error: &Error, text: &str, expand: bool) -> Answer {
             if expand {
                 Answer::new(
                     vec![
-                        ("keyword", text.into()),
+                        ("keyword", crate::domain::text::bounded(text, 64).into()),
                         ("message", NOT_FOUND.into()),
                         ("errorCode", 404u64.into()),
                     ],

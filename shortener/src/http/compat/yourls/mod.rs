@@ -68,6 +68,13 @@ impl Action {
         }
     }
 
+    /// Whether the action is admitted for a scope: `version` and an unknown action read
+    /// nothing, so any valid key gets their answer (as `GET /api/v1/me` needs no scope), and
+    /// a create-only key (ShareX's) is told an action is unknown rather than refused.
+    fn scoped(self) -> bool {
+        !matches!(self, Action::Version | Action::Unknown)
+    }
+
     /// What admission checks for the action: the operation of the JSON API that does the
     /// same (a link's page for `url-stats` shows its clicks as `GET /api/v1/links/{code}`
     /// does; `stats` lists links with their clicks; `db-stats` is the tenant's stats).
@@ -114,7 +121,7 @@ pub async fn api(State(state): State<Arc<HttpState>>, request: axum::extract::Re
             return Answer::error(StatusCode::BAD_REQUEST, message).render(Format::Json);
         }
     };
-    let (answer, outcome) = match admit(&state, &params, action.operation(), client) {
+    let (answer, outcome) = match admit(&state, &params, action, client) {
         Ok(caller) => run(&state, &caller, &params, action).await,
         Err(refused) => refused,
     };
@@ -164,9 +171,10 @@ async fn run(state: &HttpState, caller: &Caller, params: &Params, action: Action
 fn admit(
     state: &HttpState,
     params: &Params,
-    operation: Operation,
+    action: Action,
     client: Option<IpAddr>,
 ) -> Result<Caller, Outcome> {
+    let operation = action.operation();
     let refuse = |message: &str| {
         Err((
             Answer::error(StatusCode::FORBIDDEN, message),
@@ -222,6 +230,9 @@ fn admit(
             Err(_) => return refuse("Invalid signature: no such API key, or it has expired"),
         }
     };
+    if !action.scoped() {
+        return Ok(caller);
+    }
     state
         .admission
         .admit(&caller, operation)
