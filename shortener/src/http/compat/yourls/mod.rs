@@ -251,6 +251,9 @@ fn refusal(error: &Error) -> Answer {
         Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         Error::NotFound(_) | Error::Gone(_) => StatusCode::NOT_FOUND,
+        // An export cut off at its deadline, a conflict with the store's state: not a request
+        // the client can mend, as 400 would say.
+        Error::Conflict { .. } => StatusCode::CONFLICT,
         _ => StatusCode::BAD_REQUEST,
     };
     let mut answer = Answer::error(status, error.public_message());
@@ -258,4 +261,33 @@ fn refusal(error: &Error) -> Answer {
         answer.retry_after = Some(retry_after.as_secs().max(1));
     }
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each refusal's status says whose it is: the client's (400, 403, 404, 429) or the node's
+    /// (409 for an export cut off at its deadline, 503, 500).
+    #[test]
+    fn refusals_carry_the_status_of_their_cause() {
+        for (error, status) in [
+            (
+                Error::Forbidden(crate::domain::Scope::LinksRead),
+                StatusCode::FORBIDDEN,
+            ),
+            (Error::NotFound("x".into()), StatusCode::NOT_FOUND),
+            (
+                Error::conflict("export_ended", "the export ended early"),
+                StatusCode::CONFLICT,
+            ),
+            (
+                Error::Internal("x".into()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (Error::invalid("invalid_url", "x"), StatusCode::BAD_REQUEST),
+        ] {
+            assert_eq!(refusal(&error).status(), status, "{error:?}");
+        }
+    }
 }
