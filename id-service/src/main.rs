@@ -15,12 +15,14 @@ async fn main() -> ExitCode {
     };
     let outcome = if migrate {
         id_service::init_tracing(config.log_format);
+        warn_of_unread();
         id_service::migrate(&config)
             .await
             .map(|applied| tracing::info!(?applied, "migrations up to date"))
     } else {
         match id_service::init_serving(config.log_format) {
             Ok(tracing) => {
+                warn_of_unread();
                 let served = serve(*config).await;
                 if let Some(tracing) = tracing {
                     // Spans still queued go out now, within a bound.
@@ -42,6 +44,16 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Warns of each `ID_SERVICE_*` variable no setting reads: a misspelled one would otherwise
+/// leave its default in force without a word.
+fn warn_of_unread() {
+    otel::warn_of_unread(
+        "ID_SERVICE_",
+        &<Cli as clap::CommandFactory>::command(),
+        "id-service --help",
+    );
 }
 
 /// `id-service tokens add`: prints the new token on stdout, and nothing else (no logging).

@@ -28,6 +28,9 @@ pub mod grpc;
 pub mod http;
 mod processor;
 mod sampler;
+mod unread;
+
+pub use unread::{Unread, env_names, unread_variables, warn_of_unread};
 
 pub use config::{ConfigError, Protocol, Settings};
 pub use context::{

@@ -97,6 +97,7 @@ async fn run() -> anyhow::Result<()> {
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     let tracing = telemetry::init_serving(config.log_format)?;
+    shortener::cli::check_environment(config.store.database_url.as_deref())?;
     let app = App::build(config).await?;
     let served = app.run(shutdown::shutdown_signal()).await;
     if let Some(tracing) = tracing {

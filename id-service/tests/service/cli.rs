@@ -22,11 +22,24 @@ async fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
 async fn the_migrate_subcommand_applies_migrations_once_and_exits() {
     let db = TestDb::create().await;
     for round in 0..2 {
-        let output = run(&["migrate"], &[("DATABASE_URL", db.url())]).await;
+        // A misspelled setting (`NAMESPACE` for `NAMESPACES`) is warned of, not silently left.
+        let output = run(
+            &["migrate"],
+            &[
+                ("DATABASE_URL", db.url()),
+                ("ID_SERVICE_NAMESPACE", "links"),
+            ],
+        )
+        .await;
         assert!(
             output.status.success(),
             "round {round}: {}",
             String::from_utf8_lossy(&output.stderr)
+        );
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            said.contains("ID_SERVICE_NAMESPACE is set but no setting reads it: did you mean ID_SERVICE_NAMESPACES?"),
+            "round {round}: {said}"
         );
         // RUST_LOG=info, as the manifests set it: the server's notice that the migrations
         // table exists already is no line of the log.

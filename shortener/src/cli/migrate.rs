@@ -35,12 +35,18 @@ pub struct MigrateArgs {
 
 /// Applies the migrations `args` point at and logs how many ran.
 pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
-    let ran = match &args.database_url {
+    super::check_environment(args.database_url.as_deref())?;
+    match &args.database_url {
         Some(url) => {
             let (url, what) = migration_url(&args, url)?;
-            crate::store::postgres::migrate_database(url, what, args.database_ca_file.as_deref())
-                .await
-                .context("apply PostgreSQL migrations")?
+            let ran = crate::store::postgres::migrate_database(
+                url,
+                what,
+                args.database_ca_file.as_deref(),
+            )
+            .await
+            .context("apply PostgreSQL migrations")?;
+            tracing::info!(ran, "PostgreSQL migrations applied ({what})");
         }
         None => {
             // The embedded file migrates as a node opens it (its code key checked), which is
@@ -48,10 +54,13 @@ pub async fn run(args: MigrateArgs) -> anyhow::Result<()> {
             let mut config = Config::from_env_and_defaults()?;
             config.store.data_dir = args.data_dir;
             crate::app::prepare(&config).await?;
-            0
+            tracing::info!(
+                data_dir = %config.store.data_dir.display(),
+                "no DATABASE_URL: the embedded store in the data directory is migrated (made \
+                 there, with its keys, if it was not)"
+            );
         }
-    };
-    tracing::info!(ran, "migrations applied");
+    }
     Ok(())
 }
 

@@ -26,6 +26,27 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// Warns of each `SHORTENER_*` variable no setting reads (a misspelled one would otherwise
+/// leave its default in force without a word), and refuses `SHORTENER_DATABASE_URL` when
+/// `database_url` (`DATABASE_URL`) is unset: the node would run on the embedded store while
+/// its operator meant PostgreSQL.
+pub fn check_environment(database_url: Option<&str>) -> anyhow::Result<()> {
+    if database_url.is_none() && std::env::var_os("SHORTENER_DATABASE_URL").is_some() {
+        return Err(anyhow::Error::new(crate::config::UsageError(
+            "error: SHORTENER_DATABASE_URL is set, but a node reads its database from \
+             DATABASE_URL; without it the node would serve from the embedded store in \
+             SHORTENER_DATA_DIR. Set DATABASE_URL (or unset SHORTENER_DATABASE_URL)"
+                .into(),
+        )));
+    }
+    otel::warn_of_unread(
+        "SHORTENER_",
+        &<Cli as clap::CommandFactory>::command(),
+        "shortener serve --help",
+    );
+    Ok(())
+}
+
 /// Examples under `shortener serve --help` (and `shortener --help`).
 const SERVE_EXAMPLES: &str = "Examples:
   shortener                                  # embedded: SQLite in ./data, http://127.0.0.1:8080/

@@ -354,3 +354,60 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
     assert!(stderr.contains("cannot be used with"), "{stderr}");
     assert!(!stderr.contains("Error: error"), "{stderr}");
 }
+
+/// A `SHORTENER_*` variable no setting reads is warned of at start, with the setting a typo
+/// away from it; `SHORTENER_DATABASE_URL` without `DATABASE_URL` (a node that would quietly
+/// serve from the embedded store) is refused before anything is written.
+#[test]
+fn variables_no_setting_reads_are_warned_of_and_a_misplaced_database_url_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"));
+        command
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env("SHORTENER_DATA_DIR", &data)
+            .env("SHORTENER_HTTP_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_GRPC_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_ADMIN_ADDR", "127.0.0.1:0");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().expect("run shortener")
+    };
+    for args in [&[][..], &["serve"], &["migrate"]] {
+        let out = run(args, &[("SHORTENER_DATABASE_URL", "postgres://db/links")]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("reads its database from DATABASE_URL"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!data.exists(), "{args:?} wrote the data directory");
+    }
+    let out = run(
+        &["migrate"],
+        &[
+            ("SHORTENER_HTTP_ADRR", "127.0.0.1:1"),
+            ("SHORTENER_CACHE_SIZE", "64MiB"),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "SHORTENER_HTTP_ADRR is set but no setting reads it: did you mean SHORTENER_HTTP_ADDR?"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("SHORTENER_CACHE_SIZE is set but no setting reads it"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("SHORTENER_DATA_DIR is set"), "{stderr}");
+    assert!(
+        stderr.contains("the embedded store in the data directory is migrated"),
+        "{stderr}"
+    );
+}
