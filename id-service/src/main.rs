@@ -11,7 +11,16 @@ async fn main() -> ExitCode {
         Ok(Action::AddToken(add)) => return add_token(&add),
         Ok(Action::Serve(config)) => (config, false),
         Ok(Action::Migrate(config)) => (config, true),
-        Err(error) => error.exit(),
+        Err(error) => {
+            let command = <Cli as clap::CommandFactory>::command();
+            match otel::env_refusal(&error, &command) {
+                Some(refusal) => {
+                    eprintln!("error: {refusal}");
+                    return ExitCode::from(2);
+                }
+                None => error.exit(),
+            }
+        }
     };
     let outcome = if migrate {
         id_service::init_tracing(config.log_format);

@@ -20,6 +20,11 @@
 //! events are never exported, and no helper records a request's parameters: routes are
 //! templates, database spans name the operation and table (or procedure) only. Incoming and outgoing context is W3C trace context (`traceparent`,
 //! `tracestate`).
+//!
+//! Beside the traces, what both services share about starting up: their log filter
+//! ([`log_filter`]), a refused setting said naming its variable ([`env_refusal`]), switches
+//! read alike ([`parse_switch`]), and the warning of variables no setting reads
+//! ([`warn_of_unread`]).
 
 mod config;
 mod context;
@@ -27,9 +32,11 @@ mod export;
 pub mod grpc;
 pub mod http;
 mod processor;
+mod refusal;
 mod sampler;
 mod unread;
 
+pub use refusal::{env_refusal, parse_switch};
 pub use unread::{Unread, env_names, unread_variables, warn_of_unread};
 
 pub use config::{ConfigError, Protocol, Settings};

@@ -52,7 +52,8 @@ fn failed(error: &anyhow::Error) -> std::process::ExitCode {
 /// The command line; a setting refused from its environment variable is said naming the
 /// variable, anything else as clap says it.
 fn parse() -> Cli {
-    Cli::try_parse().unwrap_or_else(|error| match shortener::config::env_refusal(&error) {
+    use clap::CommandFactory;
+    Cli::try_parse().unwrap_or_else(|error| match otel::env_refusal(&error, &Cli::command()) {
         Some(refusal) => {
             eprintln!("error: {refusal}");
             std::process::exit(2)

@@ -201,7 +201,7 @@ pub enum DurationError {
     #[error("{0:?} is not a duration (try 500ms, 10s or 2m)")]
     NotANumber(String),
     /// A unit other than `ms`, `s` or `m`.
-    #[error("unknown duration unit {unit:?} in {text:?} (use ms, s or m)")]
+    #[error("unknown duration unit {unit:?} in {text:?} (use ms, s, m, h or d)")]
     UnknownUnit {
         /// The unit as given.
         unit: String,
@@ -218,7 +218,7 @@ pub enum DurationError {
     },
 }
 
-/// Parses `250ms`, `10s`, `2m` or a bare number of seconds.
+/// Parses `250ms`, `10s`, `2m`, `1h`, `1d` or a bare number of seconds (`2.5s` too).
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
@@ -232,6 +232,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         "ms" => value / 1000.0,
         "s" => value,
         "m" => value * 60.0,
+        "h" => value * 3600.0,
+        "d" => value * 86_400.0,
         other => {
             return Err(DurationError::UnknownUnit {
                 unit: other.to_string(),

@@ -128,7 +128,7 @@ pub struct Config {
     )]
     pub namespaces: Vec<String>,
     /// Whether a call for an unknown (valid) namespace creates it.
-    #[arg(long, env = "ID_SERVICE_AUTO_CREATE_NAMESPACES", default_value_t = false, action = ArgAction::Set, help_heading = "Namespaces and blocks")]
+    #[arg(long, env = "ID_SERVICE_AUTO_CREATE_NAMESPACES", default_value = "false", value_parser = otel::parse_switch, action = ArgAction::Set, help_heading = "Namespaces and blocks")]
     pub auto_create_namespaces: bool,
     /// The most IDs one AllocateIds call may ask for.
     #[arg(

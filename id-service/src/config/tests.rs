@@ -4,12 +4,26 @@ use super::*;
 
 #[test]
 fn durations_parse_with_or_without_units() {
+    // The switches read as the shortener's do.
+    for (args, on) in [
+        (&["id-service", "--auto-create-namespaces", "on"][..], true),
+        (&["id-service", "--auto-create-namespaces", "TRUE"], true),
+        (&["id-service", "--auto-create-namespaces", "0"], false),
+        (&["id-service"], false),
+    ] {
+        let Ok(Action::Serve(config)) = Cli::action_from(args.iter().copied()) else {
+            panic!("{args:?}");
+        };
+        assert_eq!(config.auto_create_namespaces, on, "{args:?}");
+    }
     assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
     assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
     assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
     assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
     assert!(parse_duration("ten").is_err());
-    assert!(parse_duration("5h").is_err());
+    assert_eq!(parse_duration("5h"), Ok(Duration::from_secs(18_000)));
+    assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+    assert!(parse_duration("5w").is_err());
 }
 
 #[test]

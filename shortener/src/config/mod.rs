@@ -260,7 +260,10 @@ impl Config {
         EnvOnly::try_parse_from(["shortener"])
             .map(|only| only.config)
             .map_err(|error| {
-                let text = match env_refusal(&error) {
+                let text = match otel::env_refusal(
+                    &error,
+                    &<EnvOnly as clap::CommandFactory>::command(),
+                ) {
                     Some(refusal) => format!("error: {refusal}"),
                     None => error.render().to_string(),
                 };
@@ -282,85 +285,7 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// A refused value of a setting that came from its environment variable (set, and its flag
-/// not on the command line), said naming the variable: clap's own message names the flag,
-/// which the caller never wrote. `None` for any other error (a conflict between two settings,
-/// say, which clap says well enough).
-pub fn env_refusal(error: &clap::Error) -> Option<String> {
-    use clap::CommandFactory;
-    use clap::error::{ContextKind, ContextValue, ErrorKind};
-    if !matches!(
-        error.kind(),
-        ErrorKind::InvalidValue | ErrorKind::ValueValidation
-    ) {
-        return None;
-    }
-    let text = |kind| match error.get(kind) {
-        Some(ContextValue::String(text)) => Some(text.clone()),
-        _ => None,
-    };
-    // "--redirect-status <REDIRECT_STATUS>"
-    let arg = text(ContextKind::InvalidArg)?;
-    let long = arg.trim_start_matches('-').split([' ', '=']).next()?;
-    let flag = format!("--{long}");
-    let written = std::env::args_os().any(|a| {
-        a.to_str()
-            .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
-    });
-    if written {
-        return None;
-    }
-    let command = EnvOnly::command();
-    let setting = command
-        .get_arguments()
-        .find(|a| a.get_long() == Some(long))?;
-    let var = setting.get_env()?.to_string_lossy().into_owned();
-    // What the setting is (its unit among it), from the first sentence of its help.
-    let what = setting
-        .get_help()
-        .map(ToString::to_string)
-        .and_then(|help| {
-            let first = help.split(". ").next()?.split(" (").next()?;
-            let first = first.trim_end_matches('.');
-            // Lower case as it continues a sentence, unless a word in capitals (IPv6) leads.
-            let mut chars = first.chars();
-            let head = chars.next()?;
-            let capitals = chars.clone().next().is_some_and(char::is_uppercase);
-            Some(if capitals {
-                first.to_string()
-            } else {
-                head.to_lowercase().chain(chars).collect::<String>()
-            })
-        });
-    std::env::var_os(&var)?;
-    let value = text(ContextKind::InvalidValue).unwrap_or_default();
-    let why = match (
-        error.get(ContextKind::ValidValue),
-        std::error::Error::source(error),
-    ) {
-        (Some(ContextValue::Strings(valid)), _) => format!("not one of {}", valid.join(", ")),
-        (_, Some(cause)) => cause.to_string(),
-        _ => "not a valid value".to_string(),
-    };
-    let said = if why.contains(&value) {
-        format!("{var}: {why}")
-    } else {
-        format!("{var}: {value:?}: {why}")
-    };
-    Some(match what {
-        Some(what) => format!("{said} ({var} is: {what})"),
-        None => said,
-    })
-}
-
-/// A switch written `on` or `off` (or `true` / `false`).
-fn parse_switch(text: &str) -> Result<bool, String> {
-    match text.to_ascii_lowercase().as_str() {
-        "on" | "true" | "1" | "yes" => Ok(true),
-        "off" | "false" | "0" | "no" => Ok(false),
-        _ => Err(format!("{text:?} is not on or off")),
-    }
-}
+use otel::parse_switch;
 
 #[cfg(test)]
 mod tests {
@@ -402,6 +327,19 @@ mod tests {
             );
         }
         assert!(EnvOnly::try_parse_from(["shortener", "--console", "maybe"]).is_err());
+        // Every switch reads the same spellings.
+        let parsed = EnvOnly::try_parse_from([
+            "shortener",
+            "--refuse-private-targets",
+            "on",
+            "--webhook-allow-private=YES",
+        ])
+        .expect("parses");
+        assert!(parsed.config.redirects.refuse_private_targets);
+        assert!(parsed.config.webhooks.webhook_allow_private);
+        let parsed = EnvOnly::try_parse_from(["shortener"]).expect("parses");
+        assert!(!parsed.config.redirects.refuse_private_targets);
+        assert!(!parsed.config.webhooks.webhook_allow_private);
     }
 
     /// Every setting that is a span of time takes one with a unit (`20s`, `2m`, `30d`) besides

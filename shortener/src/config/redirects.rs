@@ -28,7 +28,7 @@ pub struct RedirectConfig {
     pub blocklist_file: Option<PathBuf>,
     /// Refuse targets in loopback, link-local, private and unique-local ranges and cloud
     /// metadata host names.
-    #[arg(long, env = "SHORTENER_REFUSE_PRIVATE_TARGETS", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, env = "SHORTENER_REFUSE_PRIVATE_TARGETS", default_value = "false", value_parser = otel::parse_switch, action = clap::ArgAction::Set)]
     pub refuse_private_targets: bool,
     /// Redirect status: 301, 302, 307 or 308.
     #[arg(long, env = "SHORTENER_REDIRECT_STATUS", default_value = "302", value_parser = redirect_status)]

@@ -25,7 +25,7 @@ pub struct WebhookConfig {
     pub webhook_max_attempts: NonZeroU32,
     /// Whether webhook URLs may name (or resolve to) loopback, private, link-local or
     /// metadata hosts; the other target rules apply either way.
-    #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, env = "SHORTENER_WEBHOOK_ALLOW_PRIVATE", default_value = "false", value_parser = otel::parse_switch, action = clap::ArgAction::Set)]
     pub webhook_allow_private: bool,
     /// Days a webhook delivery, delivered or failed, stays in its endpoint's log before it is
     /// purged, with events no delivery refers to any more (0 keeps them forever).

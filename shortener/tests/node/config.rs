@@ -261,8 +261,8 @@ async fn a_new_data_directory_is_private_and_an_existing_one_is_left_as_it_is() 
 /// neither an address nor `off`): the binary exits at once, naming the setting as it was given
 /// (the environment variable, or the flag), before it binds or writes anything, and says it
 /// in its message alone, whatever `RUST_BACKTRACE` asks for.
-#[test]
-fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
+#[tokio::test]
+async fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
     for (variable, value, flag) in [
         ("SHORTENER_CACHE_TTL", "0", "--cache-ttl"),
         (
@@ -284,7 +284,8 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
         ("SHORTENER_HIGH_WATER_READS", "0", "--high-water-reads"),
         ("SHORTENER_HIGH_WATER_READS", "many", "--high-water-reads"),
         ("SHORTENER_IDEMPOTENCY_TTL", "-1", "--idempotency-ttl"),
-        ("SHORTENER_DRAIN_TIMEOUT", "20s", "--drain-timeout"),
+        ("SHORTENER_DRAIN_TIMEOUT", "1500ms", "--drain-timeout"),
+        ("SHORTENER_CACHE_TTL", "5 fortnights", "--cache-ttl"),
         ("SHORTENER_CACHE_BYTES", "240 MB", "--cache-bytes"),
         ("SHORTENER_ADMIN_ADDR", "everywhere", "--admin-addr"),
         ("SHORTENER_REDIRECT_STATUS", "303", "--redirect-status"),
@@ -308,7 +309,7 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
             (&["serve", flag_arg.as_str()][..], 2, flag),
         ] {
             let dir = tempfile::tempdir().expect("tempdir");
-            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"));
+            let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_shortener"));
             command
                 .args(args)
                 .env_remove("DATABASE_URL")
@@ -320,7 +321,7 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
             if args.len() < 2 {
                 command.env(variable, value);
             }
-            let out = command.output().expect("run shortener");
+            let out = exited(&mut command).await;
             let stderr = String::from_utf8_lossy(&out.stderr);
             let case = format!("{variable}={value} {args:?}");
             assert_eq!(out.status.code(), Some(exit), "{case}: {stderr}");
@@ -342,13 +343,14 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
     }
     // Two settings that exclude each other are said as clap says them, naming both.
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"))
-        .env_remove("DATABASE_URL")
-        .env("SHORTENER_DATA_DIR", dir.path().join("data"))
-        .env("SHORTENER_KEY", "00".repeat(32))
-        .env("SHORTENER_KEY_FILE", dir.path().join("key"))
-        .output()
-        .expect("run shortener");
+    let out = exited(
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_shortener"))
+            .env_remove("DATABASE_URL")
+            .env("SHORTENER_DATA_DIR", dir.path().join("data"))
+            .env("SHORTENER_KEY", "00".repeat(32))
+            .env("SHORTENER_KEY_FILE", dir.path().join("key")),
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("cannot be used with"), "{stderr}");
@@ -358,12 +360,12 @@ fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
 /// A `SHORTENER_*` variable no setting reads is warned of at start, with the setting a typo
 /// away from it; `SHORTENER_DATABASE_URL` without `DATABASE_URL` (a node that would quietly
 /// serve from the embedded store) is refused before anything is written.
-#[test]
-fn variables_no_setting_reads_are_warned_of_and_a_misplaced_database_url_refused() {
+#[tokio::test]
+async fn variables_no_setting_reads_are_warned_of_and_a_misplaced_database_url_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let run = |args: &[&str], env: &[(&str, &str)]| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_shortener"));
+    let run = async |args: &[&str], env: &[(&str, &str)]| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_shortener"));
         command
             .args(args)
             .env_remove("DATABASE_URL")
@@ -374,10 +376,10 @@ fn variables_no_setting_reads_are_warned_of_and_a_misplaced_database_url_refused
         for (name, value) in env {
             command.env(name, value);
         }
-        command.output().expect("run shortener")
+        exited(&mut command).await
     };
     for args in [&[][..], &["serve"], &["migrate"]] {
-        let out = run(args, &[("SHORTENER_DATABASE_URL", "postgres://db/links")]);
+        let out = run(args, &[("SHORTENER_DATABASE_URL", "postgres://db/links")]).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(
@@ -392,7 +394,8 @@ fn variables_no_setting_reads_are_warned_of_and_a_misplaced_database_url_refused
             ("SHORTENER_HTTP_ADRR", "127.0.0.1:1"),
             ("SHORTENER_CACHE_SIZE", "64MiB"),
         ],
-    );
+    )
+    .await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
@@ -410,4 +413,14 @@ fn variables_no_setting_reads_are_warned_of_and_a_misplaced_database_url_refused
         stderr.contains("the embedded store in the data directory is migrated"),
         "{stderr}"
     );
+}
+
+/// What `command` printed and how it exited, within 30 s: a start that should have been
+/// refused and serves instead fails the test rather than holding it.
+async fn exited(command: &mut tokio::process::Command) -> std::process::Output {
+    command.kill_on_drop(true);
+    tokio::time::timeout(std::time::Duration::from_secs(30), command.output())
+        .await
+        .expect("the binary exits within 30 s (a start that should be refused served)")
+        .expect("run shortener")
 }
