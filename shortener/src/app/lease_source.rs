@@ -49,7 +49,8 @@ impl<S: LeaseSource> Explained<S> {
             },
             LeaseError::Unauthorized(_) => LeaseError::Unauthorized(format!(
                 "the id-service refused this node's token; set SHORTENER_ID_SERVICE_TOKEN to a \
-                 token of the id-service's tokens file that may lease namespace {namespace} \
+                 token of the id-service's tokens file that may lease namespace {namespace}, or \
+                 check that SHORTENER_ID_NAMESPACE names the namespace the token was made for \
                  ({detail})"
             )),
             LeaseError::UnknownNamespace(_) => LeaseError::UnknownNamespace(format!(
@@ -120,6 +121,10 @@ mod tests {
             (
                 LeaseError::Unauthorized("no".into()),
                 "SHORTENER_ID_SERVICE_TOKEN",
+            ),
+            (
+                LeaseError::Unauthorized("no".into()),
+                "SHORTENER_ID_NAMESPACE names the namespace",
             ),
             (
                 LeaseError::UnknownNamespace("none".into()),
