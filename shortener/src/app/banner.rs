@@ -10,21 +10,26 @@ use std::net::{IpAddr, SocketAddr};
 /// The lines printed after the node started serving, its public listener on `http`.
 pub(super) fn banner(node: &Node, config: &Config, http: SocketAddr) -> String {
     let public = node.public.as_str();
-    // Where to reach this node: its public URL, unless that plainly names another address
-    // (an IP or localhost that is not this listener): then the listener.
-    let elsewhere = leads_here(public, http) == Some(false);
-    let here = if elsewhere {
-        local_base(http)
-    } else {
+    // Where to reach this node: its public URL when that plainly names this listener, else the
+    // listener itself. A host name may lead here or to a load balancer, which only the network
+    // can tell; the first `curl` (with the API key in it) goes to the listener either way, never
+    // to a host that may be someone else's.
+    let lead = leads_here(public, http);
+    let here = if lead == Some(true) {
         public.to_string()
+    } else {
+        local_base(http)
     };
-    let mut lines = vec![if elsewhere {
-        format!(
+    let mut lines = vec![match lead {
+        Some(true) => format!("answering at {public}"),
+        Some(false) => format!(
             "answering at {here}; links are made under {public}, which must lead here (a load \
              balancer or proxy in front)"
-        )
-    } else {
-        format!("answering at {public}")
+        ),
+        None => format!(
+            "answering at {here}; links are made under {public} (its name must lead here, \
+             through DNS or a load balancer)"
+        ),
     }];
     if node.console {
         let key = if node.default_api_key.is_some() {

@@ -148,9 +148,16 @@ async fn an_embedded_node_says_where_its_key_is_on_every_start() {
 /// answers itself, and under what URL its links are made; its `curl` goes to the listener.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_behind_another_public_url_says_where_it_answers_itself() {
+    // An address that is not the listener, and a host name (which may be a load balancer's, or
+    // someone else's: the first `curl`, with the API key, must not go there).
+    for elsewhere in ["http://127.0.0.1:9/", "https://sho.rt/"] {
+        behind(elsewhere).await;
+    }
+}
+
+async fn behind(elsewhere: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let elsewhere = "http://127.0.0.1:9/";
     let mut node = start_with(
         &data,
         "off",
