@@ -49,6 +49,8 @@ pub fn router(api: Arc<HttpApi>) -> Router {
         .route("/v1/namespaces/{namespace}/ids:allocate", post(allocate))
         .route("/v1/openapi.json", get(openapi))
         .route_layer(axum::middleware::from_fn(traced))
+        .fallback(unknown_path)
+        .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(api)
 }
@@ -152,6 +154,22 @@ fn error_response(status: tonic::Status) -> Response {
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     response
+}
+
+/// A path this port does not serve: `404` in the port's error shape (a typo in the path
+/// should read as one to a client that parses every answer).
+async fn unknown_path() -> Response {
+    let message = "no such path: the endpoint is POST /v1/namespaces/{namespace}/ids:allocate";
+    let body = serde_json::json!({ "error": "not_found", "message": message });
+    no_store(StatusCode::NOT_FOUND, axum::Json(body))
+}
+
+/// A served path asked with another method: `405` in the port's error shape (axum has set
+/// `Allow` already).
+async fn wrong_method() -> Response {
+    let message = "this path takes another method (see the Allow header)";
+    let body = serde_json::json!({ "error": "method_not_allowed", "message": message });
+    no_store(StatusCode::METHOD_NOT_ALLOWED, axum::Json(body))
 }
 
 fn no_store(status: StatusCode, body: impl IntoResponse) -> Response {

@@ -196,6 +196,35 @@ async fn the_json_endpoint_allocates_with_the_same_tokens_and_answers_errors_as_
             .await
             .expect("json");
     assert!(doc["paths"]["/v1/namespaces/{namespace}/ids:allocate"]["post"].is_object());
+    // A wrong path or method is answered in the port's error shape, not with an empty body.
+    let client = reqwest::Client::new();
+    for (method, path, status, code) in [
+        (
+            reqwest::Method::POST,
+            "/v1/namespaces/orders/ids:allocat",
+            404,
+            "not_found",
+        ),
+        (
+            reqwest::Method::GET,
+            "/v1/namespaces/orders/ids:allocate",
+            405,
+            "method_not_allowed",
+        ),
+    ] {
+        let response = client
+            .request(method.clone(), format!("http://{}{path}", server.http_addr))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), status, "{method} {path}");
+        let body: serde_json::Value = response.json().await.expect("a JSON error");
+        assert_eq!(body["error"], code, "{method} {path}: {body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+    }
     server.stop().await;
 }
 
