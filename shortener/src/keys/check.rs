@@ -68,7 +68,9 @@ pub fn check(
                 .map_err(|e| {
                     invalid(
                         "invalid_expiry",
-                        format!("expires_at must be an RFC 3339 time: {e}"),
+                        format!(
+                            "expires_at must be an RFC 3339 time such as 2027-01-31T00:00:00Z: {e}"
+                        ),
                     )
                 })?;
             if at <= now {

@@ -135,7 +135,12 @@ impl CreateBody {
 pub(super) fn rfc3339(field: &str, code: &'static str, text: &str) -> Result<DateTime<Utc>, Error> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| Error::invalid(code, format!("{field} must be an RFC 3339 time: {e}")))
+        .map_err(|e| {
+            Error::invalid(
+                code,
+                format!("{field} must be an RFC 3339 time such as 2027-01-31T00:00:00Z: {e}"),
+            )
+        })
 }
 
 /// The media type of a request (`application/json` of `application/json; charset=utf-8`),
