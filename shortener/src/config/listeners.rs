@@ -13,7 +13,7 @@ pub struct ListenerConfig {
     /// Public HTTP listener: redirects (`GET /{code}`) and the JSON API (`/api/v1/...`).
     /// Loopback by default: set `0.0.0.0:8080` to serve other machines (the container image
     /// and the manifests do).
-    #[arg(long, env = "SHORTENER_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "SHORTENER_HTTP_ADDR", default_value = "127.0.0.1:8080", value_parser = super::listen_addr)]
     pub http_addr: SocketAddr,
     /// Internal gRPC listener (`shortener.v1.Links`, health, reflection), or `off`.
     #[arg(long, env = "SHORTENER_GRPC_ADDR", default_value = "127.0.0.1:50052")]

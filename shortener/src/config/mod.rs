@@ -68,10 +68,24 @@ impl std::str::FromStr for Listen {
         if text.eq_ignore_ascii_case("off") {
             return Ok(Listen::Off);
         }
-        text.parse()
+        listen_addr(text)
             .map(Listen::At)
-            .map_err(|_| format!("{text:?} is neither an address (host:port) nor off"))
+            .map_err(|e| format!("{e}, or off"))
     }
+}
+
+/// A listener's address: an IP address and port, or `localhost:PORT` (the IPv4 loopback, as
+/// people write it; no other name is looked up).
+pub(crate) fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Some(port) = text.strip_prefix("localhost:")
+        && let Ok(port) = port.parse::<u16>()
+    {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse().map_err(|_| {
+        format!("{text:?} is not an IP address and port (127.0.0.1:8080, 0.0.0.0:8080, [::1]:8080)")
+    })
 }
 
 impl std::fmt::Display for Listen {
@@ -340,6 +354,38 @@ mod tests {
         let parsed = EnvOnly::try_parse_from(["shortener"]).expect("parses");
         assert!(!parsed.config.redirects.refuse_private_targets);
         assert!(!parsed.config.webhooks.webhook_allow_private);
+    }
+
+    /// Listeners take an IP address and port, `localhost:PORT`, and (where they may be) `off`.
+    #[test]
+    fn listeners_take_addresses_localhost_and_off() {
+        use super::{Listen, listen_addr};
+        assert_eq!(
+            listen_addr("localhost:8080"),
+            Ok(([127, 0, 0, 1], 8080).into())
+        );
+        assert_eq!(listen_addr("0.0.0.0:80"), Ok(([0, 0, 0, 0], 80).into()));
+        assert!(listen_addr("[::1]:9").is_ok());
+        for bad in [
+            "localhost",
+            "example.com:80",
+            ":8080",
+            "8080",
+            "localhost:99999",
+        ] {
+            let error = listen_addr(bad).expect_err(bad);
+            assert!(
+                error.contains("is not an IP address and port"),
+                "{bad}: {error}"
+            );
+        }
+        assert_eq!("OFF".parse::<Listen>(), Ok(Listen::Off));
+        assert!(
+            "nowhere"
+                .parse::<Listen>()
+                .expect_err("nowhere")
+                .ends_with(", or off")
+        );
     }
 
     /// Every setting that is a span of time takes one with a unit (`20s`, `2m`, `30d`) besides
