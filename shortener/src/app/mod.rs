@@ -287,6 +287,7 @@ impl App {
                 });
             }
         }
+        tracing::info!("stopped");
         Ok(())
     }
 }
