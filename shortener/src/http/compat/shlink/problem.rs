@@ -182,7 +182,7 @@ impl Problem {
         let mut problem = match error {
             Error::Unauthenticated(_) => Problem::invalid_key(),
             Error::Invalid { code, .. } | Error::BadRequest { code, .. } => {
-                Problem::invalid_data(field_of(code), message)
+                Problem::invalid_data(field_of(code, &message), message)
             }
             Error::AliasTaken(slug) => Problem::new(
                 StatusCode::BAD_REQUEST,
@@ -211,8 +211,20 @@ impl Problem {
     }
 }
 
-/// The Shlink field a refusal of ours is about.
-fn field_of(code: &str) -> &str {
+/// The Shlink field a refusal of ours is about: by its code, and for a target refused in a
+/// redirect rule or a device URL (whose message names where it was, `rules[0].url: ...` or
+/// `ios: ...`), that field rather than `longUrl`.
+fn field_of<'a>(code: &'a str, message: &str) -> &'a str {
+    let target = matches!(
+        code,
+        "invalid_url" | "blocked_target" | "ip_host" | "invalid_host"
+    );
+    if target && (message.starts_with("rules[") || message.starts_with("variants[")) {
+        return "redirectRules";
+    }
+    if target && (message.starts_with("ios:") || message.starts_with("android:")) {
+        return "deviceLongUrls";
+    }
     match code {
         "invalid_url" | "blocked_target" | "ip_host" | "invalid_host" => "longUrl",
         "invalid_alias" | "invalid_code" => "customSlug",
@@ -249,5 +261,36 @@ impl IntoResponse for Problem {
             response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A refused target is named by the field it was in: the long URL, a redirect rule's or a
+    /// device URL.
+    #[test]
+    fn a_refused_target_names_the_field_it_was_in() {
+        for (code, message, field) in [
+            (
+                "blocked_target",
+                "links to evil.example are blocked here",
+                "longUrl",
+            ),
+            (
+                "blocked_target",
+                "rules[0].url: links to evil.example are blocked here",
+                "redirectRules",
+            ),
+            ("invalid_url", "variants[1].url: not a URL", "redirectRules"),
+            (
+                "blocked_target",
+                "ios: links to evil.example are blocked here",
+                "deviceLongUrls",
+            ),
+            ("invalid_url", "android: not a URL", "deviceLongUrls"),
+            ("invalid_tag", "rules[0]: not this", "tags"),
+        ] {
+            assert_eq!(super::field_of(code, message), field, "{code} {message}");
+        }
     }
 }
