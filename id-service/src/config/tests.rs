@@ -51,64 +51,24 @@ fn settings_go_before_or_after_the_subcommand_but_not_both() {
         Ok(Action::AddToken(_)) => panic!("{args:?}: tokens add"),
         Err(error) => panic!("{args:?}: {error}"),
     };
-    for (args, command) in [
-        (
-            &[
-                "id-service",
-                "--namespaces",
-                "a,b",
-                "--grpc-addr",
-                "127.0.0.1:1",
-            ][..],
-            "serve",
-        ),
-        (
-            &[
-                "id-service",
-                "serve",
-                "--namespaces",
-                "a,b",
-                "--grpc-addr",
-                "127.0.0.1:1",
-            ],
-            "serve",
-        ),
-        (
-            &[
-                "id-service",
-                "--namespaces",
-                "a,b",
-                "--grpc-addr",
-                "127.0.0.1:1",
-                "serve",
-            ],
-            "serve",
-        ),
-        (
-            &[
-                "id-service",
-                "migrate",
-                "--namespaces",
-                "a,b",
-                "--grpc-addr",
-                "127.0.0.1:1",
-            ],
-            "migrate",
-        ),
-        (
-            &[
-                "id-service",
-                "--namespaces",
-                "a,b",
-                "--grpc-addr",
-                "127.0.0.1:1",
-                "migrate",
-            ],
-            "migrate",
-        ),
+    let given = ["--namespaces", "a,b", "--grpc-addr", "127.0.0.1:1"];
+    for (sub, before) in [
+        (None, true),
+        (Some("serve"), false),
+        (Some("serve"), true),
+        (Some("migrate"), false),
+        (Some("migrate"), true),
     ] {
-        let (chosen, config) = settings(args);
-        assert_eq!(chosen, command, "{args:?}");
+        let mut args = vec!["id-service"];
+        if before {
+            args.extend(given);
+        }
+        args.extend(sub);
+        if !before {
+            args.extend(given);
+        }
+        let (chosen, config) = settings(&args);
+        assert_eq!(chosen, sub.unwrap_or("serve"), "{args:?}");
         assert_eq!(config.namespaces, ["a", "b"], "{args:?}");
         assert_eq!(config.grpc_addr.to_string(), "127.0.0.1:1", "{args:?}");
     }
