@@ -318,13 +318,14 @@ def port_of(addr: str) -> int | None:
 
 
 def seconds(value: str | None) -> float | None:
-    """`20`, `20s`, `500ms`, `2m` -> seconds."""
+    """`20`, `20s`, `500ms`, `2m`, `1h`, `1d` (either case) -> seconds; None for anything else."""
     if value is None:
         return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*", value)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", value, re.IGNORECASE)
     if not m:
         return None
-    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[m.group(2)]
+    unit = (m.group(2) or "s").lower()
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
 
 
 class Checker:
@@ -552,7 +553,10 @@ class Checker:
         drain = None
         for name, default in accepted.envs.items():
             if name.endswith("_DRAIN_TIMEOUT"):
-                drain = seconds(env.get(name) if env.get(name) is not None else default)
+                value = env.get(name) if env.get(name) is not None else default
+                drain = seconds(value)
+                if drain is None and value is not None:
+                    self.error(where, f"{name}={value!r} is not a span of time this check reads")
         if drain is None:
             drain = CONTRACT_DRAIN_SECONDS
         pause = ((c.get("lifecycle") or {}).get("preStop") or {}).get("sleep", {}).get("seconds", 0)

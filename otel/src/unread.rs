@@ -56,7 +56,9 @@ where
     let mut unread: Vec<Unread> = vars
         .into_iter()
         .map(Into::into)
-        .filter(|name| name.starts_with(prefix) && !known.contains(&name.as_str()))
+        .filter(|name| {
+            name.starts_with(prefix) && !known.contains(&name.as_str()) && !service_link(name)
+        })
         .map(|name| Unread {
             meant: meant(&name, known),
             name,
@@ -65,6 +67,24 @@ where
     unread.sort_by(|a, b| a.name.cmp(&b.name));
     unread.dedup();
     unread
+}
+
+/// Whether `name` is one of the variables Kubernetes sets for each Service of the namespace
+/// (`{SERVICE}_SERVICE_HOST`, `{SERVICE}_SERVICE_PORT[_{PORT}]`, `{SERVICE}_PORT`,
+/// `{SERVICE}_PORT_{N}_{PROTOCOL}[_ADDR|_PORT|_PROTO]`): a Service named `shortener` or
+/// `id-service` gives names with the services' prefixes that no operator set.
+fn service_link(name: &str) -> bool {
+    if name.ends_with("_SERVICE_HOST") || name.contains("_SERVICE_PORT") || name.ends_with("_PORT")
+    {
+        return true;
+    }
+    let parts: Vec<&str> = name.split('_').collect();
+    parts.windows(3).any(|w| {
+        w[0] == "PORT"
+            && !w[1].is_empty()
+            && w[1].bytes().all(|b| b.is_ascii_digit())
+            && matches!(w[2], "TCP" | "UDP" | "SCTP")
+    })
 }
 
 /// The known name a typo away from `name` (at most two edits), if any: a guess further off
@@ -96,6 +116,12 @@ mod tests {
             "SHORTENER_NOTHING_LIKE_IT",
             "PATH",
             "ID_SERVICE_GRPC_ADDR",
+            // What Kubernetes sets for Services named `shortener` and `shortener-admin`.
+            "SHORTENER_SERVICE_HOST",
+            "SHORTENER_SERVICE_PORT_HTTP",
+            "SHORTENER_PORT",
+            "SHORTENER_PORT_8080_TCP_ADDR",
+            "SHORTENER_ADMIN_PORT_9090_TCP",
         ];
         let found = unread_variables("SHORTENER_", &known, vars);
         let unread = |name: &str, meant: Option<&str>| Unread {

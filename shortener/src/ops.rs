@@ -13,6 +13,7 @@ use id_client::IdPool;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 use tower::ServiceExt;
 
 /// What the admin handlers share.
@@ -27,8 +28,15 @@ pub struct OpsState {
     /// The metrics registry.
     pub metrics: Arc<Metrics>,
     /// Set the first time readiness found the store answering and an ID block in hand; from
-    /// then on a dependency's outage leaves the node ready ([`readyz`]).
+    /// then on an outage of the id-service leaves the node ready, and one of the store does
+    /// for [`OpsState::store_grace`] ([`readyz`]).
     pub seen_ready: Arc<AtomicBool>,
+    /// When a readiness check last found the store answering.
+    pub store_answered: Arc<std::sync::Mutex<Option<Instant>>>,
+    /// How long after the store last answered a node stays ready without it: the redirect
+    /// cache's lifetime (`SHORTENER_CACHE_TTL`), past which its cached links are read again and
+    /// it has nothing left to serve.
+    pub store_grace: Duration,
 }
 
 /// The admin listener's handling: every request through the router.
@@ -68,15 +76,25 @@ pub fn router(state: OpsState) -> Router {
         .with_state(state)
 }
 
+/// How long a readiness check waits for the store: a database that drops packets is an outage
+/// too, said before the probe's own deadline passes.
+const PING_WITHIN: Duration = Duration::from_secs(1);
+
 /// Not ready while shutting down, or while the store fails for a reason of this node's own
 /// (a failed fsync of the embedded store, which only a restart clears). Otherwise ready once
-/// the store has answered and an ID block has been in hand, and from then on: an outage of the
-/// database or of the id-service meets every node alike, and taking them all out of their load
-/// balancer would also take away what they still serve (cached redirects, and through an
-/// id-service outage the creates their IDs in hand allow). Such an outage is said in the body (`ready,
-/// degraded: ...`) and seen in the metrics and alerts; a node that has never been ready (a
-/// wrong token, a database it cannot reach at start) stays out, so a broken rollout stops at
-/// its first pod.
+/// the store has answered and an ID block has been in hand, and then:
+///
+/// - through an outage of the id-service (or IDs used up): ready, since every redirect still
+///   answers and every node meets the outage alike;
+/// - through an outage of the store: ready for [`OpsState::store_grace`] after it last
+///   answered, while the cached links answer. A failover or a blip of the database meets every
+///   node at once, and taking them all out of their load balancer would take away the redirects
+///   they still serve; past the grace a node has nothing left to serve, and one cut off from
+///   the database on its own is taken out rather than answering 503 to its share of traffic.
+///
+/// A degraded node says so in the body (`ready, degraded: ...`). A node that has never been
+/// ready (a wrong token, a database it cannot reach at start) stays out, so a broken rollout
+/// stops at its first pod.
 async fn readyz(State(state): State<OpsState>) -> Response {
     let not_ready = |why: String| {
         (
@@ -88,19 +106,47 @@ async fn readyz(State(state): State<OpsState>) -> Response {
     if !state.accepting.load(Ordering::SeqCst) {
         return not_ready("shutting down".into());
     }
+    let seen = state.seen_ready.load(Ordering::SeqCst);
     let mut outages = Vec::new();
-    match state.store.ping().await {
-        Ok(()) => {}
-        Err(e @ StoreError::Unavailable(_)) => outages.push(format!("store: {e}")),
+    let pinged = tokio::time::timeout(PING_WITHIN, state.store.ping())
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(format!(
+                "no answer within {PING_WITHIN:?}"
+            )))
+        });
+    let mut answered = state
+        .store_answered
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match pinged {
+        Ok(()) => *answered = Some(Instant::now()),
+        Err(e @ StoreError::Unavailable(_)) => {
+            let since = answered.map(|at| at.elapsed());
+            match since {
+                Some(since) if seen && since < state.store_grace => outages.push(format!(
+                    "store: {e} (cached links answer for up to {}s more)",
+                    (state.store_grace - since).as_secs()
+                )),
+                Some(since) if seen => {
+                    return not_ready(format!(
+                        "store: {e} (for {}s, past the cache's lifetime, SHORTENER_CACHE_TTL)",
+                        since.as_secs()
+                    ));
+                }
+                _ => outages.push(format!("store: {e}")),
+            }
+        }
         Err(e) => return not_ready(format!("store: {e}")),
     }
+    drop(answered);
     if !state.ids.is_ready() {
         outages.push(state.ids.shortage());
     }
     if outages.is_empty() {
         state.seen_ready.store(true, Ordering::SeqCst);
         (StatusCode::OK, "ready\n").into_response()
-    } else if state.seen_ready.load(Ordering::SeqCst) {
+    } else if seen {
         let body = format!("ready, degraded: {}\n", outages.join("; "));
         (StatusCode::OK, body).into_response()
     } else {

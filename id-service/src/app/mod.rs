@@ -65,9 +65,7 @@ impl App {
         )
         .await?;
         let ledger = startup::open_ledger(&config).await?;
-        for namespace in &config.namespaces {
-            metrics.expect_namespace(namespace);
-        }
+        startup::expect_namespaces(&ledger, &metrics).await;
         if let Some(text) = &tokens_text
             && !config.auto_create_namespaces
         {

@@ -37,6 +37,35 @@ pub(super) async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
     Ok(ledger)
 }
 
+/// Shows every namespace's counters at zero (see [`Metrics::expect_namespace`]): those of the
+/// configuration and those made before by any replica, through `NamespaceAdmin` or on first
+/// use. A listing that fails is said and leaves the counters to their first events.
+pub(super) async fn expect_namespaces(ledger: &Ledger, metrics: &Metrics) {
+    const PAGE: u32 = 1000;
+    let mut after = None;
+    loop {
+        let request = crate::domain::ListNamespaces {
+            limit: PAGE,
+            after: after.take(),
+        };
+        let page = match ledger.list_namespaces(&request, None).await {
+            Ok(page) => page,
+            Err(error) => {
+                tracing::warn!(%error, "could not list the namespaces to show their counters at zero");
+                return;
+            }
+        };
+        for info in &page {
+            metrics.expect_namespace(&info.name);
+        }
+        let last = page.last().map(|info| Namespace::parse(&info.name));
+        match last {
+            Some(Ok(last)) if page.len() == PAGE as usize => after = Some(last),
+            _ => return,
+        }
+    }
+}
+
 /// The gate for `config`: the tokens file's callers, or everyone with `--insecure-no-auth`.
 pub(super) fn load_gate(
     config: &Config,

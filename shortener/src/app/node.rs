@@ -271,14 +271,16 @@ impl Node {
         }
     }
 
-    /// The admin listener's state.
-    pub fn ops_state(&self) -> OpsState {
+    /// The admin listener's state; a store outage leaves the node ready for `store_grace`.
+    pub fn ops_state(&self, store_grace: std::time::Duration) -> OpsState {
         OpsState {
             store: self.store.clone(),
             ids: Arc::clone(&self.ids),
             accepting: Arc::clone(&self.accepting),
             metrics: Arc::clone(&self.metrics),
             seen_ready: Arc::default(),
+            store_answered: Arc::default(),
+            store_grace,
         }
     }
 }

@@ -133,7 +133,9 @@ impl Servers {
         let admin = listeners.admin.map(|admin| {
             tokio::spawn(http::serve::serve(
                 admin,
-                OpsService::new(node.ops_state()),
+                OpsService::new(
+                    node.ops_state(Duration::from_secs(config.redirects.cache_ttl.get())),
+                ),
                 Arc::clone(&node.gates.admin),
                 ServeSettings {
                     drain: Duration::from_secs(1),

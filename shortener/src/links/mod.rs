@@ -269,7 +269,7 @@ impl LinkService {
             }
             // Disabled, expired or used up: answering it would hand out a link that answers
             // 410 (a Bitly or Shlink client sees no state). It gives its key up to a new link.
-            self.store.release_dedup(key).await?;
+            self.store.release_dedup(key, &link.code).await?;
         }
         let mut row = create::Row {
             url: request.url.as_str().to_string(),

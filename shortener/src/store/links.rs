@@ -48,11 +48,14 @@ pub trait LinkStore: Send + Sync {
         dedup_key: &[u8],
     ) -> impl Future<Output = Result<Option<Link>, StoreError>> + Send;
 
-    /// Takes `dedup_key` off the link that holds it (one that no longer redirects), so that a
-    /// dedup create can make a live link with it; durable when it returns.
+    /// Takes `dedup_key` off the link `code`, found holding it and no longer redirecting, so
+    /// that a dedup create can make a live link with it; durable when it returns. Only that
+    /// link loses it, and only while it may still be dead (disabled, expired, or with a visit
+    /// limit): a concurrent create that took the key for a new link keeps it.
     fn release_dedup(
         &self,
         dedup_key: &[u8],
+        code: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The fingerprint and link of an idempotency key claimed by `tenant` at or after
@@ -183,8 +186,8 @@ impl LinkStore for Store {
         traced!(self, "SELECT", "links", s => s.find_dedup(dedup_key))
     }
 
-    async fn release_dedup(&self, dedup_key: &[u8]) -> Result<(), StoreError> {
-        traced!(self, "UPDATE", "links", s => s.release_dedup(dedup_key))
+    async fn release_dedup(&self, dedup_key: &[u8], code: &str) -> Result<(), StoreError> {
+        traced!(self, "UPDATE", "links", s => s.release_dedup(dedup_key, code))
     }
 
     async fn find_idempotent(

@@ -187,6 +187,30 @@ async fn dedup_answers_only_a_link_that_redirects(backend: Backend) {
     assert_eq!(status, StatusCode::CREATED, "{fresh}");
     assert_ne!(fresh["code"].as_str(), Some(&*once));
     assert_eq!(node.stored_links().await, 4);
+
+    // Concurrent creates that all find a dead twin make one live link between them (the
+    // release's own race is held to the twin in the store's test of it).
+    let racing = json!({ "url": "https://example.com/race", "dedup": true });
+    let (_, twin) = node.create(racing.clone()).await;
+    let twin = twin["code"].as_str().expect("code").to_string();
+    assert_eq!(
+        node.patch(&twin, json!({ "disabled": true })).await.0,
+        StatusCode::OK
+    );
+    let answers = futures::future::join_all((0..16).map(|_| node.create(racing.clone()))).await;
+    let codes: HashSet<String> = answers
+        .iter()
+        .map(|(status, body)| {
+            assert!(status.is_success(), "{status} {body}");
+            body["code"].as_str().expect("code").to_string()
+        })
+        .collect();
+    assert_eq!(codes.len(), 1, "{codes:?}");
+    assert!(!codes.contains(&twin));
+    assert_eq!(node.stored_links().await, 6);
+    let (status, found) = node.create(racing).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(codes.contains(found["code"].as_str().expect("code")));
 }
 on_both_stores!(dedup_answers_only_a_link_that_redirects);
 

@@ -343,12 +343,13 @@ impl LinkStore for PgStore {
         read::find_dedup(&client, dedup_key).await
     }
 
-    async fn release_dedup(&self, dedup_key: &[u8]) -> Result<(), StoreError> {
+    async fn release_dedup(&self, dedup_key: &[u8], code: &str) -> Result<(), StoreError> {
         let client = self.client().await?;
         client
             .prepared_execute(
-                "UPDATE links SET dedup_key = NULL WHERE dedup_key = $1",
-                &[&dedup_key],
+                "UPDATE links SET dedup_key = NULL WHERE dedup_key = $1 AND code = $2 \
+                 AND (disabled_at IS NOT NULL OR expires_at <= now() OR max_visits IS NOT NULL)",
+                &[&dedup_key, &code],
             )
             .await
             .map_err(error::db_error)?;

@@ -219,12 +219,14 @@ impl LinkStore for SqliteStore {
         self.read(move |conn| rows::find_dedup(conn, &key)).await
     }
 
-    async fn release_dedup(&self, dedup_key: &[u8]) -> Result<(), StoreError> {
-        let key = dedup_key.to_vec();
+    async fn release_dedup(&self, dedup_key: &[u8], code: &str) -> Result<(), StoreError> {
+        let (key, code) = (dedup_key.to_vec(), code.to_string());
+        let now = millis(Utc::now());
         self.write(move |conn| {
             conn.execute(
-                "UPDATE links SET dedup_key = NULL WHERE dedup_key = ?1",
-                [&key],
+                "UPDATE links SET dedup_key = NULL WHERE dedup_key = ?1 AND code = ?2 \
+                 AND (disabled_at IS NOT NULL OR expires_at <= ?3 OR max_visits IS NOT NULL)",
+                rusqlite::params![key, code, now],
             )
             .map(drop)
             .map_err(db_error)

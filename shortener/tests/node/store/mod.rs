@@ -115,6 +115,56 @@ async fn many_concurrent_creates_are_all_committed_with_distinct_codes(backend: 
 }
 on_both_stores!(many_concurrent_creates_are_all_committed_with_distinct_codes);
 
+/// A dedup key is released only from the link it was found on, and only while that link may
+/// be dead: a live link that took the key since (another create's) keeps it, as does a live
+/// twin.
+async fn a_dedup_key_is_released_only_from_the_dead_twin_it_was_found_on(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("a").await;
+    let store = node.app.store.clone();
+    let key: &[u8] = b"dedup-key-release";
+    let holder = async |store: &shortener::store::Store| {
+        store.find_dedup(key).await.expect("find").map(|l| l.code)
+    };
+    let live = link("live-twin", "https://example.com/r", Some(key));
+    store.insert_many(vec![live]).await.expect("insert");
+    // Live (no limit, expiry or disabling): kept, whoever asks.
+    store
+        .release_dedup(key, "live-twin")
+        .await
+        .expect("release");
+    assert_eq!(holder(&store).await.as_deref(), Some("live-twin"));
+    store
+        .delete("live-twin", None, "owner")
+        .await
+        .expect("delete");
+    let dead = NewLink {
+        max_visits: Some(1),
+        ..link("capped-twin", "https://example.com/r", Some(key))
+    };
+    store.insert_many(vec![dead]).await.expect("insert");
+    // Asked for another code: kept.
+    store
+        .release_dedup(key, "someone-else")
+        .await
+        .expect("release");
+    assert_eq!(holder(&store).await.as_deref(), Some("capped-twin"));
+    store
+        .release_dedup(key, "capped-twin")
+        .await
+        .expect("release");
+    assert_eq!(holder(&store).await, None);
+    // A new link took the key; a late release of the twin's leaves it there.
+    let new = link("new-holder", "https://example.com/r", Some(key));
+    store.insert_many(vec![new]).await.expect("insert");
+    store
+        .release_dedup(key, "capped-twin")
+        .await
+        .expect("release");
+    assert_eq!(holder(&store).await.as_deref(), Some("new-holder"));
+}
+on_both_stores!(a_dedup_key_is_released_only_from_the_dead_twin_it_was_found_on);
+
 /// Opens the embedded store at `path` for the codes of `key` at base length `length` and runs
 /// its migrations: the store and how many ran, or the refusal.
 pub(super) async fn open_migrated(

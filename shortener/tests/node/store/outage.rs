@@ -81,6 +81,62 @@ async fn cached_links_keep_answering_while_the_database_is_away() {
     assert!(caught_up, "{:?}", node.location(&code).await);
 }
 
+/// A node's readiness through a database outage lasts as long as its cache can answer: a
+/// database that goes silent (packets dropped, not refused) leaves the node ready and
+/// degraded, within the probe's deadline, until the cache's lifetime has passed since the
+/// store last answered; then the node is taken out (one cut off on its own would otherwise
+/// answer 503 to its share of traffic for as long as it is cut off). Back, it is ready again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_outlasts_a_silent_database_by_the_caches_lifetime_only() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (url, proxy) = proxied_database(&stack, false).await;
+    let mut config = stack.config("silent");
+    config.store.database_url = Some(url);
+    config.redirects.cache_ttl = std::num::NonZeroU64::new(3).expect("non-zero");
+    let node = Node::start(config).await;
+    let readiness = || async {
+        let started = std::time::Instant::now();
+        let response = node
+            .client
+            .get(format!("{}/readyz", node.admin))
+            .send()
+            .await
+            .ok()?;
+        let status = response.status();
+        Some((status, response.text().await.ok()?, started.elapsed()))
+    };
+    assert_eq!(readiness().await.map(|r| r.0), Some(StatusCode::OK));
+    proxy.set_mode(Mode::Blackhole);
+    let (status, body, took) = readiness().await.expect("an answer");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.starts_with("ready, degraded: store:"), "{body}");
+    assert!(
+        took < Duration::from_secs(3),
+        "readiness took {took:?}: {body}"
+    );
+    let out = testkit::wait_until(Duration::from_secs(20), || async {
+        readiness()
+            .await
+            .is_some_and(|(status, _, _)| status == StatusCode::SERVICE_UNAVAILABLE)
+    })
+    .await;
+    let last = readiness().await;
+    assert!(out, "still ready past the cache's lifetime: {last:?}");
+    assert!(
+        last.as_ref()
+            .is_some_and(|(_, body, _)| body.contains("SHORTENER_CACHE_TTL")),
+        "{last:?}"
+    );
+    proxy.set_mode(Mode::Open);
+    let back = testkit::wait_until(Duration::from_secs(20), || async {
+        readiness()
+            .await
+            .is_some_and(|(status, body, _)| status == StatusCode::OK && body == "ready\n")
+    })
+    .await;
+    assert!(back, "{:?}", readiness().await);
+}
+
 /// A database that refuses new connections for a reason of its own (`ALLOW_CONNECTIONS
 /// false`: SQLSTATE 55000) is unavailable to the node, `503` with `Retry-After`, as one that
 /// is down: not an internal error.
