@@ -128,6 +128,13 @@ def start_receiver(receiver: Receiver, port: int) -> grpc.Server:
     return server
 
 
+def ids_in_hand(admin: int) -> bool:
+    """Whether the node is ready with nothing degraded: a node that was ready stays ready
+    (`ready, degraded: ...`) when its IDs run out, so a 200 alone does not say one is in hand."""
+    response = requests.get(f"http://127.0.0.1:{admin}/readyz", timeout=TIMEOUT)
+    return response.ok and response.text.strip() == "ready"
+
+
 def traceparent(sampled: bool = True) -> tuple[str, str, str]:
     trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
     return trace_id, span_id, f"00-{trace_id}-{span_id}-{'01' if sampled else '00'}"
@@ -241,8 +248,7 @@ class Stack:
 
     def create(self, url: str, header: str | None = None, **extra) -> requests.Response:
         """A create, once the node has an ID in hand (blocks of one ID: waited for, untimed)."""
-        wait_for("an ID in hand", lambda: requests.get(
-            f"http://127.0.0.1:{self.node_admin}/readyz", timeout=TIMEOUT).ok)
+        wait_for("an ID in hand", lambda: ids_in_hand(self.node_admin))
         headers = {"Authorization": f"Bearer {API_KEY}"}
         if header:
             headers["traceparent"] = header
@@ -518,8 +524,7 @@ def test_grpc_calls_to_the_node_continue_their_trace_and_record_their_status(sta
     trace_id, parent_span, header = traceparent()
     missing_trace, _, missing_header = traceparent()
     auth = ("authorization", f"Bearer {API_KEY}")
-    wait_for("an ID in hand", lambda: requests.get(
-        f"http://127.0.0.1:{stack.node_admin}/readyz", timeout=TIMEOUT).ok)
+    wait_for("an ID in hand", lambda: ids_in_hand(stack.node_admin))
     with grpc.insecure_channel(stack.grpc) as channel:
         links = pb.services.LinksStub(channel)
         link = links.CreateLink(pb.messages.CreateLinkRequest(url=TARGET),

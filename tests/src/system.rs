@@ -412,7 +412,9 @@ impl System {
         self.pg.single().restart().await;
     }
 
-    /// Waits until every node answers `/readyz` with 200 (store reachable, IDs in hand).
+    /// Waits until every node answers `/readyz` with 200 and nothing degraded (store reachable,
+    /// IDs in hand): a node that was ready stays ready through an outage, saying `ready,
+    /// degraded: ...`, which is not recovered.
     pub async fn wait_all_ready(&self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         for i in 0..self.nodes.len() {
@@ -421,6 +423,7 @@ impl System {
             loop {
                 if let Ok(r) = self.admin_client.get(&url).send().await
                     && r.status().is_success()
+                    && r.text().await.is_ok_and(|body| body.trim() == "ready")
                 {
                     break;
                 }
