@@ -15,28 +15,31 @@ use testkit::proxy::Mode;
 /// store named as what it lacks.
 async fn cut_off(node: &Node, proxy: &testkit::proxy::Proxy) {
     proxy.set_mode(Mode::Reset);
-    let readiness = || async {
-        let response = node
-            .client
-            .get(format!("{}/readyz", node.admin))
-            .send()
-            .await
-            .ok()?;
-        let status = response.status();
-        Some((status, response.text().await.ok()?))
-    };
     let down = testkit::wait_until(Duration::from_secs(20), || async {
-        readiness()
+        readiness(node)
             .await
-            .is_some_and(|(_, body)| body.starts_with("ready, degraded: store:"))
+            .is_some_and(|(_, body, _)| body.starts_with("ready, degraded: store:"))
     })
     .await;
-    let last = readiness().await;
+    let last = readiness(node).await;
     assert!(
         down,
         "the node never noticed its database was away: {last:?}"
     );
-    assert_eq!(last.map(|(status, _)| status), Some(StatusCode::OK));
+    assert_eq!(last.map(|(status, _, _)| status), Some(StatusCode::OK));
+}
+
+/// The node's readiness: status, body and how long it took to answer.
+async fn readiness(node: &Node) -> Option<(StatusCode, String, Duration)> {
+    let started = std::time::Instant::now();
+    let response = node
+        .client
+        .get(format!("{}/readyz", node.admin))
+        .send()
+        .await
+        .ok()?;
+    let status = response.status();
+    Some((status, response.text().await.ok()?, started.elapsed()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,20 +97,9 @@ async fn readiness_outlasts_a_silent_database_by_the_caches_lifetime_only() {
     config.store.database_url = Some(url);
     config.redirects.cache_ttl = std::num::NonZeroU64::new(3).expect("non-zero");
     let node = Node::start(config).await;
-    let readiness = || async {
-        let started = std::time::Instant::now();
-        let response = node
-            .client
-            .get(format!("{}/readyz", node.admin))
-            .send()
-            .await
-            .ok()?;
-        let status = response.status();
-        Some((status, response.text().await.ok()?, started.elapsed()))
-    };
-    assert_eq!(readiness().await.map(|r| r.0), Some(StatusCode::OK));
+    assert_eq!(readiness(&node).await.map(|r| r.0), Some(StatusCode::OK));
     proxy.set_mode(Mode::Blackhole);
-    let (status, body, took) = readiness().await.expect("an answer");
+    let (status, body, took) = readiness(&node).await.expect("an answer");
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body.starts_with("ready, degraded: store:"), "{body}");
     assert!(
@@ -115,12 +107,12 @@ async fn readiness_outlasts_a_silent_database_by_the_caches_lifetime_only() {
         "readiness took {took:?}: {body}"
     );
     let out = testkit::wait_until(Duration::from_secs(20), || async {
-        readiness()
+        readiness(&node)
             .await
             .is_some_and(|(status, _, _)| status == StatusCode::SERVICE_UNAVAILABLE)
     })
     .await;
-    let last = readiness().await;
+    let last = readiness(&node).await;
     assert!(out, "still ready past the cache's lifetime: {last:?}");
     assert!(
         last.as_ref()
@@ -129,12 +121,12 @@ async fn readiness_outlasts_a_silent_database_by_the_caches_lifetime_only() {
     );
     proxy.set_mode(Mode::Open);
     let back = testkit::wait_until(Duration::from_secs(20), || async {
-        readiness()
+        readiness(&node)
             .await
             .is_some_and(|(status, body, _)| status == StatusCode::OK && body == "ready\n")
     })
     .await;
-    assert!(back, "{:?}", readiness().await);
+    assert!(back, "{:?}", readiness(&node).await);
 }
 
 /// A database that refuses new connections for a reason of its own (`ALLOW_CONNECTIONS
