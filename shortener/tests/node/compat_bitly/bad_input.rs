@@ -205,11 +205,16 @@ async fn bad_input_is_refused_in_bitlys_shape(backend: Backend) {
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     let body: Value = response.json().await.expect("json");
     assert_error(&body, "INVALID_ARG_LONG_URL");
+    // A body past the bound is 413, as the JSON API answers it, in Bitly's shape.
+    let huge = json!({ "long_url": format!("https://example.com/{}", "a".repeat(70_000)) });
+    let (status, _, body) = call(&node, Method::POST, "/shorten", Some(key), Some(huge)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_error(&body, "PAYLOAD_TOO_LARGE");
     assert_eq!(node.stored_links().await, stored);
     let metrics = node.metrics().await;
     let invalid =
         "shortener_compat_requests_total{dialect=\"bitly\",action=\"shorten\",outcome=\"invalid\"}";
-    assert_eq!(metric(&metrics, invalid), 11.0);
+    assert_eq!(metric(&metrics, invalid), 12.0);
 }
 on_both_stores!(bad_input_is_refused_in_bitlys_shape);
 

@@ -252,6 +252,12 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
     .await;
     assert_problem(&answer, 404, "short-url-not-found");
     assert!(answer.2.to_string().len() < 1000, "{}", answer.2);
+    // A body past the bound is 413, as the JSON API answers it, in Shlink's shape.
+    let huge = json!({ "longUrl": format!("https://example.com/{}", "a".repeat(70_000)) });
+    let (status, media, body) = call(&node, Method::POST, "/v3/short-urls", key, Some(huge)).await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(media, "application/problem+json", "{body}");
+    assert_eq!(body["status"], 413, "{body}");
     assert_eq!(node.stored_links().await, stored);
 }
 

@@ -55,16 +55,9 @@ async fn read_body(
     message: &'static str,
     field: &'static str,
 ) -> Result<Map<String, Value>, Failure> {
-    let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
+    let bytes = crate::http::body::read_public(body, MAX_FORM_BYTES)
         .await
-        .map_err(|_| {
-            Failure::arg(
-                message,
-                field,
-                false,
-                format!("the request body exceeds {MAX_FORM_BYTES} bytes"),
-            )
-        })?;
+        .map_err(|unread| Failure::unread(unread, MAX_FORM_BYTES, message, field))?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(Failure::arg(

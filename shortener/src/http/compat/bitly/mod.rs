@@ -89,6 +89,41 @@ impl Failure {
         }
     }
 
+    /// A body that could not be read whole: `413` past `limit` bytes (as the JSON API answers
+    /// it), `408` when it did not arrive in time, else the `400` of `message` for `field`.
+    fn unread(
+        unread: crate::http::body::Unread,
+        limit: usize,
+        message: &'static str,
+        field: &'static str,
+    ) -> Self {
+        use crate::http::body::Unread;
+        let (status, code, description) = match unread {
+            Unread::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                format!("the request body exceeds {limit} bytes"),
+            ),
+            Unread::TooSlow => (
+                StatusCode::REQUEST_TIMEOUT,
+                "REQUEST_TIMEOUT",
+                "the request body did not arrive in time".to_string(),
+            ),
+            Unread::Broken => {
+                let text = "the request body could not be read".to_string();
+                return Self::arg(message, field, false, text);
+            }
+        };
+        Self {
+            status,
+            message: code,
+            field: None,
+            description,
+            retry_after: None,
+            outcome: "invalid",
+        }
+    }
+
     /// A refusal or fault of the services, as Bitly answers the like; `field` names the
     /// argument an invalid value came from.
     fn of(error: &Error, arg: Option<(&'static str, &'static str)>) -> Self {

@@ -11,11 +11,9 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The body as a JSON object (an empty body is an empty object).
 pub async fn object(body: Body) -> Result<Map<String, Value>, Fail> {
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+    let bytes = crate::http::body::read_public(body, MAX_BODY_BYTES)
         .await
-        .map_err(|_| {
-            Problem::invalid_data("body", format!("the body exceeds {MAX_BODY_BYTES} bytes"))
-        })?;
+        .map_err(|unread| Problem::unread_body(unread, MAX_BODY_BYTES))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }

@@ -68,6 +68,27 @@ impl Problem {
     }
 
     /// Invalid input in `field`.
+    /// A request body that could not be read whole: `413` past `limit` bytes (as the JSON API
+    /// answers it), `408` when it did not arrive in time, else `400` naming the body.
+    pub fn unread_body(unread: crate::http::body::Unread, limit: usize) -> Self {
+        use crate::http::body::Unread;
+        match unread {
+            Unread::TooLarge => Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "",
+                "Payload Too Large",
+                format!("the body exceeds {limit} bytes"),
+            ),
+            Unread::TooSlow => Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "",
+                "Request Timeout",
+                "the body did not arrive in time",
+            ),
+            Unread::Broken => Problem::invalid_data("body", "the body could not be read"),
+        }
+    }
+
     pub fn invalid_data(field: &str, detail: impl Into<String>) -> Self {
         Problem::new(
             StatusCode::BAD_REQUEST,
