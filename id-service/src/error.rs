@@ -159,6 +159,22 @@ mod tests {
             Error::PermissionDenied("x".into()),
             Error::Internal("x".into()),
         ];
+        // No wildcard: a new variant does not compile here until `every` (and REASONS) has it.
+        for error in &every {
+            match error {
+                Error::InvalidArgument(_)
+                | Error::NotFound(_)
+                | Error::AlreadyExists(_)
+                | Error::Exhausted { .. }
+                | Error::QuotaExceeded { .. }
+                | Error::FailedPrecondition(_)
+                | Error::Unavailable(_)
+                | Error::ShuttingDown
+                | Error::Unauthenticated(_)
+                | Error::PermissionDenied(_)
+                | Error::Internal(_) => {}
+            }
+        }
         let reasons: std::collections::BTreeSet<_> = every.iter().map(Error::reason).collect();
         let listed: std::collections::BTreeSet<_> = Error::REASONS.into_iter().collect();
         assert_eq!(reasons, listed);

@@ -19,18 +19,8 @@ const HOST: &str = "go.acme.example";
 
 /// `GET /{code}` on `host`: the status and the `Location`.
 async fn visit(node: &Node, host: &str, code: &str) -> (u16, Option<String>) {
-    let response = node
-        .client
-        .get(format!("{}/{code}", node.base))
-        .header("host", host)
-        .send()
-        .await
-        .expect("visit");
-    let location = response
-        .headers()
-        .get(reqwest::header::LOCATION)
-        .map(|v| v.to_str().expect("ascii").to_string());
-    (response.status().as_u16(), location)
+    let (status, location) = node.on_host(host, code).await;
+    (status.as_u16(), location)
 }
 
 /// Saves a screenshot named `name` after a step whose request the API refuses on purpose:

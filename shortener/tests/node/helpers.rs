@@ -233,18 +233,15 @@ impl Node {
 
     /// A browser's `GET /{code}` (a human visit): the status and the `Location`, if any.
     pub async fn location(&self, code: &str) -> (StatusCode, Option<String>) {
-        let response = self
-            .client
-            .get(format!("{}/{code}", self.base))
-            .header("user-agent", BROWSER)
-            .send()
-            .await
-            .expect("visit");
-        let location = response
-            .headers()
-            .get("location")
-            .map(|v| v.to_str().expect("ascii").to_string());
-        (response.status(), location)
+        let request = self.client.get(format!("{}/{code}", self.base));
+        status_and_location(request.header("user-agent", BROWSER)).await
+    }
+
+    /// `GET /{path}` with `Host: host` (a branded domain's, or any other): the status and the
+    /// `Location`, if any.
+    pub async fn on_host(&self, host: &str, path: &str) -> (StatusCode, Option<String>) {
+        let request = self.client.get(format!("{}/{path}", self.base));
+        status_and_location(request.header("host", host)).await
     }
 
     /// `GET /{code}` without following redirects.
@@ -553,4 +550,14 @@ pub fn metric(text: &str, name: &str) -> f64 {
     text.lines()
         .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
         .unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// What `request` is answered: the status and the `Location`, if any.
+async fn status_and_location(request: reqwest::RequestBuilder) -> (StatusCode, Option<String>) {
+    let response = request.send().await.expect("send");
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .map(|v| v.to_str().expect("ascii").to_string());
+    (response.status(), location)
 }

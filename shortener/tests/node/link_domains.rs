@@ -38,11 +38,8 @@ async fn made(node: &Node, key: &str, body: Value) -> Value {
 
 /// `GET /{code}` on `host`: the status and the `Location`.
 async fn visit(node: &Node, host: &str, code: &str) -> (u16, Option<String>) {
-    let request = node
-        .client
-        .get(format!("{}/{code}", node.base))
-        .header("host", host);
-    answer(request).await
+    let (status, location) = node.on_host(host, code).await;
+    (status.as_u16(), location)
 }
 
 /// `request`'s answer: the status and the `Location`.

@@ -191,22 +191,6 @@ async fn a_database_refusing_connections_is_unavailable_not_an_internal_error() 
     assert!(back, "the node never came back to its database");
 }
 
-/// `GET /` on `host`: the status and the `Location`.
-async fn root_of(node: &Node, host: &str) -> (StatusCode, Option<String>) {
-    let response = node
-        .client
-        .get(format!("{}/", node.base))
-        .header("host", host)
-        .send()
-        .await
-        .expect("send");
-    let location = response
-        .headers()
-        .get("location")
-        .map(|v| v.to_str().expect("ascii").to_string());
-    (response.status(), location)
-}
-
 /// A branded domain whose cached settings have aged out while the database is away answers
 /// with what was last read of it (its root redirect here), and so does a host that is no
 /// domain: the store cannot tell otherwise, and every domain failing at once is worse.
@@ -234,18 +218,18 @@ async fn branded_domains_keep_answering_while_the_database_is_away() {
     )
     .await;
     assert_eq!(status, 200, "{patched}");
-    let branded = root_of(&node, "go.acme.example").await;
+    let branded = node.on_host("go.acme.example", "").await;
     assert_eq!(
         branded,
         (StatusCode::FOUND, Some("https://example.com/root".into()))
     );
-    let unknown = root_of(&node, "elsewhere.example").await;
+    let unknown = node.on_host("elsewhere.example", "").await;
 
     cut_off(&node, &proxy).await;
     // Past both lifetimes, every answer is what it was.
     let outage = std::time::Instant::now();
     while outage.elapsed() < Duration::from_millis(1_500) {
-        assert_eq!(root_of(&node, "go.acme.example").await, branded);
-        assert_eq!(root_of(&node, "elsewhere.example").await, unknown);
+        assert_eq!(node.on_host("go.acme.example", "").await, branded);
+        assert_eq!(node.on_host("elsewhere.example", "").await, unknown);
     }
 }

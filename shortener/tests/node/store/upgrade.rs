@@ -46,27 +46,11 @@ async fn forget_domains(stack: &Stack, before: Before, node_name: &str) {
     }
 }
 
-/// `GET /{code}` on `host`: the status and the `Location`.
-async fn visit(node: &Node, host: &str, code: &str) -> (StatusCode, Option<String>) {
-    let response = node
-        .client
-        .get(format!("{}/{code}", node.base))
-        .header("host", host)
-        .send()
-        .await
-        .expect("send");
-    let location = response
-        .headers()
-        .get(reqwest::header::LOCATION)
-        .map(|v| v.to_str().expect("ascii").to_string());
-    (response.status(), location)
-}
-
 /// Every link of `links` answers on `host` as it did: a redirect to its URL, or a protected
 /// link's form; never a 404.
 async fn all_answer(node: &Node, host: &str, links: &HashMap<String, String>) {
     for (code, url) in links {
-        let (status, location) = visit(node, host, code).await;
+        let (status, location) = node.on_host(host, code).await;
         assert_ne!(status, StatusCode::NOT_FOUND, "{host}/{code} -> {url}");
         if status == StatusCode::FOUND {
             assert_eq!(location.as_deref(), Some(url.as_str()), "{host}/{code}");
@@ -106,7 +90,7 @@ async fn links_from_before_domains_answer_where_they_did(before: Before) {
         .expect("claim");
     assert_eq!(claimed.status(), StatusCode::CREATED);
     for code in links.keys() {
-        let (status, _) = visit(&node, "go.brand.example", code).await;
+        let (status, _) = node.on_host("go.brand.example", code).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{code} on a new domain");
     }
     // And what the API shows of them names the default domain.
