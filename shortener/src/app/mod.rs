@@ -238,6 +238,9 @@ impl App {
             // (each failed lease is logged too).
             tracing::warn!("serving without IDs: {}", node.ids.shortage());
         }
+        for notice in config.redirects.cache_notices() {
+            tracing::warn!("{notice}");
+        }
         tracing::info!("{}", banner::banner(&node, &config, addrs.http));
 
         shutdown.cancelled().await;

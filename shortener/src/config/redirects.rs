@@ -95,6 +95,23 @@ impl RedirectConfig {
         }
     }
 
+    /// What a start says of cache bounds that turn a cache off: a bound of 0 is allowed (a
+    /// node that must read every redirect from the store), but never silently.
+    pub fn cache_notices(&self) -> Vec<&'static str> {
+        let mut notices = Vec::new();
+        if self.cache_bytes == 0 {
+            notices.push(
+                "SHORTENER_CACHE_BYTES is 0: the redirect cache is off, so every redirect reads the store",
+            );
+        }
+        if self.negative_cache_bytes == 0 {
+            notices.push(
+                "SHORTENER_NEGATIVE_CACHE_BYTES is 0: unknown codes are not remembered, so each one that could exist reads the store",
+            );
+        }
+        notices
+    }
+
     /// The target rules' settings, given the node's own names and addresses.
     pub fn targets(
         &self,

@@ -8,32 +8,38 @@
 
 use std::num::{NonZeroU32, NonZeroU64};
 
-/// A size in bytes: a whole number, alone or followed by `KiB`, `MiB` or `GiB` (`240 MiB`, as
-/// the README writes the defaults).
+/// A size in bytes: a whole number, alone or followed by a binary unit (`KiB`, `MiB`, `GiB`, or
+/// Kubernetes' `Ki`, `Mi`, `Gi`) or a decimal one (`kB`, `MB`, `GB`): `240 MiB`, as the README
+/// writes the defaults, `240Mi` as a manifest would, `250 MB` as 250,000,000 bytes. A bare `M`
+/// or `G` is refused: tools disagree on whether it means 10⁶ or 2²⁰, and the choice is the
+/// operator's to write down.
 pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let digits = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(digits);
+    let refusal = || {
+        format!(
+            "{text:?} is not a size: a number of bytes, or of KiB, MiB, GiB (also Ki, Mi, Gi) \
+             or kB, MB, GB (decimal), as in 240 MiB"
+        )
+    };
     let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        _ => {
-            return Err(format!(
-                "{text:?} is not a size: a number of bytes, or of KiB, MiB or GiB (240 MiB)"
-            ));
-        }
+        "kib" | "ki" => 1 << 10,
+        "mib" | "mi" => 1 << 20,
+        "gib" | "gi" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return Err(refusal()),
     };
     number
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| {
-            format!("{text:?} is not a size: a number of bytes, or of KiB, MiB or GiB (240 MiB)")
-        })
+        .ok_or_else(refusal)
 }
 
 /// A time setting in milliseconds (`2000`, `2s`).
@@ -125,14 +131,24 @@ mod tests {
     use std::num::{NonZeroU32, NonZeroU64};
 
     #[test]
-    fn sizes_are_read_in_bytes_or_binary_units() {
+    fn sizes_are_read_in_bytes_or_binary_or_decimal_units() {
         for (text, bytes) in [
             ("251658240", Some(251_658_240)),
             ("240 MiB", Some(240 << 20)),
             ("240MiB", Some(240 << 20)),
             ("4 kib", Some(4096)),
             ("1 GiB", Some(1 << 30)),
-            ("240 MB", None),
+            ("240Mi", Some(240 << 20)),
+            ("4Ki", Some(4096)),
+            ("2 Gi", Some(2 << 30)),
+            ("250 MB", Some(250_000_000)),
+            ("64mb", Some(64_000_000)),
+            ("8 kB", Some(8_000)),
+            ("1GB", Some(1_000_000_000)),
+            ("240 M", None),
+            ("240G", None),
+            ("240 MiBs", None),
+            ("1.5 GiB", None),
             ("MiB", None),
             ("-1", None),
             ("99999999999999 GiB", None),

@@ -286,7 +286,7 @@ async fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
         ("SHORTENER_IDEMPOTENCY_TTL", "-1", "--idempotency-ttl"),
         ("SHORTENER_DRAIN_TIMEOUT", "1500ms", "--drain-timeout"),
         ("SHORTENER_CACHE_TTL", "5 fortnights", "--cache-ttl"),
-        ("SHORTENER_CACHE_BYTES", "240 MB", "--cache-bytes"),
+        ("SHORTENER_CACHE_BYTES", "240 M", "--cache-bytes"),
         ("SHORTENER_ADMIN_ADDR", "everywhere", "--admin-addr"),
         ("SHORTENER_REDIRECT_STATUS", "303", "--redirect-status"),
         ("SHORTENER_BLOCKED_STATUS", "200", "--blocked-status"),

@@ -98,6 +98,10 @@ async fn an_embedded_node_says_where_its_key_is_on_every_start() {
         }
         let public = after(&lines, "answering at ").to_string();
         assert!(public.starts_with("http://127.0.0.1:"), "{public}");
+        assert!(
+            !lines.iter().any(|l| l.contains("cache is off")),
+            "{lines:#?}"
+        );
         assert_eq!(
             after(&lines, "console:"),
             format!("{public}console/ (sign in with the API key)")
@@ -142,6 +146,64 @@ async fn an_embedded_node_says_where_its_key_is_on_every_start() {
         let _ = node.kill();
         let _ = node.wait();
     }
+}
+
+/// A cache bound of 0 turns the redirect cache off, and the start says so; sizes are read in
+/// the units a manifest writes them in (`1Mi`), and a node without a cache still redirects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_cache_turned_off_is_said_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut node = start_with(
+        &data,
+        "off",
+        "off",
+        &[
+            ("SHORTENER_CACHE_BYTES", Path::new("0")),
+            ("SHORTENER_NEGATIVE_CACHE_BYTES", Path::new("1Mi")),
+        ],
+    );
+    let lines = read_until(&mut node, "try:");
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "SHORTENER_CACHE_BYTES is 0: the redirect cache is off, so every redirect reads the store"
+        )),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("NEGATIVE_CACHE_BYTES is 0")),
+        "{lines:#?}"
+    );
+    let public = after(&lines, "answering at ").to_string();
+    let key = std::fs::read_to_string(data.join("api-keys")).expect("the key file");
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let created: serde_json::Value = client
+        .post(format!("{public}api/v1/links"))
+        .bearer_auth(key.lines().next().expect("a key"))
+        .json(&serde_json::json!({ "url": "https://example.com/uncached" }))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let code = created["code"].as_str().expect("a code");
+    for _ in 0..2 {
+        let visit = client
+            .get(format!("{public}{code}"))
+            .send()
+            .await
+            .expect("visit");
+        assert_eq!(visit.status(), StatusCode::FOUND);
+        assert_eq!(visit.headers()["location"], "https://example.com/uncached");
+    }
+    let _ = node.kill();
+    let _ = node.wait();
 }
 
 /// A node whose public URL is not its own listener (a load balancer's, say) says where it
