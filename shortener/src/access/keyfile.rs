@@ -65,23 +65,29 @@ pub fn parse(text: &str) -> Result<Vec<KeyEntry>, String> {
 }
 
 /// A TOML error of the keys file as it may be logged: where it is and what is wrong, without
-/// the offending line or any quoted part of it (`toml` shows the line, and a line of a keys
-/// file, a raw key among them, may be a secret).
+/// the offending line or any quoted part of it that could hold a secret (`toml` shows the
+/// line, and a line of a keys file, a raw key among them, may be a secret). A quoted word is
+/// kept when it cannot be a key: lower-case letters and `_` only, and shorter than the 16
+/// characters a key has at least, so the field names (`unknown field `expires_at`, expected
+/// one of `tenant`, …`) stay readable.
 fn syntax_error(text: &str, error: &toml::de::Error) -> String {
+    let shown = |quoted: &str| {
+        quoted.len() < 16 && quoted.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+    };
     let mut message = String::new();
-    let mut quote = None;
+    let mut quote: Option<(char, String)> = None;
     for c in error.message().chars() {
-        match quote {
-            Some(open) if c == open => {
-                message.push('…');
+        match &mut quote {
+            Some((open, quoted)) if c == *open => {
+                message.push_str(if shown(quoted) { quoted } else { "…" });
                 message.push(c);
                 quote = None;
             }
-            Some(_) => {}
+            Some((_, quoted)) => quoted.push(c),
             None => {
                 message.push(c);
                 if c == '`' || c == '"' || c == '\'' {
-                    quote = Some(c);
+                    quote = Some((c, String::new()));
                 }
             }
         }
@@ -236,12 +242,16 @@ mod tests {
             format!("{secret} = 1\n"),
             format!("[[key]]\n{secret} = \"x\"\n"),
             format!("[[key]]\ntenant = \"{secret}\n"),
+            // A key of only lower-case letters is long enough never to be shown.
+            "[[key]]\nlower_case_only_key_never_shown = 1\n".to_string(),
         ] {
             let error = parse(&text).expect_err("not a keys file");
             assert!(error.starts_with("not a valid keys file"), "{error}");
             assert!(error.contains("line "), "{error}");
             assert!(
-                !error.contains("Xk3") && !error.contains("0123456789"),
+                !error.contains("Xk3")
+                    && !error.contains("0123456789")
+                    && !error.contains("never_shown"),
                 "the error shows a key: {error}"
             );
         }
@@ -259,6 +269,11 @@ mod tests {
             (good.replace("sha256:", "md5:"), "digest"),
             (good.replace("[\"links:read\"]", "[]"), "scopes is empty"),
             (good.clone() + "colour = \"red\"\n", "not a valid keys file"),
+            // The field names are said, the one written and the ones the file takes.
+            (
+                good.clone() + "expires_at = \"2027-01-01T00:00:00Z\"\n",
+                "unknown field `expires_at`, expected one of `tenant`, `name`, `digest`",
+            ),
             (
                 good.replace("scopes", "expires = \"tomorrow\"\nscopes"),
                 "RFC 3339",
