@@ -33,6 +33,8 @@ pub struct ImportInput {
     pub private: bool,
     /// Where the link routes besides its URL, as a create gives it.
     pub routes: RoutesInput,
+    /// The host the row's link answered on where it was exported (`domain`), if it names one.
+    pub domain: Option<String>,
 }
 
 /// A link's routing as a create or an import row gives it, unchecked.
@@ -85,6 +87,9 @@ pub struct ImportRow {
     pub private: bool,
     /// Where the link routes besides its URL.
     pub routes: super::Routes,
+    /// The branded domain the row names (`None`: none, or one of the node's own hosts); the
+    /// import checks it is the importer's tenant's.
+    pub domain: Option<String>,
 }
 
 impl ImportRow {
@@ -100,6 +105,7 @@ impl ImportRow {
             + self.url.as_str().len()
             + self.code.as_ref().map_or(0, String::len)
             + self.tags.iter().map(|tag| tag.len() + 24).sum::<usize>()
+            + self.domain.as_ref().map_or(0, String::len)
             + routes
     }
 
@@ -167,6 +173,7 @@ impl ImportRow {
             max_visits: input.max_visits,
             private: input.private,
             routes: input.routes.checked(rules)?,
+            domain: rules.domain(input.domain.as_deref())?,
         })
     }
 }

@@ -73,6 +73,7 @@ impl LinksApi {
             let settings = ImportSettings {
                 dry_run,
                 domain: None,
+                row_domains: false,
                 rules,
                 idle,
             };

@@ -1047,3 +1047,149 @@ async fn links_move_between_domains(backend: Backend) {
 }
 
 crate::on_both_stores!(links_move_between_domains);
+
+/// Posts `rows` to the import with `key` (`query` after `?`): each row's answer, then the
+/// summary line.
+async fn import(node: &Node, key: &str, kind: &str, rows: String, query: &str) -> Vec<Value> {
+    let response = node
+        .client
+        .post(format!("{}/api/v1/links/import?{query}", node.base))
+        .bearer_auth(key)
+        .header("content-type", kind)
+        .body(rows)
+        .send()
+        .await
+        .expect("import");
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.expect("body");
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// The answer to the row holding `code` (rows count from 1, after the header).
+fn row_of<'a>(answers: &'a [Value], code: &str) -> &'a Value {
+    answers
+        .iter()
+        .find(|a| a["code"] == code)
+        .unwrap_or_else(|| panic!("no answer for {code}: {answers:#?}"))
+}
+
+/// An export imports back onto the domains its links answered on: into the node it came
+/// from, every row is found again and nothing is made twice; into another deployment, a row
+/// whose domain the importer's tenant has not claimed is refused (`unknown_domain`) until it
+/// has, and then answers on its host as it did; a row's host is read as a create reads one; an
+/// import that names `?domain=` puts every row there.
+async fn an_export_imports_back_onto_its_domains(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (from, keys) = node(&stack, "from").await;
+    assert_eq!(claim(&from, &keys.own, "go.acme.example").await.0, 201);
+    made(&from, &keys.own, json!({"url": "https://acme.example/spring", "alias": "spring", "domain": "go.acme.example"})).await;
+    let generated = made(
+        &from,
+        &keys.own,
+        json!({"url": "https://acme.example/gen", "domain": "go.acme.example"}),
+    )
+    .await;
+    let generated = generated["code"].as_str().expect("code").to_string();
+    made(
+        &from,
+        &keys.own,
+        json!({"url": "https://acme.example/plain", "alias": "plain"}),
+    )
+    .await;
+    let export = from
+        .client
+        .get(format!("{}/api/v1/links/export?format=csv", from.base))
+        .bearer_auth(&keys.own)
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("csv");
+    assert!(export.contains(",go.acme.example,"), "{export}");
+    let before = count_links(&from, &keys.own).await;
+
+    // Back into the node it came from: every row exists already.
+    let again = import(&from, &keys.own, "text/csv", export.clone(), "").await;
+    let summary = &again.last().expect("summary")["summary"];
+    assert_eq!(
+        (&summary["exists"], &summary["created"]),
+        (&json!(3), &json!(0)),
+        "{again:#?}"
+    );
+    assert_eq!(count_links(&from, &keys.own).await, before);
+
+    // Into another deployment: the branded rows wait for their domain.
+    let other = Stack::new(backend).await;
+    let (to, to_keys) = node(&other, "to").await;
+    let first = import(&to, &to_keys.own, "text/csv", export.clone(), "").await;
+    for code in ["spring", generated.as_str()] {
+        assert_eq!(
+            row_of(&first, code)["error"],
+            "unknown_domain",
+            "{first:#?}"
+        );
+    }
+    assert_eq!(row_of(&first, "plain")["status"], "created", "{first:#?}");
+    assert_eq!(visit(&to, "go.acme.example", "spring").await.0, 404);
+    assert_eq!(claim(&to, &to_keys.own, "go.acme.example").await.0, 201);
+    let second = import(&to, &to_keys.own, "text/csv", export, "").await;
+    for code in ["spring", generated.as_str()] {
+        assert_eq!(row_of(&second, code)["status"], "created", "{second:#?}");
+    }
+    assert_eq!(row_of(&second, "plain")["status"], "exists", "{second:#?}");
+    assert_eq!(
+        visit(&to, "go.acme.example", "spring").await,
+        (302, Some("https://acme.example/spring".into()))
+    );
+    assert_eq!(visit(&to, "127.0.0.1", "spring").await.0, 404);
+    assert_eq!(
+        visit(&to, "go.acme.example", &generated).await,
+        (302, Some("https://acme.example/gen".into()))
+    );
+
+    // A row's host, read as a create's: another tenant's or no host at all is refused, the
+    // node's own host is the default domain, case and a final dot are the same host.
+    assert_eq!(claim(&to, &to_keys.other, "go.globex.example").await.0, 201);
+    let rows = [
+        ("theirs", "go.globex.example"),
+        ("nohost", "https://go.acme.example/"),
+        ("own-host", "s.example"),
+        ("shouted", "GO.ACME.EXAMPLE."),
+    ]
+    .map(|(code, domain)| {
+        json!({"url": format!("https://acme.example/{code}"), "code": code, "domain": domain})
+            .to_string()
+    })
+    .join("\n");
+    let answers = import(&to, &to_keys.own, "application/x-ndjson", rows.clone(), "").await;
+    let errors: Vec<_> = answers.iter().take(4).map(|a| a["error"].clone()).collect();
+    assert_eq!(
+        errors,
+        [
+            json!("unknown_domain"),
+            json!("invalid_domain"),
+            Value::Null,
+            Value::Null
+        ],
+        "{answers:#?}"
+    );
+    assert_eq!(visit(&to, "127.0.0.1", "own-host").await.0, 302);
+    assert_eq!(visit(&to, "go.acme.example", "shouted").await.0, 302);
+    // With `?domain=`, that domain is every row's.
+    let rows = json!({"url": "https://acme.example/fixed", "code": "fixed", "domain": "go.globex.example"});
+    let answers = import(
+        &to,
+        &to_keys.own,
+        "application/x-ndjson",
+        rows.to_string(),
+        "domain=go.acme.example",
+    )
+    .await;
+    assert_eq!(answers[0]["status"], "created", "{answers:#?}");
+    assert_eq!(visit(&to, "go.acme.example", "fixed").await.0, 302);
+}
+
+crate::on_both_stores!(an_export_imports_back_onto_its_domains);

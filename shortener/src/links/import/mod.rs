@@ -119,7 +119,15 @@ struct Import {
     /// The branded domain the links go on (checked to be the caller's tenant's); `None`: the
     /// default domain.
     domain: Option<String>,
+    /// Whether a row naming a domain of its own goes there instead.
+    row_domains: bool,
+    /// The hosts rows have named so far and whether each is the tenant's (at most
+    /// [`DOMAINS_KEPT`]; past that each is looked up again).
+    domains: std::sync::Mutex<HashMap<String, Result<(), Error>>>,
 }
+
+/// The most hosts rows name that one import remembers the answer for.
+const DOMAINS_KEPT: usize = 1024;
 
 /// The error of `made` if there are rows and every one failed as unavailable.
 fn unavailable_all(made: &[(usize, RowResult)]) -> Option<Error> {
@@ -141,14 +149,52 @@ type ChunkRow = (u64, Result<ImportRow, Error>);
 impl LinkService {
     /// Starts an import for `caller` (links go to its tenant); a dry run checks every row and
     /// stores nothing.
-    fn start_import(&self, caller: &Caller, dry_run: bool, domain: Option<String>) -> Import {
+    fn start_import(
+        &self,
+        caller: &Caller,
+        dry_run: bool,
+        domain: Option<String>,
+        row_domains: bool,
+    ) -> Import {
         Import {
             caller: caller.clone(),
             // Positive and random: a batch number is never reused by chance.
             batch: (rand::random::<u64>() >> 1) as i64,
             dry_run,
             domain,
+            row_domains,
+            domains: Default::default(),
         }
+    }
+
+    /// The domain `row` goes on: the import's, or (for an import that names none) the one the
+    /// row names, which must be the importer's tenant's (`unknown_domain` otherwise: imported
+    /// on another host, its link would not answer where it did).
+    async fn row_domain(&self, import: &Import, row: &ImportRow) -> Result<Option<String>, Error> {
+        let Some(host) = row.domain.as_ref().filter(|_| import.row_domains) else {
+            return Ok(import.domain.clone());
+        };
+        let known = import
+            .domains
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(host)
+            .cloned();
+        let checked = match known {
+            Some(checked) => checked,
+            None => {
+                let checked = self.check_domain(&import.caller, host).await;
+                if let Err(error @ Error::Unavailable { .. }) = checked {
+                    return Err(error);
+                }
+                let mut domains = import.domains.lock().unwrap_or_else(|p| p.into_inner());
+                if domains.len() < DOMAINS_KEPT {
+                    domains.insert(host.clone(), checked.clone());
+                }
+                checked
+            }
+        };
+        checked.map(|()| Some(host.clone()))
     }
 
     /// Imports one chunk of rows (at most [`CHUNK_ROWS`]); results in row order, and the
@@ -171,10 +217,27 @@ impl LinkService {
                         status: RowStatus::Error(error),
                     })
                 }
-                Ok(parsed) => match parsed.code.clone() {
-                    Some(code) => coded.push((i, row, self.imported_link(import, parsed, code))),
-                    None => {
-                        generated.push((i, row, parsed.private, self.imported_row(import, &parsed)))
+                Ok(mut parsed) => match self.row_domain(import, &parsed).await {
+                    Err(error) => {
+                        results[i] = Some(RowResult {
+                            row,
+                            code: parsed.code,
+                            status: RowStatus::Error(error),
+                        })
+                    }
+                    Ok(domain) => {
+                        parsed.domain = domain;
+                        match parsed.code.clone() {
+                            Some(code) => {
+                                coded.push((i, row, self.imported_link(import, parsed, code)))
+                            }
+                            None => generated.push((
+                                i,
+                                row,
+                                parsed.private,
+                                self.imported_row(import, &parsed),
+                            )),
+                        }
                     }
                 },
             }
@@ -277,8 +340,8 @@ impl LinkService {
         let kind =
             codespace::shape::classify(&code, self.space.length()).unwrap_or(CodeKind::Alias);
         NewLink {
-            code: crate::domain::link_key(import.domain.as_deref(), &code, kind).into_owned(),
-            domain: import.domain.clone(),
+            code: crate::domain::link_key(row.domain.as_deref(), &code, kind).into_owned(),
+            domain: row.domain.clone(),
             routes: row.routes.clone(),
             url: row.url.as_str().to_string(),
             // A legacy code has no ID here: it is filed as a named code, whatever its shape.
@@ -300,7 +363,7 @@ impl LinkService {
     }
 
     fn imported_row(&self, import: &Import, row: &ImportRow) -> create::Row {
-        let dedup_key = import_dedup_key(&import.caller.tenant, import.domain.as_deref(), row);
+        let dedup_key = import_dedup_key(&import.caller.tenant, row.domain.as_deref(), row);
         create::Row {
             url: row.url.as_str().to_string(),
             expires_at: row.expires_at,
@@ -315,7 +378,7 @@ impl LinkService {
             import_batch: None,
             created_at: row.created_at,
             password: None,
-            domain: import.domain.clone(),
+            domain: row.domain.clone(),
             routes: row.routes.clone(),
             // The import records its chunks in the audit log, not each row.
             audit: None,

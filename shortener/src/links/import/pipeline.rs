@@ -93,6 +93,9 @@ pub struct ImportSettings {
     /// A branded domain the caller's tenant owns (checked by [`LinkService::check_domain`]
     /// first), or `None` for the default domain.
     pub domain: Option<String>,
+    /// Whether a row's own `domain` decides where it goes (an import that names no domain of
+    /// its own); otherwise every row goes on `domain`.
+    pub row_domains: bool,
     /// What each row is checked against.
     pub rules: CreateRules,
     /// How long the import waits for its next row ([`ROW_IDLE`] by default).
@@ -168,7 +171,7 @@ impl LinkService {
         };
         let reading = read_chunks(rows, input.rules, bounds, Arc::clone(&shared), chunks_tx);
         tokio::spawn(reading);
-        let import = self.start_import(caller, input.dry_run, input.domain);
+        let import = self.start_import(caller, input.dry_run, input.domain, input.row_domains);
         let stage = (place, input.idle, Arc::clone(&shared));
         tokio::spawn(Arc::clone(self).write_chunks(import, stage, chunks, events));
         // Once the writing stage has let go of its end of the channel: the summary it could

@@ -128,6 +128,7 @@ async fn start(
     let rows = reader.into_rows(columns);
     let settings = ImportSettings {
         dry_run,
+        row_domains: params.domain.is_none(),
         domain,
         rules: state.rules.clone(),
         idle: state.links.import_idle(),

@@ -73,10 +73,13 @@ struct NdjsonRow {
     /// Its visits where it was exported: a row that had used up `max_visits` is refused.
     #[serde(default)]
     clicks: Option<Clicks>,
+    /// The host the link answered on where it was exported: the importer's tenant's domain
+    /// of that name, or the default domain for one of the node's own hosts (unless the
+    /// import's `?domain=` puts every row on one domain).
+    #[serde(default)]
+    domain: Option<String>,
     /// Where the link was exported from, which the import does not keep: the tenant and key
-    /// are the importer's, the domain the import's (`?domain=`), the times and counts new.
-    #[serde(default, rename = "domain")]
-    _domain: IgnoredAny,
+    /// are the importer's, the times and counts new.
     #[serde(default, rename = "tenant")]
     _tenant: IgnoredAny,
     #[serde(default, rename = "owner")]
@@ -159,5 +162,6 @@ pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
                 image: row.image,
             },
         },
+        domain: row.domain,
     })
 }

@@ -68,6 +68,8 @@ enum Column {
     /// The visits it had where it was exported: a row with a visit limit it has reached is
     /// refused.
     Clicks,
+    /// The host the link answered on where it was exported (Shlink's and this node's exports).
+    Domain,
     Ignored,
 }
 
@@ -90,6 +92,7 @@ fn column(name: &str) -> Column {
         "state" => Column::State,
         "protected" => Column::Protected,
         "clicks" => Column::Clicks,
+        "domain" => Column::Domain,
         routing => Routing::of(routing).map_or(Column::Ignored, Column::Routing),
     }
 }
@@ -182,6 +185,7 @@ impl Columns {
                 Column::Protected => refuse_protected(text.eq_ignore_ascii_case("true"))?,
                 // Other tools' counts come in other shapes; only a count is read.
                 Column::Clicks => clicks = text.parse::<u64>().ok(),
+                Column::Domain => input.domain = Some(text.to_string()),
                 Column::Ignored => {}
             }
         }
