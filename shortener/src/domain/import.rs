@@ -167,7 +167,8 @@ impl ImportRow {
         Ok(Self {
             url,
             code: input.code,
-            tags: check_tags(input.tags)?,
+            // Other shorteners' tags as Shlink stores them (`Summer Sale` is `summer-sale`).
+            tags: check_tags(input.tags.iter().map(|t| super::peer_tag(t)).collect())?,
             expires_at: input.expires_at,
             created_at: input.created_at,
             max_visits: input.max_visits,

@@ -26,6 +26,14 @@ pub fn check_tag(tag: &str) -> Result<(), Error> {
     }
 }
 
+/// A tag as another shortener takes it, made into the tag this node holds the way Shlink stores
+/// one: trimmed, lower-cased, each space a `-` (`Summer Sale` is `summer-sale`). Used where
+/// peers' tags come in (Shlink's API, imports); what is still no tag (`v2.0`) is refused by
+/// [`check_tag`] after it.
+pub fn peer_tag(tag: &str) -> String {
+    tag.trim().to_lowercase().replace(' ', "-")
+}
+
 /// Checks a link's tags and returns them sorted without duplicates.
 pub fn check_tags(tags: Vec<String>) -> Result<Vec<String>, Error> {
     if tags.len() > MAX_TAGS {
@@ -105,6 +113,26 @@ mod tests {
         }
         let many: Vec<String> = (0..21).map(|i| format!("t{i}")).collect();
         assert!(check_tags(many).is_err());
+    }
+
+    #[test]
+    fn peers_tags_are_lower_cased_with_dashes_for_spaces() {
+        for (given, held) in [
+            ("Marketing", Ok("marketing")),
+            ("summer sale", Ok("summer-sale")),
+            (" Q1 Launch ", Ok("q1-launch")),
+            ("already-fine_1", Ok("already-fine_1")),
+            ("v2.0", Err(())),
+            ("-lead", Err(())),
+            ("", Err(())),
+        ] {
+            let tag = peer_tag(given);
+            assert_eq!(
+                check_tag(&tag).map(|()| tag.as_str()).map_err(drop),
+                held,
+                "{given:?}"
+            );
+        }
     }
 
     #[test]

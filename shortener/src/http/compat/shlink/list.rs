@@ -190,10 +190,12 @@ impl Query {
                 );
             }
         };
-        // A tag of a form no link's tags have (upper case, say) matches nothing.
+        // Read as a create reads them (`Summer Sale` is `summer-sale`); a tag of a form no
+        // link's tags have still matches nothing.
         let asked = tags.len();
         let tags: Vec<String> = tags
-            .into_iter()
+            .iter()
+            .map(|t| crate::domain::peer_tag(t))
             .filter(|t| crate::domain::check_tag(t).is_ok())
             .collect();
         let (start, end) = (date(&pairs, "startDate")?, date(&pairs, "endDate")?);

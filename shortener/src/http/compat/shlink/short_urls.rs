@@ -142,7 +142,7 @@ fn create_input(fields: &Fields<'_>) -> Result<CreateInput, Fail> {
         dedup: fields.boolean("findIfExists")?.unwrap_or(false),
         // Shlink finds a link with the same tags and `maxVisits` too.
         dedup_settings: true,
-        tags: fields.strings("tags")?.unwrap_or_default(),
+        tags: peer_tags(fields.strings("tags")?.unwrap_or_default()),
         max_visits: fields.count("maxVisits")?.flatten(),
         domain: fields.string("domain")?.flatten(),
         ios: ios.flatten(),
@@ -308,7 +308,7 @@ fn patch_input(fields: &Fields<'_>) -> Result<PatchInput, Fail> {
     Ok(PatchInput {
         url,
         expires_at: fields.date("validUntil")?,
-        tags: fields.strings("tags")?,
+        tags: fields.strings("tags")?.map(peer_tags),
         max_visits: fields.count("maxVisits")?,
         ios,
         android,
@@ -362,4 +362,11 @@ pub async fn delete(
     }
     .await;
     finish(&state, "delete", answer)
+}
+
+/// Tags as Shlink stores them: lower case, a `-` for each space ([`crate::domain::peer_tag`]).
+fn peer_tags(tags: Vec<String>) -> Vec<String> {
+    tags.iter()
+        .map(|tag| crate::domain::peer_tag(tag))
+        .collect()
 }
