@@ -92,7 +92,7 @@ pub enum AliasError {
     /// The alias is only letters and digits and at least `L` long, the shape of generated and
     /// private codes.
     #[error(
-        "an alias of only letters and digits must be shorter than {0} characters, or contain '-' or '_'"
+        "an alias of only letters and digits must be shorter than {0} characters (longer ones are the shape of generated codes), or contain '-' or '_' (careers-page, summer_2024)"
     )]
     ShapedLikeCode(usize),
 }

@@ -106,6 +106,23 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
             answer.2
         );
     }
+    // JSON with a slip in it: the detail says where.
+    let response = node
+        .client
+        .post(format!("{}/rest/v3/short-urls", node.base))
+        .header("x-api-key", &keys.own)
+        .header("content-type", "application/json")
+        .body(r#"{"longUrl": "https://example.com/x",}"#)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status().as_u16(), 400);
+    let problem: Value = response.json().await.expect("json");
+    assert_eq!(problem["invalidElements"], json!(["body"]), "{problem}");
+    assert_eq!(
+        problem["detail"], "the body is not valid JSON: trailing comma at line 1 column 37",
+        "{problem}"
+    );
     assert_eq!(node.stored_links().await, stored);
 
     // Edits and rules refused leave the link as it was.
@@ -259,6 +276,17 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
     assert_eq!(media, "application/problem+json", "{body}");
     assert_eq!(body["status"], 413, "{body}");
     assert_eq!(node.stored_links().await, stored);
+    // A number in a string is Shlink's number (`is_numeric`), as "ten" above is not.
+    let (status, _, made) = call(
+        &node,
+        Method::POST,
+        "/v3/short-urls",
+        key,
+        Some(json!({"longUrl": "https://example.com/five", "maxVisits": "5"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{made}");
+    assert_eq!(made["meta"]["maxVisits"], 5, "{made}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

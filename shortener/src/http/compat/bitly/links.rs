@@ -60,6 +60,13 @@ async fn read_body(
         .map_err(|unread| Failure::unread(unread, MAX_FORM_BYTES, message, field))?;
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
+        // The parser's own words say where (`trailing comma at line 1 column 32`).
+        Err(error) if !bytes.is_empty() => Err(Failure::arg(
+            message,
+            field,
+            false,
+            format!("the body is not valid JSON: {error}"),
+        )),
         _ => Err(Failure::arg(
             message,
             field,

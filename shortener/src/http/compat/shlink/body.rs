@@ -19,7 +19,13 @@ pub async fn object(body: Body) -> Result<Map<String, Value>, Fail> {
     }
     match serde_json::from_slice(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
-        _ => Err(Problem::invalid_data("body", "the body must be a JSON object").into()),
+        Ok(_) => Err(Problem::invalid_data("body", "the body must be a JSON object").into()),
+        // The parser's own words say where (`trailing comma at line 1 column 32`).
+        Err(error) => Err(Problem::invalid_data(
+            "body",
+            format!("the body is not valid JSON: {error}"),
+        )
+        .into()),
     }
 }
 
@@ -59,7 +65,16 @@ impl Fields<'_> {
         match self.raw(field) {
             None => Ok(None),
             Some(None) => Ok(Some(None)),
-            Some(Some(v)) => match v.as_u64().filter(|n| *n >= 1) {
+            // A numeric string too (`"5"`), which Shlink takes as its number.
+            Some(Some(v)) => match v
+                .as_u64()
+                .or_else(|| {
+                    v.as_str()
+                        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                        .and_then(|s| s.parse().ok())
+                })
+                .filter(|n| *n >= 1)
+            {
                 Some(n) => Ok(Some(Some(n))),
                 None => Err(wrong(field, "a whole number from 1")),
             },
