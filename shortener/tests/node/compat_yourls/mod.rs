@@ -174,12 +174,12 @@ async fn every_action_answers_as_yourls_does(backend: Backend) {
         assert!(body.contains(part), "{part} not in {body}");
     }
 
-    // format=simple: the short URL alone.
+    // format=simple: the short URL alone. A URL without a scheme gets YOURLS's `http://`.
     let (status, media, body) = get(
         &node,
         &[
             ("action", "shorturl"),
-            ("url", "https://example.com/three"),
+            ("url", "example.com/three"),
             ("signature", key),
             ("format", "simple"),
         ],
@@ -190,6 +190,11 @@ async fn every_action_answers_as_yourls_does(backend: Backend) {
     assert!(
         body.starts_with("https://sho.rt/") && !body.contains('\n'),
         "{body}"
+    );
+    let (_, expanded) = json(&node, key, &[("action", "expand"), ("shorturl", &body)]).await;
+    assert_eq!(
+        expanded["longurl"], "http://example.com/three",
+        "{expanded}"
     );
 
     // expand by keyword and by short URL.
@@ -265,7 +270,7 @@ async fn every_action_answers_as_yourls_does(backend: Backend) {
     let bottom = listed("bottom", "3").await;
     assert_eq!(bottom["links"]["link_3"]["url"], "https://example.com/one");
     let last = listed("last", "1").await;
-    assert_eq!(last["links"]["link_1"]["url"], "https://example.com/three");
+    assert_eq!(last["links"]["link_1"]["url"], "http://example.com/three");
     let rand = listed("rand", "2").await;
     assert_eq!(rand["links"].as_object().map(|m| m.len()), Some(2));
     assert!(listed("top", "0").await["links"].is_null());

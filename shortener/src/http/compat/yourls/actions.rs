@@ -30,6 +30,25 @@ pub(super) fn clicks(link: &Link) -> u64 {
     link.clicks.human.saturating_add(link.clicks.bot)
 }
 
+/// `url` as YOURLS takes it: one without a protocol (`example.com/page`, as bookmarklets and
+/// screenshot tools send it) gets `http://` in front; one with any protocol is left as it is,
+/// for the create's rules to judge.
+fn with_protocol(url: &str) -> String {
+    let mut chars = url.chars();
+    let scheme_len = chars
+        .by_ref()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '.' | '-'))
+        .count();
+    let has_protocol = scheme_len >= 2
+        && url.starts_with(|c: char| c.is_ascii_alphabetic())
+        && url[scheme_len..].starts_with(':');
+    if has_protocol {
+        url.to_string()
+    } else {
+        format!("http://{url}")
+    }
+}
+
 /// `action=shorturl`: `url`, optional `keyword` (an alias) and `title` (the preview title).
 pub async fn shorturl(state: &HttpState, caller: &Caller, params: &Params) -> Outcome {
     let started = std::time::Instant::now();
@@ -55,7 +74,7 @@ async fn create(
         return Err(Error::invalid("invalid_url", "url is missing"));
     }
     let input = CreateInput {
-        url: url.to_string(),
+        url: with_protocol(url.trim()),
         alias: keyword.map(str::to_string),
         preview: Preview {
             title: title.map(str::to_string),
@@ -243,5 +262,24 @@ pub async fn url_stats(state: &HttpState, caller: &Caller, params: &Params) -> O
             "ok",
         ),
         Err(error) => (lookup_failure(&error, text, false), outcome(&error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_url_without_a_protocol_gets_yourls_http() {
+        for (given, taken) in [
+            ("example.com/page", "http://example.com/page"),
+            ("www.example.com", "http://www.example.com"),
+            ("https://example.com/", "https://example.com/"),
+            ("HTTP://example.com/", "HTTP://example.com/"),
+            ("javascript:alert(1)", "javascript:alert(1)"),
+            ("svn+ssh://host/x", "svn+ssh://host/x"),
+            ("1abc:thing", "http://1abc:thing"),
+            ("a:b", "http://a:b"),
+        ] {
+            assert_eq!(super::with_protocol(given), taken, "{given}");
+        }
     }
 }
