@@ -39,7 +39,7 @@ export async function importPage() {
         results.push(line);
         if (line.summary) {
           const s = line.summary;
-          summary.textContent = `${s.rows} rows: ${s.created} ${s.dry_run ? 'valid' : 'created'}, ${s.exists} already there, ${s.errors} refused.`
+          summary.textContent = `${s.rows} rows: ${s.dry_run ? `${s.valid} valid` : `${s.created} created`}, ${s.exists} already there, ${s.errors} refused.`
             + (s.stopped ? ` Stopped: ${s.stopped.message}` : '');
           return;
         }

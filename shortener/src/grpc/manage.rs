@@ -158,6 +158,7 @@ fn answers(event: ImportEvent<Status>) -> Vec<Result<pb::ImportLinksResponse, St
                 exists: totals.exists,
                 errors: totals.errors,
                 dry_run,
+                valid: totals.valid,
             };
             vec![Ok(pb::ImportLinksResponse {
                 outcome: Some(pb::import_links_response::Outcome::Summary(summary)),

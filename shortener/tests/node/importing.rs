@@ -404,7 +404,14 @@ async fn a_dry_run_checks_every_row_and_stores_nothing(backend: Backend) {
         ["valid", "exists", "exists", "valid", "error", "error"]
     );
     assert_eq!(row(&lines, 6)["error"], "duplicate_code");
-    assert_eq!(summary(&lines)["dry_run"], true);
+    let said = summary(&lines);
+    assert_eq!(said["dry_run"], true);
+    // What a dry run would make is `valid`, never `created`.
+    assert_eq!(
+        (&said["valid"], &said["created"]),
+        (&json!(2), &json!(0)),
+        "{said}"
+    );
     assert_eq!(
         node.stored_links().await,
         stored,

@@ -91,8 +91,10 @@ pub struct RowResult {
 pub struct ImportTotals {
     /// Rows read.
     pub rows: u64,
-    /// Links created (dry run: rows that would be).
+    /// Links created (none in a dry run).
     pub created: u64,
+    /// Rows a dry run found would be created (none in a real run).
+    pub valid: u64,
     /// Rows an earlier import already brought.
     pub exists: u64,
     /// Rows refused.
@@ -104,7 +106,8 @@ impl ImportTotals {
     pub fn add(&mut self, result: &RowResult) {
         self.rows += 1;
         match result.status {
-            RowStatus::Created | RowStatus::Valid => self.created += 1,
+            RowStatus::Created => self.created += 1,
+            RowStatus::Valid => self.valid += 1,
             RowStatus::Exists => self.exists += 1,
             RowStatus::Error(_) => self.errors += 1,
         }

@@ -170,6 +170,7 @@ fn summary_line(end: ImportSummary<Error>) -> Bytes {
     let mut summary = json!({
         "rows": totals.rows,
         "created": totals.created,
+        "valid": totals.valid,
         "exists": totals.exists,
         "errors": totals.errors,
         "dry_run": end.dry_run,
