@@ -11,7 +11,9 @@ pub struct PublicBase {
 }
 
 impl PublicBase {
-    /// `base` with a trailing `/` added if it has none.
+    /// `base` with a trailing `/` added if it has none, written as a URL parser writes it:
+    /// the host in lower case, the scheme's default port left out (`https://SHO.RT:443/` is
+    /// `https://sho.rt/`), so short URLs are spelled the way links answer their `domain`.
     pub fn new(base: &str) -> Self {
         let base = if base.ends_with('/') {
             base.to_string()
@@ -19,6 +21,10 @@ impl PublicBase {
             format!("{base}/")
         };
         let parsed = url::Url::parse(&base).ok();
+        let base = match &parsed {
+            Some(url) if url.query().is_none() && url.fragment().is_none() => url.to_string(),
+            _ => base,
+        };
         Self {
             host: parsed
                 .as_ref()
@@ -93,4 +99,32 @@ pub fn unscheme(text: &str) -> &str {
     text.strip_prefix("https://")
         .or_else(|| text.strip_prefix("http://"))
         .unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PublicBase;
+
+    #[test]
+    fn the_base_is_written_as_links_answer_their_domain() {
+        for (given, base, host) in [
+            ("https://sho.rt/", "https://sho.rt/", "sho.rt"),
+            ("https://SHO.RT:443/", "https://sho.rt/", "sho.rt"),
+            ("http://Sho.Rt:80", "http://sho.rt/", "sho.rt"),
+            ("https://sho.rt:8443/s", "https://sho.rt:8443/s/", "sho.rt"),
+            (
+                "http://127.0.0.1:8080",
+                "http://127.0.0.1:8080/",
+                "127.0.0.1",
+            ),
+        ] {
+            let public = PublicBase::new(given);
+            assert_eq!(
+                (public.as_str(), public.host_str()),
+                (base, host),
+                "{given}"
+            );
+            assert_eq!(public.short_url("abc"), format!("{base}abc"));
+        }
+    }
 }
