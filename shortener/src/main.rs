@@ -34,6 +34,15 @@ fn failed(error: &anyhow::Error) -> std::process::ExitCode {
         eprintln!("{usage}");
         return std::process::ExitCode::from(2);
     }
+    // A setting refused by the checks that read settings together: said as one refused by its
+    // type is (`error: SHORTENER_...`), with the same exit status.
+    if let Some(refused) = error
+        .chain()
+        .find_map(|e| e.downcast_ref::<shortener::config::ConfigError>())
+    {
+        eprintln!("error: {refused}");
+        return std::process::ExitCode::from(2);
+    }
     eprintln!("Error: {error}");
     let causes: Vec<String> = error.chain().skip(1).map(ToString::to_string).collect();
     if !causes.is_empty() {

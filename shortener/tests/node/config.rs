@@ -357,6 +357,45 @@ async fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
     assert!(!stderr.contains("Error: error"), "{stderr}");
 }
 
+/// Settings refused by the checks that read them together (a code length out of range, a
+/// header without the proxies that may set it) are said as a refused value is, `error:` and
+/// the variable, with the same exit status, and nothing is written.
+#[tokio::test]
+async fn settings_refused_together_are_said_as_refused_values_are() {
+    for (env, names) in [
+        (
+            &[("SHORTENER_CODE_LENGTH", "12")][..],
+            "SHORTENER_CODE_LENGTH",
+        ),
+        (
+            &[("SHORTENER_CLIENT_IP_HEADER", "x-forwarded-for")][..],
+            "SHORTENER_CLIENT_IP_HEADER needs SHORTENER_TRUSTED_PROXIES",
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_shortener"));
+        command
+            .env_remove("DATABASE_URL")
+            .env("SHORTENER_DATA_DIR", dir.path().join("data"))
+            .env("SHORTENER_HTTP_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_GRPC_ADDR", "127.0.0.1:0")
+            .env("SHORTENER_ADMIN_ADDR", "127.0.0.1:0")
+            .envs(env.iter().copied());
+        let out = exited(&mut command).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{env:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {names}")),
+            "{env:?}: {stderr}"
+        );
+        assert!(!stderr.contains("Caused by"), "{env:?}: {stderr}");
+        assert!(
+            !dir.path().join("data").exists(),
+            "{env:?} wrote the data directory"
+        );
+    }
+}
+
 /// A `SHORTENER_*` variable no setting reads is warned of at start, with the setting a typo
 /// away from it; `SHORTENER_DATABASE_URL` without `DATABASE_URL` (a node that would quietly
 /// serve from the embedded store) is refused before anything is written.
