@@ -410,3 +410,54 @@ fn the_token_command_names_a_key_or_says_why_not() {
     );
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("nope.key"));
 }
+
+/// A key made through the API (by tenant `ops`'s admin) answers its YOURLS token beside its
+/// secret, shown that once, and a request signed with the token acts as that key, in its
+/// tenant.
+async fn a_key_made_through_the_api_signs_with_its_token(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = yourls_node_with(&stack, "api-key", |_| {}).await;
+    let response = node
+        .client
+        .post(format!("{}/api/v1/keys", node.base))
+        .bearer_auth(&keys.admin)
+        .json(&serde_json::json!({"name": "ci-bot", "scopes": ["links:create", "links:read"]}))
+        .send()
+        .await
+        .expect("create a key");
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let made: Value = response.json().await.expect("json");
+    let token = made["yourls_token"].as_str().expect("a token").to_string();
+    assert!(
+        token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{made}"
+    );
+    assert_ne!(made["secret"].as_str(), Some(token.as_str()));
+    let shorten = [
+        ("action", "shorturl"),
+        ("url", "https://example.com/api-key"),
+    ];
+    let (status, answer) = call(&node, &signed(&token, now(), &shorten), false).await;
+    assert_eq!(
+        (status, &answer["status"]),
+        (StatusCode::OK, &Value::from("success")),
+        "{answer}"
+    );
+    let code = answer["url"]["keyword"].as_str().expect("keyword");
+    let (status, body) = node.list_with_key("", &keys.admin).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.to_string().contains(code), "ops's list: {body}");
+    // The listing never shows it again.
+    let listed = node
+        .client
+        .get(format!("{}/api/v1/keys", node.base))
+        .bearer_auth(&keys.admin)
+        .send()
+        .await
+        .expect("list keys")
+        .text()
+        .await
+        .expect("body");
+    assert!(!listed.contains(&token), "{listed}");
+}
+on_both_stores!(a_key_made_through_the_api_signs_with_its_token);
