@@ -10,22 +10,27 @@ use axum::response::{IntoResponse, Response};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// `GET /console/oidc/login`: to the issuer, with a new attempt in a cookie.
+/// `GET /console/oidc/login`: to the issuer, with a new attempt in a cookie. An issuer that
+/// does not answer gets the browser a page saying so (`502`), not an API error.
 pub async fn login(State(state): State<Arc<HttpState>>) -> Result<Response, ApiError> {
     let signin = enabled(&state)?;
     let attempt = Attempt::new();
-    let url = signin
-        .provider()
-        .authorization_url(&attempt)
-        .await
-        .map_err(|e| {
+    let url = match signin.provider().authorization_url(&attempt).await {
+        Ok(url) => url,
+        Err(e) => {
             tracing::warn!(error = %e, "sign-in could not start");
-            ApiError::new(
+            let body = format!(
+                "Sign-in could not start: the identity provider did not answer ({e}).\n\n\
+                 Try again in a moment, or go back to /console/ and sign in with an API key.\n"
+            );
+            let page = (
                 StatusCode::BAD_GATEWAY,
-                "provider_unavailable",
-                e.to_string(),
-            )
-        })?;
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                body,
+            );
+            return Ok(no_store(page.into_response()));
+        }
+    };
     let value = format!("{}.{}.{}", attempt.state, attempt.nonce, attempt.verifier);
     let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, url)]).into_response();
     response.headers_mut().insert(

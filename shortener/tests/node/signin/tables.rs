@@ -931,3 +931,33 @@ async fn a_persons_older_sessions_take_their_latest_email_on_sqlite() {
 async fn a_persons_older_sessions_take_their_latest_email_on_postgres() {
     a_persons_older_sessions_take_their_latest_email(Backend::Postgres).await;
 }
+
+/// An issuer that does not answer (nothing listens on its port): the browser's "Sign in" gets a
+/// page that says so and where else to go, not an API error in JSON, and no attempt cookie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issuer_that_does_not_answer_gets_the_browser_a_page() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let issuer = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let node = node_for(&stack, "no-issuer", &issuer).await;
+    let response = node
+        .client
+        .get(format!("{}/console/oidc/login", node.base))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(response.status(), reqwest::StatusCode::BAD_GATEWAY);
+    assert!(response.headers().get("set-cookie").is_none());
+    let media = response.headers()["content-type"]
+        .to_str()
+        .expect("ascii")
+        .to_string();
+    assert!(media.starts_with("text/plain"), "{media}");
+    let body = response.text().await.expect("body");
+    assert!(
+        body.starts_with("Sign-in could not start: the identity provider did not answer")
+            && body.contains("/console/"),
+        "{body}"
+    );
+}
