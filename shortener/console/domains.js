@@ -26,13 +26,13 @@ export async function allDomains() {
 }
 
 /// A select of the default domain and `domains` (hosts), labelled for the link forms.
-export function domainChoice(domains, selected = '') {
+export function domainChoice(domains, selected = '', first = 'Default domain', chosen = null) {
   const select = el('select', { name: 'domain' },
-    el('option', { value: '' }, 'Default domain'),
+    el('option', { value: '' }, first),
     domains.map((host) => el('option', { value: host, selected: host === selected }, host)));
-  const hint = domains.length
+  const hint = chosen || (domains.length
     ? 'The host the short URL is on; an alias is taken per domain.'
-    : 'Only the default domain: a branded one is claimed on the Domains page.';
+    : 'Only the default domain: a branded one is claimed on the Domains page.');
   return [select, field('Domain', select, hint)];
 }
 

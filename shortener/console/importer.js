@@ -6,7 +6,8 @@ import { checkbox, download, el, field, notify } from './dom.js';
 import { domainChoice, ownHosts } from './domains.js';
 
 export async function importPage() {
-  const [domain, domainField] = domainChoice(await ownHosts());
+  const [domain, domainField] = domainChoice(await ownHosts(), '', 'Each row\'s own domain',
+    'Each row goes on the domain its domain column names if your tenant has claimed it, else on the default domain; a domain chosen here takes every row.');
   const file = el('input', { type: 'file', accept: '.csv,.ndjson,.jsonl,text/csv,application/x-ndjson', required: true });
   const dry = checkbox('Dry run: check every row, store nothing');
   const summary = el('p', { 'aria-live': 'polite', id: 'import-summary' });
@@ -17,7 +18,7 @@ export async function importPage() {
     results.map((r) => JSON.stringify(r)).join('\n') + '\n', 'application/x-ndjson'));
   const form = el('form', { 'aria-labelledby': 'import-title' },
     el('h1', { id: 'import-title' }, 'Import links'),
-    field('File', file, 'CSV with a header row (url, code, tags, expires_at, created_at; the exports of Bitly, Shlink and YOURLS work as they are), or NDJSON, one link per line.'),
+    field('File', file, 'CSV with a header row (url, code, tags, expires_at, created_at, domain; the exports of Bitly, Shlink and YOURLS work as they are), or NDJSON, one link per line.'),
     domainField,
     dry.node,
     el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Import'), saveButton));
@@ -47,7 +48,7 @@ export async function importPage() {
           el('td', {}, String(line.row)),
           el('td', { class: 'code' }, line.code ?? ''),
           el('td', {}, line.status),
-          el('td', {}, line.error ? `${line.error}: ${line.message}` : '')));
+          el('td', {}, line.error ? `${line.error}: ${line.message}` : (line.note || ''))));
       });
       saveButton.hidden = false;
     } catch (error) {

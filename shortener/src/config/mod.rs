@@ -306,6 +306,23 @@ mod tests {
     use super::EnvOnly;
     use clap::{ArgAction, CommandFactory, Parser};
 
+    /// A cache bound below what one entry weighs turns that cache off, and is said at start;
+    /// the defaults say nothing.
+    #[test]
+    fn caches_bounded_below_one_entry_are_said_to_be_off() {
+        let mut config = super::Config::for_tests("/tmp/unused".into(), "k");
+        assert!(config.redirects.cache_notices().is_empty());
+        for (links, codes, said) in [(0, 1 << 20, 1), (100, 1 << 20, 1), (256, 0, 1), (1, 50, 2)] {
+            config.redirects.cache_bytes = links;
+            config.redirects.negative_cache_bytes = codes;
+            assert_eq!(
+                config.redirects.cache_notices().len(),
+                said,
+                "{links} {codes}"
+            );
+        }
+    }
+
     /// A setting read from the environment takes a value on the command line as well: one
     /// derived as a bare flag would refuse `--console off` while `SHORTENER_CONSOLE=off` works.
     #[test]

@@ -95,19 +95,26 @@ impl RedirectConfig {
         }
     }
 
-    /// What a start says of cache bounds that turn a cache off: a bound of 0 is allowed (a
-    /// node that must read every redirect from the store), but never silently.
-    pub fn cache_notices(&self) -> Vec<&'static str> {
+    /// What a start says of cache bounds that turn a cache off: a bound of 0, or one below
+    /// what a single entry costs, is allowed (a node that must read every redirect from the
+    /// store), but never silently.
+    pub fn cache_notices(&self) -> Vec<String> {
+        // Less than the smallest entry of each cache weighs (a link: 115 bytes and its URL's
+        // block; an unknown code: about 100 bytes).
+        const SMALLEST_LINK: u64 = 128;
+        const SMALLEST_CODE: u64 = 96;
         let mut notices = Vec::new();
-        if self.cache_bytes == 0 {
-            notices.push(
-                "SHORTENER_CACHE_BYTES is 0: the redirect cache is off, so every redirect reads the store",
-            );
+        if self.cache_bytes < SMALLEST_LINK {
+            notices.push(format!(
+                "SHORTENER_CACHE_BYTES is {}: the redirect cache is off, so every redirect reads the store",
+                self.cache_bytes
+            ));
         }
-        if self.negative_cache_bytes == 0 {
-            notices.push(
-                "SHORTENER_NEGATIVE_CACHE_BYTES is 0: unknown codes are not remembered, so each one that could exist reads the store",
-            );
+        if self.negative_cache_bytes < SMALLEST_CODE {
+            notices.push(format!(
+                "SHORTENER_NEGATIVE_CACHE_BYTES is {}: unknown codes are not remembered, so each one that could exist reads the store",
+                self.negative_cache_bytes
+            ));
         }
         notices
     }

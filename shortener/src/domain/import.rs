@@ -87,9 +87,42 @@ pub struct ImportRow {
     pub private: bool,
     /// Where the link routes besides its URL.
     pub routes: super::Routes,
-    /// The branded domain the row names (`None`: none, or one of the node's own hosts); the
-    /// import checks it is the importer's tenant's.
-    pub domain: Option<String>,
+    /// The domain the row names, which the import checks is the importer's tenant's.
+    pub domain: RowDomain,
+}
+
+/// What an import row's `domain` names, read as a create reads a domain.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RowDomain {
+    /// None, or one of the node's own hosts: the default domain.
+    #[default]
+    Default,
+    /// A host that may be one of the importer's tenant's domains.
+    Host(String),
+    /// Text no domain can be (an IP address, a URL): where the link answered elsewhere,
+    /// kept (bounded) to say so.
+    Unusable(String),
+}
+
+impl RowDomain {
+    /// `text` read with `rules`' own hosts.
+    fn read(text: Option<&str>, rules: &CreateRules) -> Self {
+        match text.map(str::trim).filter(|t| !t.is_empty()) {
+            None => RowDomain::Default,
+            Some(text) => match rules.domain(Some(text)) {
+                Ok(None) => RowDomain::Default,
+                Ok(Some(host)) => RowDomain::Host(host),
+                Err(_) => RowDomain::Unusable(super::text::bounded(text, 64)),
+            },
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            RowDomain::Default => 0,
+            RowDomain::Host(text) | RowDomain::Unusable(text) => text.len(),
+        }
+    }
 }
 
 impl ImportRow {
@@ -105,7 +138,7 @@ impl ImportRow {
             + self.url.as_str().len()
             + self.code.as_ref().map_or(0, String::len)
             + self.tags.iter().map(|tag| tag.len() + 24).sum::<usize>()
-            + self.domain.as_ref().map_or(0, String::len)
+            + self.domain.len()
             + routes
     }
 
@@ -174,7 +207,7 @@ impl ImportRow {
             max_visits: input.max_visits,
             private: input.private,
             routes: input.routes.checked(rules)?,
-            domain: rules.domain(input.domain.as_deref())?,
+            domain: RowDomain::read(input.domain.as_deref(), rules),
         })
     }
 }

@@ -1076,10 +1076,12 @@ fn row_of<'a>(answers: &'a [Value], code: &str) -> &'a Value {
 }
 
 /// An export imports back onto the domains its links answered on: into the node it came
-/// from, every row is found again and nothing is made twice; into another deployment, a row
-/// whose domain the importer's tenant has not claimed is refused (`unknown_domain`) until it
-/// has, and then answers on its host as it did; a row's host is read as a create reads one; an
-/// import that names `?domain=` puts every row there.
+/// from, every row is found again and nothing is made twice; into another deployment (another
+/// public host), a row goes on the domain it names once the importer's tenant has claimed it,
+/// and a row naming a host the tenant has not claimed (the other deployment's default host, a
+/// domain not claimed yet, another tenant's) goes on the default domain with a note saying so;
+/// a row's host is read as a create reads one; `?domain=` puts every row there, whatever the
+/// rows say.
 async fn an_export_imports_back_onto_its_domains(backend: Backend) {
     let stack = Stack::new(backend).await;
     let (from, keys) = node(&stack, "from").await;
@@ -1121,42 +1123,77 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
     );
     assert_eq!(count_links(&from, &keys.own).await, before);
 
-    // Into another deployment: the branded rows wait for their domain.
+    // Into another deployment, answering under another public host.
     let other = Stack::new(backend).await;
-    let (to, to_keys) = node(&other, "to").await;
-    let first = import(&to, &to_keys.own, "text/csv", export.clone(), "").await;
-    for code in ["spring", generated.as_str()] {
-        assert_eq!(
-            row_of(&first, code)["error"],
-            "unknown_domain",
-            "{first:#?}"
+    let to_keys = write_keys(&other.dir.path().join("api-keys.toml"));
+    let mut config = other.config("to");
+    config.access.api_keys_file = Some(other.dir.path().join("api-keys.toml"));
+    config.access.domain_suffixes = ["acme=acme.example", "globex=globex.example"]
+        .map(String::from)
+        .to_vec();
+    config.listeners.public_url = Some("https://other.example/".into());
+    let to = Node::start(config).await;
+    // A dry run says which rows would not land where they answered.
+    let dry = import(
+        &to,
+        &to_keys.own,
+        "text/csv",
+        export.clone(),
+        "dry_run=true",
+    )
+    .await;
+    for (code, named) in [
+        ("spring", "go.acme.example"),
+        (generated.as_str(), "go.acme.example"),
+        ("plain", "sho.rt"),
+    ] {
+        let line = row_of(&dry, code);
+        assert_eq!(line["status"], "valid", "{dry:#?}");
+        let note = line["note"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no note: {line}"));
+        assert!(
+            note.starts_with(&format!("\"{named}\" is not a domain of tenant acme")),
+            "{note}"
         );
     }
-    assert_eq!(row_of(&first, "plain")["status"], "created", "{first:#?}");
-    assert_eq!(visit(&to, "go.acme.example", "spring").await.0, 404);
     assert_eq!(claim(&to, &to_keys.own, "go.acme.example").await.0, 201);
-    let second = import(&to, &to_keys.own, "text/csv", export, "").await;
+    let made_here = import(&to, &to_keys.own, "text/csv", export, "").await;
     for code in ["spring", generated.as_str()] {
-        assert_eq!(row_of(&second, code)["status"], "created", "{second:#?}");
+        let line = row_of(&made_here, code);
+        assert_eq!(
+            (&line["status"], &line["note"]),
+            (&json!("created"), &Value::Null),
+            "{line}"
+        );
     }
-    assert_eq!(row_of(&second, "plain")["status"], "exists", "{second:#?}");
+    assert_eq!(
+        row_of(&made_here, "plain")["status"],
+        "created",
+        "{made_here:#?}"
+    );
     assert_eq!(
         visit(&to, "go.acme.example", "spring").await,
         (302, Some("https://acme.example/spring".into()))
     );
-    assert_eq!(visit(&to, "127.0.0.1", "spring").await.0, 404);
+    assert_eq!(visit(&to, "other.example", "spring").await.0, 404);
     assert_eq!(
         visit(&to, "go.acme.example", &generated).await,
         (302, Some("https://acme.example/gen".into()))
     );
+    assert_eq!(
+        visit(&to, "other.example", "plain").await,
+        (302, Some("https://acme.example/plain".into()))
+    );
 
-    // A row's host, read as a create's: another tenant's or no host at all is refused, the
-    // node's own host is the default domain, case and a final dot are the same host.
+    // A row's host, read as a create's: another tenant's domain and text no domain can be
+    // land on the default domain, noted; the node's own host is the default domain; case and
+    // a final dot are the same host.
     assert_eq!(claim(&to, &to_keys.other, "go.globex.example").await.0, 201);
     let rows = [
         ("theirs", "go.globex.example"),
         ("nohost", "https://go.acme.example/"),
-        ("own-host", "s.example"),
+        ("own-host", "other.example"),
         ("shouted", "GO.ACME.EXAMPLE."),
     ]
     .map(|(code, domain)| {
@@ -1164,32 +1201,46 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
             .to_string()
     })
     .join("\n");
-    let answers = import(&to, &to_keys.own, "application/x-ndjson", rows.clone(), "").await;
-    let errors: Vec<_> = answers.iter().take(4).map(|a| a["error"].clone()).collect();
-    assert_eq!(
-        errors,
-        [
-            json!("unknown_domain"),
-            json!("invalid_domain"),
-            Value::Null,
-            Value::Null
-        ],
+    let answers = import(&to, &to_keys.own, "application/x-ndjson", rows, "").await;
+    let noted: Vec<bool> = answers
+        .iter()
+        .take(4)
+        .map(|a| a["note"].is_string())
+        .collect();
+    assert_eq!(noted, [true, true, false, false], "{answers:#?}");
+    assert!(
+        answers.iter().take(4).all(|a| a["status"] == "created"),
         "{answers:#?}"
     );
-    assert_eq!(visit(&to, "127.0.0.1", "own-host").await.0, 302);
+    assert_eq!(visit(&to, "go.globex.example", "theirs").await.0, 404);
+    for code in ["theirs", "nohost", "own-host"] {
+        assert_eq!(visit(&to, "other.example", code).await.0, 302, "{code}");
+    }
     assert_eq!(visit(&to, "go.acme.example", "shouted").await.0, 302);
-    // With `?domain=`, that domain is every row's.
-    let rows = json!({"url": "https://acme.example/fixed", "code": "fixed", "domain": "go.globex.example"});
+    // With `?domain=`, that domain is every row's, whatever the row says.
+    let rows = [("fixed", "go.globex.example"), ("fixed-ip", "192.0.2.1")]
+        .map(|(code, domain)| {
+            json!({"url": format!("https://acme.example/{code}"), "code": code, "domain": domain})
+                .to_string()
+        })
+        .join("\n");
     let answers = import(
         &to,
         &to_keys.own,
         "application/x-ndjson",
-        rows.to_string(),
+        rows,
         "domain=go.acme.example",
     )
     .await;
-    assert_eq!(answers[0]["status"], "created", "{answers:#?}");
+    for answer in answers.iter().take(2) {
+        assert_eq!(
+            (&answer["status"], &answer["note"]),
+            (&json!("created"), &Value::Null),
+            "{answers:#?}"
+        );
+    }
     assert_eq!(visit(&to, "go.acme.example", "fixed").await.0, 302);
+    assert_eq!(visit(&to, "go.acme.example", "fixed-ip").await.0, 302);
 }
 
 crate::on_both_stores!(an_export_imports_back_onto_its_domains);

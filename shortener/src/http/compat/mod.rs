@@ -58,6 +58,18 @@ pub fn router(dialects: Dialects, origins: CorsOrigins) -> Router<Arc<HttpState>
                 &path("bitlinks"),
                 axum::routing::any(bitly::method_not_allowed),
             )
+            .route(
+                &path("user"),
+                axum::routing::get(bitly::user).fallback(bitly::method_not_allowed),
+            )
+            .route(
+                &path("groups"),
+                axum::routing::get(bitly::groups).fallback(bitly::method_not_allowed),
+            )
+            .route(
+                &path("groups/{guid}"),
+                axum::routing::get(bitly::groups).fallback(bitly::method_not_allowed),
+            )
             .route(&path("{*rest}"), axum::routing::any(bitly::unknown));
     }
     if dialects.speaks(Dialect::Shlink) {

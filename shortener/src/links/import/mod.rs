@@ -34,7 +34,7 @@ pub use pipeline::{
 };
 
 use super::{LinkService, create};
-use crate::domain::{Caller, Error, ImportRow, Link, shown_code};
+use crate::domain::{Caller, Error, ImportRow, Link, RowDomain, shown_code};
 use crate::store::{InsertOutcome, LinkStore, NewLink};
 use codespace::shape::CodeKind;
 use futures::StreamExt;
@@ -84,6 +84,9 @@ pub struct RowResult {
     pub code: Option<String>,
     /// What became of it.
     pub status: RowStatus,
+    /// What the caller should know of a row that was not refused: its link is not on the
+    /// domain the row named.
+    pub note: Option<String>,
 }
 
 /// The totals of an import.
@@ -126,7 +129,7 @@ struct Import {
     row_domains: bool,
     /// The hosts rows have named so far and whether each is the tenant's (at most
     /// [`DOMAINS_KEPT`]; past that each is looked up again).
-    domains: std::sync::Mutex<HashMap<String, Result<(), Error>>>,
+    domains: std::sync::Mutex<HashMap<String, bool>>,
 }
 
 /// The most hosts rows name that one import remembers the answer for.
@@ -170,34 +173,58 @@ impl LinkService {
         }
     }
 
-    /// The domain `row` goes on: the import's, or (for an import that names none) the one the
-    /// row names, which must be the importer's tenant's (`unknown_domain` otherwise: imported
-    /// on another host, its link would not answer where it did).
-    async fn row_domain(&self, import: &Import, row: &ImportRow) -> Result<Option<String>, Error> {
-        let Some(host) = row.domain.as_ref().filter(|_| import.row_domains) else {
-            return Ok(import.domain.clone());
+    /// The domain `row` goes on, and a note when that is not the one it named: the import's
+    /// domain, or (for an import that names none) the one the row names when the importer's
+    /// tenant has claimed it. A row naming a host the tenant has not claimed (another
+    /// deployment's public host, a domain not claimed yet) or text no domain can be goes on the
+    /// default domain, noted.
+    async fn row_domain(
+        &self,
+        import: &Import,
+        row: &ImportRow,
+    ) -> Result<(Option<String>, Option<String>), Error> {
+        if !import.row_domains {
+            return Ok((import.domain.clone(), None));
+        }
+        let elsewhere = |named: &str| {
+            format!(
+                "{} is not a domain of tenant {}: the link is on the default domain (claim the domain before importing to keep its links there)",
+                crate::domain::echo(named),
+                import.caller.tenant
+            )
+        };
+        let host = match &row.domain {
+            RowDomain::Default => return Ok((None, None)),
+            RowDomain::Unusable(text) => return Ok((None, Some(elsewhere(text)))),
+            RowDomain::Host(host) => host,
         };
         let known = import
             .domains
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(host)
-            .cloned();
-        let checked = match known {
-            Some(checked) => checked,
+            .copied();
+        let claimed = match known {
+            Some(claimed) => claimed,
             None => {
-                let checked = self.check_domain(&import.caller, host).await;
-                if let Err(error @ Error::Unavailable { .. }) = checked {
-                    return Err(error);
-                }
+                let claimed = match self.check_domain(&import.caller, host).await {
+                    Ok(()) => true,
+                    Err(error) if error.code() == "unknown_domain" => false,
+                    // The store's failure is the row's, and is not remembered.
+                    Err(error) => return Err(error),
+                };
                 let mut domains = import.domains.lock().unwrap_or_else(|p| p.into_inner());
                 if domains.len() < DOMAINS_KEPT {
-                    domains.insert(host.clone(), checked.clone());
+                    domains.insert(host.clone(), claimed);
                 }
-                checked
+                claimed
             }
         };
-        checked.map(|()| Some(host.clone()))
+        Ok(if claimed {
+            (Some(host.clone()), None)
+        } else {
+            (None, Some(elsewhere(host)))
+        })
     }
 
     /// Imports one chunk of rows (at most [`CHUNK_ROWS`]); results in row order, and the
@@ -209,36 +236,27 @@ impl LinkService {
         rows: Vec<ChunkRow>,
     ) -> Result<(Vec<RowResult>, Option<Error>), Error> {
         let mut results: Vec<Option<RowResult>> = vec![None; rows.len()];
+        let mut notes: Vec<Option<String>> = vec![None; rows.len()];
         let mut coded: Vec<(usize, u64, NewLink)> = Vec::new();
         let mut generated: Vec<(usize, u64, bool, create::Row)> = Vec::new();
         for (i, (row, parsed)) in rows.into_iter().enumerate() {
             match parsed {
-                Err(error) => {
-                    results[i] = Some(RowResult {
-                        row,
-                        code: None,
-                        status: RowStatus::Error(error),
-                    })
-                }
-                Ok(mut parsed) => match self.row_domain(import, &parsed).await {
-                    Err(error) => {
-                        results[i] = Some(RowResult {
-                            row,
-                            code: parsed.code,
-                            status: RowStatus::Error(error),
-                        })
-                    }
-                    Ok(domain) => {
-                        parsed.domain = domain;
+                Err(error) => results[i] = Some(refused(row, None, error)),
+                Ok(parsed) => match self.row_domain(import, &parsed).await {
+                    Err(error) => results[i] = Some(refused(row, parsed.code, error)),
+                    Ok((domain, note)) => {
+                        notes[i] = note;
                         match parsed.code.clone() {
-                            Some(code) => {
-                                coded.push((i, row, self.imported_link(import, parsed, code)))
-                            }
+                            Some(code) => coded.push((
+                                i,
+                                row,
+                                self.imported_link(import, parsed, code, domain),
+                            )),
                             None => generated.push((
                                 i,
                                 row,
                                 parsed.private,
-                                self.imported_row(import, &parsed),
+                                self.imported_row(import, &parsed, domain),
                             )),
                         }
                     }
@@ -273,7 +291,17 @@ impl LinkService {
         for (i, result) in made {
             results[i] = Some(result);
         }
-        let results: Vec<RowResult> = results.into_iter().flatten().collect();
+        let results: Vec<RowResult> = results
+            .into_iter()
+            .zip(notes)
+            .filter_map(|(result, note)| {
+                let mut result = result?;
+                if !matches!(result.status, RowStatus::Error(_)) {
+                    result.note = note;
+                }
+                Some(result)
+            })
+            .collect();
         self.audit_chunk(import, &results).await;
         Ok((results, failed))
     }
@@ -337,14 +365,20 @@ impl LinkService {
         }
     }
 
-    fn imported_link(&self, import: &Import, row: ImportRow, code: String) -> NewLink {
+    fn imported_link(
+        &self,
+        import: &Import,
+        row: ImportRow,
+        code: String,
+        domain: Option<String>,
+    ) -> NewLink {
         // An alias-shaped legacy code is unique per domain, any other one across all of them
         // (`link_key`).
         let kind =
             codespace::shape::classify(&code, self.space.length()).unwrap_or(CodeKind::Alias);
         NewLink {
-            code: crate::domain::link_key(row.domain.as_deref(), &code, kind).into_owned(),
-            domain: row.domain.clone(),
+            code: crate::domain::link_key(domain.as_deref(), &code, kind).into_owned(),
+            domain,
             routes: row.routes.clone(),
             url: row.url.as_str().to_string(),
             // A legacy code has no ID here: it is filed as a named code, whatever its shape.
@@ -365,8 +399,13 @@ impl LinkService {
         }
     }
 
-    fn imported_row(&self, import: &Import, row: &ImportRow) -> create::Row {
-        let dedup_key = import_dedup_key(&import.caller.tenant, row.domain.as_deref(), row);
+    fn imported_row(
+        &self,
+        import: &Import,
+        row: &ImportRow,
+        domain: Option<String>,
+    ) -> create::Row {
+        let dedup_key = import_dedup_key(&import.caller.tenant, domain.as_deref(), row);
         create::Row {
             url: row.url.as_str().to_string(),
             expires_at: row.expires_at,
@@ -381,7 +420,7 @@ impl LinkService {
             import_batch: None,
             created_at: row.created_at,
             password: None,
-            domain: row.domain.clone(),
+            domain,
             routes: row.routes.clone(),
             // The import records its chunks in the audit log, not each row.
             audit: None,
@@ -483,6 +522,7 @@ impl LinkService {
                     row: *row,
                     code: Some(shown_code(&link.code).to_string()),
                     status,
+                    note: None,
                 },
             ));
         }
@@ -538,7 +578,17 @@ impl LinkService {
 /// A row's result; `code` is a link's key, answered as the code people type.
 fn result(row: u64, code: Option<String>, status: RowStatus) -> RowResult {
     let code = code.map(|key| shown_code(&key).to_string());
-    RowResult { row, code, status }
+    RowResult {
+        row,
+        code,
+        status,
+        note: None,
+    }
+}
+
+/// Row `row` (its legacy code, if it has one) refused for `error`.
+fn refused(row: u64, code: Option<String>, error: Error) -> RowResult {
+    result(row, code, RowStatus::Error(error))
 }
 
 fn duplicate(code: &str) -> Error {

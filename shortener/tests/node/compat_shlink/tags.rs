@@ -48,28 +48,29 @@ async fn tags_are_renamed_and_deleted_as_shlink_does(backend: Backend) {
     assert_eq!(refused.0, 403, "{}", refused.2);
     assert_eq!(stored(&node, &codes).await, before);
 
-    let renamed = put(w, json!({"oldName": "news", "newName": "old"})).await;
+    // Both names read as Shlink stores a tag: lower case, a dash for each space.
+    let renamed = put(w, json!({"oldName": "News", "newName": "Old Times"})).await;
     assert_eq!((renamed.0.as_u16(), &renamed.2), (204, &Value::Null));
-    assert_eq!(tags(w).await, json!(["blue", "k", "old"]));
+    assert_eq!(tags(w).await, json!(["blue", "k", "old-times"]));
     assert_eq!(
         tags(&keys.other).await,
         json!(["news"]),
         "another tenant's tag stays"
     );
     let after = stored(&node, &codes).await;
-    assert_eq!(after[0].0, ["blue", "k", "old"]);
-    assert_eq!(after[1].0, ["k", "old"]);
+    assert_eq!(after[0].0, ["blue", "k", "old-times"]);
+    assert_eq!(after[1].0, ["k", "old-times"]);
     assert_eq!(after[2].0, ["blue", "k"]);
 
     // Unknown, conflicting and too widely used tags: Shlink's problems, nothing changed.
     let unknown = put(w, json!({"oldName": "news", "newName": "x"})).await;
     assert_problem(&unknown, 404, "tag-not-found");
     assert_eq!(unknown.2["tag"], "news");
-    let conflict = put(w, json!({"oldName": "old", "newName": "blue"})).await;
+    let conflict = put(w, json!({"oldName": "old-times", "newName": "blue"})).await;
     assert_problem(&conflict, 409, "tag-conflict");
     assert_eq!(
         (&conflict.2["oldName"], &conflict.2["newName"]),
-        (&json!("old"), &json!("blue"))
+        (&json!("old-times"), &json!("blue"))
     );
     let (status, _, problem) = put(w, json!({"oldName": "k", "newName": "kk"})).await;
     assert_eq!(status, 409, "{problem}");
@@ -98,7 +99,7 @@ async fn tags_are_renamed_and_deleted_as_shlink_does(backend: Backend) {
     let deleted = call(
         &node,
         Method::DELETE,
-        "/v3/tags?tags%5B%5D=blue&tags%5B%5D=unknown&tags%5B%5D=old",
+        "/v3/tags?tags%5B%5D=blue&tags%5B%5D=unknown&tags%5B%5D=Old%20Times",
         Some(w),
         None,
     )
@@ -141,10 +142,7 @@ async fn bad_tag_changes_are_refused_naming_their_field(backend: Backend) {
         (json!({"oldName": "keep"}), "newName"),
         (json!({"oldName": "keep", "newName": ["new"]}), "newName"),
         (json!({"oldName": "keep", "newName": ""}), "newName"),
-        (
-            json!({"oldName": "keep", "newName": "Has Space"}),
-            "newName",
-        ),
+        (json!({"oldName": "keep", "newName": "v2.0"}), "newName"),
         (
             json!({"oldName": "keep", "newName": "a".repeat(65)}),
             "newName",

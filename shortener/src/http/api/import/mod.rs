@@ -196,6 +196,8 @@ struct RowLine<'a> {
     error: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
 }
 
 /// Appends the answer line of `result` to `out`.
@@ -210,6 +212,7 @@ fn row_line(out: &mut Vec<u8>, result: &RowResult) {
         status: result.status.name(),
         error,
         message,
+        note: result.note.as_deref(),
     };
     if serde_json::to_writer(&mut *out, &line).is_ok() {
         out.push(b'\n');

@@ -94,6 +94,9 @@ fn text<'a>(
     }
 }
 
+/// Bitly's default domain: a shorten naming it gets the node's default domain.
+const BITLY_DEFAULT_DOMAIN: &str = "bit.ly";
+
 /// `POST /v4/shorten`: `long_url`, optional `domain` (the node's host or one of the tenant's
 /// domains) and `group_guid` (the caller's tenant).
 pub async fn shorten(state: &HttpState, caller: &Caller, body: axum::body::Body) -> Outcome {
@@ -125,7 +128,11 @@ pub async fn shorten(state: &HttpState, caller: &Caller, body: axum::body::Body)
     let started = std::time::Instant::now();
     let input = CreateInput {
         url: url.to_string(),
-        domain: domain.filter(|d| !d.is_empty()).map(str::to_string),
+        // Bitly's own `bit.ly`, which scripts send as Bitly's examples write it, is the
+        // default domain here.
+        domain: domain
+            .filter(|d| !d.is_empty() && !d.eq_ignore_ascii_case(BITLY_DEFAULT_DOMAIN))
+            .map(str::to_string),
         dedup: true,
         ..CreateInput::default()
     };

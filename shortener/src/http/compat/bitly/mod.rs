@@ -1,9 +1,12 @@
 //! Bitly's API v4 under `/v4`: `POST /v4/shorten`, `POST /v4/expand`, `GET
-//! /v4/bitlinks/{id}` and its `/clicks` and `/clicks/summary`, answered in Bitly's JSON shapes
-//! (`links` and `clicks`), refusals in Bitly's error shape (`Failure`). The caller sends one
+//! /v4/bitlinks/{id}` and its `/clicks` and `/clicks/summary`, and the caller's user and group
+//! (`GET /v4/user`, `/v4/groups`, `/v4/groups/{guid}`: its key and its tenant), answered in
+//! Bitly's JSON shapes (`links`, `clicks`, `account`), refusals in Bitly's error shape
+//! (`Failure`). The caller sends one
 //! of our API keys as `Authorization: Bearer <key>`, as Bitly's clients send their token; see
 //! docs/compat.md for what is served.
 
+mod account;
 mod clicks;
 mod links;
 
@@ -30,6 +33,10 @@ enum Action {
     Bitlink,
     Clicks,
     ClicksSummary,
+    /// `GET /v4/user`.
+    User,
+    /// `GET /v4/groups` and `/v4/groups/{guid}`.
+    Groups,
     Unknown,
 }
 
@@ -41,6 +48,8 @@ impl Action {
             Action::Bitlink => "bitlink",
             Action::Clicks => "clicks",
             Action::ClicksSummary => "clicks_summary",
+            Action::User => "user",
+            Action::Groups => "groups",
             Action::Unknown => "unknown",
         }
     }
@@ -51,7 +60,16 @@ impl Action {
             Action::Shorten => Operation::Create,
             Action::Clicks | Action::ClicksSummary => Operation::Stats,
             Action::Expand | Action::Bitlink | Action::Unknown => Operation::Read,
+            // Counted as reads; any valid key may ask who it is (`scoped`).
+            Action::User | Action::Groups => Operation::Read,
         }
+    }
+
+    /// Whether the action needs its operation's scope and rate: who the caller is (its user
+    /// and group) is asked by tools before anything else, with whatever key they hold, so a
+    /// `links:create` key can find the `group_guid` it shortens with.
+    fn scoped(self) -> bool {
+        !matches!(self, Action::User | Action::Groups)
     }
 
     /// Bitly's `resource` of the action's errors.
@@ -59,6 +77,8 @@ impl Action {
         match self {
             Action::Shorten | Action::Expand | Action::Bitlink => "bitlinks",
             Action::Clicks | Action::ClicksSummary => "bitlinks/clicks",
+            Action::User => "user",
+            Action::Groups => "groups",
             Action::Unknown => "",
         }
     }
@@ -191,9 +211,10 @@ impl Failure {
 type Outcome = Result<(StatusCode, Value), Failure>;
 
 /// The caller `headers` authenticate (`Authorization: Bearer <key>`, checked as on
-/// `/api/v1`), admitted for `operation`: no or an unknown key is `401`, a key without the
-/// scope `403`, past its rate `429`.
-fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result<Caller, Failure> {
+/// `/api/v1`), admitted for `action`'s operation when it is [`Action::scoped`]: no or an
+/// unknown key is `401`, a key without the scope `403`, past its rate `429`.
+fn admit(state: &HttpState, headers: &HeaderMap, action: Action) -> Result<Caller, Failure> {
+    let operation = action.operation();
     let key = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -214,10 +235,12 @@ fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result
         ));
     };
     let caller = authenticate(state, key, operation).map_err(|e| Failure::of(&e, None))?;
-    state
-        .admission
-        .admit(&caller, operation)
-        .map_err(|e| Failure::of(&e, None))?;
+    if action.scoped() {
+        state
+            .admission
+            .admit(&caller, operation)
+            .map_err(|e| Failure::of(&e, None))?;
+    }
     Ok(caller)
 }
 
@@ -226,7 +249,7 @@ async fn answer<F>(state: &HttpState, headers: &HeaderMap, action: Action, run: 
 where
     F: AsyncFnOnce(&Caller) -> Outcome,
 {
-    let result = match admit(state, headers, action.operation()) {
+    let result = match admit(state, headers, action) {
         Ok(caller) => run(&caller).await,
         Err(refused) => Err(refused),
     };
@@ -299,6 +322,32 @@ pub async fn bitlinks(
     .await
 }
 
+/// `GET /v4/user`: the caller's key as Bitly's user, its tenant as the default group.
+pub async fn user(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    answer(&state, &headers, Action::User, async |caller| {
+        Ok((StatusCode::OK, account::user(caller)))
+    })
+    .await
+}
+
+/// `GET /v4/groups` (the caller's tenant, its one group) and `GET /v4/groups/{guid}`.
+pub async fn groups(
+    State(state): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    guid: Option<Path<String>>,
+) -> Response {
+    answer(
+        &state,
+        &headers,
+        Action::Groups,
+        async |caller| match guid {
+            None => Ok((StatusCode::OK, account::groups(&state, caller))),
+            Some(Path(guid)) => account::group(&state, caller, &guid),
+        },
+    )
+    .await
+}
+
 /// Any other path under `/v4`: Bitly's `404`.
 pub async fn unknown(State(state): State<Arc<HttpState>>) -> Response {
     refuse(
@@ -315,7 +364,7 @@ pub async fn method_not_allowed(State(state): State<Arc<HttpState>>) -> Response
         &state,
         StatusCode::METHOD_NOT_ALLOWED,
         "METHOD_NOT_ALLOWED",
-        "POST /v4/shorten and /v4/expand, GET /v4/bitlinks/... (docs/compat.md)",
+        "POST /v4/shorten and /v4/expand, GET /v4/bitlinks/..., /v4/user and /v4/groups (docs/compat.md)",
     )
 }
 

@@ -119,7 +119,9 @@ pub async fn rename(
         let caller = admit(&state, &headers, None, Operation::Update)?;
         let fields = object(body).await?;
         let fields = Fields(&fields);
+        // Read as a create reads a tag (`Summer Sale` is `summer-sale`).
         let (old, new) = (required(&fields, "oldName")?, required(&fields, "newName")?);
+        let (old, new) = (crate::domain::peer_tag(&old), crate::domain::peer_tag(&new));
         match state.links.rename_tag(&caller, &old, &new).await {
             Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
             Err(Error::NotFound(_)) => Err(Problem::tag_not_found(&old).into()),
@@ -145,7 +147,7 @@ pub async fn delete(State(state): State<Arc<HttpState>>, headers: HeaderMap, uri
         let tags: Vec<String> = query_pairs(&uri)
             .into_iter()
             .filter(|(name, _)| name == "tags[]" || name == "tags")
-            .map(|(_, tag)| tag)
+            .map(|(_, tag)| crate::domain::peer_tag(&tag))
             .collect();
         if tags.len() > MAX_DELETED_TAGS {
             return Err(Problem::invalid_data(
