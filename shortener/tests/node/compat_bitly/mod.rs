@@ -96,6 +96,62 @@ fn assert_error(body: &Value, message: &str) {
     assert!(body["resource"].is_string(), "{body}");
 }
 
+/// What a tool asks before it shortens: its user (the key, its tenant the default group) and
+/// its groups (the tenant, the one group), with any valid key, a `links:create` one included;
+/// the `group_guid` found shortens, and Bitly's own `bit.ly`, as Bitly's examples send it, is
+/// the default domain. No or an expired key is 401; another tenant's group is not found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_finds_its_group_and_shortens_with_it() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = bitly_node(&stack, "groups", |_| {}).await;
+    let creator = keys.creator.as_str();
+    let (status, _, user) = call(&node, Method::GET, "/user", Some(creator), None).await;
+    assert_eq!(status, StatusCode::OK, "{user}");
+    assert_eq!(user["default_group_guid"], "acme", "{user}");
+    assert_eq!(user["is_active"], true, "{user}");
+    let (status, _, groups) = call(&node, Method::GET, "/groups", Some(creator), None).await;
+    assert_eq!(status, StatusCode::OK, "{groups}");
+    let guid = groups["groups"][0]["guid"]
+        .as_str()
+        .expect("a guid")
+        .to_string();
+    assert_eq!(
+        (guid.as_str(), groups["groups"].as_array().map(Vec::len)),
+        ("acme", Some(1))
+    );
+    let (status, _, group) = call(&node, Method::GET, "/groups/acme", Some(creator), None).await;
+    assert_eq!(
+        (status, &group["guid"]),
+        (StatusCode::OK, &json!("acme")),
+        "{group}"
+    );
+    let (status, _, body) = call(&node, Method::GET, "/groups/globex", Some(creator), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_error(&body, "NOT_FOUND");
+    let (status, made) = shorten(
+        &node,
+        creator,
+        json!({ "long_url": "https://example.com/tool", "domain": "bit.ly", "group_guid": guid }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert!(
+        made["link"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("https://sho.rt/")),
+        "{made}"
+    );
+    for key in [None, Some(keys.expired.as_str())] {
+        for path in ["/user", "/groups"] {
+            let (status, _, body) = call(&node, Method::GET, path, key, None).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{path} {key:?}: {body}");
+            assert_error(&body, "UNAUTHORIZED");
+        }
+    }
+    let (status, _, body) = call(&node, Method::POST, "/groups", Some(creator), None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dialect_is_off_unless_named() {
     let stack = Stack::new(Backend::Sqlite).await;
@@ -373,7 +429,8 @@ async fn tenancy_and_scopes(node: &Node, keys: &TenantKeys, id: &str) {
     assert_eq!(node.stored_links().await, stored);
     // Unserved paths, sub-resources of a bitlink among them, are Bitly's 404, not a bad id.
     for path in [
-        "/groups",
+        "/organizations",
+        "/groups/acme/bitlinks",
         "/bitlinks/sho.rt/abc/countries",
         "/bitlinks/sho.rt%2Fabc/referrers",
         "/bitlinks/sho.rt/abc/referring_domains",
