@@ -72,7 +72,8 @@ pub fn parse(text: &str) -> Result<Vec<KeyEntry>, String> {
 /// one of `tenant`, …`) stay readable.
 fn syntax_error(text: &str, error: &toml::de::Error) -> String {
     let shown = |quoted: &str| {
-        quoted.len() < 16 && quoted.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        quoted.len() < super::MIN_KEY_LENGTH
+            && quoted.chars().all(|c| c.is_ascii_lowercase() || c == '_')
     };
     let mut message = String::new();
     let mut quote: Option<(char, String)> = None;

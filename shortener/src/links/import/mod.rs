@@ -207,6 +207,8 @@ impl LinkService {
         let claimed = match known {
             Some(claimed) => claimed,
             None => {
+                // A host not looked up yet is a read of the store, charged as a code's is.
+                self.charge_probe(&import.caller)?;
                 let claimed = match self.check_domain(&import.caller, host).await {
                     Ok(()) => true,
                     Err(error) if error.code() == "unknown_domain" => false,
