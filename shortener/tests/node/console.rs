@@ -429,11 +429,12 @@ async fn the_console_manages_links_in_a_real_browser() {
     assert_eq!(node.location(&code).await.0, StatusCode::FOUND);
     page.wait_text(".events", "disable").await;
 
-    // Import a small CSV with one bad row; stored text is shown as text, never as markup.
+    // Import a small CSV with one bad row; stored text is shown as text, never as markup. The
+    // row naming a domain the tenant has not claimed lands on the default domain, noted.
     let csv_path = stack.dir.path().join("links.csv");
     std::fs::write(
         &csv_path,
-        "url,code,tags\nhttps://example.com/imported,imp-1,spring\nnot a url,imp-2,\nhttps://example.com/x,<b>x</b><script>window.pwned=1</script>,\n",
+        "url,code,tags,domain\nhttps://example.com/imported,imp-1,spring,go.elsewhere.example\nnot a url,imp-2,,\nhttps://example.com/x,<b>x</b><script>window.pwned=1</script>,,\n",
     )
     .expect("write csv");
     page.client
@@ -459,12 +460,12 @@ async fn the_console_manages_links_in_a_real_browser() {
     )
     .await;
     let injected = page
-        .eval("return [window.pwned === undefined, document.querySelectorAll('main b, main script').length, document.querySelector('.results').textContent.includes('<script>')];")
+        .eval("return [window.pwned === undefined, document.querySelectorAll('main b, main script').length, document.querySelector('.results').textContent.includes('<script>'), document.querySelector('.results').textContent.includes('\"go.elsewhere.example\" is not a domain of tenant')];")
         .await;
     assert_eq!(
         injected,
-        json!([true, 0, true]),
-        "an imported string was parsed as HTML"
+        json!([true, 0, true, true]),
+        "an imported string was parsed as HTML, or the note is not shown"
     );
     page.button("Download results").await;
     page.check("import").await;
