@@ -7,7 +7,8 @@ import { domainChoice, ownHosts } from './domains.js';
 
 export async function importPage() {
   const [domain, domainField] = domainChoice(await ownHosts(), '', 'Each row\'s own domain',
-    'Each row goes on the domain its domain column names if your tenant has claimed it, else on the default domain; a domain chosen here takes every row.');
+    'Each row goes on the domain its domain column names (one your tenant has claimed; empty: the default domain); a domain chosen here takes every row.');
+  const defaults = el('input', { type: 'text', name: 'default_hosts', placeholder: 'old.example' });
   const file = el('input', { type: 'file', accept: '.csv,.ndjson,.jsonl,text/csv,application/x-ndjson', required: true });
   const dry = checkbox('Dry run: check every row, store nothing');
   const summary = el('p', { 'aria-live': 'polite', id: 'import-summary' });
@@ -20,6 +21,7 @@ export async function importPage() {
     el('h1', { id: 'import-title' }, 'Import links'),
     field('File', file, 'CSV with a header row (url, code, tags, expires_at, created_at, domain; the exports of Bitly, Shlink and YOURLS work as they are), or NDJSON, one link per line.'),
     domainField,
+    field('Default hosts of the file', defaults, 'Optional: the hosts that were the default domain where the rows come from (comma-separated); rows naming them go on this default domain.'),
     dry.node,
     el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Import'), saveButton));
   form.addEventListener('submit', async (event) => {
@@ -32,7 +34,7 @@ export async function importPage() {
     summary.textContent = 'Importing…';
     saveButton.hidden = true;
     try {
-      const params = query({ domain: domain.value, dry_run: dry.box.checked ? 'true' : null });
+      const params = query({ domain: domain.value, default_hosts: defaults.value.trim(), dry_run: dry.box.checked ? 'true' : null });
       const response = await request('POST', `/links/import${params}`, {
         body: chosen, type: csv ? 'text/csv' : 'application/x-ndjson', raw: true,
       });
@@ -48,7 +50,7 @@ export async function importPage() {
           el('td', {}, String(line.row)),
           el('td', { class: 'code' }, line.code ?? ''),
           el('td', {}, line.status),
-          el('td', {}, line.error ? `${line.error}: ${line.message}` : (line.note || ''))));
+          el('td', {}, line.error ? `${line.error}: ${line.message}` : '')));
       });
       saveButton.hidden = false;
     } catch (error) {

@@ -25,9 +25,14 @@ function secretBox(created) {
       value.select();
     }
   });
+  const token = created.yourls_token
+    ? [el('p', {}, 'Its YOURLS token, for tools that sign YOURLS requests with timestamps (also shown this once):'),
+      el('input', { type: 'text', readonly: true, class: 'code', id: 'new-yourls-token', value: created.yourls_token, 'aria-label': `YOURLS token of ${created.name}` })]
+    : [];
   return el('div', { role: 'alert', class: 'field', id: 'new-secret' },
     el('p', {}, `The secret of ${created.name}. It is shown this once: copy it now.`),
-    el('div', { class: 'row' }, value, copy));
+    el('div', { class: 'row' }, value, copy),
+    ...token);
 }
 
 /// A key's scopes as they are in force: a key a signed-in person made carries at most what

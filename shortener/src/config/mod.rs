@@ -312,7 +312,13 @@ mod tests {
     fn caches_bounded_below_one_entry_are_said_to_be_off() {
         let mut config = super::Config::for_tests("/tmp/unused".into(), "k");
         assert!(config.redirects.cache_notices().is_empty());
-        for (links, codes, said) in [(0, 1 << 20, 1), (100, 1 << 20, 1), (256, 0, 1), (1, 50, 2)] {
+        for (links, codes, said) in [
+            (0, 1 << 20, 1),
+            (200, 1 << 20, 1),
+            (256, 0, 1),
+            (1, 150, 2),
+            (4096, 4096, 0),
+        ] {
             config.redirects.cache_bytes = links;
             config.redirects.negative_cache_bytes = codes;
             assert_eq!(

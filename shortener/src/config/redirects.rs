@@ -99,10 +99,10 @@ impl RedirectConfig {
     /// what a single entry costs, is allowed (a node that must read every redirect from the
     /// store), but never silently.
     pub fn cache_notices(&self) -> Vec<String> {
-        // Less than the smallest entry of each cache weighs (a link: 115 bytes and its URL's
-        // block; an unknown code: about 100 bytes).
-        const SMALLEST_LINK: u64 = 128;
-        const SMALLEST_CODE: u64 = 96;
+        // Room for one entry at most (a link weighs 115 bytes and its URL's block, 243 bytes
+        // with a 60-byte URL; an unknown code about 100 bytes): a cache that is off in effect.
+        const SMALLEST_LINK: u64 = 256;
+        const SMALLEST_CODE: u64 = 200;
         let mut notices = Vec::new();
         if self.cache_bytes < SMALLEST_LINK {
             notices.push(format!(

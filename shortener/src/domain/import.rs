@@ -99,8 +99,8 @@ pub enum RowDomain {
     Default,
     /// A host that may be one of the importer's tenant's domains.
     Host(String),
-    /// Text no domain can be (an IP address, a URL): where the link answered elsewhere,
-    /// kept (bounded) to say so.
+    /// Text no domain can be (an IP address, a URL), in lower case without a final dot: where
+    /// the link answered elsewhere, which only an import's `default_hosts` can place.
     Unusable(String),
 }
 
@@ -112,8 +112,16 @@ impl RowDomain {
             Some(text) => match rules.domain(Some(text)) {
                 Ok(None) => RowDomain::Default,
                 Ok(Some(host)) => RowDomain::Host(host),
-                Err(_) => RowDomain::Unusable(super::text::bounded(text, 64)),
+                Err(_) => RowDomain::Unusable(plain_host(text)),
             },
+        }
+    }
+
+    /// The host or text as an import's `default_hosts` names it.
+    pub fn named(&self) -> Option<&str> {
+        match self {
+            RowDomain::Default => None,
+            RowDomain::Host(text) | RowDomain::Unusable(text) => Some(text),
         }
     }
 
@@ -210,6 +218,14 @@ impl ImportRow {
             domain: RowDomain::read(input.domain.as_deref(), rules),
         })
     }
+}
+
+/// `text` as a host is compared: trimmed, without a final dot, in lower case (at most 253
+/// characters kept).
+pub fn plain_host(text: &str) -> String {
+    let text = text.trim();
+    let text = text.strip_suffix('.').unwrap_or(text);
+    text.chars().take(253).collect::<String>().to_lowercase()
 }
 
 /// Checks a legacy code: one the redirect edge and the API can name for base length `length`

@@ -74,6 +74,7 @@ impl LinksApi {
                 dry_run,
                 domain: None,
                 row_domains: false,
+                default_hosts: Vec::new(),
                 rules,
                 idle,
             };

@@ -1077,11 +1077,11 @@ fn row_of<'a>(answers: &'a [Value], code: &str) -> &'a Value {
 
 /// An export imports back onto the domains its links answered on: into the node it came
 /// from, every row is found again and nothing is made twice; into another deployment (another
-/// public host), a row goes on the domain it names once the importer's tenant has claimed it,
-/// and a row naming a host the tenant has not claimed (the other deployment's default host, a
-/// domain not claimed yet, another tenant's) goes on the default domain with a note saying so;
-/// a row's host is read as a create reads one; `?domain=` puts every row there, whatever the
-/// rows say.
+/// public host), a row naming a domain the importer's tenant has not claimed is refused
+/// (`unknown_domain`) until it has, and one naming the host that was the default domain where
+/// the rows come from is refused until the import names it in `default_hosts`; text no domain
+/// can be is `invalid_domain`, unless `default_hosts` names it; `?domain=` puts every row there,
+/// whatever the rows say.
 async fn an_export_imports_back_onto_its_domains(backend: Backend) {
     let stack = Stack::new(backend).await;
     let (from, keys) = node(&stack, "from").await;
@@ -1133,45 +1133,51 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
         .to_vec();
     config.listeners.public_url = Some("https://other.example/".into());
     let to = Node::start(config).await;
-    // A dry run says which rows would not land where they answered.
-    let dry = import(
+    let stored = count_links(&to, &to_keys.own).await;
+    // Every row is refused, saying what to do, and nothing is written.
+    let first = import(&to, &to_keys.own, "text/csv", export.clone(), "").await;
+    for code in ["spring", generated.as_str(), "plain"] {
+        let line = row_of(&first, code);
+        assert_eq!(line["error"], "unknown_domain", "{first:#?}");
+        let message = line["message"].as_str().expect("message");
+        assert!(
+            message.contains("claim it first") && message.contains("default_hosts="),
+            "{message}"
+        );
+    }
+    assert_eq!(count_links(&to, &to_keys.own).await, stored);
+    // With the other deployment's host named, its default-domain row lands on this one's;
+    // the branded ones wait for their domain.
+    let second = import(
         &to,
         &to_keys.own,
         "text/csv",
         export.clone(),
-        "dry_run=true",
+        "default_hosts=Sho.Rt.",
     )
     .await;
-    for (code, named) in [
-        ("spring", "go.acme.example"),
-        (generated.as_str(), "go.acme.example"),
-        ("plain", "sho.rt"),
-    ] {
-        let line = row_of(&dry, code);
-        assert_eq!(line["status"], "valid", "{dry:#?}");
-        let note = line["note"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no note: {line}"));
-        assert!(
-            note.starts_with(&format!("\"{named}\" is not a domain of tenant acme")),
-            "{note}"
-        );
-    }
-    assert_eq!(claim(&to, &to_keys.own, "go.acme.example").await.0, 201);
-    let made_here = import(&to, &to_keys.own, "text/csv", export, "").await;
-    for code in ["spring", generated.as_str()] {
-        let line = row_of(&made_here, code);
-        assert_eq!(
-            (&line["status"], &line["note"]),
-            (&json!("created"), &Value::Null),
-            "{line}"
-        );
-    }
+    assert_eq!(row_of(&second, "plain")["status"], "created", "{second:#?}");
     assert_eq!(
-        row_of(&made_here, "plain")["status"],
-        "created",
-        "{made_here:#?}"
+        row_of(&second, "spring")["error"],
+        "unknown_domain",
+        "{second:#?}"
     );
+    assert_eq!(claim(&to, &to_keys.own, "go.acme.example").await.0, 201);
+    let third = import(
+        &to,
+        &to_keys.own,
+        "text/csv",
+        export,
+        "default_hosts=sho.rt",
+    )
+    .await;
+    for (code, status) in [
+        ("spring", "created"),
+        (generated.as_str(), "created"),
+        ("plain", "exists"),
+    ] {
+        assert_eq!(row_of(&third, code)["status"], status, "{third:#?}");
+    }
     assert_eq!(
         visit(&to, "go.acme.example", "spring").await,
         (302, Some("https://acme.example/spring".into()))
@@ -1186,13 +1192,14 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
         (302, Some("https://acme.example/plain".into()))
     );
 
-    // A row's host, read as a create's: another tenant's domain and text no domain can be
-    // land on the default domain, noted; the node's own host is the default domain; case and
-    // a final dot are the same host.
+    // A row's host, read as a create's: another tenant's domain is unknown, text no domain
+    // can be is invalid unless `default_hosts` names it, the node's own host is the default
+    // domain, case and a final dot are the same host.
     assert_eq!(claim(&to, &to_keys.other, "go.globex.example").await.0, 201);
     let rows = [
         ("theirs", "go.globex.example"),
         ("nohost", "https://go.acme.example/"),
+        ("old-ip", "192.0.2.1"),
         ("own-host", "other.example"),
         ("shouted", "GO.ACME.EXAMPLE."),
     ]
@@ -1201,21 +1208,29 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
             .to_string()
     })
     .join("\n");
-    let answers = import(&to, &to_keys.own, "application/x-ndjson", rows, "").await;
-    let noted: Vec<bool> = answers
-        .iter()
-        .take(4)
-        .map(|a| a["note"].is_string())
-        .collect();
-    assert_eq!(noted, [true, true, false, false], "{answers:#?}");
-    assert!(
-        answers.iter().take(4).all(|a| a["status"] == "created"),
+    let answers = import(
+        &to,
+        &to_keys.own,
+        "application/x-ndjson",
+        rows,
+        "default_hosts=192.0.2.1",
+    )
+    .await;
+    let said: Vec<Value> = answers.iter().take(5).map(|a| a["error"].clone()).collect();
+    assert_eq!(
+        said,
+        [
+            json!("unknown_domain"),
+            json!("invalid_domain"),
+            Value::Null,
+            Value::Null,
+            Value::Null
+        ],
         "{answers:#?}"
     );
     assert_eq!(visit(&to, "go.globex.example", "theirs").await.0, 404);
-    for code in ["theirs", "nohost", "own-host"] {
-        assert_eq!(visit(&to, "other.example", code).await.0, 302, "{code}");
-    }
+    assert_eq!(visit(&to, "other.example", "old-ip").await.0, 302);
+    assert_eq!(visit(&to, "other.example", "own-host").await.0, 302);
     assert_eq!(visit(&to, "go.acme.example", "shouted").await.0, 302);
     // With `?domain=`, that domain is every row's, whatever the row says.
     let rows = [("fixed", "go.globex.example"), ("fixed-ip", "192.0.2.1")]
@@ -1233,14 +1248,26 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
     )
     .await;
     for answer in answers.iter().take(2) {
-        assert_eq!(
-            (&answer["status"], &answer["note"]),
-            (&json!("created"), &Value::Null),
-            "{answers:#?}"
-        );
+        assert_eq!(answer["status"], "created", "{answers:#?}");
     }
     assert_eq!(visit(&to, "go.acme.example", "fixed").await.0, 302);
     assert_eq!(visit(&to, "go.acme.example", "fixed-ip").await.0, 302);
+    // More default hosts than an import takes is refused before any row is read.
+    let many: Vec<String> = (0..17).map(|i| format!("h{i}.example")).collect();
+    let response = to
+        .client
+        .post(format!(
+            "{}/api/v1/links/import?default_hosts={}",
+            to.base,
+            many.join(",")
+        ))
+        .bearer_auth(&to_keys.own)
+        .header("content-type", "application/x-ndjson")
+        .body("{\"url\": \"https://acme.example/never\"}\n")
+        .send()
+        .await
+        .expect("import");
+    assert_eq!(response.status().as_u16(), 400);
 }
 
 crate::on_both_stores!(an_export_imports_back_onto_its_domains);

@@ -84,9 +84,6 @@ pub struct RowResult {
     pub code: Option<String>,
     /// What became of it.
     pub status: RowStatus,
-    /// What the caller should know of a row that was not refused: its link is not on the
-    /// domain the row named.
-    pub note: Option<String>,
 }
 
 /// The totals of an import.
@@ -127,6 +124,9 @@ struct Import {
     domain: Option<String>,
     /// Whether a row naming a domain of its own goes there instead.
     row_domains: bool,
+    /// Hosts that mean the default domain in the rows (the public hosts of the deployment the
+    /// rows come from), as [`crate::domain::plain_host`] writes them.
+    default_hosts: Vec<String>,
     /// The hosts rows have named so far and whether each is the tenant's (at most
     /// [`DOMAINS_KEPT`]; past that each is looked up again).
     domains: std::sync::Mutex<HashMap<String, bool>>,
@@ -155,48 +155,47 @@ type ChunkRow = (u64, Result<ImportRow, Error>);
 impl LinkService {
     /// Starts an import for `caller` (links go to its tenant); a dry run checks every row and
     /// stores nothing.
-    fn start_import(
-        &self,
-        caller: &Caller,
-        dry_run: bool,
-        domain: Option<String>,
-        row_domains: bool,
-    ) -> Import {
+    fn start_import(&self, caller: &Caller, settings: &ImportSettings) -> Import {
         Import {
             caller: caller.clone(),
             // Positive and random: a batch number is never reused by chance.
             batch: (rand::random::<u64>() >> 1) as i64,
-            dry_run,
-            domain,
-            row_domains,
+            dry_run: settings.dry_run,
+            domain: settings.domain.clone(),
+            row_domains: settings.row_domains,
+            default_hosts: settings.default_hosts.clone(),
             domains: Default::default(),
         }
     }
 
-    /// The domain `row` goes on, and a note when that is not the one it named: the import's
-    /// domain, or (for an import that names none) the one the row names when the importer's
-    /// tenant has claimed it. A row naming a host the tenant has not claimed (another
-    /// deployment's public host, a domain not claimed yet) or text no domain can be goes on the
-    /// default domain, noted.
-    async fn row_domain(
-        &self,
-        import: &Import,
-        row: &ImportRow,
-    ) -> Result<(Option<String>, Option<String>), Error> {
+    /// The domain `row` goes on: the import's, or (for an import that names none) the one the
+    /// row names: the default domain for one of the node's own hosts or one of the import's
+    /// `default_hosts`, else the importer's tenant's domain of that host, which it must have
+    /// claimed (`unknown_domain`: imported elsewhere, the link would not answer where it did),
+    /// and text no domain can be is `invalid_domain`.
+    async fn row_domain(&self, import: &Import, row: &ImportRow) -> Result<Option<String>, Error> {
         if !import.row_domains {
-            return Ok((import.domain.clone(), None));
+            return Ok(import.domain.clone());
         }
-        let elsewhere = |named: &str| {
-            format!(
-                "{} is not a domain of tenant {}: the link is on the default domain (claim the domain before importing to keep its links there)",
-                crate::domain::echo(named),
-                import.caller.tenant
-            )
+        let Some(named) = row.domain.named() else {
+            return Ok(None);
         };
+        if import.default_hosts.iter().any(|h| h == named) {
+            return Ok(None);
+        }
+        let or_default =
+            "or, if it was the default domain where the rows come from, name it in default_hosts=";
         let host = match &row.domain {
-            RowDomain::Default => return Ok((None, None)),
-            RowDomain::Unusable(text) => return Ok((None, Some(elsewhere(text)))),
             RowDomain::Host(host) => host,
+            _ => {
+                return Err(Error::invalid(
+                    "invalid_domain",
+                    format!(
+                        "domain {} is no domain a link can be on; {or_default}",
+                        crate::domain::echo(named)
+                    ),
+                ));
+            }
         };
         let known = import
             .domains
@@ -222,11 +221,18 @@ impl LinkService {
                 claimed
             }
         };
-        Ok(if claimed {
-            (Some(host.clone()), None)
+        if claimed {
+            Ok(Some(host.clone()))
         } else {
-            (None, Some(elsewhere(host)))
-        })
+            Err(Error::invalid(
+                "unknown_domain",
+                format!(
+                    "{} is not a domain of tenant {}; claim it first (POST /api/v1/domains), {or_default}",
+                    crate::domain::echo(host),
+                    import.caller.tenant
+                ),
+            ))
+        }
     }
 
     /// Imports one chunk of rows (at most [`CHUNK_ROWS`]); results in row order, and the
@@ -238,7 +244,6 @@ impl LinkService {
         rows: Vec<ChunkRow>,
     ) -> Result<(Vec<RowResult>, Option<Error>), Error> {
         let mut results: Vec<Option<RowResult>> = vec![None; rows.len()];
-        let mut notes: Vec<Option<String>> = vec![None; rows.len()];
         let mut coded: Vec<(usize, u64, NewLink)> = Vec::new();
         let mut generated: Vec<(usize, u64, bool, create::Row)> = Vec::new();
         for (i, (row, parsed)) in rows.into_iter().enumerate() {
@@ -246,22 +251,17 @@ impl LinkService {
                 Err(error) => results[i] = Some(refused(row, None, error)),
                 Ok(parsed) => match self.row_domain(import, &parsed).await {
                     Err(error) => results[i] = Some(refused(row, parsed.code, error)),
-                    Ok((domain, note)) => {
-                        notes[i] = note;
-                        match parsed.code.clone() {
-                            Some(code) => coded.push((
-                                i,
-                                row,
-                                self.imported_link(import, parsed, code, domain),
-                            )),
-                            None => generated.push((
-                                i,
-                                row,
-                                parsed.private,
-                                self.imported_row(import, &parsed, domain),
-                            )),
+                    Ok(domain) => match parsed.code.clone() {
+                        Some(code) => {
+                            coded.push((i, row, self.imported_link(import, parsed, code, domain)))
                         }
-                    }
+                        None => generated.push((
+                            i,
+                            row,
+                            parsed.private,
+                            self.imported_row(import, &parsed, domain),
+                        )),
+                    },
                 },
             }
         }
@@ -293,17 +293,7 @@ impl LinkService {
         for (i, result) in made {
             results[i] = Some(result);
         }
-        let results: Vec<RowResult> = results
-            .into_iter()
-            .zip(notes)
-            .filter_map(|(result, note)| {
-                let mut result = result?;
-                if !matches!(result.status, RowStatus::Error(_)) {
-                    result.note = note;
-                }
-                Some(result)
-            })
-            .collect();
+        let results: Vec<RowResult> = results.into_iter().flatten().collect();
         self.audit_chunk(import, &results).await;
         Ok((results, failed))
     }
@@ -524,7 +514,6 @@ impl LinkService {
                     row: *row,
                     code: Some(shown_code(&link.code).to_string()),
                     status,
-                    note: None,
                 },
             ));
         }
@@ -580,12 +569,7 @@ impl LinkService {
 /// A row's result; `code` is a link's key, answered as the code people type.
 fn result(row: u64, code: Option<String>, status: RowStatus) -> RowResult {
     let code = code.map(|key| shown_code(&key).to_string());
-    RowResult {
-        row,
-        code,
-        status,
-        note: None,
-    }
+    RowResult { row, code, status }
 }
 
 /// Row `row` (its legacy code, if it has one) refused for `error`.

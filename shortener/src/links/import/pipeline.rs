@@ -96,6 +96,9 @@ pub struct ImportSettings {
     /// Whether a row's own `domain` decides where it goes (an import that names no domain of
     /// its own); otherwise every row goes on `domain`.
     pub row_domains: bool,
+    /// Hosts a row's `domain` may name that mean the default domain (the public hosts of the
+    /// deployment the rows were exported from), as [`crate::domain::plain_host`] writes them.
+    pub default_hosts: Vec<String>,
     /// What each row is checked against.
     pub rules: CreateRules,
     /// How long the import waits for its next row ([`ROW_IDLE`] by default).
@@ -169,9 +172,9 @@ impl LinkService {
             max: self.import_max,
             until: tokio::time::Instant::now() + self.import_max,
         };
+        let import = self.start_import(caller, &input);
         let reading = read_chunks(rows, input.rules, bounds, Arc::clone(&shared), chunks_tx);
         tokio::spawn(reading);
-        let import = self.start_import(caller, input.dry_run, input.domain, input.row_domains);
         let stage = (place, input.idle, Arc::clone(&shared));
         tokio::spawn(Arc::clone(self).write_chunks(import, stage, chunks, events));
         // Once the writing stage has let go of its end of the channel: the summary it could

@@ -41,9 +41,33 @@ struct ImportParams {
     dry_run: Option<String>,
     #[serde(default)]
     results: Option<String>,
-    /// The branded domain the links go on (the default domain when absent).
+    /// The branded domain the links go on (absent: each row's own).
     #[serde(default)]
     domain: Option<String>,
+    /// Hosts a row's `domain` may name that mean the default domain, comma-separated.
+    #[serde(default)]
+    default_hosts: Option<String>,
+}
+
+/// The most hosts `default_hosts` names.
+const MAX_DEFAULT_HOSTS: usize = 16;
+
+/// `default_hosts`, each as a row's host is compared; more than [`MAX_DEFAULT_HOSTS`] is
+/// refused.
+fn default_hosts(text: Option<&str>) -> Result<Vec<String>, crate::domain::Error> {
+    let hosts: Vec<String> = text
+        .unwrap_or("")
+        .split(',')
+        .map(crate::domain::plain_host)
+        .filter(|h| !h.is_empty())
+        .collect();
+    if hosts.len() > MAX_DEFAULT_HOSTS {
+        return Err(crate::domain::Error::bad_request(
+            "invalid_query_parameter",
+            format!("default_hosts names at most {MAX_DEFAULT_HOSTS} hosts"),
+        ));
+    }
+    Ok(hosts)
 }
 
 /// How rows are written.
@@ -129,6 +153,7 @@ async fn start(
     let settings = ImportSettings {
         dry_run,
         row_domains: params.domain.is_none(),
+        default_hosts: default_hosts(params.default_hosts.as_deref())?,
         domain,
         rules: state.rules.clone(),
         idle: state.links.import_idle(),
@@ -196,8 +221,6 @@ struct RowLine<'a> {
     error: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    note: Option<&'a str>,
 }
 
 /// Appends the answer line of `result` to `out`.
@@ -212,7 +235,6 @@ fn row_line(out: &mut Vec<u8>, result: &RowResult) {
         status: result.status.name(),
         error,
         message,
-        note: result.note.as_deref(),
     };
     if serde_json::to_writer(&mut *out, &line).is_ok() {
         out.push(b'\n');
