@@ -141,6 +141,24 @@ async fn a_tool_finds_its_group_and_shortens_with_it() {
             .is_some_and(|l| l.starts_with("https://sho.rt/")),
         "{made}"
     );
+    // A tenant that has claimed a domain of that name gets its own.
+    assert_eq!(
+        crate::domains::claim(&node, &keys.admin, "bit.ly").await.0,
+        201
+    );
+    let (status, made) = shorten(
+        &node,
+        &keys.admin,
+        json!({ "long_url": "https://example.com/claimed", "domain": "bit.ly" }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert!(
+        made["link"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("https://bit.ly/")),
+        "{made}"
+    );
     for key in [None, Some(keys.expired.as_str())] {
         for path in ["/user", "/groups"] {
             let (status, _, body) = call(&node, Method::GET, path, key, None).await;

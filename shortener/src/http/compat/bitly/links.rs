@@ -126,13 +126,24 @@ pub async fn shorten(state: &HttpState, caller: &Caller, body: axum::body::Body)
         ));
     }
     let started = std::time::Instant::now();
+    // Bitly's own `bit.ly`, which scripts send as Bitly's examples write it, is the default
+    // domain here, unless the tenant has claimed a domain of that name.
+    let domain = match domain.filter(|d| !d.is_empty()) {
+        Some(d)
+            if d.eq_ignore_ascii_case(BITLY_DEFAULT_DOMAIN)
+                && state
+                    .links
+                    .check_domain(caller, BITLY_DEFAULT_DOMAIN)
+                    .await
+                    .is_err() =>
+        {
+            None
+        }
+        other => other.map(str::to_string),
+    };
     let input = CreateInput {
         url: url.to_string(),
-        // Bitly's own `bit.ly`, which scripts send as Bitly's examples write it, is the
-        // default domain here.
-        domain: domain
-            .filter(|d| !d.is_empty() && !d.eq_ignore_ascii_case(BITLY_DEFAULT_DOMAIN))
-            .map(str::to_string),
+        domain,
         dedup: true,
         ..CreateInput::default()
     };
