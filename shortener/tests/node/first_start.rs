@@ -71,6 +71,22 @@ fn read_until(child: &mut Child, until: &'static str) -> Vec<String> {
     }
 }
 
+/// Creates a link to `url` at `base` with the first key of the data directory's key file:
+/// the answer.
+async fn create_with_first_key(data: &Path, base: &str, url: &str) -> serde_json::Value {
+    let key = std::fs::read_to_string(data.join("api-keys")).expect("the key file");
+    reqwest::Client::new()
+        .post(format!("{base}api/v1/links"))
+        .bearer_auth(key.lines().next().expect("a key"))
+        .json(&serde_json::json!({ "url": url }))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// The text after `label` on the line that holds it.
 fn after<'a>(lines: &'a [String], label: &str) -> &'a str {
     lines
@@ -177,22 +193,12 @@ async fn a_redirect_cache_turned_off_is_said_at_start() {
         "{lines:#?}"
     );
     let public = after(&lines, "answering at ").to_string();
-    let key = std::fs::read_to_string(data.join("api-keys")).expect("the key file");
+    let created = create_with_first_key(&data, &public, "https://example.com/uncached").await;
+    let code = created["code"].as_str().expect("a code");
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("client");
-    let created: serde_json::Value = client
-        .post(format!("{public}api/v1/links"))
-        .bearer_auth(key.lines().next().expect("a key"))
-        .json(&serde_json::json!({ "url": "https://example.com/uncached" }))
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("json");
-    let code = created["code"].as_str().expect("a code");
     for _ in 0..2 {
         let visit = client
             .get(format!("{public}{code}"))
@@ -242,17 +248,7 @@ async fn behind(elsewhere: &str) {
         try_line.contains(&format!("{here}api/v1/links")),
         "{try_line}"
     );
-    let key = std::fs::read_to_string(data.join("api-keys")).expect("the key file");
-    let created: serde_json::Value = reqwest::Client::new()
-        .post(format!("{here}api/v1/links"))
-        .bearer_auth(key.lines().next().expect("a key"))
-        .json(&serde_json::json!({ "url": "https://example.com/" }))
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("json");
+    let created = create_with_first_key(&data, here, "https://example.com/").await;
     assert!(
         created["short_url"]
             .as_str()

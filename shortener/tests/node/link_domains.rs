@@ -1067,6 +1067,17 @@ async fn import(node: &Node, key: &str, kind: &str, rows: String, query: &str) -
         .collect()
 }
 
+/// NDJSON rows of `(code, domain)`, each to `https://acme.example/{code}`.
+fn ndjson_rows(rows: &[(&str, &str)]) -> String {
+    rows.iter()
+        .map(|(code, domain)| {
+            json!({"url": format!("https://acme.example/{code}"), "code": code, "domain": domain})
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The answer to the row holding `code` (rows count from 1, after the header).
 fn row_of<'a>(answers: &'a [Value], code: &str) -> &'a Value {
     answers
@@ -1202,17 +1213,12 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
         ("old-ip", "192.0.2.1"),
         ("own-host", "other.example"),
         ("shouted", "GO.ACME.EXAMPLE."),
-    ]
-    .map(|(code, domain)| {
-        json!({"url": format!("https://acme.example/{code}"), "code": code, "domain": domain})
-            .to_string()
-    })
-    .join("\n");
+    ];
     let answers = import(
         &to,
         &to_keys.own,
         "application/x-ndjson",
-        rows,
+        ndjson_rows(&rows),
         "default_hosts=192.0.2.1",
     )
     .await;
@@ -1233,17 +1239,12 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
     assert_eq!(visit(&to, "other.example", "own-host").await.0, 302);
     assert_eq!(visit(&to, "go.acme.example", "shouted").await.0, 302);
     // With `?domain=`, that domain is every row's, whatever the row says.
-    let rows = [("fixed", "go.globex.example"), ("fixed-ip", "192.0.2.1")]
-        .map(|(code, domain)| {
-            json!({"url": format!("https://acme.example/{code}"), "code": code, "domain": domain})
-                .to_string()
-        })
-        .join("\n");
+    let rows = [("fixed", "go.globex.example"), ("fixed-ip", "192.0.2.1")];
     let answers = import(
         &to,
         &to_keys.own,
         "application/x-ndjson",
-        rows,
+        ndjson_rows(&rows),
         "domain=go.acme.example",
     )
     .await;

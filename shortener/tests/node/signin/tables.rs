@@ -36,13 +36,17 @@ fn set_cookies(response: &reqwest::Response) -> Vec<String> {
         .collect()
 }
 
-pub(super) async fn start(node: &Node) -> Started {
-    let response = node
-        .client
+/// `GET /console/oidc/login`: the browser's "Sign in".
+async fn login(node: &Node) -> reqwest::Response {
+    node.client
         .get(format!("{}/console/oidc/login", node.base))
         .send()
         .await
-        .expect("login");
+        .expect("login")
+}
+
+pub(super) async fn start(node: &Node) -> Started {
+    let response = login(node).await;
     assert_eq!(response.status(), StatusCode::SEE_OTHER);
     let location = response.headers()["location"]
         .to_str()
@@ -941,12 +945,7 @@ async fn an_issuer_that_does_not_answer_gets_the_browser_a_page() {
     let issuer = format!("http://{}", closed.local_addr().expect("addr"));
     drop(closed);
     let node = node_for(&stack, "no-issuer", &issuer).await;
-    let response = node
-        .client
-        .get(format!("{}/console/oidc/login", node.base))
-        .send()
-        .await
-        .expect("login");
+    let response = login(&node).await;
     assert_eq!(response.status(), reqwest::StatusCode::BAD_GATEWAY);
     assert!(response.headers().get("set-cookie").is_none());
     let media = response.headers()["content-type"]
