@@ -1164,7 +1164,7 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
         &to_keys.own,
         "text/csv",
         export.clone(),
-        "default_hosts=Sho.Rt.",
+        "default_hosts=https%3A%2F%2FSho.Rt.%2F",
     )
     .await;
     assert_eq!(row_of(&second, "plain")["status"], "created", "{second:#?}");

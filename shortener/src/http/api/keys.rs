@@ -88,8 +88,8 @@ pub async fn create_api_key(
     };
     let created = state.api_keys.create(&caller, &request).await?;
     let mut answer = key_json(&created.key);
-    // Given whether or not this node serves YOURLS: no one can derive it later from what is
-    // stored, and the dialect may be turned on after.
+    // Given whether or not this node serves YOURLS: no call answers it again, and the dialect
+    // may be turned on after.
     let digest = crate::access::digest(&created.secret);
     answer["yourls_token"] = Value::String(state.yourls_tokens.token(&digest));
     answer["secret"] = Value::String(created.secret);

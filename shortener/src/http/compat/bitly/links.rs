@@ -129,15 +129,14 @@ pub async fn shorten(state: &HttpState, caller: &Caller, body: axum::body::Body)
     // Bitly's own `bit.ly`, which scripts send as Bitly's examples write it, is the default
     // domain here, unless the tenant has claimed a domain of that name.
     let domain = match domain.filter(|d| !d.is_empty()) {
-        Some(d)
-            if d.eq_ignore_ascii_case(BITLY_DEFAULT_DOMAIN)
-                && state
-                    .links
-                    .check_domain(caller, BITLY_DEFAULT_DOMAIN)
-                    .await
-                    .is_err() =>
-        {
-            None
+        Some(d) if crate::domain::plain_host(d) == BITLY_DEFAULT_DOMAIN => {
+            match state.links.check_domain(caller, BITLY_DEFAULT_DOMAIN).await {
+                Ok(()) => Some(BITLY_DEFAULT_DOMAIN.to_string()),
+                Err(error) if error.code() == "unknown_domain" => None,
+                // Not known whether the tenant claimed it: refused as the store's failure,
+                // never made on the default domain by mistake.
+                Err(error) => return Err(Failure::of(&error, None)),
+            }
         }
         other => other.map(str::to_string),
     };
