@@ -25,6 +25,19 @@ async fn narrow_client(node: &Node) -> LinksClient<Channel> {
     LinksClient::new(channel)
 }
 
+/// A client whose windows hold every answer of a seeding: it never waits on flow control,
+/// whatever the node's send timeout and however busy the machine.
+async fn wide_client(node: &Node) -> LinksClient<Channel> {
+    let channel = tonic::transport::Endpoint::from_shared(node.grpc.clone())
+        .expect("uri")
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(8 << 20))
+        .connect()
+        .await
+        .expect("connect gRPC");
+    LinksClient::new(channel)
+}
+
 /// Imports `n` links in messages of a thousand rows.
 async fn seed(client: &mut LinksClient<Channel>, n: usize) {
     let messages: Vec<pb::ImportLinksRequest> = (0..n)
@@ -49,7 +62,8 @@ async fn seed(client: &mut LinksClient<Channel>, n: usize) {
         .collect()
         .await;
     assert_eq!(answers.len(), n + 1, "a result per row and the summary");
-    assert!(answers.iter().all(Result::is_ok));
+    let failed: Vec<_> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +133,9 @@ async fn a_stalled_export_ends_at_its_bound_and_gives_its_place_back() {
     config.listeners.send_timeout = std::num::NonZero::new(1).expect("non-zero");
     let node = Node::start(config).await;
     let mut client = narrow_client(&node).await;
-    seed(&mut client, 3000).await;
+    // Seeded over a wide client: with a one-second send timeout, a narrow one could miss it
+    // on a busy machine.
+    seed(&mut wide_client(&node).await, 3000).await;
 
     // One export read for one link, then left unread: it waits on flow control at the node,
     // while the connection stays alive and busy with the calls below.
