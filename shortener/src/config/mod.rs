@@ -1,5 +1,8 @@
 //! The node's configuration: flags and environment variables, validated before any port is
 //! bound (`validate`, which names the setting in every [`ConfigError`]).
+//!
+//! About 460 lines: the settings are grouped in the modules below; this file holds the
+//! top-level `Config`, its test configuration and the tests that read every setting at once.
 
 mod access;
 mod compat;

@@ -22,9 +22,14 @@
 //! without the node remembering the codes it has seen, and what marks a legacy code that a
 //! generated create may step over.
 //!
-//! One file of about 520 lines: the two ways a row goes in (with its own code, or a generated
-//! one), how a taken code is told apart and charged, and the audit and results of a chunk are
-//! one write path whose rules depend on each other; the streaming around it is in [`pipeline`].
+//! A row that names its domain (an export's `domain` column) goes there once the tenant has
+//! claimed it, or on the default domain for the node's own hosts and the import's
+//! `default_hosts` ([`LinkService::row_domain`]).
+//!
+//! One file of about 620 lines: the two ways a row goes in (with its own code, or a generated
+//! one), the domain it goes on, how a taken code or a named host is told apart and charged, and
+//! the audit and results of a chunk are one write path whose rules depend on each other; the
+//! streaming around it is in [`pipeline`].
 
 mod pipeline;
 
