@@ -26,7 +26,8 @@ impl FromStr for PoolMode {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text {
+        // Any case, as PgBouncer's own `pool_mode` is written.
+        match text.to_ascii_lowercase().as_str() {
             "session" => Ok(PoolMode::Session),
             "transaction" => Ok(PoolMode::Transaction),
             other => Err(format!(
@@ -66,11 +67,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn modes_parse_and_print_back_and_others_are_refused() {
+    fn modes_parse_in_any_case_and_print_back_and_others_are_refused() {
         for mode in [PoolMode::Session, PoolMode::Transaction] {
             assert_eq!(mode.to_string().parse::<PoolMode>(), Ok(mode));
         }
-        for bad in ["", "statement", "Transaction", "txn"] {
+        assert_eq!("Transaction".parse::<PoolMode>(), Ok(PoolMode::Transaction));
+        assert_eq!("SESSION".parse::<PoolMode>(), Ok(PoolMode::Session));
+        for bad in ["", "statement", "txn"] {
             let error = bad.parse::<PoolMode>().expect_err(bad);
             assert!(error.contains("session or transaction"), "{error}");
         }

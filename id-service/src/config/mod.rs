@@ -211,7 +211,7 @@ pub struct Config {
     #[arg(long, env = "ID_SERVICE_DB_POOL_TIMEOUT", default_value = "1s", value_parser = parse_duration, help_heading = "Database")]
     pub db_pool_timeout: Duration,
     /// Log format.
-    #[arg(long, env = "ID_SERVICE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
+    #[arg(long, env = "ID_SERVICE_LOG_FORMAT", value_enum, ignore_case = true, default_value_t = LogFormat::Text, help_heading = "Logging")]
     pub log_format: LogFormat,
 }
 

@@ -22,7 +22,7 @@ pub struct LayoutArgs {
     #[command(flatten)]
     pub ids: IdsConfig,
     /// Log output format.
-    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, ignore_case = true, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 }
 

@@ -29,7 +29,7 @@ pub struct MigrateArgs {
     #[arg(long, env = "SHORTENER_DATA_DIR", default_value = "data")]
     pub data_dir: PathBuf,
     /// Log output format.
-    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, ignore_case = true, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 }
 

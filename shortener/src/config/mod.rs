@@ -131,7 +131,7 @@ pub struct Config {
     #[command(flatten)]
     pub compat: CompatConfig,
     /// Log format.
-    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
+    #[arg(long, env = "SHORTENER_LOG_FORMAT", value_enum, ignore_case = true, default_value_t = LogFormat::Text, help_heading = "Logging")]
     pub log_format: LogFormat,
     /// The clock analytics run on (tests set one by hand).
     #[arg(skip)]
@@ -380,6 +380,41 @@ mod tests {
         let parsed = EnvOnly::try_parse_from(["shortener"]).expect("parses");
         assert!(!parsed.config.redirects.refuse_private_targets);
         assert!(!parsed.config.webhooks.webhook_allow_private);
+    }
+
+    /// A setting that takes one of a few words takes it in any case (`SHORTENER_LOG_FORMAT=JSON`,
+    /// `SHORTENER_DATABASE_POOL_MODE=Transaction`, as PgBouncer's `pool_mode` may be written).
+    #[test]
+    fn word_settings_take_any_case() {
+        for arg in EnvOnly::command().get_arguments() {
+            if arg.get_env().is_some() && !arg.get_possible_values().is_empty() {
+                assert!(
+                    arg.is_ignore_case_set(),
+                    "--{} is case-sensitive",
+                    arg.get_id()
+                );
+            }
+        }
+        let parsed = EnvOnly::try_parse_from([
+            "shortener",
+            "--log-format",
+            "JSON",
+            "--unknown-hosts",
+            "Not-Found",
+            "--database-pool-mode",
+            "Transaction",
+        ])
+        .expect("parses");
+        assert_eq!(parsed.config.log_format, super::LogFormat::Json);
+        assert_eq!(
+            parsed.config.redirects.unknown_hosts,
+            super::UnknownHosts::NotFound
+        );
+        assert_eq!(
+            parsed.config.store.database_pool_mode,
+            pgtls::pooler::PoolMode::Transaction
+        );
+        assert!(EnvOnly::try_parse_from(["shortener", "--log-format", "xml"]).is_err());
     }
 
     /// Listeners take an IP address and port, `localhost:PORT`, and (where they may be) `off`.

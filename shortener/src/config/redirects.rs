@@ -64,7 +64,8 @@ pub struct RedirectConfig {
         long,
         env = "SHORTENER_UNKNOWN_HOSTS",
         default_value = "default",
-        value_enum
+        value_enum,
+        ignore_case = true
     )]
     pub unknown_hosts: UnknownHosts,
     /// Branded domains whose redirects are counted per domain
