@@ -9,6 +9,10 @@ export async function importPage() {
   const [domain, domainField] = domainChoice(await ownHosts(), '', 'Each row\'s own domain',
     'Each row goes on the domain its domain column names (one your tenant has claimed; empty: the default domain); a domain chosen here takes every row.');
   const defaults = el('input', { type: 'text', name: 'default_hosts', placeholder: 'old.example' });
+  // A domain chosen for every row leaves the rows' domains unread, and the hosts with them.
+  const onlyOwn = () => { defaults.disabled = domain.value !== ''; };
+  domain.addEventListener('change', onlyOwn);
+  onlyOwn();
   const file = el('input', { type: 'file', accept: '.csv,.ndjson,.jsonl,text/csv,application/x-ndjson', required: true });
   const dry = checkbox('Dry run: check every row, store nothing');
   const summary = el('p', { 'aria-live': 'polite', id: 'import-summary' });
@@ -34,7 +38,7 @@ export async function importPage() {
     summary.textContent = 'Importing…';
     saveButton.hidden = true;
     try {
-      const params = query({ domain: domain.value, default_hosts: defaults.value.trim(), dry_run: dry.box.checked ? 'true' : null });
+      const params = query({ domain: domain.value, default_hosts: defaults.disabled ? null : defaults.value.trim(), dry_run: dry.box.checked ? 'true' : null });
       const response = await request('POST', `/links/import${params}`, {
         body: chosen, type: csv ? 'text/csv' : 'application/x-ndjson', raw: true,
       });

@@ -6,6 +6,7 @@
 //! imported codes), and its `created_at`. An expiry in the past is allowed: the link is
 //! imported expired and its code stays taken.
 
+use super::row_domain::RowDomain;
 use super::tags::check_tags;
 use super::{CreateRules, Error, ShortCode, TargetUrl, UrlError, echo};
 use chrono::{DateTime, Datelike, Utc};
@@ -89,48 +90,6 @@ pub struct ImportRow {
     pub routes: super::Routes,
     /// The domain the row names, which the import checks is the importer's tenant's.
     pub domain: RowDomain,
-}
-
-/// What an import row's `domain` names, read as a create reads a domain.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum RowDomain {
-    /// None, or one of the node's own hosts: the default domain.
-    #[default]
-    Default,
-    /// A host that may be one of the importer's tenant's domains.
-    Host(String),
-    /// Text no domain can be (an IP address, a URL), in lower case without a final dot: where
-    /// the link answered elsewhere, which only an import's `default_hosts` can place.
-    Unusable(String),
-}
-
-impl RowDomain {
-    /// `text` read with `rules`' own hosts.
-    fn read(text: Option<&str>, rules: &CreateRules) -> Self {
-        match text.map(str::trim).filter(|t| !t.is_empty()) {
-            None => RowDomain::Default,
-            Some(text) => match rules.domain(Some(text)) {
-                Ok(None) => RowDomain::Default,
-                Ok(Some(host)) => RowDomain::Host(host),
-                Err(_) => RowDomain::Unusable(plain_host(text)),
-            },
-        }
-    }
-
-    /// The host or text as an import's `default_hosts` names it.
-    pub fn named(&self) -> Option<&str> {
-        match self {
-            RowDomain::Default => None,
-            RowDomain::Host(text) | RowDomain::Unusable(text) => Some(text),
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            RowDomain::Default => 0,
-            RowDomain::Host(text) | RowDomain::Unusable(text) => text.len(),
-        }
-    }
 }
 
 impl ImportRow {
@@ -218,14 +177,6 @@ impl ImportRow {
             domain: RowDomain::read(input.domain.as_deref(), rules),
         })
     }
-}
-
-/// `text` as a host is compared: trimmed, without a final dot, in lower case (at most 253
-/// characters kept).
-pub fn plain_host(text: &str) -> String {
-    let text = text.trim();
-    let text = text.strip_suffix('.').unwrap_or(text);
-    text.chars().take(253).collect::<String>().to_lowercase()
 }
 
 /// Checks a legacy code: one the redirect edge and the API can name for base length `length`

@@ -16,6 +16,7 @@ mod password;
 mod patch;
 mod public;
 pub mod routes;
+mod row_domain;
 pub mod rules;
 mod scope;
 pub mod stats;
@@ -33,7 +34,7 @@ pub use create::{CreateInput, CreateRequest, CreateRules, link_body_limit};
 pub use error::{Error, NoKey};
 pub use history::{Event, EventKind, History, MAX_HISTORY_EVENTS};
 pub use host::{MAX_HOST, MAX_LABEL, normalise_host, path_host};
-pub use import::{ImportInput, ImportRow, RoutesInput, RowDomain, check_legacy_code, plain_host};
+pub use import::{ImportInput, ImportRow, RoutesInput, check_legacy_code};
 pub use link::{ClickCounts, Link, LinkState, MAX_VISITS, check_max_visits};
 pub use list::{
     DomainFilter, HostFilter, ListInput, ListQuery, Page, Position, StateFilter, reverse_host,
@@ -42,6 +43,7 @@ pub use password::{MAX_PASSWORD, PasswordHash, check_password};
 pub use patch::{LinkPatch, PasswordChange, PatchInput};
 pub use public::{PublicBase, unscheme};
 pub use routes::{Routes, Variant, VariantInput};
+pub use row_domain::{RowDomain, both_domains, default_hosts, plain_host};
 pub use rules::{Rule, RuleInput, Rules};
 pub use scope::{Scope, Scopes, unknown_scope};
 pub use stats::{

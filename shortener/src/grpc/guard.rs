@@ -424,6 +424,7 @@ mod tests {
                 super::super::ROWS_PER_MESSAGE
             ],
             dry_run: false,
+            ..Default::default()
         };
         assert_eq!(reckoned(&decoded::IMPORT, small.decoded, &rows), Ok(()));
     }

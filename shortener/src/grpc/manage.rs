@@ -61,27 +61,32 @@ impl LinksApi {
     ) -> ImportStream {
         let links = std::sync::Arc::clone(&self.links);
         let rules = self.rules.clone();
-        let events = futures::stream::once(async move {
+        let answers = futures::stream::once(async move {
             let idle = links.import_idle();
             let first = tokio::time::timeout(idle, messages.next())
                 .await
                 .unwrap_or_else(|_| Some(Err(Status::from(import_idle(idle)))));
-            let dry_run = matches!(&first, Some(Ok(message)) if message.dry_run);
+            let settings = match &first {
+                Some(Ok(message)) => settings(&links, &caller, &rules, message).await,
+                _ => settings(&links, &caller, &rules, &Default::default()).await,
+            };
+            let settings = match settings {
+                Ok(settings) => settings,
+                // Refused before any row is read: the import ends, its place given back.
+                Err(error) => {
+                    return futures::stream::iter(vec![Err(Status::from(error))]).boxed();
+                }
+            };
             let rows = futures::stream::iter(first)
                 .chain(messages)
                 .flat_map(|message| futures::stream::iter(rows_of(message)));
-            let settings = ImportSettings {
-                dry_run,
-                domain: None,
-                row_domains: false,
-                default_hosts: Vec::new(),
-                rules,
-                idle,
-            };
-            links.import_rows(&caller, place, settings, rows)
+            links
+                .import_rows(&caller, place, settings, rows)
+                .flat_map(|event| futures::stream::iter(answers(event)))
+                .boxed()
         })
         .flatten();
-        Box::pin(events.flat_map(|event| futures::stream::iter(answers(event))))
+        Box::pin(answers)
     }
 
     pub(super) fn export(
@@ -104,6 +109,33 @@ impl LinksApi {
             futures::stream::iter(messages)
         })))
     }
+}
+
+/// An import's settings from its first message: a dry run or not, the domain every row goes
+/// on (the caller's tenant's) or each row's own, and the hosts that mean the default domain.
+async fn settings(
+    links: &crate::links::LinkService,
+    caller: &Caller,
+    rules: &crate::domain::CreateRules,
+    first: &pb::ImportLinksRequest,
+) -> Result<ImportSettings, Error> {
+    let default_hosts =
+        crate::domain::default_hosts(rules, first.default_hosts.iter().map(String::as_str))?;
+    if first.domain.is_some() && !default_hosts.is_empty() {
+        return Err(crate::domain::both_domains());
+    }
+    let domain = rules.domain(first.domain.as_deref())?;
+    if let Some(host) = &domain {
+        links.check_domain(caller, host).await?;
+    }
+    Ok(ImportSettings {
+        dry_run: first.dry_run,
+        row_domains: first.domain.is_none(),
+        default_hosts,
+        domain,
+        rules: rules.clone(),
+        idle: links.import_idle(),
+    })
 }
 
 /// The most rows one import message may carry: a chunk's worth. A message is decoded whole

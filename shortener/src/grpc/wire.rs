@@ -347,8 +347,7 @@ impl TryFrom<pb::ImportRow> for ImportInput {
             private: false,
             // Import rows over gRPC carry no routing; a patch adds it.
             routes: Default::default(),
-            // Nor a domain: an import over gRPC goes on the default domain.
-            domain: None,
+            domain: row.domain,
         })
     }
 }

@@ -146,6 +146,20 @@ async fn flow(node: &Node, page: &mut Page, key: &str) {
         .await;
     assert_eq!(chosen, json!(HOST));
     page.check("links-of-the-domain").await;
+
+    // On the import page, a domain chosen for every row leaves no default hosts to name.
+    open(page, "#/import", "#import-title", "Import links").await;
+    let hosts_off = "return document.querySelector('input[name=default_hosts]').disabled;";
+    assert_eq!(page.eval(hosts_off).await, json!(false));
+    for (value, off) in [(HOST, true), ("", false)] {
+        page.field("Domain")
+            .await
+            .select_by_value(value)
+            .await
+            .expect("choose the import's domain");
+        assert_eq!(page.eval(hosts_off).await, json!(off), "{value:?}");
+    }
+    page.check("import-domain").await;
 }
 
 /// Claims [`HOST`] (after a host the tenant is not allowed) and sets its not-found fallback.

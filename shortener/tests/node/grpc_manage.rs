@@ -322,6 +322,7 @@ async fn imports_and_exports_stream_over_grpc(backend: Backend) {
                 })
                 .collect(),
             dry_run: false,
+            ..Default::default()
         })
         .collect();
     let run = |messages: Vec<pb::ImportLinksRequest>| {
@@ -423,6 +424,7 @@ async fn an_import_message_of_too_many_rows_is_refused() {
             })
             .collect(),
         dry_run: false,
+        ..Default::default()
     };
     let answers = client
         .import_links(authed(futures::stream::iter([message])))
@@ -473,10 +475,12 @@ async fn messages_that_would_decode_far_past_their_bytes_are_refused_unread() {
                 ..Default::default()
             }],
             dry_run: false,
+            ..Default::default()
         },
         pb::ImportLinksRequest {
             rows,
             dry_run: false,
+            ..Default::default()
         },
     ];
     let status = match client
@@ -546,6 +550,7 @@ async fn an_import_that_runs_past_its_bound_stops() {
                 ..Default::default()
             }],
             dry_run: false,
+            ..Default::default()
         }
     });
     let answers: Vec<_> = client
@@ -585,6 +590,7 @@ async fn an_import_that_runs_past_its_bound_stops() {
                 ..Default::default()
             }],
             dry_run: false,
+            ..Default::default()
         }])))
         .await
         .expect("a second import")

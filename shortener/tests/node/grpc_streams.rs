@@ -52,6 +52,7 @@ async fn seed(client: &mut LinksClient<Channel>, n: usize) {
                 })
                 .collect(),
             dry_run: false,
+            ..Default::default()
         })
         .collect();
     let answers: Vec<_> = client
@@ -88,6 +89,7 @@ async fn a_stream_keeps_its_connection_past_the_idle_timeout() {
                 ..Default::default()
             }],
             dry_run: false,
+            ..Default::default()
         }
     });
     let answers: Vec<_> = client

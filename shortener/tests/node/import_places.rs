@@ -159,6 +159,7 @@ async fn an_import_whose_answers_are_not_taken_ends_as_stopped(backend: Backend)
                 })
                 .collect(),
             dry_run: true,
+            ..Default::default()
         })
         .collect();
     let mut request = tonic::Request::new(futures::stream::iter(messages));

@@ -93,6 +93,7 @@ async fn every_write_path_refuses_reserved_words_as_codes(backend: Backend) {
                         ..Default::default()
                     }],
                     dry_run: false,
+                    ..Default::default()
                 }])))
                 .await
                 .expect("import")

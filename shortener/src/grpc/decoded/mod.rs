@@ -104,13 +104,18 @@ const IMPORT_ROW: Shape = Shape {
         (3, Field::Texts),
         (4, Field::Message(&TIMESTAMP)),
         (5, Field::Message(&TIMESTAMP)),
+        (7, Field::Text),
     ],
 };
 
 /// `ImportLinksRequest`, each message of the stream.
 pub const IMPORT: Shape = Shape {
     size: size_of::<pb::ImportLinksRequest>(),
-    fields: &[(1, Field::Messages(&IMPORT_ROW))],
+    fields: &[
+        (1, Field::Messages(&IMPORT_ROW)),
+        (3, Field::Text),
+        (4, Field::Texts),
+    ],
 };
 
 /// Why a message is refused before it is decoded.

@@ -73,6 +73,7 @@ fn empty_elements_are_refused_long_before_their_decoded_size() {
     let message = pb::ImportLinksRequest {
         rows: vec![pb::ImportRow::default(); 100_000],
         dry_run: false,
+        ..Default::default()
     };
     let bytes = framed(&message);
     let bound = 4 * bytes.len();
@@ -87,6 +88,33 @@ fn empty_elements_are_refused_long_before_their_decoded_size() {
 }
 
 #[test]
+fn an_imports_texts_are_charged_with_its_domains() {
+    let message = pb::ImportLinksRequest {
+        rows: vec![pb::ImportRow {
+            url: "https://example.com/".into(),
+            code: Some("old".into()),
+            tags: vec!["t".into()],
+            domain: Some("go.example".into()),
+            ..Default::default()
+        }],
+        domain: Some("all.example".into()),
+        default_hosts: vec!["a.example".into(), "bb.example".into()],
+        ..Default::default()
+    };
+    let strings = size_of::<String>();
+    let expected = IMPORT.size
+        + IMPORT_ROW.size
+        + "https://example.com/".len()
+        + "old".len()
+        + (strings + 1)
+        + "go.example".len()
+        + "all.example".len()
+        + (strings + "a.example".len())
+        + (strings + "bb.example".len());
+    assert_eq!(reckon(&IMPORT, usize::MAX, &framed(&message)), Ok(expected));
+}
+
+#[test]
 fn each_message_of_a_stream_is_charged_alone() {
     let message = pb::ImportLinksRequest {
         rows: vec![
@@ -97,6 +125,7 @@ fn each_message_of_a_stream_is_charged_alone() {
             100
         ],
         dry_run: true,
+        ..Default::default()
     };
     let one = framed(&message);
     let charge = reckon(&IMPORT, usize::MAX, &one).unwrap();
@@ -112,6 +141,7 @@ fn a_compressed_message_is_passed_over_unread() {
     let mut bytes = framed(&pb::ImportLinksRequest {
         rows: vec![pb::ImportRow::default(); 1000],
         dry_run: false,
+        ..Default::default()
     });
     bytes[0] = 1;
     assert_eq!(reckon(&IMPORT, 10, &bytes), Ok(IMPORT.size));

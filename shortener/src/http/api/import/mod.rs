@@ -49,45 +49,6 @@ struct ImportParams {
     default_hosts: Option<String>,
 }
 
-/// The most hosts `default_hosts` names.
-const MAX_DEFAULT_HOSTS: usize = 16;
-
-/// `default_hosts`, each read as a row's `domain` is (a host as a create reads a domain, so
-/// `Bücher.example.` is `xn--bcher-kva.example`; other text, an IP address, as
-/// [`crate::domain::plain_host`] writes it; a URL is its host), so the two compare; more than
-/// [`MAX_DEFAULT_HOSTS`] hosts, or more than 1,024 characters, is refused.
-fn default_hosts(
-    rules: &crate::domain::CreateRules,
-    text: Option<&str>,
-) -> Result<Vec<String>, crate::domain::Error> {
-    let text = text.unwrap_or("");
-    let refused = || {
-        crate::domain::Error::bad_request(
-            "invalid_query_parameter",
-            format!("default_hosts names at most {MAX_DEFAULT_HOSTS} hosts, comma-separated"),
-        )
-    };
-    if text.chars().count() > 1024 {
-        return Err(refused());
-    }
-    let mut hosts = Vec::new();
-    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let url = entry
-            .contains("://")
-            .then(|| url::Url::parse(entry).ok())
-            .flatten();
-        let entry = url.as_ref().and_then(|u| u.host_str()).unwrap_or(entry);
-        hosts.push(match rules.domain(Some(entry)) {
-            Ok(Some(host)) => host,
-            _ => crate::domain::plain_host(entry),
-        });
-    }
-    if hosts.len() > MAX_DEFAULT_HOSTS {
-        return Err(refused());
-    }
-    Ok(hosts)
-}
-
 /// How rows are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -131,7 +92,13 @@ async fn start(
         )),
     };
     let dry_run = flag("dry_run", params.dry_run.as_deref())?;
-    let default_hosts = default_hosts(&state.rules, params.default_hosts.as_deref())?;
+    let default_hosts = crate::domain::default_hosts(
+        &state.rules,
+        params.default_hosts.as_deref().unwrap_or("").split(','),
+    )?;
+    if params.domain.is_some() && !default_hosts.is_empty() {
+        return Err(crate::domain::both_domains().into());
+    }
     let domain = state.rules.domain(params.domain.as_deref())?;
     if let Some(host) = &domain {
         state.links.check_domain(&caller, host).await?;
