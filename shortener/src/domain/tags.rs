@@ -5,21 +5,21 @@ use super::{Error, echo};
 /// The most tags one link carries.
 pub const MAX_TAGS: usize = 20;
 
-/// Checks one tag: `[a-z0-9][a-z0-9_-]{0,63}`.
+/// Checks one tag: `[a-z0-9][a-z0-9._-]{0,63}` (`v2.0`, `example.com` and `q1_launch` are tags).
 pub fn check_tag(tag: &str) -> Result<(), Error> {
     let mut chars = tag.chars();
     let first_ok = chars
         .next()
         .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     let rest_ok =
-        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'));
     if first_ok && rest_ok && tag.len() <= 64 {
         Ok(())
     } else {
         Err(Error::invalid(
             "invalid_tag",
             format!(
-                "tag {} must be 1 to 64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit",
+                "tag {} must be 1 to 64 characters of a-z, 0-9, '_', '-' and '.', starting with a letter or digit",
                 echo(tag)
             ),
         ))
@@ -28,7 +28,7 @@ pub fn check_tag(tag: &str) -> Result<(), Error> {
 
 /// A tag as another shortener takes it, made into the tag this node holds the way Shlink stores
 /// one: trimmed, lower-cased, each space a `-` (`Summer Sale` is `summer-sale`). Used where
-/// peers' tags come in (Shlink's API, imports); what is still no tag (`v2.0`) is refused by
+/// peers' tags come in (Shlink's API, imports); what is still no tag (`Q&A` is `q&a`) is refused by
 /// [`check_tag`] after it.
 pub fn peer_tag(tag: &str) -> String {
     tag.trim().to_lowercase().replace(' ', "-")
@@ -108,12 +108,22 @@ mod tests {
     fn tags_are_checked_sorted_and_deduplicated() {
         let tags = check_tags(vec![
             "spring-2027".into(),
+            "v2.0".into(),
             "a_b".into(),
             "0x".into(),
             "a_b".into(),
         ]);
-        assert_eq!(tags.expect("valid"), ["0x", "a_b", "spring-2027"]);
-        for bad in ["", "-x", "Upper", "sp ace", "caf\u{e9}", &"a".repeat(65)] {
+        assert_eq!(tags.expect("valid"), ["0x", "a_b", "spring-2027", "v2.0"]);
+        for bad in [
+            "",
+            "-x",
+            ".x",
+            "Upper",
+            "sp ace",
+            "a/b",
+            "caf\u{e9}",
+            &"a".repeat(65),
+        ] {
             assert_eq!(
                 check_tag(bad).expect_err(bad).code(),
                 "invalid_tag",
@@ -134,7 +144,10 @@ mod tests {
             ("summer sale", Ok("summer-sale")),
             (" Q1 Launch ", Ok("q1-launch")),
             ("already-fine_1", Ok("already-fine_1")),
-            ("v2.0", Err(())),
+            ("v2.0", Ok("v2.0")),
+            ("Example.com", Ok("example.com")),
+            ("Q&A", Err(())),
+            (".hidden", Err(())),
             ("-lead", Err(())),
             ("", Err(())),
         ] {

@@ -40,7 +40,7 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
             "tags",
         ),
         (
-            json!({"longUrl": "https://example.com/x", "tags": ["v2.0"]}),
+            json!({"longUrl": "https://example.com/x", "tags": ["q&a"]}),
             "tags",
         ),
         (
@@ -69,6 +69,14 @@ async fn bad_input_is_refused_naming_its_field(backend: Backend) {
         ),
         (
             json!({"longUrl": "https://example.com/x", "shortCodeLength": 8}),
+            "shortCodeLength",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "shortCodeLength": 0}),
+            "shortCodeLength",
+        ),
+        (
+            json!({"longUrl": "https://example.com/x", "shortCodeLength": "seven"}),
             "shortCodeLength",
         ),
         (

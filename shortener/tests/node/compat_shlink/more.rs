@@ -457,6 +457,30 @@ async fn find_if_exists_with_a_custom_slug_answers_the_slugs_link_to_the_same_ur
     assert_eq!(node.stored_links().await, 1);
 }
 
+/// `shortCodeLength`: the node's own length (7 here) is served, as is any length beside a
+/// `customSlug` (Shlink ignores it there); another length is refused naming the one served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_code_length_is_served_at_the_nodes_length() {
+    let stack = Stack::new(Backend::Sqlite).await;
+    let (node, keys) = shlink_node(&stack, "a").await;
+    let key = Some(keys.own.as_str());
+    let post = |body| call(&node, Method::POST, "/v3/short-urls", key, Some(body));
+    for length in [json!(7), json!("7")] {
+        let (status, _, made) =
+            post(json!({"longUrl": "https://example.com/seven", "shortCodeLength": length})).await;
+        assert_eq!(status, StatusCode::OK, "{made}");
+        assert_eq!(made["shortCode"].as_str().map(str::len), Some(7), "{made}");
+    }
+    let (status, _, made) = post(json!({"longUrl": "https://example.com/slug", "customSlug": "my-slug", "shortCodeLength": 5})).await;
+    assert_eq!(status, StatusCode::OK, "{made}");
+    assert_eq!(made["shortCode"], "my-slug");
+    let answer = post(json!({"longUrl": "https://example.com/five", "shortCodeLength": 5})).await;
+    assert_problem(&answer, 400, "invalid-data");
+    let detail = answer.2["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("7 characters"), "{}", answer.2);
+    assert_eq!(node.stored_links().await, 3);
+}
+
 /// Shlink's list dates: `endDate` includes the instant it names, as `startDate` does, and a
 /// range that ends before it starts lists nothing (an empty page, as Shlink answers it).
 async fn list_dates_include_both_ends(backend: Backend) {

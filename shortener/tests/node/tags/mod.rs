@@ -262,6 +262,19 @@ async fn a_rename_and_a_delete_change_every_live_link_of_the_tenant(backend: Bac
     );
     assert_eq!(stored(&node, &[&theirs]).await[0].0, ["b", "x"]);
     assert_eq!(stored(&node, &[&only_a]).await[0].0, ["b"]);
+    // A tag may hold dots (`v2.0`, a host name): a rename onto one, and lists by it.
+    assert_eq!(
+        rename(&node, w, "b", "v2.0").await,
+        (StatusCode::OK, json!({ "tag": "v2.0", "links": 2 }))
+    );
+    let dotted = make(&node, w, &["example.com", "v2.0"]).await;
+    let mut expected = vec![both.clone(), only_a.clone(), dotted.clone()];
+    expected.sort();
+    assert_eq!(listed(&node.list_with_key("tag=v2.0", w).await.1), expected);
+    assert_eq!(
+        listed(&node.list_with_key("tag=example.com", w).await.1),
+        [dotted.as_str()]
+    );
 }
 on_both_stores!(a_rename_and_a_delete_change_every_live_link_of_the_tenant);
 

@@ -67,7 +67,7 @@ pub fn visits_summary(human: u64, bot: u64) -> Value {
 }
 
 /// Refuses what Shlink has and this node has not: a `validSince` after now, `crawlable:
-/// true`, `shortCodeLength`, a desktop URL.
+/// true`, a desktop URL.
 fn refuse_unserved(fields: &Fields<'_>) -> Result<(), Fail> {
     if let Some(Some(since)) = fields.date("validSince")?
         && since > Utc::now()
@@ -82,17 +82,6 @@ fn refuse_unserved(fields: &Fields<'_>) -> Result<(), Fail> {
         return Err(Problem::invalid_data(
             "crawlable",
             "crawlable short URLs are not supported: robots.txt is set per domain",
-        )
-        .into());
-    }
-    if fields
-        .0
-        .get("shortCodeLength")
-        .is_some_and(|v| !v.is_null())
-    {
-        return Err(Problem::invalid_data(
-            "shortCodeLength",
-            "shortCodeLength is not supported: generated codes have the node's length",
         )
         .into());
     }
@@ -127,8 +116,28 @@ fn device_urls(fields: &Fields<'_>) -> Result<[Option<Option<String>>; 2], Fail>
     }
 }
 
-fn create_input(fields: &Fields<'_>) -> Result<CreateInput, Fail> {
+/// Checks a create's `shortCodeLength`: generated codes have the node's one length, so that
+/// length is the only one served; like Shlink, a create with a `customSlug` ignores it.
+fn check_code_length(fields: &Fields<'_>, code_length: usize) -> Result<(), Fail> {
+    let Some(Some(asked)) = fields.count("shortCodeLength")? else {
+        return Ok(());
+    };
+    if asked == code_length as u64 || fields.string("customSlug")?.flatten().is_some() {
+        return Ok(());
+    }
+    Err(Problem::invalid_data(
+        "shortCodeLength",
+        format!(
+            "shortCodeLength {asked} is not supported: generated codes on this node have \
+             {code_length} characters (omit it or send {code_length})"
+        ),
+    )
+    .into())
+}
+
+fn create_input(fields: &Fields<'_>, code_length: usize) -> Result<CreateInput, Fail> {
     refuse_unserved(fields)?;
+    check_code_length(fields, code_length)?;
     let url = fields
         .string("longUrl")?
         .flatten()
@@ -220,7 +229,7 @@ pub async fn create(
     let answer = async {
         let caller = admit(&state, &headers, None, Operation::Create)?;
         let map = body::object(body).await?;
-        let input = create_input(&Fields(&map))?;
+        let input = create_input(&Fields(&map), state.rules.code_length)?;
         created(&state, &caller, input).await
     }
     .await;
