@@ -131,7 +131,16 @@ async fn settings_that_do_not_fit_are_refused_with_a_message() {
     // Nothing was migrated by the refused starts.
     assert!(!has_ledger(&direct).await);
 
-    for bad in ["statement", "", "Transaction"] {
+    // Any case is the mode it spells, as PgBouncer's own `pool_mode` may be written.
+    let parsed = Cli::try_parse_from([
+        "id-service",
+        "--database-url",
+        "postgres://h/db",
+        "--database-pool-mode",
+        "Transaction",
+    ]);
+    assert!(parsed.is_ok(), "{:?}", parsed.err());
+    for bad in ["statement", "", "txn"] {
         let error = Cli::try_parse_from([
             "id-service",
             "--database-url",

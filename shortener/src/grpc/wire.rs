@@ -332,7 +332,12 @@ pub(super) fn event(event: &Event) -> pb::LinkEvent {
 impl TryFrom<pb::ImportRow> for ImportInput {
     type Error = Error;
 
+    /// A row as the HTTP import reads a link of an export: one that was disabled, deleted,
+    /// used up or password protected where it comes from is refused, not made active.
     fn try_from(row: pb::ImportRow) -> Result<Self, Error> {
+        crate::domain::refuse_unless_active(&row.state)?;
+        crate::domain::refuse_protected(row.protected)?;
+        crate::domain::refuse_used_up(row.max_visits, row.clicks)?;
         Ok(ImportInput {
             url: row.url,
             code: row.code,
@@ -344,9 +349,26 @@ impl TryFrom<pb::ImportRow> for ImportInput {
                 .map(|t| time_of("created_at", "invalid_created_at", t))
                 .transpose()?,
             max_visits: row.max_visits,
-            private: false,
-            // Import rows over gRPC carry no routing; a patch adds it.
-            routes: Default::default(),
+            private: row.private,
+            routes: crate::domain::RoutesInput {
+                rules: row.rules.into_iter().map(rule_input).collect(),
+                ios: row.ios,
+                android: row.android,
+                variants: row.variants.into_iter().map(variant_input).collect(),
+                utm: crate::domain::routes::Utm {
+                    source: row.utm_source,
+                    medium: row.utm_medium,
+                    campaign: row.utm_campaign,
+                    term: row.utm_term,
+                    content: row.utm_content,
+                },
+                pass_query: row.pass_query,
+                preview: crate::domain::routes::Preview {
+                    title: row.title,
+                    description: row.description,
+                    image: row.image,
+                },
+            },
             domain: row.domain,
         })
     }

@@ -297,7 +297,7 @@ async fn values_their_type_refuses_stop_the_binary_naming_the_setting() {
         ),
         (
             "SHORTENER_DATABASE_POOL_MODE",
-            "Transaction",
+            "txn",
             "--database-pool-mode",
         ),
     ] {

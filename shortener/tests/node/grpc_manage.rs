@@ -444,6 +444,150 @@ async fn an_import_message_of_too_many_rows_is_refused() {
     assert_eq!(node.stored_links().await, 0);
 }
 
+/// An import row over gRPC carries what an exported link does, as the HTTP import reads it:
+/// its routing comes along (rules, UTM, the preview), a private row gets a private code, and a
+/// link that was disabled, deleted, used up or password protected where it comes from is
+/// refused rather than made an open, active link.
+async fn grpc_import_rows_carry_routing_and_refuse_links_not_active(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let node = stack.node("routed").await;
+    let mut client = node.links_client().await;
+    let row = |code: Option<&str>| pb::ImportRow {
+        url: "https://example.com/base".into(),
+        code: code.map(String::from),
+        ..Default::default()
+    };
+    let language = |value: &str| pb::Condition {
+        r#type: "language".into(),
+        values: vec![value.into()],
+        ..Default::default()
+    };
+    let routed = pb::ImportRow {
+        rules: vec![pb::Rule {
+            url: "https://example.com/de".into(),
+            conditions: vec![language("de")],
+            ..Default::default()
+        }],
+        utm_source: Some("news".into()),
+        title: Some("Imported".into()),
+        state: "active".into(),
+        ..row(Some("r-routed"))
+    };
+    let rows = vec![
+        routed,
+        pb::ImportRow {
+            state: "disabled".into(),
+            ..row(Some("r-off"))
+        },
+        pb::ImportRow {
+            state: "used_up".into(),
+            ..row(Some("r-used"))
+        },
+        pb::ImportRow {
+            max_visits: Some(2),
+            clicks: Some(2),
+            ..row(Some("r-spent"))
+        },
+        pb::ImportRow {
+            protected: true,
+            ..row(Some("r-locked"))
+        },
+        pb::ImportRow {
+            rules: vec![pb::Rule {
+                url: "https://example.com/x".into(),
+                conditions: vec![language("not a language!")],
+                ..Default::default()
+            }],
+            ..row(Some("r-bad-rule"))
+        },
+        pb::ImportRow {
+            private: true,
+            ..row(None)
+        },
+    ];
+    let answers: Vec<pb::ImportRowResult> = client
+        .import_links(authed(futures::stream::iter([pb::ImportLinksRequest {
+            rows,
+            ..Default::default()
+        }])))
+        .await
+        .expect("import")
+        .into_inner()
+        .filter_map(|a| async move {
+            match a.expect("an answer").outcome {
+                Some(pb::import_links_response::Outcome::Row(row)) => Some(row),
+                _ => None,
+            }
+        })
+        .collect()
+        .await;
+    let said: Vec<&str> = answers
+        .iter()
+        .map(|a| {
+            a.error
+                .as_ref()
+                .map_or(a.status.as_str(), |e| e.error.as_str())
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "created",
+            "not_active",
+            "not_active",
+            "not_active",
+            "password_protected",
+            "invalid_rules",
+            "created"
+        ],
+        "{answers:#?}"
+    );
+    assert_eq!(
+        answers[6].code.as_deref().map(str::len),
+        Some(16),
+        "a private code: {answers:#?}"
+    );
+    assert_eq!(node.stored_links().await, 2);
+
+    let link = client
+        .get_link(authed(pb::GetLinkRequest {
+            code: "r-routed".into(),
+            ..Default::default()
+        }))
+        .await
+        .expect("get")
+        .into_inner();
+    assert_eq!(
+        (
+            link.rules.len(),
+            link.utm_source.as_deref(),
+            link.title.as_deref()
+        ),
+        (1, Some("news"), Some("Imported"))
+    );
+    let visit = |language: &str| {
+        node.client
+            .get(format!("{}/r-routed", node.base))
+            .header("user-agent", crate::helpers::BROWSER)
+            .header("accept-language", language)
+            .send()
+    };
+    let location = |response: reqwest::Response| {
+        response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let german = location(visit("de").await.expect("visit"));
+    assert!(german.starts_with("https://example.com/de"), "{german}");
+    assert!(german.contains("utm_source=news"), "{german}");
+    let english = location(visit("en").await.expect("visit"));
+    assert!(english.starts_with("https://example.com/base"), "{english}");
+}
+on_both_stores!(grpc_import_rows_carry_routing_and_refuse_links_not_active);
+
 /// A message is decoded whole, and an empty item is two bytes on the wire but hundreds in
 /// memory: a batch or an import message of a million empty items, within the bytes its method
 /// takes, is refused as its bytes arrive, with RESOURCE_EXHAUSTED, before it is decoded (decoded,

@@ -88,13 +88,20 @@ fn empty_elements_are_refused_long_before_their_decoded_size() {
 }
 
 #[test]
-fn an_imports_texts_are_charged_with_its_domains() {
+fn an_import_rows_texts_and_routing_are_charged() {
     let message = pb::ImportLinksRequest {
         rows: vec![pb::ImportRow {
             url: "https://example.com/".into(),
             code: Some("old".into()),
             tags: vec!["t".into()],
             domain: Some("go.example".into()),
+            utm_source: Some("news".into()),
+            title: Some("A title".into()),
+            state: "active".into(),
+            rules: vec![pb::Rule {
+                url: "https://r.example".into(),
+                ..Default::default()
+            }],
             ..Default::default()
         }],
         domain: Some("all.example".into()),
@@ -108,6 +115,11 @@ fn an_imports_texts_are_charged_with_its_domains() {
         + "old".len()
         + (strings + 1)
         + "go.example".len()
+        + "news".len()
+        + "A title".len()
+        + "active".len()
+        + RULE.size
+        + "https://r.example".len()
         + "all.example".len()
         + (strings + "a.example".len())
         + (strings + "bb.example".len());

@@ -4,10 +4,9 @@
 //! are (`super::rows`): a disabled, deleted, protected or used-up link is refused, not made
 //! active again.
 
-use super::rows::{
-    code_of_short_url, import_time, refuse_protected, refuse_unless_active, refuse_used_up, utf8,
-};
+use super::rows::{code_of_short_url, import_time, utf8};
 use crate::domain::{Error, ImportInput};
+use crate::domain::{refuse_protected, refuse_unless_active, refuse_used_up};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 

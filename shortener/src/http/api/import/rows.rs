@@ -3,7 +3,7 @@
 //! with them.
 
 use super::routing::Routing;
-use crate::domain::{Error, ImportInput};
+use crate::domain::{Error, ImportInput, refuse_protected, refuse_unless_active, refuse_used_up};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 
 pub(super) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
@@ -197,46 +197,6 @@ impl Columns {
         }
         Ok(input)
     }
-}
-
-/// Refuses a row whose link was disabled, deleted or used up where it was exported (`state`):
-/// imported, it would redirect again (a link taken down included), where its code answered 410.
-pub(super) fn refuse_unless_active(state: &str) -> Result<(), Error> {
-    match state.to_ascii_lowercase().as_str() {
-        state @ ("disabled" | "deleted" | "used_up") => Err(Error::invalid(
-            "not_active",
-            format!("the link is {state} where it was exported; an import makes active links only"),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Refuses a row whose link had reached its visit limit where it was exported (`clicks` at
-/// `max_visits`): it answered 410 there, and imported with no visits it would redirect again.
-pub(super) fn refuse_used_up(max_visits: Option<u64>, clicks: Option<u64>) -> Result<(), Error> {
-    match (max_visits, clicks) {
-        (Some(limit), Some(clicks)) if clicks >= limit => Err(Error::invalid(
-            "not_active",
-            format!(
-                "the link had its {limit} visits where it was exported (max_visits); an import \
-                 makes active links only"
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Refuses a row whose link was password protected where it was exported (`protected`): its
-/// password is not in the file, and imported without it the link would be open to anyone.
-pub(super) fn refuse_protected(protected: bool) -> Result<(), Error> {
-    if protected {
-        return Err(Error::invalid(
-            "password_protected",
-            "the link is password protected where it was exported and its password is not \
-             exported; create it with a password instead",
-        ));
-    }
-    Ok(())
 }
 
 /// The code of a short URL (`https://bit.ly/3abcXYZ`, `bit.ly/3abcXYZ`): its last path
