@@ -36,6 +36,10 @@ pub struct ImportInput {
     pub routes: RoutesInput,
     /// The host the row's link answered on where it was exported (`domain`), if it names one.
     pub domain: Option<String>,
+    /// The host of the row's short URL (a `short_url` or Bitly `Bitlink` column), read when it
+    /// names no `domain`: the link goes on the importer's tenant's domain of that host if it
+    /// has claimed one, else on the default domain (`bit.ly` links come to this deployment's).
+    pub short_host: Option<String>,
 }
 
 /// A link's routing as a create or an import row gives it, unchecked.
@@ -174,7 +178,7 @@ impl ImportRow {
             max_visits: input.max_visits,
             private: input.private,
             routes: input.routes.checked(rules)?,
-            domain: RowDomain::read(input.domain.as_deref(), rules),
+            domain: RowDomain::read(input.domain.as_deref(), input.short_host.as_deref(), rules),
         })
     }
 }

@@ -52,7 +52,7 @@ pub use scope::{Scope, Scopes, unknown_scope};
 pub use stats::{
     Device, Granularity, Route, SeriesPoint, StatsInput, StatsQuery, StatsReport, StatsScope,
 };
-pub use tags::{MAX_TAGS, TagChange, check_tag, check_tags, peer_tag};
+pub use tags::{MAX_TAGS, TagChange, check_tag, check_tags, peer_tag, stored_as as tag_stored_as};
 #[cfg(test)]
 pub(crate) use target::AnyHost;
 pub use target::{DEFAULT_MAX_URL_LENGTH, TargetPolicy, TargetUrl, UrlError};

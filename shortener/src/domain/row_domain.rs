@@ -14,13 +14,19 @@ pub enum RowDomain {
     /// Text no domain can be (an IP address, a URL), in lower case without a final dot: where
     /// the link answered elsewhere, which only an import's `default_hosts` can place.
     Unusable(String),
+    /// The host of the row's short URL, for a row that names no domain: the importer's
+    /// tenant's domain of that host if it has claimed one, else the default domain.
+    IfClaimed(String),
 }
 
 impl RowDomain {
-    /// `text` read with `rules`' own hosts.
-    pub(super) fn read(text: Option<&str>, rules: &CreateRules) -> Self {
+    /// `text` (else the short URL's host `short_host`) read with `rules`' own hosts.
+    pub(super) fn read(text: Option<&str>, short_host: Option<&str>, rules: &CreateRules) -> Self {
         match text.map(str::trim).filter(|t| !t.is_empty()) {
-            None => RowDomain::Default,
+            None => match short_host.map(|host| rules.domain(Some(host))) {
+                Some(Ok(Some(host))) => RowDomain::IfClaimed(host),
+                _ => RowDomain::Default,
+            },
             Some(text) => match rules.domain(Some(text)) {
                 Ok(None) => RowDomain::Default,
                 Ok(Some(host)) => RowDomain::Host(host),
@@ -33,14 +39,18 @@ impl RowDomain {
     pub fn named(&self) -> Option<&str> {
         match self {
             RowDomain::Default => None,
-            RowDomain::Host(text) | RowDomain::Unusable(text) => Some(text),
+            RowDomain::Host(text) | RowDomain::Unusable(text) | RowDomain::IfClaimed(text) => {
+                Some(text)
+            }
         }
     }
 
     pub(super) fn len(&self) -> usize {
         match self {
             RowDomain::Default => 0,
-            RowDomain::Host(text) | RowDomain::Unusable(text) => text.len(),
+            RowDomain::Host(text) | RowDomain::Unusable(text) | RowDomain::IfClaimed(text) => {
+                text.len()
+            }
         }
     }
 }

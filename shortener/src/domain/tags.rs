@@ -19,10 +19,31 @@ pub fn check_tag(tag: &str) -> Result<(), Error> {
         Err(Error::invalid(
             "invalid_tag",
             format!(
-                "tag {} must be 1 to 64 characters of a-z, 0-9, '_', '-' and '.', starting with a letter or digit",
-                echo(tag)
+                "tag {} must be 1 to 64 characters of a-z, 0-9, '_', '-' and '.', starting with a letter or digit{}",
+                echo(tag),
+                stored_as(tag)
             ),
         ))
+    }
+}
+
+/// For text that is no tag but becomes one as imports and the Shlink API store a peer's tag
+/// (`Q1 Launch` is `q1-launch`), a hint naming that tag; otherwise nothing.
+pub fn stored_as(text: &str) -> String {
+    let tag = peer_tag(text);
+    if tag == text || tag.len() > 64 {
+        return String::new();
+    }
+    let mut chars = tag.chars();
+    let well_formed = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'));
+    if well_formed {
+        format!(" (imports and the Shlink API store it as {})", echo(&tag))
+    } else {
+        String::new()
     }
 }
 
@@ -157,6 +178,16 @@ mod tests {
                 held,
                 "{given:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_tag_a_peers_spelling_is_stored_as() {
+        let said = check_tag("Q1 Launch").expect_err("spaces").public_message();
+        assert!(said.contains("store it as \"q1-launch\""), "{said}");
+        for no_hint in ["q&a", "Q&A", "", "-x"] {
+            let said = check_tag(no_hint).expect_err(no_hint).public_message();
+            assert!(!said.contains("store it as"), "{no_hint:?}: {said}");
         }
     }
 

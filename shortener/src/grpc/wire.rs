@@ -370,6 +370,8 @@ impl TryFrom<pb::ImportRow> for ImportInput {
                 },
             },
             domain: row.domain,
+            // A row over gRPC names its domain itself.
+            short_host: None,
         })
     }
 }

@@ -1300,6 +1300,35 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
 
 crate::on_both_stores!(an_export_imports_back_onto_its_domains);
 
+/// A peer's export with no domain column names each link's host in its short URL (a Bitly
+/// `Bitlink`, Shlink's `shortUrl`): a host the importer's tenant has claimed puts the link
+/// there, any other (`bit.ly`, a host not claimed here) leaves it on the default domain.
+async fn a_peers_short_url_host_places_rows_on_claimed_domains(backend: Backend) {
+    let stack = Stack::new(backend).await;
+    let (node, keys) = node(&stack, "bitlinks").await;
+    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
+    assert_eq!(claim(&node, &keys.other, "go.globex.example").await.0, 201);
+    let csv = "Bitlink,Long URL,Title\n\
+               go.acme.example/bitly-1,https://acme.example/1,One\n\
+               https://bit.ly/bitly-2,https://acme.example/2,Two\n\
+               go.globex.example/bitly-3,https://acme.example/3,Three\n";
+    let answers = import(&node, &keys.own, "text/csv", csv.into(), "").await;
+    for code in ["bitly-1", "bitly-2", "bitly-3"] {
+        assert_eq!(row_of(&answers, code)["status"], "created", "{answers:#?}");
+    }
+    assert_eq!(
+        visit(&node, "go.acme.example", "bitly-1").await,
+        (302, Some("https://acme.example/1".into()))
+    );
+    assert_eq!(visit(&node, "sho.rt", "bitly-1").await.0, 404);
+    assert_eq!(visit(&node, "sho.rt", "bitly-2").await.0, 302);
+    // Another tenant's domain is not the importer's: the default domain.
+    assert_eq!(visit(&node, "sho.rt", "bitly-3").await.0, 302);
+    assert_eq!(visit(&node, "go.globex.example", "bitly-3").await.0, 404);
+}
+
+crate::on_both_stores!(a_peers_short_url_host_places_rows_on_claimed_domains);
+
 /// `ImportLinks` with `key`: its answers (row results, then the summary), or the status it
 /// ended with.
 async fn grpc_import(

@@ -31,7 +31,11 @@ fn unknown(tag: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
-        format!("no link of this tenant carries the tag {}", echo(tag)),
+        format!(
+            "no link of this tenant carries the tag {}{}",
+            echo(tag),
+            crate::domain::tag_stored_as(tag)
+        ),
     )
 }
 

@@ -191,7 +191,7 @@ impl LinkService {
         let or_default =
             "or, if it was the default domain where the rows come from, name it in default_hosts=";
         let host = match &row.domain {
-            RowDomain::Host(host) => host,
+            RowDomain::Host(host) | RowDomain::IfClaimed(host) => host,
             _ => {
                 return Err(Error::invalid(
                     "invalid_domain",
@@ -228,6 +228,10 @@ impl LinkService {
         };
         if claimed {
             Ok(Some(host.clone()))
+        } else if matches!(row.domain, RowDomain::IfClaimed(_)) {
+            // Only a short URL's host: a peer's own (`bit.ly`), whose links come to this
+            // deployment's default domain.
+            Ok(None)
         } else {
             Err(Error::invalid(
                 "unknown_domain",

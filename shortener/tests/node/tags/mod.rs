@@ -233,6 +233,11 @@ async fn a_rename_and_a_delete_change_every_live_link_of_the_tenant(backend: Bac
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(body["error"], "not_found");
     assert_eq!(delete(&node, w, "nowhere").await.0, StatusCode::NOT_FOUND);
+    // A peer's spelling of a tag is on no link; the refusal names the tag it is stored as.
+    let (status, body) = rename(&node, w, "B%20Side", "c").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let said = body["message"].as_str().unwrap_or_default();
+    assert!(said.contains("store it as \"b-side\""), "{body}");
     assert_eq!(
         stored(&node, &codes).await,
         after,

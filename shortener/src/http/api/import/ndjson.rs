@@ -4,7 +4,7 @@
 //! are (`super::rows`): a disabled, deleted, protected or used-up link is refused, not made
 //! active again.
 
-use super::rows::{code_of_short_url, import_time, utf8};
+use super::rows::{code_of_short_url, host_of_short_url, import_time, utf8};
 use crate::domain::{Error, ImportInput};
 use crate::domain::{refuse_protected, refuse_unless_active, refuse_used_up};
 use serde::Deserialize;
@@ -122,6 +122,7 @@ pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
     }
     refuse_protected(row.protected)?;
     refuse_used_up(row.max_visits, row.clicks.map(|c| c.human))?;
+    let short_host = row.short_url.as_deref().and_then(host_of_short_url);
     let code = match (code, row.short_url) {
         (None, Some(short)) => Some(code_of_short_url(&short)?),
         (code, _) => code,
@@ -162,5 +163,6 @@ pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
             },
         },
         domain: row.domain,
+        short_host,
     })
 }

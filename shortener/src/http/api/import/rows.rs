@@ -190,13 +190,26 @@ impl Columns {
             }
         }
         refuse_used_up(input.max_visits, clicks)?;
-        if input.code.is_none()
-            && let Some(short) = short_url
-        {
-            input.code = Some(code_of_short_url(&short)?);
+        if let Some(short) = short_url {
+            input.short_host = host_of_short_url(&short);
+            if input.code.is_none() {
+                input.code = Some(code_of_short_url(&short)?);
+            }
         }
         Ok(input)
     }
+}
+
+/// The host of a short URL (`https://go.acme.example/spring`, `bit.ly/3abcXYZ`), without a
+/// port; `None` for text with no path after a host.
+pub(super) fn host_of_short_url(text: &str) -> Option<String> {
+    let rest = text.split_once("://").map_or(text, |(_, rest)| rest);
+    let (host, _) = rest.split_once('/')?;
+    let host = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    (!host.is_empty()).then(|| host.to_string())
 }
 
 /// The code of a short URL (`https://bit.ly/3abcXYZ`, `bit.ly/3abcXYZ`): its last path
@@ -228,6 +241,7 @@ mod tests {
             .expect("a row");
         assert_eq!(row.url, "https://example.com/a");
         assert_eq!(row.code.as_deref(), Some("3abcXYZ"));
+        assert_eq!(row.short_host.as_deref(), Some("bit.ly"));
         assert_eq!(row.tags, ["a", "b"]);
         assert_eq!(
             row.created_at.map(|t| t.to_rfc3339()),
@@ -244,6 +258,19 @@ mod tests {
             .row(b"2023-05-06T07:08:09+00:00,x-1,https://s.test/x-1,https://e.test/,,t1|t2,3")
             .expect("a row");
         assert_eq!((row.code.as_deref(), row.tags.len()), (Some("x-1"), 2));
+        assert_eq!(
+            row.short_host.as_deref(),
+            Some("s.test"),
+            "beside a code column too"
+        );
+        for (short, host) in [
+            ("go.acme.example/spring", Some("go.acme.example")),
+            ("http://Go.Acme.Example:8080/x?y=1", Some("Go.Acme.Example")),
+            ("spring", None),
+            ("https:///x", None),
+        ] {
+            assert_eq!(host_of_short_url(short).as_deref(), host, "{short}");
+        }
         assert_eq!(
             Columns::parse(b"code,tags").expect_err("no url").code(),
             "missing_url_column"
