@@ -30,8 +30,8 @@ impl FromStr for PoolMode {
         match text.to_ascii_lowercase().as_str() {
             "session" => Ok(PoolMode::Session),
             "transaction" => Ok(PoolMode::Transaction),
-            other => Err(format!(
-                "unknown pool mode {other:?}: expected session or transaction (statement \
+            _ => Err(format!(
+                "unknown pool mode {text:?}: expected session or transaction (statement \
                  pooling cannot run multi-statement transactions and is not supported)"
             )),
         }

@@ -80,7 +80,7 @@ export async function createPage() {
     domainField,
     field('Alias', alias, 'Optional. Letters, digits, - and _; with only letters and digits it must be shorter than a generated code.'),
     field('Expires', expires, 'Optional. The link answers 410 from then on.'),
-    field('Tags', tags, 'Optional. Up to 20, separated by commas or spaces: a-z, 0-9, _ and -.'),
+    field('Tags', tags, 'Optional. Up to 20, separated by commas or spaces: a-z, 0-9, ., _ and -.'),
     field('Visit limit', maxVisits, 'Optional. After this many visits by people the link answers 410.'),
     field('Password', password, 'Optional. Visitors must type it before they are sent on.'),
     priv.node,

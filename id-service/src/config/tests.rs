@@ -348,3 +348,23 @@ fn debug_output_hides_secrets() {
         "{shown}"
     );
 }
+
+/// A setting that takes one of a few words takes it in any case (`ID_SERVICE_LOG_FORMAT=JSON`),
+/// in every subcommand.
+#[test]
+fn word_settings_take_any_case() {
+    use clap::CommandFactory;
+    fn walk(command: &clap::Command, seen: &mut usize) {
+        for arg in command.get_arguments() {
+            if arg.get_env().is_some() && !arg.get_possible_values().is_empty() {
+                *seen += 1;
+                let name = (command.get_name(), arg.get_id());
+                assert!(arg.is_ignore_case_set(), "{name:?} is case-sensitive");
+            }
+        }
+        command.get_subcommands().for_each(|sub| walk(sub, seen));
+    }
+    let mut seen = 0;
+    walk(&Cli::command(), &mut seen);
+    assert!(seen >= 1, "no word settings found");
+}

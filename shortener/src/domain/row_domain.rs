@@ -73,33 +73,37 @@ const MAX_DEFAULT_HOSTS_CHARS: usize = 1024;
 /// hosts of the deployment the rows come from), each read as a row's `domain` is (a host as a
 /// create reads a domain, so `Bücher.example.` is `xn--bcher-kva.example`; other text, an IP
 /// address, as [`plain_host`] writes it; a URL is its host). Blank entries are skipped; more
-/// than [`MAX_DEFAULT_HOSTS`] hosts, or more than 1,024 characters, is refused.
+/// than [`MAX_DEFAULT_HOSTS`] hosts, more than 1,024 characters (a separator between entries
+/// counted as one, so the HTTP import's comma-separated text is bounded as written), or an
+/// entry holding a comma or a space (hosts given as one list entry each) is refused.
 pub fn default_hosts<'a>(
     rules: &CreateRules,
     entries: impl IntoIterator<Item = &'a str>,
 ) -> Result<Vec<String>, Error> {
-    let refused = || {
-        Error::bad_request(
-            "invalid_query_parameter",
-            format!(
-                "default_hosts names at most {MAX_DEFAULT_HOSTS} hosts of at most \
-                 {MAX_DEFAULT_HOSTS_CHARS} characters in all"
-            ),
-        )
-    };
+    let refused = |why: String| Error::bad_request("invalid_query_parameter", why);
     let mut hosts = Vec::new();
     let mut chars = 0;
-    for entry in entries {
-        chars += entry.chars().count();
+    for (i, entry) in entries.into_iter().enumerate() {
+        chars += entry.chars().count() + usize::from(i > 0);
         if chars > MAX_DEFAULT_HOSTS_CHARS {
-            return Err(refused());
+            return Err(refused(format!(
+                "default_hosts holds at most {MAX_DEFAULT_HOSTS_CHARS} characters"
+            )));
         }
         let entry = entry.trim();
         if entry.is_empty() {
             continue;
         }
+        if entry.contains(|c: char| c == ',' || c.is_whitespace()) {
+            return Err(refused(format!(
+                "default_hosts entry {} holds more than one host: name one host per entry",
+                super::echo(entry)
+            )));
+        }
         if hosts.len() == MAX_DEFAULT_HOSTS {
-            return Err(refused());
+            return Err(refused(format!(
+                "default_hosts names at most {MAX_DEFAULT_HOSTS} hosts"
+            )));
         }
         let url = entry
             .contains("://")
@@ -122,4 +126,69 @@ pub fn both_domains() -> Error {
         "domain puts every row on that domain whatever the rows name, so default_hosts (which \
          reads the rows' domains) cannot go with it: give one or the other",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::AnyHost;
+    use std::sync::Arc;
+
+    fn rules() -> CreateRules {
+        CreateRules {
+            max_url_length: 2048,
+            targets: Arc::new(AnyHost),
+            code_length: 7,
+            own_hosts: Arc::from(["sho.rt".to_string()]),
+        }
+    }
+
+    fn read(text: &str) -> Result<Vec<String>, String> {
+        default_hosts(&rules(), text.split(',')).map_err(|e| e.public_message())
+    }
+
+    #[test]
+    fn default_hosts_are_read_as_row_domains_are() {
+        assert_eq!(
+            read(" https://Old.Example:8443/x , ,B\u{fc}cher.example.,192.0.2.1,OLD.example"),
+            Ok(vec![
+                "old.example".to_string(),
+                "xn--bcher-kva.example".into(),
+                "192.0.2.1".into(),
+                "old.example".into(),
+            ])
+        );
+        assert_eq!(read(""), Ok(vec![]));
+        // The node's own host is the default domain: named, it matches the rows naming it.
+        assert_eq!(read("sho.rt"), Ok(vec!["sho.rt".to_string()]));
+    }
+
+    #[test]
+    fn default_hosts_are_bounded_in_hosts_and_characters() {
+        let hosts = |n: usize| (0..n).map(|i| format!("h{i}.example")).collect::<Vec<_>>();
+        assert_eq!(read(&hosts(16).join(",")).map(|h| h.len()), Ok(16));
+        let said = read(&hosts(17).join(",")).expect_err("17 hosts");
+        assert!(said.contains("at most 16 hosts"), "{said}");
+        // 1,024 characters as written, commas included; blank entries count too.
+        let long = format!("{}.example", "a".repeat(1016));
+        assert_eq!(read(&long).map(|h| h.len()), Ok(1));
+        let said = read(&format!("{long},")).expect_err("1,025 characters");
+        assert!(said.contains("1024 characters"), "{said}");
+        assert!(read(&",".repeat(1100)).is_err(), "commas alone");
+    }
+
+    #[test]
+    fn a_list_entry_holding_two_hosts_is_refused() {
+        for entry in ["a.example,b.example", "a.example b.example"] {
+            let said = default_hosts(&rules(), [entry])
+                .expect_err(entry)
+                .public_message();
+            assert!(said.contains("one host per entry"), "{entry}: {said}");
+        }
+        assert_eq!(
+            default_hosts(&rules(), [" a.example ", "", "B.example"])
+                .map_err(|e| e.public_message()),
+            Ok(vec!["a.example".to_string(), "b.example".into()])
+        );
+    }
 }

@@ -61,7 +61,7 @@ impl LinksApi {
     ) -> ImportStream {
         let links = std::sync::Arc::clone(&self.links);
         let rules = self.rules.clone();
-        let answers = futures::stream::once(async move {
+        let stream = futures::stream::once(async move {
             let idle = links.import_idle();
             let first = tokio::time::timeout(idle, messages.next())
                 .await
@@ -86,7 +86,7 @@ impl LinksApi {
                 .boxed()
         })
         .flatten();
-        Box::pin(answers)
+        Box::pin(stream)
     }
 
     pub(super) fn export(

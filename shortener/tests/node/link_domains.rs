@@ -8,14 +8,12 @@
 use crate::domains::{call, claim};
 use crate::helpers::{Backend, Node, Stack};
 use crate::tenants::{TenantKeys, write_keys};
-use futures::StreamExt;
-use proto::shortener::v1 as pb;
 use reqwest::Method;
 use serde_json::{Value, json};
 
 /// A node with the tenants' keys; `acme` may claim under `acme.example`, `globex` under
 /// `globex.example`; `s.example` is a short domain of the default domain.
-async fn node(stack: &Stack, name: &str) -> (Node, TenantKeys) {
+pub(crate) async fn node(stack: &Stack, name: &str) -> (Node, TenantKeys) {
     let keys = write_keys(&stack.dir.path().join("api-keys.toml"));
     let mut config = stack.config(name);
     config.access.api_keys_file = Some(stack.dir.path().join("api-keys.toml"));
@@ -39,7 +37,7 @@ async fn made(node: &Node, key: &str, body: Value) -> Value {
 }
 
 /// `GET /{code}` on `host`: the status and the `Location`.
-async fn visit(node: &Node, host: &str, code: &str) -> (u16, Option<String>) {
+pub(crate) async fn visit(node: &Node, host: &str, code: &str) -> (u16, Option<String>) {
     let (status, location) = node.on_host(host, code).await;
     (status.as_u16(), location)
 }
@@ -655,7 +653,7 @@ async fn racing_creates_of_one_alias_on_one_domain_get_one_winner(backend: Backe
 crate::on_both_stores!(racing_creates_of_one_alias_on_one_domain_get_one_winner);
 
 /// The links `key` lists, all domains.
-async fn count_links(node: &Node, key: &str) -> usize {
+pub(crate) async fn count_links(node: &Node, key: &str) -> usize {
     let (status, page) = call(node, Method::GET, "/links?limit=1000", key, None).await;
     assert_eq!(status, 200, "{page}");
     page["links"].as_array().expect("links").len()
@@ -1154,7 +1152,7 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
         assert_eq!(line["error"], "unknown_domain", "{first:#?}");
         let message = line["message"].as_str().expect("message");
         assert!(
-            message.contains("claim it first") && message.contains("default_hosts="),
+            message.contains("claim it first") && message.contains("import's default_hosts"),
             "{message}"
         );
     }
@@ -1328,141 +1326,3 @@ async fn a_peers_short_url_host_places_rows_on_claimed_domains(backend: Backend)
 }
 
 crate::on_both_stores!(a_peers_short_url_host_places_rows_on_claimed_domains);
-
-/// `ImportLinks` with `key`: its answers (row results, then the summary), or the status it
-/// ended with.
-async fn grpc_import(
-    node: &Node,
-    key: &str,
-    messages: Vec<pb::ImportLinksRequest>,
-) -> Result<Vec<pb::import_links_response::Outcome>, tonic::Status> {
-    let mut client = node.links_client().await;
-    let mut request = tonic::Request::new(futures::stream::iter(messages));
-    request.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {key}").parse().expect("ascii"),
-    );
-    let mut answers = client.import_links(request).await?.into_inner();
-    let mut outcomes = Vec::new();
-    while let Some(answer) = answers.next().await {
-        outcomes.push(answer?.outcome.expect("outcome"));
-    }
-    Ok(outcomes)
-}
-
-/// The status (or error code) of each row answer of `outcomes`.
-fn grpc_rows(outcomes: &[pb::import_links_response::Outcome]) -> Vec<String> {
-    outcomes
-        .iter()
-        .filter_map(|o| match o {
-            pb::import_links_response::Outcome::Row(row) => Some(match &row.error {
-                Some(error) => error.error.clone(),
-                None => row.status.clone(),
-            }),
-            pb::import_links_response::Outcome::Summary(_) => None,
-        })
-        .collect()
-}
-
-/// `ImportLinks` reads each row's `domain` as the HTTP import does (a tenant's claimed domain,
-/// the node's own host or one of the first message's `default_hosts` for the default domain,
-/// `unknown_domain` and `invalid_domain` otherwise), and the first message's `domain` puts
-/// every row on that domain; a domain not the tenant's, or one with `default_hosts`, ends the
-/// import before any row is read.
-async fn grpc_imports_go_onto_the_rows_domains(backend: Backend) {
-    let stack = Stack::new(backend).await;
-    let (node, keys) = node(&stack, "grpc-import").await;
-    assert_eq!(claim(&node, &keys.own, "go.acme.example").await.0, 201);
-    assert_eq!(claim(&node, &keys.other, "go.globex.example").await.0, 201);
-    let row = |code: &str, domain: &str| pb::ImportRow {
-        url: format!("https://acme.example/{code}"),
-        code: Some(code.into()),
-        domain: Some(domain.into()),
-        ..Default::default()
-    };
-    let message = pb::ImportLinksRequest {
-        rows: vec![
-            row("g-branded", "GO.ACME.EXAMPLE."),
-            row("g-theirs", "go.globex.example"),
-            row("g-old-host", "old.example"),
-            row("g-ip", "192.0.2.1"),
-            row("g-own", "sho.rt"),
-            row("g-none", ""),
-        ],
-        default_hosts: vec!["https://Old.Example/".into()],
-        ..Default::default()
-    };
-    let outcomes = grpc_import(&node, &keys.own, vec![message])
-        .await
-        .expect("import");
-    assert_eq!(
-        grpc_rows(&outcomes),
-        [
-            "created",
-            "unknown_domain",
-            "created",
-            "invalid_domain",
-            "created",
-            "created"
-        ],
-        "{outcomes:#?}"
-    );
-    assert_eq!(visit(&node, "go.acme.example", "g-branded").await.0, 302);
-    assert_eq!(visit(&node, "sho.rt", "g-branded").await.0, 404);
-    assert_eq!(visit(&node, "go.globex.example", "g-theirs").await.0, 404);
-    for code in ["g-old-host", "g-own", "g-none"] {
-        assert_eq!(visit(&node, "sho.rt", code).await.0, 302, "{code}");
-    }
-
-    // The first message's domain is every row's, whatever the rows name.
-    let message = pb::ImportLinksRequest {
-        rows: vec![
-            row("g-fixed", "go.globex.example"),
-            row("g-fixed-ip", "192.0.2.1"),
-        ],
-        domain: Some("go.acme.example".into()),
-        ..Default::default()
-    };
-    let outcomes = grpc_import(&node, &keys.own, vec![message])
-        .await
-        .expect("import");
-    assert_eq!(
-        grpc_rows(&outcomes),
-        ["created", "created"],
-        "{outcomes:#?}"
-    );
-    assert_eq!(visit(&node, "go.acme.example", "g-fixed-ip").await.0, 302);
-
-    // Refused before any row: another tenant's domain, a domain with default hosts, more
-    // default hosts than an import takes.
-    let stored = count_links(&node, &keys.own).await;
-    let many: Vec<String> = (0..17).map(|i| format!("h{i}.example")).collect();
-    for (domain, default_hosts, code) in [
-        (Some("go.globex.example"), vec![], "unknown_domain"),
-        (
-            Some("go.acme.example"),
-            vec!["old.example".to_string()],
-            "invalid_query_parameter",
-        ),
-        (None, many, "invalid_query_parameter"),
-    ] {
-        let message = pb::ImportLinksRequest {
-            rows: vec![row("g-never", "")],
-            domain: domain.map(String::from),
-            default_hosts,
-            ..Default::default()
-        };
-        let status = grpc_import(&node, &keys.own, vec![message])
-            .await
-            .expect_err("refused");
-        let said = status
-            .metadata()
-            .get("error-code")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        assert_eq!(said, code, "{status:?}");
-    }
-    assert_eq!(count_links(&node, &keys.own).await, stored);
-}
-
-crate::on_both_stores!(grpc_imports_go_onto_the_rows_domains);

@@ -36,6 +36,7 @@ mod editing;
 mod exports;
 mod first_start;
 mod grpc;
+mod grpc_import;
 mod grpc_manage;
 mod grpc_streams;
 mod hardening;

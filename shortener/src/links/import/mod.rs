@@ -188,8 +188,7 @@ impl LinkService {
         if import.default_hosts.iter().any(|h| h == named) {
             return Ok(None);
         }
-        let or_default =
-            "or, if it was the default domain where the rows come from, name it in default_hosts=";
+        let or_default = "or, if it was the default domain where the rows come from, name it in the import's default_hosts";
         let host = match &row.domain {
             RowDomain::Host(host) | RowDomain::IfClaimed(host) => host,
             _ => {

@@ -479,6 +479,18 @@ async fn short_code_length_is_served_at_the_nodes_length() {
     let detail = answer.2["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("7 characters"), "{}", answer.2);
     assert_eq!(node.stored_links().await, 3);
+    // An edit does not take it, as Shlink's does not: ignored, the edit made.
+    let (status, _, edited) = call(
+        &node,
+        Method::PATCH,
+        "/v3/short-urls/my-slug",
+        key,
+        Some(json!({"shortCodeLength": 5, "title": "Edited"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(edited["shortCode"], "my-slug");
+    assert_eq!(edited["title"], "Edited");
 }
 
 /// Shlink's list dates: `endDate` includes the instant it names, as `startDate` does, and a

@@ -5,7 +5,9 @@
 //! the preview title, `forwardQuery` passing the query on (on unless `false`, as in Shlink),
 //! `deviceLongUrls` the iOS and Android targets. `validSince` has no counterpart: a time not
 //! after now is what a link already is and is taken, a later one is refused; so are
-//! `crawlable: true`, `shortCodeLength` and a `desktop` device URL.
+//! `crawlable: true`, a `desktop` device URL and, on a create, a `shortCodeLength` other than
+//! the node's code length (one beside a `customSlug` is ignored, as Shlink does, and so is one
+//! on an edit, which Shlink does not take).
 
 use super::body::{self, Fields};
 use super::{Answer, Fail, Problem, about, admit, finish, json, query_value, short_code};
