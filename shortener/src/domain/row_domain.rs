@@ -22,7 +22,7 @@ pub enum RowDomain {
 impl RowDomain {
     /// `text` (else the short URL's host `short_host`) read with `rules`' own hosts.
     pub(super) fn read(text: Option<&str>, short_host: Option<&str>, rules: &CreateRules) -> Self {
-        match text.map(str::trim).filter(|t| !t.is_empty()) {
+        match text.map(without_port).filter(|t| !t.is_empty()) {
             None => match short_host.map(|host| rules.domain(Some(host))) {
                 Some(Ok(Some(host))) => RowDomain::IfClaimed(host),
                 _ => RowDomain::Default,
@@ -52,6 +52,23 @@ impl RowDomain {
                 text.len()
             }
         }
+    }
+}
+
+/// `text` trimmed, without a `:port` after a host name or IPv4 address (`sho.example:443` is
+/// `sho.example`): a domain is a host, whatever port it was reached on.
+fn without_port(text: &str) -> &str {
+    let text = text.trim();
+    match text.rsplit_once(':') {
+        Some((host, port))
+            if !host.is_empty()
+                && !host.contains(':')
+                && !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            host
+        }
+        _ => text,
     }
 }
 
@@ -109,7 +126,10 @@ pub fn default_hosts<'a>(
             .contains("://")
             .then(|| url::Url::parse(entry).ok())
             .flatten();
-        let entry = url.as_ref().and_then(|u| u.host_str()).unwrap_or(entry);
+        let entry = url
+            .as_ref()
+            .and_then(|u| u.host_str())
+            .unwrap_or_else(|| without_port(entry));
         hosts.push(match rules.domain(Some(entry)) {
             Ok(Some(host)) => host,
             _ => plain_host(entry),
@@ -159,6 +179,15 @@ mod tests {
             ])
         );
         assert_eq!(read(""), Ok(vec![]));
+        // A port is no part of a domain.
+        assert_eq!(
+            read("sho.example:443,192.0.2.1:80,[::1]:8080"),
+            Ok(vec![
+                "sho.example".to_string(),
+                "192.0.2.1".into(),
+                "[::1]:8080".into()
+            ])
+        );
         // The node's own host is the default domain: named, it matches the rows naming it.
         assert_eq!(read("sho.rt"), Ok(vec!["sho.rt".to_string()]));
     }

@@ -1213,6 +1213,7 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
         ("old-ip", "192.0.2.1"),
         ("own-host", "other.example"),
         ("shouted", "GO.ACME.EXAMPLE."),
+        ("ported", "go.acme.example:8443"),
     ];
     let answers = import(
         &to,
@@ -1222,12 +1223,13 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
         "default_hosts=192.0.2.1",
     )
     .await;
-    let said: Vec<Value> = answers.iter().take(5).map(|a| a["error"].clone()).collect();
+    let said: Vec<Value> = answers.iter().take(6).map(|a| a["error"].clone()).collect();
     assert_eq!(
         said,
         [
             json!("unknown_domain"),
             json!("invalid_domain"),
+            Value::Null,
             Value::Null,
             Value::Null,
             Value::Null
@@ -1238,6 +1240,7 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
     assert_eq!(visit(&to, "other.example", "old-ip").await.0, 302);
     assert_eq!(visit(&to, "other.example", "own-host").await.0, 302);
     assert_eq!(visit(&to, "go.acme.example", "shouted").await.0, 302);
+    assert_eq!(visit(&to, "go.acme.example", "ported").await.0, 302);
     // With `?domain=`, that domain is every row's, whatever the row says.
     let rows = [("fixed", "go.globex.example"), ("fixed-ip", "192.0.2.1")];
     let answers = import(
