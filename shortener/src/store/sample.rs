@@ -15,7 +15,8 @@ impl Sample for Store {
         if let Some(durability) = self.durability() {
             group_commit(&durability, out)?;
         }
-        if matches!(self, Store::Postgres(_)) {
+        if let Store::Postgres(store) = self {
+            pools(&store.pools(), out)?;
             out.counter(
                 "shortener_db_connections_evicted",
                 "Pooled PostgreSQL connections discarded instead of reused: made before a statement \
@@ -26,6 +27,34 @@ impl Sample for Store {
         }
         Ok(())
     }
+}
+
+/// Each PostgreSQL pool's connections: open (made, in use or idle), idle (ready to be taken),
+/// the most it makes, and the requests waiting for one (a pool that waits long answers 503).
+fn pools(
+    pools: &[(&'static str, deadpool_postgres::Status)],
+    out: &mut Samples<'_, '_>,
+) -> fmt::Result {
+    let series = pools.iter().flat_map(|(pool, status)| {
+        [
+            ([("pool", *pool), ("state", "open")], status.size as f64),
+            (
+                [("pool", *pool), ("state", "idle")],
+                status.available as f64,
+            ),
+            ([("pool", *pool), ("state", "max")], status.max_size as f64),
+            (
+                [("pool", *pool), ("state", "waiting")],
+                status.waiting as f64,
+            ),
+        ]
+    });
+    out.gauges(
+        "shortener_db_connections",
+        "PostgreSQL pool connections by pool (primary, replica) and state: open (made), idle \
+         (ready to be taken), max (the most it makes), waiting (requests waiting for one)",
+        series,
+    )
 }
 
 fn writer(stats: &WriterStats, out: &mut Samples<'_, '_>) -> fmt::Result {

@@ -47,6 +47,39 @@ async fn metrics_are_present_and_move() {
 }
 
 /// The value of the series `name{structure="…"}` in `text`.
+/// A PostgreSQL node reports its pool: the most it makes (the setting), the connections open
+/// and idle (a create opened at least one), and no request waiting for one at rest. An embedded
+/// node has no pool and no such series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_node_reports_its_pool() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let mut config = stack.config("pool");
+    config.store.database_max_connections = 5;
+    let node = crate::helpers::Node::start(config).await;
+    node.create_url("https://example.com/pool").await;
+    let text = node.metrics().await;
+    let state = |state: &str| {
+        crate::helpers::metric(
+            &text,
+            &format!("shortener_db_connections{{pool=\"primary\",state=\"{state}\"}}"),
+        )
+    };
+    assert_eq!(state("max"), 5.0);
+    assert!(state("open") >= 1.0 && state("open") <= 5.0, "{text}");
+    assert!(state("idle") <= state("open"), "{text}");
+    assert_eq!(state("waiting"), 0.0);
+    assert!(!text.contains("pool=\"replica\""), "no replica is set");
+
+    let embedded_stack = Stack::new(Backend::Sqlite).await;
+    let embedded = embedded_stack.node("no-pool").await;
+    assert!(
+        !embedded
+            .metrics()
+            .await
+            .contains("shortener_db_connections{")
+    );
+}
+
 fn structure_value(text: &str, name: &str, structure: &str) -> Option<f64> {
     let prefix = format!("{name}{{structure=\"{structure}\"}} ");
     text.lines()

@@ -55,6 +55,11 @@ async fn a_lagging_replica_serves_reads_without_ever_misleading() {
         })
         .await;
         assert_eq!(value(node, "shortener_replica_available").await, 1.0);
+        let pool = "shortener_db_connections{pool=\"replica\",state=\"max\"}";
+        assert!(
+            value(node, pool).await >= 1.0,
+            "the replica's pool is reported"
+        );
     }
 
     // A fresh link, unknown to the lagging replica: node b (which never cached it) finds it on

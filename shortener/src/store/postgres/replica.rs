@@ -144,6 +144,11 @@ impl Replica {
         replica
     }
 
+    /// The replica pool's connections now.
+    pub(super) fn pool_status(&self) -> deadpool_postgres::Status {
+        self.pool.pool.status()
+    }
+
     pub(super) fn stats(&self) -> Arc<ReplicaStats> {
         Arc::clone(&self.stats)
     }

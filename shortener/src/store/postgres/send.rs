@@ -86,6 +86,18 @@ impl Pooled {
     }
 }
 
+impl super::PgStore {
+    /// Each pool's connections now, by the pool's name (`primary`, and `replica` where reads
+    /// have one): for `/metrics`.
+    pub fn pools(&self) -> Vec<(&'static str, deadpool_postgres::Status)> {
+        let mut pools = vec![("primary", self.pool.pool.status())];
+        if let Some(replica) = &self.replica {
+            pools.push(("replica", replica.pool_status()));
+        }
+        pools
+    }
+}
+
 /// A pooled connection and how statements go over it.
 pub(super) type Conn = Db<Object>;
 /// A transaction on a pooled connection and how statements go over it.
