@@ -46,7 +46,7 @@ pub use password::{MAX_PASSWORD, PasswordHash, check_password};
 pub use patch::{LinkPatch, PasswordChange, PatchInput};
 pub use public::{PublicBase, unscheme};
 pub use routes::{Routes, Variant, VariantInput};
-pub use row_domain::{RowDomain, both_domains, default_hosts, plain_host};
+pub use row_domain::{RowDomain, both_domains, default_hosts, plain_host, without_port};
 pub use rules::{Rule, RuleInput, Rules};
 pub use scope::{Scope, Scopes, unknown_scope};
 pub use stats::{

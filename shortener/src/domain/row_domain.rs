@@ -55,14 +55,15 @@ impl RowDomain {
     }
 }
 
-/// `text` trimmed, without a `:port` after a host name or IPv4 address (`sho.example:443` is
-/// `sho.example`): a domain is a host, whatever port it was reached on.
-fn without_port(text: &str) -> &str {
+/// `text` trimmed, without a `:port` after a host name, IPv4 address or bracketed IPv6 address
+/// (`sho.example:443` is `sho.example`, `[::1]:8080` is `[::1]`): a domain is a host, whatever
+/// port it was reached on.
+pub fn without_port(text: &str) -> &str {
     let text = text.trim();
     match text.rsplit_once(':') {
         Some((host, port))
             if !host.is_empty()
-                && !host.contains(':')
+                && (!host.contains(':') || (host.starts_with('[') && host.ends_with(']')))
                 && !port.is_empty()
                 && port.bytes().all(|b| b.is_ascii_digit()) =>
         {
@@ -181,11 +182,13 @@ mod tests {
         assert_eq!(read(""), Ok(vec![]));
         // A port is no part of a domain.
         assert_eq!(
-            read("sho.example:443,192.0.2.1:80,[::1]:8080"),
+            read("sho.example:443,192.0.2.1:80,[::1]:8080,http://[::1]:8080/,::1"),
             Ok(vec![
                 "sho.example".to_string(),
                 "192.0.2.1".into(),
-                "[::1]:8080".into()
+                "[::1]".into(),
+                "[::1]".into(),
+                "::1".into()
             ])
         );
         // The node's own host is the default domain: named, it matches the rows naming it.

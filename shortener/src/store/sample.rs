@@ -52,7 +52,8 @@ fn pools(
     out.gauges(
         "shortener_db_connections",
         "PostgreSQL pool connections by pool (primary, replica) and state: open (made), idle \
-         (ready to be taken), max (the most it makes), waiting (requests waiting for one)",
+         (ready to be taken), max (the most it makes), waiting (requests not holding one yet: \
+         queued on a full pool, or opening a new connection)",
         series,
     )
 }

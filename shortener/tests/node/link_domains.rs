@@ -1326,6 +1326,48 @@ async fn a_peers_short_url_host_places_rows_on_claimed_domains(backend: Backend)
     // Another tenant's domain is not the importer's: the default domain.
     assert_eq!(visit(&node, "sho.rt", "bitly-3").await.0, 302);
     assert_eq!(visit(&node, "go.globex.example", "bitly-3").await.0, 404);
+    // A file with a domain column says where each row goes: a blank cell is the default
+    // domain, whatever host the short URL is on.
+    let csv = "short_url,url,domain\n\
+               go.acme.example/blank-1,https://acme.example/blank,\n";
+    let answers = import(&node, &keys.own, "text/csv", csv.into(), "").await;
+    assert_eq!(
+        row_of(&answers, "blank-1")["status"],
+        "created",
+        "{answers:#?}"
+    );
+    assert_eq!(visit(&node, "sho.rt", "blank-1").await.0, 302);
+    assert_eq!(visit(&node, "go.acme.example", "blank-1").await.0, 404);
 }
 
 crate::on_both_stores!(a_peers_short_url_host_places_rows_on_claimed_domains);
+
+/// The store failing while a row's host is looked up fails every row after it alike: the
+/// import stops with the failure, having written nothing of the chunk, rather than answering
+/// each row of the file with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failure_looking_up_a_rows_host_stops_the_import() {
+    let stack = Stack::new(Backend::Postgres).await;
+    let (node, keys) = node(&stack, "hosts-down").await;
+    let before = count_links(&node, &keys.own).await;
+    let db = stack.db.as_ref().expect("a PostgreSQL stack");
+    db.connect()
+        .await
+        .batch_execute("ALTER TABLE domains RENAME TO domains_away")
+        .await
+        .expect("rename");
+    let csv = "Bitlink,Long URL\n\
+               bit.ly/down-1,https://acme.example/1\n\
+               bit.ly/down-2,https://acme.example/2\n";
+    let answers = import(&node, &keys.own, "text/csv", csv.into(), "").await;
+    db.connect()
+        .await
+        .batch_execute("ALTER TABLE domains_away RENAME TO domains")
+        .await
+        .expect("rename back");
+    let summary = &answers.last().expect("a summary")["summary"];
+    assert_eq!(summary["created"], 0, "{answers:#?}");
+    assert!(summary["stopped"]["error"].is_string(), "{answers:#?}");
+    assert_eq!(answers.len(), 1, "no row answered one by one: {answers:#?}");
+    assert_eq!(count_links(&node, &keys.own).await, before);
+}

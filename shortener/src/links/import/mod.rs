@@ -258,6 +258,12 @@ impl LinkService {
             match parsed {
                 Err(error) => results[i] = Some(refused(row, None, error)),
                 Ok(parsed) => match self.row_domain(import, &parsed).await {
+                    // The store failed looking the host up: it fails every row after this one
+                    // alike, so the import stops here, as it does when a write fails, with
+                    // nothing of this chunk written.
+                    Err(error @ (Error::Unavailable { .. } | Error::Internal(_))) => {
+                        return Err(error);
+                    }
                     Err(error) => results[i] = Some(refused(row, parsed.code, error)),
                     Ok(domain) => match parsed.code.clone() {
                         Some(code) => {

@@ -122,7 +122,11 @@ pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
     }
     refuse_protected(row.protected)?;
     refuse_used_up(row.max_visits, row.clicks.map(|c| c.human))?;
-    let short_host = row.short_url.as_deref().and_then(host_of_short_url);
+    // Only a row without a `domain` field: an empty one is the default domain.
+    let short_host = match row.domain {
+        None => row.short_url.as_deref().and_then(host_of_short_url),
+        Some(_) => None,
+    };
     let code = match (code, row.short_url) {
         (None, Some(short)) => Some(code_of_short_url(&short)?),
         (code, _) => code,

@@ -191,7 +191,10 @@ impl Columns {
         }
         refuse_used_up(input.max_visits, clicks)?;
         if let Some(short) = short_url {
-            input.short_host = host_of_short_url(&short);
+            // Only a file without a domain column: a blank cell there is the default domain.
+            if !self.0.iter().any(|c| matches!(c, Column::Domain)) {
+                input.short_host = host_of_short_url(&short);
+            }
             if input.code.is_none() {
                 input.code = Some(code_of_short_url(&short)?);
             }
@@ -200,15 +203,31 @@ impl Columns {
     }
 }
 
-/// The host of a short URL (`https://go.acme.example/spring`, `bit.ly/3abcXYZ`), without a
-/// port; `None` for text with no path after a host.
+/// The host of a short URL (`https://go.acme.example/spring`, `bit.ly/3abcXYZ`), without user
+/// information or a port; `None` for text with no path after a host.
 pub(super) fn host_of_short_url(text: &str) -> Option<String> {
-    let rest = text.split_once("://").map_or(text, |(_, rest)| rest);
-    let (host, _) = rest.split_once('/')?;
-    let host = match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-        _ => host,
+    // A scheme only where one can be: letters and `+-.` before the first `://`, so a URL in
+    // the query (`go.example/x?to=https://other.example/`) is not the host.
+    let rest = match text.split_once("://") {
+        Some((scheme, rest))
+            if !scheme.is_empty()
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')) =>
+        {
+            rest
+        }
+        _ => text,
     };
+    let end = rest.find(['/', '?', '#'])?;
+    if rest.as_bytes()[end] != b'/' {
+        return None;
+    }
+    let authority = &rest[..end];
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = crate::domain::without_port(host);
     (!host.is_empty()).then(|| host.to_string())
 }
 
@@ -268,6 +287,13 @@ mod tests {
             ("http://Go.Acme.Example:8080/x?y=1", Some("Go.Acme.Example")),
             ("spring", None),
             ("https:///x", None),
+            (
+                "go.acme.example/x?to=https://other.example/y",
+                Some("go.acme.example"),
+            ),
+            ("https://user@go.acme.example/x", Some("go.acme.example")),
+            ("https://[::1]:8080/x", Some("[::1]")),
+            ("go.acme.example?x=/y", None),
         ] {
             assert_eq!(host_of_short_url(short).as_deref(), host, "{short}");
         }
