@@ -1,4 +1,8 @@
 //! The gRPC wire types' one conversion to and from domain types.
+//!
+//! About 480 lines: every message of the API and its domain type side by side, so that a field
+//! added to the proto has one place to be read and written, and the two directions are checked
+//! against each other by reading one file.
 
 use crate::domain::{
     Caller, CreateInput, CreateRules, DomainFilter, Error, Event, ImportInput, Link, ListInput,
@@ -53,20 +57,39 @@ impl TryFrom<pb::CreateLinkRequest> for CreateInput {
             ios: item.ios,
             android: item.android,
             variants: item.variants.into_iter().map(variant_input).collect(),
-            utm: crate::domain::routes::Utm {
-                source: item.utm_source,
-                medium: item.utm_medium,
-                campaign: item.utm_campaign,
-                term: item.utm_term,
-                content: item.utm_content,
-            },
+            utm: utm([
+                item.utm_source,
+                item.utm_medium,
+                item.utm_campaign,
+                item.utm_term,
+                item.utm_content,
+            ]),
             pass_query: item.pass_query,
-            preview: crate::domain::routes::Preview {
-                title: item.title,
-                description: item.description,
-                image: item.image,
-            },
+            preview: preview([item.title, item.description, item.image]),
         })
+    }
+}
+
+/// UTM parameters from their fields, in the messages' order (source, medium, campaign, term,
+/// content), as a create and an import row carry them.
+fn utm(
+    [source, medium, campaign, term, content]: [Option<String>; 5],
+) -> crate::domain::routes::Utm {
+    crate::domain::routes::Utm {
+        source,
+        medium,
+        campaign,
+        term,
+        content,
+    }
+}
+
+/// A social preview from its fields (title, description, image).
+fn preview([title, description, image]: [Option<String>; 3]) -> crate::domain::routes::Preview {
+    crate::domain::routes::Preview {
+        title,
+        description,
+        image,
     }
 }
 
@@ -355,19 +378,15 @@ impl TryFrom<pb::ImportRow> for ImportInput {
                 ios: row.ios,
                 android: row.android,
                 variants: row.variants.into_iter().map(variant_input).collect(),
-                utm: crate::domain::routes::Utm {
-                    source: row.utm_source,
-                    medium: row.utm_medium,
-                    campaign: row.utm_campaign,
-                    term: row.utm_term,
-                    content: row.utm_content,
-                },
+                utm: utm([
+                    row.utm_source,
+                    row.utm_medium,
+                    row.utm_campaign,
+                    row.utm_term,
+                    row.utm_content,
+                ]),
                 pass_query: row.pass_query,
-                preview: crate::domain::routes::Preview {
-                    title: row.title,
-                    description: row.description,
-                    image: row.image,
-                },
+                preview: preview([row.title, row.description, row.image]),
             },
             domain: row.domain,
             // A row over gRPC names its domain itself.
