@@ -2,8 +2,8 @@
 //! the real binaries: a key made on one node works over HTTP and gRPC on every node sharing the
 //! PostgreSQL store, is listed (never with its secret), and once revoked is refused by the
 //! node that revoked it at once and by the other within the reload interval; the same on an
-//! embedded (SQLite) node; and a table of bad requests, each refused by name with nothing
-//! written.
+//! embedded (SQLite) node; a key made on one node works on another at once, whatever its
+//! reload interval; and a table of bad requests, each refused by name with nothing written.
 
 use proto::shortener::v1::links_client::LinksClient;
 use proto::shortener::v1::{CreateLinkRequest, GetLinkRequest};
@@ -443,6 +443,91 @@ async fn keys_made_over_http_work_everywhere_and_stop_on_every_node_once_revoked
         .expect("read api_keys");
     let (revoked, digests): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!((revoked, digests), (1, 3));
+    drop((a, b));
+    id_service.kill().await;
+}
+
+/// A key made on node `a` works on node `b` at once, over HTTP, gRPC and Shlink's header, though
+/// `b` re-reads its keys only every ten minutes: `b` looks a key it does not hold up in the
+/// store before it refuses it. A well-formed key the store never kept, and a key revoked
+/// before `b` ever saw it, are still refused.
+async fn unheld_keys_are_looked_up(a: &Node, b: &Node, keys: &FileKeys) {
+    let answer = create_key(a, &keys.lead, "ci-bot", &["links:create", "links:read"]).await;
+    let secret = answer["secret"].as_str().expect("the secret").to_string();
+    assert!(accepted(b, &secret).await, "node b accepts the key at once");
+    let (status, link) = call(
+        a,
+        "POST",
+        "/links",
+        Some(&secret),
+        Some(json!({ "url": "https://example.com/looked-up" })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{link}");
+    let code = link["code"].as_str().expect("code");
+    grpc_use(b, &secret, code).await.expect("gRPC on node b");
+
+    // A second key, first used on node b over gRPC and then over Shlink's API.
+    let answer = create_key(a, &keys.lead, "shlink-bot", &["links:read"]).await;
+    let shlink = answer["secret"].as_str().expect("the secret").to_string();
+    let response = reqwest::Client::new()
+        .get(format!("http://{}/rest/v3/short-urls/{code}", b.http))
+        .header("X-Api-Key", &shlink)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "Shlink's header on node b"
+    );
+
+    let never_made: String = {
+        use rand::Rng;
+        const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+        let mut rng = rand::rng();
+        (0..32)
+            .map(|_| BASE62[rng.random_range(0..BASE62.len())] as char)
+            .collect()
+    };
+    assert!(!accepted(b, &never_made).await, "a key never made");
+    let answer = create_key(a, &keys.lead, "gone-bot", &["links:read"]).await;
+    let gone = answer["secret"].as_str().expect("the secret").to_string();
+    let (status, _) = call(a, "DELETE", "/keys/gone-bot", Some(&keys.lead), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert!(
+        !accepted(b, &gone).await,
+        "a key revoked before node b saw it"
+    );
+}
+
+#[tokio::test]
+async fn a_key_made_on_one_node_works_on_every_other_at_once() {
+    let binaries = Binaries::locate().expect("binaries");
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("keys.toml");
+    let keys = file_keys(&binaries, &file);
+    let db = testkit::TestDb::create().await;
+    let (mut id_service, id_grpc) = start_id_service(&binaries, dir.path(), db.url());
+    let env = |node: &str, reload: &str| {
+        vec![
+            ("DATABASE_URL", db.url().to_string()),
+            ("SHORTENER_ID_SERVICE", format!("http://{id_grpc}")),
+            ("SHORTENER_KEY", CODE_KEY.to_string()),
+            ("SHORTENER_API_KEYS_FILE", file.display().to_string()),
+            ("SHORTENER_HOLDER", node.to_string()),
+            ("SHORTENER_RELOAD_INTERVAL_MS", reload.to_string()),
+            ("SHORTENER_COMPAT", "shlink".to_string()),
+            (
+                "SHORTENER_DATA_DIR",
+                dir.path().join(node).display().to_string(),
+            ),
+        ]
+    };
+    let a = tests::node::start_node("node-a", &binaries, &env("node-a", "500"), dir.path()).await;
+    let b =
+        tests::node::start_node("node-b", &binaries, &env("node-b", "600000"), dir.path()).await;
+    unheld_keys_are_looked_up(&a, &b, &keys).await;
     drop((a, b));
     id_service.kill().await;
 }

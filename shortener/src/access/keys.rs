@@ -179,6 +179,11 @@ impl KeySet {
             .any(|a| *a.caller.tenant == *tenant && *a.caller.key == *name)
     }
 
+    /// Whether a key of `digest` is in the set, expired or not.
+    pub fn contains(&self, digest: &[u8; 32]) -> bool {
+        self.by_digest.contains_key(digest)
+    }
+
     /// The tenants that hold keys, sorted.
     pub fn tenants(&self) -> BTreeSet<String> {
         self.by_digest
@@ -190,15 +195,7 @@ impl KeySet {
     /// The caller whose key is in an `Authorization` header value (`Bearer <key>`), as of
     /// `now`. An unknown, malformed or expired key is [`Error::Unauthenticated`].
     pub fn authenticate(&self, header: Option<&str>, now: DateTime<Utc>) -> Result<Caller, Error> {
-        let header = header
-            .map(str::trim)
-            .filter(|h| !h.is_empty())
-            .ok_or(Error::Unauthenticated(NoKey::Missing))?;
-        let key = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .map(str::trim)
-            .ok_or(Error::Unauthenticated(NoKey::NotBearer))?;
+        let key = bearer(header).map_err(Error::Unauthenticated)?;
         let unknown = Error::Unauthenticated(NoKey::Unknown);
         let accepted = self.by_digest.get(&digest(key)).ok_or(unknown.clone())?;
         if accepted.expires.is_some_and(|t| t <= now) {
@@ -232,11 +229,33 @@ impl KeySet {
     }
 }
 
+/// The key in an `Authorization` header value (`Bearer <key>`), or why there is none.
+pub fn bearer(header: Option<&str>) -> Result<&str, NoKey> {
+    let header = header
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .ok_or(NoKey::Missing)?;
+    header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
+        .ok_or(NoKey::NotBearer)
+}
+
+/// How many characters [`generate_api_key`] makes.
+pub const GENERATED_KEY_LENGTH: usize = 32;
+
+/// Whether `key` has the shape of a key [`generate_api_key`] made (every key kept in the store
+/// is one): only such a key is worth asking the store for.
+pub fn is_generated_shape(key: &str) -> bool {
+    key.len() == GENERATED_KEY_LENGTH && key.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
 /// A fresh random API key (32 characters of base62, ~190 bits).
 pub fn generate_api_key() -> String {
     use rand::Rng;
     let mut rng = rand::rng();
-    (0..32)
+    (0..GENERATED_KEY_LENGTH)
         .map(|_| codespace::ALPHABET[rng.random_range(0..codespace::ALPHABET.len())] as char)
         .collect()
 }

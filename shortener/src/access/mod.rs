@@ -21,7 +21,7 @@ pub use keys::{
     DEFAULT_TENANT, Kept, KeyEntry, KeySet, LastUse, MIN_KEY_LENGTH, check_name, digest,
     generate_api_key,
 };
-pub use reload::ApiKeys;
+pub use reload::{ApiKeys, KeyLookup};
 pub use signed::{SignatureHash, Signed, WINDOW_SECONDS, YourlsTokens};
 pub use suffixes::DomainSuffixes;
 
@@ -163,14 +163,19 @@ impl Admission {
 
     /// The caller of a request whose `Authorization` value is `authorization`:
     /// [`Error::Unauthenticated`] without a known, unexpired key.
-    pub fn authenticate(
+    /// A key in no set this node holds is asked of the store first (see
+    /// [`ApiKeys::authenticate_looking_up`]): a key made on another node works here at once.
+    pub async fn authenticate(
         &self,
         authorization: Option<&str>,
         operation: Operation,
     ) -> Result<Caller, Error> {
-        self.keys.authenticate(authorization).inspect_err(|_| {
-            self.metrics.api_unauthenticated(operation.name());
-        })
+        self.keys
+            .authenticate_looking_up(authorization)
+            .await
+            .inspect_err(|_| {
+                self.metrics.api_unauthenticated(operation.name());
+            })
     }
 
     /// The caller whose YOURLS token (under `tokens`) signed `signed`:
@@ -251,12 +256,12 @@ impl Admission {
 
     /// [`Admission::authenticate`] and [`Admission::admit`] together, for a transport that has
     /// the header at hand.
-    pub fn admit_request(
+    pub async fn admit_request(
         &self,
         authorization: Option<&str>,
         operation: Operation,
     ) -> Result<Caller, Error> {
-        let caller = self.authenticate(authorization, operation)?;
+        let caller = self.authenticate(authorization, operation).await?;
         self.admit(&caller, operation)?;
         Ok(caller)
     }

@@ -1,19 +1,30 @@
 //! The keys in force, and their reload: a changed keys file (or SIGHUP) replaces the whole set
 //! at once, and a file that does not parse changes nothing. The keys tenant admins keep in the
 //! store are a second set beside the file's, replaced whole by `crate::keys` each reload
-//! interval; the file's set is asked first.
+//! interval; the file's set is asked first. A well-formed key that neither set holds is asked of
+//! the store before it is refused ([`KeyLookup`]), so a key made on another node works at once.
 
 use super::keyfile;
-use super::keys::{KeyEntry, KeySet};
+use super::keys::{KeyEntry, KeySet, bearer, digest, is_generated_shape};
 use super::signed::{Signed, YourlsTokens};
-use crate::domain::{Caller, Error};
+use crate::domain::{Caller, Error, NoKey};
 use crate::watch::{ReloadCounters, ReloadSeries};
 use arc_swap::ArcSwap;
 use chrono::Utc;
+use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// Where a key in neither set is looked up before it is refused: the store's keys, read by
+/// `crate::keys`, which bounds how often a refused key may cost a read.
+pub trait KeyLookup: Send + Sync {
+    /// Whether a live, unexpired key of `digest` is kept; when one is, the stored set has been
+    /// read again since, so the key is in force now if it may be (its maker's role allows).
+    fn look_up(&self, digest: [u8; 32]) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+}
 
 /// The accepted API keys: those given directly, plus those of the keys file, which is re-read
 /// when it changes. Readers take no lock.
@@ -23,6 +34,8 @@ pub struct ApiKeys {
     fixed: Vec<KeyEntry>,
     file: Option<PathBuf>,
     reloads: Arc<ReloadCounters>,
+    /// Where a key in neither set is looked up, once the store's keys are kept.
+    lookup: OnceLock<Weak<dyn KeyLookup>>,
 }
 
 impl ApiKeys {
@@ -39,6 +52,7 @@ impl ApiKeys {
                 applied_help: "Reloads of the API keys file that replaced the keys in force",
                 refused_help: "Reloads of the API keys file refused because it did not parse (the keys in force stayed)",
             })),
+            lookup: OnceLock::new(),
         };
         let set = keys.read()?;
         if set.is_empty() {
@@ -105,6 +119,33 @@ impl ApiKeys {
             .or_else(|_| self.stored.load().authenticate(header, now))
     }
 
+    /// Has a key in neither set looked up by `lookup` before it is refused (once; a later
+    /// call changes nothing). Held weakly: the lookup owns these keys.
+    pub fn look_up_with(&self, lookup: Weak<dyn KeyLookup>) {
+        let _ = self.lookup.set(lookup);
+    }
+
+    /// [`ApiKeys::authenticate`], but a key in neither set that has the shape of a stored key
+    /// is first asked of the store ([`KeyLookup`]): a key made on another node since this
+    /// node's last read is in force at once, not at the next reload.
+    pub async fn authenticate_looking_up(&self, header: Option<&str>) -> Result<Caller, Error> {
+        let refused = match self.authenticate(header) {
+            Err(refused @ Error::Unauthenticated(NoKey::Unknown)) => refused,
+            answered => return answered,
+        };
+        let Some(lookup) = self.lookup.get().and_then(Weak::upgrade) else {
+            return Err(refused);
+        };
+        let key = bearer(header).map_err(Error::Unauthenticated)?;
+        let digest = digest(key);
+        let in_a_set =
+            self.current.load().contains(&digest) || self.stored.load().contains(&digest);
+        if in_a_set || !is_generated_shape(key) || !lookup.look_up(digest).await {
+            return Err(refused);
+        }
+        self.authenticate(header)
+    }
+
     /// The caller whose YOURLS token signed `signed`, against the keys in force now.
     pub fn authenticate_signed(
         &self,
@@ -132,5 +173,113 @@ impl ApiKeys {
         let keys = Arc::clone(&self);
         let reload = move || keys.reload().map(|count| format!("{count} keys"));
         crate::watch::watch_file(path, "API keys", every, &self.reloads, reload, stop).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::keys::generate_api_key;
+    use crate::domain::Scopes;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn entry(name: &str, key: &str) -> KeyEntry {
+        KeyEntry {
+            tenant: "acme".into(),
+            name: name.into(),
+            digest: digest(key),
+            scopes: Scopes::all_but_admin(),
+            expires: None,
+        }
+    }
+
+    /// A store of its own: the digests it keeps (each put in force when looked up), and how
+    /// many lookups it answered.
+    struct Kept {
+        keys: Weak<ApiKeys>,
+        kept: Mutex<Vec<KeyEntry>>,
+        asked: AtomicUsize,
+    }
+
+    impl KeyLookup for Kept {
+        fn look_up(&self, digest: [u8; 32]) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            let kept = self.kept.lock().expect("kept").clone();
+            let found = kept.iter().any(|e| e.digest == digest);
+            if found && let Some(keys) = self.keys.upgrade() {
+                keys.set_stored(KeySet::new(kept).expect("valid"));
+            }
+            Box::pin(std::future::ready(found))
+        }
+    }
+
+    #[tokio::test]
+    async fn only_a_well_formed_key_no_set_holds_is_looked_up_and_a_kept_one_is_in_force() {
+        let operator = generate_api_key();
+        let keys = Arc::new(ApiKeys::fixed(vec![entry("operator", &operator)]).expect("keys"));
+        let store = Arc::new(Kept {
+            keys: Arc::downgrade(&keys),
+            kept: Mutex::new(Vec::new()),
+            asked: AtomicUsize::new(0),
+        });
+        let bearer = |key: &str| format!("Bearer {key}");
+        let made_elsewhere = generate_api_key();
+        // Without a lookup, an unknown key is refused as before.
+        assert!(
+            keys.authenticate_looking_up(Some(&bearer(&made_elsewhere)))
+                .await
+                .is_err()
+        );
+        let lookup: Weak<Kept> = Arc::downgrade(&store);
+        keys.look_up_with(lookup);
+        store
+            .kept
+            .lock()
+            .expect("kept")
+            .push(entry("made-elsewhere", &made_elsewhere));
+        let caller = keys
+            .authenticate_looking_up(Some(&bearer(&made_elsewhere)))
+            .await
+            .expect("a kept key is in force at once");
+        assert_eq!(&*caller.key, "made-elsewhere");
+        assert_eq!(store.asked.load(Ordering::SeqCst), 1);
+        // Held now: no second lookup; nor for the operator's key.
+        for key in [&made_elsewhere, &operator] {
+            keys.authenticate_looking_up(Some(&bearer(key)))
+                .await
+                .expect("held");
+        }
+        assert_eq!(store.asked.load(Ordering::SeqCst), 1);
+        // A key of the generated shape the store does not keep: asked, refused.
+        let never_made = generate_api_key();
+        assert!(matches!(
+            keys.authenticate_looking_up(Some(&bearer(&never_made)))
+                .await,
+            Err(Error::Unauthenticated(NoKey::Unknown))
+        ));
+        assert_eq!(store.asked.load(Ordering::SeqCst), 2);
+        // Not asked: keys no stored key can be, and malformed headers.
+        for header in [
+            bearer("short"),
+            bearer(&format!("{never_made}x")),
+            bearer(&format!("{}-", &never_made[..31])),
+            format!("Basic {never_made}"),
+            String::new(),
+        ] {
+            assert!(keys.authenticate_looking_up(Some(&header)).await.is_err());
+        }
+        assert_eq!(store.asked.load(Ordering::SeqCst), 2);
+        // A key a set holds but that has expired is not asked for either.
+        let expired = generate_api_key();
+        let mut old = entry("old", &expired);
+        old.expires = Some(Utc::now() - chrono::Duration::seconds(1));
+        keys.set_stored(KeySet::new(vec![old]).expect("valid"));
+        assert!(
+            keys.authenticate_looking_up(Some(&bearer(&expired)))
+                .await
+                .is_err()
+        );
+        assert_eq!(store.asked.load(Ordering::SeqCst), 2);
     }
 }

@@ -326,6 +326,11 @@ fn managed(
         Arc::clone(audit),
         Arc::clone(&roles),
     ));
+    // Only nodes that share their store can meet a key another node made.
+    if matches!(store, Store::Postgres(_)) {
+        let lookup: std::sync::Weak<crate::keys::KeyService> = Arc::downgrade(&api_keys);
+        admission.keys().look_up_with(lookup);
+    }
     Ok(Managed {
         domains,
         blocklist,

@@ -184,7 +184,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let shared = Arc::clone(&self.shared);
         // The clone is ready only in its own poll_ready; swap so this call uses the one that is.
         let clone = self.inner.clone();
@@ -214,17 +214,18 @@ where
                 },
             )))));
         };
-        let authorization = request
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok());
-        let caller = match shared.admission.authenticate(authorization, operation) {
-            Ok(caller) => caller,
-            Err(error) => return Box::pin(std::future::ready(Ok(refuse(Status::from(error))))),
-        };
-        request.extensions_mut().insert(caller);
-        let request = request.map(|body| bounded(body, limit, reckoner));
+        let admission = Arc::clone(&shared.admission);
         Box::pin(async move {
+            let authorization = request
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok());
+            let caller = match admission.authenticate(authorization, operation).await {
+                Ok(caller) => caller,
+                Err(error) => return Ok(refuse(Status::from(error))),
+            };
+            let mut request = request.map(|body| bounded(body, limit, reckoner));
+            request.extensions_mut().insert(caller);
             let response = inner.call(request).await.map(undecodable_is_invalid);
             match (response, stream_bound) {
                 // The stream runs on in the body: the call is in flight until it ends.

@@ -79,6 +79,13 @@ pub trait KeyStore: Send + Sync {
         tenant: Option<&str>,
     ) -> impl Future<Output = Result<Vec<StoredApiKey>, StoreError>> + Send;
 
+    /// Whether a live (unrevoked, unexpired) key of `digest` is kept: one indexed read, for a
+    /// key a node does not hold yet.
+    fn api_key_live(
+        &self,
+        digest: [u8; 32],
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Revokes the live key `name` of `tenant`; false when there is none.
     fn revoke_api_key(
         &self,
@@ -123,6 +130,10 @@ impl KeyStore for Store {
 
     async fn api_keys(&self, tenant: Option<&str>) -> Result<Vec<StoredApiKey>, StoreError> {
         traced!(self, "SELECT", "api_keys", s => s.api_keys(tenant))
+    }
+
+    async fn api_key_live(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
+        traced!(self, "SELECT", "api_keys", s => s.api_key_live(digest))
     }
 
     async fn revoke_api_key(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {

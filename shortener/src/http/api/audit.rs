@@ -28,7 +28,7 @@ pub async fn audit(
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::AuditRead)?;
+    let caller = admit(&state, &headers, Operation::AuditRead).await?;
     let raw = uri.query().unwrap_or_default();
     if raw.len() > MAX_QUERY_BYTES {
         return Err(Error::bad_request(

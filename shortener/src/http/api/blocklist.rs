@@ -29,7 +29,7 @@ pub async fn blocklist(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    admit(&state, &headers, Operation::Admin)?;
+    admit(&state, &headers, Operation::Admin).await?;
     let entries: Vec<serde_json::Value> = state
         .blocklist
         .entries()
@@ -59,7 +59,7 @@ pub async fn block(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Admin)?;
+    let caller = admit(&state, &headers, Operation::Admin).await?;
     let body: BlockBody = read_json(&headers, body, &["application/json"]).await?;
     let (entry, added) = state.blocklist.block(&caller, &body.domain).await?;
     let status = if added {
@@ -81,7 +81,7 @@ pub async fn unblock(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Admin)?;
+    let caller = admit(&state, &headers, Operation::Admin).await?;
     let Ok(Path(domain)) = path else {
         return Err(crate::domain::Error::invalid(
             "invalid_domain",

@@ -87,7 +87,7 @@ pub async fn claim_domain(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::DomainWrite)?;
+    let caller = admit(&state, &headers, Operation::DomainWrite).await?;
     let body: ClaimBody = read_json(&headers, body, &["application/json"]).await?;
     let host = state.domains.host(&body.host)?;
     let tenant = state.domains.tenant(&caller, body.tenant.as_deref())?;
@@ -108,7 +108,7 @@ pub async fn domains(
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::DomainRead)?;
+    let caller = admit(&state, &headers, Operation::DomainRead).await?;
     let params = axum::extract::Query::<ListParams>::try_from_uri(&uri)
         .map(|q| q.0)
         .map_err(|e| {
@@ -146,7 +146,7 @@ pub async fn domain(
     headers: HeaderMap,
     host: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::DomainRead)?;
+    let caller = admit(&state, &headers, Operation::DomainRead).await?;
     let domain = state
         .domains
         .get(&caller, &path(host)?)
@@ -167,7 +167,7 @@ pub async fn update_domain(
     host: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::DomainWrite)?;
+    let caller = admit(&state, &headers, Operation::DomainWrite).await?;
     let host = path(host)?;
     let patch: Map<String, Value> = read_json_up_to(
         &headers,
@@ -194,7 +194,7 @@ pub async fn delete_domain(
     headers: HeaderMap,
     host: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::DomainWrite)?;
+    let caller = admit(&state, &headers, Operation::DomainWrite).await?;
     state
         .domains
         .delete(&caller, &path(host)?)

@@ -54,7 +54,7 @@ pub async fn api_keys(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::KeyRead)?;
+    let caller = admit(&state, &headers, Operation::KeyRead).await?;
     let keys: Vec<Value> = state
         .api_keys
         .list(&caller)
@@ -78,7 +78,7 @@ pub async fn create_api_key(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::KeyWrite)?;
+    let caller = admit(&state, &headers, Operation::KeyWrite).await?;
     let body: CreateBody =
         read_json_up_to(&headers, body, &["application/json"], MAX_KEY_BODY_BYTES).await?;
     let request = KeyRequest {
@@ -108,7 +108,7 @@ pub async fn revoke_api_key(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::KeyWrite)?;
+    let caller = admit(&state, &headers, Operation::KeyWrite).await?;
     let Ok(Path(name)) = path else {
         return Err(crate::domain::Error::invalid(
             "invalid_name",

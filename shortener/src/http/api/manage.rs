@@ -23,7 +23,7 @@ pub async fn list(
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::List)?;
+    let caller = admit(&state, &headers, Operation::List).await?;
     let input = ListParams::parse(&uri)?;
     if input.format.is_some() {
         return Err(Error::bad_request(
@@ -57,7 +57,7 @@ pub async fn update(
     uri: Uri,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Update)?;
+    let caller = admit(&state, &headers, Operation::Update).await?;
     let code = code(&state, path, &uri)?;
     let bytes = read_body_up_to(
         &headers,
@@ -79,7 +79,7 @@ pub async fn history(
     path: Result<Path<String>, PathRejection>,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::History)?;
+    let caller = admit(&state, &headers, Operation::History).await?;
     let (events, truncated) = state
         .links
         .history(&caller, &code(&state, path, &uri)?)
@@ -115,7 +115,7 @@ pub async fn qr(
     path: Result<Path<String>, PathRejection>,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Read)?;
+    let caller = admit(&state, &headers, Operation::Read).await?;
     let params: QrParams = axum::extract::Query::try_from_uri(&uri)
         .map(|q| q.0)
         .map_err(|e| {
@@ -197,7 +197,7 @@ pub async fn export(
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Export)?;
+    let caller = admit(&state, &headers, Operation::Export).await?;
     let params = ListParams::parse(&uri)?;
     let csv = match params.format.as_deref() {
         None | Some("ndjson") => false,

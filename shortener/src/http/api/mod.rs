@@ -73,7 +73,11 @@ fn bytes_stream(
     })
 }
 
-fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result<Caller, Error> {
+async fn admit(
+    state: &HttpState,
+    headers: &HeaderMap,
+    operation: Operation,
+) -> Result<Caller, Error> {
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
@@ -84,7 +88,10 @@ fn admit(state: &HttpState, headers: &HeaderMap, operation: Operation) -> Result
         caller.address = crate::audit::client();
         return Ok(caller);
     }
-    let mut caller = state.admission.admit_request(authorization, operation)?;
+    let mut caller = state
+        .admission
+        .admit_request(authorization, operation)
+        .await?;
     caller.address = crate::audit::client();
     Ok(caller)
 }
@@ -143,7 +150,9 @@ async fn create_inner(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(Response, bool), Failure> {
-    let caller = admit(state, headers, Operation::Create).map_err(fail)?;
+    let caller = admit(state, headers, Operation::Create)
+        .await
+        .map_err(fail)?;
     let limit = crate::domain::link_body_limit(state.rules.max_url_length);
     let body: wire::CreateBody = wire::read_json_up_to(headers, body, &["application/json"], limit)
         .await
@@ -178,7 +187,7 @@ pub async fn get(
     path: Result<Path<String>, PathRejection>,
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Read)?;
+    let caller = admit(&state, &headers, Operation::Read).await?;
     let link = state.links.get(&caller, &code(&state, path, &uri)?).await?;
     Ok(axum::Json(LinkJson::new(&state.public, &link)).into_response())
 }
@@ -190,7 +199,7 @@ pub async fn delete(
     path: Result<Path<String>, PathRejection>,
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Delete)?;
+    let caller = admit(&state, &headers, Operation::Delete).await?;
     state
         .links
         .delete(&caller, &code(&state, path, &uri)?)
@@ -209,9 +218,12 @@ pub async fn me(
         .and_then(|v| v.to_str().ok());
     let caller = match super::signin::session_caller() {
         Some(caller) if authorization.is_none() => caller,
-        _ => state
-            .admission
-            .authenticate(authorization, Operation::Read)?,
+        _ => {
+            state
+                .admission
+                .authenticate(authorization, Operation::Read)
+                .await?
+        }
     };
     let scopes: Vec<&str> = caller.scopes.iter().map(|s| s.name()).collect();
     Ok((

@@ -88,7 +88,7 @@ pub async fn link_stats(
     path: Result<Path<String>, PathRejection>,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Stats)?;
+    let caller = admit(&state, &headers, Operation::Stats).await?;
     let (params, format) = StatsParams::parse(&uri)?;
     if params.tag.is_some() {
         return Err(Error::bad_request(
@@ -109,7 +109,7 @@ pub async fn tenant_stats(
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Stats)?;
+    let caller = admit(&state, &headers, Operation::Stats).await?;
     let (params, format) = StatsParams::parse(&uri)?;
     let (freshness, report) = state
         .stats

@@ -67,7 +67,7 @@ pub async fn rename_tag(
     path: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Update)?;
+    let caller = admit(&state, &headers, Operation::Update).await?;
     let from = tag(path)?;
     let Rename { name } = read_json(
         &headers,
@@ -91,7 +91,7 @@ pub async fn delete_tag(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Update)?;
+    let caller = admit(&state, &headers, Operation::Update).await?;
     let tag = tag(path)?;
     let links = state
         .links

@@ -97,7 +97,7 @@ pub async fn register_webhook(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Admin)?;
+    let caller = admit(&state, &headers, Operation::Admin).await?;
     let body: RegisterBody = read_json(&headers, body, &["application/json"]).await?;
     let tenants = state.admission.keys().tenants();
     let endpoint = state
@@ -121,7 +121,7 @@ pub async fn webhooks(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Admin)?;
+    let caller = admit(&state, &headers, Operation::Admin).await?;
     let endpoints = state.webhooks.list(&caller).await?;
     let endpoints: Vec<Value> = endpoints.iter().map(endpoint_json).collect();
     Ok((
@@ -137,7 +137,7 @@ pub async fn delete_webhook(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Admin)?;
+    let caller = admit(&state, &headers, Operation::Admin).await?;
     state
         .webhooks
         .delete(&caller, id(path)?)
@@ -155,7 +155,7 @@ pub async fn update_webhook(
     path: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Admin)?;
+    let caller = admit(&state, &headers, Operation::Admin).await?;
     let id = id(path)?;
     let body: PatchBody = read_json(
         &headers,
@@ -182,7 +182,7 @@ pub async fn webhook_deliveries(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Admin)?;
+    let caller = admit(&state, &headers, Operation::Admin).await?;
     let log = state
         .webhooks
         .log(&caller, id(path)?)
@@ -205,7 +205,7 @@ pub async fn retry_webhook_deliveries(
     path: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let caller = admit(&state, &headers, Operation::Admin)?;
+    let caller = admit(&state, &headers, Operation::Admin).await?;
     let id = id(path)?;
     let body: RetryBody = read_json(&headers, body, &["application/json"]).await?;
     if body.event_id.is_some_and(|e| e <= 0) {

@@ -157,9 +157,13 @@ impl Params {
 
 /// Authenticates `key` exactly as the JSON API authenticates `Authorization: Bearer <key>`
 /// (a key the JSON API refuses is refused here), counting a refusal for `operation`.
-pub fn authenticate(state: &HttpState, key: &str, operation: Operation) -> Result<Caller, Error> {
+pub async fn authenticate(
+    state: &HttpState,
+    key: &str,
+    operation: Operation,
+) -> Result<Caller, Error> {
     let header = format!("Bearer {key}");
-    state.admission.authenticate(Some(&header), operation)
+    state.admission.authenticate(Some(&header), operation).await
 }
 
 /// The metric outcome of a failed request.

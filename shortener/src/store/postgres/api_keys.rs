@@ -97,6 +97,18 @@ pub(super) async fn list(
     Ok(rows.iter().map(key).collect())
 }
 
+pub(super) async fn live(client: &Conn, digest: &[u8; 32]) -> Result<bool, StoreError> {
+    client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM api_keys WHERE digest = $1 AND revoked_at IS NULL \
+             AND (expires_at IS NULL OR expires_at > now()))",
+            &[&digest.as_slice()],
+        )
+        .await
+        .map(|row| row.get(0))
+        .map_err(db_error)
+}
+
 pub(super) async fn revoke(client: &Conn, tenant: &str, name: &str) -> Result<bool, StoreError> {
     client
         .execute(

@@ -708,6 +708,10 @@ impl KeyStore for PgStore {
         api_keys::list(&self.client().await?, tenant).await
     }
 
+    async fn api_key_live(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
+        api_keys::live(&self.client().await?, &digest).await
+    }
+
     async fn revoke_api_key(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
         api_keys::revoke(&self.client().await?, tenant, name).await
     }

@@ -62,6 +62,19 @@ pub(super) fn insert(conn: &Connection, k: &NewApiKey) -> Result<Option<StoredAp
     .map_err(db_error)
 }
 
+pub(super) fn live(conn: &Connection, digest: &[u8; 32]) -> Result<bool, StoreError> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM api_keys WHERE digest = ?1 AND revoked_at IS NULL \
+         AND (expires_at IS NULL OR expires_at > ?2))",
+    )
+    .and_then(|mut select| {
+        select.query_row(params![digest.as_slice(), millis(Utc::now())], |row| {
+            row.get(0)
+        })
+    })
+    .map_err(db_error)
+}
+
 pub(super) fn list(
     conn: &Connection,
     tenant: Option<&str>,

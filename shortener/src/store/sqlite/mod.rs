@@ -674,6 +674,10 @@ impl KeyStore for SqliteStore {
             .await
     }
 
+    async fn api_key_live(&self, digest: [u8; 32]) -> Result<bool, StoreError> {
+        self.read(move |conn| api_keys::live(conn, &digest)).await
+    }
+
     async fn revoke_api_key(&self, tenant: &str, name: &str) -> Result<bool, StoreError> {
         let (tenant, name) = (tenant.to_string(), name.to_string());
         self.write(move |conn| api_keys::revoke(conn, &tenant, &name))

@@ -72,7 +72,7 @@ async fn start(
     request: axum::extract::Request,
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let caller = admit(&state, &parts.headers, Operation::Import)?;
+    let caller = admit(&state, &parts.headers, Operation::Import).await?;
     // A place among the imports running, before anything of the body is read.
     let place = state.links.admit_import(&caller)?;
     let params: ImportParams = axum::extract::Query::try_from_uri(&parts.uri)

@@ -213,7 +213,7 @@ type Outcome = Result<(StatusCode, Value), Failure>;
 /// The caller `headers` authenticate (`Authorization: Bearer <key>`, checked as on
 /// `/api/v1`), admitted for `action`'s operation when it is [`Action::scoped`]: no or an
 /// unknown key is `401`, a key without the scope `403`, past its rate `429`.
-fn admit(state: &HttpState, headers: &HeaderMap, action: Action) -> Result<Caller, Failure> {
+async fn admit(state: &HttpState, headers: &HeaderMap, action: Action) -> Result<Caller, Failure> {
     let operation = action.operation();
     let key = headers
         .get(header::AUTHORIZATION)
@@ -228,13 +228,16 @@ fn admit(state: &HttpState, headers: &HeaderMap, action: Action) -> Result<Calle
         state
             .admission
             .authenticate(None, operation)
+            .await
             .map_err(|e| Failure::of(&e, None))?;
         return Err(Failure::of(
             &Error::Unauthenticated(crate::domain::NoKey::Missing),
             None,
         ));
     };
-    let caller = authenticate(state, key, operation).map_err(|e| Failure::of(&e, None))?;
+    let caller = authenticate(state, key, operation)
+        .await
+        .map_err(|e| Failure::of(&e, None))?;
     if action.scoped() {
         state
             .admission
@@ -249,7 +252,7 @@ async fn answer<F>(state: &HttpState, headers: &HeaderMap, action: Action, run: 
 where
     F: AsyncFnOnce(&Caller) -> Outcome,
 {
-    let result = match admit(state, headers, action) {
+    let result = match admit(state, headers, action).await {
         Ok(caller) => run(&caller).await,
         Err(refused) => Err(refused),
     };

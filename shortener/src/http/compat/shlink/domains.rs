@@ -35,7 +35,7 @@ fn redirects_of(domain: Option<&Domain>) -> Value {
 /// most a domain list page of them).
 pub async fn list(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::DomainRead)?;
+        let caller = admit(&state, &headers, None, Operation::DomainRead).await?;
         let page = state
             .domains
             .list(&caller, None, Some(crate::domains::MAX_PAGE))
@@ -79,7 +79,7 @@ pub async fn redirects_patch(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Value, Fail> {
-    let caller = admit(state, headers, None, Operation::DomainWrite)?;
+    let caller = admit(state, headers, None, Operation::DomainWrite).await?;
     let map = super::body::object(body).await?;
     let host = match map.get("domain") {
         Some(Value::String(host)) if !host.is_empty() => host.clone(),

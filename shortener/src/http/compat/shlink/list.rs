@@ -275,7 +275,7 @@ impl Query {
 /// `domain`.
 pub async fn list(State(state): State<Arc<HttpState>>, headers: HeaderMap, uri: Uri) -> Response {
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Export)?;
+        let caller = admit(&state, &headers, None, Operation::Export).await?;
         let query = Query::parse(&state, &uri)?;
         page(&state, &caller, &query).await
     }

@@ -163,7 +163,7 @@ fn json(value: serde_json::Value) -> Response {
 
 /// The caller whose `X-Api-Key` (or `key`, when given) the request carries, admitted for
 /// `operation` as the JSON API admits it.
-fn admit(
+async fn admit(
     state: &HttpState,
     headers: &HeaderMap,
     key: Option<&str>,
@@ -173,7 +173,9 @@ fn admit(
     let Some(key) = key.map(str::trim).filter(|k| !k.is_empty()) else {
         return Err(Problem::missing_key().into());
     };
-    let caller = authenticate(state, key, operation).map_err(|_| Problem::invalid_key())?;
+    let caller = authenticate(state, key, operation)
+        .await
+        .map_err(|_| Problem::invalid_key())?;
     state.admission.admit(&caller, operation)?;
     Ok(caller)
 }

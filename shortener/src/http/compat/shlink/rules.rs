@@ -86,7 +86,7 @@ pub async fn get(
 ) -> Response {
     let code = super::path_text(code);
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Read)?;
+        let caller = admit(&state, &headers, None, Operation::Read).await?;
         let link = find(&state, &caller, &code, &uri).await?;
         Ok(json(shown(&link)))
     }
@@ -197,7 +197,7 @@ pub async fn set(
 ) -> Response {
     let code = super::path_text(code);
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Update)?;
+        let caller = admit(&state, &headers, None, Operation::Update).await?;
         let map = super::body::object(body).await?;
         let input = PatchInput {
             rules: Some(rule_inputs(&map)?),

@@ -229,7 +229,7 @@ pub async fn create(
     body: Body,
 ) -> Response {
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Create)?;
+        let caller = admit(&state, &headers, None, Operation::Create).await?;
         let map = body::object(body).await?;
         let input = create_input(&Fields(&map), state.rules.code_length)?;
         created(&state, &caller, input).await
@@ -251,7 +251,7 @@ pub async fn shorten(
         if !matches!(format.as_str(), "json" | "txt") {
             return Err(Problem::invalid_data("format", "format must be json or txt").into());
         }
-        let caller = admit(&state, &headers, key.as_deref(), Operation::Create)?;
+        let caller = admit(&state, &headers, key.as_deref(), Operation::Create).await?;
         let url = query_value(&uri, "longUrl")
             .filter(|u| !u.trim().is_empty())
             .ok_or_else(|| Problem::invalid_data("longUrl", "longUrl is missing"))?;
@@ -301,7 +301,7 @@ pub async fn get(
 ) -> Response {
     let code = super::path_text(code);
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Read)?;
+        let caller = admit(&state, &headers, None, Operation::Read).await?;
         let link = find(&state, &caller, &code, &uri).await?;
         Ok(json(short_url(&state, &link)))
     }
@@ -342,7 +342,7 @@ pub async fn edit(
 ) -> Response {
     let code = super::path_text(code);
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Update)?;
+        let caller = admit(&state, &headers, None, Operation::Update).await?;
         let map = body::object(body).await?;
         let input = patch_input(&Fields(&map))?;
         let patch = LinkPatch::parse(input, &state.rules, Utc::now())?;
@@ -364,7 +364,7 @@ pub async fn delete(
 ) -> Response {
     let code = super::path_text(code);
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Delete)?;
+        let caller = admit(&state, &headers, None, Operation::Delete).await?;
         // A deleted link is no link (as Shlink removes it): deleting it again is not found.
         find(&state, &caller, &code, &uri).await?;
         let code = short_code(&state, &code, &uri)?;

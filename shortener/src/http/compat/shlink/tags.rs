@@ -27,7 +27,7 @@ async fn counts(
     state: &HttpState,
     headers: &HeaderMap,
 ) -> Result<BTreeMap<String, [u64; 3]>, super::Fail> {
-    let caller = admit(state, headers, None, Operation::Export)?;
+    let caller = admit(state, headers, None, Operation::Export).await?;
     let mut tags: BTreeMap<String, [u64; 3]> = BTreeMap::new();
     let mut too_many = false;
     walk(state, &caller, &ListInput::default(), |link| {
@@ -116,7 +116,7 @@ pub async fn rename(
     body: Body,
 ) -> Response {
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Update)?;
+        let caller = admit(&state, &headers, None, Operation::Update).await?;
         let fields = object(body).await?;
         let fields = Fields(&fields);
         // Read as a create reads a tag (`Summer Sale` is `summer-sale`).
@@ -143,7 +143,7 @@ pub async fn rename(
 /// caller's tenant (204); tags no link carries are ignored, as Shlink ignores them.
 pub async fn delete(State(state): State<Arc<HttpState>>, headers: HeaderMap, uri: Uri) -> Response {
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Update)?;
+        let caller = admit(&state, &headers, None, Operation::Update).await?;
         let tags: Vec<String> = query_pairs(&uri)
             .into_iter()
             .filter(|(name, _)| name == "tags[]" || name == "tags")

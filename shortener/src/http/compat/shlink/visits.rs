@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// `GET /rest/v3/visits`.
 pub async fn overview(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Stats)?;
+        let caller = admit(&state, &headers, None, Operation::Stats).await?;
         let (mut human, mut bot) = (0u64, 0u64);
         walk(&state, &caller, &ListInput::default(), |link| {
             human = human.saturating_add(link.clicks.human);
@@ -65,7 +65,7 @@ pub async fn short_url(
 ) -> Response {
     let code = super::path_text(code);
     let answer = async {
-        let caller = admit(&state, &headers, None, Operation::Stats)?;
+        let caller = admit(&state, &headers, None, Operation::Stats).await?;
         find(&state, &caller, &code, &uri).await?;
         Ok(json(empty_page(&uri)?))
     }
@@ -76,7 +76,7 @@ pub async fn short_url(
 /// The visits of a tag, a domain, orphan and non-orphan visits: an empty page.
 pub async fn other(State(state): State<Arc<HttpState>>, headers: HeaderMap, uri: Uri) -> Response {
     let answer = async {
-        admit(&state, &headers, None, Operation::Stats)?;
+        admit(&state, &headers, None, Operation::Stats).await?;
         Ok(json(empty_page(&uri)?))
     }
     .await;

@@ -121,7 +121,7 @@ pub async fn api(State(state): State<Arc<HttpState>>, request: axum::extract::Re
             return Answer::error(StatusCode::BAD_REQUEST, message).render(Format::Json);
         }
     };
-    let (answer, outcome) = match admit(&state, &params, action, client) {
+    let (answer, outcome) = match admit(&state, &params, action, client).await {
         Ok(caller) => run(&state, &caller, &params, action).await,
         Err(refused) => refused,
     };
@@ -168,7 +168,7 @@ async fn run(state: &HttpState, caller: &Caller, params: &Params, action: Action
 /// that matches none is charged to the client's 404 budget (`client`), and a client that
 /// spent it is refused (429) before any key is tried, so guessing costs the node what a
 /// scanner's misses cost, not a pass over the keys per request.
-fn admit(
+async fn admit(
     state: &HttpState,
     params: &Params,
     action: Action,
@@ -225,7 +225,7 @@ fn admit(
             }
         }
     } else {
-        match authenticate(state, signature, operation) {
+        match authenticate(state, signature, operation).await {
             Ok(caller) => caller,
             Err(_) => return refuse("Invalid signature: no such API key, or it has expired"),
         }
