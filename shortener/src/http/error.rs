@@ -25,6 +25,14 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The same error, its message followed by `hint` (what the caller may have meant).
+    pub fn hinted(mut self, hint: &str) -> Self {
+        self.message.push_str(hint);
+        self
+    }
+}
+
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         let status = match &error {

@@ -192,7 +192,7 @@ async fn the_same_alias_is_a_link_per_domain(backend: Backend) {
         (200, &json!("go.acme.example")),
         "{body}"
     );
-    let (status, _) = call(
+    let (status, body) = call(
         &node,
         Method::GET,
         &format!("/links/{code}?domain=go.globex.example"),
@@ -201,11 +201,55 @@ async fn the_same_alias_is_a_link_per_domain(backend: Backend) {
     )
     .await;
     assert_eq!(status, 404, "a generated code read on another domain");
+    assert!(!body_says_domain(&body), "{body}");
 
     tenants_stay_apart(&node, &keys).await;
     lists_filter_by_domain(&node, &keys).await;
+    an_alias_asked_for_without_its_domain(&node, &keys).await;
     a_domain_with_live_links_stays(&node, &keys).await;
     locations_name_the_link(&node, &keys).await;
+}
+
+/// An alias only a branded domain holds, asked for without its domain: each call's 404 says
+/// how to name it; with the domain it is found.
+async fn an_alias_asked_for_without_its_domain(node: &Node, keys: &TenantKeys) {
+    made(
+        node,
+        &keys.own,
+        json!({"url": "https://acme.example/autumn", "alias": "autumn", "domain": "go.acme.example"}),
+    )
+    .await;
+    for (method, path) in [
+        (Method::GET, "/links/autumn"),
+        (Method::DELETE, "/links/autumn"),
+        (Method::GET, "/links/autumn/history"),
+        (Method::GET, "/links/autumn/stats"),
+        (Method::GET, "/links/autumn/qr"),
+    ] {
+        let (status, body) = call(node, method.clone(), path, &keys.own, None).await;
+        assert_eq!(status, 404, "{method} {path}: {body}");
+        assert_eq!(body["error"], "not_found", "{body}");
+        assert!(body_says_domain(&body), "{method} {path}: {body}");
+    }
+    let (status, body) = call(
+        node,
+        Method::GET,
+        "/links/autumn?domain=go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!((status, &body["code"]), (200, &json!("autumn")), "{body}");
+    let path = "/links/autumn?domain=go.acme.example";
+    let (status, _) = call(node, Method::DELETE, path, &keys.own, None).await;
+    assert_eq!(status, 204, "deleted, so the domain holds the live links it did");
+}
+
+/// Whether a 404's message says how a branded domain's alias is named.
+fn body_says_domain(body: &Value) -> bool {
+    body["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("?domain=<its host>"))
 }
 
 /// A create's `Location` reads the link it made: a branded alias's with its domain, a default

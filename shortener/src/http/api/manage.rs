@@ -3,7 +3,7 @@
 use super::wire::{
     EventJson, LinkAnswer, LinkJson, ListParams, PageJson, patch_input, read_body_up_to,
 };
-use super::{admit, bytes_stream, code};
+use super::{admit, bytes_stream, code, named};
 use crate::access::Operation;
 use crate::domain::rules::ApiRules;
 use crate::domain::{Error, LinkPatch, PublicBase};
@@ -67,7 +67,11 @@ pub async fn update(
     )
     .await?;
     let patch = LinkPatch::parse(patch_input(&bytes)?, &state.rules, Utc::now())?;
-    let link = state.links.update(&caller, &code, &patch).await?;
+    let link = state
+        .links
+        .update(&caller, &code, &patch)
+        .await
+        .map_err(named(&code))?;
     Ok(axum::Json(LinkAnswer::to(&caller, false, &state.public, &link)).into_response())
 }
 
@@ -80,10 +84,12 @@ pub async fn history(
     uri: Uri,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::History).await?;
+    let code = code(&state, path, &uri)?;
     let (events, truncated) = state
         .links
-        .history(&caller, &code(&state, path, &uri)?)
-        .await?;
+        .history(&caller, &code)
+        .await
+        .map_err(named(&code))?;
     let events: Vec<EventJson<'_>> = events.iter().map(EventJson::new).collect();
     Ok(axum::Json(serde_json::json!({ "events": events, "truncated": truncated })).into_response())
 }
@@ -130,7 +136,12 @@ pub async fn qr(
         params.margin,
         params.ecc.as_deref(),
     )?;
-    let link = state.links.get(&caller, &code(&state, path, &uri)?).await?;
+    let code = code(&state, path, &uri)?;
+    let link = state
+        .links
+        .get(&caller, &code)
+        .await
+        .map_err(named(&code))?;
     let text = state.public.link_url(&link);
     let etag = options.etag(&text);
     let cache = [

@@ -41,6 +41,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
+use codespace::shape::CodeKind;
 use std::sync::Arc;
 use wire::LinkJson;
 
@@ -119,6 +120,25 @@ fn code(
     Ok(ShortCode::parse(&text, state.rules.code_length)?.on(domain))
 }
 
+/// The answer of `error` for a call that named `code`: a `404` for an alias asked for on the
+/// default domain says how a branded domain's alias is named, since an alias is found only on
+/// the domain named (the same alias may be on several).
+fn named(code: &ShortCode) -> impl Fn(Error) -> ApiError + '_ {
+    move |error| {
+        let on_default = code.domain().is_none() && code.kind() == CodeKind::Alias;
+        let hint = matches!(error, Error::NotFound(_)) && on_default;
+        let answer = ApiError::from(error);
+        if hint {
+            answer.hinted(
+                " on the default domain; an alias on a branded domain is named with \
+                 ?domain=<its host>",
+            )
+        } else {
+            answer
+        }
+    }
+}
+
 /// `POST /api/v1/links`: creates a link (201), or returns the existing one for a dedup hit or
 /// an idempotent retry (200; to a key without `links:read`, only its code and short URL).
 pub async fn create(
@@ -188,7 +208,12 @@ pub async fn get(
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Read).await?;
-    let link = state.links.get(&caller, &code(&state, path, &uri)?).await?;
+    let code = code(&state, path, &uri)?;
+    let link = state
+        .links
+        .get(&caller, &code)
+        .await
+        .map_err(named(&code))?;
     Ok(axum::Json(LinkJson::new(&state.public, &link)).into_response())
 }
 
@@ -200,10 +225,12 @@ pub async fn delete(
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Delete).await?;
+    let code = code(&state, path, &uri)?;
     state
         .links
-        .delete(&caller, &code(&state, path, &uri)?)
-        .await?;
+        .delete(&caller, &code)
+        .await
+        .map_err(named(&code))?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

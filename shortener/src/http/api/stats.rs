@@ -3,7 +3,7 @@
 //! reaches: `as_of`, before which every visit this node counted is in, and how often the node
 //! writes newer ones (`flush_interval_ms`).
 
-use super::{admit, code};
+use super::{admit, code, named};
 use crate::access::Operation;
 use crate::domain::{Error, StatsInput, StatsReport};
 use crate::http::{ApiError, HttpState};
@@ -98,7 +98,11 @@ pub async fn link_stats(
         .into());
     }
     let code = code(&state, path, &uri)?;
-    let (freshness, report) = state.stats.link(&caller, &code, params.input()).await?;
+    let (freshness, report) = state
+        .stats
+        .link(&caller, &code, params.input())
+        .await
+        .map_err(named(&code))?;
     Ok(render(&report, freshness, format, false, code.shown()))
 }
 
