@@ -165,7 +165,7 @@ async fn create_use_revoke(a: &Node, b: &Node, keys: &FileKeys, bound: Duration)
     assert_eq!(link["owner"], "deploy-bot");
     let code = link["code"].as_str().expect("code").to_string();
     grpc_use(a, &secret, &code).await.expect("gRPC on node a");
-    // The other node takes the key within its reload interval.
+    // The other node takes the key (at once: it looks up a key it does not hold).
     assert!(
         testkit::wait_until(bound, || async { accepted(b, &secret).await }).await,
         "node b accepts the new key"
@@ -447,27 +447,28 @@ async fn keys_made_over_http_work_everywhere_and_stop_on_every_node_once_revoked
     id_service.kill().await;
 }
 
-/// A key made on node `a` works on node `b` at once, over HTTP, gRPC and Shlink's header, though
+/// A key made on node `a` works on node `b` at once, over gRPC, HTTP and Shlink's header, though
 /// `b` re-reads its keys only every ten minutes: `b` looks a key it does not hold up in the
 /// store before it refuses it. A well-formed key the store never kept, and a key revoked
 /// before `b` ever saw it, are still refused.
 async fn unheld_keys_are_looked_up(a: &Node, b: &Node, keys: &FileKeys) {
-    let answer = create_key(a, &keys.lead, "ci-bot", &["links:create", "links:read"]).await;
-    let secret = answer["secret"].as_str().expect("the secret").to_string();
-    assert!(accepted(b, &secret).await, "node b accepts the key at once");
     let (status, link) = call(
         a,
         "POST",
         "/links",
-        Some(&secret),
+        Some(&keys.lead),
         Some(json!({ "url": "https://example.com/looked-up" })),
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{link}");
     let code = link["code"].as_str().expect("code");
-    grpc_use(b, &secret, code).await.expect("gRPC on node b");
-
-    // A second key, first used on node b over gRPC and then over Shlink's API.
+    // Each key's first use anywhere is on node b: over gRPC, HTTP, and Shlink's header.
+    let answer = create_key(a, &keys.lead, "grpc-bot", &["links:create", "links:read"]).await;
+    let secret = answer["secret"].as_str().expect("the secret");
+    grpc_use(b, secret, code).await.expect("gRPC on node b");
+    let answer = create_key(a, &keys.lead, "ci-bot", &["links:read"]).await;
+    let secret = answer["secret"].as_str().expect("the secret");
+    assert!(accepted(b, secret).await, "node b accepts the key at once");
     let answer = create_key(a, &keys.lead, "shlink-bot", &["links:read"]).await;
     let shlink = answer["secret"].as_str().expect("the secret").to_string();
     let response = reqwest::Client::new()

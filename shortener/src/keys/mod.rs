@@ -19,7 +19,7 @@
 //!   it in force at once. A key another node made since the last read is found sooner: a
 //!   well-formed key a node holds in neither set is looked up by its digest before it is
 //!   refused, and when the store keeps it live the set is read again at once
-//!   ([`KeyService::look_up_unheld`], bounded in reads and time).
+//!   (`lookup`, bounded in reads and time).
 //! - Last use: authentication notes it in memory ([`LastUse`], one atomic store); this service
 //!   writes the notes that moved, in one batch, every [`LAST_USE_INTERVAL`] (and when the node
 //!   stops), so a request never waits for a write and a key costs at most one row update a
@@ -27,9 +27,11 @@
 
 pub mod cap;
 mod check;
+mod lookup;
 
 use check::invalid;
 pub use check::{CheckedKey, check};
+pub use lookup::{LOOKUP_DEADLINE, LOOKUP_READ_GAP, LOOKUPS_IN_FLIGHT, LOOKUPS_PER_SECOND};
 
 use crate::access::{
     ApiKeys, Kept, KeyEntry, KeySet, LastUse, check_name, digest, generate_api_key,
@@ -44,20 +46,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// How many lookups of keys a node does not hold may run at once: a key that comes while they
-/// all run is refused as unknown without one, so keys that are refused cost the store a
-/// bounded number of reads however fast they come.
-pub const LOOKUPS_IN_FLIGHT: usize = 4;
-
-/// How long the lookup of a key a node does not hold, and the read of the stored keys after
-/// it, may take before the key is refused as unknown.
-pub const LOOKUP_DEADLINE: Duration = Duration::from_secs(2);
-
-/// The least time between two reads of the stored keys that lookups cause: a key that is kept
-/// but not in force (its maker holds no role now) costs at most one read per this, however
-/// often it comes.
-pub const LOOKUP_READ_GAP: Duration = Duration::from_millis(250);
 
 /// How often the keys' last uses are written to the store.
 pub const LAST_USE_INTERVAL: Duration = Duration::from_secs(60);
@@ -117,10 +105,11 @@ pub struct KeyService {
     keys: Arc<ApiKeys>,
     notes: Mutex<HashMap<i64, Note>>,
     /// Held by each read and replacement of the stored set, so an older read never replaces
-    /// a newer one (a revocation's own sync racing the periodic one); when the last one began.
-    syncing: tokio::sync::Mutex<Option<Instant>>,
-    /// The lookups of keys this node does not hold that may run at once.
-    lookups: tokio::sync::Semaphore,
+    /// a newer one (a revocation's own sync racing the periodic one); when reads began.
+    syncing: tokio::sync::Mutex<lookup::Reads>,
+    /// The lookups of keys this node does not hold: their bounds, and what the last read and
+    /// lookups learnt.
+    lookups: lookup::Lookups,
     audit: Arc<AuditLog>,
     /// The roles people hold: what caps the keys they made.
     roles: Arc<Roles>,
@@ -170,15 +159,6 @@ fn name_taken(name: &str, by: &str) -> Error {
     )
 }
 
-impl crate::access::KeyLookup for KeyService {
-    fn look_up(
-        &self,
-        digest: [u8; 32],
-    ) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + '_>> {
-        Box::pin(self.look_up_unheld(digest))
-    }
-}
-
 impl KeyService {
     /// The service over `store`, putting stored keys in force in `keys`, those people made
     /// capped by the role `roles` give them.
@@ -187,8 +167,8 @@ impl KeyService {
             store,
             keys,
             notes: Mutex::new(HashMap::new()),
-            syncing: tokio::sync::Mutex::new(None),
-            lookups: tokio::sync::Semaphore::new(LOOKUPS_IN_FLIGHT),
+            syncing: tokio::sync::Mutex::new(lookup::Reads::default()),
+            lookups: lookup::Lookups::default(),
             audit,
             roles,
             capped: Mutex::new(HashMap::new()),
@@ -340,44 +320,18 @@ impl KeyService {
     /// how many are in force. A row whose scopes do not parse (a hand-edited one) or whose
     /// name the keys file holds is left out, with a warning.
     pub async fn sync(&self) -> Result<usize, StoreError> {
-        let mut began = self.syncing.lock().await;
-        *began = Some(Instant::now());
-        self.replace_stored().await
+        let mut reads = self.syncing.lock().await;
+        self.read_noted(&mut reads).await
     }
 
-    /// Whether a live key of `digest`, which this node holds in neither set, is kept; when it
-    /// is, the stored set has been read again since (at most once per [`LOOKUP_READ_GAP`]), so
-    /// the key is in force if it may be. Refused (false) without asking when
-    /// [`LOOKUPS_IN_FLIGHT`] lookups run already, and when the store does not answer within
-    /// [`LOOKUP_DEADLINE`].
-    async fn look_up_unheld(&self, digest: [u8; 32]) -> bool {
-        let Ok(_permit) = self.lookups.try_acquire() else {
-            return false;
-        };
-        let found = async {
-            if !self.store.api_key_live(digest).await? {
-                return Ok(false);
-            }
-            let kept = Instant::now();
-            let mut began = self.syncing.lock().await;
-            // A read that began after the key was seen holds it already.
-            if began.is_some_and(|b| b >= kept) {
-                return Ok(true);
-            }
-            if let Some(last) = *began {
-                tokio::time::sleep_until(last + LOOKUP_READ_GAP).await;
-            }
-            *began = Some(Instant::now());
-            self.replace_stored().await.map(|_| true)
-        };
-        match tokio::time::timeout(LOOKUP_DEADLINE, found).await {
-            Ok(Ok(found)) => found,
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "looking up an API key this node does not hold failed; refused as unknown");
-                false
-            }
-            Err(_) => false,
-        }
+    /// [`KeyService::replace_stored`], noted in `reads` (the lock held): when it began, and if
+    /// it put the keys in force, that too.
+    async fn read_noted(&self, reads: &mut lookup::Reads) -> Result<usize, StoreError> {
+        let began = Instant::now();
+        reads.attempted = Some(began);
+        let count = self.replace_stored().await?;
+        reads.succeeded = Some(began);
+        Ok(count)
     }
 
     /// Reads the live stored keys and puts them in force (with [`KeyService::syncing`] held).
@@ -389,6 +343,7 @@ impl KeyService {
         let mut notes = self.notes.lock().expect("notes");
         let mut kept = HashMap::with_capacity(stored.len());
         let mut entries = Vec::with_capacity(stored.len());
+        let live = stored.iter().map(|key| key.digest).collect();
         for key in stored {
             let Ok(scopes) = Scopes::parse_list(&key.scopes) else {
                 tracing::warn!(tenant = %key.tenant, name = %key.name, "a stored API key's scopes do not parse; it is not in force");
@@ -443,6 +398,7 @@ impl KeyService {
         drop(notes);
         drop(capped);
         self.keys.set_stored(set);
+        self.lookups.read(live);
         Ok(count)
     }
 

@@ -242,7 +242,10 @@ async fn an_alias_asked_for_without_its_domain(node: &Node, keys: &TenantKeys) {
     assert_eq!((status, &body["code"]), (200, &json!("autumn")), "{body}");
     let path = "/links/autumn?domain=go.acme.example";
     let (status, _) = call(node, Method::DELETE, path, &keys.own, None).await;
-    assert_eq!(status, 204, "deleted, so the domain holds the live links it did");
+    assert_eq!(
+        status, 204,
+        "deleted, so the domain holds the live links it did"
+    );
 }
 
 /// Whether a 404's message says how a branded domain's alias is named.

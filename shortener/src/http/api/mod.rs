@@ -235,7 +235,8 @@ pub async fn delete(
 }
 
 /// `GET /api/v1/me`: who the key is (tenant, name, scopes), for a client to offer what the key
-/// may do. Needs a valid key and no scope; reads nothing from the store.
+/// may do. Needs a valid key and no scope; reads nothing from the store but what authentication
+/// reads (a key another node made, not yet held here).
 pub async fn me(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,
