@@ -2,8 +2,9 @@
 //! the real binaries: a key made on one node works over HTTP and gRPC on every node sharing the
 //! PostgreSQL store, is listed (never with its secret), and once revoked is refused by the
 //! node that revoked it at once and by the other within the reload interval; the same on an
-//! embedded (SQLite) node; a key made on one node works on another at once, whatever its
-//! reload interval; and a table of bad requests, each refused by name with nothing written.
+//! embedded (SQLite) node; a key made on one node works on another at once, whatever that
+//! node's reload interval; and a table of bad requests, each refused by name with nothing
+//! written.
 
 use proto::shortener::v1::links_client::LinksClient;
 use proto::shortener::v1::{CreateLinkRequest, GetLinkRequest};
@@ -219,6 +220,25 @@ async fn create_use_revoke(a: &Node, b: &Node, keys: &FileKeys, bound: Duration)
     );
 }
 
+/// The settings of node `node` of a deployment on PostgreSQL (`url`) with the id-service at
+/// `id_grpc`, the keys file `file`, and its data under `dir`.
+fn distributed(
+    node: &str,
+    url: &str,
+    id_grpc: std::net::SocketAddr,
+    file: &Path,
+    dir: &Path,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("DATABASE_URL", url.to_string()),
+        ("SHORTENER_ID_SERVICE", format!("http://{id_grpc}")),
+        ("SHORTENER_KEY", CODE_KEY.to_string()),
+        ("SHORTENER_API_KEYS_FILE", file.display().to_string()),
+        ("SHORTENER_HOLDER", node.to_string()),
+        ("SHORTENER_DATA_DIR", dir.join(node).display().to_string()),
+    ]
+}
+
 /// One bad request and how it must be refused.
 struct Case {
     what: &'static str,
@@ -407,26 +427,14 @@ async fn bad_input_is_refused(node: &Node, keys: &FileKeys) {
 }
 
 #[tokio::test]
-async fn keys_made_over_http_work_everywhere_and_stop_on_every_node_once_revoked() {
+async fn keys_made_over_http_work_everywhere_at_once_and_stop_on_every_node_once_revoked() {
     let binaries = Binaries::locate().expect("binaries");
     let dir = tempfile::tempdir().expect("dir");
     let file = dir.path().join("keys.toml");
     let keys = file_keys(&binaries, &file);
     let db = testkit::TestDb::create().await;
     let (mut id_service, id_grpc) = start_id_service(&binaries, dir.path(), db.url());
-    let env = |node: &str| {
-        vec![
-            ("DATABASE_URL", db.url().to_string()),
-            ("SHORTENER_ID_SERVICE", format!("http://{id_grpc}")),
-            ("SHORTENER_KEY", CODE_KEY.to_string()),
-            ("SHORTENER_API_KEYS_FILE", file.display().to_string()),
-            ("SHORTENER_HOLDER", node.to_string()),
-            (
-                "SHORTENER_DATA_DIR",
-                dir.path().join(node).display().to_string(),
-            ),
-        ]
-    };
+    let env = |node: &str| distributed(node, db.url(), id_grpc, &file, dir.path());
     let a = start_node("node-a", &binaries, &env("node-a"), dir.path()).await;
     let b = start_node("node-b", &binaries, &env("node-b"), dir.path()).await;
     // Twice the interval: a read may have begun just before the change committed.
@@ -443,7 +451,13 @@ async fn keys_made_over_http_work_everywhere_and_stop_on_every_node_once_revoked
         .expect("read api_keys");
     let (revoked, digests): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!((revoked, digests), (1, 3));
-    drop((a, b));
+    // A third node that re-reads its keys every ten minutes, and serves Shlink's API.
+    let mut slow = env("node-c");
+    slow.push(("SHORTENER_RELOAD_INTERVAL_MS", "600000".to_string()));
+    slow.push(("SHORTENER_COMPAT", "shlink".to_string()));
+    let c = tests::node::start_node("node-c", &binaries, &slow, dir.path()).await;
+    unheld_keys_are_looked_up(&a, &c, &keys).await;
+    drop((a, b, c));
     id_service.kill().await;
 }
 
@@ -500,37 +514,6 @@ async fn unheld_keys_are_looked_up(a: &Node, b: &Node, keys: &FileKeys) {
         !accepted(b, &gone).await,
         "a key revoked before node b saw it"
     );
-}
-
-#[tokio::test]
-async fn a_key_made_on_one_node_works_on_every_other_at_once() {
-    let binaries = Binaries::locate().expect("binaries");
-    let dir = tempfile::tempdir().expect("dir");
-    let file = dir.path().join("keys.toml");
-    let keys = file_keys(&binaries, &file);
-    let db = testkit::TestDb::create().await;
-    let (mut id_service, id_grpc) = start_id_service(&binaries, dir.path(), db.url());
-    let env = |node: &str, reload: &str| {
-        vec![
-            ("DATABASE_URL", db.url().to_string()),
-            ("SHORTENER_ID_SERVICE", format!("http://{id_grpc}")),
-            ("SHORTENER_KEY", CODE_KEY.to_string()),
-            ("SHORTENER_API_KEYS_FILE", file.display().to_string()),
-            ("SHORTENER_HOLDER", node.to_string()),
-            ("SHORTENER_RELOAD_INTERVAL_MS", reload.to_string()),
-            ("SHORTENER_COMPAT", "shlink".to_string()),
-            (
-                "SHORTENER_DATA_DIR",
-                dir.path().join(node).display().to_string(),
-            ),
-        ]
-    };
-    let a = tests::node::start_node("node-a", &binaries, &env("node-a", "500"), dir.path()).await;
-    let b =
-        tests::node::start_node("node-b", &binaries, &env("node-b", "600000"), dir.path()).await;
-    unheld_keys_are_looked_up(&a, &b, &keys).await;
-    drop((a, b));
-    id_service.kill().await;
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use super::wire::{
     EventJson, LinkAnswer, LinkJson, ListParams, PageJson, patch_input, read_body_up_to,
 };
-use super::{admit, bytes_stream, code, named};
+use super::{admit, bytes_stream, code, link_named, named};
 use crate::access::Operation;
 use crate::domain::rules::ApiRules;
 use crate::domain::{Error, LinkPatch, PublicBase};
@@ -136,12 +136,7 @@ pub async fn qr(
         params.margin,
         params.ecc.as_deref(),
     )?;
-    let code = code(&state, path, &uri)?;
-    let link = state
-        .links
-        .get(&caller, &code)
-        .await
-        .map_err(named(&code))?;
+    let link = link_named(&state, &caller, path, &uri).await?;
     let text = state.public.link_url(&link);
     let etag = options.etag(&text);
     let cache = [

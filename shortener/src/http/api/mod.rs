@@ -208,13 +208,19 @@ pub async fn get(
     uri: axum::http::Uri,
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Read).await?;
-    let code = code(&state, path, &uri)?;
-    let link = state
-        .links
-        .get(&caller, &code)
-        .await
-        .map_err(named(&code))?;
+    let link = link_named(&state, &caller, path, &uri).await?;
     Ok(axum::Json(LinkJson::new(&state.public, &link)).into_response())
+}
+
+/// The link the path (and the query's `domain`) names, as `caller` may read it.
+async fn link_named(
+    state: &HttpState,
+    caller: &Caller,
+    path: Result<Path<String>, PathRejection>,
+    uri: &axum::http::Uri,
+) -> Result<crate::domain::Link, ApiError> {
+    let code = code(state, path, uri)?;
+    state.links.get(caller, &code).await.map_err(named(&code))
 }
 
 /// `DELETE /api/v1/links/{code}`: 204; the code answers 410 from then on.
