@@ -157,12 +157,22 @@ fn start_reloader(
 ) -> CancellationToken {
     let stop = CancellationToken::new();
     if let (Some(path), Some(text)) = (config.tokens_file.clone(), tokens_text) {
+        // A caller the new file adds may name namespaces that do not exist, as at start.
+        let (ledger, warn) = (parts.ledger.clone(), !config.auto_create_namespaces);
+        let reloaded = move |text: &str| {
+            if warn {
+                let (ledger, text) = (ledger.clone(), text.to_string());
+                tokio::spawn(async move {
+                    startup::warn_of_missing_namespaces(&ledger, &text).await;
+                });
+            }
+        };
         tokio::spawn(crate::auth::reload::watch(
             Arc::clone(&parts.gate),
-            path,
-            text,
+            (path, text),
             config.tokens_reload_interval,
             Arc::clone(&parts.metrics),
+            Box::new(reloaded),
             stop.clone(),
         ));
     }

@@ -87,8 +87,9 @@ pub(super) fn load_gate(
     Ok((gate, Some(text)))
 }
 
-/// Warns once for each caller of the tokens file that may use a namespace that does not exist:
-/// its leases and allocations there will be refused until the namespace is created.
+/// Warns once for each caller of the tokens file that may use a namespace that does not exist
+/// (at start, and after each reload of the file): its leases and allocations there will be
+/// refused until the namespace is created.
 pub(super) async fn warn_of_missing_namespaces(ledger: &Ledger, tokens_text: &str) {
     let Ok(specs) = tokens_file::parse(tokens_text) else {
         return;

@@ -12,14 +12,19 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// What is done with the text of a tokens file once its callers are in force (the warnings
+/// of callers whose namespaces do not exist).
+pub type Reloaded = Box<dyn Fn(&str) + Send + Sync>;
+
 /// Watches `path` every `interval` and on SIGHUP until `stop` is cancelled. `loaded` is the
-/// text the gate's callers came from, so an unchanged file is not parsed again.
+/// text the gate's callers came from, so an unchanged file is not parsed again; `reloaded` is
+/// given each text put in force.
 pub async fn watch(
     gate: Arc<Gate>,
-    path: PathBuf,
-    loaded: String,
+    (path, loaded): (PathBuf, String),
     interval: Duration,
     metrics: Arc<Metrics>,
+    reloaded: Reloaded,
     stop: CancellationToken,
 ) {
     let mut hangup = hangups();
@@ -53,6 +58,7 @@ pub async fn watch(
                 let callers = gate.replace(specs);
                 metrics.tokens_reload("ok");
                 tracing::info!(callers, path = %path.display(), "tokens file reloaded");
+                reloaded(&text);
             }
             Err(error) => {
                 metrics.tokens_reload("error");

@@ -103,7 +103,7 @@ async fn health_and_reflection_need_no_token() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases_are_logged_with_their_reason_and_caller()
+async fn callers_of_missing_namespaces_are_warned_of_at_start_and_reload_and_refused_leases_are_logged_with_their_reason_and_caller()
  {
     use crate::helpers::process::Process;
     const ORDERS: Caller = Caller::new("orders-svc", &["orders", "links"], &["lease"]);
@@ -204,5 +204,18 @@ async fn callers_of_missing_namespaces_are_warned_of_at_start_and_refused_leases
         1,
         "a refusal is logged once, by the throttled line: {log}"
     );
+
+    // A caller a reloaded file adds is warned of as one at start is.
+    const PAYMENTS: Caller = Caller::new("payments-svc", &["payments"], &["lease"]);
+    tokens::replace(&file, &tokens::toml(&[SHORTENER, ORDERS, OPS, PAYMENTS]));
+    let warned = testkit::wait_until(Duration::from_secs(10), || async {
+        service.log().lines().any(|l| {
+            l.contains("namespaces that do not exist")
+                && l.contains("caller=payments-svc")
+                && l.ends_with("namespaces=payments")
+        })
+    })
+    .await;
+    assert!(warned, "no warning for the new caller: {}", service.log());
     service.terminate().await;
 }
