@@ -40,6 +40,32 @@ pub struct ImportInput {
     /// names no `domain`: the link goes on the importer's tenant's domain of that host if it
     /// has claimed one, else on the default domain (`bit.ly` links come to this deployment's).
     pub short_host: Option<String>,
+    /// What the shortener it was exported from said of the link.
+    pub origin: Origin,
+}
+
+/// What an export says of a link where it comes from: an import makes active links only, so a
+/// row whose link was not active there is refused ([`Origin::check`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// Its state (`disabled`, `deleted` and `used_up` are refused, in any case).
+    pub state: Option<String>,
+    /// Whether it was password protected.
+    pub protected: bool,
+    /// Its visits so far (refused at the row's `max_visits`).
+    pub clicks: Option<u64>,
+}
+
+impl Origin {
+    /// Refuses a link that was disabled, deleted, used up (at `max_visits`) or password
+    /// protected where it was exported.
+    pub fn check(&self, max_visits: Option<u64>) -> Result<(), Error> {
+        if let Some(state) = &self.state {
+            refuse_unless_active(state)?;
+        }
+        refuse_protected(self.protected)?;
+        refuse_used_up(max_visits, self.clicks)
+    }
 }
 
 /// A link's routing as a create or an import row gives it, unchecked.
@@ -122,6 +148,7 @@ impl ImportRow {
         rules: &CreateRules,
         now: DateTime<Utc>,
     ) -> Result<Self, Error> {
+        input.origin.check(input.max_visits)?;
         let url = TargetUrl::parse(&input.url, rules.max_url_length, rules.targets.as_ref())
             .map_err(|e| match e {
                 UrlError::Blocked(_) => Error::invalid("blocked_target", e.to_string()),
@@ -185,7 +212,7 @@ impl ImportRow {
 
 /// Refuses a row whose link was disabled, deleted or used up where it was exported (`state`):
 /// imported, it would redirect again (a link taken down included), where its code answered 410.
-pub fn refuse_unless_active(state: &str) -> Result<(), Error> {
+fn refuse_unless_active(state: &str) -> Result<(), Error> {
     match state.to_ascii_lowercase().as_str() {
         state @ ("disabled" | "deleted" | "used_up") => Err(Error::invalid(
             "not_active",
@@ -197,7 +224,7 @@ pub fn refuse_unless_active(state: &str) -> Result<(), Error> {
 
 /// Refuses a row whose link had reached its visit limit where it was exported (`clicks` at
 /// `max_visits`): it answered 410 there, and imported with no visits it would redirect again.
-pub fn refuse_used_up(max_visits: Option<u64>, clicks: Option<u64>) -> Result<(), Error> {
+fn refuse_used_up(max_visits: Option<u64>, clicks: Option<u64>) -> Result<(), Error> {
     match (max_visits, clicks) {
         (Some(limit), Some(clicks)) if clicks >= limit => Err(Error::invalid(
             "not_active",
@@ -212,7 +239,7 @@ pub fn refuse_used_up(max_visits: Option<u64>, clicks: Option<u64>) -> Result<()
 
 /// Refuses a row whose link was password protected where it was exported (`protected`): its
 /// password is not in the file, and imported without it the link would be open to anyone.
-pub fn refuse_protected(protected: bool) -> Result<(), Error> {
+fn refuse_protected(protected: bool) -> Result<(), Error> {
     if protected {
         return Err(Error::invalid(
             "password_protected",

@@ -34,10 +34,7 @@ pub use create::{CreateInput, CreateRequest, CreateRules, link_body_limit};
 pub use error::{Error, NoKey};
 pub use history::{Event, EventKind, History, MAX_HISTORY_EVENTS};
 pub use host::{MAX_HOST, MAX_LABEL, normalise_host, path_host};
-pub use import::{
-    ImportInput, ImportRow, RoutesInput, check_legacy_code, refuse_protected, refuse_unless_active,
-    refuse_used_up,
-};
+pub use import::{ImportInput, ImportRow, Origin, RoutesInput, check_legacy_code};
 pub use link::{ClickCounts, Link, LinkState, MAX_VISITS, check_max_visits};
 pub use list::{
     DomainFilter, HostFilter, ListInput, ListQuery, Page, Position, StateFilter, reverse_host,

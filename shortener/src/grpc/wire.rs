@@ -356,12 +356,16 @@ impl TryFrom<pb::ImportRow> for ImportInput {
     type Error = Error;
 
     /// A row as the HTTP import reads a link of an export: one that was disabled, deleted,
-    /// used up or password protected where it comes from is refused, not made active.
+    /// used up or password protected where it comes from is refused, not made active
+    /// ([`crate::domain::Origin`]).
     fn try_from(row: pb::ImportRow) -> Result<Self, Error> {
-        crate::domain::refuse_unless_active(&row.state)?;
-        crate::domain::refuse_protected(row.protected)?;
-        crate::domain::refuse_used_up(row.max_visits, row.clicks)?;
+        let origin = crate::domain::Origin {
+            state: Some(row.state).filter(|s| !s.is_empty()),
+            protected: row.protected,
+            clicks: row.clicks,
+        };
         Ok(ImportInput {
+            origin,
             url: row.url,
             code: row.code,
             tags: row.tags,

@@ -370,6 +370,7 @@ async fn disabled_deleted_and_protected_links_are_not_imported_as_open_ones(back
             (Some("error"), Some(error)),
             "{line}"
         );
+        assert_eq!(line["code"], json!(code), "named by its code too: {line}");
         assert_eq!(to.get(code).await.0, StatusCode::NOT_FOUND, "{code}");
         assert_eq!(visit(&to, code, &[]).await.0, 404, "{code}");
     }

@@ -244,6 +244,20 @@ async fn grpc_import_rows_carry_routing_and_refuse_links_not_active(backend: Bac
         ],
         "{answers:#?}"
     );
+    // A refused row is named by its code as well as its number.
+    let codes: Vec<Option<&str>> = answers[..6].iter().map(|a| a.code.as_deref()).collect();
+    assert_eq!(
+        codes,
+        [
+            Some("r-routed"),
+            Some("r-off"),
+            Some("r-used"),
+            Some("r-spent"),
+            Some("r-locked"),
+            Some("r-bad-rule")
+        ],
+        "{answers:#?}"
+    );
     assert_eq!(
         answers[6].code.as_deref().map(str::len),
         Some(16),

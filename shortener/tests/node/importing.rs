@@ -269,6 +269,13 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
             );
         }
     }
+    // A refused row is named by a code it gave that the node can serve, and only by such.
+    let named = |n: u64| row(&lines, n)["code"].clone();
+    assert_eq!(named(2), json!("bad-url"), "a row refused for its URL");
+    assert_eq!(named(3), Value::Null, "a row without a code");
+    for n in 4..=8 {
+        assert_eq!(named(n), Value::Null, "row {n}: a code no link can have");
+    }
     // Another tenant's code is `code_taken`, never `exists`: nothing says whose it is.
     assert!(!lines.iter().any(|l| l["status"] == "exists"));
     let created = expect.iter().filter(|(s, _)| *s == "created").count();

@@ -154,8 +154,12 @@ fn unavailable_all(made: &[(usize, RowResult)]) -> Option<Error> {
     first
 }
 
-/// A row of a chunk: its number and the checked row, or why it was refused.
-type ChunkRow = (u64, Result<ImportRow, Error>);
+/// A row of a chunk: its number and the checked row, or its refusal.
+type ChunkRow = (u64, Result<ImportRow, Refusal>);
+
+/// A row refused before it reached the store: the legacy code it gave, when it is one this
+/// node can serve (so the answer names the row by it as well), and why.
+type Refusal = (Option<String>, Error);
 
 impl LinkService {
     /// Starts an import for `caller` (links go to its tenant); a dry run checks every row and
@@ -256,7 +260,7 @@ impl LinkService {
         let mut generated: Vec<(usize, u64, bool, create::Row)> = Vec::new();
         for (i, (row, parsed)) in rows.into_iter().enumerate() {
             match parsed {
-                Err(error) => results[i] = Some(refused(row, None, error)),
+                Err((code, error)) => results[i] = Some(refused(row, code, error)),
                 Ok(parsed) => match self.row_domain(import, &parsed).await {
                     // The store failed looking the host up: it fails every row after this one
                     // alike, so the import stops here, as it does when a write fails, with

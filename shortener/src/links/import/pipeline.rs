@@ -284,6 +284,15 @@ struct Bounds {
     until: tokio::time::Instant,
 }
 
+/// `input` checked against `rules` now; a refusal keeps the row's code where it is one the
+/// node can serve.
+fn checked(input: ImportInput, rules: &CreateRules) -> Result<ImportRow, super::Refusal> {
+    let code = (input.code.as_deref())
+        .filter(|code| crate::domain::check_legacy_code(code, rules.code_length).is_ok())
+        .map(str::to_string);
+    ImportRow::parse(input, rules, Utc::now()).map_err(|error| (code, error))
+}
+
 /// The reading stage: sends the checked chunks of `rows` to `chunks` until the rows end, one
 /// fails (sent after the rows before it), the next row takes longer than the idle bound to
 /// come, the import runs past its bound in all, or the writing stage has stopped. Each row is
@@ -312,7 +321,9 @@ async fn read_chunks<S, E>(
             match next {
                 Ok(Some(Ok(input))) => {
                     number += 1;
-                    let row = input.and_then(|i| ImportRow::parse(i, &rules, Utc::now()));
+                    let row = input
+                        .map_err(|error| (None, error))
+                        .and_then(|input| checked(input, &rules));
                     bytes += row.as_ref().map_or(REFUSED_ROW_BYTES, ImportRow::weight);
                     chunk.push((number, row));
                 }

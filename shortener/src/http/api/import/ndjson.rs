@@ -5,8 +5,8 @@
 //! active again.
 
 use super::rows::{code_of_short_url, host_of_short_url, import_time, utf8};
+use crate::domain::Origin;
 use crate::domain::{Error, ImportInput};
-use crate::domain::{refuse_protected, refuse_unless_active, refuse_used_up};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -117,11 +117,11 @@ pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
         }
         (code, alias) => code.or(alias),
     };
-    if let Some(state) = &row.state {
-        refuse_unless_active(state)?;
-    }
-    refuse_protected(row.protected)?;
-    refuse_used_up(row.max_visits, row.clicks.map(|c| c.human))?;
+    let origin = Origin {
+        state: row.state,
+        protected: row.protected,
+        clicks: row.clicks.map(|c| c.human),
+    };
     // Only a row without a `domain` field: an empty one is the default domain.
     let short_host = match row.domain {
         None => row.short_url.as_deref().and_then(host_of_short_url),
@@ -168,5 +168,6 @@ pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
         },
         domain: row.domain,
         short_host,
+        origin,
     })
 }

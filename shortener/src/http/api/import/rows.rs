@@ -3,7 +3,7 @@
 //! with them.
 
 use super::routing::Routing;
-use crate::domain::{Error, ImportInput, refuse_protected, refuse_unless_active, refuse_used_up};
+use crate::domain::{Error, ImportInput};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 
 pub(super) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
@@ -148,7 +148,7 @@ impl Columns {
             ));
         }
         let mut input = ImportInput::default();
-        let (mut short_url, mut clicks) = (None, None);
+        let mut short_url = None;
         for (column, field) in self.0.iter().zip(&fields) {
             let text = super::super::cells::imported(utf8(field)?).trim();
             if text.is_empty() {
@@ -181,15 +181,14 @@ impl Columns {
                     })?)
                 }
                 Column::Routing(field) => field.fill(&mut input.routes, text)?,
-                Column::State => refuse_unless_active(text)?,
-                Column::Protected => refuse_protected(text.eq_ignore_ascii_case("true"))?,
+                Column::State => input.origin.state = Some(text.to_string()),
+                Column::Protected => input.origin.protected = text.eq_ignore_ascii_case("true"),
                 // Other tools' counts come in other shapes; only a count is read.
-                Column::Clicks => clicks = text.parse::<u64>().ok(),
+                Column::Clicks => input.origin.clicks = text.parse::<u64>().ok(),
                 Column::Domain => input.domain = Some(text.to_string()),
                 Column::Ignored => {}
             }
         }
-        refuse_used_up(input.max_visits, clicks)?;
         if let Some(short) = short_url {
             // Only a file without a domain column: a blank cell there is the default domain.
             if !self.0.iter().any(|c| matches!(c, Column::Domain)) {
