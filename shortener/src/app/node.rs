@@ -379,6 +379,7 @@ fn create_rules(
             .iter()
             .map(|h| crate::domain::path_host(h).unwrap_or_else(|| h.to_ascii_lowercase()))
             .collect(),
+        countries: config.visits.geoip_db.is_some(),
     }
 }
 

@@ -64,7 +64,8 @@ pub struct VisitsConfig {
         default_value_t = 400, value_parser = super::units::days::<u32>)]
     pub analytics_retention_days: u32,
     /// A MaxMind-format (GeoIP2 / GeoLite2 Country or City) database file: visits are counted
-    /// by country when set. Re-read when it changes.
+    /// by country when set, and redirect rules may have country conditions (refused without
+    /// one). Re-read when it changes.
     #[arg(long, env = "SHORTENER_GEOIP_DB")]
     pub geoip_db: Option<PathBuf>,
 }

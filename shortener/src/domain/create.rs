@@ -74,6 +74,9 @@ pub struct CreateRules {
     /// The hosts of the default domain (the public URL's and the short domains), in normal
     /// form: a link "on" one of them is on the default domain.
     pub own_hosts: Arc<[String]>,
+    /// Whether the node can tell a visitor's country (it has a GeoIP database): without one a
+    /// `country` condition would never hold, so a rule with one is refused.
+    pub countries: bool,
 }
 
 /// The routing a create (or a patch that sets every part) asks for, checked against `rules`.
@@ -86,7 +89,7 @@ pub fn routes_of(
 ) -> Result<super::Routes, Error> {
     let (max, targets) = (rules.max_url_length, rules.targets.as_ref());
     Ok(super::Routes {
-        rules: super::Rules::parse(rule_input, max, targets)?,
+        rules: rules.rules(rule_input)?,
         ios: super::routes::app_target("ios", ios, max, targets)?,
         android: super::routes::app_target("android", android, max, targets)?,
         variants: super::routes::variants(variants, max, targets)?,
@@ -97,6 +100,23 @@ pub fn routes_of(
 }
 
 impl CreateRules {
+    /// Redirect rules checked for this node: a `country` condition is refused where the node
+    /// has no GeoIP database, as it would never hold.
+    pub fn rules(&self, input: Vec<super::RuleInput>) -> Result<super::Rules, Error> {
+        let parsed = super::Rules::parse(input, self.max_url_length, self.targets.as_ref())?;
+        match parsed.first_country().filter(|_| !self.countries) {
+            None => Ok(parsed),
+            Some((rule, condition)) => Err(Error::invalid(
+                "invalid_rules",
+                format!(
+                    "rules[{rule}].conditions[{condition}]: a country condition needs the \
+                     node's GeoIP database (SHORTENER_GEOIP_DB), and this node has none: it \
+                     would never hold"
+                ),
+            )),
+        }
+    }
+
     /// The branded domain `input` names, in normal form: `None` for none or for a host of the
     /// default domain, `invalid_domain` for text no domain can have. Whether the caller's
     /// tenant owns it is the link service's check.

@@ -169,10 +169,7 @@ impl LinkPatch {
                 .domain
                 .map(|d| rules.domain(d.as_deref()))
                 .transpose()?,
-            rules: input
-                .rules
-                .map(|r| super::Rules::parse(r, rules.max_url_length, rules.targets.as_ref()))
-                .transpose()?,
+            rules: input.rules.map(|r| rules.rules(r)).transpose()?,
             ios: app_patch("ios", input.ios, rules)?,
             android: app_patch("android", input.android, rules)?,
             variants: input

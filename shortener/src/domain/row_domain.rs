@@ -161,6 +161,7 @@ mod tests {
             targets: Arc::new(AnyHost),
             code_length: 7,
             own_hosts: Arc::from(["sho.rt".to_string()]),
+            countries: true,
         }
     }
 

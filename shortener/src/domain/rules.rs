@@ -236,6 +236,15 @@ impl Rules {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Where the first `country` condition is: its rule's index and its own.
+    pub fn first_country(&self) -> Option<(usize, usize)> {
+        self.0.iter().enumerate().find_map(|(i, rule)| {
+            (rule.conditions.iter())
+                .position(|c| matches!(c, Condition::Country { .. }))
+                .map(|j| (i, j))
+        })
+    }
 }
 
 /// Rules in the API's shape (as a create gives them): a condition's `value` is a string, or for

@@ -112,6 +112,7 @@ mod tests {
             targets: Arc::new(AnyHost),
             code_length: 7,
             own_hosts: Arc::from([]),
+            countries: true,
         };
         CreateRequest::parse(input, &rules, chrono::Utc::now()).expect("valid")
     }

@@ -28,6 +28,7 @@ async fn the_console_edits_a_links_rules_and_split() {
     let mut config = stack.config("console-routing");
     config.access.api_keys_file = Some(keys);
     config.listeners.public_url = None;
+    crate::rules::know_countries(&stack, &mut config);
     let node = Node::start(config).await;
     let driver = driver();
     let mut page = Page::open(&driver, &node.base, "routing").await;

@@ -506,9 +506,9 @@ async fn messages_that_would_decode_far_past_their_bytes_are_refused_unread() {
             rules: vec![pb::Rule {
                 url: format!("https://example.com/{n}/de"),
                 conditions: vec![pb::Condition {
-                    r#type: "country".into(),
+                    r#type: "language".into(),
                     key: String::new(),
-                    values: vec!["DE".into()],
+                    values: vec!["de".into()],
                 }],
                 variants: vec![],
             }],

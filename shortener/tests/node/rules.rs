@@ -20,18 +20,24 @@ const MAC_SAFARI: &str = "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_2) AppleWebK
 /// A node that finds the client address in `X-Forwarded-For` from loopback, knows two
 /// countries (81.0.0.0/8 DE, 2.0.0.0/8 FR), and redirects with 301.
 pub(crate) async fn node(stack: &Stack, name: &str) -> Node {
+    let mut config = stack.config(name);
+    know_countries(stack, &mut config);
+    config.listeners.client_ip_header = Some("x-forwarded-for".into());
+    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
+    config.redirects.redirect_status = axum::http::StatusCode::MOVED_PERMANENTLY;
+    Node::start(config).await
+}
+
+/// Gives `config` a GeoIP file of two countries (81.0.0.0/8 DE, 2.0.0.0/8 FR): a node needs
+/// one to take a rule with a country condition.
+pub(crate) fn know_countries(stack: &Stack, config: &mut shortener::Config) {
     let geoip = stack.dir.path().join("countries.mmdb");
     std::fs::write(
         &geoip,
         mmdb::country_db(&[([81, 0, 0, 0], 8, "DE"), ([2, 0, 0, 0], 8, "FR")]),
     )
     .expect("write GeoIP file");
-    let mut config = stack.config(name);
     config.visits.geoip_db = Some(geoip);
-    config.listeners.client_ip_header = Some("x-forwarded-for".into());
-    config.listeners.trusted_proxies = vec!["127.0.0.0/8".parse().expect("net")];
-    config.redirects.redirect_status = axum::http::StatusCode::MOVED_PERMANENTLY;
-    Node::start(config).await
 }
 
 /// Creates a link to `https://fallback.example/` with `rules`; its code.
@@ -386,6 +392,69 @@ async fn bad_rules_are_refused_and_nothing_is_written(backend: Backend) {
     assert_eq!(read["rules"], json!([]), "a refused patch changed the link");
     let _ = API_KEY;
 }
+
+/// A node without a GeoIP database refuses a country condition, which would never hold there:
+/// on a create, a patch, over gRPC and in an import row, by the field and the setting, with
+/// nothing written. Other conditions it takes.
+async fn a_node_without_geoip_refuses_country_conditions(backend: Backend) {
+    use proto::shortener::v1 as pb;
+    let stack = Stack::new(backend).await;
+    let node = Node::start(stack.config("no-geoip")).await;
+    let plain = link_with(&node, json!([rule("phone", mobile())])).await;
+    let rules = json!([
+        rule("phone", mobile()),
+        rule(
+            "german-phone",
+            json!([{"type": "device", "value": "mobile"}, {"type": "country", "value": "DE"}])
+        ),
+    ]);
+    let refused = |body: &Value| {
+        body["error"] == "invalid_rules"
+            && body["message"].as_str().is_some_and(|m| {
+                m.starts_with("rules[1].conditions[1]: ") && m.contains("SHORTENER_GEOIP_DB")
+            })
+    };
+    let before = node.list_all("", 1000).await.len();
+    let (status, body) = node
+        .create(json!({"url": "https://fallback.example/", "rules": rules}))
+        .await;
+    assert!(status == 422 && refused(&body), "{status}: {body}");
+    let (status, body) = node.patch(&plain, json!({ "rules": rules })).await;
+    assert!(status == 422 && refused(&body), "patch {status}: {body}");
+    let input: Vec<shortener::domain::RuleInput> =
+        serde_json::from_value(rules.clone()).expect("rule input");
+    let status = node
+        .links_client()
+        .await
+        .create_link(authed(pb::CreateLinkRequest {
+            url: "https://fallback.example/".into(),
+            rules: input.into_iter().map(grpc_rule).collect(),
+            ..Default::default()
+        }))
+        .await
+        .expect_err("refused over gRPC");
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().contains("SHORTENER_GEOIP_DB"),
+        "{status:?}"
+    );
+    let row = json!({"url": "https://fallback.example/", "code": "geo-row", "rules": rules});
+    let (status, lines) = node
+        .import("application/x-ndjson", format!("{row}\n"), "")
+        .await;
+    assert_eq!(status, 200);
+    assert!(refused(&lines[0]), "{lines:?}");
+    assert_eq!(lines[0]["code"], "geo-row", "{lines:?}");
+    assert_eq!(
+        node.list_all("", 1000).await.len(),
+        before,
+        "a link was written"
+    );
+    let (_, read) = node.get(&plain).await;
+    assert_eq!(read["rules"].as_array().map(Vec::len), Some(1), "{read}");
+}
+
+crate::on_both_stores!(a_node_without_geoip_refuses_country_conditions);
 
 /// A rule as its gRPC message, from the JSON input.
 fn grpc_rule(rule: shortener::domain::RuleInput) -> proto::shortener::v1::Rule {

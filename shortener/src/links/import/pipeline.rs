@@ -377,6 +377,7 @@ mod tests {
             targets: Arc::new(AnyHost),
             code_length: 7,
             own_hosts: Arc::from([]),
+            countries: true,
         }
     }
 

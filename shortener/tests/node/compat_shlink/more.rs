@@ -2,13 +2,14 @@
 
 use super::{assert_problem, call, shlink_node, shlink_node_with};
 use crate::helpers::{BROWSER, Backend, Stack, wait_for};
+use crate::rules::know_countries;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 async fn tags_domains_rules_and_visits(backend: Backend) {
     let stack = Stack::new(backend).await;
-    let (node, keys) = shlink_node(&stack, "a").await;
+    let (node, keys) = shlink_node_with(&stack, "a", |c| know_countries(&stack, c)).await;
     let key = Some(keys.own.as_str());
     for (slug, tags) in [
         ("t-one", json!(["news", "blue"])),
