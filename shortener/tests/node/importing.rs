@@ -116,14 +116,16 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
     let mut config = stack.config("tenants");
     config.access.api_keys_file = Some(path);
     let node = Node::start(config).await;
-    // Another tenant holds `taken-code`.
-    let (status, _) = node
-        .create_with_key(
-            json!({ "url": "https://example.com/theirs", "alias": "taken-code" }),
-            &keys.other,
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED);
+    // Another tenant holds `taken-code` and `also-theirs`.
+    for (url, alias) in [
+        ("https://example.com/mine-too", "taken-code"),
+        ("https://example.com/theirs", "also-theirs"),
+    ] {
+        let (status, _) = node
+            .create_with_key(json!({ "url": url, "alias": alias }), &keys.other)
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
     let stored = node.stored_links().await;
 
     let mut body = Vec::new();
@@ -185,7 +187,7 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
         "code_taken",
     );
     line(
-        br#"{"url": "https://example.com/theirs", "code": "taken-code"}"#,
+        br#"{"url": "https://example.com/theirs", "code": "also-theirs"}"#,
         "error",
         "code_taken",
     );
@@ -297,6 +299,30 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
         .await;
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert_eq!(lines[0]["row"], 2);
+
+    // One code twice in a file is a duplicate, on the first run and on a rerun (where the
+    // first row finds the link the first run made), a dry one too.
+    let body = || {
+        ndjson(&[
+            json!({ "url": "https://example.com/first", "code": "twice" }),
+            json!({ "url": "https://example.com/second", "code": "twice" }),
+        ])
+    };
+    for (query, first) in [("", "created"), ("", "exists"), ("dry_run=true", "exists")] {
+        let (_, lines) = node.import_with_key(NDJSON, body(), query, &keys.own).await;
+        let said = |n: u64| {
+            (
+                row(&lines, n)["status"].clone(),
+                row(&lines, n)["error"].clone(),
+            )
+        };
+        assert_eq!(said(1).0, first, "{query}: {lines:?}");
+        assert_eq!(
+            said(2),
+            (json!("error"), json!("duplicate_code")),
+            "{query}: {lines:?}"
+        );
+    }
 
     // Requests refused as a whole: nothing read, nothing stored.
     let before = node.stored_links().await;

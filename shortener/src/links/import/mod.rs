@@ -494,20 +494,18 @@ impl LinkService {
         let mut seen_in_chunk: HashSet<&str> = HashSet::new();
         let mut results = Vec::with_capacity(rows.len());
         for (((i, row, link), outcome), probe) in rows.iter().zip(outcomes).zip(probes) {
+            // A code this chunk held before: a duplicate whatever the first one found (on a
+            // rerun that is the link the last run made, which alone would read as `exists`).
+            let repeated = !seen_in_chunk.insert(&link.code);
             let status = match (outcome, holders.get(&link.code), probe) {
                 (_, _, Err(limited)) => RowStatus::Error(limited),
                 (InsertOutcome::Created(made), _, _) => {
                     self.changes.changed(&made.code);
                     RowStatus::Created
                 }
+                _ if repeated => RowStatus::Error(duplicate(&link.code)),
                 // A dry run reads what a real run would find.
-                (_, None, _) if import.dry_run => {
-                    if !seen_in_chunk.insert(&link.code) {
-                        RowStatus::Error(duplicate(&link.code))
-                    } else {
-                        RowStatus::Valid
-                    }
-                }
+                (_, None, _) if import.dry_run => RowStatus::Valid,
                 (_, Some(holder), _) => match self.classify_taken(import, link, holder) {
                     // A real import learns a code is taken only by failing to write it, as a
                     // create would; that answer is charged as a read too, so that a run of
