@@ -51,7 +51,10 @@ pub enum Error {
         message: String,
     },
     /// The caller may not claim this host (its tenant's allowed suffixes do not cover it).
-    #[error("this API key may not claim {0:?}: it is not under a suffix allowed for its tenant")]
+    #[error(
+        "this API key may not claim {0:?}: it is not under a suffix the operator allows its \
+         tenant (SHORTENER_DOMAIN_SUFFIXES), and only an admin key claims other hosts"
+    )]
     HostNotAllowed(String),
     /// The idempotency key was used before with a different request.
     #[error("the idempotency key was already used for a different request")]
