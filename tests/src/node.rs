@@ -17,6 +17,8 @@ pub struct Node {
     pub http: SocketAddr,
     /// The gRPC address.
     pub grpc: SocketAddr,
+    /// The admin address (`/readyz`, `/metrics`).
+    pub admin: SocketAddr,
 }
 
 /// A free port on 127.0.0.1.
@@ -69,6 +71,7 @@ pub async fn start_node(
         process,
         http,
         grpc,
+        admin,
     }
 }
 

@@ -514,6 +514,18 @@ async fn unheld_keys_are_looked_up(a: &Node, b: &Node, keys: &FileKeys) {
         !accepted(b, &gone).await,
         "a key revoked before node b saw it"
     );
+    // Asked again, the refused keys are answered from what node b learnt: no more lookups.
+    assert!(!accepted(b, &never_made).await && !accepted(b, &gone).await);
+    let metrics = reqwest::get(format!("http://{}/metrics", b.admin))
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("metrics");
+    for (outcome, count) in [("kept", 3), ("not_kept", 2), ("unasked", 2), ("failed", 0)] {
+        let series = format!("shortener_api_key_lookups_total{{outcome=\"{outcome}\"}} {count}");
+        assert!(metrics.lines().any(|l| l == series), "{series}: {metrics}");
+    }
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ pub use keys::{
     DEFAULT_TENANT, Kept, KeyEntry, KeySet, LastUse, MIN_KEY_LENGTH, check_name, digest,
     generate_api_key,
 };
-pub use reload::{ApiKeys, KeyLookup};
+pub use reload::{ApiKeys, KeyLookup, Looked, LookupCounters};
 pub use signed::{SignatureHash, Signed, WINDOW_SECONDS, YourlsTokens};
 pub use suffixes::DomainSuffixes;
 

@@ -8,12 +8,14 @@ use super::keyfile;
 use super::keys::{KeyEntry, KeySet, bearer, digest, is_generated_shape};
 use super::signed::{Signed, YourlsTokens};
 use crate::domain::{Caller, Error, NoKey};
+use crate::metrics::{Sample, Samples};
 use crate::watch::{ReloadCounters, ReloadSeries};
 use arc_swap::ArcSwap;
 use chrono::Utc;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -21,9 +23,68 @@ use tokio_util::sync::CancellationToken;
 /// Where a key in neither set is looked up before it is refused: the store's keys, read by
 /// `crate::keys`, which bounds how often a refused key may cost a read.
 pub trait KeyLookup: Send + Sync {
-    /// Whether a live, unexpired key of `digest` is kept; when one is, the stored set has been
-    /// read again since, so the key is in force now if it may be (its maker's role allows).
-    fn look_up(&self, digest: [u8; 32]) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+    /// Whether a live, unexpired key of `digest` is kept; when one is ([`Looked::Kept`]), the
+    /// stored set has been read again since, so the key is in force now if it may be (its
+    /// maker's role allows).
+    fn look_up(&self, digest: [u8; 32]) -> Pin<Box<dyn Future<Output = Looked> + Send + '_>>;
+}
+
+/// What a lookup of a key found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Looked {
+    /// The store keeps it live, and the keys were read again.
+    Kept,
+    /// The store keeps no live key of it.
+    NotKept,
+    /// Not asked: the answer was known, or lookups were at their bound.
+    Unasked,
+    /// The store failed or took too long.
+    Failed,
+}
+
+impl Looked {
+    const ALL: [Looked; 4] = [
+        Looked::Kept,
+        Looked::NotKept,
+        Looked::Unasked,
+        Looked::Failed,
+    ];
+
+    /// Its label in the metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Looked::Kept => "kept",
+            Looked::NotKept => "not_kept",
+            Looked::Unasked => "unasked",
+            Looked::Failed => "failed",
+        }
+    }
+}
+
+/// How many lookups found what (`shortener_api_key_lookups_total{outcome}`).
+#[derive(Debug, Default)]
+pub struct LookupCounters([AtomicU64; 4]);
+
+impl LookupCounters {
+    fn count(&self, looked: Looked) {
+        self.0[looked as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many lookups found `looked`.
+    pub fn of(&self, looked: Looked) -> u64 {
+        self.0[looked as usize].load(Ordering::Relaxed)
+    }
+}
+
+impl Sample for LookupCounters {
+    fn sample(&self, out: &mut Samples<'_, '_>) -> std::fmt::Result {
+        out.counters(
+            "shortener_api_key_lookups",
+            "Keys a node held in no set, looked up in the store before refusing them, by what \
+             the lookup found (kept, not_kept, unasked: known or past the bounds, failed)",
+            Looked::ALL.map(|looked| ([("outcome", looked.name())], self.of(looked))),
+        )
+    }
 }
 
 /// The accepted API keys: those given directly, plus those of the keys file, which is re-read
@@ -36,6 +97,8 @@ pub struct ApiKeys {
     reloads: Arc<ReloadCounters>,
     /// Where a key in neither set is looked up, once the store's keys are kept.
     lookup: OnceLock<Weak<dyn KeyLookup>>,
+    /// What lookups found.
+    lookups: Arc<LookupCounters>,
 }
 
 impl ApiKeys {
@@ -53,6 +116,7 @@ impl ApiKeys {
                 refused_help: "Reloads of the API keys file refused because it did not parse (the keys in force stayed)",
             })),
             lookup: OnceLock::new(),
+            lookups: Arc::default(),
         };
         let set = keys.read()?;
         if set.is_empty() {
@@ -140,10 +204,20 @@ impl ApiKeys {
         let digest = digest(key);
         let in_a_set =
             self.current.load().contains(&digest) || self.stored.load().contains(&digest);
-        if in_a_set || !is_generated_shape(key) || !lookup.look_up(digest).await {
+        if in_a_set || !is_generated_shape(key) {
+            return Err(refused);
+        }
+        let looked = lookup.look_up(digest).await;
+        self.lookups.count(looked);
+        if looked != Looked::Kept {
             return Err(refused);
         }
         self.authenticate(header)
+    }
+
+    /// What lookups of keys in neither set found (a part of `/metrics`).
+    pub fn lookups(&self) -> Arc<LookupCounters> {
+        Arc::clone(&self.lookups)
     }
 
     /// The caller whose YOURLS token signed `signed`, against the keys in force now.
@@ -203,14 +277,15 @@ mod tests {
     }
 
     impl KeyLookup for Kept {
-        fn look_up(&self, digest: [u8; 32]) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        fn look_up(&self, digest: [u8; 32]) -> Pin<Box<dyn Future<Output = Looked> + Send + '_>> {
             self.asked.fetch_add(1, Ordering::SeqCst);
             let kept = self.kept.lock().expect("kept").clone();
             let found = kept.iter().any(|e| e.digest == digest);
             if found && let Some(keys) = self.keys.upgrade() {
                 keys.set_stored(KeySet::new(kept).expect("valid"));
             }
-            Box::pin(std::future::ready(found))
+            let looked = if found { Looked::Kept } else { Looked::NotKept };
+            Box::pin(std::future::ready(looked))
         }
     }
 
@@ -270,6 +345,11 @@ mod tests {
             assert!(keys.authenticate_looking_up(Some(&header)).await.is_err());
         }
         assert_eq!(store.asked.load(Ordering::SeqCst), 2);
+        let counted = keys.lookups();
+        assert_eq!(
+            (counted.of(Looked::Kept), counted.of(Looked::NotKept)),
+            (1, 1)
+        );
         // A key a set holds but that has expired is not asked for either.
         let expired = generate_api_key();
         let mut old = entry("old", &expired);

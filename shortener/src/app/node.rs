@@ -153,6 +153,7 @@ impl Node {
             Arc::clone(&resolver) as _,
             Arc::new(store.clone()),
             resources.api_keys.reloads(),
+            resources.api_keys.lookups(),
             targets.reloads(),
             Arc::new(gates.clone()),
             Arc::new(crate::telemetry::TraceExport),

@@ -12,6 +12,7 @@
 //!   previous one, and the lookup with its read gives up after [`LOOKUP_DEADLINE`].
 
 use super::KeyService;
+use crate::access::Looked;
 use crate::store::{KeyStore, StoreError};
 use std::collections::HashSet;
 use std::future::Future;
@@ -108,7 +109,7 @@ impl Lookups {
 }
 
 impl crate::access::KeyLookup for KeyService {
-    fn look_up(&self, digest: [u8; 32]) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+    fn look_up(&self, digest: [u8; 32]) -> Pin<Box<dyn Future<Output = Looked> + Send + '_>> {
         Box::pin(self.look_up_unheld(digest))
     }
 }
@@ -117,20 +118,21 @@ impl KeyService {
     /// Whether a live key of `digest`, which this node holds in neither set, is kept; when it
     /// is, the stored keys have been read again since, so the key is in force if it may be.
     /// False without asking past the bounds (see the module's notes).
-    async fn look_up_unheld(&self, digest: [u8; 32]) -> bool {
+    async fn look_up_unheld(&self, digest: [u8; 32]) -> Looked {
         if !self.lookups.may_ask(&digest) {
-            return false;
+            return Looked::Unasked;
         }
         let Ok(_permit) = self.lookups.in_flight.try_acquire() else {
-            return false;
+            return Looked::Unasked;
         };
         match tokio::time::timeout(LOOKUP_DEADLINE, self.find(digest)).await {
-            Ok(Ok(found)) => found,
+            Ok(Ok(true)) => Looked::Kept,
+            Ok(Ok(false)) => Looked::NotKept,
             Ok(Err(error)) => {
                 tracing::debug!(%error, "looking up an API key this node does not hold failed; refused as unknown");
-                false
+                Looked::Failed
             }
-            Err(_) => false,
+            Err(_) => Looked::Failed,
         }
     }
 
