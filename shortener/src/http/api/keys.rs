@@ -122,7 +122,8 @@ pub async fn revoke_api_key(
         Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
-            "no such key in this tenant (keys of the keys file are removed there)",
+            "no live key of that name in this tenant: it was never made here or is revoked \
+             already (a key of the operator's keys file is removed from that file)",
         ))
     }
 }
