@@ -1,7 +1,7 @@
 //! Link management over gRPC: list, update, import (a stream each way), export (a stream out).
 
 use super::{LinksApi, wire};
-use crate::domain::{Caller, Error, ImportInput, LinkPatch, PatchInput};
+use crate::domain::{Caller, Error, ImportInput, LinkPatch, PatchInput, PublicBase};
 use crate::links::{
     ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, Place, import_idle,
 };
@@ -61,6 +61,7 @@ impl LinksApi {
     ) -> ImportStream {
         let links = std::sync::Arc::clone(&self.links);
         let rules = self.rules.clone();
+        let public = self.public.clone();
         let stream = futures::stream::once(async move {
             let idle = links.import_idle();
             let first = tokio::time::timeout(idle, messages.next())
@@ -82,7 +83,7 @@ impl LinksApi {
                 .flat_map(|message| futures::stream::iter(rows_of(message)));
             links
                 .import_rows(&caller, place, settings, rows)
-                .flat_map(|event| futures::stream::iter(answers(event)))
+                .flat_map(move |event| futures::stream::iter(answers(event, &public)))
                 .boxed()
         })
         .flatten();
@@ -168,11 +169,14 @@ fn rows_of(
 
 /// The messages of one import event: a result per row, or the summary (or the status the
 /// import stopped with).
-fn answers(event: ImportEvent<Status>) -> Vec<Result<pb::ImportLinksResponse, Status>> {
+fn answers(
+    event: ImportEvent<Status>,
+    public: &PublicBase,
+) -> Vec<Result<pb::ImportLinksResponse, Status>> {
     match event {
         ImportEvent::Rows(results) => results
             .into_iter()
-            .map(|result| Ok(wire::row_result(result)))
+            .map(|result| Ok(wire::row_result(result, public)))
             .collect(),
         ImportEvent::End(ImportSummary {
             stopped: Some(ImportStop::Input(status)),

@@ -400,7 +400,8 @@ impl TryFrom<pb::ImportRow> for ImportInput {
 }
 
 /// The result of an import row.
-pub(super) fn row_result(result: RowResult) -> pb::ImportLinksResponse {
+pub(super) fn row_result(result: RowResult, public: &PublicBase) -> pb::ImportLinksResponse {
+    let short_url = result.short_url(public);
     let (status, error) = match result.status {
         RowStatus::Error(error) => ("error", Some(error.into())),
         other => (other.name(), None),
@@ -412,6 +413,7 @@ pub(super) fn row_result(result: RowResult) -> pb::ImportLinksResponse {
                 code: result.code,
                 status: status.to_string(),
                 error,
+                short_url,
             },
         )),
     }

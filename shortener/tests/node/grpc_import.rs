@@ -244,6 +244,16 @@ async fn grpc_import_rows_carry_routing_and_refuse_links_not_active(backend: Bac
         ],
         "{answers:#?}"
     );
+    // A row with a link names its short URL; a refused one has none.
+    let urls: Vec<bool> = answers.iter().map(|a| a.short_url.is_some()).collect();
+    assert_eq!(urls, [true, false, false, false, false, false, true]);
+    assert!(
+        answers[0]
+            .short_url
+            .as_deref()
+            .is_some_and(|u| u.ends_with("/r-routed")),
+        "{answers:#?}"
+    );
     // A refused row is named by its code as well as its number.
     let codes: Vec<Option<&str>> = answers[..6].iter().map(|a| a.code.as_deref()).collect();
     assert_eq!(

@@ -271,6 +271,18 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
             );
         }
     }
+    // A row with a link names its short URL; a refused one has none.
+    let short_url = |n: u64| row(&lines, n)["short_url"].clone();
+    assert!(
+        short_url(1).as_str().is_some_and(|u| u.ends_with("/ok-1")),
+        "{lines:?}"
+    );
+    let generated = row(&lines, rows as u64);
+    let url = generated["short_url"]
+        .as_str()
+        .expect("a generated row's short URL");
+    assert!(url.ends_with(&format!("/{}", generated["code"].as_str().expect("code"))));
+    assert_eq!(short_url(2), Value::Null, "{lines:?}");
     // A refused row is named by a code it gave that the node can serve, and only by such.
     let named = |n: u64| row(&lines, n)["code"].clone();
     assert_eq!(named(2), json!("bad-url"), "a row refused for its URL");

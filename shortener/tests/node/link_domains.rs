@@ -1361,8 +1361,19 @@ async fn a_peers_short_url_host_places_rows_on_claimed_domains(backend: Backend)
                https://bit.ly/bitly-2,https://acme.example/2,Two\n\
                go.globex.example/bitly-3,https://acme.example/3,Three\n";
     let answers = import(&node, &keys.own, "text/csv", csv.into(), "").await;
-    for code in ["bitly-1", "bitly-2", "bitly-3"] {
-        assert_eq!(row_of(&answers, code)["status"], "created", "{answers:#?}");
+    // Each row's answer names its new short URL, on the domain it went to.
+    for (code, host) in [
+        ("bitly-1", "go.acme.example"),
+        ("bitly-2", "sho.rt"),
+        ("bitly-3", "sho.rt"),
+    ] {
+        let answer = row_of(&answers, code);
+        assert_eq!(answer["status"], "created", "{answers:#?}");
+        let short_url = answer["short_url"].as_str().unwrap_or_default();
+        assert!(
+            short_url.ends_with(&format!("://{host}/{code}")),
+            "{code}: {answer}"
+        );
     }
     assert_eq!(
         visit(&node, "go.acme.example", "bitly-1").await,

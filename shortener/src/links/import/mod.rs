@@ -89,6 +89,25 @@ pub struct RowResult {
     pub code: Option<String>,
     /// What became of it.
     pub status: RowStatus,
+    /// The branded domain its link is on (or would be, in a dry run); `None` for the default
+    /// domain and for a row without a link.
+    pub domain: Option<String>,
+}
+
+impl RowResult {
+    /// The short URL of the row's link on `public`'s deployment, when the row has one: made,
+    /// found, or (a dry run's row with a code) to be made.
+    pub fn short_url(&self, public: &crate::domain::PublicBase) -> Option<String> {
+        let code = self.code.as_deref()?;
+        if matches!(self.status, RowStatus::Error(_)) {
+            return None;
+        }
+        let mut url = String::new();
+        public
+            .write_link_url(&mut url, self.domain.as_deref(), code)
+            .ok()?;
+        Some(url)
+    }
 }
 
 /// The totals of an import.
@@ -368,9 +387,9 @@ impl LinkService {
         match made {
             Ok((link, true)) => {
                 self.changes.changed(&link.code);
-                result(row, Some(link.code), RowStatus::Created)
+                of_link(row, link, RowStatus::Created)
             }
-            Ok((link, false)) => result(row, Some(link.code), RowStatus::Exists),
+            Ok((link, false)) => of_link(row, link, RowStatus::Exists),
             Err(error) => result(row, None, RowStatus::Error(error)),
         }
     }
@@ -530,6 +549,7 @@ impl LinkService {
                     row: *row,
                     code: Some(shown_code(&link.code).to_string()),
                     status,
+                    domain: link.domain.clone(),
                 },
             ));
         }
@@ -568,7 +588,7 @@ impl LinkService {
         let dedup_key = new.dedup_key.clone().unwrap_or_default();
         if import.dry_run {
             return match self.store.find_dedup(&dedup_key).await {
-                Ok(Some(link)) => result(row, Some(link.code), RowStatus::Exists),
+                Ok(Some(link)) => of_link(row, link, RowStatus::Exists),
                 Ok(None) => result(row, None, RowStatus::Valid),
                 Err(error) => result(row, None, RowStatus::Error(error.into())),
             };
@@ -585,7 +605,20 @@ impl LinkService {
 /// A row's result; `code` is a link's key, answered as the code people type.
 fn result(row: u64, code: Option<String>, status: RowStatus) -> RowResult {
     let code = code.map(|key| shown_code(&key).to_string());
-    RowResult { row, code, status }
+    RowResult {
+        row,
+        code,
+        status,
+        domain: None,
+    }
+}
+
+/// Row `row`'s result with `status`, for its `link`.
+fn of_link(row: u64, link: Link, status: RowStatus) -> RowResult {
+    RowResult {
+        domain: link.domain,
+        ..result(row, Some(link.code), status)
+    }
 }
 
 /// Row `row` (its legacy code, if it has one) refused for `error`.

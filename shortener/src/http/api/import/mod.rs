@@ -16,7 +16,7 @@ use super::admit;
 use super::records::{MAX_RECORD, Record, Splitter};
 use super::wire::media_type;
 use crate::access::Operation;
-use crate::domain::Error;
+use crate::domain::{Error, PublicBase};
 use crate::http::{ApiError, HttpState};
 use crate::links::{
     ImportEvent, ImportSettings, ImportStop, ImportSummary, InputRow, RowResult, RowStatus,
@@ -145,12 +145,16 @@ async fn start(
         idle: state.links.import_idle(),
     };
     let events = state.links.import_rows(&caller, place, settings, rows);
-    let lines = events.filter_map(move |event| async move {
-        let bytes = match event {
-            ImportEvent::Rows(results) => rows_lines(&results, errors_only)?,
-            ImportEvent::End(summary) => summary_line(summary),
-        };
-        Some(Ok::<Bytes, std::io::Error>(bytes))
+    let public = Arc::new(state.public.clone());
+    let lines = events.filter_map(move |event| {
+        let public = Arc::clone(&public);
+        async move {
+            let bytes = match event {
+                ImportEvent::Rows(results) => rows_lines(&results, errors_only, &public)?,
+                ImportEvent::End(summary) => summary_line(summary),
+            };
+            Some(Ok::<Bytes, std::io::Error>(bytes))
+        }
     });
     Ok((
         StatusCode::OK,
@@ -165,11 +169,11 @@ async fn start(
 
 /// The answer lines of one chunk's results (only the refused rows' with `errors_only`), in one
 /// buffer; `None` when there are none.
-fn rows_lines(results: &[RowResult], errors_only: bool) -> Option<Bytes> {
-    let mut lines = Vec::with_capacity(results.len() * 48);
+fn rows_lines(results: &[RowResult], errors_only: bool, public: &PublicBase) -> Option<Bytes> {
+    let mut lines = Vec::with_capacity(results.len() * 80);
     for result in results {
         if !errors_only || matches!(result.status, RowStatus::Error(_)) {
-            row_line(&mut lines, result);
+            row_line(&mut lines, result, public);
         }
     }
     (!lines.is_empty()).then(|| Bytes::from(lines))
@@ -207,10 +211,12 @@ struct RowLine<'a> {
     error: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    short_url: Option<String>,
 }
 
-/// Appends the answer line of `result` to `out`.
-fn row_line(out: &mut Vec<u8>, result: &RowResult) {
+/// Appends the answer line of `result` (short URLs on `public`) to `out`.
+fn row_line(out: &mut Vec<u8>, result: &RowResult, public: &PublicBase) {
     let (error, message) = match &result.status {
         RowStatus::Error(error) => (Some(error.code()), Some(error.public_message())),
         _ => (None, None),
@@ -221,6 +227,7 @@ fn row_line(out: &mut Vec<u8>, result: &RowResult) {
         status: result.status.name(),
         error,
         message,
+        short_url: result.short_url(public),
     };
     if serde_json::to_writer(&mut *out, &line).is_ok() {
         out.push(b'\n');
