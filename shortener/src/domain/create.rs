@@ -109,9 +109,9 @@ impl CreateRules {
             Some((rule, condition)) => Err(Error::invalid(
                 "invalid_rules",
                 format!(
-                    "rules[{rule}].conditions[{condition}]: a country condition needs the \
-                     node's GeoIP database (SHORTENER_GEOIP_DB), and this node has none: it \
-                     would never hold"
+                    "rules[{rule}].conditions[{condition}].type: a country condition needs \
+                     the node's GeoIP database (SHORTENER_GEOIP_DB), and this node has none: \
+                     it would never hold"
                 ),
             )),
         }

@@ -52,8 +52,8 @@ pub enum Error {
     },
     /// The caller may not claim this host (its tenant's allowed suffixes do not cover it).
     #[error(
-        "this API key may not claim {0:?}: it is not under a suffix the operator allows its \
-         tenant (SHORTENER_DOMAIN_SUFFIXES), and only an admin key claims other hosts"
+        "this API key claims only hosts under a suffix the operator allows its tenant \
+         (SHORTENER_DOMAIN_SUFFIXES; an admin key claims any host), not {0:?}"
     )]
     HostNotAllowed(String),
     /// The idempotency key was used before with a different request.

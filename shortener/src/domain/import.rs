@@ -57,6 +57,17 @@ pub struct Origin {
 }
 
 impl Origin {
+    /// Notes a state cell: a state that refuses the row stays, whatever a later cell says.
+    pub fn note_state(&mut self, state: &str) {
+        if self
+            .state
+            .as_deref()
+            .is_none_or(|s| refuse_unless_active(s).is_ok())
+        {
+            self.state = Some(state.to_string());
+        }
+    }
+
     /// Refuses a link that was disabled, deleted, used up (at `max_visits`) or password
     /// protected where it was exported.
     pub fn check(&self, max_visits: Option<u64>) -> Result<(), Error> {

@@ -157,12 +157,10 @@ fn rows_of(
                 message.rows.len()
             )))))
         }
-        Ok(message) => Box::new(
-            message
-                .rows
-                .into_iter()
-                .map(|row| Ok(ImportInput::try_from(row))),
-        ),
+        Ok(message) => Box::new(message.rows.into_iter().map(|row| {
+            let code = row.code.clone();
+            Ok(ImportInput::try_from(row).map_err(|error| (code, error)))
+        })),
         Err(status) => Box::new(std::iter::once(Err(status))),
     }
 }

@@ -192,7 +192,7 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
         "code_taken",
     );
     line(
-        br#"{"url": "https://example.com/d", "created_at": "yesterday"}"#,
+        br#"{"url": "https://example.com/d", "code": "bad-date", "created_at": "yesterday"}"#,
         "error",
         "invalid_created_at",
     );
@@ -287,6 +287,7 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
     let named = |n: u64| row(&lines, n)["code"].clone();
     assert_eq!(named(2), json!("bad-url"), "a row refused for its URL");
     assert_eq!(named(3), Value::Null, "a row without a code");
+    assert_eq!(named(13), json!("bad-date"), "a row refused as it was read");
     for n in 4..=8 {
         assert_eq!(named(n), Value::Null, "row {n}: a code no link can have");
     }

@@ -411,7 +411,7 @@ async fn a_node_without_geoip_refuses_country_conditions(backend: Backend) {
     let refused = |body: &Value| {
         body["error"] == "invalid_rules"
             && body["message"].as_str().is_some_and(|m| {
-                m.starts_with("rules[1].conditions[1]: ") && m.contains("SHORTENER_GEOIP_DB")
+                m.starts_with("rules[1].conditions[1].type: ") && m.contains("SHORTENER_GEOIP_DB")
             })
     };
     let before = node.list_all("", 1000).await.len();

@@ -176,9 +176,9 @@ fn unavailable_all(made: &[(usize, RowResult)]) -> Option<Error> {
 /// A row of a chunk: its number and the checked row, or its refusal.
 type ChunkRow = (u64, Result<ImportRow, Refusal>);
 
-/// A row refused before it reached the store: the legacy code it gave, when it is one this
-/// node can serve (so the answer names the row by it as well), and why.
-type Refusal = (Option<String>, Error);
+/// A row refused before it reached the store: the legacy code it gave (in a chunk, only one
+/// this node can serve, so the answer names the row by it as well), and why.
+pub type Refusal = (Option<String>, Error);
 
 impl LinkService {
     /// Starts an import for `caller` (links go to its tenant); a dry run checks every row and

@@ -105,9 +105,10 @@ pub struct ImportSettings {
     pub idle: std::time::Duration,
 }
 
-/// A row as a transport reads it: its fields, or why they could not be read (the row is
-/// answered as refused, and the import goes on).
-pub type InputRow = Result<ImportInput, Error>;
+/// A row as a transport reads it: its fields, or why they could not be read with the code the
+/// row gave where the reader found one (the row is answered as refused, and the import goes
+/// on).
+pub type InputRow = Result<ImportInput, super::Refusal>;
 
 /// Why an import stopped before its input ended. The rows after the last answered one were
 /// not imported; importing them again is safe (what was created is found again).
@@ -284,13 +285,16 @@ struct Bounds {
     until: tokio::time::Instant,
 }
 
-/// `input` checked against `rules` now; a refusal keeps the row's code where it is one the
-/// node can serve.
+/// `input` checked against `rules` now; a refusal keeps the row's code.
 fn checked(input: ImportInput, rules: &CreateRules) -> Result<ImportRow, super::Refusal> {
-    let code = (input.code.as_deref())
-        .filter(|code| crate::domain::check_legacy_code(code, rules.code_length).is_ok())
-        .map(str::to_string);
+    let code = input.code.clone();
     ImportRow::parse(input, rules, Utc::now()).map_err(|error| (code, error))
+}
+
+/// Whether a refused row's `code` is one the node can serve, and so named in its answer (a
+/// code no link can have is echoed only in the message).
+fn servable(code: &str, rules: &CreateRules) -> bool {
+    crate::domain::check_legacy_code(code, rules.code_length).is_ok()
 }
 
 /// The reading stage: sends the checked chunks of `rows` to `chunks` until the rows end, one
@@ -322,8 +326,8 @@ async fn read_chunks<S, E>(
                 Ok(Some(Ok(input))) => {
                     number += 1;
                     let row = input
-                        .map_err(|error| (None, error))
-                        .and_then(|input| checked(input, &rules));
+                        .and_then(|input| checked(input, &rules))
+                        .map_err(|(code, error)| (code.filter(|c| servable(c, &rules)), error));
                     bytes += row.as_ref().map_or(REFUSED_ROW_BYTES, ImportRow::weight);
                     chunk.push((number, row));
                 }

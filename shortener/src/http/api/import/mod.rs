@@ -315,10 +315,13 @@ fn input_of(record: Record, columns: Option<&Columns>) -> InputRow {
     let bytes = match record {
         Record::Bytes(bytes) => bytes,
         Record::TooLong => {
-            return Err(Error::bad_request(
-                "row_too_long",
-                format!(
-                    "the row is longer than {MAX_RECORD} bytes (for CSV, an unbalanced quote makes the rest of the file one row)"
+            return Err((
+                None,
+                Error::bad_request(
+                    "row_too_long",
+                    format!(
+                        "the row is longer than {MAX_RECORD} bytes (for CSV, an unbalanced quote makes the rest of the file one row)"
+                    ),
                 ),
             ));
         }

@@ -7,6 +7,7 @@
 use super::rows::{code_of_short_url, host_of_short_url, import_time, utf8};
 use crate::domain::Origin;
 use crate::domain::{Error, ImportInput};
+use crate::links::InputRow;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -98,8 +99,15 @@ struct Clicks {
     human: u64,
 }
 
-pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
-    let row: NdjsonRow = serde_json::from_str(utf8(bytes)?).map_err(|e| {
+/// One NDJSON row's fields; refused with the code it gives, where it gives one.
+pub(super) fn ndjson_row(bytes: &[u8]) -> InputRow {
+    let row = parsed(bytes).map_err(|error| (None, error))?;
+    let code = row.code.clone().or_else(|| row.alias.clone());
+    input_of(row).map_err(|error| (code, error))
+}
+
+fn parsed(bytes: &[u8]) -> Result<NdjsonRow, Error> {
+    serde_json::from_str(utf8(bytes)?).map_err(|e| {
         // An unknown field's error lists every known one; the field named is what helps.
         let text = e.to_string();
         let short = match text.split_once(", expected one of") {
@@ -107,7 +115,10 @@ pub(super) fn ndjson_row(bytes: &[u8]) -> Result<ImportInput, Error> {
             None => text,
         };
         Error::bad_request("invalid_json", format!("invalid row: {short}"))
-    })?;
+    })
+}
+
+fn input_of(row: NdjsonRow) -> Result<ImportInput, Error> {
     let code = match (row.code, row.alias) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid(

@@ -4,6 +4,7 @@
 
 use super::routing::Routing;
 use crate::domain::{Error, ImportInput};
+use crate::links::InputRow;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 
 pub(super) fn utf8(bytes: &[u8]) -> Result<&str, Error> {
@@ -134,9 +135,27 @@ impl Columns {
         Ok(Self(columns))
     }
 
-    /// The fields of one CSV row.
-    pub(super) fn row(&self, bytes: &[u8]) -> Result<ImportInput, Error> {
-        let fields = csv_fields(bytes)?;
+    /// The fields of one CSV row; refused with the code it gives, where it gives one.
+    pub(super) fn row(&self, bytes: &[u8]) -> InputRow {
+        let fields = csv_fields(bytes).map_err(|error| (None, error))?;
+        self.fields(&fields)
+            .map_err(|error| (self.code_in(&fields), error))
+    }
+
+    /// The code a row gives: its code cell, else its short URL's path.
+    fn code_in(&self, fields: &csv::ByteRecord) -> Option<String> {
+        let cell = |wanted: Column| {
+            let (_, field) = self.0.iter().zip(fields).find(|(c, _)| **c == wanted)?;
+            let text = super::super::cells::imported(std::str::from_utf8(field).ok()?).trim();
+            (!text.is_empty()).then_some(text)
+        };
+        match cell(Column::Code) {
+            Some(code) => Some(code.to_string()),
+            None => code_of_short_url(cell(Column::ShortUrl)?).ok(),
+        }
+    }
+
+    fn fields(&self, fields: &csv::ByteRecord) -> Result<ImportInput, Error> {
         if fields.len() > self.0.len() {
             return Err(Error::bad_request(
                 "invalid_csv",
@@ -149,7 +168,7 @@ impl Columns {
         }
         let mut input = ImportInput::default();
         let mut short_url = None;
-        for (column, field) in self.0.iter().zip(&fields) {
+        for (column, field) in self.0.iter().zip(fields) {
             let text = super::super::cells::imported(utf8(field)?).trim();
             if text.is_empty() {
                 continue;
@@ -181,8 +200,9 @@ impl Columns {
                     })?)
                 }
                 Column::Routing(field) => field.fill(&mut input.routes, text)?,
-                Column::State => input.origin.state = Some(text.to_string()),
-                Column::Protected => input.origin.protected = text.eq_ignore_ascii_case("true"),
+                // Repeated columns: a cell that refuses the row is not undone by a later one.
+                Column::State => input.origin.note_state(text),
+                Column::Protected => input.origin.protected |= text.eq_ignore_ascii_case("true"),
                 // Other tools' counts come in other shapes; only a count is read.
                 Column::Clicks => input.origin.clicks = text.parse::<u64>().ok(),
                 Column::Domain => input.domain = Some(text.to_string()),
@@ -303,6 +323,38 @@ mod tests {
     }
 
     #[test]
+    fn a_row_refused_as_it_is_read_keeps_its_code_and_a_refusing_cell_stays() {
+        let columns =
+            Columns::parse(b"url,code,created_at,state,state,protected,protected").expect("header");
+        let (code, error) = columns
+            .row(b"https://e.test/,promo,yesterday,,,,")
+            .expect_err("a bad date");
+        assert_eq!(
+            (code.as_deref(), error.code()),
+            (Some("promo"), "invalid_created_at")
+        );
+        let bitly = Columns::parse(b"Bitlink,Long URL,created_at").expect("header");
+        let (code, _) = bitly
+            .row(b"bit.ly/spring,https://e.test/,yesterday")
+            .expect_err("a bad date");
+        assert_eq!(code.as_deref(), Some("spring"), "the short URL's code");
+        let (code, _) = columns
+            .row(b"https://e.test/,,yesterday,,,,")
+            .expect_err("a bad date");
+        assert_eq!(code, None, "a row that gives no code");
+        // Repeated columns: a later cell does not undo one that refuses the row.
+        let row = columns
+            .row(b"https://e.test/,promo,,disabled,active,true,false")
+            .expect("a row");
+        assert_eq!(row.origin.state.as_deref(), Some("disabled"));
+        assert!(row.origin.protected);
+        let row = columns
+            .row(b"https://e.test/,promo,,active,deleted,,")
+            .expect("a row");
+        assert_eq!(row.origin.state.as_deref(), Some("deleted"));
+    }
+
+    #[test]
     fn routing_columns_read_what_an_export_writes() {
         let columns = Columns::parse(
             b"url,title,rules,variants,UTM Source,utm_content,pass_query,preview_title,preview_image,ios",
@@ -334,7 +386,7 @@ mod tests {
         ] {
             let row = format!("https://e.test/,{cell}");
             assert_eq!(
-                columns.row(row.as_bytes()).expect_err(cell).code(),
+                columns.row(row.as_bytes()).expect_err(cell).1.code(),
                 code,
                 "{cell}"
             );
