@@ -23,6 +23,9 @@ use std::time::Duration;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
+/// The limits a refusal is counted under (`shortener_rate_limited_total{limit}`).
+const RATE_LIMITS: [&str; 5] = ["not_found", "create", "read", "password", "password_checks"];
+
 /// The node's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -52,6 +55,10 @@ impl Metrics {
         let creates = Family::<Labels, Counter>::default();
         let create_seconds = Family::<Labels, LatencyHistogram>::default();
         let rate_limited = Family::<Labels, Counter>::default();
+        // Every limit's series from the start, so that a dashboard or an alert finds them at 0.
+        for limit in RATE_LIMITS {
+            let _ = rate_limited.get_or_create(&vec![("limit", limit)]);
+        }
         let api_requests = Family::<Vec<(&'static str, String)>, Counter>::default();
         let api_unauthenticated = Family::<Labels, Counter>::default();
         let compat_requests = Family::<Labels, Counter>::default();
@@ -190,7 +197,7 @@ impl Metrics {
         }
     }
 
-    /// Records a refusal by the limit named `limit` (`not_found`, `create` or `read`).
+    /// Records a refusal by the limit named `limit` (one of [`RATE_LIMITS`]).
     pub fn rate_limited(&self, limit: &'static str) {
         self.rate_limited
             .get_or_create(&vec![("limit", limit)])
@@ -256,5 +263,22 @@ fn status_label(status: u16) -> &'static str {
         500 => "500",
         503 => "503",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_limits_refusals_are_a_series_from_the_start() {
+        let metrics = Metrics::new(Sources::new(Vec::new()));
+        metrics.rate_limited("read");
+        let text = metrics.render();
+        for limit in RATE_LIMITS {
+            let value = if limit == "read" { 1 } else { 0 };
+            let series = format!("shortener_rate_limited_total{{limit=\"{limit}\"}} {value}");
+            assert!(text.lines().any(|l| l == series), "{series}: {text}");
+        }
     }
 }
