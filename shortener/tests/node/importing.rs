@@ -106,6 +106,25 @@ async fn legacy_codes_keep_their_spelling_and_a_retry_creates_nothing_twice(back
     assert_eq!(summary(&again)["created"], 0);
     assert_eq!(summary(&again)["exists"], 6);
     assert_eq!(node.stored_links().await, stored);
+
+    // A legacy code whose link was deleted since is not `exists` (it answers 410 and is never
+    // given out again): the row is refused, the run and a dry run alike, and nothing changes.
+    assert_eq!(node.delete("spring-sale").await, StatusCode::NO_CONTENT);
+    let retried = ndjson(&rows[1..2]);
+    for query in ["", "dry_run=true"] {
+        let (status, lines) = node.import(NDJSON, retried.clone(), query).await;
+        assert_eq!(status, StatusCode::OK, "{query}");
+        assert_eq!(row(&lines, 1)["status"], "error", "{query}: {lines:?}");
+        assert_eq!(
+            row(&lines, 1)["error"],
+            "code_deleted",
+            "{query}: {lines:?}"
+        );
+        assert_eq!(row(&lines, 1)["code"], "spring-sale", "{query}: {lines:?}");
+        assert_eq!(summary(&lines)["exists"], 0, "{query}");
+    }
+    assert_eq!(node.location("spring-sale").await.0, StatusCode::GONE);
+    assert_eq!(node.stored_links().await, stored);
 }
 on_both_stores!(legacy_codes_keep_their_spelling_and_a_retry_creates_nothing_twice);
 

@@ -569,6 +569,10 @@ impl LinkService {
         let ours = *holder.tenant == *import.caller.tenant;
         if ours && holder.import_batch == Some(import.batch) {
             RowStatus::Error(duplicate(&link.code))
+        } else if ours && holder.deleted_at.is_some() {
+            // The caller's own link, deleted: `exists` would point at a code that answers 410,
+            // and a deleted code is never given out again (docs/design.md).
+            RowStatus::Error(code_deleted(&link.code))
         } else if ours && holder.url == link.url && holder.domain == link.domain {
             RowStatus::Exists
         } else {
@@ -631,6 +635,16 @@ fn duplicate(code: &str) -> Error {
         "duplicate_code",
         format!(
             "the code {} appears more than once in this import",
+            crate::domain::echo(shown_code(code))
+        ),
+    )
+}
+
+fn code_deleted(code: &str) -> Error {
+    Error::invalid(
+        "code_deleted",
+        format!(
+            "the code {} belonged to a link of yours that was deleted; a deleted code is never reused",
             crate::domain::echo(shown_code(code))
         ),
     )
