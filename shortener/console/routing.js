@@ -3,6 +3,7 @@
 // (variants with weights summing to 100), and the same routing told read-only on a link's page.
 
 import { clear, el, field } from './dom.js';
+import { session } from './app.js';
 
 /// Condition types, and the choices of those that have a fixed set.
 const CHOICES = {
@@ -16,6 +17,13 @@ const HINTS = {
   cidr: '10.0.0.0/8', query: 'empty: present; a, b: one of',
 };
 const MAX_CONDITIONS = 8;
+
+/// The condition types to offer: those this node takes (`/me`; `country` only where it has a
+/// GeoIP database), and a condition's own type if the link already has one the node does not.
+function conditionTypes(current) {
+  const offered = TYPES.filter((t) => !session.me?.rule_conditions || session.me.rule_conditions.includes(t));
+  return offered.includes(current) ? offered : [...offered, current];
+}
 
 /// A condition in words: `device is mobile`, `query src is one of a, b`.
 export function conditionText(c) {
@@ -104,7 +112,7 @@ function conditionRow(rule, r, c, i, redraw) {
   const where = `rules[${r}].conditions[${i}]`;
   const name = `Rule ${r + 1}, condition ${i + 1}`;
   const type = el('select', { 'data-field': `${where}.type` },
-    TYPES.map((t) => el('option', { value: t, selected: t === c.type }, t)));
+    conditionTypes(c.type).map((t) => el('option', { value: t, selected: t === c.type }, t)));
   type.addEventListener('change', () => {
     c.type = type.value;
     if (CHOICES[c.type]) c.value = CHOICES[c.type].includes(c.value) ? c.value : CHOICES[c.type][0];

@@ -100,6 +100,15 @@ pub fn routes_of(
 }
 
 impl CreateRules {
+    /// The condition types a rule may use on this node: every one, but `country` only where
+    /// the node can tell a visitor's country.
+    pub fn condition_types(&self) -> Vec<&'static str> {
+        super::rules::CONDITION_TYPES
+            .into_iter()
+            .filter(|kind| self.countries || *kind != "country")
+            .collect()
+    }
+
     /// Redirect rules checked for this node: a `country` condition is refused where the node
     /// has no GeoIP database, as it would never hold.
     pub fn rules(&self, input: Vec<super::RuleInput>) -> Result<super::Rules, Error> {

@@ -19,6 +19,10 @@ pub const MAX_CONDITIONS: usize = 8;
 pub const MAX_VALUES: usize = 16;
 /// The longest query key or value, in bytes.
 pub const MAX_QUERY_TEXT: usize = 128;
+/// The condition types a rule may use, in the order a client offers them.
+pub const CONDITION_TYPES: [&str; 9] = [
+    "device", "os", "browser", "language", "country", "query", "before", "after", "cidr",
+];
 
 /// A rule as a transport received it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -2,7 +2,8 @@
 //! to their own URL) and a 50/50 split, and the patch carries only those fields; the link's page
 //! shows them; a split whose weights do not sum to 100 is refused before anything is sent; a bad
 //! rule is refused by the API with its field named beside the form; rules are reordered and a
-//! query condition's list is sent as one of; and the split is ended by choosing its winner.
+//! query condition's list is sent as one of; and the split is ended by choosing its winner. A
+//! node without a GeoIP database offers no country condition.
 //! Screenshots go to `target/console-screenshots/routing/`.
 
 use crate::console::{Page, driver, keys_file};
@@ -30,11 +31,52 @@ async fn the_console_edits_a_links_rules_and_split() {
     config.listeners.public_url = None;
     crate::rules::know_countries(&stack, &mut config);
     let node = Node::start(config).await;
+    let (_, me) = call(&node, Method::GET, "/me", &writer, None).await;
+    assert_eq!(me["rule_conditions"][4], "country", "{me}");
     let driver = driver();
     let mut page = Page::open(&driver, &node.base, "routing").await;
     tokio::time::timeout(Duration::from_secs(180), flow(&node, &mut page, &writer))
         .await
         .expect("the console's routing flow took over three minutes");
+    page.client.close().await.expect("close");
+}
+
+/// A node without a GeoIP database says so in `/me`, and its console does not offer a country
+/// condition (a rule with one would be refused); the other types are all there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_offers_no_country_condition_without_geoip() {
+    let stack = Stack::new(crate::helpers::Backend::Sqlite).await;
+    let keys = stack.dir.path().join("api-keys.toml");
+    let (writer, _) = keys_file(&keys);
+    let mut config = stack.config("console-no-geoip");
+    config.access.api_keys_file = Some(keys);
+    config.listeners.public_url = None;
+    let node = Node::start(config).await;
+    let (status, me) = call(&node, Method::GET, "/me", &writer, None).await;
+    assert_eq!(status, 200, "{me}");
+    let offered = json!([
+        "device", "os", "browser", "language", "query", "before", "after", "cidr"
+    ]);
+    assert_eq!(me["rule_conditions"], offered, "{me}");
+    let driver = driver();
+    let mut page = Page::open(&driver, &node.base, "routing-no-geoip").await;
+    tokio::time::timeout(Duration::from_secs(120), async {
+        page.sign_in(&writer).await;
+        page.click("New link").await;
+        page.wait_text("main h1", "New link").await;
+        page.click("Add rule").await;
+        page.field("Rule 1, condition 1").await;
+        let options = page
+            .eval(
+                "return [...document.querySelector('[data-field=\"rules[0].conditions[0].type\"]').options]\
+                 .map((o) => o.value);",
+            )
+            .await;
+        assert_eq!(options, offered);
+        page.check("no-country").await;
+    })
+    .await
+    .expect("the console's condition types took over two minutes");
     page.client.close().await.expect("close");
 }
 

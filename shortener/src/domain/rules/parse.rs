@@ -137,8 +137,9 @@ fn parse_condition(input: ConditionInput) -> Result<Condition, String> {
         }
         other => {
             return Err(format!(
-                "type: {} is not one of device, os, browser, language, country, query, before, after, cidr",
-                crate::domain::echo(other)
+                "type: {} is not one of {}",
+                crate::domain::echo(other),
+                super::CONDITION_TYPES.join(", ")
             ));
         }
     })

@@ -241,7 +241,8 @@ pub async fn delete(
 }
 
 /// `GET /api/v1/me`: who the key is (tenant, name, scopes), for a client to offer what the key
-/// may do. Needs a valid key and no scope; reads nothing from the store but what authentication
+/// may do, and the condition types a rule may use on this node (`country` only with a GeoIP
+/// database), for a client to offer only those. Needs a valid key and no scope; reads nothing from the store but what authentication
 /// reads (a key another node made, not yet held here).
 pub async fn me(
     State(state): State<Arc<HttpState>>,
@@ -262,9 +263,12 @@ pub async fn me(
     let scopes: Vec<&str> = caller.scopes.iter().map(|s| s.name()).collect();
     Ok((
         [(header::CACHE_CONTROL, "no-store")],
-        axum::Json(
-            serde_json::json!({ "tenant": &*caller.tenant, "key": &*caller.key, "scopes": scopes }),
-        ),
+        axum::Json(serde_json::json!({
+            "tenant": &*caller.tenant,
+            "key": &*caller.key,
+            "scopes": scopes,
+            "rule_conditions": state.rules.condition_types(),
+        })),
     )
         .into_response())
 }

@@ -89,8 +89,8 @@ async fn readme_check_finds_missing_or_unknown_fields_operations_and_codes() {
         (
             edited(
                 &readme,
-                r#"{"tenant", "key", "scopes"}"#,
-                r#"{"tenant", "name", "scopes"}"#,
+                r#"{"tenant", "key", "scopes", "rule_conditions"}"#,
+                r#"{"tenant", "name", "scopes", "rule_conditions"}"#,
             ),
             "names `name`, which the schema lacks",
         ),
