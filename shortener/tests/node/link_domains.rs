@@ -1249,6 +1249,31 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
         visit(&to, "other.example", "plain").await,
         (302, Some("https://acme.example/plain".into()))
     );
+    // The audit entry of a chunk names each link it made with its domain: the rows went on
+    // domains of their own, not one of the import's.
+    let (status, audit) = call(
+        &to,
+        Method::GET,
+        "/audit?tenant=acme&action=link.import",
+        &to_keys.admin,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{audit}");
+    let mut codes: Vec<Value> = audit["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .flat_map(|e| e["change"]["codes"].as_array().cloned().unwrap_or_default())
+        .collect();
+    codes.sort_by_key(|c| c.as_str().map(String::from));
+    let mut expected = vec![
+        json!("plain"),
+        json!("go.acme.example/spring"),
+        json!(format!("go.acme.example/{generated}")),
+    ];
+    expected.sort_by_key(|c| c.as_str().map(String::from));
+    assert_eq!(codes, expected, "{audit:#}");
 
     // A row's host, read as a create's: another tenant's domain is unknown, text no domain
     // can be is invalid unless `default_hosts` names it, the node's own host is the default

@@ -336,17 +336,28 @@ impl LinkService {
     }
 
     /// Records the links one chunk of an import created: one entry per chunk (the import's
-    /// batch number, how many rows it created and the first 100 of their codes), so an import
-    /// of any size writes a bounded number of bounded entries.
+    /// batch number, how many rows it created and the first 100 of their codes, each of a link
+    /// on a branded domain as `host/code`, since rows may go on domains of their own), so an
+    /// import of any size writes a bounded number of bounded entries.
     async fn audit_chunk(&self, import: &Import, results: &[RowResult]) {
-        let created: Vec<&str> = results
+        let created: Vec<&RowResult> = results
             .iter()
-            .filter(|r| matches!(r.status, RowStatus::Created))
-            .filter_map(|r| r.code.as_deref())
+            .filter(|r| matches!(r.status, RowStatus::Created) && r.code.is_some())
             .collect();
         if import.dry_run || created.is_empty() {
             return;
         }
+        let codes: Vec<String> = created
+            .iter()
+            .take(100)
+            .map(|r| {
+                let code = r.code.as_deref().unwrap_or_default();
+                match &r.domain {
+                    Some(host) => format!("{host}/{code}"),
+                    None => code.to_string(),
+                }
+            })
+            .collect();
         let batch = import.batch.to_string();
         let subject = crate::audit::Subject {
             tenant: &import.caller.tenant,
@@ -356,7 +367,7 @@ impl LinkService {
         };
         let change = serde_json::json!({
             "created": created.len(),
-            "codes": created.iter().take(100).collect::<Vec<_>>(),
+            "codes": codes,
             "domain": &import.domain,
         });
         self.audit.record(&import.caller, subject, change).await;
