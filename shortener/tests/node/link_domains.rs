@@ -1274,6 +1274,44 @@ async fn an_export_imports_back_onto_its_domains(backend: Backend) {
     ];
     expected.sort_by_key(|c| c.as_str().map(String::from));
     assert_eq!(codes, expected, "{audit:#}");
+    // An import onto one long host, of long codes: its entry keeps its count and its domain
+    // (the codes, bare, as many as fit), never cut down to the names of its fields.
+    let long_host = format!("{}.acme.example", "l".repeat(60));
+    assert_eq!(claim(&to, &to_keys.own, &long_host).await.0, 201);
+    let rows: String = (0..120)
+        .map(|i| format!("{}\n", json!({"url": "https://acme.example/many", "code": format!("{i:03}-{}", "c".repeat(56))})))
+        .collect();
+    let many = import(
+        &to,
+        &to_keys.own,
+        "application/x-ndjson",
+        rows,
+        &format!("domain={long_host}"),
+    )
+    .await;
+    assert_eq!(
+        many.last().expect("summary")["summary"]["created"],
+        120,
+        "{many:#?}"
+    );
+    let (_, audit) = call(
+        &to,
+        Method::GET,
+        "/audit?tenant=acme&action=link.import&limit=1",
+        &to_keys.admin,
+        None,
+    )
+    .await;
+    let change = &audit["entries"][0]["change"];
+    assert_eq!(change["created"], 120, "{change:#}");
+    assert_eq!(change["domain"], long_host.as_str(), "{change:#}");
+    let listed = change["codes"].as_array().expect("codes");
+    assert!((40..120).contains(&listed.len()), "{change:#}");
+    assert_eq!(
+        listed[0],
+        format!("000-{}", "c".repeat(56)).as_str(),
+        "{change:#}"
+    );
 
     // A row's host, read as a create's: another tenant's domain is unknown, text no domain
     // can be is invalid unless `default_hosts` names it, the node's own host is the default

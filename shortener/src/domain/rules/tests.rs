@@ -90,3 +90,29 @@ fn bad_rules_name_their_field() {
         assert!(error.to_string().starts_with(field), "{json}: {error}");
     }
 }
+
+/// The condition types are named in four places: [`CONDITION_TYPES`], the parser, the OpenAPI
+/// schema of `/api/v1/me` and the console's rule editor. They must agree.
+#[test]
+fn every_place_that_names_condition_types_names_the_same() {
+    for kind in CONDITION_TYPES {
+        let refusal = parse(serde_json::json!([{"url": "https://a.example/",
+            "conditions": [{"type": kind, "value": []}]}]))
+        .expect_err("an empty list is no value of any type")
+        .to_string();
+        assert!(!refusal.contains(".type"), "{kind}: {refusal}");
+    }
+    let openapi: serde_json::Value =
+        serde_json::from_str(include_str!("../../http/openapi.json")).expect("openapi");
+    let schema = &openapi["components"]["schemas"]["Identity"]["properties"]["rule_conditions"];
+    assert_eq!(schema["items"]["enum"], serde_json::json!(CONDITION_TYPES));
+    let console = include_str!("../../../console/routing.js");
+    let listed = format!(
+        "const TYPES = [{}];",
+        CONDITION_TYPES.map(|t| format!("'{t}'")).join(", ")
+    );
+    assert!(
+        console.contains(&listed),
+        "routing.js does not hold {listed}"
+    );
+}

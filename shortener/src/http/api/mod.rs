@@ -242,8 +242,8 @@ pub async fn delete(
 
 /// `GET /api/v1/me`: who the key is (tenant, name, scopes), for a client to offer what the key
 /// may do, and the condition types a rule may use on this node (`country` only with a GeoIP
-/// database), for a client to offer only those. Needs a valid key and no scope; reads nothing from the store but what authentication
-/// reads (a key another node made, not yet held here).
+/// database), for a client to offer only those. Needs a valid key and no scope; reads nothing
+/// from the store but what authentication reads (a key another node made, not yet held here).
 pub async fn me(
     State(state): State<Arc<HttpState>>,
     headers: HeaderMap,

@@ -7,8 +7,9 @@
 //! - with a legacy `code`: the rows of a chunk go in with one multi-row insert. A code that is
 //!   taken is told apart afterwards by reading its row: the caller's own link to the same target
 //!   brought by an earlier import (or made here) is `exists`; the same code twice in this
-//!   import is `duplicate_code`; anything else, another tenant's link included, is
-//!   `code_taken`, which says nothing of whose it is. Every answer that a code is taken, and
+//!   import is `duplicate_code`; the caller's own link that was deleted is `code_deleted`;
+//!   anything else, another tenant's link included, is `code_taken`, which says nothing of
+//!   whose it is. Every answer that a code is taken, and
 //!   every code a dry run looks at, is charged as one read to the key's read budget; past it
 //!   the row answers `rate_limited` (not written, nothing said of the code), so a dry run
 //!   learns of other tenants' codes no faster than reads would tell, and a real import only by
@@ -54,6 +55,10 @@ use std::collections::{HashMap, HashSet};
 pub const CHUNK_ROWS: usize = 2000;
 /// How many generated rows of a chunk are created at once.
 const CONCURRENCY: usize = 64;
+/// The most bytes of codes a chunk's audit entry lists: with its count and domain it stays
+/// well within the audit log's bound on a change (4 KiB), which would otherwise replace the
+/// whole summary with the names of its fields.
+const AUDIT_CODE_BYTES: usize = 3 * 1024;
 
 /// What became of one row.
 #[derive(Debug, Clone)]
@@ -336,28 +341,33 @@ impl LinkService {
     }
 
     /// Records the links one chunk of an import created: one entry per chunk (the import's
-    /// batch number, how many rows it created and the first 100 of their codes, each of a link
-    /// on a branded domain as `host/code`, since rows may go on domains of their own), so an
-    /// import of any size writes a bounded number of bounded entries.
+    /// batch number, how many rows it created and the first of their codes, at most 100 and
+    /// [`AUDIT_CODE_BYTES`], each of a link on a branded domain other than the import's as
+    /// `host/code`, since rows may go on domains of their own), so an import of any size
+    /// writes a bounded number of entries, each within the audit log's bound and never cut.
     async fn audit_chunk(&self, import: &Import, results: &[RowResult]) {
-        let created: Vec<&RowResult> = results
+        let created: Vec<(&str, Option<&str>)> = results
             .iter()
-            .filter(|r| matches!(r.status, RowStatus::Created) && r.code.is_some())
+            .filter(|r| matches!(r.status, RowStatus::Created))
+            .filter_map(|r| Some((r.code.as_deref()?, r.domain.as_deref())))
             .collect();
         if import.dry_run || created.is_empty() {
             return;
         }
-        let codes: Vec<String> = created
-            .iter()
-            .take(100)
-            .map(|r| {
-                let code = r.code.as_deref().unwrap_or_default();
-                match &r.domain {
-                    Some(host) => format!("{host}/{code}"),
-                    None => code.to_string(),
-                }
-            })
-            .collect();
+        let mut codes: Vec<String> = Vec::new();
+        let mut bytes = 0;
+        for (code, domain) in created.iter().take(100) {
+            let shown = match domain {
+                Some(host) if *domain != import.domain.as_deref() => format!("{host}/{code}"),
+                _ => code.to_string(),
+            };
+            // A code and a host are ASCII that JSON writes as it is: quotes and a comma more.
+            bytes += shown.len() + 3;
+            if bytes > AUDIT_CODE_BYTES {
+                break;
+            }
+            codes.push(shown);
+        }
         let batch = import.batch.to_string();
         let subject = crate::audit::Subject {
             tenant: &import.caller.tenant,
