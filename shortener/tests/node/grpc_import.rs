@@ -2,11 +2,12 @@
 //! row, and the hosts that mean the default domain), and what an exported link carries (its
 //! routing, and the states an import refuses rather than make active again).
 
-use crate::domains::claim;
+use crate::domains::{call, claim};
 use crate::helpers::{Backend, Node, Stack, authed};
 use crate::link_domains::{count_links, node, visit};
 use futures::StreamExt;
 use proto::shortener::v1 as pb;
+use reqwest::Method;
 
 /// `ImportLinks` with `key`: its answers (row results, then the summary), or the status it
 /// ended with.
@@ -92,6 +93,30 @@ async fn grpc_imports_go_onto_the_rows_domains(backend: Backend) {
     for code in ["g-old-host", "g-own", "g-none"] {
         assert_eq!(visit(&node, "sho.rt", code).await.0, 302, "{code}");
     }
+    // The branded link deleted, its row again is `code_deleted` (not `exists`: the code
+    // answers 410 and is never given out again), and the row on the default domain `exists`.
+    let (status, body) = call(
+        &node,
+        Method::DELETE,
+        "/links/g-branded?domain=go.acme.example",
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    let message = pb::ImportLinksRequest {
+        rows: vec![row("g-branded", "go.acme.example"), row("g-own", "")],
+        ..Default::default()
+    };
+    let outcomes = grpc_import(&node, &keys.own, vec![message])
+        .await
+        .expect("import");
+    assert_eq!(
+        grpc_rows(&outcomes),
+        ["code_deleted", "exists"],
+        "{outcomes:#?}"
+    );
+    assert_eq!(visit(&node, "go.acme.example", "g-branded").await.0, 410);
 
     // The first message's domain is every row's, whatever the rows name.
     let message = pb::ImportLinksRequest {
