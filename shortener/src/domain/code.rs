@@ -34,6 +34,9 @@ pub struct ShortCode {
     key: String,
     kind: CodeKind,
     domain: Option<String>,
+    /// Whether the caller named the domain (the default domain by one of its hosts included),
+    /// rather than naming none.
+    named: bool,
 }
 
 impl ShortCode {
@@ -45,6 +48,7 @@ impl ShortCode {
                 key: text.to_string(),
                 kind,
                 domain: None,
+                named: false,
             }),
             None => Err(Error::invalid(
                 "invalid_code",
@@ -59,6 +63,17 @@ impl ShortCode {
         self.key = link_key(domain.as_deref(), self.shown(), self.kind).into_owned();
         self.domain = domain;
         self
+    }
+
+    /// The code on the domain the caller named: as [`Self::on`], but a code of generated or
+    /// private shape (found under the same key on every domain) then names only the link on
+    /// that domain, the default domain's when `domain` is `None` (the caller named one of its
+    /// hosts). A compatible API whose callers always write a host keeps [`Self::on`].
+    pub fn on_named(self, domain: Option<String>) -> Self {
+        Self {
+            named: true,
+            ..self.on(domain)
+        }
     }
 
     /// The key of the link it names ([`link_key`]): what the store is asked for.
@@ -78,9 +93,16 @@ impl ShortCode {
 
     /// Whether `link` (found under this code's key) is on the domain the caller named: a code
     /// of generated or private shape is found under the same key on every domain, so a caller
-    /// that names a domain gets only that domain's link. Naming none matches any.
+    /// that names a domain (the default one by its host included) gets only that domain's
+    /// link. Naming none matches any.
     pub fn names(&self, link: &super::Link) -> bool {
-        self.domain.is_none() || link.domain == self.domain
+        (self.domain.is_none() && !self.named) || link.domain == self.domain
+    }
+
+    /// Whether the link found under this code's key must be checked to be on the domain the
+    /// caller named ([`Self::names`]): a domain was named and the key does not hold it.
+    pub fn scoped(&self) -> bool {
+        (self.named || self.domain.is_some()) && self.key == self.shown()
     }
 
     /// What kind of code its shape makes it.

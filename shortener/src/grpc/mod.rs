@@ -76,10 +76,16 @@ impl LinksApi {
     }
 
     /// The code `text` on the branded domain `domain` names (the default domain when empty or
-    /// one of the node's own hosts).
+    /// one of the node's own hosts); a domain named, the node's own host included, is the only
+    /// one a code of generated shape is found on.
     fn code(&self, text: &str, domain: &str) -> Result<ShortCode, Error> {
-        let domain = self.rules.domain(Some(domain))?;
-        Ok(ShortCode::parse(text, self.rules.code_length)?.on(domain))
+        let resolved = self.rules.domain(Some(domain))?;
+        let code = ShortCode::parse(text, self.rules.code_length)?;
+        Ok(if domain.trim().is_empty() {
+            code.on(resolved)
+        } else {
+            code.on_named(resolved)
+        })
     }
 
     /// Converts, checks and creates one item (shared by single and batch creates), counted in

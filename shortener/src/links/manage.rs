@@ -70,7 +70,7 @@ impl LinkService {
         };
         // A code found under the same key on every domain: only the named domain's. And a new
         // password costs a hash only for a link that is the caller's and not deleted.
-        if new_password.is_some() || (code.domain().is_some() && code.as_str() == code.shown()) {
+        if new_password.is_some() || code.scoped() {
             let link = self.get(caller, code).await?;
             if new_password.is_some() && link.deleted_at.is_some() {
                 return Err(Error::Gone(code.shown().to_string()));

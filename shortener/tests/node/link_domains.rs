@@ -202,6 +202,43 @@ async fn the_same_alias_is_a_link_per_domain(backend: Backend) {
     .await;
     assert_eq!(status, 404, "a generated code read on another domain");
     assert!(!body_says_domain(&body), "{body}");
+    // Named on the default domain (by any of its hosts), a branded generated code is not
+    // there either: a read, a change or a delete scoped to the default domain leaves it be.
+    for host in ["sho.rt", "S.Example."] {
+        for (method, path) in [
+            (Method::GET, format!("/links/{code}?domain={host}")),
+            (Method::GET, format!("/links/{code}/history?domain={host}")),
+            (Method::PATCH, format!("/links/{code}?domain={host}")),
+            (Method::DELETE, format!("/links/{code}?domain={host}")),
+        ] {
+            let body = (method == Method::PATCH).then(|| json!({"tags": ["moved"]}));
+            let (status, answer) = call(&node, method.clone(), &path, &keys.own, body).await;
+            assert_eq!(status, 404, "{method} {path}: {answer}");
+        }
+    }
+    let (status, body) = call(
+        &node,
+        Method::GET,
+        &format!("/links/{code}?domain=go.acme.example"),
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &body["state"], &body["tags"]),
+        (200, &json!("active"), &json!([])),
+        "{body}"
+    );
+    // And the default domain's generated code is found by its host as without one.
+    let (status, _) = call(
+        &node,
+        Method::GET,
+        &format!("/links/{plain_code}?domain=sho.rt"),
+        &keys.own,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
 
     tenants_stay_apart(&node, &keys).await;
     lists_filter_by_domain(&node, &keys).await;
@@ -917,6 +954,39 @@ async fn links_on_domains_over_grpc(backend: Backend) {
         visit(&node, "go.acme.example", "spring").await,
         (302, Some("https://acme.example/b".into()))
     );
+    // A generated code on the branded domain: found without a domain and on its own, not on
+    // the default domain named by its host.
+    let generated = grpc
+        .create_link(with_key(
+            &keys.own,
+            pb::CreateLinkRequest {
+                url: "https://acme.example/g".into(),
+                domain: Some("go.acme.example".into()),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("a generated code on the domain")
+        .into_inner();
+    let read_generated = |domain: &str| {
+        with_key(
+            &keys.own,
+            pb::GetLinkRequest {
+                code: generated.code.clone(),
+                domain: domain.into(),
+            },
+        )
+    };
+    for domain in ["", "go.acme.example"] {
+        grpc.get_link(read_generated(domain))
+            .await
+            .unwrap_or_else(|e| panic!("read with {domain:?}: {e:?}"));
+    }
+    let elsewhere = grpc
+        .get_link(read_generated("sho.rt"))
+        .await
+        .expect_err("a branded generated code on the default domain");
+    assert_eq!(elsewhere.code(), Code::NotFound);
 }
 
 crate::on_both_stores!(links_on_domains_over_grpc);

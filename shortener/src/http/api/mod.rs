@@ -117,7 +117,12 @@ fn code(
             .map(|(_, value)| value.into_owned())
     });
     let domain = state.rules.domain(named.as_deref())?;
-    Ok(ShortCode::parse(&text, state.rules.code_length)?.on(domain))
+    let code = ShortCode::parse(&text, state.rules.code_length)?;
+    // An empty `?domain=` names none, as the create's empty `domain` does.
+    Ok(match named.filter(|n| !n.is_empty()) {
+        Some(_) => code.on_named(domain),
+        None => code.on(domain),
+    })
 }
 
 /// The answer of `error` for a call that named `code`: a `404` for an alias asked for on the
