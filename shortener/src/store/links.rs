@@ -42,7 +42,9 @@ pub trait LinkStore: Send + Sync {
     /// have replayed the visits this node flushed last.
     fn stored_visits(&self, code: &str) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
-    /// The live link with this dedup key, if any.
+    /// The link with this dedup key, if any: a live one, or one that no longer redirects and
+    /// keeps its key (deleted, disabled, expired or used up) until a dedup create releases it
+    /// ([`Self::release_dedup`]); a rerun of an import finds the links it made this way.
     fn find_dedup(
         &self,
         dedup_key: &[u8],
@@ -50,8 +52,8 @@ pub trait LinkStore: Send + Sync {
 
     /// Takes `dedup_key` off the link `code`, found holding it and no longer redirecting, so
     /// that a dedup create can make a live link with it; durable when it returns. Only that
-    /// link loses it, and only while it may still be dead (disabled, expired, or with a visit
-    /// limit): a concurrent create that took the key for a new link keeps it.
+    /// link loses it, and only while it may still be dead (deleted, disabled, expired, or with
+    /// a visit limit): a concurrent create that took the key for a new link keeps it.
     fn release_dedup(
         &self,
         dedup_key: &[u8],

@@ -125,6 +125,28 @@ async fn legacy_codes_keep_their_spelling_and_a_retry_creates_nothing_twice(back
     }
     assert_eq!(node.location("spring-sale").await.0, StatusCode::GONE);
     assert_eq!(node.stored_links().await, stored);
+
+    // A row without a code whose link was deleted is not made again under a new code: it
+    // names the deleted link. The private row beside it still finds its link.
+    assert_eq!(node.delete(&generated).await, StatusCode::NO_CONTENT);
+    let retried = ndjson(&rows[3..5]);
+    for query in ["", "dry_run=true"] {
+        let (status, lines) = node.import(NDJSON, retried.clone(), query).await;
+        assert_eq!(status, StatusCode::OK, "{query}");
+        assert_eq!(
+            row(&lines, 1)["error"],
+            "code_deleted",
+            "{query}: {lines:?}"
+        );
+        assert_eq!(
+            row(&lines, 1)["code"],
+            generated.as_str(),
+            "{query}: {lines:?}"
+        );
+        assert_eq!(row(&lines, 2)["status"], "exists", "{query}: {lines:?}");
+        assert_eq!(summary(&lines)["created"], 0, "{query}");
+    }
+    assert_eq!(node.stored_links().await, stored);
 }
 on_both_stores!(legacy_codes_keep_their_spelling_and_a_retry_creates_nothing_twice);
 

@@ -126,8 +126,8 @@ async fn dedup_under_fifty_concurrent_identical_requests_gives_one_code(backend:
 }
 on_both_stores!(dedup_under_fifty_concurrent_identical_requests_gives_one_code);
 
-/// A dedup create is answered an existing link only while that one redirects: a disabled or
-/// used-up twin gives its key up and the create makes a new link (a Bitly or Shlink client,
+/// A dedup create is answered an existing link only while that one redirects: a disabled,
+/// used-up or deleted twin gives its key up and the create makes a new link (a Bitly or Shlink client,
 /// which sees no state, would otherwise hand out a link that answers 410).
 async fn dedup_answers_only_a_link_that_redirects(backend: Backend) {
     let stack = Stack::new(backend).await;
@@ -188,6 +188,18 @@ async fn dedup_answers_only_a_link_that_redirects(backend: Backend) {
     assert_ne!(fresh["code"].as_str(), Some(&*once));
     assert_eq!(node.stored_links().await, 4);
 
+    // Deleted (it keeps its key, for an import's rerun to find): a dedup create makes a new one.
+    let gone = json!({ "url": "https://example.com/gone", "dedup": true });
+    let (_, deleted) = node.create(gone.clone()).await;
+    let deleted = deleted["code"].as_str().expect("code").to_string();
+    assert_eq!(node.delete(&deleted).await, StatusCode::NO_CONTENT);
+    let (status, remade) = node.create(gone.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{remade}");
+    assert_ne!(remade["code"].as_str(), Some(&*deleted));
+    let (status, again) = node.create(gone).await;
+    assert_eq!((status, &again["code"]), (StatusCode::OK, &remade["code"]));
+    assert_eq!(node.stored_links().await, 6);
+
     // Concurrent creates that all find a dead twin make one live link between them (the
     // release's own race is held to the twin in the store's test of it).
     let racing = json!({ "url": "https://example.com/race", "dedup": true });
@@ -207,7 +219,7 @@ async fn dedup_answers_only_a_link_that_redirects(backend: Backend) {
         .collect();
     assert_eq!(codes.len(), 1, "{codes:?}");
     assert!(!codes.contains(&twin));
-    assert_eq!(node.stored_links().await, 6);
+    assert_eq!(node.stored_links().await, 8);
     let (status, found) = node.create(racing).await;
     assert_eq!(status, StatusCode::OK);
     assert!(codes.contains(found["code"].as_str().expect("code")));

@@ -410,7 +410,7 @@ impl LinkService {
                 self.changes.changed(&link.code);
                 of_link(row, link, RowStatus::Created)
             }
-            Ok((link, false)) => of_link(row, link, RowStatus::Exists),
+            Ok((link, false)) => found(row, link),
             Err(error) => result(row, None, RowStatus::Error(error)),
         }
     }
@@ -613,7 +613,7 @@ impl LinkService {
         let dedup_key = new.dedup_key.clone().unwrap_or_default();
         if import.dry_run {
             return match self.store.find_dedup(&dedup_key).await {
-                Ok(Some(link)) => of_link(row, link, RowStatus::Exists),
+                Ok(Some(link)) => found(row, link),
                 Ok(None) => result(row, None, RowStatus::Valid),
                 Err(error) => result(row, None, RowStatus::Error(error.into())),
             };
@@ -625,6 +625,23 @@ impl LinkService {
         };
         self.row_result(row, made)
     }
+}
+
+/// The result of a row without a code whose link an earlier import made: `exists`, or, when
+/// that link was deleted since (it keeps its dedup key for this), refused: importing the row
+/// again must not bring a deleted link back under a new code.
+fn found(row: u64, link: Link) -> RowResult {
+    if link.deleted_at.is_some() {
+        let error = Error::invalid(
+            "code_deleted",
+            format!(
+                "this row's link, {}, made by an earlier import, was deleted; it is not made again",
+                crate::domain::echo(shown_code(&link.code))
+            ),
+        );
+        return of_link(row, link, RowStatus::Error(error));
+    }
+    of_link(row, link, RowStatus::Exists)
 }
 
 /// A row's result; `code` is a link's key, answered as the code people type.

@@ -348,7 +348,8 @@ impl LinkStore for PgStore {
         client
             .prepared_execute(
                 "UPDATE links SET dedup_key = NULL WHERE dedup_key = $1 AND code = $2 \
-                 AND (disabled_at IS NOT NULL OR expires_at <= now() OR max_visits IS NOT NULL)",
+                 AND (deleted_at IS NOT NULL OR disabled_at IS NOT NULL OR expires_at <= now() \
+                      OR max_visits IS NOT NULL)",
                 &[&dedup_key, &code],
             )
             .await

@@ -26,7 +26,9 @@ pub(super) async fn delete(
     let deleted = tx
         .query_opt(
             &format!(
-                "UPDATE links SET deleted_at = now(), dedup_key = NULL \
+                // The link keeps its dedup key: a rerun of the import that made it finds it
+                // deleted rather than make it again; a dedup create releases it first.
+                "UPDATE links SET deleted_at = now() \
                  WHERE {} AND deleted_at IS NULL AND ($2::text IS NULL OR tenant = $2) \
                  RETURNING {LINK_COLUMNS}",
                 find.clause("", 3)

@@ -325,7 +325,9 @@ pub(super) fn delete(
     }
     let updated = tx
         .execute(
-            "UPDATE links SET deleted_at = ?2, dedup_key = NULL WHERE slot = ?1 AND deleted_at IS NULL",
+            // The link keeps its dedup key: a rerun of the import that made it finds it
+            // deleted rather than make it again; a dedup create releases it first.
+            "UPDATE links SET deleted_at = ?2 WHERE slot = ?1 AND deleted_at IS NULL",
             params![slot, millis(Utc::now())],
         )
         .map_err(db_error)?;

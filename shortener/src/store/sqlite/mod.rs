@@ -225,7 +225,8 @@ impl LinkStore for SqliteStore {
         self.write(move |conn| {
             conn.execute(
                 "UPDATE links SET dedup_key = NULL WHERE dedup_key = ?1 AND code = ?2 \
-                 AND (disabled_at IS NOT NULL OR expires_at <= ?3 OR max_visits IS NOT NULL)",
+                 AND (deleted_at IS NOT NULL OR disabled_at IS NOT NULL OR expires_at <= ?3 \
+                      OR max_visits IS NOT NULL)",
                 rusqlite::params![key, code, now],
             )
             .map(drop)

@@ -116,8 +116,8 @@ async fn many_concurrent_creates_are_all_committed_with_distinct_codes(backend: 
 on_both_stores!(many_concurrent_creates_are_all_committed_with_distinct_codes);
 
 /// A dedup key is released only from the link it was found on, and only while that link may
-/// be dead: a live link that took the key since (another create's) keeps it, as does a live
-/// twin.
+/// be dead (deleted included: a delete keeps the key): a live link that took the key since
+/// (another create's) keeps it, as does a live twin.
 async fn a_dedup_key_is_released_only_from_the_dead_twin_it_was_found_on(backend: Backend) {
     let stack = Stack::new(backend).await;
     let node = stack.node("a").await;
@@ -138,6 +138,13 @@ async fn a_dedup_key_is_released_only_from_the_dead_twin_it_was_found_on(backend
         .delete("live-twin", None, "owner")
         .await
         .expect("delete");
+    // Deleted, it keeps the key (an import's rerun finds it) until a release takes it off.
+    assert_eq!(holder(&store).await.as_deref(), Some("live-twin"));
+    store
+        .release_dedup(key, "live-twin")
+        .await
+        .expect("release");
+    assert_eq!(holder(&store).await, None);
     let dead = NewLink {
         max_visits: Some(1),
         ..link("capped-twin", "https://example.com/r", Some(key))
