@@ -16,13 +16,12 @@ use chrono::{DateTime, SecondsFormat};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// The query of both stats endpoints (`tag` only on the tenant's).
+/// The query of both stats endpoints (`tag` only on the tenant's, `domain` only on a link's).
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StatsParams {
-    /// A link's domain, read by the code's parse.
+    /// A link's domain (read by the code's parse); refused on the tenant's stats.
     #[serde(default)]
-    #[allow(dead_code)]
     domain: Option<String>,
     #[serde(default)]
     from: Option<String>,
@@ -115,6 +114,16 @@ pub async fn tenant_stats(
 ) -> Result<Response, ApiError> {
     let caller = admit(&state, &headers, Operation::Stats).await?;
     let (params, format) = StatsParams::parse(&uri)?;
+    if params.domain.is_some() {
+        // The tenant's report covers every domain; a filter it would not apply is refused
+        // rather than answered with the whole tenant's numbers.
+        return Err(Error::bad_request(
+            "invalid_query_parameter",
+            "domain is a parameter of one link's stats (/api/v1/links/{code}/stats), not of \
+             /api/v1/stats, which covers every domain of the tenant; use tag to narrow it",
+        )
+        .into());
+    }
     let (freshness, report) = state
         .stats
         .tenant(&caller, params.tag.clone(), params.input())

@@ -118,6 +118,12 @@ async fn bad_stats_requests_are_refused_with_a_clear_error(backend: Backend) {
             "not_found",
         ),
         (
+            "tenant summary, a domain it would not filter by",
+            "/stats?domain=go.acme.example".to_string(),
+            StatusCode::BAD_REQUEST,
+            "invalid_query_parameter",
+        ),
+        (
             "tenant summary, bad range",
             "/stats?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z".to_string(),
             StatusCode::BAD_REQUEST,
