@@ -151,8 +151,9 @@ struct Made {
 /// link as `boss` (tenant `other`), and blocklist changes as `root` (tenant `ops`).
 async fn make_changes(node: &Node, keys: &Keys) -> Made {
     let lead = &keys.lead;
-    let body =
-        json!({ "url": "https://example.com/a", "tags": ["spring"], "password": LINK_PASSWORD });
+    let body = json!({ "url": "https://example.com/a", "tags": ["spring"], "password": LINK_PASSWORD,
+            "ios": "https://apps.apple.com/app/id1", "utm_source": "news",
+            "rules": [{"url": "https://example.com/m", "conditions": [{"type": "device", "value": "mobile"}]}] });
     let link = ok(node, ("POST", "/links"), lead, Some(body), 201).await;
     let code = link["code"].as_str().expect("code").to_string();
     let path = format!("/links/{code}");
@@ -333,6 +334,12 @@ async fn entries_name_who_what_and_where(node: &Node, keys: &Keys, made: &Made) 
         .find(|e| e["action"] == "link.create")
         .expect("create");
     assert_eq!(created["change"]["url"], "https://example.com/a");
+    // Routing by field name, as a patch's.
+    assert_eq!(
+        created["change"]["routing"],
+        json!(["rules", "ios", "utm_source"]),
+        "{created}"
+    );
     assert_eq!(created["change"]["protected"], true);
     assert_eq!(by("link.update")["url"], "https://example.com/b");
     assert_eq!(by("link.update")["password"], "(set)");

@@ -86,8 +86,33 @@ pub(super) fn patch_summary(patch: &LinkPatch) -> Value {
     Value::Object(values)
 }
 
-/// The audit entry of a new link: what it was made with (a password only as `protected`), its
-/// object left for [`super::create::Row::with_code`] to fill with the code it goes in under.
+/// The names of the routing fields a new link is made with, in the API's spelling (named
+/// only, as a patch's are: rules and targets are for the link's own answers).
+fn routing_fields(routes: &crate::domain::Routes) -> Vec<&'static str> {
+    let (utm, preview) = (&routes.utm, &routes.preview);
+    [
+        ("rules", !routes.rules.is_empty()),
+        ("ios", routes.ios.is_some()),
+        ("android", routes.android.is_some()),
+        ("variants", !routes.variants.is_empty()),
+        ("utm_source", utm.source.is_some()),
+        ("utm_medium", utm.medium.is_some()),
+        ("utm_campaign", utm.campaign.is_some()),
+        ("utm_term", utm.term.is_some()),
+        ("utm_content", utm.content.is_some()),
+        ("pass_query", routes.pass_query),
+        ("title", preview.title.is_some()),
+        ("description", preview.description.is_some()),
+        ("image", preview.image.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, set)| set.then_some(name))
+    .collect()
+}
+
+/// The audit entry of a new link: what it was made with (a password only as `protected`, its
+/// routing by field name), its object left for [`super::create::Row::with_code`] to fill with
+/// the code it goes in under.
 pub(super) fn created_entry(caller: &Caller, row: &super::create::Row) -> NewAuditEntry {
     let change = json!({
         "url": &row.url,
@@ -97,6 +122,7 @@ pub(super) fn created_entry(caller: &Caller, row: &super::create::Row) -> NewAud
         "max_visits": row.max_visits,
         "protected": row.password.is_some(),
         "imported": row.import_batch.is_some(),
+        "routing": routing_fields(&row.routes),
     });
     let subject = Subject {
         tenant: &row.tenant,
