@@ -196,10 +196,12 @@ impl ImportRow {
                     "created_at must not be in the future",
                 ));
             }
-            if input.expires_at.is_some_and(|e| e <= created_at) {
+            // Equal is a link imported already expired without a creation time of its own
+            // (dated at its expiry), as this node's export writes it.
+            if input.expires_at.is_some_and(|e| e < created_at) {
                 return Err(Error::invalid(
                     "invalid_expiry",
-                    "expires_at must be after created_at",
+                    "expires_at must not be before created_at",
                 ));
             }
         }

@@ -426,6 +426,7 @@ impl LinkService {
         // (`link_key`).
         let kind =
             codespace::shape::classify(&code, self.space.length()).unwrap_or(CodeKind::Alias);
+        let created_at = created_at(&row);
         NewLink {
             code: crate::domain::link_key(domain.as_deref(), &code, kind).into_owned(),
             domain,
@@ -442,7 +443,7 @@ impl LinkService {
             tags: row.tags,
             max_visits: row.max_visits,
             import_batch: Some(import.batch),
-            created_at: row.created_at,
+            created_at,
             password: None,
             trace: otel::current_traceparent(),
             audit: None,
@@ -468,7 +469,7 @@ impl LinkService {
             // Generated codes are this node's own: only legacy codes carry the batch (which is
             // what lets a generated create step over a legacy code without an alarm).
             import_batch: None,
-            created_at: row.created_at,
+            created_at: created_at(row),
             password: None,
             domain,
             routes: row.routes.clone(),
@@ -642,6 +643,15 @@ fn found(row: u64, link: Link) -> RowResult {
         return of_link(row, link, RowStatus::Error(error));
     }
     of_link(row, link, RowStatus::Exists)
+}
+
+/// When a row's link was made: its own `created_at`, or for a row without one that is
+/// imported already expired, its expiry (its link cannot have been made after it expired,
+/// and its export must import again); otherwise none, which the store makes the time of the
+/// write. Not part of the row's dedup key, which is over the row as given.
+fn created_at(row: &ImportRow) -> Option<chrono::DateTime<chrono::Utc>> {
+    row.created_at
+        .or(row.expires_at.filter(|at| *at <= chrono::Utc::now()))
 }
 
 /// A row's result; `code` is a link's key, answered as the code people type.
