@@ -203,16 +203,37 @@ impl AuditQuery {
     }
 }
 
-fn unknown<'a>(field: &str, value: &str, known: impl Iterator<Item = &'a str>) -> Error {
-    let known: Vec<&str> = known.collect();
+pub(super) fn unknown<'a>(field: &str, value: &str, known: impl Iterator<Item = &'a str>) -> Error {
     Error::bad_request(
         "invalid_query_parameter",
         format!(
             "{field}: unknown {field} {}; known: {}",
             crate::domain::echo(value),
-            known.join(", ")
+            grouped(known)
         ),
     )
+}
+
+/// Names written with a shared object once (`link.{create,delete}, signin`), so that the
+/// whole list fits in an error message, which is cut at [`crate::domain::MAX_MESSAGE`].
+fn grouped<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for name in names {
+        let (object, verb) = name.split_once('.').unwrap_or((name, ""));
+        match groups.iter_mut().find(|(o, _)| *o == object) {
+            Some((_, verbs)) if !verb.is_empty() => verbs.push(verb),
+            _ => groups.push((object, if verb.is_empty() { vec![] } else { vec![verb] })),
+        }
+    }
+    let written: Vec<String> = groups
+        .into_iter()
+        .map(|(object, verbs)| match verbs.as_slice() {
+            [] => object.to_string(),
+            [verb] => format!("{object}.{verb}"),
+            _ => format!("{object}.{{{}}}", verbs.join(",")),
+        })
+        .collect();
+    written.join(", ")
 }
 
 /// One page of entries and the cursor of the next (none on the last page).

@@ -97,3 +97,21 @@ async fn a_settle_marker_is_answered_after_the_entries_queued_before_it_are_writ
     let written = store.audit_entries(&filter, 10).await.expect("read");
     assert_eq!(written.len(), 2, "{written:?}");
 }
+
+/// An unknown action's refusal names every known one, whole: the list is written grouped by
+/// object, short enough for an error message even beside the longest echoed value.
+#[test]
+fn an_unknown_action_lists_every_action_within_a_message() {
+    let value = "x".repeat(200);
+    let error = super::query::unknown("action", &value, Action::ALL.iter().map(|a| a.name()));
+    let message = error.public_message();
+    assert!(
+        message.chars().count() < crate::domain::MAX_MESSAGE,
+        "{message}"
+    );
+    assert!(message.ends_with("signin, signin_failed"), "{message}");
+    assert!(
+        message.contains("link.{create,update,disable,enable,delete,import}"),
+        "{message}"
+    );
+}

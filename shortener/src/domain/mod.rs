@@ -31,7 +31,7 @@ pub use caller::{Caller, Person};
 pub use code::{ShortCode, echo, link_key, shown_code};
 pub use compact_code::CompactCode;
 pub use create::{CreateInput, CreateRequest, CreateRules, link_body_limit};
-pub use error::{Error, NoKey};
+pub use error::{Error, MAX_MESSAGE, NoKey};
 pub use history::{Event, EventKind, History, MAX_HISTORY_EVENTS};
 pub use host::{MAX_HOST, MAX_LABEL, normalise_host, path_host};
 pub use import::{ImportInput, ImportRow, Origin, RoutesInput, check_legacy_code};
