@@ -258,11 +258,16 @@ async fn a_bad_patch_is_refused_with_its_code_and_changes_nothing(backend: Backe
         ),
         (
             json!({ "max_visits": -3 }),
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_max_visits",
         ),
         (
             json!({ "max_visits": 1.5 }),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_max_visits",
+        ),
+        (
+            json!({ "max_visits": "5" }),
             StatusCode::BAD_REQUEST,
             "invalid_json",
         ),

@@ -42,8 +42,9 @@ pub(super) struct CreateBody {
     private: bool,
     #[serde(default)]
     tags: Vec<String>,
+    /// Any JSON number, so that a negative or fractional one is `invalid_max_visits` as 0 is.
     #[serde(default)]
-    max_visits: Option<u64>,
+    max_visits: Option<serde_json::Number>,
     #[serde(default)]
     password: Option<String>,
     #[serde(default)]
@@ -84,6 +85,20 @@ impl CreateBody {
             .as_deref()
             .map(|text| rfc3339("expires_at", "invalid_expiry", text))
             .transpose()?;
+        let max_visits = self
+            .max_visits
+            .map(|n| {
+                n.as_u64().ok_or_else(|| {
+                    Error::invalid(
+                        "invalid_max_visits",
+                        format!(
+                            "max_visits must be an integer from 1 to {}",
+                            crate::domain::MAX_VISITS
+                        ),
+                    )
+                })
+            })
+            .transpose()?;
         let idempotency_key = match headers.get("idempotency-key") {
             None => None,
             Some(value) => Some(
@@ -107,7 +122,7 @@ impl CreateBody {
             private: self.private,
             idempotency_key,
             tags: self.tags,
-            max_visits: self.max_visits,
+            max_visits,
             password: self.password,
             domain: self.domain,
             rules: self.rules,
