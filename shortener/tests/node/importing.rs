@@ -334,6 +334,31 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
     }
     // Another tenant's code is `code_taken`, never `exists`: nothing says whose it is.
     assert!(!lines.iter().any(|l| l["status"] == "exists"));
+    // A row refused as no import row still names its code; a password (which an import does
+    // not set) is refused as such, not as an unknown field.
+    let (_, odd) = node
+        .import_with_key(
+            NDJSON,
+            concat!(
+                r#"{"url": "https://example.com/t", "code": "odd-field", "colour": "red"}"#,
+                "\n",
+                r#"{"url": "https://example.com/t", "code": "with-password", "password": "pw"}"#,
+                "\n",
+            ),
+            "dry_run=true",
+            &keys.own,
+        )
+        .await;
+    assert_eq!(
+        (&row(&odd, 1)["error"], &row(&odd, 1)["code"]),
+        (&json!("invalid_json"), &json!("odd-field")),
+        "{odd:?}"
+    );
+    assert_eq!(
+        (&row(&odd, 2)["error"], &row(&odd, 2)["code"]),
+        (&json!("password_protected"), &json!("with-password")),
+        "{odd:?}"
+    );
     let created = expect.iter().filter(|(s, _)| *s == "created").count();
     assert_eq!(summary(&lines)["created"], created);
     assert_eq!(summary(&lines)["errors"], rows - created);

@@ -70,6 +70,10 @@ struct NdjsonRow {
     /// Whether it was password protected where it was exported: such a row is refused.
     #[serde(default)]
     protected: bool,
+    /// A password, as a create takes one: an import sets none, so such a row is refused (not
+    /// answered as an unknown field, which would read as a malformed file).
+    #[serde(default)]
+    password: Option<IgnoredAny>,
     /// Its visits where it was exported: a row that had used up `max_visits` is refused.
     #[serde(default)]
     clicks: Option<Clicks>,
@@ -101,9 +105,23 @@ struct Clicks {
 
 /// One NDJSON row's fields; refused with the code it gives, where it gives one.
 pub(super) fn ndjson_row(bytes: &[u8]) -> InputRow {
-    let row = parsed(bytes).map_err(|error| (None, error))?;
+    let row = parsed(bytes).map_err(|error| (code_of(bytes), error))?;
     let code = row.code.clone().or_else(|| row.alias.clone());
     input_of(row).map_err(|error| (code, error))
+}
+
+/// The code (or alias) a row that is no import row gives, when it is a JSON object that gives
+/// one as a string: its refusal is answered with it, as any other row's is.
+fn code_of(bytes: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Named {
+        #[serde(default)]
+        code: Option<String>,
+        #[serde(default)]
+        alias: Option<String>,
+    }
+    let named: Named = serde_json::from_slice(bytes).ok()?;
+    named.code.or(named.alias)
 }
 
 fn parsed(bytes: &[u8]) -> Result<NdjsonRow, Error> {
@@ -119,6 +137,13 @@ fn parsed(bytes: &[u8]) -> Result<NdjsonRow, Error> {
 }
 
 fn input_of(row: NdjsonRow) -> Result<ImportInput, Error> {
+    if row.password.is_some() {
+        return Err(Error::invalid(
+            "password_protected",
+            "password: an import sets no passwords; create a protected link with \
+             POST /api/v1/links and its password",
+        ));
+    }
     let code = match (row.code, row.alias) {
         (Some(_), Some(_)) => {
             return Err(Error::invalid(
