@@ -22,11 +22,35 @@ pub(super) fn patch_action(patch: &LinkPatch) -> Action {
     }
 }
 
+/// A link's routing fields in the API's spelling, in the order entries name them.
+const ROUTING_FIELDS: [&str; 13] = [
+    "rules",
+    "ios",
+    "android",
+    "variants",
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "utm_term",
+    "utm_content",
+    "pass_query",
+    "title",
+    "description",
+    "image",
+];
+
+/// The names of [`ROUTING_FIELDS`] whose flag in `set` is up.
+fn routing_named(set: [bool; 13]) -> impl Iterator<Item = &'static str> {
+    ROUTING_FIELDS
+        .into_iter()
+        .zip(set)
+        .filter_map(|(name, set)| set.then_some(name))
+}
+
 /// The names of the fields a patch sets, in the API's spelling.
 fn patch_fields(patch: &LinkPatch) -> Vec<&'static str> {
-    let utm = &patch.utm;
-    let preview = &patch.preview;
-    [
+    let (utm, preview) = (&patch.utm, &patch.preview);
+    let plain = [
         ("url", patch.url.is_some()),
         ("expires_at", patch.expires_at.is_some()),
         ("tags", patch.tags.is_some()),
@@ -34,23 +58,27 @@ fn patch_fields(patch: &LinkPatch) -> Vec<&'static str> {
         ("max_visits", patch.max_visits.is_some()),
         ("password", patch.password.is_some()),
         ("domain", patch.domain.is_some()),
-        ("rules", patch.rules.is_some()),
-        ("ios", patch.ios.is_some()),
-        ("android", patch.android.is_some()),
-        ("variants", patch.variants.is_some()),
-        ("utm_source", utm.source.is_some()),
-        ("utm_medium", utm.medium.is_some()),
-        ("utm_campaign", utm.campaign.is_some()),
-        ("utm_term", utm.term.is_some()),
-        ("utm_content", utm.content.is_some()),
-        ("pass_query", patch.pass_query.is_some()),
-        ("title", preview.title.is_some()),
-        ("description", preview.description.is_some()),
-        ("image", preview.image.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(name, set)| set.then_some(name))
-    .collect()
+    ];
+    let routing = routing_named([
+        patch.rules.is_some(),
+        patch.ios.is_some(),
+        patch.android.is_some(),
+        patch.variants.is_some(),
+        utm.source.is_some(),
+        utm.medium.is_some(),
+        utm.campaign.is_some(),
+        utm.term.is_some(),
+        utm.content.is_some(),
+        patch.pass_query.is_some(),
+        preview.title.is_some(),
+        preview.description.is_some(),
+        preview.image.is_some(),
+    ]);
+    plain
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .chain(routing)
+        .collect()
 }
 
 /// The summary of a patch: the fields it set, and the new values of the plain ones (the
@@ -90,23 +118,21 @@ pub(super) fn patch_summary(patch: &LinkPatch) -> Value {
 /// only, as a patch's are: rules and targets are for the link's own answers).
 fn routing_fields(routes: &crate::domain::Routes) -> Vec<&'static str> {
     let (utm, preview) = (&routes.utm, &routes.preview);
-    [
-        ("rules", !routes.rules.is_empty()),
-        ("ios", routes.ios.is_some()),
-        ("android", routes.android.is_some()),
-        ("variants", !routes.variants.is_empty()),
-        ("utm_source", utm.source.is_some()),
-        ("utm_medium", utm.medium.is_some()),
-        ("utm_campaign", utm.campaign.is_some()),
-        ("utm_term", utm.term.is_some()),
-        ("utm_content", utm.content.is_some()),
-        ("pass_query", routes.pass_query),
-        ("title", preview.title.is_some()),
-        ("description", preview.description.is_some()),
-        ("image", preview.image.is_some()),
-    ]
-    .into_iter()
-    .filter_map(|(name, set)| set.then_some(name))
+    routing_named([
+        !routes.rules.is_empty(),
+        routes.ios.is_some(),
+        routes.android.is_some(),
+        !routes.variants.is_empty(),
+        utm.source.is_some(),
+        utm.medium.is_some(),
+        utm.campaign.is_some(),
+        utm.term.is_some(),
+        utm.content.is_some(),
+        routes.pass_query,
+        preview.title.is_some(),
+        preview.description.is_some(),
+        preview.image.is_some(),
+    ])
     .collect()
 }
 

@@ -30,6 +30,11 @@ async fn grpc_import(
     Ok(outcomes)
 }
 
+/// Checks the status (or error code) of each row answer of `outcomes`.
+fn assert_rows(outcomes: &[pb::import_links_response::Outcome], expected: &[&str]) {
+    assert_eq!(grpc_rows(outcomes), expected, "{outcomes:#?}");
+}
+
 /// The status (or error code) of each row answer of `outcomes`.
 fn grpc_rows(outcomes: &[pb::import_links_response::Outcome]) -> Vec<String> {
     outcomes
@@ -75,17 +80,16 @@ async fn grpc_imports_go_onto_the_rows_domains(backend: Backend) {
     let outcomes = grpc_import(&node, &keys.own, vec![message])
         .await
         .expect("import");
-    assert_eq!(
-        grpc_rows(&outcomes),
-        [
+    assert_rows(
+        &outcomes,
+        &[
             "created",
             "unknown_domain",
             "created",
             "invalid_domain",
             "created",
-            "created"
+            "created",
         ],
-        "{outcomes:#?}"
     );
     assert_eq!(visit(&node, "go.acme.example", "g-branded").await.0, 302);
     assert_eq!(visit(&node, "sho.rt", "g-branded").await.0, 404);
@@ -111,11 +115,7 @@ async fn grpc_imports_go_onto_the_rows_domains(backend: Backend) {
     let outcomes = grpc_import(&node, &keys.own, vec![message])
         .await
         .expect("import");
-    assert_eq!(
-        grpc_rows(&outcomes),
-        ["code_deleted", "exists"],
-        "{outcomes:#?}"
-    );
+    assert_rows(&outcomes, &["code_deleted", "exists"]);
     assert_eq!(visit(&node, "go.acme.example", "g-branded").await.0, 410);
 
     // The first message's domain is every row's, whatever the rows name.
@@ -130,11 +130,7 @@ async fn grpc_imports_go_onto_the_rows_domains(backend: Backend) {
     let outcomes = grpc_import(&node, &keys.own, vec![message])
         .await
         .expect("import");
-    assert_eq!(
-        grpc_rows(&outcomes),
-        ["created", "created"],
-        "{outcomes:#?}"
-    );
+    assert_rows(&outcomes, &["created", "created"]);
     assert_eq!(visit(&node, "go.acme.example", "g-fixed-ip").await.0, 302);
 
     // Refused before any row: another tenant's domain, a domain with default hosts, more
