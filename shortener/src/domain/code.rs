@@ -68,7 +68,8 @@ impl ShortCode {
     /// The code on the domain the caller named: as [`Self::on`], but a code of generated or
     /// private shape (found under the same key on every domain) then names only the link on
     /// that domain, the default domain's when `domain` is `None` (the caller named one of its
-    /// hosts). A compatible API whose callers always write a host keeps [`Self::on`].
+    /// hosts). Bitly's and YOURLS' reads, whose callers write the public host in every short
+    /// link they name, keep [`Self::on`].
     pub fn on_named(self, domain: Option<String>) -> Self {
         Self {
             named: true,

@@ -267,8 +267,8 @@ impl LinkService {
             if self.redirects(&link).await? {
                 return Ok((link, false));
             }
-            // Disabled, expired or used up: answering it would hand out a link that answers
-            // 410 (a Bitly or Shlink client sees no state). It gives its key up to a new link.
+            // Deleted, disabled, expired or used up: answering it would hand out a link that
+            // answers 410 (a Bitly or Shlink client sees no state). It gives its key up to a new link.
             self.store.release_dedup(key, &link.code).await?;
         }
         let mut row = create::Row {

@@ -69,8 +69,8 @@ pub trait LinkStore: Send + Sync {
         expired_before: DateTime<Utc>,
     ) -> impl Future<Output = Result<Option<(Vec<u8>, Link)>, StoreError>> + Send;
 
-    /// Marks a link deleted (it answers 410 from then on), frees its dedup key and records the
-    /// delete by `key` in its history. With a `tenant`, only a link of that tenant: another
+    /// Marks a link deleted (it answers 410 from then on) and records the delete by `key` in
+    /// its history; it keeps its dedup key until a dedup create releases it. With a `tenant`, only a link of that tenant: another
     /// tenant's link is [`DeleteOutcome::NotFound`], as an unknown code is.
     fn delete(
         &self,

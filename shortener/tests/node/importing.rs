@@ -344,6 +344,8 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
                 "\n",
                 r#"{"url": "https://example.com/t", "code": "with-password", "password": "pw"}"#,
                 "\n",
+                r#"{"url": "https://example.com/t", "code": "minus-one", "max_visits": -1}"#,
+                "\n",
             ),
             "dry_run=true",
             &keys.own,
@@ -359,6 +361,19 @@ async fn bad_rows_fail_alone_and_store_nothing(backend: Backend) {
         (&json!("password_protected"), &json!("with-password")),
         "{odd:?}"
     );
+    assert_eq!(row(&odd, 3)["error"], "invalid_max_visits", "{odd:?}");
+    // Another tool's CSV with a password column: a row with one is refused, never imported
+    // open to anyone; a row without one is imported.
+    let (_, csv) = node
+        .import_with_key(
+            "text/csv",
+            "url,code,password\nhttps://example.com/p,csv-pw,secret\nhttps://example.com/o,csv-open,\n",
+            "dry_run=true",
+            &keys.own,
+        )
+        .await;
+    assert_eq!(row(&csv, 1)["error"], "password_protected", "{csv:?}");
+    assert_eq!(row(&csv, 2)["status"], "valid", "{csv:?}");
     let created = expect.iter().filter(|(s, _)| *s == "created").count();
     assert_eq!(summary(&lines)["created"], created);
     assert_eq!(summary(&lines)["errors"], rows - created);

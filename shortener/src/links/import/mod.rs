@@ -636,7 +636,8 @@ fn found(row: u64, link: Link) -> RowResult {
         let error = Error::invalid(
             "code_deleted",
             format!(
-                "this row's link, {}, made by an earlier import, was deleted; it is not made again",
+                "this row's link, {}, made by an earlier import, was deleted; an import does not \
+                 make it again (create a new link with POST /api/v1/links)",
                 crate::domain::echo(shown_code(&link.code))
             ),
         );

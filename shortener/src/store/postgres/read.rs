@@ -59,7 +59,7 @@ pub(super) fn params<'a>(code: &'a &str, find: &'a Find) -> Vec<&'a (dyn ToSql +
     params
 }
 
-/// The live link with `dedup_key` (asked by every dedup create, so prepared once).
+/// The link with `dedup_key`, live or not (asked by every dedup create, so prepared once).
 pub(super) async fn find_dedup(
     client: &Conn,
     dedup_key: &[u8],

@@ -9,7 +9,7 @@ use crate::store::{BatchMark, DeleteOutcome, StoreError};
 use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 
-/// Marks `code` deleted and frees its dedup key, if it belongs to `tenant` (any tenant's for
+/// Marks `code` deleted (it keeps its dedup key), if it belongs to `tenant` (any tenant's for
 /// `None`), recording the delete by `key` in its history; the change is announced to every
 /// node in the same transaction.
 pub(super) async fn delete(

@@ -385,7 +385,7 @@ fn named_slot(conn: &Connection, code: &str) -> Result<Option<i64>, StoreError> 
         .map_err(db_error)
 }
 
-/// The live link with `key` as its dedup key.
+/// The link with `key` as its dedup key, live or not.
 pub(super) fn find_dedup(conn: &Connection, key: &[u8]) -> Result<Option<Link>, StoreError> {
     let mut select = conn.prepare_cached(SELECT_BY_DEDUP).map_err(db_error)?;
     select

@@ -215,6 +215,29 @@ async fn tags_domains_rules_and_visits(backend: Backend) {
     )
     .await;
     assert_eq!(listed["shortUrls"]["pagination"]["totalItems"], 2);
+    // A generated short code on the branded domain: found without a domain, and not on the
+    // default domain when a call names it (by its host or `DEFAULT`): a delete scoped there
+    // leaves it be.
+    let generated =
+        json!({"longUrl": "https://example.com/generated", "domain": "go.acme.example"});
+    let (status, _, made) = call(&node, Method::POST, "/v3/short-urls", key, Some(generated)).await;
+    assert_eq!(status, 200, "{made}");
+    let code = made["shortCode"].as_str().expect("short code").to_string();
+    for domain in ["sho.rt", "DEFAULT"] {
+        let path = format!("/v3/short-urls/{code}?domain={domain}");
+        assert_problem(
+            &call(&node, Method::DELETE, &path, key, None).await,
+            404,
+            "short-url-not-found",
+        );
+    }
+    for path in [
+        format!("/v3/short-urls/{code}"),
+        format!("/v3/short-urls/{code}?domain=go.acme.example"),
+    ] {
+        let (status, _, got) = call(&node, Method::GET, &path, key, None).await;
+        assert_eq!(status.as_u16(), 200, "{path}: {got}");
+    }
     let theirs = call(
         &node,
         Method::PATCH,

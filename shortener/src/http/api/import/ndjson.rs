@@ -29,7 +29,8 @@ struct NdjsonRow {
     #[serde(default)]
     created_at: Option<String>,
     #[serde(default)]
-    max_visits: Option<u64>,
+    /// Any JSON number, so that a negative or fractional one is `invalid_max_visits`.
+    max_visits: Option<serde_json::Number>,
     #[serde(default)]
     private: bool,
     /// Accepted for a create's sake; an import always finds the rows it made before.
@@ -181,7 +182,17 @@ fn input_of(row: NdjsonRow) -> Result<ImportInput, Error> {
             .as_deref()
             .map(|t| import_time("created_at", "invalid_created_at", t))
             .transpose()?,
-        max_visits: row.max_visits,
+        max_visits: row
+            .max_visits
+            .map(|n| {
+                n.as_u64().ok_or_else(|| {
+                    Error::invalid(
+                        "invalid_max_visits",
+                        "max_visits must be a positive integer",
+                    )
+                })
+            })
+            .transpose()?,
         private: row.private,
         routes: crate::domain::RoutesInput {
             rules: row.rules,

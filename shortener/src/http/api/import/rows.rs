@@ -66,6 +66,9 @@ enum Column {
     State,
     /// Whether it was password protected where it was exported: such a row is refused.
     Protected,
+    /// Another tool's password (or its hash): an import sets none, so a row with one is
+    /// refused as a protected one is, never imported open to anyone.
+    Password,
     /// The visits it had where it was exported: a row with a visit limit it has reached is
     /// refused.
     Clicks,
@@ -92,6 +95,7 @@ fn column(name: &str) -> Column {
         "maxvisits" => Column::MaxVisits,
         "state" => Column::State,
         "protected" => Column::Protected,
+        "password" | "passwordhash" => Column::Password,
         "clicks" => Column::Clicks,
         "domain" => Column::Domain,
         routing => Routing::of(routing).map_or(Column::Ignored, Column::Routing),
@@ -203,6 +207,7 @@ impl Columns {
                 // Repeated columns: a cell that refuses the row is not undone by a later one.
                 Column::State => input.origin.note_state(text),
                 Column::Protected => input.origin.protected |= text.eq_ignore_ascii_case("true"),
+                Column::Password => input.origin.protected = true,
                 // Other tools' counts come in other shapes; only a count is read.
                 Column::Clicks => input.origin.clicks = text.parse::<u64>().ok(),
                 Column::Domain => input.domain = Some(text.to_string()),

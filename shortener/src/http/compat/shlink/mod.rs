@@ -218,8 +218,17 @@ fn short_code(state: &HttpState, text: &str, uri: &Uri) -> Result<ShortCode, Fai
         .rules
         .domain(named.as_deref())
         .map_err(|e| Problem::invalid_data("domain", e.public_message()))?;
+    // A domain named (its host, or `DEFAULT`) is the only one a code of generated shape is
+    // found on, as on the JSON API; none names any.
+    let explicit = query_value(uri, "domain").is_some_and(|d| !d.is_empty());
     ShortCode::parse(text, state.rules.code_length)
-        .map(|code| code.on(domain))
+        .map(|code| {
+            if explicit {
+                code.on_named(domain)
+            } else {
+                code.on(domain)
+            }
+        })
         .map_err(|_| Problem::short_url_not_found(text, named.as_deref()).into())
 }
 
