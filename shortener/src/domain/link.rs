@@ -54,6 +54,18 @@ pub fn check_max_visits(max_visits: u64) -> Result<(), super::Error> {
     }
 }
 
+/// A visit limit given as any JSON number: a negative or fractional one is refused as one out
+/// of range is (`invalid_max_visits`), whatever the transport; the range is
+/// [`check_max_visits`]'s.
+pub fn max_visits_of(number: &serde_json::Number) -> Result<u64, super::Error> {
+    number.as_u64().ok_or_else(|| {
+        super::Error::invalid(
+            "invalid_max_visits",
+            format!("max_visits must be 1 to {MAX_VISITS}"),
+        )
+    })
+}
+
 /// Where a link stands, as of a moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkState {

@@ -35,7 +35,7 @@ pub use error::{Error, MAX_MESSAGE, NoKey};
 pub use history::{Event, EventKind, History, MAX_HISTORY_EVENTS};
 pub use host::{MAX_HOST, MAX_LABEL, normalise_host, path_host};
 pub use import::{ImportInput, ImportRow, Origin, RoutesInput, check_legacy_code};
-pub use link::{ClickCounts, Link, LinkState, MAX_VISITS, check_max_visits};
+pub use link::{ClickCounts, Link, LinkState, MAX_VISITS, check_max_visits, max_visits_of};
 pub use list::{
     DomainFilter, HostFilter, ListInput, ListQuery, Page, Position, StateFilter, reverse_host,
 };

@@ -87,17 +87,8 @@ impl CreateBody {
             .transpose()?;
         let max_visits = self
             .max_visits
-            .map(|n| {
-                n.as_u64().ok_or_else(|| {
-                    Error::invalid(
-                        "invalid_max_visits",
-                        format!(
-                            "max_visits must be an integer from 1 to {}",
-                            crate::domain::MAX_VISITS
-                        ),
-                    )
-                })
-            })
+            .as_ref()
+            .map(crate::domain::max_visits_of)
             .transpose()?;
         let idempotency_key = match headers.get("idempotency-key") {
             None => None,

@@ -184,14 +184,8 @@ fn input_of(row: NdjsonRow) -> Result<ImportInput, Error> {
             .transpose()?,
         max_visits: row
             .max_visits
-            .map(|n| {
-                n.as_u64().ok_or_else(|| {
-                    Error::invalid(
-                        "invalid_max_visits",
-                        "max_visits must be a positive integer",
-                    )
-                })
-            })
+            .as_ref()
+            .map(crate::domain::max_visits_of)
             .transpose()?,
         private: row.private,
         routes: crate::domain::RoutesInput {

@@ -99,19 +99,9 @@ pub(in crate::http::api) fn patch_input(bytes: &[u8]) -> Result<PatchInput, Erro
             ("disabled", Value::Bool(disabled)) => input.disabled = Some(disabled),
             ("disabled", _) => return Err(wrong("disabled", "true or false")),
             ("max_visits", Value::Null) => input.max_visits = Some(None),
-            ("max_visits", Value::Number(n)) => match n.as_u64() {
-                Some(n) => input.max_visits = Some(Some(n)),
-                // A number, but no visit limit: the check's own refusal, as for 0.
-                None => {
-                    return Err(Error::invalid(
-                        "invalid_max_visits",
-                        format!(
-                            "max_visits must be an integer from 1 to {}",
-                            crate::domain::MAX_VISITS
-                        ),
-                    ));
-                }
-            },
+            ("max_visits", Value::Number(n)) => {
+                input.max_visits = Some(Some(crate::domain::max_visits_of(&n)?))
+            }
             ("max_visits", _) => return Err(wrong("max_visits", "a positive integer or null")),
             ("password", Value::Null) => input.password = Some(None),
             ("password", Value::String(password)) => input.password = Some(Some(password)),
